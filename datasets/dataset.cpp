@@ -1,0 +1,150 @@
+// Loading GSM8K-format JSONL and resolving `--dataset` names.
+#include <datasets/dataset.hpp>
+
+#include <harness/util/hash.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace diffeval::datasets {
+
+namespace fs = std::filesystem;
+using util::ErrorKind;
+using util::make_error;
+
+util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std::string& origin) {
+    std::vector<Sample> out;
+    size_t pos = 0;
+    int line_no = 0;
+    while (pos < text.size()) {
+        size_t end = text.find('\n', pos);
+        if (end == std::string::npos) {
+            end = text.size();
+        }
+        std::string_view line(text.data() + pos, end - pos);
+        pos = end + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') {
+            line.remove_suffix(1);
+        }
+        if (line.find_first_not_of(" \t") == std::string_view::npos || line[0] == '#') {
+            continue;
+        }
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        auto where = fmt::format("{}:{}", origin, line_no);
+        if (j.is_discarded() || !j.is_object()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: not a JSON object; each line must be "
+                                          "{{\"question\": ..., \"answer\": ...}}",
+                                          where));
+        }
+        auto q = j.find("question");
+        auto a = j.find("answer");
+        if (q == j.end() || !q->is_string() || a == j.end() || !a->is_string()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: needs string fields \"question\" and \"answer\"", where));
+        }
+        out.push_back(Sample{static_cast<int>(out.size()), q->get<std::string>(), a->get<std::string>()});
+    }
+    if (out.empty()) {
+        return make_error(ErrorKind::data, fmt::format("{}: no questions in the file", origin));
+    }
+    return out;
+}
+
+util::Result<std::vector<Sample>> load_jsonl(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return make_error(ErrorKind::data, fmt::format("cannot read {}", path.string()));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_jsonl(ss.str(), path.string());
+}
+
+fs::path cache_dir() {
+    if (const char* d = std::getenv("DIFFEVAL_DATA"); d && *d) {
+        return d;
+    }
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+        return fs::path(x) / "diffeval";
+    }
+    const char* home = std::getenv("HOME");
+    return fs::path(home && *home ? home : ".") / ".cache" / "diffeval";
+}
+
+util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from) {
+    Dataset ds;
+    if (spec == "sample") {
+        auto test = parse_jsonl(sample_test_jsonl(), "<sample>/test.jsonl");
+        auto train = parse_jsonl(sample_train_jsonl(), "<sample>/train.jsonl");
+        if (!test) {
+            return test.error();
+        }
+        if (!train) {
+            return train.error();
+        }
+        ds = Dataset{"sample", "built-in sample set", std::move(*test), std::move(*train)};
+    } else if (spec == "gsm8k") {
+        auto dir = cache_dir() / "gsm8k";
+        for (const auto& f : k_gsm8k_files) {
+            if (!fs::exists(dir / f.name)) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("GSM8K is not in the cache ({} missing); run "
+                                              "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
+                                              (dir / f.name).string()));
+            }
+        }
+        auto test = load_jsonl(dir / "test.jsonl");
+        if (!test) {
+            return test.error();
+        }
+        auto train = load_jsonl(dir / "train.jsonl");
+        if (!train) {
+            return train.error();
+        }
+        ds = Dataset{"gsm8k", dir.string(), std::move(*test), std::move(*train)};
+    } else {
+        auto test = load_jsonl(spec);
+        if (!test) {
+            if (!fs::exists(spec)) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' or a "
+                                              "path to a GSM8K-format .jsonl file",
+                                              spec));
+            }
+            return test.error();
+        }
+        ds.name = spec;
+        ds.source = spec;
+        ds.test = std::move(*test);
+        if (fewshot_from.empty()) {
+            auto sibling = fs::path(spec).parent_path() / "train.jsonl";
+            if (!fs::exists(sibling)) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("no few-shot examples for {}: pass --fewshot-from "
+                                              "PATH.jsonl (or put train.jsonl beside it)",
+                                              spec));
+            }
+            auto train = load_jsonl(sibling);
+            if (!train) {
+                return train.error();
+            }
+            ds.fewshot = std::move(*train);
+        }
+    }
+    if (!fewshot_from.empty()) {
+        auto train = load_jsonl(fewshot_from);
+        if (!train) {
+            return train.error();
+        }
+        ds.fewshot = std::move(*train);
+    }
+    return ds;
+}
+
+} // namespace diffeval::datasets

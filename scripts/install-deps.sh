@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages diffeval builds and tests with, when any is
+# missing. Safe to run repeatedly: it asks apt only when something is absent.
+set -euo pipefail
+
+packages=(
+    g++ cmake make pkg-config sqlite3
+    libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+    libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev
+    libgtest-dev libgmock-dev libbenchmark-dev
+)
+if [ "${1:-}" = "--browser" ]; then
+    packages+=(chromium)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "diffeval: missing packages: ${missing[*]}; run 'sudo $0' or install them with apt-get" >&2
+    exit 1
+fi
+echo "diffeval: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
