@@ -1,0 +1,21 @@
+// How subcommands plug into the CLI: each subcommand file adds its CLI11
+// sub-app with its options and registers the function that runs it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <map>
+
+namespace diffeval::cli {
+
+// Maps each parsed subcommand to the function that runs it and returns the
+// process exit code (see cli.hpp for the codes).
+using Dispatch = std::map<const CLI::App*, std::function<int()>>;
+
+// Each adds one subcommand to `root` and its runner to `dispatch`.
+void add_run_command(CLI::App& root, Dispatch& dispatch);
+void add_sim_command(CLI::App& root, Dispatch& dispatch);
+void add_data_command(CLI::App& root, Dispatch& dispatch);
+
+} // namespace diffeval::cli
