@@ -1,0 +1,127 @@
+// Tests for datasets::parse_jsonl and load_jsonl: how a GSM8K-format file a
+// user points `--dataset` at is read, and what they are told when it is
+// wrong. Error messages must name the file and the line so the user can open
+// it and fix that line.
+#include <datasets/dataset.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace {
+
+using diffeval::datasets::load_jsonl;
+using diffeval::datasets::parse_jsonl;
+using diffeval::util::ErrorKind;
+using ::testing::HasSubstr;
+
+const std::string k_item_a = R"({"question": "How many?", "answer": "2 + 2 = <<2+2=4>>4\n#### 4"})";
+const std::string k_item_b = R"({"question": "How much?", "answer": "#### 7"})";
+
+TEST(ParseJsonl, ReadsQuestionsAndAnswersInOrder) {
+    auto items = parse_jsonl(k_item_a + "\n" + k_item_b + "\n", "data/x.jsonl");
+    ASSERT_TRUE(items.ok()) << items.error().message;
+    ASSERT_EQ(items->size(), 2u);
+    EXPECT_EQ((*items)[0].index, 0);
+    EXPECT_EQ((*items)[0].question, "How many?");
+    EXPECT_EQ((*items)[0].answer, "2 + 2 = <<2+2=4>>4\n#### 4");
+    EXPECT_EQ((*items)[1].index, 1);
+    EXPECT_EQ((*items)[1].answer, "#### 7");
+}
+
+TEST(ParseJsonl, LastLineNeedsNoNewline) {
+    auto items = parse_jsonl(k_item_a + "\n" + k_item_b, "data/x.jsonl");
+    ASSERT_TRUE(items.ok()) << items.error().message;
+    EXPECT_EQ(items->size(), 2u);
+}
+
+TEST(ParseJsonl, DecodesUnicodeEscapesToUtf8) {
+    auto items =
+        parse_jsonl(R"({"question": "Mia\u2019s cat?", "answer": "#### 1"})", "data/x.jsonl");
+    ASSERT_TRUE(items.ok()) << items.error().message;
+    EXPECT_EQ((*items)[0].question, "Mia\xE2\x80\x99s cat?");
+}
+
+TEST(ParseJsonl, MalformedLineNamesOriginAndLine) {
+    auto items =
+        parse_jsonl(k_item_a + "\n" + k_item_b + "\n{\"question\": \"cut off\n", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_EQ(items.error().kind, ErrorKind::data);
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:3"));
+}
+
+TEST(ParseJsonl, LineThatIsNotAnObjectIsAnError) {
+    auto items = parse_jsonl(k_item_a + "\n[\"question\", \"answer\"]\n", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:2"));
+}
+
+TEST(ParseJsonl, MissingFieldIsAnErrorNamingTheLine) {
+    auto items =
+        parse_jsonl(k_item_a + "\n" + R"({"question": "No answer here?"})" + "\n", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_EQ(items.error().kind, ErrorKind::data);
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:2"));
+    EXPECT_THAT(items.error().message, HasSubstr("answer"));
+}
+
+TEST(ParseJsonl, NonStringFieldIsAnError) {
+    auto items = parse_jsonl(R"({"question": "Sum?", "answer": 5})", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:1"));
+}
+
+TEST(ParseJsonl, SkipsBlankAndCommentLines) {
+    auto text =
+        "# exported by hand\n\n   \n" + k_item_a + "\n\t\n# another note\n" + k_item_b + "\n";
+    auto items = parse_jsonl(text, "data/x.jsonl");
+    ASSERT_TRUE(items.ok()) << items.error().message;
+    ASSERT_EQ(items->size(), 2u);
+    EXPECT_EQ((*items)[0].question, "How many?");
+    EXPECT_EQ((*items)[1].index, 1);
+}
+
+TEST(ParseJsonl, SkippedLinesStillCountForErrorLineNumbers) {
+    auto items = parse_jsonl("# note\n\n" + k_item_a + "\nnot json\n", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:4"));
+}
+
+TEST(ParseJsonl, HandlesCrlfLineEndings) {
+    auto items =
+        parse_jsonl("# note\r\n\r\n" + k_item_a + "\r\n" + k_item_b + "\r\n", "data/x.jsonl");
+    ASSERT_TRUE(items.ok()) << items.error().message;
+    ASSERT_EQ(items->size(), 2u);
+    EXPECT_EQ((*items)[1].answer, "#### 7");
+}
+
+TEST(ParseJsonl, CrlfErrorsReportTheRightLine) {
+    auto items = parse_jsonl(k_item_a + "\r\n" + k_item_b + "\r\n{oops}\r\n", "data/x.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr("data/x.jsonl:3"));
+}
+
+TEST(ParseJsonl, EmptyFileIsAnError) {
+    auto items = parse_jsonl("", "data/empty.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_EQ(items.error().kind, ErrorKind::data);
+    EXPECT_THAT(items.error().message, HasSubstr("data/empty.jsonl"));
+}
+
+TEST(ParseJsonl, FileOfOnlyCommentsIsAnError) {
+    auto items = parse_jsonl("# nothing yet\n\n", "data/empty.jsonl");
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr("data/empty.jsonl"));
+}
+
+TEST(LoadJsonl, MissingFileNamesThePath) {
+    auto path = std::filesystem::path(::testing::TempDir()) / "diffeval-no-such-dataset.jsonl";
+    std::filesystem::remove(path);
+    auto items = load_jsonl(path);
+    ASSERT_FALSE(items.ok());
+    EXPECT_THAT(items.error().message, HasSubstr(path.string()));
+}
+
+} // namespace
