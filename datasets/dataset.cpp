@@ -45,10 +45,12 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
         auto q = j.find("question");
         auto a = j.find("answer");
         if (q == j.end() || !q->is_string() || a == j.end() || !a->is_string()) {
-            return make_error(ErrorKind::data,
-                              fmt::format("{}: needs string fields \"question\" and \"answer\"", where));
+            return make_error(
+                ErrorKind::data,
+                fmt::format("{}: needs string fields \"question\" and \"answer\"", where));
         }
-        out.push_back(Sample{static_cast<int>(out.size()), q->get<std::string>(), a->get<std::string>()});
+        out.push_back(
+            Sample{static_cast<int>(out.size()), q->get<std::string>(), a->get<std::string>()});
     }
     if (out.empty()) {
         return make_error(ErrorKind::data, fmt::format("{}: no questions in the file", origin));

@@ -23,8 +23,8 @@ struct Sample {
 
 // The questions to ask and the pool few-shot examples are drawn from.
 struct Dataset {
-    std::string name;        // "gsm8k", "sample", or the test file's path
-    std::string source;      // where it was read from, for messages
+    std::string name;   // "gsm8k", "sample", or the test file's path
+    std::string source; // where it was read from, for messages
     std::vector<Sample> test;
     std::vector<Sample> fewshot;
 };

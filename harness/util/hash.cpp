@@ -37,6 +37,8 @@ uint64_t hash64(std::string_view data, uint64_t seed) {
     return h;
 }
 
-double unit_interval(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+double unit_interval(uint64_t h) {
+    return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
 
 } // namespace diffeval::util

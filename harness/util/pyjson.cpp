@@ -15,7 +15,11 @@ namespace {
 uint32_t next_code_point(const std::string& s, size_t& i) {
     auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
     unsigned char c = byte(i);
-    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    int extra = c < 0x80           ? 0
+                : (c >> 5) == 0x6  ? 1
+                : (c >> 4) == 0xE  ? 2
+                : (c >> 3) == 0x1E ? 3
+                                   : -1;
     if (extra < 0 || i + extra >= s.size() + (extra == 0 ? 1 : 0)) {
         ++i;
         return 0xFFFD;
@@ -37,13 +41,27 @@ void write_string(std::string& out, const std::string& s) {
     for (size_t i = 0; i < s.size();) {
         uint32_t cp = next_code_point(s, i);
         switch (cp) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\b':
+            out += "\\b";
+            break;
+        case '\f':
+            out += "\\f";
+            break;
         default:
             // Python escapes everything outside printable ASCII (space..~).
             if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000)) {
@@ -62,12 +80,24 @@ void write_string(std::string& out, const std::string& s) {
 void write(std::string& out, const nlohmann::ordered_json& v) {
     using T = nlohmann::ordered_json::value_t;
     switch (v.type()) {
-    case T::null: out += "null"; break;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; break;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); break;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
-    case T::number_float: out += python_float_repr(v.get<double>()); break;
-    case T::string: write_string(out, v.get_ref<const std::string&>()); break;
+    case T::null:
+        out += "null";
+        break;
+    case T::boolean:
+        out += v.get<bool>() ? "true" : "false";
+        break;
+    case T::number_integer:
+        out += std::to_string(v.get<int64_t>());
+        break;
+    case T::number_unsigned:
+        out += std::to_string(v.get<uint64_t>());
+        break;
+    case T::number_float:
+        out += python_float_repr(v.get<double>());
+        break;
+    case T::string:
+        write_string(out, v.get_ref<const std::string&>());
+        break;
     case T::array: {
         out += '[';
         bool first = true;
@@ -96,7 +126,9 @@ void write(std::string& out, const nlohmann::ordered_json& v) {
         out += '}';
         break;
     }
-    default: out += "null"; break;
+    default:
+        out += "null";
+        break;
     }
 }
 

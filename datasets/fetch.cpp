@@ -1,0 +1,94 @@
+// Downloading the official GSM8K files. Each file goes to a temporary name,
+// is checked against its published sha256, then renamed into place, so the
+// cache never holds a partial or altered file.
+#include <datasets/dataset.hpp>
+
+#include <harness/http/client.hpp>
+#include <harness/util/hash.hpp>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace diffeval::datasets {
+
+namespace fs = std::filesystem;
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+std::optional<std::string> read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        return std::nullopt;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+} // namespace
+
+util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std::string>& log) {
+    auto dir = cache_dir() / "gsm8k";
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        return make_error(ErrorKind::io, fmt::format("cannot create {}: {}; set DIFFEVAL_DATA to a "
+                                                     "writable directory",
+                                                     dir.string(), ec.message()));
+    }
+    std::string base = url_base;
+    while (!base.empty() && base.back() == '/') {
+        base.pop_back();
+    }
+    for (const auto& f : k_gsm8k_files) {
+        auto target = dir / f.name;
+        if (auto existing = read_file(target);
+            existing && util::sha256_hex(*existing) == f.sha256) {
+            log.push_back(fmt::format("{}: already present and verified", f.name));
+            continue;
+        }
+        http::Request req;
+        req.url = fmt::format("{}/{}", base, f.name);
+        req.timeout = std::chrono::milliseconds(300'000);
+        auto r = http::fetch(req);
+        if (r.transport != http::Transport::ok) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot download {}: {}; check the network "
+                                          "or pass --data-url-base",
+                                          req.url, r.transport_error));
+        }
+        if (r.status != 200) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot download {}: HTTP {}", req.url, r.status));
+        }
+        auto got = util::sha256_hex(r.body);
+        if (got != f.sha256) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{} has sha256 {}, expected {}; the source is not the "
+                                          "official GSM8K file",
+                                          req.url, got, f.sha256));
+        }
+        auto tmp = target;
+        tmp += ".part";
+        {
+            std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+            out.write(r.body.data(), static_cast<std::streamsize>(r.body.size()));
+            if (!out) {
+                return make_error(ErrorKind::io, fmt::format("cannot write {}", tmp.string()));
+            }
+        }
+        fs::rename(tmp, target, ec);
+        if (ec) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot write {}: {}", target.string(), ec.message()));
+        }
+        log.push_back(fmt::format("{}: downloaded and verified ({} bytes)", f.name, r.body.size()));
+    }
+    return dir;
+}
+
+} // namespace diffeval::datasets

@@ -1,0 +1,169 @@
+// `diffeval run`: send the experiment's requests and store every response.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+#include <harness/engine/run.hpp>
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int) {
+    g_stop.store(true);
+}
+
+struct RunFlags {
+    std::string config;
+    std::vector<std::string> servers;
+    std::string model;
+    std::vector<std::string> framings;
+    std::vector<std::string> max_tokens;
+    int repeats = 0;
+    int limit = 0;
+    int concurrency = 0;
+    std::string db;
+    std::string dataset;
+    std::string fewshot_from;
+    std::string api_key_env;
+    double timeout = 0;
+    int retries = -1;
+    int retry_backoff_ms = -1;
+    bool no_preflight = false;
+    bool quiet = false;
+};
+
+int run_command(const RunFlags& f) {
+    engine::RunConfig config;
+    // 1. The experiment file, then flags on top of it.
+    if (!f.config.empty()) {
+        if (auto r = engine::load_experiment(f.config, config); !r) {
+            return report(r.error());
+        }
+    }
+    if (!f.servers.empty()) {
+        config.servers.clear();
+        for (const auto& s : f.servers) {
+            auto spec = engine::parse_server_flag(s);
+            if (!spec) {
+                return report(spec.error());
+            }
+            config.servers.push_back(std::move(*spec));
+        }
+    }
+    if (!f.model.empty())
+        config.model = f.model;
+    if (!f.framings.empty())
+        config.framings = split_list(f.framings);
+    if (!f.max_tokens.empty()) {
+        config.max_tokens.clear();
+        for (const auto& m : split_list(f.max_tokens)) {
+            try {
+                size_t used = 0;
+                config.max_tokens.push_back(std::stoi(m, &used));
+                if (used != m.size())
+                    throw std::invalid_argument(m);
+            } catch (const std::exception&) {
+                return report(util::make_error(
+                    util::ErrorKind::usage,
+                    fmt::format("--max-tokens '{}': expected integers such as 256,1024", m)));
+            }
+        }
+    }
+    if (f.repeats)
+        config.repeats = f.repeats;
+    if (f.limit)
+        config.limit = f.limit;
+    if (f.concurrency)
+        config.concurrency = f.concurrency;
+    if (!f.db.empty())
+        config.db = f.db;
+    if (!f.dataset.empty())
+        config.dataset = f.dataset;
+    if (!f.fewshot_from.empty())
+        config.fewshot_from = f.fewshot_from;
+    if (!f.api_key_env.empty())
+        config.api_key_env = f.api_key_env;
+    if (f.timeout > 0)
+        config.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout * 1000));
+    if (f.retries >= 0)
+        config.retries = f.retries;
+    if (f.retry_backoff_ms >= 0)
+        config.retry_backoff = std::chrono::milliseconds(f.retry_backoff_ms);
+    if (f.no_preflight)
+        config.preflight = false;
+
+    // 2. Run with Ctrl-C wired to a clean stop.
+    g_stop.store(false);
+    auto old_int = std::signal(SIGINT, on_stop_signal);
+    auto old_term = std::signal(SIGTERM, on_stop_signal);
+    engine::RunOptions options;
+    options.progress = f.quiet           ? engine::ProgressStyle::none
+                       : stderr_is_tty() ? engine::ProgressStyle::bar
+                                         : engine::ProgressStyle::lines;
+    options.stop_requested = &g_stop;
+    auto result = engine::run(config, options, std::cerr);
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    if (!result) {
+        return report(result.error());
+    }
+
+    // 3. Say what was stored and what to do next.
+    const auto& s = *result;
+    std::cout << fmt::format(
+        "stored {} responses in {} ({} ok, {} failed, {} retries, {} skipped as "
+        "already stored) in {:.1f}s\n",
+        s.succeeded + s.failed, config.db, s.succeeded, s.failed, s.retries, s.skipped, s.seconds);
+    if (s.interrupted) {
+        std::cout << "interrupted: run the same command again to send the rest\n";
+        return k_exit_interrupted;
+    }
+    if (s.failed) {
+        std::cout << fmt::format("{} requests have no successful response; run the same command "
+                                 "again to retry them\n",
+                                 s.failed);
+        return k_exit_failed;
+    }
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_run_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<RunFlags>();
+    auto* cmd =
+        root.add_subcommand("run", "Send every request of the experiment and store the responses");
+    cmd->add_option("--config", flags->config, "Experiment file (TOML); flags override it");
+    cmd->add_option("--server", flags->servers,
+                    "NAME=URL of an OpenAI-compatible server (repeatable)");
+    cmd->add_option("--model", flags->model, "Model name sent to every server");
+    cmd->add_option("--framing", flags->framings,
+                    "Framings, comma-separated: raw,chat or TOML paths");
+    cmd->add_option("--max-tokens", flags->max_tokens,
+                    "Token limits, comma-separated (default 256)");
+    cmd->add_option("--repeats", flags->repeats, "Repeats of every request (default 1)");
+    cmd->add_option("--limit", flags->limit, "Only the first N test questions");
+    cmd->add_option("--concurrency", flags->concurrency,
+                    "In-flight requests per server (default 64)");
+    cmd->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
+    cmd->add_option("--dataset", flags->dataset, "sample, gsm8k, or a GSM8K-format .jsonl path");
+    cmd->add_option("--fewshot-from", flags->fewshot_from, "JSONL file of few-shot examples");
+    cmd->add_option("--api-key-env", flags->api_key_env,
+                    "Environment variable holding the API key");
+    cmd->add_option("--timeout", flags->timeout, "Per-request timeout in seconds (default 600)");
+    cmd->add_option("--retries", flags->retries,
+                    "Retries on connection errors, 429 and 5xx (default 3)");
+    cmd->add_option("--retry-backoff-ms", flags->retry_backoff_ms,
+                    "First retry delay (default 500)");
+    cmd->add_flag("--no-preflight", flags->no_preflight, "Skip the GET /v1/models check");
+    cmd->add_flag("--quiet", flags->quiet, "No progress output");
+    dispatch[cmd] = [flags] { return run_command(*flags); };
+}
+
+} // namespace diffeval::cli

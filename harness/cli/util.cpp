@@ -1,0 +1,46 @@
+// Shared CLI helpers; see util.hpp.
+#include <harness/cli/util.hpp>
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <unistd.h>
+
+namespace diffeval::cli {
+
+std::vector<std::string> split_list(const std::vector<std::string>& values) {
+    std::vector<std::string> out;
+    for (const auto& v : values) {
+        size_t start = 0;
+        while (start <= v.size()) {
+            auto comma = v.find(',', start);
+            auto item =
+                v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!item.empty()) {
+                out.push_back(item);
+            }
+            if (comma == std::string::npos) {
+                break;
+            }
+            start = comma + 1;
+        }
+    }
+    return out;
+}
+
+int report(const util::Error& error) {
+    std::cerr << "diffeval: " << error.message << "\n";
+    switch (error.kind) {
+    case util::ErrorKind::usage:
+    case util::ErrorKind::data:
+        return k_exit_usage;
+    default:
+        return k_exit_failed;
+    }
+}
+
+bool stderr_is_tty() {
+    return isatty(STDERR_FILENO) == 1;
+}
+
+} // namespace diffeval::cli

@@ -1,0 +1,340 @@
+// Experiment files and validation of a run's configuration.
+#include <harness/engine/config.hpp>
+
+#include <harness/http/client.hpp>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <set>
+
+namespace diffeval::engine {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+std::string where(const std::string& path, const toml::node& node) {
+    return fmt::format("{}:{}", path, node.source().begin.line);
+}
+
+nlohmann::ordered_json to_json_value(const toml::node& node) {
+    if (auto* t = node.as_table()) {
+        auto out = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : *t) {
+            out[std::string(k.str())] = to_json_value(v);
+        }
+        return out;
+    }
+    if (auto* a = node.as_array()) {
+        auto out = nlohmann::ordered_json::array();
+        for (const auto& v : *a) {
+            out.push_back(to_json_value(v));
+        }
+        return out;
+    }
+    if (node.is_string()) {
+        return *node.value<std::string>();
+    }
+    if (node.is_integer()) {
+        return *node.value<int64_t>();
+    }
+    if (node.is_floating_point()) {
+        return *node.value<double>();
+    }
+    if (node.is_boolean()) {
+        return *node.value<bool>();
+    }
+    return nullptr;
+}
+
+util::Result<void> check_keys(const std::string& path, const toml::table& t,
+                              const std::set<std::string>& allowed, const std::string& context) {
+    for (const auto& [k, v] : t) {
+        if (!allowed.count(std::string(k.str()))) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(path, v),
+                                          k.str(), context, fmt::join(allowed, ", ")));
+        }
+    }
+    return {};
+}
+
+template <typename T>
+util::Result<T> get(const std::string& path, const toml::node& node, const char* what) {
+    auto v = node.value<T>();
+    if (!v) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' has the wrong type", where(path, node), what));
+    }
+    return *v;
+}
+
+} // namespace
+
+util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
+    toml::table tbl;
+    try {
+        tbl = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}:{}: {}", path, e.source().begin.line, e.description()));
+    }
+    static const std::set<std::string> k_top = {
+        "version",    "servers",      "server",      "model",       "framings",
+        "max_tokens", "repeats",      "limit",       "concurrency", "db",
+        "dataset",    "fewshot_from", "api_key_env", "timeout",     "retries"};
+    if (auto r = check_keys(path, tbl, k_top, "experiment file"); !r) {
+        return r;
+    }
+    auto str_list = [&](const toml::node& n,
+                        const char* what) -> util::Result<std::vector<std::string>> {
+        std::vector<std::string> out;
+        if (n.is_string()) {
+            out.push_back(*n.value<std::string>());
+            return out;
+        }
+        auto* a = n.as_array();
+        if (!a) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: '{}' must be a list", where(path, n), what));
+        }
+        for (const auto& e : *a) {
+            auto v = get<std::string>(path, e, what);
+            if (!v) {
+                return v.error();
+            }
+            out.push_back(*v);
+        }
+        return out;
+    };
+    for (const auto& [key, node] : tbl) {
+        const std::string k(key.str());
+        if (k == "model") {
+            auto v = get<std::string>(path, node, "model");
+            if (!v)
+                return v.error();
+            config.model = *v;
+        } else if (k == "framings") {
+            auto v = str_list(node, "framings");
+            if (!v)
+                return v.error();
+            config.framings = *v;
+        } else if (k == "max_tokens") {
+            config.max_tokens.clear();
+            if (node.is_integer()) {
+                config.max_tokens.push_back(static_cast<int>(*node.value<int64_t>()));
+            } else if (auto* a = node.as_array()) {
+                for (const auto& e : *a) {
+                    auto v = get<int64_t>(path, e, "max_tokens");
+                    if (!v)
+                        return v.error();
+                    config.max_tokens.push_back(static_cast<int>(*v));
+                }
+            } else {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: 'max_tokens' must be an integer or a list",
+                                              where(path, node)));
+            }
+        } else if (k == "repeats" || k == "limit" || k == "concurrency" || k == "retries") {
+            auto v = get<int64_t>(path, node, k.c_str());
+            if (!v)
+                return v.error();
+            int n = static_cast<int>(*v);
+            if (k == "repeats") {
+                config.repeats = n;
+            } else if (k == "concurrency") {
+                config.concurrency = n;
+            } else if (k == "retries") {
+                config.retries = n;
+            } else {
+                config.limit = n;
+            }
+        } else if (k == "timeout") {
+            auto v = node.value<double>();
+            if (!v)
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: 'timeout' must be seconds", where(path, node)));
+            config.timeout = std::chrono::milliseconds(static_cast<int64_t>(*v * 1000));
+        } else if (k == "db" || k == "dataset" || k == "fewshot_from" || k == "api_key_env") {
+            auto v = get<std::string>(path, node, k.c_str());
+            if (!v)
+                return v.error();
+            (k == "db"             ? config.db
+             : k == "dataset"      ? config.dataset
+             : k == "fewshot_from" ? config.fewshot_from
+                                   : config.api_key_env) = *v;
+        } else if (k == "servers" || k == "server") {
+            auto* arr = node.as_array();
+            if (!arr) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}: write servers as [[servers]] tables", where(path, node)));
+            }
+            for (const auto& sn : *arr) {
+                auto* st = sn.as_table();
+                if (!st) {
+                    return make_error(
+                        ErrorKind::usage,
+                        fmt::format("{}: each server must be a table", where(path, sn)));
+                }
+                static const std::set<std::string> k_server = {"name",        "url",     "model",
+                                                               "api_key_env", "headers", "body"};
+                if (auto r = check_keys(path, *st, k_server, "[[servers]]"); !r) {
+                    return r;
+                }
+                ServerSpec s;
+                for (const auto& [sk, sv] : *st) {
+                    const std::string skey(sk.str());
+                    if (skey == "headers") {
+                        auto* ht = sv.as_table();
+                        if (!ht)
+                            return make_error(
+                                ErrorKind::usage,
+                                fmt::format("{}: headers must be a table", where(path, sv)));
+                        for (const auto& [hk, hv] : *ht) {
+                            auto v = get<std::string>(path, hv, "headers");
+                            if (!v)
+                                return v.error();
+                            s.headers.push_back(fmt::format("{}: {}", hk.str(), *v));
+                        }
+                    } else if (skey == "body") {
+                        if (!sv.is_table())
+                            return make_error(
+                                ErrorKind::usage,
+                                fmt::format("{}: body must be a table", where(path, sv)));
+                        s.extra_body = to_json_value(sv);
+                    } else {
+                        auto v = get<std::string>(path, sv, skey.c_str());
+                        if (!v)
+                            return v.error();
+                        if (skey == "name")
+                            s.name = *v;
+                        else if (skey == "url")
+                            s.url = *v;
+                        else if (skey == "model")
+                            s.model = *v;
+                        else
+                            s.api_key_env = *v;
+                    }
+                }
+                if (s.name.empty() || s.url.empty()) {
+                    return make_error(
+                        ErrorKind::usage,
+                        fmt::format("{}: a server needs name and url", where(path, sn)));
+                }
+                while (!s.url.empty() && s.url.back() == '/')
+                    s.url.pop_back();
+                config.servers.push_back(std::move(s));
+            }
+        }
+    }
+    return {};
+}
+
+util::Result<ServerSpec> parse_server_flag(const std::string& value) {
+    auto eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("--server '{}': expected NAME=URL, e.g. default=http://localhost:8000",
+                        value));
+    }
+    ServerSpec s;
+    s.name = value.substr(0, eq);
+    s.url = value.substr(eq + 1);
+    while (!s.url.empty() && s.url.back() == '/') {
+        s.url.pop_back();
+    }
+    return s;
+}
+
+util::Result<void> validate(const RunConfig& c) {
+    if (c.servers.empty()) {
+        return make_error(ErrorKind::usage,
+                          "no servers: pass --server NAME=URL or a --config file with [[servers]]");
+    }
+    std::set<std::string> names;
+    for (const auto& s : c.servers) {
+        if (s.name.find_first_of("/ \t") != std::string::npos) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server name '{}' must not contain '/' or spaces", s.name));
+        }
+        if (!names.insert(s.name).second) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server name '{}' is given twice", s.name));
+        }
+        if (!http::looks_like_http_url(s.url)) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': '{}' is not an http:// or https:// URL", s.name, s.url));
+        }
+    }
+    if (c.framings.empty()) {
+        return make_error(ErrorKind::usage, "no framings: pass --framing raw,chat");
+    }
+    if (c.max_tokens.empty()) {
+        return make_error(ErrorKind::usage, "no token limits: pass --max-tokens 256,1024");
+    }
+    for (int m : c.max_tokens) {
+        if (m <= 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("--max-tokens {}: must be positive", m));
+        }
+    }
+    if (c.repeats < 1) {
+        return make_error(ErrorKind::usage, "--repeats must be at least 1");
+    }
+    if (c.limit && *c.limit < 1) {
+        return make_error(ErrorKind::usage, "--limit must be at least 1");
+    }
+    if (c.concurrency < 1) {
+        return make_error(ErrorKind::usage, "--concurrency must be at least 1");
+    }
+    if (c.retries < 0) {
+        return make_error(ErrorKind::usage, "--retries must not be negative");
+    }
+    if (c.timeout.count() <= 0) {
+        return make_error(ErrorKind::usage, "--timeout must be positive");
+    }
+    return {};
+}
+
+nlohmann::json to_json(const RunConfig& c) {
+    nlohmann::json servers = nlohmann::json::array();
+    for (const auto& s : c.servers) {
+        nlohmann::json j = {{"name", s.name}, {"url", s.url}};
+        if (s.model)
+            j["model"] = *s.model;
+        if (!s.api_key_env.empty())
+            j["api_key_env"] = s.api_key_env;
+        if (!s.extra_body.empty())
+            j["body"] = s.extra_body;
+        // Header values may hold credentials: keep only their names.
+        nlohmann::json names = nlohmann::json::array();
+        for (const auto& h : s.headers)
+            names.push_back(h.substr(0, h.find(':')));
+        if (!names.empty())
+            j["headers"] = names;
+        servers.push_back(j);
+    }
+    nlohmann::json j = {{"servers", servers},
+                        {"framings", c.framings},
+                        {"max_tokens", c.max_tokens},
+                        {"repeats", c.repeats},
+                        {"concurrency", c.concurrency},
+                        {"dataset", c.dataset},
+                        {"timeout_s", c.timeout.count() / 1000.0},
+                        {"retries", c.retries}};
+    if (c.limit)
+        j["limit"] = *c.limit;
+    if (c.model)
+        j["model"] = *c.model;
+    if (!c.fewshot_from.empty())
+        j["fewshot_from"] = c.fewshot_from;
+    return j;
+}
+
+} // namespace diffeval::engine

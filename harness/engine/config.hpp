@@ -1,0 +1,58 @@
+// What a run is asked to do: servers, framings, token limits, repeats, and
+// how to send. Filled from an experiment file (TOML) and then from flags,
+// which override it.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::engine {
+
+struct ServerSpec {
+    std::string name;
+    std::string url; // base URL, without a trailing slash
+    std::optional<std::string> model;
+    std::string api_key_env;          // name of the variable holding the key
+    std::vector<std::string> headers; // extra "Name: value" headers
+    nlohmann::ordered_json extra_body = nlohmann::ordered_json::object();
+};
+
+struct RunConfig {
+    std::vector<ServerSpec> servers;
+    std::optional<std::string> model; // global default
+    std::vector<std::string> framings{"raw", "chat"};
+    std::vector<int> max_tokens{256};
+    int repeats = 1;
+    std::optional<int> limit;
+    int concurrency = 64; // in-flight requests per server
+    std::string db = "diffeval.sqlite";
+    std::string dataset = "sample";
+    std::string fewshot_from;
+    std::string api_key_env; // global default
+    std::chrono::milliseconds timeout{600'000};
+    int retries = 3;
+    std::chrono::milliseconds retry_backoff{500}; // first retry delay, doubled each time
+    bool preflight = true;
+};
+
+// Read an experiment file into `config`. Unknown keys are errors naming the
+// file and line.
+util::Result<void> load_experiment(const std::string& path, RunConfig& config);
+
+// Parse "NAME=URL" (from --server).
+util::Result<ServerSpec> parse_server_flag(const std::string& value);
+
+// Check what no request can fix: names, URLs, numbers.
+util::Result<void> validate(const RunConfig& config);
+
+// The configuration as JSON for the runs table (never holds secrets: only the
+// names of the variables that do).
+nlohmann::json to_json(const RunConfig& config);
+
+} // namespace diffeval::engine

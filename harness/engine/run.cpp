@@ -1,0 +1,487 @@
+// The run engine; see run.hpp.
+//
+// One thread drives the network (curl multi), one writes to SQLite. Request
+// rows are inserted before anything is sent, so the store always knows what
+// was asked even if the process dies; a response row is written only when an
+// outcome is final, so a killed run resumes by resending what has none.
+#include <harness/engine/run.hpp>
+
+#include <datasets/dataset.hpp>
+#include <harness/engine/response_parse.hpp>
+#include <harness/framing/framing.hpp>
+#include <harness/http/client.hpp>
+#include <harness/store/store.hpp>
+#include <harness/util/hash.hpp>
+#include <harness/util/pyjson.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <unistd.h>
+
+namespace diffeval::engine {
+
+using Clock = std::chrono::steady_clock;
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+struct Work {
+    std::string key;
+    size_t server = 0;
+    Endpoint endpoint = Endpoint::completion;
+    std::string url;
+    std::shared_ptr<const std::string> body;
+    int attempts = 0;
+    std::string started_at;
+};
+
+struct ServerState {
+    const ServerSpec* spec = nullptr;
+    std::vector<std::string> headers;
+    std::deque<Work> queue;
+    size_t in_flight = 0;
+};
+
+struct Retry {
+    Clock::time_point when;
+    Work work;
+    bool operator>(const Retry& o) const { return when > o.when; }
+};
+
+// What the preflight learned about one server.
+struct ServerInfo {
+    std::optional<std::string> served_model;
+    nlohmann::json info = nlohmann::json::object();
+};
+
+std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c,
+                                         util::Result<void>& status) {
+    std::vector<std::string> h = {"Content-Type: application/json", "Accept: application/json"};
+    const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+    if (!env.empty()) {
+        const char* key = std::getenv(env.c_str());
+        if (!key || !*key) {
+            status = make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': the API key variable {} is not set", s.name, env));
+            return h;
+        }
+        h.push_back(fmt::format("Authorization: Bearer {}", key));
+    }
+    for (const auto& extra : s.headers) {
+        h.push_back(extra);
+    }
+    return h;
+}
+
+util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::string>& headers,
+                                   const std::optional<std::string>& model,
+                                   std::chrono::milliseconds timeout) {
+    ServerInfo out;
+    http::Request req;
+    req.url = s.url + "/v1/models";
+    req.headers = headers;
+    req.timeout = std::min(timeout, std::chrono::milliseconds{15'000});
+    auto r = http::fetch(req);
+    if (r.transport != http::Transport::ok) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' at {} is unreachable ({}); check the URL, start "
+                                      "the server, or pass --no-preflight",
+                                      s.name, s.url, r.transport_error));
+    }
+    if (r.status == 401 || r.status == 403) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("server '{}' refused the credentials (HTTP {}); set the API key "
+                        "variable named by --api-key-env",
+                        s.name, r.status));
+    }
+    if (r.status != 200) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': GET /v1/models answered HTTP {}: {}; is it an "
+                                      "OpenAI-compatible server?",
+                                      s.name, r.status, error_message(r.body)));
+    }
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    std::vector<std::string> ids;
+    if (j.is_object() && j.contains("data") && j["data"].is_array()) {
+        for (const auto& m : j["data"]) {
+            if (m.is_object() && m.contains("id") && m["id"].is_string()) {
+                ids.push_back(m["id"].get<std::string>());
+            }
+        }
+    }
+    if (ids.empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': GET /v1/models listed no models; is it an "
+                                      "OpenAI-compatible server?",
+                                      s.name));
+    }
+    if (model && std::find(ids.begin(), ids.end(), *model) == ids.end()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' does not serve model '{}'; it serves: {}",
+                                      s.name, *model, fmt::join(ids, ", ")));
+    }
+    out.served_model = ids.front();
+    out.info["models"] = j["data"];
+    if (!r.server_header.empty()) {
+        out.info["server_header"] = r.server_header;
+    }
+    // /version is vLLM's; other engines may not have it.
+    req.url = s.url + "/version";
+    auto v = http::fetch(req);
+    if (v.transport == http::Transport::ok && v.status == 200) {
+        auto vj = nlohmann::json::parse(v.body, nullptr, false);
+        if (!vj.is_discarded()) {
+            out.info["version"] = vj;
+        }
+    }
+    return out;
+}
+
+bool retryable_status(long status) {
+    return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+// Seconds from a Retry-After value (delta-seconds; HTTP dates fall back to
+// the backoff), capped so a hostile server cannot park the run.
+std::optional<std::chrono::milliseconds> parse_retry_after(const std::optional<std::string>& v) {
+    if (!v || v->empty()) {
+        return std::nullopt;
+    }
+    char* end = nullptr;
+    double secs = std::strtod(v->c_str(), &end);
+    if (end == v->c_str() || secs < 0) {
+        return std::nullopt;
+    }
+    return std::chrono::milliseconds(static_cast<int64_t>(std::min(secs, 300.0) * 1000));
+}
+
+class Progress {
+public:
+    Progress(ProgressStyle style, std::ostream& log, int64_t total)
+        : m_style(style), m_log(log), m_total(total), m_start(Clock::now()), m_last(m_start) {}
+
+    void update(int64_t done, int64_t errors, bool final = false) {
+        if (m_style == ProgressStyle::none) {
+            return;
+        }
+        auto now = Clock::now();
+        auto since = now - m_last;
+        bool due = m_style == ProgressStyle::bar ? since > std::chrono::milliseconds(100)
+                                                 : since > std::chrono::seconds(5);
+        if (!due && !final) {
+            return;
+        }
+        m_last = now;
+        double secs = std::chrono::duration<double>(now - m_start).count();
+        double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+        std::string eta = rate > 0 && done < m_total
+                              ? fmt::format("{:.0f}s", static_cast<double>(m_total - done) / rate)
+                              : "-";
+        if (m_style == ProgressStyle::bar) {
+            constexpr int k_width = 30;
+            int filled = m_total > 0 ? static_cast<int>(k_width * done / m_total) : k_width;
+            m_log << fmt::format("\r[{}{}] {}/{} {:.0f} req/s, {} errors, ETA {}  ",
+                                 std::string(filled, '#'), std::string(k_width - filled, '.'), done,
+                                 m_total, rate, errors, eta);
+            if (final) {
+                m_log << "\n";
+            }
+        } else {
+            m_log << fmt::format("progress: {}/{} done, {:.0f} req/s, {} errors, ETA {}\n", done,
+                                 m_total, rate, errors, eta);
+        }
+        m_log.flush();
+    }
+
+private:
+    ProgressStyle m_style;
+    std::ostream& m_log;
+    int64_t m_total;
+    Clock::time_point m_start;
+    Clock::time_point m_last;
+};
+
+} // namespace
+
+util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
+                             std::ostream& log) {
+    // 1. Check the configuration and load everything that can be wrong
+    //    before anything is sent: dataset, framings, credentials.
+    if (auto r = validate(config); !r) {
+        return r.error();
+    }
+    auto dataset = datasets::open_dataset(config.dataset, config.fewshot_from);
+    if (!dataset) {
+        return dataset.error();
+    }
+    std::vector<framing::Framing> framings;
+    for (const auto& name : config.framings) {
+        auto f = framing::load_framing(name);
+        if (!f) {
+            return f.error();
+        }
+        framings.push_back(std::move(*f));
+    }
+    std::vector<ServerState> servers(config.servers.size());
+    for (size_t i = 0; i < servers.size(); ++i) {
+        util::Result<void> status;
+        servers[i].spec = &config.servers[i];
+        servers[i].headers = request_headers(config.servers[i], config, status);
+        if (!status) {
+            return status.error();
+        }
+    }
+
+    // 2. Preflight: every server answers and serves the model.
+    std::vector<ServerInfo> infos(servers.size());
+    for (size_t i = 0; i < servers.size(); ++i) {
+        const auto& spec = config.servers[i];
+        auto model = spec.model ? spec.model : config.model;
+        if (config.preflight) {
+            auto info = preflight(spec, servers[i].headers, model, config.timeout);
+            if (!info) {
+                return info.error();
+            }
+            infos[i] = std::move(*info);
+        }
+    }
+
+    // 3. Open the store and record the run, servers and questions.
+    auto store = store::Store::open(config.db, store::Store::Mode::read_write);
+    if (!store) {
+        return store.error();
+    }
+    auto& db = **store;
+    auto run_id = db.begin_run(to_json(config).dump(), dataset->name);
+    if (!run_id) {
+        return run_id.error();
+    }
+    for (size_t i = 0; i < servers.size(); ++i) {
+        const auto& spec = config.servers[i];
+        auto model = spec.model ? spec.model : config.model;
+        store::ServerRow row{spec.name, spec.url,
+                             model.value_or(infos[i].served_model.value_or("")),
+                             infos[i].info.dump()};
+        if (auto r = db.put_server(row); !r) {
+            return r.error();
+        }
+    }
+    size_t n_questions = dataset->test.size();
+    if (config.limit) {
+        n_questions = std::min(n_questions, static_cast<size_t>(*config.limit));
+    }
+    {
+        std::vector<std::pair<std::string, std::string>> qa;
+        qa.reserve(dataset->test.size());
+        for (const auto& s : dataset->test) {
+            qa.emplace_back(s.question, s.answer);
+        }
+        if (auto r = db.put_questions(dataset->name, qa); !r) {
+            return r.error();
+        }
+    }
+
+    // 4. Plan the matrix; store every request before sending any.
+    auto done_keys = db.completed_keys();
+    if (!done_keys) {
+        return done_keys.error();
+    }
+    RunSummary summary;
+    summary.run_id = *run_id;
+    for (size_t si = 0; si < servers.size(); ++si) {
+        const auto& spec = config.servers[si];
+        std::optional<std::string> model = spec.model ? spec.model : config.model;
+        for (const auto& f : framings) {
+            std::optional<std::string> body_model = model;
+            if (!body_model && f.model == framing::ModelField::always) {
+                body_model = infos[si].served_model;
+                if (!body_model) {
+                    return make_error(
+                        ErrorKind::usage,
+                        fmt::format("framing '{}' needs a model name for server '{}': "
+                                    "pass --model (preflight is off)",
+                                    f.name, spec.name));
+                }
+            }
+            framing::Renderer renderer(f, *dataset);
+            const auto endpoint =
+                f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
+            for (int max_tokens : config.max_tokens) {
+                std::vector<store::RequestRow> rows;
+                for (size_t q = 0; q < n_questions; ++q) {
+                    auto body = std::make_shared<const std::string>(util::python_json_dumps(
+                        renderer.body(dataset->test[q], max_tokens, body_model, spec.extra_body)));
+                    auto body_sha = util::sha256_hex(*body);
+                    for (int rep = 0; rep < config.repeats; ++rep) {
+                        store::RequestRow row{
+                            "",      spec.name,           f.name,        max_tokens,
+                            rep,     static_cast<int>(q), dataset->name, *body,
+                            body_sha};
+                        row.key =
+                            util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", spec.name,
+                                                         f.name, max_tokens, rep, q, body_sha));
+                        ++summary.planned;
+                        if (done_keys->count(row.key)) {
+                            ++summary.skipped;
+                            continue;
+                        }
+                        servers[si].queue.push_back(
+                            Work{row.key, si, endpoint, spec.url + f.endpoint, body, 0, ""});
+                        rows.push_back(std::move(row));
+                    }
+                }
+                if (auto r = db.put_requests(rows); !r) {
+                    return r.error();
+                }
+            }
+        }
+    }
+    const int64_t to_send = summary.planned - summary.skipped;
+    log << fmt::format(
+        "diffeval run: {} requests planned, {} already stored (skipped), {} to send\n",
+        summary.planned, summary.skipped, to_send);
+
+    // 5. The event loop.
+    store::Writer writer(db);
+    http::MultiClient client;
+    std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
+    std::unordered_map<uint64_t, Work> in_flight;
+    uint64_t next_tag = 1;
+    Progress progress(options.progress, log, to_send);
+    const auto start = Clock::now();
+    uint64_t jitter_state = util::hash64(fmt::format("{}", *run_id));
+
+    auto submit = [&](Work w) {
+        auto& st = servers[w.server];
+        if (w.attempts == 0) {
+            w.started_at = store::now_iso8601();
+        }
+        ++w.attempts;
+        http::Request req;
+        req.tag = next_tag++;
+        req.method = "POST";
+        req.url = w.url;
+        req.headers = st.headers;
+        req.body = *w.body;
+        req.timeout = config.timeout;
+        ++st.in_flight;
+        in_flight.emplace(req.tag, std::move(w));
+        client.submit(std::move(req));
+    };
+    auto fill = [&] {
+        for (auto& st : servers) {
+            while (st.in_flight < static_cast<size_t>(config.concurrency) && !st.queue.empty()) {
+                Work w = std::move(st.queue.front());
+                st.queue.pop_front();
+                submit(std::move(w));
+            }
+        }
+    };
+    auto backoff = [&](int attempt) {
+        jitter_state = util::hash64("jitter", jitter_state);
+        double jitter = 0.5 + util::unit_interval(jitter_state); // 0.5x .. 1.5x
+        double ms =
+            static_cast<double>(config.retry_backoff.count()) * std::pow(2.0, attempt - 1) * jitter;
+        return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 60'000.0)));
+    };
+
+    while (!in_flight.empty() || !retries.empty() ||
+           std::any_of(servers.begin(), servers.end(),
+                       [](const auto& s) { return !s.queue.empty(); })) {
+        if (options.stop_requested && options.stop_requested->load()) {
+            summary.interrupted = true;
+            client.cancel_all();
+            break;
+        }
+        // Due retries go back to the front of their server's queue.
+        while (!retries.empty() && retries.top().when <= Clock::now()) {
+            Work w = retries.top().work;
+            retries.pop();
+            servers[w.server].queue.push_front(std::move(w));
+        }
+        fill();
+        auto wait = std::chrono::milliseconds(100);
+        if (!retries.empty()) {
+            auto until = std::chrono::duration_cast<std::chrono::milliseconds>(retries.top().when -
+                                                                               Clock::now());
+            wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+        }
+        if (in_flight.empty()) {
+            if (wait.count() > 0) {
+                usleep(static_cast<useconds_t>(wait.count() * 1000));
+            }
+            continue;
+        }
+        for (auto& resp : client.poll(wait)) {
+            auto it = in_flight.find(resp.tag);
+            Work w = std::move(it->second);
+            in_flight.erase(it);
+            --servers[w.server].in_flight;
+
+            const bool transport_ok = resp.transport == http::Transport::ok;
+            const bool retry =
+                (!transport_ok || retryable_status(resp.status)) && w.attempts <= config.retries;
+            if (retry) {
+                ++summary.retries;
+                auto delay = backoff(w.attempts);
+                if (auto ra = parse_retry_after(resp.retry_after); ra && transport_ok) {
+                    delay = *ra;
+                }
+                retries.push(Retry{Clock::now() + delay, std::move(w)});
+                continue;
+            }
+            store::ResponseRow row;
+            row.key = w.key;
+            row.run_id = *run_id;
+            row.status = static_cast<int>(resp.status);
+            row.response_json = resp.body;
+            row.attempts = w.attempts;
+            row.latency_ms = resp.total_ms;
+            row.started_at = w.started_at;
+            if (!transport_ok) {
+                row.error_kind =
+                    resp.transport == http::Transport::timed_out ? "timeout" : "transport";
+                row.error = resp.transport_error;
+            } else if (resp.status < 200 || resp.status >= 300) {
+                row.error_kind = "http";
+                row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+            } else {
+                parse_success_body(resp.body, w.endpoint, row);
+            }
+            if (row.ok) {
+                ++summary.succeeded;
+            } else {
+                ++summary.failed;
+            }
+            writer.push(std::move(row));
+        }
+        progress.update(summary.succeeded + summary.failed, summary.failed);
+    }
+
+    // 6. Flush, close the run, and report.
+    writer.close();
+    summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    progress.update(summary.succeeded + summary.failed, summary.failed, true);
+    if (auto err = writer.error()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("writing responses to {} failed: {}; rerun the "
+                                      "same command to resend what was not stored",
+                                      config.db, *err));
+    }
+    (void)db.end_run(*run_id, summary.interrupted ? "interrupted"
+                              : summary.failed    ? "incomplete"
+                                                  : "complete");
+    return summary;
+}
+
+} // namespace diffeval::engine

@@ -1,0 +1,42 @@
+// The run engine: plans every (server x framing x max_tokens x repeat x
+// question) request, skips those already answered in the store, sends the rest
+// through one curl-multi event loop with per-server concurrency, retries what
+// is worth retrying, and hands every outcome to the store's writer thread.
+#pragma once
+
+#include <harness/engine/config.hpp>
+#include <harness/util/result.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+
+namespace diffeval::engine {
+
+// How progress is shown: a redrawn bar on a terminal, periodic lines
+// otherwise, or nothing.
+enum class ProgressStyle { bar, lines, none };
+
+struct RunOptions {
+    ProgressStyle progress = ProgressStyle::lines;
+    // Set from a signal handler to stop cleanly; checked by the loop.
+    const std::atomic<bool>* stop_requested = nullptr;
+};
+
+struct RunSummary {
+    int64_t run_id = 0;
+    int64_t planned = 0;   // requests in the matrix
+    int64_t skipped = 0;   // already answered in the store
+    int64_t succeeded = 0; // answered in this run
+    int64_t failed = 0;    // ended in an error in this run
+    int64_t retries = 0;   // extra attempts made
+    bool interrupted = false;
+    double seconds = 0;
+};
+
+// Run `config`, writing to its database; progress and notes go to `log`.
+// Errors before any request is sent (bad input, unreachable server) come
+// back as Result errors; request failures are stored and counted.
+util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options, std::ostream& log);
+
+} // namespace diffeval::engine

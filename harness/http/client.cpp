@@ -1,0 +1,236 @@
+// libcurl multi-interface event loop; see client.hpp.
+//
+// Each transfer is an easy handle owned by a Transfer; handles are recycled
+// so connections stay alive in the multi handle's shared connection pool.
+#include <harness/http/client.hpp>
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace diffeval::http {
+
+namespace {
+
+struct GlobalInit {
+    GlobalInit() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+};
+
+void ensure_global_init() {
+    static GlobalInit once;
+}
+
+struct Transfer {
+    Request request;
+    Response response;
+    curl_slist* headers = nullptr;
+    char error[CURL_ERROR_SIZE] = {};
+};
+
+size_t on_body(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    std::string_view chunk(data, size * n);
+    t->response.body.append(chunk);
+    if (t->request.on_data) {
+        t->request.on_data(chunk);
+    }
+    return size * n;
+}
+
+size_t on_header(char* data, size_t size, size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    std::string_view line(data, size * n);
+    auto colon = line.find(':');
+    if (colon != std::string_view::npos) {
+        std::string name(line.substr(0, colon));
+        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+        auto value = line.substr(colon + 1);
+        while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+            value.remove_prefix(1);
+        }
+        while (!value.empty() &&
+               (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+            value.remove_suffix(1);
+        }
+        if (name == "retry-after") {
+            t->response.retry_after = std::string(value);
+        } else if (name == "server") {
+            t->response.server_header = std::string(value);
+        }
+    }
+    return size * n;
+}
+
+void configure(CURL* easy, Transfer& t) {
+    curl_easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(t.request.timeout.count()));
+    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(std::min<int64_t>(t.request.timeout.count(), 30'000)));
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t.error);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
+    for (const auto& h : t.request.headers) {
+        t.headers = curl_slist_append(t.headers, h.c_str());
+    }
+    if (t.request.method == "POST") {
+        t.headers = curl_slist_append(t.headers, "Expect:");
+        curl_easy_setopt(easy, CURLOPT_POST, 1L);
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t.request.body.data());
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                         static_cast<curl_off_t>(t.request.body.size()));
+    } else {
+        curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+    }
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.headers);
+}
+
+void finish(CURL* easy, CURLcode rc, Transfer& t) {
+    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+    curl_off_t total = 0;
+    curl_off_t first = 0;
+    curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &total);
+    curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
+    t.response.total_ms = static_cast<double>(total) / 1000.0;
+    t.response.first_byte_ms = static_cast<double>(first) / 1000.0;
+    t.response.tag = t.request.tag;
+    if (rc == CURLE_OK) {
+        t.response.transport = Transport::ok;
+        return;
+    }
+    t.response.transport =
+        rc == CURLE_OPERATION_TIMEDOUT ? Transport::timed_out : Transport::failed;
+    t.response.transport_error = t.error[0] ? t.error : curl_easy_strerror(rc);
+}
+
+} // namespace
+
+struct MultiClient::Impl {
+    CURLM* multi = nullptr;
+    std::vector<CURL*> idle; // recycled easy handles
+    std::unordered_map<CURL*, std::unique_ptr<Transfer>> active;
+};
+
+MultiClient::MultiClient() : m_impl(std::make_unique<Impl>()) {
+    ensure_global_init();
+    m_impl->multi = curl_multi_init();
+    curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS, 1024L);
+}
+
+MultiClient::~MultiClient() {
+    cancel_all();
+    for (auto* e : m_impl->idle) {
+        curl_easy_cleanup(e);
+    }
+    curl_multi_cleanup(m_impl->multi);
+}
+
+void MultiClient::submit(Request request) {
+    CURL* easy = nullptr;
+    if (!m_impl->idle.empty()) {
+        easy = m_impl->idle.back();
+        m_impl->idle.pop_back();
+        curl_easy_reset(easy);
+    } else {
+        easy = curl_easy_init();
+    }
+    auto t = std::make_unique<Transfer>();
+    t->request = std::move(request);
+    configure(easy, *t);
+    m_impl->active.emplace(easy, std::move(t));
+    curl_multi_add_handle(m_impl->multi, easy);
+}
+
+std::vector<Response> MultiClient::poll(std::chrono::milliseconds max_wait) {
+    std::vector<Response> done;
+    int running = 0;
+    curl_multi_perform(m_impl->multi, &running);
+    auto collect = [&] {
+        int left = 0;
+        while (CURLMsg* msg = curl_multi_info_read(m_impl->multi, &left)) {
+            if (msg->msg != CURLMSG_DONE) {
+                continue;
+            }
+            CURL* easy = msg->easy_handle;
+            auto it = m_impl->active.find(easy);
+            finish(easy, msg->data.result, *it->second);
+            curl_multi_remove_handle(m_impl->multi, easy);
+            curl_slist_free_all(it->second->headers);
+            done.push_back(std::move(it->second->response));
+            m_impl->active.erase(it);
+            m_impl->idle.push_back(easy);
+        }
+    };
+    collect();
+    if (done.empty() && !m_impl->active.empty()) {
+        curl_multi_poll(m_impl->multi, nullptr, 0, static_cast<int>(max_wait.count()), nullptr);
+        curl_multi_perform(m_impl->multi, &running);
+        collect();
+    }
+    return done;
+}
+
+void MultiClient::cancel_all() {
+    for (auto& [easy, t] : m_impl->active) {
+        curl_multi_remove_handle(m_impl->multi, easy);
+        curl_slist_free_all(t->headers);
+        curl_easy_cleanup(easy);
+    }
+    m_impl->active.clear();
+}
+
+size_t MultiClient::in_flight() const {
+    return m_impl->active.size();
+}
+
+Response fetch(const Request& request) {
+    ensure_global_init();
+    CURL* easy = curl_easy_init();
+    Transfer t;
+    t.request = request;
+    configure(easy, t);
+    CURLcode rc = curl_easy_perform(easy);
+    finish(easy, rc, t);
+    curl_slist_free_all(t.headers);
+    curl_easy_cleanup(easy);
+    return std::move(t.response);
+}
+
+bool looks_like_http_url(const std::string& url) {
+    auto scheme_end = url.find("://");
+    if (scheme_end == std::string::npos) {
+        return false;
+    }
+    auto scheme = url.substr(0, scheme_end);
+    if (scheme != "http" && scheme != "https") {
+        return false;
+    }
+    auto rest = url.substr(scheme_end + 3);
+    auto host_end = rest.find_first_of("/?#");
+    auto host = rest.substr(0, host_end);
+    if (host.empty() || host.front() == ':') {
+        return false;
+    }
+    auto colon = host.rfind(':');
+    if (colon != std::string::npos && host.find(']') == std::string::npos) {
+        auto port = host.substr(colon + 1);
+        if (port.empty() || port.size() > 5 ||
+            !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+            std::stoi(port) > 65535) {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace diffeval::http

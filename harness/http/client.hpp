@@ -1,0 +1,69 @@
+// HTTP on libcurl: an event loop over the multi interface for the run's many
+// concurrent requests (keep-alive, connection reuse, no thread per request),
+// and a blocking helper for the few one-off calls (preflight, downloads).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::http {
+
+// How the transfer itself ended, kept apart from the HTTP status.
+enum class Transport { ok, failed, timed_out };
+
+struct Request {
+    uint64_t tag = 0; // the caller's id, returned in the Response
+    std::string method = "GET";
+    std::string url;
+    std::vector<std::string> headers; // "Name: value"
+    std::string body;
+    std::chrono::milliseconds timeout{600'000};
+    // Called with each received chunk as it arrives (streaming); optional.
+    std::function<void(std::string_view)> on_data;
+};
+
+struct Response {
+    uint64_t tag = 0;
+    Transport transport = Transport::ok;
+    std::string transport_error; // curl's message when transport != ok
+    long status = 0;             // 0 when no response arrived
+    std::string body;
+    std::optional<std::string> retry_after; // the Retry-After header
+    std::string server_header;              // the Server header
+    double total_ms = 0;
+    double first_byte_ms = 0; // time to the first response byte
+};
+
+// Many concurrent transfers driven from one thread.
+class MultiClient {
+public:
+    MultiClient();
+    ~MultiClient();
+    MultiClient(const MultiClient&) = delete;
+    MultiClient& operator=(const MultiClient&) = delete;
+
+    // Start `request`; its Response comes out of a later poll().
+    void submit(Request request);
+    // Drive transfers for at most `max_wait`; return those that finished.
+    std::vector<Response> poll(std::chrono::milliseconds max_wait);
+    // Abort every transfer in flight (their responses are dropped).
+    void cancel_all();
+    size_t in_flight() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+// One blocking request (preflight checks, dataset downloads).
+Response fetch(const Request& request);
+
+// Percent-encoding-free check that `url` looks like http(s)://host[:port][/path].
+bool looks_like_http_url(const std::string& url);
+
+} // namespace diffeval::http

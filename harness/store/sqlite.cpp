@@ -1,0 +1,147 @@
+// RAII over sqlite3 handles and statements; see sqlite.hpp.
+#include <harness/store/sqlite.hpp>
+
+#include <fmt/format.h>
+
+namespace diffeval::store {
+
+Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {
+    if (sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                           &m_stmt, nullptr) != SQLITE_OK) {
+        m_error = sqlite3_errmsg(db);
+        m_stmt = nullptr;
+    }
+}
+
+Statement::~Statement() {
+    sqlite3_finalize(m_stmt);
+}
+
+Statement::Statement(Statement&& other) noexcept
+    : m_db(other.m_db), m_stmt(other.m_stmt), m_error(std::move(other.m_error)) {
+    other.m_stmt = nullptr;
+}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+    if (this != &other) {
+        sqlite3_finalize(m_stmt);
+        m_db = other.m_db;
+        m_stmt = other.m_stmt;
+        m_error = std::move(other.m_error);
+        other.m_stmt = nullptr;
+    }
+    return *this;
+}
+
+void Statement::reset() {
+    if (m_stmt) {
+        sqlite3_reset(m_stmt);
+        sqlite3_clear_bindings(m_stmt);
+    }
+    m_bind_mismatch = false;
+}
+
+bool Statement::step() {
+    if (m_bind_mismatch) {
+        m_error = "internal error: wrong number of SQL parameters bound";
+        return false;
+    }
+    int rc = sqlite3_step(m_stmt);
+    if (rc == SQLITE_ROW) {
+        return true;
+    }
+    if (rc != SQLITE_DONE) {
+        m_error = sqlite3_errmsg(m_db);
+    } else {
+        m_error.clear();
+    }
+    return false;
+}
+
+bool Statement::run() {
+    while (step()) {
+    }
+    bool ok = m_error.empty();
+    sqlite3_reset(m_stmt);
+    return ok;
+}
+
+std::string Statement::column_text(int col) const {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col)))
+             : std::string{};
+}
+
+Value Statement::column_value(int col) const {
+    switch (sqlite3_column_type(m_stmt, col)) {
+    case SQLITE_INTEGER:
+        return column_int(col);
+    case SQLITE_FLOAT:
+        return column_double(col);
+    case SQLITE_NULL:
+        return std::monostate{};
+    default:
+        return column_text(col);
+    }
+}
+
+void Statement::bind_one(int i, std::nullptr_t) {
+    sqlite3_bind_null(m_stmt, i);
+}
+void Statement::bind_one(int i, int64_t v) {
+    sqlite3_bind_int64(m_stmt, i, v);
+}
+void Statement::bind_one(int i, double v) {
+    sqlite3_bind_double(m_stmt, i, v);
+}
+void Statement::bind_one(int i, std::string_view v) {
+    sqlite3_bind_text(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+void Statement::bind_one(int i, const Value& v) {
+    std::visit(
+        [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+                bind_one(i, nullptr);
+            } else {
+                bind_one(i, x);
+            }
+        },
+        v);
+}
+
+Database::~Database() {
+    sqlite3_close_v2(m_db);
+}
+
+util::Result<void> Database::open(const std::string& path, Create create) {
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+    if (create == Create::yes) {
+        flags |= SQLITE_OPEN_CREATE;
+    }
+    if (sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr) != SQLITE_OK) {
+        std::string msg = m_db ? sqlite3_errmsg(m_db) : "out of memory";
+        sqlite3_close_v2(m_db);
+        m_db = nullptr;
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot open database {}: {}", path, msg));
+    }
+    sqlite3_busy_timeout(m_db, 10000);
+    return {};
+}
+
+util::Result<void> Database::exec(std::string_view sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(m_db, std::string(sql).c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string msg = err ? err : "unknown error";
+        sqlite3_free(err);
+        return util::make_error(util::ErrorKind::io, fmt::format("database error: {}", msg));
+    }
+    return {};
+}
+
+std::string Database::last_error() const {
+    return m_db ? sqlite3_errmsg(m_db) : "not open";
+}
+
+} // namespace diffeval::store

@@ -1,0 +1,99 @@
+// Thin RAII wrappers over the SQLite C API: a database handle and prepared
+// statements that reset and clear their bindings when a use ends, with a bind
+// helper that checks the argument count.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace diffeval::store {
+
+// A value SQLite keeps with its type: NULL, integer, real or text.
+using Value = std::variant<std::monostate, int64_t, double, std::string>;
+
+class Statement {
+public:
+    Statement() = default;
+    Statement(sqlite3* db, std::string_view sql);
+    ~Statement();
+    Statement(const Statement&) = delete;
+    Statement& operator=(const Statement&) = delete;
+    Statement(Statement&& other) noexcept;
+    Statement& operator=(Statement&& other) noexcept;
+
+    bool valid() const { return m_stmt != nullptr; }
+    const std::string& error() const { return m_error; }
+
+    // Bind `args` to parameters 1..N; the count must match the statement's.
+    template <typename... Args> Statement& bind(const Args&... args) {
+        reset();
+        if (sizeof...(Args) != static_cast<size_t>(sqlite3_bind_parameter_count(m_stmt))) {
+            m_bind_mismatch = true;
+        }
+        int i = 1;
+        (bind_one(i++, args), ...);
+        return *this;
+    }
+
+    // Step once: true while a row is available. Errors are kept in error().
+    bool step();
+    // Step to completion; false on error.
+    bool run();
+    void reset();
+
+    int64_t column_int(int col) const { return sqlite3_column_int64(m_stmt, col); }
+    double column_double(int col) const { return sqlite3_column_double(m_stmt, col); }
+    std::string column_text(int col) const;
+    bool column_null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
+    Value column_value(int col) const;
+
+private:
+    void bind_one(int i, std::nullptr_t);
+    void bind_one(int i, int64_t v);
+    void bind_one(int i, int v) { bind_one(i, static_cast<int64_t>(v)); }
+    void bind_one(int i, double v);
+    void bind_one(int i, std::string_view v);
+    void bind_one(int i, const std::string& v) { bind_one(i, std::string_view(v)); }
+    void bind_one(int i, const char* v) { bind_one(i, std::string_view(v)); }
+    void bind_one(int i, const Value& v);
+    template <typename T> void bind_one(int i, const std::optional<T>& v) {
+        if (v) {
+            bind_one(i, *v);
+        } else {
+            bind_one(i, nullptr);
+        }
+    }
+
+    sqlite3* m_db = nullptr;
+    sqlite3_stmt* m_stmt = nullptr;
+    std::string m_error;
+    bool m_bind_mismatch = false;
+};
+
+// An open database connection.
+class Database {
+public:
+    Database() = default;
+    ~Database();
+    Database(const Database&) = delete;
+    Database& operator=(const Database&) = delete;
+
+    // Open `path`; `create` allows creating a new file.
+    enum class Create { yes, no };
+    util::Result<void> open(const std::string& path, Create create);
+    util::Result<void> exec(std::string_view sql);
+    sqlite3* handle() const { return m_db; }
+    std::string last_error() const;
+
+private:
+    sqlite3* m_db = nullptr;
+};
+
+} // namespace diffeval::store

@@ -1,0 +1,155 @@
+// The results store: every request diffeval sends and every response it gets,
+// in one SQLite file that later stages (classify, score, analyse, report,
+// gate) read. Opening migrates an older schema forward.
+#pragma once
+
+#include <harness/store/sqlite.hpp>
+#include <harness/util/result.hpp>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace diffeval::store {
+
+// A request as planned: its identity and exact body.
+struct RequestRow {
+    std::string key; // stable: hash of identity and body
+    std::string server;
+    std::string framing;
+    int max_tokens = 0;
+    int repeat = 0;
+    int question_idx = 0;
+    std::string dataset;
+    std::string body;
+    std::string body_sha256;
+};
+
+// What one send of a request (with its retries) ended in.
+struct ResponseRow {
+    std::string key; // the request's key
+    int64_t run_id = 0;
+    bool ok = false;           // a parsed successful response
+    int status = 0;            // HTTP status, 0 when no response arrived
+    std::string response_json; // the raw body as received
+    std::optional<std::string> text;
+    std::optional<std::string> reasoning;
+    std::optional<std::string> finish_reason;
+    Value stop_reason; // NULL, a string, or an integer token id
+    std::optional<int64_t> prompt_tokens;
+    std::optional<int64_t> completion_tokens;
+    int attempts = 0;
+    double latency_ms = 0;
+    std::optional<double> ttft_ms;
+    std::string started_at; // ISO 8601 UTC
+    std::string error;      // empty when ok
+    std::string error_kind; // "", "http", "transport", "timeout", "parse"
+};
+
+struct ServerRow {
+    std::string name;
+    std::string url;
+    std::string model;
+    std::string info_json; // what the server said about itself
+};
+
+// The store. Reads happen on the caller's thread; writes of responses go
+// through write_batch (the engine's writer thread calls it).
+class Store {
+public:
+    enum class Mode { read_write, read_only };
+
+    // Open or create `path`, migrating its schema to k_schema_version. A file
+    // from a newer diffeval is refused rather than touched.
+    static util::Result<std::unique_ptr<Store>> open(const std::string& path, Mode mode);
+
+    int schema_version() const { return m_version; }
+    sqlite3* handle() const { return m_db.handle(); }
+    const std::string& path() const { return m_path; }
+
+    // Record a run's start with its effective configuration (no secrets).
+    util::Result<int64_t> begin_run(const std::string& config_json, const std::string& dataset);
+    util::Result<void> end_run(int64_t run_id, const std::string& status);
+
+    util::Result<void> put_server(const ServerRow& server);
+    util::Result<void> put_questions(const std::string& dataset,
+                                     const std::vector<std::pair<std::string, std::string>>& qa);
+    // Insert planned requests; existing keys are kept as they are.
+    util::Result<void> put_requests(const std::vector<RequestRow>& rows);
+    // Keys of requests that already have a successful response.
+    util::Result<std::unordered_set<std::string>> completed_keys();
+    // Write `rows` in one transaction.
+    util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
+
+    // Test seam: make the next `n` response writes fail.
+    void fail_next_writes(int n) { m_fail_writes = n; }
+
+private:
+    Store() = default;
+    util::Result<void> migrate(Mode mode);
+    util::Result<void> prepare();
+
+    enum StatementId {
+        k_insert_run,
+        k_end_run,
+        k_put_server,
+        k_put_question,
+        k_put_request,
+        k_completed_keys,
+        k_insert_response,
+        k_point_request,
+        k_count_statements
+    };
+
+    Database m_db;
+    std::string m_path;
+    int m_version = 0;
+    Statement m_stmts[k_count_statements];
+    int m_fail_writes = 0;
+};
+
+// The single writer: responses are queued from the event loop and committed
+// by a background thread in batched transactions, so the network loop never
+// waits for the disk and a crash loses at most the batch in flight.
+class Writer {
+public:
+    explicit Writer(Store& store);
+    ~Writer();
+    Writer(const Writer&) = delete;
+    Writer& operator=(const Writer&) = delete;
+
+    void push(ResponseRow row);
+    // Block until everything pushed so far is committed.
+    void flush();
+    // Flush and stop the thread.
+    void close();
+    // The first write error, if any (writes after it are still attempted).
+    std::optional<std::string> error() const;
+    int64_t committed() const;
+
+private:
+    void loop();
+
+    Store& m_store;
+    mutable std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::condition_variable m_done;
+    std::vector<ResponseRow> m_queue;
+    bool m_stop = false;
+    bool m_busy = false;
+    int64_t m_committed = 0;
+    std::optional<std::string> m_error;
+    std::thread m_thread;
+};
+
+// Current UTC time as ISO 8601 with milliseconds.
+std::string now_iso8601();
+
+} // namespace diffeval::store
