@@ -1,0 +1,65 @@
+// How a response ended: finished, cut by a stop string or the token limit,
+// ended for another reason, or failed.
+//
+// Accuracy alone hides why answers are lost; sorting responses by how they
+// ended shows it (a kernel that makes the model start reasoning more often
+// loses points to truncation, not to wrong answers). The rules, with
+// examples, are in docs/classification.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace diffeval::scorers {
+
+enum class Outcome {
+    finished,         // the model ended its answer: finish_reason "stop" with an answer
+    stop_truncated,   // a stop string (or EOS) ended it inside reasoning or before any answer
+    length_truncated, // finish_reason "length": the output limit cut it
+    other,            // any other finish_reason, or none at all
+    error,            // no usable response: transport/HTTP failure, bad body, abort/error
+};
+
+// "finished", "stop_truncated", "length_truncated", "other" or "error".
+std::string_view outcome_name(Outcome outcome);
+
+// The Outcome called `name` (as written by outcome_name), or nullopt.
+std::optional<Outcome> outcome_from_name(std::string_view name);
+
+// True for the outcomes the report counts as "never finished":
+// stop_truncated, length_truncated and other.
+bool never_finished(Outcome outcome);
+
+// The server's stop_reason: absent/null, the stop string that fired, or the
+// stop token id that fired.
+struct StopReason {
+    enum class Kind { none, string, token_id };
+    Kind kind = Kind::none;
+    std::string text;     // Kind::string
+    int64_t token_id = 0; // Kind::token_id
+};
+
+struct ClassifyInput {
+    std::string_view text;          // choices[0].text or message.content ("" if null)
+    std::string_view reasoning;     // message.reasoning(_content) when the server split it off
+    std::string_view finish_reason; // empty if absent or null
+    StopReason stop_reason;
+    bool failed = false; // transport or HTTP failure after retries, or an unparsable body
+    // The prompt itself ends inside an open `<think>` (a chat template that
+    // opens the block for the model), so `text` starts as reasoning.
+    bool prompt_opened_think = false;
+};
+
+struct Classification {
+    bool opened = false;            // a reasoning block was started
+    bool closed = false;            // ... and ended before the response did
+    bool reasoning_started = false; // ... and holds more than whitespace
+    Outcome outcome = Outcome::error;
+};
+
+// Classify one response from `input`.
+Classification classify(const ClassifyInput& input);
+
+} // namespace diffeval::scorers

@@ -1,0 +1,53 @@
+// Scorers by name: the built-in ones compiled into the binary, plus any a
+// user loads from a file.
+//
+// Names are unique; an unknown name is answered with the known ones and the
+// closest match, so a typo on the command line is fixed in one step.
+#pragma once
+
+#include <scorers/scorer.hpp>
+
+#include <harness/util/result.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace diffeval::scorers {
+
+class Registry {
+public:
+    // A registry holding the built-in scorers (scorers/*.toml in the source
+    // tree, embedded in the binary): "lm-eval-flexible", "lm-eval-strict",
+    // "vllm".
+    static util::Result<Registry> builtin();
+
+    // Add `scorer`; an error if a scorer of the same name is already there.
+    // The returned pointer stays valid for the registry's lifetime.
+    util::Result<const Scorer*> add(Scorer scorer);
+
+    // Load the scorer file at `path` (named after its stem) and add it.
+    util::Result<const Scorer*> add_file(const std::filesystem::path& path);
+
+    // The scorer called `name`, or an error listing the known names and
+    // suggesting the closest one.
+    util::Result<const Scorer*> find(std::string_view name) const;
+
+    // Every scorer, sorted by name.
+    std::vector<const Scorer*> all() const;
+
+private:
+    std::vector<std::unique_ptr<Scorer>> m_scorers;
+};
+
+// The built-in scorer called `name` (see Registry::find).
+util::Result<const Scorer*> find_scorer(std::string_view name);
+
+// The built-in scorers, sorted by name.
+std::vector<const Scorer*> all_scorers();
+
+// Levenshtein distance between `a` and `b`, in bytes.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+} // namespace diffeval::scorers

@@ -1,0 +1,292 @@
+// Compiling a ScorerDefinition and scoring responses with it.
+//
+// Extraction follows Python's re.findall() as the reference harnesses use it:
+// non-overlapping matches scanned from the left, then the first or the last
+// one. Substitutions follow re.sub(): every non-overlapping match replaced.
+#include <scorers/scorer.hpp>
+
+#include <scorers/python.hpp>
+
+#include <fmt/format.h>
+#include <re2/re2.h>
+
+#include <array>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace diffeval::scorers {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+// Capture groups an extraction pattern may have; a fixed bound keeps the
+// match buffers on the stack in the hot path.
+constexpr int k_max_groups = 9;
+
+struct CompiledSubstitution {
+    std::unique_ptr<re2::RE2> re;
+    std::string rewrite;
+};
+
+util::Result<std::unique_ptr<re2::RE2>> compile(const ScorerDefinition& def,
+                                                const std::string& pattern, std::string_view role) {
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    auto re = std::make_unique<re2::RE2>(pattern, options);
+    if (!re->ok()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: scorer '{}': {} pattern '{}' is not valid RE2: {}",
+                                      def.origin, def.name, role, pattern, re->error()));
+    }
+    return re;
+}
+
+util::Result<std::vector<CompiledSubstitution>>
+compile_substitutions(const ScorerDefinition& def, const std::vector<Substitution>& subs,
+                      std::string_view role) {
+    std::vector<CompiledSubstitution> out;
+    for (const Substitution& sub : subs) {
+        auto re = compile(def, sub.pattern, role);
+        if (!re) {
+            return re.error();
+        }
+        std::string why;
+        if (!(*re)->CheckRewriteString(sub.replace, &why)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: scorer '{}': {} replacement '{}' for '{}': {}",
+                                          def.origin, def.name, role, sub.replace, sub.pattern,
+                                          why));
+        }
+        out.push_back(CompiledSubstitution{std::move(*re), sub.replace});
+    }
+    return out;
+}
+
+void apply(const std::vector<CompiledSubstitution>& subs, std::string& text) {
+    for (const CompiledSubstitution& sub : subs) {
+        re2::RE2::GlobalReplace(&text, *sub.re, sub.rewrite);
+    }
+}
+
+// Bytes in the UTF-8 character starting with `b`, so an empty match steps
+// over a whole character as Python does.
+size_t char_length(unsigned char b) {
+    if (b >= 0xf0) {
+        return 4;
+    }
+    if (b >= 0xe0) {
+        return 3;
+    }
+    if (b >= 0xc0) {
+        return 2;
+    }
+    return 1;
+}
+
+std::string_view view(const re2::StringPiece& piece) {
+    return piece.data() == nullptr ? std::string_view()
+                                   : std::string_view(piece.data(), piece.size());
+}
+
+void ascii_lower(std::string& text) {
+    for (char& c : text) {
+        if (c >= 'A' && c <= 'Z') {
+            c = static_cast<char>(c - 'A' + 'a');
+        }
+    }
+}
+
+} // namespace
+
+struct Scorer::Compiled {
+    std::vector<CompiledSubstitution> prepare;
+    std::unique_ptr<re2::RE2> find;
+    int groups = 0;
+    std::vector<CompiledSubstitution> normalise;
+
+    // The answer `text` holds under the extraction rules (before any
+    // python_int check), or nullopt when the fallback applies.
+    std::optional<std::string> extract(const Extraction& rules, std::string_view text) const;
+
+    // `text` after the normalising substitutions and case folding.
+    std::string normalised(const ScorerDefinition& def, std::string text) const;
+};
+
+std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
+                                                     std::string_view text) const {
+    std::string prepared;
+    if (!prepare.empty()) {
+        prepared.assign(text);
+        apply(prepare, prepared);
+        text = prepared;
+    }
+    const re2::StringPiece input(text.data(), text.size());
+    std::array<re2::StringPiece, k_max_groups + 1> current;
+    std::array<re2::StringPiece, k_max_groups + 1> chosen;
+    bool found = false;
+    size_t pos = 0;
+    while (pos <= text.size() &&
+           find->Match(input, pos, text.size(), re2::RE2::UNANCHORED, current.data(), groups + 1)) {
+        found = true;
+        chosen = current;
+        if (rules.match == MatchPick::first) {
+            break;
+        }
+        const size_t end = static_cast<size_t>(current[0].data() - text.data()) + current[0].size();
+        if (!current[0].empty()) {
+            pos = end;
+        } else if (end < text.size()) {
+            pos = end + char_length(static_cast<unsigned char>(text[end]));
+        } else {
+            break;
+        }
+    }
+    if (!found) {
+        return std::nullopt;
+    }
+    std::string_view answer;
+    if (rules.group.kind == GroupChoice::Kind::index) {
+        answer = view(chosen[rules.group.index]);
+    } else if (groups == 0) {
+        // findall() yields the whole match for a pattern without groups.
+        answer = view(chosen[0]);
+    } else if (groups == 1) {
+        // ... and the one group, empty or not, for a pattern with one.
+        answer = view(chosen[1]);
+    } else {
+        // ... and a tuple for two or more, of which lm-eval keeps the first
+        // non-empty element, or falls back when all are empty.
+        bool any = false;
+        for (int i = 1; i <= groups && !any; ++i) {
+            if (!chosen[i].empty()) {
+                answer = view(chosen[i]);
+                any = true;
+            }
+        }
+        if (!any) {
+            return std::nullopt;
+        }
+    }
+    if (rules.strip) {
+        answer = python_strip(answer);
+    }
+    return std::string(answer);
+}
+
+std::string Scorer::Compiled::normalised(const ScorerDefinition& def, std::string text) const {
+    apply(normalise, text);
+    if (def.ignore_case) {
+        ascii_lower(text);
+    }
+    return text;
+}
+
+util::Result<Scorer> Scorer::create(ScorerDefinition definition) {
+    auto compiled = std::make_unique<Compiled>();
+    auto prepare = compile_substitutions(definition, definition.extract.prepare, "extract.prepare");
+    if (!prepare) {
+        return prepare.error();
+    }
+    compiled->prepare = std::move(*prepare);
+    auto find = compile(definition, definition.extract.pattern, "extract");
+    if (!find) {
+        return find.error();
+    }
+    compiled->find = std::move(*find);
+    compiled->groups = compiled->find->NumberOfCapturingGroups();
+    if (compiled->groups > k_max_groups) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: scorer '{}': the extract pattern has {} capture groups; "
+                                      "at most {} are supported (use (?:...) for the others)",
+                                      definition.origin, definition.name, compiled->groups,
+                                      k_max_groups));
+    }
+    if (definition.extract.group.kind == GroupChoice::Kind::index &&
+        definition.extract.group.index > compiled->groups) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: scorer '{}': group = {} but the extract pattern has "
+                                      "{} capture group(s)",
+                                      definition.origin, definition.name,
+                                      definition.extract.group.index, compiled->groups));
+    }
+    auto normalise = compile_substitutions(definition, definition.normalise, "compare.normalise");
+    if (!normalise) {
+        return normalise.error();
+    }
+    compiled->normalise = std::move(*normalise);
+    return Scorer(std::move(definition), std::move(compiled));
+}
+
+Scorer::Scorer(ScorerDefinition definition, std::unique_ptr<Compiled> compiled)
+    : m_def(std::move(definition)), m_compiled(std::move(compiled)) {}
+
+Scorer::Scorer(Scorer&&) noexcept = default;
+Scorer& Scorer::operator=(Scorer&&) noexcept = default;
+Scorer::~Scorer() = default;
+
+Gold Scorer::prepare_gold(std::string_view gold_answer_full_text) const {
+    std::optional<std::string> answer;
+    if (m_def.gold == GoldSource::extract) {
+        answer = m_compiled->extract(m_def.extract, gold_answer_full_text);
+    } else {
+        answer = std::string(gold_answer_full_text);
+    }
+    Gold gold;
+    if (m_def.compare == Comparison::python_int) {
+        std::optional<std::string> value = answer ? python_int_literal(*answer) : std::nullopt;
+        gold.valid = value.has_value();
+        gold.value = value ? std::move(*value) : m_def.extract.fallback;
+        return gold;
+    }
+    gold.valid = answer.has_value();
+    gold.value =
+        m_compiled->normalised(m_def, answer ? std::move(*answer) : m_def.extract.fallback);
+    return gold;
+}
+
+ScoreResult Scorer::score(std::string_view response_text, const Gold& gold) const {
+    std::optional<std::string> answer = m_compiled->extract(m_def.extract, response_text);
+    ScoreResult result;
+    if (m_def.compare == Comparison::python_int) {
+        std::optional<std::string> value = answer ? python_int_literal(*answer) : std::nullopt;
+        result.valid = value.has_value();
+        result.extracted = value ? std::move(*value) : m_def.extract.fallback;
+        result.correct = result.valid && gold.valid && result.extracted == gold.value;
+        return result;
+    }
+    // lm-eval's exact_match compares whatever the filter produced, the
+    // fallback included; it can only equal a gold that normalises to it.
+    result.valid = answer.has_value();
+    result.extracted = answer ? std::move(*answer) : m_def.extract.fallback;
+    result.correct = m_compiled->normalised(m_def, result.extracted) == gold.value;
+    return result;
+}
+
+ScoreResult Scorer::score(std::string_view response_text,
+                          std::string_view gold_answer_full_text) const {
+    return score(response_text, prepare_gold(gold_answer_full_text));
+}
+
+util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::string origin) {
+    auto definition = parse_scorer_definition(text, std::move(name), std::move(origin));
+    if (!definition) {
+        return definition.error();
+    }
+    return Scorer::create(std::move(*definition));
+}
+
+util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return make_error(ErrorKind::io, fmt::format("cannot read scorer file '{}': check the path",
+                                                     path.string()));
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    return load_scorer(text.str(), path.stem().string(), path.string());
+}
+
+} // namespace diffeval::scorers

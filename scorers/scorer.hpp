@@ -1,0 +1,83 @@
+// A compiled scorer: extracts an answer from a response and compares it with
+// the dataset's gold answer, following one reference harness to the letter.
+//
+// The rules come from a ScorerDefinition (a TOML file); construction compiles
+// every regex once, because a rescore calls score() for every stored
+// response under every scorer. Scoring is a pure function of its inputs and
+// is safe to call from several threads at once.
+#pragma once
+
+#include <scorers/definition.hpp>
+
+#include <harness/util/result.hpp>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace re2 {
+class RE2;
+}
+
+namespace diffeval::scorers {
+
+// The outcome of scoring one response.
+struct ScoreResult {
+    std::string extracted; // the answer as the harness reads it, or the fallback "[invalid]"
+    bool valid = false;    // an answer was found (and, for python_int, parses)
+    bool correct = false;  // the harness would count the response as correct
+};
+
+// The gold side of a comparison, prepared once per dataset question.
+struct Gold {
+    std::string value; // extracted (python_int) or normalised (exact_match) gold answer
+    bool valid = false;
+};
+
+class Scorer {
+public:
+    // Compile the regexes of `definition`; a bad pattern or rewrite is an
+    // error naming the scorer's origin.
+    static util::Result<Scorer> create(ScorerDefinition definition);
+
+    Scorer(Scorer&&) noexcept;
+    Scorer& operator=(Scorer&&) noexcept;
+    ~Scorer();
+
+    std::string_view name() const { return m_def.name; }
+    int version() const { return m_def.version; }
+    std::string_view description() const { return m_def.description; }
+    const ScorerDefinition& definition() const { return m_def; }
+
+    // Score `response_text` (already chosen by select_scored_text) against
+    // the dataset's full answer `gold_answer_full_text`.
+    ScoreResult score(std::string_view response_text, std::string_view gold_answer_full_text) const;
+
+    // The same, against a `gold` from prepare_gold(), so a caller scoring
+    // many responses to one question prepares its gold once.
+    ScoreResult score(std::string_view response_text, const Gold& gold) const;
+
+    // What responses are compared against for the full answer
+    // `gold_answer_full_text`, e.g. "72" for "...\n#### 72".
+    Gold prepare_gold(std::string_view gold_answer_full_text) const;
+
+private:
+    struct Compiled;
+
+    Scorer(ScorerDefinition definition, std::unique_ptr<Compiled> compiled);
+
+    ScorerDefinition m_def;
+    std::unique_ptr<Compiled> m_compiled;
+};
+
+// Parse and compile the scorer TOML `text` as scorer `name`; `origin` names
+// the source in messages.
+util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::string origin);
+
+// Read, parse and compile the scorer file at `path`; the scorer is named
+// after the file's stem ("my-scorer.toml" -> "my-scorer").
+util::Result<Scorer> load_scorer_file(const std::filesystem::path& path);
+
+} // namespace diffeval::scorers

@@ -1,0 +1,189 @@
+// classify(): how each response ended, on responses shaped like the ones
+// vLLM returns for the raw and chat framings.
+#include <scorers/classify.hpp>
+
+#include <gtest/gtest.h>
+
+namespace diffeval::scorers {
+namespace {
+
+StopReason stop_string(std::string text) {
+    return StopReason{StopReason::Kind::string, std::move(text), 0};
+}
+
+StopReason stop_token(int64_t id) {
+    return StopReason{StopReason::Kind::token_id, "", id};
+}
+
+ClassifyInput response(std::string_view text, std::string_view finish_reason,
+                       StopReason stop = {}) {
+    ClassifyInput in;
+    in.text = text;
+    in.finish_reason = finish_reason;
+    in.stop_reason = std::move(stop);
+    return in;
+}
+
+constexpr std::string_view k_article_text =
+    "<think>\nThe user wants me to solve a word problem about a merchant choosing between two "
+    "investment plans.\n\n**1. Analyze the input:**\n- **Option 1:** Jewelry worth $5,000.\n"
+    "- **Option 2:** Electronic gadgets worth $8,000.\n- **Projected Growth (Jewelry):** 2.5% "
+    "increase.\n- **Projected Growth (Electronics):** 1.2% increase.\n- **Goal:** Maximize "
+    "profit.\n- **";
+
+TEST(Classify, PlainAnswerStoppedAtTheNextQuestionIsFinished) {
+    const auto c = classify(response(" The shop sold 3 * 12 = <<3*12=36>>36 pens.\n#### 36\n\n",
+                                     "stop", stop_string("Question")));
+    EXPECT_EQ(c.outcome, Outcome::finished);
+    EXPECT_FALSE(c.opened);
+    EXPECT_FALSE(c.closed);
+    EXPECT_FALSE(c.reasoning_started);
+}
+
+TEST(Classify, EmptyThinkBlockThenAnswerIsFinishedWithoutReasoning) {
+    const auto c =
+        classify(response("<think>\n\n</think>\n\n3 boxes of 12 pens is 36 pens.\n#### 36\n\n",
+                          "stop", stop_string("Question")));
+    EXPECT_EQ(c.outcome, Outcome::finished);
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.closed);
+    EXPECT_FALSE(c.reasoning_started);
+}
+
+TEST(Classify, ReasoningThenAnswerEndedByEosIsFinished) {
+    const auto c = classify(
+        response("<think>\nThree boxes of twelve pens: 36.\n</think>\n\nThe answer is 36.\n#### 36",
+                 "stop"));
+    EXPECT_EQ(c.outcome, Outcome::finished);
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.closed);
+    EXPECT_TRUE(c.reasoning_started);
+}
+
+TEST(Classify, ArticleResponseCutMidThoughtByQuestionIsStopTruncated) {
+    const auto c = classify(response(k_article_text, "stop", stop_string("Question")));
+    EXPECT_EQ(c.outcome, Outcome::stop_truncated);
+    EXPECT_TRUE(c.opened);
+    EXPECT_FALSE(c.closed);
+    EXPECT_TRUE(c.reasoning_started);
+    EXPECT_TRUE(never_finished(c.outcome));
+}
+
+TEST(Classify, EosInsideAnUnclosedBlockIsStopTruncated) {
+    EXPECT_EQ(classify(response("<think>\nLet me think about the pens", "stop")).outcome,
+              Outcome::stop_truncated);
+}
+
+TEST(Classify, StopStringRightAfterTheBlockIsStopTruncated) {
+    const auto c = classify(
+        response("<think>\nThe total is 36.\n</think>\n\n", "stop", stop_string("Question")));
+    EXPECT_EQ(c.outcome, Outcome::stop_truncated);
+    EXPECT_TRUE(c.closed);
+    EXPECT_TRUE(c.reasoning_started);
+}
+
+TEST(Classify, StopStringBeforeAnyTextIsStopTruncated) {
+    EXPECT_EQ(classify(response("", "stop", stop_string("Question"))).outcome,
+              Outcome::stop_truncated);
+    EXPECT_EQ(classify(response(" \n", "stop", stop_string("Assistant:"))).outcome,
+              Outcome::stop_truncated);
+}
+
+TEST(Classify, StopTokenOrEosAfterAClosedBlockIsFinished) {
+    // Only a stop *string* marks an answer cut before it began; a stop token
+    // or EOS is the model ending its turn.
+    EXPECT_EQ(classify(response("<think>\n\n</think>\n\n", "stop", stop_token(151645))).outcome,
+              Outcome::finished);
+    EXPECT_EQ(classify(response("<think>\n\n</think>\n\n", "stop")).outcome, Outcome::finished);
+}
+
+TEST(Classify, LengthLimitIsLengthTruncatedWithOrWithoutReasoning) {
+    const auto reasoning = classify(response("<think>\nFirst, 12 pens per box. Then", "length"));
+    EXPECT_EQ(reasoning.outcome, Outcome::length_truncated);
+    EXPECT_TRUE(reasoning.reasoning_started);
+    EXPECT_FALSE(reasoning.closed);
+
+    const auto plain = classify(response(" The shop has 3 boxes. Each box has", "length"));
+    EXPECT_EQ(plain.outcome, Outcome::length_truncated);
+    EXPECT_FALSE(plain.opened);
+    EXPECT_TRUE(never_finished(plain.outcome));
+}
+
+TEST(Classify, FailuresAreErrorsWhateverTheBodySays) {
+    ClassifyInput failed = response("", "stop");
+    failed.failed = true;
+    EXPECT_EQ(classify(failed).outcome, Outcome::error);
+    EXPECT_EQ(classify(response("<think>\npartial", "abort")).outcome, Outcome::error);
+    EXPECT_EQ(classify(response("", "error")).outcome, Outcome::error);
+    EXPECT_FALSE(never_finished(Outcome::error));
+}
+
+TEST(Classify, OtherFinishReasonsAndMissingOnesAreOther) {
+    EXPECT_EQ(classify(response(" 36 36 36 36", "repetition")).outcome, Outcome::other);
+    EXPECT_EQ(classify(response(" #### 36", "content_filter")).outcome, Outcome::other);
+    EXPECT_EQ(classify(response(" #### 36", "")).outcome, Outcome::other);
+    EXPECT_TRUE(never_finished(Outcome::other));
+}
+
+TEST(Classify, LeadingWhitespaceBeforeTheTagStillOpens) {
+    const auto c = classify(response("\n <think>\nPens.\n</think>\n#### 36", "stop"));
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.closed);
+    EXPECT_EQ(c.outcome, Outcome::finished);
+}
+
+TEST(Classify, TagAfterOtherTextDoesNotOpen) {
+    const auto c =
+        classify(response(" The answer is 36. <think>", "stop", stop_string("Question")));
+    EXPECT_FALSE(c.opened);
+    EXPECT_EQ(c.outcome, Outcome::finished);
+}
+
+TEST(Classify, ServerSeparatedReasoning) {
+    ClassifyInput answered = response("#### 36", "stop");
+    answered.reasoning = "Three boxes of twelve is 36.";
+    const auto c = classify(answered);
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.closed);
+    EXPECT_TRUE(c.reasoning_started);
+    EXPECT_EQ(c.outcome, Outcome::finished);
+
+    ClassifyInput cut = response("", "stop", stop_string("Question"));
+    cut.reasoning = "Three boxes of twelve is";
+    const auto d = classify(cut);
+    EXPECT_TRUE(d.opened);
+    EXPECT_FALSE(d.closed);
+    EXPECT_EQ(d.outcome, Outcome::stop_truncated);
+
+    ClassifyInput blank = response("#### 36", "stop");
+    blank.reasoning = "\n\n";
+    EXPECT_FALSE(classify(blank).reasoning_started);
+    EXPECT_TRUE(classify(blank).opened);
+}
+
+TEST(Classify, PromptThatOpenedTheBlock) {
+    ClassifyInput closed = response("Twelve pens times 3.\n</think>\n\n#### 36", "stop");
+    closed.prompt_opened_think = true;
+    const auto c = classify(closed);
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.closed);
+    EXPECT_TRUE(c.reasoning_started);
+    EXPECT_EQ(c.outcome, Outcome::finished);
+
+    ClassifyInput cut = response("Twelve pens times 3 is", "stop", stop_string("Question"));
+    cut.prompt_opened_think = true;
+    EXPECT_EQ(classify(cut).outcome, Outcome::stop_truncated);
+    EXPECT_FALSE(classify(cut).closed);
+}
+
+TEST(OutcomeName, RoundTripsEveryOutcome) {
+    for (Outcome o : {Outcome::finished, Outcome::stop_truncated, Outcome::length_truncated,
+                      Outcome::other, Outcome::error}) {
+        EXPECT_EQ(outcome_from_name(outcome_name(o)), o);
+    }
+    EXPECT_EQ(outcome_name(Outcome::stop_truncated), "stop_truncated");
+    EXPECT_EQ(outcome_from_name("truncated"), std::nullopt);
+}
+
+} // namespace
+} // namespace diffeval::scorers
