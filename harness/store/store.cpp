@@ -345,14 +345,14 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
     auto& ins = m_stmts[k_insert_response];
     auto& point = m_stmts[k_point_request];
     for (const auto& r : rows) {
-        ins.bind(r.run_id, r.ok ? 1 : 0, r.status, r.response_json, r.text, r.reasoning,
-                 r.finish_reason, r.stop_reason, r.prompt_tokens, r.completion_tokens, r.attempts,
-                 r.latency_ms, r.ttft_ms, r.started_at,
-                 r.error.empty() ? std::optional<std::string>{}
-                                 : std::optional<std::string>{r.error},
-                 r.error_kind.empty() ? std::optional<std::string>{}
-                                      : std::optional<std::string>{r.error_kind},
-                 r.key);
+        ins.bind(
+            r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
+            r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason, r.prompt_tokens,
+            r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms, r.started_at,
+            r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
+            r.error_kind.empty() ? std::optional<std::string>{}
+                                 : std::optional<std::string>{r.error_kind},
+            r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));
