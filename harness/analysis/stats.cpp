@@ -1,0 +1,463 @@
+// Implementation of the paired statistics declared in stats.hpp.
+//
+// Binomial probabilities use Loader's saddle-point form (Loader 2000, "Fast and
+// accurate computation of binomial probabilities"): the probability at one
+// point is exp of a Stirling-error difference minus two deviance terms, which
+// keeps full double precision for any n instead of losing digits to
+// cancellation between lgamma values of size n log n. The lower tail is then
+// summed as ratios of neighbouring terms relative to that point. std::lgamma is
+// avoided on purpose: glibc's writes the global `signgam`, which races when
+// reports compute many comparisons in parallel.
+//
+// The bootstrap draws, for resample r = 0, 1, ..., resamples - 1 in order, n
+// question indices with Rng::below(n) and averages the paired differences at
+// those indices. That order is part of the contract: it is what makes an
+// interval reproducible from its seed.
+#include <harness/analysis/rng.hpp>
+#include <harness/analysis/stats.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <numbers>
+
+namespace diffeval::analysis {
+namespace {
+
+constexpr double k_nan = std::numeric_limits<double>::quiet_NaN();
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+
+// log(n!) - log(sqrt(2 pi n) (n / e)^n) for a whole number n >= 1.
+double stirling_error(double n) {
+    if (n <= 15.0) {
+        // The series below is not yet accurate this low; direct summation
+        // of at most 14 logarithms is.
+        double log_factorial = 0.0;
+        for (double i = 2.0; i <= n; i += 1.0) {
+            log_factorial += std::log(i);
+        }
+        return log_factorial - (n + 0.5) * std::log(n) + n - 0.5 * std::log(2.0 * std::numbers::pi);
+    }
+    // Asymptotic series 1/(12n) - 1/(360n^3) + 1/(1260n^5) - 1/(1680n^7) + 1/(1188n^9);
+    // the next term is below 1e-16 relative for n > 15.
+    const double nn = n * n;
+    return (1.0 / 12 - (1.0 / 360 - (1.0 / 1260 - (1.0 / 1680 - 1.0 / 1188 / nn) / nn) / nn) / nn) /
+           n;
+}
+
+// The deviance term x log(x / m) + m - x, computed without cancellation when
+// x is close to m.
+double deviance(double x, double m) {
+    if (std::abs(x - m) < 0.1 * (x + m)) {
+        // With v = (x - m) / (x + m), the term is (x - m) v + 2x (v^3/3 + v^5/5 + ...).
+        const double v = (x - m) / (x + m);
+        double sum = (x - m) * v;
+        double power = 2.0 * x * v;
+        for (int j = 1; j < 1000; ++j) {
+            power *= v * v;
+            const double next = sum + power / (2 * j + 1);
+            if (next == sum) {
+                return next;
+            }
+            sum = next;
+        }
+        return sum;
+    }
+    return x * std::log(x / m) + m - x;
+}
+
+// P(X = k) for X ~ Binomial(n, 1/2).
+double binomial_half_pmf(std::uint64_t k, std::uint64_t n) {
+    if (k == 0 || k == n) {
+        // 2^-n; beyond the smallest subnormal it is zero.
+        return n > 1100 ? 0.0 : std::ldexp(1.0, -static_cast<int>(n));
+    }
+    const auto nd = static_cast<double>(n);
+    const auto kd = static_cast<double>(k);
+    const double half = nd / 2.0;
+    const double log_core = stirling_error(nd) - stirling_error(kd) - stirling_error(nd - kd) -
+                            deviance(kd, half) - deviance(nd - kd, half);
+    const double log_spread =
+        std::log(2.0 * std::numbers::pi) + std::log(kd) + std::log1p(-kd / nd);
+    return std::exp(log_core - 0.5 * log_spread);
+}
+
+// sum_{i=0..k} P(X = i) / P(X = k) for X ~ Binomial(n, 1/2) and k <= n / 2.
+// The ratios shrink monotonically going down, so the sum can stop once a term
+// no longer changes it.
+double lower_tail_over_point(std::uint64_t k, std::uint64_t n) {
+    double sum = 1.0;
+    double term = 1.0;
+    for (std::uint64_t i = k; i >= 1; --i) {
+        term *= static_cast<double>(i) / static_cast<double>(n - i + 1);
+        const double next = sum + term;
+        if (next == sum) {
+            break;
+        }
+        sum = next;
+    }
+    return sum;
+}
+
+// Linearly interpolated quantile at fraction `q` of non-empty `sorted` values.
+double sorted_quantile(const std::vector<double>& sorted, double q) {
+    const double h = q * static_cast<double>(sorted.size() - 1);
+    const double floor_h = std::floor(h);
+    const auto j = static_cast<std::size_t>(floor_h);
+    if (j + 1 >= sorted.size()) {
+        return sorted.back();
+    }
+    return sorted[j] + (h - floor_h) * (sorted[j + 1] - sorted[j]);
+}
+
+// Percentile bootstrap of the mean of `d`; `d` is non-empty and checked.
+BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptions& options) {
+    const auto n = static_cast<std::uint32_t>(d.size());
+    const auto nd = static_cast<double>(n);
+    double total = 0.0;
+    for (double x : d) {
+        total += x;
+    }
+    Rng rng(options.seed);
+    std::vector<double> means(options.resamples);
+    for (double& mean : means) {
+        double sum = 0.0;
+        for (std::uint32_t i = 0; i < n; ++i) {
+            sum += d[rng.below(n)];
+        }
+        mean = sum / nd;
+    }
+    std::sort(means.begin(), means.end());
+    const double tail = (1.0 - options.confidence) / 2.0;
+    return BootstrapInterval{
+        .diff = total / nd,
+        .lo = sorted_quantile(means, tail),
+        .hi = sorted_quantile(means, 1.0 - tail),
+        .resamples = options.resamples,
+        .seed = options.seed,
+    };
+}
+
+util::Result<void> check_options(const BootstrapOptions& options) {
+    if (options.resamples == 0) {
+        return util::make_error(util::ErrorKind::usage, "bootstrap needs at least 1 resample");
+    }
+    if (!(options.confidence > 0.0 && options.confidence < 1.0)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("bootstrap confidence must be in (0, 1), got {}", options.confidence));
+    }
+    return {};
+}
+
+// Questions are indexed with 32-bit draws.
+constexpr std::size_t k_max_questions = std::numeric_limits<std::uint32_t>::max();
+
+// Required N for McNemar's test to detect `drop` at discordance `pd`.
+double mcnemar_required_n(double drop, double pd, double z_alpha, double z_power) {
+    const double root =
+        z_alpha * std::sqrt(pd) + z_power * std::sqrt(std::max(0.0, pd - drop * drop));
+    return root * root / (drop * drop);
+}
+
+// Required N per group for a two-proportion test to detect a fall from `p1` by `drop`.
+double unpaired_required_n(double drop, double p1, double z_alpha, double z_power) {
+    const double p2 = p1 - drop;
+    const double mean = (p1 + p2) / 2.0;
+    const double root = z_alpha * std::sqrt(2.0 * mean * (1.0 - mean)) +
+                        z_power * std::sqrt(p1 * (1.0 - p1) + p2 * (1.0 - p2));
+    return root * root / (drop * drop);
+}
+
+// Smallest drop in (0, `largest`] whose required N is at most `n`, where
+// `required(drop)` falls as the drop grows.
+template <typename Required>
+DetectableDrop solve_drop(double n, double largest, Required required) {
+    if (required(largest) > n) {
+        return DetectableDrop{.drop = largest, .within_reach = false};
+    }
+    double lo = 0.0; // required(lo) is infinite
+    double hi = largest;
+    for (int i = 0; i < 200 && hi - lo > 1e-15; ++i) {
+        const double mid = lo + (hi - lo) / 2.0;
+        if (required(mid) > n) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    return DetectableDrop{.drop = hi};
+}
+
+// AS241 coefficient tables (Wichura 1988), highest power first.
+constexpr std::array<double, 8> k_centre_num{2.5090809287301226727e+3, 3.3430575583588128105e+4,
+                                             6.7265770927008700853e+4, 4.5921953931549871457e+4,
+                                             1.3731693765509461125e+4, 1.9715909503065514427e+3,
+                                             1.3314166789178437745e+2, 3.3871328727963666080e+0};
+constexpr std::array<double, 8> k_centre_den{5.2264952788528545610e+3, 2.8729085735721942674e+4,
+                                             3.9307895800092710610e+4, 2.1213794301586595867e+4,
+                                             5.3941960214247511077e+3, 6.8718700749205790830e+2,
+                                             4.2313330701600911252e+1, 1.0};
+constexpr std::array<double, 8> k_near_num{7.7454501427834140764e-4,  2.27238449892691845833e-2,
+                                           2.41780725177450611770e-1, 1.27045825245236838258e+0,
+                                           3.64784832476320460504e+0, 5.76949722146069140550e+0,
+                                           4.63033784615654529590e+0, 1.42343711074968357734e+0};
+constexpr std::array<double, 8> k_near_den{1.05075007164441684324e-9, 5.47593808499534494600e-4,
+                                           1.51986665636164571966e-2, 1.48103976427480074590e-1,
+                                           6.89767334985100004550e-1, 1.67638483018380384940e+0,
+                                           2.05319162663775882187e+0, 1.0};
+constexpr std::array<double, 8> k_far_num{2.01033439929228813265e-7, 2.71155556874348757815e-5,
+                                          1.24266094738807843860e-3, 2.65321895265761230930e-2,
+                                          2.96560571828504891230e-1, 1.78482653991729133580e+0,
+                                          5.46378491116411436990e+0, 6.65790464350110377720e+0};
+constexpr std::array<double, 8> k_far_den{2.04426310338993978564e-15, 1.42151175831644588870e-7,
+                                          1.84631831751005468180e-5,  7.86869131145613259100e-4,
+                                          1.48753612908506148525e-2,  1.36929880922735805310e-1,
+                                          5.99832206555887937690e-1,  1.0};
+
+// The polynomial with `coefficients` (highest power first) at `x`.
+double horner(const std::array<double, 8>& coefficients, double x) {
+    double value = 0.0;
+    for (double c : coefficients) {
+        value = value * x + c;
+    }
+    return value;
+}
+
+} // namespace
+
+McNemarResult mcnemar(std::uint64_t b, std::uint64_t c) {
+    McNemarResult result{.b = b, .c = c, .n = b + c};
+    if (result.n == 0 || b == c) {
+        // Balanced discordance: P(X <= k) - P(X = k) / 2 is exactly 1/2 by
+        // symmetry, so both p-values are 1; set it rather than round to it.
+        return result;
+    }
+    const std::uint64_t k = std::min(b, c);
+    const double point = binomial_half_pmf(k, result.n);
+    const double tail_ratio = lower_tail_over_point(k, result.n);
+    result.p_exact = std::min(1.0, 2.0 * point * tail_ratio);
+    result.p_mid = std::min(1.0, 2.0 * point * (tail_ratio - 0.5));
+    return result;
+}
+
+util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
+                                                 std::span<const double> b,
+                                                 const BootstrapOptions& options) {
+    if (auto ok = check_options(options); !ok) {
+        return ok.error();
+    }
+    if (a.size() != b.size()) {
+        return util::make_error(
+            util::ErrorKind::data,
+            fmt::format("paired bootstrap needs the same questions on both sides; A has {} "
+                        "scores and B has {}",
+                        a.size(), b.size()));
+    }
+    if (a.empty()) {
+        return util::make_error(
+            util::ErrorKind::data,
+            "paired bootstrap needs at least one question scored on both sides");
+    }
+    if (a.size() > k_max_questions) {
+        return util::make_error(
+            util::ErrorKind::data,
+            fmt::format("paired bootstrap supports at most {} questions, got {}", k_max_questions,
+                        a.size()));
+    }
+    std::vector<double> d(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        const bool in_range = a[i] >= 0.0 && a[i] <= 1.0 && b[i] >= 0.0 && b[i] <= 1.0;
+        if (!in_range) {
+            return util::make_error(
+                util::ErrorKind::data,
+                fmt::format("question {} has scores A={} B={}; scores must be fractions in [0, 1]",
+                            i, a[i], b[i]));
+        }
+        d[i] = b[i] - a[i];
+    }
+    return bootstrap_mean(d, options);
+}
+
+util::Result<NoiseFloor> noise_floor(const std::vector<std::vector<std::uint8_t>>& correct,
+                                     const BootstrapOptions& options) {
+    if (auto ok = check_options(options); !ok) {
+        return ok.error();
+    }
+    if (correct.empty()) {
+        return util::make_error(util::ErrorKind::data, "noise floor needs at least one question");
+    }
+    if (correct.size() > k_max_questions) {
+        return util::make_error(util::ErrorKind::data,
+                                fmt::format("noise floor supports at most {} questions, got {}",
+                                            k_max_questions, correct.size()));
+    }
+    const std::size_t repeats = correct.front().size();
+    for (std::size_t q = 0; q < correct.size(); ++q) {
+        if (correct[q].size() != repeats) {
+            return util::make_error(
+                util::ErrorKind::data,
+                fmt::format("noise floor needs the same repeats for every question; question 0 "
+                            "has {} and question {} has {}",
+                            repeats, q, correct[q].size()));
+        }
+        for (std::size_t r = 0; r < repeats; ++r) {
+            if (correct[q][r] > 1) {
+                return util::make_error(
+                    util::ErrorKind::data,
+                    fmt::format("question {} repeat {} has correctness {}; expected 0 or 1", q, r,
+                                static_cast<int>(correct[q][r])));
+            }
+        }
+    }
+    if (repeats < 2) {
+        return util::make_error(
+            util::ErrorKind::data,
+            fmt::format("noise floor compares repeats with each other and needs at least 2 per "
+                        "question; got {}",
+                        repeats));
+    }
+
+    NoiseFloor floor;
+    const auto questions = static_cast<double>(correct.size());
+    std::vector<double> d(correct.size());
+    double sum_abs = 0.0;
+    double sum_half = 0.0;
+    for (std::size_t r1 = 0; r1 < repeats; ++r1) {
+        for (std::size_t r2 = r1 + 1; r2 < repeats; ++r2) {
+            std::uint64_t b = 0;
+            std::uint64_t c = 0;
+            for (std::size_t q = 0; q < correct.size(); ++q) {
+                const int first = correct[q][r1];
+                const int second = correct[q][r2];
+                b += static_cast<std::uint64_t>(first > second);
+                c += static_cast<std::uint64_t>(second > first);
+                d[q] = second - first;
+            }
+            RepeatPair pair{
+                .first = r1,
+                .second = r2,
+                .diff = (static_cast<double>(c) - static_cast<double>(b)) / questions,
+                .mcnemar = mcnemar(b, c),
+                .interval = bootstrap_mean(d, options),
+            };
+            floor.max_abs_diff = std::max(floor.max_abs_diff, std::abs(pair.diff));
+            sum_abs += std::abs(pair.diff);
+            sum_half += (pair.interval.hi - pair.interval.lo) / 2.0;
+            floor.pairs.push_back(pair);
+        }
+    }
+    const auto pairs = static_cast<double>(floor.pairs.size());
+    floor.mean_abs_diff = sum_abs / pairs;
+    floor.mean_half_width = sum_half / pairs;
+    return floor;
+}
+
+double normal_quantile(double p) {
+    if (std::isnan(p) || p < 0.0 || p > 1.0) {
+        return k_nan;
+    }
+    if (p == 0.0) {
+        return -k_inf;
+    }
+    if (p == 1.0) {
+        return k_inf;
+    }
+    // Wichura (1988), algorithm AS241 PPND16: a rational approximation in
+    // three regions, the centre and two tails transformed by sqrt(-log(tail)).
+    // Coefficients are listed from the highest power down.
+    const double q = p - 0.5;
+    if (std::abs(q) <= 0.425) {
+        const double r = 0.180625 - q * q;
+        return q * horner(k_centre_num, r) / horner(k_centre_den, r);
+    }
+    const double r = std::sqrt(-std::log(q < 0.0 ? p : 1.0 - p));
+    const double x = r <= 5.0 ? horner(k_near_num, r - 1.6) / horner(k_near_den, r - 1.6)
+                              : horner(k_far_num, r - 5.0) / horner(k_far_den, r - 5.0);
+    return q < 0.0 ? -x : x;
+}
+
+util::Result<DetectableDrop> minimum_detectable_drop(std::uint64_t questions,
+                                                     double discordant_rate,
+                                                     const DetectableDropOptions& options) {
+    if (questions == 0) {
+        return util::make_error(util::ErrorKind::data,
+                                "minimum detectable drop needs at least one question");
+    }
+    if (!(discordant_rate >= 0.0 && discordant_rate <= 1.0)) {
+        return util::make_error(
+            util::ErrorKind::data,
+            fmt::format("discordance rate must be in [0, 1], got {}", discordant_rate));
+    }
+    if (!(options.alpha > 0.0 && options.alpha <= 0.5)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("alpha must be in (0, 0.5], got {}", options.alpha));
+    }
+    if (!(options.power >= 0.5 && options.power < 1.0)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("power must be in [0.5, 1), got {}", options.power));
+    }
+    const double z_alpha = normal_quantile(1.0 - options.alpha / 2.0);
+    const double z_power = normal_quantile(options.power);
+    const auto n = static_cast<double>(questions);
+
+    if (discordant_rate > 0.0) {
+        DetectableDrop drop = solve_drop(n, discordant_rate, [&](double delta) {
+            return mcnemar_required_n(delta, discordant_rate, z_alpha, z_power);
+        });
+        drop.test = DropTest::mcnemar;
+        drop.discordant_rate = discordant_rate;
+        return drop;
+    }
+
+    const double p1 = options.baseline_accuracy;
+    if (!(p1 > 0.0 && p1 <= 1.0)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("the run has no discordant pairs, so the unpaired estimate needs a "
+                        "baseline accuracy in (0, 1]; got {}",
+                        p1));
+    }
+    DetectableDrop drop = solve_drop(
+        n, p1, [&](double delta) { return unpaired_required_n(delta, p1, z_alpha, z_power); });
+    drop.test = DropTest::unpaired;
+    drop.discordant_rate = 0.0;
+    return drop;
+}
+
+double percentile(std::vector<double> values, double p) {
+    if (values.empty() || !(p >= 0.0 && p <= 100.0)) {
+        return k_nan;
+    }
+    if (std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) {
+        return k_nan;
+    }
+    std::sort(values.begin(), values.end());
+    return sorted_quantile(values, p / 100.0);
+}
+
+Interval wilson_interval(std::uint64_t successes, std::uint64_t trials, double confidence) {
+    if (successes > trials || !(confidence > 0.0 && confidence < 1.0)) {
+        return Interval{k_nan, k_nan};
+    }
+    if (trials == 0) {
+        return Interval{0.0, 1.0};
+    }
+    const double z = normal_quantile(1.0 - (1.0 - confidence) / 2.0);
+    const auto n = static_cast<double>(trials);
+    const double phat = static_cast<double>(successes) / n;
+    const double z2 = z * z;
+    const double denom = 1.0 + z2 / n;
+    const double centre = (phat + z2 / (2.0 * n)) / denom;
+    const double half = z * std::sqrt(phat * (1.0 - phat) / n + z2 / (4.0 * n * n)) / denom;
+    // At 0 or all successes the bound is exactly 0 or 1; arithmetic would leave
+    // a rounding error either side of it.
+    return Interval{
+        .lo = successes == 0 ? 0.0 : std::max(0.0, centre - half),
+        .hi = successes == trials ? 1.0 : std::min(1.0, centre + half),
+    };
+}
+
+} // namespace diffeval::analysis

@@ -1,0 +1,465 @@
+// Tests for harness/analysis/stats.cpp and rng.hpp: the numbers a diff report,
+// a noise-floor table and the CI gate print. Reference values were computed
+// independently with python3's standard library (exact binomial sums with
+// math.comb and fractions.Fraction, statistics.NormalDist, a separate
+// re-implementation of the generator) and are written here as literals.
+#include <harness/analysis/rng.hpp>
+#include <harness/analysis/stats.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+namespace diffeval::analysis {
+namespace {
+
+// ---- Rng -------------------------------------------------------------------
+
+TEST(Rng, NextMatchesReferenceSequence) {
+    Rng rng(20250101);
+    EXPECT_EQ(rng.next(), 0xe97aea3434c2ddfeULL);
+    EXPECT_EQ(rng.next(), 0x0d3dfa387d4416c3ULL);
+    EXPECT_EQ(rng.next(), 0x5f06ec904bcd9e53ULL);
+    EXPECT_EQ(rng.next(), 0x502a2e72ac87ec22ULL);
+
+    Rng zero(0);
+    EXPECT_EQ(zero.next(), 0x99ec5f36cb75f2b4ULL);
+    EXPECT_EQ(zero.next(), 0xbf6e1f784956452aULL);
+}
+
+TEST(Rng, BelowMatchesReferenceSequence) {
+    Rng rng(20250101);
+    const std::vector<std::uint32_t> expected{1202, 68, 489, 413, 208, 1316, 567, 849};
+    std::vector<std::uint32_t> got;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        got.push_back(rng.below(1319));
+    }
+    EXPECT_EQ(got, expected);
+}
+
+TEST(Rng, BelowStaysInRangeAndCoversItEvenly) {
+    Rng rng(42);
+    for (int i = 0; i < 100; ++i) {
+        EXPECT_EQ(rng.below(1), 0u);
+    }
+    std::vector<int> counts(7, 0);
+    for (int i = 0; i < 70'000; ++i) {
+        const std::uint32_t x = rng.below(7);
+        ASSERT_LT(x, 7u);
+        ++counts[x];
+    }
+    // Each count is Binomial(70000, 1/7): mean 10000, sd about 93.
+    for (int count : counts) {
+        EXPECT_NEAR(count, 10'000, 500);
+    }
+}
+
+TEST(Rng, UnitIsInHalfOpenInterval) {
+    Rng rng(3);
+    double lowest = 1.0;
+    double highest = 0.0;
+    for (int i = 0; i < 10'000; ++i) {
+        const double u = rng.unit();
+        ASSERT_GE(u, 0.0);
+        ASSERT_LT(u, 1.0);
+        lowest = std::min(lowest, u);
+        highest = std::max(highest, u);
+    }
+    EXPECT_LT(lowest, 0.01);
+    EXPECT_GT(highest, 0.99);
+}
+
+// ---- mcnemar ---------------------------------------------------------------
+
+TEST(McNemar, SmallCaseMatchesHandComputation) {
+    // n = 6, k = 1: P(X <= 1) = 7/64, P(X = 1) = 6/64.
+    const McNemarResult r = mcnemar(5, 1);
+    EXPECT_EQ(r.b, 5u);
+    EXPECT_EQ(r.c, 1u);
+    EXPECT_EQ(r.n, 6u);
+    EXPECT_DOUBLE_EQ(r.p_exact, 14.0 / 64.0);
+    EXPECT_DOUBLE_EQ(r.p_mid, 8.0 / 64.0);
+}
+
+TEST(McNemar, IsSymmetricInDirection) {
+    const McNemarResult ab = mcnemar(40, 20);
+    const McNemarResult ba = mcnemar(20, 40);
+    EXPECT_NEAR(ab.p_exact, 0.01348929373119186, 1e-15);
+    EXPECT_NEAR(ab.p_mid, 0.009853448195259264, 1e-15);
+    EXPECT_EQ(ab.p_exact, ba.p_exact);
+    EXPECT_EQ(ab.p_mid, ba.p_mid);
+}
+
+TEST(McNemar, BalancedDiscordanceGivesOne) {
+    const McNemarResult r = mcnemar(3, 3);
+    EXPECT_EQ(r.n, 6u);
+    EXPECT_EQ(r.p_exact, 1.0);
+    EXPECT_EQ(r.p_mid, 1.0);
+}
+
+TEST(McNemar, NoDiscordantPairsGivesOne) {
+    const McNemarResult r = mcnemar(0, 0);
+    EXPECT_EQ(r.n, 0u);
+    EXPECT_EQ(r.p_exact, 1.0);
+    EXPECT_EQ(r.p_mid, 1.0);
+}
+
+TEST(McNemar, AllDiscordanceOneWay) {
+    // k = 0: P(X = 0) = 2^-n.
+    const McNemarResult ten = mcnemar(10, 0);
+    EXPECT_DOUBLE_EQ(ten.p_exact, 1.0 / 512.0);
+    EXPECT_DOUBLE_EQ(ten.p_mid, 1.0 / 1024.0);
+    const McNemarResult one = mcnemar(0, 1);
+    EXPECT_DOUBLE_EQ(one.p_exact, 1.0);
+    EXPECT_DOUBLE_EQ(one.p_mid, 0.5);
+}
+
+TEST(McNemar, LargeCountsMatchExactRationalComputation) {
+    const McNemarResult r = mcnemar(600, 500);
+    EXPECT_NEAR(r.p_exact / 0.0028195449914364275, 1.0, 1e-12);
+    EXPECT_NEAR(r.p_mid / 0.002564772797753158, 1.0, 1e-12);
+
+    const McNemarResult big = mcnemar(25'200, 24'800);
+    EXPECT_EQ(big.n, 50'000u);
+    EXPECT_NEAR(big.p_exact / 0.07436051924948761, 1.0, 1e-12);
+    EXPECT_NEAR(big.p_mid / 0.07364009519975227, 1.0, 1e-12);
+}
+
+TEST(McNemar, ExtremeCountsUnderflowToZeroNotNaN) {
+    const McNemarResult r = mcnemar(50'000, 0);
+    EXPECT_EQ(r.p_exact, 0.0);
+    EXPECT_EQ(r.p_mid, 0.0);
+    const McNemarResult skewed = mcnemar(30'000, 20'000);
+    EXPECT_GE(skewed.p_exact, 0.0);
+    EXPECT_LT(skewed.p_exact, 1e-100);
+    const McNemarResult balanced = mcnemar(500'001, 500'000);
+    EXPECT_NEAR(balanced.p_exact, 1.0, 1e-3);
+    EXPECT_LE(balanced.p_exact, 1.0);
+}
+
+// ---- paired_bootstrap ------------------------------------------------------
+
+// numpy's default ("linear") quantile, written out independently of stats.cpp.
+double numpy_linear_quantile(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    const double h = q * static_cast<double>(v.size() - 1);
+    const auto j = static_cast<std::size_t>(h);
+    if (j + 1 >= v.size()) {
+        return v.back();
+    }
+    return v[j] + (h - static_cast<double>(j)) * (v[j + 1] - v[j]);
+}
+
+TEST(PairedBootstrap, EqualDifferencesCollapseTheInterval) {
+    const std::vector<double> a(50, 0.25);
+    const std::vector<double> b(50, 0.75);
+    const auto r = paired_bootstrap(a, b);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->diff, 0.5);
+    EXPECT_EQ(r->lo, 0.5);
+    EXPECT_EQ(r->hi, 0.5);
+    EXPECT_EQ(r->resamples, k_default_resamples);
+    EXPECT_EQ(r->seed, k_default_bootstrap_seed);
+}
+
+TEST(PairedBootstrap, MatchesIndependentResamplingFromTheSameStream) {
+    const std::vector<double> a{1, 0, 1, 1, 0, 1, 0, 1, 2.0 / 3, 1.0 / 3};
+    const std::vector<double> b{1, 1, 0, 1, 1, 1, 1, 0, 1, 0};
+    const BootstrapOptions options{.resamples = 500, .seed = 7, .confidence = 0.95};
+    const auto r = paired_bootstrap(a, b, options);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+
+    // The documented draw order: per resample, n indices from Rng::below(n).
+    Rng rng(7);
+    const auto n = static_cast<std::uint32_t>(a.size());
+    std::vector<double> means;
+    for (int s = 0; s < 500; ++s) {
+        double sum = 0.0;
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const std::uint32_t k = rng.below(n);
+            sum += b[k] - a[k];
+        }
+        means.push_back(sum / n);
+    }
+    double observed = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        observed += b[i] - a[i];
+    }
+    EXPECT_DOUBLE_EQ(r->diff, observed / n);
+    EXPECT_DOUBLE_EQ(r->lo, numpy_linear_quantile(means, 0.025));
+    EXPECT_DOUBLE_EQ(r->hi, numpy_linear_quantile(means, 0.975));
+    EXPECT_LT(r->lo, r->diff);
+    EXPECT_GT(r->hi, r->diff);
+}
+
+// Scores of A and B on `n` questions where A is right with probability 0.80 and
+// B with 0.75, correlated through a shared per-question draw as real servers
+// are: the true difference is -0.05.
+void simulate_pair(Rng& rng, std::size_t n, std::vector<double>& a, std::vector<double>& b) {
+    a.assign(n, 0.0);
+    b.assign(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+        const double u = rng.unit();
+        const double v = rng.unit() < 0.8 ? u : rng.unit();
+        a[i] = u < 0.80 ? 1.0 : 0.0;
+        b[i] = v < 0.75 ? 1.0 : 0.0;
+    }
+}
+
+TEST(PairedBootstrap, IntervalCoversTheTrueDifferenceAtAboutItsLevel) {
+    constexpr double true_diff = -0.05;
+    constexpr int datasets = 40;
+    Rng data_rng(2024);
+    std::vector<double> a;
+    std::vector<double> b;
+    int covered = 0;
+    for (int k = 0; k < datasets; ++k) {
+        simulate_pair(data_rng, 500, a, b);
+        const BootstrapOptions options{.resamples = 500, .seed = 100 + static_cast<unsigned>(k)};
+        const auto r = paired_bootstrap(a, b, options);
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        covered += (r->lo <= true_diff && true_diff <= r->hi) ? 1 : 0;
+    }
+    // Expected 38 of 40; 33 or fewer has probability under 1% for a 95% interval.
+    EXPECT_GE(covered, 34);
+    EXPECT_LE(covered, 40);
+}
+
+TEST(PairedBootstrap, IntervalExcludesZeroForAClearDrop) {
+    Rng data_rng(5);
+    std::vector<double> a;
+    std::vector<double> b;
+    simulate_pair(data_rng, 1319, a, b);
+    for (std::size_t i = 0; i < b.size(); i += 10) {
+        b[i] = 0.0; // a further drop of several points
+    }
+    const auto r = paired_bootstrap(a, b, {.resamples = 2000});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_LT(r->hi, 0.0);
+}
+
+TEST(PairedBootstrap, SameSeedIsIdenticalAndAnotherSeedIsClose) {
+    Rng data_rng(11);
+    std::vector<double> a;
+    std::vector<double> b;
+    simulate_pair(data_rng, 300, a, b);
+    const auto first = paired_bootstrap(a, b, {.resamples = 2000, .seed = 1});
+    const auto again = paired_bootstrap(a, b, {.resamples = 2000, .seed = 1});
+    const auto other = paired_bootstrap(a, b, {.resamples = 2000, .seed = 2});
+    ASSERT_TRUE(first.ok() && again.ok() && other.ok());
+    EXPECT_EQ(first->lo, again->lo);
+    EXPECT_EQ(first->hi, again->hi);
+    EXPECT_EQ(first->diff, other->diff);
+    EXPECT_NE(std::pair(first->lo, first->hi), std::pair(other->lo, other->hi));
+    EXPECT_NEAR(first->lo, other->lo, 0.01);
+    EXPECT_NEAR(first->hi, other->hi, 0.01);
+}
+
+TEST(PairedBootstrap, RejectsInputsThatAreNotPairedFractions) {
+    const std::vector<double> three{0, 1, 0.5};
+    const std::vector<double> two{0, 1};
+    const std::vector<double> empty;
+    const std::vector<double> too_big{0, 1.5, 1};
+    const std::vector<double> not_a_number{0, std::nan(""), 1};
+
+    const auto mismatch = paired_bootstrap(three, two);
+    ASSERT_FALSE(mismatch.ok());
+    EXPECT_NE(mismatch.error().message.find("A has 3 scores and B has 2"), std::string::npos);
+    EXPECT_FALSE(paired_bootstrap(empty, empty).ok());
+    EXPECT_FALSE(paired_bootstrap(three, too_big).ok());
+    EXPECT_FALSE(paired_bootstrap(not_a_number, three).ok());
+    EXPECT_FALSE(paired_bootstrap(three, three, {.resamples = 0}).ok());
+    EXPECT_FALSE(paired_bootstrap(three, three, {.confidence = 1.0}).ok());
+}
+
+// ---- noise_floor -----------------------------------------------------------
+
+TEST(NoiseFloor, ComparesEveryPairOfRepeats) {
+    // Accuracy per repeat: 3/5, 2/5, 4/5.
+    const std::vector<std::vector<std::uint8_t>> correct{
+        {1, 1, 1}, {1, 0, 1}, {0, 0, 1}, {0, 0, 1}, {1, 1, 0},
+    };
+    const BootstrapOptions options{.resamples = 300, .seed = 9};
+    const auto r = noise_floor(correct, options);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->pairs.size(), 3u);
+
+    struct Expected {
+        std::size_t first, second;
+        double diff;
+        std::uint64_t b, c;
+    };
+    const Expected expected[] = {{0, 1, -0.2, 1, 0}, {0, 2, 0.2, 1, 2}, {1, 2, 0.4, 1, 3}};
+    double half_sum = 0.0;
+    for (std::size_t i = 0; i < 3; ++i) {
+        const RepeatPair& pair = r->pairs[i];
+        EXPECT_EQ(pair.first, expected[i].first);
+        EXPECT_EQ(pair.second, expected[i].second);
+        EXPECT_DOUBLE_EQ(pair.diff, expected[i].diff);
+        EXPECT_EQ(pair.mcnemar.b, expected[i].b);
+        EXPECT_EQ(pair.mcnemar.c, expected[i].c);
+
+        // Each pair's interval is the paired bootstrap of its two repeat columns.
+        std::vector<double> x;
+        std::vector<double> y;
+        for (const auto& row : correct) {
+            x.push_back(row[pair.first]);
+            y.push_back(row[pair.second]);
+        }
+        const auto direct = paired_bootstrap(x, y, options);
+        ASSERT_TRUE(direct.ok());
+        EXPECT_EQ(pair.interval.lo, direct->lo);
+        EXPECT_EQ(pair.interval.hi, direct->hi);
+        half_sum += (direct->hi - direct->lo) / 2.0;
+    }
+    EXPECT_DOUBLE_EQ(r->max_abs_diff, 0.4);
+    EXPECT_DOUBLE_EQ(r->mean_abs_diff, 0.8 / 3.0);
+    EXPECT_DOUBLE_EQ(r->mean_half_width, half_sum / 3.0);
+    EXPECT_GT(r->mean_half_width, 0.0);
+}
+
+TEST(NoiseFloor, IdenticalRepeatsHaveNoSpread) {
+    const std::vector<std::vector<std::uint8_t>> correct{{1, 1}, {0, 0}, {1, 1}};
+    const auto r = noise_floor(correct, {.resamples = 100});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->max_abs_diff, 0.0);
+    EXPECT_EQ(r->mean_half_width, 0.0);
+    EXPECT_EQ(r->pairs.at(0).mcnemar.p_exact, 1.0);
+}
+
+TEST(NoiseFloor, RejectsMatricesItCannotCompare) {
+    const std::vector<std::vector<std::uint8_t>> one_repeat{{1}, {0}};
+    const auto single = noise_floor(one_repeat);
+    ASSERT_FALSE(single.ok());
+    EXPECT_NE(single.error().message.find("at least 2"), std::string::npos);
+
+    const std::vector<std::vector<std::uint8_t>> ragged{{1, 0}, {0}};
+    EXPECT_FALSE(noise_floor(ragged).ok());
+    const std::vector<std::vector<std::uint8_t>> not_binary{{1, 2}, {0, 1}};
+    EXPECT_FALSE(noise_floor(not_binary).ok());
+    EXPECT_FALSE(noise_floor({}).ok());
+}
+
+// ---- normal_quantile -------------------------------------------------------
+
+TEST(NormalQuantile, MatchesKnownCriticalValues) {
+    EXPECT_NEAR(normal_quantile(0.975), 1.959963985, 1e-9);
+    EXPECT_NEAR(normal_quantile(0.8), 0.841621234, 1e-9);
+    EXPECT_NEAR(normal_quantile(0.025), -1.959963985, 1e-9);
+    EXPECT_EQ(normal_quantile(0.5), 0.0);
+    EXPECT_NEAR(normal_quantile(0.3), -0.5244005127080407, 1e-15);
+    EXPECT_NEAR(normal_quantile(1e-10), -6.361340902404056, 1e-13);
+}
+
+TEST(NormalQuantile, InvertsTheNormalCdf) {
+    for (double p : {1e-300, 1e-20, 1e-5, 0.01, 0.07, 0.2, 0.425, 0.6, 0.9, 0.99, 0.999999}) {
+        const double z = normal_quantile(p);
+        const double back = 0.5 * std::erfc(-z / std::numbers::sqrt2);
+        EXPECT_NEAR(back / p, 1.0, 1e-12) << "p=" << p;
+    }
+}
+
+TEST(NormalQuantile, HandlesTheEnds) {
+    EXPECT_EQ(normal_quantile(0.0), -std::numeric_limits<double>::infinity());
+    EXPECT_EQ(normal_quantile(1.0), std::numeric_limits<double>::infinity());
+    EXPECT_TRUE(std::isnan(normal_quantile(-0.1)));
+    EXPECT_TRUE(std::isnan(normal_quantile(1.5)));
+    EXPECT_TRUE(std::isnan(normal_quantile(std::nan(""))));
+}
+
+// ---- minimum_detectable_drop -----------------------------------------------
+
+TEST(MinimumDetectableDrop, FullGsm8kAtTenPercentDiscordance) {
+    // By hand: drop ~ (1.95996 + 0.84162) sqrt(0.10 / 1319) = 0.02439 before the
+    // sqrt(pd - drop^2) correction; solving exactly gives 0.0243721.
+    const auto r = minimum_detectable_drop(1319, 0.10);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->test, DropTest::mcnemar);
+    EXPECT_TRUE(r->within_reach);
+    EXPECT_EQ(r->discordant_rate, 0.10);
+    EXPECT_NEAR(r->drop, 0.02437211423772817, 1e-9);
+}
+
+TEST(MinimumDetectableDrop, ShrinksWithMoreQuestionsAndGrowsWithPower) {
+    const auto small = minimum_detectable_drop(500, 0.10);
+    const auto large = minimum_detectable_drop(5000, 0.10);
+    const auto strict = minimum_detectable_drop(500, 0.10, {.power = 0.95});
+    ASSERT_TRUE(small.ok() && large.ok() && strict.ok());
+    EXPECT_LT(large->drop, small->drop);
+    EXPECT_GT(strict->drop, small->drop);
+}
+
+TEST(MinimumDetectableDrop, TooFewQuestionsIsOutOfReach) {
+    const auto r = minimum_detectable_drop(10, 0.10);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_FALSE(r->within_reach);
+    EXPECT_EQ(r->drop, 0.10);
+}
+
+TEST(MinimumDetectableDrop, NoDiscordantPairsFallsBackToUnpaired) {
+    const auto r = minimum_detectable_drop(1319, 0.0, {.baseline_accuracy = 0.9});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->test, DropTest::unpaired);
+    EXPECT_EQ(r->discordant_rate, 0.0);
+    EXPECT_TRUE(r->within_reach);
+    EXPECT_NEAR(r->drop, 0.035121747390786474, 1e-9);
+}
+
+TEST(MinimumDetectableDrop, RejectsImpossibleSettings) {
+    EXPECT_FALSE(minimum_detectable_drop(0, 0.1).ok());
+    EXPECT_FALSE(minimum_detectable_drop(100, 1.5).ok());
+    EXPECT_FALSE(minimum_detectable_drop(100, 0.1, {.alpha = 0.0}).ok());
+    EXPECT_FALSE(minimum_detectable_drop(100, 0.1, {.power = 0.3}).ok());
+    EXPECT_FALSE(minimum_detectable_drop(100, 0.0, {.baseline_accuracy = 0.0}).ok());
+}
+
+// ---- percentile ------------------------------------------------------------
+
+TEST(Percentile, InterpolatesLikeNumpy) {
+    const std::vector<double> v{4, 1, 3, 2};
+    EXPECT_DOUBLE_EQ(percentile(v, 50), 2.5);
+    EXPECT_DOUBLE_EQ(percentile(v, 25), 1.75);
+    EXPECT_DOUBLE_EQ(percentile(v, 90), 3.7);
+    EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
+    EXPECT_DOUBLE_EQ(percentile(v, 100), 4.0);
+    EXPECT_DOUBLE_EQ(percentile({5.0}, 99), 5.0);
+    // numpy.percentile([10, 20, 30, 40, 50, 60, 70, 80, 90, 100], 95) == 95.5
+    EXPECT_DOUBLE_EQ(percentile({10, 20, 30, 40, 50, 60, 70, 80, 90, 100}, 95), 95.5);
+}
+
+TEST(Percentile, ReturnsNaNWhenUndefined) {
+    EXPECT_TRUE(std::isnan(percentile({}, 50)));
+    EXPECT_TRUE(std::isnan(percentile({1, 2}, 101)));
+    EXPECT_TRUE(std::isnan(percentile({1, 2}, -1)));
+    EXPECT_TRUE(std::isnan(percentile({1, std::nan(""), 3}, 50)));
+}
+
+// ---- wilson_interval -------------------------------------------------------
+
+TEST(WilsonInterval, MatchesReferenceValues) {
+    const Interval eight = wilson_interval(8, 10);
+    EXPECT_NEAR(eight.lo, 0.49016247153664183, 1e-12);
+    EXPECT_NEAR(eight.hi, 0.9433178485456247, 1e-12);
+    const Interval gsm = wilson_interval(1200, 1319);
+    EXPECT_NEAR(gsm.lo, 0.8931055667480481, 1e-12);
+    EXPECT_NEAR(gsm.hi, 0.9240747482412519, 1e-12);
+}
+
+TEST(WilsonInterval, ClampsAtTheEnds) {
+    const Interval none = wilson_interval(0, 10);
+    EXPECT_EQ(none.lo, 0.0);
+    EXPECT_NEAR(none.hi, 0.27753279986288915, 1e-12);
+    const Interval all = wilson_interval(10, 10);
+    EXPECT_EQ(all.hi, 1.0);
+    EXPECT_NEAR(all.lo, 1.0 - 0.27753279986288915, 1e-12);
+    const Interval empty = wilson_interval(0, 0);
+    EXPECT_EQ(empty.lo, 0.0);
+    EXPECT_EQ(empty.hi, 1.0);
+    EXPECT_TRUE(std::isnan(wilson_interval(11, 10).lo));
+}
+
+} // namespace
+} // namespace diffeval::analysis
