@@ -1,0 +1,286 @@
+// The behaviour model: per-question latents shared by all profiles, plus
+// per-request draws seeded by the content hash (and, for a share of them,
+// by the sighting), decide what the model writes; the text is then cut by
+// stop strings, EOS and max_tokens exactly as vLLM cuts it.
+#include <harness/sim/generate.hpp>
+
+#include <harness/sim/arithmetic.hpp>
+#include <harness/sim/tokenizer.hpp>
+#include <harness/sim/writer.hpp>
+#include <harness/util/hash.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace diffeval::sim {
+
+namespace {
+
+constexpr double k_decision_softness = 0.01; // logit scale of p_reason around the rate
+constexpr int k_min_reasoning_tokens = 150;
+constexpr int k_max_reasoning_tokens = 20000;
+constexpr std::string_view k_reasoning_opening = "The user"; // how write_reasoning begins
+
+// Uniform draws for one response. On a later sighting a `repeat_noise`
+// share of the draws is re-seeded with the sighting, so repeats of one
+// request differ a little, as batch-dependent numerics make them differ on
+// a real server, while the first sighting is always the same.
+class Draws {
+public:
+    Draws(uint64_t seed, int sighting, double repeat_noise)
+        : m_seed(seed), m_sighting(sighting), m_repeat_noise(repeat_noise) {}
+
+    uint64_t bits(std::string_view name) const {
+        uint64_t h = util::hash64(name, m_seed);
+        if (m_sighting > 0) {
+            uint64_t k = static_cast<uint64_t>(m_sighting);
+            if (util::unit_interval(util::hash64(name, m_seed ^ (0xA5A5A5A5ULL * k))) <
+                m_repeat_noise) {
+                h = util::hash64(name, m_seed + 0x9E3779B97F4A7C15ULL * k);
+            }
+        }
+        return h;
+    }
+    double operator()(std::string_view name) const { return util::unit_interval(bits(name)); }
+
+private:
+    uint64_t m_seed;
+    int m_sighting;
+    double m_repeat_noise;
+};
+
+// The full text the model would write if nothing cut it.
+struct Script {
+    std::string text;
+    bool eos = true;                         // ends with EOS (else it runs on forever)
+    size_t decision_pos = std::string::npos; // where the reason-or-answer choice is made
+    std::string decision_alternative;
+    size_t answer_pos = 0;
+};
+
+int reasoning_length(const Behaviour& b, const Draws& d) {
+    double u1 = std::max(d("reasoning-len-1"), 1e-12);
+    double u2 = d("reasoning-len-2");
+    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    double len = b.reasoning_median_tokens * std::exp(b.reasoning_sigma * z);
+    return static_cast<int>(
+        std::clamp(len, double{k_min_reasoning_tokens}, double{k_max_reasoning_tokens}));
+}
+
+std::string first_token(std::string_view text) {
+    return text.empty() ? std::string() : std::string(text.substr(0, token_length(text, 0)));
+}
+
+Script build_script(const Profile& profile, const QuestionBank& bank, const ParsedRequest& req,
+                    const QuestionFacts& facts, const Draws& d, Decisions& dec) {
+    const Behaviour& b = profile.behaviour;
+    Latents lat = facts.latents;
+    if (d("answer-noise") < b.answer_noise) {
+        lat.wrong = d("wrong");
+        lat.verbose = d("verbose");
+        lat.loop = d("loop");
+        lat.no_think = d("no-think");
+        lat.no_hash = d("no-hash");
+    }
+    dec.known_question = !facts.answer.empty();
+    std::string answer =
+        dec.known_question ? std::string(facts.answer) : synthetic_answer(facts.question);
+    dec.wrong = lat.wrong < b.error_rate;
+    if (dec.wrong) {
+        answer = slip_answer(answer, facts.key);
+    }
+
+    const bool raw = req.endpoint == Endpoint::completions;
+    const bool chat_thinking = !raw && req.thinking;
+    double u = lat.reason + b.reasoning_jitter * (2.0 * d("reasoning-jitter") - 1.0);
+    dec.p_reason = 1.0 / (1.0 + std::exp(-(b.reasoning_rate - u) / k_decision_softness));
+    if (raw) {
+        dec.opened_think = lat.no_think < b.think_tag_rate;
+        dec.reasoning = dec.opened_think && u < b.reasoning_rate;
+    } else {
+        dec.reasoning = chat_thinking;
+        dec.p_reason = chat_thinking ? 1.0 : 0.0;
+    }
+    dec.loop = !dec.reasoning && lat.loop < b.loop_rate;
+    dec.verbose = raw && !dec.reasoning && !dec.loop && lat.verbose < b.verbose_rate;
+    dec.missing_hash = !raw && !dec.loop && lat.no_hash < b.chat_missing_hash_rate;
+
+    std::string reasoning;
+    if (dec.reasoning) {
+        ReasoningPlan plan;
+        plan.target_tokens = reasoning_length(b, d);
+        plan.question_at =
+            d("question-word") < b.reasoning_question_rate ? d("question-position") : 1.0;
+        plan.seed = d.bits("reasoning-text");
+        dec.reasoning_tokens = plan.target_tokens;
+        reasoning = write_reasoning(facts.question, answer, plan);
+    }
+
+    std::string answer_text;
+    if (dec.loop) {
+        answer_text = write_loop(answer, req.max_tokens + 8);
+    } else if (dec.verbose) {
+        int span = b.verbose_max_tokens - b.verbose_min_tokens;
+        int target = b.verbose_min_tokens + static_cast<int>(d("verbose-length") * span);
+        answer_text = write_verbose(facts.question, answer, target);
+    } else if (dec.missing_hash) {
+        answer_text = without_hash(answer);
+    } else {
+        answer_text = answer;
+    }
+
+    Script s;
+    s.eos = !dec.loop;
+    if (raw) {
+        s.text = dec.opened_think ? " <think>\n" : " ";
+        if (dec.opened_think) {
+            s.decision_pos = s.text.size();
+            s.decision_alternative = dec.reasoning ? "</think>" : first_token(k_reasoning_opening);
+        }
+        if (dec.reasoning) {
+            s.text += reasoning;
+        }
+        if (dec.opened_think) {
+            s.text += "</think>\n\n";
+        }
+        s.answer_pos = s.text.size();
+        s.text += answer_text;
+        if (!dec.loop) {
+            // A base-style completion goes on with the next few-shot item.
+            const auto& next = bank.pick(d.bits("next-question"));
+            s.text += "\n\nQuestion: " + next.question + "\nAnswer: " + next.answer;
+        }
+    } else {
+        if (dec.reasoning) {
+            s.text = reasoning + "</think>\n\n";
+        }
+        s.answer_pos = s.text.size();
+        s.text += answer_text;
+    }
+    return s;
+}
+
+// The earliest stop string (in list order, as vLLM checks them) that ends
+// within the characters [new_begin, end) of `text`.
+std::optional<std::pair<size_t, size_t>> find_stop(std::string_view text, size_t new_begin,
+                                                   size_t end,
+                                                   const std::vector<std::string>& stop) {
+    for (size_t i = 0; i < stop.size(); ++i) {
+        const auto& s = stop[i];
+        size_t from = new_begin + 1 > s.size() ? new_begin + 1 - s.size() : 0;
+        size_t at = text.substr(0, end).find(s, from);
+        if (at != std::string_view::npos) {
+            return std::make_pair(i, at);
+        }
+    }
+    return std::nullopt;
+}
+
+void cut(const Script& s, const ParsedRequest& req, Generation& g) {
+    size_t pos = 0;
+    int count = 0;
+    size_t visible = 0;
+    g.finish_reason = "length";
+    g.stop_reason = nullptr;
+    if (req.max_tokens <= 0) {
+        return;
+    }
+    while (true) {
+        if (pos >= s.text.size()) {
+            if (s.eos) {
+                ++count;
+                g.eos = true;
+                g.finish_reason = "stop";
+            }
+            visible = pos;
+            break;
+        }
+        size_t len = token_length(s.text, pos);
+        g.token_spans.emplace_back(static_cast<uint32_t>(pos), static_cast<uint32_t>(len));
+        if (s.decision_pos == pos) {
+            g.decision_token = count;
+        }
+        size_t begin = pos;
+        pos += len;
+        ++count;
+        if (auto hit = find_stop(s.text, begin, pos, req.stop)) {
+            const auto& str = req.stop[hit->first];
+            g.finish_reason = "stop";
+            g.stop_reason = str;
+            visible = hit->second + (req.include_stop_str_in_output ? str.size() : 0);
+            break;
+        }
+        if (count >= req.max_tokens) {
+            visible = pos;
+            break;
+        }
+    }
+    g.completion_tokens = count;
+    g.output = s.text.substr(0, pos);
+    g.text = s.text.substr(0, visible);
+}
+
+void split_chat(const Profile& profile, const ParsedRequest& req, Generation& g) {
+    if (req.endpoint != Endpoint::chat) {
+        return;
+    }
+    if (!req.thinking || profile.server.reasoning_parser.empty()) {
+        g.content = g.text;
+        return;
+    }
+    size_t end = g.text.find("</think>");
+    if (end == std::string::npos) {
+        g.reasoning = g.text;
+        g.content = std::nullopt;
+        return;
+    }
+    g.reasoning = g.text.substr(0, end);
+    std::string content = g.text.substr(end + std::string_view("</think>").size());
+    g.content = content.empty() ? std::nullopt : std::optional<std::string>(content);
+}
+
+} // namespace
+
+Generation generate(const Profile& profile, const QuestionBank& bank, const ParsedRequest& req,
+                    const GenerateOptions& options) {
+    Generation g;
+    const PromptItem& prompt = req.prompts.at(options.prompt_index);
+    g.prompt_tokens = prompt.tokens;
+    // The profile is part of the seed: two server configurations differ in
+    // their numerics, so their per-request noise is independent.
+    g.seed =
+        util::hash64(profile.name + "#" + std::to_string(options.prompt_index), req.content_hash);
+    Draws draws(g.seed, options.sighting, profile.behaviour.repeat_noise);
+    QuestionFacts facts = bank.find(prompt.question);
+    Script script = build_script(profile, bank, req, facts, draws, g.decisions);
+    if (!options.inject_markup.empty()) {
+        std::string mark = std::string(options.inject_markup) + " ";
+        script.text.insert(script.answer_pos, mark);
+        if (script.decision_pos != std::string::npos && script.decision_pos > script.answer_pos) {
+            script.decision_pos += mark.size();
+        }
+    }
+    g.decision_alternative = script.decision_alternative;
+    cut(script, req, g);
+    split_chat(profile, req, g);
+    return g;
+}
+
+Generation generate(const Profile& profile, const QuestionBank& bank, const nlohmann::json& body,
+                    Endpoint endpoint, int sighting) {
+    std::string model = body.is_object() && body.contains("model") && body["model"].is_string()
+                            ? body["model"].get<std::string>()
+                            : std::string(k_default_model_id);
+    auto parsed = parse_request_json(body, endpoint, profile, model);
+    if (auto* err = std::get_if<ApiError>(&parsed)) {
+        Generation g;
+        g.finish_reason = "error";
+        g.text = err->message;
+        return g;
+    }
+    GenerateOptions options;
+    options.sighting = sighting;
+    return generate(profile, bank, std::get<ParsedRequest>(parsed), options);
+}
+
+} // namespace diffeval::sim

@@ -1,0 +1,85 @@
+// Reading an OpenAI-compatible request body the way vLLM's server does:
+// validation with vLLM's error statuses and messages, default values, the
+// prompt the model would see (a Qwen-style chat template for chat), the
+// question being asked, and the content hash every simulated decision is
+// seeded from.
+#pragma once
+
+#include <harness/sim/profile.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace diffeval::sim {
+
+enum class Endpoint { completions, chat };
+
+// An error response in vLLM's shape {"error": {message, type, param, code}}.
+struct ApiError {
+    int status = 400;
+    std::string type = "BadRequestError";
+    std::string message;
+    std::optional<std::string> param;
+};
+
+// One prompt of a request, as the model sees it.
+struct PromptItem {
+    std::string text;     // completions: the prompt; chat: the rendered template
+    int tokens = 0;       // tokens of `text` (see tokenizer.hpp)
+    std::string question; // the question asked (see extract_question)
+};
+
+// A validated request.
+struct ParsedRequest {
+    Endpoint endpoint = Endpoint::completions;
+    std::vector<PromptItem> prompts; // one per prompt of a completions batch; one for chat
+    bool thinking = true;            // chat: chat_template_kwargs.enable_thinking (default on)
+    int max_tokens = 16;
+    std::vector<std::string> stop;
+    bool include_stop_str_in_output = false;
+    int n = 1;
+    bool echo = false;
+    bool stream = false;
+    bool include_usage = false;
+    std::optional<int> logprobs; // completions: top-N per token; chat: top_logprobs
+    std::string model;           // as sent ("" when absent)
+    uint64_t content_hash = 0;   // hash of the canonical body (see canonical_body)
+};
+
+// Parse and validate `body` sent to `endpoint` of a server serving
+// `model_id` with `profile`.
+std::variant<ParsedRequest, ApiError> parse_request(std::string_view body, Endpoint endpoint,
+                                                    const Profile& profile,
+                                                    const std::string& model_id);
+
+// Same, for a body already parsed as JSON.
+std::variant<ParsedRequest, ApiError> parse_request_json(const nlohmann::json& body,
+                                                         Endpoint endpoint, const Profile& profile,
+                                                         const std::string& model_id);
+
+// The body with transport-only fields removed (stream, stream_options,
+// logprobs, top_logprobs, echo, user, request_id), dumped with sorted keys:
+// equal for requests that differ only in key order, whitespace or how the
+// answer is delivered.
+std::string canonical_body(const nlohmann::json& body, Endpoint endpoint);
+
+// The question in a prompt: the text after the last "Question: " up to a
+// trailing "Answer:" (whitespace trimmed); the whole text when there is no
+// "Question: ".
+std::string extract_question(std::string_view prompt);
+
+// The Qwen-style rendering of chat `messages` that the model continues,
+// ending with the assistant header and "<think>\n" (`thinking`) or a closed
+// "<think>\n\n</think>\n\n".
+std::string render_chat_prompt(const nlohmann::json& messages, bool thinking);
+
+// `error` as a JSON body.
+std::string error_body(const ApiError& error);
+
+} // namespace diffeval::sim
