@@ -17,5 +17,6 @@ using Dispatch = std::map<const CLI::App*, std::function<int()>>;
 void add_run_command(CLI::App& root, Dispatch& dispatch);
 void add_sim_command(CLI::App& root, Dispatch& dispatch);
 void add_data_command(CLI::App& root, Dispatch& dispatch);
+void add_analyse_commands(CLI::App& root, Dispatch& dispatch);
 
 } // namespace diffeval::cli

@@ -1,0 +1,306 @@
+// Paired comparisons; see compare.hpp.
+//
+// Pairing: a question is compared when both groups answered it; a response
+// pair is the same question at the same repeat index. The interval resamples
+// questions (repeats of one question are not independent); McNemar counts
+// discordant response pairs.
+#include <harness/analysis/compare.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
+
+std::string Selector::text() const {
+    std::string s = server;
+    if (framing) {
+        s += "/" + *framing;
+        if (max_tokens) {
+            s += "/" + std::to_string(*max_tokens);
+        }
+    }
+    return s;
+}
+
+util::Result<Selector> parse_selector(const std::string& text) {
+    Selector s;
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (;;) {
+        auto slash = text.find('/', start);
+        parts.push_back(
+            text.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+        if (slash == std::string::npos) {
+            break;
+        }
+        start = slash + 1;
+    }
+    if (parts.size() > 3 || parts[0].empty() ||
+        std::any_of(parts.begin(), parts.end(), [](const auto& p) { return p.empty(); })) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("'{}' is not a group: write SERVER, SERVER/FRAMING or "
+                                      "SERVER/FRAMING/MAX_TOKENS",
+                                      text));
+    }
+    s.server = parts[0];
+    if (parts.size() > 1) {
+        s.framing = parts[1];
+    }
+    if (parts.size() > 2) {
+        try {
+            size_t used = 0;
+            s.max_tokens = std::stoi(parts[2], &used);
+            if (used != parts[2].size()) {
+                throw std::invalid_argument(parts[2]);
+            }
+        } catch (const std::exception&) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("'{}': max_tokens must be a number", text));
+        }
+    }
+    return s;
+}
+
+namespace {
+
+using GroupKey = std::tuple<int, int, int>; // server, framing, max_tokens
+
+struct GroupRows {
+    // question -> repeat -> row
+    std::map<int, std::map<int, const ResultRow*>> by_question;
+};
+
+} // namespace
+
+util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
+                                              const Selector& a, const Selector& b, size_t scorer,
+                                              const CompareOptions& options) {
+    std::map<GroupKey, GroupRows> groups;
+    for (const auto& r : results.rows) {
+        groups[{r.server, r.framing, r.max_tokens}].by_question[r.question_idx][r.repeat] = &r;
+    }
+    auto server_index = [&](const std::string& name) {
+        auto it = std::find(results.servers.begin(), results.servers.end(), name);
+        return it == results.servers.end() ? -1 : static_cast<int>(it - results.servers.begin());
+    };
+    auto framing_index = [&](const std::string& name) {
+        auto it = std::find(results.framings.begin(), results.framings.end(), name);
+        return it == results.framings.end() ? -1 : static_cast<int>(it - results.framings.begin());
+    };
+    for (const auto* sel : {&a, &b}) {
+        if (server_index(sel->server) < 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no server '{}' in the database; servers: {}",
+                                          sel->server, fmt::join(results.servers, ", ")));
+        }
+        if (sel->framing && framing_index(*sel->framing) < 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no framing '{}' in the database; framings: {}",
+                                          *sel->framing, fmt::join(results.framings, ", ")));
+        }
+    }
+    std::vector<Comparison> out;
+    const int sa = server_index(a.server);
+    const int sb = server_index(b.server);
+    for (const auto& [key, ga] : groups) {
+        auto [srv, fr, mt] = key;
+        if (srv != sa || (a.framing && fr != framing_index(*a.framing)) ||
+            (a.max_tokens && mt != *a.max_tokens)) {
+            continue;
+        }
+        GroupKey kb{sb, b.framing ? framing_index(*b.framing) : fr,
+                    b.max_tokens ? *b.max_tokens : mt};
+        auto itb = groups.find(kb);
+        if (itb == groups.end() || kb == key) {
+            continue;
+        }
+        const auto& gb = itb->second;
+        Comparison c;
+        c.scorer = results.scorers[scorer];
+        c.a = {results.servers[static_cast<size_t>(sa)], results.framings[static_cast<size_t>(fr)],
+               mt};
+        c.b = {results.servers[static_cast<size_t>(sb)],
+               results.framings[static_cast<size_t>(std::get<1>(kb))], std::get<2>(kb)};
+        std::vector<double> fa, fb;
+        std::vector<std::vector<uint8_t>> a_matrix;
+        size_t a_repeats = 0;
+        for (const auto& [q, reps] : ga.by_question) {
+            a_repeats = std::max(a_repeats, reps.size());
+        }
+        uint64_t mc_b = 0, mc_c = 0;
+        for (const auto& [q, reps_a] : ga.by_question) {
+            auto itq = gb.by_question.find(q);
+            if (itq == gb.by_question.end()) {
+                continue;
+            }
+            const auto& reps_b = itq->second;
+            double ca = 0, cb = 0;
+            for (const auto& [r, row] : reps_a) {
+                ca += row->correct[scorer];
+            }
+            for (const auto& [r, row] : reps_b) {
+                cb += row->correct[scorer];
+            }
+            ca /= static_cast<double>(reps_a.size());
+            cb /= static_cast<double>(reps_b.size());
+            fa.push_back(ca);
+            fb.push_back(cb);
+            for (const auto& [r, ra] : reps_a) {
+                auto itr = reps_b.find(r);
+                if (itr == reps_b.end()) {
+                    continue;
+                }
+                const auto* rb = itr->second;
+                auto ia = static_cast<size_t>(ra->outcome);
+                auto ib = static_cast<size_t>(rb->outcome);
+                ++c.transitions[ia][ib];
+                ++c.paired_responses;
+                if (ra->correct[scorer] && !rb->correct[scorer]) {
+                    ++c.lost[ia][ib];
+                    ++mc_b;
+                } else if (!ra->correct[scorer] && rb->correct[scorer]) {
+                    ++c.gained[ia][ib];
+                    ++mc_c;
+                }
+            }
+            if (reps_a.size() == a_repeats) {
+                std::vector<uint8_t> row;
+                for (const auto& [r, ra] : reps_a) {
+                    row.push_back(ra->correct[scorer]);
+                }
+                a_matrix.push_back(std::move(row));
+            }
+            if (ca != cb) {
+                Flip f{q,
+                       ca,
+                       cb,
+                       reps_a.begin()->second->response_id,
+                       reps_b.begin()->second->response_id,
+                       "",
+                       ""};
+                (ca > cb ? c.a_better : c.b_better).push_back(f);
+            }
+        }
+        c.questions = static_cast<int64_t>(fa.size());
+        if (fa.empty()) {
+            continue;
+        }
+        double suma = 0, sumb = 0;
+        for (size_t i = 0; i < fa.size(); ++i) {
+            suma += fa[i];
+            sumb += fb[i];
+        }
+        c.accuracy_a = suma / static_cast<double>(fa.size());
+        c.accuracy_b = sumb / static_cast<double>(fb.size());
+        auto iv = paired_bootstrap(fa, fb, options.bootstrap);
+        if (!iv) {
+            return iv.error();
+        }
+        c.interval = *iv;
+        c.mcnemar = mcnemar(mc_b, mc_c);
+        if (a_repeats >= 2 && a_matrix.size() >= 1) {
+            if (auto nf = noise_floor(a_matrix, options.bootstrap)) {
+                c.noise_floor = std::move(*nf);
+            }
+        }
+        auto by_gap = [](const Flip& x, const Flip& y) {
+            double gx = std::abs(x.a - x.b), gy = std::abs(y.a - y.b);
+            return gx != gy ? gx > gy : x.question_idx < y.question_idx;
+        };
+        for (auto* list : {&c.a_better, &c.b_better}) {
+            std::sort(list->begin(), list->end(), by_gap);
+            for (size_t i = 0; i < list->size() && i < options.max_flips; ++i) {
+                (*list)[i].a_excerpt =
+                    excerpt(store, (*list)[i].a_response_id, options.excerpt_chars);
+                (*list)[i].b_excerpt =
+                    excerpt(store, (*list)[i].b_response_id, options.excerpt_chars);
+            }
+        }
+        out.push_back(std::move(c));
+    }
+    if (out.empty()) {
+        std::set<std::string> present;
+        for (const auto& [key, g] : groups) {
+            present.insert(fmt::format(
+                "{}/{}/{}", results.servers[static_cast<size_t>(std::get<0>(key))],
+                results.framings[static_cast<size_t>(std::get<1>(key))], std::get<2>(key)));
+        }
+        return make_error(ErrorKind::usage,
+                          fmt::format("no pair of groups matches {} and {}; groups: {}", a.text(),
+                                      b.text(), fmt::join(present, ", ")));
+    }
+    return out;
+}
+
+nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
+    nlohmann::json out = nlohmann::json::array();
+    const char* names[] = {"finished", "stop_truncated", "length_truncated", "other", "error"};
+    for (const auto& c : comparisons) {
+        auto flips = [&](const std::vector<Flip>& v) {
+            nlohmann::json arr = nlohmann::json::array();
+            for (const auto& f : v) {
+                arr.push_back({{"question_idx", f.question_idx},
+                               {"a", f.a},
+                               {"b", f.b},
+                               {"a_response_id", f.a_response_id},
+                               {"b_response_id", f.b_response_id},
+                               {"a_excerpt", f.a_excerpt},
+                               {"b_excerpt", f.b_excerpt}});
+            }
+            return arr;
+        };
+        nlohmann::json trans = nlohmann::json::array();
+        for (int i = 0; i < 5; ++i) {
+            for (int j = 0; j < 5; ++j) {
+                if (c.transitions[i][j]) {
+                    trans.push_back({{"a", names[i]},
+                                     {"b", names[j]},
+                                     {"count", c.transitions[i][j]},
+                                     {"lost", c.lost[i][j]},
+                                     {"gained", c.gained[i][j]}});
+                }
+            }
+        }
+        nlohmann::json j = {
+            {"scorer", c.scorer},
+            {"a",
+             {{"server", c.a.server}, {"framing", *c.a.framing}, {"max_tokens", *c.a.max_tokens}}},
+            {"b",
+             {{"server", c.b.server}, {"framing", *c.b.framing}, {"max_tokens", *c.b.max_tokens}}},
+            {"questions", c.questions},
+            {"paired_responses", c.paired_responses},
+            {"accuracy_a", c.accuracy_a},
+            {"accuracy_b", c.accuracy_b},
+            {"difference",
+             {{"value", c.interval.diff},
+              {"ci95", {c.interval.lo, c.interval.hi}},
+              {"resamples", c.interval.resamples},
+              {"seed", c.interval.seed}}},
+            {"mcnemar",
+             {{"a_right_b_wrong", c.mcnemar.b},
+              {"a_wrong_b_right", c.mcnemar.c},
+              {"p_exact", c.mcnemar.p_exact},
+              {"p_mid", c.mcnemar.p_mid}}},
+            {"flips", {{"a_better", flips(c.a_better)}, {"b_better", flips(c.b_better)}}},
+            {"transitions", trans},
+        };
+        if (c.noise_floor) {
+            j["noise_floor"] = {{"max_abs_diff", c.noise_floor->max_abs_diff},
+                                {"mean_abs_diff", c.noise_floor->mean_abs_diff},
+                                {"mean_half_width", c.noise_floor->mean_half_width},
+                                {"repeat_pairs", c.noise_floor->pairs.size()}};
+        } else {
+            j["noise_floor"] = nullptr;
+        }
+        out.push_back(std::move(j));
+    }
+    return {{"schema", "diffeval.diff/1"}, {"comparisons", out}};
+}
+
+} // namespace diffeval::analysis

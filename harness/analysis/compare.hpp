@@ -1,0 +1,75 @@
+// Paired comparison of two groups on the same questions (`diffeval diff`):
+// per-question flips, the outcome transition matrix that says where points
+// went, the accuracy difference with a paired bootstrap interval, McNemar's
+// test, and the noise floor of the baseline against itself.
+#pragma once
+
+#include <harness/analysis/results.hpp>
+#include <harness/analysis/stats.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::analysis {
+
+// "server", "server/framing" or "server/framing/max_tokens".
+struct Selector {
+    std::string server;
+    std::optional<std::string> framing;
+    std::optional<int> max_tokens;
+    std::string text() const;
+};
+
+util::Result<Selector> parse_selector(const std::string& text);
+
+struct Flip {
+    int question_idx = 0;
+    double a = 0; // fraction of A's repeats correct
+    double b = 0;
+    int64_t a_response_id = 0; // first repeat's response, for excerpts
+    int64_t b_response_id = 0;
+    std::string a_excerpt;
+    std::string b_excerpt;
+};
+
+struct Comparison {
+    std::string scorer;
+    Selector a; // fully resolved
+    Selector b;
+    int64_t questions = 0;
+    int64_t paired_responses = 0;
+    double accuracy_a = 0;
+    double accuracy_b = 0;
+    BootstrapInterval interval; // B - A over questions
+    McNemarResult mcnemar;      // over paired responses (same question, same repeat)
+    std::vector<Flip> a_better; // sorted by a - b, largest first
+    std::vector<Flip> b_better;
+    // transitions[i][j]: paired responses with A's outcome i and B's outcome j
+    // (scorers::Outcome order); lost/gained: of those, A right and B wrong, and
+    // the reverse.
+    int64_t transitions[5][5] = {};
+    int64_t lost[5][5] = {};
+    int64_t gained[5][5] = {};
+    std::optional<NoiseFloor> noise_floor; // A against itself, when A has 2+ repeats
+};
+
+struct CompareOptions {
+    BootstrapOptions bootstrap;
+    size_t max_flips = 20; // per direction, with excerpts
+    size_t excerpt_chars = 100;
+};
+
+// Compare every group matching `a` with its counterpart under `b` (dimensions
+// `b` leaves open are matched to A's). No matching pair is a usage error that
+// lists the groups present.
+util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
+                                              const Selector& a, const Selector& b, size_t scorer,
+                                              const CompareOptions& options = {});
+
+// The documented JSON shape ("diffeval.diff/1").
+nlohmann::json to_json(const std::vector<Comparison>& comparisons);
+
+} // namespace diffeval::analysis

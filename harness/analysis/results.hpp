@@ -1,0 +1,50 @@
+// The scored results of a database, loaded once into memory for the
+// summaries and paired comparisons: one small row per response that counts
+// (no texts; excerpts are fetched on demand for the few rows shown).
+#pragma once
+
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+#include <scorers/classify.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::analysis {
+
+struct ResultRow {
+    int64_t response_id = 0;
+    int server = 0; // index into Results::servers
+    int framing = 0;
+    int max_tokens = 0;
+    int repeat = 0;
+    int question_idx = 0;
+    scorers::Outcome outcome = scorers::Outcome::error;
+    bool reasoning_started = false;
+    std::optional<int64_t> completion_tokens;
+    double latency_ms = 0;
+    std::vector<uint8_t> correct; // per scorer, in Results::scorers order
+    std::vector<uint8_t> valid;
+};
+
+struct Results {
+    std::vector<std::string> servers;  // in the order first stored
+    std::vector<std::string> framings; // sorted
+    std::vector<std::string> scorers;  // sorted
+    std::string score_text;            // "full" or "after-think"
+    std::vector<ResultRow> rows;
+};
+
+// Load every scored response that counts; scores what is missing first.
+// An empty database is a data error saying to run `diffeval run` first.
+util::Result<Results> load_results(store::Store& store);
+
+// One response's text cut to `max_chars` on one line, for listings.
+std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);
+
+// Index of `scorer` in `results.scorers`, or an error listing them.
+util::Result<size_t> scorer_index(const Results& results, const std::string& scorer);
+
+} // namespace diffeval::analysis

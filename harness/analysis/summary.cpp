@@ -1,0 +1,184 @@
+// Group summaries; see summary.hpp.
+#include <harness/analysis/summary.hpp>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace diffeval::analysis {
+
+namespace {
+
+Spread spread_of(const std::vector<double>& v) {
+    Spread s;
+    if (v.empty()) {
+        return s;
+    }
+    s.min = *std::min_element(v.begin(), v.end());
+    s.max = *std::max_element(v.begin(), v.end());
+    double sum = 0;
+    for (double x : v) {
+        sum += x;
+    }
+    s.mean = sum / static_cast<double>(v.size());
+    return s;
+}
+
+nlohmann::json spread_json(const Spread& s) {
+    return {{"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+}
+
+} // namespace
+
+Summary summarize(const Results& results) {
+    Summary out;
+    out.scorers = results.scorers;
+    out.score_text = results.score_text;
+    const size_t n_scorers = results.scorers.size();
+    // (server, framing, max_tokens) -> repeat -> counts
+    std::map<std::tuple<int, int, int>, std::map<int, RepeatBreakdown>> groups;
+    std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, int64_t>>> tokens;
+    for (const auto& r : results.rows) {
+        auto key = std::make_tuple(r.server, r.framing, r.max_tokens);
+        auto& b = groups[key][r.repeat];
+        if (b.correct.empty()) {
+            b.repeat = r.repeat;
+            b.correct.assign(n_scorers, 0);
+            b.invalid.assign(n_scorers, 0);
+            b.finished_correct.assign(n_scorers, 0);
+        }
+        ++b.responses;
+        b.started_reasoning += r.reasoning_started;
+        switch (r.outcome) {
+        case scorers::Outcome::finished:
+            ++b.finished;
+            break;
+        case scorers::Outcome::stop_truncated:
+            ++b.stop_truncated;
+            break;
+        case scorers::Outcome::length_truncated:
+            ++b.length_truncated;
+            break;
+        case scorers::Outcome::other:
+            ++b.other;
+            break;
+        case scorers::Outcome::error:
+            ++b.errors;
+            break;
+        }
+        for (size_t k = 0; k < n_scorers; ++k) {
+            b.correct[k] += r.correct[k];
+            b.invalid[k] += !r.valid[k];
+            if (r.outcome == scorers::Outcome::finished) {
+                b.finished_correct[k] += r.correct[k];
+            }
+        }
+        if (r.completion_tokens) {
+            auto& t = tokens[key][r.repeat];
+            t.first += static_cast<double>(*r.completion_tokens);
+            ++t.second;
+        }
+    }
+    for (auto& [key, reps] : groups) {
+        GroupSummary g;
+        g.server = results.servers[static_cast<size_t>(std::get<0>(key))];
+        g.framing = results.framings[static_cast<size_t>(std::get<1>(key))];
+        g.max_tokens = std::get<2>(key);
+        g.scorers.resize(n_scorers);
+        std::vector<std::vector<double>> fin_acc(n_scorers);
+        int64_t total = 0;
+        std::vector<int64_t> invalid(n_scorers, 0);
+        for (auto& [rep, b] : reps) {
+            const auto& t = tokens[key][rep];
+            b.mean_completion_tokens = t.second ? t.first / static_cast<double>(t.second) : 0;
+            g.questions = std::max(g.questions, b.responses);
+            total += b.responses;
+            for (size_t k = 0; k < n_scorers; ++k) {
+                g.scorers[k].accuracy.push_back(static_cast<double>(b.correct[k]) /
+                                                static_cast<double>(b.responses));
+                if (b.finished) {
+                    fin_acc[k].push_back(static_cast<double>(b.finished_correct[k]) /
+                                         static_cast<double>(b.finished));
+                }
+                invalid[k] += b.invalid[k];
+            }
+            g.repeats.push_back(b);
+        }
+        const double n = static_cast<double>(g.repeats.size());
+        for (const auto& b : g.repeats) {
+            g.started_reasoning += static_cast<double>(b.started_reasoning) / n;
+            g.never_finished += static_cast<double>(b.never_finished()) / n;
+            g.stop_truncated += static_cast<double>(b.stop_truncated) / n;
+            g.length_truncated += static_cast<double>(b.length_truncated) / n;
+            g.other += static_cast<double>(b.other) / n;
+            g.finished += static_cast<double>(b.finished) / n;
+            g.errors += static_cast<double>(b.errors) / n;
+            g.mean_completion_tokens += b.mean_completion_tokens / n;
+        }
+        for (size_t k = 0; k < n_scorers; ++k) {
+            g.scorers[k].spread = spread_of(g.scorers[k].accuracy);
+            g.scorers[k].finished_accuracy = spread_of(fin_acc[k]);
+            g.scorers[k].invalid_rate =
+                total ? static_cast<double>(invalid[k]) / static_cast<double>(total) : 0;
+        }
+        out.groups.push_back(std::move(g));
+    }
+    return out;
+}
+
+nlohmann::json to_json(const Summary& s) {
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : s.groups) {
+        nlohmann::json acc = nlohmann::json::object();
+        for (size_t k = 0; k < s.scorers.size(); ++k) {
+            const auto& sc = g.scorers[k];
+            acc[s.scorers[k]] = {{"per_repeat", sc.accuracy},
+                                 {"mean", sc.spread.mean},
+                                 {"min", sc.spread.min},
+                                 {"max", sc.spread.max},
+                                 {"invalid_rate", sc.invalid_rate},
+                                 {"finished_accuracy", spread_json(sc.finished_accuracy)}};
+        }
+        nlohmann::json reps = nlohmann::json::array();
+        for (const auto& b : g.repeats) {
+            nlohmann::json fc = nlohmann::json::object();
+            for (size_t k = 0; k < s.scorers.size(); ++k) {
+                fc[s.scorers[k]] = b.finished_correct[k];
+            }
+            reps.push_back({{"repeat", b.repeat},
+                            {"responses", b.responses},
+                            {"started_reasoning", b.started_reasoning},
+                            {"never_finished", b.never_finished()},
+                            {"stop_truncated", b.stop_truncated},
+                            {"length_truncated", b.length_truncated},
+                            {"other", b.other},
+                            {"errors", b.errors},
+                            {"finished", b.finished},
+                            {"finished_correct", fc},
+                            {"mean_completion_tokens", b.mean_completion_tokens}});
+        }
+        groups.push_back({{"server", g.server},
+                          {"framing", g.framing},
+                          {"max_tokens", g.max_tokens},
+                          {"questions", g.questions},
+                          {"repeats", g.repeats.size()},
+                          {"accuracy", acc},
+                          {"breakdown",
+                           {{"per_repeat", reps},
+                            {"mean",
+                             {{"started_reasoning", g.started_reasoning},
+                              {"never_finished", g.never_finished},
+                              {"stop_truncated", g.stop_truncated},
+                              {"length_truncated", g.length_truncated},
+                              {"other", g.other},
+                              {"errors", g.errors},
+                              {"finished", g.finished},
+                              {"mean_completion_tokens", g.mean_completion_tokens}}}}}});
+    }
+    return {{"schema", "diffeval.summary/1"},
+            {"scorers", s.scorers},
+            {"score_text", s.score_text},
+            {"groups", groups}};
+}
+
+} // namespace diffeval::analysis

@@ -1,0 +1,183 @@
+// `diffeval summary`, `diffeval diff` and `diffeval rescore`: read the store,
+// classify and score what is missing, and print tables or JSON.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/rescore.hpp>
+#include <harness/analysis/summary.hpp>
+#include <reports/tables.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+util::Result<std::unique_ptr<store::Store>> open_existing(const std::string& db) {
+    if (!std::filesystem::exists(db)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
+    }
+    return store::Store::open(db, store::Store::Mode::read_write);
+}
+
+util::Result<reports::Style> parse_format(const std::string& f, bool& json) {
+    json = f == "json";
+    if (f == "text" || f == "json") {
+        return reports::Style::text;
+    }
+    if (f == "md") {
+        return reports::Style::markdown;
+    }
+    return util::make_error(util::ErrorKind::usage,
+                            fmt::format("--format '{}': use text, md or json", f));
+}
+
+struct AnalyseFlags {
+    std::string db = "diffeval.sqlite";
+    std::string format = "text";
+    std::string scorer = "vllm";
+    std::string a, b;
+    std::string score_text = "full";
+    uint32_t resamples = analysis::k_default_resamples;
+    uint64_t seed = analysis::k_default_bootstrap_seed;
+    size_t flips = 10;
+};
+
+int summary_command(const AnalyseFlags& f) {
+    bool json = false;
+    auto style = parse_format(f.format, json);
+    if (!style) {
+        return report(style.error());
+    }
+    auto st = open_existing(f.db);
+    if (!st) {
+        return report(st.error());
+    }
+    auto results = analysis::load_results(**st);
+    if (!results) {
+        return report(results.error());
+    }
+    auto summary = analysis::summarize(*results);
+    if (json) {
+        std::cout << analysis::to_json(summary).dump(2) << "\n";
+        return k_exit_ok;
+    }
+    const bool md = *style == reports::Style::markdown;
+    std::cout << (md ? "## Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n"
+                     : "Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n");
+    std::cout << reports::verdict_table(summary, *style) << "\n";
+    auto k = analysis::scorer_index(*results, f.scorer);
+    if (!k) {
+        return report(k.error());
+    }
+    std::cout << (md ? fmt::format(
+                           "## Where the responses went (mean per run; accuracy by `{}`)\n\n",
+                           f.scorer)
+                     : fmt::format("Where the responses went (mean per run; accuracy by {})\n\n",
+                                   f.scorer));
+    std::cout << reports::breakdown_table(summary, f.scorer, *style);
+    return k_exit_ok;
+}
+
+int diff_command(const AnalyseFlags& f) {
+    bool json = false;
+    auto style = parse_format(f.format, json);
+    if (!style) {
+        return report(style.error());
+    }
+    auto a = analysis::parse_selector(f.a);
+    auto b = analysis::parse_selector(f.b);
+    if (!a) {
+        return report(a.error());
+    }
+    if (!b) {
+        return report(b.error());
+    }
+    auto st = open_existing(f.db);
+    if (!st) {
+        return report(st.error());
+    }
+    auto results = analysis::load_results(**st);
+    if (!results) {
+        return report(results.error());
+    }
+    auto k = analysis::scorer_index(*results, f.scorer);
+    if (!k) {
+        return report(k.error());
+    }
+    analysis::CompareOptions options;
+    options.bootstrap.resamples = f.resamples;
+    options.bootstrap.seed = f.seed;
+    options.max_flips = f.flips;
+    auto cmp = analysis::compare(*results, **st, *a, *b, *k, options);
+    if (!cmp) {
+        return report(cmp.error());
+    }
+    if (json) {
+        std::cout << analysis::to_json(*cmp).dump(2) << "\n";
+        return k_exit_ok;
+    }
+    for (const auto& c : *cmp) {
+        std::cout << reports::comparison_text(c, *style, f.flips) << "\n";
+    }
+    return k_exit_ok;
+}
+
+int rescore_command(const AnalyseFlags& f) {
+    if (f.score_text != "full" && f.score_text != "after-think") {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--score-text '{}': use full or after-think", f.score_text)));
+    }
+    auto st = open_existing(f.db);
+    if (!st) {
+        return report(st.error());
+    }
+    auto mode = f.score_text == "full" ? scorers::ScoreText::full : scorers::ScoreText::after_think;
+    auto r = analysis::rescore(**st, mode, analysis::Scope::all);
+    if (!r) {
+        return report(r.error());
+    }
+    std::cout << fmt::format("rescored {} responses ({} scores, text: {})\n", r->responses,
+                             r->scores, f.score_text);
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<AnalyseFlags>();
+    auto* summary = root.add_subcommand("summary", "Accuracy and outcome breakdown per group");
+    summary->add_option("--db", flags->db, "Results database");
+    summary->add_option("--format", flags->format, "text, md or json");
+    summary->add_option("--scorer", flags->scorer,
+                        "Scorer for the breakdown's accuracy (default vllm)");
+    dispatch[summary] = [flags] { return summary_command(*flags); };
+
+    auto* diff =
+        root.add_subcommand("diff", "Compare group B against group A question by question");
+    diff->add_option("a", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    diff->add_option("b", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    diff->add_option("--db", flags->db, "Results database");
+    diff->add_option("--format", flags->format, "text, md or json");
+    diff->add_option("--scorer", flags->scorer, "vllm, lm-eval-strict or lm-eval-flexible");
+    diff->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");
+    diff->add_option("--seed", flags->seed, "Bootstrap seed");
+    diff->add_option("--flips", flags->flips,
+                     "Flipped questions listed per direction (default 10)");
+    dispatch[diff] = [flags] { return diff_command(*flags); };
+
+    auto* rescore =
+        root.add_subcommand("rescore", "Recompute classifications and scores from stored text");
+    rescore->add_option("--db", flags->db, "Results database");
+    rescore->add_option("--score-text", flags->score_text, "full (default) or after-think");
+    dispatch[rescore] = [flags] { return rescore_command(*flags); };
+}
+
+} // namespace diffeval::cli

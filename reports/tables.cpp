@@ -1,0 +1,211 @@
+// Table rendering; see tables.hpp.
+#include <reports/tables.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace diffeval::reports {
+
+namespace {
+
+// Display width of a UTF-8 string (code points; good enough for our cells).
+size_t width(const std::string& s) {
+    return static_cast<size_t>(std::count_if(
+        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string md_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
+            c == '[' || c == ']') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out;
+}
+
+std::string pct(double p) {
+    return fmt::format("{:.1f}", 100.0 * p);
+}
+
+const char* k_outcomes[] = {"finished", "stop_truncated", "length_truncated", "other", "error"};
+
+} // namespace
+
+std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style) {
+    if (rows.empty()) {
+        return "";
+    }
+    std::string out;
+    if (style == Style::markdown) {
+        for (size_t r = 0; r < rows.size(); ++r) {
+            out += "|";
+            for (const auto& cell : rows[r]) {
+                out += " " + md_escape(cell) + " |";
+            }
+            out += "\n";
+            if (r == 0) {
+                out += "|";
+                for (size_t c = 0; c < rows[0].size(); ++c) {
+                    out += c == 0 ? " --- |" : " ---: |";
+                }
+                out += "\n";
+            }
+        }
+        return out;
+    }
+    std::vector<size_t> widths(rows[0].size(), 0);
+    for (const auto& row : rows) {
+        for (size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+            widths[c] = std::max(widths[c], width(row[c]));
+        }
+    }
+    for (size_t r = 0; r < rows.size(); ++r) {
+        std::string line;
+        for (size_t c = 0; c < rows[r].size(); ++c) {
+            const auto& cell = rows[r][c];
+            auto pad = std::string(widths[c] - width(cell), ' ');
+            // Text left, numbers right.
+            line += c == 0 || r == 0 ? cell + pad : pad + cell;
+            if (c + 1 < rows[r].size()) {
+                line += "  ";
+            }
+        }
+        while (!line.empty() && line.back() == ' ') {
+            line.pop_back();
+        }
+        out += line + "\n";
+        if (r == 0) {
+            size_t total = 0;
+            for (auto w : widths) {
+                total += w + 2;
+            }
+            out += std::string(total - 2, '-') + "\n";
+        }
+    }
+    return out;
+}
+
+std::string pct_spread(const analysis::Spread& s) {
+    if (s.min == s.max) {
+        return pct(s.mean);
+    }
+    return fmt::format("{} ({}-{})", pct(s.mean), pct(s.min), pct(s.max));
+}
+
+std::string verdict_table(const analysis::Summary& summary, Style style) {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> header = {"group", "n", "reps"};
+    for (const auto& s : summary.scorers) {
+        header.push_back(s);
+    }
+    rows.push_back(header);
+    for (const auto& g : summary.groups) {
+        std::vector<std::string> row = {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+                                        std::to_string(g.questions),
+                                        std::to_string(g.repeats.size())};
+        for (const auto& sc : g.scorers) {
+            row.push_back(pct_spread(sc.spread));
+        }
+        rows.push_back(row);
+    }
+    return render_table(rows, style);
+}
+
+std::string breakdown_table(const analysis::Summary& summary, const std::string& scorer,
+                            Style style) {
+    auto k = static_cast<size_t>(std::find(summary.scorers.begin(), summary.scorers.end(), scorer) -
+                                 summary.scorers.begin());
+    std::vector<std::vector<std::string>> rows;
+    rows.push_back({"group", "reasoned", "never fin.", "stop", "length", "other", "finished",
+                    "fin. acc", "score", "tokens"});
+    for (const auto& g : summary.groups) {
+        bool have = k < g.scorers.size();
+        rows.push_back(
+            {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+             fmt::format("{:.0f}", g.started_reasoning), fmt::format("{:.0f}", g.never_finished),
+             fmt::format("{:.0f}", g.stop_truncated), fmt::format("{:.0f}", g.length_truncated),
+             fmt::format("{:.0f}", g.other), fmt::format("{:.0f}", g.finished),
+             have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
+             have ? pct(g.scorers[k].spread.mean) : "-",
+             fmt::format("{:.0f}", g.mean_completion_tokens)});
+    }
+    return render_table(rows, style);
+}
+
+std::string comparison_text(const analysis::Comparison& c, Style style, size_t max_flips) {
+    std::string out;
+    const bool md = style == Style::markdown;
+    const auto title = fmt::format("{} vs {} ({} scorer)", c.b.text(), c.a.text(), c.scorer);
+    out += md ? "### " + md_escape(title) + "\n\n"
+              : title + "\n" + std::string(title.size(), '=') + "\n";
+    const double diff = 100.0 * c.interval.diff;
+    const bool beyond = c.interval.lo > 0 || c.interval.hi < 0;
+    out += fmt::format(
+        "{} questions, {} paired responses. Accuracy {}% -> {}%: {:+.1f} points, 95% CI "
+        "[{:+.1f}, {:+.1f}] (paired bootstrap, {} resamples, seed {}).\n",
+        c.questions, c.paired_responses, pct(c.accuracy_a), pct(c.accuracy_b), diff,
+        100.0 * c.interval.lo, 100.0 * c.interval.hi, c.interval.resamples, c.interval.seed);
+    out += fmt::format(
+        "McNemar on discordant responses: {} lost, {} gained, mid-p = {:.3g} (exact p = "
+        "{:.3g}).\n",
+        c.mcnemar.b, c.mcnemar.c, c.mcnemar.p_mid, c.mcnemar.p_exact);
+    if (c.noise_floor) {
+        const auto& nf = *c.noise_floor;
+        out += fmt::format(
+            "Noise floor ({} against itself, {} repeat pairs): up to {:.1f} points (mean "
+            "{:.1f}). The difference is {} run-to-run noise.\n",
+            c.a.text(), nf.pairs.size(), 100.0 * nf.max_abs_diff, 100.0 * nf.mean_abs_diff,
+            beyond && std::abs(c.interval.diff) > nf.max_abs_diff ? "beyond" : "within");
+    } else {
+        out += fmt::format(
+            "Noise floor: {} has one repeat; run --repeats 3 to measure it. The interval "
+            "{} zero.\n",
+            c.a.text(), beyond ? "excludes" : "includes");
+    }
+    out += md ? "\n" : "\n";
+    // Where the points went: transitions that carry lost or gained answers.
+    std::vector<std::vector<std::string>> rows = {
+        {"A outcome -> B outcome", "pairs", "lost", "gained"}};
+    std::vector<std::tuple<int64_t, int, int>> cells;
+    for (int i = 0; i < 5; ++i) {
+        for (int j = 0; j < 5; ++j) {
+            if (c.transitions[i][j]) {
+                cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
+            }
+        }
+    }
+    std::sort(cells.begin(), cells.end(), [&](const auto& x, const auto& y) {
+        auto [wx, ix, jx] = x;
+        auto [wy, iy, jy] = y;
+        return wx != wy ? wx > wy : c.transitions[ix][jx] > c.transitions[iy][jy];
+    });
+    for (const auto& [w, i, j] : cells) {
+        rows.push_back({fmt::format("{} -> {}", k_outcomes[i], k_outcomes[j]),
+                        std::to_string(c.transitions[i][j]), std::to_string(c.lost[i][j]),
+                        std::to_string(c.gained[i][j])});
+    }
+    out += render_table(rows, style);
+    auto flips = [&](const std::vector<analysis::Flip>& v, const std::string& label) {
+        if (v.empty()) {
+            return;
+        }
+        out += md ? fmt::format("\n**{}** ({} questions)\n\n", label, v.size())
+                  : fmt::format("\n{} ({} questions):\n", label, v.size());
+        std::vector<std::vector<std::string>> fr = {{"q", "A", "B", "A says", "B says"}};
+        for (size_t i = 0; i < v.size() && i < max_flips; ++i) {
+            fr.push_back({std::to_string(v[i].question_idx), pct(v[i].a), pct(v[i].b),
+                          v[i].a_excerpt.substr(0, md ? 120 : 30),
+                          v[i].b_excerpt.substr(0, md ? 120 : 30)});
+        }
+        out += render_table(fr, style);
+    };
+    flips(c.a_better, fmt::format("Right more often in {}", c.a.text()));
+    flips(c.b_better, fmt::format("Right more often in {}", c.b.text()));
+    return out;
+}
+
+} // namespace diffeval::reports

@@ -1,0 +1,34 @@
+// Plain-text and Markdown renderings of summaries and comparisons, shared by
+// `diffeval summary`, `diffeval diff`, the demo and the Markdown report.
+// Text tables are aligned to fit 100 columns; Markdown is GitHub-flavoured.
+#pragma once
+
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/summary.hpp>
+
+#include <string>
+#include <vector>
+
+namespace diffeval::reports {
+
+enum class Style { text, markdown };
+
+// A table of strings; the first row is the header.
+std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style);
+
+// The harness verdicts: accuracy per group and scorer, mean (min-max) over
+// repeats, in percent.
+std::string verdict_table(const analysis::Summary& summary, Style style);
+
+// Where the responses went: per group, mean counts over repeats.
+std::string breakdown_table(const analysis::Summary& summary, const std::string& scorer,
+                            Style style);
+
+// One paired comparison: difference, interval, McNemar, noise floor,
+// transitions, and the top flips.
+std::string comparison_text(const analysis::Comparison& comparison, Style style, size_t max_flips);
+
+// "81.2 (80.9-81.5)" from proportions.
+std::string pct_spread(const analysis::Spread& spread);
+
+} // namespace diffeval::reports

@@ -1,0 +1,191 @@
+// Process and database helpers for the black-box tests; see e2e.hpp.
+#include "e2e.hpp"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace e2e {
+
+namespace fs = std::filesystem;
+
+std::string binary() {
+    const char* b = std::getenv("DIFFEVAL_BIN");
+    if (!b || !*b) {
+        throw std::runtime_error("DIFFEVAL_BIN is not set (run the tests through ctest)");
+    }
+    return b;
+}
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+          const std::string& out, const std::string& err) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int n = open("/dev/null", O_RDONLY);
+        dup2(n, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        for (const auto& kv : env) {
+            putenv(const_cast<char*>(kv.c_str()));
+        }
+        std::vector<char*> argv;
+        std::string bin = binary();
+        argv.push_back(bin.data());
+        for (const auto& a : args) {
+            argv.push_back(const_cast<char*>(a.c_str()));
+        }
+        argv.push_back(nullptr);
+        execv(bin.c_str(), argv.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+int decode(int status) {
+    if (WIFEXITED(status)) {
+        return WEXITSTATUS(status);
+    }
+    if (WIFSIGNALED(status)) {
+        return 128 + WTERMSIG(status);
+    }
+    return -1;
+}
+
+int counter = 0;
+
+} // namespace
+
+fs::path scratch(const std::string& name) {
+    auto dir = fs::temp_directory_path() / "diffeval-e2e" / (name + "-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    auto base = fs::temp_directory_path() /
+                ("diffeval-e2e-run-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    std::string out = base.string() + ".out", err = base.string() + ".err";
+    int pid = spawn(args, env, out, err);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Outcome o{decode(status), slurp(out), slurp(err)};
+    fs::remove(out);
+    fs::remove(err);
+    return o;
+}
+
+Child::Child(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    auto base = fs::temp_directory_path() / ("diffeval-e2e-child-" + std::to_string(getpid()) +
+                                             "-" + std::to_string(counter++));
+    m_out_path = base.string() + ".out";
+    m_err_path = base.string() + ".err";
+    m_pid = spawn(args, env, m_out_path, m_err_path);
+}
+
+Child::~Child() {
+    if (m_pid > 0) {
+        stop(SIGKILL);
+    }
+    fs::remove(m_out_path);
+    fs::remove(m_err_path);
+}
+
+int Child::stop(int sig) {
+    if (m_pid <= 0) {
+        return -1;
+    }
+    kill(m_pid, sig);
+    int status = 0;
+    waitpid(m_pid, &status, 0);
+    m_pid = -1;
+    return decode(status);
+}
+
+std::string Child::out() const {
+    return slurp(m_out_path);
+}
+std::string Child::err() const {
+    return slurp(m_err_path);
+}
+
+Sim::Sim(std::vector<std::string> extra_args) {
+    std::vector<std::string> args = {"sim", "--port", "0", "--host", "127.0.0.1"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    m_child = std::make_unique<Child>(args);
+    // The simulator prints "... listening on http://HOST:PORT" once ready.
+    for (int i = 0; i < 500; ++i) {
+        auto out = m_child->out();
+        auto pos = out.find("http://");
+        if (pos != std::string::npos && out.find('\n', pos) != std::string::npos) {
+            m_url = out.substr(pos, out.find_first_of(" \n", pos) - pos);
+            m_port = std::stoi(m_url.substr(m_url.rfind(':') + 1));
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("diffeval sim did not start: " + m_child->err());
+}
+
+std::string Sim::stats() {
+    httplib::Client c("127.0.0.1", m_port);
+    auto r = c.Get("/stats");
+    return r ? r->body : "";
+}
+
+std::vector<std::string> query_rows(const fs::path& db, const std::string& sql) {
+    sqlite3* h = nullptr;
+    std::vector<std::string> rows;
+    if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+        sqlite3_close(h);
+        throw std::runtime_error("cannot open " + db.string());
+    }
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+        std::string msg = sqlite3_errmsg(h);
+        sqlite3_close(h);
+        throw std::runtime_error("bad query: " + msg);
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        std::string row;
+        for (int c = 0; c < sqlite3_column_count(st); ++c) {
+            if (c) {
+                row += '|';
+            }
+            auto* t = sqlite3_column_text(st, c);
+            row += t ? reinterpret_cast<const char*>(t) : "NULL";
+        }
+        rows.push_back(row);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    return rows;
+}
+
+std::string query(const fs::path& db, const std::string& sql) {
+    auto rows = query_rows(db, sql);
+    return rows.empty() ? "" : rows.front();
+}
+
+} // namespace e2e

@@ -1,0 +1,227 @@
+// `diffeval run` end to end against the real simulator: the matrix is sent
+// and stored row by row, a killed run resumes with nothing lost or doubled,
+// and bad input gets one clear line, exit code 2, and leaves the store as it
+// was.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+using e2e::query;
+using e2e::query_rows;
+
+namespace {
+
+std::string profile_file(const std::filesystem::path& dir, const std::string& name,
+                         const std::string& body) {
+    auto p = dir / (name + ".toml");
+    std::ofstream(p) << "version = 1\nname = \"" << name << "\"\n" << body;
+    return p.string();
+}
+
+} // namespace
+
+TEST(Run, TwoServersTwoFramingsTwoRepeatsStoreEveryRow) {
+    auto dir = e2e::scratch("matrix");
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "default=" + a.url(), "--server", "deepgemm=" + b.url(),
+                       "--framing", "raw,chat", "--max-tokens", "64", "--repeats", "2", "--limit",
+                       "6", "--dataset", "sample", "--db", db.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_NE(o.out.find("stored 48 responses"), std::string::npos) << o.out;
+    // 2 servers x 2 framings x 1 limit x 2 repeats x 6 questions, each once.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses"), "48");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "48");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1 AND status = 200"), "48");
+    EXPECT_EQ(
+        query(
+            db,
+            "SELECT count(DISTINCT server || framing || repeat || question_idx) FROM v_responses"),
+        "48");
+    // Every row holds the exact body and a parsed response.
+    EXPECT_EQ(query(db,
+                    "SELECT count(*) FROM v_responses WHERE framing = 'raw' AND request_json LIKE "
+                    "'{\"prompt\": \"Question: %' AND request_json LIKE '%\"seed\": 42}'"),
+              "24");
+    EXPECT_EQ(query(db,
+                    "SELECT count(*) FROM v_responses WHERE framing = 'chat' AND request_json LIKE "
+                    "'{\"messages\": [%\"chat_template_kwargs\": {\"enable_thinking\": false}}'"),
+              "24");
+    EXPECT_EQ(query(db,
+                    "SELECT count(*) FROM v_responses WHERE text IS NULL OR response_json = '' OR "
+                    "finish_reason NOT IN ('stop', 'length') OR completion_tokens IS NULL OR "
+                    "completion_tokens > 64 OR prompt_tokens IS NULL"),
+              "0");
+    // Length cuts say so and stop-string cuts keep the string as stop_reason.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE finish_reason = 'length' AND "
+                        "(completion_tokens != 64 OR stop_reason IS NOT NULL)"),
+              "0");
+    EXPECT_EQ(
+        query(db,
+              "SELECT count(*) FROM v_responses WHERE typeof(stop_reason) NOT IN ('text', 'null')"),
+        "0");
+    // The chat framing asks for the served model by name, found at preflight.
+    EXPECT_EQ(
+        query(db,
+              "SELECT count(*) FROM v_responses WHERE framing = 'chat' AND request_json NOT LIKE "
+              "'%\"model\": \"Qwen/Qwen3.5-35B-A3B-FP8\"%'"),
+        "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM servers WHERE info_json LIKE '%\"version\"%'"), "2");
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "complete");
+}
+
+TEST(Run, RerunSendsNothingAndSaysSo) {
+    auto dir = e2e::scratch("rerun");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {"run",     "--server", "a=" + a.url(), "--framing", "raw",
+                                     "--limit", "5",        "--db",         db};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    auto again = e2e::run(args);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("5 already stored (skipped), 0 to send"), std::string::npos)
+        << again.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
+}
+
+TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
+    auto dir = e2e::scratch("resume");
+    // A little latency so the kill lands mid-run.
+    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 20\n")});
+    auto db = dir / "r.sqlite";
+    std::vector<std::string> args = {
+        "run",       "--server", "a=" + a.url(),  "--framing", "raw,chat", "--max-tokens", "32",
+        "--repeats", "2",        "--concurrency", "4",         "--db",     db.string()};
+    {
+        e2e::Child child(args);
+        for (int i = 0; i < 1000; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            if (std::filesystem::exists(db) &&
+                std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 20) {
+                break;
+            }
+        }
+        child.stop(SIGKILL);
+    }
+    auto partial = std::stoi(query(db, "SELECT count(*) FROM responses"));
+    ASSERT_GT(partial, 0);
+    ASSERT_LT(partial, 192) << "the run finished before it could be killed";
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find(std::to_string(partial) + " already stored (skipped)"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    // 48 questions x 2 framings x 2 repeats, each answered exactly once.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "192");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
+}
+
+TEST(RunBadInput, MalformedDatasetLineNamesFileAndLine) {
+    auto dir = e2e::scratch("malformed");
+    auto test = dir / "test.jsonl";
+    std::ofstream(test)
+        << "{\"question\": \"Q1?\", \"answer\": \"#### 1\"}\n{\"question\": oops}\n";
+    std::ofstream(dir / "train.jsonl") << "{\"question\": \"E?\", \"answer\": \"#### 2\"}\n";
+    auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--dataset", test.string(),
+                       "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find(test.string() + ":2"), std::string::npos) << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite")) << "nothing may be sent or stored";
+}
+
+TEST(RunBadInput, UnknownFramingListsKnownOnes) {
+    auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--framing", "chta"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("unknown framing 'chta' (did you mean 'chat'?)"), std::string::npos)
+        << o.err;
+}
+
+TEST(RunBadInput, BadUrlIsRejected) {
+    auto o = e2e::run({"run", "--server", "a=gpu1:8000"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("'gpu1:8000' is not an http:// or https:// URL"), std::string::npos)
+        << o.err;
+    auto no_eq = e2e::run({"run", "--server", "http://gpu1:8000"});
+    EXPECT_EQ(no_eq.exit_code, 2);
+    EXPECT_NE(no_eq.err.find("expected NAME=URL"), std::string::npos) << no_eq.err;
+}
+
+TEST(RunBadInput, UnreachableServerFailsFastAndKeepsStoredData) {
+    auto dir = e2e::scratch("unreachable");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + a.url(), "--limit", "3", "--framing", "raw",
+                        "--db", db})
+                  .exit_code,
+              0);
+    // Port 9 (discard) has no listener here.
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=http://127.0.0.1:9",
+                       "--limit", "3", "--framing", "raw", "--db", db});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("server 'b' at http://127.0.0.1:9 is unreachable"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "3");
+}
+
+TEST(RunBadInput, UnknownModelFailsAtPreflight) {
+    e2e::Sim a;
+    auto o =
+        e2e::run({"run", "--server", "a=" + a.url(), "--model", "no/such-model", "--limit", "1"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("does not serve model 'no/such-model'"), std::string::npos) << o.err;
+}
+
+TEST(RunBadInput, NonJsonResponsesAreStoredAsErrorsWithTheirBody) {
+    auto dir = e2e::scratch("nonjson");
+    e2e::Sim a({"--profile", profile_file(dir, "garbled", "[faults]\nmalformed_json = 1.0\n")});
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "4",
+                       "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_NE(o.out.find("4 requests have no successful response"), std::string::npos) << o.out;
+    EXPECT_EQ(query(db,
+                    "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = 'parse' AND "
+                    "status = 200 AND length(response_json) > 0"),
+              "4");
+}
+
+TEST(RunBadInput, Http500StormIsRetriedThenStoredAsErrors) {
+    auto dir = e2e::scratch("storm");
+    e2e::Sim a({"--profile", profile_file(dir, "storm", "[faults]\nhttp_500 = 1.0\n")});
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "3",
+                       "--retries", "2", "--retry-backoff-ms", "1", "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(
+        query(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND status = 500 AND attempts = 3 "
+                  "AND error LIKE 'HTTP 500: %'"),
+        "3");
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "incomplete");
+}
+
+TEST(RunBadInput, ApiKeyIsSentButNeverStoredOrPrinted) {
+    auto dir = e2e::scratch("apikey");
+    e2e::Sim a;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--api-key-env", "DE_TEST_KEY", "--limit",
+                       "2", "--framing", "raw", "--db", db.string()},
+                      {"DE_TEST_KEY=sk-secret-4242"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.find("sk-secret"), std::string::npos);
+    EXPECT_EQ(o.err.find("sk-secret"), std::string::npos);
+    std::ifstream in(db, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(bytes.find("sk-secret"), std::string::npos);
+    auto missing = e2e::run({"run", "--server", "a=" + a.url(), "--api-key-env", "DE_UNSET_KEY"});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_NE(missing.err.find("DE_UNSET_KEY is not set"), std::string::npos) << missing.err;
+}
