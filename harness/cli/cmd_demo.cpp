@@ -1,0 +1,154 @@
+// `diffeval demo`: the article's experiment, offline. Starts the three
+// simulated server profiles in-process, runs both framings at 256 and 1,024
+// tokens with 3 repeats, and prints the two harness verdicts, the breakdown
+// that explains them, and where to look next.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+
+#include <datasets/dataset.hpp>
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/summary.hpp>
+#include <harness/engine/run.hpp>
+#include <harness/sim/server.hpp>
+#include <reports/tables.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct DemoFlags {
+    std::string out = "diffeval-demo";
+    std::string dataset;
+    int limit = 0;
+    int repeats = 3;
+};
+
+constexpr const char* k_profiles[] = {"default", "deepgemm", "no-deepgemm"};
+
+int demo_command(const DemoFlags& f) {
+    // 1. Choose the dataset: the official set when cached, else our sample.
+    std::string spec = f.dataset;
+    if (spec.empty()) {
+        spec = fs::exists(datasets::cache_dir() / "gsm8k" / "test.jsonl") ? "gsm8k" : "sample";
+    }
+    auto dataset = datasets::open_dataset(spec);
+    if (!dataset) {
+        return report(dataset.error());
+    }
+    std::cout << fmt::format(
+        "dataset: {} ({} questions{}){}\n", dataset->name, dataset->test.size(),
+        f.limit ? fmt::format(", first {} used", f.limit) : "",
+        spec == "sample" && f.dataset.empty()
+            ? "; official GSM8K is not cached, run 'diffeval data fetch gsm8k' "
+              "for the full experiment"
+            : "");
+
+    // 2. Start the three simulated servers on free loopback ports.
+    std::vector<std::unique_ptr<sim::Server>> servers;
+    engine::RunConfig config;
+    for (const char* name : k_profiles) {
+        auto profile = sim::load_profile(name);
+        if (!profile) {
+            return report(profile.error());
+        }
+        sim::SimConfig sc;
+        sc.profile = std::move(*profile);
+        sc.dataset = *dataset;
+        auto server = sim::Server::start(std::move(sc));
+        if (!server) {
+            return report(server.error());
+        }
+        config.servers.push_back(
+            engine::ServerSpec{name, (*server)->base_url(), std::nullopt, "", {}, {}});
+        std::cout << fmt::format("simulated server '{}' on {}\n", name, (*server)->base_url());
+        servers.push_back(std::move(*server));
+    }
+
+    // 3. Run the experiment into a fresh database.
+    std::error_code ec;
+    fs::create_directories(f.out, ec);
+    if (ec) {
+        return report(util::make_error(util::ErrorKind::usage,
+                                       fmt::format("cannot create {}: {}", f.out, ec.message())));
+    }
+    config.db = (fs::path(f.out) / "diffeval-demo.sqlite").string();
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+        fs::remove(config.db + suffix, ec);
+    }
+    config.framings = {"raw", "chat"};
+    config.max_tokens = {256, 1024};
+    config.repeats = f.repeats;
+    config.dataset = spec;
+    if (f.limit) {
+        config.limit = f.limit;
+    }
+    engine::RunOptions options;
+    options.progress = stderr_is_tty() ? engine::ProgressStyle::bar : engine::ProgressStyle::lines;
+    auto run = engine::run(config, options, std::cerr);
+    for (auto& s : servers) {
+        s->stop();
+    }
+    if (!run) {
+        return report(run.error());
+    }
+    std::cout << fmt::format("stored {} responses in {} ({:.1f}s)\n\n",
+                             run->succeeded + run->failed, config.db, run->seconds);
+
+    // 4. The two harness verdicts, the breakdown, and the paired comparison.
+    auto st = store::Store::open(config.db, store::Store::Mode::read_write);
+    if (!st) {
+        return report(st.error());
+    }
+    auto results = analysis::load_results(**st);
+    if (!results) {
+        return report(results.error());
+    }
+    auto summary = analysis::summarize(*results);
+    std::cout << "Harness verdicts (accuracy %, mean (min-max) over repeats)\n"
+                 "  vLLM's check = framing raw, scorer vllm; lm-eval's = framing chat, scorer "
+                 "lm-eval-strict\n\n";
+    std::cout << reports::verdict_table(summary, reports::Style::text) << "\n";
+    std::cout << "Where the responses went (mean per run of the questions; accuracy by vllm)\n\n";
+    std::cout << reports::breakdown_table(summary, "vllm", reports::Style::text) << "\n";
+    auto k = analysis::scorer_index(*results, "vllm");
+    if (k) {
+        auto a = analysis::parse_selector("default/raw/256");
+        auto b = analysis::parse_selector("deepgemm/raw/256");
+        analysis::CompareOptions co;
+        co.max_flips = 3;
+        if (auto cmp = analysis::compare(*results, **st, *a, *b, *k, co); cmp && !cmp->empty()) {
+            std::cout << reports::comparison_text(cmp->front(), reports::Style::text, 3) << "\n";
+        }
+    }
+
+    // 5. Where to look next.
+    std::cout << fmt::format(
+        "Next:\n  diffeval summary --db {0}\n  diffeval diff --db {0} default/raw "
+        "deepgemm/raw\n  diffeval diff --db {0} default/chat deepgemm/chat --scorer "
+        "lm-eval-strict\n  sqlite3 {0} 'SELECT * FROM v_responses LIMIT 3'\n",
+        config.db);
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_demo_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<DemoFlags>();
+    auto* cmd =
+        root.add_subcommand("demo", "Run the DeepGEMM experiment against simulated servers");
+    cmd->add_option("--out", flags->out, "Output directory (default ./diffeval-demo)");
+    cmd->add_option("--dataset", flags->dataset,
+                    "sample, gsm8k or a .jsonl path (default: gsm8k if cached)");
+    cmd->add_option("--limit", flags->limit, "Only the first N questions");
+    cmd->add_option("--repeats", flags->repeats, "Repeats (default 3)");
+    dispatch[cmd] = [flags] { return demo_command(*flags); };
+}
+
+} // namespace diffeval::cli

@@ -1,0 +1,134 @@
+// `diffeval summary`, `diff` and `rescore` on a run against the simulator:
+// the tables print, the JSON has the documented shape and adds up, and
+// recomputing from stored text gives identical numbers.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using nlohmann::json;
+
+namespace {
+
+class Analyse : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir = new std::filesystem::path(e2e::scratch("analyse"));
+        db = new std::string((*dir / "r.sqlite").string());
+        e2e::Sim a({"--profile", "default"});
+        e2e::Sim b({"--profile", "deepgemm"});
+        auto o = e2e::run({"run", "--server", "default=" + a.url(), "--server",
+                           "deepgemm=" + b.url(), "--framing", "raw,chat", "--max-tokens", "128",
+                           "--repeats", "3", "--db", *db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    static std::filesystem::path* dir;
+    static std::string* db;
+};
+
+std::filesystem::path* Analyse::dir = nullptr;
+std::string* Analyse::db = nullptr;
+
+} // namespace
+
+TEST_F(Analyse, SummaryJsonHasTheDocumentedShapeAndAddsUp) {
+    auto o = e2e::run({"summary", "--db", *db, "--format", "json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto j = json::parse(o.out);
+    EXPECT_EQ(j["schema"], "diffeval.summary/1");
+    EXPECT_EQ(j["scorers"], json({"lm-eval-flexible", "lm-eval-strict", "vllm"}));
+    ASSERT_EQ(j["groups"].size(), 4u);
+    for (const auto& g : j["groups"]) {
+        EXPECT_EQ(g["questions"], 48);
+        EXPECT_EQ(g["repeats"], 3);
+        for (const auto& [name, acc] : g["accuracy"].items()) {
+            ASSERT_EQ(acc["per_repeat"].size(), 3u) << name;
+            EXPECT_GE(acc["mean"].get<double>(), acc["min"].get<double>());
+            EXPECT_LE(acc["mean"].get<double>(), acc["max"].get<double>());
+        }
+        for (const auto& r : g["breakdown"]["per_repeat"]) {
+            EXPECT_EQ(r["finished"].get<int>() + r["stop_truncated"].get<int>() +
+                          r["length_truncated"].get<int>() + r["other"].get<int>() +
+                          r["errors"].get<int>(),
+                      r["responses"].get<int>());
+            EXPECT_LE(r["finished_correct"]["vllm"].get<int>(), r["finished"].get<int>());
+        }
+    }
+    // Chat with thinking off never reasons.
+    for (const auto& g : j["groups"]) {
+        if (g["framing"] == "chat") {
+            EXPECT_EQ(g["breakdown"]["mean"]["started_reasoning"], 0.0);
+        }
+    }
+}
+
+TEST_F(Analyse, SummaryTextShowsBothTables) {
+    auto o = e2e::run({"summary", "--db", *db});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("Harness verdicts"), std::string::npos);
+    EXPECT_NE(o.out.find("deepgemm/raw/128"), std::string::npos);
+    EXPECT_NE(o.out.find("Where the responses went"), std::string::npos);
+    for (size_t start = 0, end; (end = o.out.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+        EXPECT_LE(end - start, 100u) << o.out.substr(start, end - start);
+    }
+    auto md = e2e::run({"summary", "--db", *db, "--format", "md"});
+    EXPECT_NE(md.out.find("| group |"), std::string::npos) << md.out;
+}
+
+TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
+    auto o = e2e::run(
+        {"diff", "--db", *db, "default", "deepgemm", "--format", "json", "--resamples", "2000"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto j = json::parse(o.out);
+    EXPECT_EQ(j["schema"], "diffeval.diff/1");
+    ASSERT_EQ(j["comparisons"].size(), 2u);
+    for (const auto& c : j["comparisons"]) {
+        EXPECT_EQ(c["questions"], 48);
+        EXPECT_EQ(c["paired_responses"], 144);
+        int pairs = 0, lost = 0, gained = 0;
+        for (const auto& t : c["transitions"]) {
+            pairs += t["count"].get<int>();
+            lost += t["lost"].get<int>();
+            gained += t["gained"].get<int>();
+        }
+        EXPECT_EQ(pairs, 144);
+        EXPECT_EQ(lost, c["mcnemar"]["a_right_b_wrong"].get<int>());
+        EXPECT_EQ(gained, c["mcnemar"]["a_wrong_b_right"].get<int>());
+        const double diff = c["difference"]["value"];
+        EXPECT_NEAR(diff, c["accuracy_b"].get<double>() - c["accuracy_a"].get<double>(), 1e-9);
+        EXPECT_LE(c["difference"]["ci95"][0].get<double>(), diff);
+        EXPECT_GE(c["difference"]["ci95"][1].get<double>(), diff);
+        EXPECT_FALSE(c["noise_floor"].is_null());
+    }
+    auto text = e2e::run({"diff", "--db", *db, "default/raw", "deepgemm/raw"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("McNemar"), std::string::npos);
+    EXPECT_NE(text.out.find("Noise floor"), std::string::npos);
+}
+
+TEST_F(Analyse, RescoreGivesIdenticalNumbers) {
+    auto before = e2e::run({"summary", "--db", *db, "--format", "json"});
+    auto diff_before = e2e::run(
+        {"diff", "--db", *db, "default", "deepgemm", "--format", "json", "--resamples", "500"});
+    auto r = e2e::run({"rescore", "--db", *db});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("rescored 576 responses"), std::string::npos) << r.out;
+    EXPECT_EQ(e2e::run({"summary", "--db", *db, "--format", "json"}).out, before.out);
+    EXPECT_EQ(e2e::run({"diff", "--db", *db, "default", "deepgemm", "--format", "json",
+                        "--resamples", "500"})
+                  .out,
+              diff_before.out);
+}
+
+TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
+    auto o = e2e::run({"diff", "--db", *db, "default", "nosuch"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("no server 'nosuch'"), std::string::npos) << o.err;
+    auto s = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--scorer", "vlm"});
+    EXPECT_EQ(s.exit_code, 2);
+    EXPECT_NE(s.err.find("unknown scorer 'vlm'"), std::string::npos) << s.err;
+    auto missing = e2e::run({"summary", "--db", (*dir / "none.sqlite").string()});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_NE(missing.err.find("run 'diffeval run"), std::string::npos) << missing.err;
+}
