@@ -26,9 +26,15 @@ namespace {
 // match buffers on the stack in the hot path.
 constexpr int k_max_groups = 9;
 
+// Characters with a meaning in RE2 syntax; a pattern without any is text.
+constexpr std::string_view k_metacharacters = "\\.+*?()|[]{}^$";
+
 struct CompiledSubstitution {
     std::unique_ptr<re2::RE2> re;
     std::string rewrite;
+    // Set when the pattern is plain text (vLLM's ","), replaced without RE2:
+    // a comma-heavy response would otherwise cost one regex call per comma.
+    std::optional<std::string> literal;
 };
 
 util::Result<std::unique_ptr<re2::RE2>> compile(const ScorerDefinition& def,
@@ -60,14 +66,41 @@ compile_substitutions(const ScorerDefinition& def, const std::vector<Substitutio
                                           def.origin, def.name, role, sub.replace, sub.pattern,
                                           why));
         }
-        out.push_back(CompiledSubstitution{std::move(*re), sub.replace});
+        std::optional<std::string> literal;
+        const bool plain_rewrite = sub.replace.find('\\') == std::string::npos;
+        if (!sub.pattern.empty() && plain_rewrite &&
+            sub.pattern.find_first_of(k_metacharacters) == std::string::npos) {
+            literal = sub.pattern;
+        }
+        out.push_back(CompiledSubstitution{std::move(*re), sub.replace, std::move(literal)});
     }
     return out;
 }
 
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+    size_t at = text.find(from);
+    if (at == std::string::npos) {
+        return;
+    }
+    std::string out;
+    out.reserve(text.size());
+    size_t done = 0;
+    for (; at != std::string::npos; at = text.find(from, done)) {
+        out.append(text, done, at - done);
+        out.append(to);
+        done = at + from.size();
+    }
+    out.append(text, done);
+    text = std::move(out);
+}
+
 void apply(const std::vector<CompiledSubstitution>& subs, std::string& text) {
     for (const CompiledSubstitution& sub : subs) {
-        re2::RE2::GlobalReplace(&text, *sub.re, sub.rewrite);
+        if (sub.literal) {
+            replace_all(text, *sub.literal, sub.rewrite);
+        } else {
+            re2::RE2::GlobalReplace(&text, *sub.re, sub.rewrite);
+        }
     }
 }
 
@@ -123,20 +156,22 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
         apply(prepare, prepared);
         text = prepared;
     }
+    // Scan for the whole match only, which RE2 answers with its DFAs, and
+    // ask for the groups once, of the chosen match: far cheaper than
+    // capturing groups at every match of a long response.
     const re2::StringPiece input(text.data(), text.size());
-    std::array<re2::StringPiece, k_max_groups + 1> current;
-    std::array<re2::StringPiece, k_max_groups + 1> chosen;
-    bool found = false;
+    re2::StringPiece whole;
+    std::optional<size_t> chosen_start;
     size_t pos = 0;
     while (pos <= text.size() &&
-           find->Match(input, pos, text.size(), re2::RE2::UNANCHORED, current.data(), groups + 1)) {
-        found = true;
-        chosen = current;
+           find->Match(input, pos, text.size(), re2::RE2::UNANCHORED, &whole, 1)) {
+        const size_t start = static_cast<size_t>(whole.data() - text.data());
+        chosen_start = start;
         if (rules.match == MatchPick::first) {
             break;
         }
-        const size_t end = static_cast<size_t>(current[0].data() - text.data()) + current[0].size();
-        if (!current[0].empty()) {
+        const size_t end = start + whole.size();
+        if (!whole.empty()) {
             pos = end;
         } else if (end < text.size()) {
             pos = end + char_length(static_cast<unsigned char>(text[end]));
@@ -144,6 +179,12 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
             break;
         }
     }
+    std::array<re2::StringPiece, k_max_groups + 1> chosen;
+    // Anchored at the chosen start, with the text after it still in view,
+    // RE2 picks the same (leftmost-first) match again.
+    const bool found =
+        chosen_start && find->Match(input, *chosen_start, text.size(), re2::RE2::ANCHOR_START,
+                                    chosen.data(), groups + 1);
     if (!found) {
         return std::nullopt;
     }

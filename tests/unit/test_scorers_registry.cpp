@@ -165,6 +165,14 @@ std::string with(std::string_view from, std::string_view to) {
     return text;
 }
 
+// `text` choosing the first non-empty group instead of group 1.
+std::string with_group(std::string text) {
+    const size_t at = text.find("group = 1");
+    EXPECT_NE(at, std::string::npos);
+    text.replace(at, 9, "group = \"first_nonempty\"");
+    return text;
+}
+
 TEST(ScorerFile, UnknownKeyIsAnErrorWithItsLine) {
     EXPECT_EQ(load_error(with("strip = true", "strip = true\nstrp = false")),
               "bad.toml:9: unknown key 'strp' in [extract]");
@@ -211,6 +219,19 @@ TEST(ScorerFile, TomlSyntaxErrorHasTheLine) {
 TEST(ScorerFile, PythonIntTakesNoNormalisation) {
     const std::string message = load_error(with("kind = \"exact_match\"", "kind = \"python_int\""));
     EXPECT_NE(message.find("apply to exact_match only"), std::string::npos) << message;
+}
+
+TEST(ScorerFile, FirstNonEmptyGroupFallsBackWhenEveryGroupIsEmpty) {
+    // Python: re.findall(r"(a)?(b)?c", "ac xbc c") == [("a", ""), ("", "b"), ("", "")];
+    // lm-eval keeps the first non-empty element of the chosen tuple.
+    const std::string text = with("'\\\\boxed\\{([^}]*)\\}'", "'(a)?(b)?c'");
+    auto scorer = load_scorer(with_group(text), "groups", "groups.toml");
+    ASSERT_TRUE(scorer.ok()) << scorer.error().message;
+    EXPECT_EQ(scorer->score("ac xbc", "#### b").extracted, "b");
+    EXPECT_TRUE(scorer->score("ac xbc", "#### b").correct);
+    const auto none = scorer->score("ac xbc c", "#### b");
+    EXPECT_EQ(none.extracted, "[invalid]");
+    EXPECT_FALSE(none.valid);
 }
 
 TEST(EditDistance, CountsSingleCharacterEdits) {
