@@ -17,10 +17,6 @@
 #include <string_view>
 #include <vector>
 
-namespace re2 {
-class RE2;
-}
-
 namespace diffeval::scorers {
 
 // The outcome of scoring one response.
