@@ -77,7 +77,4 @@ Generation generate(const Profile& profile, const QuestionBank& bank, const Pars
 Generation generate(const Profile& profile, const QuestionBank& bank, const nlohmann::json& body,
                     Endpoint endpoint, int sighting);
 
-// The served model id the simulator answers to by default.
-inline constexpr std::string_view k_default_model_id = "Qwen/Qwen3.5-35B-A3B-FP8";
-
 } // namespace diffeval::sim

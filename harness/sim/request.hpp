@@ -20,6 +20,10 @@ namespace diffeval::sim {
 
 enum class Endpoint { completions, chat };
 
+// The served model id the simulator answers to by default: the article's
+// checkpoint.
+inline constexpr std::string_view k_default_model_id = "Qwen/Qwen3.5-35B-A3B-FP8";
+
 // An error response in vLLM's shape {"error": {message, type, param, code}}.
 struct ApiError {
     int status = 400;
