@@ -19,6 +19,7 @@ demo: build
 	$(BUILD_DIR)/diffeval demo
 
 test: build
+	@scripts/install-deps.sh --browser
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build
