@@ -19,5 +19,6 @@ void add_sim_command(CLI::App& root, Dispatch& dispatch);
 void add_data_command(CLI::App& root, Dispatch& dispatch);
 void add_analyse_commands(CLI::App& root, Dispatch& dispatch);
 void add_demo_command(CLI::App& root, Dispatch& dispatch);
+void add_report_command(CLI::App& root, Dispatch& dispatch);
 
 } // namespace diffeval::cli

@@ -1,0 +1,86 @@
+// `diffeval report`: write report.md, report.html and summary.json from what
+// the store holds, comparing every server against a baseline.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+
+#include <reports/report.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct ReportFlags {
+    std::string db = "diffeval.sqlite";
+    std::string out = "diffeval-report";
+    std::string baseline;
+    std::vector<std::string> formats = {"md,html,json"};
+};
+
+util::Result<reports::ReportFormats> parse_formats(const std::vector<std::string>& values) {
+    reports::ReportFormats f{false, false, false};
+    for (const auto& v : split_list(values)) {
+        if (v == "md") {
+            f.markdown = true;
+        } else if (v == "html") {
+            f.html = true;
+        } else if (v == "json") {
+            f.json = true;
+        } else {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("--format '{}': use md, html and/or json", v));
+        }
+    }
+    return f;
+}
+
+int report_command(const ReportFlags& f) {
+    // 1. Check the flags and open the database.
+    auto formats = parse_formats(f.formats);
+    if (!formats) {
+        return report(formats.error());
+    }
+    if (!std::filesystem::exists(f.db)) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("no database {}; run 'diffeval run --db {}' first", f.db, f.db)));
+    }
+    auto st = store::Store::open(f.db, store::Store::Mode::read_write);
+    if (!st) {
+        return report(st.error());
+    }
+    // 2. Analyse against the baseline.
+    auto data = reports::analyse_for_report(**st, f.baseline);
+    if (!data) {
+        return report(data.error());
+    }
+    // 3. Write the files and say where they are.
+    auto paths = reports::write_reports(**st, *data, f.out, *formats);
+    if (!paths) {
+        return report(paths.error());
+    }
+    for (const auto& p : paths->written) {
+        std::cout << "wrote " << p.string() << "\n";
+    }
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_report_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<ReportFlags>();
+    auto* cmd = root.add_subcommand(
+        "report", "Write report.md, report.html and summary.json from the database");
+    cmd->add_option("--db", flags->db, "Results database");
+    cmd->add_option("--out", flags->out, "Output directory (default ./diffeval-report)");
+    cmd->add_option("--baseline", flags->baseline,
+                    "Server the others are compared with (default: the first stored)");
+    cmd->add_option("--format", flags->formats, "md, html, json, comma-separated (default all)");
+    dispatch[cmd] = [flags] { return report_command(*flags); };
+}
+
+} // namespace diffeval::cli

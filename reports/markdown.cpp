@@ -1,0 +1,151 @@
+// The Markdown report; see markdown.hpp.
+#include <reports/markdown.hpp>
+
+#include <reports/tables.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+namespace diffeval::reports {
+
+namespace {
+
+const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
+                                       "error"};
+
+std::string pts(double p) {
+    return fmt::format("{:+.1f}", 100.0 * p);
+}
+
+// The transitions that carry a comparison's difference, largest first, as
+// "finished -> length_truncated (-40/+2)".
+std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
+    std::vector<std::tuple<int64_t, int, int>> cells;
+    for (int i = 0; i < 5; ++i) {
+        for (int j = 0; j < 5; ++j) {
+            if (c.lost[i][j] + c.gained[i][j] > 0) {
+                cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
+            }
+        }
+    }
+    std::stable_sort(cells.begin(), cells.end(),
+                     [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
+    std::string out;
+    for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
+        auto [w, i, j] = cells[k];
+        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", k_outcome_names[i],
+                           k_outcome_names[j], c.lost[i][j], c.gained[i][j]);
+    }
+    return out.empty() ? "none" : out;
+}
+
+std::string comparisons_section(const ReportData& data) {
+    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "scorer", "diff",
+                                                   "95% CI", "McNemar p", "lost", "gained",
+                                                   "noise floor", "verdict", "carried by"}};
+    for (const auto& c : data.comparisons) {
+        rows.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer, pts(c.interval.diff),
+             fmt::format("[{}, {}]", pts(c.interval.lo), pts(c.interval.hi)),
+             fmt::format("{:.3g}", c.mcnemar.p_mid), std::to_string(c.mcnemar.b),
+             std::to_string(c.mcnemar.c),
+             c.noise_floor ? fmt::format("{:.1f}", 100.0 * c.noise_floor->max_abs_diff) : "n/a",
+             beyond_noise(c) ? "beyond noise" : "within noise", carrying_transitions(c, 2)});
+    }
+    return render_table(rows, Style::markdown);
+}
+
+std::string flips_section(const analysis::Comparison& c) {
+    std::vector<std::vector<std::string>> rows = {{"q", "right more often in", c.a.text() + " %",
+                                                   c.b.text() + " %", "baseline says",
+                                                   "candidate says"}};
+    auto add = [&](const std::vector<analysis::Flip>& flips, const std::string& side) {
+        for (const auto& f : flips) {
+            rows.push_back({std::to_string(f.question_idx), side,
+                            fmt::format("{:.0f}", 100.0 * f.a), fmt::format("{:.0f}", 100.0 * f.b),
+                            markdown_cell(f.a_excerpt), markdown_cell(f.b_excerpt)});
+        }
+    };
+    add(c.a_better, c.a.text());
+    add(c.b_better, c.b.text());
+    if (rows.size() == 1) {
+        return "No question flipped.\n";
+    }
+    return render_table(rows, Style::markdown);
+}
+
+std::string servers_section(const ReportData& data) {
+    std::vector<std::vector<std::string>> rows = {{"server", "model", "version"}};
+    for (const auto& s : data.servers) {
+        rows.push_back({markdown_cell(s.name), markdown_cell(s.model.empty() ? "-" : s.model),
+                        markdown_cell(s.version.empty() ? "-" : s.version)});
+    }
+    return render_table(rows, Style::markdown);
+}
+
+// `text` for running prose or a heading: markup characters backslash-escaped.
+std::string md_text(const std::string& text) {
+    std::string out;
+    for (char c : markdown_cell(text)) {
+        if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
+            c == '[' || c == ']') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out;
+}
+
+} // namespace
+
+std::string markdown_cell(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        auto u = static_cast<unsigned char>(c);
+        if (c == '&') {
+            out += "&amp;";
+        } else {
+            out += u < 0x20 || u == 0x7F ? ' ' : c;
+        }
+    }
+    return out;
+}
+
+std::string render_markdown(const ReportData& data) {
+    std::string out = "# diffeval report\n\n";
+    // 1. The headline a reviewer reads first.
+    out += md_text(headline(data)) + "\n\n";
+    out += fmt::format("Baseline: `{}`. Charts, every question and every response side by side: "
+                       "`report.html` next to this file.\n\n",
+                       markdown_cell(data.baseline));
+
+    // 2. The harness verdicts and where the responses went.
+    out += "## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats.\n\n";
+    out += verdict_table(data.summary, Style::markdown) + "\n";
+    out += "## Where the responses went\n\nMean responses per run; accuracy by `vllm`.\n\n";
+    out += breakdown_table(data.summary, "vllm", Style::markdown) + "\n";
+
+    // 3. Every server against the baseline.
+    if (!data.comparisons.empty()) {
+        out += fmt::format(
+            "## Against the baseline\n\nDifferences in points (candidate minus baseline), paired "
+            "bootstrap interval ({} resamples), McNemar mid-p over paired responses, noise "
+            "floor = the baseline's largest difference between its own repeats. Beyond noise = "
+            "the interval excludes 0 and the difference exceeds the noise floor.\n\n",
+            data.comparisons.front().interval.resamples);
+        out += comparisons_section(data) + "\n";
+        const auto* lead = lead_comparison(data);
+        out += fmt::format("## Top flipped questions: {} vs {} ({})\n\n", md_text(lead->b.text()),
+                           md_text(lead->a.text()), lead->scorer);
+        out += flips_section(*lead) + "\n";
+    }
+
+    // 4. What the servers said about themselves.
+    out += "## Servers\n\n" + servers_section(data);
+    return out;
+}
+
+} // namespace diffeval::reports

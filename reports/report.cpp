@@ -1,0 +1,256 @@
+// Analysis and file writing shared by the three reports; see report.hpp.
+#include <reports/report.hpp>
+
+#include <reports/html.hpp>
+#include <reports/markdown.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+namespace diffeval::reports {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
+                                       "error"};
+
+// The version string a server reported: vLLM's /version body, else its
+// Server header.
+std::string version_of(const std::string& info_json) {
+    auto j = nlohmann::json::parse(info_json, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        return "";
+    }
+    if (auto v = j.find("version"); v != j.end()) {
+        if (v->is_string()) {
+            return v->get<std::string>();
+        }
+        if (v->is_object() && v->contains("version") && (*v)["version"].is_string()) {
+            return (*v)["version"].get<std::string>();
+        }
+    }
+    if (auto h = j.find("server_header"); h != j.end() && h->is_string()) {
+        return h->get<std::string>();
+    }
+    return "";
+}
+
+util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
+                                                         const std::vector<std::string>& names) {
+    store::Statement s(st.handle(),
+                       "SELECT coalesce(model, ''), coalesce(info_json, '') FROM servers "
+                       "WHERE name = ?");
+    if (!s.valid()) {
+        return util::make_error(util::ErrorKind::data,
+                                fmt::format("cannot read the servers table: {}", s.error()));
+    }
+    std::vector<ServerFacts> out;
+    for (const auto& name : names) {
+        ServerFacts f{name, "", ""};
+        s.bind(name);
+        if (s.step()) {
+            f.model = s.column_text(0);
+            f.version = version_of(s.column_text(1));
+        }
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+util::Result<void> write_file(const fs::path& path, const std::string& content) {
+    std::ofstream f(path, std::ios::binary);
+    f << content;
+    f.close();
+    if (!f) {
+        return util::make_error(util::ErrorKind::io, fmt::format("cannot write {}", path.string()));
+    }
+    return {};
+}
+
+} // namespace
+
+bool beyond_noise(const analysis::Comparison& c) {
+    const bool excludes_zero = c.interval.lo > 0 || c.interval.hi < 0;
+    const double floor = c.noise_floor ? c.noise_floor->max_abs_diff : 0.0;
+    return excludes_zero && std::abs(c.interval.diff) > floor;
+}
+
+util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline) {
+    // 1. Load and summarise what is stored.
+    auto results = analysis::load_results(st);
+    if (!results) {
+        return results.error();
+    }
+    ReportData data;
+    data.results = std::move(*results);
+    data.summary = analysis::summarize(data.results);
+    const auto& servers = data.results.servers;
+
+    // 2. Resolve the baseline.
+    data.baseline = baseline.empty() ? servers.front() : baseline;
+    if (std::find(servers.begin(), servers.end(), data.baseline) == servers.end()) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--baseline '{}' is not in the database; servers: {}",
+                                            data.baseline, fmt::join(servers, ", ")));
+    }
+
+    // 3. Compare every other server with the baseline: vllm on every framing
+    // and max_tokens, then lm-eval-strict on chat (the article's second verdict).
+    auto vllm = analysis::scorer_index(data.results, "vllm");
+    if (!vllm) {
+        return vllm.error();
+    }
+    auto strict = analysis::scorer_index(data.results, "lm-eval-strict");
+    const auto& framings = data.results.framings;
+    const bool has_chat = std::find(framings.begin(), framings.end(), "chat") != framings.end();
+    analysis::CompareOptions options;
+    options.max_flips = 5;
+    options.excerpt_chars = 100;
+    for (const auto& server : servers) {
+        if (server == data.baseline) {
+            continue;
+        }
+        auto c = analysis::compare(data.results, st, analysis::Selector{data.baseline, {}, {}},
+                                   analysis::Selector{server, {}, {}}, *vllm, options);
+        if (!c) {
+            return c.error();
+        }
+        data.comparisons.insert(data.comparisons.end(), c->begin(), c->end());
+    }
+    if (strict && has_chat) {
+        for (const auto& server : servers) {
+            if (server == data.baseline) {
+                continue;
+            }
+            auto c =
+                analysis::compare(data.results, st, analysis::Selector{data.baseline, "chat", {}},
+                                  analysis::Selector{server, "chat", {}}, *strict, options);
+            if (c) {
+                data.comparisons.insert(data.comparisons.end(), c->begin(), c->end());
+            }
+        }
+    }
+
+    // 4. What the servers said about themselves.
+    auto facts = load_server_facts(st, servers);
+    if (!facts) {
+        return facts.error();
+    }
+    data.servers = std::move(*facts);
+    return data;
+}
+
+nlohmann::json report_json(const ReportData& data) {
+    nlohmann::json servers = nlohmann::json::array();
+    for (const auto& s : data.servers) {
+        servers.push_back({{"name", s.name}, {"model", s.model}, {"version", s.version}});
+    }
+    return {{"schema", "diffeval.report/1"},
+            {"baseline", data.baseline},
+            {"headline", headline(data)},
+            {"servers", servers},
+            {"summary", analysis::to_json(data.summary)},
+            {"diff", analysis::to_json(data.comparisons)}};
+}
+
+const analysis::Comparison* lead_comparison(const ReportData& data) {
+    const analysis::Comparison* top = nullptr;
+    for (const auto& c : data.comparisons) {
+        if (!top) {
+            top = &c;
+            continue;
+        }
+        const bool cb = beyond_noise(c), tb = beyond_noise(*top);
+        if (cb != tb ? cb : std::abs(c.interval.diff) > std::abs(top->interval.diff)) {
+            top = &c;
+        }
+    }
+    return top;
+}
+
+std::string headline(const ReportData& data) {
+    if (data.comparisons.empty()) {
+        return fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
+                           data.baseline);
+    }
+    const auto& c = *lead_comparison(data);
+    int bi = 0, bj = 0;
+    for (int i = 0; i < 5; ++i) {
+        for (int j = 0; j < 5; ++j) {
+            if (c.lost[i][j] > c.lost[bi][bj]) {
+                bi = i;
+                bj = j;
+            }
+        }
+    }
+    const double floor = c.noise_floor ? 100.0 * c.noise_floor->max_abs_diff : 0.0;
+    std::string out;
+    if (beyond_noise(c)) {
+        out = fmt::format(
+            "{} differs from {} by {:+.1f} points ({} scorer, 95% CI [{:+.1f}, {:+.1f}]), beyond "
+            "run-to-run noise ({}).",
+            c.b.text(), c.a.text(), 100.0 * c.interval.diff, c.scorer, 100.0 * c.interval.lo,
+            100.0 * c.interval.hi,
+            c.noise_floor ? fmt::format("noise floor {:.1f} points", floor)
+                          : std::string("one repeat, so no noise floor measured"));
+    } else {
+        out = fmt::format(
+            "No configuration differs from {} beyond noise; the largest difference is {} at "
+            "{:+.1f} points ({} scorer, 95% CI [{:+.1f}, {:+.1f}]{}).",
+            data.baseline, c.b.text(), 100.0 * c.interval.diff, c.scorer, 100.0 * c.interval.lo,
+            100.0 * c.interval.hi,
+            c.noise_floor ? fmt::format(", noise floor {:.1f}", floor) : std::string());
+    }
+    if (c.lost[bi][bj] > 0) {
+        out +=
+            fmt::format(" The dominant shift is {} -> {} ({} answers lost, {} gained).",
+                        k_outcome_names[bi], k_outcome_names[bj], c.lost[bi][bj], c.gained[bi][bj]);
+    }
+    return out;
+}
+
+util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data,
+                                        const fs::path& out_dir, const ReportFormats& formats) {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) {
+        return util::make_error(util::ErrorKind::io, fmt::format("cannot create {}: {}",
+                                                                 out_dir.string(), ec.message()));
+    }
+    ReportPaths paths;
+    if (formats.markdown) {
+        auto p = out_dir / "report.md";
+        if (auto r = write_file(p, render_markdown(data)); !r) {
+            return r.error();
+        }
+        paths.written.push_back(p);
+    }
+    if (formats.json) {
+        auto p = out_dir / "summary.json";
+        if (auto r = write_file(p, report_json(data).dump(2) + "\n"); !r) {
+            return r.error();
+        }
+        paths.written.push_back(p);
+    }
+    if (formats.html) {
+        auto p = out_dir / "report.html";
+        std::ofstream f(p, std::ios::binary);
+        if (auto r = write_html(st, data, f); !r) {
+            return r.error();
+        }
+        f.close();
+        if (!f) {
+            return util::make_error(util::ErrorKind::io,
+                                    fmt::format("cannot write {}", p.string()));
+        }
+        paths.written.push_back(p);
+    }
+    return paths;
+}
+
+} // namespace diffeval::reports

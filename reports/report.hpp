@@ -1,0 +1,74 @@
+// `diffeval report`: everything the three reports share, computed once from
+// the store with the analysis layer (the summary, every server against the
+// baseline, server facts), and the writer that puts report.md, report.html
+// and summary.json into one directory.
+#pragma once
+
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/summary.hpp>
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace diffeval::reports {
+
+// What a server said about itself, where the store knows it.
+struct ServerFacts {
+    std::string name;
+    std::string model;
+    std::string version; // from info_json, empty when unknown
+};
+
+// The analysed content of a report.
+struct ReportData {
+    std::string baseline;
+    analysis::Results results;
+    analysis::Summary summary;
+    std::vector<analysis::Comparison> comparisons; // vllm per framing and max_tokens, then strict
+    std::vector<ServerFacts> servers;
+};
+
+// Which files `write_reports` produces.
+struct ReportFormats {
+    bool markdown = true;
+    bool html = true;
+    bool json = true;
+};
+
+// Paths of the files written.
+struct ReportPaths {
+    std::vector<std::filesystem::path> written;
+};
+
+// Analyse `store` against `baseline` (empty: the first server stored). Every
+// other server is compared with the vllm scorer per framing and max_tokens,
+// and with lm-eval-strict on the chat framing. An unknown baseline is a usage
+// error listing the servers.
+util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline);
+
+// The "diffeval.report/1" JSON document: the summary and diff documents.
+nlohmann::json report_json(const ReportData& data);
+
+// The headline: which configuration differs from the baseline, by how much,
+// whether beyond noise, and the transition that lost the most answers.
+std::string headline(const ReportData& data);
+
+// The comparison a reader should look at first: beyond noise before within,
+// then the largest difference; null when nothing was compared.
+const analysis::Comparison* lead_comparison(const ReportData& data);
+
+// True when `c`'s interval excludes zero and its difference exceeds the noise
+// floor (a missing floor counts as zero).
+bool beyond_noise(const analysis::Comparison& c);
+
+// Write the reports chosen by `formats` into `out_dir` (created if needed).
+util::Result<ReportPaths> write_reports(store::Store& store, const ReportData& data,
+                                        const std::filesystem::path& out_dir,
+                                        const ReportFormats& formats);
+
+} // namespace diffeval::reports
