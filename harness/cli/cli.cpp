@@ -21,6 +21,7 @@ int run_main(int argc, char** argv) {
     add_analyse_commands(app, dispatch);
     add_demo_command(app, dispatch);
     add_report_command(app, dispatch);
+    add_fingerprint_command(app, dispatch);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -20,5 +20,6 @@ void add_data_command(CLI::App& root, Dispatch& dispatch);
 void add_analyse_commands(CLI::App& root, Dispatch& dispatch);
 void add_demo_command(CLI::App& root, Dispatch& dispatch);
 void add_report_command(CLI::App& root, Dispatch& dispatch);
+void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
 
 } // namespace diffeval::cli

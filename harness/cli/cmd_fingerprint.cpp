@@ -1,0 +1,88 @@
+// `diffeval fingerprint LOGFILE`: the facts and conflicts in one server log.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+
+#include <harness/fingerprint/fingerprint.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct FingerprintFlags {
+    std::string log;
+    std::string rules;
+    std::string format = "text";
+    bool fail_on_conflict = false;
+};
+
+int fingerprint_command(const FingerprintFlags& f) {
+    std::ifstream in(f.log, std::ios::binary);
+    if (!in) {
+        return report(util::make_error(util::ErrorKind::usage,
+                                       fmt::format("cannot read log file {}", f.log)));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string log = ss.str();
+    util::Result<fingerprint::Fingerprint> fp = fingerprint::Fingerprint{};
+    if (f.rules.empty()) {
+        fp = fingerprint::fingerprint_log(log);
+    } else {
+        auto rules = fingerprint::Rules::load(f.rules);
+        if (!rules) {
+            return report(rules.error());
+        }
+        fp = rules->apply(log);
+    }
+    if (!fp) {
+        return report(fp.error());
+    }
+    if (f.format == "json") {
+        nlohmann::json conflicts = nlohmann::json::array();
+        for (const auto& c : fp->conflicts) {
+            conflicts.push_back(
+                {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
+        }
+        std::cout << nlohmann::json{{"schema", "diffeval.fingerprint/1"},
+                                    {"engine", fp->engine},
+                                    {"facts", fp->facts},
+                                    {"conflicts", conflicts}}
+                         .dump(2)
+                  << "\n";
+    } else {
+        std::cout << fmt::format("{} ({} rules)\n", f.log, fp->engine);
+        if (fp->facts.empty()) {
+            std::cout << "  no known facts found in this log\n";
+        }
+        for (const auto& [k, v] : fp->facts) {
+            std::cout << fmt::format("  {:<24} {}\n", k, v);
+        }
+        for (const auto& c : fp->conflicts) {
+            std::cout << fmt::format("CONFLICT {}: {} ({})\n", c.name, c.message,
+                                     fmt::join(c.evidence, ", "));
+        }
+    }
+    return f.fail_on_conflict && !fp->conflicts.empty() ? k_exit_failed : k_exit_ok;
+}
+
+} // namespace
+
+void add_fingerprint_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<FingerprintFlags>();
+    auto* cmd = root.add_subcommand("fingerprint", "Show what a server log says it actually ran");
+    cmd->add_option("log", flags->log, "Server log file")->required();
+    cmd->add_option("--rules", flags->rules, "vllm, sglang or a rules .toml (default: best match)");
+    cmd->add_option("--format", flags->format, "text or json")
+        ->check(CLI::IsMember({"text", "json"}));
+    cmd->add_flag("--fail-on-conflict", flags->fail_on_conflict, "Exit 1 when a conflict is found");
+    dispatch[cmd] = [flags] { return fingerprint_command(*flags); };
+}
+
+} // namespace diffeval::cli

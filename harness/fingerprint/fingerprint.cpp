@@ -1,0 +1,178 @@
+// Fingerprint rules: loading, compiling (RE2) and applying them line by line.
+#include <harness/fingerprint/fingerprint.hpp>
+
+#include <harness/util/embedded.hpp>
+
+#include <fmt/format.h>
+#include <re2/re2.h>
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace diffeval::fingerprint {
+
+using util::ErrorKind;
+using util::make_error;
+
+struct Rules::Impl {
+    struct Fact {
+        std::string name;
+        std::unique_ptr<RE2> re;
+    };
+    struct ConflictRule {
+        std::string name;
+        std::string message;
+        std::vector<std::pair<std::string, std::string>> facts; // name, required value ("" = any)
+    };
+    std::string engine;
+    std::vector<Fact> facts;
+    std::vector<ConflictRule> conflicts;
+};
+
+Rules::Rules(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+Rules::Rules(Rules&&) noexcept = default;
+Rules& Rules::operator=(Rules&&) noexcept = default;
+Rules::~Rules() = default;
+
+const std::string& Rules::engine() const {
+    return m_impl->engine;
+}
+
+util::Result<Rules> Rules::parse(std::string_view text, const std::string& origin) {
+    toml::table tbl;
+    try {
+        tbl = toml::parse(text, origin);
+    } catch (const toml::parse_error& e) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    }
+    auto where = [&](const toml::node& n) {
+        return fmt::format("{}:{}", origin, n.source().begin.line);
+    };
+    static const std::set<std::string> k_top = {"version", "engine", "fact", "conflict"};
+    for (const auto& [k, v] : tbl) {
+        if (!k_top.count(std::string(k.str()))) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("{}: unknown key '{}' in fingerprint rules", where(v), k.str()));
+        }
+    }
+    if (!tbl["version"].is_integer()) {
+        return make_error(ErrorKind::usage, fmt::format("{}: rules need `version = 1`", origin));
+    }
+    auto impl = std::make_unique<Impl>();
+    impl->engine = tbl["engine"].value_or(std::filesystem::path(origin).stem().string());
+    if (auto* facts = tbl["fact"].as_array()) {
+        for (const auto& f : *facts) {
+            const auto* t = f.as_table();
+            auto name = t ? (*t)["name"].value<std::string>() : std::nullopt;
+            auto pattern = t ? (*t)["pattern"].value<std::string>() : std::nullopt;
+            if (!name || !pattern) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: a [[fact]] needs name and pattern", where(f)));
+            }
+            auto re = std::make_unique<RE2>(*pattern, RE2::Quiet);
+            if (!re->ok() || re->NumberOfCapturingGroups() < 1) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}: fact '{}': pattern must compile and capture the value "
+                                "in a group ({})",
+                                where(f), *name, re->ok() ? "no group" : re->error()));
+            }
+            impl->facts.push_back({*name, std::move(re)});
+        }
+    }
+    if (auto* conflicts = tbl["conflict"].as_array()) {
+        for (const auto& c : *conflicts) {
+            const auto* t = c.as_table();
+            auto name = t ? (*t)["name"].value<std::string>() : std::nullopt;
+            const auto* facts = t ? (*t)["facts"].as_array() : nullptr;
+            if (!name || !facts || facts->size() < 2) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}: a [[conflict]] needs a name and two or more facts", where(c)));
+            }
+            Impl::ConflictRule rule{*name, (*t)["message"].value_or(*name), {}};
+            for (const auto& f : *facts) {
+                auto s = f.value_or(std::string{});
+                auto eq = s.find('=');
+                rule.facts.emplace_back(s.substr(0, eq),
+                                        eq == std::string::npos ? "" : s.substr(eq + 1));
+            }
+            impl->conflicts.push_back(std::move(rule));
+        }
+    }
+    return Rules(std::move(impl));
+}
+
+util::Result<Rules> Rules::load(const std::string& name_or_path) {
+    if (auto text = util::embedded_file(fmt::format("fingerprints/{}.toml", name_or_path))) {
+        return parse(*text, fmt::format("fingerprints/{}.toml", name_or_path));
+    }
+    std::ifstream in(name_or_path);
+    if (!in) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("unknown fingerprint rules '{}': use vllm, sglang or a .toml path",
+                        name_or_path));
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return parse(text, name_or_path);
+}
+
+Fingerprint Rules::apply(std::string_view log) const {
+    Fingerprint fp;
+    fp.engine = m_impl->engine;
+    size_t pos = 0;
+    while (pos < log.size()) {
+        auto end = log.find('\n', pos);
+        if (end == std::string_view::npos) {
+            end = log.size();
+        }
+        re2::StringPiece line(log.data() + pos, end - pos);
+        for (const auto& f : m_impl->facts) {
+            std::string value;
+            if (RE2::PartialMatch(line, *f.re, &value)) {
+                fp.facts[f.name] = value;
+            }
+        }
+        pos = end + 1;
+    }
+    for (const auto& rule : m_impl->conflicts) {
+        Conflict c{rule.name, rule.message, {}};
+        bool all = true;
+        for (const auto& [name, want] : rule.facts) {
+            auto it = fp.facts.find(name);
+            if (it == fp.facts.end() || (!want.empty() && it->second != want)) {
+                all = false;
+                break;
+            }
+            c.evidence.push_back(fmt::format("{}={}", name, it->second));
+        }
+        if (all) {
+            fp.conflicts.push_back(std::move(c));
+        }
+    }
+    return fp;
+}
+
+util::Result<Fingerprint> fingerprint_log(std::string_view log) {
+    Fingerprint best;
+    bool any = false;
+    for (const auto& path : util::embedded_files_under("fingerprints/")) {
+        auto rules = Rules::parse(*util::embedded_file(path), path);
+        if (!rules) {
+            return rules.error();
+        }
+        auto fp = rules->apply(log);
+        if (!any || fp.facts.size() > best.facts.size()) {
+            best = std::move(fp);
+            any = true;
+        }
+    }
+    return best;
+}
+
+} // namespace diffeval::fingerprint

@@ -1,0 +1,54 @@
+// Fingerprints: what a server's log says it actually ran (engine version,
+// attention and MoE backends, kernels, quantization), extracted by rules that
+// are data (fingerprints/*.toml), plus contradiction rules for facts that
+// must not appear together. A server's own summary can be wrong; its log
+// lines about each layer are what it did.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffeval::fingerprint {
+
+struct Conflict {
+    std::string name;
+    std::string message;
+    std::vector<std::string> evidence; // the facts, as "name=value"
+};
+
+struct Fingerprint {
+    std::string engine;                       // which rules matched best
+    std::map<std::string, std::string> facts; // name -> value (last match wins)
+    std::vector<Conflict> conflicts;
+};
+
+// A compiled rules file.
+class Rules {
+public:
+    // Built-in rules by engine name ("vllm", "sglang") or a TOML file path.
+    static util::Result<Rules> load(const std::string& name_or_path);
+    // Parse rules TOML `text` from `origin`.
+    static util::Result<Rules> parse(std::string_view text, const std::string& origin);
+    Rules(Rules&&) noexcept;
+    Rules& operator=(Rules&&) noexcept;
+    ~Rules();
+
+    const std::string& engine() const;
+    // Facts and conflicts of the log text `log`.
+    Fingerprint apply(std::string_view log) const;
+
+private:
+    struct Impl;
+    explicit Rules(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+// Apply every built-in rules file and keep the one that found most facts.
+util::Result<Fingerprint> fingerprint_log(std::string_view log);
+
+} // namespace diffeval::fingerprint
