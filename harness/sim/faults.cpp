@@ -20,15 +20,24 @@ constexpr std::array<std::string_view, 4> k_markup = {
 
 double share_of(const Faults& f, Fault kind) {
     switch (kind) {
-    case Fault::http_500: return f.http_500;
-    case Fault::http_503: return f.http_503;
-    case Fault::http_429: return f.http_429;
-    case Fault::reset_before_body: return f.reset_before_body;
-    case Fault::reset_during_body: return f.reset_during_body;
-    case Fault::stall: return f.stall;
-    case Fault::malformed_json: return f.malformed_json;
-    case Fault::stream_error: return f.stream_error;
-    case Fault::none: return 0;
+    case Fault::http_500:
+        return f.http_500;
+    case Fault::http_503:
+        return f.http_503;
+    case Fault::http_429:
+        return f.http_429;
+    case Fault::reset_before_body:
+        return f.reset_before_body;
+    case Fault::reset_during_body:
+        return f.reset_during_body;
+    case Fault::stall:
+        return f.stall;
+    case Fault::malformed_json:
+        return f.malformed_json;
+    case Fault::stream_error:
+        return f.stream_error;
+    case Fault::none:
+        return 0;
     }
     return 0;
 }
@@ -41,15 +50,24 @@ uint64_t attempt_seed(uint64_t content_hash, int attempt) {
 
 std::string_view fault_name(Fault fault) {
     switch (fault) {
-    case Fault::none: return "none";
-    case Fault::http_500: return "http_500";
-    case Fault::http_503: return "http_503";
-    case Fault::http_429: return "http_429";
-    case Fault::reset_before_body: return "reset_before_body";
-    case Fault::reset_during_body: return "reset_during_body";
-    case Fault::stall: return "stall";
-    case Fault::malformed_json: return "malformed_json";
-    case Fault::stream_error: return "stream_error";
+    case Fault::none:
+        return "none";
+    case Fault::http_500:
+        return "http_500";
+    case Fault::http_503:
+        return "http_503";
+    case Fault::http_429:
+        return "http_429";
+    case Fault::reset_before_body:
+        return "reset_before_body";
+    case Fault::reset_during_body:
+        return "reset_during_body";
+    case Fault::stall:
+        return "stall";
+    case Fault::malformed_json:
+        return "malformed_json";
+    case Fault::stream_error:
+        return "stream_error";
     }
     return "none";
 }

@@ -206,7 +206,8 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
         }
         fault = Fault::none; // a stall that outlived its client then answers normally
         break;
-    default: break;
+    default:
+        break;
     }
 
     std::string_view markup = pick_markup(faults, r.content_hash, attempt);
@@ -396,14 +397,14 @@ void Server::Impl::install_routes() {
     http.Post("/version", not_allowed);
     http.set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request&, httplib::Response& res) {
-        if (res.status == 404 && res.body.empty()) {
-            count_request("other");
-            res.set_content(R"({"detail":"Not Found"})", k_json_type);
-            count_status(404);
-            return httplib::Server::HandlerResponse::Handled;
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-    }));
+            if (res.status == 404 && res.body.empty()) {
+                count_request("other");
+                res.set_content(R"({"detail":"Not Found"})", k_json_type);
+                count_status(404);
+                return httplib::Server::HandlerResponse::Handled;
+            }
+            return httplib::Server::HandlerResponse::Unhandled;
+        }));
     http.set_exception_handler(
         [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
             std::string what = "Internal server error";
@@ -419,7 +420,9 @@ void Server::Impl::install_routes() {
 
 Server::Server(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
-Server::~Server() { stop(); }
+Server::~Server() {
+    stop();
+}
 
 util::Result<std::unique_ptr<Server>> Server::start(SimConfig config) {
     // A client that goes away mid-response must not kill the process:
@@ -462,7 +465,9 @@ util::Result<std::unique_ptr<Server>> Server::start(SimConfig config) {
     return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-int Server::port() const { return m_impl->port; }
+int Server::port() const {
+    return m_impl->port;
+}
 
 std::string Server::base_url() const {
     const auto& host = m_impl->config.host;
@@ -474,9 +479,7 @@ void Server::stop() {
     if (!m_impl || m_impl->stopping.exchange(true)) {
         return;
     }
-    {
-        std::lock_guard lock(m_impl->wait_mutex);
-    }
+    { std::lock_guard lock(m_impl->wait_mutex); }
     m_impl->wake.notify_all();
     m_impl->http.stop();
     // Wake worker threads parked on idle keep-alive connections until the

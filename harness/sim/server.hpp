@@ -32,11 +32,11 @@ struct SimConfig {
 
 // Counters since the server started.
 struct Stats {
-    std::map<std::string, int64_t> requests;  // by endpoint: completions, chat, models, ...
-    std::map<int, int64_t> statuses;          // responses by HTTP status
-    std::map<std::string, int64_t> faults;    // injected faults by kind (every kind listed)
-    int64_t distinct_requests = 0;            // distinct request contents generated
-    int64_t repeated_sightings = 0;           // generations of a content seen before
+    std::map<std::string, int64_t> requests; // by endpoint: completions, chat, models, ...
+    std::map<int, int64_t> statuses;         // responses by HTTP status
+    std::map<std::string, int64_t> faults;   // injected faults by kind (every kind listed)
+    int64_t distinct_requests = 0;           // distinct request contents generated
+    int64_t repeated_sightings = 0;          // generations of a content seen before
 };
 
 class Server {

@@ -76,7 +76,8 @@ size_t token_length(std::string_view text, size_t pos) {
         }
         return end - start;
     }
-    if (c == ' ' && pos + 1 < text.size() && is_punctuation(text[pos + 1])) {
+    if (c == ' ' && pos + 1 < text.size() && is_punctuation(text[pos + 1]) &&
+        !starts_special(text, pos + 1)) {
         ++pos;
     }
     if (is_digit(text[pos]) && pos == start) {
