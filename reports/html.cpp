@@ -230,10 +230,12 @@ const char k_script[] = R"JS(<script>
     const box = el('div', 'body');
     if (r[6]) box.appendChild(el('span', 'think', r[6]));
     let text = r[5] === null ? (r[11] || '') : r[5];
+    // Reasoning that never closed runs to the end of the text.
     const close = text.lastIndexOf('</think>');
-    if (close >= 0) {
-      box.appendChild(el('span', 'think', text.slice(0, close + 8)));
-      text = text.slice(close + 8);
+    const end = close >= 0 ? close + 8 : (text.indexOf('<think>') >= 0 ? text.length : 0);
+    if (end > 0) {
+      box.appendChild(el('span', 'think', text.slice(0, end)));
+      text = text.slice(end);
     }
     let at = -1, len = 0;
     const ex = r[12] && r[12][VLLM] && r[12][VLLM][0];

@@ -10,6 +10,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/engine/run.hpp>
 #include <harness/sim/server.hpp>
+#include <reports/report.hpp>
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
@@ -128,7 +129,16 @@ int demo_command(const DemoFlags& f) {
         }
     }
 
-    // 5. Where to look next.
+    // 5. Where to look next: the three reports, then commands to dig further.
+    auto data = reports::analyse_for_report(**st, "default");
+    auto written = data ? reports::write_reports(**st, *data, f.out, reports::ReportFormats{})
+                        : util::Result<reports::ReportPaths>(data.error());
+    if (!written) {
+        return report(written.error());
+    }
+    for (const auto& p : written->written) {
+        std::cout << fmt::format("report: {}\n", p.string());
+    }
     std::cout << fmt::format(
         "Next:\n  diffeval summary --db {0}\n  diffeval diff --db {0} default/raw "
         "deepgemm/raw\n  diffeval diff --db {0} default/chat deepgemm/chat --scorer "

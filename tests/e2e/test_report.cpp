@@ -1,6 +1,9 @@
 // `diffeval report`: the Markdown of a fixed database matches the golden file
 // byte for byte, summary.json embeds the summary and diff documents, and
-// model output full of markup cannot turn into markup in the reports.
+// model output full of markup cannot turn into markup in the reports. The
+// HTML report is opened in headless Chromium (Debian's `chromium`; the test
+// skips when it is missing): its explorer shows the flips between two
+// servers side by side, and hostile markup in a response renders as text.
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
@@ -53,6 +56,44 @@ void build_db(const fs::path& db, const std::vector<std::string>& b_profile) {
                        db.string(),
                        "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
+}
+
+// Run headless Chromium on `url` with `args`, stdout to `out`, stderr to `err`.
+int chromium(const std::string& url, const std::string& args, const fs::path& out,
+             const fs::path& err) {
+    auto profile = out.parent_path() / ("chromium-profile-" + out.filename().string());
+    fs::create_directories(profile);
+    auto cmd = "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic "
+               "--no-first-run --disable-background-networking --disable-component-update "
+               "--disable-sync --enable-logging=stderr --v=0 --user-data-dir='" +
+               profile.string() + "' " + args + " '" + url + "' > '" + out.string() + "' 2> '" +
+               err.string() + "'";
+    return std::system(cmd.c_str());
+}
+
+void set_text(const fs::path& db, const std::string& text, int question) {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(h,
+                                 "UPDATE responses SET text = ? WHERE response_id = (SELECT "
+                                 "response_id FROM v_responses WHERE server = 'default' AND "
+                                 "question_idx = ? ORDER BY framing, repeat LIMIT 1)",
+                                 -1, &s, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(h);
+    sqlite3_bind_text(s, 1, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, question);
+    EXPECT_EQ(sqlite3_step(s), SQLITE_DONE) << sqlite3_errmsg(h);
+    EXPECT_EQ(sqlite3_changes(h), 1);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+}
+
+// The opening tag of <body> in a serialised DOM.
+std::string body_tag(const std::string& dom) {
+    auto at = dom.find("<body");
+    return at == std::string::npos ? "" : dom.substr(at, dom.find('>', at) - at + 1);
 }
 
 } // namespace
@@ -117,4 +158,83 @@ TEST(Report, MarkupInModelOutputIsEscapedInTheMarkdown) {
         ASSERT_GT(i, 0u);
         EXPECT_EQ(md[i - 1], '\\') << "unescaped '<' in: " << md.substr(i > 40 ? i - 40 : 0, 80);
     }
+}
+
+TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
+    if (!fs::exists("/usr/bin/chromium")) {
+        GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
+                        "'scripts/install-deps.sh --browser' (or 'make test') to run this test";
+    }
+    auto dir = e2e::scratch("report_browser");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"});
+    auto out = dir / "out";
+    ASSERT_EQ(e2e::run({"report", "--db", db.string(), "--out", out.string()}).exit_code, 0);
+
+    // 1. A question that flips, whose baseline response we make hostile.
+    auto j = json::parse(slurp(out / "summary.json"));
+    int flip = -1;
+    for (const auto& c : j["diff"]["comparisons"]) {
+        for (const auto& side : {"a_better", "b_better"}) {
+            if (flip < 0 && !c["flips"][side].empty()) {
+                flip = c["flips"][side][0]["question_idx"];
+            }
+        }
+    }
+    ASSERT_GE(flip, 0) << "the fixed database has no flipped question";
+    const std::string hostile =
+        "<script>document.body.setAttribute('data-pwned','1')</script> \"><img src=x "
+        "onerror=\"document.body.setAttribute('data-pwned','2')\"> </textarea><a "
+        "href=\"javascript:document.body.setAttribute('data-pwned','3')\">link</a>";
+    set_text(db, hostile, flip);
+    auto o = e2e::run({"report", "--db", db.string(), "--out", out.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+
+    // 2. No address of another host outside the embedded data.
+    auto html = slurp(out / "report.html");
+    const std::string data_open = "<script type=\"application/json\" id=\"data\">";
+    auto d0 = html.find(data_open);
+    ASSERT_NE(d0, std::string::npos);
+    auto d1 = html.find("</script>", d0);
+    ASSERT_NE(d1, std::string::npos);
+    EXPECT_EQ(html.substr(d0, d1 - d0).find("<"), 0u) << "model text closed the data block";
+    auto page = html.substr(0, d0) + html.substr(d1);
+    EXPECT_EQ(page.find("http://"), std::string::npos);
+    EXPECT_EQ(page.find("https://"), std::string::npos);
+    EXPECT_NE(page.find("Content-Security-Policy"), std::string::npos);
+
+    // 3. Open the flips between the two servers with that question expanded.
+    const auto url = "file://" + (out / "report.html").string() +
+                     "#flips=default,deepgemm&open=" + std::to_string(flip);
+    ASSERT_EQ(chromium(url, "--dump-dom", dir / "dom.html", dir / "dom.err"), 0)
+        << slurp(dir / "dom.err");
+    auto dom = slurp(dir / "dom.html");
+    auto body = body_tag(dom);
+    EXPECT_NE(body.find("data-ready=\"1\""), std::string::npos) << body;
+    EXPECT_NE(body.find("data-filter=\"flips\""), std::string::npos) << body;
+    EXPECT_NE(body.find("data-servers=\"default,deepgemm\""), std::string::npos) << body;
+    EXPECT_NE(body.find("data-open=\"" + std::to_string(flip) + "\""), std::string::npos) << body;
+    EXPECT_NE(dom.find("<h3>Question " + std::to_string(flip) + "</h3>"), std::string::npos);
+    EXPECT_NE(dom.find("Gold answer: "), std::string::npos);
+    EXPECT_NE(dom.find("<h3>default ("), std::string::npos) << "no baseline side";
+    EXPECT_NE(dom.find("<h3>deepgemm ("), std::string::npos) << "no candidate side";
+    EXPECT_NE(dom.find(" flip between default and deepgemm"), std::string::npos);
+
+    // 4. The hostile response is on the page as text and ran nothing.
+    EXPECT_EQ(body.find("data-pwned"), std::string::npos) << body;
+    EXPECT_NE(dom.find("&lt;script&gt;document.body.setAttribute('data-pwned','1')&lt;/script&gt;"),
+              std::string::npos);
+    EXPECT_NE(dom.find("&lt;img src=x onerror="), std::string::npos);
+    EXPECT_EQ(dom.find("<img"), std::string::npos);
+    EXPECT_EQ(dom.find("<a href=\"javascript:"), std::string::npos);
+    auto err = slurp(dir / "dom.err");
+    EXPECT_EQ(err.find("Uncaught"), std::string::npos) << err;
+    EXPECT_EQ(err.find("Refused to"), std::string::npos) << err;
+
+    // 5. A screenshot for a person to look at.
+    auto shot = dir / "report.png";
+    chromium(url, "--screenshot='" + shot.string() + "' --window-size=1280,3600", dir / "shot.out",
+             dir / "shot.err");
+    ASSERT_TRUE(fs::exists(shot)) << slurp(dir / "shot.err");
+    EXPECT_GT(fs::file_size(shot), 10000u);
 }
