@@ -20,6 +20,7 @@ int run_main(int argc, char** argv) {
     add_data_command(app, dispatch);
     add_analyse_commands(app, dispatch);
     add_demo_command(app, dispatch);
+    add_gate_command(app, dispatch);
     add_report_command(app, dispatch);
     add_fingerprint_command(app, dispatch);
     try {

@@ -19,6 +19,7 @@ void add_sim_command(CLI::App& root, Dispatch& dispatch);
 void add_data_command(CLI::App& root, Dispatch& dispatch);
 void add_analyse_commands(CLI::App& root, Dispatch& dispatch);
 void add_demo_command(CLI::App& root, Dispatch& dispatch);
+void add_gate_command(CLI::App& root, Dispatch& dispatch);
 void add_report_command(CLI::App& root, Dispatch& dispatch);
 void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
 

@@ -1,0 +1,449 @@
+// The accuracy gate; see gate.hpp. Each check is built by one small function
+// from numbers the rest of the analysis layer already computed, so that what
+// the gate says can be checked against `diffeval summary` and `diffeval diff`.
+#include <harness/analysis/gate.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+// Guards threshold comparisons against rounding in means over repeats.
+constexpr double k_epsilon = 1e-9;
+// Power at which the detectable drop is reported.
+constexpr double k_power = 0.8;
+
+std::string group_name(const GroupSummary& g) {
+    return fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens);
+}
+
+bool matches(const GroupSummary& g, const Selector& s) {
+    return g.server == s.server && (!s.framing || *s.framing == g.framing) &&
+           (!s.max_tokens || *s.max_tokens == g.max_tokens);
+}
+
+const GroupSummary* find_group(const Summary& summary, const Selector& s) {
+    for (const auto& g : summary.groups) {
+        if (matches(g, s)) {
+            return &g;
+        }
+    }
+    return nullptr;
+}
+
+std::string group_list(const Summary& summary) {
+    std::vector<std::string> names;
+    for (const auto& g : summary.groups) {
+        names.push_back(group_name(g));
+    }
+    return fmt::format("{}", fmt::join(names, ", "));
+}
+
+CheckStatus status_of(bool ok) {
+    return ok ? CheckStatus::pass : CheckStatus::fail;
+}
+
+util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& spec,
+                                       std::vector<GateCheck>& out) {
+    const double floor = *spec.expect - spec.tolerance;
+    size_t matched = 0;
+    for (const auto& g : summary.groups) {
+        if (spec.group && !matches(g, *spec.group)) {
+            continue;
+        }
+        ++matched;
+        const auto& acc = g.scorers[spec.scorer].spread;
+        GateCheck c;
+        c.kind = "accuracy";
+        c.name = "accuracy " + group_name(g);
+        c.unit = "%";
+        c.measured = acc.mean * 100;
+        c.threshold = floor * 100;
+        c.measured_text = fmt::format("{:.2f}% (min {:.2f}, max {:.2f}, {} repeats)", c.measured,
+                                      acc.min * 100, acc.max * 100, g.repeats.size());
+        c.threshold_text =
+            fmt::format(">= {:.2f}% ({} - {})", c.threshold, *spec.expect, spec.tolerance);
+        const bool ok = acc.mean + k_epsilon >= floor;
+        c.status = status_of(ok);
+        c.why = ok ? fmt::format("mean accuracy over repeats is {:.2f} points above the floor",
+                                 c.measured - c.threshold)
+                   : fmt::format("mean accuracy over repeats is {:.2f} points below the floor",
+                                 c.threshold - c.measured);
+        c.detail = {{"group", group_name(g)},
+                    {"per_repeat", g.scorers[spec.scorer].accuracy},
+                    {"expect", *spec.expect},
+                    {"tolerance", spec.tolerance}};
+        out.push_back(std::move(c));
+    }
+    if (matched == 0) {
+        return make_error(ErrorKind::usage, fmt::format("--group {} matches no group; present: {}",
+                                                        spec.group->text(), group_list(summary)));
+    }
+    return {};
+}
+
+GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
+    const double max_drop = *spec.max_drop_points;
+    const double drop = (cmp.accuracy_a - cmp.accuracy_b) * 100;
+    const double lo = cmp.interval.lo * 100;
+    const double hi = cmp.interval.hi * 100;
+    const double p = cmp.mcnemar.p_mid;
+    // The interval is of B - A: a significant drop lies wholly below zero.
+    const bool significant = p < spec.alpha && hi < 0;
+    const bool fail = drop > max_drop + k_epsilon && significant;
+    GateCheck c;
+    c.kind = "paired";
+    c.name = fmt::format("paired {} -> {}", cmp.a.text(), cmp.b.text());
+    c.unit = "points";
+    c.measured = drop;
+    c.threshold = max_drop;
+    c.measured_text = fmt::format("drop {:.2f} points (B-A 95% CI [{:.2f}, {:.2f}], mid-p {:.3g})",
+                                  drop, lo, hi, p);
+    c.threshold_text =
+        fmt::format("<= {:.2f} points, or not significant at {}", max_drop, spec.alpha);
+    c.status = status_of(!fail);
+    const std::string stats =
+        fmt::format("McNemar mid-p {:.3g} {} {}, 95% CI [{:.2f}, {:.2f}] {} 0", p,
+                    p < spec.alpha ? "<" : ">=", spec.alpha, lo, hi, hi < 0 ? "excludes" : "holds");
+    if (drop <= max_drop + k_epsilon) {
+        c.why = drop >= 0 ? fmt::format("candidate is {:.2f} points below baseline, within {:.2f}",
+                                        drop, max_drop)
+                          : fmt::format("candidate is {:.2f} points above baseline", -drop);
+    } else if (fail) {
+        c.why = fmt::format("candidate is {:.2f} points below baseline and significant ({})", drop,
+                            stats);
+    } else {
+        c.why = fmt::format("the {:.2f}-point drop exceeds {:.2f} but is not significant ({})",
+                            drop, max_drop, stats);
+    }
+    const uint64_t n = static_cast<uint64_t>(cmp.paired_responses);
+    const double rate = n ? static_cast<double>(cmp.mcnemar.n) / static_cast<double>(n) : 0;
+    DetectableDropOptions mdd_options;
+    mdd_options.alpha = std::clamp(spec.alpha, 1e-12, 0.5);
+    mdd_options.power = k_power;
+    mdd_options.baseline_accuracy = cmp.accuracy_a;
+    c.detail = {{"baseline", cmp.a.text()},
+                {"candidate", cmp.b.text()},
+                {"questions", cmp.questions},
+                {"paired_responses", cmp.paired_responses},
+                {"accuracy_baseline", cmp.accuracy_a},
+                {"accuracy_candidate", cmp.accuracy_b},
+                {"ci95_points", {lo, hi}},
+                {"p_mid", p},
+                {"a_right_b_wrong", cmp.mcnemar.b},
+                {"a_wrong_b_right", cmp.mcnemar.c},
+                {"alpha", spec.alpha},
+                {"significant", significant},
+                {"minimum_detectable_drop_points", nullptr},
+                {"too_small", nullptr}};
+    auto mdd = minimum_detectable_drop(n, rate, mdd_options);
+    if (mdd) {
+        const double mdd_points = mdd->drop * 100;
+        const bool too_small = !mdd->within_reach || mdd_points > max_drop + k_epsilon;
+        c.detail["minimum_detectable_drop_points"] = mdd_points;
+        c.detail["too_small"] = too_small;
+        const std::string basis =
+            fmt::format("{} questions x {} repeats, {} test, discordance {:.1f}%", cmp.questions,
+                        cmp.questions ? cmp.paired_responses / cmp.questions : 0,
+                        mdd->test == DropTest::mcnemar ? "McNemar" : "two-proportion",
+                        mdd->discordant_rate * 100);
+        c.note = !mdd->within_reach
+                     ? fmt::format("this run is too small to detect a {:.2f}-point drop: no drop "
+                                   "it could show reaches {:.0f}% power ({})",
+                                   max_drop, k_power * 100, basis)
+                 : too_small
+                     ? fmt::format("this run is too small to detect a {:.2f}-point drop: it "
+                                   "detects {:.2f} points or more at {:.0f}% power ({})",
+                                   max_drop, mdd_points, k_power * 100, basis)
+                     : fmt::format("this run detects drops of {:.2f} points or more at {:.0f}% "
+                                   "power ({})",
+                                   mdd_points, k_power * 100, basis);
+    }
+    return c;
+}
+
+GateCheck increase_check(const std::string& kind, const std::string& what, const Comparison& cmp,
+                         double a, double b, int64_t questions, const IncreaseLimit& limit) {
+    const double increase = b - a;
+    const bool pct = limit.unit == LimitUnit::percent;
+    const double measured =
+        pct ? (questions ? increase / static_cast<double>(questions) * 100 : 0) : increase;
+    GateCheck c;
+    c.kind = kind;
+    c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
+    c.unit = pct ? "%" : "responses";
+    c.measured = measured;
+    c.threshold = limit.value;
+    c.measured_text =
+        pct ? fmt::format("{:+.2f}% of questions ({:.1f} -> {:.1f} per run)", measured, a, b)
+            : fmt::format("{:+.2f} per run ({:.1f} -> {:.1f})", measured, a, b);
+    c.threshold_text = fmt::format("<= {}", limit.text());
+    const bool ok = measured <= limit.value + k_epsilon;
+    c.status = status_of(ok);
+    c.why = fmt::format("{} {} by {} per run (mean over repeats){}", what,
+                        increase >= 0 ? "rose" : "fell", fmt::format("{:.2f}", std::abs(increase)),
+                        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
+    c.detail = {{"baseline", cmp.a.text()},
+                {"candidate", cmp.b.text()},
+                {"baseline_mean", a},
+                {"candidate_mean", b},
+                {"questions", questions}};
+    return c;
+}
+
+GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pct) {
+    GateCheck c;
+    c.kind = "tokens";
+    c.name = fmt::format("tokens {} -> {}", cmp.a.text(), cmp.b.text());
+    c.unit = "%";
+    c.threshold = limit_pct;
+    c.threshold_text = fmt::format("<= {:+.2f}%", limit_pct);
+    c.detail = {{"baseline", cmp.a.text()},
+                {"candidate", cmp.b.text()},
+                {"baseline_mean_completion_tokens", a},
+                {"candidate_mean_completion_tokens", b}};
+    if (a <= 0) {
+        // Without a baseline count there is nothing to hold the candidate to;
+        // a gate that cannot measure must not pass.
+        c.measured = 0;
+        c.measured_text = "no completion token counts in the baseline";
+        c.status = CheckStatus::fail;
+        c.why = "the baseline's responses carry no usage.completion_tokens";
+        return c;
+    }
+    c.measured = (b - a) / a * 100;
+    c.measured_text = fmt::format("{:+.2f}% ({:.1f} -> {:.1f} tokens)", c.measured, a, b);
+    const bool ok = c.measured <= limit_pct + k_epsilon;
+    c.status = status_of(ok);
+    c.why =
+        fmt::format("mean completion tokens {} by {:.2f}%{}", c.measured >= 0 ? "rose" : "fell",
+                    std::abs(c.measured), ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
+    return c;
+}
+
+util::Result<void> add_pair_checks(const Results& results, store::Store& store,
+                                   const Summary& summary, const GateSpec& spec,
+                                   std::vector<GateCheck>& out) {
+    CompareOptions options;
+    options.bootstrap = spec.bootstrap;
+    options.max_flips = 0; // the gate lists no excerpts
+    auto comparisons =
+        compare(results, store, *spec.baseline, *spec.candidate, spec.scorer, options);
+    if (!comparisons) {
+        return comparisons.error();
+    }
+    for (const auto& cmp : *comparisons) {
+        const auto* a = find_group(summary, cmp.a);
+        const auto* b = find_group(summary, cmp.b);
+        if (!a || !b) {
+            return make_error(ErrorKind::internal,
+                              fmt::format("no summary for {} or {}", cmp.a.text(), cmp.b.text()));
+        }
+        if (spec.max_drop_points) {
+            out.push_back(paired_check(cmp, spec));
+        }
+        if (spec.max_never_finished_increase) {
+            out.push_back(increase_check("never_finished", "responses that never finished", cmp,
+                                         a->never_finished, b->never_finished, a->questions,
+                                         *spec.max_never_finished_increase));
+        }
+        if (spec.max_reasoning_start_increase) {
+            out.push_back(increase_check("reasoning_start", "responses that started reasoning", cmp,
+                                         a->started_reasoning, b->started_reasoning, a->questions,
+                                         *spec.max_reasoning_start_increase));
+        }
+        if (spec.max_token_increase_pct) {
+            out.push_back(token_check(cmp, a->mean_completion_tokens, b->mean_completion_tokens,
+                                      *spec.max_token_increase_pct));
+        }
+    }
+    return {};
+}
+
+util::Result<GateCheck> completeness_check(store::Store& store) {
+    int64_t total = 0, missing = 0;
+    std::vector<std::string> where;
+    {
+        store::Statement s(store.handle(),
+                           "SELECT q.server, q.framing, q.max_tokens, count(*), "
+                           "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END) FROM requests q "
+                           "LEFT JOIN responses r ON r.response_id = q.response_id "
+                           "GROUP BY q.server, q.framing, q.max_tokens ORDER BY min(q.request_id)");
+        while (s.step()) {
+            total += s.column_int(3);
+            const int64_t m = s.column_int(4);
+            missing += m;
+            if (m > 0) {
+                where.push_back(fmt::format("{}/{}/{} {}", s.column_text(0), s.column_text(1),
+                                            s.column_int(2), m));
+            }
+        }
+        if (!s.error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
+        }
+    }
+    nlohmann::json kinds = nlohmann::json::object();
+    {
+        store::Statement s(store.handle(),
+                           "SELECT coalesce(r.error_kind, 'not sent'), count(*) FROM requests q "
+                           "LEFT JOIN responses r ON r.response_id = q.response_id "
+                           "WHERE r.ok IS NOT 1 GROUP BY 1 ORDER BY 2 DESC, 1");
+        while (s.step()) {
+            kinds[s.column_text(0)] = s.column_int(1);
+        }
+        if (!s.error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", s.error()));
+        }
+    }
+    GateCheck c;
+    c.kind = "complete";
+    c.name = "complete";
+    c.unit = "requests";
+    c.measured = static_cast<double>(missing);
+    c.threshold = 0;
+    c.measured_text =
+        fmt::format("{} of {} requests without a successful response", missing, total);
+    c.threshold_text = "0";
+    c.status = status_of(missing == 0);
+    if (missing == 0) {
+        c.why =
+            fmt::format("every one of the {} planned requests has a successful response", total);
+    } else {
+        std::vector<std::string> kind_text;
+        for (const auto& [k, v] : kinds.items()) {
+            kind_text.push_back(fmt::format("{} {}", k, v.get<int64_t>()));
+        }
+        c.why = fmt::format("failed or unsent requests ({}) in {}", fmt::join(kind_text, ", "),
+                            fmt::join(where, ", "));
+    }
+    c.detail = {{"requests", total}, {"without_success", missing}, {"by_error_kind", kinds}};
+    return c;
+}
+
+util::Result<void> validate(const GateSpec& spec) {
+    const bool pair_checks = spec.max_drop_points || spec.max_never_finished_increase ||
+                             spec.max_reasoning_start_increase || spec.max_token_increase_pct;
+    if ((spec.baseline || spec.candidate) && !pair_checks) {
+        return make_error(ErrorKind::usage,
+                          "--baseline/--candidate need a check: --max-drop, "
+                          "--max-never-finished-increase, --max-reasoning-start-increase or "
+                          "--max-token-increase");
+    }
+    if (!spec.expect && !pair_checks && spec.require_complete == RequireComplete::no) {
+        return make_error(ErrorKind::usage,
+                          "no checks requested; give --expect, --max-drop, --max-*-increase or "
+                          "--require-complete (see docs/ci.md)");
+    }
+    if (spec.expect && (*spec.expect < 0 || *spec.expect > 1 || spec.tolerance < 0)) {
+        return make_error(ErrorKind::usage,
+                          "--expect is a proportion in [0, 1] (e.g. 0.82) and --tolerance >= 0");
+    }
+    if (spec.group && !spec.expect) {
+        return make_error(ErrorKind::usage, "--group selects what --expect checks; add --expect");
+    }
+    if (pair_checks && (!spec.baseline || !spec.candidate)) {
+        return make_error(ErrorKind::usage,
+                          "--max-drop and the --max-*-increase checks compare two groups; give "
+                          "--baseline and --candidate");
+    }
+    if (spec.max_drop_points && *spec.max_drop_points < 0) {
+        return make_error(ErrorKind::usage, "--max-drop is in points and must be >= 0");
+    }
+    if (!(spec.alpha > 0 && spec.alpha <= 0.5)) {
+        return make_error(ErrorKind::usage, "--alpha must be in (0, 0.5]");
+    }
+    return {};
+}
+
+} // namespace
+
+std::string IncreaseLimit::text() const {
+    return unit == LimitUnit::percent ? fmt::format("{:g}% of questions", value)
+                                      : fmt::format("{:g} per run", value);
+}
+
+util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const std::string& text) {
+    IncreaseLimit limit;
+    std::string number = text;
+    if (!number.empty() && number.back() == '%') {
+        limit.unit = LimitUnit::percent;
+        number.pop_back();
+    }
+    const char* end = number.data() + number.size();
+    auto [ptr, ec] = std::from_chars(number.data(), end, limit.value);
+    if (number.empty() || ec != std::errc{} || ptr != end || !(limit.value >= 0)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} '{}': write a count per run (3) or a percentage of "
+                                      "questions (5%)",
+                                      flag, text));
+    }
+    return limit;
+}
+
+size_t GateVerdict::failures() const {
+    return static_cast<size_t>(std::count_if(
+        checks.begin(), checks.end(), [](const auto& c) { return c.status == CheckStatus::fail; }));
+}
+
+util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& store,
+                                        const GateSpec& spec) {
+    if (auto v = validate(spec); !v) {
+        return v.error();
+    }
+    GateVerdict verdict;
+    verdict.scorer = results.scorers.at(spec.scorer);
+    verdict.summary = summarize(results);
+    // Completeness first: errors are a failure of the run, not noise to drop.
+    if (spec.require_complete == RequireComplete::yes) {
+        auto c = completeness_check(store);
+        if (!c) {
+            return c.error();
+        }
+        verdict.checks.push_back(std::move(*c));
+    }
+    if (spec.expect) {
+        if (auto r = add_accuracy_checks(verdict.summary, spec, verdict.checks); !r) {
+            return r.error();
+        }
+    }
+    if (spec.baseline && spec.candidate) {
+        if (auto r = add_pair_checks(results, store, verdict.summary, spec, verdict.checks); !r) {
+            return r.error();
+        }
+    }
+    return verdict;
+}
+
+nlohmann::json to_json(const GateVerdict& verdict) {
+    nlohmann::json checks = nlohmann::json::array();
+    for (const auto& c : verdict.checks) {
+        checks.push_back(
+            {{"kind", c.kind},
+             {"name", c.name},
+             {"status", c.status == CheckStatus::pass ? "pass" : "fail"},
+             {"measured", c.measured},
+             {"threshold", c.threshold},
+             {"unit", c.unit},
+             {"measured_text", c.measured_text},
+             {"threshold_text", c.threshold_text},
+             {"why", c.why},
+             {"note", c.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.note)},
+             {"detail", c.detail.is_null() ? nlohmann::json::object() : c.detail}});
+    }
+    return {{"schema", "diffeval.gate/1"},
+            {"passed", verdict.passed()},
+            {"scorer", verdict.scorer},
+            {"checks_total", verdict.checks.size()},
+            {"checks_failed", verdict.failures()},
+            {"checks", checks}};
+}
+
+} // namespace diffeval::analysis

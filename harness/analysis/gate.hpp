@@ -1,0 +1,90 @@
+// The accuracy gate (`diffeval gate`): turns stored, scored responses into a
+// list of pass/fail checks a CI system can act on, each carrying the number
+// it measured, the threshold it was held to and one sentence of why. The gate
+// computes nothing of its own: accuracies come from `summarize`, paired
+// statistics from `compare`, and the detectable drop from
+// `minimum_detectable_drop`, so the gate agrees with `summary` and `diff`.
+#pragma once
+
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/summary.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::analysis {
+
+// How a behaviour limit is expressed: responses per run, or percent of questions.
+enum class LimitUnit { count, percent };
+
+// A limit on an increase, e.g. "3" (responses per run) or "5%" (of questions).
+struct IncreaseLimit {
+    double value = 0;
+    LimitUnit unit = LimitUnit::count;
+    std::string text() const;
+};
+
+// Parse "N" or "N%" (N >= 0) for a behaviour flag named `flag`.
+util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const std::string& text);
+
+// Whether requests lacking a successful response fail the gate.
+enum class RequireComplete { no, yes };
+
+// What the gate checks; every set field adds checks.
+struct GateSpec {
+    size_t scorer = 0; // index into Results::scorers
+    // Absolute: mean accuracy over repeats >= expect - tolerance, for every
+    // group matching `group` (every group when unset).
+    std::optional<double> expect;
+    double tolerance = 0;
+    std::optional<Selector> group;
+    // Paired and behaviour checks compare `candidate` against `baseline`.
+    std::optional<Selector> baseline;
+    std::optional<Selector> candidate;
+    std::optional<double> max_drop_points;
+    double alpha = 0.05;
+    std::optional<IncreaseLimit> max_never_finished_increase;
+    std::optional<IncreaseLimit> max_reasoning_start_increase;
+    std::optional<double> max_token_increase_pct;
+    RequireComplete require_complete = RequireComplete::no;
+    BootstrapOptions bootstrap;
+};
+
+enum class CheckStatus { pass, fail };
+
+// One check of the verdict.
+struct GateCheck {
+    std::string kind;     // accuracy, paired, never_finished, reasoning_start, tokens, complete
+    std::string name;     // kind plus the group(s) it is about, e.g. "paired default/raw/256"
+    double measured = 0;  // in `unit`
+    double threshold = 0; // in `unit`
+    std::string unit;     // "%", "points", "responses", "requests"
+    std::string measured_text;
+    std::string threshold_text;
+    CheckStatus status = CheckStatus::pass;
+    std::string why;       // one line
+    std::string note;      // a caveat worth reading, e.g. the run is too small; may be empty
+    nlohmann::json detail; // extra numbers for the JSON verdict
+};
+
+struct GateVerdict {
+    std::string scorer;
+    std::vector<GateCheck> checks;
+    Summary summary;
+    size_t failures() const;
+    bool passed() const { return failures() == 0; }
+};
+
+// Evaluate `spec` against `results` (loaded from `store`). No check
+// requested, a selector matching no group, or behaviour limits without a
+// baseline and candidate are usage errors.
+util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& store,
+                                        const GateSpec& spec);
+
+// The documented JSON shape ("diffeval.gate/1", docs/json.md).
+nlohmann::json to_json(const GateVerdict& verdict);
+
+} // namespace diffeval::analysis

@@ -1,0 +1,293 @@
+// `diffeval gate`: decide pass or fail from the stored responses and say why,
+// in the forms CI systems read: a verdict block on stdout, the exit code,
+// Markdown appended to $GITHUB_STEP_SUMMARY, JUnit XML and JSON files.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+
+#include <harness/analysis/gate.hpp>
+#include <reports/tables.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct GateFlags {
+    std::string db = "diffeval.sqlite";
+    std::string scorer = "vllm";
+    std::optional<double> expect;
+    double tolerance = 0;
+    std::string group;
+    std::string baseline, candidate;
+    std::optional<double> max_drop;
+    double alpha = 0.05;
+    std::string max_never_finished, max_reasoning_start;
+    std::optional<double> max_token_increase;
+    bool require_complete = false;
+    std::string junit, json;
+    uint32_t resamples = analysis::k_default_resamples;
+    uint64_t seed = analysis::k_default_bootstrap_seed;
+};
+
+const char* status_word(analysis::CheckStatus s) {
+    return s == analysis::CheckStatus::pass ? "PASS" : "FAIL";
+}
+
+std::string overall_line(const analysis::GateVerdict& v) {
+    return v.passed() ? fmt::format("PASS: all {} checks passed", v.checks.size())
+                      : fmt::format("FAIL: {} of {} checks failed", v.failures(), v.checks.size());
+}
+
+std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) {
+    std::string out = fmt::format("diffeval gate: {} checks on {} (scorer {})\n\n", v.checks.size(),
+                                  db, v.scorer);
+    for (const auto& c : v.checks) {
+        out += fmt::format("{}  {}\n", status_word(c.status), c.name);
+        out += fmt::format("      measured:  {}\n", c.measured_text);
+        out += fmt::format("      threshold: {}\n", c.threshold_text);
+        out += fmt::format("      why:       {}\n", c.why);
+        if (!c.note.empty()) {
+            out += fmt::format("      note:      {}\n", c.note);
+        }
+    }
+    return out + "\n" + overall_line(v) + "\n";
+}
+
+// Group names and texts come from the database; keep them from breaking a
+// Markdown table cell.
+std::string md_cell(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '|') {
+            out += "\\|";
+        } else if (c == '\n' || c == '\r') {
+            out += ' ';
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+std::string verdict_markdown(const analysis::GateVerdict& v) {
+    std::string out = fmt::format("## diffeval gate: {}\n\n", overall_line(v));
+    std::vector<std::vector<std::string>> rows{{"check", "result", "measured", "threshold", "why"}};
+    for (const auto& c : v.checks) {
+        std::string why = c.why;
+        if (!c.note.empty()) {
+            why += "; " + c.note;
+        }
+        rows.push_back({md_cell(c.name), status_word(c.status), md_cell(c.measured_text),
+                        md_cell(c.threshold_text), md_cell(why)});
+    }
+    out += reports::render_table(rows, reports::Style::markdown);
+    out += fmt::format("\n### Where the responses went (mean per run; accuracy by `{}`)\n\n",
+                       v.scorer);
+    out += reports::breakdown_table(v.summary, v.scorer, reports::Style::markdown);
+    return out + "\n";
+}
+
+std::string xml_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        switch (c) {
+        case '&':
+            out += "&amp;";
+            break;
+        case '<':
+            out += "&lt;";
+            break;
+        case '>':
+            out += "&gt;";
+            break;
+        case '"':
+            out += "&quot;";
+            break;
+        case '\'':
+            out += "&apos;";
+            break;
+        default:
+            // XML 1.0 forbids most control characters even when escaped.
+            out += static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r' ? ' '
+                                                                                               : c;
+        }
+    }
+    return out;
+}
+
+std::string verdict_junit(const analysis::GateVerdict& v) {
+    std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+    out += fmt::format("  <testsuite name=\"diffeval gate\" tests=\"{}\" failures=\"{}\">\n",
+                       v.checks.size(), v.failures());
+    for (const auto& c : v.checks) {
+        out += fmt::format("    <testcase classname=\"diffeval.gate.{}\" name=\"{}\">\n",
+                           xml_escape(c.kind), xml_escape(c.name));
+        const std::string body =
+            fmt::format("measured: {}\nthreshold: {}\nwhy: {}{}", c.measured_text, c.threshold_text,
+                        c.why, c.note.empty() ? "" : "\nnote: " + c.note);
+        if (c.status == analysis::CheckStatus::fail) {
+            out += fmt::format("      <failure message=\"{}\">{}</failure>\n", xml_escape(c.why),
+                               xml_escape(body));
+        } else {
+            out += fmt::format("      <system-out>{}</system-out>\n", xml_escape(body));
+        }
+        out += "    </testcase>\n";
+    }
+    return out + "  </testsuite>\n</testsuites>\n";
+}
+
+util::Result<void> write_file(const std::string& path, const std::string& text,
+                              std::ios::openmode mode, const char* what) {
+    std::ofstream f(path, std::ios::binary | mode);
+    f << text;
+    f.close();
+    if (!f) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("cannot write {} to {}", what, path));
+    }
+    return {};
+}
+
+util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::Results& results) {
+    analysis::GateSpec spec;
+    auto k = analysis::scorer_index(results, f.scorer);
+    if (!k) {
+        return k.error();
+    }
+    spec.scorer = *k;
+    spec.expect = f.expect;
+    spec.tolerance = f.tolerance;
+    auto selector = [](const std::string& text) -> util::Result<std::optional<analysis::Selector>> {
+        if (text.empty()) {
+            return std::optional<analysis::Selector>{};
+        }
+        auto s = analysis::parse_selector(text);
+        if (!s) {
+            return s.error();
+        }
+        return std::optional<analysis::Selector>{*s};
+    };
+    for (auto [text, field] :
+         {std::pair{&f.group, &spec.group}, std::pair{&f.baseline, &spec.baseline},
+          std::pair{&f.candidate, &spec.candidate}}) {
+        auto s = selector(*text);
+        if (!s) {
+            return s.error();
+        }
+        *field = *s;
+    }
+    spec.max_drop_points = f.max_drop;
+    spec.alpha = f.alpha;
+    for (auto [flag, text, field] :
+         {std::tuple{"--max-never-finished-increase", &f.max_never_finished,
+                     &spec.max_never_finished_increase},
+          std::tuple{"--max-reasoning-start-increase", &f.max_reasoning_start,
+                     &spec.max_reasoning_start_increase}}) {
+        if (!text->empty()) {
+            auto limit = analysis::parse_increase_limit(flag, *text);
+            if (!limit) {
+                return limit.error();
+            }
+            *field = *limit;
+        }
+    }
+    spec.max_token_increase_pct = f.max_token_increase;
+    spec.require_complete =
+        f.require_complete ? analysis::RequireComplete::yes : analysis::RequireComplete::no;
+    spec.bootstrap.resamples = f.resamples;
+    spec.bootstrap.seed = f.seed;
+    return spec;
+}
+
+int gate_command(const GateFlags& f) {
+    // Open the database; a missing file is a usage error, not an empty gate.
+    if (!std::filesystem::exists(f.db)) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("no database {}; run 'diffeval run --db {}' first", f.db, f.db)));
+    }
+    auto st = store::Store::open(f.db, store::Store::Mode::read_write);
+    if (!st) {
+        return report(st.error());
+    }
+    // Load the scored responses (scoring what is missing).
+    auto results = analysis::load_results(**st);
+    if (!results) {
+        return report(results.error());
+    }
+    // Turn the flags into checks and evaluate them.
+    auto spec = build_spec(f, *results);
+    if (!spec) {
+        return report(spec.error());
+    }
+    auto verdict = analysis::evaluate_gate(*results, **st, *spec);
+    if (!verdict) {
+        return report(verdict.error());
+    }
+    // Print the verdict, then write the files CI systems pick up.
+    std::cout << verdict_text(*verdict, f.db) << std::flush;
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
+        if (auto w =
+                write_file(summary, verdict_markdown(*verdict), std::ios::app, "the step summary");
+            !w) {
+            return report(w.error());
+        }
+    }
+    if (!f.junit.empty()) {
+        if (auto w = write_file(f.junit, verdict_junit(*verdict), std::ios::trunc, "JUnit XML");
+            !w) {
+            return report(w.error());
+        }
+    }
+    if (!f.json.empty()) {
+        if (auto w = write_file(f.json, analysis::to_json(*verdict).dump(2) + "\n", std::ios::trunc,
+                                "the JSON verdict");
+            !w) {
+            return report(w.error());
+        }
+    }
+    return verdict->passed() ? k_exit_ok : k_exit_failed;
+}
+
+} // namespace
+
+void add_gate_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<GateFlags>();
+    auto* gate = root.add_subcommand(
+        "gate", "Pass or fail a CI job on stored results (exit 0 pass, 1 fail, 2 usage/data)");
+    gate->add_option("--db", flags->db, "Results database");
+    gate->add_option("--scorer", flags->scorer, "Scorer the accuracies use (default vllm)");
+    gate->add_option("--expect", flags->expect, "Expected mean accuracy, a proportion (e.g. 0.82)");
+    gate->add_option("--tolerance", flags->tolerance, "Allowed shortfall below --expect");
+    gate->add_option("--group", flags->group,
+                     "Groups --expect checks: SERVER[/FRAMING[/MAX_TOKENS]] (default: all)");
+    gate->add_option("--baseline", flags->baseline,
+                     "Baseline group: SERVER[/FRAMING[/MAX_TOKENS]]");
+    gate->add_option("--candidate", flags->candidate,
+                     "Candidate group: SERVER[/FRAMING[/MAX_TOKENS]]");
+    gate->add_option("--max-drop", flags->max_drop,
+                     "Largest tolerated significant accuracy drop, in points");
+    gate->add_option("--alpha", flags->alpha, "Significance level of the paired check (0.05)");
+    gate->add_option("--max-never-finished-increase", flags->max_never_finished,
+                     "Per run (3) or percent of questions (5%)");
+    gate->add_option("--max-reasoning-start-increase", flags->max_reasoning_start,
+                     "Per run (3) or percent of questions (5%)");
+    gate->add_option("--max-token-increase", flags->max_token_increase,
+                     "Largest increase of mean completion tokens, in percent");
+    gate->add_flag("--require-complete", flags->require_complete,
+                   "Fail when any request lacks a successful response");
+    gate->add_option("--junit", flags->junit, "Write JUnit XML here");
+    gate->add_option("--json", flags->json, "Write the verdict as JSON here");
+    gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");
+    gate->add_option("--seed", flags->seed, "Bootstrap seed");
+    dispatch[gate] = [flags] { return gate_command(*flags); };
+}
+
+} // namespace diffeval::cli

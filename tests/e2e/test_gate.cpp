@@ -1,0 +1,361 @@
+// `diffeval gate` on databases written from the simulated profiles: each
+// check's pass and fail paths with the exit codes CI acts on, the JUnit,
+// JSON and step-summary outputs, completeness on a run with HTTP errors, and
+// usage errors as one line with exit 2.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+using nlohmann::json;
+
+namespace {
+
+std::string read(const std::filesystem::path& p) {
+    std::ifstream f(p);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+// Attribute `name` of the first element starting at `from` in `xml`.
+std::string attribute(const std::string& xml, size_t from, const std::string& name) {
+    auto at = xml.find(" " + name + "=\"", from);
+    if (at == std::string::npos) {
+        return "";
+    }
+    at += name.size() + 3;
+    return xml.substr(at, xml.find('"', at) - at);
+}
+
+// The few elements the gate emits open and close in order, and no raw '<'
+// or '&' is left outside markup and entities.
+void expect_well_formed(const std::string& xml) {
+    std::vector<std::string> open;
+    for (size_t i = 0; i < xml.size();) {
+        if (xml[i] == '&') {
+            auto semi = xml.find(';', i);
+            ASSERT_NE(semi, std::string::npos);
+            const auto entity = xml.substr(i, semi - i + 1);
+            EXPECT_TRUE(entity == "&amp;" || entity == "&lt;" || entity == "&gt;" ||
+                        entity == "&quot;" || entity == "&apos;")
+                << entity;
+            i = semi + 1;
+            continue;
+        }
+        if (xml[i] != '<') {
+            ++i;
+            continue;
+        }
+        auto end = xml.find('>', i);
+        ASSERT_NE(end, std::string::npos);
+        std::string tag = xml.substr(i + 1, end - i - 1);
+        EXPECT_EQ(tag.find('<'), std::string::npos) << tag;
+        if (tag.starts_with("?")) {
+        } else if (tag.starts_with("/")) {
+            ASSERT_FALSE(open.empty()) << tag;
+            EXPECT_EQ(open.back(), tag.substr(1));
+            open.pop_back();
+        } else if (!tag.ends_with("/")) {
+            open.push_back(tag.substr(0, tag.find(' ')));
+        }
+        i = end + 1;
+    }
+    EXPECT_TRUE(open.empty());
+}
+
+class Gate : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        dir = new std::filesystem::path(e2e::scratch("gate"));
+        db = new std::string((*dir / "r.sqlite").string());
+        e2e::Sim a({"--profile", "default"});
+        e2e::Sim b({"--profile", "deepgemm"});
+        auto o = e2e::run({"run", "--server", "default=" + a.url(), "--server",
+                           "deepgemm=" + b.url(), "--framing", "raw,chat", "--max-tokens",
+                           "128,256", "--repeats", "3", "--db", *db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        // A candidate far worse than deepgemm, for a drop 48 questions can show.
+        auto profile = *dir / "worse.toml";
+        std::ofstream(profile) << "version = 1\nname = \"worse\"\n[behaviour]\n"
+                                  "reasoning_rate = 0.6\n";
+        e2e::Sim c({"--profile", profile.string()});
+        auto w = e2e::run({"run", "--server", "worse=" + c.url(), "--framing", "raw",
+                           "--max-tokens", "256", "--repeats", "3", "--db", *db, "--quiet"});
+        ASSERT_EQ(w.exit_code, 0) << w.err;
+    }
+    static e2e::Outcome gate(std::vector<std::string> args,
+                             const std::vector<std::string>& env = {}) {
+        args.insert(args.begin(), {"gate", "--db", *db, "--resamples", "2000"});
+        return e2e::run(args, env);
+    }
+    static json gate_json(std::vector<std::string> args) {
+        auto path = *dir / "v.json";
+        args.insert(args.end(), {"--json", path.string()});
+        gate(args);
+        return json::parse(read(path));
+    }
+    static std::filesystem::path* dir;
+    static std::string* db;
+};
+
+std::filesystem::path* Gate::dir = nullptr;
+std::string* Gate::db = nullptr;
+
+} // namespace
+
+TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
+    auto summary = json::parse(e2e::run({"summary", "--db", *db, "--format", "json"}).out);
+    double raw = -1;
+    for (const auto& g : summary["groups"]) {
+        if (g["server"] == "default" && g["framing"] == "raw" && g["max_tokens"] == 256) {
+            raw = g["accuracy"]["vllm"]["mean"];
+        }
+    }
+    ASSERT_GE(raw, 0);
+    const auto low = std::to_string(raw - 0.01);
+    const auto high = std::to_string(raw + 0.05);
+    auto pass = gate({"--expect", low, "--tolerance", "0", "--group", "default/raw/256"});
+    EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+    EXPECT_NE(pass.out.find("PASS  accuracy default/raw/256"), std::string::npos) << pass.out;
+    EXPECT_NE(pass.out.find("PASS: all 1 checks passed"), std::string::npos) << pass.out;
+
+    auto fail = gate({"--expect", high, "--tolerance", "0.02", "--group", "default/raw/256"});
+    EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+    EXPECT_NE(fail.out.find("FAIL  accuracy default/raw/256"), std::string::npos) << fail.out;
+    EXPECT_NE(fail.out.find("points below the floor"), std::string::npos) << fail.out;
+
+    // Without --group every group is checked: one check each.
+    auto j = gate_json({"--expect", "0.0"});
+    EXPECT_EQ(j["schema"], "diffeval.gate/1");
+    EXPECT_EQ(j["passed"], true);
+    EXPECT_EQ(j["checks"].size(), 9u);
+    for (const auto& c : j["checks"]) {
+        EXPECT_EQ(c["kind"], "accuracy");
+        EXPECT_EQ(c["status"], "pass");
+        EXPECT_GT(c["measured"].get<double>(), 40.0) << c["name"];
+    }
+}
+
+TEST_F(Gate, CompletenessPassesOnAFullRunAndFailsOnHttpErrors) {
+    auto full = gate({"--require-complete"});
+    EXPECT_EQ(full.exit_code, 0) << full.out << full.err;
+    EXPECT_NE(full.out.find("0 of 1296 requests without a successful response"), std::string::npos)
+        << full.out;
+
+    auto d = e2e::scratch("gate-errors");
+    auto profile = d / "flaky.toml";
+    std::ofstream(profile) << "version = 1\nname = \"flaky\"\n[faults]\nhttp_500 = 0.5\n";
+    e2e::Sim flaky({"--profile", profile.string()});
+    auto edb = (d / "e.sqlite").string();
+    auto run = e2e::run({"run", "--server", "flaky=" + flaky.url(), "--framing", "raw", "--limit",
+                         "16", "--retries", "0", "--db", edb, "--quiet"});
+    ASSERT_EQ(run.exit_code, 1) << run.err;
+    const int failed = std::stoi(e2e::query(edb, "SELECT count(*) FROM v_responses WHERE ok = 0"));
+    ASSERT_GT(failed, 0);
+    auto o = e2e::run({"gate", "--db", edb, "--require-complete"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL  complete"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find(std::to_string(failed) + " of 16 requests without a successful response"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("http " + std::to_string(failed)), std::string::npos) << o.out;
+    // Without --require-complete the errors only cost accuracy: a zero floor passes.
+    EXPECT_EQ(e2e::run({"gate", "--db", edb, "--expect", "0"}).exit_code, 0);
+}
+
+TEST_F(Gate, JunitHasOneTestcasePerCheckAndAFailurePerFailedCheck) {
+    auto xml_path = *dir / "gate.xml";
+    auto o = gate({"--expect", "0.99", "--group", "default", "--require-complete", "--junit",
+                   xml_path.string()});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    const auto xml = read(xml_path);
+    expect_well_formed(xml);
+    EXPECT_EQ(count(xml, "<testsuites>"), 1u);
+    const auto suite = xml.find("<testsuite ");
+    ASSERT_NE(suite, std::string::npos);
+    EXPECT_EQ(attribute(xml, suite, "name"), "diffeval gate");
+    // complete + four default groups, each below 99%.
+    EXPECT_EQ(attribute(xml, suite, "tests"), "5");
+    EXPECT_EQ(attribute(xml, suite, "failures"), "4");
+    EXPECT_EQ(count(xml, "<testcase "), 5u);
+    EXPECT_EQ(count(xml, "<failure "), 4u);
+    EXPECT_NE(xml.find("name=\"accuracy default/raw/256\""), std::string::npos) << xml;
+}
+
+TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
+    auto path = *dir / "step-summary.md";
+    std::ofstream(path) << "# earlier step\n";
+    auto o = gate({"--expect", "0.0", "--group", "deepgemm/chat"},
+                  {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    const auto md = read(path);
+    EXPECT_EQ(md.rfind("# earlier step\n", 0), 0u) << md;
+    EXPECT_NE(md.find("## diffeval gate: PASS: all 2 checks passed"), std::string::npos) << md;
+    EXPECT_NE(md.find("| check | result | measured | threshold | why |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| accuracy deepgemm/chat/128 | PASS |"), std::string::npos) << md;
+    EXPECT_NE(md.find("Where the responses went"), std::string::npos) << md;
+    EXPECT_NE(md.find("| group |"), std::string::npos) << md;
+    // A second gate appends again rather than replacing.
+    gate({"--expect", "0.0", "--group", "deepgemm/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_EQ(count(read(path), "## diffeval gate:"), 2u);
+}
+
+TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
+    auto expect_usage = [](const e2e::Outcome& o, const std::string& says) {
+        EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+        EXPECT_EQ(count(o.err, "\n"), 1u) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(o.out, "");
+    };
+    expect_usage(gate({}), "no checks requested");
+    expect_usage(gate({"--expect", "0.8", "--group", "nosuch"}), "--group nosuch matches no group");
+    expect_usage(gate({"--baseline", "default", "--candidate", "nosuch", "--max-drop", "1"}),
+                 "no server 'nosuch'");
+    expect_usage(gate({"--max-drop", "1"}), "give --baseline and --candidate");
+    expect_usage(gate({"--baseline", "default", "--candidate", "deepgemm"}),
+                 "--baseline/--candidate need a check");
+    expect_usage(gate({"--baseline", "default", "--candidate", "deepgemm",
+                       "--max-never-finished-increase", "5x"}),
+                 "--max-never-finished-increase '5x'");
+    expect_usage(gate({"--expect", "82"}), "--expect is a proportion");
+    expect_usage(gate({"--expect", "0.8", "--scorer", "vlm"}), "unknown scorer 'vlm'");
+
+    auto empty = *dir / "empty.sqlite";
+    std::ofstream(empty).close();
+    expect_usage(e2e::run({"gate", "--db", empty.string(), "--expect", "0.8"}),
+                 "holds no responses");
+    expect_usage(e2e::run({"gate", "--db", (*dir / "none.sqlite").string(), "--expect", "0.8"}),
+                 "no database");
+}
+
+TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsNotSignificantAndTheRunIsTooSmall) {
+    auto o = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "1"});
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("but is not significant"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("this run is too small to detect a 1.00-point drop"), std::string::npos)
+        << o.out;
+    auto j =
+        gate_json({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "1"});
+    ASSERT_EQ(j["checks"].size(), 1u);
+    const auto& c = j["checks"][0];
+    EXPECT_EQ(c["kind"], "paired");
+    EXPECT_GT(c["measured"].get<double>(), 1.0);  // deepgemm is worse...
+    EXPECT_EQ(c["detail"]["significant"], false); // ...but 48 questions cannot show it
+    EXPECT_GE(c["detail"]["ci95_points"][1].get<double>(), 0.0);
+    EXPECT_EQ(c["detail"]["too_small"], true);
+    EXPECT_GT(c["detail"]["minimum_detectable_drop_points"].get<double>(), 1.0);
+    EXPECT_EQ(c["detail"]["paired_responses"], 144);
+    // The paired numbers are diff's numbers.
+    auto d = json::parse(e2e::run({"diff", "--db", *db, "default/raw/256", "deepgemm", "--format",
+                                   "json", "--resamples", "2000"})
+                             .out);
+    const auto& dc = d["comparisons"][0];
+    EXPECT_NEAR(c["measured"].get<double>(),
+                (dc["accuracy_a"].get<double>() - dc["accuracy_b"].get<double>()) * 100, 1e-9);
+    EXPECT_EQ(c["detail"]["p_mid"], dc["mcnemar"]["p_mid"]);
+
+    auto chat = gate({"--baseline", "default/chat", "--candidate", "deepgemm", "--max-drop", "1"});
+    EXPECT_EQ(chat.exit_code, 0) << chat.out << chat.err;
+    EXPECT_EQ(count(chat.out, "PASS  paired default/chat/"), 2u) << chat.out;
+}
+
+TEST_F(Gate, PairedFailsOnASignificantDropAndExplainsIt) {
+    auto o = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL  paired default/raw/256 -> worse/raw/256"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("points below baseline and significant"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("excludes 0"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("FAIL: 1 of 1 checks failed"), std::string::npos) << o.out;
+    // A max-drop above the measured drop passes even though it is significant.
+    auto j =
+        gate_json({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1"});
+    const double drop = j["checks"][0]["measured"];
+    EXPECT_EQ(j["checks"][0]["detail"]["significant"], true);
+    auto lenient = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop",
+                         std::to_string(drop + 1)});
+    EXPECT_EQ(lenient.exit_code, 0) << lenient.out;
+}
+
+TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
+    const std::vector<std::string> limits = {"--max-never-finished-increase",  "5%",
+                                             "--max-reasoning-start-increase", "2",
+                                             "--max-token-increase",           "10"};
+    auto raw_args = limits;
+    raw_args.insert(raw_args.end(),
+                    {"--baseline", "default/raw/256", "--candidate", "deepgemm/raw/256"});
+    auto raw = gate(raw_args);
+    EXPECT_EQ(raw.exit_code, 1) << raw.out << raw.err;
+    EXPECT_NE(raw.out.find("FAIL  never_finished default/raw/256 -> deepgemm/raw/256"),
+              std::string::npos)
+        << raw.out;
+    EXPECT_NE(raw.out.find("FAIL  reasoning_start"), std::string::npos) << raw.out;
+    EXPECT_NE(raw.out.find("FAIL  tokens"), std::string::npos) << raw.out;
+    auto j = gate_json(raw_args);
+    for (const auto& c : j["checks"]) {
+        EXPECT_GT(c["measured"].get<double>(), c["threshold"].get<double>()) << c["name"];
+    }
+    EXPECT_EQ(j["checks"][0]["unit"], "%");
+    EXPECT_EQ(j["checks"][1]["unit"], "responses");
+
+    auto chat_args = limits;
+    chat_args.insert(chat_args.end(), {"--baseline", "default/chat", "--candidate", "deepgemm"});
+    auto chat = gate(chat_args);
+    EXPECT_EQ(chat.exit_code, 0) << chat.out << chat.err;
+    EXPECT_NE(chat.out.find("PASS: all 6 checks passed"), std::string::npos) << chat.out;
+
+    // Behaviour limits need a pair to compare.
+    auto alone = gate({"--max-token-increase", "10"});
+    EXPECT_EQ(alone.exit_code, 2);
+}
+
+TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
+    const char* gsm8k = std::getenv("GSM8K_DIR");
+    if (!gsm8k || !*gsm8k) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; the official-set gate test needs it";
+    }
+    const std::string test = std::string(gsm8k) + "/test.jsonl";
+    const std::string train = std::string(gsm8k) + "/train.jsonl";
+    auto dir = e2e::scratch("gate-official");
+    auto db = (dir / "g.sqlite").string();
+    e2e::Sim a({"--profile", "default", "--dataset", test, "--fewshot-from", train});
+    e2e::Sim b({"--profile", "deepgemm", "--dataset", test, "--fewshot-from", train});
+    auto r = e2e::run({"run",
+                       "--server",
+                       "default=" + a.url(),
+                       "--server",
+                       "deepgemm=" + b.url(),
+                       "--framing",
+                       "raw",
+                       "--max-tokens",
+                       "256",
+                       "--repeats",
+                       "3",
+                       "--dataset",
+                       test,
+                       "--fewshot-from",
+                       train,
+                       "--limit",
+                       "400",
+                       "--db",
+                       db,
+                       "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm",
+                       "--max-drop", "5", "--resamples", "2000"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("points below baseline and significant"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("this run detects drops of"), std::string::npos) << o.out;
+}
