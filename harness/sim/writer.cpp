@@ -72,9 +72,9 @@ bool has_quantity(std::string_view s) {
 // A short bullet label for a sentence: the word after its first number
 // ("16 eggs" -> "Eggs"), else "Given".
 std::string label_for(std::string_view s) {
-    static constexpr std::array<std::string_view, 14> k_skip = {
-        "per", "of",  "a",    "an",    "the",  "and",  "to",
-        "in",  "for", "each", "every", "more", "less", "times"};
+    static constexpr std::array<std::string_view, 23> k_skip = {
+        "per",  "of",    "a",   "an",  "the",   "and", "to",   "in", "for", "each", "every", "more",
+        "less", "times", "his", "her", "their", "its", "them", "he", "she", "they", "it"};
     size_t i = 0;
     while (i < s.size() && !is_digit(s[i])) {
         ++i;

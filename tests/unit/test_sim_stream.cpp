@@ -166,6 +166,26 @@ TEST_F(SimStream, ChatLogprobsHaveVllmShape) {
     EXPECT_EQ(bad->status, 400);
 }
 
+TEST(SimStreamPaced, PacedStreamsCarryTheSameEvents) {
+    // With latency the events are sent one by one; what arrives is the same.
+    Profile paced = without_repeat_noise();
+    paced.latency.ttft_ms = 1;
+    paced.latency.per_token_ms = 1;
+    auto slow = start_server(paced);
+    auto fast = start_server(without_repeat_noise());
+    datasets::Dataset ds = sample_dataset();
+    json body = raw_body(ds, 0, 12);
+    body["stream"] = true;
+    auto cs = client_for(*slow);
+    auto cf = client_for(*fast);
+    auto a = post(cs, "/v1/completions", body);
+    auto b = post(cf, "/v1/completions", body);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->body, b->body);
+    body.erase("stream");
+    EXPECT_EQ(post(cs, "/v1/completions", body)->body, post(cf, "/v1/completions", body)->body);
+}
+
 // The first token after the model's own "<think>\n" carries the choice the
 // article is about: close the block at once, or start reasoning.
 TEST_F(SimStream, ThinkChoiceLogprobsMatchTheDecision) {
