@@ -35,6 +35,7 @@ struct RunFlags {
     int retries = -1;
     int retry_backoff_ms = -1;
     bool no_preflight = false;
+    bool stream = false;
     bool quiet = false;
 };
 
@@ -97,6 +98,8 @@ int run_command(const RunFlags& f) {
         config.retry_backoff = std::chrono::milliseconds(f.retry_backoff_ms);
     if (f.no_preflight)
         config.preflight = false;
+    if (f.stream)
+        config.stream = true;
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
@@ -162,6 +165,8 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--retry-backoff-ms", flags->retry_backoff_ms,
                     "First retry delay (default 500)");
     cmd->add_flag("--no-preflight", flags->no_preflight, "Skip the GET /v1/models check");
+    cmd->add_flag("--stream", flags->stream,
+                  "Stream responses (SSE) and record time to first token");
     cmd->add_flag("--quiet", flags->quiet, "No progress output");
     dispatch[cmd] = [flags] { return run_command(*flags); };
 }

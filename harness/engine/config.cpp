@@ -151,6 +151,11 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
             } else {
                 config.limit = n;
             }
+        } else if (k == "stream") {
+            auto v = get<bool>(path, node, "stream");
+            if (!v)
+                return v.error();
+            config.stream = *v;
         } else if (k == "timeout") {
             auto v = node.value<double>();
             if (!v)

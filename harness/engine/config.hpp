@@ -39,6 +39,7 @@ struct RunConfig {
     int retries = 3;
     std::chrono::milliseconds retry_backoff{500}; // first retry delay, doubled each time
     bool preflight = true;
+    bool stream = false; // stream: true with usage; records time to first token
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the

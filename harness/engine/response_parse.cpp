@@ -83,6 +83,97 @@ void parse_success_body(const std::string& body, Endpoint endpoint, store::Respo
     row.error_kind.clear();
 }
 
+void StreamAccumulator::on_event(const std::string& data, double at_ms) {
+    if (!m_error.empty() || m_done) {
+        return;
+    }
+    if (data == "[DONE]") {
+        m_done = true;
+        return;
+    }
+    auto j = nlohmann::json::parse(data, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+        m_error = "a stream event is not valid JSON";
+        return;
+    }
+    if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
+        m_error = "the server sent an error mid-stream: " + error_message(data);
+        return;
+    }
+    if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
+        m_prompt_tokens = int_field(*usage, "prompt_tokens");
+        m_completion_tokens = int_field(*usage, "completion_tokens");
+    }
+    auto choices = j.find("choices");
+    if (choices == j.end() || !choices->is_array() || choices->empty() ||
+        !(*choices)[0].is_object()) {
+        return; // e.g. the final usage-only chunk
+    }
+    m_any_choice = true;
+    const auto& choice = (*choices)[0];
+    std::string piece;
+    if (m_endpoint == Endpoint::completion) {
+        piece = string_field(choice, "text").value_or("");
+        m_text += piece;
+    } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
+        auto content = string_field(*delta, "content").value_or("");
+        auto reasoning = string_field(*delta, "reasoning");
+        if (!reasoning) {
+            reasoning = string_field(*delta, "reasoning_content");
+        }
+        if (reasoning) {
+            m_has_reasoning = true;
+            m_reasoning += *reasoning;
+            piece += *reasoning;
+        }
+        m_text += content;
+        piece += content;
+    }
+    if (!piece.empty()) {
+        if (!m_first_token_ms) {
+            m_first_token_ms = at_ms;
+        } else {
+            m_gaps_ms.push_back(at_ms - m_last_token_ms);
+        }
+        m_last_token_ms = at_ms;
+    }
+    if (auto fr = string_field(choice, "finish_reason")) {
+        m_finish_reason = fr;
+    }
+    if (auto sr = choice.find("stop_reason"); sr != choice.end()) {
+        if (sr->is_string()) {
+            m_stop_reason = sr->get<std::string>();
+        } else if (sr->is_number_integer()) {
+            m_stop_reason = sr->get<int64_t>();
+        }
+    }
+}
+
+void StreamAccumulator::finish(store::ResponseRow& row) const {
+    row.streamed = true;
+    row.text = m_text;
+    if (m_has_reasoning) {
+        row.reasoning = m_reasoning;
+    }
+    row.finish_reason = m_finish_reason;
+    row.stop_reason = m_stop_reason;
+    row.prompt_tokens = m_prompt_tokens;
+    row.completion_tokens = m_completion_tokens;
+    row.ttft_ms = m_first_token_ms;
+    row.token_gaps_json = nlohmann::json(m_gaps_ms).dump();
+    if (!m_error.empty()) {
+        row.ok = false;
+        row.error_kind = "stream";
+        row.error = m_error;
+    } else if (!m_any_choice) {
+        row.ok = false;
+        row.error_kind = "parse";
+        row.error = "the stream carried no choices";
+    } else {
+        row.ok = true;
+    }
+}
+
 std::string error_message(const std::string& body) {
     auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_object()) {

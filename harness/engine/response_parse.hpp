@@ -6,7 +6,9 @@
 
 #include <harness/store/store.hpp>
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace diffeval::engine {
 
@@ -15,6 +17,36 @@ enum class Endpoint { completion, chat };
 // Fill `row` from an HTTP 2xx `body` of `endpoint`. Sets row.ok, or row.error
 // and row.error_kind = "parse" when the body is not a usable response.
 void parse_success_body(const std::string& body, Endpoint endpoint, store::ResponseRow& row);
+
+// Accumulates a streamed (SSE) response chunk by chunk: text and reasoning
+// deltas, finish and stop reasons, usage, the time of the first token and
+// the gaps between content chunks. An error object mid-stream makes the
+// response an error, keeping what arrived before it.
+class StreamAccumulator {
+public:
+    explicit StreamAccumulator(Endpoint endpoint) : m_endpoint(endpoint) {}
+
+    // One event's data, received `at_ms` after the request started.
+    void on_event(const std::string& data, double at_ms);
+    // Fill `row` from what arrived (call after the transfer ended with 2xx).
+    void finish(store::ResponseRow& row) const;
+
+private:
+    Endpoint m_endpoint;
+    std::string m_text;
+    std::string m_reasoning;
+    bool m_has_reasoning = false;
+    std::optional<std::string> m_finish_reason;
+    store::Value m_stop_reason;
+    std::optional<int64_t> m_prompt_tokens;
+    std::optional<int64_t> m_completion_tokens;
+    std::optional<double> m_first_token_ms;
+    double m_last_token_ms = 0;
+    std::vector<double> m_gaps_ms;
+    bool m_done = false;
+    bool m_any_choice = false;
+    std::string m_error;
+};
 
 // The message of an OpenAI-style error body ({"error": {"message": ...}} or
 // {"message": ...}), else the body itself cut to a readable length.

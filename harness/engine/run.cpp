@@ -10,6 +10,7 @@
 #include <harness/engine/response_parse.hpp>
 #include <harness/framing/framing.hpp>
 #include <harness/http/client.hpp>
+#include <harness/http/sse.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
@@ -33,6 +34,14 @@ using util::make_error;
 
 namespace {
 
+// Per-attempt state of a streamed request.
+struct StreamState {
+    http::SseParser parser;
+    StreamAccumulator acc;
+    Clock::time_point start;
+    StreamState(Endpoint e, Clock::time_point t) : acc(e), start(t) {}
+};
+
 struct Work {
     std::string key;
     size_t server = 0;
@@ -41,6 +50,8 @@ struct Work {
     std::shared_ptr<const std::string> body;
     int attempts = 0;
     std::string started_at;
+    std::shared_ptr<StreamState> stream; // set per attempt when streaming
+    Clock::time_point attempt_start;     // latency and time to first token share this clock
 };
 
 struct ServerState {
@@ -314,13 +325,18 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 }
             }
             framing::Renderer renderer(f, *dataset);
+            auto extra = spec.extra_body;
+            if (config.stream) {
+                extra["stream"] = true;
+                extra["stream_options"] = {{"include_usage", true}};
+            }
             const auto endpoint =
                 f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
             for (int max_tokens : config.max_tokens) {
                 std::vector<store::RequestRow> rows;
                 for (size_t q = 0; q < n_questions; ++q) {
                     auto body = std::make_shared<const std::string>(util::python_json_dumps(
-                        renderer.body(dataset->test[q], max_tokens, body_model, spec.extra_body)));
+                        renderer.body(dataset->test[q], max_tokens, body_model, extra)));
                     auto body_sha = util::sha256_hex(*body);
                     for (int rep = 0; rep < config.repeats; ++rep) {
                         store::RequestRow row{
@@ -335,8 +351,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                             ++summary.skipped;
                             continue;
                         }
-                        servers[si].queue.push_back(
-                            Work{row.key, si, endpoint, spec.url + f.endpoint, body, 0, ""});
+                        servers[si].queue.push_back(Work{
+                            row.key, si, endpoint, spec.url + f.endpoint, body, 0, "", nullptr});
                         rows.push_back(std::move(row));
                     }
                 }
@@ -367,6 +383,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             w.started_at = store::now_iso8601();
         }
         ++w.attempts;
+        w.attempt_start = Clock::now();
         http::Request req;
         req.tag = next_tag++;
         req.method = "POST";
@@ -374,6 +391,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         req.headers = st.headers;
         req.body = *w.body;
         req.timeout = config.timeout;
+        if (config.stream) {
+            w.stream = std::make_shared<StreamState>(w.endpoint, w.attempt_start);
+            req.on_data = [state = w.stream](std::string_view chunk) {
+                for (const auto& event : state->parser.feed(chunk)) {
+                    auto at =
+                        std::chrono::duration<double, std::milli>(Clock::now() - state->start);
+                    state->acc.on_event(event, at.count());
+                }
+            };
+        }
         ++st.in_flight;
         in_flight.emplace(req.tag, std::move(w));
         client.submit(std::move(req));
@@ -446,7 +473,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             row.status = static_cast<int>(resp.status);
             row.response_json = resp.body;
             row.attempts = w.attempts;
-            row.latency_ms = resp.total_ms;
+            row.latency_ms =
+                std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start).count();
             row.started_at = w.started_at;
             if (!transport_ok) {
                 row.error_kind =
@@ -455,6 +483,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             } else if (resp.status < 200 || resp.status >= 300) {
                 row.error_kind = "http";
                 row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+            } else if (w.stream) {
+                w.stream->acc.finish(row);
             } else {
                 parse_success_body(resp.body, w.endpoint, row);
             }

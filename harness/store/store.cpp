@@ -75,6 +75,8 @@ CREATE TABLE responses (
     attempts          INTEGER NOT NULL,
     latency_ms        REAL NOT NULL,
     ttft_ms           REAL,
+    streamed          INTEGER NOT NULL DEFAULT 0,
+    token_gaps_ms     TEXT,
     started_at        TEXT NOT NULL,
     error             TEXT,
     error_kind        TEXT
@@ -101,7 +103,8 @@ CREATE VIEW v_responses AS
 SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
        q.request_json, r.response_json, r.text, r.reasoning, r.finish_reason,
        r.stop_reason, r.prompt_tokens, r.completion_tokens, r.latency_ms, r.ttft_ms,
-       r.status, r.error, r.error_kind, r.attempts, r.started_at, r.ok,
+       r.status, r.error, r.error_kind, r.attempts, r.started_at, r.ok, r.streamed,
+       r.token_gaps_ms,
        c.outcome, c.reasoning_started, r.response_id, q.request_id, q.request_key
 FROM requests q
 JOIN responses r ON r.response_id = q.response_id
@@ -134,8 +137,8 @@ constexpr std::string_view k_statements[] = {
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
-    "started_at, error, error_kind) "
-    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
+    "streamed, token_gaps_ms, started_at, error, error_kind) "
+    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
     "WHERE request_key = ?",
     // k_point_request: the response that counts is the newest success, else
     // the newest failure; a failure never replaces a success.
@@ -345,14 +348,15 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
     auto& ins = m_stmts[k_insert_response];
     auto& point = m_stmts[k_point_request];
     for (const auto& r : rows) {
-        ins.bind(
-            r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
-            r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason, r.prompt_tokens,
-            r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms, r.started_at,
-            r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
-            r.error_kind.empty() ? std::optional<std::string>{}
-                                 : std::optional<std::string>{r.error_kind},
-            r.key);
+        ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
+                 r.status, r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason,
+                 r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms,
+                 r.streamed ? 1 : 0, r.token_gaps_json, r.started_at,
+                 r.error.empty() ? std::optional<std::string>{}
+                                 : std::optional<std::string>{r.error},
+                 r.error_kind.empty() ? std::optional<std::string>{}
+                                      : std::optional<std::string>{r.error_kind},
+                 r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));

@@ -48,9 +48,11 @@ struct ResponseRow {
     int attempts = 0;
     double latency_ms = 0;
     std::optional<double> ttft_ms;
-    std::string started_at; // ISO 8601 UTC
-    std::string error;      // empty when ok
-    std::string error_kind; // "", "http", "transport", "timeout", "parse"
+    bool streamed = false;
+    std::optional<std::string> token_gaps_json; // streamed: ms between content chunks
+    std::string started_at;                     // ISO 8601 UTC
+    std::string error;                          // empty when ok
+    std::string error_kind; // "", "http", "transport", "timeout", "parse", "stream"
 };
 
 struct ServerRow {

@@ -1,0 +1,26 @@
+// SSE events must come out whole however the network splits the bytes.
+#include <harness/http/sse.hpp>
+
+#include <gtest/gtest.h>
+
+using diffeval::http::SseParser;
+
+TEST(SseParser, EventsSplitAcrossChunksAndLineEndings) {
+    SseParser p;
+    std::string stream = "data: {\"a\":1}\r\n\r\n: keep-alive comment\n\ndata: {\"b\"\ndata: "
+                         ":2}\n\ndata: [DONE]\n\n";
+    std::vector<std::string> events;
+    for (char c : stream) {
+        for (auto& e : p.feed(std::string_view(&c, 1))) {
+            events.push_back(e);
+        }
+    }
+    EXPECT_EQ(events, (std::vector<std::string>{"{\"a\":1}", "{\"b\"\n:2}", "[DONE]"}));
+}
+
+TEST(SseParser, IncompleteEventIsHeldBack) {
+    SseParser p;
+    EXPECT_TRUE(p.feed("data: {\"x\": ").empty());
+    EXPECT_TRUE(p.feed("1}\n").empty());
+    EXPECT_EQ(p.feed("\n"), (std::vector<std::string>{"{\"x\": 1}"}));
+}
