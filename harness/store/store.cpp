@@ -36,7 +36,9 @@ CREATE TABLE servers (
     url       TEXT NOT NULL,
     model     TEXT,
     info_json TEXT NOT NULL DEFAULT '{}',
-    log_text  TEXT
+    log_path  TEXT,
+    log_text  TEXT,
+    facts_json TEXT
 );
 CREATE TABLE questions (
     dataset      TEXT NOT NULL,
