@@ -450,7 +450,7 @@ util::Result<std::unique_ptr<Server>> Server::start(SimConfig config) {
         impl->port = -1;
     }
     if (impl->port <= 0) {
-        return util::make_error(util::ErrorKind::io,
+        return util::make_error(util::ErrorKind::usage,
                                 fmt::format("cannot listen on {}:{} (address in use or not "
                                             "available)",
                                             host, impl->config.port));
