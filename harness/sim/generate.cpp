@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace diffeval::sim {
 
@@ -55,13 +56,13 @@ struct Script {
     bool eos = true;                         // ends with EOS (else it runs on forever)
     size_t decision_pos = std::string::npos; // where the reason-or-answer choice is made
     std::string decision_alternative;
-    size_t answer_pos = 0;
+    size_t markup_pos = 0; // where a markup fault is inserted: early, so it is seen
 };
 
 int reasoning_length(const Behaviour& b, const Draws& d) {
     double u1 = std::max(d("reasoning-len-1"), 1e-12);
     double u2 = d("reasoning-len-2");
-    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+    double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
     double len = b.reasoning_median_tokens * std::exp(b.reasoning_sigma * z);
     return static_cast<int>(
         std::clamp(len, double{k_min_reasoning_tokens}, double{k_max_reasoning_tokens}));
@@ -138,12 +139,15 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
             s.decision_alternative = dec.reasoning ? "</think>" : first_token(k_reasoning_opening);
         }
         if (dec.reasoning) {
+            s.markup_pos = s.text.size() + reasoning.find('\n') + 1;
             s.text += reasoning;
         }
         if (dec.opened_think) {
             s.text += "</think>\n\n";
         }
-        s.answer_pos = s.text.size();
+        if (!dec.reasoning) {
+            s.markup_pos = s.text.size();
+        }
         s.text += answer_text;
         if (!dec.loop) {
             // A base-style completion goes on with the next few-shot item.
@@ -154,7 +158,7 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
         if (dec.reasoning) {
             s.text = reasoning + "</think>\n\n";
         }
-        s.answer_pos = s.text.size();
+        s.markup_pos = dec.reasoning ? reasoning.find('\n') + 1 : 0;
         s.text += answer_text;
     }
     return s;
@@ -255,10 +259,7 @@ Generation generate(const Profile& profile, const QuestionBank& bank, const Pars
     Script script = build_script(profile, bank, req, facts, draws, g.decisions);
     if (!options.inject_markup.empty()) {
         std::string mark = std::string(options.inject_markup) + " ";
-        script.text.insert(script.answer_pos, mark);
-        if (script.decision_pos != std::string::npos && script.decision_pos > script.answer_pos) {
-            script.decision_pos += mark.size();
-        }
+        script.text.insert(script.markup_pos, mark);
     }
     g.decision_alternative = script.decision_alternative;
     cut(script, req, g);

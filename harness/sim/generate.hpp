@@ -64,7 +64,7 @@ struct Generation {
 struct GenerateOptions {
     int sighting = 0;               // earlier sightings of this content (0 = first)
     size_t prompt_index = 0;        // which prompt of a completions batch
-    std::string_view inject_markup; // inserted at the start of the answer (markup fault)
+    std::string_view inject_markup; // markup fault: inserted near the start of the text
 };
 
 // Generate the response to `request` from `profile` and what `bank` knows.
