@@ -72,13 +72,13 @@ std::string_view fault_name(Fault fault) {
     return "none";
 }
 
-Fault pick_fault(const Faults& faults, uint64_t content_hash, int attempt, bool streaming) {
+Fault pick_fault(const Faults& faults, uint64_t content_hash, int attempt, Delivery delivery) {
     double u = util::unit_interval(util::hash64("fault", attempt_seed(content_hash, attempt)));
     double edge = 0;
     for (Fault kind : k_fault_kinds) {
         edge += share_of(faults, kind);
         if (u < edge) {
-            return kind == Fault::stream_error && !streaming ? Fault::none : kind;
+            return kind == Fault::stream_error && delivery != Delivery::stream ? Fault::none : kind;
         }
     }
     return Fault::none;

@@ -33,9 +33,12 @@ inline constexpr std::array<Fault, 8> k_fault_kinds = {
 std::string_view fault_name(Fault fault);
 inline constexpr std::string_view k_markup_name = "markup";
 
+// How a response is delivered: some faults exist only for streams.
+enum class Delivery { whole, stream };
+
 // The fault for the `attempt`-th arrival (0 = first) of the request with
-// `content_hash`; stream_error is drawn only for streaming requests.
-Fault pick_fault(const Faults& faults, uint64_t content_hash, int attempt, bool streaming);
+// `content_hash` delivered as `delivery`; stream_error only hits streams.
+Fault pick_fault(const Faults& faults, uint64_t content_hash, int attempt, Delivery delivery);
 
 // The markup to insert into the response text, or "" for none.
 std::string_view pick_markup(const Faults& faults, uint64_t content_hash, int attempt);

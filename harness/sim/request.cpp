@@ -168,7 +168,7 @@ std::optional<ApiError> read_chat(const json& body, ParsedRequest& r) {
         }
     }
     PromptItem p;
-    p.text = render_chat_prompt(*it, r.thinking);
+    p.text = render_chat_prompt(*it, r.thinking ? Thinking::on : Thinking::off);
     p.tokens = count_tokens(p.text);
     p.question = extract_question(last_user);
     r.prompts.push_back(std::move(p));
@@ -225,7 +225,7 @@ std::string extract_question(std::string_view prompt) {
     return std::string(q);
 }
 
-std::string render_chat_prompt(const json& messages, bool thinking) {
+std::string render_chat_prompt(const json& messages, Thinking thinking) {
     std::string out;
     for (const auto& m : messages) {
         if (!m.is_object()) {
@@ -238,7 +238,7 @@ std::string render_chat_prompt(const json& messages, bool thinking) {
         out += "<|im_end|>\n";
     }
     out += "<|im_start|>assistant\n";
-    out += thinking ? "<think>\n" : "<think>\n\n</think>\n\n";
+    out += thinking == Thinking::on ? "<think>\n" : "<think>\n\n</think>\n\n";
     return out;
 }
 

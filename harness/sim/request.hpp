@@ -78,10 +78,13 @@ std::string canonical_body(const nlohmann::json& body, Endpoint endpoint);
 // "Question: ".
 std::string extract_question(std::string_view prompt);
 
+// Whether the chat template lets the model think (Qwen's enable_thinking).
+enum class Thinking { off, on };
+
 // The Qwen-style rendering of chat `messages` that the model continues,
-// ending with the assistant header and "<think>\n" (`thinking`) or a closed
-// "<think>\n\n</think>\n\n".
-std::string render_chat_prompt(const nlohmann::json& messages, bool thinking);
+// ending with the assistant header and an open "<think>\n" (Thinking::on)
+// or a closed "<think>\n\n</think>\n\n".
+std::string render_chat_prompt(const nlohmann::json& messages, Thinking thinking);
 
 // `error` as a JSON body.
 std::string error_body(const ApiError& error);

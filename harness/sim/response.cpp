@@ -29,12 +29,16 @@ size_t code_points(std::string_view s) {
     return n;
 }
 
-ojson usage_json(int prompt, int completion, bool details) {
+// vLLM writes prompt_tokens_details as null in bodies and leaves it out of
+// the usage chunk of a stream (which drops nulls).
+enum class Details { null, omitted };
+
+ojson usage_json(int prompt, int completion, Details details) {
     ojson u;
     u["prompt_tokens"] = prompt;
     u["total_tokens"] = prompt + completion;
     u["completion_tokens"] = completion;
-    if (details) {
+    if (details == Details::null) {
         u["prompt_tokens_details"] = nullptr;
     }
     return u;
@@ -319,7 +323,7 @@ std::string response_body(const Profile& profile, const ParsedRequest& r,
     j["choices"] = list;
     j["service_tier"] = nullptr;
     j["system_fingerprint"] = nullptr;
-    j["usage"] = usage_json(prompt_tokens_of(r), completion_tokens_of(choices), true);
+    j["usage"] = usage_json(prompt_tokens_of(r), completion_tokens_of(choices), Details::null);
     if (chat) {
         j["prompt_logprobs"] = nullptr;
     }
@@ -342,7 +346,8 @@ std::vector<StreamEvent> response_events(const Profile& profile, const ParsedReq
     if (r.include_usage) {
         ojson c = envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
         c["choices"] = ojson::array();
-        c["usage"] = usage_json(prompt_tokens_of(r), completion_tokens_of(choices), false);
+        c["usage"] =
+            usage_json(prompt_tokens_of(r), completion_tokens_of(choices), Details::omitted);
         out.push_back({event(c), 0});
     }
     out.push_back({"data: [DONE]\n\n", 0});

@@ -175,7 +175,8 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
     const ParsedRequest& r = std::get<ParsedRequest>(parsed);
     const Faults& faults = config.profile.faults;
     const int attempt = next_arrival(r.content_hash);
-    Fault fault = pick_fault(faults, r.content_hash, attempt, r.stream);
+    Fault fault =
+        pick_fault(faults, r.content_hash, attempt, r.stream ? Delivery::stream : Delivery::whole);
 
     // Faults that replace the response.
     switch (fault) {

@@ -160,7 +160,7 @@ TEST_F(SimFaults, FaultSharesAreExclusiveAndExact) {
     int nstall = 0;
     const int n = 20000;
     for (int i = 0; i < n; ++i) {
-        Fault k = pick_fault(f, static_cast<uint64_t>(i) * 7919u, 0, false);
+        Fault k = pick_fault(f, static_cast<uint64_t>(i) * 7919u, 0, Delivery::whole);
         n500 += k == Fault::http_500;
         nstall += k == Fault::stall;
     }

@@ -217,7 +217,7 @@ TEST_F(SimProtocol, ChatPromptTokensCountTheTemplate) {
 
 TEST_F(SimProtocol, ThinkingChatSeparatesReasoning) {
     auto c = client_for(*server);
-    auto res = post(c, "/v1/chat/completions", chat_body(ds, 0, 20000, true));
+    auto res = post(c, "/v1/chat/completions", chat_body(ds, 0, 20000, Thinking::on));
     json m = json::parse(res->body)["choices"][0]["message"];
     ASSERT_TRUE(m["reasoning"].is_string());
     EXPECT_EQ(m["reasoning"].get<std::string>().find("</think>"), std::string::npos);

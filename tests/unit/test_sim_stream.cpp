@@ -32,13 +32,16 @@ protected:
     datasets::Dataset ds = sample_dataset();
 };
 
-std::vector<size_t> reasoning_questions(const datasets::Dataset& ds, bool reasoning) {
+enum class Choice { answers, reasons };
+
+// Sample questions whose raw response opens <think> and then makes `choice`.
+std::vector<size_t> questions_that(const datasets::Dataset& ds, Choice choice) {
     QuestionBank bank(ds);
     Profile p = default_profile();
     std::vector<size_t> out;
     for (size_t i = 0; i < ds.test.size(); ++i) {
         Generation g = generate(p, bank, raw_body(ds, i, 1024), Endpoint::completions, 0);
-        if (g.decisions.opened_think && g.decisions.reasoning == reasoning) {
+        if (g.decisions.opened_think && g.decisions.reasoning == (choice == Choice::reasons)) {
             out.push_back(i);
         }
     }
@@ -47,7 +50,7 @@ std::vector<size_t> reasoning_questions(const datasets::Dataset& ds, bool reason
 
 TEST_F(SimStream, CompletionDeltasAddUpToTheText) {
     auto c = client_for(*server);
-    for (size_t i : {size_t{0}, reasoning_questions(ds, true).at(0)}) {
+    for (size_t i : {size_t{0}, questions_that(ds, Choice::reasons).at(0)}) {
         json body = raw_body(ds, i, 1024);
         auto whole = post(c, "/v1/completions", body);
         body["stream"] = true;
@@ -94,7 +97,7 @@ TEST_F(SimStream, NoUsageChunkUnlessAsked) {
 
 TEST_F(SimStream, ChatStreamStartsWithRoleAndSplitsReasoning) {
     auto c = client_for(*server);
-    json body = chat_body(ds, 2, 20000, true);
+    json body = chat_body(ds, 2, 20000, Thinking::on);
     auto whole = post(c, "/v1/chat/completions", body);
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
@@ -190,8 +193,9 @@ TEST(SimStreamPaced, PacedStreamsCarryTheSameEvents) {
 // article is about: close the block at once, or start reasoning.
 TEST_F(SimStream, ThinkChoiceLogprobsMatchTheDecision) {
     auto c = client_for(*server);
-    for (bool reasoning : {false, true}) {
-        size_t i = reasoning_questions(ds, reasoning).at(0);
+    for (Choice choice : {Choice::answers, Choice::reasons}) {
+        bool reasoning = choice == Choice::reasons;
+        size_t i = questions_that(ds, choice).at(0);
         json body = raw_body(ds, i, 12);
         body["logprobs"] = 5;
         json lp = json::parse(post(c, "/v1/completions", body)->body)["choices"][0]["logprobs"];

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <harness/sim/profile.hpp>
+#include <harness/sim/request.hpp>
 #include <harness/sim/server.hpp>
 
 #include <datasets/dataset.hpp>
@@ -63,15 +64,15 @@ inline json raw_body(const datasets::Dataset& ds, size_t i, int max_tokens = 256
             {"seed", 42}};
 }
 
-// A chat request for test question `i`, thinking off unless `thinking`.
+// A chat request for test question `i`.
 inline json chat_body(const datasets::Dataset& ds, size_t i, int max_tokens = 256,
-                      bool thinking = false) {
+                      Thinking thinking = Thinking::off) {
     return {
         {"messages",
          {{{"role", "user"}, {"content", "Question: " + ds.test.at(i).question + "\nAnswer:"}}}},
         {"max_tokens", max_tokens},
         {"temperature", 0.0},
-        {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
+        {"chat_template_kwargs", {{"enable_thinking", thinking == Thinking::on}}}};
 }
 
 // POST `body` as JSON; the response must exist.

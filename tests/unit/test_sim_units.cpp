@@ -162,9 +162,9 @@ TEST(SimRequest, CanonicalBodyIgnoresOrderAndTransportFields) {
 
 TEST(SimRequest, RendersTheQwenChatTemplate) {
     json messages = json::parse(R"([{"role":"user","content":"hi"}])");
-    EXPECT_EQ(render_chat_prompt(messages, false),
+    EXPECT_EQ(render_chat_prompt(messages, Thinking::off),
               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    EXPECT_EQ(render_chat_prompt(messages, true),
+    EXPECT_EQ(render_chat_prompt(messages, Thinking::on),
               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n");
 }
 
