@@ -42,8 +42,7 @@ using namespace std::chrono_literals;
 constexpr int k_backlog = 1024;
 constexpr size_t k_keep_alive_requests = 1000000;
 constexpr const char* k_json_type = "application/json";
-// Exactly this type: cpp-httplib never compresses it, vLLM sends it.
-constexpr const char* k_sse_type = "text/event-stream";
+constexpr const char* k_sse_type = "text/event-stream; charset=utf-8"; // as vLLM sends it
 
 class HttpServer : public httplib::Server {
 public:

@@ -57,7 +57,7 @@ TEST_F(SimStream, CompletionDeltasAddUpToTheText) {
         body["stream_options"] = {{"include_usage", true}};
         auto streamed = post(c, "/v1/completions", body);
         ASSERT_TRUE(whole && streamed);
-        EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+        EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream; charset=utf-8");
         json full = json::parse(whole->body);
         auto events = sse_events(streamed->body);
         ASSERT_GE(events.size(), 3u);
