@@ -36,6 +36,9 @@ struct RunFlags {
     int retry_backoff_ms = -1;
     bool no_preflight = false;
     bool stream = false;
+    bool keep_servers = false;
+    bool sequential_servers = false;
+    std::vector<std::string> server_logs;
     bool quiet = false;
 };
 
@@ -100,6 +103,15 @@ int run_command(const RunFlags& f) {
         config.preflight = false;
     if (f.stream)
         config.stream = true;
+    if (f.keep_servers)
+        config.keep_servers = true;
+    if (f.sequential_servers)
+        config.sequential_servers = true;
+    for (const auto& s : f.server_logs) {
+        if (auto r = engine::attach_server_log(s, config); !r) {
+            return report(r.error());
+        }
+    }
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
@@ -123,6 +135,13 @@ int run_command(const RunFlags& f) {
         "stored {} responses in {} ({} ok, {} failed, {} retries, {} skipped as "
         "already stored) in {:.1f}s\n",
         s.succeeded + s.failed, config.db, s.succeeded, s.failed, s.retries, s.skipped, s.seconds);
+    if (!s.crashed.empty()) {
+        std::cout << fmt::format(
+            "server(s) {} crashed; their unanswered requests were not sent: run the "
+            "same command again to send them\n",
+            fmt::join(s.crashed, ", "));
+        return k_exit_failed;
+    }
     if (s.interrupted) {
         std::cout << "interrupted: run the same command again to send the rest\n";
         return k_exit_interrupted;
@@ -167,6 +186,11 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_flag("--no-preflight", flags->no_preflight, "Skip the GET /v1/models check");
     cmd->add_flag("--stream", flags->stream,
                   "Stream responses (SSE) and record time to first token");
+    cmd->add_option("--server-log", flags->server_logs,
+                    "NAME=PATH: fingerprint an existing log of a server diffeval does not launch");
+    cmd->add_flag("--keep-servers", flags->keep_servers, "Leave launched servers running");
+    cmd->add_flag("--sequential-servers", flags->sequential_servers,
+                  "Run one server configuration at a time (one GPU, several configurations)");
     cmd->add_flag("--quiet", flags->quiet, "No progress output");
     dispatch[cmd] = [flags] { return run_command(*flags); };
 }

@@ -184,8 +184,9 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                         ErrorKind::usage,
                         fmt::format("{}: each server must be a table", where(path, sn)));
                 }
-                static const std::set<std::string> k_server = {"name",        "url",     "model",
-                                                               "api_key_env", "headers", "body"};
+                static const std::set<std::string> k_server = {
+                    "name",  "url", "model", "api_key_env",   "headers", "body", "launch",
+                    "shell", "env", "cwd",   "ready_timeout", "health",  "log"};
                 if (auto r = check_keys(path, *st, k_server, "[[servers]]"); !r) {
                     return r;
                 }
@@ -204,6 +205,45 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                                 return v.error();
                             s.headers.push_back(fmt::format("{}: {}", hk.str(), *v));
                         }
+                    } else if (skey == "launch") {
+                        if (sv.is_string()) {
+                            s.launch = {*sv.value<std::string>()};
+                        } else {
+                            auto v = str_list(sv, "launch");
+                            if (!v)
+                                return v.error();
+                            s.launch = *v;
+                        }
+                    } else if (skey == "health") {
+                        auto v = str_list(sv, "health");
+                        if (!v)
+                            return v.error();
+                        s.health = *v;
+                    } else if (skey == "shell") {
+                        auto v = get<bool>(path, sv, "shell");
+                        if (!v)
+                            return v.error();
+                        s.launch_shell = *v;
+                    } else if (skey == "ready_timeout") {
+                        auto v = sv.value<double>();
+                        if (!v)
+                            return make_error(ErrorKind::usage,
+                                              fmt::format("{}: 'ready_timeout' must be seconds",
+                                                          where(path, sv)));
+                        s.ready_timeout =
+                            std::chrono::milliseconds(static_cast<int64_t>(*v * 1000));
+                    } else if (skey == "env") {
+                        auto* et = sv.as_table();
+                        if (!et)
+                            return make_error(
+                                ErrorKind::usage,
+                                fmt::format("{}: env must be a table", where(path, sv)));
+                        for (const auto& [ek, ev] : *et) {
+                            auto v = get<std::string>(path, ev, "env");
+                            if (!v)
+                                return v.error();
+                            s.env.emplace_back(std::string(ek.str()), *v);
+                        }
                     } else if (skey == "body") {
                         if (!sv.is_table())
                             return make_error(
@@ -220,6 +260,10 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                             s.url = *v;
                         else if (skey == "model")
                             s.model = *v;
+                        else if (skey == "cwd")
+                            s.cwd = *v;
+                        else if (skey == "log")
+                            s.log_path = *v;
                         else
                             s.api_key_env = *v;
                     }
@@ -236,6 +280,22 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
         }
     }
     return {};
+}
+
+util::Result<void> attach_server_log(const std::string& value, RunConfig& config) {
+    auto eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--server-log '{}': expected NAME=PATH", value));
+    }
+    auto name = value.substr(0, eq);
+    for (auto& s : config.servers) {
+        if (s.name == name) {
+            s.attached_log = value.substr(eq + 1);
+            return {};
+        }
+    }
+    return make_error(ErrorKind::usage, fmt::format("--server-log: no server named '{}'", name));
 }
 
 util::Result<ServerSpec> parse_server_flag(const std::string& value) {
@@ -323,15 +383,20 @@ nlohmann::json to_json(const RunConfig& c) {
             names.push_back(h.substr(0, h.find(':')));
         if (!names.empty())
             j["headers"] = names;
+        if (!s.launch.empty())
+            j["launch"] = s.launch;
+        // Environment values may hold credentials too: names only.
+        nlohmann::json env_names = nlohmann::json::array();
+        for (const auto& [k, v] : s.env)
+            env_names.push_back(k);
+        if (!env_names.empty())
+            j["env"] = env_names;
         servers.push_back(j);
     }
-    nlohmann::json j = {{"servers", servers},
-                        {"framings", c.framings},
-                        {"max_tokens", c.max_tokens},
-                        {"repeats", c.repeats},
-                        {"concurrency", c.concurrency},
-                        {"dataset", c.dataset},
-                        {"timeout_s", c.timeout.count() / 1000.0},
+    nlohmann::json j = {{"servers", servers},     {"sequential_servers", c.sequential_servers},
+                        {"framings", c.framings}, {"max_tokens", c.max_tokens},
+                        {"repeats", c.repeats},   {"concurrency", c.concurrency},
+                        {"dataset", c.dataset},   {"timeout_s", c.timeout.count() / 1000.0},
                         {"retries", c.retries}};
     if (c.limit)
         j["limit"] = *c.limit;

@@ -21,6 +21,15 @@ struct ServerSpec {
     std::string api_key_env;          // name of the variable holding the key
     std::vector<std::string> headers; // extra "Name: value" headers
     nlohmann::ordered_json extra_body = nlohmann::ordered_json::object();
+    // Launched servers (experiment file only): diffeval starts and stops them.
+    std::vector<std::string> launch; // argv, or one command string
+    bool launch_shell = false;       // run the string with /bin/sh -c
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string cwd;
+    std::chrono::milliseconds ready_timeout{600'000};
+    std::vector<std::string> health{"/health", "/v1/models"};
+    std::string log_path;     // where its output goes; default beside the database
+    std::string attached_log; // --server-log: an existing log to fingerprint
 };
 
 struct RunConfig {
@@ -39,12 +48,17 @@ struct RunConfig {
     int retries = 3;
     std::chrono::milliseconds retry_backoff{500}; // first retry delay, doubled each time
     bool preflight = true;
-    bool stream = false; // stream: true with usage; records time to first token
+    bool stream = false;             // stream: true with usage; records time to first token
+    bool keep_servers = false;       // leave launched servers running
+    bool sequential_servers = false; // one server at a time (one GPU, several configs)
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the
 // file and line.
 util::Result<void> load_experiment(const std::string& path, RunConfig& config);
+
+// Attach "NAME=PATH" (from --server-log) to the server called NAME.
+util::Result<void> attach_server_log(const std::string& value, RunConfig& config);
 
 // Parse "NAME=URL" (from --server).
 util::Result<ServerSpec> parse_server_flag(const std::string& value);

@@ -7,7 +7,9 @@
 #include <harness/engine/run.hpp>
 
 #include <datasets/dataset.hpp>
+#include <harness/engine/launcher.hpp>
 #include <harness/engine/response_parse.hpp>
+#include <harness/fingerprint/fingerprint.hpp>
 #include <harness/framing/framing.hpp>
 #include <harness/http/client.hpp>
 #include <harness/http/sse.hpp>
@@ -22,8 +24,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <queue>
+#include <sstream>
 #include <unistd.h>
 
 namespace diffeval::engine {
@@ -253,13 +258,25 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         }
     }
 
-    // 2. Preflight: every server answers and serves the model.
+    // 2. Preflight the servers diffeval does not launch: fail fast. Launched
+    //    ones are checked once they are healthy, in their phase.
     std::vector<ServerInfo> infos(servers.size());
+    std::vector<std::string> attached_logs(servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
         const auto& spec = config.servers[i];
-        auto model = spec.model ? spec.model : config.model;
-        if (config.preflight) {
-            auto info = preflight(spec, servers[i].headers, model, config.timeout);
+        if (!spec.attached_log.empty()) {
+            std::ifstream in(spec.attached_log, std::ios::binary);
+            if (!in) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("--server-log: cannot read {}", spec.attached_log));
+            }
+            std::stringstream ss;
+            ss << in.rdbuf();
+            attached_logs[i] = ss.str();
+        }
+        if (config.preflight && spec.launch.empty()) {
+            auto info = preflight(spec, servers[i].headers, spec.model ? spec.model : config.model,
+                                  config.timeout);
             if (!info) {
                 return info.error();
             }
@@ -267,7 +284,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         }
     }
 
-    // 3. Open the store and record the run, servers and questions.
+    // 3. Open the store and record the run and its questions.
     auto store = store::Store::open(config.db, store::Store::Mode::read_write);
     if (!store) {
         return store.error();
@@ -276,16 +293,6 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     auto run_id = db.begin_run(to_json(config).dump(), dataset->name);
     if (!run_id) {
         return run_id.error();
-    }
-    for (size_t i = 0; i < servers.size(); ++i) {
-        const auto& spec = config.servers[i];
-        auto model = spec.model ? spec.model : config.model;
-        store::ServerRow row{spec.name, spec.url,
-                             model.value_or(infos[i].served_model.value_or("")),
-                             infos[i].info.dump()};
-        if (auto r = db.put_server(row); !r) {
-            return r.error();
-        }
     }
     size_t n_questions = dataset->test.size();
     if (config.limit) {
@@ -301,15 +308,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             return r.error();
         }
     }
-
-    // 4. Plan the matrix; store every request before sending any.
     auto done_keys = db.completed_keys();
     if (!done_keys) {
         return done_keys.error();
     }
     RunSummary summary;
     summary.run_id = *run_id;
-    for (size_t si = 0; si < servers.size(); ++si) {
+
+    // Plans server `si`'s part of the matrix: stores every request before any
+    // is sent and queues those without a successful response.
+    auto plan = [&](size_t si) -> util::Result<void> {
         const auto& spec = config.servers[si];
         std::optional<std::string> model = spec.model ? spec.model : config.model;
         for (const auto& f : framings) {
@@ -351,8 +359,15 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                             ++summary.skipped;
                             continue;
                         }
-                        servers[si].queue.push_back(Work{
-                            row.key, si, endpoint, spec.url + f.endpoint, body, 0, "", nullptr});
+                        servers[si].queue.push_back(Work{row.key,
+                                                         si,
+                                                         endpoint,
+                                                         spec.url + f.endpoint,
+                                                         body,
+                                                         0,
+                                                         "",
+                                                         nullptr,
+                                                         {}});
                         rows.push_back(std::move(row));
                     }
                 }
@@ -361,21 +376,57 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 }
             }
         }
-    }
-    const int64_t to_send = summary.planned - summary.skipped;
-    log << fmt::format(
-        "diffeval run: {} requests planned, {} already stored (skipped), {} to send\n",
-        summary.planned, summary.skipped, to_send);
+        return {};
+    };
+    // Records what the server is, from preflight, and its log with the
+    // facts fingerprinting finds in it.
+    auto record_server = [&](size_t si, const std::string& log_path, const std::string& log_text) {
+        const auto& spec = config.servers[si];
+        auto model = spec.model ? spec.model : config.model;
+        store::ServerRow row{spec.name, spec.url,
+                             model.value_or(infos[si].served_model.value_or("")),
+                             infos[si].info.dump()};
+        if (auto r = db.put_server(row); !r) {
+            return r;
+        }
+        if (log_text.empty()) {
+            return util::Result<void>{};
+        }
+        nlohmann::json facts = nullptr;
+        if (auto fp = fingerprint::fingerprint_log(log_text); fp && !fp->facts.empty()) {
+            nlohmann::json conflicts = nlohmann::json::array();
+            for (const auto& c : fp->conflicts) {
+                conflicts.push_back(
+                    {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
+            }
+            facts = {{"engine", fp->engine}, {"facts", fp->facts}, {"conflicts", conflicts}};
+            for (const auto& c : fp->conflicts) {
+                log << fmt::format("server '{}': CONFLICT {}: {}\n", spec.name, c.name, c.message);
+            }
+        }
+        return db.put_server_log(spec.name, log_path, log_text,
+                                 facts.is_null() ? "" : facts.dump());
+    };
 
-    // 5. The event loop.
+    // 4. Phases: all servers at once, or one at a time (--sequential-servers).
+    std::vector<std::vector<size_t>> phases;
+    for (size_t i = 0; i < servers.size(); ++i) {
+        if (config.sequential_servers || phases.empty()) {
+            phases.emplace_back();
+        }
+        phases.back().push_back(i);
+    }
     store::Writer writer(db);
     http::MultiClient client;
     std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
     std::unordered_map<uint64_t, Work> in_flight;
     uint64_t next_tag = 1;
-    Progress progress(options.progress, log, to_send);
     const auto start = Clock::now();
     uint64_t jitter_state = util::hash64(fmt::format("{}", *run_id));
+    std::vector<std::unique_ptr<LaunchedServer>> launched(servers.size());
+    std::vector<bool> dead(servers.size(), false);
+    const auto log_dir = std::filesystem::path(config.db).parent_path() /
+                         (std::filesystem::path(config.db).stem().string() + "-logs");
 
     auto submit = [&](Work w) {
         auto& st = servers[w.server];
@@ -421,96 +472,212 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             static_cast<double>(config.retry_backoff.count()) * std::pow(2.0, attempt - 1) * jitter;
         return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 60'000.0)));
     };
-
-    while (!in_flight.empty() || !retries.empty() ||
-           std::any_of(servers.begin(), servers.end(),
-                       [](const auto& s) { return !s.queue.empty(); })) {
-        if (options.stop_requested && options.stop_requested->load()) {
-            summary.interrupted = true;
-            client.cancel_all();
-            break;
-        }
-        // Due retries go back to the front of their server's queue.
-        while (!retries.empty() && retries.top().when <= Clock::now()) {
-            Work w = retries.top().work;
-            retries.pop();
-            servers[w.server].queue.push_front(std::move(w));
-        }
-        fill();
-        auto wait = std::chrono::milliseconds(100);
-        if (!retries.empty()) {
-            auto until = std::chrono::duration_cast<std::chrono::milliseconds>(retries.top().when -
-                                                                               Clock::now());
-            wait = std::clamp(until, std::chrono::milliseconds(0), wait);
-        }
-        if (in_flight.empty()) {
-            if (wait.count() > 0) {
-                usleep(static_cast<useconds_t>(wait.count() * 1000));
-            }
-            continue;
-        }
-        for (auto& resp : client.poll(wait)) {
-            auto it = in_flight.find(resp.tag);
-            Work w = std::move(it->second);
-            in_flight.erase(it);
-            --servers[w.server].in_flight;
-
-            const bool transport_ok = resp.transport == http::Transport::ok;
-            const bool retry =
-                (!transport_ok || retryable_status(resp.status)) && w.attempts <= config.retries;
-            if (retry) {
-                ++summary.retries;
-                auto delay = backoff(w.attempts);
-                if (auto ra = parse_retry_after(resp.retry_after); ra && transport_ok) {
-                    delay = *ra;
-                }
-                retries.push(Retry{Clock::now() + delay, std::move(w)});
+    // A launched server died: stop sending to it. What it had not answered
+    // stays unsent, so the next run sends it.
+    auto check_crashes = [&](const std::vector<size_t>& phase) {
+        for (size_t si : phase) {
+            if (!launched[si] || dead[si] || !launched[si]->exited()) {
                 continue;
             }
-            store::ResponseRow row;
-            row.key = w.key;
-            row.run_id = *run_id;
-            row.status = static_cast<int>(resp.status);
-            row.response_json = resp.body;
-            row.attempts = w.attempts;
-            row.latency_ms =
-                std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start).count();
-            row.started_at = w.started_at;
-            if (!transport_ok) {
-                row.error_kind =
-                    resp.transport == http::Transport::timed_out ? "timeout" : "transport";
-                row.error = resp.transport_error;
-            } else if (resp.status < 200 || resp.status >= 300) {
-                row.error_kind = "http";
-                row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
-            } else if (w.stream) {
-                w.stream->acc.finish(row);
-            } else {
-                parse_success_body(resp.body, w.endpoint, row);
-            }
-            if (row.ok) {
-                ++summary.succeeded;
-            } else {
-                ++summary.failed;
-            }
-            writer.push(std::move(row));
+            dead[si] = true;
+            servers[si].queue.clear();
+            summary.crashed.push_back(config.servers[si].name);
+            log << fmt::format(
+                "server '{}' {} during the run; its unanswered requests are kept for the "
+                "next run. Last log lines:\n{}\n",
+                config.servers[si].name, launched[si]->exit_description(),
+                launched[si]->log_tail(10));
         }
-        progress.update(summary.succeeded + summary.failed, summary.failed);
+    };
+    auto stop_launched = [&](const std::vector<size_t>& phase) {
+        for (size_t si : phase) {
+            if (!launched[si]) {
+                continue;
+            }
+            if (!config.keep_servers) {
+                launched[si]->stop();
+            }
+            (void)record_server(si, launched[si]->log_path().string(), launched[si]->log_text());
+        }
+    };
+    auto fail_run = [&](const std::vector<size_t>& phase,
+                        util::Error e) -> util::Result<RunSummary> {
+        stop_launched(phase);
+        writer.close();
+        (void)db.end_run(*run_id, "failed");
+        return e;
+    };
+
+    for (const auto& phase : phases) {
+        if (options.stop_requested && options.stop_requested->load()) {
+            summary.interrupted = true;
+            break;
+        }
+        // Launch, wait for health, then check the launched servers.
+        for (size_t si : phase) {
+            const auto& spec = config.servers[si];
+            if (spec.launch.empty()) {
+                continue;
+            }
+            auto path = spec.log_path.empty() ? log_dir / (spec.name + ".log")
+                                              : std::filesystem::path(spec.log_path);
+            log << fmt::format("starting server '{}' (log: {})\n", spec.name, path.string());
+            auto ls = LaunchedServer::start(spec, path);
+            if (!ls) {
+                return fail_run(phase, ls.error());
+            }
+            launched[si] = std::move(*ls);
+        }
+        for (size_t si : phase) {
+            if (!launched[si]) {
+                continue;
+            }
+            if (auto r = launched[si]->wait_healthy(options.stop_requested); !r) {
+                return fail_run(phase, r.error());
+            }
+            if (config.preflight) {
+                const auto& spec = config.servers[si];
+                auto info = preflight(spec, servers[si].headers,
+                                      spec.model ? spec.model : config.model, config.timeout);
+                if (!info) {
+                    return fail_run(phase, info.error());
+                }
+                infos[si] = std::move(*info);
+            }
+        }
+        int64_t planned_before = summary.planned, skipped_before = summary.skipped;
+        for (size_t si : phase) {
+            if (!launched[si]) {
+                if (auto r = record_server(si, config.servers[si].attached_log, attached_logs[si]);
+                    !r) {
+                    return fail_run(phase, r.error());
+                }
+            }
+            if (auto r = plan(si); !r) {
+                return fail_run(phase, r.error());
+            }
+        }
+        const int64_t to_send =
+            (summary.planned - planned_before) - (summary.skipped - skipped_before);
+        std::vector<std::string> names;
+        for (size_t si : phase) {
+            names.push_back(config.servers[si].name);
+        }
+        log << fmt::format(
+            "diffeval run: {} requests planned, {} already stored (skipped), {} to send{}\n",
+            summary.planned - planned_before, summary.skipped - skipped_before, to_send,
+            phases.size() > 1 ? fmt::format(" ({})", fmt::join(names, ", ")) : "");
+        Progress progress(options.progress, log, to_send);
+        const int64_t done_before = summary.succeeded + summary.failed;
+        const int64_t failed_before = summary.failed;
+
+        // The event loop.
+        while (!in_flight.empty() || !retries.empty() ||
+               std::any_of(servers.begin(), servers.end(),
+                           [](const auto& s) { return !s.queue.empty(); })) {
+            if (options.stop_requested && options.stop_requested->load()) {
+                summary.interrupted = true;
+                client.cancel_all();
+                in_flight.clear();
+                break;
+            }
+            check_crashes(phase);
+            // Due retries go back to the front of their server's queue.
+            while (!retries.empty() && retries.top().when <= Clock::now()) {
+                Work w = retries.top().work;
+                retries.pop();
+                if (!dead[w.server]) {
+                    servers[w.server].queue.push_front(std::move(w));
+                }
+            }
+            fill();
+            auto wait = std::chrono::milliseconds(100);
+            if (!retries.empty()) {
+                auto until = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    retries.top().when - Clock::now());
+                wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+            }
+            if (in_flight.empty()) {
+                if (wait.count() > 0) {
+                    usleep(static_cast<useconds_t>(wait.count() * 1000));
+                }
+                continue;
+            }
+            for (auto& resp : client.poll(wait)) {
+                auto it = in_flight.find(resp.tag);
+                Work w = std::move(it->second);
+                in_flight.erase(it);
+                --servers[w.server].in_flight;
+
+                const bool transport_ok = resp.transport == http::Transport::ok;
+                if (!transport_ok && launched[w.server] &&
+                    (dead[w.server] || launched[w.server]->exited())) {
+                    continue; // lost with its server: resent by the next run
+                }
+                const bool retry = (!transport_ok || retryable_status(resp.status)) &&
+                                   w.attempts <= config.retries;
+                if (retry) {
+                    ++summary.retries;
+                    auto delay = backoff(w.attempts);
+                    if (auto ra = parse_retry_after(resp.retry_after); ra && transport_ok) {
+                        delay = *ra;
+                    }
+                    retries.push(Retry{Clock::now() + delay, std::move(w)});
+                    continue;
+                }
+                store::ResponseRow row;
+                row.key = w.key;
+                row.run_id = *run_id;
+                row.status = static_cast<int>(resp.status);
+                row.response_json = resp.body;
+                row.attempts = w.attempts;
+                row.latency_ms =
+                    std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start)
+                        .count();
+                row.started_at = w.started_at;
+                if (!transport_ok) {
+                    row.error_kind =
+                        resp.transport == http::Transport::timed_out ? "timeout" : "transport";
+                    row.error = resp.transport_error;
+                } else if (resp.status < 200 || resp.status >= 300) {
+                    row.error_kind = "http";
+                    row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+                } else if (w.stream) {
+                    w.stream->acc.finish(row);
+                } else {
+                    parse_success_body(resp.body, w.endpoint, row);
+                }
+                if (row.ok) {
+                    ++summary.succeeded;
+                } else {
+                    ++summary.failed;
+                }
+                writer.push(std::move(row));
+            }
+            progress.update(summary.succeeded + summary.failed - done_before,
+                            summary.failed - failed_before);
+        }
+        writer.flush();
+        progress.update(summary.succeeded + summary.failed - done_before,
+                        summary.failed - failed_before, true);
+        stop_launched(phase);
+        if (summary.interrupted) {
+            break;
+        }
     }
 
-    // 6. Flush, close the run, and report.
+    // 5. Flush, close the run, and report.
     writer.close();
     summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    progress.update(summary.succeeded + summary.failed, summary.failed, true);
     if (auto err = writer.error()) {
         return make_error(ErrorKind::io,
                           fmt::format("writing responses to {} failed: {}; rerun the "
                                       "same command to resend what was not stored",
                                       config.db, *err));
     }
-    (void)db.end_run(*run_id, summary.interrupted ? "interrupted"
-                              : summary.failed    ? "incomplete"
-                                                  : "complete");
+    (void)db.end_run(*run_id, summary.interrupted                          ? "interrupted"
+                              : summary.failed || !summary.crashed.empty() ? "incomplete"
+                                                                           : "complete");
     return summary;
 }
 

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdint>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace diffeval::engine {
 
@@ -31,6 +33,7 @@ struct RunSummary {
     int64_t failed = 0;    // ended in an error in this run
     int64_t retries = 0;   // extra attempts made
     bool interrupted = false;
+    std::vector<std::string> crashed; // launched servers that died mid-run
     double seconds = 0;
 };
 

@@ -128,6 +128,8 @@ constexpr std::string_view k_statements[] = {
     "INSERT INTO servers (name, url, model, info_json) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET url = excluded.url, model = excluded.model, "
     "info_json = excluded.info_json",
+    // k_put_server_log
+    "UPDATE servers SET log_path = ?, log_text = ?, facts_json = ? WHERE name = ?",
     // k_put_question
     "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer) VALUES (?, ?, ?, ?)",
     // k_put_request
@@ -148,7 +150,7 @@ constexpr std::string_view k_statements[] = {
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM responses x "
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
 };
-static_assert(std::size(k_statements) == 8);
+static_assert(std::size(k_statements) == 9);
 
 class Transaction {
 public:
@@ -291,6 +293,18 @@ util::Result<void> Store::put_server(const ServerRow& s) {
     if (!m_stmts[k_put_server].bind(s.name, s.url, s.model, s.info_json).run()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot record server: {}", m_db.last_error()));
+    }
+    return {};
+}
+
+util::Result<void> Store::put_server_log(const std::string& name, const std::string& log_path,
+                                         const std::string& log_text,
+                                         const std::string& facts_json) {
+    auto facts =
+        facts_json.empty() ? std::optional<std::string>{} : std::optional<std::string>{facts_json};
+    if (!m_stmts[k_put_server_log].bind(log_path, log_text, facts, name).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot record server log: {}", m_db.last_error()));
     }
     return {};
 }

@@ -81,6 +81,9 @@ public:
     util::Result<void> end_run(int64_t run_id, const std::string& status);
 
     util::Result<void> put_server(const ServerRow& server);
+    // Attach a server's log and its fingerprint (`facts_json`, "" for none).
+    util::Result<void> put_server_log(const std::string& name, const std::string& log_path,
+                                      const std::string& log_text, const std::string& facts_json);
     util::Result<void> put_questions(const std::string& dataset,
                                      const std::vector<std::pair<std::string, std::string>>& qa);
     // Insert planned requests; existing keys are kept as they are.
@@ -102,6 +105,7 @@ private:
         k_insert_run,
         k_end_run,
         k_put_server,
+        k_put_server_log,
         k_put_question,
         k_put_request,
         k_completed_keys,

@@ -161,6 +161,7 @@ std::vector<std::string> query_rows(const fs::path& db, const std::string& sql) 
         sqlite3_close(h);
         throw std::runtime_error("cannot open " + db.string());
     }
+    sqlite3_busy_timeout(h, 5000);
     sqlite3_stmt* st = nullptr;
     if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
         std::string msg = sqlite3_errmsg(h);

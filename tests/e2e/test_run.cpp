@@ -101,9 +101,13 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
         e2e::Child child(args);
         for (int i = 0; i < 1000; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            if (std::filesystem::exists(db) &&
-                std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 20) {
-                break;
+            // The file exists before its schema does: poll until both do.
+            try {
+                if (std::filesystem::exists(db) &&
+                    std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 20) {
+                    break;
+                }
+            } catch (const std::runtime_error&) {
             }
         }
         child.stop(SIGKILL);

@@ -1,0 +1,265 @@
+// Server processes; see launcher.hpp.
+//
+// The child gets its own process group so that stopping it also stops what it
+// started (vLLM's engine core is a child process of the API server).
+#include <harness/engine/launcher.hpp>
+
+#include <harness/http/client.hpp>
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace diffeval::engine {
+
+using Clock = std::chrono::steady_clock;
+using util::ErrorKind;
+using util::make_error;
+
+util::Result<std::vector<std::string>> split_command(const std::string& command) {
+    std::vector<std::string> words;
+    std::string word;
+    bool in_word = false;
+    char quote = 0;
+    for (size_t i = 0; i < command.size(); ++i) {
+        char c = command[i];
+        if (quote == '\'') {
+            if (c == '\'') {
+                quote = 0;
+            } else {
+                word += c;
+            }
+        } else if (quote == '"') {
+            if (c == '"') {
+                quote = 0;
+            } else if (c == '\\' && i + 1 < command.size() &&
+                       std::strchr("\"\\$`", command[i + 1])) {
+                word += command[++i];
+            } else {
+                word += c;
+            }
+        } else if (c == '\'' || c == '"') {
+            quote = c;
+            in_word = true;
+        } else if (c == '\\' && i + 1 < command.size()) {
+            word += command[++i];
+            in_word = true;
+        } else if (c == ' ' || c == '\t' || c == '\n') {
+            if (in_word) {
+                words.push_back(std::move(word));
+                word.clear();
+                in_word = false;
+            }
+        } else {
+            word += c;
+            in_word = true;
+        }
+    }
+    if (quote) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("unterminated {} quote in launch command: {}", quote, command));
+    }
+    if (in_word) {
+        words.push_back(std::move(word));
+    }
+    if (words.empty()) {
+        return make_error(ErrorKind::usage, "empty launch command");
+    }
+    return words;
+}
+
+util::Result<std::unique_ptr<LaunchedServer>>
+LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path) {
+    std::vector<std::string> argv;
+    if (spec.launch_shell) {
+        if (spec.launch.size() != 1) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': shell = true needs launch as one command string",
+                            spec.name));
+        }
+        argv = {"/bin/sh", "-c", spec.launch[0]};
+    } else if (spec.launch.size() == 1) {
+        auto words = split_command(spec.launch[0]);
+        if (!words) {
+            return words.error();
+        }
+        argv = std::move(*words);
+    } else {
+        argv = spec.launch;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(log_path.parent_path(), ec);
+    int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+        return make_error(ErrorKind::io,
+                          fmt::format("server '{}': cannot write log {}: {}", spec.name,
+                                      log_path.string(), std::strerror(errno)));
+    }
+    // An exec failure is reported through this pipe, closed on success.
+    int pipe_fds[2];
+    if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        ::close(log_fd);
+        return make_error(ErrorKind::io, "cannot create a pipe to start the server");
+    }
+    std::vector<char*> cargv;
+    for (auto& a : argv) {
+        cargv.push_back(a.data());
+    }
+    cargv.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        int devnull = ::open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
+        dup2(log_fd, 1);
+        dup2(log_fd, 2);
+        for (const auto& [k, v] : spec.env) {
+            setenv(k.c_str(), v.c_str(), 1);
+        }
+        if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+            int err = errno;
+            (void)!write(pipe_fds[1], &err, sizeof err);
+            _exit(127);
+        }
+        execvp(cargv[0], cargv.data());
+        int err = errno;
+        (void)!write(pipe_fds[1], &err, sizeof err);
+        _exit(127);
+    }
+    ::close(pipe_fds[1]);
+    ::close(log_fd);
+    if (pid < 0) {
+        ::close(pipe_fds[0]);
+        return make_error(ErrorKind::io, fmt::format("server '{}': cannot fork", spec.name));
+    }
+    setpgid(pid, pid); // also from the parent, so the group exists before we might signal it
+    int child_errno = 0;
+    auto n = read(pipe_fds[0], &child_errno, sizeof child_errno);
+    ::close(pipe_fds[0]);
+    if (n == sizeof child_errno) {
+        waitpid(pid, nullptr, 0);
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': cannot run '{}'{}: {}", spec.name, argv[0],
+                                      spec.cwd.empty() ? "" : fmt::format(" in {}", spec.cwd),
+                                      std::strerror(child_errno)));
+    }
+    std::unique_ptr<LaunchedServer> s(new LaunchedServer());
+    s->m_spec = &spec;
+    s->m_pid = pid;
+    s->m_log_path = log_path;
+    return s;
+}
+
+LaunchedServer::~LaunchedServer() {
+    stop(std::chrono::milliseconds{2'000});
+}
+
+bool LaunchedServer::exited() {
+    if (m_reaped) {
+        return true;
+    }
+    int status = 0;
+    if (waitpid(m_pid, &status, WNOHANG) == m_pid) {
+        m_reaped = true;
+        m_exit = WIFEXITED(status) ? fmt::format("exited with code {}", WEXITSTATUS(status))
+                                   : fmt::format("killed by signal {}", WTERMSIG(status));
+    }
+    return m_reaped;
+}
+
+util::Result<void> LaunchedServer::wait_healthy(const std::atomic<bool>* stop) {
+    const auto deadline = Clock::now() + m_spec->ready_timeout;
+    for (const auto& path : m_spec->health) {
+        for (;;) {
+            if (exited()) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("server '{}' {} before it was healthy; last log lines:\n{}",
+                                m_spec->name, m_exit, log_tail(10)));
+            }
+            if (stop && stop->load()) {
+                return make_error(ErrorKind::usage, "interrupted while waiting for servers");
+            }
+            http::Request req;
+            req.url = m_spec->url + path;
+            req.timeout = std::chrono::milliseconds{2'000};
+            auto r = http::fetch(req);
+            if (r.transport == http::Transport::ok && r.status >= 200 && r.status < 300) {
+                break;
+            }
+            if (Clock::now() > deadline) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format(
+                        "server '{}' was not healthy ({} {}) within {}s; last log "
+                        "lines:\n{}",
+                        m_spec->name, path,
+                        r.transport == http::Transport::ok ? fmt::format("HTTP {}", r.status)
+                                                           : r.transport_error,
+                        std::chrono::duration_cast<std::chrono::seconds>(m_spec->ready_timeout)
+                            .count(),
+                        log_tail(10)));
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds{50});
+        }
+    }
+    return {};
+}
+
+void LaunchedServer::stop(std::chrono::milliseconds grace) {
+    if (m_pid <= 0 || exited()) {
+        // The leader is gone; make sure nothing it left in its group survives.
+        if (m_pid > 0) {
+            kill(-m_pid, SIGKILL);
+        }
+        return;
+    }
+    kill(-m_pid, SIGTERM);
+    const auto deadline = Clock::now() + grace;
+    while (Clock::now() < deadline) {
+        if (exited()) {
+            kill(-m_pid, SIGKILL);
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+    kill(-m_pid, SIGKILL);
+    waitpid(m_pid, nullptr, 0);
+    m_reaped = true;
+    m_exit = "killed after the grace period";
+}
+
+std::string LaunchedServer::log_text() const {
+    std::ifstream in(m_log_path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string LaunchedServer::log_tail(size_t lines) const {
+    auto text = log_text();
+    size_t pos = text.size();
+    if (pos > 0 && text[pos - 1] == '\n') {
+        --pos;
+    }
+    for (size_t n = 0; n < lines && pos > 0; ++n) {
+        auto nl = text.rfind('\n', pos - 1);
+        pos = nl == std::string::npos ? 0 : nl;
+        if (nl == std::string::npos) {
+            break;
+        }
+    }
+    auto tail = text.substr(pos == 0 ? 0 : pos + 1);
+    return tail.empty() ? "(log is empty)" : tail;
+}
+
+} // namespace diffeval::engine

@@ -1,0 +1,56 @@
+// Launching the servers an experiment describes: start the command in its
+// own process group with the given environment and directory, capture its
+// output to a log file, wait until it is healthy, notice if it dies, and
+// stop it (SIGTERM to the group, SIGKILL after a grace period).
+#pragma once
+
+#include <harness/engine/config.hpp>
+#include <harness/util/result.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::engine {
+
+// Split a command string into words as a POSIX shell would for plain words,
+// '...' and "..." quotes and backslash escapes (no expansion of any kind).
+util::Result<std::vector<std::string>> split_command(const std::string& command);
+
+class LaunchedServer {
+public:
+    // Start `spec.launch`, appending its stdout and stderr to `log_path`.
+    static util::Result<std::unique_ptr<LaunchedServer>>
+    start(const ServerSpec& spec, const std::filesystem::path& log_path);
+    ~LaunchedServer();
+    LaunchedServer(const LaunchedServer&) = delete;
+    LaunchedServer& operator=(const LaunchedServer&) = delete;
+
+    // Poll the health paths until each answers 2xx, the process exits, the
+    // timeout passes, or `stop` is set. Errors carry the log's last lines.
+    util::Result<void> wait_healthy(const std::atomic<bool>* stop);
+    // The process has exited (reaped); `exit_description` says how.
+    bool exited();
+    std::string exit_description() const { return m_exit; }
+    // SIGTERM the process group, then SIGKILL after `grace`.
+    void stop(std::chrono::milliseconds grace = std::chrono::milliseconds{10'000});
+    std::string log_text() const;
+    // The last `lines` lines of the log.
+    std::string log_tail(size_t lines) const;
+    const std::filesystem::path& log_path() const { return m_log_path; }
+    int pid() const { return m_pid; }
+
+private:
+    LaunchedServer() = default;
+    const ServerSpec* m_spec = nullptr;
+    int m_pid = -1;
+    bool m_reaped = false;
+    std::string m_exit;
+    std::filesystem::path m_log_path;
+};
+
+} // namespace diffeval::engine

@@ -1,0 +1,187 @@
+// Launched servers: `diffeval run --config` starts each server from the
+// experiment file with its own environment, captures its log into a file
+// and the database, fingerprints it, and stops it; a server that dies
+// mid-run is reported with its log tail and the next run completes the job.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using e2e::query;
+
+namespace {
+
+// A port nothing listens on right now.
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
+
+bool listening(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    return ok;
+}
+
+std::string quoted(const std::string& s) {
+    return nlohmann::json(s).dump();
+}
+
+} // namespace
+
+TEST(Launch, StartsServersWithTheirEnvRecordsLogsAndStopsThem) {
+    auto dir = e2e::scratch("launch");
+    const int pa = free_port(), pb = free_port();
+    const auto bin = e2e::binary();
+    auto config = dir / "experiment.toml";
+    std::ofstream(config)
+        << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = 4\n\n"
+        << "[[servers]]\nname = \"nodg\"\nurl = \"http://127.0.0.1:" << pa << "\"\nshell = true\n"
+        << "launch = "
+        << quoted("echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
+                  "0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=$VLLM_USE_DEEP_GEMM\"; exec " +
+                  bin + " sim --port " + std::to_string(pa) + " --profile no-deepgemm")
+        << "\nenv = { VLLM_USE_DEEP_GEMM = \"0\" }\nready_timeout = 20\n\n"
+        << "[[servers]]\nname = \"dg\"\nurl = \"http://127.0.0.1:" << pb << "\"\n"
+        << "launch = [" << quoted(bin) << ", \"sim\", \"--port\", \"" << pb
+        << "\", \"--profile\", \"deepgemm\"]\n"
+        << "cwd = " << quoted(dir.string()) << "\nready_timeout = 20\n";
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "8");
+    // Logs in a file beside the database and in the servers table.
+    EXPECT_TRUE(std::filesystem::exists(dir / "r-logs" / "nodg.log"));
+    EXPECT_EQ(
+        query(
+            db,
+            "SELECT count(*) FROM servers WHERE log_text LIKE '%listening on http://127.0.0.1:%'"),
+        "2");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.use_deep_gemm_env') FROM servers "
+                        "WHERE name = "
+                        "'nodg'"),
+              "0");
+    EXPECT_EQ(
+        query(db,
+              "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers WHERE name = "
+              "'nodg'"),
+        "0.28.0");
+    // What the server said about itself at preflight.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM servers WHERE json_extract(info_json, "
+                        "'$.version.version') IS NOT "
+                        "NULL AND json_extract(info_json, '$.models[0].max_model_len') > 0"),
+              "2");
+    // Stopped afterwards.
+    EXPECT_FALSE(listening(pa));
+    EXPECT_FALSE(listening(pb));
+
+    // One configuration at a time: the second starts after the first stopped.
+    auto seq_db = dir / "seq.sqlite";
+    auto seq = e2e::run(
+        {"run", "--config", config.string(), "--db", seq_db.string(), "--sequential-servers"});
+    ASSERT_EQ(seq.exit_code, 0) << seq.err;
+    auto first = seq.err.find("4 to send (nodg)");
+    auto second = seq.err.find("4 to send (dg)");
+    ASSERT_NE(first, std::string::npos) << seq.err;
+    ASSERT_NE(second, std::string::npos) << seq.err;
+    EXPECT_LT(first, second);
+    EXPECT_LT(seq.err.find("starting server 'dg'"), second);
+    EXPECT_GT(seq.err.find("starting server 'dg'"), first);
+    EXPECT_EQ(query(seq_db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "8");
+}
+
+TEST(Launch, CommandThatCannotRunIsOneClearLine) {
+    auto dir = e2e::scratch("launch_bad");
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:"
+                          << free_port() << "\"\nlaunch = [\"/no/such/vllm\", \"serve\"]\n";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("server 'x': cannot run '/no/such/vllm': No such file or directory"),
+              std::string::npos)
+        << o.err;
+}
+
+TEST(Launch, ServerThatDiesBeforeHealthyShowsItsLogTail) {
+    auto dir = e2e::scratch("launch_dies");
+    auto config = dir / "experiment.toml";
+    std::ofstream(config)
+        << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:" << free_port()
+        << "\"\nshell = true\nlaunch = \"echo 'CUDA out of memory' >&2; exit 3\"\n";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("server 'x' exited with code 3 before it was healthy"), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("CUDA out of memory"), std::string::npos) << o.err;
+}
+
+TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
+    auto dir = e2e::scratch("launch_crash");
+    const int port = free_port();
+    const auto bin = e2e::binary();
+    auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 10\n";
+    auto write_config = [&](const std::string& launch) {
+        std::ofstream(dir / "experiment.toml")
+            << "version = 1\nframings = [\"raw\", \"chat\"]\nmax_tokens = [32]\nrepeats = "
+               "2\nconcurrency = 2\n"
+            << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+            << "\"\nshell = true\nlaunch = " << quoted(launch) << "\n";
+    };
+    const std::string sim =
+        bin + " sim --port " + std::to_string(port) + " --profile " + profile.string();
+    // The server process is killed 0.3 s into a run of about a second.
+    write_config(sim + " & pid=$!; sleep 0.3; kill -9 $pid; wait");
+    auto db = dir / "r.sqlite";
+    std::vector<std::string> args = {"run", "--config", (dir / "experiment.toml").string(), "--db",
+                                     db.string()};
+    auto o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 1) << o.err << o.out;
+    EXPECT_NE(o.out.find("server(s) s crashed"), std::string::npos) << o.out;
+    EXPECT_NE(o.err.find("Last log lines"), std::string::npos) << o.err;
+    auto stored = std::stoi(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"));
+    EXPECT_GT(stored, 0);
+    EXPECT_LT(stored, 192);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0")
+        << "lost requests are resent, not stored";
+    write_config("exec " + sim);
+    auto again = e2e::run(args);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+}
+
+TEST(Launch, AttachedLogIsFingerprinted) {
+    auto dir = e2e::scratch("attach");
+    e2e::Sim a;
+    auto db = dir / "r.sqlite";
+    auto log = std::string(DIFFEVAL_SOURCE_DIR) + "/tests/data/vllm-blackwell-moe-conflict.log";
+    auto o = e2e::run({"run", "--server", "gb10=" + a.url(), "--server-log", "gb10=" + log,
+                       "--limit", "2", "--framing", "raw", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("CONFLICT deepgemm-moe-despite-auto-disable"), std::string::npos) << o.err;
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.conflicts[0].name') FROM servers"),
+              "deepgemm-moe-despite-auto-disable");
+    auto bad = e2e::run({"run", "--server", "gb10=" + a.url(), "--server-log", "other=" + log});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("no server named 'other'"), std::string::npos) << bad.err;
+}
