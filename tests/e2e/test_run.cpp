@@ -229,3 +229,32 @@ TEST(RunBadInput, ApiKeyIsSentButNeverStoredOrPrinted) {
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("DE_UNSET_KEY is not set"), std::string::npos) << missing.err;
 }
+
+TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
+    auto dir = e2e::scratch("sigint");
+    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 10\n")});
+    auto db = dir / "r.sqlite";
+    std::vector<std::string> args = {
+        "run",       "--server", "a=" + a.url(),  "--framing", "raw,chat", "--max-tokens", "32",
+        "--repeats", "2",        "--concurrency", "2",         "--db",     db.string()};
+    e2e::Child child(args);
+    for (int i = 0; i < 1000; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        try {
+            if (std::filesystem::exists(db) &&
+                std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 10) {
+                break;
+            }
+        } catch (const std::runtime_error&) {
+        }
+    }
+    EXPECT_EQ(child.stop(SIGINT), 130) << child.err();
+    EXPECT_NE(child.out().find("interrupted: run the same command again"), std::string::npos)
+        << child.out();
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "interrupted");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0");
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
+}
