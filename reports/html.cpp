@@ -126,6 +126,9 @@ select, button { font: inherit; color: var(--fg); background: var(--bg);
 mark { background: var(--mark); color: inherit; }
 .stop { display: inline-block; margin-top: 0.2rem; font: 600 12px system-ui; color: var(--bad); }
 .stop.ok { color: var(--good); }
+tr.differs td { background: var(--think); font-weight: 600; }
+.conflict { color: var(--bad); border: 1px solid var(--bad); border-radius: 6px;
+  padding: 0.4rem 0.6rem; margin: 0.4rem 0; }
 .right { color: var(--good); font-weight: 600; } .wrong { color: var(--bad); font-weight: 600; }
 @media print {
   .controls, .pager, nav { display: none; }
@@ -552,6 +555,95 @@ std::string html_table(const std::vector<std::vector<std::string>>& rows) {
     return out + "</table>\n";
 }
 
+// Latency and tokens per group, then each comparison's tail difference.
+std::string latency_tables(const ReportData& data) {
+    std::vector<std::vector<std::string>> groups = {{"group", "ok", "p50 ms", "p90 ms", "p99 ms",
+                                                     "max ms", "TTFT p50", "TTFT p99", "tok p50",
+                                                     "tok p99", "tok mean", "req/s"}};
+    auto opt = [](const std::optional<double>& v, int decimals) {
+        return v ? fmt::format("{:.{}f}", *v, decimals) : std::string("-");
+    };
+    for (const auto& g : data.summary.groups) {
+        const auto& l = g.latency;
+        const bool any = l.responses > 0;
+        auto ms = [&](double v) { return any ? fmt::format("{:.0f}", v) : std::string("-"); };
+        groups.push_back({group_name(g), std::to_string(l.responses), ms(l.p50_ms), ms(l.p90_ms),
+                          ms(l.p99_ms), ms(l.max_ms), opt(l.ttft_p50_ms, 0), opt(l.ttft_p99_ms, 0),
+                          opt(l.tokens_p50, 0), opt(l.tokens_p99, 0), opt(l.tokens_mean, 1),
+                          opt(l.requests_per_s, 2)});
+    }
+    std::string out = "<h2 id=\"latency\">Latency and tokens</h2>\n<p class=\"note\">Successful "
+                      "responses over all repeats; ms, completion tokens, requests per second "
+                      "achieved.</p>\n" +
+                      html_table(groups);
+    std::vector<std::vector<std::string>> tails = {{"candidate vs baseline", "p50 ms", "p50 diff",
+                                                    "p99 ms", "p99 diff", "from longer outputs",
+                                                    "rest"}};
+    for (const auto& c : data.comparisons) {
+        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
+            continue;
+        }
+        const auto& t = *c.latency;
+        const bool fit = t.from_tokens.has_value();
+        tails.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()),
+             fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
+             fmt::format("{:+.0f}", t.p50_diff_ms()),
+             fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
+             fmt::format("{:+.0f}", t.p99_diff_ms()),
+             fit ? fmt::format("{:+.0f}", t.from_tokens->explained_ms) : "-",
+             fit ? fmt::format("{:+.0f}", t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
+    }
+    if (tails.size() > 1) {
+        out += "<p class=\"note\">Tail against the baseline on the paired questions. From longer "
+               "outputs: both sides' p99 predicted from their token counts at the baseline's "
+               "speed (least squares latency ~ tokens); rest: the candidate being slower per "
+               "request.</p>\n" +
+               html_table(tails);
+    }
+    return out;
+}
+
+// What actually ran: facts by server, differing rows marked, conflicts red.
+std::string what_ran(const ReportData& data) {
+    std::string out = "<h2 id=\"servers\">What actually ran</h2>\n<table class=\"facts\">\n<tr>"
+                      "<th>fact</th>";
+    for (const auto& s : data.servers) {
+        out += "<th>" + esc(s.name) + "</th>";
+    }
+    out += "</tr>\n";
+    for (const auto& f : analysis::fact_rows(data.servers)) {
+        out += f.differs ? "<tr class=\"differs\" title=\"differs between servers\">" : "<tr>";
+        out += "<td>" + esc(f.name) + "</td>";
+        for (const auto& v : f.values) {
+            out += "<td>" + esc(v.empty() ? "-" : v) + "</td>";
+        }
+        out += "</tr>\n";
+    }
+    out += "</table>\n";
+    bool any_fingerprint = false;
+    for (const auto& s : data.servers) {
+        any_fingerprint = any_fingerprint || s.fingerprinted;
+        for (const auto& c : s.conflicts) {
+            out += "<div class=\"conflict\"><strong>CONFLICT</strong> on " + esc(s.name) + ": " +
+                   esc(c.message) + " (" + esc(c.name) + ")";
+            if (!c.evidence.empty()) {
+                out += "<ul>";
+                for (const auto& e : c.evidence) {
+                    out += "<li><code>" + esc(e) + "</code></li>";
+                }
+                out += "</ul>";
+            }
+            out += "</div>\n";
+        }
+    }
+    if (!any_fingerprint) {
+        out += "<p class=\"note\">No server log was fingerprinted; attach one with "
+               "--server-log to see the engine's own facts.</p>\n";
+    }
+    return out;
+}
+
 std::string tables(const ReportData& data) {
     std::string out;
     std::vector<std::vector<std::string>> verdict = {{"group", "n", "reps"}};
@@ -589,12 +681,8 @@ std::string tables(const ReportData& data) {
                "floor = the baseline's largest difference between its own repeats.</p>\n" +
                html_table(cmp);
     }
-    std::vector<std::vector<std::string>> servers = {{"server", "model", "version"}};
-    for (const auto& s : data.servers) {
-        servers.push_back(
-            {s.name, s.model.empty() ? "-" : s.model, s.version.empty() ? "-" : s.version});
-    }
-    out += "<h2 id=\"servers\">Servers</h2>\n" + html_table(servers);
+    out += latency_tables(data);
+    out += what_ran(data);
     return out;
 }
 
@@ -756,13 +844,15 @@ std::string script_safe_json(const nlohmann::json& j) {
 util::Result<void> write_html(store::Store& st, const ReportData& data, std::ostream& out) {
     // 1. Head, headline and navigation.
     write_raw(out, k_head);
-    write_raw(out, "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" +
-                       esc(headline(data)) +
-                       "</p>\n<p class=\"note\">Baseline: " + esc(data.baseline) +
-                       ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
-                       "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
-                       "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
-                       "&middot; <a href=\"#explorer\">question explorer</a></nav>\n");
+    write_raw(
+        out,
+        "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" + esc(headline(data)) +
+            "</p>\n<p class=\"note\">Baseline: " + esc(data.baseline) +
+            ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
+            "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
+            "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
+            "&middot; <a href=\"#latency\">latency</a> &middot; <a href=\"#servers\">what ran</a> "
+            "&middot; <a href=\"#explorer\">question explorer</a></nav>\n");
     // 2. Charts and tables computed from the summary.
     write_raw(out, charts(data));
     write_raw(out, tables(data));

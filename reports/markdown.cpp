@@ -77,15 +77,6 @@ std::string flips_section(const analysis::Comparison& c) {
     return render_table(rows, Style::markdown);
 }
 
-std::string servers_section(const ReportData& data) {
-    std::vector<std::vector<std::string>> rows = {{"server", "model", "version"}};
-    for (const auto& s : data.servers) {
-        rows.push_back({markdown_cell(s.name), markdown_cell(s.model.empty() ? "-" : s.model),
-                        markdown_cell(s.version.empty() ? "-" : s.version)});
-    }
-    return render_table(rows, Style::markdown);
-}
-
 // `text` for running prose or a heading: markup characters backslash-escaped.
 std::string md_text(const std::string& text) {
     std::string out;
@@ -95,6 +86,68 @@ std::string md_text(const std::string& text) {
             out += '\\';
         }
         out += c;
+    }
+    return out;
+}
+
+std::string ms_cell(double v) {
+    return fmt::format("{:+.0f}", v);
+}
+
+// Per comparison: the latency tail difference and how much of it longer
+// outputs explain (tail_difference's least-squares fit over the baseline).
+std::string latency_tail_section(const ReportData& data) {
+    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
+                                                   "p99 ms", "p99 diff", "from longer outputs",
+                                                   "rest"}};
+    for (const auto& c : data.comparisons) {
+        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
+            continue;
+        }
+        const auto& t = *c.latency;
+        const bool fit = t.from_tokens.has_value();
+        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()),
+                        fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
+                        ms_cell(t.p50_diff_ms()),
+                        fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
+                        ms_cell(t.p99_diff_ms()), fit ? ms_cell(t.from_tokens->explained_ms) : "-",
+                        fit ? ms_cell(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
+    }
+    return rows.size() > 1 ? render_table(rows, Style::markdown) : "";
+}
+
+// What actually ran: one row per fact, one column per server; differing
+// facts are marked, and every conflict the fingerprint found gets a line.
+std::string servers_section(const ReportData& data) {
+    std::vector<std::vector<std::string>> rows = {{"fact"}};
+    for (const auto& s : data.servers) {
+        rows[0].push_back(markdown_cell(s.name));
+    }
+    rows[0].push_back("differs");
+    for (const auto& f : analysis::fact_rows(data.servers)) {
+        std::vector<std::string> row = {markdown_cell(f.name)};
+        for (const auto& v : f.values) {
+            row.push_back(markdown_cell(v.empty() ? "-" : v));
+        }
+        row.push_back(f.differs ? "yes" : "");
+        rows.push_back(std::move(row));
+    }
+    std::string out = render_table(rows, Style::markdown);
+    bool any_fingerprint = false;
+    for (const auto& s : data.servers) {
+        any_fingerprint = any_fingerprint || s.fingerprinted;
+        for (const auto& c : s.conflicts) {
+            out += fmt::format("\n**CONFLICT** on {}: {} ({})", md_text(s.name), md_text(c.message),
+                               md_text(c.name));
+            for (const auto& e : c.evidence) {
+                out += fmt::format("\n  - evidence: {}", md_text(e));
+            }
+            out += "\n";
+        }
+    }
+    if (!any_fingerprint) {
+        out += "\nNo server log was fingerprinted; attach one with `--server-log` to see the "
+               "engine's own facts.\n";
     }
     return out;
 }
@@ -143,8 +196,20 @@ std::string render_markdown(const ReportData& data) {
         out += flips_section(*lead) + "\n";
     }
 
-    // 4. What the servers said about themselves.
-    out += "## Servers\n\n" + servers_section(data);
+    // 4. How fast, and how much of a slower tail longer outputs explain.
+    out += "## Latency and tokens\n\nSuccessful responses over all repeats; ms, completion "
+           "tokens, requests per second achieved.\n\n";
+    out += latency_table(data.summary, Style::markdown) + "\n";
+    if (auto tail = latency_tail_section(data); !tail.empty()) {
+        out += "Tail against the baseline on the paired questions. \"From longer outputs\" "
+               "predicts both sides' p99 from their token counts at the baseline's speed "
+               "(least squares latency ~ tokens); \"rest\" is the candidate being slower per "
+               "request.\n\n" +
+               tail + "\n";
+    }
+
+    // 5. What each server said it ran.
+    out += "## What actually ran\n\n" + servers_section(data);
     return out;
 }
 

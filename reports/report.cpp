@@ -19,49 +19,6 @@ namespace fs = std::filesystem;
 const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
                                        "error"};
 
-// The version string a server reported: vLLM's /version body, else its
-// Server header.
-std::string version_of(const std::string& info_json) {
-    auto j = nlohmann::json::parse(info_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-        return "";
-    }
-    if (auto v = j.find("version"); v != j.end()) {
-        if (v->is_string()) {
-            return v->get<std::string>();
-        }
-        if (v->is_object() && v->contains("version") && (*v)["version"].is_string()) {
-            return (*v)["version"].get<std::string>();
-        }
-    }
-    if (auto h = j.find("server_header"); h != j.end() && h->is_string()) {
-        return h->get<std::string>();
-    }
-    return "";
-}
-
-util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
-                                                         const std::vector<std::string>& names) {
-    store::Statement s(st.handle(),
-                       "SELECT coalesce(model, ''), coalesce(info_json, '') FROM servers "
-                       "WHERE name = ?");
-    if (!s.valid()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("cannot read the servers table: {}", s.error()));
-    }
-    std::vector<ServerFacts> out;
-    for (const auto& name : names) {
-        ServerFacts f{name, "", ""};
-        s.bind(name);
-        if (s.step()) {
-            f.model = s.column_text(0);
-            f.version = version_of(s.column_text(1));
-        }
-        out.push_back(std::move(f));
-    }
-    return out;
-}
-
 util::Result<void> write_file(const fs::path& path, const std::string& content) {
     std::ofstream f(path, std::ios::binary);
     f << content;
@@ -137,7 +94,7 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     }
 
     // 4. What the servers said about themselves.
-    auto facts = load_server_facts(st, servers);
+    auto facts = analysis::load_server_facts(st, servers);
     if (!facts) {
         return facts.error();
     }
@@ -148,7 +105,25 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
 nlohmann::json report_json(const ReportData& data) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : data.servers) {
-        servers.push_back({{"name", s.name}, {"model", s.model}, {"version", s.version}});
+        nlohmann::json facts = nlohmann::json::object();
+        for (const auto& [k, v] : s.facts) {
+            facts[k] = v;
+        }
+        nlohmann::json conflicts = nlohmann::json::array();
+        for (const auto& c : s.conflicts) {
+            conflicts.push_back(
+                {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
+        }
+        servers.push_back(
+            {{"name", s.name},
+             {"model", s.model},
+             {"version", s.version},
+             {"max_model_len",
+              s.max_model_len ? nlohmann::json(*s.max_model_len) : nlohmann::json(nullptr)},
+             {"fingerprinted", s.fingerprinted},
+             {"engine", s.engine.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.engine)},
+             {"facts", facts},
+             {"conflicts", conflicts}});
     }
     return {{"schema", "diffeval.report/1"},
             {"baseline", data.baseline},

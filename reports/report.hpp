@@ -5,6 +5,7 @@
 #pragma once
 
 #include <harness/analysis/compare.hpp>
+#include <harness/analysis/facts.hpp>
 #include <harness/analysis/summary.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
@@ -17,20 +18,13 @@
 
 namespace diffeval::reports {
 
-// What a server said about itself, where the store knows it.
-struct ServerFacts {
-    std::string name;
-    std::string model;
-    std::string version; // from info_json, empty when unknown
-};
-
 // The analysed content of a report.
 struct ReportData {
     std::string baseline;
     analysis::Results results;
     analysis::Summary summary;
     std::vector<analysis::Comparison> comparisons; // vllm per framing and max_tokens, then strict
-    std::vector<ServerFacts> servers;
+    std::vector<analysis::ServerFacts> servers;    // what each server said it ran
 };
 
 // Which files `write_reports` produces.

@@ -33,6 +33,14 @@ std::string pct(double p) {
 
 const char* k_outcomes[] = {"finished", "stop_truncated", "length_truncated", "other", "error"};
 
+std::string ms(double v) {
+    return fmt::format("{:.0f}", v);
+}
+
+std::string optional_cell(const std::optional<double>& v, const char* spec) {
+    return v ? fmt::format(fmt::runtime(spec), *v) : "-";
+}
+
 } // namespace
 
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style) {
@@ -136,6 +144,45 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
     return render_table(rows, style);
 }
 
+std::string latency_table(const analysis::Summary& summary, Style style) {
+    std::vector<std::vector<std::string>> rows;
+    // Short headers keep the text table within 100 columns; ms throughout.
+    rows.push_back({"group", "ok", "p50", "p90", "p99", "max", "ttft50", "ttft99", "tok50", "tok99",
+                    "tokavg", "req/s"});
+    for (const auto& g : summary.groups) {
+        const auto& l = g.latency;
+        const bool any = l.responses > 0;
+        rows.push_back(
+            {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+             std::to_string(l.responses), any ? ms(l.p50_ms) : "-", any ? ms(l.p90_ms) : "-",
+             any ? ms(l.p99_ms) : "-", any ? ms(l.max_ms) : "-",
+             optional_cell(l.ttft_p50_ms, "{:.0f}"), optional_cell(l.ttft_p99_ms, "{:.0f}"),
+             optional_cell(l.tokens_p50, "{:.0f}"), optional_cell(l.tokens_p99, "{:.0f}"),
+             optional_cell(l.tokens_mean, "{:.1f}"), optional_cell(l.requests_per_s, "{:.2f}")});
+    }
+    return render_table(rows, style);
+}
+
+std::string tail_sentence(const analysis::TailDifference& t) {
+    auto out = fmt::format(
+        "Latency p50 {} -> {} ms ({:+.0f}), p99 {} -> {} ms ({:+.0f}); {} and {} successful "
+        "responses.",
+        ms(t.a_p50_ms), ms(t.b_p50_ms), t.p50_diff_ms(), ms(t.a_p99_ms), ms(t.b_p99_ms),
+        t.p99_diff_ms(), t.a_responses, t.b_responses);
+    if (t.from_tokens) {
+        const auto& f = *t.from_tokens;
+        out += fmt::format(
+            "\nOf the {:+.0f} ms p99 difference, about {:+.0f} ms follows from output lengths "
+            "and {:+.0f} ms\nfrom B being slower per request (token counts at A's speed: {:.0f} "
+            "ms + {:.2f} ms/token).",
+            t.p99_diff_ms(), f.explained_ms, t.p99_diff_ms() - f.explained_ms, f.intercept_ms,
+            f.ms_per_token);
+    } else {
+        out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
+    }
+    return out;
+}
+
 std::string comparison_text(const analysis::Comparison& c, Style style, size_t max_flips) {
     std::string out;
     const bool md = style == Style::markdown;
@@ -166,7 +213,10 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
             "{} zero.\n",
             c.a.text(), beyond ? "excludes" : "includes");
     }
-    out += md ? "\n" : "\n";
+    if (c.latency) {
+        out += tail_sentence(*c.latency) + "\n";
+    }
+    out += "\n";
     // Where the points went: transitions that carry lost or gained answers.
     std::vector<std::vector<std::string>> rows = {
         {"A outcome -> B outcome", "pairs", "lost", "gained"}};

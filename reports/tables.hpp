@@ -24,6 +24,14 @@ std::string verdict_table(const analysis::Summary& summary, Style style);
 std::string breakdown_table(const analysis::Summary& summary, const std::string& scorer,
                             Style style);
 
+// Latency and tokens: per group, latency p50/p90/p99/max and TTFT p50/p99
+// in ms, output tokens p50/p99/mean, and requests per second achieved.
+std::string latency_table(const analysis::Summary& summary, Style style);
+
+// The tail difference in lines under 100 columns: p50 and p99 of both sides
+// and how much of the p99 difference follows from longer outputs.
+std::string tail_sentence(const analysis::TailDifference& tail);
+
 // One paired comparison: difference, interval, McNemar, noise floor,
 // transitions, and the top flips.
 std::string comparison_text(const analysis::Comparison& comparison, Style style, size_t max_flips);

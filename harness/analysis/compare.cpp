@@ -78,6 +78,71 @@ struct GroupRows {
 
 } // namespace
 
+std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
+                                              const std::vector<const ResultRow*>& b) {
+    auto ok_latencies = [](const std::vector<const ResultRow*>& rows) {
+        std::vector<double> v;
+        for (const auto* r : rows) {
+            if (r->ok) {
+                v.push_back(r->latency_ms);
+            }
+        }
+        return v;
+    };
+    const auto la = ok_latencies(a);
+    const auto lb = ok_latencies(b);
+    if (la.empty() || lb.empty()) {
+        return std::nullopt;
+    }
+    TailDifference t;
+    t.a_responses = static_cast<int64_t>(la.size());
+    t.b_responses = static_cast<int64_t>(lb.size());
+    t.a_p50_ms = percentile(la, 50);
+    t.a_p99_ms = percentile(la, 99);
+    t.b_p50_ms = percentile(lb, 50);
+    t.b_p99_ms = percentile(lb, 99);
+    // Least squares over A's responses that report their token count.
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const auto* r : a) {
+        if (r->ok && r->completion_tokens) {
+            const auto x = static_cast<double>(*r->completion_tokens);
+            n += 1;
+            sx += x;
+            sy += r->latency_ms;
+            sxx += x * x;
+            sxy += x * r->latency_ms;
+        }
+    }
+    const double var = n * sxx - sx * sx;
+    // Relative guard: identical token counts leave the slope undefined.
+    if (n < 2 || var <= 1e-9 * n * sxx) {
+        return t;
+    }
+    TokenAttribution f;
+    f.ms_per_token = (n * sxy - sx * sy) / var;
+    f.intercept_ms = (sy - f.ms_per_token * sx) / n;
+    auto predicted_p99 = [&](const std::vector<const ResultRow*>& rows) {
+        std::vector<double> v;
+        for (const auto* r : rows) {
+            if (r->ok && r->completion_tokens) {
+                v.push_back(f.intercept_ms +
+                            f.ms_per_token * static_cast<double>(*r->completion_tokens));
+            }
+        }
+        return v.empty() ? std::optional<double>{} : std::optional<double>{percentile(v, 99)};
+    };
+    auto pa = predicted_p99(a);
+    auto pb = predicted_p99(b);
+    if (!pa || !pb) {
+        return t;
+    }
+    f.a_p99_predicted_ms = *pa;
+    f.b_p99_predicted_ms = *pb;
+    f.explained_ms = *pb - *pa;
+    t.from_tokens = f;
+    return t;
+}
+
 util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
                                               const Selector& a, const Selector& b, size_t scorer,
                                               const CompareOptions& options) {
@@ -134,6 +199,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
             a_repeats = std::max(a_repeats, reps.size());
         }
         uint64_t mc_b = 0, mc_c = 0;
+        std::vector<const ResultRow*> rows_a, rows_b;
         for (const auto& [q, reps_a] : ga.by_question) {
             auto itq = gb.by_question.find(q);
             if (itq == gb.by_question.end()) {
@@ -151,6 +217,12 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
             cb /= static_cast<double>(reps_b.size());
             fa.push_back(ca);
             fb.push_back(cb);
+            for (const auto& [r, row] : reps_a) {
+                rows_a.push_back(row);
+            }
+            for (const auto& [r, row] : reps_b) {
+                rows_b.push_back(row);
+            }
             for (const auto& [r, ra] : reps_a) {
                 auto itr = reps_b.find(r);
                 if (itr == reps_b.end()) {
@@ -204,6 +276,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         }
         c.interval = *iv;
         c.mcnemar = mcnemar(mc_b, mc_c);
+        c.latency = tail_difference(rows_a, rows_b);
         if (a_repeats >= 2 && a_matrix.size() >= 1) {
             if (auto nf = noise_floor(a_matrix, options.bootstrap)) {
                 c.noise_floor = std::move(*nf);
@@ -290,6 +363,27 @@ nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
             {"flips", {{"a_better", flips(c.a_better)}, {"b_better", flips(c.b_better)}}},
             {"transitions", trans},
         };
+        if (c.latency) {
+            const auto& t = *c.latency;
+            nlohmann::json from_tokens = nullptr;
+            if (t.from_tokens) {
+                const auto& f = *t.from_tokens;
+                from_tokens = {{"method", "least squares latency ~ tokens over A"},
+                               {"intercept_ms", f.intercept_ms},
+                               {"ms_per_token", f.ms_per_token},
+                               {"a_p99_predicted_ms", f.a_p99_predicted_ms},
+                               {"b_p99_predicted_ms", f.b_p99_predicted_ms},
+                               {"explained_ms", f.explained_ms},
+                               {"unexplained_ms", t.p99_diff_ms() - f.explained_ms}};
+            }
+            j["latency"] = {{"a_responses", t.a_responses},   {"b_responses", t.b_responses},
+                            {"a_p50_ms", t.a_p50_ms},         {"b_p50_ms", t.b_p50_ms},
+                            {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
+                            {"b_p99_ms", t.b_p99_ms},         {"p99_diff_ms", t.p99_diff_ms()},
+                            {"from_tokens", from_tokens}};
+        } else {
+            j["latency"] = nullptr;
+        }
         if (c.noise_floor) {
             j["noise_floor"] = {{"max_abs_diff", c.noise_floor->max_abs_diff},
                                 {"mean_abs_diff", c.noise_floor->mean_abs_diff},

@@ -1,7 +1,8 @@
 // Paired comparison of two groups on the same questions (`diffeval diff`):
 // per-question flips, the outcome transition matrix that says where points
 // went, the accuracy difference with a paired bootstrap interval, McNemar's
-// test, and the noise floor of the baseline against itself.
+// test, the noise floor of the baseline against itself, and the latency
+// tail difference with the part of it that longer outputs explain.
 #pragma once
 
 #include <harness/analysis/results.hpp>
@@ -35,6 +36,36 @@ struct Flip {
     std::string b_excerpt;
 };
 
+// How much of B's latency difference follows from B writing more tokens:
+// fit latency = intercept + ms_per_token * tokens by least squares over A's
+// successful responses, predict every response of both groups from its token
+// count with that fit, and take the difference of the predicted p99s. What
+// remains of the actual p99 difference is B being slower per request.
+struct TokenAttribution {
+    double intercept_ms = 0;
+    double ms_per_token = 0;
+    double a_p99_predicted_ms = 0;
+    double b_p99_predicted_ms = 0;
+    double explained_ms = 0; // b_p99_predicted_ms - a_p99_predicted_ms
+};
+
+// Latency percentiles of both groups' successful responses on the paired
+// questions, in ms.
+struct TailDifference {
+    int64_t a_responses = 0;
+    int64_t b_responses = 0;
+    double a_p50_ms = 0, a_p99_ms = 0, b_p50_ms = 0, b_p99_ms = 0;
+    double p50_diff_ms() const { return b_p50_ms - a_p50_ms; }
+    double p99_diff_ms() const { return b_p99_ms - a_p99_ms; }
+    // Unset when A's responses carry fewer than two distinct token counts.
+    std::optional<TokenAttribution> from_tokens;
+};
+
+// The tail difference of `b` against `a` (each a group's responses); unset
+// when either has no successful response.
+std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
+                                              const std::vector<const ResultRow*>& b);
+
 struct Comparison {
     std::string scorer;
     Selector a; // fully resolved
@@ -54,6 +85,7 @@ struct Comparison {
     int64_t lost[5][5] = {};
     int64_t gained[5][5] = {};
     std::optional<NoiseFloor> noise_floor; // A against itself, when A has 2+ repeats
+    std::optional<TailDifference> latency; // unset when a side has no successful response
 };
 
 struct CompareOptions {

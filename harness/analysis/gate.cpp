@@ -3,6 +3,8 @@
 // the gate says can be checked against `diffeval summary` and `diffeval diff`.
 #include <harness/analysis/gate.hpp>
 
+#include <harness/analysis/facts.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -328,19 +330,83 @@ util::Result<GateCheck> completeness_check(store::Store& store) {
     return c;
 }
 
+// Fails when any checked server's fingerprint found a contradiction in its
+// log; passes with a note when no server was fingerprinted at all.
+util::Result<GateCheck> conflict_check(const Results& results, store::Store& store,
+                                       const GateSpec& spec) {
+    std::vector<std::string> names;
+    for (const auto* sel : {&spec.baseline, &spec.candidate}) {
+        if (*sel && std::find(names.begin(), names.end(), (*sel)->server) == names.end()) {
+            names.push_back((*sel)->server);
+        }
+    }
+    for (const auto& n : names) {
+        if (std::find(results.servers.begin(), results.servers.end(), n) == results.servers.end()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no server '{}' in the database; servers: {}", n,
+                                          fmt::join(results.servers, ", ")));
+        }
+    }
+    if (names.empty()) {
+        names = results.servers;
+    }
+    auto servers = load_server_facts(store, names);
+    if (!servers) {
+        return servers.error();
+    }
+    GateCheck c;
+    c.kind = "conflict";
+    c.name = "conflict";
+    c.unit = "conflicts";
+    c.threshold = 0;
+    c.threshold_text = "0";
+    std::vector<std::string> found, fingerprinted;
+    nlohmann::json detail = nlohmann::json::array();
+    for (const auto& s : *servers) {
+        if (s.fingerprinted) {
+            fingerprinted.push_back(s.name);
+        }
+        for (const auto& k : s.conflicts) {
+            found.push_back(fmt::format("{}: {} ({})", s.name, k.message, k.name));
+            detail.push_back({{"server", s.name},
+                              {"name", k.name},
+                              {"message", k.message},
+                              {"evidence", k.evidence}});
+        }
+    }
+    c.measured = static_cast<double>(found.size());
+    c.measured_text = fmt::format("{} conflicts on {} fingerprinted of {} servers", found.size(),
+                                  fingerprinted.size(), servers->size());
+    c.status = status_of(found.empty());
+    if (!found.empty()) {
+        c.why = fmt::format("a server log contradicts itself: {}", fmt::join(found, "; "));
+    } else if (fingerprinted.empty()) {
+        c.why = fmt::format("no conflict: no fingerprint recorded for {}", fmt::join(names, ", "));
+        c.note = "no fingerprint recorded; attach server logs with --server-log so the gate can "
+                 "check what ran";
+    } else {
+        c.why =
+            fmt::format("the logs of {} show no conflicting facts", fmt::join(fingerprinted, ", "));
+    }
+    c.detail = {{"servers", names}, {"fingerprinted", fingerprinted}, {"conflicts", detail}};
+    return c;
+}
+
 util::Result<void> validate(const GateSpec& spec) {
     const bool pair_checks = spec.max_drop_points || spec.max_never_finished_increase ||
                              spec.max_reasoning_start_increase || spec.max_token_increase_pct;
-    if ((spec.baseline || spec.candidate) && !pair_checks) {
+    const bool conflicts = spec.fail_on_conflict == FailOnConflict::yes;
+    if ((spec.baseline || spec.candidate) && !pair_checks && !conflicts) {
         return make_error(ErrorKind::usage,
                           "--baseline/--candidate need a check: --max-drop, "
-                          "--max-never-finished-increase, --max-reasoning-start-increase or "
-                          "--max-token-increase");
+                          "--max-never-finished-increase, --max-reasoning-start-increase, "
+                          "--max-token-increase or --fail-on-conflict");
     }
-    if (!spec.expect && !pair_checks && spec.require_complete == RequireComplete::no) {
+    if (!spec.expect && !pair_checks && spec.require_complete == RequireComplete::no &&
+        !conflicts) {
         return make_error(ErrorKind::usage,
-                          "no checks requested; give --expect, --max-drop, --max-*-increase or "
-                          "--require-complete (see docs/ci.md)");
+                          "no checks requested; give --expect, --max-drop, --max-*-increase, "
+                          "--require-complete or --fail-on-conflict (see docs/ci.md)");
     }
     if (spec.expect && (*spec.expect < 0 || *spec.expect > 1 || spec.tolerance < 0)) {
         return make_error(ErrorKind::usage,
@@ -404,6 +470,14 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
     // Completeness first: errors are a failure of the run, not noise to drop.
     if (spec.require_complete == RequireComplete::yes) {
         auto c = completeness_check(store);
+        if (!c) {
+            return c.error();
+        }
+        verdict.checks.push_back(std::move(*c));
+    }
+    // What ran next: a contradicting server log makes every number suspect.
+    if (spec.fail_on_conflict == FailOnConflict::yes) {
+        auto c = conflict_check(results, store, spec);
         if (!c) {
             return c.error();
         }

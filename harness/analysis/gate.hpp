@@ -33,6 +33,9 @@ util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const 
 // Whether requests lacking a successful response fail the gate.
 enum class RequireComplete { no, yes };
 
+// Whether a fingerprint conflict in a server's log fails the gate.
+enum class FailOnConflict { no, yes };
+
 // What the gate checks; every set field adds checks.
 struct GateSpec {
     size_t scorer = 0; // index into Results::scorers
@@ -50,6 +53,9 @@ struct GateSpec {
     std::optional<IncreaseLimit> max_reasoning_start_increase;
     std::optional<double> max_token_increase_pct;
     RequireComplete require_complete = RequireComplete::no;
+    // Conflicts are checked on the servers of `baseline` and `candidate`
+    // when given, else on every server stored.
+    FailOnConflict fail_on_conflict = FailOnConflict::no;
     BootstrapOptions bootstrap;
 };
 
@@ -57,11 +63,12 @@ enum class CheckStatus { pass, fail };
 
 // One check of the verdict.
 struct GateCheck {
-    std::string kind;     // accuracy, paired, never_finished, reasoning_start, tokens, complete
+    std::string kind;     // accuracy, paired, never_finished, reasoning_start, tokens, complete,
+                          // conflict
     std::string name;     // kind plus the group(s) it is about, e.g. "paired default/raw/256"
     double measured = 0;  // in `unit`
     double threshold = 0; // in `unit`
-    std::string unit;     // "%", "points", "responses", "requests"
+    std::string unit;     // "%", "points", "responses", "requests", "conflicts"
     std::string measured_text;
     std::string threshold_text;
     CheckStatus status = CheckStatus::pass;

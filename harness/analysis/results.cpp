@@ -48,7 +48,8 @@ util::Result<Results> load_results(store::Store& st) {
         db,
         "SELECT v.response_id, v.server, v.framing, v.max_tokens, v.repeat, v.question_idx, "
         "v.outcome, v.reasoning_started, v.completion_tokens, v.latency_ms, s.scorer, s.correct, "
-        "s.valid FROM v_responses v LEFT JOIN scores s ON s.response_id = v.response_id "
+        "s.valid, v.ok, v.ttft_ms, (julianday(v.started_at) - 2440587.5) * 86400000.0 FROM "
+        "v_responses v LEFT JOIN scores s ON s.response_id = v.response_id "
         "ORDER BY v.response_id, s.scorer");
     while (rows.step()) {
         const int64_t id = rows.column_int(0);
@@ -67,6 +68,13 @@ util::Result<Results> load_results(store::Store& st) {
                 r.completion_tokens = rows.column_int(8);
             }
             r.latency_ms = rows.column_double(9);
+            r.ok = rows.column_int(13) != 0;
+            if (!rows.column_null(14)) {
+                r.ttft_ms = rows.column_double(14);
+            }
+            // julianday() turns the stored ISO-8601 text into days; NULL
+            // (unparseable) leaves the row out of the throughput span.
+            r.started_ms = rows.column_null(15) ? 0 : rows.column_double(15);
             r.correct.assign(out.scorers.size(), 0);
             r.valid.assign(out.scorers.size(), 0);
             out.rows.push_back(std::move(r));

@@ -24,8 +24,11 @@ struct ResultRow {
     scorers::Outcome outcome = scorers::Outcome::error;
     bool reasoning_started = false;
     std::optional<int64_t> completion_tokens;
+    bool ok = false; // a successful HTTP response (errors have no meaningful latency)
     double latency_ms = 0;
-    std::vector<uint8_t> correct; // per scorer, in Results::scorers order
+    std::optional<double> ttft_ms; // only for streamed responses
+    double started_ms = 0;         // when the request was sent, ms since the Unix epoch
+    std::vector<uint8_t> correct;  // per scorer, in Results::scorers order
     std::vector<uint8_t> valid;
 };
 

@@ -1,6 +1,8 @@
 // Group summaries; see summary.hpp.
 #include <harness/analysis/summary.hpp>
 
+#include <harness/analysis/stats.hpp>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
@@ -28,7 +30,76 @@ nlohmann::json spread_json(const Spread& s) {
     return {{"mean", s.mean}, {"min", s.min}, {"max", s.max}};
 }
 
+nlohmann::json optional_json(const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json latency_json(const LatencySummary& l) {
+    return {{"responses", l.responses},
+            {"p50_ms", l.p50_ms},
+            {"p90_ms", l.p90_ms},
+            {"p99_ms", l.p99_ms},
+            {"max_ms", l.max_ms},
+            {"ttft_p50_ms", optional_json(l.ttft_p50_ms)},
+            {"ttft_p99_ms", optional_json(l.ttft_p99_ms)},
+            {"requests_per_s", optional_json(l.requests_per_s)}};
+}
+
+nlohmann::json tokens_json(const LatencySummary& l) {
+    return {{"p50", optional_json(l.tokens_p50)},
+            {"p99", optional_json(l.tokens_p99)},
+            {"mean", optional_json(l.tokens_mean)}};
+}
+
 } // namespace
+
+LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
+    LatencySummary out;
+    std::vector<double> latency, ttft, tokens;
+    double first_sent = 0, last_done = 0;
+    int64_t timed = 0;
+    for (const auto* r : rows) {
+        if (r->started_ms > 0) {
+            first_sent = timed ? std::min(first_sent, r->started_ms) : r->started_ms;
+            last_done = std::max(last_done, r->started_ms + r->latency_ms);
+            ++timed;
+        }
+        if (!r->ok) {
+            continue;
+        }
+        latency.push_back(r->latency_ms);
+        if (r->ttft_ms) {
+            ttft.push_back(*r->ttft_ms);
+        }
+        if (r->completion_tokens) {
+            tokens.push_back(static_cast<double>(*r->completion_tokens));
+        }
+    }
+    out.responses = static_cast<int64_t>(latency.size());
+    if (!latency.empty()) {
+        out.p50_ms = percentile(latency, 50);
+        out.p90_ms = percentile(latency, 90);
+        out.p99_ms = percentile(latency, 99);
+        out.max_ms = *std::max_element(latency.begin(), latency.end());
+    }
+    if (!ttft.empty()) {
+        out.ttft_p50_ms = percentile(ttft, 50);
+        out.ttft_p99_ms = percentile(ttft, 99);
+    }
+    if (!tokens.empty()) {
+        out.tokens_p50 = percentile(tokens, 50);
+        out.tokens_p99 = percentile(tokens, 99);
+        double sum = 0;
+        for (double t : tokens) {
+            sum += t;
+        }
+        out.tokens_mean = sum / static_cast<double>(tokens.size());
+    }
+    if (timed > 0 && last_done > first_sent) {
+        out.requests_per_s = static_cast<double>(timed) / ((last_done - first_sent) / 1000.0);
+    }
+    return out;
+}
 
 Summary summarize(const Results& results) {
     Summary out;
@@ -38,9 +109,11 @@ Summary summarize(const Results& results) {
     // (server, framing, max_tokens) -> repeat -> counts
     std::map<std::tuple<int, int, int>, std::map<int, RepeatBreakdown>> groups;
     std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, int64_t>>> tokens;
+    std::map<std::tuple<int, int, int>, std::vector<const ResultRow*>> members;
     for (const auto& r : results.rows) {
         auto key = std::make_tuple(r.server, r.framing, r.max_tokens);
         auto& b = groups[key][r.repeat];
+        members[key].push_back(&r);
         if (b.correct.empty()) {
             b.repeat = r.repeat;
             b.correct.assign(n_scorers, 0);
@@ -84,6 +157,7 @@ Summary summarize(const Results& results) {
         g.server = results.servers[static_cast<size_t>(std::get<0>(key))];
         g.framing = results.framings[static_cast<size_t>(std::get<1>(key))];
         g.max_tokens = std::get<2>(key);
+        g.latency = summarize_latency(members[key]);
         g.scorers.resize(n_scorers);
         std::vector<std::vector<double>> fin_acc(n_scorers);
         int64_t total = 0;
@@ -173,7 +247,9 @@ nlohmann::json to_json(const Summary& s) {
                               {"other", g.other},
                               {"errors", g.errors},
                               {"finished", g.finished},
-                              {"mean_completion_tokens", g.mean_completion_tokens}}}}}});
+                              {"mean_completion_tokens", g.mean_completion_tokens}}}}},
+                          {"latency", latency_json(g.latency)},
+                          {"output_tokens", tokens_json(g.latency)}});
     }
     return {{"schema", "diffeval.summary/1"},
             {"scorers", s.scorers},

@@ -1,13 +1,15 @@
 // Per-group summaries, the shape of the article's two tables: the harness
 // verdicts (accuracy per scorer, mean and range over repeats) and where the
 // responses went (started reasoning, never finished, finished, finished
-// accuracy, tokens). A group is server x framing x max_tokens.
+// accuracy, tokens), plus latency and output-token percentiles and the
+// request rate achieved. A group is server x framing x max_tokens.
 #pragma once
 
 #include <harness/analysis/results.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,20 @@ struct ScorerSummary {
     Spread finished_accuracy;
 };
 
+// Speed of a group over all its repeats. Latencies and tokens count
+// successful responses only (an error's latency is a timeout or a refusal,
+// not generation); percentiles interpolate like numpy. Optional fields are
+// unset when nothing was measured (TTFT exists only for --stream runs).
+struct LatencySummary {
+    int64_t responses = 0; // successful responses measured
+    double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+    std::optional<double> ttft_p50_ms, ttft_p99_ms;
+    std::optional<double> tokens_p50, tokens_p99, tokens_mean; // completion tokens
+    // All responses (errors too) over the wall span from the first request
+    // sent to the last response received; unset when the span is empty.
+    std::optional<double> requests_per_s;
+};
+
 struct GroupSummary {
     std::string server;
     std::string framing;
@@ -52,6 +68,7 @@ struct GroupSummary {
     // Means over repeats of the breakdown counts.
     double started_reasoning = 0, never_finished = 0, stop_truncated = 0, length_truncated = 0,
            other = 0, finished = 0, errors = 0, mean_completion_tokens = 0;
+    LatencySummary latency;
 };
 
 struct Summary {
@@ -61,6 +78,9 @@ struct Summary {
 };
 
 Summary summarize(const Results& results);
+
+// The latency summary of `rows` (any subset of one group's responses).
+LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows);
 
 // The documented JSON shape (docs/json.md, "diffeval.summary/1").
 nlohmann::json to_json(const Summary& summary);

@@ -81,7 +81,10 @@ int summary_command(const AnalyseFlags& f) {
                            f.scorer)
                      : fmt::format("Where the responses went (mean per run; accuracy by {})\n\n",
                                    f.scorer));
-    std::cout << reports::breakdown_table(summary, f.scorer, *style);
+    std::cout << reports::breakdown_table(summary, f.scorer, *style) << "\n";
+    std::cout << (md ? "## Latency and tokens (successful responses, all repeats)\n\n"
+                     : "Latency and tokens (successful responses, all repeats)\n\n");
+    std::cout << reports::latency_table(summary, *style);
     return k_exit_ok;
 }
 

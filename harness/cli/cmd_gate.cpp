@@ -31,6 +31,7 @@ struct GateFlags {
     std::string max_never_finished, max_reasoning_start;
     std::optional<double> max_token_increase;
     bool require_complete = false;
+    bool fail_on_conflict = false;
     std::string junit, json;
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
@@ -201,6 +202,8 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
     spec.max_token_increase_pct = f.max_token_increase;
     spec.require_complete =
         f.require_complete ? analysis::RequireComplete::yes : analysis::RequireComplete::no;
+    spec.fail_on_conflict =
+        f.fail_on_conflict ? analysis::FailOnConflict::yes : analysis::FailOnConflict::no;
     spec.bootstrap.resamples = f.resamples;
     spec.bootstrap.seed = f.seed;
     return spec;
@@ -283,6 +286,9 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
                      "Largest increase of mean completion tokens, in percent");
     gate->add_flag("--require-complete", flags->require_complete,
                    "Fail when any request lacks a successful response");
+    gate->add_flag("--fail-on-conflict", flags->fail_on_conflict,
+                   "Fail when a server log's fingerprint has a conflict (the compared servers, "
+                   "else all)");
     gate->add_option("--junit", flags->junit, "Write JUnit XML here");
     gate->add_option("--json", flags->json, "Write the verdict as JSON here");
     gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");

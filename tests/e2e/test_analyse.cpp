@@ -10,6 +10,16 @@ using nlohmann::json;
 
 namespace {
 
+// Run `sql` on the database at `db` (the e2e helpers only read).
+void exec_sql(const std::filesystem::path& db, const std::string& sql) {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(h);
+}
+
 class Analyse : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
@@ -62,12 +72,57 @@ TEST_F(Analyse, SummaryJsonHasTheDocumentedShapeAndAddsUp) {
     }
 }
 
+TEST_F(Analyse, SummaryJsonHasOrderedLatencyPercentilesAndTokens) {
+    auto o = e2e::run({"summary", "--db", *db, "--format", "json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto j = json::parse(o.out);
+    for (const auto& g : j["groups"]) {
+        const auto& l = g["latency"];
+        EXPECT_EQ(l["responses"], 144) << g.dump();
+        EXPECT_GT(l["p50_ms"].get<double>(), 0);
+        EXPECT_LE(l["p50_ms"].get<double>(), l["p90_ms"].get<double>());
+        EXPECT_LE(l["p90_ms"].get<double>(), l["p99_ms"].get<double>());
+        EXPECT_LE(l["p99_ms"].get<double>(), l["max_ms"].get<double>());
+        // Not streamed, so no time to first token.
+        EXPECT_TRUE(l["ttft_p50_ms"].is_null());
+        EXPECT_GT(l["requests_per_s"].get<double>(), 0);
+        const auto& t = g["output_tokens"];
+        EXPECT_LE(t["p50"].get<double>(), t["p99"].get<double>());
+        EXPECT_LE(t["p99"].get<double>(), 128);
+        EXPECT_NEAR(t["mean"].get<double>(),
+                    g["breakdown"]["mean"]["mean_completion_tokens"].get<double>(), 1e-6);
+    }
+}
+
+TEST_F(Analyse, DiffSplitsTheTailDifferenceIntoOutputLengthAndSpeed) {
+    // Latency exactly 40 ms + 2 ms per token on a copy: the fit recovers it
+    // and all of the p99 difference follows from output lengths.
+    auto copy = *dir / "linear.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    exec_sql(copy, "UPDATE responses SET latency_ms = 40 + 2 * coalesce(completion_tokens, 0)");
+    auto o = e2e::run(
+        {"diff", "--db", copy.string(), "default/raw", "deepgemm/raw", "--format", "json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto j = json::parse(o.out);
+    const auto& l = j["comparisons"][0]["latency"];
+    ASSERT_FALSE(l["from_tokens"].is_null()) << l.dump();
+    EXPECT_NEAR(l["from_tokens"]["ms_per_token"].get<double>(), 2.0, 1e-6);
+    EXPECT_NEAR(l["from_tokens"]["intercept_ms"].get<double>(), 40.0, 1e-6);
+    EXPECT_NEAR(l["from_tokens"]["explained_ms"].get<double>(), l["p99_diff_ms"].get<double>(),
+                1e-6);
+    EXPECT_NEAR(l["p99_diff_ms"].get<double>(),
+                l["b_p99_ms"].get<double>() - l["a_p99_ms"].get<double>(), 1e-9);
+    auto text = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw"});
+    EXPECT_NE(text.out.find("ms follows from output lengths"), std::string::npos) << text.out;
+}
+
 TEST_F(Analyse, SummaryTextShowsBothTables) {
     auto o = e2e::run({"summary", "--db", *db});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("Harness verdicts"), std::string::npos);
     EXPECT_NE(o.out.find("deepgemm/raw/128"), std::string::npos);
     EXPECT_NE(o.out.find("Where the responses went"), std::string::npos);
+    EXPECT_NE(o.out.find("Latency and tokens"), std::string::npos);
     for (size_t start = 0, end; (end = o.out.find('\n', start)) != std::string::npos;
          start = end + 1) {
         EXPECT_LE(end - start, 100u) << o.out.substr(start, end - start);

@@ -175,6 +175,41 @@ TEST_F(Gate, CompletenessPassesOnAFullRunAndFailsOnHttpErrors) {
     EXPECT_EQ(e2e::run({"gate", "--db", edb, "--expect", "0"}).exit_code, 0);
 }
 
+TEST_F(Gate, ConflictPassesWithoutFingerprintsAndFailsOnAConflictingLog) {
+    auto none = gate_json({"--fail-on-conflict"});
+    ASSERT_EQ(none["checks"].size(), 1u) << none.dump();
+    EXPECT_TRUE(none["passed"]) << none.dump();
+    EXPECT_EQ(none["checks"][0]["kind"], "conflict");
+    EXPECT_NE(none["checks"][0]["note"].get<std::string>().find("no fingerprint recorded"),
+              std::string::npos)
+        << none.dump();
+
+    // A copy where deepgemm's log said DeepGEMM while claiming the default backend.
+    auto copy = *dir / "conflict.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(copy.c_str(), &h), SQLITE_OK);
+    const char* sql =
+        R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": {"engine_version": )"
+        R"("0.26.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": [{"name": "backend", )"
+        R"("message": "log selects DeepGEMM but VLLM_USE_DEEP_GEMM=0", "evidence": )"
+        R"(["Using DeepGEMM for FP8 MoE"]}]}' WHERE name = 'deepgemm')";
+    EXPECT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+    EXPECT_EQ(sqlite3_changes(h), 1);
+    sqlite3_close(h);
+    auto bad = e2e::run({"gate", "--db", copy.string(), "--fail-on-conflict"});
+    EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+    EXPECT_NE(bad.out.find("FAIL  conflict"), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find("VLLM_USE_DEEP_GEMM=0"), std::string::npos) << bad.out;
+    // Comparing two servers without the conflicting one passes.
+    auto other = e2e::run({"gate", "--db", copy.string(), "--fail-on-conflict", "--baseline",
+                           "default/raw", "--candidate", "worse/raw"});
+    EXPECT_EQ(other.exit_code, 0) << other.out << other.err;
+    auto pair = e2e::run({"gate", "--db", copy.string(), "--fail-on-conflict", "--baseline",
+                          "default/raw", "--candidate", "deepgemm/raw"});
+    EXPECT_EQ(pair.exit_code, 1) << pair.out << pair.err;
+}
+
 TEST_F(Gate, JunitHasOneTestcasePerCheckAndAFailurePerFailedCheck) {
     auto xml_path = *dir / "gate.xml";
     auto o = gate({"--expect", "0.99", "--group", "default", "--require-complete", "--junit",

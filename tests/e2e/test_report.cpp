@@ -90,6 +90,36 @@ void set_text(const fs::path& db, const std::string& text, int question) {
     sqlite3_close(h);
 }
 
+// Run `sql` on the database at `db`.
+void exec_sql(const fs::path& db, const std::string& sql) {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(h);
+}
+
+// Fix what a run cannot repeat (latencies and send times become a function of
+// the response, deepgemm 20 ms slower at equal length), and record a
+// fingerprint with a conflict for deepgemm.
+void make_deterministic_with_conflict(const fs::path& db) {
+    exec_sql(db, "UPDATE responses SET latency_ms = 30 + 1.5 * coalesce(completion_tokens, 0) + "
+                 "(SELECT q.question_idx % 7 + 20 * (q.server = 'deepgemm') FROM requests q WHERE "
+                 "q.request_id = responses.request_id), started_at = (SELECT "
+                 "strftime('%Y-%m-%dT%H:%M:%fZ', '2026-01-01', '+' || (q.repeat * 100 + "
+                 "q.question_idx) || ' seconds') FROM requests q WHERE q.request_id = "
+                 "responses.request_id)");
+    exec_sql(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
+                 R"({"engine_version": "0.26.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": )"
+                 R"([{"name": "backend", "message": "log selects DeepGEMM but )"
+                 R"(VLLM_USE_DEEP_GEMM=0", "evidence": ["Using DeepGEMM for FP8 MoE"]}]}' )"
+                 R"(WHERE name = 'deepgemm')");
+    exec_sql(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
+                 R"({"engine_version": "0.26.0", "fp8_moe_backend": "TRITON"}, "conflicts": []}' )"
+                 R"(WHERE name = 'default')");
+}
+
 // The opening tag of <body> in a serialised DOM.
 std::string body_tag(const std::string& dom) {
     auto at = dom.find("<body");
@@ -102,10 +132,25 @@ TEST(Report, MarkdownOfAFixedDatabaseMatchesTheGoldenFile) {
     auto dir = e2e::scratch("report_golden");
     auto db = dir / "r.sqlite";
     build_db(db, {"--profile", "deepgemm"});
+    make_deterministic_with_conflict(db);
     auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("report.md"), std::string::npos) << o.out;
     auto md = slurp(dir / "out" / "report.md");
+    // What actually ran: the differing backend is marked and the conflict stands out.
+    EXPECT_NE(md.find("| fp8\\_moe\\_backend | TRITON | DEEPGEMM | yes |"), std::string::npos)
+        << md;
+    EXPECT_NE(md.find("**CONFLICT** on deepgemm: log selects DeepGEMM but VLLM\\_USE"),
+              std::string::npos)
+        << md;
+    auto html = slurp(dir / "out" / "report.html");
+    EXPECT_NE(html.find("<tr class=\"differs\" title=\"differs between servers\"><td>"
+                        "fp8_moe_backend</td><td>TRITON</td><td>DEEPGEMM</td>"),
+              std::string::npos);
+    EXPECT_NE(html.find("<div class=\"conflict\"><strong>CONFLICT</strong> on deepgemm"),
+              std::string::npos);
+    EXPECT_NE(html.find(".conflict { color: var(--bad)"), std::string::npos);
+    EXPECT_NE(md.find("## Latency and tokens"), std::string::npos);
     EXPECT_EQ(md.find(dir.string()), std::string::npos) << "report.md holds a scratch path";
     if (std::getenv("DIFFEVAL_UPDATE_GOLDEN")) {
         std::ofstream(golden_path(), std::ios::binary) << md;

@@ -1,0 +1,154 @@
+// Server records; see facts.hpp.
+#include <harness/analysis/facts.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+namespace diffeval::analysis {
+
+namespace {
+
+using nlohmann::json;
+
+std::string text_of(const json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The version string a server reported: vLLM's /version body, else its
+// Server header.
+std::string version_of(const json& info) {
+    if (auto v = info.find("version"); v != info.end()) {
+        if (v->is_string()) {
+            return v->get<std::string>();
+        }
+        if (v->is_object() && v->contains("version") && (*v)["version"].is_string()) {
+            return (*v)["version"].get<std::string>();
+        }
+    }
+    if (auto h = info.find("server_header"); h != info.end() && h->is_string()) {
+        return h->get<std::string>();
+    }
+    return "";
+}
+
+void read_info(const std::string& text, ServerFacts& f) {
+    auto info = json::parse(text, nullptr, false);
+    if (info.is_discarded() || !info.is_object()) {
+        return;
+    }
+    f.version = version_of(info);
+    auto models = info.find("models");
+    if (models == info.end() || !models->is_array() || models->empty() ||
+        !(*models)[0].is_object()) {
+        return;
+    }
+    const auto& m = (*models)[0];
+    if (f.model.empty() && m.contains("id") && m["id"].is_string()) {
+        f.model = m["id"].get<std::string>();
+    }
+    if (m.contains("max_model_len") && m["max_model_len"].is_number_integer()) {
+        f.max_model_len = m["max_model_len"].get<int64_t>();
+    }
+}
+
+void read_fingerprint(const std::string& text, ServerFacts& f) {
+    auto fp = json::parse(text, nullptr, false);
+    if (fp.is_discarded() || !fp.is_object()) {
+        return;
+    }
+    f.fingerprinted = true;
+    if (fp.contains("engine") && fp["engine"].is_string()) {
+        f.engine = fp["engine"].get<std::string>();
+    }
+    if (fp.contains("facts") && fp["facts"].is_object()) {
+        for (const auto& [k, v] : fp["facts"].items()) {
+            f.facts.emplace_back(k, text_of(v));
+        }
+        std::sort(f.facts.begin(), f.facts.end());
+    }
+    if (fp.contains("conflicts") && fp["conflicts"].is_array()) {
+        for (const auto& c : fp["conflicts"]) {
+            if (!c.is_object()) {
+                continue;
+            }
+            FactConflict fc;
+            fc.name = c.contains("name") ? text_of(c["name"]) : "";
+            fc.message = c.contains("message") ? text_of(c["message"]) : "";
+            if (c.contains("evidence") && c["evidence"].is_array()) {
+                for (const auto& e : c["evidence"]) {
+                    fc.evidence.push_back(text_of(e));
+                }
+            }
+            f.conflicts.push_back(std::move(fc));
+        }
+    }
+}
+
+} // namespace
+
+util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
+                                                         const std::vector<std::string>& names) {
+    store::Statement s(st.handle(),
+                       "SELECT coalesce(model, ''), coalesce(info_json, ''), facts_json FROM "
+                       "servers WHERE name = ?");
+    if (!s.valid()) {
+        return util::make_error(util::ErrorKind::data,
+                                fmt::format("cannot read the servers table: {}", s.error()));
+    }
+    std::vector<ServerFacts> out;
+    for (const auto& name : names) {
+        ServerFacts f;
+        f.name = name;
+        s.bind(name);
+        if (s.step()) {
+            f.model = s.column_text(0);
+            read_info(s.column_text(1), f);
+            if (!s.column_null(2)) {
+                read_fingerprint(s.column_text(2), f);
+            }
+        }
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
+    std::vector<FactRow> rows;
+    auto add = [&](const std::string& name, auto value_of) {
+        FactRow row{name, {}, false};
+        std::set<std::string> seen;
+        for (const auto& s : servers) {
+            row.values.push_back(value_of(s));
+            if (!row.values.back().empty()) {
+                seen.insert(row.values.back());
+            }
+        }
+        row.differs = seen.size() > 1;
+        rows.push_back(std::move(row));
+    };
+    add("engine", [](const ServerFacts& s) { return s.engine; });
+    add("version", [](const ServerFacts& s) { return s.version; });
+    add("model", [](const ServerFacts& s) { return s.model; });
+    add("max_model_len", [](const ServerFacts& s) {
+        return s.max_model_len ? std::to_string(*s.max_model_len) : std::string();
+    });
+    std::set<std::string> names;
+    for (const auto& s : servers) {
+        for (const auto& [k, v] : s.facts) {
+            names.insert(k);
+        }
+    }
+    for (const auto& name : names) {
+        add(name, [&](const ServerFacts& s) {
+            auto it = std::find_if(s.facts.begin(), s.facts.end(),
+                                   [&](const auto& kv) { return kv.first == name; });
+            return it == s.facts.end() ? std::string() : it->second;
+        });
+    }
+    return rows;
+}
+
+} // namespace diffeval::analysis

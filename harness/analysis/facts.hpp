@@ -1,0 +1,54 @@
+// What each server said it ran, read back from the `servers` table: the
+// model and version it reported (info_json) and, when a server log was
+// attached, the fingerprint's facts and the conflicts it flagged
+// (facts_json). Reports lay these side by side and the gate fails on
+// conflicts, so a comparison is never read without knowing what ran.
+#pragma once
+
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace diffeval::analysis {
+
+// A contradiction the fingerprint found in one server's log.
+struct FactConflict {
+    std::string name;
+    std::string message;
+    std::vector<std::string> evidence; // log lines
+};
+
+// One server's record.
+struct ServerFacts {
+    std::string name;
+    std::string model;                    // as configured, else models[0].id
+    std::string version;                  // /version, else the Server header; empty when unknown
+    std::optional<int64_t> max_model_len; // models[0].max_model_len
+    bool fingerprinted = false;           // facts_json was recorded
+    std::string engine;                   // from facts_json
+    std::vector<std::pair<std::string, std::string>> facts; // sorted by name
+    std::vector<FactConflict> conflicts;
+};
+
+// The records of `names`, in that order; a name missing from the table gets
+// an empty record. Malformed JSON columns read as absent.
+util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& store,
+                                                         const std::vector<std::string>& names);
+
+// One row of the fact-by-fact comparison: a fact name and each server's
+// value ("" when that server does not report it).
+struct FactRow {
+    std::string name;
+    std::vector<std::string> values; // per server, in `servers` order
+    bool differs = false;            // two servers report different values
+};
+
+// Rows for engine, version, model, max_model_len, then every fingerprint
+// fact any server reports, in name order.
+std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
+
+} // namespace diffeval::analysis
