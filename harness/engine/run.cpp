@@ -647,6 +647,14 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 } else {
                     parse_success_body(resp.body, w.endpoint, row);
                 }
+                // A 200 whose body was cut or carried an error event is the
+                // server failing to deliver, like a 5xx: try again.
+                if (!row.ok && (row.error_kind == "parse" || row.error_kind == "stream") &&
+                    w.attempts <= config.retries) {
+                    ++summary.retries;
+                    retries.push(Retry{Clock::now() + backoff(w.attempts), std::move(w)});
+                    continue;
+                }
                 if (row.ok) {
                     ++summary.succeeded;
                 } else {

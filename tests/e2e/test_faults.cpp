@@ -95,14 +95,6 @@ std::string profile_for(const std::filesystem::path& dir, const FaultCase& c) {
     return profile_file(dir, "faulty", "[faults]\n" + c.kind + " = 0.4\n" + c.extra_profile);
 }
 
-// Faults whose 200 answer the client cannot use but does not retry: the
-// engine treats a body it cannot parse, or an error event inside a stream, as
-// final. Skipping names the gap until the engine retries them.
-bool final_despite_retries(const std::filesystem::path& db) {
-    return count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND status = 200 AND "
-                        "error_kind IN ('parse', 'stream') AND attempts = 1") > 0;
-}
-
 // Every arrival at the server is an attempt the client recorded. Except
 // that libcurl itself resends a request once, unrecorded, when a reused
 // keep-alive connection dies before any byte of the answer.
@@ -126,11 +118,6 @@ TEST_P(FaultKind, RetriesRecoverEveryRequestAndAccountForEachFault) {
     e2e::Sim sim({"--profile", profile_for(dir, c)});
     auto db = dir / "r.sqlite";
     auto o = e2e::run(run_args(sim.url(), db, c, 8));
-    if (o.exit_code == 1 && final_despite_retries(db)) {
-        GTEST_SKIP() << "engine bug: a 200 response with error_kind '"
-                     << query(db, "SELECT error_kind FROM v_responses WHERE ok = 0")
-                     << "' is stored as final instead of being retried (" << c.kind << ")";
-    }
     ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
     auto stats = stats_of(sim);
     const int injected = stats["faults"][c.kind].get<int>();
@@ -189,10 +176,6 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
     // 2. The same command with retries sends only what has no good answer.
     auto again_args = run_args(sim.url(), db, c, 8);
     auto again = e2e::run(again_args);
-    if (again.exit_code == 1 && final_despite_retries(db)) {
-        GTEST_SKIP() << "engine bug: a 200 response with error_kind '" << c.error_kind
-                     << "' is stored as final instead of being retried (" << c.kind << ")";
-    }
     ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
     EXPECT_NE(again.err.find(std::to_string(k_questions - injected) +
                              " already stored (skipped), " + std::to_string(injected) + " to send"),
@@ -280,11 +263,6 @@ void expect_mixed_faults_all_retried(const std::string& name, const std::string&
     auto args = run_args(sim.url(), db, c, 12);
     args.insert(args.end(), {"--concurrency", "8"});
     auto o = e2e::run(args);
-    if (o.exit_code == 1 && final_despite_retries(db)) {
-        GTEST_SKIP() << "engine bug: a 200 response with error_kind '"
-                     << query(db, "SELECT error_kind FROM v_responses WHERE ok = 0")
-                     << "' is stored as final instead of being retried";
-    }
     ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
     auto stats = stats_of(sim);
     const int injected = failing_faults(stats);

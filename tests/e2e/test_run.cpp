@@ -189,12 +189,13 @@ TEST(RunBadInput, NonJsonResponsesAreStoredAsErrorsWithTheirBody) {
     e2e::Sim a({"--profile", profile_file(dir, "garbled", "[faults]\nmalformed_json = 1.0\n")});
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "4",
-                       "--db", db.string()});
+                       "--retries", "1", "--retry-backoff-ms", "1", "--db", db.string()});
     EXPECT_EQ(o.exit_code, 1) << o.err;
     EXPECT_NE(o.out.find("4 requests have no successful response"), std::string::npos) << o.out;
+    // Retried like a 5xx, then kept as an error with the raw body.
     EXPECT_EQ(query(db,
                     "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = 'parse' AND "
-                    "status = 200 AND length(response_json) > 0"),
+                    "status = 200 AND attempts = 2 AND length(response_json) > 0"),
               "4");
 }
 
