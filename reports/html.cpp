@@ -4,6 +4,8 @@
 // script that runs the question explorer over that data.
 #include <reports/html.hpp>
 
+#include <harness/util/escape.hpp>
+
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
@@ -20,33 +22,6 @@ const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_tru
                                        "error"};
 constexpr int k_series_colours = 8;
 constexpr int k_histogram_bins = 24;
-
-std::string esc(const std::string& s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-        case '&':
-            out += "&amp;";
-            break;
-        case '<':
-            out += "&lt;";
-            break;
-        case '>':
-            out += "&gt;";
-            break;
-        case '"':
-            out += "&quot;";
-            break;
-        case '\'':
-            out += "&#39;";
-            break;
-        default:
-            out += c;
-        }
-    }
-    return out;
-}
 
 std::string group_name(const analysis::GroupSummary& g) {
     return fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens);
@@ -343,7 +318,7 @@ struct Frame {
 
 std::string svg_open(const Frame& f, const std::string& label) {
     return fmt::format(R"(<svg viewBox="0 0 {} {}" role="img" aria-label="{}">)", f.width, f.height,
-                       esc(label));
+                       util::xml_escape(label));
 }
 
 // Horizontal grid lines and y labels for 0..`max` in `steps` steps.
@@ -361,7 +336,7 @@ std::string y_axis(const Frame& f, double max, int steps, const std::string& uni
     }
     out += fmt::format(
         R"~(<text transform="translate(12,{:.1f}) rotate(-90)" text-anchor="middle">{}</text>)~",
-        f.top + f.plot_h() / 2, esc(title));
+        f.top + f.plot_h() / 2, util::xml_escape(title));
     out += fmt::format(R"(<line class="axis" x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}"/>)", f.left,
                        f.left + f.plot_w(), f.top + f.plot_h(), f.top + f.plot_h());
     return out;
@@ -371,7 +346,8 @@ std::string y_axis(const Frame& f, double max, int steps, const std::string& uni
 std::string group_label(const analysis::GroupSummary& g, double x, double y) {
     return fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}<tspan x="{:.1f}" )"
                        R"(dy="13">{}/{}</tspan></text>)",
-                       x, y, esc(g.server), x, esc(g.framing), g.max_tokens);
+                       x, y, util::xml_escape(g.server), x, util::xml_escape(g.framing),
+                       g.max_tokens);
 }
 
 std::string legend(const std::vector<std::string>& names, const std::string& cls_prefix, double x,
@@ -381,7 +357,8 @@ std::string legend(const std::vector<std::string>& names, const std::string& cls
     for (size_t i = 0; i < names.size(); ++i) {
         out += fmt::format(R"(<rect class="{}{}" x="{:.1f}" y="{:.1f}" width="10" height="10"/>)",
                            cls_prefix, i % k_series_colours, at, y - 9);
-        out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", at + 14, y, esc(names[i]));
+        out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", at + 14, y,
+                           util::xml_escape(names[i]));
         at += 24 + 6.5 * static_cast<double>(names[i].size());
     }
     return out;
@@ -407,7 +384,8 @@ std::string score_chart(const ReportData& data) {
             out += fmt::format(
                 R"(<rect class="s{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"><title>{}: {}</title></rect>)",
                 server_index(data, g.server) % k_series_colours, cx - w / 2, y_of(s.mean), w,
-                f.top + f.plot_h() - y_of(s.mean), esc(group_name(g)), esc(pct_spread(s)));
+                f.top + f.plot_h() - y_of(s.mean), util::xml_escape(group_name(g)),
+                util::xml_escape(pct_spread(s)));
             out += fmt::format(
                 R"(<line class="whisker" x1="{0:.1f}" x2="{0:.1f}" y1="{1:.1f}" y2="{2:.1f}"/>)"
                 R"(<line class="whisker" x1="{3:.1f}" x2="{4:.1f}" y1="{1:.1f}" y2="{1:.1f}"/>)"
@@ -448,7 +426,8 @@ std::string outcome_chart(const ReportData& data) {
             y -= h;
             out += fmt::format(
                 R"(<rect class="o{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"><title>{}: {} {:.0f} of {:.0f}</title></rect>)",
-                o, cx - w / 2, y, w, h, esc(group_name(g)), k_outcome_names[o], parts[o], total);
+                o, cx - w / 2, y, w, h, util::xml_escape(group_name(g)), k_outcome_names[o],
+                parts[o], total);
         }
         out += group_label(g, cx, f.top + f.plot_h() + 16);
     }
@@ -489,7 +468,7 @@ std::string histogram_chart(const ReportData& data, const std::vector<std::vecto
                            f.top + f.plot_h() + 14, bin * i);
     }
     out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" text-anchor="middle">{}</text>)",
-                       f.left + f.plot_w() / 2, f.top + f.plot_h() + 30, esc(x_title));
+                       f.left + f.plot_w() / 2, f.top + f.plot_h() + 30, util::xml_escape(x_title));
     for (size_t s = 0; s < share.size(); ++s) {
         if (values[s].empty()) {
             continue;
@@ -548,7 +527,8 @@ std::string html_table(const std::vector<std::vector<std::string>>& rows) {
     for (size_t r = 0; r < rows.size(); ++r) {
         out += "<tr>";
         for (const auto& cell : rows[r]) {
-            out += r == 0 ? "<th>" + esc(cell) + "</th>" : "<td>" + esc(cell) + "</td>";
+            out += r == 0 ? "<th>" + util::xml_escape(cell) + "</th>"
+                          : "<td>" + util::xml_escape(cell) + "</td>";
         }
         out += "</tr>\n";
     }
@@ -609,14 +589,14 @@ std::string what_ran(const ReportData& data) {
     std::string out = "<h2 id=\"servers\">What actually ran</h2>\n<table class=\"facts\">\n<tr>"
                       "<th>fact</th>";
     for (const auto& s : data.servers) {
-        out += "<th>" + esc(s.name) + "</th>";
+        out += "<th>" + util::xml_escape(s.name) + "</th>";
     }
     out += "</tr>\n";
     for (const auto& f : analysis::fact_rows(data.servers)) {
         out += f.differs ? "<tr class=\"differs\" title=\"differs between servers\">" : "<tr>";
-        out += "<td>" + esc(f.name) + "</td>";
+        out += "<td>" + util::xml_escape(f.name) + "</td>";
         for (const auto& v : f.values) {
-            out += "<td>" + esc(v.empty() ? "-" : v) + "</td>";
+            out += "<td>" + util::xml_escape(v.empty() ? "-" : v) + "</td>";
         }
         out += "</tr>\n";
     }
@@ -625,12 +605,13 @@ std::string what_ran(const ReportData& data) {
     for (const auto& s : data.servers) {
         any_fingerprint = any_fingerprint || s.fingerprinted;
         for (const auto& c : s.conflicts) {
-            out += "<div class=\"conflict\"><strong>CONFLICT</strong> on " + esc(s.name) + ": " +
-                   esc(c.message) + " (" + esc(c.name) + ")";
+            out += "<div class=\"conflict\"><strong>CONFLICT</strong> on " +
+                   util::xml_escape(s.name) + ": " + util::xml_escape(c.message) + " (" +
+                   util::xml_escape(c.name) + ")";
             if (!c.evidence.empty()) {
                 out += "<ul>";
                 for (const auto& e : c.evidence) {
-                    out += "<li><code>" + esc(e) + "</code></li>";
+                    out += "<li><code>" + util::xml_escape(e) + "</code></li>";
                 }
                 out += "</ul>";
             }
@@ -846,8 +827,9 @@ util::Result<void> write_html(store::Store& st, const ReportData& data, std::ost
     write_raw(out, k_head);
     write_raw(
         out,
-        "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" + esc(headline(data)) +
-            "</p>\n<p class=\"note\">Baseline: " + esc(data.baseline) +
+        "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" +
+            util::xml_escape(headline(data)) +
+            "</p>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
             ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
             "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
             "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "

@@ -17,15 +17,6 @@ namespace diffeval::cli {
 
 namespace {
 
-util::Result<std::unique_ptr<store::Store>> open_existing(const std::string& db) {
-    if (!std::filesystem::exists(db)) {
-        return util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
-    }
-    return store::Store::open(db, store::Store::Mode::read_write);
-}
-
 util::Result<reports::Style> parse_format(const std::string& f, bool& json) {
     json = f == "json";
     if (f == "text" || f == "json") {
@@ -55,7 +46,7 @@ int summary_command(const AnalyseFlags& f) {
     if (!style) {
         return report(style.error());
     }
-    auto st = open_existing(f.db);
+    auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }
@@ -102,7 +93,7 @@ int diff_command(const AnalyseFlags& f) {
     if (!b) {
         return report(b.error());
     }
-    auto st = open_existing(f.db);
+    auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }
@@ -138,7 +129,7 @@ int rescore_command(const AnalyseFlags& f) {
             util::ErrorKind::usage,
             fmt::format("--score-text '{}': use full or after-think", f.score_text)));
     }
-    auto st = open_existing(f.db);
+    auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }

@@ -3,6 +3,7 @@
 // Markdown appended to $GITHUB_STEP_SUMMARY, JUnit XML and JSON files.
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
+#include <harness/util/escape.hpp>
 
 #include <harness/analysis/gate.hpp>
 #include <reports/tables.hpp>
@@ -95,49 +96,21 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
     return out + "\n";
 }
 
-std::string xml_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-        case '&':
-            out += "&amp;";
-            break;
-        case '<':
-            out += "&lt;";
-            break;
-        case '>':
-            out += "&gt;";
-            break;
-        case '"':
-            out += "&quot;";
-            break;
-        case '\'':
-            out += "&apos;";
-            break;
-        default:
-            // XML 1.0 forbids most control characters even when escaped.
-            out += static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r' ? ' '
-                                                                                               : c;
-        }
-    }
-    return out;
-}
-
 std::string verdict_junit(const analysis::GateVerdict& v) {
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
     out += fmt::format("  <testsuite name=\"diffeval gate\" tests=\"{}\" failures=\"{}\">\n",
                        v.checks.size(), v.failures());
     for (const auto& c : v.checks) {
         out += fmt::format("    <testcase classname=\"diffeval.gate.{}\" name=\"{}\">\n",
-                           xml_escape(c.kind), xml_escape(c.name));
+                           util::xml_escape(c.kind), util::xml_escape(c.name));
         const std::string body =
             fmt::format("measured: {}\nthreshold: {}\nwhy: {}{}", c.measured_text, c.threshold_text,
                         c.why, c.note.empty() ? "" : "\nnote: " + c.note);
         if (c.status == analysis::CheckStatus::fail) {
-            out += fmt::format("      <failure message=\"{}\">{}</failure>\n", xml_escape(c.why),
-                               xml_escape(body));
+            out += fmt::format("      <failure message=\"{}\">{}</failure>\n",
+                               util::xml_escape(c.why), util::xml_escape(body));
         } else {
-            out += fmt::format("      <system-out>{}</system-out>\n", xml_escape(body));
+            out += fmt::format("      <system-out>{}</system-out>\n", util::xml_escape(body));
         }
         out += "    </testcase>\n";
     }
@@ -211,12 +184,7 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
 
 int gate_command(const GateFlags& f) {
     // Open the database; a missing file is a usage error, not an empty gate.
-    if (!std::filesystem::exists(f.db)) {
-        return report(util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("no database {}; run 'diffeval run --db {}' first", f.db, f.db)));
-    }
-    auto st = store::Store::open(f.db, store::Store::Mode::read_write);
+    auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }

@@ -44,12 +44,7 @@ int report_command(const ReportFlags& f) {
     if (!formats) {
         return report(formats.error());
     }
-    if (!std::filesystem::exists(f.db)) {
-        return report(util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("no database {}; run 'diffeval run --db {}' first", f.db, f.db)));
-    }
-    auto st = store::Store::open(f.db, store::Store::Mode::read_write);
+    auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }

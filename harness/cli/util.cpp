@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
@@ -37,6 +38,15 @@ int report(const util::Error& error) {
     default:
         return k_exit_failed;
     }
+}
+
+util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db) {
+    if (!std::filesystem::exists(db)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
+    }
+    return store::Store::open(db, store::Store::Mode::read_write);
 }
 
 bool stderr_is_tty() {

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <harness/cli/cli.hpp>
+#include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
+
+#include <memory>
 
 #include <string>
 #include <vector>
@@ -14,6 +17,10 @@ std::vector<std::string> split_list(const std::vector<std::string>& values);
 
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);
+
+// Open the results database `db` that a run wrote; a missing file is a usage
+// error saying to run first (opening never creates one here).
+util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db);
 
 // True when stderr is a terminal (progress bars).
 bool stderr_is_tty();
