@@ -1,0 +1,94 @@
+// `diffeval data fetch gsm8k` downloads into the cache and verifies sha256;
+// `--data-url-base` points it at a loopback server here. A file that does not
+// match is refused and never replaces anything; a missing dataset gives one
+// line saying how to fetch it.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// Serves `files` (name -> content) on a free loopback port.
+class FileServer {
+public:
+    explicit FileServer(std::map<std::string, std::string> files) : m_files(std::move(files)) {
+        m_server.Get(R"(/data/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+            auto it = m_files.find(req.matches[1]);
+            if (it == m_files.end()) {
+                res.status = 404;
+                return;
+            }
+            res.set_content(it->second, "application/octet-stream");
+        });
+        m_port = m_server.bind_to_any_port("127.0.0.1");
+        // Bound already: connections wait in the backlog until it accepts.
+        m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    }
+    ~FileServer() {
+        m_server.stop();
+        m_thread.join();
+    }
+    std::string base() const { return "http://127.0.0.1:" + std::to_string(m_port) + "/data"; }
+
+private:
+    std::map<std::string, std::string> m_files;
+    httplib::Server m_server;
+    std::thread m_thread;
+    int m_port = 0;
+};
+
+} // namespace
+
+TEST(DataFetch, TamperedFileIsRefusedAndTheCacheStaysEmpty) {
+    auto dir = e2e::scratch("fetch_bad");
+    FileServer server({{"test.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n"},
+                       {"train.jsonl", "{\"question\": \"q\", \"answer\": \"#### 1\"}\n"}});
+    auto o = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()},
+                      {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("expected 3730d312"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("not the official GSM8K file"), std::string::npos) << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "gsm8k" / "test.jsonl"));
+    auto missing = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--dataset", "gsm8k"},
+                            {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_NE(missing.err.find("run 'diffeval data fetch gsm8k'"), std::string::npos)
+        << missing.err;
+}
+
+TEST(DataFetch, OfficialFilesAreDownloadedVerifiedAndUsable) {
+    const char* gsm = std::getenv("GSM8K_DIR");
+    if (!gsm || !*gsm) {
+        GTEST_SKIP() << "GSM8K_DIR not set: the official files' download is not checked";
+    }
+    auto dir = e2e::scratch("fetch_ok");
+    FileServer server({{"test.jsonl", slurp(std::filesystem::path(gsm) / "test.jsonl")},
+                       {"train.jsonl", slurp(std::filesystem::path(gsm) / "train.jsonl")}});
+    std::vector<std::string> env = {"DIFFEVAL_DATA=" + dir.string()};
+    auto o = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()}, env);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("test.jsonl: downloaded and verified"), std::string::npos) << o.out;
+    auto again = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()}, env);
+    EXPECT_NE(again.out.find("test.jsonl: already present and verified"), std::string::npos)
+        << again.out;
+    // The cached set is what `--dataset gsm8k` reads: 1,319 questions.
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto run = e2e::run({"run", "--server", "a=" + sim.url(), "--dataset", "gsm8k", "--framing",
+                         "raw", "--limit", "2", "--db", db.string(), "--quiet"},
+                        env);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM questions WHERE dataset = 'gsm8k'"), "1319");
+}
