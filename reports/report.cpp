@@ -66,6 +66,8 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     const auto& framings = data.results.framings;
     const bool has_chat = std::find(framings.begin(), framings.end(), "chat") != framings.end();
     analysis::CompareOptions options;
+    analysis::NoiseFloorCache noise_cache;
+    options.noise_cache = &noise_cache;
     options.max_flips = 5;
     options.excerpt_chars = 100;
     for (const auto& server : servers) {

@@ -194,6 +194,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
                results.framings[static_cast<size_t>(std::get<1>(kb))], std::get<2>(kb)};
         std::vector<double> fa, fb;
         std::vector<std::vector<uint8_t>> a_matrix;
+        std::vector<int> matrix_questions; // the rows of a_matrix, for the noise-floor cache
         size_t a_repeats = 0;
         for (const auto& [q, reps] : ga.by_question) {
             a_repeats = std::max(a_repeats, reps.size());
@@ -242,6 +243,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
                 }
             }
             if (reps_a.size() == a_repeats) {
+                matrix_questions.push_back(q);
                 std::vector<uint8_t> row;
                 for (const auto& [r, ra] : reps_a) {
                     row.push_back(ra->correct[scorer]);
@@ -278,8 +280,17 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         c.mcnemar = mcnemar(mc_b, mc_c);
         c.latency = tail_difference(rows_a, rows_b);
         if (a_repeats >= 2 && a_matrix.size() >= 1) {
-            if (auto nf = noise_floor(a_matrix, options.bootstrap)) {
+            std::string cache_key =
+                fmt::format("{}\n{}\n{}", c.a.text(), c.scorer, fmt::join(matrix_questions, ","));
+            auto cached =
+                options.noise_cache ? options.noise_cache->find(cache_key) : NoiseFloorCache::iterator{};
+            if (options.noise_cache && cached != options.noise_cache->end()) {
+                c.noise_floor = cached->second;
+            } else if (auto nf = noise_floor(a_matrix, options.bootstrap)) {
                 c.noise_floor = std::move(*nf);
+                if (options.noise_cache) {
+                    options.noise_cache->emplace(std::move(cache_key), *c.noise_floor);
+                }
             }
         }
         auto by_gap = [](const Flip& x, const Flip& y) {

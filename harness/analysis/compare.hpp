@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,10 +89,16 @@ struct Comparison {
     std::optional<TailDifference> latency; // unset when a side has no successful response
 };
 
+// Noise floors already computed, by baseline group, scorer and question set:
+// a report compares one baseline with several candidates, and the baseline's
+// repeats disagree with each other the same way each time.
+using NoiseFloorCache = std::map<std::string, NoiseFloor>;
+
 struct CompareOptions {
     BootstrapOptions bootstrap;
     size_t max_flips = 20; // per direction, with excerpts
     size_t excerpt_chars = 100;
+    NoiseFloorCache* noise_cache = nullptr; // optional, shared across compare() calls
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions

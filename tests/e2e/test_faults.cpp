@@ -204,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FaultCase{"http_503", "", Delivery::whole, "", "http", "503", "HTTP 503: "},
                       FaultCase{"http_429", "retry_after_s = 0\n", Delivery::whole, "", "http",
                                 "429", "HTTP 429: "}),
-    [](const auto& info) { return case_name(info.param); });
+    [](const auto& test_info) { return case_name(test_info.param); });
 
 INSTANTIATE_TEST_SUITE_P(FaultsTransport, FaultKind,
                          ::testing::Values(FaultCase{"reset_before_body", "", Delivery::whole, "",
@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(FaultsTransport, FaultKind,
                                                      "transport", "200", "transfer closed with "},
                                            FaultCase{"stall", "stall_ms = 600000\n",
                                                      Delivery::whole, "0.3", "timeout", "0", ""}),
-                         [](const auto& info) { return case_name(info.param); });
+                         [](const auto& test_info) { return case_name(test_info.param); });
 
 INSTANTIATE_TEST_SUITE_P(
     FaultsBody, FaultKind,
@@ -225,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(
                                 "a stream event is not valid JSON"},
                       FaultCase{"stream_error", "", Delivery::stream, "", "stream", "200",
                                 "the server sent an error mid-stream"}),
-    [](const auto& info) { return case_name(info.param); });
+    [](const auto& test_info) { return case_name(test_info.param); });
 
 TEST(FaultsMarkup, HostileMarkupIsStoredVerbatimAsText) {
     auto dir = e2e::scratch("faults-markup");
