@@ -282,8 +282,8 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         if (a_repeats >= 2 && a_matrix.size() >= 1) {
             std::string cache_key =
                 fmt::format("{}\n{}\n{}", c.a.text(), c.scorer, fmt::join(matrix_questions, ","));
-            auto cached =
-                options.noise_cache ? options.noise_cache->find(cache_key) : NoiseFloorCache::iterator{};
+            auto cached = options.noise_cache ? options.noise_cache->find(cache_key)
+                                              : NoiseFloorCache::iterator{};
             if (options.noise_cache && cached != options.noise_cache->end()) {
                 c.noise_floor = cached->second;
             } else if (auto nf = noise_floor(a_matrix, options.bootstrap)) {

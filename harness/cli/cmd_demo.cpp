@@ -118,7 +118,8 @@ int demo_command(const DemoFlags& f) {
     std::cout << reports::verdict_table(summary, reports::Style::text) << "\n";
     std::cout << "Where the responses went (mean per run of the questions; accuracy by vllm)\n\n";
     std::cout << reports::breakdown_table(summary, "vllm", reports::Style::text) << "\n";
-    std::cout << "Latency and tokens (simulated servers answer at once unless a profile sets latency)\n\n";
+    std::cout << "Latency and tokens (simulated servers answer at once unless a profile sets "
+                 "latency)\n\n";
     std::cout << reports::latency_table(summary, reports::Style::text) << "\n";
     auto k = analysis::scorer_index(*results, "vllm");
     if (k) {
