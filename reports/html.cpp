@@ -730,7 +730,7 @@ util::Result<void> stream_data(store::Store& st, const ReportData& data, std::os
         "SELECT v.server, v.framing, v.max_tokens, v.repeat, v.question_idx, v.text, v.reasoning, "
         "v.finish_reason, v.stop_reason, v.completion_tokens, v.outcome, v.error, "
         "(SELECT json_group_array(json_array(sc.scorer, sc.extracted, sc.correct)) "
-        " FROM v_scores sc WHERE sc.response_id = v.response_id) "
+        " FROM scores sc WHERE sc.response_id = v.response_id) "
         "FROM v_responses v");
     if (!s.valid()) {
         return util::make_error(util::ErrorKind::data,

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <set>
 
@@ -171,6 +172,10 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         }
     }
     std::vector<Comparison> out;
+    // Repeat-vs-repeat intervals only feed the noise floor's mean half-width:
+    // fewer resamples there keep a report's many comparisons cheap.
+    BootstrapOptions noise_options = options.bootstrap;
+    noise_options.resamples = std::min(noise_options.resamples, k_noise_floor_resamples);
     const int sa = server_index(a.server);
     const int sb = server_index(b.server);
     for (const auto& [key, ga] : groups) {
@@ -272,11 +277,10 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         }
         c.accuracy_a = suma / static_cast<double>(fa.size());
         c.accuracy_b = sumb / static_cast<double>(fb.size());
-        auto iv = paired_bootstrap(fa, fb, options.bootstrap);
-        if (!iv) {
-            return iv.error();
-        }
-        c.interval = *iv;
+        // The interval is the costly part: draw it on another core while
+        // this one measures the noise floor.
+        auto interval = std::async(std::launch::async,
+                                   [&] { return paired_bootstrap(fa, fb, options.bootstrap); });
         c.mcnemar = mcnemar(mc_b, mc_c);
         c.latency = tail_difference(rows_a, rows_b);
         if (a_repeats >= 2 && a_matrix.size() >= 1) {
@@ -286,13 +290,18 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
                                               : NoiseFloorCache::iterator{};
             if (options.noise_cache && cached != options.noise_cache->end()) {
                 c.noise_floor = cached->second;
-            } else if (auto nf = noise_floor(a_matrix, options.bootstrap)) {
+            } else if (auto nf = noise_floor(a_matrix, noise_options)) {
                 c.noise_floor = std::move(*nf);
                 if (options.noise_cache) {
                     options.noise_cache->emplace(std::move(cache_key), *c.noise_floor);
                 }
             }
         }
+        auto iv = interval.get();
+        if (!iv) {
+            return iv.error();
+        }
+        c.interval = *iv;
         auto by_gap = [](const Flip& x, const Flip& y) {
             double gx = std::abs(x.a - x.b), gy = std::abs(y.a - y.b);
             return gx != gy ? gx > gy : x.question_idx < y.question_idx;

@@ -94,6 +94,9 @@ struct Comparison {
 // repeats disagree with each other the same way each time.
 using NoiseFloorCache = std::map<std::string, NoiseFloor>;
 
+// Resamples of each repeat-vs-repeat interval in a noise floor (at most).
+inline constexpr std::uint32_t k_noise_floor_resamples = 2'000;
+
 struct CompareOptions {
     BootstrapOptions bootstrap;
     size_t max_flips = 20; // per direction, with excerpts
