@@ -1,14 +1,13 @@
 // Loading GSM8K-format JSONL and resolving `--dataset` names.
 #include <datasets/dataset.hpp>
 
+#include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 namespace diffeval::datasets {
 
@@ -59,13 +58,11 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
 }
 
 util::Result<std::vector<Sample>> load_jsonl(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    auto text = util::read_file(path);
+    if (!text) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}", path.string()));
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return parse_jsonl(ss.str(), path.string());
+    return parse_jsonl(*text, path.string());
 }
 
 fs::path cache_dir() {

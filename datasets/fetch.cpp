@@ -4,32 +4,18 @@
 #include <datasets/dataset.hpp>
 
 #include <harness/http/client.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
 
 #include <fstream>
-#include <sstream>
 
 namespace diffeval::datasets {
 
 namespace fs = std::filesystem;
 using util::ErrorKind;
 using util::make_error;
-
-namespace {
-
-std::optional<std::string> read_file(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) {
-        return std::nullopt;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-} // namespace
 
 util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std::string>& log) {
     auto dir = cache_dir() / "gsm8k";
@@ -46,7 +32,7 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
     }
     for (const auto& f : k_gsm8k_files) {
         auto target = dir / f.name;
-        if (auto existing = read_file(target);
+        if (auto existing = util::read_file(target);
             existing && util::sha256_hex(*existing) == f.sha256) {
             log.push_back(fmt::format("{}: already present and verified", f.name));
             continue;

@@ -3,11 +3,12 @@
 #include <scorers/registry.hpp>
 
 #include <harness/util/embedded.hpp>
+#include <harness/util/names.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <numeric>
 
 namespace diffeval::scorers {
 
@@ -19,43 +20,7 @@ namespace {
 constexpr std::string_view k_builtin_dir = "scorers/";
 constexpr std::string_view k_extension = ".toml";
 
-// The known name closest to `name`, if close enough to be a plausible typo:
-// within half the length of the longer name, or one a prefix of the other
-// ("lm-eval" -> "lm-eval-strict").
-std::optional<std::string_view> closest(std::string_view name,
-                                        const std::vector<const Scorer*>& known) {
-    std::optional<std::string_view> best;
-    size_t best_distance = 0;
-    for (const Scorer* scorer : known) {
-        const std::string_view candidate = scorer->name();
-        const size_t distance = edit_distance(name, candidate);
-        const bool prefix = candidate.starts_with(name) || name.starts_with(candidate);
-        const size_t limit = std::max(name.size(), candidate.size()) / 2;
-        if ((distance <= limit || prefix) && (!best || distance < best_distance)) {
-            best = candidate;
-            best_distance = distance;
-        }
-    }
-    return best;
-}
-
 } // namespace
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> row(b.size() + 1);
-    std::iota(row.begin(), row.end(), size_t{0});
-    for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t above = row[j];
-            row[j] =
-                std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
 
 util::Result<Registry> Registry::builtin() {
     Registry registry;
@@ -110,14 +75,13 @@ util::Result<const Scorer*> Registry::find(std::string_view name) const {
             return scorer.get();
         }
     }
-    const std::vector<const Scorer*> known = all();
-    std::string names;
-    for (const Scorer* scorer : known) {
-        names += names.empty() ? "" : ", ";
-        names += scorer->name();
+    std::vector<std::string> known;
+    for (const Scorer* scorer : all()) {
+        known.emplace_back(scorer->name());
     }
+    const std::string names = fmt::format("{}", fmt::join(known, ", "));
     std::string message = fmt::format("unknown scorer '{}'", name);
-    if (auto suggestion = closest(name, known)) {
+    if (auto suggestion = util::closest_name(name, known)) {
         message += fmt::format("; did you mean '{}'?", *suggestion);
     }
     message += fmt::format(" Known scorers: {}", names.empty() ? "(none)" : names);

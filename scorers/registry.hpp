@@ -7,6 +7,7 @@
 
 #include <scorers/scorer.hpp>
 
+#include <harness/util/names.hpp>
 #include <harness/util/result.hpp>
 
 #include <filesystem>
@@ -47,7 +48,7 @@ util::Result<const Scorer*> find_scorer(std::string_view name);
 // The built-in scorers, sorted by name.
 std::vector<const Scorer*> all_scorers();
 
-// Levenshtein distance between `a` and `b`, in bytes.
-size_t edit_distance(std::string_view a, std::string_view b);
+// Levenshtein distance, shared with every other name lookup.
+using util::edit_distance;
 
 } // namespace diffeval::scorers

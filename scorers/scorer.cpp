@@ -7,13 +7,13 @@
 
 #include <scorers/python.hpp>
 
+#include <harness/util/file.hpp>
+
 #include <fmt/format.h>
 #include <re2/re2.h>
 
 #include <array>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 namespace diffeval::scorers {
 
@@ -320,14 +320,12 @@ util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::s
 }
 
 util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    auto text = util::read_file(path);
+    if (!text) {
         return make_error(ErrorKind::io, fmt::format("cannot read scorer file '{}': check the path",
                                                      path.string()));
     }
-    std::ostringstream text;
-    text << in.rdbuf();
-    return load_scorer(text.str(), path.stem().string(), path.string());
+    return load_scorer(*text, path.stem().string(), path.string());
 }
 
 } // namespace diffeval::scorers

@@ -3,13 +3,12 @@
 #include <harness/cli/util.hpp>
 
 #include <harness/fingerprint/fingerprint.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace diffeval::cli {
 
@@ -23,14 +22,12 @@ struct FingerprintFlags {
 };
 
 int fingerprint_command(const FingerprintFlags& f) {
-    std::ifstream in(f.log, std::ios::binary);
-    if (!in) {
+    auto text = util::read_file(f.log);
+    if (!text) {
         return report(util::make_error(util::ErrorKind::usage,
                                        fmt::format("cannot read log file {}", f.log)));
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string log = ss.str();
+    const std::string& log = *text;
     util::Result<fingerprint::Fingerprint> fp = fingerprint::Fingerprint{};
     if (f.rules.empty()) {
         fp = fingerprint::fingerprint_log(log);

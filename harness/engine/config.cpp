@@ -2,6 +2,7 @@
 #include <harness/engine/config.hpp>
 
 #include <harness/http/client.hpp>
+#include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -17,36 +18,6 @@ namespace {
 
 std::string where(const std::string& path, const toml::node& node) {
     return fmt::format("{}:{}", path, node.source().begin.line);
-}
-
-nlohmann::ordered_json to_json_value(const toml::node& node) {
-    if (auto* t = node.as_table()) {
-        auto out = nlohmann::ordered_json::object();
-        for (const auto& [k, v] : *t) {
-            out[std::string(k.str())] = to_json_value(v);
-        }
-        return out;
-    }
-    if (auto* a = node.as_array()) {
-        auto out = nlohmann::ordered_json::array();
-        for (const auto& v : *a) {
-            out.push_back(to_json_value(v));
-        }
-        return out;
-    }
-    if (node.is_string()) {
-        return *node.value<std::string>();
-    }
-    if (node.is_integer()) {
-        return *node.value<int64_t>();
-    }
-    if (node.is_floating_point()) {
-        return *node.value<double>();
-    }
-    if (node.is_boolean()) {
-        return *node.value<bool>();
-    }
-    return nullptr;
 }
 
 util::Result<void> check_keys(const std::string& path, const toml::table& t,
@@ -249,7 +220,7 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                             return make_error(
                                 ErrorKind::usage,
                                 fmt::format("{}: body must be a table", where(path, sv)));
-                        s.extra_body = to_json_value(sv);
+                        s.extra_body = util::toml_to_json(sv);
                     } else {
                         auto v = get<std::string>(path, sv, skey.c_str());
                         if (!v)

@@ -5,14 +5,13 @@
 #include <harness/engine/launcher.hpp>
 
 #include <harness/http/client.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
-#include <sstream>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -239,10 +238,7 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
 }
 
 std::string LaunchedServer::log_text() const {
-    std::ifstream in(m_log_path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+    return util::read_file(m_log_path).value_or("");
 }
 
 std::string LaunchedServer::log_tail(size_t lines) const {

@@ -14,6 +14,7 @@
 #include <harness/http/client.hpp>
 #include <harness/http/sse.hpp>
 #include <harness/store/store.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
 
@@ -265,14 +266,12 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     for (size_t i = 0; i < servers.size(); ++i) {
         const auto& spec = config.servers[i];
         if (!spec.attached_log.empty()) {
-            std::ifstream in(spec.attached_log, std::ios::binary);
-            if (!in) {
+            auto text = util::read_file(spec.attached_log);
+            if (!text) {
                 return make_error(ErrorKind::usage,
                                   fmt::format("--server-log: cannot read {}", spec.attached_log));
             }
-            std::stringstream ss;
-            ss << in.rdbuf();
-            attached_logs[i] = ss.str();
+            attached_logs[i] = std::move(*text);
         }
         if (config.preflight && spec.launch.empty()) {
             auto info = preflight(spec, servers[i].headers, spec.model ? spec.model : config.model,

@@ -2,12 +2,14 @@
 #include <harness/framing/framing.hpp>
 
 #include <harness/util/embedded.hpp>
+#include <harness/util/file.hpp>
+#include <harness/util/names.hpp>
+#include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace diffeval::framing {
@@ -18,36 +20,6 @@ using util::make_error;
 namespace {
 
 constexpr std::string_view k_builtin_dir = "prompts/";
-
-nlohmann::ordered_json to_json(const toml::node& node) {
-    if (auto* t = node.as_table()) {
-        nlohmann::ordered_json out = nlohmann::ordered_json::object();
-        for (const auto& [k, v] : *t) {
-            out[std::string(k.str())] = to_json(v);
-        }
-        return out;
-    }
-    if (auto* a = node.as_array()) {
-        nlohmann::ordered_json out = nlohmann::ordered_json::array();
-        for (const auto& v : *a) {
-            out.push_back(to_json(v));
-        }
-        return out;
-    }
-    if (auto v = node.value<std::string>(); v && node.is_string()) {
-        return *v;
-    }
-    if (node.is_integer()) {
-        return *node.value<int64_t>();
-    }
-    if (node.is_floating_point()) {
-        return *node.value<double>();
-    }
-    if (node.is_boolean()) {
-        return *node.value<bool>();
-    }
-    return nullptr;
-}
 
 std::string where(const std::string& origin, const toml::node& node) {
     return fmt::format("{}:{}", origin, node.source().begin.line);
@@ -109,7 +81,7 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
         }
     }
     if (auto* fields = tbl["fields"].as_table()) {
-        f.fields = to_json(*fields);
+        f.fields = util::toml_to_json(*fields);
     } else {
         f.fields = nlohmann::ordered_json::object();
     }
@@ -140,23 +112,6 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
     return f;
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) {
-        row[j] = j;
-    }
-    for (size_t i = 1; i <= a.size(); ++i) {
-        size_t prev = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            size_t cur = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
-            prev = cur;
-        }
-    }
-    return row[b.size()];
-}
-
 } // namespace
 
 std::vector<std::string> builtin_framings() {
@@ -171,30 +126,21 @@ util::Result<Framing> load_framing(const std::string& name_or_path) {
     if (auto text = util::embedded_file(fmt::format("{}{}.toml", k_builtin_dir, name_or_path))) {
         return parse(*text, fmt::format("prompts/{}.toml", name_or_path), name_or_path);
     }
-    namespace fs = std::filesystem;
     if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml")) {
-        std::ifstream in(name_or_path);
-        if (!in) {
+        auto text = util::read_file(name_or_path);
+        if (!text) {
             return make_error(ErrorKind::usage,
                               fmt::format("cannot read framing file {}", name_or_path));
         }
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        return parse(text, name_or_path, fs::path(name_or_path).stem().string());
+        return parse(*text, name_or_path, std::filesystem::path(name_or_path).stem().string());
     }
     auto known = builtin_framings();
-    std::string best;
-    size_t best_d = SIZE_MAX;
-    for (const auto& k : known) {
-        if (auto d = edit_distance(k, name_or_path); d < best_d) {
-            best_d = d;
-            best = k;
-        }
-    }
-    return make_error(ErrorKind::usage,
-                      fmt::format("unknown framing '{}'{}; known: {} (or a path to a .toml file)",
-                                  name_or_path,
-                                  best_d <= 2 ? fmt::format(" (did you mean '{}'?)", best) : "",
-                                  fmt::join(known, ", ")));
+    auto suggestion = util::closest_name(name_or_path, known);
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("unknown framing '{}'{}; known: {} (or a path to a .toml file)", name_or_path,
+                    suggestion ? fmt::format(" (did you mean '{}'?)", *suggestion) : "",
+                    fmt::join(known, ", ")));
 }
 
 std::string render_template(const std::string& text, const datasets::Sample& sample) {

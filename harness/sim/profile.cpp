@@ -5,15 +5,14 @@
 #include <harness/sim/profile.hpp>
 
 #include <harness/util/embedded.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
 
 namespace diffeval::sim {
 
@@ -319,13 +318,11 @@ util::Result<Profile> load_profile(std::string_view name_or_path) {
                                       "the path of a profile .toml file",
                                       name_or_path, known));
     }
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in && !in.eof()) {
+    auto text = util::read_file(path);
+    if (!text) {
         return make_error(ErrorKind::io, fmt::format("cannot read {}", path.string()));
     }
-    return parse_profile(ss.str(), path.string());
+    return parse_profile(*text, path.string());
 }
 
 } // namespace diffeval::sim
