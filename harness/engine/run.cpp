@@ -439,7 +439,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         req.method = "POST";
         req.url = w.url;
         req.headers = st.headers;
-        req.body = *w.body;
+        req.body = w.body;
         req.timeout = config.timeout;
         if (config.stream) {
             w.stream = std::make_shared<StreamState>(w.endpoint, w.attempt_start);

@@ -86,9 +86,10 @@ void configure(CURL* easy, Transfer& t) {
     if (t.request.method == "POST") {
         t.headers = curl_slist_append(t.headers, "Expect:");
         curl_easy_setopt(easy, CURLOPT_POST, 1L);
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, t.request.body.data());
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
-                         static_cast<curl_off_t>(t.request.body.size()));
+        static const std::string k_empty;
+        const std::string& body = t.request.body ? *t.request.body : k_empty;
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     } else {
         curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
     }

@@ -21,7 +21,8 @@ struct Request {
     std::string method = "GET";
     std::string url;
     std::vector<std::string> headers; // "Name: value"
-    std::string body;
+    // Shared, not copied: a run sends the same body once per attempt.
+    std::shared_ptr<const std::string> body;
     std::chrono::milliseconds timeout{600'000};
     // Called with each received chunk as it arrives (streaming); optional.
     std::function<void(std::string_view)> on_data;
