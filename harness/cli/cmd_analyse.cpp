@@ -46,15 +46,15 @@ int summary_command(const AnalyseFlags& f) {
     if (!style) {
         return report(style.error());
     }
-    auto st = open_existing_store(f.db);
-    if (!st) {
-        return report(st.error());
+    auto opened = open_results(f.db);
+    if (!opened) {
+        return report(opened.error());
     }
-    auto results = analysis::load_results(**st);
-    if (!results) {
-        return report(results.error());
+    // Check the scorer before printing anything, so an error is the only output.
+    if (auto k = analysis::scorer_index(opened->results, f.scorer); !k) {
+        return report(k.error());
     }
-    auto summary = analysis::summarize(*results);
+    auto summary = analysis::summarize(opened->results);
     if (json) {
         std::cout << analysis::to_json(summary).dump(2) << "\n";
         return k_exit_ok;
@@ -63,10 +63,6 @@ int summary_command(const AnalyseFlags& f) {
     std::cout << (md ? "## Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n"
                      : "Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n");
     std::cout << reports::verdict_table(summary, *style) << "\n";
-    auto k = analysis::scorer_index(*results, f.scorer);
-    if (!k) {
-        return report(k.error());
-    }
     std::cout << (md ? fmt::format(
                            "## Where the responses went (mean per run; accuracy by `{}`)\n\n",
                            f.scorer)
@@ -93,14 +89,12 @@ int diff_command(const AnalyseFlags& f) {
     if (!b) {
         return report(b.error());
     }
-    auto st = open_existing_store(f.db);
-    if (!st) {
-        return report(st.error());
+    auto opened = open_results(f.db);
+    if (!opened) {
+        return report(opened.error());
     }
-    auto results = analysis::load_results(**st);
-    if (!results) {
-        return report(results.error());
-    }
+    auto& st = opened->store;
+    const analysis::Results* results = &opened->results;
     auto k = analysis::scorer_index(*results, f.scorer);
     if (!k) {
         return report(k.error());
@@ -109,7 +103,7 @@ int diff_command(const AnalyseFlags& f) {
     options.bootstrap.resamples = f.resamples;
     options.bootstrap.seed = f.seed;
     options.max_flips = f.flips;
-    auto cmp = analysis::compare(*results, **st, *a, *b, *k, options);
+    auto cmp = analysis::compare(*results, *st, *a, *b, *k, options);
     if (!cmp) {
         return report(cmp.error());
     }

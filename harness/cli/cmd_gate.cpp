@@ -183,22 +183,20 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
 }
 
 int gate_command(const GateFlags& f) {
-    // Open the database; a missing file is a usage error, not an empty gate.
-    auto st = open_existing_store(f.db);
-    if (!st) {
-        return report(st.error());
+    // Open the database (a missing file is a usage error, not an empty gate)
+    // and load the scored responses, scoring what is missing.
+    auto opened = open_results(f.db);
+    if (!opened) {
+        return report(opened.error());
     }
-    // Load the scored responses (scoring what is missing).
-    auto results = analysis::load_results(**st);
-    if (!results) {
-        return report(results.error());
-    }
+    auto& st = opened->store;
+    const analysis::Results* results = &opened->results;
     // Turn the flags into checks and evaluate them.
     auto spec = build_spec(f, *results);
     if (!spec) {
         return report(spec.error());
     }
-    auto verdict = analysis::evaluate_gate(*results, **st, *spec);
+    auto verdict = analysis::evaluate_gate(*results, *st, *spec);
     if (!verdict) {
         return report(verdict.error());
     }

@@ -49,6 +49,18 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     return store::Store::open(db, store::Store::Mode::read_write);
 }
 
+util::Result<OpenResults> open_results(const std::string& db) {
+    auto st = open_existing_store(db);
+    if (!st) {
+        return st.error();
+    }
+    auto results = analysis::load_results(**st);
+    if (!results) {
+        return results.error();
+    }
+    return OpenResults{std::move(*st), std::move(*results)};
+}
+
 bool stderr_is_tty() {
     return isatty(STDERR_FILENO) == 1;
 }

@@ -1,6 +1,7 @@
 // Small helpers shared by the subcommands: comma lists and error lines.
 #pragma once
 
+#include <harness/analysis/results.hpp>
 #include <harness/cli/cli.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
@@ -21,6 +22,14 @@ int report(const util::Error& error);
 // Open the results database `db` that a run wrote; a missing file is a usage
 // error saying to run first (opening never creates one here).
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db);
+
+// A run's database with its scored results loaded (what is missing is
+// scored first).
+struct OpenResults {
+    std::unique_ptr<store::Store> store;
+    analysis::Results results;
+};
+util::Result<OpenResults> open_results(const std::string& db);
 
 // True when stderr is a terminal (progress bars).
 bool stderr_is_tty();

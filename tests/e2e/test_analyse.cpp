@@ -183,6 +183,9 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
     auto s = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--scorer", "vlm"});
     EXPECT_EQ(s.exit_code, 2);
     EXPECT_NE(s.err.find("unknown scorer 'vlm'"), std::string::npos) << s.err;
+    auto bad_scorer = e2e::run({"summary", "--db", *db, "--scorer", "vlm"});
+    EXPECT_EQ(bad_scorer.exit_code, 2);
+    EXPECT_EQ(bad_scorer.out, "") << "an error must not come after half a table";
     auto missing = e2e::run({"summary", "--db", (*dir / "none.sqlite").string()});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("run 'diffeval run"), std::string::npos) << missing.err;
