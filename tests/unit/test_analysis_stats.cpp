@@ -165,34 +165,90 @@ TEST(PairedBootstrap, EqualDifferencesCollapseTheInterval) {
     EXPECT_EQ(r->seed, k_default_bootstrap_seed);
 }
 
-TEST(PairedBootstrap, MatchesIndependentResamplingFromTheSameStream) {
-    const std::vector<double> a{1, 0, 1, 1, 0, 1, 0, 1, 2.0 / 3, 1.0 / 3};
-    const std::vector<double> b{1, 1, 0, 1, 1, 1, 1, 0, 1, 0};
+// Binomial(n, p) probabilities summed exactly from math-style terms, written
+// independently of stats.cpp's ratio recurrence (fine for small n).
+std::vector<double> reference_binomial_cdf(std::uint32_t n, double p) {
+    std::vector<double> cdf;
+    double total = 0.0;
+    for (std::uint32_t k = 0; k <= n; ++k) {
+        double choose = 1.0;
+        for (std::uint32_t i = 1; i <= k; ++i) {
+            choose = choose * static_cast<double>(n - k + i) / static_cast<double>(i);
+        }
+        total += choose * std::pow(p, k) * std::pow(1.0 - p, n - k);
+        cdf.push_back(total);
+    }
+    return cdf;
+}
+
+TEST(PairedBootstrap, FollowsTheDocumentedDrawOrder) {
+    // Differences that are not on a common lattice, so two different draw
+    // orders would give different quantiles.
+    const std::vector<double> a{0.5, 0.25, 0.9, 0.125, 0.5, 0.3, 0.5, 0.7, 0.4, 0.05, 0.5, 0.5};
+    const std::vector<double> b{0.5, 0.75, 0.1, 0.625, 0.5, 0.8, 0.5, 0.2, 0.45, 0.9, 0.5, 0.5};
     const BootstrapOptions options{.resamples = 500, .seed = 7, .confidence = 0.95};
     const auto r = paired_bootstrap(a, b, options);
     ASSERT_TRUE(r.ok()) << r.error().message;
 
-    // The documented draw order: per resample, n indices from Rng::below(n).
-    Rng rng(7);
-    const auto n = static_cast<std::uint32_t>(a.size());
-    std::vector<double> means;
-    for (int s = 0; s < 500; ++s) {
-        double sum = 0.0;
-        for (std::uint32_t i = 0; i < n; ++i) {
-            const std::uint32_t k = rng.below(n);
-            sum += b[k] - a[k];
-        }
-        means.push_back(sum / n);
-    }
+    // Per resample: m ~ Binomial(n, z/n) by inversion of one Rng::unit(),
+    // then m indices with Rng::below(z) into the non-zero differences.
+    std::vector<double> moving;
     double observed = 0.0;
     for (std::size_t i = 0; i < a.size(); ++i) {
         observed += b[i] - a[i];
+        if (b[i] != a[i]) {
+            moving.push_back(b[i] - a[i]);
+        }
+    }
+    const auto n = static_cast<std::uint32_t>(a.size());
+    const auto z = static_cast<std::uint32_t>(moving.size());
+    const auto cdf = reference_binomial_cdf(n, static_cast<double>(z) / n);
+    Rng rng(7);
+    std::vector<double> means;
+    for (int s = 0; s < 500; ++s) {
+        const double u = rng.unit();
+        std::uint32_t m = 0;
+        while (m < n && cdf[m] / cdf.back() <= u) {
+            ++m;
+        }
+        double sum = 0.0;
+        for (std::uint32_t i = 0; i < m; ++i) {
+            sum += moving[rng.below(z)];
+        }
+        means.push_back(sum / n);
     }
     EXPECT_DOUBLE_EQ(r->diff, observed / n);
     EXPECT_DOUBLE_EQ(r->lo, numpy_linear_quantile(means, 0.025));
     EXPECT_DOUBLE_EQ(r->hi, numpy_linear_quantile(means, 0.975));
     EXPECT_LT(r->lo, r->diff);
     EXPECT_GT(r->hi, r->diff);
+}
+
+TEST(PairedBootstrap, AgreesWithTheTextbookBootstrapThatDrawsEveryQuestion) {
+    // 1,000 questions, 120 of which differ (a typical GSM8K comparison): the
+    // shortcut must give the interval of drawing all n questions per resample.
+    std::vector<double> a(1000, 1.0);
+    std::vector<double> b(1000, 1.0);
+    for (std::size_t i = 0; i < 120; ++i) {
+        (i % 3 == 0 ? a : b)[i * 7] = i % 5 == 0 ? 1.0 / 3 : 0.0;
+    }
+    const auto r = paired_bootstrap(a, b, {.resamples = 20'000, .seed = 3});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    Rng rng(99);
+    std::vector<double> means;
+    for (int s = 0; s < 20'000; ++s) {
+        double sum = 0.0;
+        for (std::uint32_t i = 0; i < 1000; ++i) {
+            const std::uint32_t k = rng.below(1000);
+            sum += b[k] - a[k];
+        }
+        means.push_back(sum / 1000);
+    }
+    // Both are 20,000-resample estimates of the same percentiles; their
+    // Monte Carlo error is about 0.001 here.
+    EXPECT_NEAR(r->lo, numpy_linear_quantile(means, 0.025), 0.004);
+    EXPECT_NEAR(r->hi, numpy_linear_quantile(means, 0.975), 0.004);
+    EXPECT_GT(r->hi - r->lo, 0.02); // not collapsed
 }
 
 // Scores of A and B on `n` questions where A is right with probability 0.80 and
