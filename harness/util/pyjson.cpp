@@ -1,6 +1,7 @@
 // Python-compatible JSON writer; see pyjson.hpp for why it exists.
 #include <harness/util/pyjson.hpp>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace {
 
 // Decode one UTF-8 code point at `i`, advancing `i`. Invalid bytes decode as
 // U+FFFD, as Python would never see them (its str is already decoded).
-uint32_t next_code_point(const std::string& s, size_t& i) {
+uint32_t next_code_point(std::string_view s, size_t& i) {
     auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
     unsigned char c = byte(i);
     int extra = c < 0x80           ? 0
@@ -36,10 +37,53 @@ uint32_t next_code_point(const std::string& s, size_t& i) {
     return cp;
 }
 
+// Append \uXXXX with lower-case hex digits, as Python writes it.
+void append_u_escape(std::string& out, uint32_t unit) {
+    static constexpr char k_hex[] = "0123456789abcdef";
+    const char buf[6] = {'\\',
+                         'u',
+                         k_hex[(unit >> 12) & 0xF],
+                         k_hex[(unit >> 8) & 0xF],
+                         k_hex[(unit >> 4) & 0xF],
+                         k_hex[unit & 0xF]};
+    out.append(buf, sizeof buf);
+}
+
+// Which bytes are written as themselves: printable ASCII but " and \\, and
+// in script style not < > & either.
+struct PlainBytes {
+    std::array<bool, 256> python{};
+    std::array<bool, 256> script{};
+    constexpr PlainBytes() {
+        for (int c = 0x20; c < 0x7F; ++c) {
+            python[c] = c != '"' && c != '\\';
+            script[c] = python[c] && c != '<' && c != '>' && c != '&';
+        }
+    }
+};
+constexpr PlainBytes k_plain;
+
 void write_string(std::string& out, const std::string& s) {
+    append_json_string(out, s, JsonStringStyle::python);
+}
+
+} // namespace
+
+void append_json_string(std::string& out, std::string_view s, JsonStringStyle style) {
     out += '"';
+    const auto& plain = style == JsonStringStyle::script ? k_plain.script : k_plain.python;
     for (size_t i = 0; i < s.size();) {
-        uint32_t cp = next_code_point(s, i);
+        // Runs of printable ASCII are copied in one go.
+        size_t run = i;
+        while (run < s.size() && plain[static_cast<unsigned char>(s[run])]) {
+            ++run;
+        }
+        out.append(s.data() + i, run - i);
+        i = run;
+        if (i >= s.size()) {
+            break;
+        }
+        const uint32_t cp = next_code_point(s, i);
         switch (cp) {
         case '"':
             out += "\\\"";
@@ -63,12 +107,14 @@ void write_string(std::string& out, const std::string& s) {
             out += "\\f";
             break;
         default:
-            // Python escapes everything outside printable ASCII (space..~).
-            if (cp < 0x20 || (cp >= 0x7F && cp < 0x10000)) {
-                out += fmt::format("\\u{:04x}", cp);
-            } else if (cp >= 0x10000) {
-                uint32_t v = cp - 0x10000;
-                out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+            // Everything outside printable ASCII (space..~) is escaped, and
+            // in script style also < > &.
+            if (cp >= 0x10000) {
+                const uint32_t v = cp - 0x10000;
+                append_u_escape(out, 0xD800 + (v >> 10));
+                append_u_escape(out, 0xDC00 + (v & 0x3FF));
+            } else if (cp < 0x20 || cp >= 0x7F || style == JsonStringStyle::script) {
+                append_u_escape(out, cp);
             } else {
                 out += static_cast<char>(cp);
             }
@@ -76,6 +122,8 @@ void write_string(std::string& out, const std::string& s) {
     }
     out += '"';
 }
+
+namespace {
 
 void write(std::string& out, const nlohmann::ordered_json& v) {
     using T = nlohmann::ordered_json::value_t;

@@ -10,12 +10,23 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 namespace diffeval::util {
 
 // Serialise `value` as Python's json.dumps(value) would (ensure_ascii=True,
 // default separators, keys in the object's own order).
 std::string python_json_dumps(const nlohmann::ordered_json& value);
+
+// How `append_json_string` escapes.
+enum class JsonStringStyle {
+    python, // json.dumps: everything outside printable ASCII as \uXXXX
+    script, // the same, and < > & too, so the text is safe inside an HTML <script>
+};
+
+// Append `s` to `out` as a quoted JSON string; invalid UTF-8 becomes U+FFFD.
+// Fast on long texts: runs of plain ASCII are copied without decoding.
+void append_json_string(std::string& out, std::string_view s, JsonStringStyle style);
 
 // Python's repr() of the float `x` (shortest round-trip form).
 std::string python_float_repr(double x);

@@ -29,3 +29,20 @@ TEST(PythonFloatRepr, MatchesPythonRepr) {
     EXPECT_EQ(python_float_repr(100.0), "100.0");
     EXPECT_EQ(python_float_repr(0.0001), "0.0001");
 }
+
+TEST(AppendJsonString, ScriptStyleKeepsMarkupAndLineSeparatorsOutOfTheHtml) {
+    std::string out;
+    diffeval::util::append_json_string(
+        out, "</script><img src=x onerror=alert(1)> & \"q\" \u2028 caf\u00e9",
+        diffeval::util::JsonStringStyle::script);
+    EXPECT_EQ(out, R"("\u003c/script\u003e\u003cimg src=x onerror=alert(1)\u003e \u0026 \"q\" )"
+                   R"(\u2028 caf\u00e9")");
+    EXPECT_EQ(out.find_first_of("<>&"), std::string::npos);
+}
+
+TEST(AppendJsonString, PythonStyleLeavesMarkupAndReplacesBrokenUtf8) {
+    std::string out;
+    diffeval::util::append_json_string(out, "<b>&\xff\xc3",
+                                       diffeval::util::JsonStringStyle::python);
+    EXPECT_EQ(out, R"("<b>&\ufffd\ufffd")");
+}
