@@ -51,6 +51,13 @@ public:
     int64_t column_int(int col) const { return sqlite3_column_int64(m_stmt, col); }
     double column_double(int col) const { return sqlite3_column_double(m_stmt, col); }
     std::string column_text(int col) const;
+    // The text of `col` without a copy; valid until the next step or reset.
+    std::string_view column_view(int col) const {
+        auto* p = reinterpret_cast<const char*>(sqlite3_column_text(m_stmt, col));
+        return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(m_stmt, col)))
+                 : std::string_view{};
+    }
+    int column_type(int col) const { return sqlite3_column_type(m_stmt, col); }
     bool column_null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
     Value column_value(int col) const;
 

@@ -49,11 +49,32 @@ int64_t count(Store& s, const char* sql) {
 TEST(Store, CreatesSchemaAtCurrentVersion) {
     auto s = Store::open(fresh_db("create").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ((*s)->schema_version(), 1);
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 1);
-    EXPECT_EQ(
-        count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', 'v_scores')"),
-        2);
+    EXPECT_EQ((*s)->schema_version(), 2);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
+                         "'v_scores', 'requests_counted')"),
+              3);
+}
+
+TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
+    const auto path = fresh_db("v1").string();
+    {
+        auto s = Store::open(path, Store::Mode::read_write);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
+        // What a version 1 file looks like: the same tables, no index.
+        ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
+        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
+    }
+    auto read_only = Store::open(path, Store::Mode::read_only);
+    ASSERT_FALSE(read_only.ok());
+    EXPECT_NE(read_only.error().message.find("schema version 1"), std::string::npos);
+
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_counted'"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
 }
 
 TEST(Store, StopReasonKeepsItsType) {
