@@ -5,14 +5,16 @@
 #include <reports/html.hpp>
 
 #include <harness/util/escape.hpp>
+#include <harness/util/pyjson.hpp>
 
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <map>
+#include <cstring>
 
 namespace diffeval::reports {
 
@@ -686,15 +688,34 @@ void write_raw(std::ostream& out, const std::string& s) {
     out.write(s.data(), static_cast<std::streamsize>(s.size()));
 }
 
-util::Result<void> stream_data(store::Store& st, const ReportData& data, std::ostream& out) {
+// Rows are written in chunks of about this size.
+constexpr size_t k_chunk_bytes = 1 << 20;
+
+void json_text(std::string& buf, std::string_view text) {
+    util::append_json_string(buf, text, util::JsonStringStyle::script);
+}
+
+void json_opt_text(std::string& buf, const std::optional<std::string_view>& text) {
+    if (text) {
+        json_text(buf, *text);
+    } else {
+        buf += "null";
+    }
+}
+
+// The explorer's data: servers, questions with gold answers, then the rows
+// collected while the results loaded.
+util::Result<void> write_data(store::Store& st, const ReportData& data, ExplorerRows& rows,
+                              std::ostream& out) {
     const auto& r = data.results;
     nlohmann::json head = {{"servers", r.servers},
                            {"framings", r.framings},
                            {"scorers", r.scorers},
                            {"baseline", data.baseline}};
-    std::string h = script_safe_json(head);
-    h.pop_back(); // reopen the object to append questions and responses
-    write_raw(out, "<script type=\"application/json\" id=\"data\">" + h + ",\"questions\":{");
+    std::string buf = script_safe_json(head);
+    buf.pop_back(); // reopen the object to append questions and responses
+    buf.insert(0, "<script type=\"application/json\" id=\"data\">");
+    buf += ",\"questions\":{";
 
     // Questions asked, with the gold answer.
     store::Statement q(st.handle(),
@@ -707,96 +728,121 @@ util::Result<void> stream_data(store::Store& st, const ReportData& data, std::os
     }
     bool first = true;
     while (q.step()) {
-        write_raw(out, fmt::format("{}\"{}\":", first ? "" : ",", q.column_int(0)));
-        write_raw(out,
-                  script_safe_json(nlohmann::json::array({q.column_text(1), q.column_text(2)})));
+        fmt::format_to(std::back_inserter(buf), "{}\"{}\":[", first ? "" : ",", q.column_int(0));
+        json_text(buf, q.column_view(1));
+        buf += ',';
+        json_text(buf, q.column_view(2));
+        buf += ']';
         first = false;
     }
-    write_raw(out, "},\"responses\":[");
-
-    // Every response with its scores, in one pass, written as it is read.
-    std::map<std::string, int> server_ix, framing_ix, scorer_ix;
-    for (size_t i = 0; i < r.servers.size(); ++i) {
-        server_ix[r.servers[i]] = static_cast<int>(i);
-    }
-    for (size_t i = 0; i < r.framings.size(); ++i) {
-        framing_ix[r.framings[i]] = static_cast<int>(i);
-    }
-    for (size_t i = 0; i < r.scorers.size(); ++i) {
-        scorer_ix[r.scorers[i]] = static_cast<int>(i);
-    }
-    store::Statement s(
-        st.handle(),
-        "SELECT v.server, v.framing, v.max_tokens, v.repeat, v.question_idx, v.text, v.reasoning, "
-        "v.finish_reason, v.stop_reason, v.completion_tokens, v.outcome, v.error, "
-        "(SELECT json_group_array(json_array(sc.scorer, sc.extracted, sc.correct)) "
-        " FROM scores sc WHERE sc.response_id = v.response_id) "
-        "FROM v_responses v");
-    if (!s.valid()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("cannot read responses: {}", s.error()));
-    }
-    auto opt_text = [&](int col) -> nlohmann::json {
-        return s.column_null(col) ? nlohmann::json(nullptr) : nlohmann::json(s.column_text(col));
-    };
-    first = true;
-    while (s.step()) {
-        auto sv = server_ix.find(s.column_text(0));
-        auto fr = framing_ix.find(s.column_text(1));
-        if (sv == server_ix.end() || fr == framing_ix.end()) {
-            continue;
-        }
-        nlohmann::json scores = nlohmann::json::array();
-        for (size_t i = 0; i < r.scorers.size(); ++i) {
-            scores.push_back(nullptr);
-        }
-        if (!s.column_null(12)) {
-            auto list = nlohmann::json::parse(s.column_text(12), nullptr, false);
-            if (list.is_array()) {
-                for (const auto& e : list) {
-                    auto k = scorer_ix.find(e[0].is_string() ? e[0].get<std::string>() : "");
-                    if (k != scorer_ix.end()) {
-                        scores[static_cast<size_t>(k->second)] = {e[1], e[2]};
-                    }
-                }
-            }
-        }
-        nlohmann::json stop;
-        auto sr = s.column_value(8);
-        if (auto* i = std::get_if<int64_t>(&sr)) {
-            stop = *i;
-        } else if (auto* t = std::get_if<std::string>(&sr)) {
-            stop = *t;
-        }
-        nlohmann::json row = {sv->second,
-                              fr->second,
-                              s.column_int(2),
-                              s.column_int(3),
-                              s.column_int(4),
-                              opt_text(5),
-                              opt_text(6),
-                              opt_text(7),
-                              stop,
-                              s.column_null(9) ? nlohmann::json(nullptr)
-                                               : nlohmann::json(s.column_int(9)),
-                              opt_text(10),
-                              opt_text(11),
-                              scores};
-        if (!first) {
-            out.put(',');
-        }
-        write_raw(out, script_safe_json(row));
-        first = false;
-    }
-    if (!s.error().empty()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("reading responses failed: {}", s.error()));
+    buf += "},\"responses\":[";
+    write_raw(out, buf);
+    if (auto c = rows.copy_to(out); !c) {
+        return c;
     }
     write_raw(out, "]}</script>\n");
     return {};
 }
 
 } // namespace
+
+void ExplorerRows::Closer::operator()(std::FILE* f) const {
+    std::fclose(f);
+}
+
+util::Result<void> ExplorerRows::open() {
+    m_file.reset(std::tmpfile());
+    if (!m_file) {
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot create a temporary file for report.html: {}",
+                                            std::strerror(errno)));
+    }
+    return {};
+}
+
+util::Result<void> ExplorerRows::flush() {
+    if (!m_buf.empty() &&
+        std::fwrite(m_buf.data(), 1, m_buf.size(), m_file.get()) != m_buf.size()) {
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot write report.html's rows to a temporary "
+                                            "file: {}",
+                                            std::strerror(errno)));
+    }
+    m_buf.clear();
+    return {};
+}
+
+analysis::ResponseVisitor ExplorerRows::visitor() {
+    return [this](const analysis::ResultRow& row, const analysis::ResponseDetail& d) {
+        return add(row, d);
+    };
+}
+
+// One response: [server, framing, max_tokens, repeat, question, text,
+// reasoning, finish_reason, stop_reason, completion_tokens, outcome, error,
+// [[extracted, correct] or null per scorer]], as the page's script reads it.
+util::Result<void> ExplorerRows::add(const analysis::ResultRow& row,
+                                     const analysis::ResponseDetail& d) {
+    auto& buf = m_buf;
+    if (m_rows++ > 0) {
+        buf += ',';
+    }
+    fmt::format_to(std::back_inserter(buf), "[{},{},{},{},{},", row.server, row.framing,
+                   row.max_tokens, row.repeat, row.question_idx);
+    json_opt_text(buf, d.text);
+    buf += ',';
+    json_opt_text(buf, d.reasoning);
+    buf += ',';
+    json_opt_text(buf, d.finish_reason);
+    buf += ',';
+    if (const auto* id = std::get_if<int64_t>(&d.stop_reason)) {
+        fmt::format_to(std::back_inserter(buf), "{}", *id);
+    } else if (const auto* text = std::get_if<std::string_view>(&d.stop_reason)) {
+        json_text(buf, *text);
+    } else {
+        buf += "null";
+    }
+    buf += ',';
+    if (row.completion_tokens) {
+        fmt::format_to(std::back_inserter(buf), "{},", *row.completion_tokens);
+    } else {
+        buf += "null,";
+    }
+    json_text(buf, scorers::outcome_name(row.outcome));
+    buf += ',';
+    json_opt_text(buf, d.error);
+    buf += ",[";
+    for (size_t k = 0; k < d.scored.size(); ++k) {
+        buf += k ? "," : "";
+        if (d.scored[k]) {
+            buf += '[';
+            json_text(buf, d.extracted[k]);
+            buf += row.correct[k] ? ",1]" : ",0]";
+        } else {
+            buf += "null";
+        }
+    }
+    buf += "]]";
+    return buf.size() >= k_chunk_bytes ? flush() : util::Result<void>{};
+}
+
+util::Result<void> ExplorerRows::copy_to(std::ostream& out) {
+    if (!m_file) {
+        return util::make_error(util::ErrorKind::internal, "report.html's rows were not collected");
+    }
+    if (auto f = flush(); !f) {
+        return f;
+    }
+    std::rewind(m_file.get());
+    std::vector<char> chunk(k_chunk_bytes);
+    while (size_t n = std::fread(chunk.data(), 1, chunk.size(), m_file.get())) {
+        out.write(chunk.data(), static_cast<std::streamsize>(n));
+    }
+    if (std::ferror(m_file.get())) {
+        return util::make_error(util::ErrorKind::io, "cannot read report.html's temporary rows");
+    }
+    return {};
+}
 
 std::string script_safe_json(const nlohmann::json& j) {
     // ensure_ascii turns U+2028/2029 into \u escapes; the rest we do here,
@@ -822,7 +868,8 @@ std::string script_safe_json(const nlohmann::json& j) {
     return out;
 }
 
-util::Result<void> write_html(store::Store& st, const ReportData& data, std::ostream& out) {
+util::Result<void> write_html(store::Store& st, const ReportData& data, ExplorerRows& rows,
+                              std::ostream& out) {
     // 1. Head, headline and navigation.
     write_raw(out, k_head);
     write_raw(
@@ -840,7 +887,7 @@ util::Result<void> write_html(store::Store& st, const ReportData& data, std::ost
     write_raw(out, tables(data));
     // 3. The explorer's frame, its data, and its script.
     write_raw(out, k_explorer);
-    if (auto r = stream_data(st, data, out); !r) {
+    if (auto r = write_data(st, data, rows, out); !r) {
         return r;
     }
     write_raw(out, k_script);

@@ -37,9 +37,10 @@ bool beyond_noise(const analysis::Comparison& c) {
     return excludes_zero && std::abs(c.interval.diff) > floor;
 }
 
-util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline) {
+util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
+                                            const analysis::ResponseVisitor& visit) {
     // 1. Load and summarise what is stored.
-    auto results = analysis::load_results(st);
+    auto results = analysis::load_results(st, visit);
     if (!results) {
         return results.error();
     }
@@ -192,7 +193,8 @@ std::string headline(const ReportData& data) {
 }
 
 util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data,
-                                        const fs::path& out_dir, const ReportFormats& formats) {
+                                        const fs::path& out_dir, const ReportFormats& formats,
+                                        ExplorerRows* rows) {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) {
@@ -215,9 +217,13 @@ util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data
         paths.written.push_back(p);
     }
     if (formats.html) {
+        if (!rows) {
+            return util::make_error(util::ErrorKind::internal,
+                                    "report.html needs the rows collected while loading");
+        }
         auto p = out_dir / "report.html";
         std::ofstream f(p, std::ios::binary);
-        if (auto r = write_html(st, data, f); !r) {
+        if (auto r = write_html(st, data, *rows, f); !r) {
             return r.error();
         }
         f.close();
@@ -228,6 +234,22 @@ util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data
         paths.written.push_back(p);
     }
     return paths;
+}
+
+util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
+                                           const fs::path& out_dir, const ReportFormats& formats) {
+    ExplorerRows rows;
+    if (formats.html) {
+        if (auto r = rows.open(); !r) {
+            return r.error();
+        }
+    }
+    auto data = analyse_for_report(st, baseline,
+                                   formats.html ? rows.visitor() : analysis::ResponseVisitor{});
+    if (!data) {
+        return data.error();
+    }
+    return write_reports(st, *data, out_dir, formats, formats.html ? &rows : nullptr);
 }
 
 } // namespace diffeval::reports

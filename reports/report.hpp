@@ -43,7 +43,9 @@ struct ReportPaths {
 // other server is compared with the vllm scorer per framing and max_tokens,
 // and with lm-eval-strict on the chat framing. An unknown baseline is a usage
 // error listing the servers.
-util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline);
+// `visit` sees every response's texts during the one pass that loads them.
+util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline,
+                                            const analysis::ResponseVisitor& visit = {});
 
 // The "diffeval.report/1" JSON document: the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
@@ -60,9 +62,19 @@ const analysis::Comparison* lead_comparison(const ReportData& data);
 // floor (a missing floor counts as zero).
 bool beyond_noise(const analysis::Comparison& c);
 
-// Write the reports chosen by `formats` into `out_dir` (created if needed).
+class ExplorerRows;
+
+// Write the reports chosen by `formats` into `out_dir` (created if needed);
+// report.html needs the explorer's `rows`, collected while `data` loaded.
 util::Result<ReportPaths> write_reports(store::Store& store, const ReportData& data,
                                         const std::filesystem::path& out_dir,
-                                        const ReportFormats& formats);
+                                        const ReportFormats& formats, ExplorerRows* rows);
+
+// Analyse `store` against `baseline` and write the chosen reports: the one
+// entry point `diffeval report` and `diffeval demo` use. Every response is
+// read once, in the pass that loads the results.
+util::Result<ReportPaths> generate_reports(store::Store& store, const std::string& baseline,
+                                           const std::filesystem::path& out_dir,
+                                           const ReportFormats& formats);
 
 } // namespace diffeval::reports

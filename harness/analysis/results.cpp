@@ -6,89 +6,172 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 namespace diffeval::analysis {
 
 using util::ErrorKind;
 using util::make_error;
 
-util::Result<Results> load_results(store::Store& st) {
-    if (auto r = ensure_scored(st); !r) {
-        return r.error();
+namespace {
+
+// The responses that count, in response_id order, found through the
+// requests_counted index (schema v2) so the requests' large rows are never
+// visited; `k_detail_columns` are added when a visitor wants the texts.
+constexpr const char* k_row_columns =
+    "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
+    "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
+    "(julianday(r.started_at) - 2440587.5) * 86400000.0";
+constexpr const char* k_detail_columns =
+    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
+constexpr const char* k_row_source =
+    " FROM requests q JOIN responses r ON r.response_id = q.response_id "
+    "LEFT JOIN classifications c ON c.response_id = q.response_id "
+    "WHERE q.response_id IS NOT NULL ORDER BY q.response_id";
+// Counted responses not classified yet (they need scoring before a load).
+constexpr const char* k_unclassified =
+    "SELECT count(*) FROM requests q LEFT JOIN classifications c ON c.response_id = "
+    "q.response_id WHERE q.response_id IS NOT NULL AND c.response_id IS NULL";
+
+int index_of(const std::vector<std::string>& names, std::string_view name) {
+    return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+}
+
+std::optional<std::string_view> opt_view(const store::Statement& s, int col) {
+    return s.column_null(col) ? std::nullopt : std::optional(s.column_view(col));
+}
+
+util::Result<void> read_names(sqlite3* db, Results& out) {
+    store::Statement s(db, "SELECT DISTINCT scorer FROM scores ORDER BY scorer");
+    while (s.step()) {
+        out.scorers.push_back(s.column_text(0));
+    }
+    store::Statement t(db, "SELECT score_text FROM scores LIMIT 1");
+    out.score_text = t.step() ? t.column_text(0) : "full";
+    store::Statement f(db, "SELECT DISTINCT framing FROM requests ORDER BY framing");
+    while (f.step()) {
+        out.framings.push_back(f.column_text(0));
+    }
+    store::Statement sv(db, "SELECT server FROM requests GROUP BY server ORDER BY min(request_id)");
+    while (sv.step()) {
+        out.servers.push_back(sv.column_text(0));
+    }
+    for (const auto* st : {&s, &t, &f, &sv}) {
+        if (!st->error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read results: {}", st->error()));
+        }
+    }
+    return {};
+}
+
+// Read every counted response with its scores in one pass: the rows cursor
+// and the scores cursor both advance in response_id order.
+util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit) {
+    std::string sql = k_row_columns;
+    if (visit) {
+        sql += k_detail_columns;
+    }
+    sql += k_row_source;
+    store::Statement rows(db, sql);
+    store::Statement scores(db, visit ? "SELECT response_id, scorer, correct, valid, extracted "
+                                        "FROM scores ORDER BY response_id, scorer"
+                                      : "SELECT response_id, scorer, correct, valid "
+                                        "FROM scores ORDER BY response_id, scorer");
+    if (!rows.valid() || !scores.valid()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}",
+                                                     rows.valid() ? scores.error() : rows.error()));
+    }
+    bool have_score = scores.step();
+    ResponseDetail detail;
+    detail.extracted.resize(out.scorers.size());
+    detail.scored.resize(out.scorers.size());
+    while (rows.step()) {
+        ResultRow r;
+        r.response_id = rows.column_int(0);
+        r.server = index_of(out.servers, rows.column_view(1));
+        r.framing = index_of(out.framings, rows.column_view(2));
+        r.max_tokens = static_cast<int>(rows.column_int(3));
+        r.repeat = static_cast<int>(rows.column_int(4));
+        r.question_idx = static_cast<int>(rows.column_int(5));
+        r.outcome =
+            scorers::outcome_from_name(rows.column_view(6)).value_or(scorers::Outcome::error);
+        r.reasoning_started = rows.column_int(7) != 0;
+        if (!rows.column_null(8)) {
+            r.completion_tokens = rows.column_int(8);
+        }
+        r.latency_ms = rows.column_double(9);
+        r.ok = rows.column_int(10) != 0;
+        if (!rows.column_null(11)) {
+            r.ttft_ms = rows.column_double(11);
+        }
+        // julianday() turns the stored ISO-8601 text into days; NULL
+        // (unparseable) leaves the row out of the throughput span.
+        r.started_ms = rows.column_null(12) ? 0 : rows.column_double(12);
+        r.correct.assign(out.scorers.size(), 0);
+        r.valid.assign(out.scorers.size(), 0);
+        std::fill(detail.scored.begin(), detail.scored.end(), 0);
+        // Scores of superseded attempts sort before and are skipped.
+        while (have_score && scores.column_int(0) <= r.response_id) {
+            auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
+            if (scores.column_int(0) == r.response_id && k < out.scorers.size()) {
+                r.correct[k] = scores.column_int(2) != 0;
+                r.valid[k] = scores.column_int(3) != 0;
+                if (visit) {
+                    detail.extracted[k] = scores.column_view(4);
+                    detail.scored[k] = 1;
+                }
+            }
+            have_score = scores.step();
+        }
+        if (visit) {
+            detail.text = opt_view(rows, 13);
+            detail.reasoning = opt_view(rows, 14);
+            detail.finish_reason = opt_view(rows, 15);
+            const int stop_type = rows.column_type(16);
+            detail.stop_reason = stop_type == SQLITE_NULL      ? StopValue{}
+                                 : stop_type == SQLITE_INTEGER ? StopValue{rows.column_int(16)}
+                                                               : StopValue{rows.column_view(16)};
+            detail.error = opt_view(rows, 17);
+            if (auto v = visit(r, detail); !v) {
+                return v.error();
+            }
+        }
+        out.rows.push_back(std::move(r));
+    }
+    for (const auto* st : {&rows, &scores}) {
+        if (!st->error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read results: {}", st->error()));
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+util::Result<Results> load_results(store::Store& st, const ResponseVisitor& visit) {
+    auto* db = st.handle();
+    // Score what is missing first; a fully scored database is only read, so
+    // loading needs no write access.
+    store::Statement missing(db, k_unclassified);
+    if (!missing.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", missing.error()));
+    }
+    if (missing.column_int(0) > 0) {
+        missing.reset();
+        if (auto r = ensure_scored(st); !r) {
+            return r.error();
+        }
     }
     Results out;
-    auto* db = st.handle();
-    {
-        store::Statement s(db, "SELECT DISTINCT scorer FROM scores ORDER BY scorer");
-        while (s.step()) {
-            out.scorers.push_back(s.column_text(0));
-        }
-        store::Statement t(db, "SELECT score_text FROM scores LIMIT 1");
-        out.score_text = t.step() ? t.column_text(0) : "full";
-        store::Statement f(db, "SELECT DISTINCT framing FROM requests ORDER BY framing");
-        while (f.step()) {
-            out.framings.push_back(f.column_text(0));
-        }
-        store::Statement sv(db,
-                            "SELECT server FROM requests GROUP BY server ORDER BY min(request_id)");
-        while (sv.step()) {
-            out.servers.push_back(sv.column_text(0));
-        }
+    if (auto r = read_names(db, out); !r) {
+        return r.error();
     }
     if (out.servers.empty()) {
         return make_error(
             ErrorKind::data,
             fmt::format("{} holds no responses; run 'diffeval run' first", st.path()));
     }
-    auto index_of = [](const std::vector<std::string>& v, const std::string& s) {
-        return static_cast<int>(std::find(v.begin(), v.end(), s) - v.begin());
-    };
-    store::Statement rows(
-        db,
-        "SELECT v.response_id, v.server, v.framing, v.max_tokens, v.repeat, v.question_idx, "
-        "v.outcome, v.reasoning_started, v.completion_tokens, v.latency_ms, s.scorer, s.correct, "
-        "s.valid, v.ok, v.ttft_ms, (julianday(v.started_at) - 2440587.5) * 86400000.0 FROM "
-        "v_responses v LEFT JOIN scores s ON s.response_id = v.response_id "
-        "ORDER BY v.response_id, s.scorer");
-    while (rows.step()) {
-        const int64_t id = rows.column_int(0);
-        if (out.rows.empty() || out.rows.back().response_id != id) {
-            ResultRow r;
-            r.response_id = id;
-            r.server = index_of(out.servers, rows.column_text(1));
-            r.framing = index_of(out.framings, rows.column_text(2));
-            r.max_tokens = static_cast<int>(rows.column_int(3));
-            r.repeat = static_cast<int>(rows.column_int(4));
-            r.question_idx = static_cast<int>(rows.column_int(5));
-            r.outcome =
-                scorers::outcome_from_name(rows.column_text(6)).value_or(scorers::Outcome::error);
-            r.reasoning_started = rows.column_int(7) != 0;
-            if (!rows.column_null(8)) {
-                r.completion_tokens = rows.column_int(8);
-            }
-            r.latency_ms = rows.column_double(9);
-            r.ok = rows.column_int(13) != 0;
-            if (!rows.column_null(14)) {
-                r.ttft_ms = rows.column_double(14);
-            }
-            // julianday() turns the stored ISO-8601 text into days; NULL
-            // (unparseable) leaves the row out of the throughput span.
-            r.started_ms = rows.column_null(15) ? 0 : rows.column_double(15);
-            r.correct.assign(out.scorers.size(), 0);
-            r.valid.assign(out.scorers.size(), 0);
-            out.rows.push_back(std::move(r));
-        }
-        if (!rows.column_null(10)) {
-            auto k = static_cast<size_t>(index_of(out.scorers, rows.column_text(10)));
-            if (k < out.scorers.size()) {
-                out.rows.back().correct[k] = rows.column_int(11) != 0;
-                out.rows.back().valid[k] = rows.column_int(12) != 0;
-            }
-        }
-    }
-    if (!rows.error().empty()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", rows.error()));
+    if (auto r = read_rows(db, out, visit); !r) {
+        return r.error();
     }
     return out;
 }

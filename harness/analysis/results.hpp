@@ -8,8 +8,11 @@
 #include <scorers/classify.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -40,9 +43,30 @@ struct Results {
     std::vector<ResultRow> rows;
 };
 
+// A stop_reason as stored: NULL (end of sequence), a token id, or a string.
+using StopValue = std::variant<std::monostate, int64_t, std::string_view>;
+
+// What one response said, for a writer that streams every text while the
+// results load (the HTML explorer), so the texts are read once. The views
+// are valid only during the call.
+struct ResponseDetail {
+    std::optional<std::string_view> text;
+    std::optional<std::string_view> reasoning;
+    std::optional<std::string_view> finish_reason;
+    StopValue stop_reason;
+    std::optional<std::string_view> error;
+    std::vector<std::string> extracted; // per scorer, in Results::scorers order
+    std::vector<uint8_t> scored;        // 1 where that scorer scored the response
+};
+
+// Called once per response that counts, in response_id order; an error stops
+// the load and is returned by it.
+using ResponseVisitor = std::function<util::Result<void>(const ResultRow&, const ResponseDetail&)>;
+
 // Load every scored response that counts; scores what is missing first.
 // An empty database is a data error saying to run `diffeval run` first.
-util::Result<Results> load_results(store::Store& store);
+// With `visit`, the same pass also hands each response's texts to it.
+util::Result<Results> load_results(store::Store& store, const ResponseVisitor& visit = {});
 
 // One response's text cut to `max_chars` on one line, for listings.
 std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);

@@ -133,9 +133,7 @@ int demo_command(const DemoFlags& f) {
     }
 
     // 5. Where to look next: the three reports, then commands to dig further.
-    auto data = reports::analyse_for_report(**st, "default");
-    auto written = data ? reports::write_reports(**st, *data, f.out, reports::ReportFormats{})
-                        : util::Result<reports::ReportPaths>(data.error());
+    auto written = reports::generate_reports(**st, "default", f.out, reports::ReportFormats{});
     if (!written) {
         return report(written.error());
     }

@@ -48,13 +48,8 @@ int report_command(const ReportFlags& f) {
     if (!st) {
         return report(st.error());
     }
-    // 2. Analyse against the baseline.
-    auto data = reports::analyse_for_report(**st, f.baseline);
-    if (!data) {
-        return report(data.error());
-    }
-    // 3. Write the files and say where they are.
-    auto paths = reports::write_reports(**st, *data, f.out, *formats);
+    // 2. Analyse against the baseline and write the files.
+    auto paths = reports::generate_reports(**st, f.baseline, f.out, *formats);
     if (!paths) {
         return report(paths.error());
     }

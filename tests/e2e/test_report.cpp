@@ -9,8 +9,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using nlohmann::json;
@@ -186,6 +189,70 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
         {"report", "--db", db.string(), "--out", (dir / "out").string(), "--baseline", "nope"});
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("default, deepgemm"), std::string::npos) << bad.err;
+}
+
+// The explorer's data, parsed from report.html.
+json embedded_data(const fs::path& html_path) {
+    auto html = slurp(html_path);
+    const std::string open = "<script type=\"application/json\" id=\"data\">";
+    auto d0 = html.find(open);
+    auto d1 = html.find("</script>", d0);
+    if (d0 == std::string::npos || d1 == std::string::npos) {
+        return json();
+    }
+    return json::parse(html.substr(d0 + open.size(), d1 - d0 - open.size()));
+}
+
+TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
+    auto dir = e2e::scratch("report_counted");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"});
+    // A retry: a middle request now counts a newer response, so its old row
+    // and that row's scores sit among the counted ones and must be skipped.
+    exec_sql(db, "CREATE TEMP TABLE pick AS SELECT request_id, response_id AS old FROM requests "
+                 "WHERE response_id = (SELECT response_id FROM requests ORDER BY response_id "
+                 "LIMIT 1 OFFSET 20);"
+                 "INSERT INTO responses (request_id, ok, status, response_json, text, "
+                 "finish_reason, completion_tokens, attempts, latency_ms, started_at) SELECT "
+                 "request_id, 1, 200, '{}', 'RETRIED #### 7', 'stop', 4, 2, 5, "
+                 "'2026-01-01T00:00:00.000Z' FROM pick;"
+                 "UPDATE requests SET response_id = (SELECT max(response_id) FROM responses) "
+                 "WHERE request_id = (SELECT request_id FROM pick);");
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+
+    auto data = embedded_data(dir / "out" / "report.html");
+    ASSERT_TRUE(data.is_object());
+    const auto& responses = data["responses"];
+    EXPECT_EQ(std::to_string(responses.size()), e2e::query(db, "SELECT count(*) FROM v_responses"));
+    // Every embedded row against the views: same text, same extraction per scorer.
+    const auto scorers = data["scorers"].get<std::vector<std::string>>();
+    std::map<std::string, std::string> expected;
+    for (const auto& row : e2e::query_rows(
+             db, "SELECT v.server || '/' || v.framing || '/' || v.max_tokens || '/' || v.repeat "
+                 "|| '/' || v.question_idx || '=' || coalesce(v.text, '') || '|' || "
+                 "(SELECT group_concat(s.scorer || ':' || s.extracted || ':' || s.correct, ',') "
+                 "FROM (SELECT * FROM scores WHERE response_id = v.response_id ORDER BY scorer) "
+                 "s) FROM v_responses v")) {
+        expected[row.substr(0, row.find('='))] = row.substr(row.find('=') + 1);
+    }
+    int retried = 0;
+    for (const auto& r : responses) {
+        const auto key =
+            fmt::format("{}/{}/{}/{}/{}", data["servers"][r[0].get<size_t>()].get<std::string>(),
+                        data["framings"][r[1].get<size_t>()].get<std::string>(), r[2].get<int>(),
+                        r[3].get<int>(), r[4].get<int>());
+        std::string got = r[5].is_null() ? "" : r[5].get<std::string>();
+        got += '|';
+        for (size_t k = 0; k < scorers.size(); ++k) {
+            ASSERT_FALSE(r[12][k].is_null()) << key;
+            got += fmt::format("{}{}:{}:{}", k ? "," : "", scorers[k],
+                               r[12][k][0].get<std::string>(), r[12][k][1].get<int>());
+        }
+        EXPECT_EQ(got, expected[key]) << key;
+        retried += got.starts_with("RETRIED") ? 1 : 0;
+    }
+    EXPECT_EQ(retried, 1);
 }
 
 TEST(Report, MarkupInModelOutputIsEscapedInTheMarkdown) {
