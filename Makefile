@@ -24,6 +24,7 @@ test: build
 
 bench: build
 	$(BUILD_DIR)/bench_run_engine
+	$(BUILD_DIR)/bench_report
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -703,61 +703,56 @@ void json_opt_text(std::string& buf, const std::optional<std::string_view>& text
     }
 }
 
-// The explorer's data: servers, questions with gold answers, then the rows
-// collected while the results loaded.
-util::Result<void> write_data(store::Store& st, const ReportData& data, ExplorerRows& rows,
-                              std::ostream& out) {
-    const auto& r = data.results;
-    nlohmann::json head = {{"servers", r.servers},
-                           {"framings", r.framings},
-                           {"scorers", r.scorers},
-                           {"baseline", data.baseline}};
-    std::string buf = script_safe_json(head);
-    buf.pop_back(); // reopen the object to append questions and responses
-    buf.insert(0, "<script type=\"application/json\" id=\"data\">");
-    buf += ",\"questions\":{";
-
-    // Questions asked, with the gold answer.
-    store::Statement q(st.handle(),
-                       "SELECT question_idx, question, answer FROM questions WHERE "
-                       "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "
-                       "FROM requests) ORDER BY question_idx");
-    if (!q.valid()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("cannot read questions: {}", q.error()));
-    }
-    bool first = true;
-    while (q.step()) {
-        fmt::format_to(std::back_inserter(buf), "{}\"{}\":[", first ? "" : ",", q.column_int(0));
-        json_text(buf, q.column_view(1));
-        buf += ',';
-        json_text(buf, q.column_view(2));
-        buf += ']';
-        first = false;
-    }
-    buf += "},\"responses\":[";
-    write_raw(out, buf);
-    if (auto c = rows.copy_to(out); !c) {
-        return c;
-    }
-    write_raw(out, "]}</script>\n");
-    return {};
-}
-
 } // namespace
 
 void ExplorerRows::Closer::operator()(std::FILE* f) const {
     std::fclose(f);
 }
 
-util::Result<void> ExplorerRows::open() {
+util::Result<void> ExplorerRows::collect(const std::string& db_path) {
     m_file.reset(std::tmpfile());
     if (!m_file) {
         return util::make_error(util::ErrorKind::io,
                                 fmt::format("cannot create a temporary file for report.html: {}",
                                             std::strerror(errno)));
     }
-    return {};
+    auto st = store::Store::open(db_path, store::Store::Mode::read_only);
+    if (!st) {
+        return st.error();
+    }
+    // Questions asked, with the gold answer.
+    store::Statement q((*st)->handle(),
+                       "SELECT question_idx, question, answer FROM questions WHERE "
+                       "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "
+                       "FROM requests WHERE response_id IS NOT NULL) ORDER BY question_idx");
+    if (!q.valid()) {
+        return util::make_error(util::ErrorKind::data,
+                                fmt::format("cannot read questions: {}", q.error()));
+    }
+    m_buf = "\"questions\":{";
+    bool first = true;
+    while (q.step()) {
+        fmt::format_to(std::back_inserter(m_buf), "{}\"{}\":[", first ? "" : ",", q.column_int(0));
+        json_text(m_buf, q.column_view(1));
+        m_buf += ',';
+        json_text(m_buf, q.column_view(2));
+        m_buf += ']';
+        first = false;
+    }
+    m_buf += "},\"responses\":[";
+    // Every response, written as it is read.
+    auto names = analysis::visit_responses(
+        **st, [this](const analysis::ResultRow& row, const analysis::ResponseDetail& d) {
+            return add(row, d);
+        });
+    if (!names) {
+        return names.error();
+    }
+    m_servers = std::move(names->servers);
+    m_framings = std::move(names->framings);
+    m_scorers = std::move(names->scorers);
+    m_buf += ']';
+    return flush();
 }
 
 util::Result<void> ExplorerRows::flush() {
@@ -770,12 +765,6 @@ util::Result<void> ExplorerRows::flush() {
     }
     m_buf.clear();
     return {};
-}
-
-analysis::ResponseVisitor ExplorerRows::visitor() {
-    return [this](const analysis::ResultRow& row, const analysis::ResponseDetail& d) {
-        return add(row, d);
-    };
 }
 
 // One response: [server, framing, max_tokens, repeat, question, text,
@@ -826,13 +815,17 @@ util::Result<void> ExplorerRows::add(const analysis::ResultRow& row,
     return buf.size() >= k_chunk_bytes ? flush() : util::Result<void>{};
 }
 
-util::Result<void> ExplorerRows::copy_to(std::ostream& out) {
+util::Result<void> ExplorerRows::write(std::ostream& out, const std::string& baseline) {
     if (!m_file) {
         return util::make_error(util::ErrorKind::internal, "report.html's rows were not collected");
     }
-    if (auto f = flush(); !f) {
-        return f;
-    }
+    nlohmann::json head = {{"servers", m_servers},
+                           {"framings", m_framings},
+                           {"scorers", m_scorers},
+                           {"baseline", baseline}};
+    std::string h = script_safe_json(head);
+    h.back() = ','; // reopen the object for the collected questions and responses
+    write_raw(out, "<script type=\"application/json\" id=\"data\">" + h);
     std::rewind(m_file.get());
     std::vector<char> chunk(k_chunk_bytes);
     while (size_t n = std::fread(chunk.data(), 1, chunk.size(), m_file.get())) {
@@ -841,6 +834,7 @@ util::Result<void> ExplorerRows::copy_to(std::ostream& out) {
     if (std::ferror(m_file.get())) {
         return util::make_error(util::ErrorKind::io, "cannot read report.html's temporary rows");
     }
+    write_raw(out, "}</script>\n");
     return {};
 }
 
@@ -868,8 +862,7 @@ std::string script_safe_json(const nlohmann::json& j) {
     return out;
 }
 
-util::Result<void> write_html(store::Store& st, const ReportData& data, ExplorerRows& rows,
-                              std::ostream& out) {
+util::Result<void> write_html(const ReportData& data, ExplorerRows& rows, std::ostream& out) {
     // 1. Head, headline and navigation.
     write_raw(out, k_head);
     write_raw(
@@ -887,7 +880,7 @@ util::Result<void> write_html(store::Store& st, const ReportData& data, Explorer
     write_raw(out, tables(data));
     // 3. The explorer's frame, its data, and its script.
     write_raw(out, k_explorer);
-    if (auto r = write_data(st, data, rows, out); !r) {
+    if (auto r = rows.write(out, data.baseline); !r) {
         return r;
     }
     write_raw(out, k_script);

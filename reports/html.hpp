@@ -11,21 +11,22 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace diffeval::reports {
 
-// The question explorer's rows, one per response that counts, collected by
-// the visitor while the results load (the one pass that reads the texts)
-// into a temporary file, then copied into report.html; memory stays flat
+// The question explorer's data: every question asked and every response
+// that counts, with its texts and each scorer's extraction. `collect` reads
+// them on a database connection of its own, so it can run on another core
+// while the analysis runs, and streams them as escaped JSON into a
+// temporary file; `write` copies that into report.html. Memory stays flat
 // however many responses there are.
 class ExplorerRows {
 public:
-    // Create the temporary file (removed when this object goes).
-    util::Result<void> open();
-    // The visitor to pass to analysis::load_results; it writes the rows here.
-    analysis::ResponseVisitor visitor();
-    // Copy the rows collected so far, comma-separated, to `out`.
-    util::Result<void> copy_to(std::ostream& out);
+    // Read the database at `db_path` (already scored) into the temporary file.
+    util::Result<void> collect(const std::string& db_path);
+    // Write the <script type="application/json" id="data"> block to `out`.
+    util::Result<void> write(std::ostream& out, const std::string& baseline);
 
 private:
     util::Result<void> add(const analysis::ResultRow& row, const analysis::ResponseDetail& detail);
@@ -37,11 +38,14 @@ private:
     std::unique_ptr<std::FILE, Closer> m_file;
     std::string m_buf;
     size_t m_rows = 0;
+    // What the rows' indices name, in the order the rows use.
+    std::vector<std::string> m_servers;
+    std::vector<std::string> m_framings;
+    std::vector<std::string> m_scorers;
 };
 
-// Write report.html for `data` to `out`, with the explorer's `rows`.
-util::Result<void> write_html(store::Store& store, const ReportData& data, ExplorerRows& rows,
-                              std::ostream& out);
+// Write report.html for `data` to `out`, with the explorer's collected `rows`.
+util::Result<void> write_html(const ReportData& data, ExplorerRows& rows, std::ostream& out);
 
 // `j` serialised for a <script type="application/json"> block: < > & and
 // U+2028/2029 escaped as \uXXXX so no model text can end the block, and

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <future>
 
 namespace diffeval::reports {
 
@@ -37,10 +38,9 @@ bool beyond_noise(const analysis::Comparison& c) {
     return excludes_zero && std::abs(c.interval.diff) > floor;
 }
 
-util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
-                                            const analysis::ResponseVisitor& visit) {
+util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline) {
     // 1. Load and summarise what is stored.
-    auto results = analysis::load_results(st, visit);
+    auto results = analysis::load_results(st);
     if (!results) {
         return results.error();
     }
@@ -192,9 +192,8 @@ std::string headline(const ReportData& data) {
     return out;
 }
 
-util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data,
-                                        const fs::path& out_dir, const ReportFormats& formats,
-                                        ExplorerRows* rows) {
+util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& out_dir,
+                                        const ReportFormats& formats, ExplorerRows* rows) {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) {
@@ -223,7 +222,7 @@ util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data
         }
         auto p = out_dir / "report.html";
         std::ofstream f(p, std::ios::binary);
-        if (auto r = write_html(st, data, *rows, f); !r) {
+        if (auto r = write_html(data, *rows, f); !r) {
             return r.error();
         }
         f.close();
@@ -238,18 +237,26 @@ util::Result<ReportPaths> write_reports(store::Store& st, const ReportData& data
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
                                            const fs::path& out_dir, const ReportFormats& formats) {
-    ExplorerRows rows;
-    if (formats.html) {
-        if (auto r = rows.open(); !r) {
-            return r.error();
-        }
+    // 1. Score what is missing, so both readers below see the same scores.
+    if (auto r = analysis::score_missing(st); !r) {
+        return r.error();
     }
-    auto data = analyse_for_report(st, baseline,
-                                   formats.html ? rows.visitor() : analysis::ResponseVisitor{});
+    // 2. The explorer's texts on the second core, the analysis on this one.
+    ExplorerRows rows;
+    std::future<util::Result<void>> collected;
+    if (formats.html) {
+        collected = std::async(std::launch::async, [&] { return rows.collect(st.path()); });
+    }
+    auto data = analyse_for_report(st, baseline);
+    auto explorer = collected.valid() ? collected.get() : util::Result<void>{};
     if (!data) {
         return data.error();
     }
-    return write_reports(st, *data, out_dir, formats, formats.html ? &rows : nullptr);
+    if (!explorer) {
+        return explorer.error();
+    }
+    // 3. The files.
+    return write_reports(*data, out_dir, formats, formats.html ? &rows : nullptr);
 }
 
 } // namespace diffeval::reports

@@ -43,9 +43,7 @@ struct ReportPaths {
 // other server is compared with the vllm scorer per framing and max_tokens,
 // and with lm-eval-strict on the chat framing. An unknown baseline is a usage
 // error listing the servers.
-// `visit` sees every response's texts during the one pass that loads them.
-util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline,
-                                            const analysis::ResponseVisitor& visit = {});
+util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline);
 
 // The "diffeval.report/1" JSON document: the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
@@ -65,14 +63,15 @@ bool beyond_noise(const analysis::Comparison& c);
 class ExplorerRows;
 
 // Write the reports chosen by `formats` into `out_dir` (created if needed);
-// report.html needs the explorer's `rows`, collected while `data` loaded.
-util::Result<ReportPaths> write_reports(store::Store& store, const ReportData& data,
+// report.html needs the explorer's `rows`, collected from the same database.
+util::Result<ReportPaths> write_reports(const ReportData& data,
                                         const std::filesystem::path& out_dir,
                                         const ReportFormats& formats, ExplorerRows* rows);
 
-// Analyse `store` against `baseline` and write the chosen reports: the one
-// entry point `diffeval report` and `diffeval demo` use. Every response is
-// read once, in the pass that loads the results.
+// Analyse `store` against `baseline` and write the chosen reports: the entry
+// point of `diffeval report` and `diffeval demo`. Missing scores are computed
+// first; then the explorer's texts are read on a second connection and core
+// while this one loads the results and compares.
 util::Result<ReportPaths> generate_reports(store::Store& store, const std::string& baseline,
                                            const std::filesystem::path& out_dir,
                                            const ReportFormats& formats);

@@ -40,11 +40,10 @@ std::optional<std::string_view> opt_view(const store::Statement& s, int col) {
     return s.column_null(col) ? std::nullopt : std::optional(s.column_view(col));
 }
 
+// Servers in the order first stored, framings sorted, and the score text
+// mode; scorers are found while the scores are read (a DISTINCT over every
+// score row would cost as much as reading them).
 util::Result<void> read_names(sqlite3* db, Results& out) {
-    store::Statement s(db, "SELECT DISTINCT scorer FROM scores ORDER BY scorer");
-    while (s.step()) {
-        out.scorers.push_back(s.column_text(0));
-    }
     store::Statement t(db, "SELECT score_text FROM scores LIMIT 1");
     out.score_text = t.step() ? t.column_text(0) : "full";
     store::Statement f(db, "SELECT DISTINCT framing FROM requests ORDER BY framing");
@@ -55,7 +54,7 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
     while (sv.step()) {
         out.servers.push_back(sv.column_text(0));
     }
-    for (const auto* st : {&s, &t, &f, &sv}) {
+    for (const auto* st : {&t, &f, &sv}) {
         if (!st->error().empty()) {
             return make_error(ErrorKind::io, fmt::format("cannot read results: {}", st->error()));
         }
@@ -64,8 +63,9 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
 }
 
 // Read every counted response with its scores in one pass: the rows cursor
-// and the scores cursor both advance in response_id order.
-util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit) {
+// and the scores cursor both advance in response_id order. Scorers are
+// numbered as first seen; `keep` false hands rows to `visit` only.
+util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit, bool keep) {
     std::string sql = k_row_columns;
     if (visit) {
         sql += k_detail_columns;
@@ -82,10 +82,9 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
     }
     bool have_score = scores.step();
     ResponseDetail detail;
-    detail.extracted.resize(out.scorers.size());
-    detail.scored.resize(out.scorers.size());
+    detail.scorers = &out.scorers;
+    ResultRow r;
     while (rows.step()) {
-        ResultRow r;
         r.response_id = rows.column_int(0);
         r.server = index_of(out.servers, rows.column_view(1));
         r.framing = index_of(out.framings, rows.column_view(2));
@@ -95,11 +94,13 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
         r.outcome =
             scorers::outcome_from_name(rows.column_view(6)).value_or(scorers::Outcome::error);
         r.reasoning_started = rows.column_int(7) != 0;
+        r.completion_tokens.reset();
         if (!rows.column_null(8)) {
             r.completion_tokens = rows.column_int(8);
         }
         r.latency_ms = rows.column_double(9);
         r.ok = rows.column_int(10) != 0;
+        r.ttft_ms.reset();
         if (!rows.column_null(11)) {
             r.ttft_ms = rows.column_double(11);
         }
@@ -111,8 +112,15 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
         std::fill(detail.scored.begin(), detail.scored.end(), 0);
         // Scores of superseded attempts sort before and are skipped.
         while (have_score && scores.column_int(0) <= r.response_id) {
-            auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
-            if (scores.column_int(0) == r.response_id && k < out.scorers.size()) {
+            if (scores.column_int(0) == r.response_id) {
+                auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
+                if (k == out.scorers.size()) {
+                    out.scorers.emplace_back(scores.column_view(1));
+                    detail.extracted.resize(out.scorers.size());
+                    detail.scored.resize(out.scorers.size());
+                    r.correct.resize(out.scorers.size());
+                    r.valid.resize(out.scorers.size());
+                }
                 r.correct[k] = scores.column_int(2) != 0;
                 r.valid[k] = scores.column_int(3) != 0;
                 if (visit) {
@@ -135,7 +143,9 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
                 return v.error();
             }
         }
-        out.rows.push_back(std::move(r));
+        if (keep) {
+            out.rows.push_back(r);
+        }
     }
     for (const auto* st : {&rows, &scores}) {
         if (!st->error().empty()) {
@@ -145,24 +155,40 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
     return {};
 }
 
-} // namespace
-
-util::Result<Results> load_results(store::Store& st, const ResponseVisitor& visit) {
-    auto* db = st.handle();
-    // Score what is missing first; a fully scored database is only read, so
-    // loading needs no write access.
-    store::Statement missing(db, k_unclassified);
-    if (!missing.step()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", missing.error()));
+// Put the scorers in name order, every row's flags with them; rows read
+// before a scorer was first seen get 0 for it.
+void sort_scorers(Results& out) {
+    const size_t n = out.scorers.size();
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) {
+        order[i] = i;
     }
-    if (missing.column_int(0) > 0) {
-        missing.reset();
-        if (auto r = ensure_scored(st); !r) {
-            return r.error();
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return out.scorers[a] < out.scorers[b]; });
+    std::vector<std::string> names;
+    for (size_t i : order) {
+        names.push_back(out.scorers[i]);
+    }
+    out.scorers = std::move(names);
+    std::vector<uint8_t> correct(n), valid(n);
+    for (auto& row : out.rows) {
+        row.correct.resize(n);
+        row.valid.resize(n);
+        for (size_t j = 0; j < n; ++j) {
+            correct[j] = row.correct[order[j]];
+            valid[j] = row.valid[order[j]];
         }
+        row.correct.swap(correct);
+        row.valid.swap(valid);
     }
-    Results out;
-    if (auto r = read_names(db, out); !r) {
+}
+
+// Score what is missing, then read the names; an empty database is an error.
+util::Result<void> prepare(store::Store& st, Results& out) {
+    if (auto r = score_missing(st); !r) {
+        return r.error();
+    }
+    if (auto r = read_names(st.handle(), out); !r) {
         return r.error();
     }
     if (out.servers.empty()) {
@@ -170,10 +196,45 @@ util::Result<Results> load_results(store::Store& st, const ResponseVisitor& visi
             ErrorKind::data,
             fmt::format("{} holds no responses; run 'diffeval run' first", st.path()));
     }
-    if (auto r = read_rows(db, out, visit); !r) {
+    return {};
+}
+
+} // namespace
+
+util::Result<void> score_missing(store::Store& st) {
+    // A fully scored database is only read, so loading needs no write access.
+    store::Statement missing(st.handle(), k_unclassified);
+    if (!missing.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", missing.error()));
+    }
+    if (missing.column_int(0) == 0) {
+        return {};
+    }
+    missing.reset();
+    return ensure_scored(st);
+}
+
+util::Result<Results> load_results(store::Store& st) {
+    Results out;
+    if (auto r = prepare(st, out); !r) {
         return r.error();
     }
+    if (auto r = read_rows(st.handle(), out, {}, true); !r) {
+        return r.error();
+    }
+    sort_scorers(out);
     return out;
+}
+
+util::Result<Results> visit_responses(store::Store& st, const ResponseVisitor& visit) {
+    Results names;
+    if (auto r = prepare(st, names); !r) {
+        return r.error();
+    }
+    if (auto r = read_rows(st.handle(), names, visit, false); !r) {
+        return r.error();
+    }
+    return names;
 }
 
 std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {

@@ -46,27 +46,40 @@ struct Results {
 // A stop_reason as stored: NULL (end of sequence), a token id, or a string.
 using StopValue = std::variant<std::monostate, int64_t, std::string_view>;
 
-// What one response said, for a writer that streams every text while the
-// results load (the HTML explorer), so the texts are read once. The views
-// are valid only during the call.
+// What one response said, for a writer that streams every text (the HTML
+// explorer). The views are valid only during the call.
 struct ResponseDetail {
     std::optional<std::string_view> text;
     std::optional<std::string_view> reasoning;
     std::optional<std::string_view> finish_reason;
     StopValue stop_reason;
     std::optional<std::string_view> error;
-    std::vector<std::string> extracted; // per scorer, in Results::scorers order
-    std::vector<uint8_t> scored;        // 1 where that scorer scored the response
+    // Scorers in the order first seen (the list grows while a pass runs);
+    // `extracted[k]` is meaningful where `scored[k]` is 1.
+    const std::vector<std::string>* scorers = nullptr;
+    std::vector<std::string> extracted;
+    std::vector<uint8_t> scored;
 };
 
-// Called once per response that counts, in response_id order; an error stops
-// the load and is returned by it.
-using ResponseVisitor = std::function<util::Result<void>(const ResultRow&, const ResponseDetail&)>;
+// Called once per response that counts, in response_id order. The row's
+// server and framing index Results::servers and ::framings as load_results
+// orders them; its correct/valid flags follow `detail.scorers`. An error
+// stops the pass and is returned by it.
+using ResponseVisitor =
+    std::function<util::Result<void>(const ResultRow& row, const ResponseDetail& detail)>;
+
+// Score the responses that count and have no classification yet; a no-op
+// (and no write) when every one has.
+util::Result<void> score_missing(store::Store& store);
 
 // Load every scored response that counts; scores what is missing first.
 // An empty database is a data error saying to run `diffeval run` first.
-// With `visit`, the same pass also hands each response's texts to it.
-util::Result<Results> load_results(store::Store& store, const ResponseVisitor& visit = {});
+util::Result<Results> load_results(store::Store& store);
+
+// One pass over every response that counts with its texts and each scorer's
+// extraction, keeping no rows: for writers that stream them. Returns the
+// names the rows index (scorers in the order first seen, unsorted).
+util::Result<Results> visit_responses(store::Store& store, const ResponseVisitor& visit);
 
 // One response's text cut to `max_chars` on one line, for listings.
 std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);

@@ -123,7 +123,7 @@ JOIN scores s ON s.response_id = q.response_id;
 // each request's row, which holds the whole request body.
 constexpr std::string_view k_schema_v2 = R"sql(
 CREATE INDEX requests_counted ON requests
-    (response_id, server, framing, max_tokens, repeat, question_idx);
+    (response_id, server, framing, max_tokens, repeat, question_idx, dataset);
 )sql";
 
 // Statements, indexed by Store::StatementId.
