@@ -147,14 +147,18 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
 util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
                                               const Selector& a, const Selector& b, size_t scorer,
                                               const CompareOptions& options) {
-    std::map<GroupKey, GroupRows> groups;
-    for (const auto& r : results.rows) {
-        groups[{r.server, r.framing, r.max_tokens}].by_question[r.question_idx][r.repeat] = &r;
-    }
     auto server_index = [&](const std::string& name) {
         auto it = std::find(results.servers.begin(), results.servers.end(), name);
         return it == results.servers.end() ? -1 : static_cast<int>(it - results.servers.begin());
     };
+    // Only the two servers compared are grouped.
+    std::map<GroupKey, GroupRows> groups;
+    const int involved[2] = {server_index(a.server), server_index(b.server)};
+    for (const auto& r : results.rows) {
+        if (r.server == involved[0] || r.server == involved[1]) {
+            groups[{r.server, r.framing, r.max_tokens}].by_question[r.question_idx][r.repeat] = &r;
+        }
+    }
     auto framing_index = [&](const std::string& name) {
         auto it = std::find(results.framings.begin(), results.framings.end(), name);
         return it == results.framings.end() ? -1 : static_cast<int>(it - results.framings.begin());

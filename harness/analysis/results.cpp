@@ -16,13 +16,17 @@ namespace {
 
 // The responses that count, in response_id order, found through the
 // requests_counted index (schema v2) so the requests' large rows are never
-// visited; `k_detail_columns` are added when a visitor wants the texts.
+// visited.
 constexpr const char* k_row_columns =
     "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
     "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
     "(julianday(r.started_at) - 2440587.5) * 86400000.0";
-constexpr const char* k_detail_columns =
-    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
+// A visiting pass reads the texts instead of the timings, which a writer of
+// texts does not need (latency_ms, ttft_ms and started_ms stay 0 / empty).
+constexpr const char* k_visit_columns =
+    "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
+    "c.outcome, c.reasoning_started, r.completion_tokens, 0.0, r.ok, NULL, NULL, "
+    "r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
 constexpr const char* k_row_source =
     " FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "LEFT JOIN classifications c ON c.response_id = q.response_id "
@@ -66,13 +70,8 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
 // and the scores cursor both advance in response_id order. Scorers are
 // numbered as first seen; `keep` false hands rows to `visit` only.
 util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit, bool keep) {
-    std::string sql = k_row_columns;
-    if (visit) {
-        sql += k_detail_columns;
-    }
-    sql += k_row_source;
-    store::Statement rows(db, sql);
-    store::Statement scores(db, visit ? "SELECT response_id, scorer, correct, valid, extracted "
+    store::Statement rows(db, std::string(visit ? k_visit_columns : k_row_columns) + k_row_source);
+    store::Statement scores(db, visit ? "SELECT response_id, scorer, correct, 0, extracted "
                                         "FROM scores ORDER BY response_id, scorer"
                                       : "SELECT response_id, scorer, correct, valid "
                                         "FROM scores ORDER BY response_id, scorer");

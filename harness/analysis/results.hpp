@@ -63,8 +63,9 @@ struct ResponseDetail {
 
 // Called once per response that counts, in response_id order. The row's
 // server and framing index Results::servers and ::framings as load_results
-// orders them; its correct/valid flags follow `detail.scorers`. An error
-// stops the pass and is returned by it.
+// orders them; its correct flags follow `detail.scorers`. A visiting pass
+// does not read timings or validity: latency_ms, ttft_ms, started_ms and
+// valid are left empty. An error stops the pass and is returned by it.
 using ResponseVisitor =
     std::function<util::Result<void>(const ResultRow& row, const ResponseDetail& detail)>;
 

@@ -110,15 +110,20 @@ double lower_tail_over_point(std::uint64_t k, std::uint64_t n) {
     return sum;
 }
 
-// Linearly interpolated quantile at fraction `q` of non-empty `sorted` values.
-double sorted_quantile(const std::vector<double>& sorted, double q) {
-    const double h = q * static_cast<double>(sorted.size() - 1);
+// Linearly interpolated quantile at fraction `q` of non-empty `values`
+// (numpy's default), found by selection rather than a full sort: `values` is
+// reordered so only the two order statistics needed are in place.
+double select_quantile(std::vector<double>& values, double q) {
+    const double h = q * static_cast<double>(values.size() - 1);
     const double floor_h = std::floor(h);
     const auto j = static_cast<std::size_t>(floor_h);
-    if (j + 1 >= sorted.size()) {
-        return sorted.back();
+    const auto nth = values.begin() + static_cast<std::ptrdiff_t>(j);
+    std::nth_element(values.begin(), nth, values.end());
+    if (j + 1 >= values.size()) {
+        return *nth;
     }
-    return sorted[j] + (h - floor_h) * (sorted[j + 1] - sorted[j]);
+    const double next = *std::min_element(nth + 1, values.end());
+    return *nth + (h - floor_h) * (next - *nth);
 }
 
 // Cumulative probabilities of Binomial(n, p) for 0 < p < 1, scaled by a
@@ -143,21 +148,6 @@ std::vector<double> binomial_cdf(std::uint32_t n, double p) {
         x = total;
     }
     return w;
-}
-
-// The same quantile as sorted_quantile, found by selection: `values` is
-// reordered, only the two order statistics needed are put in place.
-double select_quantile(std::vector<double>& values, double q) {
-    const double h = q * static_cast<double>(values.size() - 1);
-    const double floor_h = std::floor(h);
-    const auto j = static_cast<std::size_t>(floor_h);
-    const auto nth = values.begin() + static_cast<std::ptrdiff_t>(j);
-    std::nth_element(values.begin(), nth, values.end());
-    if (j + 1 >= values.size()) {
-        return *nth;
-    }
-    const double next = *std::min_element(nth + 1, values.end());
-    return *nth + (h - floor_h) * (next - *nth);
 }
 
 // Percentile bootstrap of the mean of `d`; `d` is non-empty and checked.
@@ -500,8 +490,7 @@ double percentile(std::vector<double> values, double p) {
     if (std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) {
         return k_nan;
     }
-    std::sort(values.begin(), values.end());
-    return sorted_quantile(values, p / 100.0);
+    return select_quantile(values, p / 100.0);
 }
 
 Interval wilson_interval(std::uint64_t successes, std::uint64_t trials, double confidence) {
