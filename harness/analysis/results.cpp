@@ -106,22 +106,25 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
         // julianday() turns the stored ISO-8601 text into days; NULL
         // (unparseable) leaves the row out of the throughput span.
         r.started_ms = rows.column_null(12) ? 0 : rows.column_double(12);
-        r.correct.assign(out.scorers.size(), 0);
-        r.valid.assign(out.scorers.size(), 0);
+        r.correct.clear();
+        r.valid.clear();
         std::fill(detail.scored.begin(), detail.scored.end(), 0);
         // Scores of superseded attempts sort before and are skipped.
         while (have_score && scores.column_int(0) <= r.response_id) {
             if (scores.column_int(0) == r.response_id) {
                 auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
                 if (k == out.scorers.size()) {
+                    if (k == ScorerFlags::k_max_scorers) {
+                        return make_error(ErrorKind::data,
+                                          fmt::format("more than {} scorers in the scores table",
+                                                      ScorerFlags::k_max_scorers));
+                    }
                     out.scorers.emplace_back(scores.column_view(1));
                     detail.extracted.resize(out.scorers.size());
                     detail.scored.resize(out.scorers.size());
-                    r.correct.resize(out.scorers.size());
-                    r.valid.resize(out.scorers.size());
                 }
-                r.correct[k] = scores.column_int(2) != 0;
-                r.valid[k] = scores.column_int(3) != 0;
+                r.correct.set(k, scores.column_int(2) != 0);
+                r.valid.set(k, scores.column_int(3) != 0);
                 if (visit) {
                     detail.extracted[k] = scores.column_view(4);
                     detail.scored[k] = 1;
@@ -154,8 +157,8 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
     return {};
 }
 
-// Put the scorers in name order, every row's flags with them; rows read
-// before a scorer was first seen get 0 for it.
+// Put the scorers in name order, every row's flags with them (rows read
+// before a scorer was first seen have 0 for it).
 void sort_scorers(Results& out) {
     const size_t n = out.scorers.size();
     std::vector<size_t> order(n);
@@ -169,16 +172,14 @@ void sort_scorers(Results& out) {
         names.push_back(out.scorers[i]);
     }
     out.scorers = std::move(names);
-    std::vector<uint8_t> correct(n), valid(n);
     for (auto& row : out.rows) {
-        row.correct.resize(n);
-        row.valid.resize(n);
+        ScorerFlags correct, valid;
         for (size_t j = 0; j < n; ++j) {
-            correct[j] = row.correct[order[j]];
-            valid[j] = row.valid[order[j]];
+            correct.set(j, row.correct[order[j]]);
+            valid.set(j, row.valid[order[j]]);
         }
-        row.correct.swap(correct);
-        row.valid.swap(valid);
+        row.correct = correct;
+        row.valid = valid;
     }
 }
 

@@ -17,6 +17,23 @@
 
 namespace diffeval::analysis {
 
+// One flag per scorer, kept in the row itself: no allocation per row, so a
+// large run's rows stay small. At most k_max_scorers scorers.
+class ScorerFlags {
+public:
+    static constexpr size_t k_max_scorers = 64;
+    bool operator[](size_t k) const { return k < k_max_scorers && ((m_bits >> k) & 1U) != 0; }
+    void set(size_t k, bool on) {
+        if (k < k_max_scorers) {
+            m_bits = on ? (m_bits | (std::uint64_t{1} << k)) : (m_bits & ~(std::uint64_t{1} << k));
+        }
+    }
+    void clear() { m_bits = 0; }
+
+private:
+    std::uint64_t m_bits = 0;
+};
+
 struct ResultRow {
     int64_t response_id = 0;
     int server = 0; // index into Results::servers
@@ -31,8 +48,8 @@ struct ResultRow {
     double latency_ms = 0;
     std::optional<double> ttft_ms; // only for streamed responses
     double started_ms = 0;         // when the request was sent, ms since the Unix epoch
-    std::vector<uint8_t> correct;  // per scorer, in Results::scorers order
-    std::vector<uint8_t> valid;
+    ScorerFlags correct;           // per scorer, in Results::scorers order
+    ScorerFlags valid;
 };
 
 struct Results {
