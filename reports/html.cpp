@@ -14,7 +14,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+
+#include <unistd.h>
 
 namespace diffeval::reports {
 
@@ -709,12 +712,23 @@ void ExplorerRows::Closer::operator()(std::FILE* f) const {
     std::fclose(f);
 }
 
-util::Result<void> ExplorerRows::collect(const std::string& db_path) {
-    m_file.reset(std::tmpfile());
+util::Result<void> ExplorerRows::collect(const std::string& db_path,
+                                         const std::filesystem::path& temp_dir) {
+    // The temporary file sits beside report.html (which needs the same
+    // space anyway) and is unlinked at once, so nothing is left behind.
+    std::string name = (temp_dir / ".report.html.XXXXXX").string();
+    const int fd = mkstemp(name.data());
+    if (fd >= 0) {
+        unlink(name.c_str());
+        m_file.reset(fdopen(fd, "w+b"));
+        if (!m_file) {
+            close(fd);
+        }
+    }
     if (!m_file) {
         return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot create a temporary file for report.html: {}",
-                                            std::strerror(errno)));
+                                fmt::format("cannot create a temporary file in {}: {}",
+                                            temp_dir.string(), std::strerror(errno)));
     }
     auto st = store::Store::open(db_path, store::Store::Mode::read_only);
     if (!st) {

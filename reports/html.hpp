@@ -8,6 +8,7 @@
 #include <reports/report.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -23,8 +24,9 @@ namespace diffeval::reports {
 // however many responses there are.
 class ExplorerRows {
 public:
-    // Read the database at `db_path` (already scored) into the temporary file.
-    util::Result<void> collect(const std::string& db_path);
+    // Read the database at `db_path` (already scored) into a temporary file
+    // in `temp_dir`.
+    util::Result<void> collect(const std::string& db_path, const std::filesystem::path& temp_dir);
     // Write the <script type="application/json" id="data"> block to `out`.
     util::Result<void> write(std::ostream& out, const std::string& baseline);
 

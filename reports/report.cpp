@@ -242,10 +242,17 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
         return r.error();
     }
     // 2. The explorer's texts on the second core, the analysis on this one.
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) {
+        return util::make_error(util::ErrorKind::io, fmt::format("cannot create {}: {}",
+                                                                 out_dir.string(), ec.message()));
+    }
     ExplorerRows rows;
     std::future<util::Result<void>> collected;
     if (formats.html) {
-        collected = std::async(std::launch::async, [&] { return rows.collect(st.path()); });
+        collected =
+            std::async(std::launch::async, [&] { return rows.collect(st.path(), out_dir); });
     }
     auto data = analyse_for_report(st, baseline);
     auto explorer = collected.valid() ? collected.get() : util::Result<void>{};

@@ -183,11 +183,8 @@ void sort_scorers(Results& out) {
     }
 }
 
-// Score what is missing, then read the names; an empty database is an error.
+// Read the names; an empty database is an error.
 util::Result<void> prepare(store::Store& st, Results& out) {
-    if (auto r = score_missing(st); !r) {
-        return r.error();
-    }
     if (auto r = read_names(st.handle(), out); !r) {
         return r.error();
     }
@@ -215,6 +212,9 @@ util::Result<void> score_missing(store::Store& st) {
 }
 
 util::Result<Results> load_results(store::Store& st) {
+    if (auto r = score_missing(st); !r) {
+        return r.error();
+    }
     Results out;
     if (auto r = prepare(st, out); !r) {
         return r.error();

@@ -95,8 +95,9 @@ util::Result<void> score_missing(store::Store& store);
 util::Result<Results> load_results(store::Store& store);
 
 // One pass over every response that counts with its texts and each scorer's
-// extraction, keeping no rows: for writers that stream them. Returns the
-// names the rows index (scorers in the order first seen, unsorted).
+// extraction, keeping no rows: for writers that stream them. Scores nothing
+// (call score_missing first; unclassified rows come with outcome `error`).
+// Returns the names the rows index (scorers in the order first seen).
 util::Result<Results> visit_responses(store::Store& store, const ResponseVisitor& visit);
 
 // One response's text cut to `max_chars` on one line, for listings.
