@@ -687,10 +687,6 @@ const char k_explorer[] = R"(<h2 id="explorer">Question explorer</h2>
 
 // ---- data ----
 
-void write_raw(std::ostream& out, const std::string& s) {
-    out.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
-
 // Rows are written in chunks of about this size.
 constexpr size_t k_chunk_bytes = 1 << 20;
 
@@ -829,26 +825,55 @@ util::Result<void> ExplorerRows::add(const analysis::ResultRow& row,
     return buf.size() >= k_chunk_bytes ? flush() : util::Result<void>{};
 }
 
-util::Result<void> ExplorerRows::write(std::ostream& out, const std::string& baseline) {
-    if (!m_file) {
-        return util::make_error(util::ErrorKind::internal, "report.html's rows were not collected");
-    }
+std::string ExplorerRows::data_head(const std::string& baseline) const {
     nlohmann::json head = {{"servers", m_servers},
                            {"framings", m_framings},
                            {"scorers", m_scorers},
                            {"baseline", baseline}};
     std::string h = script_safe_json(head);
     h.back() = ','; // reopen the object for the collected questions and responses
-    write_raw(out, "<script type=\"application/json\" id=\"data\">" + h);
-    std::rewind(m_file.get());
-    std::vector<char> chunk(k_chunk_bytes);
-    while (size_t n = std::fread(chunk.data(), 1, chunk.size(), m_file.get())) {
-        out.write(chunk.data(), static_cast<std::streamsize>(n));
+    return "<script type=\"application/json\" id=\"data\">" + h;
+}
+
+util::Result<void> ExplorerRows::copy_to(int out_fd) {
+    if (!m_file || std::fflush(m_file.get()) != 0) {
+        return util::make_error(util::ErrorKind::internal, "report.html's rows were not collected");
     }
-    if (std::ferror(m_file.get())) {
-        return util::make_error(util::ErrorKind::io, "cannot read report.html's temporary rows");
+    const int in_fd = fileno(m_file.get());
+    const off_t size = lseek(in_fd, 0, SEEK_END);
+    off_t at = 0;
+    // In the kernel where the filesystem allows (the file sits beside the
+    // report), else through a buffer.
+    while (at < size) {
+        const ssize_t n =
+            copy_file_range(in_fd, &at, out_fd, nullptr, static_cast<size_t>(size - at), 0);
+        if (n > 0) {
+            continue;
+        }
+        if (n < 0 && errno != EXDEV && errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP) {
+            break;
+        }
+        std::vector<char> chunk(k_chunk_bytes);
+        ssize_t got = 0;
+        while (at < size && (got = pread(in_fd, chunk.data(), chunk.size(), at)) > 0) {
+            for (ssize_t done = 0; done < got;) {
+                const ssize_t w =
+                    write(out_fd, chunk.data() + done, static_cast<size_t>(got - done));
+                if (w <= 0) {
+                    return util::make_error(
+                        util::ErrorKind::io,
+                        fmt::format("cannot write report.html: {}", std::strerror(errno)));
+                }
+                done += w;
+            }
+            at += got;
+        }
+        break;
     }
-    write_raw(out, "}</script>\n");
+    if (at != size) {
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot write report.html: {}", std::strerror(errno)));
+    }
     return {};
 }
 
@@ -876,29 +901,46 @@ std::string script_safe_json(const nlohmann::json& j) {
     return out;
 }
 
-util::Result<void> write_html(const ReportData& data, ExplorerRows& rows, std::ostream& out) {
-    // 1. Head, headline and navigation.
-    write_raw(out, k_head);
-    write_raw(
-        out,
-        "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" +
-            util::xml_escape(headline(data)) +
-            "</p>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
-            ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
-            "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
-            "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
-            "&middot; <a href=\"#latency\">latency</a> &middot; <a href=\"#servers\">what ran</a> "
-            "&middot; <a href=\"#explorer\">question explorer</a></nav>\n");
-    // 2. Charts and tables computed from the summary.
-    write_raw(out, charts(data));
-    write_raw(out, tables(data));
-    // 3. The explorer's frame, its data, and its script.
-    write_raw(out, k_explorer);
-    if (auto r = rows.write(out, data.baseline); !r) {
+util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
+                              const std::filesystem::path& path) {
+    // 1. Head, headline and navigation; charts and tables from the summary;
+    // the explorer's frame and the start of its data.
+    std::string before = k_head;
+    before += "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" +
+              util::xml_escape(headline(data)) +
+              "</p>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
+              ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
+              "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
+              "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
+              "&middot; <a href=\"#latency\">latency</a> &middot; <a href=\"#servers\">what "
+              "ran</a> &middot; <a href=\"#explorer\">question explorer</a></nav>\n";
+    before += charts(data);
+    before += tables(data);
+    before += k_explorer;
+    before += rows.data_head(data.baseline);
+    // 2. The collected questions and responses, then the script.
+    const std::string after = std::string("}</script>\n") + k_script + "</body>\n</html>\n";
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(path.c_str(), "wb"),
+                                                        &std::fclose);
+    auto failed = [&] {
+        return util::make_error(
+            util::ErrorKind::io,
+            fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
+    };
+    if (!out) {
+        return failed();
+    }
+    if (std::fwrite(before.data(), 1, before.size(), out.get()) != before.size() ||
+        std::fflush(out.get()) != 0) {
+        return failed();
+    }
+    if (auto r = rows.copy_to(fileno(out.get())); !r) {
         return r;
     }
-    write_raw(out, k_script);
-    write_raw(out, "</body>\n</html>\n");
+    if (std::fwrite(after.data(), 1, after.size(), out.get()) != after.size() ||
+        std::fclose(out.release()) != 0) {
+        return failed();
+    }
     return {};
 }
 

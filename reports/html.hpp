@@ -27,8 +27,11 @@ public:
     // Read the database at `db_path` (already scored) into a temporary file
     // in `temp_dir`.
     util::Result<void> collect(const std::string& db_path, const std::filesystem::path& temp_dir);
-    // Write the <script type="application/json" id="data"> block to `out`.
-    util::Result<void> write(std::ostream& out, const std::string& baseline);
+    // The opening of the <script type="application/json" id="data"> block
+    // up to the collected part; copy_to appends that part, the caller closes
+    // the object and the block with "}</script>".
+    std::string data_head(const std::string& baseline) const;
+    util::Result<void> copy_to(int out_fd);
 
 private:
     util::Result<void> add(const analysis::ResultRow& row, const analysis::ResponseDetail& detail);
@@ -46,8 +49,9 @@ private:
     std::vector<std::string> m_scorers;
 };
 
-// Write report.html for `data` to `out`, with the explorer's collected `rows`.
-util::Result<void> write_html(const ReportData& data, ExplorerRows& rows, std::ostream& out);
+// Write report.html for `data` to `path`, with the explorer's collected `rows`.
+util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
+                              const std::filesystem::path& path);
 
 // `j` serialised for a <script type="application/json"> block: < > & and
 // U+2028/2029 escaped as \uXXXX so no model text can end the block, and

@@ -221,14 +221,8 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
                                     "report.html needs the rows collected while loading");
         }
         auto p = out_dir / "report.html";
-        std::ofstream f(p, std::ios::binary);
-        if (auto r = write_html(data, *rows, f); !r) {
+        if (auto r = write_html(data, *rows, p); !r) {
             return r.error();
-        }
-        f.close();
-        if (!f) {
-            return util::make_error(util::ErrorKind::io,
-                                    fmt::format("cannot write {}", p.string()));
         }
         paths.written.push_back(p);
     }

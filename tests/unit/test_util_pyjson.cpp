@@ -46,3 +46,34 @@ TEST(AppendJsonString, PythonStyleLeavesMarkupAndReplacesBrokenUtf8) {
                                        diffeval::util::JsonStringStyle::python);
     EXPECT_EQ(out, R"("<b>&\ufffd\ufffd")");
 }
+
+TEST(AppendJsonString, MatchesAReferenceEncoderOnRandomTexts) {
+    // Pieces that exercise every branch: plain runs longer than a word,
+    // each escaped ASCII byte, and 2-, 3- and 4-byte UTF-8.
+    const std::vector<std::string> pieces = {
+        "abcdefghij", "0123456789 ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<", ">", "&",
+        "/", "caf\u00e9", "\u2028", "\u2019s", "\U0001F600", "x", " "};
+    std::uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+    for (int n = 0; n < 3000; ++n) {
+        std::string text;
+        const auto count = next() % 12;
+        for (std::uint32_t k = 0; k < count; ++k) {
+            text += pieces[(next() >> 8) % pieces.size()];
+        }
+        // nlohmann's ASCII-only dump escapes like Python for valid UTF-8.
+        std::string reference = nlohmann::json(text).dump(-1, ' ', true);
+        std::string script_reference;
+        for (char c : reference) {
+            script_reference += c == '<'   ? std::string("\\u003c")
+                                : c == '>' ? std::string("\\u003e")
+                                : c == '&' ? std::string("\\u0026")
+                                           : std::string(1, c);
+        }
+        std::string python, script;
+        diffeval::util::append_json_string(python, text, diffeval::util::JsonStringStyle::python);
+        diffeval::util::append_json_string(script, text, diffeval::util::JsonStringStyle::script);
+        ASSERT_EQ(python, reference) << "text: " << reference;
+        ASSERT_EQ(script, script_reference) << "text: " << reference;
+    }
+}
