@@ -5,7 +5,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <fmt/format.h>
 
 namespace diffeval::util {
@@ -64,26 +63,6 @@ struct PlainBytes {
 };
 constexpr PlainBytes k_plain;
 
-// True when one of the 8 bytes at `p` is not plain: below 0x20, 0x7F or
-// above, " or \\, and in script style < > &. Word-at-a-time tests (exact for
-// "is there such a byte", Hacker's Delight 6-1); the byte loop finds which.
-bool word_needs_escape(const char* p, bool script) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, p, sizeof w);
-    constexpr std::uint64_t ones = 0x0101010101010101ULL;
-    constexpr std::uint64_t highs = 0x8080808080808080ULL;
-    auto below = [&](std::uint64_t n) { return (w - ones * n) & ~w & highs; };
-    auto equal = [&](unsigned char c) {
-        const std::uint64_t x = w ^ (ones * c);
-        return (x - ones) & ~x & highs;
-    };
-    std::uint64_t hit = below(0x20) | (w & highs) | equal(0x7F) | equal('"') | equal('\\');
-    if (script) {
-        hit |= equal('<') | equal('>') | equal('&');
-    }
-    return hit != 0;
-}
-
 void write_string(std::string& out, const std::string& s) {
     append_json_string(out, s, JsonStringStyle::python);
 }
@@ -94,13 +73,8 @@ void append_json_string(std::string& out, std::string_view s, JsonStringStyle st
     out += '"';
     const auto& plain = style == JsonStringStyle::script ? k_plain.script : k_plain.python;
     for (size_t i = 0; i < s.size();) {
-        // Runs of printable ASCII are copied in one go, found 8 bytes at a
-        // time while no byte of a word needs escaping.
+        // Runs of printable ASCII are copied in one go.
         size_t run = i;
-        const bool script = style == JsonStringStyle::script;
-        while (run + 8 <= s.size() && !word_needs_escape(s.data() + run, script)) {
-            run += 8;
-        }
         while (run < s.size() && plain[static_cast<unsigned char>(s[run])]) {
             ++run;
         }
