@@ -127,6 +127,21 @@ const char k_script[] = R"JS(<script>
 (function () {
   'use strict';
   const D = JSON.parse(document.getElementById('data').textContent);
+  // The rows come in parts, each listing scores in the order its reader met
+  // the scorers; bring every row to the order of D.scorers.
+  let partStart = 0;
+  for (const part of D.parts) {
+    const to = part.scorers.map((n) => D.scorers.indexOf(n));
+    if (!to.every((t, k) => t === k)) {
+      for (let i = partStart; i < partStart + part.rows; i++) {
+        const mine = D.responses[i][12] || [];
+        const all = D.scorers.map(() => null);
+        mine.forEach((v, k) => { if (to[k] >= 0) all[to[k]] = v; });
+        D.responses[i][12] = all;
+      }
+    }
+    partStart += part.rows;
+  }
   const PAGE = 50;
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
@@ -708,30 +723,27 @@ void ExplorerRows::Closer::operator()(std::FILE* f) const {
     std::fclose(f);
 }
 
-util::Result<void> ExplorerRows::collect(const std::string& db_path,
-                                         const std::filesystem::path& temp_dir) {
-    // The temporary file sits beside report.html (which needs the same
-    // space anyway) and is unlinked at once, so nothing is left behind.
-    std::string name = (temp_dir / ".report.html.XXXXXX").string();
-    const int fd = mkstemp(name.data());
-    if (fd >= 0) {
-        unlink(name.c_str());
-        m_file.reset(fdopen(fd, "w+b"));
-        if (!m_file) {
-            close(fd);
+util::Result<void> ExplorerRows::open(store::Store& st, const std::filesystem::path& temp_dir) {
+    // The temporary files sit beside report.html (which needs the same space
+    // anyway) and are unlinked at once, so nothing is left behind.
+    for (auto& part : m_parts) {
+        std::string name = (temp_dir / ".report.html.XXXXXX").string();
+        const int fd = mkstemp(name.data());
+        if (fd >= 0) {
+            unlink(name.c_str());
+            part.file.reset(fdopen(fd, "w+b"));
+            if (!part.file) {
+                close(fd);
+            }
+        }
+        if (!part.file) {
+            return util::make_error(util::ErrorKind::io,
+                                    fmt::format("cannot create a temporary file in {}: {}",
+                                                temp_dir.string(), std::strerror(errno)));
         }
     }
-    if (!m_file) {
-        return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot create a temporary file in {}: {}",
-                                            temp_dir.string(), std::strerror(errno)));
-    }
-    auto st = store::Store::open(db_path, store::Store::Mode::read_only);
-    if (!st) {
-        return st.error();
-    }
     // Questions asked, with the gold answer.
-    store::Statement q((*st)->handle(),
+    store::Statement q(st.handle(),
                        "SELECT question_idx, question, answer FROM questions WHERE "
                        "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "
                        "FROM requests WHERE response_id IS NOT NULL) ORDER BY question_idx");
@@ -739,52 +751,55 @@ util::Result<void> ExplorerRows::collect(const std::string& db_path,
         return util::make_error(util::ErrorKind::data,
                                 fmt::format("cannot read questions: {}", q.error()));
     }
-    m_buf = "\"questions\":{";
+    m_questions = "\"questions\":{";
     bool first = true;
     while (q.step()) {
-        fmt::format_to(std::back_inserter(m_buf), "{}\"{}\":[", first ? "" : ",", q.column_int(0));
-        json_text(m_buf, q.column_view(1));
-        m_buf += ',';
-        json_text(m_buf, q.column_view(2));
-        m_buf += ']';
+        fmt::format_to(std::back_inserter(m_questions), "{}\"{}\":[", first ? "" : ",",
+                       q.column_int(0));
+        json_text(m_questions, q.column_view(1));
+        m_questions += ',';
+        json_text(m_questions, q.column_view(2));
+        m_questions += ']';
         first = false;
     }
-    m_buf += "},\"responses\":[";
-    // Every response, written as it is read.
-    auto names = analysis::visit_responses(
-        **st, [this](const analysis::ResultRow& row, const analysis::ResponseDetail& d) {
-            return add(row, d);
-        });
-    if (!names) {
-        return names.error();
-    }
-    m_servers = std::move(names->servers);
-    m_framings = std::move(names->framings);
-    m_scorers = std::move(names->scorers);
-    m_buf += ']';
-    return flush();
+    m_questions += '}';
+    return {};
 }
 
-util::Result<void> ExplorerRows::flush() {
-    if (!m_buf.empty() &&
-        std::fwrite(m_buf.data(), 1, m_buf.size(), m_file.get()) != m_buf.size()) {
+std::array<analysis::ResponseVisitor, 2> ExplorerRows::visitors() {
+    std::array<analysis::ResponseVisitor, 2> out;
+    for (size_t i = 0; i < m_parts.size(); ++i) {
+        out[i] = [this, i](const analysis::ResultRow& row, const analysis::ResponseDetail& d) {
+            return add(m_parts[i], row, d);
+        };
+    }
+    return out;
+}
+
+util::Result<void> ExplorerRows::flush(Part& part) {
+    if (!part.buf.empty() &&
+        std::fwrite(part.buf.data(), 1, part.buf.size(), part.file.get()) != part.buf.size()) {
         return util::make_error(util::ErrorKind::io,
                                 fmt::format("cannot write report.html's rows to a temporary "
                                             "file: {}",
                                             std::strerror(errno)));
     }
-    m_buf.clear();
+    part.buf.clear();
     return {};
 }
 
 // One response: [server, framing, max_tokens, repeat, question, text,
 // reasoning, finish_reason, stop_reason, completion_tokens, outcome, error,
-// [[extracted, correct] or null per scorer]], as the page's script reads it.
-util::Result<void> ExplorerRows::add(const analysis::ResultRow& row,
+// [[extracted, correct] or null per scorer of the part]], as the page's
+// script reads it.
+util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
                                      const analysis::ResponseDetail& d) {
-    auto& buf = m_buf;
-    if (m_rows++ > 0) {
+    auto& buf = part.buf;
+    if (part.rows++ > 0) {
         buf += ',';
+    }
+    if (d.scorers && d.scorers->size() > part.scorers.size()) {
+        part.scorers = *d.scorers;
     }
     fmt::format_to(std::back_inserter(buf), "[{},{},{},{},{},", row.server, row.framing,
                    row.max_tokens, row.repeat, row.question_idx);
@@ -822,28 +837,32 @@ util::Result<void> ExplorerRows::add(const analysis::ResultRow& row,
         }
     }
     buf += "]]";
-    return buf.size() >= k_chunk_bytes ? flush() : util::Result<void>{};
+    return buf.size() >= k_chunk_bytes ? flush(part) : util::Result<void>{};
 }
 
-std::string ExplorerRows::data_head(const std::string& baseline) const {
-    nlohmann::json head = {{"servers", m_servers},
-                           {"framings", m_framings},
-                           {"scorers", m_scorers},
-                           {"baseline", baseline}};
-    std::string h = script_safe_json(head);
-    h.back() = ','; // reopen the object for the collected questions and responses
-    return "<script type=\"application/json\" id=\"data\">" + h;
-}
-
-util::Result<void> ExplorerRows::copy_to(int out_fd) {
-    if (!m_file || std::fflush(m_file.get()) != 0) {
-        return util::make_error(util::ErrorKind::internal, "report.html's rows were not collected");
+std::string ExplorerRows::data_head(const ReportData& data) const {
+    nlohmann::json scorers = data.results.scorers;
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& part : m_parts) {
+        parts.push_back({{"rows", part.rows}, {"scorers", part.scorers}});
     }
-    const int in_fd = fileno(m_file.get());
+    nlohmann::json head = {{"servers", data.results.servers},
+                           {"framings", data.results.framings},
+                           {"scorers", scorers},
+                           {"baseline", data.baseline},
+                           {"parts", parts}};
+    std::string h = script_safe_json(head);
+    h.back() = ','; // reopen the object for the questions and responses
+    return "<script type=\"application/json\" id=\"data\">" + h + m_questions + ",\"responses\":[";
+}
+
+namespace {
+
+// Append the whole of `in_fd` to `out_fd`: in the kernel where the
+// filesystem allows (the file sits beside the report), else via a buffer.
+util::Result<void> append_file(int in_fd, int out_fd) {
     const off_t size = lseek(in_fd, 0, SEEK_END);
     off_t at = 0;
-    // In the kernel where the filesystem allows (the file sits beside the
-    // report), else through a buffer.
     while (at < size) {
         const ssize_t n =
             copy_file_range(in_fd, &at, out_fd, nullptr, static_cast<size_t>(size - at), 0);
@@ -873,6 +892,34 @@ util::Result<void> ExplorerRows::copy_to(int out_fd) {
     if (at != size) {
         return util::make_error(util::ErrorKind::io,
                                 fmt::format("cannot write report.html: {}", std::strerror(errno)));
+    }
+    return {};
+}
+
+} // namespace
+
+util::Result<void> ExplorerRows::copy_to(int out_fd) {
+    for (size_t i = 0; i < m_parts.size(); ++i) {
+        auto& part = m_parts[i];
+        if (!part.file) {
+            return util::make_error(util::ErrorKind::internal,
+                                    "report.html's rows were not collected");
+        }
+        if (auto f = flush(part); !f) {
+            return f;
+        }
+        if (std::fflush(part.file.get()) != 0) {
+            return util::make_error(util::ErrorKind::io, fmt::format("cannot write report.html: {}",
+                                                                     std::strerror(errno)));
+        }
+        // Parts after a non-empty one start with the comma between them.
+        if (i > 0 && part.rows > 0 && m_parts[0].rows > 0 && write(out_fd, ",", 1) != 1) {
+            return util::make_error(util::ErrorKind::io, fmt::format("cannot write report.html: {}",
+                                                                     std::strerror(errno)));
+        }
+        if (auto r = append_file(fileno(part.file.get()), out_fd); !r) {
+            return r;
+        }
     }
     return {};
 }
@@ -917,9 +964,9 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
     before += charts(data);
     before += tables(data);
     before += k_explorer;
-    before += rows.data_head(data.baseline);
+    before += rows.data_head(data);
     // 2. The collected questions and responses, then the script.
-    const std::string after = std::string("}</script>\n") + k_script + "</body>\n</html>\n";
+    const std::string after = std::string("]}</script>\n") + k_script + "</body>\n</html>\n";
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(path.c_str(), "wb"),
                                                         &std::fclose);
     auto failed = [&] {

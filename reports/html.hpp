@@ -7,6 +7,7 @@
 
 #include <reports/report.hpp>
 
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -17,36 +18,38 @@
 namespace diffeval::reports {
 
 // The question explorer's data: every question asked and every response
-// that counts, with its texts and each scorer's extraction. `collect` reads
-// them on a database connection of its own, so it can run on another core
-// while the analysis runs, and streams them as escaped JSON into a
-// temporary file; `write` copies that into report.html. Memory stays flat
-// however many responses there are.
+// that counts, with its texts and each scorer's extraction. The visitors
+// receive the responses while analysis::load_results reads them (the one
+// pass over the texts, in two parts on two cores) and stream them as escaped
+// JSON into two temporary files; copy_to puts them into report.html. Memory
+// stays flat however many responses there are.
 class ExplorerRows {
 public:
-    // Read the database at `db_path` (already scored) into a temporary file
-    // in `temp_dir`.
-    util::Result<void> collect(const std::string& db_path, const std::filesystem::path& temp_dir);
-    // The opening of the <script type="application/json" id="data"> block
-    // up to the collected part; copy_to appends that part, the caller closes
-    // the object and the block with "}</script>".
-    std::string data_head(const std::string& baseline) const;
+    // Create the temporary files in `temp_dir` and read the questions.
+    util::Result<void> open(store::Store& store, const std::filesystem::path& temp_dir);
+    // The visitors for the two parts of analysis::load_results.
+    std::array<analysis::ResponseVisitor, 2> visitors();
+    // The <script type="application/json" id="data"> block up to the rows;
+    // copy_to appends them and the caller closes it with "]}</script>".
+    std::string data_head(const ReportData& data) const;
     util::Result<void> copy_to(int out_fd);
 
 private:
-    util::Result<void> add(const analysis::ResultRow& row, const analysis::ResponseDetail& detail);
-    util::Result<void> flush();
-
     struct Closer {
         void operator()(std::FILE* f) const;
     };
-    std::unique_ptr<std::FILE, Closer> m_file;
-    std::string m_buf;
-    size_t m_rows = 0;
-    // What the rows' indices name, in the order the rows use.
-    std::vector<std::string> m_servers;
-    std::vector<std::string> m_framings;
-    std::vector<std::string> m_scorers;
+    struct Part {
+        std::unique_ptr<std::FILE, Closer> file;
+        std::string buf;
+        size_t rows = 0;
+        std::vector<std::string> scorers; // the order this part's score arrays use
+    };
+    util::Result<void> add(Part& part, const analysis::ResultRow& row,
+                           const analysis::ResponseDetail& detail);
+    util::Result<void> flush(Part& part);
+
+    std::array<Part, 2> m_parts;
+    std::string m_questions; // "questions":{...}
 };
 
 // Write report.html for `data` to `path`, with the explorer's collected `rows`.

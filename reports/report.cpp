@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <future>
 
 namespace diffeval::reports {
 
@@ -38,9 +37,10 @@ bool beyond_noise(const analysis::Comparison& c) {
     return excludes_zero && std::abs(c.interval.diff) > floor;
 }
 
-util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline) {
+util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
+                                            const std::array<analysis::ResponseVisitor, 2>& visit) {
     // 1. Load and summarise what is stored.
-    auto results = analysis::load_results(st);
+    auto results = analysis::load_results(st, visit);
     if (!results) {
         return results.error();
     }
@@ -231,11 +231,6 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
                                            const fs::path& out_dir, const ReportFormats& formats) {
-    // 1. Score what is missing, so both readers below see the same scores.
-    if (auto r = analysis::score_missing(st); !r) {
-        return r.error();
-    }
-    // 2. The explorer's texts on the second core, the analysis on this one.
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec) {
@@ -243,20 +238,16 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
                                                                  out_dir.string(), ec.message()));
     }
     ExplorerRows rows;
-    std::future<util::Result<void>> collected;
     if (formats.html) {
-        collected =
-            std::async(std::launch::async, [&] { return rows.collect(st.path(), out_dir); });
+        if (auto r = rows.open(st, out_dir); !r) {
+            return r.error();
+        }
     }
-    auto data = analyse_for_report(st, baseline);
-    auto explorer = collected.valid() ? collected.get() : util::Result<void>{};
+    auto data = analyse_for_report(
+        st, baseline, formats.html ? rows.visitors() : std::array<analysis::ResponseVisitor, 2>{});
     if (!data) {
         return data.error();
     }
-    if (!explorer) {
-        return explorer.error();
-    }
-    // 3. The files.
     return write_reports(*data, out_dir, formats, formats.html ? &rows : nullptr);
 }
 

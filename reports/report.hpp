@@ -43,7 +43,10 @@ struct ReportPaths {
 // other server is compared with the vllm scorer per framing and max_tokens,
 // and with lm-eval-strict on the chat framing. An unknown baseline is a usage
 // error listing the servers.
-util::Result<ReportData> analyse_for_report(store::Store& store, const std::string& baseline);
+// `visit` sees every response's texts in the pass that loads the results.
+util::Result<ReportData>
+analyse_for_report(store::Store& store, const std::string& baseline,
+                   const std::array<analysis::ResponseVisitor, 2>& visit = {});
 
 // The "diffeval.report/1" JSON document: the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
@@ -69,9 +72,9 @@ util::Result<ReportPaths> write_reports(const ReportData& data,
                                         const ReportFormats& formats, ExplorerRows* rows);
 
 // Analyse `store` against `baseline` and write the chosen reports: the entry
-// point of `diffeval report` and `diffeval demo`. Missing scores are computed
-// first; then the explorer's texts are read on a second connection and core
-// while this one loads the results and compares.
+// point of `diffeval report` and `diffeval demo`. Every response is read
+// once, in two halves on two cores, and its texts streamed into the HTML
+// explorer's data in the same pass.
 util::Result<ReportPaths> generate_reports(store::Store& store, const std::string& baseline,
                                            const std::filesystem::path& out_dir,
                                            const ReportFormats& formats);

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
+#include <limits>
 
 namespace diffeval::analysis {
 
@@ -14,27 +16,29 @@ using util::make_error;
 
 namespace {
 
-// The responses that count, in response_id order, found through the
-// requests_counted index (schema v2) so the requests' large rows are never
-// visited.
+// The responses that count in one response_id range, in that order, found
+// through the requests_counted index (schema v2) so the requests' large rows
+// are never visited; `k_text_columns` are added when a visitor wants them.
 constexpr const char* k_row_columns =
     "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
     "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
     "(julianday(r.started_at) - 2440587.5) * 86400000.0";
-// A visiting pass reads the texts instead of the timings, which a writer of
-// texts does not need (latency_ms, ttft_ms and started_ms stay 0 / empty).
-constexpr const char* k_visit_columns =
-    "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
-    "c.outcome, c.reasoning_started, r.completion_tokens, 0.0, r.ok, NULL, NULL, "
-    "r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
+constexpr const char* k_text_columns =
+    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
 constexpr const char* k_row_source =
     " FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "LEFT JOIN classifications c ON c.response_id = q.response_id "
-    "WHERE q.response_id IS NOT NULL ORDER BY q.response_id";
+    "WHERE q.response_id >= ?1 AND q.response_id < ?2 ORDER BY q.response_id";
+constexpr const char* k_score_columns = "SELECT response_id, scorer, correct, valid";
+constexpr const char* k_score_source =
+    " FROM scores WHERE response_id >= ?1 AND response_id < ?2 ORDER BY response_id, scorer";
 // Counted responses not classified yet (they need scoring before a load).
 constexpr const char* k_unclassified =
     "SELECT count(*) FROM requests q LEFT JOIN classifications c ON c.response_id = "
     "q.response_id WHERE q.response_id IS NOT NULL AND c.response_id IS NULL";
+// Below this many responses one thread reads them all (a second connection
+// costs about a millisecond).
+constexpr int64_t k_parallel_from = 256;
 
 int index_of(const std::vector<std::string>& names, std::string_view name) {
     return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
@@ -66,19 +70,21 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
     return {};
 }
 
-// Read every counted response with its scores in one pass: the rows cursor
-// and the scores cursor both advance in response_id order. Scorers are
-// numbered as first seen; `keep` false hands rows to `visit` only.
-util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit, bool keep) {
-    store::Statement rows(db, std::string(visit ? k_visit_columns : k_row_columns) + k_row_source);
-    store::Statement scores(db, visit ? "SELECT response_id, scorer, correct, 0, extracted "
-                                        "FROM scores ORDER BY response_id, scorer"
-                                      : "SELECT response_id, scorer, correct, valid "
-                                        "FROM scores ORDER BY response_id, scorer");
+// Read the counted responses with response_id in [lo, hi) and their scores
+// in one pass: the rows cursor and the scores cursor both advance in
+// response_id order. Scorers are numbered as first seen in `out.scorers`.
+util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit, int64_t lo,
+                             int64_t hi) {
+    store::Statement rows(db, std::string(k_row_columns) + (visit ? k_text_columns : "") +
+                                  k_row_source);
+    store::Statement scores(db, std::string(k_score_columns) + (visit ? ", extracted" : "") +
+                                    k_score_source);
     if (!rows.valid() || !scores.valid()) {
         return make_error(ErrorKind::io, fmt::format("cannot read results: {}",
                                                      rows.valid() ? scores.error() : rows.error()));
     }
+    rows.bind(lo, hi);
+    scores.bind(lo, hi);
     bool have_score = scores.step();
     ResponseDetail detail;
     detail.scorers = &out.scorers;
@@ -145,9 +151,7 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
                 return v.error();
             }
         }
-        if (keep) {
-            out.rows.push_back(r);
-        }
+        out.rows.push_back(r);
     }
     for (const auto* st : {&rows, &scores}) {
         if (!st->error().empty()) {
@@ -157,43 +161,68 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
     return {};
 }
 
-// Put the scorers in name order, every row's flags with them (rows read
-// before a scorer was first seen have 0 for it).
-void sort_scorers(Results& out) {
-    const size_t n = out.scorers.size();
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i) {
-        order[i] = i;
+// How many responses count, and the response_id that splits them into two
+// halves (nullopt when too few to be worth a second thread).
+struct Split {
+    int64_t count = 0;
+    std::optional<int64_t> at;
+};
+
+util::Result<Split> split_point(sqlite3* db) {
+    store::Statement count(db, "SELECT count(*) FROM requests WHERE response_id IS NOT NULL");
+    if (!count.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", count.error()));
     }
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return out.scorers[a] < out.scorers[b]; });
-    std::vector<std::string> names;
-    for (size_t i : order) {
-        names.push_back(out.scorers[i]);
+    Split out;
+    out.count = count.column_int(0);
+    if (out.count < k_parallel_from) {
+        return out;
     }
-    out.scorers = std::move(names);
-    for (auto& row : out.rows) {
-        ScorerFlags correct, valid;
-        for (size_t j = 0; j < n; ++j) {
-            correct.set(j, row.correct[order[j]]);
-            valid.set(j, row.valid[order[j]]);
-        }
-        row.correct = correct;
-        row.valid = valid;
+    store::Statement mid(db, "SELECT response_id FROM requests WHERE response_id IS NOT NULL "
+                             "ORDER BY response_id LIMIT 1 OFFSET ?");
+    mid.bind(out.count / 2);
+    if (!mid.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", mid.error()));
     }
+    out.at = mid.column_int(0);
+    return out;
 }
 
-// Read the names; an empty database is an error.
-util::Result<void> prepare(store::Store& st, Results& out) {
-    if (auto r = read_names(st.handle(), out); !r) {
-        return r.error();
+// Join the parts read in response_id order into `out`: scorers in name
+// order, each part's flags moved to it (rows of a part that never saw a
+// scorer have 0). The first part's rows are moved, not copied.
+void merge_parts(Results& out, std::array<Results, 2>& parts) {
+    for (auto& part : parts) {
+        for (auto& name : part.scorers) {
+            if (std::find(out.scorers.begin(), out.scorers.end(), name) == out.scorers.end()) {
+                out.scorers.push_back(name);
+            }
+        }
     }
-    if (out.servers.empty()) {
-        return make_error(
-            ErrorKind::data,
-            fmt::format("{} holds no responses; run 'diffeval run' first", st.path()));
+    std::sort(out.scorers.begin(), out.scorers.end());
+    for (auto& part : parts) {
+        std::vector<size_t> to(part.scorers.size());
+        bool identity = true;
+        for (size_t k = 0; k < part.scorers.size(); ++k) {
+            to[k] = static_cast<size_t>(index_of(out.scorers, part.scorers[k]));
+            identity = identity && to[k] == k;
+        }
+        if (identity) {
+            continue;
+        }
+        for (auto& row : part.rows) {
+            ScorerFlags correct, valid;
+            for (size_t k = 0; k < to.size(); ++k) {
+                correct.set(to[k], row.correct[k]);
+                valid.set(to[k], row.valid[k]);
+            }
+            row.correct = correct;
+            row.valid = valid;
+        }
     }
-    return {};
+    out.rows = std::move(parts[0].rows);
+    out.rows.insert(out.rows.end(), parts[1].rows.begin(), parts[1].rows.end());
+    parts[1].rows = {};
 }
 
 } // namespace
@@ -211,30 +240,53 @@ util::Result<void> score_missing(store::Store& st) {
     return ensure_scored(st);
 }
 
-util::Result<Results> load_results(store::Store& st) {
+util::Result<Results> load_results(store::Store& st, const std::array<ResponseVisitor, 2>& visit) {
     if (auto r = score_missing(st); !r) {
         return r.error();
     }
     Results out;
-    if (auto r = prepare(st, out); !r) {
+    if (auto r = read_names(st.handle(), out); !r) {
         return r.error();
     }
-    if (auto r = read_rows(st.handle(), out, {}, true); !r) {
-        return r.error();
+    if (out.servers.empty()) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("{} holds no responses; run 'diffeval run' first", st.path()));
     }
-    sort_scorers(out);
+    auto split = split_point(st.handle());
+    if (!split) {
+        return split.error();
+    }
+    constexpr int64_t lowest = std::numeric_limits<int64_t>::min();
+    constexpr int64_t highest = std::numeric_limits<int64_t>::max();
+    std::array<Results, 2> parts;
+    for (auto& part : parts) {
+        part.servers = out.servers;
+        part.framings = out.framings;
+    }
+    // The first part's vector will hold every row (no copy when merging).
+    parts[0].rows.reserve(static_cast<size_t>(split->count));
+    // Large runs: the upper half on a second connection and core.
+    std::future<util::Result<void>> upper;
+    if (split->at) {
+        upper = std::async(std::launch::async, [&]() -> util::Result<void> {
+            auto second = store::Store::open(st.path(), store::Store::Mode::read_only);
+            if (!second) {
+                return second.error();
+            }
+            return read_rows((*second)->handle(), parts[1], visit[1], *split->at, highest);
+        });
+    }
+    auto lower = read_rows(st.handle(), parts[0], visit[0], lowest, split->at.value_or(highest));
+    auto upper_done = upper.valid() ? upper.get() : util::Result<void>{};
+    if (!lower) {
+        return lower.error();
+    }
+    if (!upper_done) {
+        return upper_done.error();
+    }
+    merge_parts(out, parts);
     return out;
-}
-
-util::Result<Results> visit_responses(store::Store& st, const ResponseVisitor& visit) {
-    Results names;
-    if (auto r = prepare(st, names); !r) {
-        return r.error();
-    }
-    if (auto r = read_rows(st.handle(), names, visit, false); !r) {
-        return r.error();
-    }
-    return names;
 }
 
 std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {

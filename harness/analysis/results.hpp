@@ -7,6 +7,7 @@
 #include <harness/util/result.hpp>
 #include <scorers/classify.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -78,11 +79,11 @@ struct ResponseDetail {
     std::vector<uint8_t> scored;
 };
 
-// Called once per response that counts, in response_id order. The row's
-// server and framing index Results::servers and ::framings as load_results
-// orders them; its correct flags follow `detail.scorers`. A visiting pass
-// does not read timings or validity: latency_ms, ttft_ms, started_ms and
-// valid are left empty. An error stops the pass and is returned by it.
+// Called once per response that counts with its texts, in response_id order
+// within one part of a load (see load_results). The row's server and framing
+// index Results::servers and ::framings; its flags follow `detail.scorers`,
+// the part's scorers in the order first seen. An error stops the load and is
+// returned by it.
 using ResponseVisitor =
     std::function<util::Result<void>(const ResultRow& row, const ResponseDetail& detail)>;
 
@@ -92,13 +93,12 @@ util::Result<void> score_missing(store::Store& store);
 
 // Load every scored response that counts; scores what is missing first.
 // An empty database is a data error saying to run `diffeval run` first.
-util::Result<Results> load_results(store::Store& store);
-
-// One pass over every response that counts with its texts and each scorer's
-// extraction, keeping no rows: for writers that stream them. Scores nothing
-// (call score_missing first; unclassified rows come with outcome `error`).
-// Returns the names the rows index (scorers in the order first seen).
-util::Result<Results> visit_responses(store::Store& store, const ResponseVisitor& visit);
+// Large databases are read in two halves of the response_id range at once,
+// the upper half on a second connection and thread; `visit[0]` and
+// `visit[1]` (when set) see the lower and upper half's responses with their
+// texts, in the same pass. The rows come back in response_id order.
+util::Result<Results> load_results(store::Store& store,
+                                   const std::array<ResponseVisitor, 2>& visit = {});
 
 // One response's text cut to `max_chars` on one line, for listings.
 std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);

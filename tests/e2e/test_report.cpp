@@ -35,7 +35,8 @@ fs::path golden_path() {
 
 // Two simulated servers, both framings, 2 repeats sent one at a time so
 // every repeat sees the same sighting noise on every run.
-void build_db(const fs::path& db, const std::vector<std::string>& b_profile) {
+void build_db(const fs::path& db, const std::vector<std::string>& b_profile,
+              const std::string& limit = "24") {
     e2e::Sim a({"--profile", "default"});
     e2e::Sim b(b_profile);
     auto o = e2e::run({"run",
@@ -52,7 +53,7 @@ void build_db(const fs::path& db, const std::vector<std::string>& b_profile) {
                        "--dataset",
                        "sample",
                        "--limit",
-                       "24",
+                       limit,
                        "--concurrency",
                        "1",
                        "--db",
@@ -206,7 +207,19 @@ json embedded_data(const fs::path& html_path) {
 TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
     auto dir = e2e::scratch("report_counted");
     auto db = dir / "r.sqlite";
-    build_db(db, {"--profile", "deepgemm"});
+    build_db(db, {"--profile", "deepgemm"}, "48"); // 384 responses: read in two parts
+    ASSERT_EQ(e2e::run({"rescore", "--db", db.string()}).exit_code, 0);
+    // The first responses lost one scorer's rows (as a database scored by an
+    // older diffeval might): the two halves a report reads meet the scorers
+    // in different orders, and every row must still carry its own.
+    exec_sql(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
+                 "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
+                 "response_id LIMIT 10)");
+    // And the scorers disagree on the first half, so a row read with another
+    // row's scorer order would change the accuracies below.
+    exec_sql(db, "UPDATE scores SET correct = (scorer = 'vllm') WHERE response_id IN (SELECT "
+                 "response_id FROM requests WHERE response_id IS NOT NULL ORDER BY response_id "
+                 "LIMIT 150)");
     // A retry: a middle request now counts a newer response, so its old row
     // and that row's scores sit among the counted ones and must be skipped.
     exec_sql(db, "CREATE TEMP TABLE pick AS SELECT request_id, response_id AS old FROM requests "
@@ -225,8 +238,19 @@ TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
     ASSERT_TRUE(data.is_object());
     const auto& responses = data["responses"];
     EXPECT_EQ(std::to_string(responses.size()), e2e::query(db, "SELECT count(*) FROM v_responses"));
-    // Every embedded row against the views: same text, same extraction per scorer.
-    const auto scorers = data["scorers"].get<std::vector<std::string>>();
+    // Every embedded row against the views: same text, same extraction per
+    // scorer, reading each part's rows in that part's scorer order.
+    ASSERT_EQ(data["parts"].size(), 2u) << "a report of this size reads in two parts";
+    std::vector<std::vector<std::string>> part_scorers;
+    size_t rows_in_parts = 0;
+    for (const auto& part : data["parts"]) {
+        part_scorers.push_back(part["scorers"].get<std::vector<std::string>>());
+        rows_in_parts += part["rows"].get<size_t>();
+    }
+    EXPECT_EQ(rows_in_parts, responses.size());
+    EXPECT_GT(data["parts"][0]["rows"].get<size_t>(), 0u);
+    EXPECT_GT(data["parts"][1]["rows"].get<size_t>(), 0u);
+    EXPECT_NE(part_scorers[0], part_scorers[1]) << "the halves should meet scorers differently";
     std::map<std::string, std::string> expected;
     for (const auto& row : e2e::query_rows(
              db, "SELECT v.server || '/' || v.framing || '/' || v.max_tokens || '/' || v.repeat "
@@ -237,22 +261,55 @@ TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
         expected[row.substr(0, row.find('='))] = row.substr(row.find('=') + 1);
     }
     int retried = 0;
+    size_t index = 0;
     for (const auto& r : responses) {
+        const auto& scorers =
+            part_scorers[index++ < data["parts"][0]["rows"].get<size_t>() ? 0 : 1];
         const auto key =
             fmt::format("{}/{}/{}/{}/{}", data["servers"][r[0].get<size_t>()].get<std::string>(),
                         data["framings"][r[1].get<size_t>()].get<std::string>(), r[2].get<int>(),
                         r[3].get<int>(), r[4].get<int>());
         std::string got = r[5].is_null() ? "" : r[5].get<std::string>();
         got += '|';
-        for (size_t k = 0; k < scorers.size(); ++k) {
-            ASSERT_FALSE(r[12][k].is_null()) << key;
-            got += fmt::format("{}{}:{}:{}", k ? "," : "", scorers[k],
-                               r[12][k][0].get<std::string>(), r[12][k][1].get<int>());
+        std::map<std::string, std::string> by_name; // sorted like the expected text
+        for (size_t k = 0; k < r[12].size(); ++k) {
+            if (!r[12][k].is_null()) {
+                by_name[scorers.at(k)] =
+                    fmt::format("{}:{}", r[12][k][0].get<std::string>(), r[12][k][1].get<int>());
+            }
+        }
+        bool first = true;
+        for (const auto& [name, value] : by_name) {
+            got += fmt::format("{}{}:{}", first ? "" : ",", name, value);
+            first = false;
         }
         EXPECT_EQ(got, expected[key]) << key;
         retried += got.starts_with("RETRIED") ? 1 : 0;
     }
     EXPECT_EQ(retried, 1);
+
+    // The tables agree with the store too: each group's per-repeat accuracy
+    // per scorer, as SQL counts it over the responses that count.
+    auto summary = json::parse(slurp(dir / "out" / "summary.json"))["summary"];
+    int checked = 0;
+    for (const auto& g : summary["groups"]) {
+        for (const auto& [scorer, acc] : g["accuracy"].items()) {
+            const auto per_repeat = acc["per_repeat"];
+            for (size_t rep = 0; rep < per_repeat.size(); ++rep) {
+                const auto sql = fmt::format(
+                    "SELECT printf('%.6f', avg(coalesce((SELECT correct FROM scores s WHERE "
+                    "s.response_id = v.response_id AND s.scorer = '{}'), 0))) FROM v_responses v "
+                    "WHERE v.server = '{}' AND v.framing = '{}' AND v.max_tokens = {} AND "
+                    "v.repeat = {}",
+                    scorer, g["server"].get<std::string>(), g["framing"].get<std::string>(),
+                    g["max_tokens"].get<int>(), rep);
+                EXPECT_EQ(fmt::format("{:.6f}", per_repeat[rep].get<double>()), e2e::query(db, sql))
+                    << scorer << " " << g.dump().substr(0, 80);
+                ++checked;
+            }
+        }
+    }
+    EXPECT_EQ(checked, 4 * 3 * 2); // groups x scorers x repeats
 }
 
 TEST(Report, MarkupInModelOutputIsEscapedInTheMarkdown) {
@@ -279,7 +336,13 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     }
     auto dir = e2e::scratch("report_browser");
     auto db = dir / "r.sqlite";
-    build_db(db, {"--profile", "deepgemm"});
+    // Large enough to be read in two parts, whose scorer orders differ (the
+    // first responses lack one scorer), so the page must reorder the scores.
+    build_db(db, {"--profile", "deepgemm"}, "48");
+    ASSERT_EQ(e2e::run({"rescore", "--db", db.string()}).exit_code, 0);
+    exec_sql(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
+                 "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
+                 "response_id LIMIT 10)");
     auto out = dir / "out";
     ASSERT_EQ(e2e::run({"report", "--db", db.string(), "--out", out.string()}).exit_code, 0);
 
@@ -330,6 +393,7 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     EXPECT_NE(dom.find("Gold answer: "), std::string::npos);
     EXPECT_NE(dom.find("<h3>default ("), std::string::npos) << "no baseline side";
     EXPECT_NE(dom.find("<h3>deepgemm ("), std::string::npos) << "no candidate side";
+    EXPECT_NE(dom.find("vllm: <span class="), std::string::npos) << "no vllm extraction shown";
     EXPECT_NE(dom.find(" flip between default and deepgemm"), std::string::npos);
 
     // 4. The hostile response is on the page as text and ran nothing.
