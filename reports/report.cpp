@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
+#include <future>
 
 namespace diffeval::reports {
 
@@ -39,14 +41,13 @@ bool beyond_noise(const analysis::Comparison& c) {
 
 util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
                                             const std::array<analysis::ResponseVisitor, 2>& visit) {
-    // 1. Load and summarise what is stored.
+    // 1. Load what is stored.
     auto results = analysis::load_results(st, visit);
     if (!results) {
         return results.error();
     }
     ReportData data;
     data.results = std::move(*results);
-    data.summary = analysis::summarize(data.results);
     const auto& servers = data.results.servers;
 
     // 2. Resolve the baseline.
@@ -57,8 +58,10 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
                                             data.baseline, fmt::join(servers, ", ")));
     }
 
-    // 3. Compare every other server with the baseline: vllm on every framing
-    // and max_tokens, then lm-eval-strict on chat (the article's second verdict).
+    // 3. The summary, and every other server against the baseline: vllm on
+    // every framing and max_tokens, then lm-eval-strict on chat (the
+    // article's second verdict). They are independent, so two threads share
+    // them; excerpts are read here afterwards (one connection, one thread).
     auto vllm = analysis::scorer_index(data.results, "vllm");
     if (!vllm) {
         return vllm.error();
@@ -66,33 +69,54 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     auto strict = analysis::scorer_index(data.results, "lm-eval-strict");
     const auto& framings = data.results.framings;
     const bool has_chat = std::find(framings.begin(), framings.end(), "chat") != framings.end();
-    analysis::CompareOptions options;
-    analysis::NoiseFloorCache noise_cache;
-    options.noise_cache = &noise_cache;
-    options.max_flips = 5;
-    options.excerpt_chars = 100;
+    struct Job {
+        analysis::Selector a, b;
+        size_t scorer = 0;
+        bool required = true; // an error fails the report; else the job is skipped
+        util::Result<std::vector<analysis::Comparison>> out = std::vector<analysis::Comparison>{};
+    };
+    std::vector<Job> jobs;
     for (const auto& server : servers) {
-        if (server == data.baseline) {
-            continue;
+        if (server != data.baseline) {
+            jobs.push_back({{data.baseline, {}, {}}, {server, {}, {}}, *vllm, true});
         }
-        auto c = analysis::compare(data.results, st, analysis::Selector{data.baseline, {}, {}},
-                                   analysis::Selector{server, {}, {}}, *vllm, options);
-        if (!c) {
-            return c.error();
-        }
-        data.comparisons.insert(data.comparisons.end(), c->begin(), c->end());
     }
     if (strict && has_chat) {
         for (const auto& server : servers) {
-            if (server == data.baseline) {
-                continue;
+            if (server != data.baseline) {
+                jobs.push_back({{data.baseline, "chat", {}}, {server, "chat", {}}, *strict, false});
             }
-            auto c =
-                analysis::compare(data.results, st, analysis::Selector{data.baseline, "chat", {}},
-                                  analysis::Selector{server, "chat", {}}, *strict, options);
-            if (c) {
-                data.comparisons.insert(data.comparisons.end(), c->begin(), c->end());
+        }
+    }
+    analysis::CompareOptions options;
+    options.max_flips = 5;
+    options.excerpt_chars = 100;
+    options.excerpts = false;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        // Each worker keeps its own noise-floor cache (same floors either way).
+        analysis::NoiseFloorCache cache;
+        auto mine = options;
+        mine.noise_cache = &cache;
+        for (size_t i = next++; i < jobs.size(); i = next++) {
+            jobs[i].out =
+                analysis::compare(data.results, st, jobs[i].a, jobs[i].b, jobs[i].scorer, mine);
+        }
+    };
+    auto other = std::async(std::launch::async, work);
+    data.summary = analysis::summarize(data.results);
+    work();
+    other.get();
+    for (auto& job : jobs) {
+        if (!job.out) {
+            if (job.required) {
+                return job.out.error();
             }
+            continue;
+        }
+        for (auto& c : *job.out) {
+            analysis::fill_excerpts(c, st, options);
+            data.comparisons.push_back(std::move(c));
         }
     }
 

@@ -312,12 +312,9 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         };
         for (auto* list : {&c.a_better, &c.b_better}) {
             std::sort(list->begin(), list->end(), by_gap);
-            for (size_t i = 0; i < list->size() && i < options.max_flips; ++i) {
-                (*list)[i].a_excerpt =
-                    excerpt(store, (*list)[i].a_response_id, options.excerpt_chars);
-                (*list)[i].b_excerpt =
-                    excerpt(store, (*list)[i].b_response_id, options.excerpt_chars);
-            }
+        }
+        if (options.excerpts) {
+            fill_excerpts(c, store, options);
         }
         out.push_back(std::move(c));
     }
@@ -333,6 +330,15 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
                                       b.text(), fmt::join(present, ", ")));
     }
     return out;
+}
+
+void fill_excerpts(Comparison& c, store::Store& store, const CompareOptions& options) {
+    for (auto* list : {&c.a_better, &c.b_better}) {
+        for (size_t i = 0; i < list->size() && i < options.max_flips; ++i) {
+            (*list)[i].a_excerpt = excerpt(store, (*list)[i].a_response_id, options.excerpt_chars);
+            (*list)[i].b_excerpt = excerpt(store, (*list)[i].b_response_id, options.excerpt_chars);
+        }
+    }
 }
 
 nlohmann::json to_json(const std::vector<Comparison>& comparisons) {

@@ -102,6 +102,9 @@ struct CompareOptions {
     size_t max_flips = 20; // per direction, with excerpts
     size_t excerpt_chars = 100;
     NoiseFloorCache* noise_cache = nullptr; // optional, shared across compare() calls
+    // Read the flips' excerpts from the store; false leaves them empty (for
+    // comparisons run on other threads, filled later with fill_excerpts).
+    bool excerpts = true;
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions
@@ -110,6 +113,9 @@ struct CompareOptions {
 util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
                                               const Selector& a, const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
+
+// Read the excerpts of the first `options.max_flips` flips each way of `c`.
+void fill_excerpts(Comparison& c, store::Store& store, const CompareOptions& options);
 
 // The documented JSON shape ("diffeval.diff/1").
 nlohmann::json to_json(const std::vector<Comparison>& comparisons);
