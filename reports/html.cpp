@@ -723,7 +723,7 @@ void ExplorerRows::Closer::operator()(std::FILE* f) const {
     std::fclose(f);
 }
 
-util::Result<void> ExplorerRows::open(store::Store& st, const std::filesystem::path& temp_dir) {
+util::Result<void> ExplorerRows::open(const std::filesystem::path& temp_dir) {
     // The temporary files sit beside report.html (which needs the same space
     // anyway) and are unlinked at once, so nothing is left behind.
     for (auto& part : m_parts) {
@@ -742,8 +742,16 @@ util::Result<void> ExplorerRows::open(store::Store& st, const std::filesystem::p
                                                 temp_dir.string(), std::strerror(errno)));
         }
     }
+    return {};
+}
+
+util::Result<void> ExplorerRows::read_questions(const std::string& db_path) {
+    auto st = store::Store::open(db_path, store::Store::Mode::read_only);
+    if (!st) {
+        return st.error();
+    }
     // Questions asked, with the gold answer.
-    store::Statement q(st.handle(),
+    store::Statement q((*st)->handle(),
                        "SELECT question_idx, question, answer FROM questions WHERE "
                        "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "
                        "FROM requests WHERE response_id IS NOT NULL) ORDER BY question_idx");

@@ -25,8 +25,11 @@ namespace diffeval::reports {
 // stays flat however many responses there are.
 class ExplorerRows {
 public:
-    // Create the temporary files in `temp_dir` and read the questions.
-    util::Result<void> open(store::Store& store, const std::filesystem::path& temp_dir);
+    // Create the temporary files in `temp_dir`.
+    util::Result<void> open(const std::filesystem::path& temp_dir);
+    // Read the questions asked from the database at `db_path`, on a
+    // connection of its own (so another thread can do it meanwhile).
+    util::Result<void> read_questions(const std::string& db_path);
     // The visitors for the two parts of analysis::load_results.
     std::array<analysis::ResponseVisitor, 2> visitors();
     // The <script type="application/json" id="data"> block up to the rows;

@@ -261,16 +261,24 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
         return util::make_error(util::ErrorKind::io, fmt::format("cannot create {}: {}",
                                                                  out_dir.string(), ec.message()));
     }
+    // The questions are read on the second core while this one prepares the
+    // load; then both cores read the responses and stream their texts.
     ExplorerRows rows;
+    std::future<util::Result<void>> questions;
     if (formats.html) {
-        if (auto r = rows.open(st, out_dir); !r) {
+        if (auto r = rows.open(out_dir); !r) {
             return r.error();
         }
+        questions = std::async(std::launch::async, [&] { return rows.read_questions(st.path()); });
     }
     auto data = analyse_for_report(
         st, baseline, formats.html ? rows.visitors() : std::array<analysis::ResponseVisitor, 2>{});
+    auto asked = questions.valid() ? questions.get() : util::Result<void>{};
     if (!data) {
         return data.error();
+    }
+    if (!asked) {
+        return asked.error();
     }
     return write_reports(*data, out_dir, formats, formats.html ? &rows : nullptr);
 }
