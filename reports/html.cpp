@@ -849,14 +849,13 @@ util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
 }
 
 std::string ExplorerRows::data_head(const ReportData& data) const {
-    nlohmann::json scorers = data.results.scorers;
     nlohmann::json parts = nlohmann::json::array();
     for (const auto& part : m_parts) {
         parts.push_back({{"rows", part.rows}, {"scorers", part.scorers}});
     }
     nlohmann::json head = {{"servers", data.results.servers},
                            {"framings", data.results.framings},
-                           {"scorers", scorers},
+                           {"scorers", data.results.scorers},
                            {"baseline", data.baseline},
                            {"parts", parts}};
     std::string h = script_safe_json(head);
