@@ -31,6 +31,16 @@ util::Result<void> write_file(const fs::path& path, const std::string& content) 
     return {};
 }
 
+util::Result<void> make_directory(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+    }
+    return {};
+}
+
 } // namespace
 
 bool beyond_noise(const analysis::Comparison& c) {
@@ -218,11 +228,8 @@ std::string headline(const ReportData& data) {
 
 util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& out_dir,
                                         const ReportFormats& formats, ExplorerRows* rows) {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec) {
-        return util::make_error(util::ErrorKind::io, fmt::format("cannot create {}: {}",
-                                                                 out_dir.string(), ec.message()));
+    if (auto r = make_directory(out_dir); !r) {
+        return r.error();
     }
     ReportPaths paths;
     if (formats.markdown) {
@@ -255,11 +262,8 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
                                            const fs::path& out_dir, const ReportFormats& formats) {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec) {
-        return util::make_error(util::ErrorKind::io, fmt::format("cannot create {}: {}",
-                                                                 out_dir.string(), ec.message()));
+    if (auto r = make_directory(out_dir); !r) {
+        return r.error();
     }
     // The questions are read on the second core while this one prepares the
     // load; then both cores read the responses and stream their texts.
