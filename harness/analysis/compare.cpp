@@ -12,6 +12,8 @@
 #include <future>
 #include <map>
 #include <set>
+#include <span>
+#include <tuple>
 
 namespace diffeval::analysis {
 
@@ -72,10 +74,41 @@ namespace {
 
 using GroupKey = std::tuple<int, int, int>; // server, framing, max_tokens
 
+// A group's rows sorted by question, then repeat; one per (question, repeat):
+// the newest response when a request was sent again under another body.
 struct GroupRows {
-    // question -> repeat -> row
-    std::map<int, std::map<int, const ResultRow*>> by_question;
+    std::vector<const ResultRow*> rows;
+
+    void finish() {
+        std::sort(rows.begin(), rows.end(), [](const ResultRow* x, const ResultRow* y) {
+            return std::tie(x->question_idx, x->repeat, x->response_id) <
+                   std::tie(y->question_idx, y->repeat, y->response_id);
+        });
+        // Keep the last of each (question, repeat).
+        std::vector<const ResultRow*> kept;
+        kept.reserve(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+            if (i + 1 < rows.size() && rows[i + 1]->question_idx == rows[i]->question_idx &&
+                rows[i + 1]->repeat == rows[i]->repeat) {
+                continue;
+            }
+            kept.push_back(rows[i]);
+        }
+        rows = std::move(kept);
+    }
 };
+
+// The rows of one question in a group: [begin, end) of GroupRows::rows.
+using Run = std::span<const ResultRow* const>;
+
+// The end of the run of rows sharing rows[from]'s question.
+size_t run_end(const std::vector<const ResultRow*>& rows, size_t from) {
+    size_t to = from;
+    while (to < rows.size() && rows[to]->question_idx == rows[from]->question_idx) {
+        ++to;
+    }
+    return to;
+}
 
 } // namespace
 
@@ -156,8 +189,11 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
     const int involved[2] = {server_index(a.server), server_index(b.server)};
     for (const auto& r : results.rows) {
         if (r.server == involved[0] || r.server == involved[1]) {
-            groups[{r.server, r.framing, r.max_tokens}].by_question[r.question_idx][r.repeat] = &r;
+            groups[{r.server, r.framing, r.max_tokens}].rows.push_back(&r);
         }
+    }
+    for (auto& [key, g] : groups) {
+        g.finish();
     }
     auto framing_index = [&](const std::string& name) {
         auto it = std::find(results.framings.begin(), results.framings.end(), name);
@@ -205,68 +241,68 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         std::vector<std::vector<uint8_t>> a_matrix;
         std::vector<int> matrix_questions; // the rows of a_matrix, for the noise-floor cache
         size_t a_repeats = 0;
-        for (const auto& [q, reps] : ga.by_question) {
-            a_repeats = std::max(a_repeats, reps.size());
+        for (size_t i = 0; i < ga.rows.size(); i = run_end(ga.rows, i)) {
+            a_repeats = std::max(a_repeats, run_end(ga.rows, i) - i);
         }
         uint64_t mc_b = 0, mc_c = 0;
         std::vector<const ResultRow*> rows_a, rows_b;
-        for (const auto& [q, reps_a] : ga.by_question) {
-            auto itq = gb.by_question.find(q);
-            if (itq == gb.by_question.end()) {
+        // Both groups are sorted by question: walk them together.
+        size_t jb = 0;
+        for (size_t ia = 0; ia < ga.rows.size(); ia = run_end(ga.rows, ia)) {
+            const int q = ga.rows[ia]->question_idx;
+            while (jb < gb.rows.size() && gb.rows[jb]->question_idx < q) {
+                jb = run_end(gb.rows, jb);
+            }
+            if (jb >= gb.rows.size() || gb.rows[jb]->question_idx != q) {
                 continue;
             }
-            const auto& reps_b = itq->second;
+            const Run reps_a(ga.rows.data() + ia, run_end(ga.rows, ia) - ia);
+            const Run reps_b(gb.rows.data() + jb, run_end(gb.rows, jb) - jb);
             double ca = 0, cb = 0;
-            for (const auto& [r, row] : reps_a) {
+            for (const auto* row : reps_a) {
                 ca += row->correct[scorer];
             }
-            for (const auto& [r, row] : reps_b) {
+            for (const auto* row : reps_b) {
                 cb += row->correct[scorer];
             }
             ca /= static_cast<double>(reps_a.size());
             cb /= static_cast<double>(reps_b.size());
             fa.push_back(ca);
             fb.push_back(cb);
-            for (const auto& [r, row] : reps_a) {
-                rows_a.push_back(row);
-            }
-            for (const auto& [r, row] : reps_b) {
-                rows_b.push_back(row);
-            }
-            for (const auto& [r, ra] : reps_a) {
-                auto itr = reps_b.find(r);
-                if (itr == reps_b.end()) {
+            rows_a.insert(rows_a.end(), reps_a.begin(), reps_a.end());
+            rows_b.insert(rows_b.end(), reps_b.begin(), reps_b.end());
+            // Pairs: the same repeat on both sides (both runs are by repeat).
+            for (size_t x = 0, y = 0; x < reps_a.size() && y < reps_b.size();) {
+                const auto* ra = reps_a[x];
+                const auto* rb = reps_b[y];
+                if (ra->repeat != rb->repeat) {
+                    (ra->repeat < rb->repeat ? x : y)++;
                     continue;
                 }
-                const auto* rb = itr->second;
-                auto ia = static_cast<size_t>(ra->outcome);
-                auto ib = static_cast<size_t>(rb->outcome);
-                ++c.transitions[ia][ib];
+                ++x;
+                ++y;
+                auto oa = static_cast<size_t>(ra->outcome);
+                auto ob = static_cast<size_t>(rb->outcome);
+                ++c.transitions[oa][ob];
                 ++c.paired_responses;
                 if (ra->correct[scorer] && !rb->correct[scorer]) {
-                    ++c.lost[ia][ib];
+                    ++c.lost[oa][ob];
                     ++mc_b;
                 } else if (!ra->correct[scorer] && rb->correct[scorer]) {
-                    ++c.gained[ia][ib];
+                    ++c.gained[oa][ob];
                     ++mc_c;
                 }
             }
             if (reps_a.size() == a_repeats) {
                 matrix_questions.push_back(q);
                 std::vector<uint8_t> row;
-                for (const auto& [r, ra] : reps_a) {
+                for (const auto* ra : reps_a) {
                     row.push_back(ra->correct[scorer]);
                 }
                 a_matrix.push_back(std::move(row));
             }
             if (ca != cb) {
-                Flip f{q,
-                       ca,
-                       cb,
-                       reps_a.begin()->second->response_id,
-                       reps_b.begin()->second->response_id,
-                       "",
-                       ""};
+                Flip f{q, ca, cb, reps_a.front()->response_id, reps_b.front()->response_id, "", ""};
                 (ca > cb ? c.a_better : c.b_better).push_back(f);
             }
         }
