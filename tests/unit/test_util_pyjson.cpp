@@ -51,8 +51,9 @@ TEST(AppendJsonString, MatchesAReferenceEncoderOnRandomTexts) {
     // Pieces that exercise every branch: plain runs longer than a word,
     // each escaped ASCII byte, and 2-, 3- and 4-byte UTF-8.
     const std::vector<std::string> pieces = {
-        "abcdefghij", "0123456789 ", "\"", "\\", "\n", "\t", "\x01", "\x7f", "<", ">", "&",
-        "/", "caf\u00e9", "\u2028", "\u2019s", "\U0001F600", "x", " "};
+        "abcdefghij", "0123456789 ", "\"",      "\\",         "\n", "\t",
+        "\x01",       "\x7f",        "<",       ">",          "&",  "/",
+        "caf\u00e9",  "\u2028",      "\u2019s", "\U0001F600", "x",  " "};
     std::uint32_t seed = 12345;
     auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
     for (int n = 0; n < 3000; ++n) {
