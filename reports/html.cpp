@@ -23,8 +23,6 @@ namespace diffeval::reports {
 
 namespace {
 
-const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
-                                       "error"};
 constexpr int k_series_colours = 8;
 constexpr int k_histogram_bins = 24;
 
@@ -438,7 +436,7 @@ std::string outcome_chart(const ReportData& data) {
             total += p;
         }
         double y = f.top + f.plot_h();
-        for (int o = 0; o < 5; ++o) {
+        for (int o = 0; o < scorers::k_outcome_count; ++o) {
             if (total <= 0 || parts[o] <= 0) {
                 continue;
             }
@@ -446,12 +444,16 @@ std::string outcome_chart(const ReportData& data) {
             y -= h;
             out += fmt::format(
                 R"(<rect class="o{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}"><title>{}: {} {:.0f} of {:.0f}</title></rect>)",
-                o, cx - w / 2, y, w, h, util::xml_escape(group_name(g)), k_outcome_names[o],
+                o, cx - w / 2, y, w, h, util::xml_escape(group_name(g)), scorers::outcome_name(o),
                 parts[o], total);
         }
         out += group_label(g, cx, f.top + f.plot_h() + 16);
     }
-    out += legend({k_outcome_names, k_outcome_names + 5}, "o", f.left, f.height - 8);
+    std::vector<std::string> outcomes;
+    for (int o = 0; o < scorers::k_outcome_count; ++o) {
+        outcomes.emplace_back(scorers::outcome_name(o));
+    }
+    out += legend(outcomes, "o", f.left, f.height - 8);
     return out + "</svg>";
 }
 

@@ -13,9 +13,6 @@ namespace diffeval::reports {
 
 namespace {
 
-const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
-                                       "error"};
-
 std::string pts(double p) {
     return fmt::format("{:+.1f}", 100.0 * p);
 }
@@ -24,8 +21,8 @@ std::string pts(double p) {
 // "finished -> length_truncated (-40/+2)".
 std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
     std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < 5; ++i) {
-        for (int j = 0; j < 5; ++j) {
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
             if (c.lost[i][j] + c.gained[i][j] > 0) {
                 cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
             }
@@ -36,8 +33,8 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
     std::string out;
     for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
         auto [w, i, j] = cells[k];
-        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", k_outcome_names[i],
-                           k_outcome_names[j], c.lost[i][j], c.gained[i][j]);
+        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
+                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
     }
     return out.empty() ? "none" : out;
 }

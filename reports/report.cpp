@@ -18,9 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const k_outcome_names[] = {"finished", "stop_truncated", "length_truncated", "other",
-                                       "error"};
-
 util::Result<void> write_file(const fs::path& path, const std::string& content) {
     std::ofstream f(path, std::ios::binary);
     f << content;
@@ -192,8 +189,8 @@ std::string headline(const ReportData& data) {
     }
     const auto& c = *lead_comparison(data);
     int bi = 0, bj = 0;
-    for (int i = 0; i < 5; ++i) {
-        for (int j = 0; j < 5; ++j) {
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
             if (c.lost[i][j] > c.lost[bi][bj]) {
                 bi = i;
                 bj = j;
@@ -219,9 +216,9 @@ std::string headline(const ReportData& data) {
             c.noise_floor ? fmt::format(", noise floor {:.1f}", floor) : std::string());
     }
     if (c.lost[bi][bj] > 0) {
-        out +=
-            fmt::format(" The dominant shift is {} -> {} ({} answers lost, {} gained).",
-                        k_outcome_names[bi], k_outcome_names[bj], c.lost[bi][bj], c.gained[bi][bj]);
+        out += fmt::format(" The dominant shift is {} -> {} ({} answers lost, {} gained).",
+                           scorers::outcome_name(bi), scorers::outcome_name(bj), c.lost[bi][bj],
+                           c.gained[bi][bj]);
     }
     return out;
 }

@@ -31,8 +31,6 @@ std::string pct(double p) {
     return fmt::format("{:.1f}", 100.0 * p);
 }
 
-const char* k_outcomes[] = {"finished", "stop_truncated", "length_truncated", "other", "error"};
-
 std::string ms(double v) {
     return fmt::format("{:.0f}", v);
 }
@@ -221,8 +219,8 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     std::vector<std::vector<std::string>> rows = {
         {"A outcome -> B outcome", "pairs", "lost", "gained"}};
     std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < 5; ++i) {
-        for (int j = 0; j < 5; ++j) {
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
             if (c.transitions[i][j]) {
                 cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
             }
@@ -234,7 +232,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         return wx != wy ? wx > wy : c.transitions[ix][jx] > c.transitions[iy][jy];
     });
     for (const auto& [w, i, j] : cells) {
-        rows.push_back({fmt::format("{} -> {}", k_outcomes[i], k_outcomes[j]),
+        rows.push_back({fmt::format("{} -> {}", scorers::outcome_name(i), scorers::outcome_name(j)),
                         std::to_string(c.transitions[i][j]), std::to_string(c.lost[i][j]),
                         std::to_string(c.gained[i][j])});
     }

@@ -22,8 +22,17 @@ enum class Outcome {
     error,            // no usable response: transport/HTTP failure, bad body, abort/error
 };
 
+// How many outcomes there are: Outcome values are 0 .. k_outcome_count - 1,
+// the indices of Comparison's transition tables.
+inline constexpr int k_outcome_count = 5;
+
 // "finished", "stop_truncated", "length_truncated", "other" or "error".
 std::string_view outcome_name(Outcome outcome);
+
+// The name of the outcome with value `index` (0 .. k_outcome_count - 1).
+inline std::string_view outcome_name(int index) {
+    return outcome_name(static_cast<Outcome>(index));
+}
 
 // The Outcome called `name` (as written by outcome_name), or nullopt.
 std::optional<Outcome> outcome_from_name(std::string_view name);

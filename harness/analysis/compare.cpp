@@ -379,7 +379,6 @@ void fill_excerpts(Comparison& c, store::Store& store, const CompareOptions& opt
 
 nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
     nlohmann::json out = nlohmann::json::array();
-    const char* names[] = {"finished", "stop_truncated", "length_truncated", "other", "error"};
     for (const auto& c : comparisons) {
         auto flips = [&](const std::vector<Flip>& v) {
             nlohmann::json arr = nlohmann::json::array();
@@ -395,11 +394,11 @@ nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
             return arr;
         };
         nlohmann::json trans = nlohmann::json::array();
-        for (int i = 0; i < 5; ++i) {
-            for (int j = 0; j < 5; ++j) {
+        for (int i = 0; i < scorers::k_outcome_count; ++i) {
+            for (int j = 0; j < scorers::k_outcome_count; ++j) {
                 if (c.transitions[i][j]) {
-                    trans.push_back({{"a", names[i]},
-                                     {"b", names[j]},
+                    trans.push_back({{"a", scorers::outcome_name(i)},
+                                     {"b", scorers::outcome_name(j)},
                                      {"count", c.transitions[i][j]},
                                      {"lost", c.lost[i][j]},
                                      {"gained", c.gained[i][j]}});

@@ -82,9 +82,9 @@ struct Comparison {
     // transitions[i][j]: paired responses with A's outcome i and B's outcome j
     // (scorers::Outcome order); lost/gained: of those, A right and B wrong, and
     // the reverse.
-    int64_t transitions[5][5] = {};
-    int64_t lost[5][5] = {};
-    int64_t gained[5][5] = {};
+    int64_t transitions[scorers::k_outcome_count][scorers::k_outcome_count] = {};
+    int64_t lost[scorers::k_outcome_count][scorers::k_outcome_count] = {};
+    int64_t gained[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     std::optional<NoiseFloor> noise_floor; // A against itself, when A has 2+ repeats
     std::optional<TailDifference> latency; // unset when a side has no successful response
 };
