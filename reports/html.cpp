@@ -544,64 +544,18 @@ std::string charts(const ReportData& data) {
 
 // ---- tables ----
 
-std::string html_table(const std::vector<std::vector<std::string>>& rows) {
-    std::string out = "<table>\n";
-    for (size_t r = 0; r < rows.size(); ++r) {
-        out += "<tr>";
-        for (const auto& cell : rows[r]) {
-            out += r == 0 ? "<th>" + util::xml_escape(cell) + "</th>"
-                          : "<td>" + util::xml_escape(cell) + "</td>";
-        }
-        out += "</tr>\n";
-    }
-    return out + "</table>\n";
-}
-
 // Latency and tokens per group, then each comparison's tail difference.
 std::string latency_tables(const ReportData& data) {
-    std::vector<std::vector<std::string>> groups = {{"group", "ok", "p50 ms", "p90 ms", "p99 ms",
-                                                     "max ms", "TTFT p50", "TTFT p99", "tok p50",
-                                                     "tok p99", "tok mean", "req/s"}};
-    auto opt = [](const std::optional<double>& v, int decimals) {
-        return v ? fmt::format("{:.{}f}", *v, decimals) : std::string("-");
-    };
-    for (const auto& g : data.summary.groups) {
-        const auto& l = g.latency;
-        const bool any = l.responses > 0;
-        auto ms = [&](double v) { return any ? fmt::format("{:.0f}", v) : std::string("-"); };
-        groups.push_back({group_name(g), std::to_string(l.responses), ms(l.p50_ms), ms(l.p90_ms),
-                          ms(l.p99_ms), ms(l.max_ms), opt(l.ttft_p50_ms, 0), opt(l.ttft_p99_ms, 0),
-                          opt(l.tokens_p50, 0), opt(l.tokens_p99, 0), opt(l.tokens_mean, 1),
-                          opt(l.requests_per_s, 2)});
-    }
     std::string out = "<h2 id=\"latency\">Latency and tokens</h2>\n<p class=\"note\">Successful "
                       "responses over all repeats; ms, completion tokens, requests per second "
                       "achieved.</p>\n" +
-                      html_table(groups);
-    std::vector<std::vector<std::string>> tails = {{"candidate vs baseline", "p50 ms", "p50 diff",
-                                                    "p99 ms", "p99 diff", "from longer outputs",
-                                                    "rest"}};
-    for (const auto& c : data.comparisons) {
-        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
-            continue;
-        }
-        const auto& t = *c.latency;
-        const bool fit = t.from_tokens.has_value();
-        tails.push_back(
-            {fmt::format("{} vs {}", c.b.text(), c.a.text()),
-             fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
-             fmt::format("{:+.0f}", t.p50_diff_ms()),
-             fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
-             fmt::format("{:+.0f}", t.p99_diff_ms()),
-             fit ? fmt::format("{:+.0f}", t.from_tokens->explained_ms) : "-",
-             fit ? fmt::format("{:+.0f}", t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
-    }
-    if (tails.size() > 1) {
+                      latency_table(data.summary, Style::html);
+    if (auto tails = tail_table(data, Style::html); !tails.empty()) {
         out += "<p class=\"note\">Tail against the baseline on the paired questions. From longer "
                "outputs: both sides' p99 predicted from their token counts at the baseline's "
                "speed (least squares latency ~ tokens); rest: the candidate being slower per "
                "request.</p>\n" +
-               html_table(tails);
+               tails;
     }
     return out;
 }
@@ -648,41 +602,14 @@ std::string what_ran(const ReportData& data) {
 }
 
 std::string tables(const ReportData& data) {
-    std::string out;
-    std::vector<std::vector<std::string>> verdict = {{"group", "n", "reps"}};
-    for (const auto& s : data.summary.scorers) {
-        verdict[0].push_back(s);
-    }
-    for (const auto& g : data.summary.groups) {
-        std::vector<std::string> row = {group_name(g), std::to_string(g.questions),
-                                        std::to_string(g.repeats.size())};
-        for (const auto& sc : g.scorers) {
-            row.push_back(pct_spread(sc.spread));
-        }
-        verdict.push_back(row);
-    }
-    out += "<h2 id=\"verdicts\">Harness verdicts</h2>\n<p class=\"note\">Accuracy %, mean "
-           "(min-max) over repeats.</p>\n" +
-           html_table(verdict);
-
-    std::vector<std::vector<std::string>> cmp = {{"candidate vs baseline", "scorer", "diff",
-                                                  "95% CI", "McNemar p", "lost", "gained",
-                                                  "noise floor", "verdict"}};
-    for (const auto& c : data.comparisons) {
-        cmp.push_back(
-            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
-             fmt::format("{:+.1f}", 100.0 * c.interval.diff),
-             fmt::format("[{:+.1f}, {:+.1f}]", 100.0 * c.interval.lo, 100.0 * c.interval.hi),
-             fmt::format("{:.3g}", c.mcnemar.p_mid), std::to_string(c.mcnemar.b),
-             std::to_string(c.mcnemar.c),
-             c.noise_floor ? fmt::format("{:.1f}", 100.0 * c.noise_floor->max_abs_diff) : "n/a",
-             beyond_noise(c) ? "beyond noise" : "within noise"});
-    }
-    if (!data.comparisons.empty()) {
+    std::string out = "<h2 id=\"verdicts\">Harness verdicts</h2>\n<p class=\"note\">Accuracy "
+                      "%, mean (min-max) over repeats.</p>\n" +
+                      verdict_table(data.summary, Style::html);
+    if (auto cmp = comparison_table(data, Style::html); !cmp.empty()) {
         out += "<h2 id=\"compare\">Against the baseline</h2>\n<p class=\"note\">Points, "
                "candidate minus baseline; paired bootstrap 95% interval; McNemar mid-p; noise "
                "floor = the baseline's largest difference between its own repeats.</p>\n" +
-               html_table(cmp);
+               cmp;
     }
     out += latency_tables(data);
     out += what_ran(data);

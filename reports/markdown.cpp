@@ -13,48 +13,6 @@ namespace diffeval::reports {
 
 namespace {
 
-std::string pts(double p) {
-    return fmt::format("{:+.1f}", 100.0 * p);
-}
-
-// The transitions that carry a comparison's difference, largest first, as
-// "finished -> length_truncated (-40/+2)".
-std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
-    std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
-            if (c.lost[i][j] + c.gained[i][j] > 0) {
-                cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
-            }
-        }
-    }
-    std::stable_sort(cells.begin(), cells.end(),
-                     [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
-    std::string out;
-    for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
-        auto [w, i, j] = cells[k];
-        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
-                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
-    }
-    return out.empty() ? "none" : out;
-}
-
-std::string comparisons_section(const ReportData& data) {
-    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "scorer", "diff",
-                                                   "95% CI", "McNemar p", "lost", "gained",
-                                                   "noise floor", "verdict", "carried by"}};
-    for (const auto& c : data.comparisons) {
-        rows.push_back(
-            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer, pts(c.interval.diff),
-             fmt::format("[{}, {}]", pts(c.interval.lo), pts(c.interval.hi)),
-             fmt::format("{:.3g}", c.mcnemar.p_mid), std::to_string(c.mcnemar.b),
-             std::to_string(c.mcnemar.c),
-             c.noise_floor ? fmt::format("{:.1f}", 100.0 * c.noise_floor->max_abs_diff) : "n/a",
-             beyond_noise(c) ? "beyond noise" : "within noise", carrying_transitions(c, 2)});
-    }
-    return render_table(rows, Style::markdown);
-}
-
 std::string flips_section(const analysis::Comparison& c) {
     std::vector<std::vector<std::string>> rows = {{"q", "right more often in", c.a.text() + " %",
                                                    c.b.text() + " %", "baseline says",
@@ -76,41 +34,7 @@ std::string flips_section(const analysis::Comparison& c) {
 
 // `text` for running prose or a heading: markup characters backslash-escaped.
 std::string md_text(const std::string& text) {
-    std::string out;
-    for (char c : markdown_cell(text)) {
-        if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
-            c == '[' || c == ']') {
-            out += '\\';
-        }
-        out += c;
-    }
-    return out;
-}
-
-std::string ms_cell(double v) {
-    return fmt::format("{:+.0f}", v);
-}
-
-// Per comparison: the latency tail difference and how much of it longer
-// outputs explain (tail_difference's least-squares fit over the baseline).
-std::string latency_tail_section(const ReportData& data) {
-    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
-                                                   "p99 ms", "p99 diff", "from longer outputs",
-                                                   "rest"}};
-    for (const auto& c : data.comparisons) {
-        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
-            continue;
-        }
-        const auto& t = *c.latency;
-        const bool fit = t.from_tokens.has_value();
-        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()),
-                        fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
-                        ms_cell(t.p50_diff_ms()),
-                        fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
-                        ms_cell(t.p99_diff_ms()), fit ? ms_cell(t.from_tokens->explained_ms) : "-",
-                        fit ? ms_cell(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
-    }
-    return rows.size() > 1 ? render_table(rows, Style::markdown) : "";
+    return markdown_escape(markdown_cell(text));
 }
 
 // What actually ran: one row per fact, one column per server; differing
@@ -186,7 +110,7 @@ std::string render_markdown(const ReportData& data) {
             "floor = the baseline's largest difference between its own repeats. Beyond noise = "
             "the interval excludes 0 and the difference exceeds the noise floor.\n\n",
             data.comparisons.front().interval.resamples);
-        out += comparisons_section(data) + "\n";
+        out += comparison_table(data, Style::markdown) + "\n";
         const auto* lead = lead_comparison(data);
         out += fmt::format("## Top flipped questions: {} vs {} ({})\n\n", md_text(lead->b.text()),
                            md_text(lead->a.text()), lead->scorer);
@@ -197,7 +121,7 @@ std::string render_markdown(const ReportData& data) {
     out += "## Latency and tokens\n\nSuccessful responses over all repeats; ms, completion "
            "tokens, requests per second achieved.\n\n";
     out += latency_table(data.summary, Style::markdown) + "\n";
-    if (auto tail = latency_tail_section(data); !tail.empty()) {
+    if (auto tail = tail_table(data, Style::markdown); !tail.empty()) {
         out += "Tail against the baseline on the paired questions. \"From longer outputs\" "
                "predicts both sides' p99 from their token counts at the baseline's speed "
                "(least squares latency ~ tokens); \"rest\" is the candidate being slower per "

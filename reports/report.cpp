@@ -11,6 +11,7 @@
 #include <cmath>
 #include <fstream>
 #include <future>
+#include <tuple>
 
 namespace diffeval::reports {
 
@@ -38,7 +39,73 @@ util::Result<void> make_directory(const fs::path& dir) {
     return {};
 }
 
+std::string pts(double p) {
+    return fmt::format("{:+.1f}", 100.0 * p);
+}
+
+std::string ms_diff(double v) {
+    return fmt::format("{:+.0f}", v);
+}
+
+// The transitions that carry a comparison's difference, largest first, as
+// "finished -> length_truncated (-40/+2)".
+std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
+    std::vector<std::tuple<int64_t, int, int>> cells;
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+            if (c.lost[i][j] + c.gained[i][j] > 0) {
+                cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
+            }
+        }
+    }
+    std::stable_sort(cells.begin(), cells.end(),
+                     [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
+    std::string out;
+    for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
+        auto [w, i, j] = cells[k];
+        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
+                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
+    }
+    return out.empty() ? "none" : out;
+}
+
 } // namespace
+
+std::string comparison_table(const ReportData& data, Style style) {
+    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "scorer", "diff",
+                                                   "95% CI", "McNemar p", "lost", "gained",
+                                                   "noise floor", "verdict", "carried by"}};
+    for (const auto& c : data.comparisons) {
+        rows.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer, pts(c.interval.diff),
+             fmt::format("[{}, {}]", pts(c.interval.lo), pts(c.interval.hi)),
+             fmt::format("{:.3g}", c.mcnemar.p_mid), std::to_string(c.mcnemar.b),
+             std::to_string(c.mcnemar.c),
+             c.noise_floor ? fmt::format("{:.1f}", 100.0 * c.noise_floor->max_abs_diff) : "n/a",
+             beyond_noise(c) ? "beyond noise" : "within noise", carrying_transitions(c, 2)});
+    }
+    return rows.size() > 1 ? render_table(rows, style) : "";
+}
+
+std::string tail_table(const ReportData& data, Style style) {
+    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
+                                                   "p99 ms", "p99 diff", "from longer outputs",
+                                                   "rest"}};
+    for (const auto& c : data.comparisons) {
+        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
+            continue;
+        }
+        const auto& t = *c.latency;
+        const bool fit = t.from_tokens.has_value();
+        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()),
+                        fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
+                        ms_diff(t.p50_diff_ms()),
+                        fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
+                        ms_diff(t.p99_diff_ms()), fit ? ms_diff(t.from_tokens->explained_ms) : "-",
+                        fit ? ms_diff(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
+    }
+    return rows.size() > 1 ? render_table(rows, style) : "";
+}
 
 bool beyond_noise(const analysis::Comparison& c) {
     const bool excludes_zero = c.interval.lo > 0 || c.interval.hi < 0;

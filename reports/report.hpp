@@ -9,6 +9,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
+#include <reports/tables.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -58,6 +59,16 @@ std::string headline(const ReportData& data);
 // The comparison a reader should look at first: beyond noise before within,
 // then the largest difference; null when nothing was compared.
 const analysis::Comparison* lead_comparison(const ReportData& data);
+
+// Every comparison against the baseline: difference, interval, McNemar,
+// flips each way, noise floor, verdict and the transitions that carry it;
+// "" when nothing was compared. Shared by report.md and report.html.
+std::string comparison_table(const ReportData& data, Style style);
+
+// Each comparison's latency tail (of the first scorer compared): p50 and p99
+// both sides and how much of the p99 difference longer outputs explain; ""
+// when no comparison has latencies.
+std::string tail_table(const ReportData& data, Style style);
 
 // True when `c`'s interval excludes zero and its difference exceeds the noise
 // floor (a missing floor counts as zero).

@@ -1,6 +1,8 @@
 // Table rendering; see tables.hpp.
 #include <reports/tables.hpp>
 
+#include <harness/util/escape.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,18 +15,6 @@ namespace {
 size_t width(const std::string& s) {
     return static_cast<size_t>(std::count_if(
         s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
-std::string md_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
-            c == '[' || c == ']') {
-            out += '\\';
-        }
-        out += c;
-    }
-    return out;
 }
 
 std::string pct(double p) {
@@ -41,16 +31,40 @@ std::string optional_cell(const std::optional<double>& v, const char* spec) {
 
 } // namespace
 
+std::string markdown_escape(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
+            c == '[' || c == ']') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out;
+}
+
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style) {
     if (rows.empty()) {
         return "";
     }
     std::string out;
+    if (style == Style::html) {
+        out = "<table>\n";
+        for (size_t r = 0; r < rows.size(); ++r) {
+            out += "<tr>";
+            for (const auto& cell : rows[r]) {
+                out += r == 0 ? "<th>" + util::xml_escape(cell) + "</th>"
+                              : "<td>" + util::xml_escape(cell) + "</td>";
+            }
+            out += "</tr>\n";
+        }
+        return out + "</table>\n";
+    }
     if (style == Style::markdown) {
         for (size_t r = 0; r < rows.size(); ++r) {
             out += "|";
             for (const auto& cell : rows[r]) {
-                out += " " + md_escape(cell) + " |";
+                out += " " + markdown_escape(cell) + " |";
             }
             out += "\n";
             if (r == 0) {
@@ -185,7 +199,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     std::string out;
     const bool md = style == Style::markdown;
     const auto title = fmt::format("{} vs {} ({} scorer)", c.b.text(), c.a.text(), c.scorer);
-    out += md ? "### " + md_escape(title) + "\n\n"
+    out += md ? "### " + markdown_escape(title) + "\n\n"
               : title + "\n" + std::string(title.size(), '=') + "\n";
     const double diff = 100.0 * c.interval.diff;
     const bool beyond = c.interval.lo > 0 || c.interval.hi < 0;

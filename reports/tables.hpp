@@ -11,10 +11,14 @@
 
 namespace diffeval::reports {
 
-enum class Style { text, markdown };
+enum class Style { text, markdown, html };
 
-// A table of strings; the first row is the header.
+// A table of strings; the first row is the header. Cells are plain text:
+// each style escapes them (Markdown markup characters, HTML entities).
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style);
+
+// `text` with Markdown's markup characters (| \ ` * _ < > [ ]) backslash-escaped.
+std::string markdown_escape(const std::string& text);
 
 // The harness verdicts: accuracy per group and scorer, mean (min-max) over
 // repeats, in percent.
