@@ -3,6 +3,8 @@
 // scorer.
 #include <scorers/definition.hpp>
 
+#include <harness/util/toml_json.hpp>
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -258,13 +260,11 @@ util::Result<void> parse_compare(const Reader& r, const toml::table& root, Score
 
 util::Result<ScorerDefinition> parse_scorer_definition(std::string_view text, std::string name,
                                                        std::string origin) {
-    toml::table root;
-    try {
-        root = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    auto parsed = util::parse_toml(text, origin);
+    if (!parsed) {
+        return parsed.error();
     }
+    const toml::table& root = *parsed;
     const Reader r(origin);
     if (auto ok =
             r.only_keys(root, "a scorer", {"version", "description", "extract", "gold", "compare"});

@@ -4,6 +4,8 @@
 // str.isspace() is true.
 #include <scorers/python.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -24,25 +26,10 @@ bool is_python_space(char32_t c) {
     return std::find(k_unicode_spaces.begin(), k_unicode_spaces.end(), c) != k_unicode_spaces.end();
 }
 
-// Length of the UTF-8 sequence introduced by lead byte `b` (1 for a stray
-// byte, so scanning always advances).
-size_t sequence_length(unsigned char b) {
-    if (b >= 0xf0) {
-        return 4;
-    }
-    if (b >= 0xe0) {
-        return 3;
-    }
-    if (b >= 0xc0) {
-        return 2;
-    }
-    return 1;
-}
-
 // Whether the `len` bytes at `p` are one whitespace character. Only one- to
 // three-byte sequences can be spaces; malformed bytes never are.
 bool is_space_sequence(const unsigned char* p, size_t len) {
-    if (len != sequence_length(p[0])) {
+    if (len != util::utf8_sequence_length(p[0])) {
         return false;
     }
     switch (len) {
@@ -88,7 +75,7 @@ std::string_view python_strip(std::string_view text) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
     size_t begin = 0;
     while (begin < text.size()) {
-        const size_t len = sequence_length(bytes[begin]);
+        const size_t len = util::utf8_sequence_length(bytes[begin]);
         if (len > text.size() - begin || !is_space_sequence(bytes + begin, len)) {
             break;
         }

@@ -8,6 +8,7 @@
 #include <scorers/python.hpp>
 
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <re2/re2.h>
@@ -104,21 +105,6 @@ void apply(const std::vector<CompiledSubstitution>& subs, std::string& text) {
     }
 }
 
-// Bytes in the UTF-8 character starting with `b`, so an empty match steps
-// over a whole character as Python does.
-size_t char_length(unsigned char b) {
-    if (b >= 0xf0) {
-        return 4;
-    }
-    if (b >= 0xe0) {
-        return 3;
-    }
-    if (b >= 0xc0) {
-        return 2;
-    }
-    return 1;
-}
-
 std::string_view view(const re2::StringPiece& piece) {
     return piece.data() == nullptr ? std::string_view()
                                    : std::string_view(piece.data(), piece.size());
@@ -174,7 +160,7 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
         if (!whole.empty()) {
             pos = end;
         } else if (end < text.size()) {
-            pos = end + char_length(static_cast<unsigned char>(text[end]));
+            pos = end + util::utf8_sequence_length(static_cast<unsigned char>(text[end]));
         } else {
             break;
         }

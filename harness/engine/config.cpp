@@ -2,6 +2,7 @@
 #include <harness/engine/config.hpp>
 
 #include <harness/http/client.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
@@ -45,13 +46,16 @@ util::Result<T> get(const std::string& path, const toml::node& node, const char*
 } // namespace
 
 util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
-    toml::table tbl;
-    try {
-        tbl = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
+    const auto text = util::read_file(path);
+    if (!text) {
         return make_error(ErrorKind::usage,
-                          fmt::format("{}:{}: {}", path, e.source().begin.line, e.description()));
+                          fmt::format("cannot read experiment file {}; check the path", path));
     }
+    auto parsed = util::parse_toml(*text, path);
+    if (!parsed) {
+        return parsed.error();
+    }
+    const toml::table& tbl = *parsed;
     static const std::set<std::string> k_top = {
         "version",    "servers",      "server",      "model",       "framings",
         "max_tokens", "repeats",      "limit",       "concurrency", "db",

@@ -3,6 +3,8 @@
 
 #include <harness/util/embedded.hpp>
 
+#include <harness/util/toml_json.hpp>
+
 #include <fmt/format.h>
 #include <re2/re2.h>
 #include <toml++/toml.h>
@@ -41,13 +43,11 @@ const std::string& Rules::engine() const {
 }
 
 util::Result<Rules> Rules::parse(std::string_view text, const std::string& origin) {
-    toml::table tbl;
-    try {
-        tbl = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    auto parsed = util::parse_toml(text, origin);
+    if (!parsed) {
+        return parsed.error();
     }
+    const toml::table& tbl = *parsed;
     auto where = [&](const toml::node& n) {
         return fmt::format("{}:{}", origin, n.source().begin.line);
     };

@@ -26,13 +26,11 @@ std::string where(const std::string& origin, const toml::node& node) {
 }
 
 util::Result<Framing> parse(std::string_view text, const std::string& origin, std::string name) {
-    toml::table tbl;
-    try {
-        tbl = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    auto parsed = util::parse_toml(text, origin);
+    if (!parsed) {
+        return parsed.error();
     }
+    const toml::table& tbl = *parsed;
     static const std::set<std::string> k_keys = {"version",
                                                  "description",
                                                  "endpoint",

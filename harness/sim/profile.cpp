@@ -7,6 +7,8 @@
 #include <harness/util/embedded.hpp>
 #include <harness/util/file.hpp>
 
+#include <harness/util/toml_json.hpp>
+
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
@@ -263,13 +265,11 @@ std::optional<util::Error> read_section(const toml::table& table, std::string_vi
 } // namespace
 
 util::Result<Profile> parse_profile(std::string_view text, const std::string& origin) {
-    toml::table doc;
-    try {
-        doc = toml::parse(text, origin);
-    } catch (const toml::parse_error& e) {
-        return make_error(ErrorKind::data,
-                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    auto parsed = util::parse_toml(text, origin, ErrorKind::data);
+    if (!parsed) {
+        return parsed.error();
     }
+    const toml::table& doc = *parsed;
     Profile p;
     p.version = 0;
     if (auto err = read_section(doc, "", origin, p)) {

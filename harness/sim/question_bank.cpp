@@ -3,25 +3,17 @@
 #include <harness/sim/question_bank.hpp>
 
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 namespace diffeval::sim {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    size_t b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string_view::npos) {
-        return {};
-    }
-    size_t e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
-}
-
 std::string collapse(std::string_view s) {
     std::string out;
     out.reserve(s.size());
     bool space = false;
-    for (char c : trim(s)) {
+    for (char c : util::trim(s)) {
         bool ws = c == ' ' || c == '\t' || c == '\n' || c == '\r';
         if (ws) {
             space = true;
@@ -45,7 +37,7 @@ Latents latents_of(uint64_t key) {
 
 QuestionBank::QuestionBank(datasets::Dataset dataset) : m_dataset(std::move(dataset)) {
     auto add = [this](const datasets::Sample& s) {
-        std::string_view q = trim(s.question);
+        std::string_view q = util::trim(s.question);
         m_exact.emplace(q, &s);
         m_loose.emplace(collapse(q), &s);
     };
@@ -58,7 +50,7 @@ QuestionBank::QuestionBank(datasets::Dataset dataset) : m_dataset(std::move(data
 }
 
 QuestionFacts QuestionBank::find(std::string_view question) const {
-    std::string_view q = trim(question);
+    std::string_view q = util::trim(question);
     const datasets::Sample* hit = nullptr;
     if (auto it = m_exact.find(q); it != m_exact.end()) {
         hit = it->second;
@@ -67,7 +59,7 @@ QuestionFacts QuestionBank::find(std::string_view question) const {
     }
     QuestionFacts f;
     if (hit) {
-        f.question = trim(hit->question);
+        f.question = util::trim(hit->question);
         f.answer = hit->answer;
     } else {
         f.question = q;

@@ -6,6 +6,7 @@
 
 #include <harness/sim/tokenizer.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -17,15 +18,6 @@ using json = nlohmann::json;
 
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt) {
     return ApiError{400, "BadRequestError", std::move(message), std::move(param)};
-}
-
-std::string_view trim(std::string_view s) {
-    size_t b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string_view::npos) {
-        return {};
-    }
-    size_t e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
 }
 
 // The text of a message's content: a string, or the text parts of a list.
@@ -217,10 +209,10 @@ std::string extract_question(std::string_view prompt) {
     size_t pos = prompt.rfind(k_marker);
     std::string_view q =
         pos == std::string_view::npos ? prompt : prompt.substr(pos + k_marker.size());
-    q = trim(q);
+    q = util::trim(q);
     constexpr std::string_view k_answer = "Answer:";
     if (q.size() >= k_answer.size() && q.substr(q.size() - k_answer.size()) == k_answer) {
-        q = trim(q.substr(0, q.size() - k_answer.size()));
+        q = util::trim(q.substr(0, q.size() - k_answer.size()));
     }
     return std::string(q);
 }

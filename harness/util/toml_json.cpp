@@ -1,7 +1,18 @@
 // TOML to JSON; see toml_json.hpp.
 #include <harness/util/toml_json.hpp>
 
+#include <fmt/format.h>
+
 namespace diffeval::util {
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& origin, ErrorKind kind) {
+    try {
+        return toml::parse(text, origin);
+    } catch (const toml::parse_error& e) {
+        return make_error(kind,
+                          fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    }
+}
 
 nlohmann::ordered_json toml_to_json(const toml::node& node) {
     if (const auto* table = node.as_table()) {

@@ -1,11 +1,22 @@
-// TOML values as JSON: framings' fixed fields and experiment files' extra
-// body fields are written in TOML but sent as JSON, keeping their order.
+// TOML helpers: parsing with a "file:line: problem" error, and TOML values
+// as JSON (framings' fixed fields and experiment files' extra body fields are
+// written in TOML but sent as JSON, keeping their order).
 #pragma once
+
+#include <harness/util/result.hpp>
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include <string>
+#include <string_view>
+
 namespace diffeval::util {
+
+// `text` parsed as TOML; a syntax error becomes an error of `kind` reading
+// "ORIGIN:LINE: what is wrong" (`origin` names the file or embedded data).
+Result<toml::table> parse_toml(std::string_view text, const std::string& origin,
+                               ErrorKind kind = ErrorKind::usage);
 
 // `node` as JSON: tables become objects, arrays arrays, and scalars keep
 // their type (integers stay integers, floats floats).
