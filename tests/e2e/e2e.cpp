@@ -1,6 +1,7 @@
 // Process and database helpers for the black-box tests; see e2e.hpp.
 #include "e2e.hpp"
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <chrono>
@@ -26,14 +27,14 @@ std::string binary() {
     return b;
 }
 
-namespace {
-
-std::string slurp(const std::string& path) {
+std::string slurp(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
 }
+
+namespace {
 
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
           const std::string& out, const std::string& err) {
@@ -187,6 +188,15 @@ std::vector<std::string> query_rows(const fs::path& db, const std::string& sql) 
 std::string query(const fs::path& db, const std::string& sql) {
     auto rows = query_rows(db, sql);
     return rows.empty() ? "" : rows.front();
+}
+
+void exec(const fs::path& db, const std::string& sql) {
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(h);
 }
 
 } // namespace e2e

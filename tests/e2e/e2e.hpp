@@ -62,5 +62,9 @@ std::filesystem::path scratch(const std::string& name);
 std::string query(const std::filesystem::path& db, const std::string& sql);
 // All rows of a query, columns joined by '|'.
 std::vector<std::string> query_rows(const std::filesystem::path& db, const std::string& sql);
+// Run `sql` (any statements) on the database at `db`; a failure fails the test.
+void exec(const std::filesystem::path& db, const std::string& sql);
+// The bytes of the file at `path` ("" when it cannot be read).
+std::string slurp(const std::filesystem::path& path);
 
 } // namespace e2e

@@ -10,16 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-// Run `sql` on the database at `db` (the e2e helpers only read).
-void exec_sql(const std::filesystem::path& db, const std::string& sql) {
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    char* err = nullptr;
-    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-    sqlite3_free(err);
-    sqlite3_close(h);
-}
-
 class Analyse : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
@@ -99,7 +89,7 @@ TEST_F(Analyse, DiffSplitsTheTailDifferenceIntoOutputLengthAndSpeed) {
     // and all of the p99 difference follows from output lengths.
     auto copy = *dir / "linear.sqlite";
     std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
-    exec_sql(copy, "UPDATE responses SET latency_ms = 40 + 2 * coalesce(completion_tokens, 0)");
+    e2e::exec(copy, "UPDATE responses SET latency_ms = 40 + 2 * coalesce(completion_tokens, 0)");
     auto o = e2e::run(
         {"diff", "--db", copy.string(), "default/raw", "deepgemm/raw", "--format", "json"});
     ASSERT_EQ(o.exit_code, 0) << o.err;

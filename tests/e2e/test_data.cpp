@@ -13,13 +13,6 @@
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 // Serves `files` (name -> content) on a free loopback port.
 class FileServer {
 public:
@@ -74,8 +67,8 @@ TEST(DataFetch, OfficialFilesAreDownloadedVerifiedAndUsable) {
         GTEST_SKIP() << "GSM8K_DIR not set: the official files' download is not checked";
     }
     auto dir = e2e::scratch("fetch_ok");
-    FileServer server({{"test.jsonl", slurp(std::filesystem::path(gsm) / "test.jsonl")},
-                       {"train.jsonl", slurp(std::filesystem::path(gsm) / "train.jsonl")}});
+    FileServer server({{"test.jsonl", e2e::slurp(std::filesystem::path(gsm) / "test.jsonl")},
+                       {"train.jsonl", e2e::slurp(std::filesystem::path(gsm) / "train.jsonl")}});
     std::vector<std::string> env = {"DIFFEVAL_DATA=" + dir.string()};
     auto o = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()}, env);
     ASSERT_EQ(o.exit_code, 0) << o.err;

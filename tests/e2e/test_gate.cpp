@@ -14,13 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string read(const std::filesystem::path& p) {
-    std::ifstream f(p);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
 size_t count(const std::string& text, const std::string& what) {
     size_t n = 0;
     for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
@@ -104,7 +97,7 @@ protected:
         auto path = *dir / "v.json";
         args.insert(args.end(), {"--json", path.string()});
         gate(args);
-        return json::parse(read(path));
+        return json::parse(e2e::slurp(path));
     }
     static std::filesystem::path* dir;
     static std::string* db;
@@ -215,7 +208,7 @@ TEST_F(Gate, JunitHasOneTestcasePerCheckAndAFailurePerFailedCheck) {
     auto o = gate({"--expect", "0.99", "--group", "default", "--require-complete", "--junit",
                    xml_path.string()});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
-    const auto xml = read(xml_path);
+    const auto xml = e2e::slurp(xml_path);
     expect_well_formed(xml);
     EXPECT_EQ(count(xml, "<testsuites>"), 1u);
     const auto suite = xml.find("<testsuite ");
@@ -235,7 +228,7 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     auto o = gate({"--expect", "0.0", "--group", "deepgemm/chat"},
                   {"GITHUB_STEP_SUMMARY=" + path.string()});
     EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
-    const auto md = read(path);
+    const auto md = e2e::slurp(path);
     EXPECT_EQ(md.rfind("# earlier step\n", 0), 0u) << md;
     EXPECT_NE(md.find("## diffeval gate: PASS: all 2 checks passed"), std::string::npos) << md;
     EXPECT_NE(md.find("| check | result | measured | threshold | why |"), std::string::npos) << md;
@@ -244,7 +237,7 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     EXPECT_NE(md.find("| group |"), std::string::npos) << md;
     // A second gate appends again rather than replacing.
     gate({"--expect", "0.0", "--group", "deepgemm/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
-    EXPECT_EQ(count(read(path), "## diffeval gate:"), 2u);
+    EXPECT_EQ(count(e2e::slurp(path), "## diffeval gate:"), 2u);
 }
 
 TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {

@@ -22,13 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::ostringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
 fs::path golden_path() {
     return fs::path(__FILE__).parent_path().parent_path() / "golden" / "report_sample.md";
 }
@@ -94,34 +87,24 @@ void set_text(const fs::path& db, const std::string& text, int question) {
     sqlite3_close(h);
 }
 
-// Run `sql` on the database at `db`.
-void exec_sql(const fs::path& db, const std::string& sql) {
-    sqlite3* h = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-    char* err = nullptr;
-    EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-    sqlite3_free(err);
-    sqlite3_close(h);
-}
-
 // Fix what a run cannot repeat (latencies and send times become a function of
 // the response, deepgemm 20 ms slower at equal length), and record a
 // fingerprint with a conflict for deepgemm.
 void make_deterministic_with_conflict(const fs::path& db) {
-    exec_sql(db, "UPDATE responses SET latency_ms = 30 + 1.5 * coalesce(completion_tokens, 0) + "
-                 "(SELECT q.question_idx % 7 + 20 * (q.server = 'deepgemm') FROM requests q WHERE "
-                 "q.request_id = responses.request_id), started_at = (SELECT "
-                 "strftime('%Y-%m-%dT%H:%M:%fZ', '2026-01-01', '+' || (q.repeat * 100 + "
-                 "q.question_idx) || ' seconds') FROM requests q WHERE q.request_id = "
-                 "responses.request_id)");
-    exec_sql(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
-                 R"({"engine_version": "0.26.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": )"
-                 R"([{"name": "backend", "message": "log selects DeepGEMM but )"
-                 R"(VLLM_USE_DEEP_GEMM=0", "evidence": ["Using DeepGEMM for FP8 MoE"]}]}' )"
-                 R"(WHERE name = 'deepgemm')");
-    exec_sql(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
-                 R"({"engine_version": "0.26.0", "fp8_moe_backend": "TRITON"}, "conflicts": []}' )"
-                 R"(WHERE name = 'default')");
+    e2e::exec(db, "UPDATE responses SET latency_ms = 30 + 1.5 * coalesce(completion_tokens, 0) + "
+                  "(SELECT q.question_idx % 7 + 20 * (q.server = 'deepgemm') FROM requests q WHERE "
+                  "q.request_id = responses.request_id), started_at = (SELECT "
+                  "strftime('%Y-%m-%dT%H:%M:%fZ', '2026-01-01', '+' || (q.repeat * 100 + "
+                  "q.question_idx) || ' seconds') FROM requests q WHERE q.request_id = "
+                  "responses.request_id)");
+    e2e::exec(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
+                  R"({"engine_version": "0.26.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": )"
+                  R"([{"name": "backend", "message": "log selects DeepGEMM but )"
+                  R"(VLLM_USE_DEEP_GEMM=0", "evidence": ["Using DeepGEMM for FP8 MoE"]}]}' )"
+                  R"(WHERE name = 'deepgemm')");
+    e2e::exec(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
+                  R"({"engine_version": "0.26.0", "fp8_moe_backend": "TRITON"}, "conflicts": []}' )"
+                  R"(WHERE name = 'default')");
 }
 
 // The opening tag of <body> in a serialised DOM.
@@ -140,14 +123,14 @@ TEST(Report, MarkdownOfAFixedDatabaseMatchesTheGoldenFile) {
     auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("report.md"), std::string::npos) << o.out;
-    auto md = slurp(dir / "out" / "report.md");
+    auto md = e2e::slurp(dir / "out" / "report.md");
     // What actually ran: the differing backend is marked and the conflict stands out.
     EXPECT_NE(md.find("| fp8\\_moe\\_backend | TRITON | DEEPGEMM | yes |"), std::string::npos)
         << md;
     EXPECT_NE(md.find("**CONFLICT** on deepgemm: log selects DeepGEMM but VLLM\\_USE"),
               std::string::npos)
         << md;
-    auto html = slurp(dir / "out" / "report.html");
+    auto html = e2e::slurp(dir / "out" / "report.html");
     EXPECT_NE(html.find("<tr class=\"differs\" title=\"differs between servers\"><td>"
                         "fp8_moe_backend</td><td>TRITON</td><td>DEEPGEMM</td>"),
               std::string::npos);
@@ -160,7 +143,7 @@ TEST(Report, MarkdownOfAFixedDatabaseMatchesTheGoldenFile) {
         std::ofstream(golden_path(), std::ios::binary) << md;
         GTEST_SKIP() << "rewrote " << golden_path();
     }
-    auto golden = slurp(golden_path());
+    auto golden = e2e::slurp(golden_path());
     ASSERT_FALSE(golden.empty()) << "missing " << golden_path()
                                  << "; run with DIFFEVAL_UPDATE_GOLDEN=1 to create it";
     EXPECT_EQ(md, golden) << "report.md changed; if intended, rerun with DIFFEVAL_UPDATE_GOLDEN=1";
@@ -174,7 +157,7 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
                        "deepgemm", "--format", "json"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_FALSE(fs::exists(dir / "out" / "report.md"));
-    auto j = json::parse(slurp(dir / "out" / "summary.json"));
+    auto j = json::parse(e2e::slurp(dir / "out" / "summary.json"));
     EXPECT_EQ(j["schema"], "diffeval.report/1");
     EXPECT_EQ(j["baseline"], "deepgemm");
     EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/1");
@@ -194,7 +177,7 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
 
 // The explorer's data, parsed from report.html.
 json embedded_data(const fs::path& html_path) {
-    auto html = slurp(html_path);
+    auto html = e2e::slurp(html_path);
     const std::string open = "<script type=\"application/json\" id=\"data\">";
     auto d0 = html.find(open);
     auto d1 = html.find("</script>", d0);
@@ -212,25 +195,25 @@ TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
     // The first responses lost one scorer's rows (as a database scored by an
     // older diffeval might): the two halves a report reads meet the scorers
     // in different orders, and every row must still carry its own.
-    exec_sql(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
-                 "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
-                 "response_id LIMIT 10)");
+    e2e::exec(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
+                  "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
+                  "response_id LIMIT 10)");
     // And the scorers disagree on the first half, so a row read with another
     // row's scorer order would change the accuracies below.
-    exec_sql(db, "UPDATE scores SET correct = (scorer = 'vllm') WHERE response_id IN (SELECT "
-                 "response_id FROM requests WHERE response_id IS NOT NULL ORDER BY response_id "
-                 "LIMIT 150)");
+    e2e::exec(db, "UPDATE scores SET correct = (scorer = 'vllm') WHERE response_id IN (SELECT "
+                  "response_id FROM requests WHERE response_id IS NOT NULL ORDER BY response_id "
+                  "LIMIT 150)");
     // A retry: a middle request now counts a newer response, so its old row
     // and that row's scores sit among the counted ones and must be skipped.
-    exec_sql(db, "CREATE TEMP TABLE pick AS SELECT request_id, response_id AS old FROM requests "
-                 "WHERE response_id = (SELECT response_id FROM requests ORDER BY response_id "
-                 "LIMIT 1 OFFSET 20);"
-                 "INSERT INTO responses (request_id, ok, status, response_json, text, "
-                 "finish_reason, completion_tokens, attempts, latency_ms, started_at) SELECT "
-                 "request_id, 1, 200, '{}', 'RETRIED #### 7', 'stop', 4, 2, 5, "
-                 "'2026-01-01T00:00:00.000Z' FROM pick;"
-                 "UPDATE requests SET response_id = (SELECT max(response_id) FROM responses) "
-                 "WHERE request_id = (SELECT request_id FROM pick);");
+    e2e::exec(db, "CREATE TEMP TABLE pick AS SELECT request_id, response_id AS old FROM requests "
+                  "WHERE response_id = (SELECT response_id FROM requests ORDER BY response_id "
+                  "LIMIT 1 OFFSET 20);"
+                  "INSERT INTO responses (request_id, ok, status, response_json, text, "
+                  "finish_reason, completion_tokens, attempts, latency_ms, started_at) SELECT "
+                  "request_id, 1, 200, '{}', 'RETRIED #### 7', 'stop', 4, 2, 5, "
+                  "'2026-01-01T00:00:00.000Z' FROM pick;"
+                  "UPDATE requests SET response_id = (SELECT max(response_id) FROM responses) "
+                  "WHERE request_id = (SELECT request_id FROM pick);");
     auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
 
@@ -290,7 +273,7 @@ TEST(Report, HtmlEmbedsEachResponseThatCountsOnceWithItsOwnScores) {
 
     // The tables agree with the store too: each group's per-repeat accuracy
     // per scorer, as SQL counts it over the responses that count.
-    auto summary = json::parse(slurp(dir / "out" / "summary.json"))["summary"];
+    auto summary = json::parse(e2e::slurp(dir / "out" / "summary.json"))["summary"];
     int checked = 0;
     for (const auto& g : summary["groups"]) {
         for (const auto& [scorer, acc] : g["accuracy"].items()) {
@@ -322,7 +305,7 @@ TEST(Report, MarkupInModelOutputIsEscapedInTheMarkdown) {
     auto o = e2e::run(
         {"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "md"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
-    auto md = slurp(dir / "out" / "report.md");
+    auto md = e2e::slurp(dir / "out" / "report.md");
     for (size_t i = md.find('<'); i != std::string::npos; i = md.find('<', i + 1)) {
         ASSERT_GT(i, 0u);
         EXPECT_EQ(md[i - 1], '\\') << "unescaped '<' in: " << md.substr(i > 40 ? i - 40 : 0, 80);
@@ -340,14 +323,14 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     // first responses lack one scorer), so the page must reorder the scores.
     build_db(db, {"--profile", "deepgemm"}, "48");
     ASSERT_EQ(e2e::run({"rescore", "--db", db.string()}).exit_code, 0);
-    exec_sql(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
-                 "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
-                 "response_id LIMIT 10)");
+    e2e::exec(db, "DELETE FROM scores WHERE scorer = 'lm-eval-flexible' AND response_id IN "
+                  "(SELECT response_id FROM requests WHERE response_id IS NOT NULL ORDER BY "
+                  "response_id LIMIT 10)");
     auto out = dir / "out";
     ASSERT_EQ(e2e::run({"report", "--db", db.string(), "--out", out.string()}).exit_code, 0);
 
     // 1. A question that flips, whose baseline response we make hostile.
-    auto j = json::parse(slurp(out / "summary.json"));
+    auto j = json::parse(e2e::slurp(out / "summary.json"));
     int flip = -1;
     for (const auto& c : j["diff"]["comparisons"]) {
         for (const auto& side : {"a_better", "b_better"}) {
@@ -366,7 +349,7 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
 
     // 2. No address of another host outside the embedded data.
-    auto html = slurp(out / "report.html");
+    auto html = e2e::slurp(out / "report.html");
     const std::string data_open = "<script type=\"application/json\" id=\"data\">";
     auto d0 = html.find(data_open);
     ASSERT_NE(d0, std::string::npos);
@@ -382,8 +365,8 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     const auto url = "file://" + (out / "report.html").string() +
                      "#flips=default,deepgemm&open=" + std::to_string(flip);
     ASSERT_EQ(chromium(url, "--dump-dom", dir / "dom.html", dir / "dom.err"), 0)
-        << slurp(dir / "dom.err");
-    auto dom = slurp(dir / "dom.html");
+        << e2e::slurp(dir / "dom.err");
+    auto dom = e2e::slurp(dir / "dom.html");
     auto body = body_tag(dom);
     EXPECT_NE(body.find("data-ready=\"1\""), std::string::npos) << body;
     EXPECT_NE(body.find("data-filter=\"flips\""), std::string::npos) << body;
@@ -403,7 +386,7 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     EXPECT_NE(dom.find("&lt;img src=x onerror="), std::string::npos);
     EXPECT_EQ(dom.find("<img"), std::string::npos);
     EXPECT_EQ(dom.find("<a href=\"javascript:"), std::string::npos);
-    auto err = slurp(dir / "dom.err");
+    auto err = e2e::slurp(dir / "dom.err");
     EXPECT_EQ(err.find("Uncaught"), std::string::npos) << err;
     EXPECT_EQ(err.find("Refused to"), std::string::npos) << err;
 
@@ -411,6 +394,6 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     auto shot = dir / "report.png";
     chromium(url, "--screenshot='" + shot.string() + "' --window-size=1280,3600", dir / "shot.out",
              dir / "shot.err");
-    ASSERT_TRUE(fs::exists(shot)) << slurp(dir / "shot.err");
+    ASSERT_TRUE(fs::exists(shot)) << e2e::slurp(dir / "shot.err");
     EXPECT_GT(fs::file_size(shot), 10000u);
 }
