@@ -163,9 +163,6 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         }
     }
     analysis::CompareOptions options;
-    options.max_flips = 5;
-    options.excerpt_chars = 100;
-    options.excerpts = false;
     std::atomic<size_t> next{0};
     auto work = [&] {
         // Each worker keeps its own noise-floor cache (same floors either way).
@@ -174,7 +171,7 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         mine.noise_cache = &cache;
         for (size_t i = next++; i < jobs.size(); i = next++) {
             jobs[i].out =
-                analysis::compare(data.results, st, jobs[i].a, jobs[i].b, jobs[i].scorer, mine);
+                analysis::compare(data.results, jobs[i].a, jobs[i].b, jobs[i].scorer, mine);
         }
     };
     auto other = std::async(std::launch::async, work);
@@ -188,10 +185,8 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
             }
             continue;
         }
-        for (auto& c : *job.out) {
-            analysis::fill_excerpts(c, st, options);
-            data.comparisons.push_back(std::move(c));
-        }
+        analysis::fill_excerpts(*job.out, st, 5);
+        data.comparisons.insert(data.comparisons.end(), job.out->begin(), job.out->end());
     }
 
     // 4. What the servers said about themselves.

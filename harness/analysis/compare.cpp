@@ -177,8 +177,8 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     return t;
 }
 
-util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
-                                              const Selector& a, const Selector& b, size_t scorer,
+util::Result<std::vector<Comparison>> compare(const Results& results, const Selector& a,
+                                              const Selector& b, size_t scorer,
                                               const CompareOptions& options) {
     auto server_index = [&](const std::string& name) {
         auto it = std::find(results.servers.begin(), results.servers.end(), name);
@@ -349,9 +349,6 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
         for (auto* list : {&c.a_better, &c.b_better}) {
             std::sort(list->begin(), list->end(), by_gap);
         }
-        if (options.excerpts) {
-            fill_excerpts(c, store, options);
-        }
         out.push_back(std::move(c));
     }
     if (out.empty()) {
@@ -368,11 +365,14 @@ util::Result<std::vector<Comparison>> compare(const Results& results, store::Sto
     return out;
 }
 
-void fill_excerpts(Comparison& c, store::Store& store, const CompareOptions& options) {
-    for (auto* list : {&c.a_better, &c.b_better}) {
-        for (size_t i = 0; i < list->size() && i < options.max_flips; ++i) {
-            (*list)[i].a_excerpt = excerpt(store, (*list)[i].a_response_id, options.excerpt_chars);
-            (*list)[i].b_excerpt = excerpt(store, (*list)[i].b_response_id, options.excerpt_chars);
+void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, size_t max_flips,
+                   size_t chars) {
+    for (auto& c : comparisons) {
+        for (auto* list : {&c.a_better, &c.b_better}) {
+            for (size_t i = 0; i < list->size() && i < max_flips; ++i) {
+                (*list)[i].a_excerpt = excerpt(store, (*list)[i].a_response_id, chars);
+                (*list)[i].b_excerpt = excerpt(store, (*list)[i].b_response_id, chars);
+            }
         }
     }
 }

@@ -99,23 +99,21 @@ inline constexpr std::uint32_t k_noise_floor_resamples = 2'000;
 
 struct CompareOptions {
     BootstrapOptions bootstrap;
-    size_t max_flips = 20; // per direction, with excerpts
-    size_t excerpt_chars = 100;
     NoiseFloorCache* noise_cache = nullptr; // optional, shared across compare() calls
-    // Read the flips' excerpts from the store; false leaves them empty (for
-    // comparisons run on other threads, filled later with fill_excerpts).
-    bool excerpts = true;
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions
 // `b` leaves open are matched to A's). No matching pair is a usage error that
-// lists the groups present.
-util::Result<std::vector<Comparison>> compare(const Results& results, store::Store& store,
-                                              const Selector& a, const Selector& b, size_t scorer,
+// lists the groups present. A pure function of `results` (flips come without
+// excerpts; see fill_excerpts), so comparisons can run on several threads.
+util::Result<std::vector<Comparison>> compare(const Results& results, const Selector& a,
+                                              const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
 
-// Read the excerpts of the first `options.max_flips` flips each way of `c`.
-void fill_excerpts(Comparison& c, store::Store& store, const CompareOptions& options);
+// Read from `store` the excerpts (cut to `chars`) of the first `max_flips`
+// flips each way of every comparison.
+void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, size_t max_flips,
+                   size_t chars = 100);
 
 // The documented JSON shape ("diffeval.diff/1").
 nlohmann::json to_json(const std::vector<Comparison>& comparisons);

@@ -231,14 +231,11 @@ GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pc
     return c;
 }
 
-util::Result<void> add_pair_checks(const Results& results, store::Store& store,
-                                   const Summary& summary, const GateSpec& spec,
-                                   std::vector<GateCheck>& out) {
+util::Result<void> add_pair_checks(const Results& results, const Summary& summary,
+                                   const GateSpec& spec, std::vector<GateCheck>& out) {
     CompareOptions options;
     options.bootstrap = spec.bootstrap;
-    options.max_flips = 0; // the gate lists no excerpts
-    auto comparisons =
-        compare(results, store, *spec.baseline, *spec.candidate, spec.scorer, options);
+    auto comparisons = compare(results, *spec.baseline, *spec.candidate, spec.scorer, options);
     if (!comparisons) {
         return comparisons.error();
     }
@@ -489,7 +486,7 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
         }
     }
     if (spec.baseline && spec.candidate) {
-        if (auto r = add_pair_checks(results, store, verdict.summary, spec, verdict.checks); !r) {
+        if (auto r = add_pair_checks(results, verdict.summary, spec, verdict.checks); !r) {
             return r.error();
         }
     }

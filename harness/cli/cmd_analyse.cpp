@@ -102,11 +102,11 @@ int diff_command(const AnalyseFlags& f) {
     analysis::CompareOptions options;
     options.bootstrap.resamples = f.resamples;
     options.bootstrap.seed = f.seed;
-    options.max_flips = f.flips;
-    auto cmp = analysis::compare(*results, *st, *a, *b, *k, options);
+    auto cmp = analysis::compare(*results, *a, *b, *k, options);
     if (!cmp) {
         return report(cmp.error());
     }
+    analysis::fill_excerpts(*cmp, *st, f.flips);
     if (json) {
         std::cout << analysis::to_json(*cmp).dump(2) << "\n";
         return k_exit_ok;

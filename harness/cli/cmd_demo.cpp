@@ -125,9 +125,8 @@ int demo_command(const DemoFlags& f) {
     if (k) {
         auto a = analysis::parse_selector("default/raw/256");
         auto b = analysis::parse_selector("deepgemm/raw/256");
-        analysis::CompareOptions co;
-        co.max_flips = 3;
-        if (auto cmp = analysis::compare(*results, **st, *a, *b, *k, co); cmp && !cmp->empty()) {
+        if (auto cmp = analysis::compare(*results, *a, *b, *k); cmp && !cmp->empty()) {
+            analysis::fill_excerpts(*cmp, **st, 3);
             std::cout << reports::comparison_text(cmp->front(), reports::Style::text, 3) << "\n";
         }
     }
