@@ -2,6 +2,7 @@
 #include <harness/fingerprint/fingerprint.hpp>
 
 #include <harness/util/embedded.hpp>
+#include <harness/util/file.hpp>
 
 #include <harness/util/toml_json.hpp>
 
@@ -10,7 +11,6 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 namespace diffeval::fingerprint {
@@ -111,15 +111,14 @@ util::Result<Rules> Rules::load(const std::string& name_or_path) {
     if (auto text = util::embedded_file(fmt::format("fingerprints/{}.toml", name_or_path))) {
         return parse(*text, fmt::format("fingerprints/{}.toml", name_or_path));
     }
-    std::ifstream in(name_or_path);
-    if (!in) {
+    auto text = util::read_file(name_or_path);
+    if (!text) {
         return make_error(
             ErrorKind::usage,
             fmt::format("unknown fingerprint rules '{}': use vllm, sglang or a .toml path",
                         name_or_path));
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return parse(text, name_or_path);
+    return parse(*text, name_or_path);
 }
 
 Fingerprint Rules::apply(std::string_view log) const {
