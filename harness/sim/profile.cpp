@@ -6,7 +6,6 @@
 
 #include <harness/util/embedded.hpp>
 #include <harness/util/file.hpp>
-
 #include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
