@@ -320,7 +320,8 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
 }
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
-                                           const fs::path& out_dir, const ReportFormats& formats) {
+                                           const fs::path& out_dir, const ReportFormats& formats,
+                                           ReportData* analysed) {
     if (auto r = make_directory(out_dir); !r) {
         return r.error();
     }
@@ -343,7 +344,11 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
     if (!asked) {
         return asked.error();
     }
-    return write_reports(*data, out_dir, formats, formats.html ? &rows : nullptr);
+    auto paths = write_reports(*data, out_dir, formats, formats.html ? &rows : nullptr);
+    if (paths && analysed) {
+        *analysed = std::move(*data);
+    }
+    return paths;
 }
 
 } // namespace diffeval::reports

@@ -86,8 +86,10 @@ util::Result<ReportPaths> write_reports(const ReportData& data,
 // point of `diffeval report` and `diffeval demo`. Every response is read
 // once, in two halves on two cores, and its texts streamed into the HTML
 // explorer's data in the same pass.
+// `analysed`, when given, receives the analysis the reports were written from.
 util::Result<ReportPaths> generate_reports(store::Store& store, const std::string& baseline,
                                            const std::filesystem::path& out_dir,
-                                           const ReportFormats& formats);
+                                           const ReportFormats& formats,
+                                           ReportData* analysed = nullptr);
 
 } // namespace diffeval::reports

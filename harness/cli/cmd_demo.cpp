@@ -102,16 +102,19 @@ int demo_command(const DemoFlags& f) {
     std::cout << fmt::format("stored {} responses in {} ({:.1f}s)\n\n",
                              run->succeeded + run->failed, config.db, run->seconds);
 
-    // 4. The two harness verdicts, the breakdown, and the paired comparison.
+    // 4. The three reports, and from the same analysis the two harness
+    // verdicts, the breakdown, and the paired comparison.
     auto st = store::Store::open(config.db, store::Store::Mode::read_write);
     if (!st) {
         return report(st.error());
     }
-    auto results = analysis::load_results(**st);
-    if (!results) {
-        return report(results.error());
+    reports::ReportData data;
+    auto written =
+        reports::generate_reports(**st, "default", f.out, reports::ReportFormats{}, &data);
+    if (!written) {
+        return report(written.error());
     }
-    auto summary = analysis::summarize(*results);
+    const auto& summary = data.summary;
     std::cout << "Harness verdicts (accuracy %, mean (min-max) over repeats)\n"
                  "  vLLM's check = framing raw, scorer vllm; lm-eval's = framing chat, scorer "
                  "lm-eval-strict\n\n";
@@ -121,21 +124,14 @@ int demo_command(const DemoFlags& f) {
     std::cout << "Latency and tokens (simulated servers answer at once unless a profile sets "
                  "latency)\n\n";
     std::cout << reports::latency_table(summary, reports::Style::text) << "\n";
-    auto k = analysis::scorer_index(*results, "vllm");
-    if (k) {
-        auto a = analysis::parse_selector("default/raw/256");
-        auto b = analysis::parse_selector("deepgemm/raw/256");
-        if (auto cmp = analysis::compare(*results, *a, *b, *k); cmp && !cmp->empty()) {
-            analysis::fill_excerpts(*cmp, **st, 3);
-            std::cout << reports::comparison_text(cmp->front(), reports::Style::text, 3) << "\n";
+    for (const auto& c : data.comparisons) {
+        if (c.scorer == "vllm" && c.a.text() == "default/raw/256" &&
+            c.b.text() == "deepgemm/raw/256") {
+            std::cout << reports::comparison_text(c, reports::Style::text, 3) << "\n";
         }
     }
 
-    // 5. Where to look next: the three reports, then commands to dig further.
-    auto written = reports::generate_reports(**st, "default", f.out, reports::ReportFormats{});
-    if (!written) {
-        return report(written.error());
-    }
+    // 5. Where to look next: the reports, then commands to dig further.
     for (const auto& p : written->written) {
         std::cout << fmt::format("report: {}\n", p.string());
     }
