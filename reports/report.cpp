@@ -319,12 +319,32 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     return paths;
 }
 
+static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
+                                                   const fs::path& out_dir,
+                                                   const ReportFormats& formats,
+                                                   ReportData* analysed);
+
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
                                            const fs::path& out_dir, const ReportFormats& formats,
                                            ReportData* analysed) {
+    // A report that fails (an unknown --baseline, an empty database) leaves
+    // no directory behind that it created itself.
+    std::error_code ec;
+    const bool created = !fs::exists(out_dir, ec);
     if (auto r = make_directory(out_dir); !r) {
         return r.error();
     }
+    auto paths = write_all_reports(st, baseline, out_dir, formats, analysed);
+    if (!paths && created) {
+        fs::remove_all(out_dir, ec);
+    }
+    return paths;
+}
+
+static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
+                                                   const fs::path& out_dir,
+                                                   const ReportFormats& formats,
+                                                   ReportData* analysed) {
     // The questions are read on the second core while this one prepares the
     // load; then both cores read the responses and stream their texts.
     ExplorerRows rows;

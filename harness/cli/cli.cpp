@@ -1,19 +1,130 @@
 // Subcommand dispatch: each subcommand registers itself (commands.hpp); this
 // file parses, runs the chosen one, and maps anything unexpected to one line.
+// A mistyped subcommand or flag is answered with the closest known name, and
+// every --help shows the defaults and one example.
 #include <harness/cli/cli.hpp>
 
 #include <harness/cli/commands.hpp>
+#include <harness/util/names.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace diffeval::cli {
+
+namespace {
+
+// One example per subcommand, shown at the end of its --help.
+const std::map<std::string, std::string>& examples() {
+    static const std::map<std::string, std::string> k_examples = {
+        {"run", "diffeval run --server a=http://gpu1:8000 --server b=http://gpu1:8001 "
+                "--framing raw,chat --repeats 3 --db results.sqlite"},
+        {"sim", "diffeval sim --port 8000 --profile deepgemm"},
+        {"data", "diffeval data fetch gsm8k"},
+        {"fetch", "diffeval data fetch gsm8k"},
+        {"summary", "diffeval summary --db results.sqlite"},
+        {"diff", "diffeval diff --db results.sqlite default deepgemm"},
+        {"rescore", "diffeval rescore --db results.sqlite"},
+        {"demo", "diffeval demo --dataset sample"},
+        {"gate", "diffeval gate --db results.sqlite --baseline default/raw "
+                 "--candidate deepgemm/raw --max-drop 1.0"},
+        {"report", "diffeval report --db results.sqlite --out report/"},
+        {"fingerprint", "diffeval fingerprint server.log"},
+    };
+    return k_examples;
+}
+
+void add_examples(CLI::App& app) {
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        if (auto it = examples().find(sub->get_name()); it != examples().end()) {
+            sub->footer("Example:\n  " + it->second + "\n");
+        }
+        add_examples(*sub);
+    }
+}
+
+std::vector<std::string> subcommand_names(CLI::App& app) {
+    std::vector<std::string> names;
+    for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        names.push_back(sub->get_name());
+    }
+    return names;
+}
+
+// "did you mean" for a first argument that names no subcommand, or nothing.
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+    if (argc < 2 || argv[1][0] == '-') {
+        return {};
+    }
+    const std::string word = argv[1];
+    auto names = subcommand_names(app);
+    if (std::find(names.begin(), names.end(), word) != names.end()) {
+        return {};
+    }
+    auto close = util::closest_name(word, names);
+    return fmt::format("unknown command '{}'; {}see 'diffeval --help'", word,
+                       close ? fmt::format("did you mean '{}'? ", *close) : "");
+}
+
+// The innermost subcommand the parser reached, or the root.
+CLI::App* deepest_parsed(CLI::App& app) {
+    CLI::App* at = &app;
+    while (!at->get_subcommands().empty()) {
+        at = at->get_subcommands().front();
+    }
+    return at;
+}
+
+// "did you mean" for the first unexpected flag of `sub`, or nothing.
+std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
+    std::vector<std::string> known;
+    for (const auto* opt : sub.get_options()) {
+        for (const auto& l : opt->get_lnames()) {
+            known.push_back("--" + l);
+        }
+    }
+    for (const auto& extra : extras) {
+        if (extra.size() < 2 || extra[0] != '-') {
+            continue;
+        }
+        std::string flag = extra.substr(0, extra.find('='));
+        std::string dashed = flag;
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        if (std::find(known.begin(), known.end(), dashed) != known.end()) {
+            return fmt::format("unknown flag '{}': did you mean '{}'?", flag, dashed);
+        }
+        auto close = util::closest_name(flag, known);
+        return fmt::format("unknown flag '{}': {}", flag,
+                           close ? fmt::format("did you mean '{}'?", *close) : "no such flag");
+    }
+    return {};
+}
+
+std::string help_hint(const CLI::App& app, const CLI::App& sub) {
+    if (&sub == &app) {
+        return "see 'diffeval --help'";
+    }
+    std::string path = sub.get_name();
+    for (const CLI::App* p = sub.get_parent(); p != nullptr && p != &app; p = p->get_parent()) {
+        path = p->get_name() + " " + path;
+    }
+    return fmt::format("see 'diffeval {} --help'", path);
+}
+
+} // namespace
 
 int run_main(int argc, char** argv) {
     CLI::App app{"diffeval: differential accuracy evaluation of LLM inference servers"};
     app.set_version_flag("--version", DIFFEVAL_VERSION);
     app.require_subcommand(1);
+    // Every option's --help line shows its default (subcommands inherit this).
+    app.option_defaults()->always_capture_default();
     Dispatch dispatch;
     add_run_command(app, dispatch);
     add_sim_command(app, dispatch);
@@ -23,6 +134,12 @@ int run_main(int argc, char** argv) {
     add_gate_command(app, dispatch);
     add_report_command(app, dispatch);
     add_fingerprint_command(app, dispatch);
+    add_examples(app);
+    app.footer("Run 'diffeval COMMAND --help' for a command's flags, defaults and an example.");
+    if (auto unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+        std::cerr << "diffeval: " << unknown << "\n";
+        return k_exit_usage;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -31,8 +148,15 @@ int run_main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        auto* sub = deepest_parsed(app);
+        auto hint = flag_suggestion(*sub, sub->remaining());
+        std::cerr << fmt::format("diffeval: {}; {}\n", hint.empty() ? e.what() : hint,
+                                 help_hint(app, *sub));
+        return k_exit_usage;
     } catch (const CLI::ParseError& e) {
-        std::cerr << fmt::format("diffeval: {}; see 'diffeval --help'\n", e.what());
+        std::cerr << fmt::format("diffeval: {}; {}\n", e.what(),
+                                 help_hint(app, *deepest_parsed(app)));
         return k_exit_usage;
     }
     for (const auto* sub : app.get_subcommands()) {

@@ -1,0 +1,79 @@
+// The CLI as a person types it: a mistyped command or flag is answered with
+// the closest known name, every --help shows its defaults and an example,
+// and a command that fails on its arguments leaves nothing behind.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Cli, MistypedSubcommandSuggestsTheClosestOne) {
+    auto o = e2e::run({"sumary", "--db", "x.sqlite"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("unknown command 'sumary'"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("did you mean 'summary'?"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+TEST(Cli, UnknownWordIsNamedWithoutAGuess) {
+    auto o = e2e::run({"xyzzy"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("unknown command 'xyzzy'"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("did you mean"), std::string::npos) << o.err;
+}
+
+TEST(Cli, UnderscoreFlagSuggestsTheDashedOne) {
+    auto o = e2e::run({"run", "--max_tokens", "256"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("unknown flag '--max_tokens': did you mean '--max-tokens'?"),
+              std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("see 'diffeval run --help'"), std::string::npos) << o.err;
+}
+
+TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
+    auto o = e2e::run({"report", "--fromat", "md"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("did you mean '--format'?"), std::string::npos) << o.err;
+}
+
+TEST(Cli, HelpShowsDefaultsAndAnExample) {
+    for (const char* cmd : {"run", "summary", "diff", "report", "gate", "demo", "sim"}) {
+        auto o = e2e::run({cmd, "--help"});
+        EXPECT_EQ(o.exit_code, 0) << cmd;
+        EXPECT_NE(o.out.find("Example:\n  diffeval " + std::string(cmd)), std::string::npos)
+            << cmd << ":\n"
+            << o.out;
+    }
+    auto report = e2e::run({"report", "--help"});
+    EXPECT_NE(report.out.find("--db TEXT=diffeval.sqlite"), std::string::npos) << report.out;
+}
+
+TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
+    auto dir = e2e::scratch("cli_report_no_side_effects");
+    auto db = dir / "r.sqlite";
+    {
+        e2e::Sim a({"--profile", "default"});
+        auto o = e2e::run({"run", "--server", "a=" + a.url(), "--dataset", "sample", "--limit", "2",
+                           "--framing", "raw", "--db", db.string(), "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    auto out = dir / "report";
+    auto o = e2e::run({"report", "--db", db.string(), "--baseline", "nope", "--out", out.string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("--baseline 'nope' is not in the database"), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(out));
+    // A directory the user already had is kept, with what it held.
+    fs::create_directories(out);
+    std::ofstream(out / "keep.txt") << "mine";
+    o = e2e::run({"report", "--db", db.string(), "--baseline", "nope", "--out", out.string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(e2e::slurp(out / "keep.txt"), "mine");
+}
+
+} // namespace
