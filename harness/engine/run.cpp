@@ -193,12 +193,11 @@ public:
         }
         auto now = Clock::now();
         auto since = now - m_last;
-        bool due = m_style == ProgressStyle::bar ? since > std::chrono::milliseconds(100)
-                                                 : since > std::chrono::seconds(5);
-        if (!due && !final) {
+        if (!final && !due(since, done)) {
             return;
         }
         m_last = now;
+        m_last_done = done;
         double secs = std::chrono::duration<double>(now - m_start).count();
         double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
         std::string eta = rate > 0 && done < m_total
@@ -221,11 +220,25 @@ public:
     }
 
 private:
+    // A bar redraws 10 times a second. Lines (a pipe, a CI log) come at most
+    // once a second, and then only when another 5% is done or 30 s have
+    // passed: a short run prints a few lines, an hour-long one about 120.
+    bool due(Clock::duration since, int64_t done) const {
+        if (m_style == ProgressStyle::bar) {
+            return since > std::chrono::milliseconds(100);
+        }
+        if (since < std::chrono::seconds(1)) {
+            return false;
+        }
+        return since >= std::chrono::seconds(30) || (done - m_last_done) * 20 >= m_total;
+    }
+
     ProgressStyle m_style;
     std::ostream& m_log;
     int64_t m_total;
     Clock::time_point m_start;
     Clock::time_point m_last;
+    int64_t m_last_done = 0;
 };
 
 } // namespace
