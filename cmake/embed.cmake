@@ -9,6 +9,8 @@ function(de_embed out)
     file(GLOB files RELATIVE ${CMAKE_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${pattern})
     list(SORT files)
     foreach(f ${files})
+      # Editing a data file re-runs CMake, which embeds the new content.
+      set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${f})
       file(READ ${CMAKE_SOURCE_DIR}/${f} content HEX)
       string(LENGTH "${content}" hexlen)
       math(EXPR size "${hexlen} / 2")

@@ -1,6 +1,7 @@
 // Small text helpers shared by the scorers and the simulator.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string_view>
 
@@ -20,6 +21,24 @@ inline size_t utf8_sequence_length(unsigned char b) {
         return 2;
     }
     return 1;
+}
+
+// Characters (code points) in `s`, counting each lead byte once.
+inline size_t utf8_length(std::string_view s) {
+    size_t n = 0;
+    for (size_t i = 0; i < s.size(); i += utf8_sequence_length(static_cast<unsigned char>(s[i]))) {
+        ++n;
+    }
+    return n;
+}
+
+// The first `chars` characters of `s`, never cutting a sequence in two.
+inline std::string_view utf8_prefix(std::string_view s, size_t chars) {
+    size_t i = 0;
+    for (size_t n = 0; n < chars && i < s.size(); ++n) {
+        i += utf8_sequence_length(static_cast<unsigned char>(s[i]));
+    }
+    return s.substr(0, std::min(i, s.size()));
 }
 
 // `s` without leading and trailing spaces, tabs and line ends.

@@ -357,6 +357,11 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     ASSERT_NE(d1, std::string::npos);
     EXPECT_EQ(html.substr(d0, d1 - d0).find("<"), 0u) << "model text closed the data block";
     auto page = html.substr(0, d0) + html.substr(d1);
+    // The SVG namespace the script creates chart elements in is a name, not an address.
+    const std::string svg_ns = "'http://www.w3.org/2000/svg'";
+    for (auto at = page.find(svg_ns); at != std::string::npos; at = page.find(svg_ns)) {
+        page.erase(at, svg_ns.size());
+    }
     EXPECT_EQ(page.find("http://"), std::string::npos);
     EXPECT_EQ(page.find("https://"), std::string::npos);
     EXPECT_NE(page.find("Content-Security-Policy"), std::string::npos);

@@ -1,0 +1,194 @@
+// report.html as a reader sees it, in headless Chromium (Debian's `chromium`;
+// the tests skip when it is missing): on the official demo's report and on a
+// report of 8 servers with long names, no two chart labels overlap and no
+// text is smaller than 11 px; every explorer setting survives a reload from
+// the URL fragment; and screenshots of the main views are saved in the build
+// tree (report-screenshots/) for a person to look at.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool have_chromium() {
+    return fs::exists("/usr/bin/chromium");
+}
+
+// Run headless Chromium on `url` with `args`; returns stdout.
+std::string chromium(const fs::path& dir, const std::string& url, const std::string& args) {
+    static int n = 0;
+    auto profile = dir / fmt::format("chromium-profile-{}", n++);
+    fs::create_directories(profile);
+    auto out = profile.string() + ".out";
+    auto cmd = "timeout 120 /usr/bin/chromium --headless --no-sandbox --disable-gpu --disable-quic "
+               "--no-first-run --disable-background-networking --disable-component-update "
+               "--disable-sync --hide-scrollbars --user-data-dir='" +
+               profile.string() + "' " + args + " '" + url + "' > '" + out + "' 2>/dev/null";
+    (void)std::system(cmd.c_str());
+    return e2e::slurp(out);
+}
+
+// The page's own script has run when it marks <body data-ready="1">; this
+// one runs after it and writes what a reader would stumble on into
+// data-layout: text under 11 px (SVG text scaled by its drawn size) and
+// pairs of chart labels whose boxes overlap.
+const char k_layout_check[] = R"JS(<script>
+(function () {
+  const problems = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const seen = new Set();
+  let n;
+  while ((n = walker.nextNode())) {
+    const e = n.parentElement;
+    if (!n.textContent.trim() || seen.has(e) || e.closest('script, title, select')) continue;
+    seen.add(e);
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    let size = parseFloat(getComputedStyle(e).fontSize);
+    const svg = e.closest('svg');
+    if (svg && svg.viewBox.baseVal && svg.viewBox.baseVal.width) {
+      size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    }
+    if (size < 10.99) problems.push('small ' + size.toFixed(1) + 'px: ' + n.textContent.trim().slice(0, 40));
+  }
+  for (const svg of document.querySelectorAll('svg')) {
+    const boxes = Array.from(svg.querySelectorAll('text'))
+      .map((t) => [t, t.getBoundingClientRect()]).filter(([, r]) => r.width > 0);
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i][1], b = boxes[j][1];
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 0.5 && h > 0.5) {
+          problems.push('overlap: "' + boxes[i][0].textContent.slice(0, 30) + '" / "' +
+                        boxes[j][0].textContent.slice(0, 30) + '"');
+        }
+      }
+    }
+  }
+  document.body.setAttribute('data-texts', String(seen.size));
+  document.body.setAttribute('data-layout', problems.length ? problems.slice(0, 10).join(' ;; ') : 'ok');
+})();
+</script>
+)JS";
+
+// A copy of `report` with the layout check run after the page's script.
+fs::path with_layout_check(const fs::path& report) {
+    auto html = e2e::slurp(report);
+    const auto at = html.rfind("</body>");
+    html.insert(at, k_layout_check);
+    auto out = report.parent_path() / "report-checked.html";
+    std::ofstream(out, std::ios::binary) << html;
+    return out;
+}
+
+std::string attribute(const std::string& dom, const std::string& name) {
+    std::smatch m;
+    const std::regex re("<body[^>]*\\s" + name + "=\"([^\"]*)\"");
+    if (!std::regex_search(dom, m, re)) {
+        return "(missing)";
+    }
+    // The serialised DOM escapes attribute values.
+    std::string v = m[1].str();
+    for (const auto& [from, to] : {std::pair{"&quot;", "\""}, std::pair{"&gt;", ">"},
+                                   std::pair{"&lt;", "<"}, std::pair{"&amp;", "&"}}) {
+        v = std::regex_replace(v, std::regex(from), to);
+    }
+    return v;
+}
+
+fs::path screenshot_dir() {
+    auto dir = fs::current_path() / "report-screenshots";
+    fs::create_directories(dir);
+    return dir;
+}
+
+// Check the layout, round-trip every fragment parameter, save screenshots.
+void check_report(const fs::path& dir, const fs::path& report, const std::string& name,
+                  const std::string& a, const std::string& b, const std::string& group_a,
+                  const std::string& group_b) {
+    auto dom = chromium(dir, "file://" + with_layout_check(report).string(),
+                        "--window-size=1400,1000 --dump-dom");
+    EXPECT_EQ(attribute(dom, "data-ready"), "1");
+    EXPECT_EQ(attribute(dom, "data-layout"), "ok") << name;
+    EXPECT_GT(std::atoi(attribute(dom, "data-texts").c_str()), 50) << name;
+
+    // Every parameter set away from its default comes back from the link.
+    const std::string state = fmt::format("a={}&b={}&f=raw&mt=256&show=flips&sort=lost&ta={}&tb={}"
+                                          "&q=3",
+                                          a, b, group_a, group_b);
+    auto url = "file://" + report.string() + "#" + state;
+    // encodeURIComponent writes '/' as %2F.
+    auto encoded = std::regex_replace(state, std::regex("/"), "%2F");
+    auto linked = chromium(dir, url, "--window-size=1400,1000 --dump-dom");
+    EXPECT_EQ(attribute(linked, "data-state"), encoded) << name;
+    EXPECT_EQ(attribute(linked, "data-open"), "3") << name;
+    EXPECT_EQ(attribute(linked, "data-filter"), "flips") << name;
+    EXPECT_EQ(attribute(linked, "data-servers"), a + "," + b) << name;
+    EXPECT_EQ(attribute(linked, "data-transitions"), group_a + " -> " + group_b) << name;
+
+    const auto shots = screenshot_dir();
+    (void)chromium(dir, "file://" + report.string(),
+                   fmt::format("--window-size=1400,5200 --screenshot={}",
+                               (shots / (name + "-page.png")).string()));
+    (void)chromium(dir, url,
+                   fmt::format("--window-size=1400,1400 --screenshot={}",
+                               (shots / (name + "-explorer.png")).string()));
+    EXPECT_TRUE(fs::exists(shots / (name + "-page.png")));
+}
+
+TEST(ReportBrowser, EightServersWithLongNamesKeepLabelsApartAndReadable) {
+    if (!have_chromium()) {
+        GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
+                        "'scripts/install-deps.sh --browser'";
+    }
+    auto dir = e2e::scratch("report_browser_eight");
+    auto db = dir / "r.sqlite";
+    e2e::Sim plain({"--profile", "default"});
+    e2e::Sim shifted({"--profile", "deepgemm"});
+    std::vector<std::string> args = {"run",       "--framing", "raw,chat", "--max-tokens",
+                                     "128,256",   "--dataset", "sample",   "--limit",
+                                     "12",        "--repeats", "2",        "--db",
+                                     db.string(), "--quiet"};
+    std::vector<std::string> names;
+    for (int i = 0; i < 8; ++i) {
+        names.push_back(fmt::format("h100-fp8-{}-deepgemm-cutlass-tp{}-build", i, i + 1));
+        ASSERT_GE(names.back().size(), 30U);
+        args.push_back("--server");
+        args.push_back(names.back() + "=" + (i % 2 ? shifted.url() : plain.url()));
+    }
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    o = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "html"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    check_report(dir, dir / "out" / "report.html", "eight-long-names", names[0], names[1],
+                 names[0] + "/raw/256", names[3] + "/chat/128");
+}
+
+TEST(ReportBrowser, OfficialDemoReportKeepsLabelsApartAndReadable) {
+    if (!have_chromium()) {
+        GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
+                        "'scripts/install-deps.sh --browser'";
+    }
+    const char* gsm8k = std::getenv("GSM8K_DIR");
+    if (!gsm8k || !*gsm8k) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; the official demo's report needs it";
+    }
+    auto dir = e2e::scratch("report_browser_official");
+    auto o = e2e::run({"demo", "--dataset", std::string(gsm8k) + "/test.jsonl", "--out",
+                       (dir / "demo").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    check_report(dir, dir / "demo" / "report.html", "official-demo", "default", "deepgemm",
+                 "default/raw/256", "deepgemm/raw/256");
+}
+
+} // namespace
