@@ -1,5 +1,6 @@
 // `diffeval summary`, `diffeval diff` and `diffeval rescore`: read the store,
 // classify and score what is missing, and print tables or JSON.
+#include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 
@@ -112,7 +113,7 @@ int diff_command(const AnalyseFlags& f) {
         return k_exit_ok;
     }
     for (const auto& c : *cmp) {
-        std::cout << reports::comparison_text(c, *style, f.flips) << "\n";
+        std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";
     }
     return k_exit_ok;
 }

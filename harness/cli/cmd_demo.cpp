@@ -2,6 +2,7 @@
 // simulated server profiles in-process, runs both framings at 256 and 1,024
 // tokens with 3 repeats, and prints the two harness verdicts, the breakdown
 // that explains them, and where to look next.
+#include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 
@@ -127,7 +128,8 @@ int demo_command(const DemoFlags& f) {
     for (const auto& c : data.comparisons) {
         if (c.scorer == "vllm" && c.a.text() == "default/raw/256" &&
             c.b.text() == "deepgemm/raw/256") {
-            std::cout << reports::comparison_text(c, reports::Style::text, 3) << "\n";
+            std::cout << for_terminal(reports::comparison_text(c, reports::Style::text, 3), stdout)
+                      << "\n";
         }
     }
 

@@ -1,6 +1,7 @@
 // `diffeval gate`: decide pass or fail from the stored responses and say why,
 // in the forms CI systems read: a verdict block on stdout, the exit code,
 // Markdown appended to $GITHUB_STEP_SUMMARY, JUnit XML and JSON files.
+#include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
@@ -201,7 +202,7 @@ int gate_command(const GateFlags& f) {
         return report(verdict.error());
     }
     // Print the verdict, then write the files CI systems pick up.
-    std::cout << verdict_text(*verdict, f.db) << std::flush;
+    std::cout << for_terminal(verdict_text(*verdict, f.db), stdout) << std::flush;
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
         if (auto w =
                 write_file(summary, verdict_markdown(*verdict), std::ios::app, "the step summary");

@@ -77,3 +77,27 @@ TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Cli, PipedVerdictsCarryNoColourCodes) {
+    auto dir = e2e::scratch("cli_no_colour_in_pipes");
+    auto db = dir / "r.sqlite";
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto o =
+        e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--dataset",
+                  "sample", "--limit", "8", "--framing", "raw", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"diff", "--db", db.string(), "a", "b"},
+                                               {"gate", "--db", db.string(), "--baseline", "a",
+                                                "--candidate", "b", "--max-drop", "50"}}) {
+        o = e2e::run(args);
+        EXPECT_FALSE(o.out.empty()) << o.err;
+        EXPECT_EQ(o.out.find('\033'), std::string::npos) << o.out;
+    }
+    EXPECT_NE(o.out.find("PASS"), std::string::npos) << o.out; // the gate's verdict, plain
+}
+
+} // namespace
