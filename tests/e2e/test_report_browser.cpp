@@ -139,8 +139,11 @@ void check_report(const fs::path& dir, const fs::path& report, const std::string
     (void)chromium(dir, "file://" + report.string(),
                    fmt::format("--window-size=1400,5200 --screenshot={}",
                                (shots / (name + "-page.png")).string()));
+    // Headless Chromium draws nothing once a page scrolls, so the linked view
+    // (which scrolls to the open question) is taken in a window taller than
+    // the page.
     (void)chromium(dir, url,
-                   fmt::format("--window-size=1400,1400 --screenshot={}",
+                   fmt::format("--window-size=1400,12000 --screenshot={}",
                                (shots / (name + "-explorer.png")).string()));
     EXPECT_TRUE(fs::exists(shots / (name + "-page.png")));
 }
