@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -36,6 +37,11 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                                                  "endpoint",
                                                  "kind",
                                                  "fewshot",
+                                                 "fewshot_sampler",
+                                                 "fewshot_seed",
+                                                 "fewshot_as",
+                                                 "gen_prefix",
+                                                 "optional",
                                                  "example_template",
                                                  "question_template",
                                                  "user_template",
@@ -63,6 +69,30 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
     }
     f.kind = kind == "chat" ? Kind::chat : Kind::completion;
     f.fewshot = static_cast<int>(tbl["fewshot"].value_or(int64_t{5}));
+    auto sampler = tbl["fewshot_sampler"].value_or(std::string{"first_n"});
+    if (sampler != "first_n" && sampler != "python-random") {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: fewshot_sampler must be \"first_n\" or "
+                                      "\"python-random\", not \"{}\"",
+                                      origin, sampler));
+    }
+    f.sampler =
+        sampler == "python-random" ? FewshotSampler::python_random : FewshotSampler::first_n;
+    f.fewshot_seed = tbl["fewshot_seed"].value_or(int64_t{1234});
+    auto layout = tbl["fewshot_as"].value_or(std::string{"turns"});
+    if (layout != "turns" && layout != "one-message") {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("{}: fewshot_as must be \"turns\" or \"one-message\", not \"{}\"", origin,
+                        layout));
+    }
+    f.layout = layout == "one-message" ? FewshotLayout::one_message : FewshotLayout::turns;
+    f.gen_prefix = tbl["gen_prefix"].value_or(std::string{});
+    if (auto* optional = tbl["optional"].as_array()) {
+        for (const auto& v : *optional) {
+            f.optional.push_back(v.value_or(std::string{}));
+        }
+    }
     f.example_template = tbl["example_template"].value_or(std::string{});
     f.question_template = tbl["question_template"].value_or(std::string{});
     f.user_template = tbl["user_template"].value_or(std::string{});
@@ -89,10 +119,12 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
             fmt::format("{}: endpoint must be a path such as \"/v1/completions\"", origin));
     }
     const bool chat = f.kind == Kind::chat;
-    if ((chat && f.user_template.empty()) || (!chat && f.question_template.empty())) {
+    const bool turns = chat && f.layout == FewshotLayout::turns;
+    if ((turns && f.user_template.empty()) || (!turns && f.question_template.empty())) {
         return make_error(ErrorKind::usage,
-                          fmt::format("{}: a {} framing needs {}", origin, kind,
-                                      chat ? "user_template" : "question_template"));
+                          fmt::format("{}: a {} framing{} needs {}", origin, kind,
+                                      chat ? fmt::format(" with fewshot_as = \"{}\"", layout) : "",
+                                      turns ? "user_template" : "question_template"));
     }
     const std::string content_key = chat ? "messages" : "prompt";
     if (std::find(f.body_order.begin(), f.body_order.end(), content_key) == f.body_order.end()) {
@@ -100,11 +132,14 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                           fmt::format("{}: body must list \"{}\"", origin, content_key));
     }
     for (const auto& key : f.body_order) {
-        if (key != content_key && key != "max_tokens" && key != "model" &&
+        const bool optional =
+            std::find(f.optional.begin(), f.optional.end(), key) != f.optional.end();
+        if (key != content_key && key != "max_tokens" && key != "model" && !optional &&
             !f.fields.contains(key)) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("{}: body lists \"{}\" but [fields] has no value for it", origin, key));
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: body lists \"{}\" but [fields] has no value for it "
+                                          "(list it in optional = [...] to send it only when set)",
+                                          origin, key));
         }
     }
     return f;
@@ -141,11 +176,15 @@ util::Result<Framing> load_framing(const std::string& name_or_path) {
                     fmt::join(known, ", ")));
 }
 
-std::string render_template(const std::string& text, const datasets::Sample& sample) {
+std::string render_template(const std::string& text, const datasets::Sample& sample,
+                            const std::string& gen_prefix) {
     std::string out;
     out.reserve(text.size() + sample.question.size() + sample.answer.size());
     for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, 10, "{question}") == 0) {
+        if (text.compare(i, 12, "{gen_prefix}") == 0) {
+            out += gen_prefix;
+            i += 12;
+        } else if (text.compare(i, 10, "{question}") == 0) {
             out += sample.question;
             i += 10;
         } else if (text.compare(i, 8, "{answer}") == 0) {
@@ -158,35 +197,92 @@ std::string render_template(const std::string& text, const datasets::Sample& sam
     return out;
 }
 
+Framing apply_overrides(Framing framing, const Overrides& overrides) {
+    if (overrides.fewshot) {
+        framing.fewshot = *overrides.fewshot;
+    }
+    if (overrides.gen_prefix) {
+        framing.gen_prefix = *overrides.gen_prefix;
+    }
+    for (const auto& [k, v] : overrides.fields.items()) {
+        framing.fields[k] = v;
+    }
+    return framing;
+}
+
 Renderer::Renderer(Framing framing, const datasets::Dataset& dataset)
-    : m_framing(std::move(framing)), m_history(nlohmann::ordered_json::array()) {
-    const auto n = std::min<size_t>(static_cast<size_t>(std::max(m_framing.fewshot, 0)),
-                                    dataset.fewshot.size());
-    for (size_t i = 0; i < n; ++i) {
-        const auto& ex = dataset.fewshot[i];
-        if (m_framing.kind == Kind::completion) {
-            m_prefix += render_template(m_framing.example_template, ex);
+    : m_framing(std::move(framing)), m_pool(&dataset.fewshot) {
+    m_count = static_cast<uint32_t>(
+        std::min<size_t>(static_cast<size_t>(std::max(m_framing.fewshot, 0)), m_pool->size()));
+    if (m_framing.sampler == FewshotSampler::python_random) {
+        m_rng = std::make_unique<util::PyRandom>(m_framing.fewshot_seed);
+    } else {
+        m_first_n = render_shots(shots(0));
+    }
+}
+
+std::vector<uint32_t> Renderer::shots(int question_idx) const {
+    if (m_framing.sampler == FewshotSampler::first_n) {
+        std::vector<uint32_t> out(m_count);
+        for (uint32_t i = 0; i < m_count; ++i) {
+            out[i] = i;
+        }
+        return out;
+    }
+    // One generator for the whole dataset, drawn in question order, as
+    // lm-eval draws for each document in turn.
+    const auto q = static_cast<size_t>(std::max(question_idx, 0));
+    while (m_draws.size() <= q) {
+        m_draws.push_back(m_rng->sample(static_cast<uint32_t>(m_pool->size()), m_count));
+    }
+    return m_draws[q];
+}
+
+Renderer::Shots Renderer::render_shots(const std::vector<uint32_t>& indices) const {
+    Shots out;
+    const bool turns = m_framing.kind == Kind::chat && m_framing.layout == FewshotLayout::turns;
+    for (uint32_t i : indices) {
+        const auto& ex = (*m_pool)[i];
+        if (!turns) {
+            out.prefix += render_template(m_framing.example_template, ex, m_framing.gen_prefix);
         } else {
-            m_history.push_back(
-                {{"role", "user"}, {"content", render_template(m_framing.user_template, ex)}});
-            m_history.push_back({{"role", "assistant"},
-                                 {"content", render_template(m_framing.assistant_template, ex)}});
+            out.history.push_back(
+                {{"role", "user"},
+                 {"content", render_template(m_framing.user_template, ex, m_framing.gen_prefix)}});
+            out.history.push_back({{"role", "assistant"},
+                                   {"content", render_template(m_framing.assistant_template, ex,
+                                                               m_framing.gen_prefix)}});
         }
     }
+    return out;
 }
 
 nlohmann::ordered_json Renderer::body(const datasets::Sample& sample, int max_tokens,
                                       const std::optional<std::string>& model,
                                       const nlohmann::ordered_json& extra) const {
+    Shots drawn;
+    if (m_framing.sampler == FewshotSampler::python_random) {
+        drawn = render_shots(shots(sample.index));
+    }
+    const Shots& use = m_framing.sampler == FewshotSampler::python_random ? drawn : m_first_n;
+    const auto& gp = m_framing.gen_prefix;
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     for (const auto& key : m_framing.body_order) {
         if (key == "prompt" && m_framing.kind == Kind::completion) {
-            out["prompt"] = m_prefix + render_template(m_framing.question_template, sample);
+            out["prompt"] = use.prefix + render_template(m_framing.question_template, sample, gp);
         } else if (key == "messages" && m_framing.kind == Kind::chat) {
-            auto messages = m_history;
-            messages.push_back(
-                {{"role", "user"}, {"content", render_template(m_framing.user_template, sample)}});
-            out["messages"] = std::move(messages);
+            if (m_framing.layout == FewshotLayout::one_message) {
+                out["messages"] = nlohmann::ordered_json::array(
+                    {{{"role", "user"},
+                      {"content",
+                       use.prefix + render_template(m_framing.question_template, sample, gp)}}});
+            } else {
+                auto messages = use.history;
+                messages.push_back(
+                    {{"role", "user"},
+                     {"content", render_template(m_framing.user_template, sample, gp)}});
+                out["messages"] = std::move(messages);
+            }
         } else if (key == "max_tokens") {
             out["max_tokens"] = max_tokens;
         } else if (key == "model") {
@@ -195,9 +291,11 @@ nlohmann::ordered_json Renderer::body(const datasets::Sample& sample, int max_to
             } else if (m_framing.model == ModelField::always) {
                 out["model"] = nullptr;
             }
-        } else {
+        } else if (m_framing.fields.contains(key)) {
             out[key] = m_framing.fields[key];
         }
+        // An optional key with no value is left out, as vLLM's script leaves
+        // out what is None.
     }
     // Fixed fields the body order does not list still go out, after it.
     for (const auto& [k, v] : m_framing.fields.items()) {
