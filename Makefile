@@ -25,6 +25,7 @@ test: build
 bench: build
 	$(BUILD_DIR)/bench_run_engine
 	$(BUILD_DIR)/bench_report
+	$(BUILD_DIR)/bench_calibration
 
 clean:
 	rm -rf $(BUILD_DIR)

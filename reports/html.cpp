@@ -103,14 +103,104 @@ std::string what_ran(const ReportData& data) {
     return out;
 }
 
+// The forest plot: one row per comparison, its difference as a dot and its
+// interval as a bar, on a shared points axis with a line at 0 (and at +-m when
+// a margin was asked for), coloured by verdict. Self-contained (inline SVG,
+// its own colours) so the chart can be restyled in one place.
+std::string forest_plot(const ReportData& data) {
+    if (data.comparisons.empty()) {
+        return "";
+    }
+    double lo = 0, hi = 0;
+    std::optional<double> margin;
+    for (const auto& c : data.comparisons) {
+        lo = std::min(lo, 100.0 * c.stats.interval.lo);
+        hi = std::max(hi, 100.0 * c.stats.interval.hi);
+        if (c.verdict.margin) {
+            margin = 100.0 * *c.verdict.margin;
+        }
+    }
+    if (margin) {
+        lo = std::min(lo, -*margin);
+        hi = std::max(hi, *margin);
+    }
+    const double pad = std::max(1.0, 0.1 * (hi - lo));
+    lo -= pad;
+    hi += pad;
+    const int label_w = 330, plot_w = 420, row_h = 22, top = 26;
+    const int height = top + row_h * static_cast<int>(data.comparisons.size()) + 30;
+    auto x = [&](double points) { return label_w + (points - lo) / (hi - lo) * plot_w; };
+    auto colour = [](analysis::VerdictKind k) {
+        switch (k) {
+        case analysis::VerdictKind::worse:
+            return "#c0392b";
+        case analysis::VerdictKind::better:
+            return "#1e8449";
+        case analysis::VerdictKind::equivalent:
+            return "#2874a6";
+        case analysis::VerdictKind::no_detectable_difference:
+            break;
+        }
+        return "#7f8c8d";
+    };
+    std::string out =
+        fmt::format(R"(<figure class="forest"><svg width="{}" height="{}" )"
+                    R"(role="img" aria-label="difference and interval of every comparison" )"
+                    R"(font-family="sans-serif" font-size="12">)",
+                    label_w + plot_w + 140, height);
+    auto vline = [&](double points, const char* dash) {
+        out += fmt::format(R"(<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#555" )"
+                           R"(stroke-dasharray="{3}"/>)",
+                           x(points), top - 8, height - 24, dash);
+    };
+    vline(0, "none");
+    if (margin) {
+        vline(-*margin, "4 3");
+        vline(*margin, "4 3");
+    }
+    for (int tick = static_cast<int>(std::ceil(lo)); tick <= static_cast<int>(std::floor(hi));
+         tick += std::max(1, static_cast<int>((hi - lo) / 8))) {
+        out += fmt::format(R"(<text x="{:.1f}" y="{}" text-anchor="middle" fill="#555">{}</text>)",
+                           x(tick), height - 8, tick);
+    }
+    out += fmt::format(R"(<text x="{}" y="14" fill="#555">points, candidate minus baseline)"
+                       R"( ({:g}% interval){}</text>)",
+                       label_w, 100 * (1 - data.comparisons.front().stats.alpha),
+                       margin ? fmt::format("; dashed: ±{:.1f} margin", *margin) : "");
+    int y = top;
+    for (const auto& c : data.comparisons) {
+        const auto* col = colour(c.verdict.kind);
+        const double cy = y + row_h / 2.0;
+        out += fmt::format(
+            R"(<text x="{}" y="{:.1f}" text-anchor="end">{}</text>)", label_w - 8, cy + 4,
+            util::xml_escape(fmt::format("{} vs {} ({})", c.b.text(), c.a.text(), c.scorer)));
+        out += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="{}" )"
+                           R"(stroke-width="3"/>)",
+                           x(100.0 * c.stats.interval.lo), x(100.0 * c.stats.interval.hi), cy, cy,
+                           col);
+        out += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="4.5" fill="{}"><title>{}</title>)"
+                           R"(</circle>)",
+                           x(100.0 * c.stats.diff), cy, col, util::xml_escape(c.verdict.sentence));
+        out += fmt::format(R"(<text x="{}" y="{:.1f}" fill="{}">{}</text>)", label_w + plot_w + 8,
+                           cy + 4, col, util::xml_escape(c.verdict.words));
+        y += row_h;
+    }
+    return out + "</svg><figcaption class=\"note\">Each comparison's difference (dot) and "
+                 "interval (bar), coloured by verdict: red worse, green better, grey no "
+                 "detectable difference, blue equivalent within the margin.</figcaption>"
+                 "</figure>\n";
+}
+
 std::string tables(const ReportData& data) {
     std::string out = "<h2 id=\"verdicts\">Harness verdicts</h2>\n<p class=\"note\">Accuracy "
                       "%, mean (min-max) over repeats.</p>\n" +
                       verdict_table(data.summary, Style::html);
     if (auto cmp = comparison_table(data, Style::html); !cmp.empty()) {
-        out += "<h2 id=\"compare\">Against the baseline</h2>\n<p class=\"note\">Points, "
-               "candidate minus baseline; paired bootstrap 95% interval; McNemar mid-p; noise "
-               "floor = the baseline's largest difference between its own repeats.</p>\n" +
+        out += "<h2 id=\"compare\">Against the baseline</h2>\n" + forest_plot(data) +
+               "<p class=\"note\">Points, candidate minus baseline, the question as the unit; "
+               "paired bootstrap interval over questions; sign-flip mid-p over questions, raw "
+               "and Holm-adjusted; noise SD = a side's accuracy spread on a re-run; MDD = the "
+               "smallest difference detected at 80% power (docs/statistics.md).</p>\n" +
                cmp;
     }
     out += latency_tables(data);
@@ -394,9 +484,17 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
     std::string before = k_head;
     before += asset("reports/assets/report.css");
     before += "</style>\n</head>\n";
-    before += "<body>\n<h1>diffeval report</h1>\n<p class=\"headline\">" +
-              util::xml_escape(headline(data)) +
-              "</p>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
+    const auto sentences = headline_sentences(data);
+    before += "<body>\n<h1>diffeval report</h1>\n<div class=\"headline\"><p>" +
+              util::xml_escape(sentences.front()) + "</p>";
+    if (sentences.size() > 1) {
+        before += "<ul>";
+        for (size_t i = 1; i < sentences.size(); ++i) {
+            before += "<li>" + util::xml_escape(sentences[i]) + "</li>";
+        }
+        before += "</ul>";
+    }
+    before += "</div>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
               ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
               "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
               "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "

@@ -13,23 +13,43 @@ namespace diffeval::reports {
 
 namespace {
 
+// The largest flips of `c` (by how much the two sides' mean correctness
+// differs), both directions together, with what each side answered.
 std::string flips_section(const analysis::Comparison& c) {
-    std::vector<std::vector<std::string>> rows = {{"q", "right more often in", c.a.text() + " %",
-                                                   c.b.text() + " %", "baseline says",
-                                                   "candidate says"}};
-    auto add = [&](const std::vector<analysis::Flip>& flips, const std::string& side) {
-        for (const auto& f : flips) {
-            rows.push_back({std::to_string(f.question_idx), side,
-                            fmt::format("{:.0f}", 100.0 * f.a), fmt::format("{:.0f}", 100.0 * f.b),
-                            markdown_cell(f.a_excerpt), markdown_cell(f.b_excerpt)});
+    std::vector<const analysis::Flip*> all;
+    for (const auto* list : {&c.a_better, &c.b_better}) {
+        for (const auto& f : *list) {
+            all.push_back(&f);
         }
-    };
-    add(c.a_better, c.a.text());
-    add(c.b_better, c.b.text());
-    if (rows.size() == 1) {
+    }
+    if (all.empty()) {
         return "No question flipped.\n";
     }
-    return render_table(rows, Style::markdown);
+    std::stable_sort(all.begin(), all.end(), [](const auto* x, const auto* y) {
+        const double gx = std::abs(x->a - x->b), gy = std::abs(y->a - y->b);
+        return gx != gy ? gx > gy : x->question_idx < y->question_idx;
+    });
+    std::vector<std::vector<std::string>> rows = {{"q", "right more often in", c.a.text() + " %",
+                                                   c.b.text() + " %", "baseline answered",
+                                                   "candidate answered"}};
+    size_t shown = 0;
+    for (const auto* f : all) {
+        if (shown == k_flips_shown) {
+            break;
+        }
+        rows.push_back({std::to_string(f->question_idx), f->a > f->b ? c.a.text() : c.b.text(),
+                        fmt::format("{:.0f}", 100.0 * f->a), fmt::format("{:.0f}", 100.0 * f->b),
+                        markdown_cell(f->a_excerpt), markdown_cell(f->b_excerpt)});
+        ++shown;
+    }
+    std::string out = render_table(rows, Style::markdown);
+    if (all.size() > shown) {
+        out += fmt::format("\n{} more flipped questions: every one, with both sides' full "
+                           "responses, is in `report.html` (question explorer, \"flips between A "
+                           "and B\").\n",
+                           all.size() - shown);
+    }
+    return out;
 }
 
 // `text` for running prose or a heading: markup characters backslash-escaped.
@@ -90,8 +110,14 @@ std::string markdown_cell(const std::string& text) {
 
 std::string render_markdown(const ReportData& data) {
     std::string out = "# diffeval report\n\n";
-    // 1. The headline a reviewer reads first.
-    out += md_text(headline(data)) + "\n\n";
+    // 1. The headline a reviewer reads first: the verdicts counted, then one
+    // sentence per comparison.
+    const auto sentences = headline_sentences(data);
+    out += md_text(sentences.front()) + "\n\n";
+    for (size_t i = 1; i < sentences.size(); ++i) {
+        out += "- " + md_text(sentences[i]) + "\n";
+    }
+    out += sentences.size() > 1 ? "\n" : "";
     out += fmt::format("Baseline: `{}`. Charts, every question and every response side by side: "
                        "`report.html` next to this file.\n\n",
                        markdown_cell(data.baseline));
@@ -104,16 +130,26 @@ std::string render_markdown(const ReportData& data) {
 
     // 3. Every server against the baseline.
     if (!data.comparisons.empty()) {
+        const auto& first = data.comparisons.front().stats;
         out += fmt::format(
-            "## Against the baseline\n\nDifferences in points (candidate minus baseline), paired "
-            "bootstrap interval ({} resamples), McNemar mid-p over paired responses, noise "
-            "floor = the baseline's largest difference between its own repeats. Beyond noise = "
-            "the interval excludes 0 and the difference exceeds the noise floor.\n\n",
-            data.comparisons.front().interval.resamples);
+            "## Against the baseline\n\nDifferences in points (candidate minus baseline) with "
+            "the question as the unit: each side's repeats of a question are averaged. {:g}% "
+            "paired bootstrap interval over questions ({} resamples); mid-p of the sign-flip "
+            "permutation test over questions, and Holm-adjusted over the {} comparisons; A/B "
+            "better = questions right more often on that side; noise SD = the standard deviation "
+            "of a side's accuracy on a re-run, from the spread between its repeats; MDD = the "
+            "smallest difference the run detects at {:g}% power. The verdict is worse or better "
+            "when the adjusted mid-p is below {:g} and the interval excludes 0 "
+            "(docs/statistics.md).\n\n",
+            100 * (1 - first.alpha), first.interval.resamples, data.comparisons.size(),
+            100 * first.power, first.alpha);
         out += comparison_table(data, Style::markdown) + "\n";
         const auto* lead = lead_comparison(data);
         out += fmt::format("## Top flipped questions: {} vs {} ({})\n\n", md_text(lead->b.text()),
                            md_text(lead->a.text()), lead->scorer);
+        out += md_text(lead->verdict.sentence) + "\n\n" +
+               md_text(analysis::noise_sentence(lead->stats, lead->a.text(), lead->b.text())) +
+               "\n\n";
         out += flips_section(*lead) + "\n";
     }
 

@@ -39,12 +39,9 @@ util::Result<void> make_directory(const fs::path& dir) {
     return {};
 }
 
-std::string pts(double p) {
-    return fmt::format("{:+.1f}", 100.0 * p);
-}
-
 std::string ms_diff(double v) {
-    return fmt::format("{:+.0f}", v);
+    auto s = fmt::format("{:+.0f}", v);
+    return s == "-0" || s == "+0" ? std::string("0") : s;
 }
 
 // The transitions that carry a comparison's difference, largest first, as
@@ -71,18 +68,35 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
 
 } // namespace
 
+namespace {
+
+std::string noise_cell(const analysis::SideNoise& n) {
+    if (!n.measured) {
+        return "n/a (1 repeat)";
+    }
+    if (n.deterministic) {
+        return "0 (deterministic)";
+    }
+    return fmt::format("{:.1f}", 100.0 * n.rerun_sd);
+}
+
+} // namespace
+
 std::string comparison_table(const ReportData& data, Style style) {
-    std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "scorer", "diff",
-                                                   "95% CI", "McNemar p", "lost", "gained",
-                                                   "noise floor", "verdict", "carried by"}};
+    std::vector<std::vector<std::string>> rows = {
+        {"candidate vs baseline", "scorer", "diff", "95% CI", "mid-p", "Holm p", "A better",
+         "B better", "noise SD A", "noise SD B", "MDD", "verdict", "carried by"}};
     for (const auto& c : data.comparisons) {
-        rows.push_back(
-            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer, pts(c.interval.diff),
-             fmt::format("[{}, {}]", pts(c.interval.lo), pts(c.interval.hi)),
-             fmt::format("{:.3g}", c.mcnemar.p_mid), std::to_string(c.mcnemar.b),
-             std::to_string(c.mcnemar.c),
-             c.noise_floor ? fmt::format("{:.1f}", 100.0 * c.noise_floor->max_abs_diff) : "n/a",
-             beyond_noise(c) ? "beyond noise" : "within noise", carrying_transitions(c, 2)});
+        const auto& s = c.stats;
+        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
+                        analysis::signed_points(s.diff),
+                        fmt::format("[{}, {}]", analysis::signed_points(s.interval.lo),
+                                    analysis::signed_points(s.interval.hi)),
+                        fmt::format("{:.3g}", s.test.p_mid),
+                        fmt::format("{:.3g}", c.verdict.p_adjusted), std::to_string(s.a_better),
+                        std::to_string(s.b_better), noise_cell(s.noise_a), noise_cell(s.noise_b),
+                        s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a", c.verdict.words,
+                        carrying_transitions(c, 2)});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }
@@ -105,12 +119,6 @@ std::string tail_table(const ReportData& data, Style style) {
                         fit ? ms_diff(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
-}
-
-bool beyond_noise(const analysis::Comparison& c) {
-    const bool excludes_zero = c.interval.lo > 0 || c.interval.hi < 0;
-    const double floor = c.noise_floor ? c.noise_floor->max_abs_diff : 0.0;
-    return excludes_zero && std::abs(c.interval.diff) > floor;
 }
 
 util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
@@ -165,13 +173,9 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     analysis::CompareOptions options;
     std::atomic<size_t> next{0};
     auto work = [&] {
-        // Each worker keeps its own noise-floor cache (same floors either way).
-        analysis::NoiseFloorCache cache;
-        auto mine = options;
-        mine.noise_cache = &cache;
         for (size_t i = next++; i < jobs.size(); i = next++) {
             jobs[i].out =
-                analysis::compare(data.results, jobs[i].a, jobs[i].b, jobs[i].scorer, mine);
+                analysis::compare(data.results, jobs[i].a, jobs[i].b, jobs[i].scorer, options);
         }
     };
     auto other = std::async(std::launch::async, work);
@@ -185,9 +189,11 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
             }
             continue;
         }
-        analysis::fill_excerpts(*job.out, st, 5);
+        analysis::fill_excerpts(*job.out, st, k_flips_shown);
         data.comparisons.insert(data.comparisons.end(), job.out->begin(), job.out->end());
     }
+    // One family: every comparison of the report is Holm-adjusted together.
+    analysis::assign_verdicts(data.comparisons);
 
     // 4. What the servers said about themselves.
     auto facts = analysis::load_server_facts(st, servers);
@@ -224,65 +230,97 @@ nlohmann::json report_json(const ReportData& data) {
     return {{"schema", "diffeval.report/1"},
             {"baseline", data.baseline},
             {"headline", headline(data)},
+            {"headline_sentences", headline_sentences(data)},
             {"servers", servers},
             {"summary", analysis::to_json(data.summary)},
             {"diff", analysis::to_json(data.comparisons)}};
 }
 
 const analysis::Comparison* lead_comparison(const ReportData& data) {
+    auto rank = [](const analysis::Comparison& c) {
+        return c.verdict.kind == analysis::VerdictKind::worse    ? 0
+               : c.verdict.kind == analysis::VerdictKind::better ? 1
+                                                                 : 2;
+    };
     const analysis::Comparison* top = nullptr;
     for (const auto& c : data.comparisons) {
-        if (!top) {
-            top = &c;
-            continue;
-        }
-        const bool cb = beyond_noise(c), tb = beyond_noise(*top);
-        if (cb != tb ? cb : std::abs(c.interval.diff) > std::abs(top->interval.diff)) {
+        if (!top || rank(c) < rank(*top) ||
+            (rank(c) == rank(*top) && std::abs(c.stats.diff) > std::abs(top->stats.diff))) {
             top = &c;
         }
     }
     return top;
 }
 
-std::string headline(const ReportData& data) {
+std::vector<std::string> headline_sentences(const ReportData& data) {
     if (data.comparisons.empty()) {
-        return fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
-                           data.baseline);
+        return {fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
+                            data.baseline)};
     }
-    const auto& c = *lead_comparison(data);
-    int bi = 0, bj = 0;
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
-            if (c.lost[i][j] > c.lost[bi][bj]) {
-                bi = i;
-                bj = j;
-            }
+    size_t worse = 0, better = 0, equivalent = 0, none = 0;
+    for (const auto& c : data.comparisons) {
+        switch (c.verdict.kind) {
+        case analysis::VerdictKind::worse:
+            ++worse;
+            break;
+        case analysis::VerdictKind::better:
+            ++better;
+            break;
+        case analysis::VerdictKind::equivalent:
+            ++equivalent;
+            break;
+        case analysis::VerdictKind::no_detectable_difference:
+            ++none;
+            break;
         }
     }
-    const double floor = c.noise_floor ? 100.0 * c.noise_floor->max_abs_diff : 0.0;
-    std::string out;
-    if (beyond_noise(c)) {
-        out = fmt::format(
-            "{} differs from {} by {:+.1f} points ({} scorer, 95% CI [{:+.1f}, {:+.1f}]), beyond "
-            "run-to-run noise ({}).",
-            c.b.text(), c.a.text(), 100.0 * c.interval.diff, c.scorer, 100.0 * c.interval.lo,
-            100.0 * c.interval.hi,
-            c.noise_floor ? fmt::format("noise floor {:.1f} points", floor)
-                          : std::string("one repeat, so no noise floor measured"));
-    } else {
-        out = fmt::format(
-            "No configuration differs from {} beyond noise; the largest difference is {} at "
-            "{:+.1f} points ({} scorer, 95% CI [{:+.1f}, {:+.1f}]{}).",
-            data.baseline, c.b.text(), 100.0 * c.interval.diff, c.scorer, 100.0 * c.interval.lo,
-            100.0 * c.interval.hi,
-            c.noise_floor ? fmt::format(", noise floor {:.1f}", floor) : std::string());
+    std::vector<std::string> out;
+    std::string overview = fmt::format(
+        "Of {} comparisons against {}: {} worse, {} better, {} with no detectable difference",
+        data.comparisons.size(), data.baseline, worse, better, none);
+    if (equivalent > 0) {
+        overview += fmt::format(", {} equivalent within the margin", equivalent);
     }
-    if (c.lost[bi][bj] > 0) {
-        out += fmt::format(" The dominant shift is {} -> {} ({} answers lost, {} gained).",
-                           scorers::outcome_name(bi), scorers::outcome_name(bj), c.lost[bi][bj],
-                           c.gained[bi][bj]);
+    out.push_back(overview + ".");
+    for (const auto& c : data.comparisons) {
+        const auto& s = c.stats;
+        const auto ci = fmt::format("{} points, {:g}% CI [{}, {}]", analysis::signed_points(s.diff),
+                                    100 * (1 - s.alpha), analysis::signed_points(s.interval.lo),
+                                    analysis::signed_points(s.interval.hi));
+        std::string line;
+        switch (c.verdict.kind) {
+        case analysis::VerdictKind::worse:
+            line = fmt::format("{} regressed against {} ({} scorer): {}", c.b.text(), c.a.text(),
+                               c.scorer, ci);
+            if (auto t = carrying_transitions(c, 1); t != "none") {
+                line += fmt::format(", mostly {}", t);
+            }
+            break;
+        case analysis::VerdictKind::better:
+            line = fmt::format("{} improved on {} ({} scorer): {}", c.b.text(), c.a.text(),
+                               c.scorer, ci);
+            break;
+        case analysis::VerdictKind::equivalent:
+            line = fmt::format("{} is unaffected: {} within ±{:.1f} points of {} ({} scorer): {}",
+                               c.b.text(), c.verdict.words, 100.0 * c.verdict.margin.value_or(0),
+                               c.a.text(), c.scorer, ci);
+            break;
+        case analysis::VerdictKind::no_detectable_difference:
+            line = fmt::format(
+                "{} shows no detectable difference from {} ({} scorer): {}{}", c.b.text(),
+                c.a.text(), c.scorer, ci,
+                s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
+                      : std::string("; the sides agree on every question"));
+            break;
+        }
+        out.push_back(line + ".");
     }
     return out;
+}
+
+std::string headline(const ReportData& data) {
+    const auto sentences = headline_sentences(data);
+    return fmt::format("{}", fmt::join(sentences, " "));
 }
 
 util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& out_dir,

@@ -52,16 +52,25 @@ analyse_for_report(store::Store& store, const std::string& baseline,
 // The "diffeval.report/1" JSON document: the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
 
-// The headline: which configuration differs from the baseline, by how much,
-// whether beyond noise, and the transition that lost the most answers.
+// Flipped questions shown per direction of a comparison (report.md lists the
+// top ones; report.html has them all).
+inline constexpr size_t k_flips_shown = 10;
+
+// The headline: an overview sentence counting the verdicts, then one
+// sentence per comparison in the verdict's words (what regressed, what shows
+// no detectable difference).
+std::vector<std::string> headline_sentences(const ReportData& data);
+
+// The headline sentences joined into one paragraph.
 std::string headline(const ReportData& data);
 
-// The comparison a reader should look at first: beyond noise before within,
-// then the largest difference; null when nothing was compared.
+// The comparison a reader should look at first: worse, then better, then the
+// rest, and within each the largest difference; null when nothing was compared.
 const analysis::Comparison* lead_comparison(const ReportData& data);
 
-// Every comparison against the baseline: difference, interval, McNemar,
-// flips each way, noise floor, verdict and the transitions that carry it;
+// Every comparison against the baseline: difference, interval, sign-flip
+// mid-p raw and Holm-adjusted, questions better each way, run-to-run noise,
+// minimum detectable difference, verdict and the transitions that carry it;
 // "" when nothing was compared. Shared by report.md and report.html.
 std::string comparison_table(const ReportData& data, Style style);
 
@@ -69,10 +78,6 @@ std::string comparison_table(const ReportData& data, Style style);
 // both sides and how much of the p99 difference longer outputs explain; ""
 // when no comparison has latencies.
 std::string tail_table(const ReportData& data, Style style);
-
-// True when `c`'s interval excludes zero and its difference exceeds the noise
-// floor (a missing floor counts as zero).
-bool beyond_noise(const analysis::Comparison& c);
 
 class ExplorerRows;
 

@@ -29,6 +29,56 @@ std::string optional_cell(const std::optional<double>& v, const char* spec) {
     return v ? fmt::format(fmt::runtime(spec), *v) : "-";
 }
 
+// A cell that reads as a number ("12", "-3.4", "+1.0", "[-1.0, 2.0]", "4.7e-07",
+// "-", "n/a"): such columns are right-aligned, all others left-aligned.
+bool numeric_cell(const std::string& s) {
+    if (s.empty() || s == "-" || s == "n/a") {
+        return true;
+    }
+    const char c = s[0];
+    return (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.' || c == '[' || c == '<';
+}
+
+// `text` broken at spaces into lines of at most `columns` (a longer word
+// stays whole).
+std::string wrap(const std::string& text, size_t columns) {
+    std::string out, line;
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find(' ', start);
+        if (end == std::string::npos) {
+            end = text.size();
+        }
+        const std::string word = text.substr(start, end - start);
+        if (!line.empty() && width(line) + 1 + width(word) > columns) {
+            out += line + "\n";
+            line.clear();
+        }
+        line += line.empty() ? word : " " + word;
+        start = end + 1;
+    }
+    return out + line;
+}
+
+// "+12" or "-3" milliseconds, never "-0".
+std::string signed_ms(double v) {
+    auto s = fmt::format("{:+.0f}", v);
+    return s == "-0" || s == "+0" ? std::string("0") : s;
+}
+
+std::vector<bool> numeric_columns(const std::vector<std::vector<std::string>>& rows) {
+    std::vector<bool> numeric(rows[0].size(), true);
+    for (size_t r = 1; r < rows.size(); ++r) {
+        for (size_t c = 0; c < rows[r].size() && c < numeric.size(); ++c) {
+            numeric[c] = numeric[c] && numeric_cell(rows[r][c]);
+        }
+    }
+    if (!numeric.empty()) {
+        numeric[0] = false;
+    }
+    return numeric;
+}
+
 } // namespace
 
 std::string markdown_escape(const std::string& text) {
@@ -60,6 +110,7 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
         }
         return out + "</table>\n";
     }
+    const auto numeric = numeric_columns(rows);
     if (style == Style::markdown) {
         for (size_t r = 0; r < rows.size(); ++r) {
             out += "|";
@@ -70,7 +121,7 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
             if (r == 0) {
                 out += "|";
                 for (size_t c = 0; c < rows[0].size(); ++c) {
-                    out += c == 0 ? " --- |" : " ---: |";
+                    out += numeric[c] ? " ---: |" : " --- |";
                 }
                 out += "\n";
             }
@@ -89,7 +140,7 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
             const auto& cell = rows[r][c];
             auto pad = std::string(widths[c] - width(cell), ' ');
             // Text left, numbers right.
-            line += c == 0 || r == 0 ? cell + pad : pad + cell;
+            line += r == 0 || c >= numeric.size() || !numeric[c] ? cell + pad : pad + cell;
             if (c + 1 < rows[r].size()) {
                 line += "  ";
             }
@@ -140,18 +191,19 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
     auto k = static_cast<size_t>(std::find(summary.scorers.begin(), summary.scorers.end(), scorer) -
                                  summary.scorers.begin());
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"group", "reasoned", "never fin.", "stop", "length", "other", "finished",
+    rows.push_back({"group", "reasoned", "never fin.", "stop", "length", "other", "err", "finished",
                     "fin. acc", "score", "tokens"});
     for (const auto& g : summary.groups) {
         bool have = k < g.scorers.size();
-        rows.push_back(
-            {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
-             fmt::format("{:.0f}", g.started_reasoning), fmt::format("{:.0f}", g.never_finished),
-             fmt::format("{:.0f}", g.stop_truncated), fmt::format("{:.0f}", g.length_truncated),
-             fmt::format("{:.0f}", g.other), fmt::format("{:.0f}", g.finished),
-             have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
-             have ? pct(g.scorers[k].spread.mean) : "-",
-             fmt::format("{:.0f}", g.mean_completion_tokens)});
+        rows.push_back({fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+                        fmt::format("{:.0f}", g.started_reasoning),
+                        fmt::format("{:.0f}", g.never_finished),
+                        fmt::format("{:.0f}", g.stop_truncated),
+                        fmt::format("{:.0f}", g.length_truncated), fmt::format("{:.0f}", g.other),
+                        fmt::format("{:.0f}", g.errors), fmt::format("{:.0f}", g.finished),
+                        have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
+                        have ? pct(g.scorers[k].spread.mean) : "-",
+                        fmt::format("{:.0f}", g.mean_completion_tokens)});
     }
     return render_table(rows, style);
 }
@@ -176,19 +228,19 @@ std::string latency_table(const analysis::Summary& summary, Style style) {
 }
 
 std::string tail_sentence(const analysis::TailDifference& t) {
-    auto out = fmt::format(
-        "Latency p50 {} -> {} ms ({:+.0f}), p99 {} -> {} ms ({:+.0f}); {} and {} successful "
-        "responses.",
-        ms(t.a_p50_ms), ms(t.b_p50_ms), t.p50_diff_ms(), ms(t.a_p99_ms), ms(t.b_p99_ms),
-        t.p99_diff_ms(), t.a_responses, t.b_responses);
+    auto out =
+        fmt::format("Latency p50 {} -> {} ms ({}), p99 {} -> {} ms ({}); {} and {} successful "
+                    "responses.",
+                    ms(t.a_p50_ms), ms(t.b_p50_ms), signed_ms(t.p50_diff_ms()), ms(t.a_p99_ms),
+                    ms(t.b_p99_ms), signed_ms(t.p99_diff_ms()), t.a_responses, t.b_responses);
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
         out += fmt::format(
-            "\nOf the {:+.0f} ms p99 difference, about {:+.0f} ms follows from output lengths "
-            "and {:+.0f} ms\nfrom B being slower per request (token counts at A's speed: {:.0f} "
+            "\nOf the {} ms p99 difference, about {} ms follows from output lengths "
+            "and {} ms\nfrom B being slower per request (token counts at A's speed: {:.0f} "
             "ms + {:.2f} ms/token).",
-            t.p99_diff_ms(), f.explained_ms, t.p99_diff_ms() - f.explained_ms, f.intercept_ms,
-            f.ms_per_token);
+            signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms),
+            signed_ms(t.p99_diff_ms() - f.explained_ms), f.intercept_ms, f.ms_per_token);
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }
@@ -201,37 +253,35 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const auto title = fmt::format("{} vs {} ({} scorer)", c.b.text(), c.a.text(), c.scorer);
     out += md ? "### " + markdown_escape(title) + "\n\n"
               : title + "\n" + std::string(title.size(), '=') + "\n";
-    const double diff = 100.0 * c.interval.diff;
-    const bool beyond = c.interval.lo > 0 || c.interval.hi < 0;
+    const auto& s = c.stats;
     out += fmt::format(
-        "{} questions, {} paired responses. Accuracy {}% -> {}%: {:+.1f} points, 95% CI "
-        "[{:+.1f}, {:+.1f}] (paired bootstrap, {} resamples, seed {}).\n",
-        c.questions, c.paired_responses, pct(c.accuracy_a), pct(c.accuracy_b), diff,
-        100.0 * c.interval.lo, 100.0 * c.interval.hi, c.interval.resamples, c.interval.seed);
+        "{} questions ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI [{}, {}]\n"
+        "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
+        c.questions, s.noise_a.repeats, s.noise_b.repeats, pct(c.accuracy_a), pct(c.accuracy_b),
+        analysis::signed_points(s.diff), 100 * (1 - s.alpha),
+        analysis::signed_points(s.interval.lo), analysis::signed_points(s.interval.hi),
+        s.interval.resamples, s.interval.seed, 100.0 * s.se);
     out += fmt::format(
-        "McNemar on discordant responses: {} lost, {} gained, mid-p = {:.3g} (exact p = "
-        "{:.3g}).\n",
-        c.mcnemar.b, c.mcnemar.c, c.mcnemar.p_mid, c.mcnemar.p_exact);
-    if (c.noise_floor) {
-        const auto& nf = *c.noise_floor;
-        out += fmt::format(
-            "Noise floor ({} against itself, {} repeat pairs): up to {:.1f} points (mean "
-            "{:.1f}). The difference is {} run-to-run noise.\n",
-            c.a.text(), nf.pairs.size(), 100.0 * nf.max_abs_diff, 100.0 * nf.mean_abs_diff,
-            beyond && std::abs(c.interval.diff) > nf.max_abs_diff ? "beyond" : "within");
-    } else {
-        out += fmt::format(
-            "Noise floor: {} has one repeat; run --repeats 3 to measure it. The interval "
-            "{} zero.\n",
-            c.a.text(), beyond ? "excludes" : "includes");
-    }
+        "Sign-flip test over questions ({}): {} questions right more often in A, {} in B;\n"
+        "mid-p = {:.3g} (p = {:.3g}){}.\n",
+        s.test.method == analysis::SignFlipMethod::exact ? "exact" : "Monte Carlo", s.a_better,
+        s.b_better, s.test.p_mid, s.test.p,
+        c.verdict.comparisons > 1 ? fmt::format(", Holm-adjusted over {} comparisons {:.3g}",
+                                                c.verdict.comparisons, c.verdict.p_adjusted)
+                                  : std::string());
+    const auto prose = [&](const std::string& text) {
+        return md ? markdown_escape(text) + "\n" : wrap(text, 100) + "\n";
+    };
+    out += prose(analysis::noise_sentence(s, c.a.text(), c.b.text()));
+    out += prose("Verdict: " + c.verdict.sentence);
     if (c.latency) {
         out += tail_sentence(*c.latency) + "\n";
     }
     out += "\n";
     // Where the points went: transitions that carry lost or gained answers.
+    // Every repeat of A against every repeat of B on the same question.
     std::vector<std::vector<std::string>> rows = {
-        {"A outcome -> B outcome", "pairs", "lost", "gained"}};
+        {"A outcome -> B outcome", "response pairs", "lost", "gained"}};
     std::vector<std::tuple<int64_t, int, int>> cells;
     for (int i = 0; i < scorers::k_outcome_count; ++i) {
         for (int j = 0; j < scorers::k_outcome_count; ++j) {
@@ -257,7 +307,8 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         }
         out += md ? fmt::format("\n**{}** ({} questions)\n\n", label, v.size())
                   : fmt::format("\n{} ({} questions):\n", label, v.size());
-        std::vector<std::vector<std::string>> fr = {{"q", "A", "B", "A says", "B says"}};
+        std::vector<std::vector<std::string>> fr = {
+            {"q", "A %", "B %", "A answered", "B answered"}};
         for (size_t i = 0; i < v.size() && i < max_flips; ++i) {
             fr.push_back({std::to_string(v[i].question_idx), pct(v[i].a), pct(v[i].b),
                           v[i].a_excerpt.substr(0, md ? 120 : 30),

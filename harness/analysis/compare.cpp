@@ -1,15 +1,15 @@
 // Paired comparisons; see compare.hpp.
 //
-// Pairing: a question is compared when both groups answered it; a response
-// pair is the same question at the same repeat index. The interval resamples
-// questions (repeats of one question are not independent); McNemar counts
-// discordant response pairs.
+// Pairing: a question is compared when both groups answered it. The unit of
+// analysis is the question (questions.hpp): each side's repeats of it are
+// averaged, and repeats are never paired by their number. The transition
+// matrix, which says where answers went, counts every repeat of A against
+// every repeat of B on the same question.
 #include <harness/analysis/compare.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <future>
 #include <map>
 #include <set>
 #include <span>
@@ -212,10 +212,6 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
         }
     }
     std::vector<Comparison> out;
-    // Repeat-vs-repeat intervals only feed the noise floor's mean half-width:
-    // fewer resamples there keep a report's many comparisons cheap.
-    BootstrapOptions noise_options = options.bootstrap;
-    noise_options.resamples = std::min(noise_options.resamples, k_noise_floor_resamples);
     const int sa = server_index(a.server);
     const int sb = server_index(b.server);
     for (const auto& [key, ga] : groups) {
@@ -237,14 +233,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                mt};
         c.b = {results.servers[static_cast<size_t>(sb)],
                results.framings[static_cast<size_t>(std::get<1>(kb))], std::get<2>(kb)};
-        std::vector<double> fa, fb;
-        std::vector<std::vector<uint8_t>> a_matrix;
-        std::vector<int> matrix_questions; // the rows of a_matrix, for the noise-floor cache
-        size_t a_repeats = 0;
-        for (size_t i = 0; i < ga.rows.size(); i = run_end(ga.rows, i)) {
-            a_repeats = std::max(a_repeats, run_end(ga.rows, i) - i);
-        }
-        uint64_t mc_b = 0, mc_c = 0;
+        CorrectnessMatrix ma, mb;
         std::vector<const ResultRow*> rows_a, rows_b;
         // Both groups are sorted by question: walk them together.
         size_t jb = 0;
@@ -258,90 +247,52 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
             }
             const Run reps_a(ga.rows.data() + ia, run_end(ga.rows, ia) - ia);
             const Run reps_b(gb.rows.data() + jb, run_end(gb.rows, jb) - jb);
-            double ca = 0, cb = 0;
+            std::vector<uint8_t> row_a, row_b;
             for (const auto* row : reps_a) {
-                ca += row->correct[scorer];
+                row_a.push_back(row->correct[scorer] ? 1 : 0);
             }
             for (const auto* row : reps_b) {
-                cb += row->correct[scorer];
+                row_b.push_back(row->correct[scorer] ? 1 : 0);
             }
-            ca /= static_cast<double>(reps_a.size());
-            cb /= static_cast<double>(reps_b.size());
-            fa.push_back(ca);
-            fb.push_back(cb);
             rows_a.insert(rows_a.end(), reps_a.begin(), reps_a.end());
             rows_b.insert(rows_b.end(), reps_b.begin(), reps_b.end());
-            // Pairs: the same repeat on both sides (both runs are by repeat).
-            for (size_t x = 0, y = 0; x < reps_a.size() && y < reps_b.size();) {
-                const auto* ra = reps_a[x];
-                const auto* rb = reps_b[y];
-                if (ra->repeat != rb->repeat) {
-                    (ra->repeat < rb->repeat ? x : y)++;
-                    continue;
-                }
-                ++x;
-                ++y;
-                auto oa = static_cast<size_t>(ra->outcome);
-                auto ob = static_cast<size_t>(rb->outcome);
-                ++c.transitions[oa][ob];
-                ++c.paired_responses;
-                if (ra->correct[scorer] && !rb->correct[scorer]) {
-                    ++c.lost[oa][ob];
-                    ++mc_b;
-                } else if (!ra->correct[scorer] && rb->correct[scorer]) {
-                    ++c.gained[oa][ob];
-                    ++mc_c;
+            // Every repeat of A against every repeat of B.
+            for (const auto* ra : reps_a) {
+                for (const auto* rb : reps_b) {
+                    auto oa = static_cast<size_t>(ra->outcome);
+                    auto ob = static_cast<size_t>(rb->outcome);
+                    ++c.transitions[oa][ob];
+                    ++c.paired_responses;
+                    if (ra->correct[scorer] && !rb->correct[scorer]) {
+                        ++c.lost[oa][ob];
+                    } else if (!ra->correct[scorer] && rb->correct[scorer]) {
+                        ++c.gained[oa][ob];
+                    }
                 }
             }
-            if (reps_a.size() == a_repeats) {
-                matrix_questions.push_back(q);
-                std::vector<uint8_t> row;
-                for (const auto* ra : reps_a) {
-                    row.push_back(ra->correct[scorer]);
-                }
-                a_matrix.push_back(std::move(row));
-            }
+            const double ca = static_cast<double>(std::count(row_a.begin(), row_a.end(), 1)) /
+                              static_cast<double>(row_a.size());
+            const double cb = static_cast<double>(std::count(row_b.begin(), row_b.end(), 1)) /
+                              static_cast<double>(row_b.size());
             if (ca != cb) {
                 Flip f{q, ca, cb, reps_a.front()->response_id, reps_b.front()->response_id, "", ""};
                 (ca > cb ? c.a_better : c.b_better).push_back(f);
             }
+            ma.push_back(std::move(row_a));
+            mb.push_back(std::move(row_b));
         }
-        c.questions = static_cast<int64_t>(fa.size());
-        if (fa.empty()) {
+        c.questions = static_cast<int64_t>(ma.size());
+        if (ma.empty()) {
             continue;
         }
-        double suma = 0, sumb = 0;
-        for (size_t i = 0; i < fa.size(); ++i) {
-            suma += fa[i];
-            sumb += fb[i];
+        auto stats = analyse_questions(ma, mb, options.paired);
+        if (!stats) {
+            return stats.error();
         }
-        c.accuracy_a = suma / static_cast<double>(fa.size());
-        c.accuracy_b = sumb / static_cast<double>(fb.size());
-        // The interval is the costly part: draw it on another core while
-        // this one measures the noise floor.
-        auto interval = std::async(std::launch::async,
-                                   [&] { return paired_bootstrap(fa, fb, options.bootstrap); });
-        c.mcnemar = mcnemar(mc_b, mc_c);
+        c.stats = *stats;
+        c.accuracy_a = c.stats.accuracy_a;
+        c.accuracy_b = c.stats.accuracy_b;
         c.latency = tail_difference(rows_a, rows_b);
-        if (a_repeats >= 2 && a_matrix.size() >= 1) {
-            std::string cache_key =
-                fmt::format("{}\n{}\n{}", c.a.text(), c.scorer, fmt::join(matrix_questions, ","));
-            auto cached = options.noise_cache ? options.noise_cache->find(cache_key)
-                                              : NoiseFloorCache::iterator{};
-            if (options.noise_cache && cached != options.noise_cache->end()) {
-                c.noise_floor = cached->second;
-            } else if (auto nf = noise_floor(a_matrix, noise_options)) {
-                c.noise_floor = std::move(*nf);
-                if (options.noise_cache) {
-                    options.noise_cache->emplace(std::move(cache_key), *c.noise_floor);
-                }
-            }
-        }
-        auto iv = interval.get();
-        if (!iv) {
-            return iv.error();
-        }
-        c.interval = *iv;
         auto by_gap = [](const Flip& x, const Flip& y) {
             double gx = std::abs(x.a - x.b), gy = std::abs(y.a - y.b);
             return gx != gy ? gx > gy : x.question_idx < y.question_idx;
@@ -365,17 +316,45 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     return out;
 }
 
+void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double> margin) {
+    std::vector<double> p;
+    for (const auto& c : comparisons) {
+        p.push_back(c.stats.test.p_mid);
+    }
+    const auto adjusted = holm_adjust(p);
+    for (size_t i = 0; i < comparisons.size(); ++i) {
+        auto& c = comparisons[i];
+        c.verdict = decide_verdict(c.stats, c.a.text(), c.b.text(), adjusted[i], comparisons.size(),
+                                   margin);
+    }
+}
+
 void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, size_t max_flips,
                    size_t chars) {
     for (auto& c : comparisons) {
         for (auto* list : {&c.a_better, &c.b_better}) {
             for (size_t i = 0; i < list->size() && i < max_flips; ++i) {
-                (*list)[i].a_excerpt = excerpt(store, (*list)[i].a_response_id, chars);
-                (*list)[i].b_excerpt = excerpt(store, (*list)[i].b_response_id, chars);
+                (*list)[i].a_excerpt =
+                    answer_excerpt(store, (*list)[i].a_response_id, c.scorer, chars);
+                (*list)[i].b_excerpt =
+                    answer_excerpt(store, (*list)[i].b_response_id, c.scorer, chars);
             }
         }
     }
 }
+
+namespace {
+
+nlohmann::json noise_json(const SideNoise& n) {
+    return {{"repeats", n.repeats},
+            {"measured", n.measured},
+            {"deterministic", n.deterministic},
+            {"within_question_variance",
+             n.measured ? nlohmann::json(n.within_variance) : nlohmann::json(nullptr)},
+            {"rerun_sd", n.measured ? nlohmann::json(n.rerun_sd) : nlohmann::json(nullptr)}};
+}
+
+} // namespace
 
 nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
     nlohmann::json out = nlohmann::json::array();
@@ -412,19 +391,45 @@ nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
             {"b",
              {{"server", c.b.server}, {"framing", *c.b.framing}, {"max_tokens", *c.b.max_tokens}}},
             {"questions", c.questions},
+            {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
             {"paired_responses", c.paired_responses},
             {"accuracy_a", c.accuracy_a},
             {"accuracy_b", c.accuracy_b},
             {"difference",
-             {{"value", c.interval.diff},
-              {"ci95", {c.interval.lo, c.interval.hi}},
-              {"resamples", c.interval.resamples},
-              {"seed", c.interval.seed}}},
-            {"mcnemar",
-             {{"a_right_b_wrong", c.mcnemar.b},
-              {"a_wrong_b_right", c.mcnemar.c},
-              {"p_exact", c.mcnemar.p_exact},
-              {"p_mid", c.mcnemar.p_mid}}},
+             {{"value", c.stats.diff},
+              {"ci95", {c.stats.interval.lo, c.stats.interval.hi}},
+              {"confidence", 1.0 - c.stats.alpha},
+              {"one_sided", {c.stats.interval.lo_one_sided, c.stats.interval.hi_one_sided}},
+              {"clustered_se", c.stats.se},
+              {"sd_per_question", c.stats.sd_diff},
+              {"resamples", c.stats.interval.resamples},
+              {"seed", c.stats.interval.seed}}},
+            {"test",
+             {{"method", "sign-flip permutation over questions"},
+              {"computed", c.stats.test.method == SignFlipMethod::exact ? "exact" : "monte carlo"},
+              {"questions_differing", c.stats.test.differing},
+              {"a_better_questions", c.stats.a_better},
+              {"b_better_questions", c.stats.b_better},
+              {"p", c.stats.test.p},
+              {"p_mid", c.stats.test.p_mid},
+              {"p_mid_holm", c.verdict.p_adjusted},
+              {"comparisons_adjusted", c.verdict.comparisons}}},
+            {"noise",
+             {{"a", noise_json(c.stats.noise_a)},
+              {"b", noise_json(c.stats.noise_b)},
+              {"share_of_variance", c.stats.noise_share ? nlohmann::json(*c.stats.noise_share)
+                                                        : nlohmann::json(nullptr)}}},
+            {"power",
+             {{"alpha", c.stats.alpha},
+              {"power", c.stats.power},
+              {"minimum_detectable_difference",
+               c.stats.mdd ? nlohmann::json(*c.stats.mdd) : nlohmann::json(nullptr)}}},
+            {"verdict",
+             {{"kind", verdict_name(c.verdict.kind)},
+              {"words", c.verdict.words},
+              {"sentence", c.verdict.sentence},
+              {"margin",
+               c.verdict.margin ? nlohmann::json(*c.verdict.margin) : nlohmann::json(nullptr)}}},
             {"flips", {{"a_better", flips(c.a_better)}, {"b_better", flips(c.b_better)}}},
             {"transitions", trans},
         };
@@ -449,17 +454,9 @@ nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
         } else {
             j["latency"] = nullptr;
         }
-        if (c.noise_floor) {
-            j["noise_floor"] = {{"max_abs_diff", c.noise_floor->max_abs_diff},
-                                {"mean_abs_diff", c.noise_floor->mean_abs_diff},
-                                {"mean_half_width", c.noise_floor->mean_half_width},
-                                {"repeat_pairs", c.noise_floor->pairs.size()}};
-        } else {
-            j["noise_floor"] = nullptr;
-        }
         out.push_back(std::move(j));
     }
-    return {{"schema", "diffeval.diff/1"}, {"comparisons", out}};
+    return {{"schema", "diffeval.diff/2"}, {"comparisons", out}};
 }
 
 } // namespace diffeval::analysis

@@ -1,12 +1,14 @@
 // Paired comparison of two groups on the same questions (`diffeval diff`):
 // per-question flips, the outcome transition matrix that says where points
-// went, the accuracy difference with a paired bootstrap interval, McNemar's
-// test, the noise floor of the baseline against itself, and the latency
-// tail difference with the part of it that longer outputs explain.
+// went, the question-level statistics (questions.hpp: difference, interval,
+// sign-flip test, run-to-run noise, minimum detectable difference), the
+// verdict (verdict.hpp), and the latency tail difference with the part of it
+// that longer outputs explain.
 #pragma once
 
+#include <harness/analysis/questions.hpp>
 #include <harness/analysis/results.hpp>
-#include <harness/analysis/stats.hpp>
+#include <harness/analysis/verdict.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -71,35 +73,30 @@ struct Comparison {
     std::string scorer;
     Selector a; // fully resolved
     Selector b;
+    std::string dataset_a; // the dataset each side's questions came from
+    std::string dataset_b;
     int64_t questions = 0;
+    // Response pairs counted in the transitions: every repeat of A with
+    // every repeat of B on the same question (repeat numbers are only
+    // identifiers, so none is paired with "its" counterpart).
     int64_t paired_responses = 0;
     double accuracy_a = 0;
     double accuracy_b = 0;
-    BootstrapInterval interval; // B - A over questions
-    McNemarResult mcnemar;      // over paired responses (same question, same repeat)
+    QuestionStats stats;        // question-level statistics, B - A
+    Verdict verdict;            // set by assign_verdicts
     std::vector<Flip> a_better; // sorted by a - b, largest first
     std::vector<Flip> b_better;
-    // transitions[i][j]: paired responses with A's outcome i and B's outcome j
+    // transitions[i][j]: response pairs with A's outcome i and B's outcome j
     // (scorers::Outcome order); lost/gained: of those, A right and B wrong, and
     // the reverse.
     int64_t transitions[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     int64_t lost[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     int64_t gained[scorers::k_outcome_count][scorers::k_outcome_count] = {};
-    std::optional<NoiseFloor> noise_floor; // A against itself, when A has 2+ repeats
     std::optional<TailDifference> latency; // unset when a side has no successful response
 };
 
-// Noise floors already computed, by baseline group, scorer and question set:
-// a report compares one baseline with several candidates, and the baseline's
-// repeats disagree with each other the same way each time.
-using NoiseFloorCache = std::map<std::string, NoiseFloor>;
-
-// Resamples of each repeat-vs-repeat interval in a noise floor (at most).
-inline constexpr std::uint32_t k_noise_floor_resamples = 2'000;
-
 struct CompareOptions {
-    BootstrapOptions bootstrap;
-    NoiseFloorCache* noise_cache = nullptr; // optional, shared across compare() calls
+    PairedOptions paired; // bootstrap, alpha, power
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions
@@ -110,8 +107,12 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
 
-// Read from `store` the excerpts (cut to `chars`) of the first `max_flips`
-// flips each way of every comparison.
+// Decide every comparison's verdict (verdict.hpp) with their p-values
+// Holm-adjusted together; `margin` (a proportion) asks for equivalence.
+void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double> margin = {});
+
+// Read from `store` what the comparison's scorer extracted (answer_excerpt,
+// cut to `chars`) for the first `max_flips` flips each way of every comparison.
 void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, size_t max_flips,
                    size_t chars = 100);
 

@@ -20,8 +20,6 @@ namespace {
 
 // Guards threshold comparisons against rounding in means over repeats.
 constexpr double k_epsilon = 1e-9;
-// Power at which the detectable drop is reported.
-constexpr double k_power = 0.8;
 
 std::string group_name(const GroupSummary& g) {
     return fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens);
@@ -92,83 +90,66 @@ util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& s
     return {};
 }
 
+// The non-inferiority check of one comparison; its why is the margin
+// sentence followed by the comparison's verdict sentence.
 GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     const double max_drop = *spec.max_drop_points;
-    const double drop = (cmp.accuracy_a - cmp.accuracy_b) * 100;
-    const double lo = cmp.interval.lo * 100;
-    const double hi = cmp.interval.hi * 100;
-    const double p = cmp.mcnemar.p_mid;
-    // The interval is of B - A: a significant drop lies wholly below zero.
-    const bool significant = p < spec.alpha && hi < 0;
-    const bool fail = drop > max_drop + k_epsilon && significant;
+    const auto& st = cmp.stats;
+    const double drop = -st.diff * 100;
+    const MarginCheck margin = non_inferiority(st, max_drop / 100);
     GateCheck c;
     c.kind = "paired";
     c.name = fmt::format("paired {} -> {}", cmp.a.text(), cmp.b.text());
     c.unit = "points";
     c.measured = drop;
     c.threshold = max_drop;
-    c.measured_text = fmt::format("drop {:.2f} points (B-A 95% CI [{:.2f}, {:.2f}], mid-p {:.3g})",
-                                  drop, lo, hi, p);
+    const std::string one_sided = fmt::format("{:g}%", 100 * (1 - st.alpha));
+    c.measured_text =
+        fmt::format("drop {:.2f} points (B-A one-sided {} bounds [{}, {}], sign-flip mid-p {:.3g})",
+                    drop, one_sided, signed_points(st.interval.lo_one_sided),
+                    signed_points(st.interval.hi_one_sided), st.test.p_mid);
     c.threshold_text =
-        fmt::format("<= {:.2f} points, or not significant at {}", max_drop, spec.alpha);
-    c.status = status_of(!fail);
-    const std::string stats =
-        fmt::format("McNemar mid-p {:.3g} {} {}, 95% CI [{:.2f}, {:.2f}] {} 0", p,
-                    p < spec.alpha ? "<" : ">=", spec.alpha, lo, hi, hi < 0 ? "excludes" : "holds");
-    if (drop <= max_drop + k_epsilon) {
-        c.why = drop >= 0 ? fmt::format("candidate is {:.2f} points below baseline, within {:.2f}",
-                                        drop, max_drop)
-                          : fmt::format("candidate is {:.2f} points above baseline", -drop);
-    } else if (fail) {
-        c.why = fmt::format("candidate is {:.2f} points below baseline and significant ({})", drop,
-                            stats);
+        fmt::format("non-inferiority: B-A lower bound above -{:.2f} points", max_drop);
+    c.inconclusive = margin.outcome == MarginOutcome::inconclusive;
+    const bool ok = margin.outcome == MarginOutcome::pass ||
+                    (c.inconclusive && spec.inconclusive == InconclusiveAs::pass);
+    c.status = status_of(ok);
+    c.why = margin.sentence + ". " + cmp.verdict.sentence;
+    const bool too_small = st.mdd && *st.mdd * 100 > max_drop + k_epsilon;
+    if (!st.mdd) {
+        c.note = fmt::format("the two sides agree on every one of the {} questions", st.questions);
+    } else if (too_small) {
+        c.note = fmt::format("this run is too small to detect a {:.2f}-point drop: it detects "
+                             "{:.2f} points or more at {:.0f}% power ({} questions, sd of "
+                             "per-question differences {:.3f})",
+                             max_drop, *st.mdd * 100, st.power * 100, st.questions, st.sd_diff);
     } else {
-        c.why = fmt::format("the {:.2f}-point drop exceeds {:.2f} but is not significant ({})",
-                            drop, max_drop, stats);
+        c.note = fmt::format("this run detects differences of {:.2f} points or more at {:.0f}% "
+                             "power ({} questions, sd of per-question differences {:.3f})",
+                             *st.mdd * 100, st.power * 100, st.questions, st.sd_diff);
     }
-    const uint64_t n = static_cast<uint64_t>(cmp.paired_responses);
-    const double rate = n ? static_cast<double>(cmp.mcnemar.n) / static_cast<double>(n) : 0;
-    DetectableDropOptions mdd_options;
-    mdd_options.alpha = std::clamp(spec.alpha, 1e-12, 0.5);
-    mdd_options.power = k_power;
-    mdd_options.baseline_accuracy = cmp.accuracy_a;
-    c.detail = {{"baseline", cmp.a.text()},
-                {"candidate", cmp.b.text()},
-                {"questions", cmp.questions},
-                {"paired_responses", cmp.paired_responses},
-                {"accuracy_baseline", cmp.accuracy_a},
-                {"accuracy_candidate", cmp.accuracy_b},
-                {"ci95_points", {lo, hi}},
-                {"p_mid", p},
-                {"a_right_b_wrong", cmp.mcnemar.b},
-                {"a_wrong_b_right", cmp.mcnemar.c},
-                {"alpha", spec.alpha},
-                {"significant", significant},
-                {"minimum_detectable_drop_points", nullptr},
-                {"too_small", nullptr}};
-    auto mdd = minimum_detectable_drop(n, rate, mdd_options);
-    if (mdd) {
-        const double mdd_points = mdd->drop * 100;
-        const bool too_small = !mdd->within_reach || mdd_points > max_drop + k_epsilon;
-        c.detail["minimum_detectable_drop_points"] = mdd_points;
-        c.detail["too_small"] = too_small;
-        const std::string basis =
-            fmt::format("{} questions x {} repeats, {} test, discordance {:.1f}%", cmp.questions,
-                        cmp.questions ? cmp.paired_responses / cmp.questions : 0,
-                        mdd->test == DropTest::mcnemar ? "McNemar" : "two-proportion",
-                        mdd->discordant_rate * 100);
-        c.note = !mdd->within_reach
-                     ? fmt::format("this run is too small to detect a {:.2f}-point drop: no drop "
-                                   "it could show reaches {:.0f}% power ({})",
-                                   max_drop, k_power * 100, basis)
-                 : too_small
-                     ? fmt::format("this run is too small to detect a {:.2f}-point drop: it "
-                                   "detects {:.2f} points or more at {:.0f}% power ({})",
-                                   max_drop, mdd_points, k_power * 100, basis)
-                     : fmt::format("this run detects drops of {:.2f} points or more at {:.0f}% "
-                                   "power ({})",
-                                   mdd_points, k_power * 100, basis);
-    }
+    const char* outcome = margin.outcome == MarginOutcome::pass   ? "pass"
+                          : margin.outcome == MarginOutcome::fail ? "fail"
+                                                                  : "inconclusive";
+    c.detail = {
+        {"baseline", cmp.a.text()},
+        {"candidate", cmp.b.text()},
+        {"questions", cmp.questions},
+        {"accuracy_baseline", cmp.accuracy_a},
+        {"accuracy_candidate", cmp.accuracy_b},
+        {"outcome", outcome},
+        {"ci95_points", {st.interval.lo * 100, st.interval.hi * 100}},
+        {"one_sided_points", {st.interval.lo_one_sided * 100, st.interval.hi_one_sided * 100}},
+        {"p_mid", st.test.p_mid},
+        {"p_mid_holm", cmp.verdict.p_adjusted},
+        {"a_better_questions", st.a_better},
+        {"b_better_questions", st.b_better},
+        {"alpha", st.alpha},
+        {"verdict", verdict_name(cmp.verdict.kind)},
+        {"verdict_sentence", cmp.verdict.sentence},
+        {"minimum_detectable_difference_points",
+         st.mdd ? nlohmann::json(*st.mdd * 100) : nlohmann::json(nullptr)},
+        {"too_small", too_small}};
     return c;
 }
 
@@ -234,11 +215,13 @@ GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pc
 util::Result<void> add_pair_checks(const Results& results, const Summary& summary,
                                    const GateSpec& spec, std::vector<GateCheck>& out) {
     CompareOptions options;
-    options.bootstrap = spec.bootstrap;
+    options.paired.bootstrap = spec.bootstrap;
+    options.paired.alpha = spec.alpha;
     auto comparisons = compare(results, *spec.baseline, *spec.candidate, spec.scorer, options);
     if (!comparisons) {
         return comparisons.error();
     }
+    assign_verdicts(*comparisons);
     for (const auto& cmp : *comparisons) {
         const auto* a = find_group(summary, cmp.a);
         const auto* b = find_group(summary, cmp.b);
@@ -405,7 +388,8 @@ util::Result<void> validate(const GateSpec& spec) {
                           "no checks requested; give --expect, --max-drop, --max-*-increase, "
                           "--require-complete or --fail-on-conflict (see docs/ci.md)");
     }
-    if (spec.expect && (*spec.expect < 0 || *spec.expect > 1 || spec.tolerance < 0)) {
+    if (spec.expect && (!(*spec.expect >= 0 && *spec.expect <= 1) ||
+                        !(spec.tolerance >= 0 && spec.tolerance <= 1))) {
         return make_error(ErrorKind::usage,
                           "--expect is a proportion in [0, 1] (e.g. 0.82) and --tolerance >= 0");
     }
@@ -417,11 +401,22 @@ util::Result<void> validate(const GateSpec& spec) {
                           "--max-drop and the --max-*-increase checks compare two groups; give "
                           "--baseline and --candidate");
     }
-    if (spec.max_drop_points && *spec.max_drop_points < 0) {
-        return make_error(ErrorKind::usage, "--max-drop is in points and must be >= 0");
+    if (spec.max_drop_points && !(std::isfinite(*spec.max_drop_points) &&
+                                  *spec.max_drop_points >= 0 && *spec.max_drop_points <= 100)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--max-drop {} is not a drop in points; give a number "
+                                      "from 0 to 100 (e.g. 1.5)",
+                                      *spec.max_drop_points));
+    }
+    if (spec.max_token_increase_pct && !std::isfinite(*spec.max_token_increase_pct)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--max-token-increase {} is not a percentage; give a finite "
+                                      "number (e.g. 10)",
+                                      *spec.max_token_increase_pct));
     }
     if (!(spec.alpha > 0 && spec.alpha <= 0.5)) {
-        return make_error(ErrorKind::usage, "--alpha must be in (0, 0.5]");
+        return make_error(ErrorKind::usage,
+                          fmt::format("--alpha {} must be in (0, 0.5] (e.g. 0.05)", spec.alpha));
     }
     return {};
 }
@@ -442,13 +437,19 @@ util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const 
     }
     const char* end = number.data() + number.size();
     auto [ptr, ec] = std::from_chars(number.data(), end, limit.value);
-    if (number.empty() || ec != std::errc{} || ptr != end || !(limit.value >= 0)) {
+    if (number.empty() || ec != std::errc{} || ptr != end || !(limit.value >= 0) ||
+        !std::isfinite(limit.value)) {
         return make_error(ErrorKind::usage,
                           fmt::format("{} '{}': write a count per run (3) or a percentage of "
                                       "questions (5%)",
                                       flag, text));
     }
     return limit;
+}
+
+size_t GateVerdict::inconclusive() const {
+    return static_cast<size_t>(
+        std::count_if(checks.begin(), checks.end(), [](const auto& c) { return c.inconclusive; }));
 }
 
 size_t GateVerdict::failures() const {
@@ -500,6 +501,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
             {{"kind", c.kind},
              {"name", c.name},
              {"status", c.status == CheckStatus::pass ? "pass" : "fail"},
+             {"inconclusive", c.inconclusive},
              {"measured", c.measured},
              {"threshold", c.threshold},
              {"unit", c.unit},
@@ -509,11 +511,12 @@ nlohmann::json to_json(const GateVerdict& verdict) {
              {"note", c.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.note)},
              {"detail", c.detail.is_null() ? nlohmann::json::object() : c.detail}});
     }
-    return {{"schema", "diffeval.gate/1"},
+    return {{"schema", "diffeval.gate/2"},
             {"passed", verdict.passed()},
             {"scorer", verdict.scorer},
             {"checks_total", verdict.checks.size()},
             {"checks_failed", verdict.failures()},
+            {"checks_inconclusive", verdict.inconclusive()},
             {"checks", checks}};
 }
 

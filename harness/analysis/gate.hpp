@@ -2,8 +2,8 @@
 // list of pass/fail checks a CI system can act on, each carrying the number
 // it measured, the threshold it was held to and one sentence of why. The gate
 // computes nothing of its own: accuracies come from `summarize`, paired
-// statistics from `compare`, and the detectable drop from
-// `minimum_detectable_drop`, so the gate agrees with `summary` and `diff`.
+// statistics, verdicts and margin checks from `compare` and verdict.hpp, so
+// the gate agrees with `summary`, `diff` and the reports.
 #pragma once
 
 #include <harness/analysis/compare.hpp>
@@ -33,6 +33,9 @@ util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const 
 // Whether requests lacking a successful response fail the gate.
 enum class RequireComplete { no, yes };
 
+// What an inconclusive margin check counts as.
+enum class InconclusiveAs { fail, pass };
+
 // Whether a fingerprint conflict in a server's log fails the gate.
 enum class FailOnConflict { no, yes };
 
@@ -47,7 +50,11 @@ struct GateSpec {
     // Paired and behaviour checks compare `candidate` against `baseline`.
     std::optional<Selector> baseline;
     std::optional<Selector> candidate;
+    // Non-inferiority margin (verdict.hpp): pass when the one-sided lower
+    // bound of B - A is above -max_drop_points, fail when the upper bound is
+    // below it, else inconclusive, counted as `inconclusive` says.
     std::optional<double> max_drop_points;
+    InconclusiveAs inconclusive = InconclusiveAs::fail;
     double alpha = 0.05;
     std::optional<IncreaseLimit> max_never_finished_increase;
     std::optional<IncreaseLimit> max_reasoning_start_increase;
@@ -72,9 +79,10 @@ struct GateCheck {
     std::string measured_text;
     std::string threshold_text;
     CheckStatus status = CheckStatus::pass;
-    std::string why;       // one line
-    std::string note;      // a caveat worth reading, e.g. the run is too small; may be empty
-    nlohmann::json detail; // extra numbers for the JSON verdict
+    bool inconclusive = false; // a margin check that could not decide (status per --inconclusive)
+    std::string why;           // one line
+    std::string note;          // a caveat worth reading, e.g. the run is too small; may be empty
+    nlohmann::json detail;     // extra numbers for the JSON verdict
 };
 
 struct GateVerdict {
@@ -82,6 +90,7 @@ struct GateVerdict {
     std::vector<GateCheck> checks;
     Summary summary;
     size_t failures() const;
+    size_t inconclusive() const;
     bool passed() const { return failures() == 0; }
 };
 

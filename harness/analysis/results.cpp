@@ -289,6 +289,13 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
     return out;
 }
 
+namespace {
+
+// `text` on one line without control characters, cut to `max_chars`.
+std::string one_line(const std::string& text, size_t max_chars);
+
+} // namespace
+
 std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {
     store::Statement s(st.handle(),
                        "SELECT coalesce(text, error, '') FROM responses WHERE response_id = ?");
@@ -296,7 +303,37 @@ std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {
     if (!s.step()) {
         return "";
     }
-    std::string text = s.column_text(0);
+    return one_line(s.column_text(0), max_chars);
+}
+
+std::string answer_excerpt(store::Store& st, int64_t response_id, const std::string& scorer,
+                           size_t max_chars) {
+    store::Statement s(st.handle(),
+                       "SELECT s.extracted, s.valid, coalesce(r.text, r.error, '') "
+                       "FROM responses r LEFT JOIN scores s ON s.response_id = r.response_id "
+                       "AND s.scorer = ?1 WHERE r.response_id = ?2");
+    s.bind(scorer, response_id);
+    if (!s.step()) {
+        return "";
+    }
+    if (s.column_int(1) == 1) {
+        return one_line(s.column_text(0), max_chars);
+    }
+    // No answer extracted: the end of the text says why (cut off, rambling).
+    const std::string text = s.column_text(2);
+    const size_t keep = max_chars > 20 ? max_chars - 20 : max_chars;
+    size_t from = text.size() > keep ? text.size() - keep : 0;
+    while (from > 0 && from < text.size() &&
+           (static_cast<unsigned char>(text[from]) & 0xC0) == 0x80) {
+        ++from;
+    }
+    return "(no answer) " + std::string(from > 0 ? "..." : "") +
+           one_line(text.substr(from), max_chars);
+}
+
+namespace {
+
+std::string one_line(const std::string& text, size_t max_chars) {
     std::string out;
     // Model output is untrusted: no control characters (terminal escapes)
     // reach a listing.
@@ -317,6 +354,8 @@ std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {
     }
     return out;
 }
+
+} // namespace
 
 util::Result<size_t> scorer_index(const Results& results, const std::string& scorer) {
     auto it = std::find(results.scorers.begin(), results.scorers.end(), scorer);

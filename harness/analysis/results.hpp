@@ -103,6 +103,11 @@ util::Result<Results> load_results(store::Store& store,
 // One response's text cut to `max_chars` on one line, for listings.
 std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);
 
+// What `scorer` extracted from one response, cut to `max_chars`; when it
+// extracted nothing, "(no answer)" and the end of the response's text.
+std::string answer_excerpt(store::Store& store, int64_t response_id, const std::string& scorer,
+                           size_t max_chars);
+
 // Index of `scorer` in `results.scorers`, or an error listing them.
 util::Result<size_t> scorer_index(const Results& results, const std::string& scorer);
 

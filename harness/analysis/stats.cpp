@@ -18,7 +18,7 @@
 // the non-zero differences in question order, and averages their sum over n.
 // The resampled means have exactly the distribution of the textbook
 // n-draw bootstrap, at a fraction of the draws: two GSM8K configurations
-// agree on most questions, and repeats of one on almost all. The order above,
+// agree on most questions. The order above,
 // resample by resample, is part of the contract: it is what makes an interval
 // reproducible from its seed. The file is compiled without floating-point
 // contraction so the table and sums round the same on every platform.
@@ -191,6 +191,8 @@ BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptio
         .diff = total / nd,
         .lo = select_quantile(means, tail),
         .hi = select_quantile(means, 1.0 - tail),
+        .lo_one_sided = select_quantile(means, 2.0 * tail),
+        .hi_one_sided = select_quantile(means, 1.0 - 2.0 * tail),
         .resamples = options.resamples,
         .seed = options.seed,
     };
@@ -210,42 +212,6 @@ util::Result<void> check_options(const BootstrapOptions& options) {
 
 // Questions are indexed with 32-bit draws.
 constexpr std::size_t k_max_questions = std::numeric_limits<std::uint32_t>::max();
-
-// Required N for McNemar's test to detect `drop` at discordance `pd`.
-double mcnemar_required_n(double drop, double pd, double z_alpha, double z_power) {
-    const double root =
-        z_alpha * std::sqrt(pd) + z_power * std::sqrt(std::max(0.0, pd - drop * drop));
-    return root * root / (drop * drop);
-}
-
-// Required N per group for a two-proportion test to detect a fall from `p1` by `drop`.
-double unpaired_required_n(double drop, double p1, double z_alpha, double z_power) {
-    const double p2 = p1 - drop;
-    const double mean = (p1 + p2) / 2.0;
-    const double root = z_alpha * std::sqrt(2.0 * mean * (1.0 - mean)) +
-                        z_power * std::sqrt(p1 * (1.0 - p1) + p2 * (1.0 - p2));
-    return root * root / (drop * drop);
-}
-
-// Smallest drop in (0, `largest`] whose required N is at most `n`, where
-// `required(drop)` falls as the drop grows.
-template <typename Required>
-DetectableDrop solve_drop(double n, double largest, Required required) {
-    if (required(largest) > n) {
-        return DetectableDrop{.drop = largest, .within_reach = false};
-    }
-    double lo = 0.0; // required(lo) is infinite
-    double hi = largest;
-    for (int i = 0; i < 200 && hi - lo > 1e-15; ++i) {
-        const double mid = lo + (hi - lo) / 2.0;
-        if (required(mid) > n) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return DetectableDrop{.drop = hi};
-}
 
 // AS241 coefficient tables (Wichura 1988), highest power first.
 constexpr std::array<double, 8> k_centre_num{2.5090809287301226727e+3, 3.3430575583588128105e+4,
@@ -337,80 +303,6 @@ util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
     return bootstrap_mean(d, options);
 }
 
-util::Result<NoiseFloor> noise_floor(const std::vector<std::vector<std::uint8_t>>& correct,
-                                     const BootstrapOptions& options) {
-    if (auto ok = check_options(options); !ok) {
-        return ok.error();
-    }
-    if (correct.empty()) {
-        return util::make_error(util::ErrorKind::data, "noise floor needs at least one question");
-    }
-    if (correct.size() > k_max_questions) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("noise floor supports at most {} questions, got {}",
-                                            k_max_questions, correct.size()));
-    }
-    const std::size_t repeats = correct.front().size();
-    for (std::size_t q = 0; q < correct.size(); ++q) {
-        if (correct[q].size() != repeats) {
-            return util::make_error(
-                util::ErrorKind::data,
-                fmt::format("noise floor needs the same repeats for every question; question 0 "
-                            "has {} and question {} has {}",
-                            repeats, q, correct[q].size()));
-        }
-        for (std::size_t r = 0; r < repeats; ++r) {
-            if (correct[q][r] > 1) {
-                return util::make_error(
-                    util::ErrorKind::data,
-                    fmt::format("question {} repeat {} has correctness {}; expected 0 or 1", q, r,
-                                static_cast<int>(correct[q][r])));
-            }
-        }
-    }
-    if (repeats < 2) {
-        return util::make_error(
-            util::ErrorKind::data,
-            fmt::format("noise floor compares repeats with each other and needs at least 2 per "
-                        "question; got {}",
-                        repeats));
-    }
-
-    NoiseFloor floor;
-    const auto questions = static_cast<double>(correct.size());
-    std::vector<double> d(correct.size());
-    double sum_abs = 0.0;
-    double sum_half = 0.0;
-    for (std::size_t r1 = 0; r1 < repeats; ++r1) {
-        for (std::size_t r2 = r1 + 1; r2 < repeats; ++r2) {
-            std::uint64_t b = 0;
-            std::uint64_t c = 0;
-            for (std::size_t q = 0; q < correct.size(); ++q) {
-                const int first = correct[q][r1];
-                const int second = correct[q][r2];
-                b += static_cast<std::uint64_t>(first > second);
-                c += static_cast<std::uint64_t>(second > first);
-                d[q] = second - first;
-            }
-            RepeatPair pair{
-                .first = r1,
-                .second = r2,
-                .diff = (static_cast<double>(c) - static_cast<double>(b)) / questions,
-                .mcnemar = mcnemar(b, c),
-                .interval = bootstrap_mean(d, options),
-            };
-            floor.max_abs_diff = std::max(floor.max_abs_diff, std::abs(pair.diff));
-            sum_abs += std::abs(pair.diff);
-            sum_half += (pair.interval.hi - pair.interval.lo) / 2.0;
-            floor.pairs.push_back(pair);
-        }
-    }
-    const auto pairs = static_cast<double>(floor.pairs.size());
-    floor.mean_abs_diff = sum_abs / pairs;
-    floor.mean_half_width = sum_half / pairs;
-    return floor;
-}
-
 double normal_quantile(double p) {
     if (std::isnan(p) || p < 0.0 || p > 1.0) {
         return k_nan;
@@ -433,54 +325,6 @@ double normal_quantile(double p) {
     const double x = r <= 5.0 ? horner(k_near_num, r - 1.6) / horner(k_near_den, r - 1.6)
                               : horner(k_far_num, r - 5.0) / horner(k_far_den, r - 5.0);
     return q < 0.0 ? -x : x;
-}
-
-util::Result<DetectableDrop> minimum_detectable_drop(std::uint64_t questions,
-                                                     double discordant_rate,
-                                                     const DetectableDropOptions& options) {
-    if (questions == 0) {
-        return util::make_error(util::ErrorKind::data,
-                                "minimum detectable drop needs at least one question");
-    }
-    if (!(discordant_rate >= 0.0 && discordant_rate <= 1.0)) {
-        return util::make_error(
-            util::ErrorKind::data,
-            fmt::format("discordance rate must be in [0, 1], got {}", discordant_rate));
-    }
-    if (!(options.alpha > 0.0 && options.alpha <= 0.5)) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("alpha must be in (0, 0.5], got {}", options.alpha));
-    }
-    if (!(options.power >= 0.5 && options.power < 1.0)) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("power must be in [0.5, 1), got {}", options.power));
-    }
-    const double z_alpha = normal_quantile(1.0 - options.alpha / 2.0);
-    const double z_power = normal_quantile(options.power);
-    const auto n = static_cast<double>(questions);
-
-    if (discordant_rate > 0.0) {
-        DetectableDrop drop = solve_drop(n, discordant_rate, [&](double delta) {
-            return mcnemar_required_n(delta, discordant_rate, z_alpha, z_power);
-        });
-        drop.test = DropTest::mcnemar;
-        drop.discordant_rate = discordant_rate;
-        return drop;
-    }
-
-    const double p1 = options.baseline_accuracy;
-    if (!(p1 > 0.0 && p1 <= 1.0)) {
-        return util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("the run has no discordant pairs, so the unpaired estimate needs a "
-                        "baseline accuracy in (0, 1]; got {}",
-                        p1));
-    }
-    DetectableDrop drop = solve_drop(
-        n, p1, [&](double delta) { return unpaired_required_n(delta, p1, z_alpha, z_power); });
-    drop.test = DropTest::unpaired;
-    drop.discordant_rate = 0.0;
-    return drop;
 }
 
 double percentile(std::vector<double> values, double p) {

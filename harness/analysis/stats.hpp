@@ -1,7 +1,7 @@
-// Paired statistics for comparing two server configurations on the same
-// questions: McNemar's exact test, a paired bootstrap interval, the run-to-run
-// noise floor, the smallest drop a run can detect, and small summaries
-// (percentiles, Wilson intervals).
+// Building blocks of the paired statistics: McNemar's exact test, a paired
+// bootstrap interval, the inverse normal, and small summaries (percentiles,
+// Wilson intervals). The question-level analysis a verdict is drawn from
+// (questions.hpp) is built on these.
 //
 // Everything here is a pure function of its arguments: no storage, no global
 // state, no threads, and every random draw comes from a seeded `Rng`
@@ -56,6 +56,12 @@ struct BootstrapInterval {
     double diff = 0.0; // observed mean(B) - mean(A)
     double lo = 0.0;   // lower percentile of the resampled differences
     double hi = 0.0;   // upper percentile of the resampled differences
+    // One-sided bounds at the same confidence: the (1 - confidence) and
+    // `confidence` percentiles of the same resamples (at 0.95, the 5th and
+    // 95th). A one-sided test at level 1 - confidence (non-inferiority, the
+    // two one-sided tests of equivalence) compares a margin with these.
+    double lo_one_sided = 0.0;
+    double hi_one_sided = 0.0;
     std::uint32_t resamples = 0;
     std::uint64_t seed = 0;
 };
@@ -68,67 +74,9 @@ util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
                                                  std::span<const double> b,
                                                  const BootstrapOptions& options = {});
 
-// One repeat of a group compared with another repeat of the same group.
-struct RepeatPair {
-    std::size_t first = 0;  // repeat index playing "A"
-    std::size_t second = 0; // repeat index playing "B", always > first
-    double diff = 0.0;      // accuracy(second) - accuracy(first)
-    McNemarResult mcnemar;
-    BootstrapInterval interval;
-};
-
-// How far a configuration disagrees with itself between repeats.
-struct NoiseFloor {
-    std::vector<RepeatPair> pairs; // every (first, second) with first < second
-    double max_abs_diff = 0.0;     // largest |diff| over pairs
-    double mean_abs_diff = 0.0;    // mean |diff| over pairs
-    double mean_half_width = 0.0;  // mean of (hi - lo) / 2 over pairs
-};
-
-// Noise floor of one group from `correct[question][repeat]` (each 0 or 1).
-// Every row must have the same number of repeats, at least 2. Each pair's
-// interval uses `options` unchanged (the same seed for every pair).
-util::Result<NoiseFloor> noise_floor(const std::vector<std::vector<std::uint8_t>>& correct,
-                                     const BootstrapOptions& options = {});
-
 // Inverse of the standard normal CDF at `p` (Wichura's AS241, about 1e-16
 // relative error). Returns -inf at 0, +inf at 1 and NaN outside [0, 1].
 double normal_quantile(double p);
-
-// Which test a minimum detectable drop was computed for.
-enum class DropTest {
-    mcnemar,  // paired design, from the discordance rate
-    unpaired, // two independent proportions; used when no pair is discordant
-};
-
-// The smallest accuracy drop a run of a given size would detect.
-struct DetectableDrop {
-    double drop = 0.0; // as a proportion of questions
-    DropTest test = DropTest::mcnemar;
-    double discordant_rate = 0.0; // the rate the estimate was computed for
-    // False when even the largest drop the design allows (the discordance rate
-    // for McNemar, the baseline accuracy unpaired) would not reach the power;
-    // `drop` then holds that largest drop.
-    bool within_reach = true;
-};
-
-// Settings for `minimum_detectable_drop`.
-struct DetectableDropOptions {
-    double alpha = 0.05; // two-sided significance level, in (0, 0.5]
-    double power = 0.8;  // in [0.5, 1)
-    // Accuracy of A, used only by the unpaired fallback; 0.5 is the worst case.
-    double baseline_accuracy = 0.5;
-};
-
-// Smallest drop detectable over `questions` paired questions whose discordant
-// pairs make up `discordant_rate` ((b + c) / N, observed or assumed). Solves
-// Connor's normal approximation for McNemar's test,
-//   N = (z(1 - alpha/2) sqrt(pd) + z(power) sqrt(pd - drop^2))^2 / drop^2,
-// for the drop. With `discordant_rate` 0 (the run has no discordant pairs) it
-// falls back to the two-proportion formula with N questions per configuration.
-util::Result<DetectableDrop> minimum_detectable_drop(std::uint64_t questions,
-                                                     double discordant_rate,
-                                                     const DetectableDropOptions& options = {});
 
 // The `p`-th percentile (p in [0, 100]) of `values`, interpolated linearly like
 // numpy's default. NaN when `values` is empty, holds a NaN, or `p` is out of range.

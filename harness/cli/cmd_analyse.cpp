@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -39,6 +40,8 @@ struct AnalyseFlags {
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
     size_t flips = 10;
+    std::optional<double> margin; // points
+    double alpha = 0.05;
 };
 
 int summary_command(const AnalyseFlags& f) {
@@ -100,13 +103,24 @@ int diff_command(const AnalyseFlags& f) {
     if (!k) {
         return report(k.error());
     }
+    if (f.margin && !(std::isfinite(*f.margin) && *f.margin > 0 && *f.margin <= 100)) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--margin {} is not a margin in points; give a number above 0 and at "
+                        "most 100 (e.g. 1)",
+                        *f.margin)));
+    }
     analysis::CompareOptions options;
-    options.bootstrap.resamples = f.resamples;
-    options.bootstrap.seed = f.seed;
+    options.paired.bootstrap.resamples = f.resamples;
+    options.paired.bootstrap.seed = f.seed;
+    options.paired.alpha = f.alpha;
     auto cmp = analysis::compare(*results, *a, *b, *k, options);
     if (!cmp) {
         return report(cmp.error());
     }
+    // The comparisons printed together are one family for Holm's adjustment.
+    analysis::assign_verdicts(*cmp, f.margin ? std::optional<double>(*f.margin / 100)
+                                             : std::optional<double>());
     analysis::fill_excerpts(*cmp, *st, f.flips);
     if (json) {
         std::cout << analysis::to_json(*cmp).dump(2) << "\n";
@@ -158,6 +172,9 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
     diff->add_option("--scorer", flags->scorer, "vllm, lm-eval-strict or lm-eval-flexible");
     diff->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");
     diff->add_option("--seed", flags->seed, "Bootstrap seed");
+    diff->add_option("--margin", flags->margin,
+                     "Equivalence margin in points: say 'equivalent within ±M' when shown");
+    diff->add_option("--alpha", flags->alpha, "Significance level (default 0.05)");
     diff->add_option("--flips", flags->flips,
                      "Flipped questions listed per direction (default 10)");
     dispatch[diff] = [flags] { return diff_command(*flags); };

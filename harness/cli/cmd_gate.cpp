@@ -11,7 +11,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,11 +27,12 @@ struct GateFlags {
     std::string db = "diffeval.sqlite";
     std::string scorer = "vllm";
     std::optional<double> expect;
-    double tolerance = 0;
+    std::optional<double> tolerance;
     std::string group;
     std::string baseline, candidate;
     std::optional<double> max_drop;
-    double alpha = 0.05;
+    std::optional<double> alpha;
+    std::string inconclusive; // "pass" or "fail" (default)
     std::string max_never_finished, max_reasoning_start;
     std::optional<double> max_token_increase;
     bool require_complete = false;
@@ -39,20 +42,24 @@ struct GateFlags {
     uint64_t seed = analysis::k_default_bootstrap_seed;
 };
 
-const char* status_word(analysis::CheckStatus s) {
-    return s == analysis::CheckStatus::pass ? "PASS" : "FAIL";
+std::string status_word(const analysis::GateCheck& c) {
+    const char* word = c.status == analysis::CheckStatus::pass ? "PASS" : "FAIL";
+    return c.inconclusive ? fmt::format("{} (inconclusive)", word) : word;
 }
 
 std::string overall_line(const analysis::GateVerdict& v) {
-    return v.passed() ? fmt::format("PASS: all {} checks passed", v.checks.size())
-                      : fmt::format("FAIL: {} of {} checks failed", v.failures(), v.checks.size());
+    const std::string undecided =
+        v.inconclusive() > 0 ? fmt::format(", {} inconclusive", v.inconclusive()) : "";
+    return v.passed() ? fmt::format("PASS: all {} checks passed{}", v.checks.size(), undecided)
+                      : fmt::format("FAIL: {} of {} checks failed{}", v.failures(), v.checks.size(),
+                                    undecided);
 }
 
 std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) {
     std::string out = fmt::format("diffeval gate: {} checks on {} (scorer {})\n\n", v.checks.size(),
                                   db, v.scorer);
     for (const auto& c : v.checks) {
-        out += fmt::format("{}  {}\n", status_word(c.status), c.name);
+        out += fmt::format("{}  {}\n", status_word(c), c.name);
         out += fmt::format("      measured:  {}\n", c.measured_text);
         out += fmt::format("      threshold: {}\n", c.threshold_text);
         out += fmt::format("      why:       {}\n", c.why);
@@ -87,7 +94,7 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
         if (!c.note.empty()) {
             why += "; " + c.note;
         }
-        rows.push_back({md_cell(c.name), status_word(c.status), md_cell(c.measured_text),
+        rows.push_back({md_cell(c.name), status_word(c), md_cell(c.measured_text),
                         md_cell(c.threshold_text), md_cell(why)});
     }
     out += reports::render_table(rows, reports::Style::markdown);
@@ -97,10 +104,43 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
     return out + "\n";
 }
 
-std::string verdict_junit(const analysis::GateVerdict& v) {
+// When the gate started, for JUnit's `timestamp` and `time` attributes.
+struct Clock {
+    std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::string timestamp() const {
+        const std::time_t t = std::chrono::system_clock::to_time_t(wall);
+        std::tm utc{};
+        gmtime_r(&t, &utc);
+        char buf[32];
+        std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+        return buf;
+    }
+    double seconds() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+};
+
+std::string junit_suite_open(const Clock& clock, size_t tests, size_t failures, size_t errors) {
+    return fmt::format("  <testsuite name=\"diffeval gate\" tests=\"{}\" failures=\"{}\" "
+                       "errors=\"{}\" time=\"{:.3f}\" timestamp=\"{}\">\n",
+                       tests, failures, errors, clock.seconds(), clock.timestamp());
+}
+
+// The JUnit file of a gate that could not run (exit 2): one testcase whose
+// <error> carries the one-line message.
+std::string error_junit(const util::Error& error, const Clock& clock) {
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
-    out += fmt::format("  <testsuite name=\"diffeval gate\" tests=\"{}\" failures=\"{}\">\n",
-                       v.checks.size(), v.failures());
+    out += junit_suite_open(clock, 1, 0, 1);
+    out += "    <testcase classname=\"diffeval.gate\" name=\"gate\">\n";
+    out +=
+        fmt::format("      <error message=\"{0}\">{0}</error>\n", util::xml_escape(error.message));
+    return out + "    </testcase>\n  </testsuite>\n</testsuites>\n";
+}
+
+std::string verdict_junit(const analysis::GateVerdict& v, const Clock& clock) {
+    std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+    out += junit_suite_open(clock, v.checks.size(), v.failures(), 0);
     for (const auto& c : v.checks) {
         out += fmt::format("    <testcase classname=\"diffeval.gate.{}\" name=\"{}\">\n",
                            util::xml_escape(c.kind), util::xml_escape(c.name));
@@ -137,8 +177,27 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
         return k.error();
     }
     spec.scorer = *k;
+    // Flags given without the check they belong to are mistakes, not no-ops.
+    if (f.tolerance && !f.expect) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            "--tolerance is the allowed shortfall below --expect; add --expect");
+    }
+    for (auto [given, flag] : {std::pair{f.alpha.has_value(), "--alpha"},
+                               std::pair{!f.inconclusive.empty(), "--inconclusive"}}) {
+        if (given && !f.max_drop) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("{} belongs to the --max-drop check; add --max-drop", flag));
+        }
+    }
+    if (!f.inconclusive.empty() && f.inconclusive != "pass" && f.inconclusive != "fail") {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--inconclusive '{}': use pass or fail", f.inconclusive));
+    }
     spec.expect = f.expect;
-    spec.tolerance = f.tolerance;
+    spec.tolerance = f.tolerance.value_or(0);
     auto selector = [](const std::string& text) -> util::Result<std::optional<analysis::Selector>> {
         if (text.empty()) {
             return std::optional<analysis::Selector>{};
@@ -159,7 +218,9 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
         *field = *s;
     }
     spec.max_drop_points = f.max_drop;
-    spec.alpha = f.alpha;
+    spec.alpha = f.alpha.value_or(0.05);
+    spec.inconclusive =
+        f.inconclusive == "pass" ? analysis::InconclusiveAs::pass : analysis::InconclusiveAs::fail;
     for (auto [flag, text, field] :
          {std::tuple{"--max-never-finished-increase", &f.max_never_finished,
                      &spec.max_never_finished_increase},
@@ -184,22 +245,30 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
 }
 
 int gate_command(const GateFlags& f) {
+    const Clock clock;
+    // A gate that cannot run still leaves a JUnit file saying why.
+    auto cannot_run = [&](const util::Error& error) {
+        if (!f.junit.empty()) {
+            (void)write_file(f.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+        }
+        return report(error);
+    };
     // Open the database (a missing file is a usage error, not an empty gate)
     // and load the scored responses, scoring what is missing.
     auto opened = open_results(f.db);
     if (!opened) {
-        return report(opened.error());
+        return cannot_run(opened.error());
     }
     auto& st = opened->store;
     const analysis::Results* results = &opened->results;
     // Turn the flags into checks and evaluate them.
     auto spec = build_spec(f, *results);
     if (!spec) {
-        return report(spec.error());
+        return cannot_run(spec.error());
     }
     auto verdict = analysis::evaluate_gate(*results, *st, *spec);
     if (!verdict) {
-        return report(verdict.error());
+        return cannot_run(verdict.error());
     }
     // Print the verdict, then write the files CI systems pick up.
     std::cout << for_terminal(verdict_text(*verdict, f.db), stdout) << std::flush;
@@ -211,7 +280,8 @@ int gate_command(const GateFlags& f) {
         }
     }
     if (!f.junit.empty()) {
-        if (auto w = write_file(f.junit, verdict_junit(*verdict), std::ios::trunc, "JUnit XML");
+        if (auto w =
+                write_file(f.junit, verdict_junit(*verdict, clock), std::ios::trunc, "JUnit XML");
             !w) {
             return report(w.error());
         }
@@ -243,8 +313,12 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_option("--candidate", flags->candidate,
                      "Candidate group: SERVER[/FRAMING[/MAX_TOKENS]]");
     gate->add_option("--max-drop", flags->max_drop,
-                     "Largest tolerated significant accuracy drop, in points");
-    gate->add_option("--alpha", flags->alpha, "Significance level of the paired check (0.05)");
+                     "Non-inferiority margin in points: pass when the candidate is shown no "
+                     "more than this much worse");
+    gate->add_option("--inconclusive", flags->inconclusive,
+                     "What a --max-drop check that cannot decide counts as: fail (default) or "
+                     "pass");
+    gate->add_option("--alpha", flags->alpha, "One-sided level of the --max-drop check (0.05)");
     gate->add_option("--max-never-finished-increase", flags->max_never_finished,
                      "Per run (3) or percent of questions (5%)");
     gate->add_option("--max-reasoning-start-increase", flags->max_reasoning_start,

@@ -208,8 +208,13 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     if (auto r = s->m_db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
                               "PRAGMA foreign_keys=ON;");
         !r) {
-        return make_error(ErrorKind::io, fmt::format("{} is not a diffeval database ({})", path,
-                                                     r.error().message));
+        // A file that is not SQLite at all (a JSON file given as --db) is
+        // bad input, not a failure of the machine.
+        const bool not_a_database = sqlite3_errcode(s->m_db.handle()) == SQLITE_NOTADB;
+        return make_error(not_a_database ? ErrorKind::data : ErrorKind::io,
+                          fmt::format("{} is not a diffeval database ({}); give the .sqlite file "
+                                      "'diffeval run' wrote",
+                                      path, r.error().message));
     }
     if (auto r = s->migrate(mode); !r) {
         return r.error();

@@ -126,30 +126,46 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
         {"diff", "--db", *db, "default", "deepgemm", "--format", "json", "--resamples", "2000"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     auto j = json::parse(o.out);
-    EXPECT_EQ(j["schema"], "diffeval.diff/1");
+    EXPECT_EQ(j["schema"], "diffeval.diff/2");
     ASSERT_EQ(j["comparisons"].size(), 2u);
     for (const auto& c : j["comparisons"]) {
         EXPECT_EQ(c["questions"], 48);
-        EXPECT_EQ(c["paired_responses"], 144);
-        int pairs = 0, lost = 0, gained = 0;
+        // Every repeat of A against every repeat of B: 48 x 3 x 3.
+        EXPECT_EQ(c["paired_responses"], 432);
+        int pairs = 0;
         for (const auto& t : c["transitions"]) {
             pairs += t["count"].get<int>();
-            lost += t["lost"].get<int>();
-            gained += t["gained"].get<int>();
         }
-        EXPECT_EQ(pairs, 144);
-        EXPECT_EQ(lost, c["mcnemar"]["a_right_b_wrong"].get<int>());
-        EXPECT_EQ(gained, c["mcnemar"]["a_wrong_b_right"].get<int>());
+        EXPECT_EQ(pairs, 432);
         const double diff = c["difference"]["value"];
         EXPECT_NEAR(diff, c["accuracy_b"].get<double>() - c["accuracy_a"].get<double>(), 1e-9);
         EXPECT_LE(c["difference"]["ci95"][0].get<double>(), diff);
         EXPECT_GE(c["difference"]["ci95"][1].get<double>(), diff);
-        EXPECT_FALSE(c["noise_floor"].is_null());
+        EXPECT_EQ(c["test"]["a_better_questions"].get<size_t>(), c["flips"]["a_better"].size());
+        EXPECT_EQ(c["test"]["b_better_questions"].get<size_t>(), c["flips"]["b_better"].size());
+        EXPECT_EQ(c["noise"]["a"]["repeats"], 3);
+        EXPECT_EQ(c["test"]["comparisons_adjusted"], 2);
+        EXPECT_GE(c["test"]["p_mid_holm"].get<double>(), c["test"]["p_mid"].get<double>());
+        EXPECT_FALSE(c["verdict"]["sentence"].get<std::string>().empty());
     }
     auto text = e2e::run({"diff", "--db", *db, "default/raw", "deepgemm/raw"});
     ASSERT_EQ(text.exit_code, 0) << text.err;
-    EXPECT_NE(text.out.find("McNemar"), std::string::npos);
-    EXPECT_NE(text.out.find("Noise floor"), std::string::npos);
+    EXPECT_NE(text.out.find("Sign-flip test over questions"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("Run-to-run noise:"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("Verdict: "), std::string::npos) << text.out;
+    for (size_t start = 0, end; (end = text.out.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+        EXPECT_LE(end - start, 100u) << text.out.substr(start, end - start);
+    }
+    // A margin turns the verdict into an equivalence question.
+    auto eq = json::parse(e2e::run({"diff", "--db", *db, "default/chat", "deepgemm/chat",
+                                    "--format", "json", "--margin", "20", "--resamples", "500"})
+                              .out);
+    EXPECT_EQ(eq["comparisons"][0]["verdict"]["kind"], "equivalent");
+    EXPECT_EQ(eq["comparisons"][0]["verdict"]["margin"], 0.2);
+    auto bad = e2e::run({"diff", "--db", *db, "default/chat", "deepgemm/chat", "--margin", "nan"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--margin nan"), std::string::npos) << bad.err;
 }
 
 TEST_F(Analyse, RescoreGivesIdenticalNumbers) {

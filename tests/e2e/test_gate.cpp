@@ -131,7 +131,7 @@ TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
 
     // Without --group every group is checked: one check each.
     auto j = gate_json({"--expect", "0.0"});
-    EXPECT_EQ(j["schema"], "diffeval.gate/1");
+    EXPECT_EQ(j["schema"], "diffeval.gate/2");
     EXPECT_EQ(j["passed"], true);
     EXPECT_EQ(j["checks"].size(), 9u);
     for (const auto& c : j["checks"]) {
@@ -268,23 +268,38 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
                  "no database");
 }
 
-TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsNotSignificantAndTheRunIsTooSmall) {
-    auto o = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "1"});
-    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
-    EXPECT_NE(o.out.find("but is not significant"), std::string::npos) << o.out;
+TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsInconclusiveAndTheRunIsTooSmall) {
+    const std::vector<std::string> args = {"--baseline", "default/raw/256", "--candidate",
+                                           "deepgemm",   "--max-drop",      "1"};
+    // Inconclusive counts as a failure unless asked otherwise.
+    auto o = gate(args);
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL (inconclusive)  paired default/raw/256 -> deepgemm/raw/256"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("inconclusive against the 1.0-point margin"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("No detectable difference between deepgemm/raw/256 and default/raw/256"),
+              std::string::npos)
+        << o.out;
     EXPECT_NE(o.out.find("this run is too small to detect a 1.00-point drop"), std::string::npos)
         << o.out;
-    auto j =
-        gate_json({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "1"});
+    auto lenient = args;
+    lenient.insert(lenient.end(), {"--inconclusive", "pass"});
+    auto p = gate(lenient);
+    EXPECT_EQ(p.exit_code, 0) << p.out << p.err;
+    EXPECT_NE(p.out.find("PASS (inconclusive)"), std::string::npos) << p.out;
+
+    auto j = gate_json(args);
     ASSERT_EQ(j["checks"].size(), 1u);
     const auto& c = j["checks"][0];
     EXPECT_EQ(c["kind"], "paired");
-    EXPECT_GT(c["measured"].get<double>(), 1.0);  // deepgemm is worse...
-    EXPECT_EQ(c["detail"]["significant"], false); // ...but 48 questions cannot show it
+    EXPECT_EQ(c["detail"]["outcome"], "inconclusive");
+    EXPECT_EQ(c["inconclusive"], true);
+    EXPECT_GT(c["measured"].get<double>(), 1.0);                   // deepgemm is worse...
+    EXPECT_EQ(c["detail"]["verdict"], "no detectable difference"); // ...48 questions cannot show it
     EXPECT_GE(c["detail"]["ci95_points"][1].get<double>(), 0.0);
     EXPECT_EQ(c["detail"]["too_small"], true);
-    EXPECT_GT(c["detail"]["minimum_detectable_drop_points"].get<double>(), 1.0);
-    EXPECT_EQ(c["detail"]["paired_responses"], 144);
+    EXPECT_GT(c["detail"]["minimum_detectable_difference_points"].get<double>(), 1.0);
     // The paired numbers are diff's numbers.
     auto d = json::parse(e2e::run({"diff", "--db", *db, "default/raw/256", "deepgemm", "--format",
                                    "json", "--resamples", "2000"})
@@ -292,29 +307,93 @@ TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsNotSignificantAndTheRunIsTooSmall) {
     const auto& dc = d["comparisons"][0];
     EXPECT_NEAR(c["measured"].get<double>(),
                 (dc["accuracy_a"].get<double>() - dc["accuracy_b"].get<double>()) * 100, 1e-9);
-    EXPECT_EQ(c["detail"]["p_mid"], dc["mcnemar"]["p_mid"]);
+    EXPECT_EQ(c["detail"]["p_mid"], dc["test"]["p_mid"]);
+    EXPECT_EQ(c["detail"]["verdict_sentence"], dc["verdict"]["sentence"]);
 
-    auto chat = gate({"--baseline", "default/chat", "--candidate", "deepgemm", "--max-drop", "1"});
+    // Chat is unaffected: a generous margin passes on both max_tokens.
+    auto chat = gate({"--baseline", "default/chat", "--candidate", "deepgemm", "--max-drop", "10"});
     EXPECT_EQ(chat.exit_code, 0) << chat.out << chat.err;
     EXPECT_EQ(count(chat.out, "PASS  paired default/chat/"), 2u) << chat.out;
+    EXPECT_NE(chat.out.find("within the 10.0-point margin"), std::string::npos) << chat.out;
 }
 
-TEST_F(Gate, PairedFailsOnASignificantDropAndExplainsIt) {
+TEST_F(Gate, PairedFailsWhenTheDropIsShownBeyondTheMargin) {
     auto o = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("FAIL  paired default/raw/256 -> worse/raw/256"), std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("points below baseline and significant"), std::string::npos) << o.out;
-    EXPECT_NE(o.out.find("excludes 0"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("worse than the 1.0-point margin"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("worse/raw/256 is worse than default/raw/256"), std::string::npos)
+        << o.out;
     EXPECT_NE(o.out.find("FAIL: 1 of 1 checks failed"), std::string::npos) << o.out;
-    // A max-drop above the measured drop passes even though it is significant.
     auto j =
         gate_json({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1"});
-    const double drop = j["checks"][0]["measured"];
-    EXPECT_EQ(j["checks"][0]["detail"]["significant"], true);
+    const auto& c = j["checks"][0];
+    EXPECT_EQ(c["detail"]["outcome"], "fail");
+    EXPECT_EQ(c["detail"]["verdict"], "worse");
+    // A margin beyond the interval's lower bound passes even though the drop
+    // is significant: the gate tests the margin, not zero.
+    const double lower = -c["detail"]["one_sided_points"][0].get<double>();
     auto lenient = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop",
-                         std::to_string(drop + 1)});
+                         std::to_string(lower + 1)});
     EXPECT_EQ(lenient.exit_code, 0) << lenient.out;
+    EXPECT_NE(lenient.out.find("PASS  paired"), std::string::npos) << lenient.out;
+    // And a margin inside the interval is inconclusive, not a pass.
+    const double drop = c["measured"].get<double>();
+    auto between = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop",
+                         std::to_string(drop)});
+    EXPECT_EQ(between.exit_code, 1) << between.out;
+    EXPECT_NE(between.out.find("inconclusive against"), std::string::npos) << between.out;
+}
+
+TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
+    auto expect_usage = [](const e2e::Outcome& o, const std::string& says) {
+        EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+        EXPECT_EQ(count(o.err, "\n"), 1u) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+    };
+    const std::vector<std::string> pair = {"--baseline", "default/raw/256", "--candidate", "worse"};
+    for (const std::string bad : {"nan", "inf", "-inf", "1e400", "-1", "101"}) {
+        auto args = pair;
+        args.insert(args.end(), {"--max-drop", bad});
+        auto o = gate(args);
+        EXPECT_EQ(o.exit_code, 2) << bad << ": " << o.out << o.err;
+        EXPECT_EQ(count(o.err, "\n"), 1u) << o.err;
+    }
+    auto with = [&](std::vector<std::string> extra) {
+        auto args = pair;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return gate(args);
+    };
+    expect_usage(with({"--max-drop", "1", "--alpha", "nan"}), "--alpha");
+    expect_usage(with({"--max-drop", "1", "--alpha", "0.7"}), "--alpha");
+    expect_usage(with({"--max-drop", "1", "--inconclusive", "maybe"}), "--inconclusive 'maybe'");
+    expect_usage(with({"--max-token-increase", "inf"}), "--max-token-increase");
+    expect_usage(with({"--max-never-finished-increase", "inf"}), "--max-never-finished-increase");
+    expect_usage(gate({"--expect", "nan"}), "--expect is a proportion");
+    expect_usage(gate({"--expect", "0.8", "--tolerance", "-0.1"}), "--tolerance");
+    // Flags without their check.
+    expect_usage(gate({"--require-complete", "--tolerance", "0.01"}),
+                 "--tolerance is the allowed shortfall below --expect");
+    expect_usage(gate({"--expect", "0.5", "--alpha", "0.01"}), "--alpha belongs to the --max-drop");
+    expect_usage(gate({"--expect", "0.5", "--inconclusive", "pass"}),
+                 "--inconclusive belongs to the --max-drop");
+
+    // A file that is not a database is bad input (2), not a regression (1),
+    // and the JUnit file says so with an <error>.
+    auto notdb = *dir / "verdict.json";
+    std::ofstream(notdb) << "{\"schema\": \"diffeval.gate/2\", \"passed\": true}\n";
+    auto junit = *dir / "error.xml";
+    auto o =
+        e2e::run({"gate", "--db", notdb.string(), "--expect", "0.8", "--junit", junit.string()});
+    expect_usage(o, "is not a diffeval database");
+    const auto xml = e2e::slurp(junit);
+    EXPECT_NE(xml.find("<error message=\"" + notdb.string() + " is not a diffeval database"),
+              std::string::npos)
+        << xml;
+    EXPECT_NE(xml.find("errors=\"1\""), std::string::npos) << xml;
+    EXPECT_NE(xml.find(" time=\""), std::string::npos) << xml;
+    EXPECT_NE(xml.find(" timestamp=\""), std::string::npos) << xml;
 }
 
 TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
@@ -384,6 +463,8 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
     auto o = e2e::run({"gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm",
                        "--max-drop", "5", "--resamples", "2000"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
-    EXPECT_NE(o.out.find("points below baseline and significant"), std::string::npos) << o.out;
-    EXPECT_NE(o.out.find("this run detects drops of"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("worse than the 5.0-point margin"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("this run detects differences of"), std::string::npos) << o.out;
 }

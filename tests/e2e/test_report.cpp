@@ -162,7 +162,7 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
     EXPECT_EQ(j["baseline"], "deepgemm");
     EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/1");
     EXPECT_EQ(j["summary"]["groups"].size(), 4u);
-    EXPECT_EQ(j["diff"]["schema"], "diffeval.diff/1");
+    EXPECT_EQ(j["diff"]["schema"], "diffeval.diff/2");
     // vllm on raw and chat, then lm-eval-strict on chat.
     ASSERT_EQ(j["diff"]["comparisons"].size(), 3u);
     for (const auto& c : j["diff"]["comparisons"]) {

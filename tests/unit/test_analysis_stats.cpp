@@ -331,74 +331,6 @@ TEST(PairedBootstrap, RejectsInputsThatAreNotPairedFractions) {
     EXPECT_FALSE(paired_bootstrap(three, three, {.confidence = 1.0}).ok());
 }
 
-// ---- noise_floor -----------------------------------------------------------
-
-TEST(NoiseFloor, ComparesEveryPairOfRepeats) {
-    // Accuracy per repeat: 3/5, 2/5, 4/5.
-    const std::vector<std::vector<std::uint8_t>> correct{
-        {1, 1, 1}, {1, 0, 1}, {0, 0, 1}, {0, 0, 1}, {1, 1, 0},
-    };
-    const BootstrapOptions options{.resamples = 300, .seed = 9};
-    const auto r = noise_floor(correct, options);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    ASSERT_EQ(r->pairs.size(), 3u);
-
-    struct Expected {
-        std::size_t first, second;
-        double diff;
-        std::uint64_t b, c;
-    };
-    const Expected expected[] = {{0, 1, -0.2, 1, 0}, {0, 2, 0.2, 1, 2}, {1, 2, 0.4, 1, 3}};
-    double half_sum = 0.0;
-    for (std::size_t i = 0; i < 3; ++i) {
-        const RepeatPair& pair = r->pairs[i];
-        EXPECT_EQ(pair.first, expected[i].first);
-        EXPECT_EQ(pair.second, expected[i].second);
-        EXPECT_DOUBLE_EQ(pair.diff, expected[i].diff);
-        EXPECT_EQ(pair.mcnemar.b, expected[i].b);
-        EXPECT_EQ(pair.mcnemar.c, expected[i].c);
-
-        // Each pair's interval is the paired bootstrap of its two repeat columns.
-        std::vector<double> x;
-        std::vector<double> y;
-        for (const auto& row : correct) {
-            x.push_back(row[pair.first]);
-            y.push_back(row[pair.second]);
-        }
-        const auto direct = paired_bootstrap(x, y, options);
-        ASSERT_TRUE(direct.ok());
-        EXPECT_EQ(pair.interval.lo, direct->lo);
-        EXPECT_EQ(pair.interval.hi, direct->hi);
-        half_sum += (direct->hi - direct->lo) / 2.0;
-    }
-    EXPECT_DOUBLE_EQ(r->max_abs_diff, 0.4);
-    EXPECT_DOUBLE_EQ(r->mean_abs_diff, 0.8 / 3.0);
-    EXPECT_DOUBLE_EQ(r->mean_half_width, half_sum / 3.0);
-    EXPECT_GT(r->mean_half_width, 0.0);
-}
-
-TEST(NoiseFloor, IdenticalRepeatsHaveNoSpread) {
-    const std::vector<std::vector<std::uint8_t>> correct{{1, 1}, {0, 0}, {1, 1}};
-    const auto r = noise_floor(correct, {.resamples = 100});
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->max_abs_diff, 0.0);
-    EXPECT_EQ(r->mean_half_width, 0.0);
-    EXPECT_EQ(r->pairs.at(0).mcnemar.p_exact, 1.0);
-}
-
-TEST(NoiseFloor, RejectsMatricesItCannotCompare) {
-    const std::vector<std::vector<std::uint8_t>> one_repeat{{1}, {0}};
-    const auto single = noise_floor(one_repeat);
-    ASSERT_FALSE(single.ok());
-    EXPECT_NE(single.error().message.find("at least 2"), std::string::npos);
-
-    const std::vector<std::vector<std::uint8_t>> ragged{{1, 0}, {0}};
-    EXPECT_FALSE(noise_floor(ragged).ok());
-    const std::vector<std::vector<std::uint8_t>> not_binary{{1, 2}, {0, 1}};
-    EXPECT_FALSE(noise_floor(not_binary).ok());
-    EXPECT_FALSE(noise_floor({}).ok());
-}
-
 // ---- normal_quantile -------------------------------------------------------
 
 TEST(NormalQuantile, MatchesKnownCriticalValues) {
@@ -424,52 +356,6 @@ TEST(NormalQuantile, HandlesTheEnds) {
     EXPECT_TRUE(std::isnan(normal_quantile(-0.1)));
     EXPECT_TRUE(std::isnan(normal_quantile(1.5)));
     EXPECT_TRUE(std::isnan(normal_quantile(std::nan(""))));
-}
-
-// ---- minimum_detectable_drop -----------------------------------------------
-
-TEST(MinimumDetectableDrop, FullGsm8kAtTenPercentDiscordance) {
-    // By hand: drop ~ (1.95996 + 0.84162) sqrt(0.10 / 1319) = 0.02439 before the
-    // sqrt(pd - drop^2) correction; solving exactly gives 0.0243721.
-    const auto r = minimum_detectable_drop(1319, 0.10);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->test, DropTest::mcnemar);
-    EXPECT_TRUE(r->within_reach);
-    EXPECT_EQ(r->discordant_rate, 0.10);
-    EXPECT_NEAR(r->drop, 0.02437211423772817, 1e-9);
-}
-
-TEST(MinimumDetectableDrop, ShrinksWithMoreQuestionsAndGrowsWithPower) {
-    const auto small = minimum_detectable_drop(500, 0.10);
-    const auto large = minimum_detectable_drop(5000, 0.10);
-    const auto strict = minimum_detectable_drop(500, 0.10, {.power = 0.95});
-    ASSERT_TRUE(small.ok() && large.ok() && strict.ok());
-    EXPECT_LT(large->drop, small->drop);
-    EXPECT_GT(strict->drop, small->drop);
-}
-
-TEST(MinimumDetectableDrop, TooFewQuestionsIsOutOfReach) {
-    const auto r = minimum_detectable_drop(10, 0.10);
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_FALSE(r->within_reach);
-    EXPECT_EQ(r->drop, 0.10);
-}
-
-TEST(MinimumDetectableDrop, NoDiscordantPairsFallsBackToUnpaired) {
-    const auto r = minimum_detectable_drop(1319, 0.0, {.baseline_accuracy = 0.9});
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->test, DropTest::unpaired);
-    EXPECT_EQ(r->discordant_rate, 0.0);
-    EXPECT_TRUE(r->within_reach);
-    EXPECT_NEAR(r->drop, 0.035121747390786474, 1e-9);
-}
-
-TEST(MinimumDetectableDrop, RejectsImpossibleSettings) {
-    EXPECT_FALSE(minimum_detectable_drop(0, 0.1).ok());
-    EXPECT_FALSE(minimum_detectable_drop(100, 1.5).ok());
-    EXPECT_FALSE(minimum_detectable_drop(100, 0.1, {.alpha = 0.0}).ok());
-    EXPECT_FALSE(minimum_detectable_drop(100, 0.1, {.power = 0.3}).ok());
-    EXPECT_FALSE(minimum_detectable_drop(100, 0.0, {.baseline_accuracy = 0.0}).ok());
 }
 
 // ---- percentile ------------------------------------------------------------

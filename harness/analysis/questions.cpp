@@ -1,0 +1,353 @@
+// Question-level paired statistics; see questions.hpp.
+//
+// The exact sign-flip test. Under "no difference" each question's difference
+// is as likely to have come out with the other sign, so T = sum of the
+// differences has the distribution of sum s_i |d_i| with independent fair
+// signs s_i. When every difference is a multiple of 1/L (L the least common
+// multiple of the repeat counts), w_i = L |d_i| are whole numbers and
+// T = (2U - W) / L, where W = sum w_i and U is the sum of a uniformly random
+// subset of the w_i. U's distribution is built by convolution, one question
+// at a time, in O(questions x W) (a few million steps for a full GSM8K
+// comparison), and the p-value summed from its tails directly, so small
+// p-values keep their digits. With one repeat per side every w_i is 1, U is
+// Binomial(z, 1/2) and the test is McNemar's exact test, mid-p included.
+// Beyond `max_exact_work` the p-value is estimated from seeded random sign
+// vectors, (1 + as extreme) / (1 + draws), which never reports 0.
+#include <harness/analysis/questions.hpp>
+
+#include <harness/analysis/rng.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+double normal_cdf(double x) {
+    return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+
+// Sample variance of a question's 0/1 repeats with `c` right of `k` (k >= 2).
+double repeat_variance(double c, double k) {
+    return c * (k - c) / (k * (k - 1.0));
+}
+
+SignFlipResult exact_sign_flip(const std::vector<std::int64_t>& w, std::int64_t t) {
+    std::int64_t total = 0;
+    std::vector<double> prob(1, 1.0);
+    for (std::int64_t x : w) {
+        total += x;
+        prob.resize(static_cast<size_t>(total) + 1, 0.0);
+        for (std::int64_t u = total; u >= 0; --u) {
+            const double with = u >= x ? prob[static_cast<size_t>(u - x)] : 0.0;
+            prob[static_cast<size_t>(u)] = 0.5 * (prob[static_cast<size_t>(u)] + with);
+        }
+    }
+    const std::int64_t observed = std::abs(t);
+    double beyond = 0.0, at = 0.0;
+    for (std::int64_t u = 0; u <= total; ++u) {
+        const std::int64_t stat = std::abs(2 * u - total);
+        if (stat > observed) {
+            beyond += prob[static_cast<size_t>(u)];
+        } else if (stat == observed) {
+            at += prob[static_cast<size_t>(u)];
+        }
+    }
+    SignFlipResult r;
+    r.p = std::min(1.0, beyond + at);
+    // A zero sum is the centre of the distribution: both tails are the whole
+    // of it, and the doubled one-sided mid-p is 1, as McNemar's.
+    r.p_mid = observed == 0 ? 1.0 : std::min(1.0, beyond + 0.5 * at);
+    r.method = SignFlipMethod::exact;
+    return r;
+}
+
+SignFlipResult monte_carlo_sign_flip(const std::vector<double>& moving, double t,
+                                     const SignFlipOptions& options) {
+    const double observed = std::abs(t);
+    const double tolerance = 1e-9 * std::max(1.0, observed);
+    Rng rng(options.seed);
+    std::uint64_t beyond = 0, at = 0;
+    for (std::uint32_t draw = 0; draw < options.draws; ++draw) {
+        double sum = 0.0;
+        std::uint64_t bits = 0;
+        for (size_t i = 0; i < moving.size(); ++i) {
+            if (i % 64 == 0) {
+                bits = rng.next();
+            }
+            sum += (bits & 1U) != 0 ? moving[i] : -moving[i];
+            bits >>= 1U;
+        }
+        const double stat = std::abs(sum);
+        if (stat > observed + tolerance) {
+            ++beyond;
+        } else if (stat >= observed - tolerance) {
+            ++at;
+        }
+    }
+    const double n = static_cast<double>(options.draws) + 1.0;
+    SignFlipResult r;
+    r.p = std::min(1.0, (1.0 + static_cast<double>(beyond + at)) / n);
+    r.p_mid =
+        observed <= tolerance
+            ? 1.0
+            : std::min(1.0,
+                       (0.5 + static_cast<double>(beyond) + 0.5 * static_cast<double>(at)) / n);
+    r.method = SignFlipMethod::monte_carlo;
+    r.draws = options.draws;
+    r.seed = options.seed;
+    return r;
+}
+
+SideNoise side_noise(const CorrectnessMatrix& m) {
+    SideNoise noise;
+    noise.repeats = std::numeric_limits<std::uint32_t>::max();
+    double sum = 0.0;
+    for (const auto& row : m) {
+        noise.repeats = std::min(noise.repeats, static_cast<std::uint32_t>(row.size()));
+    }
+    noise.measured = noise.repeats >= 2;
+    if (!noise.measured) {
+        return noise;
+    }
+    for (const auto& row : m) {
+        const double c = std::accumulate(row.begin(), row.end(), 0.0);
+        sum += repeat_variance(c, static_cast<double>(row.size()));
+    }
+    const auto n = static_cast<double>(m.size());
+    noise.within_variance = sum / n;
+    noise.deterministic = sum == 0.0;
+    noise.rerun_sd = std::sqrt(noise.within_variance / n);
+    return noise;
+}
+
+util::Result<void> check_matrix(const CorrectnessMatrix& m, char side) {
+    for (size_t q = 0; q < m.size(); ++q) {
+        if (m[q].empty()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("question {} has no repeat on side {}", q, side));
+        }
+        for (auto v : m[q]) {
+            if (v > 1) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("question {} on side {} has correctness {}; "
+                                              "expected 0 or 1",
+                                              q, side, static_cast<int>(v)));
+            }
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+util::Result<SignFlipResult> sign_flip_test(std::span<const double> d,
+                                            const SignFlipOptions& options) {
+    if (d.empty()) {
+        return make_error(ErrorKind::data, "the sign-flip test needs at least one question");
+    }
+    std::vector<double> moving;
+    double t = 0.0;
+    for (double x : d) {
+        if (!(x >= -1.0 && x <= 1.0)) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("per-question difference {} is not a difference of fractions", x));
+        }
+        if (x != 0.0) {
+            moving.push_back(x);
+            t += x;
+        }
+    }
+    SignFlipResult r;
+    r.differing = moving.size();
+    if (moving.empty()) {
+        return r;
+    }
+    // On the lattice? Then the exact distribution, if affordable.
+    if (options.lattice > 0) {
+        const auto lattice = static_cast<double>(options.lattice);
+        std::vector<std::int64_t> w;
+        std::int64_t signed_sum = 0, total = 0;
+        bool on_lattice = true;
+        for (double x : moving) {
+            const double scaled = x * lattice;
+            const auto v = static_cast<std::int64_t>(std::llround(scaled));
+            if (std::abs(scaled - static_cast<double>(v)) > 1e-6) {
+                on_lattice = false;
+                break;
+            }
+            w.push_back(std::abs(v));
+            signed_sum += v;
+            total += std::abs(v);
+        }
+        const auto work = static_cast<double>(w.size()) * static_cast<double>(total);
+        if (on_lattice && work <= static_cast<double>(options.max_exact_work)) {
+            auto exact = exact_sign_flip(w, signed_sum);
+            exact.differing = r.differing;
+            return exact;
+        }
+    }
+    auto mc = monte_carlo_sign_flip(moving, t, options);
+    mc.differing = r.differing;
+    return mc;
+}
+
+double power_to_detect(double delta, double se, double alpha) {
+    if (!(se > 0.0)) {
+        return delta != 0.0 ? 1.0 : alpha;
+    }
+    const double z = normal_quantile(1.0 - alpha / 2.0);
+    const double shift = std::abs(delta) / se;
+    return normal_cdf(shift - z) + normal_cdf(-shift - z);
+}
+
+double minimum_detectable(double se, double alpha, double power) {
+    return (normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power)) * se;
+}
+
+std::vector<double> holm_adjust(std::span<const double> p) {
+    const size_t m = p.size();
+    std::vector<size_t> order(m);
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return p[x] < p[y]; });
+    std::vector<double> out(m, 1.0);
+    double running = 0.0;
+    for (size_t rank = 0; rank < m; ++rank) {
+        const double scaled = std::min(1.0, static_cast<double>(m - rank) * p[order[rank]]);
+        running = std::max(running, scaled);
+        out[order[rank]] = running;
+    }
+    return out;
+}
+
+util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
+                                              const CorrectnessMatrix& b,
+                                              const PairedOptions& options) {
+    if (a.size() != b.size()) {
+        return make_error(ErrorKind::data,
+                          fmt::format("paired analysis needs the same questions on both sides; A "
+                                      "has {} and B has {}",
+                                      a.size(), b.size()));
+    }
+    if (a.empty()) {
+        return make_error(ErrorKind::data,
+                          "paired analysis needs at least one question answered on both sides");
+    }
+    if (!(options.alpha > 0.0 && options.alpha <= 0.5)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("alpha must be in (0, 0.5], got {}", options.alpha));
+    }
+    if (!(options.power >= 0.5 && options.power < 1.0)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("power must be in [0.5, 1), got {}", options.power));
+    }
+    if (auto ok = check_matrix(a, 'A'); !ok) {
+        return ok.error();
+    }
+    if (auto ok = check_matrix(b, 'B'); !ok) {
+        return ok.error();
+    }
+    QuestionStats s;
+    s.questions = a.size();
+    s.alpha = options.alpha;
+    s.power = options.power;
+    const auto n = static_cast<double>(a.size());
+    std::vector<double> fa(a.size()), fb(b.size()), d(a.size());
+    std::uint64_t lattice = 1;
+    double within_of_diff = 0.0; // mean over questions of var(mean A) + var(mean B)
+    for (size_t q = 0; q < a.size(); ++q) {
+        const auto ka = static_cast<double>(a[q].size());
+        const auto kb = static_cast<double>(b[q].size());
+        const double ca = std::accumulate(a[q].begin(), a[q].end(), 0.0);
+        const double cb = std::accumulate(b[q].begin(), b[q].end(), 0.0);
+        fa[q] = ca / ka;
+        fb[q] = cb / kb;
+        d[q] = fb[q] - fa[q];
+        s.a_better += fa[q] > fb[q] ? 1 : 0;
+        s.b_better += fb[q] > fa[q] ? 1 : 0;
+        if (lattice <= 1'000'000) {
+            lattice = std::lcm(lattice, std::lcm<std::uint64_t>(a[q].size(), b[q].size()));
+        }
+        if (ka >= 2) {
+            within_of_diff += repeat_variance(ca, ka) / ka;
+        }
+        if (kb >= 2) {
+            within_of_diff += repeat_variance(cb, kb) / kb;
+        }
+    }
+    s.accuracy_a = std::accumulate(fa.begin(), fa.end(), 0.0) / n;
+    s.accuracy_b = std::accumulate(fb.begin(), fb.end(), 0.0) / n;
+    const double mean_d = std::accumulate(d.begin(), d.end(), 0.0) / n;
+    s.diff = mean_d;
+    double ss = 0.0;
+    for (double x : d) {
+        ss += (x - mean_d) * (x - mean_d);
+    }
+    s.sd_diff = a.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0;
+    s.se = s.sd_diff / std::sqrt(n);
+
+    BootstrapOptions boot = options.bootstrap;
+    boot.confidence = 1.0 - options.alpha;
+    auto interval = paired_bootstrap(fa, fb, boot);
+    if (!interval) {
+        return interval.error();
+    }
+    s.interval = *interval;
+
+    SignFlipOptions flip;
+    flip.lattice = lattice <= 1'000'000 ? static_cast<std::uint32_t>(lattice) : 0;
+    flip.draws = options.sign_flip_draws;
+    flip.seed = options.bootstrap.seed;
+    auto test = sign_flip_test(d, flip);
+    if (!test) {
+        return test.error();
+    }
+    s.test = *test;
+
+    s.noise_a = side_noise(a);
+    s.noise_b = side_noise(b);
+    if (s.noise_a.measured && s.noise_b.measured && s.sd_diff > 0.0) {
+        s.noise_share = std::min(1.0, (within_of_diff / n) / (s.sd_diff * s.sd_diff));
+    }
+    if (s.sd_diff > 0.0) {
+        s.mdd = minimum_detectable(s.se, options.alpha, options.power);
+    }
+    return s;
+}
+
+Plan plan_run(const QuestionStats& stats, double drop, double alpha, double power) {
+    Plan plan;
+    const double total = stats.sd_diff * stats.sd_diff;
+    const bool measured = stats.noise_a.measured && stats.noise_b.measured;
+    plan.within_a = measured ? stats.noise_a.within_variance : 0.0;
+    plan.within_b = measured ? stats.noise_b.within_variance : 0.0;
+    // The pilot's per-question variance is the between part plus each side's
+    // within variance over its repeats.
+    const double pilot_within =
+        measured ? plan.within_a / stats.noise_a.repeats + plan.within_b / stats.noise_b.repeats
+                 : 0.0;
+    plan.between_variance = std::max(0.0, total - pilot_within);
+    const double z = normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power);
+    for (std::uint32_t k : {1U, 2U, 3U, 5U, 10U}) {
+        PlanRow row;
+        row.repeats = k;
+        const double var = plan.between_variance + (plan.within_a + plan.within_b) / k;
+        row.sd_diff = std::sqrt(var);
+        row.questions = var > 0.0 && drop > 0.0
+                            ? static_cast<std::uint64_t>(std::ceil(z * z * var / (drop * drop)))
+                            : 0;
+        plan.rows.push_back(row);
+    }
+    return plan;
+}
+
+} // namespace diffeval::analysis

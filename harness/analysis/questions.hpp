@@ -1,0 +1,149 @@
+// Question-level paired statistics: everything a verdict about "B against A"
+// is drawn from, with the question as the unit of analysis.
+//
+// Each side may answer a question several times (repeats). A repeat number is
+// only an identifier: which of several identical requests became "repeat 0"
+// depends on arrival order, so repeats are never paired with each other.
+// Instead each side's repeats of a question are averaged, and the paired
+// difference of those means is the per-question observation. From those:
+//   - the accuracy difference (their mean), a paired bootstrap interval over
+//     questions and, beside it, the analytic clustered standard error (Miller
+//     2024, "Adding Error Bars to Evals", paired form);
+//   - a sign-flip permutation test of "no difference" (exact by a lattice
+//     convolution when it is small enough, seeded Monte Carlo otherwise); with
+//     one repeat per side it is McNemar's exact test;
+//   - the run-to-run noise: the within-question variance between repeats,
+//     as the standard deviation of accuracy a re-run would show;
+//   - the minimum detectable difference and power at the run's alpha;
+//   - Holm's adjustment of several p-values, and a plan for a larger run.
+// All are pure functions; the only randomness is seeded (rng.hpp).
+#pragma once
+
+#include <harness/analysis/stats.hpp>
+#include <harness/util/result.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace diffeval::analysis {
+
+// Correctness of one side: `[question][repeat]`, each 0 or 1. Questions may
+// have different numbers of repeats (a missing response), at least one each.
+using CorrectnessMatrix = std::vector<std::vector<std::uint8_t>>;
+
+// How the sign-flip test's p-value was computed.
+enum class SignFlipMethod {
+    exact,       // the whole permutation distribution, by convolution on a lattice
+    monte_carlo, // seeded random sign vectors
+};
+
+struct SignFlipOptions {
+    // The per-question differences are multiples of 1 / `lattice` (the
+    // least common multiple of the repeat counts); 0 when unknown, which
+    // forces Monte Carlo.
+    std::uint32_t lattice = 0;
+    // Largest (differing questions) x (lattice sum) the exact convolution
+    // may cost; beyond it Monte Carlo is used.
+    std::uint64_t max_exact_work = 200'000'000;
+    std::uint32_t draws = 20'000; // Monte Carlo sign vectors
+    std::uint64_t seed = k_default_bootstrap_seed;
+};
+
+// Two-sided sign-flip permutation test of "the per-question differences are
+// symmetric about zero", with statistic T = their sum.
+struct SignFlipResult {
+    double p = 1.0; // P(|T| >= |t|) under random signs
+    // P(|T| > |t|) + P(|T| = |t|) / 2, and 1 when t = 0 (the doubled
+    // one-sided mid-p, as McNemar's): the mid-p the reports show.
+    double p_mid = 1.0;
+    std::uint64_t differing = 0; // questions whose difference is not zero
+    SignFlipMethod method = SignFlipMethod::exact;
+    std::uint32_t draws = 0; // Monte Carlo only
+    std::uint64_t seed = 0;  // Monte Carlo only
+};
+
+// The sign-flip test on `d` (per-question differences in [-1, 1]). No
+// differing question gives p = 1. Fails on an empty span or a value outside
+// [-1, 1].
+util::Result<SignFlipResult> sign_flip_test(std::span<const double> d,
+                                            const SignFlipOptions& options = {});
+
+// Run-to-run noise of one side.
+struct SideNoise {
+    std::uint32_t repeats = 0;  // fewest repeats of any question
+    bool measured = false;      // every question has 2+ repeats
+    bool deterministic = false; // measured, and every question's repeats agree
+    double within_variance = 0; // mean over questions of the repeats' sample variance
+    // Standard deviation of this side's accuracy over one re-run of the same
+    // questions: sqrt(within_variance / questions), as a proportion.
+    double rerun_sd = 0;
+};
+
+// Settings for `analyse_questions`.
+struct PairedOptions {
+    BootstrapOptions bootstrap; // its confidence is 1 - alpha
+    double alpha = 0.05;        // two-sided level, in (0, 0.5]
+    double power = 0.8;         // for the minimum detectable difference, in [0.5, 1)
+    std::uint32_t sign_flip_draws = 20'000;
+};
+
+// Everything drawn from two sides' correctness on the same questions.
+struct QuestionStats {
+    std::uint64_t questions = 0;
+    double accuracy_a = 0, accuracy_b = 0; // means of per-question means
+    double diff = 0;                       // accuracy_b - accuracy_a
+    std::uint64_t a_better = 0;            // questions whose mean is higher in A
+    std::uint64_t b_better = 0;
+    BootstrapInterval interval; // B - A, at confidence 1 - alpha
+    double sd_diff = 0;         // sample sd of the per-question differences
+    double se = 0;              // clustered standard error of `diff`: sd_diff / sqrt(questions)
+    SignFlipResult test;
+    SideNoise noise_a, noise_b;
+    // Share of the variance of `diff` (se^2) that within-question repeat
+    // noise accounts for, in [0, 1]; unset unless both sides' noise is measured.
+    std::optional<double> noise_share;
+    double alpha = 0.05;
+    double power = 0.8;
+    // Smallest true difference detected with `power` at `alpha`; unset when
+    // the sides agree on every question (no variance to size it from).
+    std::optional<double> mdd;
+};
+
+// Analyse `a` and `b` (the same questions in the same order). Fails when they
+// differ in length, are empty, a question has no repeat, or a value is not 0/1.
+util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
+                                              const CorrectnessMatrix& b,
+                                              const PairedOptions& options = {});
+
+// Power of the two-sided test at `alpha` to detect a true difference `delta`
+// when the estimate has standard error `se` (normal approximation).
+double power_to_detect(double delta, double se, double alpha);
+
+// Smallest difference detected with `power` at two-sided `alpha` for standard
+// error `se`: (z(1 - alpha/2) + z(power)) * se.
+double minimum_detectable(double se, double alpha, double power);
+
+// Holm's step-down adjustment of `p` (same order out), each capped at 1.
+std::vector<double> holm_adjust(std::span<const double> p);
+
+// A plan for a run that would detect `drop` (a proportion) at `alpha` with
+// `power`, from a pilot's per-question variance split into what repeats
+// average away (within-question noise) and what they do not.
+struct PlanRow {
+    std::uint32_t repeats = 1;   // per side
+    std::uint64_t questions = 0; // needed; 0 when the pilot shows no variance at all
+    double sd_diff = 0;          // expected sd of per-question differences at these repeats
+};
+struct Plan {
+    double between_variance = 0; // variance of the true per-question effect
+    double within_a = 0, within_b = 0;
+    std::vector<PlanRow> rows; // for 1, 2, 3, 5 and 10 repeats
+};
+
+// The plan from a pilot's `stats` (both sides' noise measured, else the
+// within variance is taken as 0 and every row shows the pilot's sd).
+Plan plan_run(const QuestionStats& stats, double drop, double alpha, double power);
+
+} // namespace diffeval::analysis

@@ -1,0 +1,180 @@
+// Verdicts and margin checks; see verdict.hpp. Every sentence is built from
+// the numbers that decided it, in the order a reader checks them.
+#include <harness/analysis/verdict.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace diffeval::analysis {
+
+namespace {
+
+// Guards comparisons of bounds with a margin against rounding.
+constexpr double k_epsilon = 1e-12;
+
+std::string points(double proportion) {
+    auto s = fmt::format("{:.1f}", std::abs(100.0 * proportion));
+    return s;
+}
+
+std::string pvalue(double p) {
+    return fmt::format("{:.3g}", p);
+}
+
+// "95%" for alpha 0.05.
+std::string level(double confidence) {
+    return fmt::format("{:g}%", 100.0 * confidence);
+}
+
+std::string holm_clause(const Verdict& v) {
+    return v.comparisons > 1 ? fmt::format(" (Holm-adjusted {} over {} comparisons)",
+                                           pvalue(v.p_adjusted), v.comparisons)
+                             : std::string();
+}
+
+std::string interval_text(double lo, double hi) {
+    return fmt::format("[{}, {}]", signed_points(lo), signed_points(hi));
+}
+
+std::string mdd_clause(const QuestionStats& s) {
+    if (!s.mdd) {
+        return "; the two sides agree on every question";
+    }
+    return fmt::format("; {} of {} questions differ, and the run detects differences of {} "
+                       "points or more at {:g}% power",
+                       s.test.differing, s.questions, points(*s.mdd), 100.0 * s.power);
+}
+
+} // namespace
+
+std::string signed_points(double proportion) {
+    auto s = fmt::format("{:+.1f}", 100.0 * proportion);
+    return s == "+0.0" || s == "-0.0" ? std::string("0.0") : s;
+}
+
+const char* verdict_name(VerdictKind kind) {
+    switch (kind) {
+    case VerdictKind::worse:
+        return "worse";
+    case VerdictKind::better:
+        return "better";
+    case VerdictKind::equivalent:
+        return "equivalent";
+    case VerdictKind::no_detectable_difference:
+        break;
+    }
+    return "no detectable difference";
+}
+
+Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::string& b,
+                       double p_adjusted, std::size_t comparisons, std::optional<double> margin) {
+    Verdict v;
+    v.p_adjusted = p_adjusted;
+    v.comparisons = comparisons;
+    v.margin = margin;
+    const auto& iv = s.interval;
+    const std::string two_sided = level(1.0 - s.alpha);
+    const bool rejects = p_adjusted < s.alpha;
+    const bool below = iv.hi < 0.0;
+    const bool above = iv.lo > 0.0;
+
+    // Equivalence first: a user who gives a margin says smaller differences
+    // do not matter.
+    if (margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon) {
+        v.kind = VerdictKind::equivalent;
+        v.words = fmt::format("equivalent within ±{} points", points(*margin));
+        v.sentence = fmt::format(
+            "{} is equivalent to {} within ±{} points: {} points, {} interval {} inside ±{} "
+            "(two one-sided tests at {:g}).",
+            b, a, points(*margin), signed_points(s.diff), level(1.0 - 2.0 * s.alpha),
+            interval_text(iv.lo_one_sided, iv.hi_one_sided), points(*margin), s.alpha);
+        return v;
+    }
+    if (rejects && (below || above)) {
+        v.kind = below ? VerdictKind::worse : VerdictKind::better;
+        v.words = verdict_name(v.kind);
+        v.sentence = fmt::format("{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b,
+                                 v.words, a, signed_points(s.diff), two_sided,
+                                 interval_text(iv.lo, iv.hi), pvalue(s.test.p_mid), holm_clause(v));
+        return v;
+    }
+    v.kind = VerdictKind::no_detectable_difference;
+    v.words = verdict_name(v.kind);
+    std::string ci_clause;
+    if (below || above) {
+        ci_clause =
+            fmt::format("excludes 0 but the sign-flip test does not reject at {:g}", s.alpha);
+    } else if (rejects) {
+        ci_clause = "includes 0 (the test alone would reject: a borderline case)";
+    } else {
+        ci_clause = "includes 0";
+    }
+    v.sentence = fmt::format("No detectable difference between {} and {}: {} points, {} CI {} {}, "
+                             "sign-flip mid-p {}{}{}.",
+                             b, a, signed_points(s.diff), two_sided, interval_text(iv.lo, iv.hi),
+                             ci_clause, pvalue(s.test.p_mid), holm_clause(v), mdd_clause(s));
+    if (margin) {
+        v.sentence += fmt::format(" Not shown equivalent within ±{} points: the {} interval {} "
+                                  "reaches past the margin.",
+                                  points(*margin), level(1.0 - 2.0 * s.alpha),
+                                  interval_text(iv.lo_one_sided, iv.hi_one_sided));
+    }
+    return v;
+}
+
+std::string noise_sentence(const QuestionStats& s, const std::string& a, const std::string& b) {
+    auto side = [&](const SideNoise& n, const std::string& name) {
+        if (!n.measured) {
+            return fmt::format("{} not measured (1 repeat)", name);
+        }
+        if (n.deterministic) {
+            return fmt::format("{} none seen: its {} repeats gave the same answers on every "
+                               "question (a deterministic server)",
+                               name, n.repeats);
+        }
+        return fmt::format("{} ±{:.1f} points (1 SD of accuracy on a re-run, from {} repeats)",
+                           name, 100.0 * n.rerun_sd, n.repeats);
+    };
+    std::string out =
+        fmt::format("Run-to-run noise: {}; {}", side(s.noise_a, a), side(s.noise_b, b));
+    if (s.noise_share) {
+        out += fmt::format("; repeat noise accounts for {:.0f}% of the interval's variance",
+                           100.0 * *s.noise_share);
+    }
+    return out + ".";
+}
+
+MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
+    MarginCheck m;
+    m.max_drop = max_drop;
+    const auto& iv = s.interval;
+    const std::string one_sided = level(1.0 - s.alpha);
+    const std::string x = points(max_drop);
+    if (iv.lo_one_sided > -max_drop + k_epsilon) {
+        m.outcome = MarginOutcome::pass;
+        m.sentence =
+            fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
+                        "above -{} ({} points)",
+                        x, one_sided, signed_points(iv.lo_one_sided), x, signed_points(s.diff));
+    } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
+        m.outcome = MarginOutcome::fail;
+        m.sentence =
+            fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "
+                        "is below -{} ({} points)",
+                        x, one_sided, signed_points(iv.hi_one_sided), x, signed_points(s.diff));
+    } else {
+        m.outcome = MarginOutcome::inconclusive;
+        m.sentence = fmt::format(
+            "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle -{} "
+            "({} points){}",
+            x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided), x, signed_points(s.diff),
+            s.mdd ? fmt::format("; this run detects differences of {} points or more at {:g}% "
+                                "power",
+                                points(*s.mdd), 100.0 * s.power)
+                  : std::string());
+    }
+    return m;
+}
+
+} // namespace diffeval::analysis

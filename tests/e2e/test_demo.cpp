@@ -1,0 +1,99 @@
+// `diffeval demo` on the built-in sample set: the comparison it prints is the
+// question-level one, its p-value is what an independent computation over the
+// stored correctness gives, and no sentence anywhere claims "within noise".
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <map>
+
+using nlohmann::json;
+
+namespace {
+
+// Per-question mean correctness of one group, by question_idx, straight from
+// the database's public view.
+std::map<int, double> question_means(const std::filesystem::path& db, const std::string& server,
+                                     const std::string& framing, int max_tokens) {
+    std::map<int, double> out;
+    for (const auto& row : e2e::query_rows(
+             db, "SELECT question_idx, avg(correct) FROM v_scores WHERE scorer = 'vllm' AND "
+                 "server = '" +
+                     server + "' AND framing = '" + framing + "' AND max_tokens = " +
+                     std::to_string(max_tokens) + " GROUP BY question_idx")) {
+        const auto bar = row.find('|');
+        out[std::stoi(row.substr(0, bar))] = std::stod(row.substr(bar + 1));
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
+    auto dir = e2e::scratch("demo-sample");
+    auto o = e2e::run({"demo", "--dataset", "sample", "--out", dir.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto db = dir / "diffeval-demo.sqlite";
+
+    // Independent computation: the sign-flip distribution of the 48
+    // per-question differences, enumerated over every sign of the ones that
+    // are not zero, with the doubled mid-p.
+    const auto a = question_means(db, "default", "raw", 256);
+    const auto b = question_means(db, "deepgemm", "raw", 256);
+    ASSERT_EQ(a.size(), 48u);
+    ASSERT_EQ(b.size(), 48u);
+    std::vector<double> moving;
+    double t = 0;
+    for (const auto& [q, pa] : a) {
+        const double d = b.at(q) - pa;
+        if (std::abs(d) > 1e-12) {
+            moving.push_back(d);
+            t += d;
+        }
+    }
+    ASSERT_LT(moving.size(), 25u);
+    double beyond = 0, at = 0;
+    for (uint64_t mask = 0; mask < (uint64_t{1} << moving.size()); ++mask) {
+        double sum = 0;
+        for (size_t i = 0; i < moving.size(); ++i) {
+            sum += ((mask >> i) & 1U) ? moving[i] : -moving[i];
+        }
+        if (std::abs(sum) > std::abs(t) + 1e-9) {
+            beyond += 1;
+        } else if (std::abs(sum) >= std::abs(t) - 1e-9) {
+            at += 1;
+        }
+    }
+    const double total = std::ldexp(1.0, static_cast<int>(moving.size()));
+    const double p = (beyond + at) / total;
+    const double p_mid = std::abs(t) < 1e-9 ? 1.0 : (beyond + 0.5 * at) / total;
+
+    const auto report = json::parse(e2e::slurp(dir / "summary.json"));
+    bool found = false;
+    for (const auto& c : report["diff"]["comparisons"]) {
+        if (c["scorer"] == "vllm" && c["a"]["framing"] == "raw" && c["a"]["max_tokens"] == 256 &&
+            c["b"]["server"] == "deepgemm") {
+            found = true;
+            EXPECT_EQ(c["questions"], 48);
+            EXPECT_NEAR(c["test"]["p"].get<double>(), p, 1e-12);
+            EXPECT_NEAR(c["test"]["p_mid"].get<double>(), p_mid, 1e-12);
+            EXPECT_EQ(c["test"]["questions_differing"].get<size_t>(), moving.size());
+            EXPECT_EQ(c["test"]["computed"], "exact");
+        }
+    }
+    EXPECT_TRUE(found) << report["diff"].dump();
+
+    // No output claims "within noise", and none presents a zero noise
+    // measurement as if it were one.
+    for (const auto& text : {o.out, e2e::slurp(dir / "report.md"), e2e::slurp(dir / "summary.json"),
+                             e2e::slurp(dir / "report.html")}) {
+        EXPECT_EQ(text.find("within noise"), std::string::npos);
+        EXPECT_EQ(text.find("within run-to-run noise"), std::string::npos);
+        EXPECT_EQ(text.find("noise floor"), std::string::npos);
+        EXPECT_EQ(text.find("±0.0 points"), std::string::npos);
+    }
+    EXPECT_NE(o.out.find("Verdict: "), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("Run-to-run noise: "), std::string::npos) << o.out;
+}

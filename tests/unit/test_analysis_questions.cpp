@@ -1,0 +1,268 @@
+// Tests for harness/analysis/questions.cpp: the question-level statistics
+// every verdict rests on. Reference values come from brute-force enumeration
+// written here independently of the convolution, from McNemar's exact test
+// (stats.cpp, itself checked against exact rational sums), and from hand
+// arithmetic.
+#include <harness/analysis/questions.hpp>
+#include <harness/analysis/rng.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace diffeval::analysis {
+namespace {
+
+// Brute-force two-sided p and mid-p of the sign-flip test: all 2^z signs.
+std::pair<double, double> enumerate_sign_flips(const std::vector<double>& d) {
+    std::vector<double> moving;
+    double t = 0;
+    for (double x : d) {
+        if (x != 0) {
+            moving.push_back(x);
+            t += x;
+        }
+    }
+    const size_t z = moving.size();
+    double beyond = 0, at = 0;
+    for (std::uint64_t mask = 0; mask < (std::uint64_t{1} << z); ++mask) {
+        double sum = 0;
+        for (size_t i = 0; i < z; ++i) {
+            sum += ((mask >> i) & 1U) != 0 ? moving[i] : -moving[i];
+        }
+        if (std::abs(sum) > std::abs(t) + 1e-9) {
+            beyond += 1;
+        } else if (std::abs(sum) >= std::abs(t) - 1e-9) {
+            at += 1;
+        }
+    }
+    const double n = std::ldexp(1.0, static_cast<int>(z));
+    return {(beyond + at) / n, (beyond + 0.5 * at) / n};
+}
+
+// One repeat per side: A right and B wrong on `b` questions, the reverse on
+// `c`, both right on `same`.
+void one_repeat(std::uint64_t b, std::uint64_t c, std::uint64_t same, CorrectnessMatrix& ma,
+                CorrectnessMatrix& mb) {
+    for (std::uint64_t i = 0; i < b; ++i) {
+        ma.push_back({1});
+        mb.push_back({0});
+    }
+    for (std::uint64_t i = 0; i < c; ++i) {
+        ma.push_back({0});
+        mb.push_back({1});
+    }
+    for (std::uint64_t i = 0; i < same; ++i) {
+        ma.push_back({1});
+        mb.push_back({1});
+    }
+}
+
+TEST(SignFlipTest, WithOneRepeatEqualsExactMcNemar) {
+    for (auto [b, c] : {std::pair<std::uint64_t, std::uint64_t>{6, 0},
+                        {12, 4},
+                        {11, 3},
+                        {40, 22},
+                        {150, 90},
+                        {5, 5},
+                        {0, 1}}) {
+        CorrectnessMatrix ma, mb;
+        one_repeat(b, c, 30, ma, mb);
+        PairedOptions options;
+        options.bootstrap.resamples = 200;
+        auto s = analyse_questions(ma, mb, options);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        const auto m = mcnemar(b, c);
+        EXPECT_EQ(s->test.method, SignFlipMethod::exact);
+        EXPECT_NEAR(s->test.p, m.p_exact, 1e-12 * std::max(1e-300, m.p_exact)) << b << "/" << c;
+        EXPECT_NEAR(s->test.p_mid, m.p_mid, 1e-12 * std::max(1e-300, m.p_mid)) << b << "/" << c;
+        EXPECT_EQ(s->test.differing, b + c);
+    }
+}
+
+TEST(SignFlipTest, ExactConvolutionMatchesBruteForceWithRepeats) {
+    // Three repeats a side: differences are multiples of 1/3.
+    const std::vector<double> d{-1.0,     -2.0 / 3, -1.0 / 3, 1.0 / 3, -1.0, 0,       0,
+                                -2.0 / 3, 2.0 / 3,  -1.0 / 3, 0,       -1.0, 1.0 / 3, -1.0 / 3};
+    SignFlipOptions options;
+    options.lattice = 3;
+    auto r = sign_flip_test(d, options);
+    ASSERT_TRUE(r.ok());
+    const auto [p, p_mid] = enumerate_sign_flips(d);
+    EXPECT_EQ(r->method, SignFlipMethod::exact);
+    EXPECT_NEAR(r->p, p, 1e-14);
+    EXPECT_NEAR(r->p_mid, p_mid, 1e-14);
+    EXPECT_LT(r->p_mid, r->p);
+}
+
+TEST(SignFlipTest, MonteCarloIsCloseToExactAndReproducible) {
+    const std::vector<double> d{-1.0, -0.5, -0.5, 0.5,  -1.0, 0,    -0.5, 1.0,
+                                -1.0, -0.5, 0.5,  -1.0, -0.5, -0.5, 0.5,  -1.0};
+    SignFlipOptions exact_options;
+    exact_options.lattice = 2;
+    auto exact = sign_flip_test(d, exact_options);
+    SignFlipOptions mc_options; // no lattice: Monte Carlo
+    mc_options.draws = 40'000;
+    mc_options.seed = 11;
+    auto mc = sign_flip_test(d, mc_options);
+    auto again = sign_flip_test(d, mc_options);
+    ASSERT_TRUE(exact.ok() && mc.ok() && again.ok());
+    EXPECT_EQ(mc->method, SignFlipMethod::monte_carlo);
+    EXPECT_EQ(mc->draws, 40'000u);
+    EXPECT_EQ(mc->p, again->p);
+    // Binomial sd of an estimate near 0.03 from 40000 draws is about 0.001.
+    EXPECT_NEAR(mc->p, exact->p, 0.005);
+    EXPECT_NEAR(mc->p_mid, exact->p_mid, 0.005);
+}
+
+TEST(SignFlipTest, NoDifferenceAndBadInput) {
+    const std::vector<double> zeros(10, 0.0);
+    auto r = sign_flip_test(zeros);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->p, 1.0);
+    EXPECT_EQ(r->differing, 0u);
+    EXPECT_FALSE(sign_flip_test(std::vector<double>{}).ok());
+    EXPECT_FALSE(sign_flip_test(std::vector<double>{0.5, 1.5}).ok());
+    EXPECT_FALSE(sign_flip_test(std::vector<double>{NAN}).ok());
+}
+
+// A realistic GSM8K-like pair of runs: per-question probabilities of being
+// right mostly near 0 or 1, three repeats a side, B a little worse.
+void simulate(std::uint64_t seed, size_t questions, CorrectnessMatrix& ma, CorrectnessMatrix& mb) {
+    Rng rng(seed);
+    for (size_t q = 0; q < questions; ++q) {
+        const double u = rng.unit();
+        const double p = u < 0.7 ? 0.97 : u < 0.85 ? 0.05 : rng.unit();
+        const double pb = std::max(0.0, p - 0.03);
+        std::vector<std::uint8_t> a, b;
+        for (int r = 0; r < 3; ++r) {
+            a.push_back(rng.unit() < p ? 1 : 0);
+            b.push_back(rng.unit() < pb ? 1 : 0);
+        }
+        ma.push_back(a);
+        mb.push_back(b);
+    }
+}
+
+TEST(AnalyseQuestions, ClusteredStandardErrorAgreesWithTheBootstrap) {
+    CorrectnessMatrix ma, mb;
+    simulate(5, 1319, ma, mb);
+    auto s = analyse_questions(ma, mb);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    const double analytic_half = normal_quantile(0.975) * s->se;
+    const double bootstrap_half = (s->interval.hi - s->interval.lo) / 2;
+    EXPECT_NEAR(bootstrap_half / analytic_half, 1.0, 0.05);
+    EXPECT_NEAR((s->interval.hi + s->interval.lo) / 2, s->diff, 0.1 * analytic_half);
+    // One-sided bounds lie inside the two-sided ones.
+    EXPECT_GT(s->interval.lo_one_sided, s->interval.lo);
+    EXPECT_LT(s->interval.hi_one_sided, s->interval.hi);
+    EXPECT_NEAR((s->interval.hi_one_sided - s->interval.lo_one_sided) / 2,
+                normal_quantile(0.95) * s->se, 0.1 * s->se);
+}
+
+TEST(AnalyseQuestions, AveragesRepeatsPerQuestionAndNeverPairsThem) {
+    // Question 0: A right in repeat 0 only, B right in repeat 2 only. Pairing
+    // by repeat number would count two flips; per question nothing differs.
+    CorrectnessMatrix ma{{1, 0, 0}, {1, 1, 1}, {0, 0, 0}};
+    CorrectnessMatrix mb{{0, 0, 1}, {1, 1, 1}, {1, 1, 0}};
+    auto s = analyse_questions(ma, mb);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->questions, 3u);
+    EXPECT_EQ(s->a_better, 0u);
+    EXPECT_EQ(s->b_better, 1u);
+    EXPECT_NEAR(s->diff, 2.0 / 9, 1e-15);
+    EXPECT_EQ(s->test.differing, 1u);
+    EXPECT_NEAR(s->test.p, 1.0, 1e-15); // one differing question: either sign is as extreme
+}
+
+TEST(AnalyseQuestions, NoiseIsTheWithinQuestionVariance) {
+    // A: question 0 has 1 of 3 right (sample variance 1/3), the rest agree.
+    CorrectnessMatrix ma{{1, 0, 0}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}};
+    CorrectnessMatrix mb{{1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}};
+    auto s = analyse_questions(ma, mb);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_a.measured);
+    EXPECT_FALSE(s->noise_a.deterministic);
+    EXPECT_NEAR(s->noise_a.within_variance, (1.0 / 3) / 4, 1e-15);
+    EXPECT_NEAR(s->noise_a.rerun_sd, std::sqrt((1.0 / 12) / 4), 1e-15);
+    EXPECT_EQ(s->noise_a.repeats, 3u);
+    EXPECT_TRUE(s->noise_b.measured);
+    EXPECT_TRUE(s->noise_b.deterministic);
+    EXPECT_EQ(s->noise_b.rerun_sd, 0.0);
+    ASSERT_TRUE(s->noise_share.has_value());
+    // var(d) over questions: d = {2/3, 0, 0, 0}, sample variance 1/9;
+    // within part: (1/3) / 3 / 4 questions = 1/36. Share 1/4.
+    EXPECT_NEAR(*s->noise_share, 0.25, 1e-12);
+
+    CorrectnessMatrix one_a{{1}, {0}}, one_b{{1}, {1}};
+    auto single = analyse_questions(one_a, one_b);
+    ASSERT_TRUE(single.ok());
+    EXPECT_FALSE(single->noise_a.measured);
+    EXPECT_FALSE(single->noise_share.has_value());
+}
+
+TEST(AnalyseQuestions, IdenticalSidesHaveNoDetectableDifferenceSize) {
+    CorrectnessMatrix m{{1, 1}, {0, 0}, {1, 1}};
+    auto s = analyse_questions(m, m);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->diff, 0.0);
+    EXPECT_EQ(s->test.p, 1.0);
+    EXPECT_FALSE(s->mdd.has_value());
+    EXPECT_EQ(s->interval.lo, 0.0);
+    EXPECT_EQ(s->interval.hi, 0.0);
+}
+
+TEST(AnalyseQuestions, RejectsWhatItCannotPair) {
+    CorrectnessMatrix a{{1}}, b{{1}, {0}}, empty_row{{}}, two{{2}};
+    EXPECT_FALSE(analyse_questions(a, b).ok());
+    EXPECT_FALSE(analyse_questions({}, {}).ok());
+    EXPECT_FALSE(analyse_questions(empty_row, a).ok());
+    EXPECT_FALSE(analyse_questions(two, a).ok());
+    PairedOptions bad;
+    bad.alpha = NAN;
+    EXPECT_FALSE(analyse_questions(a, a, bad).ok());
+}
+
+TEST(Power, MinimumDetectableDifferenceHasThePowerAskedFor) {
+    const double se = 0.0123;
+    const double mdd = minimum_detectable(se, 0.05, 0.8);
+    EXPECT_NEAR(mdd, (1.959963984540054 + 0.8416212335729143) * se, 1e-12);
+    // The far tail adds a negligible amount at this distance.
+    EXPECT_NEAR(power_to_detect(mdd, se, 0.05), 0.8, 1e-6);
+    EXPECT_NEAR(power_to_detect(0, se, 0.05), 0.05, 1e-12);
+    EXPECT_GT(power_to_detect(2 * mdd, se, 0.05), 0.99);
+}
+
+TEST(Holm, AdjustsStepDownAndKeepsOrder) {
+    const std::vector<double> p{0.01, 0.04, 0.03, 0.005};
+    const auto adj = holm_adjust(p);
+    ASSERT_EQ(adj.size(), 4u);
+    EXPECT_NEAR(adj[3], 0.02, 1e-15); // smallest x 4
+    EXPECT_NEAR(adj[0], 0.03, 1e-15); // x 3
+    EXPECT_NEAR(adj[2], 0.06, 1e-15); // x 2
+    EXPECT_NEAR(adj[1], 0.06, 1e-15); // x 1 = 0.04, raised to keep the order
+    EXPECT_EQ(holm_adjust(std::vector<double>{0.7, 0.9}), (std::vector<double>{1.0, 1.0}));
+    EXPECT_TRUE(holm_adjust(std::vector<double>{}).empty());
+}
+
+TEST(PlanRun, MoreRepeatsNeedFewerQuestionsOnlyThroughTheNoise) {
+    CorrectnessMatrix ma, mb;
+    simulate(9, 600, ma, mb);
+    auto s = analyse_questions(ma, mb);
+    ASSERT_TRUE(s.ok());
+    const auto plan = plan_run(*s, 0.02, 0.05, 0.8);
+    ASSERT_EQ(plan.rows.size(), 5u);
+    EXPECT_EQ(plan.rows[2].repeats, 3u);
+    // At the pilot's own repeats the plan reproduces the pilot's sd.
+    EXPECT_NEAR(plan.rows[2].sd_diff, s->sd_diff, 1e-9);
+    for (size_t i = 1; i < plan.rows.size(); ++i) {
+        EXPECT_LT(plan.rows[i].questions, plan.rows[i - 1].questions);
+    }
+    // And the questions it asks for give the pilot's MDD back at that size.
+    const double z = normal_quantile(0.975) + normal_quantile(0.8);
+    EXPECT_NEAR(z * plan.rows[2].sd_diff / std::sqrt(double(plan.rows[2].questions)), 0.02, 0.0005);
+}
+
+} // namespace
+} // namespace diffeval::analysis
