@@ -302,6 +302,45 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
     }
 }
 
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
+                                               const std::string& b,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options) {
+    std::vector<ProbeComparison> out;
+    for (const auto& [key, series] : data.series) {
+        const auto& [server, f] = key;
+        if (server != a || (framing && *framing != f) || !data.series.count({b, f})) {
+            continue;
+        }
+        auto c = compare_probes(data, a, b, f, options);
+        if (!c) {
+            continue;
+        }
+        for (const auto& acc : accuracy) {
+            if (acc.a.server == a && acc.b.server == b && acc.a.framing == f) {
+                attach_accuracy(*c, acc);
+                break;
+            }
+        }
+        out.push_back(std::move(*c));
+    }
+    return out;
+}
+
+std::vector<std::string> probe_skipped_notes(const ProbeData& data,
+                                             const std::vector<std::string>& servers) {
+    std::vector<std::string> out;
+    for (const auto& s : servers) {
+        if (auto it = data.without_logprobs.find(s); it != data.without_logprobs.end()) {
+            out.push_back(fmt::format("probe skipped for {}: its engine returned no "
+                                      "log-probabilities ({} probe responses)",
+                                      s, it->second));
+        }
+    }
+    return out;
+}
+
 std::string probe_line(const ProbeComparison& c) {
     const auto& d = c.direction;
     if (d.questions == 0) {

@@ -122,6 +122,20 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy);
 // nullopt when the difference is zero or exceeds what the rate allows.
 std::optional<int64_t> accuracy_questions_needed(double diff, double discordant_rate);
 
+// `b` against `a` on every framing (or only `framing`, when set) that both
+// have probe readings for, each with the first of `accuracy` on the same
+// servers and framing attached.
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
+                                               const std::string& b,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options = {});
+
+// One line per server among `servers` whose engine answered probes without
+// log-probabilities: the probe is skipped for it.
+std::vector<std::string> probe_skipped_notes(const ProbeData& data,
+                                             const std::vector<std::string>& servers);
+
 // One line for a report or `diffeval diff`.
 std::string probe_line(const ProbeComparison& c);
 
