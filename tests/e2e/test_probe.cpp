@@ -4,6 +4,7 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 using e2e::query;
 using e2e::query_rows;
@@ -70,4 +71,82 @@ TEST(Probe, UnknownProbeIsAUsageError) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find("unknown probe 'think-close'; known: think-open"), std::string::npos)
         << o.err;
+}
+
+namespace {
+
+// Two simulated servers answering the raw framing, with the probe.
+void probe_run(const std::filesystem::path& db, const std::string& a_profile,
+               const std::string& b_profile, const std::string& limit) {
+    e2e::Sim a({"--profile", a_profile});
+    e2e::Sim b({"--profile", b_profile});
+    auto o = e2e::run({"run",        "--server",      "a=" + a.url(),
+                       "--server",   "b=" + b.url(),  "--framing",
+                       "raw",        "--max-tokens",  "64",
+                       "--limit",    limit,           "--dataset",
+                       "sample",     "--concurrency", "1",
+                       "--db",       db.string(),     "--probe",
+                       "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+}
+
+} // namespace
+
+TEST(Probe, DiffAndReportShowTheShiftTheAccuracyCannotYetSee) {
+    auto dir = e2e::scratch("probe_diff");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "deepgemm", "24");
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("probe think-open on raw: b vs a: P(open) logit shift +0.4"),
+              std::string::npos)
+        << d.out;
+    EXPECT_NE(d.out.find("numerics differ after 7 questions"), std::string::npos) << d.out;
+    auto j = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw", "--format", "json"});
+    auto diff = nlohmann::json::parse(j.out);
+    ASSERT_EQ(diff["probes"].size(), 1u);
+    EXPECT_LT(diff["probes"][0]["direction"]["p_value"].get<double>(), 0.01);
+    EXPECT_EQ(diff["probes"][0]["points"].size(), 24u);
+
+    auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / "rep").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto md = e2e::slurp(dir / "rep" / "report.md");
+    EXPECT_NE(md.find("## Decision-point probe"), std::string::npos);
+    EXPECT_NE(md.find("- probe think-open on raw: b vs a"), std::string::npos);
+    auto summary = nlohmann::json::parse(e2e::slurp(dir / "rep" / "summary.json"));
+    ASSERT_EQ(summary["probes"]["comparisons"].size(), 1u);
+    EXPECT_EQ(summary["probes"]["comparisons"][0]["perturbation"]["numerics_differ"], true);
+}
+
+TEST(Probe, GateFailsOnAShiftAndOnChangedNumerics) {
+    auto dir = e2e::scratch("probe_gate");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "deepgemm", "12");
+    auto base = std::vector<std::string>{"gate", "--db",        db.string(), "--baseline",
+                                         "a",    "--candidate", "b"};
+    auto with = [&](std::vector<std::string> extra) {
+        auto args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return e2e::run(args);
+    };
+    auto shift = with({"--max-probe-shift", "0.2"});
+    EXPECT_EQ(shift.exit_code, 1) << shift.out << shift.err;
+    EXPECT_NE(shift.out.find("b opens the think block more often than a"), std::string::npos)
+        << shift.out;
+    auto loose = with({"--max-probe-shift", "2"});
+    EXPECT_EQ(loose.exit_code, 0) << loose.out << loose.err;
+    auto numerics = with({"--expect-same-numerics"});
+    EXPECT_EQ(numerics.exit_code, 1) << numerics.out;
+    EXPECT_NE(numerics.out.find("the numerics differ"), std::string::npos) << numerics.out;
+
+    // Two servers of one configuration: the same numerics.
+    auto same = dir / "same.sqlite";
+    probe_run(same, "default", "default", "12");
+    auto aa = e2e::run({"gate", "--db", same.string(), "--baseline", "a", "--candidate", "b",
+                        "--expect-same-numerics", "--max-probe-shift", "0.2"});
+    EXPECT_EQ(aa.exit_code, 0) << aa.out << aa.err;
+
+    auto none = e2e::run({"gate", "--db", db.string(), "--max-probe-shift", "1"});
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_NE(none.err.find("give both"), std::string::npos) << none.err;
 }
