@@ -3,6 +3,7 @@
 // from the summary, the embedded data (streamed from the store), and the
 // script that runs the question explorer over that data.
 #include <reports/html.hpp>
+#include <reports/probe_html.hpp>
 
 #include <harness/util/escape.hpp>
 #include <harness/util/pyjson.hpp>
@@ -611,6 +612,7 @@ std::string tables(const ReportData& data) {
                "floor = the baseline's largest difference between its own repeats.</p>\n" +
                cmp;
     }
+    out += probe_html(data);
     out += latency_tables(data);
     out += what_ran(data);
     return out;

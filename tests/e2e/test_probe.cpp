@@ -113,6 +113,17 @@ TEST(Probe, DiffAndReportShowTheShiftTheAccuracyCannotYetSee) {
     auto md = e2e::slurp(dir / "rep" / "report.md");
     EXPECT_NE(md.find("## Decision-point probe"), std::string::npos);
     EXPECT_NE(md.find("- probe think-open on raw: b vs a"), std::string::npos);
+    auto html = e2e::slurp(dir / "rep" / "report.html");
+    EXPECT_NE(html.find("<h2 id=\"probe\">Decision-point probe</h2>"), std::string::npos);
+    auto scatter = html.find("<svg class=\"probe-scatter\"");
+    ASSERT_NE(scatter, std::string::npos);
+    int circles = 0;
+    for (auto at = html.find("<circle", scatter);
+         at != std::string::npos && at < html.find("</svg>", scatter);
+         at = html.find("<circle", at + 1)) {
+        ++circles;
+    }
+    EXPECT_EQ(circles, 24); // one point per question
     auto summary = nlohmann::json::parse(e2e::slurp(dir / "rep" / "summary.json"));
     ASSERT_EQ(summary["probes"]["comparisons"].size(), 1u);
     EXPECT_EQ(summary["probes"]["comparisons"][0]["perturbation"]["numerics_differ"], true);
