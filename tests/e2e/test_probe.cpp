@@ -4,7 +4,10 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
+
+#include <thread>
 
 using e2e::query;
 using e2e::query_rows;
@@ -160,4 +163,63 @@ TEST(Probe, GateFailsOnAShiftAndOnChangedNumerics) {
     auto none = e2e::run({"gate", "--db", db.string(), "--max-probe-shift", "1"});
     EXPECT_EQ(none.exit_code, 2);
     EXPECT_NE(none.err.find("give both"), std::string::npos) << none.err;
+}
+
+namespace {
+
+// An OpenAI-compatible server that ignores the logprobs options, as some
+// engines and proxies do: every completion is " 42" without log-probabilities.
+class NoLogprobsServer {
+public:
+    NoLogprobsServer() {
+        m_server.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"object":"list","data":[{"id":"m","object":"model"}]})",
+                            "application/json");
+        });
+        m_server.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
+                            R"("text":" 42","logprobs":null,"finish_reason":"length"}],)"
+                            R"("usage":{"prompt_tokens":9,"completion_tokens":1}})",
+                            "application/json");
+        });
+        m_port = m_server.bind_to_any_port("127.0.0.1");
+        m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    }
+    ~NoLogprobsServer() {
+        m_server.stop();
+        m_thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+
+private:
+    httplib::Server m_server;
+    std::thread m_thread;
+    int m_port = 0;
+};
+
+} // namespace
+
+TEST(Probe, EnginesWithoutLogprobsAreSkippedWithOneLine) {
+    auto dir = e2e::scratch("probe_nolp");
+    NoLogprobsServer plain;
+    e2e::Sim sim({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "sim=" + sim.url(), "--server", "plain=" + plain.url(),
+                       "--framing", "raw", "--limit", "3", "--dataset", "sample", "--db",
+                       db.string(), "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out; // nothing to resend: the engine answered
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses r JOIN probe_requests q ON "
+                        "q.response_id = r.response_id WHERE q.server = 'plain' AND r.ok = 1 AND "
+                        "r.error_kind = 'no-logprobs'"),
+              "12");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE server = 'plain' AND p_open IS NULL"),
+              "6");
+    auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "plain/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("probe skipped for plain: its engine returned no log-probabilities (12 "
+                         "probe responses)"),
+              std::string::npos)
+        << d.out;
+    EXPECT_EQ(d.out.find("probe think-open on raw"), std::string::npos) << d.out;
+    EXPECT_EQ(d.out.find("probe skipped for sim"), std::string::npos) << d.out;
 }
