@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <thread>
 
 using e2e::query;
@@ -222,4 +223,31 @@ TEST(Probe, EnginesWithoutLogprobsAreSkippedWithOneLine) {
         << d.out;
     EXPECT_EQ(d.out.find("probe think-open on raw"), std::string::npos) << d.out;
     EXPECT_EQ(d.out.find("probe skipped for sim"), std::string::npos) << d.out;
+}
+
+TEST(Probe, ExperimentFilesTurnItOnAndStreamingLeavesProbesWhole) {
+    auto dir = e2e::scratch("probe_config");
+    e2e::Sim a({"--profile", "deepgemm"});
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 4\n"
+                             "dataset = \"sample\"\nprobe = \"think-open\"\n\n"
+                             "[[servers]]\nname = \"a\"\nurl = \""
+                          << a.url() << "\"\n";
+    auto db = dir / "p.sqlite";
+    auto o =
+        e2e::run({"run", "--config", config.string(), "--stream", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE streamed = 1"), "4");
+    // Probes are sent whole (no "stream" in their bodies) and read as such.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE request_json NOT LIKE "
+                        "'%stream%'"),
+              "16");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE bounded = 0"), "8");
+    EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.probe') FROM runs"), "think-open");
+
+    std::ofstream(dir / "bad.toml") << "version = 1\nprobe = \"think-close\"\n";
+    auto bad = e2e::run({"run", "--config", (dir / "bad.toml").string(), "--server", "a=" + a.url(),
+                         "--db", (dir / "bad.sqlite").string()});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("unknown probe 'think-close'"), std::string::npos) << bad.err;
 }
