@@ -87,6 +87,9 @@ TEST(ProbeEngine, KvCacheQuantisationChangesTheNumericsAndAnAAPairDoesNot) {
         GTEST_SKIP() << "engine chroot unavailable: build it with the real-engine work's "
                         "scripts/engine-chroot.sh (or set DIFFEVAL_ENGINE_CHROOT)";
     }
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "engine chroot needs root to enter (chroot)";
+    }
     auto model = tiny_model();
     if (!model) {
         GTEST_SKIP() << "tiny model unavailable: set DIFFEVAL_TINY_MODEL or GSM8K_DIR (with "
