@@ -4,6 +4,7 @@
 // (streamed from the store), and the script that runs the question explorer
 // and the transition chart over that data (reports/assets/report.js).
 #include <reports/html.hpp>
+#include <reports/probe_html.hpp>
 
 #include <harness/util/embedded.hpp>
 #include <harness/util/escape.hpp>
@@ -203,6 +204,7 @@ std::string tables(const ReportData& data) {
                "smallest difference detected at 80% power (docs/statistics.md).</p>\n" +
                cmp;
     }
+    out += probe_html(data);
     out += latency_tables(data);
     out += what_ran(data);
     return out;

@@ -108,6 +108,27 @@ std::string markdown_cell(const std::string& text) {
     return out;
 }
 
+namespace {
+
+// The probe's lines (docs/probe.md); "" when the run sent no probe.
+std::string probe_section(const ReportData& data) {
+    if (data.probes.empty() && data.probe_notes.empty()) {
+        return "";
+    }
+    std::string out = "## Decision-point probe\n\nP(open): the probability the first answer "
+                      "token opens a think block, read from the engine's top log-probabilities "
+                      "(docs/probe.md). Shifts are in logits, paired per question.\n\n";
+    for (const auto& p : data.probes) {
+        out += "- " + md_text(analysis::probe_line(p)) + "\n";
+    }
+    for (const auto& n : data.probe_notes) {
+        out += "- " + md_text(n) + "\n";
+    }
+    return out + "\n";
+}
+
+} // namespace
+
 std::string render_markdown(const ReportData& data) {
     std::string out = "# diffeval report\n\n";
     // 1. The headline a reviewer reads first: the verdicts counted, then one
@@ -153,7 +174,10 @@ std::string render_markdown(const ReportData& data) {
         out += flips_section(*lead) + "\n";
     }
 
-    // 4. How fast, and how much of a slower tail longer outputs explain.
+    // 4. The decision-point probe: one line per comparison.
+    out += probe_section(data);
+
+    // 5. How fast, and how much of a slower tail longer outputs explain.
     out += "## Latency and tokens\n\nSuccessful responses over all repeats; ms, completion "
            "tokens, requests per second achieved.\n\n";
     out += latency_table(data.summary, Style::markdown) + "\n";
@@ -165,7 +189,7 @@ std::string render_markdown(const ReportData& data) {
                tail + "\n";
     }
 
-    // 5. What each server said it ran.
+    // 6. What each server said it ran.
     out += "## What actually ran\n\n" + servers_section(data);
     return out;
 }

@@ -121,6 +121,25 @@ std::string tail_table(const ReportData& data, Style style) {
     return rows.size() > 1 ? render_table(rows, style) : "";
 }
 
+// The probe's comparisons against the baseline (nothing when no probe was
+// sent).
+util::Result<void> add_probes(store::Store& st, ReportData& data) {
+    auto probes = analysis::load_probes(st);
+    if (!probes) {
+        return probes.error();
+    }
+    for (const auto& server : data.results.servers) {
+        if (server == data.baseline) {
+            continue;
+        }
+        auto more = analysis::probe_comparisons(*probes, data.baseline, server, std::nullopt,
+                                                data.comparisons);
+        data.probes.insert(data.probes.end(), more.begin(), more.end());
+    }
+    data.probe_notes = analysis::probe_skipped_notes(*probes, data.results.servers);
+    return {};
+}
+
 util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
                                             const std::array<analysis::ResponseVisitor, 2>& visit) {
     // 1. Load what is stored.
@@ -195,13 +214,26 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     // One family: every comparison of the report is Holm-adjusted together.
     analysis::assign_verdicts(data.comparisons);
 
-    // 4. What the servers said about themselves.
+    // 4. The decision-point probe, when the run sent it.
+    if (auto r = add_probes(st, data); !r) {
+        return r.error();
+    }
+
+    // 5. What the servers said about themselves.
     auto facts = analysis::load_server_facts(st, servers);
     if (!facts) {
         return facts.error();
     }
     data.servers = std::move(*facts);
     return data;
+}
+
+nlohmann::json probes_json(const ReportData& data) {
+    nlohmann::json comparisons = nlohmann::json::array();
+    for (const auto& p : data.probes) {
+        comparisons.push_back(analysis::to_json(p));
+    }
+    return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
 nlohmann::json report_json(const ReportData& data) {
@@ -233,7 +265,8 @@ nlohmann::json report_json(const ReportData& data) {
             {"headline_sentences", headline_sentences(data)},
             {"servers", servers},
             {"summary", analysis::to_json(data.summary)},
-            {"diff", analysis::to_json(data.comparisons)}};
+            {"diff", analysis::to_json(data.comparisons)},
+            {"probes", probes_json(data)}};
 }
 
 const analysis::Comparison* lead_comparison(const ReportData& data) {

@@ -6,6 +6,7 @@
 
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/facts.hpp>
+#include <harness/analysis/probe.hpp>
 #include <harness/analysis/summary.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
@@ -26,6 +27,10 @@ struct ReportData {
     analysis::Summary summary;
     std::vector<analysis::Comparison> comparisons; // vllm per framing and max_tokens, then strict
     std::vector<analysis::ServerFacts> servers;    // what each server said it ran
+    // The decision-point probe (docs/probe.md): every server against the
+    // baseline per framing, and one line per server it was skipped for.
+    std::vector<analysis::ProbeComparison> probes;
+    std::vector<std::string> probe_notes;
 };
 
 // Which files `write_reports` produces.
@@ -48,6 +53,9 @@ struct ReportPaths {
 util::Result<ReportData>
 analyse_for_report(store::Store& store, const std::string& baseline,
                    const std::array<analysis::ResponseVisitor, 2>& visit = {});
+
+// The probe's part of summary.json: {"comparisons": [...], "skipped": [lines]}.
+nlohmann::json probes_json(const ReportData& data);
 
 // The "diffeval.report/1" JSON document: the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);

@@ -1,5 +1,6 @@
 // `diffeval summary`, `diffeval diff` and `diffeval rescore`: read the store,
 // classify and score what is missing, and print tables or JSON.
+#include <harness/analysis/probe.hpp>
 #include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
@@ -79,6 +80,20 @@ int summary_command(const AnalyseFlags& f) {
     return k_exit_ok;
 }
 
+// The probe's comparisons of B against A (none when the run sent no probe),
+// and one line per server the probe was skipped for.
+util::Result<std::pair<std::vector<analysis::ProbeComparison>, std::vector<std::string>>>
+diff_probes(store::Store& st, const analysis::Selector& a, const analysis::Selector& b,
+            const std::vector<analysis::Comparison>& accuracy) {
+    auto data = analysis::load_probes(st);
+    if (!data) {
+        return data.error();
+    }
+    auto framing = a.framing ? a.framing : b.framing;
+    return std::make_pair(analysis::probe_comparisons(*data, a.server, b.server, framing, accuracy),
+                          analysis::probe_skipped_notes(*data, {a.server, b.server}));
+}
+
 int diff_command(const AnalyseFlags& f) {
     bool json = false;
     auto style = parse_format(f.format, json);
@@ -122,12 +137,28 @@ int diff_command(const AnalyseFlags& f) {
     analysis::assign_verdicts(*cmp, f.margin ? std::optional<double>(*f.margin / 100)
                                              : std::optional<double>());
     analysis::fill_excerpts(*cmp, *st, f.flips);
+    auto probes = diff_probes(*st, *a, *b, *cmp);
+    if (!probes) {
+        return report(probes.error());
+    }
     if (json) {
-        std::cout << analysis::to_json(*cmp).dump(2) << "\n";
+        auto out = analysis::to_json(*cmp);
+        out["probes"] = nlohmann::json::array();
+        for (const auto& p : probes->first) {
+            out["probes"].push_back(analysis::to_json(p));
+        }
+        out["probes_skipped"] = probes->second;
+        std::cout << out.dump(2) << "\n";
         return k_exit_ok;
     }
     for (const auto& c : *cmp) {
         std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";
+    }
+    for (const auto& p : probes->first) {
+        std::cout << analysis::probe_line(p) << "\n";
+    }
+    for (const auto& n : probes->second) {
+        std::cout << n << "\n";
     }
     return k_exit_ok;
 }

@@ -1,6 +1,7 @@
 // `diffeval demo`: the article's experiment, offline. Starts the three
 // simulated server profiles in-process, runs both framings at 256 and 1,024
-// tokens with 3 repeats, and prints the two harness verdicts, the breakdown
+// tokens with 3 repeats and the decision-point probe, and prints the two
+// harness verdicts, the probe, the breakdown
 // that explains them, and where to look next.
 #include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
@@ -88,6 +89,7 @@ int demo_command(const DemoFlags& f) {
     config.max_tokens = {256, 1024};
     config.repeats = f.repeats;
     config.dataset = spec;
+    config.probe = "think-open"; // beside the measured requests (docs/probe.md)
     if (f.limit) {
         config.limit = f.limit;
     }
@@ -130,6 +132,12 @@ int demo_command(const DemoFlags& f) {
             c.b.text() == "deepgemm/raw/256") {
             std::cout << for_terminal(reports::comparison_text(c, reports::Style::text, 3), stdout)
                       << "\n";
+        }
+    }
+    for (const auto& p : data.probes) {
+        if (p.b == "deepgemm" && p.framing == "raw") {
+            std::cout << "Decision-point probe (docs/probe.md)\n\n"
+                      << analysis::probe_line(p) << "\n\n";
         }
     }
 

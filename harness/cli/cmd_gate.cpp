@@ -7,6 +7,7 @@
 #include <harness/util/escape.hpp>
 
 #include <harness/analysis/gate.hpp>
+#include <harness/analysis/probe_gate.hpp>
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
@@ -37,6 +38,8 @@ struct GateFlags {
     std::optional<double> max_token_increase;
     bool require_complete = false;
     bool fail_on_conflict = false;
+    std::optional<double> max_probe_shift;
+    bool expect_same_numerics = false;
     std::string junit, json;
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
@@ -244,6 +247,44 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
     return spec;
 }
 
+// Whether any check other than the probe's was asked for.
+bool accuracy_checks(const GateFlags& f) {
+    return f.expect || f.max_drop || !f.max_never_finished.empty() ||
+           !f.max_reasoning_start.empty() || f.max_token_increase || f.require_complete ||
+           f.fail_on_conflict;
+}
+
+// The probe's checks (--max-probe-shift, --expect-same-numerics), appended.
+util::Result<void> add_probe_checks(const GateFlags& f, store::Store& st,
+                                    analysis::GateVerdict& verdict) {
+    if (!f.max_probe_shift && !f.expect_same_numerics) {
+        return {};
+    }
+    if (f.baseline.empty() || f.candidate.empty()) {
+        return util::make_error(util::ErrorKind::usage,
+                                "--max-probe-shift and --expect-same-numerics compare "
+                                "--candidate with --baseline: give both");
+    }
+    auto a = analysis::parse_selector(f.baseline);
+    auto b = analysis::parse_selector(f.candidate);
+    if (!a || !b) {
+        return a ? b.error() : a.error();
+    }
+    auto data = analysis::load_probes(st);
+    if (!data) {
+        return data.error();
+    }
+    analysis::ProbeGateSpec spec{*a, *b, f.max_probe_shift,
+                                 f.expect_same_numerics ? analysis::ExpectSameNumerics::yes
+                                                        : analysis::ExpectSameNumerics::no};
+    auto checks = analysis::probe_gate_checks(*data, spec);
+    if (!checks) {
+        return checks.error();
+    }
+    verdict.checks.insert(verdict.checks.end(), checks->begin(), checks->end());
+    return {};
+}
+
 int gate_command(const GateFlags& f) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
@@ -266,9 +307,14 @@ int gate_command(const GateFlags& f) {
     if (!spec) {
         return cannot_run(spec.error());
     }
-    auto verdict = analysis::evaluate_gate(*results, *st, *spec);
+    const bool probe_only = (f.max_probe_shift || f.expect_same_numerics) && !accuracy_checks(f);
+    auto verdict = probe_only ? analysis::GateVerdict{f.scorer, {}, analysis::summarize(*results)}
+                              : analysis::evaluate_gate(*results, *st, *spec);
     if (!verdict) {
         return cannot_run(verdict.error());
+    }
+    if (auto r = add_probe_checks(f, *st, *verdict); !r) {
+        return report(r.error());
     }
     // Print the verdict, then write the files CI systems pick up.
     std::cout << for_terminal(verdict_text(*verdict, f.db), stdout) << std::flush;
@@ -330,6 +376,10 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_flag("--fail-on-conflict", flags->fail_on_conflict,
                    "Fail when a server log's fingerprint has a conflict (the compared servers, "
                    "else all)");
+    gate->add_option("--max-probe-shift", flags->max_probe_shift,
+                     "Largest tolerated shift of the think-open probe, in logits (docs/probe.md)");
+    gate->add_flag("--expect-same-numerics", flags->expect_same_numerics,
+                   "Fail when the probe moved beyond the baseline's own repeats");
     gate->add_option("--junit", flags->junit, "Write JUnit XML here");
     gate->add_option("--json", flags->json, "Write the verdict as JSON here");
     gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");

@@ -38,6 +38,7 @@ struct RunFlags {
     bool stream = false;
     bool keep_servers = false;
     bool sequential_servers = false;
+    std::string probe;
     std::vector<std::string> server_logs;
     bool quiet = false;
 };
@@ -107,6 +108,8 @@ int run_command(const RunFlags& f) {
         config.keep_servers = true;
     if (f.sequential_servers)
         config.sequential_servers = true;
+    if (!f.probe.empty())
+        config.probe = f.probe;
     for (const auto& s : f.server_logs) {
         if (auto r = engine::attach_server_log(s, config); !r) {
             return report(r.error());
@@ -191,6 +194,8 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_flag("--keep-servers", flags->keep_servers, "Leave launched servers running");
     cmd->add_flag("--sequential-servers", flags->sequential_servers,
                   "Run one server configuration at a time (one GPU, several configurations)");
+    cmd->add_option("--probe", flags->probe,
+                    "Also send the decision-point probe: think-open (docs/probe.md)");
     cmd->add_flag("--quiet", flags->quiet, "No progress output");
     dispatch[cmd] = [flags] { return run_command(*flags); };
 }

@@ -1,6 +1,7 @@
 // Experiment files and validation of a run's configuration.
 #include <harness/engine/config.hpp>
 
+#include <harness/engine/probe_plan.hpp>
 #include <harness/http/client.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/toml_json.hpp>
@@ -57,9 +58,9 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
     }
     const toml::table& tbl = *parsed;
     static const std::set<std::string> k_top = {
-        "version",    "servers",      "server",      "model",       "framings",
-        "max_tokens", "repeats",      "limit",       "concurrency", "db",
-        "dataset",    "fewshot_from", "api_key_env", "timeout",     "retries"};
+        "version",     "servers", "server",      "model", "framings", "max_tokens",
+        "repeats",     "limit",   "concurrency", "db",    "dataset",  "fewshot_from",
+        "api_key_env", "timeout", "retries",     "probe"};
     if (auto r = check_keys(path, tbl, k_top, "experiment file"); !r) {
         return r;
     }
@@ -126,6 +127,11 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
             } else {
                 config.limit = n;
             }
+        } else if (k == "probe") {
+            auto v = get<std::string>(path, node, "probe");
+            if (!v)
+                return v.error();
+            config.probe = *v;
         } else if (k == "stream") {
             auto v = get<bool>(path, node, "stream");
             if (!v)
@@ -339,6 +345,9 @@ util::Result<void> validate(const RunConfig& c) {
     if (c.timeout.count() <= 0) {
         return make_error(ErrorKind::usage, "--timeout must be positive");
     }
+    if (c.probe) {
+        return validate_probe(*c.probe);
+    }
     return {};
 }
 
@@ -375,6 +384,8 @@ nlohmann::json to_json(const RunConfig& c) {
                         {"retries", c.retries}};
     if (c.limit)
         j["limit"] = *c.limit;
+    if (c.probe)
+        j["probe"] = *c.probe;
     if (c.model)
         j["model"] = *c.model;
     if (!c.fewshot_from.empty())

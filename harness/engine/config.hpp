@@ -48,9 +48,10 @@ struct RunConfig {
     int retries = 3;
     std::chrono::milliseconds retry_backoff{500}; // first retry delay, doubled each time
     bool preflight = true;
-    bool stream = false;             // stream: true with usage; records time to first token
-    bool keep_servers = false;       // leave launched servers running
-    bool sequential_servers = false; // one server at a time (one GPU, several configs)
+    bool stream = false;              // stream: true with usage; records time to first token
+    bool keep_servers = false;        // leave launched servers running
+    bool sequential_servers = false;  // one server at a time (one GPU, several configs)
+    std::optional<std::string> probe; // decision-point probe to send beside ("think-open")
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the

@@ -8,6 +8,7 @@
 
 #include <datasets/dataset.hpp>
 #include <harness/engine/launcher.hpp>
+#include <harness/engine/probe_plan.hpp>
 #include <harness/engine/response_parse.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/framing/framing.hpp>
@@ -56,8 +57,9 @@ struct Work {
     std::shared_ptr<const std::string> body;
     int attempts = 0;
     std::string started_at;
-    std::shared_ptr<StreamState> stream; // set per attempt when streaming
-    Clock::time_point attempt_start;     // latency and time to first token share this clock
+    std::shared_ptr<StreamState> stream;      // set per attempt when streaming
+    Clock::time_point attempt_start;          // latency and time to first token share this clock
+    std::shared_ptr<const ProbeTarget> probe; // set for a probe request (never streamed)
 };
 
 struct ServerState {
@@ -327,6 +329,30 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     RunSummary summary;
     summary.run_id = *run_id;
 
+    // Plans the probe's requests (probe_plan.hpp) of server `si` under framing
+    // `f`, like the measured ones: stored first, queued unless answered.
+    auto plan_probes = [&](size_t si, const framing::Framing& f, const framing::Renderer& renderer,
+                           const std::optional<std::string>& body_model) -> util::Result<void> {
+        const auto& spec = config.servers[si];
+        auto target =
+            std::make_shared<const ProbeTarget>(ProbeTarget{f.probe_marker, f.probe_chain});
+        const auto endpoint = f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
+        std::vector<store::RequestRow> rows;
+        for (auto& p :
+             plan_probe_requests(*config.probe, spec.name, renderer, *dataset, n_questions,
+                                 config.repeats, body_model, spec.extra_body)) {
+            ++summary.planned;
+            if (done_keys->count(p.row.key)) {
+                ++summary.skipped;
+                continue;
+            }
+            Work w{p.row.key, si, endpoint, spec.url + f.endpoint, p.body, 0, "", nullptr, {}};
+            w.probe = target;
+            servers[si].queue.push_back(std::move(w));
+            rows.push_back(std::move(p.row));
+        }
+        return db.put_requests(rows);
+    };
     // Plans server `si`'s part of the matrix: stores every request before any
     // is sent and queues those without a successful response.
     auto plan = [&](size_t si) -> util::Result<void> {
@@ -385,6 +411,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 }
                 if (auto r = db.put_requests(rows); !r) {
                     return r.error();
+                }
+            }
+            if (config.probe) {
+                if (auto r = plan_probes(si, f, renderer, body_model); !r) {
+                    return r;
                 }
             }
         }
@@ -454,7 +485,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         req.headers = st.headers;
         req.body = w.body;
         req.timeout = config.timeout;
-        if (config.stream) {
+        if (config.stream && !w.probe) {
             w.stream = std::make_shared<StreamState>(w.endpoint, w.attempt_start);
             req.on_data = [state = w.stream](std::string_view chunk) {
                 for (const auto& event : state->parser.feed(chunk)) {
@@ -639,6 +670,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 }
                 store::ResponseRow row;
                 row.key = w.key;
+                row.probe = w.probe != nullptr;
                 row.run_id = *run_id;
                 row.status = static_cast<int>(resp.status);
                 row.response_json = resp.body;
@@ -654,6 +686,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 } else if (resp.status < 200 || resp.status >= 300) {
                     row.error_kind = "http";
                     row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+                } else if (w.probe) {
+                    parse_probe_body(resp.body, *w.probe, row);
                 } else if (w.stream) {
                     w.stream->acc.finish(row);
                 } else {

@@ -48,6 +48,8 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                                                  "assistant_template",
                                                  "body",
                                                  "model",
+                                                 "probe_marker",
+                                                 "probe_chain",
                                                  "fields"};
     for (const auto& [k, v] : tbl) {
         if (!k_keys.count(std::string(k.str()))) {
@@ -103,6 +105,12 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                           fmt::format("{}: model must be \"always\" or \"if-configured\"", origin));
     }
     f.model = model == "always" ? ModelField::always : ModelField::if_configured;
+    f.probe_marker = tbl["probe_marker"].value_or(std::string{"<think>"});
+    f.probe_chain = tbl["probe_chain"].value_or(std::string{kind == "chat" ? "" : " "});
+    if (f.probe_marker.empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: probe_marker must not be empty", origin));
+    }
     if (auto* body = tbl["body"].as_array()) {
         for (const auto& v : *body) {
             f.body_order.push_back(v.value_or(std::string{}));

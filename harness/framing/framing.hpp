@@ -56,6 +56,11 @@ struct Framing {
     std::vector<std::string> optional; // body keys sent only when some value sets them
     ModelField model = ModelField::if_configured;
     nlohmann::ordered_json fields; // fixed body fields
+    // The decision-point probe (docs/probe.md): the text whose opening it
+    // measures, and the whitespace token that may come before it (completion
+    // framings: a second probe request ends its prompt with it; "" for none).
+    std::string probe_marker = "<think>";
+    std::string probe_chain;
 };
 
 // Run settings that change a framing, as vLLM's script's options do: the

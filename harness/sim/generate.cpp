@@ -21,6 +21,15 @@ constexpr double k_decision_softness = 0.01; // logit scale of p_reason around t
 constexpr int k_min_reasoning_tokens = 150;
 constexpr int k_max_reasoning_tokens = 20000;
 constexpr std::string_view k_reasoning_opening = "The user"; // how write_reasoning begins
+// The first answer token of the raw framing leads into the think block or
+// not: its logit is +-k_open_logit (from the no-think latent) plus
+// k_open_gain x (reasoning_rate - u), the same u that decides reasoning, so a
+// profile that reasons more also opens with more confidence, question by
+// question (docs/simulator.md, "First-token log-probabilities").
+constexpr double k_open_logit = 4.595; // logit(0.99): the think tag rate of every profile
+constexpr double k_open_gain = 4.0;    // |gain x (rate - u)| < 4.08 < k_open_logit
+// After a bare space the model opens <think> with this probability.
+constexpr double k_open_after_space = 0.999;
 
 // Uniform draws for one response. On a later sighting a `repeat_noise`
 // share of the draws is re-seeded with the sighting, so repeats of one
@@ -57,6 +66,12 @@ struct Script {
     size_t decision_pos = std::string::npos; // where the reason-or-answer choice is made
     std::string decision_alternative;
     size_t markup_pos = 0; // where a markup fault is inserted: early, so it is seen
+    // Raw framing: the first token leads into the think block (" " then
+    // <think>, or <think> after a prompt ending in a space) or not.
+    bool has_open = false;
+    bool open_chosen = false;
+    double open_p = 0;            // probability of the opening token at the first position
+    std::string open_alternative; // the first token the model did not choose
 };
 
 int reasoning_length(const Behaviour& b, const Draws& d) {
@@ -73,7 +88,7 @@ std::string first_token(std::string_view text) {
 }
 
 Script build_script(const Profile& profile, const QuestionBank& bank, const ParsedRequest& req,
-                    const QuestionFacts& facts, const Draws& d, Decisions& dec) {
+                    const QuestionFacts& facts, const Draws& d, bool after_space, Decisions& dec) {
     const Behaviour& b = profile.behaviour;
     Latents lat = facts.latents;
     if (d("answer-noise") < b.answer_noise) {
@@ -97,6 +112,15 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
     dec.p_reason = 1.0 / (1.0 + std::exp(-(b.reasoning_rate - u) / k_decision_softness));
     if (raw) {
         dec.opened_think = lat.no_think < b.think_tag_rate;
+        const double z = (dec.opened_think ? k_open_logit : -k_open_logit) +
+                         k_open_gain * (b.reasoning_rate - u);
+        dec.p_open = 1.0 / (1.0 + std::exp(-z));
+        // A prompt that already ends in the space (the probe's second
+        // request) leaves only the marker: the model opens the block.
+        if (after_space) {
+            dec.opened_think = true;
+            dec.p_open = k_open_after_space;
+        }
         dec.reasoning = dec.opened_think && u < b.reasoning_rate;
     } else {
         dec.reasoning = chat_thinking;
@@ -133,7 +157,17 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
     Script s;
     s.eos = !dec.loop;
     if (raw) {
-        s.text = dec.opened_think ? " <think>\n" : " ";
+        const std::string lead = after_space ? "" : " ";
+        s.text = dec.opened_think ? lead + "<think>\n" : lead;
+        s.has_open = true;
+        s.open_chosen = dec.opened_think;
+        if (after_space) {
+            s.open_p = k_open_after_space;
+            s.open_alternative = first_token(answer_text);
+        } else {
+            s.open_p = std::min(1.0, dec.p_open / k_open_after_space);
+            s.open_alternative = dec.opened_think ? first_token(" " + answer_text) : " ";
+        }
         if (dec.opened_think) {
             s.decision_pos = s.text.size();
             s.decision_alternative = dec.reasoning ? "</think>" : first_token(k_reasoning_opening);
@@ -256,12 +290,20 @@ Generation generate(const Profile& profile, const QuestionBank& bank, const Pars
         util::hash64(profile.name + "#" + std::to_string(options.prompt_index), req.content_hash);
     Draws draws(g.seed, options.sighting, profile.behaviour.repeat_noise);
     QuestionFacts facts = bank.find(prompt.question);
-    Script script = build_script(profile, bank, req, facts, draws, g.decisions);
+    const bool after_space =
+        req.endpoint == Endpoint::completions && !prompt.text.empty() && prompt.text.back() == ' ';
+    Script script = build_script(profile, bank, req, facts, draws, after_space, g.decisions);
     if (!options.inject_markup.empty()) {
         std::string mark = std::string(options.inject_markup) + " ";
         script.text.insert(script.markup_pos, mark);
     }
     g.decision_alternative = script.decision_alternative;
+    if (script.has_open) {
+        g.open_token = 0;
+        g.open_chosen = script.open_chosen;
+        g.open_p = script.open_p;
+        g.open_alternative = script.open_alternative;
+    }
     cut(script, req, g);
     split_chat(profile, req, g);
     return g;

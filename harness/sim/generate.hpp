@@ -37,6 +37,7 @@ struct Decisions {
     bool loop = false;           // repeats a line until the limit
     bool missing_hash = false;   // chat: no "#### N" line
     double p_reason = 0;         // probability it gave to starting reasoning
+    double p_open = 0;           // raw: probability its answer opens <think> (" " then <think>)
     int reasoning_tokens = 0;    // planned length of the reasoning block
 };
 
@@ -56,6 +57,10 @@ struct Generation {
     bool eos = false;                 // the last counted token is EOS (not in `output`)
     int decision_token = -1;          // index of the first token after "<think>\n" (raw), or -1
     std::string decision_alternative; // the token the model did not choose there
+    int open_token = -1;              // raw: 0, the token that leads into <think> or not; else -1
+    bool open_chosen = false;         // the model took the path into <think>
+    double open_p = 0;                // probability of the token on that path
+    std::string open_alternative;     // the first token the model did not choose
     uint64_t seed = 0;                // per-response seed for logprobs
     Decisions decisions;
 };

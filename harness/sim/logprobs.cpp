@@ -43,7 +43,10 @@ std::vector<TokenLogprob> token_logprobs(const Generation& gen, size_t begin, si
         uint64_t h = util::hash64(t.token, gen.seed + i * 0x9E3779B97F4A7C15ULL);
         double p;
         std::vector<TopLogprob> alts;
-        if (static_cast<int>(i) == gen.decision_token) {
+        if (static_cast<int>(i) == gen.open_token && !gen.open_alternative.empty()) {
+            p = gen.open_chosen ? gen.open_p : 1 - gen.open_p;
+            alts.push_back({gen.open_alternative, safe_log(1 - p)});
+        } else if (static_cast<int>(i) == gen.decision_token) {
             double pr = gen.decisions.p_reason;
             p = std::max(pr, 1 - pr);
             alts.push_back({gen.decision_alternative, safe_log(1 - p)});

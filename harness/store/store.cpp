@@ -126,6 +126,68 @@ CREATE INDEX requests_counted ON requests
     (response_id, server, framing, max_tokens, repeat, question_idx, dataset);
 )sql";
 
+// Version 8: the decision-point probe (docs/probe.md). Probe requests and
+// their responses live in their own tables, so nothing that counts answers
+// can count them; v_probes combines each question's chain into P(open).
+constexpr std::string_view k_schema_v8 = R"sql(
+CREATE TABLE probe_requests (
+    probe_request_id INTEGER PRIMARY KEY,
+    request_key      TEXT NOT NULL UNIQUE,
+    probe            TEXT NOT NULL,
+    step             INTEGER NOT NULL,
+    server           TEXT NOT NULL,
+    framing          TEXT NOT NULL,
+    repeat           INTEGER NOT NULL,
+    question_idx     INTEGER NOT NULL,
+    dataset          TEXT NOT NULL,
+    body_sha256      TEXT NOT NULL,
+    request_json     TEXT NOT NULL,
+    response_id      INTEGER
+);
+CREATE INDEX probe_requests_group ON probe_requests (probe, server, framing, repeat, question_idx);
+CREATE TABLE probe_responses (
+    response_id       INTEGER PRIMARY KEY,
+    probe_request_id  INTEGER NOT NULL REFERENCES probe_requests (probe_request_id),
+    run_id            INTEGER REFERENCES runs (run_id),
+    ok                INTEGER NOT NULL,
+    status            INTEGER NOT NULL,
+    response_json     TEXT NOT NULL,
+    attempts          INTEGER NOT NULL,
+    latency_ms        REAL NOT NULL,
+    started_at        TEXT NOT NULL,
+    error             TEXT,
+    error_kind        TEXT,
+    chosen            TEXT,
+    top_json          TEXT,
+    p_marker          REAL,
+    marker_listed     INTEGER,
+    p_whitespace      REAL,
+    whitespace_listed INTEGER,
+    floor             REAL
+);
+CREATE VIEW v_probes AS
+SELECT q.probe, q.server, q.framing, q.repeat, q.question_idx, q.dataset,
+       r.p_marker AS p_direct,
+       r.p_whitespace,
+       r2.p_marker AS p_after_whitespace,
+       CASE WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN min(1.0, CASE WHEN r.marker_listed = 1 THEN r.p_marker ELSE 0 END +
+                 CASE WHEN r.whitespace_listed = 1 AND r2.marker_listed = 1
+                      THEN r.p_whitespace * r2.p_marker ELSE 0 END)
+            ELSE r.floor END AS p_open,
+       CASE WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN 0 ELSE 1 END AS bounded,
+       r.chosen, r.top_json, r2.top_json AS top_after_whitespace,
+       r.response_id, r2.response_id AS response_id_after_whitespace
+FROM probe_requests q
+JOIN probe_responses r ON r.response_id = q.response_id AND r.ok = 1
+LEFT JOIN probe_requests q2 ON q2.probe = q.probe AND q2.step = 1 AND q2.server = q.server
+     AND q2.framing = q.framing AND q2.repeat = q.repeat AND q2.question_idx = q.question_idx
+     AND q2.dataset = q.dataset
+LEFT JOIN probe_responses r2 ON r2.response_id = q2.response_id AND r2.ok = 1
+WHERE q.step = 0;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -145,7 +207,8 @@ constexpr std::string_view k_statements[] = {
     "question_idx, dataset, body_sha256, request_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     // k_completed_keys
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
-    "WHERE r.ok = 1",
+    "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
+    "ON r.response_id = q.response_id WHERE r.ok = 1",
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
@@ -157,8 +220,21 @@ constexpr std::string_view k_statements[] = {
     "UPDATE requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM responses x "
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
+    // k_put_probe_request
+    "INSERT OR IGNORE INTO probe_requests (request_key, probe, step, server, framing, repeat, "
+    "question_idx, dataset, body_sha256, request_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    // k_insert_probe_response
+    "INSERT INTO probe_responses (probe_request_id, run_id, ok, status, response_json, attempts, "
+    "latency_ms, started_at, error, error_kind, chosen, top_json, p_marker, marker_listed, "
+    "p_whitespace, whitespace_listed, floor) "
+    "SELECT probe_request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM probe_requests "
+    "WHERE request_key = ?",
+    // k_point_probe_request: as k_point_request
+    "UPDATE probe_requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
+    "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM probe_responses x "
+    "WHERE x.response_id = probe_requests.response_id AND x.ok = 1))",
 };
-static_assert(std::size(k_statements) == 9);
+static_assert(std::size(k_statements) == 12);
 
 class Transaction {
 public:
@@ -273,6 +349,11 @@ util::Result<void> Store::migrate(Mode mode) {
             return r.error();
         }
     }
+    if (from < 8) {
+        if (auto r = m_db.exec(k_schema_v8); !r) {
+            return r.error();
+        }
+    }
     if (auto r = m_db.exec(fmt::format("PRAGMA user_version = {}", k_schema_version)); !r) {
         return r.error();
     }
@@ -347,7 +428,18 @@ Store::put_questions(const std::string& dataset,
 util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
     Transaction tx(m_db);
     auto& st = m_stmts[k_put_request];
+    auto& probe = m_stmts[k_put_probe_request];
     for (const auto& r : rows) {
+        if (r.probe_step >= 0) {
+            if (!probe
+                     .bind(r.key, r.probe, r.probe_step, r.server, r.framing, r.repeat,
+                           r.question_idx, r.dataset, r.body_sha256, r.body)
+                     .run()) {
+                return make_error(ErrorKind::io,
+                                  fmt::format("cannot store probe requests: {}", probe.error()));
+            }
+            continue;
+        }
         if (!st.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat, r.question_idx, r.dataset,
                      r.body_sha256, r.body)
                  .run()) {
@@ -384,6 +476,12 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
     auto& ins = m_stmts[k_insert_response];
     auto& point = m_stmts[k_point_request];
     for (const auto& r : rows) {
+        if (r.probe) {
+            if (auto w = write_probe_response(r); !w) {
+                return w;
+            }
+            continue;
+        }
         ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
                  r.status, r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason,
                  r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms,
@@ -403,6 +501,33 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
         }
     }
     return tx.commit();
+}
+
+util::Result<void> Store::write_probe_response(const ResponseRow& r) {
+    auto& ins = m_stmts[k_insert_probe_response];
+    auto& point = m_stmts[k_point_probe_request];
+    const auto& g = r.reading;
+    auto opt = [](const std::string& s) {
+        return s.empty() ? std::optional<std::string>{} : std::optional<std::string>{s};
+    };
+    ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
+             r.response_json, r.attempts, r.latency_ms, r.started_at, opt(r.error),
+             opt(r.error_kind), g ? std::optional<std::string>(g->chosen) : std::nullopt,
+             g ? std::optional<std::string>(g->top_json) : std::nullopt,
+             g ? std::optional<double>(g->p_marker) : std::nullopt,
+             g ? std::optional<int64_t>(g->marker_listed) : std::nullopt,
+             g ? std::optional<double>(g->p_whitespace) : std::nullopt,
+             g ? std::optional<int64_t>(g->whitespace_listed) : std::nullopt,
+             g ? std::optional<double>(g->floor) : std::nullopt, r.key);
+    if (!ins.run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot write probe responses: {}", ins.error()));
+    }
+    if (!point.bind(r.key, r.ok ? 1 : 0).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot write probe responses: {}", point.error()));
+    }
+    return {};
 }
 
 Writer::Writer(Store& store) : m_store(store), m_thread([this] { loop(); }) {}

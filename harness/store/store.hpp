@@ -30,6 +30,23 @@ struct RequestRow {
     std::string dataset;
     std::string body;
     std::string body_sha256;
+    // A probe's request (schema v8, docs/probe.md): its step in the chain
+    // (0: the framing's prompt, 1: the prompt and the chain whitespace), or
+    // -1 for a measured request. Probes go to probe_requests, never counted
+    // as answers.
+    int probe_step = -1;
+    std::string probe; // the probe's name, "think-open"
+};
+
+// What a probe response listed at its first position (docs/probe.md).
+struct ProbeReadingRow {
+    std::string chosen;
+    std::string top_json; // [[token, logprob], ...], most likely first
+    double p_marker = 0;
+    bool marker_listed = false;
+    double p_whitespace = 0;
+    bool whitespace_listed = false;
+    double floor = 0; // the smallest listed probability
 };
 
 // What one send of a request (with its retries) ended in.
@@ -53,6 +70,8 @@ struct ResponseRow {
     std::string started_at;                     // ISO 8601 UTC
     std::string error;                          // empty when ok
     std::string error_kind; // "", "http", "transport", "timeout", "parse", "stream"
+    bool probe = false;     // the answer to a probe request: goes to probe_responses
+    std::optional<ProbeReadingRow> reading; // a probe's reading, when ok
 };
 
 struct ServerRow {
@@ -88,7 +107,8 @@ public:
                                      const std::vector<std::pair<std::string, std::string>>& qa);
     // Insert planned requests; existing keys are kept as they are.
     util::Result<void> put_requests(const std::vector<RequestRow>& rows);
-    // Keys of requests that already have a successful response.
+    // Keys of requests (probes included) that already have a successful
+    // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
@@ -100,6 +120,8 @@ private:
     Store() = default;
     util::Result<void> migrate(Mode mode);
     util::Result<void> prepare();
+    // One probe response of a batch (write_batch's transaction is open).
+    util::Result<void> write_probe_response(const ResponseRow& row);
 
     enum StatementId {
         k_insert_run,
@@ -111,6 +133,9 @@ private:
         k_completed_keys,
         k_insert_response,
         k_point_request,
+        k_put_probe_request,
+        k_insert_probe_response,
+        k_point_probe_request,
         k_count_statements
     };
 

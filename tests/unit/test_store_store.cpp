@@ -1,6 +1,7 @@
 // The store keeps every request and response with their types, points each
 // request at the response that counts, refuses files it must not touch, and
 // loses nothing when a write fails.
+#include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
 
 #include <gtest/gtest.h>
@@ -49,8 +50,8 @@ int64_t count(Store& s, const char* sql) {
 TEST(Store, CreatesSchemaAtCurrentVersion) {
     auto s = Store::open(fresh_db("create").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ((*s)->schema_version(), 2);
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ((*s)->schema_version(), k_schema_version);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
                          "'v_scores', 'requests_counted')"),
               3);
@@ -62,8 +63,13 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto s = Store::open(path, Store::Mode::read_write);
         ASSERT_TRUE(s.ok()) << s.error().message;
         ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        // What a version 1 file looks like: the same tables, no index.
+        // What a version 1 file looks like: the same tables, no index, no probes.
         ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
+        Database raw;
+        ASSERT_TRUE(raw.open(path, Database::Create::no).ok());
+        ASSERT_TRUE(
+            raw.exec("DROP VIEW v_probes; DROP TABLE probe_responses; DROP TABLE probe_requests")
+                .ok());
         ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
     }
     auto read_only = Store::open(path, Store::Mode::read_only);
@@ -72,8 +78,11 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
 
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_counted'"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('probe_requests', "
+                         "'probe_responses', 'v_probes')"),
+              3);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
 }
 
@@ -171,4 +180,65 @@ TEST(Writer, ReportsAPersistentWriteFailure) {
     w.close();
     ASSERT_TRUE(w.error().has_value());
     EXPECT_NE(w.error()->find("injected"), std::string::npos);
+}
+
+namespace {
+
+RequestRow probe_request(const std::string& key, int q, int step) {
+    RequestRow r = request(key, q);
+    r.max_tokens = 1;
+    r.probe = "think-open";
+    r.probe_step = step;
+    return r;
+}
+
+ResponseRow probe_response(const std::string& key, bool ok, ProbeReadingRow reading) {
+    ResponseRow r = response(key, ok);
+    r.probe = true;
+    if (ok) {
+        r.reading = std::move(reading);
+    }
+    return r;
+}
+
+} // namespace
+
+TEST(Store, ProbesAreStoredApartFromAnswersAndResume) {
+    auto s = Store::open(fresh_db("probes").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->put_requests({request("k1", 0), probe_request("p0", 0, 0),
+                                    probe_request("p1", 0, 1), probe_request("p2", 1, 0)})
+                    .ok());
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM probe_requests"), 3);
+    // Question 0 chains: " " at 0.6, then <think> at 0.9. Question 1 lists
+    // neither: bounded by its smallest listed probability.
+    ProbeReadingRow first{" ", R"([[" ",-0.51],[" Jan",-1.2]])", 0, false, 0.6, true, 0.3};
+    ProbeReadingRow second{"<think>", R"([["<think>",-0.1]])", 0.9, true, 0, false, 0.9};
+    ProbeReadingRow none{" Jan", R"([[" Jan",-0.1]])", 0, false, 0, false, 0.05};
+    ASSERT_TRUE(
+        (*s)->write_batch({response("k1", true), probe_response("p0", true, first),
+                           probe_response("p1", true, second), probe_response("p2", false, none)})
+            .ok());
+    auto done = (*s)->completed_keys();
+    ASSERT_TRUE(done.ok());
+    EXPECT_EQ(done->size(), 3u); // k1, p0, p1: the failed probe is sent again
+    EXPECT_FALSE(done->count("p2"));
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM responses"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_probes"), 1);
+
+    ASSERT_TRUE((*s)->write_batch({probe_response("p2", true, none)}).ok());
+    Statement st(
+        (*s)->handle(),
+        "SELECT question_idx, p_open, bounded, chosen FROM v_probes ORDER BY question_idx");
+    ASSERT_TRUE(st.step());
+    EXPECT_NEAR(st.column_double(1), 0.54, 1e-12);
+    EXPECT_EQ(st.column_int(2), 0);
+    EXPECT_EQ(st.column_text(3), " ");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int(0), 1);
+    EXPECT_NEAR(st.column_double(1), 0.05, 1e-12);
+    EXPECT_EQ(st.column_int(2), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM probe_responses"), 4);
 }

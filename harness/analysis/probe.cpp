@@ -1,0 +1,426 @@
+// The decision-point probe's analysis; see probe.hpp. Every random draw comes
+// from a seeded Rng, so a printed interval or p-value can be recomputed.
+#include <harness/analysis/probe.hpp>
+
+#include <harness/analysis/rng.hpp>
+#include <harness/analysis/stats.hpp>
+#include <harness/probe/reading.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+// Logits closer than this are the same number printed twice: engines print
+// log-probabilities with 6 to 9 significant digits.
+constexpr double k_same_logit = 1e-6;
+// Sign patterns enumerated exactly up to this many questions.
+constexpr size_t k_exact_sign_flip = 20;
+// Power calculations: two-sided alpha 0.05 at 80% power.
+constexpr double k_power_alpha = 0.05;
+constexpr double k_power = 0.8;
+// The fewest questions with which a two-sided sign-flip (or McNemar) test
+// can reach alpha 0.05 at all: 2 x 2^-6 < 0.05.
+constexpr int64_t k_min_questions = 6;
+
+double mean(const std::vector<double>& v) {
+    return v.empty() ? 0.0
+                     : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+// Two-sided sign-flip p-value of mean(`d`) = 0.
+double sign_flip_p(const std::vector<double>& d, const ProbeOptions& o, bool& exact) {
+    const double observed = std::abs(std::accumulate(d.begin(), d.end(), 0.0));
+    const double tolerance = 1e-12 * (1.0 + observed);
+    const size_t n = d.size();
+    if (n == 0) {
+        exact = true;
+        return 1.0;
+    }
+    if (n <= k_exact_sign_flip) {
+        exact = true;
+        uint64_t extreme = 0;
+        const uint64_t patterns = uint64_t{1} << n;
+        for (uint64_t m = 0; m < patterns; ++m) {
+            double s = 0;
+            for (size_t i = 0; i < n; ++i) {
+                s += ((m >> i) & 1U) ? -d[i] : d[i];
+            }
+            extreme += std::abs(s) >= observed - tolerance;
+        }
+        return static_cast<double>(extreme) / static_cast<double>(patterns);
+    }
+    exact = false;
+    Rng rng(o.seed);
+    uint64_t extreme = 0;
+    for (uint32_t r = 0; r < o.resamples; ++r) {
+        double s = 0;
+        for (size_t i = 0; i < n; i += 64) {
+            const uint64_t bits = rng.next();
+            for (size_t j = i; j < std::min(n, i + 64); ++j) {
+                s += ((bits >> (j - i)) & 1U) ? -d[j] : d[j];
+            }
+        }
+        extreme += std::abs(s) >= observed - tolerance;
+    }
+    return static_cast<double>(extreme + 1) / static_cast<double>(o.resamples + 1);
+}
+
+// One-sided sign test: P(X >= pos) for X ~ Binomial(pos + neg, 1/2).
+double sign_test_p(int64_t pos, int64_t neg) {
+    const int64_t m = pos + neg;
+    if (m == 0) {
+        return 1.0;
+    }
+    double p = 0;
+    for (int64_t k = pos; k <= m; ++k) {
+        p += std::exp(std::lgamma(m + 1.0) - std::lgamma(k + 1.0) - std::lgamma(m - k + 1.0) -
+                      static_cast<double>(m) * std::log(2.0));
+    }
+    return std::min(1.0, p);
+}
+
+std::optional<int64_t> at_least_min(double n) {
+    if (!std::isfinite(n)) {
+        return std::nullopt;
+    }
+    return std::max(k_min_questions, static_cast<int64_t>(std::ceil(n - 1e-9)));
+}
+
+// Mean logit and mean probability of the readings in `values`, and whether
+// every one of them is only a bound; nullopt when none was read.
+struct Side {
+    double logit = 0;
+    double p = 0;
+    bool bounded = true;
+};
+std::optional<Side> side_of(const std::vector<std::optional<ProbeValue>>& values) {
+    Side s;
+    int n = 0;
+    for (const auto& v : values) {
+        if (!v) {
+            continue;
+        }
+        s.logit += probe::logit(v->p_open);
+        s.p += v->p_open;
+        s.bounded = s.bounded && v->bounded;
+        ++n;
+    }
+    if (n == 0) {
+        return std::nullopt;
+    }
+    s.logit /= n;
+    s.p /= n;
+    return s;
+}
+
+const std::optional<ProbeValue>* repeat_of(const std::vector<std::optional<ProbeValue>>& values,
+                                           size_t r) {
+    return r < values.size() && values[r] && !values[r]->bounded ? &values[r] : nullptr;
+}
+
+} // namespace
+
+util::Result<ProbeData> load_probes(store::Store& st) {
+    ProbeData data;
+    store::Statement q(st.handle(), "SELECT probe, server, framing, repeat, question_idx, p_open, "
+                                    "bounded FROM v_probes WHERE p_open IS NOT NULL "
+                                    "ORDER BY server, framing, question_idx, repeat");
+    if (!q.valid()) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} has no probe tables: {}", st.path(), q.error()));
+    }
+    while (q.step()) {
+        data.probe = q.column_text(0);
+        auto& series = data.series[{q.column_text(1), q.column_text(2)}];
+        auto& reps = series[static_cast<int>(q.column_int(4))];
+        const auto r = static_cast<size_t>(q.column_int(3));
+        if (reps.size() <= r) {
+            reps.resize(r + 1);
+        }
+        reps[r] = ProbeValue{q.column_double(5), q.column_int(6) != 0};
+    }
+    if (!q.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read probes: {}", q.error()));
+    }
+    store::Statement none(st.handle(),
+                          "SELECT q.server, count(*) FROM probe_requests q JOIN probe_responses r "
+                          "ON r.response_id = q.response_id WHERE r.error_kind = 'no-logprobs' "
+                          "GROUP BY q.server ORDER BY q.server");
+    while (none.step()) {
+        data.without_logprobs[none.column_text(0)] = none.column_int(1);
+    }
+    return data;
+}
+
+util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
+                                             const std::string& b, const std::string& framing,
+                                             const ProbeOptions& options) {
+    auto ia = data.series.find({a, framing});
+    auto ib = data.series.find({b, framing});
+    if (ia == data.series.end() || ib == data.series.end()) {
+        return make_error(ErrorKind::data, fmt::format("no probe readings for {} on framing {}",
+                                                       ia == data.series.end() ? a : b, framing));
+    }
+    ProbeComparison c;
+    c.probe = data.probe;
+    c.a = a;
+    c.b = b;
+    c.framing = framing;
+
+    // 1. Direction: per question, mean logit of B minus that of A.
+    std::vector<double> shifts;
+    for (const auto& [question, a_values] : ia->second) {
+        auto jb = ib->second.find(question);
+        if (jb == ib->second.end()) {
+            continue;
+        }
+        auto sa = side_of(a_values);
+        auto sb = side_of(jb->second);
+        if (!sa || !sb) {
+            continue;
+        }
+        if (sa->bounded && sb->bounded) {
+            ++c.both_bounded;
+            continue;
+        }
+        shifts.push_back(sb->logit - sa->logit);
+        c.points.push_back({question, sa->p, sb->p, 0});
+    }
+    auto& d = c.direction;
+    d.questions = static_cast<int64_t>(shifts.size());
+    d.mean_shift = mean(shifts);
+    if (shifts.size() > 1) {
+        double ss = 0;
+        for (double x : shifts) {
+            ss += (x - d.mean_shift) * (x - d.mean_shift);
+        }
+        d.sd = std::sqrt(ss / static_cast<double>(shifts.size() - 1));
+    }
+    if (!shifts.empty()) {
+        Rng rng(options.seed);
+        std::vector<double> means(options.resamples);
+        const auto n = static_cast<uint32_t>(shifts.size());
+        for (auto& m : means) {
+            double s = 0;
+            for (uint32_t i = 0; i < n; ++i) {
+                s += shifts[rng.below(n)];
+            }
+            m = s / n;
+        }
+        d.lo = percentile(means, 2.5);
+        d.hi = percentile(std::move(means), 97.5);
+    }
+    d.p_value = sign_flip_p(shifts, options, d.exact);
+    if (std::abs(d.mean_shift) > k_same_logit) {
+        const double z = normal_quantile(1 - k_power_alpha / 2) + normal_quantile(k_power);
+        d.questions_needed = at_least_min(std::pow(z * d.sd / std::abs(d.mean_shift), 2));
+    }
+
+    // 2. Perturbation: |B - A| against |A' - A| on the first two repeats,
+    // question by question, until a one-sided sign test shows it.
+    ProbePerturbation pert;
+    int64_t pos = 0, neg = 0;
+    double sum_ab = 0, sum_aa = 0;
+    for (const auto& [question, a_values] : ia->second) {
+        auto jb = ib->second.find(question);
+        if (jb == ib->second.end()) {
+            continue;
+        }
+        const auto* a0 = repeat_of(a_values, 0);
+        const auto* a1 = repeat_of(a_values, 1);
+        const auto* b0 = repeat_of(jb->second, 0);
+        if (!a0 || !a1 || !b0) {
+            continue;
+        }
+        const double la = probe::logit((*a0)->p_open);
+        const double ab = std::abs(probe::logit((*b0)->p_open) - la);
+        const double aa = std::abs(probe::logit((*a1)->p_open) - la);
+        ++pert.questions;
+        sum_ab += ab;
+        sum_aa += aa;
+        pos += ab - aa > k_same_logit;
+        neg += aa - ab > k_same_logit;
+        if (!pert.questions_to_differ && sign_test_p(pos, neg) < options.alpha) {
+            pert.questions_to_differ = pert.questions;
+        }
+    }
+    if (pert.questions > 0) {
+        pert.mean_abs_ab = sum_ab / static_cast<double>(pert.questions);
+        pert.mean_abs_aa = sum_aa / static_cast<double>(pert.questions);
+        pert.p_value = sign_test_p(pos, neg);
+        pert.differ = pert.p_value < options.alpha;
+        if (!pert.differ) {
+            pert.questions_to_differ.reset();
+        }
+        c.perturbation = pert;
+    }
+    return c;
+}
+
+std::optional<int64_t> accuracy_questions_needed(double diff, double discordant_rate) {
+    const double d2 = diff * diff;
+    if (d2 <= 0 || discordant_rate <= 0 || d2 > discordant_rate) {
+        return std::nullopt;
+    }
+    const double za = normal_quantile(1 - k_power_alpha / 2);
+    const double zb = normal_quantile(k_power);
+    const double root = za * std::sqrt(discordant_rate) + zb * std::sqrt(discordant_rate - d2);
+    return at_least_min(root * root / d2);
+}
+
+void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
+    ProbeAccuracy acc;
+    acc.scorer = accuracy.scorer;
+    acc.max_tokens = accuracy.a.max_tokens.value_or(0);
+    acc.diff = accuracy.accuracy_b - accuracy.accuracy_a;
+    // The question is the unit: the share of questions whose accuracy differs.
+    acc.discordant_rate =
+        accuracy.stats.questions > 0
+            ? static_cast<double>(accuracy.stats.a_better + accuracy.stats.b_better) /
+                  static_cast<double>(accuracy.stats.questions)
+            : 0.0;
+    acc.questions_needed = accuracy_questions_needed(acc.diff, acc.discordant_rate);
+    probe.accuracy = acc;
+    std::map<int, int> flipped;
+    for (const auto& f : accuracy.a_better) {
+        flipped[f.question_idx] = -1;
+    }
+    for (const auto& f : accuracy.b_better) {
+        flipped[f.question_idx] = 1;
+    }
+    for (auto& p : probe.points) {
+        if (auto it = flipped.find(p.question_idx); it != flipped.end()) {
+            p.flipped = it->second;
+        }
+    }
+}
+
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
+                                               const std::string& b,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options) {
+    std::vector<ProbeComparison> out;
+    for (const auto& [key, series] : data.series) {
+        const auto& [server, f] = key;
+        if (server != a || (framing && *framing != f) || !data.series.count({b, f})) {
+            continue;
+        }
+        auto c = compare_probes(data, a, b, f, options);
+        if (!c) {
+            continue;
+        }
+        for (const auto& acc : accuracy) {
+            if (acc.a.server == a && acc.b.server == b && acc.a.framing == f) {
+                attach_accuracy(*c, acc);
+                break;
+            }
+        }
+        out.push_back(std::move(*c));
+    }
+    return out;
+}
+
+std::vector<std::string> probe_skipped_notes(const ProbeData& data,
+                                             const std::vector<std::string>& servers) {
+    std::vector<std::string> out;
+    for (const auto& s : servers) {
+        if (auto it = data.without_logprobs.find(s); it != data.without_logprobs.end()) {
+            out.push_back(fmt::format("probe skipped for {}: its engine returned no "
+                                      "log-probabilities ({} probe responses)",
+                                      s, it->second));
+        }
+    }
+    return out;
+}
+
+std::string probe_line(const ProbeComparison& c) {
+    const auto& d = c.direction;
+    if (d.questions == 0) {
+        return fmt::format("probe {} on {}: {} vs {}: not measurable ({} questions list no "
+                           "marker on either side)",
+                           c.probe, c.framing, c.b, c.a, c.both_bounded);
+    }
+    std::string needed = d.questions_needed ? fmt::format("{}", *d.questions_needed) : "-";
+    std::string acc;
+    if (c.accuracy) {
+        acc = fmt::format(" (accuracy {:+.1f} points at {} tokens: {})", 100 * c.accuracy->diff,
+                          c.accuracy->max_tokens,
+                          c.accuracy->questions_needed
+                              ? fmt::format("{}", *c.accuracy->questions_needed)
+                              : std::string("not reachable"));
+    }
+    std::string numerics = "numerics: one probe per question, no A/A spread";
+    if (c.perturbation) {
+        const auto& p = *c.perturbation;
+        numerics = p.differ ? fmt::format("numerics differ after {} questions (mean |delta| {:.3f} "
+                                          "against A/A {:.3f})",
+                                          p.questions_to_differ.value_or(p.questions),
+                                          p.mean_abs_ab, p.mean_abs_aa)
+                            : fmt::format("numerics within the A/A spread over {} questions (mean "
+                                          "|delta| {:.3f} against A/A {:.3f})",
+                                          p.questions, p.mean_abs_ab, p.mean_abs_aa);
+    }
+    return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {:+.3f} [{:+.3f}, {:+.3f}] "
+                       "over {} questions, sign-flip p {:.2g}; questions needed at 80% power {}{}; "
+                       "{}",
+                       c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi, d.questions,
+                       d.p_value, needed, acc, numerics);
+}
+
+nlohmann::json to_json(const ProbeComparison& c) {
+    auto opt = [](const std::optional<int64_t>& v) {
+        return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    const auto& d = c.direction;
+    nlohmann::json j = {{"probe", c.probe},
+                        {"a", c.a},
+                        {"b", c.b},
+                        {"framing", c.framing},
+                        {"both_bounded", c.both_bounded},
+                        {"direction",
+                         {{"questions", d.questions},
+                          {"mean_logit_shift", d.mean_shift},
+                          {"ci", {d.lo, d.hi}},
+                          {"p_value", d.p_value},
+                          {"p_exact", d.exact},
+                          {"sd", d.sd},
+                          {"questions_needed", opt(d.questions_needed)}}},
+                        {"perturbation", nullptr},
+                        {"accuracy", nullptr},
+                        {"line", probe_line(c)}};
+    if (c.perturbation) {
+        const auto& p = *c.perturbation;
+        j["perturbation"] = {{"questions", p.questions},
+                             {"mean_abs_delta", p.mean_abs_ab},
+                             {"mean_abs_delta_aa", p.mean_abs_aa},
+                             {"p_value", p.p_value},
+                             {"numerics_differ", p.differ},
+                             {"questions_to_differ", opt(p.questions_to_differ)}};
+    }
+    if (c.accuracy) {
+        const auto& a = *c.accuracy;
+        j["accuracy"] = {{"scorer", a.scorer},
+                         {"max_tokens", a.max_tokens},
+                         {"diff", a.diff},
+                         {"discordant_rate", a.discordant_rate},
+                         {"questions_needed", opt(a.questions_needed)}};
+    }
+    nlohmann::json points = nlohmann::json::array();
+    for (const auto& p : c.points) {
+        points.push_back({p.question_idx, p.p_a, p.p_b, p.flipped});
+    }
+    j["points"] = points;
+    return j;
+}
+
+} // namespace diffeval::analysis

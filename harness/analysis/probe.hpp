@@ -1,0 +1,145 @@
+// The decision-point probe's analysis (docs/probe.md): per comparison of two
+// servers on one framing, two measures paired per question on the logit of
+// P(open), the probability that the answer opens a think block.
+//
+//   - direction: the mean shift B - A with a bootstrap interval over
+//     questions, an exact or Monte Carlo sign-flip test, and the questions a
+//     run needs to detect that shift at 80% power, beside the same figure for
+//     the accuracy difference on the same framing;
+//   - perturbation: the mean |B - A| against the mean |A - A'| between A's
+//     own repeated probes. Prefill at temperature 0 is deterministic on one
+//     configuration, so any change beyond that spread means the numerics
+//     differ; reported with the number of questions it took.
+//
+// Pure functions of what load_probes read, like the rest of analysis.
+#pragma once
+
+#include <harness/analysis/compare.hpp>
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::analysis {
+
+// One probe reading of one question (a step-0 response and its chain).
+struct ProbeValue {
+    double p_open = 0;
+    bool bounded = false; // p_open is only an upper bound
+};
+
+// Every reading of one probe on one server and framing, by question, then
+// repeat (a repeat without a reading is nullopt).
+using ProbeSeries = std::map<int, std::vector<std::optional<ProbeValue>>>;
+
+struct ProbeData {
+    std::string probe; // "think-open"; empty when the store has no probes
+    // (server, framing) -> readings
+    std::map<std::pair<std::string, std::string>, ProbeSeries> series;
+    // server -> probe responses that carried no log-probabilities
+    std::map<std::string, int64_t> without_logprobs;
+};
+
+// Read every probe reading stored (schema v8's v_probes).
+util::Result<ProbeData> load_probes(store::Store& store);
+
+// One question's point in the scatter: both sides' P(open) (mean over
+// repeats) and whether its answer flipped (+1 B gained it, -1 B lost it).
+struct ProbePoint {
+    int question_idx = 0;
+    double p_a = 0;
+    double p_b = 0;
+    int flipped = 0;
+};
+
+struct ProbeDirection {
+    int64_t questions = 0; // paired questions with at least one side measured
+    double mean_shift = 0; // logits, B - A
+    double lo = 0, hi = 0; // 95% percentile bootstrap interval over questions
+    double p_value = 1;    // two-sided sign-flip test of the mean shift
+    bool exact = false;    // p_value enumerated every sign pattern
+    double sd = 0;         // standard deviation of the per-question shifts
+    // Questions needed to detect this shift at 80% power and alpha 0.05;
+    // nullopt when the shift is zero.
+    std::optional<int64_t> questions_needed;
+};
+
+struct ProbePerturbation {
+    int64_t questions = 0;                      // questions with A, A' and B readings
+    double mean_abs_ab = 0;                     // mean |logit B - logit A|
+    double mean_abs_aa = 0;                     // mean |logit A' - logit A| over A's repeats
+    double p_value = 1;                         // one-sided sign test: |B - A| exceeds |A' - A|
+    bool differ = false;                        // "numerics differ"
+    std::optional<int64_t> questions_to_differ; // the first prefix of questions that showed it
+};
+
+// The accuracy side of the comparison, for "questions needed" beside it.
+struct ProbeAccuracy {
+    std::string scorer;
+    int max_tokens = 0;
+    double diff = 0;                         // accuracy B - A
+    double discordant_rate = 0;              // questions whose accuracy differs / questions
+    std::optional<int64_t> questions_needed; // nullopt when the difference is zero
+};
+
+struct ProbeComparison {
+    std::string probe;
+    std::string a; // servers
+    std::string b;
+    std::string framing;
+    int64_t both_bounded = 0; // questions left out: neither side measured the marker
+    ProbeDirection direction;
+    std::optional<ProbePerturbation> perturbation; // unset when A has one repeat
+    std::optional<ProbeAccuracy> accuracy;
+    std::vector<ProbePoint> points;
+};
+
+// Settings of compare_probes.
+struct ProbeOptions {
+    std::uint32_t resamples = 10'000;
+    std::uint64_t seed = 20250101;
+    double alpha = 0.01; // for "numerics differ" (one-sided) and the report's verdict
+};
+
+// Compare server `b` with `a` on `framing`; an error when either has no
+// readings there.
+util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
+                                             const std::string& b, const std::string& framing,
+                                             const ProbeOptions& options = {});
+
+// Attach the accuracy comparison of the same servers and framing: its
+// questions needed and the flips that colour the scatter.
+void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy);
+
+// Questions needed for a paired accuracy difference `diff` with discordant
+// rate `discordant_rate` at 80% power and alpha 0.05 (Connor's formula);
+// nullopt when the difference is zero or exceeds what the rate allows.
+std::optional<int64_t> accuracy_questions_needed(double diff, double discordant_rate);
+
+// `b` against `a` on every framing (or only `framing`, when set) that both
+// have probe readings for, each with the first of `accuracy` on the same
+// servers and framing attached.
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
+                                               const std::string& b,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options = {});
+
+// One line per server among `servers` whose engine answered probes without
+// log-probabilities: the probe is skipped for it.
+std::vector<std::string> probe_skipped_notes(const ProbeData& data,
+                                             const std::vector<std::string>& servers);
+
+// One line for a report or `diffeval diff`.
+std::string probe_line(const ProbeComparison& c);
+
+// The documented JSON shape (docs/json.md, "probes").
+nlohmann::json to_json(const ProbeComparison& c);
+
+} // namespace diffeval::analysis

@@ -1,0 +1,82 @@
+// The probe's gate checks; see probe_gate.hpp.
+#include <harness/analysis/probe_gate.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
+
+util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
+                                                       const ProbeGateSpec& spec) {
+    if (spec.max_probe_shift && !(*spec.max_probe_shift >= 0)) {
+        return make_error(ErrorKind::usage, "--max-probe-shift is in logits and must be >= 0");
+    }
+    auto framing = spec.baseline.framing ? spec.baseline.framing : spec.candidate.framing;
+    auto comparisons =
+        probe_comparisons(data, spec.baseline.server, spec.candidate.server, framing, {});
+    std::vector<GateCheck> checks;
+    for (const auto& c : comparisons) {
+        const std::string pair = fmt::format("{}/{} -> {}/{}", c.a, c.framing, c.b, c.framing);
+        const auto& d = c.direction;
+        if (spec.max_probe_shift && d.questions > 0) {
+            const double x = *spec.max_probe_shift;
+            GateCheck k;
+            k.kind = "probe_shift";
+            k.name = "probe_shift " + pair;
+            k.unit = "logits";
+            k.measured = d.mean_shift;
+            k.threshold = x;
+            k.measured_text = fmt::format("P(open) logit shift {:+.3f} (95% CI [{:+.3f}, {:+.3f}], "
+                                          "{} questions, sign-flip p {:.2g})",
+                                          d.mean_shift, d.lo, d.hi, d.questions, d.p_value);
+            k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
+            const bool up = d.lo > x;
+            const bool down = d.hi < -x;
+            k.status = up || down ? CheckStatus::fail : CheckStatus::pass;
+            k.why = up     ? fmt::format("{} opens the think block more often than {}: the whole "
+                                             "interval lies above +{:.3f} logits",
+                                         c.b, c.a, x)
+                    : down ? fmt::format("{} opens the think block less often than {}: the whole "
+                                         "interval lies below -{:.3f} logits",
+                                         c.b, c.a, x)
+                           : "the shift's interval reaches within the limit";
+            k.detail = to_json(c);
+            checks.push_back(std::move(k));
+        }
+        if (spec.same_numerics == ExpectSameNumerics::yes && c.perturbation) {
+            const auto& p = *c.perturbation;
+            GateCheck k;
+            k.kind = "probe_numerics";
+            k.name = "probe_numerics " + pair;
+            k.unit = "logits";
+            k.measured = p.mean_abs_ab;
+            k.threshold = p.mean_abs_aa;
+            k.measured_text = fmt::format("mean |delta logit P(open)| {:.4f} over {} questions "
+                                          "(one-sided sign test p {:.2g})",
+                                          p.mean_abs_ab, p.questions, p.p_value);
+            k.threshold_text = fmt::format("within the A/A spread ({:.4f})", p.mean_abs_aa);
+            k.status = p.differ ? CheckStatus::fail : CheckStatus::pass;
+            k.why = p.differ ? fmt::format("the numerics differ: {} moved the probe beyond {}'s "
+                                           "own repeats after {} questions",
+                                           c.b, c.a, p.questions_to_differ.value_or(p.questions))
+                             : "the probe moved no more than between the baseline's own repeats";
+            k.detail = to_json(c);
+            checks.push_back(std::move(k));
+        }
+    }
+    if (checks.empty()) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("no probe readings to check for {} against {}{}; run 'diffeval run "
+                        "--probe think-open' with both servers (raw framing)",
+                        spec.candidate.server, spec.baseline.server,
+                        framing ? " on framing " + *framing : ""));
+    }
+    return checks;
+}
+
+} // namespace diffeval::analysis

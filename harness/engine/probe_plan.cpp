@@ -1,0 +1,81 @@
+// Planning and reading the decision-point probe's requests; see
+// probe_plan.hpp. The probability arithmetic lives in harness/probe/.
+#include <harness/engine/probe_plan.hpp>
+
+#include <harness/probe/reading.hpp>
+#include <harness/util/hash.hpp>
+#include <harness/util/pyjson.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace diffeval::engine {
+
+using util::ErrorKind;
+using util::make_error;
+
+util::Result<void> validate_probe(const std::string& name) {
+    if (name != k_think_open_probe) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("unknown probe '{}'; known: {}", name, k_think_open_probe));
+    }
+    return {};
+}
+
+std::vector<PlannedProbe> plan_probe_requests(const std::string& probe, const std::string& server,
+                                              const framing::Renderer& renderer,
+                                              const datasets::Dataset& dataset, size_t n_questions,
+                                              int repeats, const std::optional<std::string>& model,
+                                              const nlohmann::ordered_json& extra) {
+    const auto& f = renderer.framing();
+    const bool chat = f.kind == framing::Kind::chat;
+    auto options = extra;
+    if (chat) {
+        options["logprobs"] = true;
+        options["top_logprobs"] = k_probe_top_logprobs;
+    } else {
+        options["logprobs"] = k_probe_top_logprobs;
+    }
+    const int steps = !chat && !f.probe_chain.empty() ? 2 : 1;
+    const int probe_repeats = std::max(repeats, k_min_probe_repeats);
+    std::vector<PlannedProbe> out;
+    for (size_t q = 0; q < n_questions; ++q) {
+        auto body = renderer.body(dataset.test[q], 1, model, options);
+        for (int step = 0; step < steps; ++step) {
+            if (step == 1) {
+                body["prompt"] = body["prompt"].get<std::string>() + f.probe_chain;
+            }
+            auto text = std::make_shared<const std::string>(util::python_json_dumps(body));
+            auto sha = util::sha256_hex(*text);
+            for (int rep = 0; rep < probe_repeats; ++rep) {
+                store::RequestRow row{"",           server, f.name, 1, rep, static_cast<int>(q),
+                                      dataset.name, *text,  sha};
+                row.probe = probe;
+                row.probe_step = step;
+                row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe,
+                                                       step, server, f.name, rep, q, sha));
+                out.push_back({std::move(row), text});
+            }
+        }
+    }
+    return out;
+}
+
+void parse_probe_body(const std::string& body, const ProbeTarget& target, store::ResponseRow& row) {
+    auto position = probe::first_position(body);
+    if (!position) {
+        const bool json = nlohmann::json::accept(body);
+        row.ok = json;
+        row.error_kind = json ? "no-logprobs" : "parse";
+        row.error = position.error().message;
+        return;
+    }
+    auto reading = probe::read(*position, target.marker, target.chain);
+    row.ok = true;
+    row.reading = store::ProbeReadingRow{
+        reading.chosen,       probe::top_json(reading.top), reading.p_marker, reading.marker_listed,
+        reading.p_whitespace, reading.whitespace_listed,    reading.floor};
+}
+
+} // namespace diffeval::engine

@@ -1,0 +1,65 @@
+// The decision-point probe's requests (docs/probe.md): for every question,
+// server and framing, extra requests with the framing's prompt bytes,
+// `max_tokens` 1 and the engine's log-probability options, beside the
+// measured requests (which stay byte-identical to the reference harnesses).
+// A completion framing with a chain whitespace gets a second request whose
+// prompt ends with it. Probe requests are stored in their own tables (schema
+// v8), resumed like every request, and never counted as answers.
+#pragma once
+
+#include <datasets/dataset.hpp>
+#include <harness/engine/response_parse.hpp>
+#include <harness/framing/framing.hpp>
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace diffeval::engine {
+
+// The one probe diffeval knows: does the answer open the framing's marker.
+inline constexpr std::string_view k_think_open_probe = "think-open";
+// Alternatives asked for at the first position: vLLM's default
+// --max-logprobs and OpenAI's top_logprobs limit are both 20.
+inline constexpr int k_probe_top_logprobs = 20;
+// Probes per question and configuration at least: two let the analysis
+// measure a configuration against itself (the A/A spread).
+inline constexpr int k_min_probe_repeats = 2;
+
+// An unknown probe name is a usage error naming the known one.
+util::Result<void> validate_probe(const std::string& name);
+
+// What a probe response is read for.
+struct ProbeTarget {
+    std::string marker; // the framing's probe_marker
+    std::string chain;  // the framing's probe_chain ("" for none)
+};
+
+// One planned probe request.
+struct PlannedProbe {
+    store::RequestRow row;
+    std::shared_ptr<const std::string> body;
+};
+
+// The requests of probe `probe` for server `server` under `renderer`'s
+// framing: `repeats` (at least k_min_probe_repeats) per question of the first
+// `n_questions`, step 0 and, when the framing chains, step 1. `model` and
+// `extra` are what the measured requests send.
+std::vector<PlannedProbe> plan_probe_requests(const std::string& probe, const std::string& server,
+                                              const framing::Renderer& renderer,
+                                              const datasets::Dataset& dataset, size_t n_questions,
+                                              int repeats, const std::optional<std::string>& model,
+                                              const nlohmann::ordered_json& extra);
+
+// Fill `row` from a probe's HTTP 2xx `body`: ok with its reading; ok without
+// a reading (error_kind "no-logprobs") when the engine ignored the logprobs
+// options, since sending again would not change that; error_kind "parse"
+// when the body is not JSON (retried like any cut body).
+void parse_probe_body(const std::string& body, const ProbeTarget& target, store::ResponseRow& row);
+
+} // namespace diffeval::engine

@@ -1,0 +1,86 @@
+// The decision-point probe's arithmetic: from a response with top
+// log-probabilities at its first generated position, the probability that
+// the answer opens a think block (docs/probe.md).
+//
+// Engines return log-probabilities in two shapes: vLLM's legacy completions
+// shape (`logprobs.tokens`, `token_logprobs`, `top_logprobs` as one dict per
+// position) and the chat shape that llama-server also uses on
+// /v1/completions (`logprobs.content[]`, each with a `top_logprobs[]` list).
+// Both are read here; nothing else in diffeval parses log-probabilities.
+//
+// Tokenizers differ in how the marker arrives. Where the marker is a special
+// token, a raw prompt ending "Answer:" is continued by a whitespace token and
+// only then the marker, so the probability is a chain:
+//   P(open) = P(marker-led token | prompt) + P(ws | prompt) x P(marker | prompt + ws),
+// the last factor read from a second probe whose prompt ends with `ws`.
+// Where a token already starts with the marker after leading whitespace, the
+// first term alone carries it.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffeval::probe {
+
+// One token the engine listed at a position, with its log-probability.
+struct Alternative {
+    std::string token;
+    double logprob = 0;
+};
+
+// The first generated position of a response: the token chosen there and the
+// alternatives the engine returned (the chosen one included once).
+struct FirstPosition {
+    std::string chosen;
+    std::vector<Alternative> top; // most likely first
+};
+
+// Read the first generated position from a 2xx response `body` in either
+// shape. Fails with a message when the body has no log-probabilities (the
+// engine ignored the request's logprobs options) or is not JSON.
+util::Result<FirstPosition> first_position(std::string_view body);
+
+// What one probe response says about the marker and the chain whitespace.
+struct Reading {
+    double p_marker = 0;        // mass of listed tokens that start with the marker after
+                                // leading whitespace
+    bool marker_listed = false; // some listed token carried the marker
+    double p_whitespace = 0;    // mass of the listed token equal to the chain whitespace
+    bool whitespace_listed = false;
+    double floor = 0;   // the smallest listed probability: an unlisted token has at most this
+    std::string chosen; // the token the engine chose
+    std::vector<Alternative> top;
+};
+
+// Read `position` for `marker` (e.g. "<think>") and the chain `whitespace`
+// (e.g. " ").
+Reading read(const FirstPosition& position, std::string_view marker, std::string_view whitespace);
+
+// The probability of opening, combined from the first request's reading and,
+// when the framing chains, the reading after the whitespace.
+struct Estimate {
+    double p_open = 0;
+    // True when neither path was fully listed: `p_open` is then only an upper
+    // bound (the smallest listed probability), not a measurement.
+    bool bounded = false;
+    double p_direct = 0;           // first request: marker-led tokens
+    double p_whitespace = 0;       // first request: the chain whitespace
+    double p_after_whitespace = 0; // second request: the marker after the whitespace
+};
+
+// Combine `first` with `after_whitespace` (nullopt when the framing does not
+// chain or its second probe has no usable reading).
+Estimate combine(const Reading& first, const std::optional<Reading>& after_whitespace);
+
+// log(p / (1 - p)) with p kept inside [1e-9, 1 - 1e-9], so a probability the
+// engine rounded to 0 or 1 still has a finite logit.
+double logit(double p);
+
+// `top` as a compact JSON array of [token, logprob] pairs, for the store.
+std::string top_json(const std::vector<Alternative>& top);
+
+} // namespace diffeval::probe

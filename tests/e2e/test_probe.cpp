@@ -1,0 +1,253 @@
+// The decision-point probe end to end against the real simulator: probe
+// requests are stored apart from the measured ones (which stay as they were),
+// with their readings, and a second run sends nothing again.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <thread>
+
+using e2e::query;
+using e2e::query_rows;
+
+TEST(Probe, StoresItsRequestsApartAndResumes) {
+    auto dir = e2e::scratch("probe_store");
+    e2e::Sim a({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    auto plain = dir / "plain.sqlite";
+    std::vector<std::string> args = {
+        "run",       "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit",   "5",
+        "--dataset", "sample",   "--db",         db.string(), "--probe",  "think-open"};
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    // Measured: 2 framings x 5 questions. Probes: 2 repeats x 5 questions x
+    // (raw: 2 steps, chat: 1).
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses"), "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "30");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses WHERE ok = 1"), "30");
+    // The measured bodies are those of a run without the probe.
+    auto p = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "5",
+                       "--dataset", "sample", "--db", plain.string()});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_EQ(query_rows(db, "SELECT request_json FROM requests ORDER BY request_key"),
+              query_rows(plain, "SELECT request_json FROM requests ORDER BY request_key"));
+    // Probe bodies: max_tokens 1 and the engine's logprobs options; the chain
+    // step's prompt ends in the whitespace.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE framing = 'raw' AND "
+                        "request_json LIKE '%\"max_tokens\": 1,%' AND "
+                        "request_json LIKE '%\"logprobs\": 20}'"),
+              "20");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE framing = 'chat' AND "
+                        "request_json LIKE '%\"logprobs\": true, \"top_logprobs\": 20}'"),
+              "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE step = 1 AND "
+                        "request_json LIKE '%Answer: \", \"max_tokens\"%'"),
+              "10");
+    // Readings: raw probes measure P(open) through the chain; chat ones are
+    // bounded (the closed think block leaves no <think> to write).
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE framing = 'raw' AND bounded = 0 "
+                        "AND p_open > 0 AND p_after_whitespace > 0.99"),
+              "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE framing = 'chat' AND bounded = 1"),
+              "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses WHERE top_json LIKE '[[%'"), "30");
+
+    // Resume: a killed probe answer is sent again, nothing else is.
+    e2e::exec(db, "UPDATE probe_requests SET response_id = NULL WHERE probe_request_id IN "
+                  "(SELECT probe_request_id FROM probe_requests LIMIT 3)");
+    auto again = e2e::run(args);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("40 requests planned, 37 already stored (skipped), 3 to send"),
+              std::string::npos)
+        << again.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE response_id IS NULL"), "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "10");
+}
+
+TEST(Probe, UnknownProbeIsAUsageError) {
+    auto dir = e2e::scratch("probe_bad");
+    auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--probe", "think-close", "--db",
+                       (dir / "x.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("unknown probe 'think-close'; known: think-open"), std::string::npos)
+        << o.err;
+}
+
+namespace {
+
+// Two simulated servers answering the raw framing, with the probe.
+void probe_run(const std::filesystem::path& db, const std::string& a_profile,
+               const std::string& b_profile, const std::string& limit) {
+    e2e::Sim a({"--profile", a_profile});
+    e2e::Sim b({"--profile", b_profile});
+    auto o = e2e::run({"run",        "--server",      "a=" + a.url(),
+                       "--server",   "b=" + b.url(),  "--framing",
+                       "raw",        "--max-tokens",  "64",
+                       "--limit",    limit,           "--dataset",
+                       "sample",     "--concurrency", "1",
+                       "--db",       db.string(),     "--probe",
+                       "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+}
+
+} // namespace
+
+TEST(Probe, DiffAndReportShowTheShiftTheAccuracyCannotYetSee) {
+    auto dir = e2e::scratch("probe_diff");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "deepgemm", "24");
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("probe think-open on raw: b vs a: P(open) logit shift +0.4"),
+              std::string::npos)
+        << d.out;
+    EXPECT_NE(d.out.find("numerics differ after 7 questions"), std::string::npos) << d.out;
+    auto j = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw", "--format", "json"});
+    auto diff = nlohmann::json::parse(j.out);
+    ASSERT_EQ(diff["probes"].size(), 1u);
+    EXPECT_LT(diff["probes"][0]["direction"]["p_value"].get<double>(), 0.01);
+    EXPECT_EQ(diff["probes"][0]["points"].size(), 24u);
+
+    auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / "rep").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto md = e2e::slurp(dir / "rep" / "report.md");
+    EXPECT_NE(md.find("## Decision-point probe"), std::string::npos);
+    EXPECT_NE(md.find("- probe think-open on raw: b vs a"), std::string::npos);
+    auto html = e2e::slurp(dir / "rep" / "report.html");
+    EXPECT_NE(html.find("<h2 id=\"probe\">Decision-point probe</h2>"), std::string::npos);
+    auto scatter = html.find("<svg class=\"probe-scatter\"");
+    ASSERT_NE(scatter, std::string::npos);
+    int circles = 0;
+    for (auto at = html.find("<circle", scatter);
+         at != std::string::npos && at < html.find("</svg>", scatter);
+         at = html.find("<circle", at + 1)) {
+        ++circles;
+    }
+    EXPECT_EQ(circles, 24); // one point per question
+    auto summary = nlohmann::json::parse(e2e::slurp(dir / "rep" / "summary.json"));
+    ASSERT_EQ(summary["probes"]["comparisons"].size(), 1u);
+    EXPECT_EQ(summary["probes"]["comparisons"][0]["perturbation"]["numerics_differ"], true);
+}
+
+TEST(Probe, GateFailsOnAShiftAndOnChangedNumerics) {
+    auto dir = e2e::scratch("probe_gate");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "deepgemm", "12");
+    auto base = std::vector<std::string>{"gate", "--db",        db.string(), "--baseline",
+                                         "a",    "--candidate", "b"};
+    auto with = [&](std::vector<std::string> extra) {
+        auto args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        return e2e::run(args);
+    };
+    auto shift = with({"--max-probe-shift", "0.2"});
+    EXPECT_EQ(shift.exit_code, 1) << shift.out << shift.err;
+    EXPECT_NE(shift.out.find("b opens the think block more often than a"), std::string::npos)
+        << shift.out;
+    auto loose = with({"--max-probe-shift", "2"});
+    EXPECT_EQ(loose.exit_code, 0) << loose.out << loose.err;
+    auto numerics = with({"--expect-same-numerics"});
+    EXPECT_EQ(numerics.exit_code, 1) << numerics.out;
+    EXPECT_NE(numerics.out.find("the numerics differ"), std::string::npos) << numerics.out;
+
+    // Two servers of one configuration: the same numerics.
+    auto same = dir / "same.sqlite";
+    probe_run(same, "default", "default", "12");
+    auto aa = e2e::run({"gate", "--db", same.string(), "--baseline", "a", "--candidate", "b",
+                        "--expect-same-numerics", "--max-probe-shift", "0.2"});
+    EXPECT_EQ(aa.exit_code, 0) << aa.out << aa.err;
+
+    auto none = e2e::run({"gate", "--db", db.string(), "--max-probe-shift", "1"});
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_NE(none.err.find("give both"), std::string::npos) << none.err;
+}
+
+namespace {
+
+// An OpenAI-compatible server that ignores the logprobs options, as some
+// engines and proxies do: every completion is " 42" without log-probabilities.
+class NoLogprobsServer {
+public:
+    NoLogprobsServer() {
+        m_server.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"object":"list","data":[{"id":"m","object":"model"}]})",
+                            "application/json");
+        });
+        m_server.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
+                            R"("text":" 42","logprobs":null,"finish_reason":"length"}],)"
+                            R"("usage":{"prompt_tokens":9,"completion_tokens":1}})",
+                            "application/json");
+        });
+        m_port = m_server.bind_to_any_port("127.0.0.1");
+        m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    }
+    ~NoLogprobsServer() {
+        m_server.stop();
+        m_thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+
+private:
+    httplib::Server m_server;
+    std::thread m_thread;
+    int m_port = 0;
+};
+
+} // namespace
+
+TEST(Probe, EnginesWithoutLogprobsAreSkippedWithOneLine) {
+    auto dir = e2e::scratch("probe_nolp");
+    NoLogprobsServer plain;
+    e2e::Sim sim({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "sim=" + sim.url(), "--server", "plain=" + plain.url(),
+                       "--framing", "raw", "--limit", "3", "--dataset", "sample", "--db",
+                       db.string(), "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out; // nothing to resend: the engine answered
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses r JOIN probe_requests q ON "
+                        "q.response_id = r.response_id WHERE q.server = 'plain' AND r.ok = 1 AND "
+                        "r.error_kind = 'no-logprobs'"),
+              "12");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE server = 'plain' AND p_open IS NULL"),
+              "6");
+    auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "plain/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("probe skipped for plain: its engine returned no log-probabilities (12 "
+                         "probe responses)"),
+              std::string::npos)
+        << d.out;
+    EXPECT_EQ(d.out.find("probe think-open on raw"), std::string::npos) << d.out;
+    EXPECT_EQ(d.out.find("probe skipped for sim"), std::string::npos) << d.out;
+}
+
+TEST(Probe, ExperimentFilesTurnItOnAndStreamingLeavesProbesWhole) {
+    auto dir = e2e::scratch("probe_config");
+    e2e::Sim a({"--profile", "deepgemm"});
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 4\n"
+                             "dataset = \"sample\"\nprobe = \"think-open\"\n\n"
+                             "[[servers]]\nname = \"a\"\nurl = \""
+                          << a.url() << "\"\n";
+    auto db = dir / "p.sqlite";
+    auto o =
+        e2e::run({"run", "--config", config.string(), "--stream", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE streamed = 1"), "4");
+    // Probes are sent whole (no "stream" in their bodies) and read as such.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE request_json NOT LIKE "
+                        "'%stream%'"),
+              "16");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE bounded = 0"), "8");
+    EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.probe') FROM runs"), "think-open");
+
+    std::ofstream(dir / "bad.toml") << "version = 1\nprobe = \"think-close\"\n";
+    auto bad = e2e::run({"run", "--config", (dir / "bad.toml").string(), "--server", "a=" + a.url(),
+                         "--db", (dir / "bad.sqlite").string()});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("unknown probe 'think-close'"), std::string::npos) << bad.err;
+}

@@ -1,0 +1,165 @@
+// The probe's two measures: direction (a shift of the logit of P(open) with
+// its interval, sign-flip test and questions needed) and perturbation ("the
+// numerics differ" against the A/A spread, with how many questions it took).
+#include <harness/analysis/probe.hpp>
+#include <harness/probe/reading.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace diffeval::analysis;
+
+namespace {
+
+double sigmoid(double z) {
+    return 1 / (1 + std::exp(-z));
+}
+
+// `n` questions whose logit is `base(i)`, with `repeats` readings each.
+ProbeSeries series(int n, int repeats, const std::function<double(int, int)>& logit,
+                   bool bounded = false) {
+    ProbeSeries s;
+    for (int i = 0; i < n; ++i) {
+        for (int r = 0; r < repeats; ++r) {
+            s[i].push_back(ProbeValue{sigmoid(logit(i, r)), bounded});
+        }
+    }
+    return s;
+}
+
+double base(int i) {
+    return 2.0 + std::sin(i * 1.7); // questions differ a lot from each other
+}
+
+} // namespace
+
+TEST(ProbeDirection, DetectsAHalfLogitShiftOn48Questions) {
+    ProbeData d;
+    d.probe = "think-open";
+    d.series[{"a", "raw"}] = series(48, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] =
+        series(48, 2, [](int i, int) { return base(i) + 0.5 + 0.1 * std::cos(i * 2.3); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->direction.questions, 48);
+    EXPECT_NEAR(c->direction.mean_shift, 0.5, 0.05);
+    EXPECT_GT(c->direction.lo, 0.4);
+    EXPECT_LT(c->direction.hi, 0.6);
+    EXPECT_LT(c->direction.p_value, 0.01);
+    ASSERT_TRUE(c->direction.questions_needed);
+    EXPECT_LE(*c->direction.questions_needed, 10);
+    EXPECT_EQ(c->points.size(), 48u);
+}
+
+TEST(ProbeDirection, NoShiftIsNotSignificant) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(30, 1, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] =
+        series(30, 1, [](int i, int) { return base(i) + 0.3 * std::sin(i * 12.9898); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->direction.p_value, 0.2);
+    EXPECT_LT(c->direction.lo, 0);
+    EXPECT_GT(c->direction.hi, 0);
+    EXPECT_FALSE(c->perturbation); // one repeat: no A/A spread
+}
+
+TEST(ProbeDirection, SmallSetsAreTestedExactly) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(5, 1, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(5, 1, [](int i, int) { return base(i) + 1; });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_TRUE(c->direction.exact);
+    EXPECT_NEAR(c->direction.p_value, 2.0 / 32.0, 1e-12); // all + or all -
+}
+
+TEST(ProbeDirection, QuestionsWhereNeitherSideListsTheMarkerAreLeftOut) {
+    ProbeData d;
+    d.series[{"a", "chat"}] = series(
+        10, 1, [](int, int) { return -9.0; }, true);
+    d.series[{"b", "chat"}] = series(
+        10, 1, [](int i, int) { return -9.0 + i; }, true);
+    auto c = compare_probes(d, "a", "b", "chat");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->direction.questions, 0);
+    EXPECT_EQ(c->both_bounded, 10);
+    EXPECT_NE(probe_line(*c).find("not measurable"), std::string::npos);
+}
+
+TEST(ProbeDirection, MissingSeriesIsAnError) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(3, 1, [](int i, int) { return base(i); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_FALSE(c);
+    EXPECT_NE(c.error().message.find("no probe readings for b"), std::string::npos);
+}
+
+TEST(ProbePerturbation, BitExactSelfAndChangedNumericsDifferWithinTenQuestions) {
+    // A's repeats are bit-identical (prefill at temperature 0); B moved
+    // every question a little, in both directions.
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(30, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] =
+        series(30, 2, [](int i, int) { return base(i) + (i % 2 ? 0.3 : -0.3); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_GT(c->direction.p_value, 0.2); // no direction
+    ASSERT_TRUE(c->perturbation);
+    EXPECT_TRUE(c->perturbation->differ);
+    ASSERT_TRUE(c->perturbation->questions_to_differ);
+    EXPECT_EQ(*c->perturbation->questions_to_differ, 7); // 2^-7 < 0.01
+    EXPECT_NEAR(c->perturbation->mean_abs_ab, 0.3, 1e-9);
+    EXPECT_EQ(c->perturbation->mean_abs_aa, 0.0);
+    EXPECT_NE(probe_line(*c).find("numerics differ after 7 questions"), std::string::npos);
+}
+
+TEST(ProbePerturbation, AnAAPairDoesNotDiffer) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(30, 2, [](int i, int) { return base(i); });
+    d.series[{"a2", "raw"}] = series(30, 2, [](int i, int) { return base(i); });
+    auto c = compare_probes(d, "a", "a2", "raw");
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->perturbation);
+    EXPECT_FALSE(c->perturbation->differ);
+    EXPECT_FALSE(c->perturbation->questions_to_differ);
+    EXPECT_EQ(c->perturbation->mean_abs_ab, 0.0);
+}
+
+TEST(ProbePerturbation, NoisyRepeatsRaiseTheBar) {
+    // A disagrees with itself by as much as B disagrees with A: no finding.
+    ProbeData d;
+    d.series[{"a", "raw"}] =
+        series(40, 2, [](int i, int r) { return base(i) + (r ? 0.2 * std::sin(i * 7.1) : 0); });
+    d.series[{"b", "raw"}] =
+        series(40, 2, [](int i, int) { return base(i) + 0.2 * std::cos(i * 3.3); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->perturbation);
+    EXPECT_FALSE(c->perturbation->differ);
+}
+
+TEST(ProbeAccuracy, QuestionsNeededFollowConnorsFormula) {
+    auto n = accuracy_questions_needed(0.1, 0.2);
+    ASSERT_TRUE(n);
+    EXPECT_EQ(*n, 155);
+    EXPECT_FALSE(accuracy_questions_needed(0.0, 0.2));
+    EXPECT_FALSE(accuracy_questions_needed(0.1, 0.0));
+}
+
+TEST(ProbeJson, CarriesBothMeasuresAndThePoints) {
+    ProbeData d;
+    d.probe = "think-open";
+    d.series[{"a", "raw"}] = series(8, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(8, 2, [](int i, int) { return base(i) + 1; });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    auto j = to_json(*c);
+    EXPECT_EQ(j["probe"], "think-open");
+    EXPECT_EQ(j["direction"]["questions"], 8);
+    EXPECT_EQ(j["perturbation"]["numerics_differ"], true);
+    EXPECT_EQ(j["points"].size(), 8u);
+    EXPECT_TRUE(j["accuracy"].is_null());
+}

@@ -1,0 +1,150 @@
+// The probe's probability from stored top log-probabilities: both response
+// shapes, the marker listed or not, and the whitespace-then-marker chain.
+#include <harness/probe/reading.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace diffeval::probe;
+
+namespace {
+
+// A vLLM legacy completions body whose first position chose `chosen` among
+// `top` (a JSON object of token: logprob).
+std::string legacy_body(const std::string& chosen, double chosen_lp, const std::string& top) {
+    return R"({"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":")" + chosen +
+           R"(","logprobs":{"text_offset":[0],"token_logprobs":[)" + std::to_string(chosen_lp) +
+           R"(],"tokens":[")" + chosen + R"("],"top_logprobs":[)" + top +
+           R"(]},"finish_reason":"length"}]})";
+}
+
+// A llama-server /v1/completions (or chat) body: content[0] with a
+// top_logprobs list.
+std::string content_body(const std::string& chosen, double chosen_lp, const std::string& top) {
+    return R"({"choices":[{"text":"x","index":0,"logprobs":{"content":[{"id":220,"token":")" +
+           chosen + R"(","bytes":[32],"logprob":)" + std::to_string(chosen_lp) +
+           R"(,"top_logprobs":)" + top + R"(}]},"finish_reason":"length"}]})";
+}
+
+Reading read_body(const std::string& body) {
+    auto p = first_position(body);
+    EXPECT_TRUE(p) << (p ? "" : p.error().message);
+    return p ? read(*p, "<think>", " ") : Reading{};
+}
+
+} // namespace
+
+TEST(ProbeFirstPosition, ReadsVllmLegacyDictPerPosition) {
+    auto p = first_position(
+        legacy_body(" <think>", std::log(0.7), R"({" <think>": -0.3567, " Jan": -1.2040})"));
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->chosen, " <think>");
+    ASSERT_EQ(p->top.size(), 2u);
+    EXPECT_EQ(p->top[0].token, " <think>");
+    EXPECT_EQ(p->top[1].token, " Jan");
+}
+
+TEST(ProbeFirstPosition, ReadsLlamaServerContentList) {
+    auto p = first_position(content_body(
+        " ", std::log(0.6),
+        R"([{"id":220,"token":" ","logprob":-0.5108},{"id":9,"token":" In","logprob":-1.6094}])"));
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->chosen, " ");
+    ASSERT_EQ(p->top.size(), 2u);
+    EXPECT_NEAR(std::exp(p->top[1].logprob), 0.2, 1e-4);
+}
+
+TEST(ProbeFirstPosition, ReadsLlamaServerNativeCompletionProbabilities) {
+    auto p = first_position(
+        R"({"content":" ","completion_probabilities":[{"token":" ","logprob":-0.1,)"
+        R"("top_logprobs":[{"token":" ","logprob":-0.1},{"token":" The","logprob":-2.5}]}]})");
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->top.size(), 2u);
+}
+
+TEST(ProbeFirstPosition, NoLogprobsIsAnErrorNamingTheCause) {
+    auto p = first_position(R"({"choices":[{"text":" Jan","logprobs":null}]})");
+    ASSERT_FALSE(p);
+    EXPECT_NE(p.error().message.find("no log-probabilities"), std::string::npos);
+    EXPECT_FALSE(first_position("not json"));
+    EXPECT_FALSE(first_position(R"({"choices":[{"logprobs":{"content":[]}}]})"));
+}
+
+TEST(ProbeFirstPosition, NullAndNonNumericLogprobsCountAsZero) {
+    auto r = read_body(legacy_body(" <think>", -0.1, R"({" <think>": null, " Jan": "x"})"));
+    EXPECT_TRUE(r.marker_listed);
+    EXPECT_NEAR(r.p_marker, std::exp(-0.1), 1e-9); // the chosen token's own logprob is kept
+}
+
+TEST(ProbeRead, OneTokenMarkerWithLeadingWhitespaceNeedsOneRequest) {
+    auto r = read_body(
+        legacy_body(" <think>", std::log(0.7), R"({" <think>": -0.35667494, " Jan": -1.2039728})"));
+    auto e = combine(r, std::nullopt);
+    EXPECT_FALSE(e.bounded);
+    EXPECT_NEAR(e.p_open, 0.7, 1e-6);
+    EXPECT_NEAR(e.p_direct, 0.7, 1e-6);
+}
+
+TEST(ProbeRead, MarkerAbsentIsBoundedByTheSmallestListedProbability) {
+    auto r = read_body(
+        legacy_body(" Jan", std::log(0.8), R"({" Jan": -0.22314355, " In": -2.3025851})"));
+    EXPECT_FALSE(r.marker_listed);
+    auto e = combine(r, std::nullopt);
+    EXPECT_TRUE(e.bounded);
+    EXPECT_NEAR(e.p_open, 0.1, 1e-6);
+}
+
+TEST(ProbeRead, WhitespaceThenMarkerChainMultipliesTheTwoFactors) {
+    // llama-server with a byte-level BPE model: " " first, then <think>.
+    auto first = read_body(content_body(
+        " ", std::log(0.6),
+        R"([{"token":" ","logprob":-0.51082562},{"token":" Jan","logprob":-1.2039728}])"));
+    auto second = read_body(content_body(
+        "<think>", std::log(0.9),
+        R"([{"token":"<think>","logprob":-0.10536052},{"token":"Jan","logprob":-2.3025851}])"));
+    EXPECT_TRUE(first.whitespace_listed);
+    EXPECT_FALSE(first.marker_listed);
+    auto e = combine(first, second);
+    EXPECT_FALSE(e.bounded);
+    EXPECT_NEAR(e.p_whitespace, 0.6, 1e-6);
+    EXPECT_NEAR(e.p_after_whitespace, 0.9, 1e-6);
+    EXPECT_NEAR(e.p_open, 0.54, 1e-6);
+}
+
+TEST(ProbeRead, ChainWithoutTheWhitespaceListedIsBounded) {
+    auto first = read_body(
+        content_body(" Jan", std::log(0.9),
+                     R"([{"token":" Jan","logprob":-0.10536052},{"token":" In","logprob":-3.0}])"));
+    auto second =
+        read_body(content_body("<think>", -0.1, R"([{"token":"<think>","logprob":-0.1}])"));
+    auto e = combine(first, second);
+    EXPECT_TRUE(e.bounded);
+    EXPECT_NEAR(e.p_open, std::exp(-3.0), 1e-9);
+}
+
+TEST(ProbeRead, ChainWithTheMarkerMissingAfterTheWhitespaceIsBounded) {
+    auto first = read_body(content_body(" ", -0.1, R"([{"token":" ","logprob":-0.1}])"));
+    auto second = read_body(content_body("Jan", -0.05, R"([{"token":"Jan","logprob":-0.05}])"));
+    EXPECT_TRUE(combine(first, second).bounded);
+}
+
+TEST(ProbeRead, BothPathsAddUp) {
+    auto first = read_body(legacy_body(
+        " ", std::log(0.5), R"({" ": -0.69314718, " <think>": -1.6094379, " Jan": -1.6094379})"));
+    auto second = read_body(legacy_body("<think>", std::log(0.5), R"({"<think>": -0.69314718})"));
+    auto e = combine(first, second);
+    EXPECT_FALSE(e.bounded);
+    EXPECT_NEAR(e.p_open, 0.2 + 0.5 * 0.5, 1e-6);
+}
+
+TEST(ProbeLogit, StaysFiniteAtTheEnds) {
+    EXPECT_NEAR(logit(0.5), 0.0, 1e-12);
+    EXPECT_TRUE(std::isfinite(logit(0.0)));
+    EXPECT_TRUE(std::isfinite(logit(1.0)));
+    EXPECT_NEAR(logit(0.9), std::log(9.0), 1e-12);
+}
+
+TEST(ProbeTopJson, KeepsTokensAndLogprobs) {
+    EXPECT_EQ(top_json({{" ", -0.5}, {"<think>", -1.0}}), R"([[" ",-0.5],["<think>",-1.0]])");
+}
