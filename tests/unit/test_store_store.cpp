@@ -1,6 +1,7 @@
 // The store keeps every request and response with their types, points each
 // request at the response that counts, refuses files it must not touch, and
 // loses nothing when a write fails.
+#include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
 
 #include <gtest/gtest.h>
@@ -49,8 +50,8 @@ int64_t count(Store& s, const char* sql) {
 TEST(Store, CreatesSchemaAtCurrentVersion) {
     auto s = Store::open(fresh_db("create").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ((*s)->schema_version(), 2);
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ((*s)->schema_version(), diffeval::store::k_schema_version);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), diffeval::store::k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
                          "'v_scores', 'requests_counted')"),
               3);
@@ -62,9 +63,18 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto s = Store::open(path, Store::Mode::read_write);
         ASSERT_TRUE(s.ok()) << s.error().message;
         ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        // What a version 1 file looks like: the same tables, no index.
-        ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
-        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
+        auto vllm = response("k1", true);
+        vllm.response_json = R"({"choices": [{"text": "x", "stop_reason": null}]})";
+        auto llama = response("k2", true);
+        llama.response_json = R"({"choices": [{"text": "x", "finish_reason": "stop"}]})";
+        ASSERT_TRUE((*s)->write_batch({vllm, llama}).ok());
+        // What a version 1 file looks like: no index, no stop columns.
+        for (const char* sql :
+             {"DROP INDEX requests_counted", "DROP VIEW v_responses",
+              "ALTER TABLE responses DROP COLUMN stop_field",
+              "ALTER TABLE classifications DROP COLUMN stop_cause", "PRAGMA user_version = 1"}) {
+            ASSERT_TRUE(Statement((*s)->handle(), sql).run()) << sql;
+        }
     }
     auto read_only = Store::open(path, Store::Mode::read_only);
     ASSERT_FALSE(read_only.ok());
@@ -72,9 +82,17 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
 
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), diffeval::store::k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_counted'"), 1);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
+    // Version 5: the stop field each stored body shows (vLLM's stop_reason;
+    // none for llama.cpp).
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE stop_field = 'stop_reason' AND "
+                         "question_idx = 0"),
+              1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE stop_field IS NULL AND "
+                         "question_idx = 1"),
+              1);
 }
 
 TEST(Store, StopReasonKeepsItsType) {
