@@ -1,0 +1,78 @@
+// The outcomes model served by llama-server, launched by diffeval from an
+// experiment file: every response says what the model was built to say, in
+// both framings, streamed and not, and diffeval stores it.
+#include "engine.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <tuple>
+
+using e2e::query;
+using engine_test::expected_outcomes;
+
+namespace {
+
+// Runs the outcome questions against one launched llama-server into `db`.
+void run_outcomes(const std::filesystem::path& root, const std::filesystem::path& dir,
+                  const std::filesystem::path& db, bool stream) {
+    auto test = engine_test::write_outcome_dataset(dir);
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(
+        root, {engine_test::Server{}},
+        "framings = [\"raw\", \"chat\"]\nmax_tokens = [16]\ndataset = " +
+            nlohmann::json(test.string()).dump() +
+            "\nfewshot_from = " + nlohmann::json((dir / "train.jsonl").string()).dump());
+    std::vector<std::string> args = {"run",  "--config",  config.string(),
+                                     "--db", db.string(), "--quiet"};
+    if (stream) {
+        args.push_back("--stream");
+    }
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+}
+
+// Every response says what the model was built to say and is classified as
+// such. llama-server names no stop on its OpenAI endpoints, so every stopped
+// response's cause is "unknown" and an empty answer is never "finished".
+void expect_responses(const std::filesystem::path& db) {
+    const auto& want = expected_outcomes();
+    ASSERT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"),
+              std::to_string(2 * want.size()));
+    auto rescored = e2e::run({"rescore", "--db", db.string()});
+    ASSERT_EQ(rescored.exit_code, 0) << rescored.err;
+    for (size_t i = 0; i < want.size(); ++i) {
+        for (const auto& [framing, text, outcome] :
+             {std::tuple{"raw", want[i].raw_text, want[i].raw_outcome},
+              std::tuple{"chat", want[i].chat_text, want[i].chat_outcome}}) {
+            auto row =
+                query(db, "SELECT text, outcome, coalesce(stop_cause, '-'), "
+                          "coalesce(stop_field, '-') FROM v_responses WHERE framing = '" +
+                              std::string(framing) + "' AND question_idx = " + std::to_string(i));
+            const std::string cause = outcome == "length_truncated" ? "-" : "unknown";
+            EXPECT_EQ(row, text + "|" + outcome + "|" + cause + "|-")
+                << want[i].name << " (" << framing << ")";
+        }
+    }
+}
+
+} // namespace
+
+TEST(EngineOutcomes, LaunchedLlamaServerAnswersWhatTheModelWasBuiltToSay) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-outcomes");
+    auto db = dir / "r.sqlite";
+    run_outcomes(root, dir, db, false);
+    expect_responses(db);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM servers WHERE log_text LIKE '%llama%'"), "1");
+}
+
+TEST(EngineOutcomes, StreamedResponsesCarryTheSameTexts) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-outcomes-stream");
+    auto db = dir / "r.sqlite";
+    run_outcomes(root, dir, db, true);
+    expect_responses(db);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE streamed = 1"), "12");
+}
