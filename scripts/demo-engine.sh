@@ -6,8 +6,11 @@
 #
 #   scripts/demo-engine.sh BUILD_DIR [MODEL.gguf]
 #
-# MODEL defaults to ../shared/models/tiny-gsm8k.gguf beside the checkout when
-# present, else to the random-weights model scripts/tiny_models.py builds.
+# MODEL defaults to shared/models/tiny-gsm8k.gguf beside the checkout (or
+# beside its parent, for a git worktree) when present, else to the
+# random-weights model scripts/tiny_models.py builds. The questions are
+# GSM8K's test set from GSM8K_DIR or shared/datasets/gsm8k found the same way,
+# else the built-in sample.
 # LIMIT (default 40) questions, MAX_TOKENS (default 256), OUT (default
 # BUILD_DIR/demo-engine) may be set in the environment.
 set -euo pipefail
@@ -28,8 +31,15 @@ root="$("$here/engine-chroot.sh" | tail -n1)" || {
 }
 
 # 2. The model, copied into the chroot when it lives outside it.
-if [ -z "$model" ] && [ -f "$repo/../shared/models/tiny-gsm8k.gguf" ]; then
-    model="$repo/../shared/models/tiny-gsm8k.gguf"
+shared=""
+for base in "$repo/.." "$repo/../.."; do
+    if [ -d "$base/shared" ]; then
+        shared="$(cd "$base/shared" && pwd)"
+        break
+    fi
+done
+if [ -z "$model" ] && [ -n "$shared" ] && [ -f "$shared/models/tiny-gsm8k.gguf" ]; then
+    model="$shared/models/tiny-gsm8k.gguf"
 fi
 if [ -z "$model" ]; then
     inside=/opt/diffeval/models/random.gguf
@@ -45,7 +55,7 @@ fi
 # 3. The questions: the official GSM8K test set when it is at hand (the tiny
 #    model learned GSM8K's train split), else the built-in sample.
 dataset=sample
-gsm8k="${GSM8K_DIR:-$repo/../shared/datasets/gsm8k}"
+gsm8k="${GSM8K_DIR:-$shared/datasets/gsm8k}"
 if [ -f "$gsm8k/test.jsonl" ] && [ -f "$gsm8k/train.jsonl" ]; then
     dataset="$(cd "$gsm8k" && pwd)/test.jsonl"
 fi
