@@ -66,6 +66,15 @@ TEST(EngineOutcomes, LaunchedLlamaServerAnswersWhatTheModelWasBuiltToSay) {
     run_outcomes(root, dir, db, false);
     expect_responses(db);
     EXPECT_EQ(query(db, "SELECT count(*) FROM servers WHERE log_text LIKE '%llama%'"), "1");
+    // The summary says how many stops rest on no stated cause.
+    auto summary = e2e::run({"summary", "--db", db.string()});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_NE(summary.out.find("llama/raw/16: stop cause unknown for 5 of 5 stopped responses"),
+              std::string::npos)
+        << summary.out;
+    EXPECT_NE(summary.out.find("llama/chat/16: stop cause unknown for 4 of 4 stopped responses"),
+              std::string::npos)
+        << summary.out;
 }
 
 TEST(EngineOutcomes, StreamedResponsesCarryTheSameTexts) {
