@@ -25,8 +25,11 @@ demo: build
 demo-engine: build
 	scripts/demo-engine.sh $(BUILD_DIR) $(MODEL)
 
+# The engine chroot is provisioned first so that its progress, or the one line
+# saying why the real-engine tests will be skipped, is seen.
 test: build
 	@scripts/install-deps.sh --browser
+	@scripts/engine-chroot.sh >/dev/null || true
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -91,7 +91,7 @@ if ! command -v debootstrap >/dev/null; then
 fi
 
 mkdir -p "$dir"
-log="$(dirname "$dir")/engine-chroot.log"
+log="$dir.log"
 start=$(date +%s)
 if [ ! -x "$dir/usr/bin/apt-get" ] || [ ! -f "$dir/.diffeval-base-ready" ]; then
     echo "diffeval: building the engine chroot in $dir from $mirror (about a minute; log $log)" >&2
