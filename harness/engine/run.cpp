@@ -288,7 +288,10 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return check_context(spec.name, spec.url, servers[si].headers, infos[si].limits, framings,
                              *dataset, n_asked,
                              *std::max_element(config.max_tokens.begin(), config.max_tokens.end()),
-                             spec.model ? spec.model : config.model, config.timeout, log);
+                             spec.model     ? spec.model
+                             : config.model ? config.model
+                                            : infos[si].served_model,
+                             config.timeout, log);
     };
     std::vector<std::string> attached_logs(servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
