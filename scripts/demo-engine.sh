@@ -60,9 +60,10 @@ if [ -f "$gsm8k/test.jsonl" ] && [ -f "$gsm8k/train.jsonl" ]; then
     dataset="$(cd "$gsm8k" && pwd)/test.jsonl"
 fi
 
-# 4. One experiment, two servers (-t 1 -tb 1 each: they share the cores).
+# 4. One experiment, two servers (-t 1 -tb 1 each: they share the cores;
+#    -lv 4 so their logs state the KV-cache types the report compares).
 mkdir -p "$out"
-rm -f "$out/demo.sqlite" "$out/demo.sqlite-wal" "$out/demo.sqlite-shm"
+rm -rf "$out/demo.sqlite" "$out/demo.sqlite-wal" "$out/demo.sqlite-shm" "$out/demo-logs"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 port_a=$(free_port)
 port_b=$(free_port)
@@ -70,7 +71,7 @@ server() { # name port extra-args...
     local name=$1 port=$2
     shift 2
     printf '\n[[servers]]\nname = "%s"\nurl = "http://127.0.0.1:%s"\nready_timeout = 120\n' "$name" "$port"
-    printf 'launch = ["chroot", "%s", "llama-server", "-m", "%s", "--host", "127.0.0.1", "--port", "%s", "-t", "1", "-tb", "1", "-np", "1", "-c", "4096"' \
+    printf 'launch = ["chroot", "%s", "llama-server", "-m", "%s", "--host", "127.0.0.1", "--port", "%s", "-t", "1", "-tb", "1", "-np", "1", "-c", "4096", "-lv", "4"' \
         "$root" "$inside" "$port"
     for a in "$@"; do printf ', "%s"' "$a"; done
     printf ']\n'
