@@ -66,8 +66,8 @@ struct ClassifyInput {
     StopReason stop_reason;
     // The response field the stop cause was read from (responses.stop_field):
     // "stop_reason" (vLLM), "matched_stop" (SGLang), "finish_reason" (TGI
-    // before 2.2: eos_token, stop_sequence), or empty when the server sent
-    // none of them.
+    // before 2.2: eos_token, stop_sequence), "__verbose.stop_type" (llama.cpp
+    // with --verbose), or empty when the server sent none of them.
     std::string_view stop_field;
     // The request's stop strings: with no stop field, a text that ends in
     // one of them was stopped by it.

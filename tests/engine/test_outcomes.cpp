@@ -16,11 +16,14 @@ namespace {
 
 // Runs the outcome questions against one launched llama-server into `db`.
 void run_outcomes(const std::filesystem::path& root, const std::filesystem::path& dir,
-                  const std::filesystem::path& db, bool stream) {
+                  const std::filesystem::path& db, bool stream,
+                  std::vector<std::string> server_args = {}) {
     auto test = engine_test::write_outcome_dataset(dir);
     auto config = dir / "experiment.toml";
+    engine_test::Server server;
+    server.extra_args = std::move(server_args);
     std::ofstream(config) << engine_test::experiment(
-        root, {engine_test::Server{}},
+        root, {server},
         "framings = [\"raw\", \"chat\"]\nmax_tokens = [16]\ndataset = " +
             nlohmann::json(test.string()).dump() +
             "\nfewshot_from = " + nlohmann::json((dir / "train.jsonl").string()).dump());
@@ -84,4 +87,37 @@ TEST(EngineOutcomes, StreamedResponsesCarryTheSameTexts) {
     run_outcomes(root, dir, db, true);
     expect_responses(db);
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE streamed = 1"), "12");
+}
+
+// Started with --verbose, llama-server adds its own `__verbose` object to
+// every answer, naming the stop: diffeval reads it, so the causes are known.
+TEST(EngineOutcomes, VerboseServerNamesEveryStopInItsOwnFields) {
+    ENGINE_OR_SKIP(root);
+    for (bool stream : {false, true}) {
+        auto dir = e2e::scratch(stream ? "engine-verbose-stream" : "engine-verbose");
+        auto db = dir / "r.sqlite";
+        run_outcomes(root, dir, db, stream, {"-v"});
+        auto rescored = e2e::run({"rescore", "--db", db.string()});
+        ASSERT_EQ(rescored.exit_code, 0) << rescored.err;
+        auto rows = e2e::query_rows(
+            db, "SELECT framing || question_idx || ' ' || outcome || ' ' || coalesce(stop_cause, "
+                "'-') || ' ' || coalesce(stop_field, '-') FROM v_responses ORDER BY framing, "
+                "question_idx");
+        const std::string f = "__verbose.stop_type";
+        EXPECT_EQ(rows, (std::vector<std::string>{
+                            "chat0 finished eos " + f,
+                            "chat1 finished stop_string " + f,
+                            "chat2 stop_truncated stop_string " + f,
+                            "chat3 length_truncated - -",
+                            "chat4 length_truncated - -",
+                            "chat5 stop_truncated eos " + f,
+                            "raw0 finished eos " + f,
+                            "raw1 finished stop_string " + f,
+                            "raw2 stop_truncated stop_string " + f,
+                            "raw3 stop_truncated stop_string " + f,
+                            "raw4 length_truncated - -",
+                            "raw5 stop_truncated eos " + f,
+                        }))
+            << (stream ? "streamed" : "not streamed");
+    }
 }

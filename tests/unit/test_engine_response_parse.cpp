@@ -53,6 +53,17 @@ TEST(ParseStop, LlamaCppNamesNoStop) {
     EXPECT_TRUE(std::holds_alternative<std::monostate>(row.stop_reason));
 }
 
+TEST(ParseStop, VerboseLlamaCppNamesTheStopInItsOwnObject) {
+    auto word = parse(
+        R"({"choices": [{"text": "", "finish_reason": "stop"}], "__verbose": {"stop_type": "word", "stopping_word": "Question", "stop": true}})");
+    EXPECT_EQ(word.stop_field, "__verbose.stop_type");
+    EXPECT_EQ(std::get<std::string>(word.stop_reason), "Question");
+    auto eos = parse(
+        R"({"choices": [{"text": " #### 4", "finish_reason": "stop"}], "__verbose": {"stop_type": "eos", "stopping_word": ""}})");
+    EXPECT_EQ(eos.stop_field, "__verbose.stop_type");
+    EXPECT_TRUE(std::holds_alternative<std::monostate>(eos.stop_reason));
+}
+
 TEST(ParseStop, SglangStreamNamesTheStopInItsLastChoice) {
     StreamAccumulator acc(Endpoint::chat);
     acc.on_event(
