@@ -7,6 +7,11 @@
 #   scripts/engine-chroot.sh [DIR]     DIR defaults to $DIFFEVAL_ENGINE_CHROOT,
 #                                      else /var/cache/diffeval/engine-chroot
 #
+# It also builds the tiny test models (scripts/tiny_models.py, run inside the
+# chroot) into DIR/opt/diffeval/models: outcomes.gguf and random.gguf, again
+# whenever the builder changes. About 2 minutes the first time (debootstrap,
+# then 33 MB of packages).
+#
 # Idempotent: a chroot that is already complete is checked in well under a
 # second. The mirror comes from this machine's own apt sources. On success the
 # last line of stdout is the chroot directory; when the chroot cannot be built
