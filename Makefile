@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo demo-engine test bench clean
 
 all: build
 
@@ -18,8 +18,18 @@ build: deps
 demo: build
 	$(BUILD_DIR)/diffeval demo
 
+# The optional real-engine demo: one GGUF (MODEL, default
+# ../shared/models/tiny-gsm8k.gguf) served twice by llama.cpp's server with a
+# different KV-cache type; needs root and Debian's archive (see
+# scripts/engine-chroot.sh).
+demo-engine: build
+	scripts/demo-engine.sh $(BUILD_DIR) $(MODEL)
+
+# The engine chroot is provisioned first so that its progress, or the one line
+# saying why the real-engine tests will be skipped, is seen.
 test: build
 	@scripts/install-deps.sh --browser
+	@scripts/engine-chroot.sh >/dev/null || true
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 bench: build

@@ -73,6 +73,51 @@ std::optional<Outcome> outcome_from_name(std::string_view name) {
     return std::nullopt;
 }
 
+std::string_view stop_cause_name(StopCause cause) {
+    switch (cause) {
+    case StopCause::eos:
+        return "eos";
+    case StopCause::stop_string:
+        return "stop_string";
+    case StopCause::stop_token:
+        return "stop_token";
+    case StopCause::unknown:
+        return "unknown";
+    case StopCause::none:
+        break;
+    }
+    return "";
+}
+
+namespace {
+
+// What stopped a response that stopped, from the field the server named it
+// in, else from the text, else unknown.
+StopCause find_stop_cause(const ClassifyInput& input) {
+    if (input.stop_field == "finish_reason") {
+        return input.finish_reason == "stop_sequence" ? StopCause::stop_string : StopCause::eos;
+    }
+    if (!input.stop_field.empty()) {
+        switch (input.stop_reason.kind) {
+        case StopReason::Kind::string:
+            return StopCause::stop_string;
+        case StopReason::Kind::token_id:
+            return StopCause::stop_token;
+        case StopReason::Kind::none:
+            return StopCause::eos;
+        }
+    }
+    // A server that keeps the stop string in the text shows it at the end.
+    for (const auto& stop : input.stop_strings) {
+        if (!stop.empty() && input.text.ends_with(stop)) {
+            return StopCause::stop_string;
+        }
+    }
+    return StopCause::unknown;
+}
+
+} // namespace
+
 bool never_finished(Outcome outcome) {
     return outcome == Outcome::stop_truncated || outcome == Outcome::length_truncated ||
            outcome == Outcome::other;
@@ -90,18 +135,25 @@ Classification classify(const ClassifyInput& input) {
     c.reasoning_started = c.opened && (!blank(block.reasoning) || !blank(input.reasoning));
 
     const std::string_view finish = input.finish_reason;
+    // TGI before 2.2 said how it stopped in finish_reason itself.
+    const bool tgi_stop =
+        input.stop_field == "finish_reason" && (finish == "eos_token" || finish == "stop_sequence");
     if (input.failed || finish == "abort" || finish == "error") {
         c.outcome = Outcome::error;
     } else if (finish == "length") {
         c.outcome = Outcome::length_truncated;
-    } else if (finish == "stop") {
+    } else if (finish == "stop" || tgi_stop) {
         // A stop string the model wrote before any answer (vLLM's "Question"
         // inside reasoning) ends the response without one; so does EOS inside
-        // an unclosed block.
-        const bool stop_string = input.stop_reason.kind == StopReason::Kind::string;
+        // an unclosed block. An empty answer is the model finishing only when
+        // the server says it ended by EOS or a stop token: when it does not
+        // say (llama.cpp), the empty answer is not counted as finished.
+        c.stop_cause = find_stop_cause(input);
         const bool no_answer = blank(block.answer);
-        c.outcome = (c.opened && !c.closed) || (stop_string && no_answer) ? Outcome::stop_truncated
-                                                                          : Outcome::finished;
+        const bool cut =
+            c.stop_cause == StopCause::stop_string || c.stop_cause == StopCause::unknown;
+        c.outcome = (c.opened && !c.closed) || (cut && no_answer) ? Outcome::stop_truncated
+                                                                  : Outcome::finished;
     } else {
         c.outcome = Outcome::other;
     }

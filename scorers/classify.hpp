@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -50,11 +51,27 @@ struct StopReason {
     int64_t token_id = 0; // Kind::token_id
 };
 
+// What ended a response whose finish_reason says it stopped: end-of-sequence,
+// a stop string, a stop token, or nothing the server said (llama.cpp's OpenAI
+// endpoints name no stop) and the text does not show.
+enum class StopCause { none, eos, stop_string, stop_token, unknown };
+
+// "eos", "stop_string", "stop_token", "unknown"; "" for none.
+std::string_view stop_cause_name(StopCause cause);
+
 struct ClassifyInput {
     std::string_view text;          // choices[0].text or message.content ("" if null)
     std::string_view reasoning;     // message.reasoning(_content) when the server split it off
     std::string_view finish_reason; // empty if absent or null
     StopReason stop_reason;
+    // The response field the stop cause was read from (responses.stop_field):
+    // "stop_reason" (vLLM), "matched_stop" (SGLang), "finish_reason" (TGI
+    // before 2.2: eos_token, stop_sequence), "__verbose.stop_type" (llama.cpp
+    // with --verbose), or empty when the server sent none of them.
+    std::string_view stop_field;
+    // The request's stop strings: with no stop field, a text that ends in
+    // one of them was stopped by it.
+    std::span<const std::string> stop_strings;
     bool failed = false; // transport or HTTP failure after retries, or an unparsable body
     // The prompt itself ends inside an open `<think>` (a chat template that
     // opens the block for the model), so `text` starts as reasoning.
@@ -66,6 +83,7 @@ struct Classification {
     bool closed = false;            // ... and ended before the response did
     bool reasoning_started = false; // ... and holds more than whitespace
     Outcome outcome = Outcome::error;
+    StopCause stop_cause = StopCause::none; // set when the response stopped (not length)
 };
 
 // Classify one response from `input`.

@@ -8,6 +8,7 @@ packages=(
     libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
     libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev
     libgtest-dev libgmock-dev libbenchmark-dev
+    debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)
 )
 if [ "${1:-}" = "--browser" ]; then
     packages+=(chromium)

@@ -6,8 +6,12 @@
 #include <scorers/registry.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace diffeval::analysis {
 
@@ -18,11 +22,35 @@ namespace {
 
 constexpr const char* k_select_all =
     "SELECT v.response_id, v.dataset, v.question_idx, v.text, v.reasoning, v.finish_reason, "
-    "v.stop_reason, v.ok, q.answer FROM v_responses v LEFT JOIN questions q ON q.dataset = "
-    "v.dataset AND q.question_idx = v.question_idx";
+    "v.stop_reason, v.ok, q.answer, v.stop_field, v.request_id FROM v_responses v LEFT JOIN "
+    "questions q ON q.dataset = v.dataset AND q.question_idx = v.question_idx";
 constexpr const char* k_insert_class =
     "INSERT OR REPLACE INTO classifications (response_id, opened, closed, reasoning_started, "
-    "outcome) VALUES (?, ?, ?, ?, ?)";
+    "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?)";
+// The request's stop strings, read only for a stop no response field names.
+constexpr const char* k_select_stops =
+    "SELECT json_extract(request_json, '$.stop') FROM requests WHERE request_id = ? AND "
+    "json_valid(request_json)";
+
+// The stop strings of request `request_id` (a JSON array or one string).
+std::vector<std::string> request_stops(store::Statement& select, int64_t request_id) {
+    std::vector<std::string> out;
+    select.reset();
+    if (!select.bind(request_id).step()) {
+        return out;
+    }
+    auto j = nlohmann::json::parse(select.column_text(0), nullptr, false);
+    if (j.is_string()) {
+        out.push_back(j.get<std::string>());
+    } else if (j.is_array()) {
+        for (const auto& s : j) {
+            if (s.is_string()) {
+                out.push_back(s.get<std::string>());
+            }
+        }
+    }
+    return out;
+}
 constexpr const char* k_insert_score =
     "INSERT OR REPLACE INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
     "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?)";
@@ -52,7 +80,8 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
     store::Statement select(db, sql);
     store::Statement ins_class(db, k_insert_class);
     store::Statement ins_score(db, k_insert_score);
-    if (!select.valid() || !ins_class.valid() || !ins_score.valid()) {
+    store::Statement select_stops(db, k_select_stops);
+    if (!select.valid() || !ins_class.valid() || !ins_score.valid() || !select_stops.valid()) {
         return rollback(fmt::format("cannot read responses: {}", sqlite3_errmsg(db)));
     }
     // Gold answers prepared once per (dataset, question) and scorer.
@@ -68,21 +97,32 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
         const auto stop = select.column_value(6);
         const bool ok = select.column_int(7) != 0;
         const auto answer = select.column_text(8);
+        const auto stop_field = select.column_text(9);
+        const int64_t request_id = select.column_int(10);
 
         scorers::ClassifyInput in;
         in.text = text;
         in.reasoning = reasoning;
         in.finish_reason = finish;
         in.failed = !ok;
+        in.stop_field = stop_field;
         if (auto* s = std::get_if<std::string>(&stop)) {
             in.stop_reason = {scorers::StopReason::Kind::string, *s, 0};
         } else if (auto* i = std::get_if<int64_t>(&stop)) {
             in.stop_reason = {scorers::StopReason::Kind::token_id, "", *i};
         }
+        std::vector<std::string> stops;
+        if (stop_field.empty() && finish == "stop") {
+            stops = request_stops(select_stops, request_id);
+            in.stop_strings = stops;
+        }
         auto c = scorers::classify(in);
+        const auto cause = scorers::stop_cause_name(c.stop_cause);
         if (!ins_class
                  .bind(response_id, c.opened ? 1 : 0, c.closed ? 1 : 0, c.reasoning_started ? 1 : 0,
-                       std::string(scorers::outcome_name(c.outcome)))
+                       std::string(scorers::outcome_name(c.outcome)),
+                       cause.empty() ? std::optional<std::string>{}
+                                     : std::optional<std::string>{std::string(cause)})
                  .run()) {
             return rollback(fmt::format("cannot write classifications: {}", ins_class.error()));
         }

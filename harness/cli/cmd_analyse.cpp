@@ -7,6 +7,7 @@
 
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/rescore.hpp>
+#include <harness/analysis/stop_causes.hpp>
 #include <harness/analysis/summary.hpp>
 #include <reports/tables.hpp>
 
@@ -74,6 +75,21 @@ int summary_command(const AnalyseFlags& f) {
                      : fmt::format("Where the responses went (mean per run; accuracy by {})\n\n",
                                    f.scorer));
     std::cout << reports::breakdown_table(summary, f.scorer, *style) << "\n";
+    // Stopped responses whose server never said what stopped them.
+    auto unknown = analysis::unknown_stop_causes(*opened->store);
+    if (!unknown) {
+        return report(unknown.error());
+    }
+    for (const auto& u : *unknown) {
+        std::cout << fmt::format(
+            "{}{}/{}/{}: stop cause unknown for {} of {} stopped responses (the "
+            "server names no stop; an empty answer among them is counted "
+            "stop_truncated, see docs/classification.md)\n",
+            md ? "- " : "", u.server, u.framing, u.max_tokens, u.unknown, u.stopped);
+    }
+    if (!unknown->empty()) {
+        std::cout << "\n";
+    }
     std::cout << (md ? "## Latency and tokens (successful responses, all repeats)\n\n"
                      : "Latency and tokens (successful responses, all repeats)\n\n");
     std::cout << reports::latency_table(summary, *style);

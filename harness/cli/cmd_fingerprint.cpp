@@ -14,6 +14,20 @@ namespace diffeval::cli {
 
 namespace {
 
+// How the engine behind a rules name is called.
+std::string engine_display_name(const std::string& engine) {
+    if (engine == "vllm") {
+        return "vLLM";
+    }
+    if (engine == "sglang") {
+        return "SGLang";
+    }
+    if (engine == "llamacpp") {
+        return "llama.cpp server";
+    }
+    return engine;
+}
+
 struct FingerprintFlags {
     std::string log;
     std::string rules;
@@ -48,14 +62,22 @@ int fingerprint_command(const FingerprintFlags& f) {
                 {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
         }
         std::cout << nlohmann::json{{"schema", "diffeval.fingerprint/1"},
-                                    {"engine", fp->engine},
+                                    {"engine", fp->engine.empty() ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(fp->engine)},
                                     {"facts", fp->facts},
                                     {"conflicts", conflicts}}
                          .dump(2)
                   << "\n";
     } else {
-        std::cout << fmt::format("{} ({} rules)\n", f.log, fp->engine);
-        if (fp->facts.empty()) {
+        if (fp->engine.empty()) {
+            std::cout << fmt::format("{}: no engine recognised (no rules found a known fact; "
+                                     "built-in rules: vllm, sglang, llamacpp)\n",
+                                     f.log);
+        } else {
+            std::cout << fmt::format("{}: {} ({} rules)\n", f.log, engine_display_name(fp->engine),
+                                     fp->engine);
+        }
+        if (!fp->engine.empty() && fp->facts.empty()) {
             std::cout << "  no known facts found in this log\n";
         }
         for (const auto& [k, v] : fp->facts) {
@@ -75,7 +97,8 @@ void add_fingerprint_command(CLI::App& root, Dispatch& dispatch) {
     auto flags = std::make_shared<FingerprintFlags>();
     auto* cmd = root.add_subcommand("fingerprint", "Show what a server log says it actually ran");
     cmd->add_option("log", flags->log, "Server log file")->required();
-    cmd->add_option("--rules", flags->rules, "vllm, sglang or a rules .toml (default: best match)");
+    cmd->add_option("--rules", flags->rules,
+                    "vllm, sglang, llamacpp or a rules .toml (default: best match)");
     cmd->add_option("--format", flags->format, "text or json")
         ->check(CLI::IsMember({"text", "json"}));
     cmd->add_flag("--fail-on-conflict", flags->fail_on_conflict, "Exit 1 when a conflict is found");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -26,7 +27,7 @@ struct RunFlags {
     std::vector<std::string> max_tokens;
     int repeats = 0;
     int limit = 0;
-    int concurrency = 0;
+    std::string concurrency; // a number or "auto"
     std::string db;
     std::string dataset;
     std::string fewshot_from;
@@ -84,8 +85,20 @@ int run_command(const RunFlags& f) {
         config.repeats = f.repeats;
     if (f.limit)
         config.limit = f.limit;
-    if (f.concurrency)
-        config.concurrency = f.concurrency;
+    if (f.concurrency == "auto") {
+        config.concurrency_auto = true;
+    } else if (!f.concurrency.empty()) {
+        char* end = nullptr;
+        long n = std::strtol(f.concurrency.c_str(), &end, 10);
+        if (*end != '\0' || end == f.concurrency.c_str() || n < 1 || n > 100000) {
+            return report(util::make_error(util::ErrorKind::usage,
+                                           fmt::format("--concurrency: '{}' is not a number from 1 "
+                                                       "to 100000 or 'auto'",
+                                                       f.concurrency)));
+        }
+        config.concurrency = static_cast<int>(n);
+        config.concurrency_auto = false;
+    }
     if (!f.db.empty())
         config.db = f.db;
     if (!f.dataset.empty())
@@ -175,7 +188,8 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--repeats", flags->repeats, "Repeats of every request (default 1)");
     cmd->add_option("--limit", flags->limit, "Only the first N test questions");
     cmd->add_option("--concurrency", flags->concurrency,
-                    "In-flight requests per server (default 64)");
+                    "In-flight requests per server, or 'auto': the server's published "
+                    "slots (default 64; never more than the slots a server publishes)");
     cmd->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
     cmd->add_option("--dataset", flags->dataset, "sample, gsm8k, or a GSM8K-format .jsonl path");
     cmd->add_option("--fewshot-from", flags->fewshot_from, "JSONL file of few-shot examples");

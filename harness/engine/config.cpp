@@ -113,6 +113,8 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                                   fmt::format("{}: 'max_tokens' must be an integer or a list",
                                               where(path, node)));
             }
+        } else if (k == "concurrency" && node.value<std::string>() == "auto") {
+            config.concurrency_auto = true;
         } else if (k == "repeats" || k == "limit" || k == "concurrency" || k == "retries") {
             auto v = get<int64_t>(path, node, k.c_str());
             if (!v)
@@ -122,6 +124,7 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                 config.repeats = n;
             } else if (k == "concurrency") {
                 config.concurrency = n;
+                config.concurrency_auto = false;
             } else if (k == "retries") {
                 config.retries = n;
             } else {
@@ -377,10 +380,15 @@ nlohmann::json to_json(const RunConfig& c) {
             j["env"] = env_names;
         servers.push_back(j);
     }
-    nlohmann::json j = {{"servers", servers},     {"sequential_servers", c.sequential_servers},
-                        {"framings", c.framings}, {"max_tokens", c.max_tokens},
-                        {"repeats", c.repeats},   {"concurrency", c.concurrency},
-                        {"dataset", c.dataset},   {"timeout_s", c.timeout.count() / 1000.0},
+    nlohmann::json j = {{"servers", servers},
+                        {"sequential_servers", c.sequential_servers},
+                        {"framings", c.framings},
+                        {"max_tokens", c.max_tokens},
+                        {"repeats", c.repeats},
+                        {"concurrency", c.concurrency_auto ? nlohmann::json("auto")
+                                                           : nlohmann::json(c.concurrency)},
+                        {"dataset", c.dataset},
+                        {"timeout_s", c.timeout.count() / 1000.0},
                         {"retries", c.retries}};
     if (c.limit)
         j["limit"] = *c.limit;

@@ -39,7 +39,10 @@ struct RunConfig {
     std::vector<int> max_tokens{256};
     int repeats = 1;
     std::optional<int> limit;
-    int concurrency = 64; // in-flight requests per server
+    int concurrency = 64; // in-flight requests per server (capped by published slots)
+    // `--concurrency auto`: the server's published capacity (llama.cpp /props
+    // total_slots), else the default.
+    bool concurrency_auto = false;
     std::string db = "diffeval.sqlite";
     std::string dataset = "sample";
     std::string fewshot_from;

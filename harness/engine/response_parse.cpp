@@ -25,6 +25,45 @@ std::optional<int64_t> int_field(const nlohmann::json& obj, const char* key) {
     return it->get<int64_t>();
 }
 
+// The stop a choice names, and the field that named it: vLLM's stop_reason
+// (null for EOS), SGLang's matched_stop (a string or a token id), TGI's
+// finish_reason eos_token / stop_sequence (before TGI 2.2), llama.cpp's own
+// `__verbose` object of the response `body` (only from a server started with
+// --verbose: stop_type "word" with its stopping_word, "eos", "limit"). A field
+// that is absent leaves `field` as it was.
+void read_stop(const nlohmann::json& body, const nlohmann::json& choice, store::Value& stop,
+               std::string& field) {
+    for (const char* key : {"stop_reason", "matched_stop"}) {
+        auto it = choice.find(key);
+        if (it == choice.end()) {
+            continue;
+        }
+        field = key;
+        if (it->is_string()) {
+            stop = it->get<std::string>();
+        } else if (it->is_number_integer()) {
+            stop = it->get<int64_t>();
+        }
+        return;
+    }
+    if (auto fr = string_field(choice, "finish_reason");
+        fr && (*fr == "eos_token" || *fr == "stop_sequence")) {
+        field = "finish_reason";
+        return;
+    }
+    auto verbose = body.find("__verbose");
+    if (verbose == body.end() || !verbose->is_object()) {
+        return;
+    }
+    auto type = string_field(*verbose, "stop_type");
+    if (type == "word") {
+        field = "__verbose.stop_type";
+        stop = string_field(*verbose, "stopping_word").value_or("");
+    } else if (type == "eos") {
+        field = "__verbose.stop_type";
+    }
+}
+
 } // namespace
 
 void parse_success_body(const std::string& body, Endpoint endpoint, store::ResponseRow& row) {
@@ -67,13 +106,7 @@ void parse_success_body(const std::string& body, Endpoint endpoint, store::Respo
         }
     }
     row.finish_reason = string_field(choice, "finish_reason");
-    if (auto sr = choice.find("stop_reason"); sr != choice.end()) {
-        if (sr->is_string()) {
-            row.stop_reason = sr->get<std::string>();
-        } else if (sr->is_number_integer()) {
-            row.stop_reason = sr->get<int64_t>();
-        }
-    }
+    read_stop(j, choice, row.stop_reason, row.stop_field);
     if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
         row.prompt_tokens = int_field(*usage, "prompt_tokens");
         row.completion_tokens = int_field(*usage, "completion_tokens");
@@ -140,13 +173,7 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     if (auto fr = string_field(choice, "finish_reason")) {
         m_finish_reason = fr;
     }
-    if (auto sr = choice.find("stop_reason"); sr != choice.end()) {
-        if (sr->is_string()) {
-            m_stop_reason = sr->get<std::string>();
-        } else if (sr->is_number_integer()) {
-            m_stop_reason = sr->get<int64_t>();
-        }
-    }
+    read_stop(j, choice, m_stop_reason, m_stop_field);
 }
 
 void StreamAccumulator::finish(store::ResponseRow& row) const {
@@ -157,6 +184,7 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
     }
     row.finish_reason = m_finish_reason;
     row.stop_reason = m_stop_reason;
+    row.stop_field = m_stop_field;
     row.prompt_tokens = m_prompt_tokens;
     row.completion_tokens = m_completion_tokens;
     row.ttft_ms = m_first_token_ms;

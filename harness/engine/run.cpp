@@ -7,6 +7,7 @@
 #include <harness/engine/run.hpp>
 
 #include <datasets/dataset.hpp>
+#include <harness/engine/capacity.hpp>
 #include <harness/engine/launcher.hpp>
 #include <harness/engine/probe_plan.hpp>
 #include <harness/engine/response_parse.hpp>
@@ -67,6 +68,7 @@ struct ServerState {
     std::vector<std::string> headers;
     std::deque<Work> queue;
     size_t in_flight = 0;
+    size_t limit = 0; // in flight at most (capacity.hpp)
 };
 
 struct Retry {
@@ -79,6 +81,7 @@ struct Retry {
 struct ServerInfo {
     std::optional<std::string> served_model;
     nlohmann::json info = nlohmann::json::object();
+    ServerLimits limits;
 };
 
 std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c,
@@ -162,6 +165,11 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
         if (!vj.is_discarded()) {
             out.info["version"] = vj;
         }
+    }
+    // Slots, context and build, where the server publishes them.
+    out.limits = read_limits(s.url, headers, j["data"], timeout);
+    if (!out.limits.props.is_null()) {
+        out.info["props"] = out.limits.props;
     }
     return out;
 }
@@ -268,6 +276,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     for (size_t i = 0; i < servers.size(); ++i) {
         util::Result<void> status;
         servers[i].spec = &config.servers[i];
+        servers[i].limit = static_cast<size_t>(config.concurrency_auto ? k_default_concurrency
+                                                                       : config.concurrency);
         servers[i].headers = request_headers(config.servers[i], config, status);
         if (!status) {
             return status.error();
@@ -275,8 +285,29 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     }
 
     // 2. Preflight the servers diffeval does not launch: fail fast. Launched
-    //    ones are checked once they are healthy, in their phase.
+    //    ones are checked once they are healthy, in their phase. What a
+    //    server publishes sets its in-flight limit and is checked against
+    //    the longest prompt.
     std::vector<ServerInfo> infos(servers.size());
+    auto apply_limits = [&](size_t si) -> util::Result<void> {
+        const auto& spec = config.servers[si];
+        std::string note;
+        servers[si].limit =
+            in_flight_limit(config.concurrency, config.concurrency_auto, infos[si].limits, note);
+        if (!note.empty()) {
+            log << fmt::format("server '{}': {}\n", spec.name, note);
+        }
+        const size_t n_asked =
+            config.limit ? std::min(dataset->test.size(), static_cast<size_t>(*config.limit))
+                         : dataset->test.size();
+        return check_context(spec.name, spec.url, servers[si].headers, infos[si].limits, framings,
+                             *dataset, n_asked,
+                             *std::max_element(config.max_tokens.begin(), config.max_tokens.end()),
+                             spec.model     ? spec.model
+                             : config.model ? config.model
+                                            : infos[si].served_model,
+                             config.timeout, log);
+    };
     std::vector<std::string> attached_logs(servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
         const auto& spec = config.servers[i];
@@ -295,6 +326,9 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 return info.error();
             }
             infos[i] = std::move(*info);
+            if (auto r = apply_limits(i); !r) {
+                return r.error();
+            }
         }
     }
 
@@ -432,7 +466,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         if (auto r = db.put_server(row); !r) {
             return r;
         }
-        if (log_text.empty()) {
+        const auto props_facts = limit_facts(infos[si].limits);
+        if (log_text.empty() && props_facts.empty()) {
             return util::Result<void>{};
         }
         nlohmann::json facts = nullptr;
@@ -445,6 +480,20 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             facts = {{"engine", fp->engine}, {"facts", fp->facts}, {"conflicts", conflicts}};
             for (const auto& c : fp->conflicts) {
                 log << fmt::format("server '{}': CONFLICT {}: {}\n", spec.name, c.name, c.message);
+            }
+        }
+        // What /props said counts like what the log said; the log wins where
+        // both speak.
+        if (!props_facts.empty()) {
+            if (facts.is_null()) {
+                facts = {{"engine", infos[si].limits.engine},
+                         {"facts", nlohmann::json::object()},
+                         {"conflicts", nlohmann::json::array()}};
+            }
+            for (const auto& [k, v] : props_facts.items()) {
+                if (!facts["facts"].contains(k)) {
+                    facts["facts"][k] = v;
+                }
             }
         }
         return db.put_server_log(spec.name, log_path, log_text,
@@ -501,7 +550,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     };
     auto fill = [&] {
         for (auto& st : servers) {
-            while (st.in_flight < static_cast<size_t>(config.concurrency) && !st.queue.empty()) {
+            while (st.in_flight < st.limit && !st.queue.empty()) {
                 Work w = std::move(st.queue.front());
                 st.queue.pop_front();
                 submit(std::move(w));
@@ -586,6 +635,9 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     return fail_run(phase, info.error());
                 }
                 infos[si] = std::move(*info);
+                if (auto r = apply_limits(si); !r) {
+                    return fail_run(phase, r.error());
+                }
             }
         }
         int64_t planned_before = summary.planned, skipped_before = summary.skipped;
@@ -611,6 +663,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             summary.planned - planned_before, summary.skipped - skipped_before, to_send,
             phases.size() > 1 ? fmt::format(" ({})", fmt::join(names, ", ")) : "");
         Progress progress(options.progress, log, to_send);
+        size_t phase_connections = 0;
+        for (size_t si : phase) {
+            phase_connections += servers[si].limit;
+        }
+        client.set_max_connections(phase_connections);
         const int64_t done_before = summary.succeeded + summary.failed;
         const int64_t failed_before = summary.failed;
 
@@ -657,7 +714,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     (dead[w.server] || launched[w.server]->exited())) {
                     continue; // lost with its server: resent by the next run
                 }
-                const bool retry = (!transport_ok || retryable_status(resp.status)) &&
+                const bool retry = (!transport_ok || (retryable_status(resp.status) &&
+                                                      !permanent_error(resp.status, resp.body))) &&
                                    w.attempts <= config.retries;
                 if (retry) {
                     ++summary.retries;

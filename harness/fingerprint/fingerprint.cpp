@@ -114,8 +114,9 @@ util::Result<Rules> Rules::load(const std::string& name_or_path) {
     if (!text) {
         return make_error(
             ErrorKind::usage,
-            fmt::format("unknown fingerprint rules '{}': use vllm, sglang or a .toml path",
-                        name_or_path));
+            fmt::format(
+                "unknown fingerprint rules '{}': use vllm, sglang, llamacpp or a .toml path",
+                name_or_path));
     }
     return parse(*text, name_or_path);
 }
@@ -169,6 +170,10 @@ util::Result<Fingerprint> fingerprint_log(std::string_view log) {
             best = std::move(fp);
             any = true;
         }
+    }
+    // No rules found a fact: no engine was recognised, whichever came first.
+    if (best.facts.empty()) {
+        best.engine.clear();
     }
     return best;
 }

@@ -22,7 +22,7 @@ struct Conflict {
 };
 
 struct Fingerprint {
-    std::string engine;                       // which rules matched best
+    std::string engine;                       // which rules matched best; "" when none found a fact
     std::map<std::string, std::string> facts; // name -> value (last match wins)
     std::vector<Conflict> conflicts;
 };
@@ -30,7 +30,8 @@ struct Fingerprint {
 // A compiled rules file.
 class Rules {
 public:
-    // Built-in rules by engine name ("vllm", "sglang") or a TOML file path.
+    // Built-in rules by engine name ("vllm", "sglang", "llamacpp") or a TOML
+    // file path.
     static util::Result<Rules> load(const std::string& name_or_path);
     // Parse rules TOML `text` from `origin`.
     static util::Result<Rules> parse(std::string_view text, const std::string& origin);
@@ -48,7 +49,8 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-// Apply every built-in rules file and keep the one that found most facts.
+// Apply every built-in rules file and keep the one that found most facts;
+// its engine is "" when no rules found any.
 util::Result<Fingerprint> fingerprint_log(std::string_view log);
 
 } // namespace diffeval::fingerprint

@@ -190,6 +190,11 @@ void MultiClient::cancel_all() {
     m_impl->active.clear();
 }
 
+void MultiClient::set_max_connections(size_t n) {
+    curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS,
+                      static_cast<long>(std::max<size_t>(n, 1)));
+}
+
 size_t MultiClient::in_flight() const {
     return m_impl->active.size();
 }

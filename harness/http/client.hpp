@@ -54,6 +54,10 @@ public:
     std::vector<Response> poll(std::chrono::milliseconds max_wait);
     // Abort every transfer in flight (their responses are dropped).
     void cancel_all();
+    // Keep at most `n` connections open, busy and idle together: a finished
+    // transfer's connection beyond that is closed instead of kept alive, so an
+    // idle connection never holds a thread-per-connection server's thread.
+    void set_max_connections(size_t n);
     size_t in_flight() const;
 
 private:

@@ -126,6 +126,32 @@ CREATE INDEX requests_counted ON requests
     (response_id, server, framing, max_tokens, repeat, question_idx, dataset);
 )sql";
 
+// Version 5: which response field named the stop (responses.stop_field) and
+// what stopped the response as classified (classifications.stop_cause), so a
+// stop cause the server never stated is counted as unknown instead of
+// guessed. Stored responses get the field their body shows.
+constexpr std::string_view k_schema_v5 = R"sql(
+ALTER TABLE responses ADD COLUMN stop_field TEXT;
+ALTER TABLE classifications ADD COLUMN stop_cause TEXT;
+UPDATE responses SET stop_field = 'stop_reason' WHERE instr(response_json, '"stop_reason"') > 0;
+UPDATE responses SET stop_field = 'matched_stop'
+    WHERE stop_field IS NULL AND instr(response_json, '"matched_stop"') > 0;
+UPDATE responses SET stop_field = 'finish_reason'
+    WHERE stop_field IS NULL AND finish_reason IN ('eos_token', 'stop_sequence');
+DROP VIEW IF EXISTS v_responses;
+CREATE VIEW v_responses AS
+SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
+       q.request_json, r.response_json, r.text, r.reasoning, r.finish_reason,
+       r.stop_reason, r.prompt_tokens, r.completion_tokens, r.latency_ms, r.ttft_ms,
+       r.status, r.error, r.error_kind, r.attempts, r.started_at, r.ok, r.streamed,
+       r.token_gaps_ms,
+       c.outcome, c.reasoning_started, r.response_id, q.request_id, q.request_key,
+       r.stop_field, c.stop_cause
+FROM requests q
+JOIN responses r ON r.response_id = q.response_id
+LEFT JOIN classifications c ON c.response_id = r.response_id;
+)sql";
+
 // Version 8: the decision-point probe (docs/probe.md). Probe requests and
 // their responses live in their own tables, so nothing that counts answers
 // can count them; v_probes combines each question's chain into P(open).
@@ -212,8 +238,8 @@ constexpr std::string_view k_statements[] = {
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
-    "streamed, token_gaps_ms, started_at, error, error_kind) "
-    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
+    "streamed, token_gaps_ms, started_at, error, error_kind, stop_field) "
+    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
     "WHERE request_key = ?",
     // k_point_request: the response that counts is the newest success, else
     // the newest failure; a failure never replaces a success.
@@ -346,6 +372,11 @@ util::Result<void> Store::migrate(Mode mode) {
     }
     if (from < 2) {
         if (auto r = m_db.exec(k_schema_v2); !r) {
+            return r.error();
+        }
+    }
+    if (from < 5) {
+        if (auto r = m_db.exec(k_schema_v5); !r) {
             return r.error();
         }
     }
@@ -490,6 +521,8 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
                                  : std::optional<std::string>{r.error},
                  r.error_kind.empty() ? std::optional<std::string>{}
                                       : std::optional<std::string>{r.error_kind},
+                 r.stop_field.empty() ? std::optional<std::string>{}
+                                      : std::optional<std::string>{r.stop_field},
                  r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,

@@ -60,6 +60,11 @@ struct ResponseRow {
     std::optional<std::string> reasoning;
     std::optional<std::string> finish_reason;
     Value stop_reason; // NULL, a string, or an integer token id
+    // The response field the stop was named in: "stop_reason" (vLLM),
+    // "matched_stop" (SGLang), "finish_reason" (TGI's eos_token and
+    // stop_sequence), "__verbose.stop_type" (llama.cpp started with
+    // --verbose); "" when the server sent none (llama.cpp by default).
+    std::string stop_field;
     std::optional<int64_t> prompt_tokens;
     std::optional<int64_t> completion_tokens;
     int attempts = 0;

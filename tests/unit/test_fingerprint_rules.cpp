@@ -59,3 +59,36 @@ TEST(Fingerprint, RulesWithoutCaptureGroupAreRejectedWithFileAndLine) {
     ASSERT_FALSE(unknown.ok());
     EXPECT_NE(unknown.error().message.find("unknown key 'facts'"), std::string::npos);
 }
+
+// Logs of llama.cpp's llama-server (Debian build 11669), written by the real
+// server: one at the default verbosity, one at `-lv 4` with a q8_0 KV cache
+// and flash attention on.
+TEST(Fingerprint, LlamaServerLogIsRecognisedWithItsSettings) {
+    auto verbose = fingerprint_log(read_log("llamacpp-b11669-lv4.log"));
+    ASSERT_TRUE(verbose.ok());
+    EXPECT_EQ(verbose->engine, "llamacpp");
+    EXPECT_EQ(verbose->facts["engine_version"], "11669 (Debian)");
+    EXPECT_EQ(verbose->facts["backend"], "CPU");
+    EXPECT_EQ(verbose->facts["kv_cache_type_k"], "q8_0");
+    EXPECT_EQ(verbose->facts["kv_cache_type_v"], "q8_0");
+    EXPECT_EQ(verbose->facts["flash_attention"], "enabled");
+    EXPECT_EQ(verbose->facts["threads"], "1");
+    EXPECT_EQ(verbose->facts["threads_batch"], "1");
+    EXPECT_EQ(verbose->facts["slots"], "2");
+    EXPECT_EQ(verbose->facts["context_per_slot"], "2048");
+    EXPECT_EQ(verbose->facts["context"], "4096");
+    EXPECT_EQ(verbose->facts["model_file_type"], "all F32");
+
+    auto plain = fingerprint_log(read_log("llamacpp-b11669-default.log"));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_EQ(plain->engine, "llamacpp");
+    EXPECT_EQ(plain->facts["slots"], "1");
+    EXPECT_EQ(plain->facts["model"], "/opt/diffeval/models/outcomes.gguf");
+}
+
+TEST(Fingerprint, LogNoRulesKnowRecognisesNoEngine) {
+    auto fp = fingerprint_log("hello\nstarting something\n");
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->engine, "");
+    EXPECT_TRUE(fp->facts.empty());
+}

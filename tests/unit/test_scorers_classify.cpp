@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace diffeval::scorers {
 namespace {
 
@@ -21,6 +24,7 @@ ClassifyInput response(std::string_view text, std::string_view finish_reason,
     in.text = text;
     in.finish_reason = finish_reason;
     in.stop_reason = std::move(stop);
+    in.stop_field = "stop_reason"; // vLLM names the stop in stop_reason, null for EOS
     return in;
 }
 
@@ -183,6 +187,71 @@ TEST(OutcomeName, RoundTripsEveryOutcome) {
     }
     EXPECT_EQ(outcome_name(Outcome::stop_truncated), "stop_truncated");
     EXPECT_EQ(outcome_from_name("truncated"), std::nullopt);
+}
+
+// Engines that name the stop elsewhere, or not at all.
+
+TEST(Classify, LlamaCppEmptyAnswerWithNoStopFieldIsNeverFinished) {
+    auto in = response("", "stop");
+    in.stop_field = ""; // llama.cpp's OpenAI endpoints send no stop_reason
+    const auto c = classify(in);
+    EXPECT_EQ(c.outcome, Outcome::stop_truncated);
+    EXPECT_EQ(c.stop_cause, StopCause::unknown);
+    EXPECT_EQ(stop_cause_name(c.stop_cause), "unknown");
+}
+
+TEST(Classify, LlamaCppAnswerWithNoStopFieldIsFinishedWithTheCauseUnknown) {
+    auto in = response(" 2 + 2 = 4\n#### 4", "stop");
+    in.stop_field = "";
+    const auto c = classify(in);
+    EXPECT_EQ(c.outcome, Outcome::finished);
+    EXPECT_EQ(c.stop_cause, StopCause::unknown);
+}
+
+TEST(Classify, StopStringLeftInTheTextNamesTheCauseWhenNoFieldDoes) {
+    const std::vector<std::string> stops = {"Question", "Assistant:"};
+    auto in = response(" #### 4\n\nQuestion", "stop");
+    in.stop_field = "";
+    in.stop_strings = stops;
+    EXPECT_EQ(classify(in).stop_cause, StopCause::stop_string);
+    auto empty = response("Question", "stop");
+    empty.stop_field = "";
+    empty.stop_strings = stops;
+    // The answer is the stop string alone: nothing before it.
+    EXPECT_EQ(classify(empty).stop_cause, StopCause::stop_string);
+}
+
+TEST(Classify, SglangMatchedStopStringOrTokenIsRead) {
+    auto str = response("", "stop", stop_string("Question:"));
+    str.stop_field = "matched_stop";
+    EXPECT_EQ(classify(str).outcome, Outcome::stop_truncated);
+    EXPECT_EQ(classify(str).stop_cause, StopCause::stop_string);
+    auto tok = response("<think>\n\n</think>\n\n", "stop", stop_token(151645));
+    tok.stop_field = "matched_stop";
+    EXPECT_EQ(classify(tok).outcome, Outcome::finished);
+    EXPECT_EQ(classify(tok).stop_cause, StopCause::stop_token);
+}
+
+TEST(Classify, OldTgiFinishReasonsAreStopsNotOther) {
+    auto eos = response(" #### 36", "eos_token");
+    eos.stop_field = "finish_reason";
+    EXPECT_EQ(classify(eos).outcome, Outcome::finished);
+    EXPECT_EQ(classify(eos).stop_cause, StopCause::eos);
+    auto seq = response("", "stop_sequence");
+    seq.stop_field = "finish_reason";
+    EXPECT_EQ(classify(seq).outcome, Outcome::stop_truncated);
+    EXPECT_EQ(classify(seq).stop_cause, StopCause::stop_string);
+    // Without the field that says TGI sent it, eos_token stays unknown: other.
+    auto bare = response(" #### 36", "eos_token");
+    bare.stop_field = "";
+    EXPECT_EQ(classify(bare).outcome, Outcome::other);
+}
+
+TEST(Classify, VllmNullStopReasonIsEos) {
+    const auto c = classify(response("<think>\n\n</think>\n\n", "stop"));
+    EXPECT_EQ(c.outcome, Outcome::finished);
+    EXPECT_EQ(c.stop_cause, StopCause::eos);
+    EXPECT_EQ(classify(response(" x", "length")).stop_cause, StopCause::none);
 }
 
 } // namespace

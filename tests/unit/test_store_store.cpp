@@ -63,14 +63,23 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto s = Store::open(path, Store::Mode::read_write);
         ASSERT_TRUE(s.ok()) << s.error().message;
         ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        // What a version 1 file looks like: the same tables, no index, no probes.
-        ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
+        auto vllm = response("k1", true);
+        vllm.response_json = R"({"choices": [{"text": "x", "stop_reason": null}]})";
+        auto llama = response("k2", true);
+        llama.response_json = R"({"choices": [{"text": "x", "finish_reason": "stop"}]})";
+        ASSERT_TRUE((*s)->write_batch({vllm, llama}).ok());
+        // What a version 1 file looks like: no index, no stop columns, no probes.
+        for (const char* sql :
+             {"DROP INDEX requests_counted", "DROP VIEW v_responses",
+              "ALTER TABLE responses DROP COLUMN stop_field",
+              "ALTER TABLE classifications DROP COLUMN stop_cause", "PRAGMA user_version = 1"}) {
+            ASSERT_TRUE(Statement((*s)->handle(), sql).run()) << sql;
+        }
         Database raw;
         ASSERT_TRUE(raw.open(path, Database::Create::no).ok());
         ASSERT_TRUE(
             raw.exec("DROP VIEW v_probes; DROP TABLE probe_responses; DROP TABLE probe_requests")
                 .ok());
-        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
     }
     auto read_only = Store::open(path, Store::Mode::read_only);
     ASSERT_FALSE(read_only.ok());
@@ -84,6 +93,14 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
                          "'probe_responses', 'v_probes')"),
               3);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
+    // Version 5: the stop field each stored body shows (vLLM's stop_reason;
+    // none for llama.cpp).
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE stop_field = 'stop_reason' AND "
+                         "question_idx = 0"),
+              1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE stop_field IS NULL AND "
+                         "question_idx = 1"),
+              1);
 }
 
 TEST(Store, StopReasonKeepsItsType) {

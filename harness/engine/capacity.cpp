@@ -1,0 +1,276 @@
+// Server limits; see capacity.hpp.
+#include <harness/engine/capacity.hpp>
+
+#include <harness/http/client.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace diffeval::engine {
+
+namespace {
+
+std::optional<int64_t> positive_int(const nlohmann::json& obj, const char* key) {
+    if (!obj.is_object()) {
+        return std::nullopt;
+    }
+    auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
+        return std::nullopt;
+    }
+    return it->get<int64_t>();
+}
+
+http::Request json_request(const std::string& url, const std::vector<std::string>& headers,
+                           std::chrono::milliseconds timeout, const nlohmann::json* body) {
+    http::Request req;
+    req.url = url;
+    req.headers = headers;
+    req.timeout = std::min(timeout, std::chrono::milliseconds{15'000});
+    if (body) {
+        req.method = "POST";
+        req.body = std::make_shared<const std::string>(body->dump());
+    }
+    return req;
+}
+
+// The JSON object a request answered with 200, or a discarded value.
+nlohmann::json fetch_json(const http::Request& req) {
+    auto r = http::fetch(req);
+    if (r.transport != http::Transport::ok || r.status != 200) {
+        return nlohmann::json(nlohmann::json::value_t::discarded);
+    }
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    return j.is_object() ? j : nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+// The rendered prompt's size in bytes (completion: the prompt; chat: every
+// message's content), the proxy for choosing the longest one to count.
+size_t prompt_bytes(const nlohmann::ordered_json& body) {
+    if (auto p = body.find("prompt"); p != body.end() && p->is_string()) {
+        return p->get_ref<const std::string&>().size();
+    }
+    size_t n = 0;
+    if (auto m = body.find("messages"); m != body.end() && m->is_array()) {
+        for (const auto& msg : *m) {
+            if (msg.is_object() && msg.contains("content") && msg["content"].is_string()) {
+                n += msg["content"].get_ref<const std::string&>().size();
+            }
+        }
+    }
+    return n;
+}
+
+// Tokens in `body`'s prompt as the server counts them (llama.cpp: /tokenize,
+// after /apply-template for chat; vLLM: /tokenize), or nullopt.
+std::optional<int64_t> count_tokens(const std::string& base_url,
+                                    const std::vector<std::string>& headers,
+                                    const ServerLimits& limits, const nlohmann::ordered_json& body,
+                                    const std::optional<std::string>& model,
+                                    std::chrono::milliseconds timeout) {
+    const bool chat = body.contains("messages");
+    if (limits.engine == "llamacpp") {
+        std::string prompt;
+        if (chat) {
+            nlohmann::json req = {{"messages", body["messages"]}};
+            if (body.contains("chat_template_kwargs")) {
+                req["chat_template_kwargs"] = body["chat_template_kwargs"];
+            }
+            auto t = fetch_json(json_request(base_url + "/apply-template", headers, timeout, &req));
+            if (t.is_discarded() || !t.contains("prompt") || !t["prompt"].is_string()) {
+                return std::nullopt;
+            }
+            prompt = t["prompt"].get<std::string>();
+        } else {
+            prompt = body["prompt"].get<std::string>();
+        }
+        nlohmann::json req = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
+        auto t = fetch_json(json_request(base_url + "/tokenize", headers, timeout, &req));
+        if (t.is_discarded() || !t.contains("tokens") || !t["tokens"].is_array()) {
+            return std::nullopt;
+        }
+        return static_cast<int64_t>(t["tokens"].size());
+    }
+    nlohmann::json req = nlohmann::json::object();
+    if (model) {
+        req["model"] = *model;
+    }
+    if (chat) {
+        req["messages"] = body["messages"];
+    } else {
+        req["prompt"] = body["prompt"];
+    }
+    auto t = fetch_json(json_request(base_url + "/tokenize", headers, timeout, &req));
+    return t.is_discarded() ? std::nullopt : positive_int(t, "count");
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+} // namespace
+
+ServerLimits read_limits(const std::string& base_url, const std::vector<std::string>& headers,
+                         const nlohmann::json& models, std::chrono::milliseconds timeout) {
+    ServerLimits out;
+    // vLLM lists each model's max_model_len.
+    if (models.is_array() && !models.empty()) {
+        if (auto len = positive_int(models[0], "max_model_len")) {
+            out.context = *len;
+            out.context_source = "max_model_len in /v1/models";
+        }
+    }
+    // llama.cpp's server describes itself at /props.
+    auto props = fetch_json(json_request(base_url + "/props", headers, timeout, nullptr));
+    if (props.is_discarded()) {
+        return out;
+    }
+    out.props = nlohmann::json::object();
+    if (auto slots = positive_int(props, "total_slots")) {
+        out.slots = static_cast<int>(*slots);
+        out.props["total_slots"] = *slots;
+    }
+    if (props.contains("default_generation_settings")) {
+        if (auto n_ctx = positive_int(props["default_generation_settings"], "n_ctx")) {
+            out.context = *n_ctx;
+            out.context_source = "/props n_ctx per slot";
+            out.props["n_ctx"] = *n_ctx;
+        }
+    }
+    for (const char* key : {"build_info", "model_path", "model_alias"}) {
+        if (props.contains(key) && props[key].is_string()) {
+            out.props[key] = props[key];
+        }
+    }
+    if (out.props.contains("build_info") || out.slots) {
+        out.engine = "llamacpp";
+    }
+    return out;
+}
+
+size_t in_flight_limit(int concurrency, bool concurrency_auto, const ServerLimits& limits,
+                       std::string& note) {
+    note.clear();
+    if (concurrency_auto) {
+        if (limits.slots) {
+            note = fmt::format("--concurrency auto: {} in flight (the server's /props "
+                               "total_slots)",
+                               *limits.slots);
+            return static_cast<size_t>(*limits.slots);
+        }
+        note = fmt::format("--concurrency auto: the server publishes no capacity; {} in flight "
+                           "(the default)",
+                           k_default_concurrency);
+        return k_default_concurrency;
+    }
+    if (limits.slots && *limits.slots < concurrency) {
+        note = fmt::format("/props total_slots is {}: at most {} in flight instead of {}, so no "
+                           "connection waits behind an idle one",
+                           *limits.slots, *limits.slots, concurrency);
+        return static_cast<size_t>(*limits.slots);
+    }
+    return static_cast<size_t>(concurrency);
+}
+
+util::Result<void> check_context(const std::string& server_name, const std::string& base_url,
+                                 const std::vector<std::string>& headers,
+                                 const ServerLimits& limits,
+                                 const std::vector<framing::Framing>& framings,
+                                 const datasets::Dataset& dataset, size_t n_questions,
+                                 int max_tokens, const std::optional<std::string>& model,
+                                 std::chrono::milliseconds timeout, std::ostream& log) {
+    if (!limits.context) {
+        return {};
+    }
+    for (const auto& f : framings) {
+        // The longest prompt of this framing, by bytes.
+        framing::Renderer renderer(f, dataset);
+        nlohmann::ordered_json longest;
+        size_t longest_bytes = 0, longest_q = 0;
+        for (size_t q = 0; q < n_questions && q < dataset.test.size(); ++q) {
+            auto body =
+                renderer.body(dataset.test[q], max_tokens, model, nlohmann::ordered_json::object());
+            if (auto n = prompt_bytes(body); n >= longest_bytes) {
+                longest_bytes = n;
+                longest_q = q;
+                longest = std::move(body);
+            }
+        }
+        if (longest.is_null()) {
+            continue;
+        }
+        auto tokens = count_tokens(base_url, headers, limits, longest, model, timeout);
+        if (!tokens) {
+            continue;
+        }
+        if (*tokens >= *limits.context) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("server '{}': the longest {} prompt (question {}) is {} tokens and "
+                            "does not fit its context of {} tokens ({}); start the server with "
+                            "a larger context per request or use fewer questions",
+                            server_name, f.name, longest_q, *tokens, *limits.context,
+                            limits.context_source));
+        }
+        if (*tokens + max_tokens > *limits.context) {
+            log << fmt::format("server '{}': warning: the longest {} prompt (question {}) is {} "
+                               "tokens; with max_tokens {} an answer can outgrow its context of "
+                               "{} tokens ({})\n",
+                               server_name, f.name, longest_q, *tokens, max_tokens, *limits.context,
+                               limits.context_source);
+        }
+    }
+    return {};
+}
+
+bool permanent_error(long status, const std::string& body) {
+    if (status == 429 || status == 503) {
+        return false; // busy: worth waiting for
+    }
+    auto j = nlohmann::json::parse(body, nullptr, false);
+    std::string text = lower(body);
+    if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+        const auto& e = j["error"];
+        if (e.contains("type") && e["type"].is_string()) {
+            text += " " + lower(e["type"].get<std::string>());
+        }
+    }
+    // The messages and error types of llama.cpp, vLLM, SGLang and TGI for
+    // requests that can never succeed as sent.
+    static constexpr std::array<std::string_view, 9> k_permanent = {
+        "context size has been exceeded",
+        "exceeds the available context size",
+        "exceed_context_size_error",
+        "maximum context length",
+        "context length exceeded",
+        "model_not_found",
+        "does not exist",
+        "invalid_request_error",
+        "input validation error"};
+    return std::any_of(k_permanent.begin(), k_permanent.end(),
+                       [&](std::string_view p) { return text.find(p) != std::string::npos; });
+}
+
+nlohmann::json limit_facts(const ServerLimits& limits) {
+    nlohmann::json facts = nlohmann::json::object();
+    if (!limits.props.is_object()) {
+        return facts;
+    }
+    if (limits.props.contains("build_info")) {
+        facts["engine_version"] = limits.props["build_info"];
+    }
+    if (limits.slots) {
+        facts["slots"] = std::to_string(*limits.slots);
+    }
+    if (limits.props.contains("n_ctx")) {
+        facts["context_per_slot"] = std::to_string(limits.props["n_ctx"].get<int64_t>());
+    }
+    return facts;
+}
+
+} // namespace diffeval::engine

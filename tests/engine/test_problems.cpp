@@ -1,0 +1,171 @@
+// What a real llama-server showed diffeval getting wrong, each against the
+// server launched by diffeval: idle keep-alive connections starving its small
+// HTTP thread pool, errors retried that no retry can fix, a prompt longer than
+// the context sent anyway, and a log no fingerprint rules recognised.
+#include "engine.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+using e2e::query;
+
+namespace {
+
+std::string q(const std::string& s) {
+    return nlohmann::json(s).dump();
+}
+
+// Settings for the outcome questions in `dir` (raw framing only).
+std::string outcome_settings(const std::filesystem::path& dir, const std::string& more) {
+    auto test = engine_test::write_outcome_dataset(dir);
+    return "framings = [\"raw\"]\ndataset = " + q(test.string()) +
+           "\nfewshot_from = " + q((dir / "train.jsonl").string()) + "\n" + more;
+}
+
+} // namespace
+
+// At concurrency 64, 48 requests against a server with 2 slots (4 HTTP
+// threads) used to wait behind idle keep-alive connections for the server's
+// 5 s keep-alive timeout (11 of 48 did, 6.3 s for the run instead of 1.4 s);
+// now at most the slots are in flight, so no request waits for anything but
+// the model.
+TEST(EngineConnections, HighConcurrencyNeverWaitsBehindIdleConnections) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-connections");
+    engine_test::Server server;
+    server.slots = 2;
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(
+        root, {server}, outcome_settings(dir, "max_tokens = [64]\nrepeats = 8\nconcurrency = 64"));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_NE(o.err.find("/props total_slots is 2: at most 2 in flight instead of 64"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "48");
+    // The keep-alive timeout is 5 s; a request that waited for it shows it.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE latency_ms > 4000"), "0")
+        << query(db, "SELECT max(latency_ms) FROM v_responses");
+}
+
+TEST(EngineConnections, ConcurrencyAutoReadsTheServersSlots) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-auto");
+    engine_test::Server server;
+    server.slots = 3;
+    server.context = 3 * 2048;
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(
+        root, {server}, outcome_settings(dir, "max_tokens = [8]\nconcurrency = \"auto\""));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_NE(o.err.find("--concurrency auto: 3 in flight (the server's /props total_slots)"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.concurrency') FROM runs"), "auto");
+}
+
+// Four slots sharing one KV cache of 512 cells (-kvu), four answers of up to
+// 300 tokens at once: llama-server answers HTTP 500 "Context size has been
+// exceeded." That is stored at once, not retried three times.
+TEST(EngineErrors, ContextExceededIsStoredAtOnceNotRetried) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-context-500");
+    engine_test::Server server;
+    server.slots = 4;
+    server.context = 512;
+    server.extra_args = {"-kvu"};
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(
+        root, {server},
+        outcome_settings(dir, "max_tokens = [300]\nrepeats = 4\nlimit = 5\nconcurrency = 4"));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet",
+                       "--retry-backoff-ms", "200"});
+    ASSERT_EQ(o.exit_code, 1) << o.err << o.out; // some requests failed
+    EXPECT_NE(query(db, "SELECT count(*) FROM v_responses WHERE error LIKE "
+                        "'HTTP 500: Context size has been exceeded%'"),
+              "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE error LIKE "
+                        "'HTTP 500: Context size has been exceeded%' AND attempts > 1"),
+              "0");
+}
+
+// A context of 256 tokens (llama-server's smallest) cannot hold a 5-shot
+// prompt of this byte-level model: one line before anything is sent, exit 2,
+// no response stored.
+TEST(EngineErrors, PreflightRefusesAPromptLongerThanTheContext) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-context-preflight");
+    engine_test::Server server;
+    server.context = 256;
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(root, {server},
+                                                     outcome_settings(dir, "max_tokens = [8]"));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("does not fit its context of 256 tokens (/props n_ctx per slot)"),
+              std::string::npos)
+        << o.err;
+    size_t errors = 0;
+    for (size_t at = o.err.find("diffeval: "); at != std::string::npos;
+         at = o.err.find("diffeval: ", at + 1)) {
+        ++errors;
+    }
+    EXPECT_EQ(errors, 1u) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+}
+
+// The launched server's log and /props name llama.cpp, its build and its
+// settings; `diffeval fingerprint` on the log names the engine.
+TEST(EngineFingerprint, LlamaServerIsRecognisedWithItsBuildSlotsAndKvCache) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-fingerprint");
+    engine_test::Server server;
+    server.slots = 2;
+    server.extra_args = {"-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-lv", "4"};
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(root, {server},
+                                                     outcome_settings(dir, "max_tokens = [8]"));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    auto fact = [&](const std::string& name) {
+        return query(db, "SELECT json_extract(facts_json, '$.facts." + name + "') FROM servers");
+    };
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
+    EXPECT_EQ(fact("engine_version"), "11669 (Debian)");
+    EXPECT_EQ(fact("kv_cache_type_k"), "q8_0");
+    EXPECT_EQ(fact("flash_attention"), "enabled");
+    EXPECT_EQ(fact("slots"), "2");
+    EXPECT_EQ(fact("threads"), "1");
+    EXPECT_EQ(query(db, "SELECT json_extract(info_json, '$.props.build_info') FROM servers"),
+              "b11669-Debian");
+    auto fp = e2e::run({"fingerprint", (dir / "r-logs" / "llama.log").string()});
+    EXPECT_EQ(fp.exit_code, 0) << fp.err;
+    EXPECT_NE(fp.out.find("llama.cpp server (llamacpp rules)"), std::string::npos) << fp.out;
+}
+
+// A server diffeval does not launch and whose log it never sees still has
+// its engine version recorded, from /props.
+TEST(EngineFingerprint, VersionOfAnAttachedServerComesFromProps) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-version");
+    auto test = engine_test::write_outcome_dataset(dir);
+    engine_test::RunningServer server(root, engine_test::Server{}, dir / "llama.log");
+    ASSERT_TRUE(server.healthy()) << e2e::slurp(dir / "llama.log");
+    auto db = dir / "attached.sqlite";
+    auto o = e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw",
+                       "--max-tokens", "8", "--dataset", test.string(), "--fewshot-from",
+                       (dir / "train.jsonl").string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "b11669-Debian");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
+}

@@ -1,0 +1,73 @@
+// capacity.hpp: the in-flight limit a server's published slots allow, and
+// which error answers no retry can fix (llama.cpp's, vLLM's, TGI's wording).
+#include <harness/engine/capacity.hpp>
+
+#include <gtest/gtest.h>
+
+namespace diffeval::engine {
+namespace {
+
+ServerLimits with_slots(int slots) {
+    ServerLimits l;
+    l.slots = slots;
+    return l;
+}
+
+TEST(InFlightLimit, PublishedSlotsCapAnyConcurrency) {
+    std::string note;
+    EXPECT_EQ(in_flight_limit(64, false, with_slots(4), note), 4u);
+    EXPECT_NE(note.find("/props total_slots is 4: at most 4 in flight instead of 64"),
+              std::string::npos)
+        << note;
+    EXPECT_EQ(in_flight_limit(2, false, with_slots(4), note), 2u);
+    EXPECT_EQ(note, "");
+    EXPECT_EQ(in_flight_limit(64, false, ServerLimits{}, note), 64u);
+    EXPECT_EQ(note, "");
+}
+
+TEST(InFlightLimit, AutoUsesTheSlotsElseTheDefault) {
+    std::string note;
+    EXPECT_EQ(in_flight_limit(0, true, with_slots(3), note), 3u);
+    EXPECT_NE(note.find("3 in flight"), std::string::npos) << note;
+    EXPECT_EQ(in_flight_limit(0, true, ServerLimits{}, note),
+              static_cast<size_t>(k_default_concurrency));
+    EXPECT_NE(note.find("publishes no capacity"), std::string::npos) << note;
+}
+
+TEST(PermanentError, ContextAndModelErrorsAreNeverRetried) {
+    const char* k_bodies[] = {
+        // llama.cpp, a unified KV cache full (HTTP 500)
+        R"j({"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}})j",
+        // llama.cpp, a prompt longer than the slot's context (HTTP 400)
+        R"j({"error":{"message":"request (3001 tokens) exceeds the available context size (2048 tokens)","type":"exceed_context_size_error"}})j",
+        // vLLM
+        R"j({"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError"})j",
+        R"j({"error":{"message":"The model `x` does not exist.","type":"invalid_request_error"}})j",
+        // TGI
+        R"j({"error":"Input validation error: inputs too long","error_type":"validation"})j",
+    };
+    for (const char* body : k_bodies) {
+        EXPECT_TRUE(permanent_error(500, body)) << body;
+    }
+}
+
+TEST(PermanentError, OverloadAndUnknownFailuresStayRetriable) {
+    EXPECT_FALSE(permanent_error(500, R"({"error":{"message":"internal error"}})"));
+    EXPECT_FALSE(permanent_error(
+        503, R"({"error":{"message":"Loading model","type":"unavailable_error"}})"));
+    EXPECT_FALSE(permanent_error(429, "Too many requests; context length exceeded"));
+    EXPECT_FALSE(permanent_error(502, "<html>bad gateway</html>"));
+}
+
+TEST(LimitFacts, PropsBecomeServerFacts) {
+    ServerLimits l = with_slots(2);
+    l.props = {{"build_info", "b11669-Debian"}, {"total_slots", 2}, {"n_ctx", 2048}};
+    auto facts = limit_facts(l);
+    EXPECT_EQ(facts["engine_version"], "b11669-Debian");
+    EXPECT_EQ(facts["slots"], "2");
+    EXPECT_EQ(facts["context_per_slot"], "2048");
+    EXPECT_TRUE(limit_facts(ServerLimits{}).empty());
+}
+
+} // namespace
+} // namespace diffeval::engine
