@@ -42,6 +42,8 @@ struct ResultRow {
     int max_tokens = 0;
     int repeat = 0;
     int question_idx = 0;
+    int dataset = 0;                // index into Results::datasets
+    std::uint64_t question_key = 0; // hash64 of the question's content hash; 0 when unknown
     scorers::Outcome outcome = scorers::Outcome::error;
     bool reasoning_started = false;
     std::optional<int64_t> completion_tokens;
@@ -56,6 +58,7 @@ struct ResultRow {
 struct Results {
     std::vector<std::string> servers;  // in the order first stored
     std::vector<std::string> framings; // sorted
+    std::vector<std::string> datasets; // sorted
     std::vector<std::string> scorers;  // sorted
     std::string score_text;            // "full" or "after-think"
     std::vector<ResultRow> rows;

@@ -3,6 +3,9 @@
 // recomputing from stored text gives identical numbers.
 #include "e2e.hpp"
 
+#include <algorithm>
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -195,4 +198,44 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
     auto missing = e2e::run({"summary", "--db", (*dir / "none.sqlite").string()});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("run 'diffeval run"), std::string::npos) << missing.err;
+}
+
+TEST(Pairing, GroupsThatRanDifferentQuestionsAreNotPaired) {
+    // Server "a" ran the sample set; server "b" ran a set of the same size
+    // whose questions are other ones. Question 3 of one is not question 3 of
+    // the other, so no command may pair them.
+    auto dir = e2e::scratch("pairing");
+    std::filesystem::create_directories(dir / "other");
+    auto other = dir / "other" / "test.jsonl";
+    for (const auto& path : {other, dir / "other" / "train.jsonl"}) {
+        std::ofstream f(path);
+        for (int i = 0; i < 6; ++i) {
+            f << "{\"question\": \"What is " << i << " plus " << i
+              << "?\", \"answer\": \"Double it.\\n#### " << 2 * i << "\"}\n";
+        }
+    }
+    const auto db = (dir / "p.sqlite").string();
+    e2e::Sim sim({"--profile", "default"});
+    for (auto [server, dataset] :
+         {std::pair<std::string, std::string>{"a", "sample"}, {"b", other.string()}}) {
+        auto r = e2e::run({"run", "--server", server + "=" + sim.url(), "--framing", "chat",
+                           "--max-tokens", "128", "--dataset", dataset, "--limit", "6", "--db", db,
+                           "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    auto expect_refusal = [](const e2e::Outcome& o) {
+        EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find("cannot pair b/chat/128 with a/chat/128: 6 of 6 questions differ "
+                             "(first: question 0); a/chat/128 ran dataset 'sample'"),
+                  std::string::npos)
+            << o.err;
+    };
+    expect_refusal(e2e::run({"diff", "--db", db, "a", "b"}));
+    expect_refusal(
+        e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-drop", "5"}));
+    expect_refusal(
+        e2e::run({"report", "--db", db, "--out", (dir / "out").string(), "--baseline", "a"}));
+    auto self = e2e::run({"summary", "--db", db});
+    EXPECT_EQ(self.exit_code, 0) << self.err;
 }

@@ -39,6 +39,20 @@ ResponseRow response(const std::string& key, bool ok) {
     return r;
 }
 
+// Make a current file look like schema version 2: no question hashes.
+bool downgrade_to_v2(Store& s) {
+    for (const char* sql :
+         {"DROP INDEX requests_counted", "ALTER TABLE requests DROP COLUMN question_sha256",
+          "ALTER TABLE questions DROP COLUMN question_sha256",
+          "CREATE INDEX requests_counted ON requests (response_id, server, framing, max_tokens, "
+          "repeat, question_idx, dataset)"}) {
+        if (!Statement(s.handle(), sql).run()) {
+            return false;
+        }
+    }
+    return true;
+}
+
 int64_t count(Store& s, const char* sql) {
     Statement st(s.handle(), sql);
     return st.step() ? st.column_int(0) : -1;
@@ -49,8 +63,8 @@ int64_t count(Store& s, const char* sql) {
 TEST(Store, CreatesSchemaAtCurrentVersion) {
     auto s = Store::open(fresh_db("create").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ((*s)->schema_version(), 2);
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ((*s)->schema_version(), 3);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 3);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
                          "'v_scores', 'requests_counted')"),
               3);
@@ -62,7 +76,8 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto s = Store::open(path, Store::Mode::read_write);
         ASSERT_TRUE(s.ok()) << s.error().message;
         ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        // What a version 1 file looks like: the same tables, no index.
+        // What a version 1 file looks like: no index, no question hashes.
+        ASSERT_TRUE(downgrade_to_v2(**s));
         ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
         ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
     }
@@ -72,9 +87,50 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
 
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 3);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_counted'"), 1);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
+}
+
+TEST(Store, EveryRequestCarriesItsQuestionsContentHash) {
+    auto s = Store::open(fresh_db("qhash").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE((*s)->put_questions("sample", {{"How many?", "3"}, {"How far?", "7"}}).ok());
+    ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
+    Statement st((*s)->handle(), "SELECT question_sha256 FROM requests ORDER BY question_idx");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(0), question_hash("How many?", "3"));
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(0), question_hash("How far?", "7"));
+    // The hash is of the content: text and gold answer both count.
+    EXPECT_NE(question_hash("How many?", "3"), question_hash("How many?", "4"));
+    EXPECT_NE(question_hash("ab", "c"), question_hash("a", "bc"));
+}
+
+TEST(Store, MigratesAVersionTwoFileByHashingItsStoredQuestions) {
+    const auto path = fresh_db("v2").string();
+    {
+        auto s = Store::open(path, Store::Mode::read_write);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        ASSERT_TRUE((*s)->put_questions("sample", {{"How many?", "3"}, {"How far?", "7"}}).ok());
+        ASSERT_TRUE(
+            (*s)->put_requests({request("k1", 0), request("k2", 1), request("k3", 5)}).ok());
+        ASSERT_TRUE(downgrade_to_v2(**s));
+        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 2").run());
+    }
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 3);
+    Statement st((*s)->handle(),
+                 "SELECT question_idx, question_sha256 FROM requests ORDER BY question_idx");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(1), question_hash("How many?", "3"));
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(1), question_hash("How far?", "7"));
+    // No question row: nothing to hash, paired by dataset and index.
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int(0), 5);
+    EXPECT_TRUE(st.column_null(1));
 }
 
 TEST(Store, StopReasonKeepsItsType) {
