@@ -171,6 +171,30 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
     EXPECT_NE(bad.err.find("--margin nan"), std::string::npos) << bad.err;
 }
 
+TEST_F(Analyse, PlanSizesARunFromThePilot) {
+    auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "2"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("pilot of 48 questions x 3 and 3 repeats"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("To detect a 2.00-point drop at alpha 0.05 with 80% power"),
+              std::string::npos)
+        << o.out;
+    // One row per repeat count; more repeats never need more questions.
+    std::vector<long> needed;
+    for (int k : {1, 2, 3, 5, 10}) {
+        const auto at = o.out.find("\n" + std::to_string(k) + " ");
+        ASSERT_NE(at, std::string::npos) << k << "\n" << o.out;
+        const auto line = o.out.substr(at + 1, o.out.find('\n', at + 1) - at - 1);
+        needed.push_back(std::stol(line.substr(line.find_last_of(' ') + 1)));
+    }
+    for (size_t i = 1; i < needed.size(); ++i) {
+        EXPECT_LE(needed[i], needed[i - 1]) << o.out;
+    }
+    EXPECT_GT(needed.front(), 48) << o.out; // a 2-point drop needs more than the pilot
+    auto bad = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "-1"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--drop -1"), std::string::npos) << bad.err;
+}
+
 TEST_F(Analyse, RescoreGivesIdenticalNumbers) {
     auto before = e2e::run({"summary", "--db", *db, "--format", "json"});
     auto diff_before = e2e::run(
