@@ -227,7 +227,7 @@ nlohmann::json report_json(const ReportData& data) {
              {"facts", facts},
              {"conflicts", conflicts}});
     }
-    return {{"schema", "diffeval.report/1"},
+    return {{"schema", "diffeval.report/2"},
             {"baseline", data.baseline},
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},

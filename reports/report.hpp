@@ -49,7 +49,7 @@ util::Result<ReportData>
 analyse_for_report(store::Store& store, const std::string& baseline,
                    const std::array<analysis::ResponseVisitor, 2>& visit = {});
 
-// The "diffeval.report/1" JSON document: the summary and diff documents.
+// The "diffeval.report/2" JSON document: the headline, the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
 
 // Flipped questions shown per direction of a comparison (report.md lists the
