@@ -306,16 +306,6 @@ std::string one_line(const std::string& text, size_t max_chars);
 
 } // namespace
 
-std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {
-    store::Statement s(st.handle(),
-                       "SELECT coalesce(text, error, '') FROM responses WHERE response_id = ?");
-    s.bind(response_id);
-    if (!s.step()) {
-        return "";
-    }
-    return one_line(s.column_text(0), max_chars);
-}
-
 std::string answer_excerpt(store::Store& st, int64_t response_id, const std::string& scorer,
                            size_t max_chars) {
     store::Statement s(st.handle(),

@@ -103,9 +103,6 @@ util::Result<void> score_missing(store::Store& store);
 util::Result<Results> load_results(store::Store& store,
                                    const std::array<ResponseVisitor, 2>& visit = {});
 
-// One response's text cut to `max_chars` on one line, for listings.
-std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);
-
 // What `scorer` extracted from one response, cut to `max_chars`; when it
 // extracted nothing, "(no answer)" and the end of the response's text.
 std::string answer_excerpt(store::Store& store, int64_t response_id, const std::string& scorer,
