@@ -259,7 +259,7 @@ nlohmann::json report_json(const ReportData& data) {
              {"facts", facts},
              {"conflicts", conflicts}});
     }
-    return {{"schema", "diffeval.report/1"},
+    return {{"schema", "diffeval.report/2"},
             {"baseline", data.baseline},
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},
@@ -340,8 +340,13 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
             break;
         case analysis::VerdictKind::no_detectable_difference:
             line = fmt::format(
-                "{} shows no detectable difference from {} ({} scorer): {}{}", c.b.text(),
+                "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(),
                 c.a.text(), c.scorer, ci,
+                s.interval.lo > 0 || s.interval.hi < 0
+                    ? fmt::format(" excludes 0, but the sign-flip test does not reject (mid-p "
+                                  "{:.3g}, Holm-adjusted {:.3g})",
+                                  s.test.p_mid, c.verdict.p_adjusted)
+                    : std::string(),
                 s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
                       : std::string("; the sides agree on every question"));
             break;

@@ -266,8 +266,8 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         "mid-p = {:.3g} (p = {:.3g}){}.\n",
         s.test.method == analysis::SignFlipMethod::exact ? "exact" : "Monte Carlo", s.a_better,
         s.b_better, s.test.p_mid, s.test.p,
-        c.verdict.comparisons > 1 ? fmt::format(", Holm-adjusted over {} comparisons {:.3g}",
-                                                c.verdict.comparisons, c.verdict.p_adjusted)
+        c.verdict.comparisons > 1 ? fmt::format(", Holm-adjusted {:.3g} over {} comparisons",
+                                                c.verdict.p_adjusted, c.verdict.comparisons)
                                   : std::string());
     const auto prose = [&](const std::string& text) {
         return md ? markdown_escape(text) + "\n" : wrap(text, 100) + "\n";

@@ -110,6 +110,15 @@ size_t run_end(const std::vector<const ResultRow*>& rows, size_t from) {
     return to;
 }
 
+// Whether two responses answered the same question: by content hash when
+// both have one (schema v3), else by dataset name.
+bool same_question(const ResultRow& a, const ResultRow& b) {
+    if (a.question_key != 0 && b.question_key != 0) {
+        return a.question_key == b.question_key;
+    }
+    return a.dataset == b.dataset;
+}
+
 } // namespace
 
 std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
@@ -233,8 +242,16 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                mt};
         c.b = {results.servers[static_cast<size_t>(sb)],
                results.framings[static_cast<size_t>(std::get<1>(kb))], std::get<2>(kb)};
+        c.dataset_a = ga.rows.empty()
+                          ? ""
+                          : results.datasets.at(static_cast<size_t>(ga.rows.front()->dataset));
+        c.dataset_b = gb.rows.empty()
+                          ? ""
+                          : results.datasets.at(static_cast<size_t>(gb.rows.front()->dataset));
         CorrectnessMatrix ma, mb;
         std::vector<const ResultRow*> rows_a, rows_b;
+        int64_t differing = 0;
+        int first_differing = -1;
         // Both groups are sorted by question: walk them together.
         size_t jb = 0;
         for (size_t ia = 0; ia < ga.rows.size(); ia = run_end(ga.rows, ia)) {
@@ -247,6 +264,10 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
             }
             const Run reps_a(ga.rows.data() + ia, run_end(ga.rows, ia) - ia);
             const Run reps_b(gb.rows.data() + jb, run_end(gb.rows, jb) - jb);
+            if (!same_question(*reps_a.front(), *reps_b.front())) {
+                ++differing;
+                first_differing = first_differing < 0 ? q : first_differing;
+            }
             std::vector<uint8_t> row_a, row_b;
             for (const auto* row : reps_a) {
                 row_a.push_back(row->correct[scorer] ? 1 : 0);
@@ -282,6 +303,15 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
             mb.push_back(std::move(row_b));
         }
         c.questions = static_cast<int64_t>(ma.size());
+        if (differing > 0) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("cannot pair {} with {}: {} of {} questions differ (first: question "
+                            "{}); {} ran dataset '{}' and {} ran '{}'. Compare groups that ran "
+                            "the same questions",
+                            c.b.text(), c.a.text(), differing, ma.size(), first_differing,
+                            c.a.text(), c.dataset_a, c.b.text(), c.dataset_b));
+        }
         if (ma.empty()) {
             continue;
         }

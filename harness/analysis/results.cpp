@@ -2,6 +2,7 @@
 #include <harness/analysis/results.hpp>
 
 #include <harness/analysis/rescore.hpp>
+#include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
 
@@ -22,7 +23,7 @@ namespace {
 constexpr const char* k_row_columns =
     "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
     "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
-    "(julianday(r.started_at) - 2440587.5) * 86400000.0";
+    "(julianday(r.started_at) - 2440587.5) * 86400000.0, q.dataset, q.question_sha256";
 constexpr const char* k_text_columns =
     ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
 constexpr const char* k_row_source =
@@ -62,7 +63,11 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
     while (sv.step()) {
         out.servers.push_back(sv.column_text(0));
     }
-    for (const auto* st : {&t, &f, &sv}) {
+    store::Statement d(db, "SELECT DISTINCT dataset FROM requests ORDER BY dataset");
+    while (d.step()) {
+        out.datasets.push_back(d.column_text(0));
+    }
+    for (const auto* st : {&t, &f, &sv, &d}) {
         if (!st->error().empty()) {
             return make_error(ErrorKind::io, fmt::format("cannot read results: {}", st->error()));
         }
@@ -112,6 +117,10 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
         // julianday() turns the stored ISO-8601 text into days; NULL
         // (unparseable) leaves the row out of the throughput span.
         r.started_ms = rows.column_null(12) ? 0 : rows.column_double(12);
+        r.dataset = index_of(out.datasets, rows.column_view(13));
+        // A question without a stored hash (its row was missing when the
+        // database was migrated) is known only by dataset and index.
+        r.question_key = rows.column_null(14) ? 0 : util::hash64(rows.column_view(14));
         r.correct.clear();
         r.valid.clear();
         std::fill(detail.scored.begin(), detail.scored.end(), 0);
@@ -139,14 +148,14 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
             have_score = scores.step();
         }
         if (visit) {
-            detail.text = opt_view(rows, 13);
-            detail.reasoning = opt_view(rows, 14);
-            detail.finish_reason = opt_view(rows, 15);
-            const int stop_type = rows.column_type(16);
+            detail.text = opt_view(rows, 15);
+            detail.reasoning = opt_view(rows, 16);
+            detail.finish_reason = opt_view(rows, 17);
+            const int stop_type = rows.column_type(18);
             detail.stop_reason = stop_type == SQLITE_NULL      ? StopValue{}
-                                 : stop_type == SQLITE_INTEGER ? StopValue{rows.column_int(16)}
-                                                               : StopValue{rows.column_view(16)};
-            detail.error = opt_view(rows, 17);
+                                 : stop_type == SQLITE_INTEGER ? StopValue{rows.column_int(18)}
+                                                               : StopValue{rows.column_view(18)};
+            detail.error = opt_view(rows, 19);
             if (auto v = visit(r, detail); !v) {
                 return v.error();
             }
@@ -263,6 +272,7 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
     for (auto& part : parts) {
         part.servers = out.servers;
         part.framings = out.framings;
+        part.datasets = out.datasets;
     }
     // The first part's vector will hold every row (no copy when merging).
     parts[0].rows.reserve(static_cast<size_t>(split->count));
@@ -295,16 +305,6 @@ namespace {
 std::string one_line(const std::string& text, size_t max_chars);
 
 } // namespace
-
-std::string excerpt(store::Store& st, int64_t response_id, size_t max_chars) {
-    store::Statement s(st.handle(),
-                       "SELECT coalesce(text, error, '') FROM responses WHERE response_id = ?");
-    s.bind(response_id);
-    if (!s.step()) {
-        return "";
-    }
-    return one_line(s.column_text(0), max_chars);
-}
 
 std::string answer_excerpt(store::Store& st, int64_t response_id, const std::string& scorer,
                            size_t max_chars) {

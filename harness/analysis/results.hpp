@@ -42,6 +42,8 @@ struct ResultRow {
     int max_tokens = 0;
     int repeat = 0;
     int question_idx = 0;
+    int dataset = 0;                // index into Results::datasets
+    std::uint64_t question_key = 0; // hash64 of the question's content hash; 0 when unknown
     scorers::Outcome outcome = scorers::Outcome::error;
     bool reasoning_started = false;
     std::optional<int64_t> completion_tokens;
@@ -56,6 +58,7 @@ struct ResultRow {
 struct Results {
     std::vector<std::string> servers;  // in the order first stored
     std::vector<std::string> framings; // sorted
+    std::vector<std::string> datasets; // sorted
     std::vector<std::string> scorers;  // sorted
     std::string score_text;            // "full" or "after-think"
     std::vector<ResultRow> rows;
@@ -99,9 +102,6 @@ util::Result<void> score_missing(store::Store& store);
 // texts, in the same pass. The rows come back in response_id order.
 util::Result<Results> load_results(store::Store& store,
                                    const std::array<ResponseVisitor, 2>& visit = {});
-
-// One response's text cut to `max_chars` on one line, for listings.
-std::string excerpt(store::Store& store, int64_t response_id, size_t max_chars);
 
 // What `scorer` extracted from one response, cut to `max_chars`; when it
 // extracted nothing, "(no answer)" and the end of the response's text.

@@ -44,6 +44,7 @@ struct AnalyseFlags {
     size_t flips = 10;
     std::optional<double> margin; // points
     double alpha = 0.05;
+    double drop = 1.0; // points, for `plan`
 };
 
 int summary_command(const AnalyseFlags& f) {
@@ -179,6 +180,65 @@ int diff_command(const AnalyseFlags& f) {
     return k_exit_ok;
 }
 
+// `diffeval plan`: from a pilot run, how many questions and repeats would
+// detect a drop of `--drop` points at `--alpha` with 80% power.
+int plan_command(const AnalyseFlags& f) {
+    if (!(std::isfinite(f.drop) && f.drop > 0 && f.drop <= 100)) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--drop {} is not a drop in points; give a number above 0 and at most "
+                        "100 (e.g. 1)",
+                        f.drop)));
+    }
+    auto a = analysis::parse_selector(f.a);
+    if (!a) {
+        return report(a.error());
+    }
+    auto b = analysis::parse_selector(f.b);
+    if (!b) {
+        return report(b.error());
+    }
+    auto opened = open_results(f.db);
+    if (!opened) {
+        return report(opened.error());
+    }
+    auto k = analysis::scorer_index(opened->results, f.scorer);
+    if (!k) {
+        return report(k.error());
+    }
+    analysis::CompareOptions options;
+    options.paired.bootstrap.resamples = 200; // the plan needs variances, not an interval
+    options.paired.alpha = f.alpha;
+    auto cmp = analysis::compare(opened->results, *a, *b, *k, options);
+    if (!cmp) {
+        return report(cmp.error());
+    }
+    for (const auto& c : *cmp) {
+        const auto& s = c.stats;
+        const auto plan = analysis::plan_run(s, f.drop / 100, f.alpha, s.power);
+        std::cout << fmt::format(
+            "{} vs {} ({} scorer): pilot of {} questions x {} and {} repeats, sd of "
+            "per-question differences {:.3f}.\n",
+            c.b.text(), c.a.text(), c.scorer, s.questions, s.noise_a.repeats, s.noise_b.repeats,
+            s.sd_diff);
+        if (plan.rows.front().questions == 0) {
+            std::cout << "The two sides agree on every question of the pilot: there is no "
+                         "variance to size a run from.\n\n";
+            continue;
+        }
+        std::cout << fmt::format("To detect a {:.2f}-point drop at alpha {:g} with {:.0f}% power "
+                                 "(between-question variance {:.4f}, within {:.4f} and {:.4f}):\n",
+                                 f.drop, f.alpha, 100 * s.power, plan.between_variance,
+                                 plan.within_a, plan.within_b);
+        std::vector<std::vector<std::string>> rows = {{"repeats per side", "questions needed"}};
+        for (const auto& r : plan.rows) {
+            rows.push_back({std::to_string(r.repeats), std::to_string(r.questions)});
+        }
+        std::cout << reports::render_table(rows, reports::Style::text) << "\n";
+    }
+    return k_exit_ok;
+}
+
 int rescore_command(const AnalyseFlags& f) {
     if (f.score_text != "full" && f.score_text != "after-think") {
         return report(util::make_error(
@@ -225,6 +285,16 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
     diff->add_option("--flips", flags->flips,
                      "Flipped questions listed per direction (default 10)");
     dispatch[diff] = [flags] { return diff_command(*flags); };
+
+    auto* plan = root.add_subcommand(
+        "plan", "From a pilot run, the questions and repeats that would detect a drop");
+    plan->add_option("a", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    plan->add_option("b", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    plan->add_option("--db", flags->db, "Results database of the pilot run");
+    plan->add_option("--scorer", flags->scorer, "vllm, lm-eval-strict or lm-eval-flexible");
+    plan->add_option("--drop", flags->drop, "Drop to detect, in points (default 1.0)");
+    plan->add_option("--alpha", flags->alpha, "Significance level (default 0.05)");
+    dispatch[plan] = [flags] { return plan_command(*flags); };
 
     auto* rescore =
         root.add_subcommand("rescore", "Recompute classifications and scores from stored text");

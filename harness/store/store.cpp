@@ -6,6 +6,7 @@
 #include <harness/store/store.hpp>
 
 #include <harness/store/schema.hpp>
+#include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
 
@@ -126,6 +127,20 @@ CREATE INDEX requests_counted ON requests
     (response_id, server, framing, max_tokens, repeat, question_idx, dataset);
 )sql";
 
+// Version 3: a content hash of each question (its text and gold answer) on
+// the question and on every request, so analysis pairs two groups by what
+// they asked and not by an index that means another question in another
+// dataset. The counted-requests index carries it, so loading still never
+// visits the requests' large rows. Existing rows are backfilled by
+// backfill_question_hashes (a hash needs C++, not SQL).
+constexpr std::string_view k_schema_v3 = R"sql(
+ALTER TABLE questions ADD COLUMN question_sha256 TEXT;
+ALTER TABLE requests ADD COLUMN question_sha256 TEXT;
+DROP INDEX requests_counted;
+CREATE INDEX requests_counted ON requests
+    (response_id, server, framing, max_tokens, repeat, question_idx, dataset, question_sha256);
+)sql";
+
 // Version 5: which response field named the stop (responses.stop_field) and
 // what stopped the response as classified (classifications.stop_cause), so a
 // stop cause the server never stated is counted as unknown instead of
@@ -227,10 +242,13 @@ constexpr std::string_view k_statements[] = {
     // k_put_server_log
     "UPDATE servers SET log_path = ?, log_text = ?, facts_json = ? WHERE name = ?",
     // k_put_question
-    "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer) VALUES (?, ?, ?, ?)",
+    "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer, question_sha256) "
+    "VALUES (?, ?, ?, ?, ?)",
     // k_put_request
     "INSERT OR IGNORE INTO requests (request_key, server, framing, max_tokens, repeat, "
-    "question_idx, dataset, body_sha256, request_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "question_idx, dataset, body_sha256, request_json, question_sha256) VALUES (?1, ?2, ?3, ?4, "
+    "?5, ?6, ?7, ?8, ?9, (SELECT question_sha256 FROM questions WHERE dataset = ?7 AND "
+    "question_idx = ?6))",
     // k_completed_keys
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
@@ -375,6 +393,14 @@ util::Result<void> Store::migrate(Mode mode) {
             return r.error();
         }
     }
+    if (from < 3) {
+        if (auto r = m_db.exec(k_schema_v3); !r) {
+            return r.error();
+        }
+        if (auto r = backfill_question_hashes(); !r) {
+            return r.error();
+        }
+    }
     if (from < 5) {
         if (auto r = m_db.exec(k_schema_v5); !r) {
             return r.error();
@@ -393,6 +419,41 @@ util::Result<void> Store::migrate(Mode mode) {
     }
     m_version = k_schema_version;
     return {};
+}
+
+std::string question_hash(std::string_view question, std::string_view answer) {
+    std::string content;
+    content.reserve(question.size() + answer.size() + 1);
+    content.append(question).append(1, '\0').append(answer);
+    return util::sha256_hex(content);
+}
+
+util::Result<void> Store::backfill_question_hashes() {
+    {
+        Statement read(m_db.handle(),
+                       "SELECT dataset, question_idx, question, answer FROM questions "
+                       "WHERE question_sha256 IS NULL");
+        Statement write(m_db.handle(), "UPDATE questions SET question_sha256 = ?1 WHERE dataset = "
+                                       "?2 AND question_idx = ?3");
+        while (read.step()) {
+            if (!write
+                     .bind(question_hash(read.column_view(2), read.column_view(3)),
+                           read.column_text(0), read.column_int(1))
+                     .run()) {
+                return make_error(ErrorKind::io, fmt::format("cannot hash the questions of {}: {}",
+                                                             m_path, m_db.last_error()));
+            }
+        }
+        if (!read.error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read the questions of {}: {}",
+                                                         m_path, read.error()));
+        }
+    }
+    // Requests take their question's hash; a request whose question row is
+    // missing keeps NULL and is paired by dataset and index as before.
+    return m_db.exec("UPDATE requests SET question_sha256 = (SELECT q.question_sha256 FROM "
+                     "questions q WHERE q.dataset = requests.dataset AND q.question_idx = "
+                     "requests.question_idx) WHERE question_sha256 IS NULL");
 }
 
 util::Result<void> Store::prepare() {
@@ -447,7 +508,8 @@ Store::put_questions(const std::string& dataset,
     Transaction tx(m_db);
     for (size_t i = 0; i < qa.size(); ++i) {
         if (!m_stmts[k_put_question]
-                 .bind(dataset, static_cast<int64_t>(i), qa[i].first, qa[i].second)
+                 .bind(dataset, static_cast<int64_t>(i), qa[i].first, qa[i].second,
+                       question_hash(qa[i].first, qa[i].second))
                  .run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot store questions: {}", m_db.last_error()));

@@ -13,11 +13,16 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 namespace diffeval::store {
+
+// The content hash that identifies a question across datasets and runs:
+// lower-case hex sha256 of its text, a NUL byte, and its gold answer.
+std::string question_hash(std::string_view question, std::string_view answer);
 
 // A request as planned: its identity and exact body.
 struct RequestRow {
@@ -127,6 +132,8 @@ private:
     util::Result<void> prepare();
     // One probe response of a batch (write_batch's transaction is open).
     util::Result<void> write_probe_response(const ResponseRow& row);
+    // Schema v3: hash every stored question and give each request its hash.
+    util::Result<void> backfill_question_hashes();
 
     enum StatementId {
         k_insert_run,

@@ -3,6 +3,9 @@
 // recomputing from stored text gives identical numbers.
 #include "e2e.hpp"
 
+#include <algorithm>
+#include <fstream>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -168,6 +171,30 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
     EXPECT_NE(bad.err.find("--margin nan"), std::string::npos) << bad.err;
 }
 
+TEST_F(Analyse, PlanSizesARunFromThePilot) {
+    auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "2"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("pilot of 48 questions x 3 and 3 repeats"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("To detect a 2.00-point drop at alpha 0.05 with 80% power"),
+              std::string::npos)
+        << o.out;
+    // One row per repeat count; more repeats never need more questions.
+    std::vector<long> needed;
+    for (int k : {1, 2, 3, 5, 10}) {
+        const auto at = o.out.find("\n" + std::to_string(k) + " ");
+        ASSERT_NE(at, std::string::npos) << k << "\n" << o.out;
+        const auto line = o.out.substr(at + 1, o.out.find('\n', at + 1) - at - 1);
+        needed.push_back(std::stol(line.substr(line.find_last_of(' ') + 1)));
+    }
+    for (size_t i = 1; i < needed.size(); ++i) {
+        EXPECT_LE(needed[i], needed[i - 1]) << o.out;
+    }
+    EXPECT_GT(needed.front(), 48) << o.out; // a 2-point drop needs more than the pilot
+    auto bad = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "-1"});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--drop -1"), std::string::npos) << bad.err;
+}
+
 TEST_F(Analyse, RescoreGivesIdenticalNumbers) {
     auto before = e2e::run({"summary", "--db", *db, "--format", "json"});
     auto diff_before = e2e::run(
@@ -195,4 +222,44 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
     auto missing = e2e::run({"summary", "--db", (*dir / "none.sqlite").string()});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("run 'diffeval run"), std::string::npos) << missing.err;
+}
+
+TEST(Pairing, GroupsThatRanDifferentQuestionsAreNotPaired) {
+    // Server "a" ran the sample set; server "b" ran a set of the same size
+    // whose questions are other ones. Question 3 of one is not question 3 of
+    // the other, so no command may pair them.
+    auto dir = e2e::scratch("pairing");
+    std::filesystem::create_directories(dir / "other");
+    auto other = dir / "other" / "test.jsonl";
+    for (const auto& path : {other, dir / "other" / "train.jsonl"}) {
+        std::ofstream f(path);
+        for (int i = 0; i < 6; ++i) {
+            f << "{\"question\": \"What is " << i << " plus " << i
+              << "?\", \"answer\": \"Double it.\\n#### " << 2 * i << "\"}\n";
+        }
+    }
+    const auto db = (dir / "p.sqlite").string();
+    e2e::Sim sim({"--profile", "default"});
+    for (auto [server, dataset] :
+         {std::pair<std::string, std::string>{"a", "sample"}, {"b", other.string()}}) {
+        auto r = e2e::run({"run", "--server", server + "=" + sim.url(), "--framing", "chat",
+                           "--max-tokens", "128", "--dataset", dataset, "--limit", "6", "--db", db,
+                           "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    auto expect_refusal = [](const e2e::Outcome& o) {
+        EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find("cannot pair b/chat/128 with a/chat/128: 6 of 6 questions differ "
+                             "(first: question 0); a/chat/128 ran dataset 'sample'"),
+                  std::string::npos)
+            << o.err;
+    };
+    expect_refusal(e2e::run({"diff", "--db", db, "a", "b"}));
+    expect_refusal(
+        e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-drop", "5"}));
+    expect_refusal(
+        e2e::run({"report", "--db", db, "--out", (dir / "out").string(), "--baseline", "a"}));
+    auto self = e2e::run({"summary", "--db", db});
+    EXPECT_EQ(self.exit_code, 0) << self.err;
 }

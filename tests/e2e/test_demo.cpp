@@ -29,6 +29,14 @@ std::map<int, double> question_means(const std::filesystem::path& db, const std:
     return out;
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
 } // namespace
 
 TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
@@ -95,5 +103,27 @@ TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
         EXPECT_EQ(text.find("±0.0 points"), std::string::npos);
     }
     EXPECT_NE(o.out.find("Verdict: "), std::string::npos) << o.out;
+    // A headline sentence never says "no detectable difference" beside an
+    // interval that excludes 0 without saying why.
+    for (const auto& sentence : report["headline_sentences"]) {
+        const auto text = sentence.get<std::string>();
+        const auto ci = text.find("95% CI [");
+        if (text.find("no detectable difference") == std::string::npos || ci == std::string::npos) {
+            continue;
+        }
+        const double lo = std::stod(text.substr(ci + 8));
+        const double hi = std::stod(text.substr(text.find(", ", ci) + 2));
+        if (lo > 0 || hi < 0) {
+            EXPECT_NE(text.find("excludes 0, but the sign-flip test does not reject"),
+                      std::string::npos)
+                << text;
+        }
+    }
+    // The forest plot shows every comparison, coloured by its verdict.
+    const auto html = e2e::slurp(dir / "report.html");
+    const auto forest_at = html.find("<figure class=\"forest\">");
+    ASSERT_NE(forest_at, std::string::npos);
+    const auto forest = html.substr(forest_at, html.find("</figure>", forest_at) - forest_at);
+    EXPECT_EQ(count_of(forest, "<circle cx="), report["diff"]["comparisons"].size());
     EXPECT_NE(o.out.find("Run-to-run noise: "), std::string::npos) << o.out;
 }

@@ -40,6 +40,27 @@ ResponseRow response(const std::string& key, bool ok) {
     return r;
 }
 
+// Make a current file look like schema version 2: no question hashes.
+bool downgrade_to_v2(Store& s) {
+    for (const char* sql :
+         {"DROP INDEX requests_counted", "ALTER TABLE requests DROP COLUMN question_sha256",
+          "ALTER TABLE questions DROP COLUMN question_sha256",
+          "CREATE INDEX requests_counted ON requests (response_id, server, framing, max_tokens, "
+          "repeat, question_idx, dataset)",
+          "DROP VIEW v_responses", "ALTER TABLE responses DROP COLUMN stop_field",
+          "ALTER TABLE classifications DROP COLUMN stop_cause"}) {
+        if (!Statement(s.handle(), sql).run()) {
+            return false;
+        }
+    }
+    // The store's prepared statements hold the probe tables; drop them on a
+    // connection of its own.
+    Database raw;
+    return raw.open(s.path(), Database::Create::no).ok() &&
+           raw.exec("DROP VIEW v_probes; DROP TABLE probe_responses; DROP TABLE probe_requests")
+               .ok();
+}
+
 int64_t count(Store& s, const char* sql) {
     Statement st(s.handle(), sql);
     return st.step() ? st.column_int(0) : -1;
@@ -68,18 +89,12 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto llama = response("k2", true);
         llama.response_json = R"({"choices": [{"text": "x", "finish_reason": "stop"}]})";
         ASSERT_TRUE((*s)->write_batch({vllm, llama}).ok());
-        // What a version 1 file looks like: no index, no stop columns, no probes.
-        for (const char* sql :
-             {"DROP INDEX requests_counted", "DROP VIEW v_responses",
-              "ALTER TABLE responses DROP COLUMN stop_field",
-              "ALTER TABLE classifications DROP COLUMN stop_cause", "PRAGMA user_version = 1"}) {
+        // What a version 1 file looks like: no index, no question hashes, no stop
+        // columns, no probes.
+        ASSERT_TRUE(downgrade_to_v2(**s));
+        for (const char* sql : {"DROP INDEX requests_counted", "PRAGMA user_version = 1"}) {
             ASSERT_TRUE(Statement((*s)->handle(), sql).run()) << sql;
         }
-        Database raw;
-        ASSERT_TRUE(raw.open(path, Database::Create::no).ok());
-        ASSERT_TRUE(
-            raw.exec("DROP VIEW v_probes; DROP TABLE probe_responses; DROP TABLE probe_requests")
-                .ok());
     }
     auto read_only = Store::open(path, Store::Mode::read_only);
     ASSERT_FALSE(read_only.ok());
@@ -101,6 +116,47 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE stop_field IS NULL AND "
                          "question_idx = 1"),
               1);
+}
+
+TEST(Store, EveryRequestCarriesItsQuestionsContentHash) {
+    auto s = Store::open(fresh_db("qhash").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE((*s)->put_questions("sample", {{"How many?", "3"}, {"How far?", "7"}}).ok());
+    ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
+    Statement st((*s)->handle(), "SELECT question_sha256 FROM requests ORDER BY question_idx");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(0), question_hash("How many?", "3"));
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(0), question_hash("How far?", "7"));
+    // The hash is of the content: text and gold answer both count.
+    EXPECT_NE(question_hash("How many?", "3"), question_hash("How many?", "4"));
+    EXPECT_NE(question_hash("ab", "c"), question_hash("a", "bc"));
+}
+
+TEST(Store, MigratesAVersionTwoFileByHashingItsStoredQuestions) {
+    const auto path = fresh_db("v2").string();
+    {
+        auto s = Store::open(path, Store::Mode::read_write);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        ASSERT_TRUE((*s)->put_questions("sample", {{"How many?", "3"}, {"How far?", "7"}}).ok());
+        ASSERT_TRUE(
+            (*s)->put_requests({request("k1", 0), request("k2", 1), request("k3", 5)}).ok());
+        ASSERT_TRUE(downgrade_to_v2(**s));
+        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 2").run());
+    }
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
+    Statement st((*s)->handle(),
+                 "SELECT question_idx, question_sha256 FROM requests ORDER BY question_idx");
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(1), question_hash("How many?", "3"));
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_text(1), question_hash("How far?", "7"));
+    // No question row: nothing to hash, paired by dataset and index.
+    ASSERT_TRUE(st.step());
+    EXPECT_EQ(st.column_int(0), 5);
+    EXPECT_TRUE(st.column_null(1));
 }
 
 TEST(Store, StopReasonKeepsItsType) {
