@@ -23,6 +23,7 @@ int run_main(int argc, char** argv) {
     add_gate_command(app, dispatch);
     add_report_command(app, dispatch);
     add_fingerprint_command(app, dispatch);
+    add_merge_command(app, dispatch);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

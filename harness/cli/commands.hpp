@@ -22,5 +22,6 @@ void add_demo_command(CLI::App& root, Dispatch& dispatch);
 void add_gate_command(CLI::App& root, Dispatch& dispatch);
 void add_report_command(CLI::App& root, Dispatch& dispatch);
 void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
+void add_merge_command(CLI::App& root, Dispatch& dispatch);
 
 } // namespace diffeval::cli
