@@ -24,6 +24,8 @@ int run_main(int argc, char** argv) {
     add_report_command(app, dispatch);
     add_fingerprint_command(app, dispatch);
     add_merge_command(app, dispatch);
+    add_export_command(app, dispatch);
+    add_import_command(app, dispatch);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
