@@ -2,6 +2,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/engine/run.hpp>
+#include <harness/engine/vllm_config.hpp>
 
 #include <fmt/format.h>
 
@@ -42,6 +43,8 @@ struct RunFlags {
     std::vector<std::string> server_logs;
     bool quiet = false;
     std::string shard;
+    std::string vllm_config;
+    std::string vllm_bin = "vllm";
     // vLLM gsm8k_eval.py's options; each is sent only when given.
     std::optional<int> num_shots;
     std::optional<std::string> gen_prefix;
@@ -90,6 +93,18 @@ int run_command(const RunFlags& f) {
         if (auto r = engine::load_experiment(f.config, config); !r) {
             return report(r.error());
         }
+    }
+    if (!f.vllm_config.empty()) {
+        // vLLM's CI configs: launched servers and the CI's settings, which
+        // the flags below may still change (--limit, --dataset ...).
+        auto configs = engine::load_vllm_configs(f.vllm_config);
+        if (!configs) {
+            return report(configs.error());
+        }
+        if (auto r = engine::apply_vllm_configs(*configs, f.vllm_bin, config); !r) {
+            return report(r.error());
+        }
+        config.dataset = "gsm8k";
     }
     if (!f.servers.empty()) {
         config.servers.clear();
@@ -164,7 +179,13 @@ int run_command(const RunFlags& f) {
     if (!overrides) {
         return report(overrides.error());
     }
-    config.framing_overrides = std::move(*overrides);
+    auto& merged = config.framing_overrides; // flags win over --vllm-config's values
+    if (overrides->fewshot)
+        merged.fewshot = overrides->fewshot;
+    if (overrides->gen_prefix)
+        merged.gen_prefix = overrides->gen_prefix;
+    for (const auto& [k, v] : overrides->fields.items())
+        merged.fields[k] = v;
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
@@ -248,6 +269,11 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--shard", flags->shard,
                     "I/N: only questions q with q mod N = I (0 <= I < N); merge the shards' "
                     "databases with 'diffeval merge'");
+    cmd->add_option("--vllm-config", flags->vllm_config,
+                    "vLLM GSM8K CI config (.yaml) or list file: launch 'vllm serve' as the CI "
+                    "does and run its raw framing");
+    cmd->add_option("--vllm-bin", flags->vllm_bin,
+                    "The vllm executable for --vllm-config (default: vllm from PATH)");
     cmd->add_option("--num-shots", flags->num_shots, "Few-shot examples per question");
     cmd->add_option("--gen-prefix", flags->gen_prefix,
                     "Text after \"Answer:\" ({gen_prefix} in framing templates)");

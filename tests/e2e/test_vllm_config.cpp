@@ -1,0 +1,109 @@
+// `diffeval run --vllm-config` and `diffeval gate --vllm-config` against a
+// fake `vllm` executable found on PATH: it records its argv and environment,
+// then serves with `diffeval sim`, so the test sees exactly what diffeval
+// launched and what it sent, as vLLM's CI would.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+using e2e::query;
+
+namespace {
+
+// Writes DIR/bin/vllm: records argv (one per line) and env, then execs the
+// simulator on the --port it was given.
+std::filesystem::path fake_vllm(const std::filesystem::path& dir) {
+    auto bin = dir / "bin";
+    std::filesystem::create_directories(bin);
+    auto script = bin / "vllm";
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "printf '%s\\n' \"$@\" > \"$FAKE_VLLM_OUT/argv.txt\"\n"
+                             "env > \"$FAKE_VLLM_OUT/env.txt\"\n"
+                             "port=''; prev=''\n"
+                             "for a in \"$@\"; do\n"
+                             "  [ \"$prev\" = --port ] && port=\"$a\"\n"
+                             "  prev=\"$a\"\n"
+                             "done\n"
+                             "exec \"$DIFFEVAL_BIN\" sim --port \"$port\" --dataset sample "
+                             "--model \"$2\"\n";
+    chmod(script.c_str(), 0755);
+    return bin;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+        out.push_back(l);
+    }
+    return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+} // namespace
+
+TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoes) {
+    auto dir = e2e::scratch("vllm-config");
+    auto bin = fake_vllm(dir);
+    auto config = dir / "Qwen3-0.6B-FP8.yaml";
+    std::ofstream(config)
+        << "model_name: \"Qwen/Qwen3-0.6B-FP8\"\n"
+           "accuracy_threshold: 0.80\n"
+           "tolerance: 0.05\n"
+           "num_questions: 6\n"
+           "num_fewshot: 3\n"
+           "server_args: >-\n"
+           "  --enforce-eager --max-model-len 4096\n"
+           "  --speculative-config '{\"method\":\"mtp\",\"num_speculative_tokens\":1}'\n"
+           "env:\n"
+           "  VLLM_USE_DEEP_GEMM: \"0\"\n"
+           "startup_max_wait_seconds: 30\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + std::getenv("PATH"),
+                                          "FAKE_VLLM_OUT=" + dir.string()};
+    auto o = e2e::run({"run", "--vllm-config", config.string(), "--dataset", "sample", "--db",
+                       db.string(), "--quiet"},
+                      env);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+
+    // The launch: vllm serve MODEL ARGS plus the CI's standard arguments.
+    auto argv = lines(e2e::slurp(dir / "argv.txt"));
+    ASSERT_EQ(argv.size(), 11u) << e2e::slurp(dir / "argv.txt");
+    const std::vector<std::string> expected = {"serve",
+                                               "Qwen/Qwen3-0.6B-FP8",
+                                               "--enforce-eager",
+                                               "--max-model-len",
+                                               "4096",
+                                               "--speculative-config",
+                                               "{\"method\":\"mtp\",\"num_speculative_tokens\":1}",
+                                               "--trust-remote-code",
+                                               "--disable-uvicorn-access-log",
+                                               "--port"};
+    EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + 10), expected);
+    EXPECT_GT(std::stoi(argv[10]), 0); // the free port diffeval chose
+    auto env_text = e2e::slurp(dir / "env.txt");
+    EXPECT_NE(env_text.find("\nVLLM_USE_DEEP_GEMM=0\n"), std::string::npos) << env_text;
+
+    // What was sent: num_questions raw prompts with num_fewshot shots, no model.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "6");
+    EXPECT_EQ(query(db, "SELECT DISTINCT server || '/' || framing || '/' || max_tokens FROM "
+                        "requests"),
+              "Qwen3-0.6B-FP8/raw/256");
+    auto body = query(db, "SELECT request_json FROM requests WHERE question_idx = 0");
+    EXPECT_EQ(count(body, "Question: "), 4u) << body; // 3 shots and the question
+    EXPECT_EQ(body.find("\"model\""), std::string::npos) << body;
+    EXPECT_NE(body.find("\"seed\": 42}"), std::string::npos) << body;
+    EXPECT_EQ(query(db, "SELECT model FROM servers"), "Qwen/Qwen3-0.6B-FP8");
+    EXPECT_NE(query(db, "SELECT log_text FROM servers"), "");
+}
