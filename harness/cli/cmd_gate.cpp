@@ -2,6 +2,7 @@
 // in the forms CI systems read: a verdict block on stdout, the exit code,
 // Markdown appended to $GITHUB_STEP_SUMMARY, JUnit XML and JSON files.
 #include <harness/cli/commands.hpp>
+#include <harness/cli/gate_sources.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
 
@@ -36,6 +37,8 @@ struct GateFlags {
     std::string junit, json;
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
+    std::string baseline_db; // the baseline group comes from this database
+    std::string vllm_config; // add vLLM CI's rule for these configs
 };
 
 const char* status_word(analysis::CheckStatus s) {
@@ -182,7 +185,22 @@ util::Result<analysis::GateSpec> build_spec(const GateFlags& f, const analysis::
     return spec;
 }
 
-int gate_command(const GateFlags& f) {
+int gate_command(const GateFlags& flags) {
+    // A baseline from another database: gate one database combining both,
+    // the baseline's servers renamed "baseline:NAME".
+    GateFlags f = flags;
+    std::unique_ptr<CombinedDb> combined;
+    if (!flags.baseline_db.empty()) {
+        auto c = CombinedDb::create(flags.db, flags.baseline_db);
+        if (!c) {
+            return report(c.error());
+        }
+        combined = std::move(*c);
+        f.db = combined->path();
+        if (!f.baseline.empty()) {
+            f.baseline = k_baseline_prefix + f.baseline;
+        }
+    }
     // Open the database (a missing file is a usage error, not an empty gate)
     // and load the scored responses, scoring what is missing.
     auto opened = open_results(f.db);
@@ -196,12 +214,26 @@ int gate_command(const GateFlags& f) {
     if (!spec) {
         return report(spec.error());
     }
-    auto verdict = analysis::evaluate_gate(*results, *st, *spec);
-    if (!verdict) {
-        return report(verdict.error());
+    std::optional<analysis::GateVerdict> verdict;
+    const bool own_checks = spec->expect || spec->max_drop_points ||
+                            spec->max_never_finished_increase ||
+                            spec->max_reasoning_start_increase || spec->max_token_increase_pct ||
+                            spec->require_complete == analysis::RequireComplete::yes ||
+                            spec->fail_on_conflict == analysis::FailOnConflict::yes;
+    if (f.vllm_config.empty() || own_checks) {
+        auto v = analysis::evaluate_gate(*results, *st, *spec);
+        if (!v) {
+            return report(v.error());
+        }
+        verdict = std::move(*v);
+    }
+    if (!f.vllm_config.empty()) {
+        if (auto r = add_vllm_ci_checks(f.vllm_config, *results, *st, *spec, verdict); !r) {
+            return report(r.error());
+        }
     }
     // Print the verdict, then write the files CI systems pick up.
-    std::cout << verdict_text(*verdict, f.db) << std::flush;
+    std::cout << verdict_text(*verdict, flags.db) << std::flush;
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
         if (auto w =
                 write_file(summary, verdict_markdown(*verdict), std::ios::app, "the step summary");
@@ -255,6 +287,12 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_flag("--fail-on-conflict", flags->fail_on_conflict,
                    "Fail when a server log's fingerprint has a conflict (the compared servers, "
                    "else all)");
+    gate->add_option("--baseline-db", flags->baseline_db,
+                     "Read --baseline's group from this database (e.g. the last green run's "
+                     "artifact); --candidate stays in --db");
+    gate->add_option("--vllm-config", flags->vllm_config,
+                     "vLLM GSM8K CI config (.yaml) or list file: also apply its rule, accuracy >= "
+                     "accuracy_threshold - tolerance");
     gate->add_option("--junit", flags->junit, "Write JUnit XML here");
     gate->add_option("--json", flags->json, "Write the verdict as JSON here");
     gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");

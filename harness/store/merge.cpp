@@ -105,7 +105,9 @@ std::string find_conflict(sqlite3* db) {
         const char* what = f[1] != f[2] ? "model" : f[3] != f[4] ? "version" : "fingerprint facts";
         const auto& a = f[1] != f[2] ? f[1] : f[3] != f[4] ? f[3] : f[5];
         const auto& b = f[1] != f[2] ? f[2] : f[3] != f[4] ? f[4] : f[6];
-        return fmt::format("server '{}' has {} {} there but {} here", f[0], what, a, b);
+        return fmt::format("server '{}' has {} {} there but {} here; give different runs "
+                           "different server names",
+                           f[0], what, a, b);
     }
     auto question = first_row(db,
                               "SELECT s.dataset, s.question_idx FROM src.questions s "
@@ -114,7 +116,9 @@ std::string find_conflict(sqlite3* db) {
                               2);
     if (!question.empty()) {
         auto f = split_unit(question);
-        return fmt::format("dataset '{}' question {} has a different text", f[0], f[1]);
+        return fmt::format("dataset '{}' question {} has a different text; they were not run on "
+                           "the same questions",
+                           f[0], f[1]);
     }
     auto request = first_row(db,
                              "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
@@ -159,10 +163,9 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
         return e;
     };
     if (auto conflict = find_conflict(h); !conflict.empty()) {
-        return fail(make_error(ErrorKind::data,
-                               fmt::format("merge: {} conflicts with what is merged before it: {}; "
-                                           "give different runs different server names",
-                                           in, conflict)));
+        return fail(make_error(
+            ErrorKind::data,
+            fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
     }
     auto exec = [&](const std::string& sql) { return db.exec(sql); };
     // Runs: one row per run, recognised by its start and configuration.
@@ -316,6 +319,37 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
                                                      ec.message()));
     }
     return summary;
+}
+
+util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
+                                         const std::string& baseline_db,
+                                         const std::string& prefix) {
+    remove_with_sidecars(out);
+    if (auto r = merge(out, {baseline_db}); !r) {
+        return r.error();
+    }
+    {
+        // Rename the baseline's servers, and its request keys with them, so
+        // identical requests of the two runs stay two groups.
+        Database h;
+        if (auto r = h.open(out, Database::Create::no); !r) {
+            return r;
+        }
+        const auto p = sql_quote(prefix);
+        if (auto r = h.exec(fmt::format(
+                "BEGIN IMMEDIATE; UPDATE servers SET name = {0} || name; "
+                "UPDATE requests SET server = {0} || server, request_key = {0} || request_key; "
+                "COMMIT",
+                p));
+            !r) {
+            return r;
+        }
+    }
+    if (auto r = merge(out, {db}); !r) {
+        return make_error(r.error().kind,
+                          fmt::format("--baseline-db {}: {}", baseline_db, r.error().message));
+    }
+    return {};
 }
 
 } // namespace diffeval::store

@@ -27,4 +27,11 @@ struct MergeSummary {
 // so an error or a killed merge leaves `out` as it was.
 util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs);
 
+// Build `out` (replaced) holding `baseline_db` with every server renamed
+// `prefix` + NAME, merged with `db`: one database where a gate compares a
+// group of `db` with a group of another run's database. Questions must agree
+// as in merge().
+util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
+                                         const std::string& baseline_db, const std::string& prefix);
+
 } // namespace diffeval::store

@@ -5,6 +5,7 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -53,7 +54,7 @@ size_t count(const std::string& text, const std::string& what) {
 
 } // namespace
 
-TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoes) {
+TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
     auto dir = e2e::scratch("vllm-config");
     auto bin = fake_vllm(dir);
     auto config = dir / "Qwen3-0.6B-FP8.yaml";
@@ -106,4 +107,35 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoes) {
     EXPECT_NE(body.find("\"seed\": 42}"), std::string::npos) << body;
     EXPECT_EQ(query(db, "SELECT model FROM servers"), "Qwen/Qwen3-0.6B-FP8");
     EXPECT_NE(query(db, "SELECT log_text FROM servers"), "");
+
+    // gate --vllm-config applies the CI's rule, accuracy >= threshold -
+    // tolerance, to the config's group: just inside the tolerance passes,
+    // just outside fails.
+    auto gate_with = [&](double threshold, const std::string& extra_dir) {
+        auto d = dir / extra_dir;
+        std::filesystem::create_directories(d);
+        std::ofstream(d / "Qwen3-0.6B-FP8.yaml")
+            << "model_name: \"Qwen/Qwen3-0.6B-FP8\"\naccuracy_threshold: " << threshold
+            << "\ntolerance: 0.05\n";
+        auto json_path = d / "v.json";
+        auto g = e2e::run({"gate", "--db", db.string(), "--vllm-config",
+                           (d / "Qwen3-0.6B-FP8.yaml").string(), "--json", json_path.string()});
+        return std::pair{g, nlohmann::json::parse(e2e::slurp(json_path))};
+    };
+    auto [probe, probe_json] = gate_with(0.0, "probe");
+    ASSERT_EQ(probe.exit_code, 0) << probe.err << probe.out;
+    ASSERT_EQ(probe_json["checks"].size(), 1u);
+    EXPECT_EQ(probe_json["checks"][0]["kind"], "vllm_ci");
+    const double accuracy = probe_json["checks"][0]["measured"].get<double>() / 100;
+    auto [pass, pass_json] = gate_with(accuracy + 0.04, "pass");
+    EXPECT_EQ(pass.exit_code, 0) << pass.out;
+    EXPECT_NE(pass.out.find("PASS  vllm-ci Qwen3-0.6B-FP8/raw/256"), std::string::npos) << pass.out;
+    auto [fail, fail_json] = gate_with(accuracy + 0.06, "fail");
+    EXPECT_EQ(fail.exit_code, 1) << fail.out;
+    EXPECT_NE(fail.out.find("FAIL  vllm-ci Qwen3-0.6B-FP8/raw/256"), std::string::npos) << fail.out;
+    // Next to diffeval's own checks: --require-complete runs too.
+    auto both = e2e::run({"gate", "--db", db.string(), "--vllm-config",
+                          (dir / "pass" / "Qwen3-0.6B-FP8.yaml").string(), "--require-complete"});
+    EXPECT_EQ(both.exit_code, 0) << both.out;
+    EXPECT_NE(both.out.find("2 checks"), std::string::npos) << both.out;
 }
