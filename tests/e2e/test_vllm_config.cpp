@@ -24,6 +24,7 @@ std::filesystem::path fake_vllm(const std::filesystem::path& dir) {
     std::ofstream(script) << "#!/bin/sh\n"
                              "printf '%s\\n' \"$@\" > \"$FAKE_VLLM_OUT/argv.txt\"\n"
                              "env > \"$FAKE_VLLM_OUT/env.txt\"\n"
+                             "echo \"$2\" >> \"$FAKE_VLLM_OUT/models.txt\"\n"
                              "port=''; prev=''\n"
                              "for a in \"$@\"; do\n"
                              "  [ \"$prev\" = --port ] && port=\"$a\"\n"
@@ -138,4 +139,32 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
                           (dir / "pass" / "Qwen3-0.6B-FP8.yaml").string(), "--require-complete"});
     EXPECT_EQ(both.exit_code, 0) << both.out;
     EXPECT_NE(both.out.find("2 checks"), std::string::npos) << both.out;
+}
+
+TEST(VllmConfig, ListFileRunsEachConfigInTurn) {
+    auto dir = e2e::scratch("vllm-config-list");
+    auto bin = fake_vllm(dir);
+    auto configs = dir / "configs";
+    std::filesystem::create_directories(configs);
+    std::ofstream(configs / "Small-A.yaml")
+        << "model_name: org/a\naccuracy_threshold: 0.1\nnum_questions: 3\nnum_fewshot: 5\n";
+    std::ofstream(configs / "Small-B.yaml")
+        << "model_name: org/b\naccuracy_threshold: 0.1\nnum_questions: 3\nnum_fewshot: 5\n";
+    std::ofstream(configs / "models-small.txt")
+        << "# two small models\nSmall-A.yaml\nSmall-B.yaml\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + std::getenv("PATH"),
+                                          "FAKE_VLLM_OUT=" + dir.string()};
+    auto o = e2e::run({"run", "--vllm-config", (configs / "models-small.txt").string(), "--dataset",
+                       "sample", "--db", db.string(), "--quiet"},
+                      env);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(lines(e2e::slurp(dir / "models.txt")), (std::vector<std::string>{"org/a", "org/b"}));
+    EXPECT_EQ(e2e::query_rows(db, "SELECT server, count(*) FROM requests GROUP BY server"),
+              (std::vector<std::string>{"Small-A|3", "Small-B|3"}));
+    auto g = e2e::run(
+        {"gate", "--db", db.string(), "--vllm-config", (configs / "models-small.txt").string()});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("vllm-ci Small-A/raw/256"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("vllm-ci Small-B/raw/256"), std::string::npos) << g.out;
 }
