@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 using e2e::query;
 using e2e::query_rows;
 
@@ -93,7 +95,11 @@ TEST(Merge, ConflictingServerIsRefusedInOneLineAndOutputIsUnchanged) {
     ASSERT_EQ(e2e::run(run_args(a, da)).exit_code, 0);
     ASSERT_EQ(e2e::run(run_args(b, db)).exit_code, 0);
     auto out = dir / "out.sqlite";
+    // What a killed merge leaves behind is only its temporary file; the next
+    // merge starts afresh.
+    std::ofstream(out.string() + ".merge-tmp") << "half-written";
     ASSERT_EQ(e2e::run({"merge", out.string(), da.string()}).exit_code, 0);
+    EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
     const auto before = e2e::slurp(out);
     auto o = e2e::run({"merge", out.string(), db.string()});
     EXPECT_EQ(o.exit_code, 2) << o.out;
