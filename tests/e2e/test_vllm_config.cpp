@@ -168,3 +168,52 @@ TEST(VllmConfig, ListFileRunsEachConfigInTurn) {
     EXPECT_NE(g.out.find("vllm-ci Small-A/raw/256"), std::string::npos) << g.out;
     EXPECT_NE(g.out.find("vllm-ci Small-B/raw/256"), std::string::npos) << g.out;
 }
+
+TEST(VllmConfig, ScriptOptionsAsRunFlagsReachTheBodyInScriptOrder) {
+    auto dir = e2e::scratch("script-options");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run",
+                       "--server",
+                       "s=" + sim.url(),
+                       "--framing",
+                       "raw,vllm-chat",
+                       "--limit",
+                       "2",
+                       "--num-shots",
+                       "2",
+                       "--gen-prefix",
+                       " Let's see.",
+                       "--top-p",
+                       "0.95",
+                       "--top-k",
+                       "20",
+                       "--reasoning-effort",
+                       "low",
+                       "--chat-template-kwargs",
+                       "{\"enable_thinking\": false}",
+                       "--db",
+                       db.string(),
+                       "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto raw = query(db, "SELECT request_json FROM requests WHERE framing = 'raw' AND "
+                         "question_idx = 0");
+    EXPECT_EQ(count(raw, "Question: "), 3u) << raw; // 2 shots and the question
+    EXPECT_EQ(count(raw, "Answer: Let's see. "), 2u) << raw;
+    EXPECT_NE(raw.find("\\nAnswer: Let's see.\", \"max_tokens\""), std::string::npos) << raw;
+    // raw sends what the script's completions call sends: top_p and top_k
+    // after the seed, and none of the chat-only fields.
+    EXPECT_NE(raw.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20}"), std::string::npos) << raw;
+    auto chat = query(db, "SELECT request_json FROM requests WHERE framing = 'vllm-chat' AND "
+                          "question_idx = 0");
+    EXPECT_NE(chat.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20, \"reasoning_effort\": "
+                        "\"low\", \"chat_template_kwargs\": {\"enable_thinking\": false}}"),
+              std::string::npos)
+        << chat;
+    auto bad = e2e::run({"run", "--server", "s=" + sim.url(), "--chat-template-kwargs", "[1]",
+                         "--db", db.string()});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--chat-template-kwargs '[1]': expected a JSON object"),
+              std::string::npos)
+        << bad.err;
+}
