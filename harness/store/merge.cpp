@@ -56,58 +56,41 @@ std::string joined(const std::vector<std::string>& cols, const std::string& pref
     return out;
 }
 
-// The first row of `sql` as text columns joined by `sep`, or "" when none.
-std::string first_row(sqlite3* db, const std::string& sql, int n_cols) {
+// The first row of `sql`, its `n_cols` columns as text; empty when none.
+std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_cols) {
     Statement st(db, sql);
-    if (!st.step()) {
-        return "";
-    }
-    std::string out;
-    for (int i = 0; i < n_cols; ++i) {
-        out += (i ? "\x1f" : "") + st.column_text(i);
-    }
-    return out;
-}
-
-std::vector<std::string> split_unit(const std::string& row) {
     std::vector<std::string> out;
-    size_t start = 0;
-    for (size_t pos; (pos = row.find('\x1f', start)) != std::string::npos; start = pos + 1) {
-        out.push_back(row.substr(start, pos - start));
+    if (st.step()) {
+        for (int i = 0; i < n_cols; ++i) {
+            out.push_back(st.column_text(i));
+        }
     }
-    out.push_back(row.substr(start));
     return out;
 }
 
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
     // A server is what it served: its model, its version, and the facts its
-    // log showed. URLs may differ (shards on different machines).
-    auto server = first_row(
-        db,
-        "SELECT s.name, coalesce(m.model, ''), coalesce(s.model, ''), "
-        "coalesce(json_extract(m.info_json, '$.version'), ''), "
-        "coalesce(json_extract(s.info_json, '$.version'), ''), "
-        "coalesce(json_extract(m.facts_json, '$.facts'), ''), "
-        "coalesce(json_extract(s.facts_json, '$.facts'), '') "
-        "FROM src.servers s JOIN main.servers m ON m.name = s.name "
-        "WHERE (m.model != '' AND s.model != '' AND m.model != s.model) "
-        "OR (json_extract(m.info_json, '$.version') IS NOT NULL AND "
-        "json_extract(s.info_json, '$.version') IS NOT NULL AND "
-        "json_extract(m.info_json, '$.version') != json_extract(s.info_json, '$.version')) "
-        "OR (json_extract(m.facts_json, '$.facts') IS NOT NULL AND "
-        "json_extract(s.facts_json, '$.facts') IS NOT NULL AND "
-        "json_extract(m.facts_json, '$.facts') != json_extract(s.facts_json, '$.facts')) "
-        "LIMIT 1",
-        7);
+    // log showed, each compared when both files know it. URLs may differ
+    // (shards on different machines).
+    auto server =
+        first_row(db,
+                  "WITH pairs AS (SELECT s.name, "
+                  "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
+                  "json_extract(m.info_json, '$.version') AS va, "
+                  "json_extract(s.info_json, '$.version') AS vb, "
+                  "json_extract(m.facts_json, '$.facts') AS fa, "
+                  "json_extract(s.facts_json, '$.facts') AS fb "
+                  "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
+                  "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
+                  "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
+                  "UNION ALL SELECT name, 'fingerprint facts', fa, fb FROM pairs WHERE fa != fb "
+                  "LIMIT 1",
+                  4);
     if (!server.empty()) {
-        auto f = split_unit(server);
-        const char* what = f[1] != f[2] ? "model" : f[3] != f[4] ? "version" : "fingerprint facts";
-        const auto& a = f[1] != f[2] ? f[1] : f[3] != f[4] ? f[3] : f[5];
-        const auto& b = f[1] != f[2] ? f[2] : f[3] != f[4] ? f[4] : f[6];
         return fmt::format("server '{}' has {} {} there but {} here; give different runs "
                            "different server names",
-                           f[0], what, a, b);
+                           server[0], server[1], server[2], server[3]);
     }
     auto question = first_row(db,
                               "SELECT s.dataset, s.question_idx FROM src.questions s "
@@ -115,7 +98,7 @@ std::string find_conflict(sqlite3* db) {
                               "WHERE m.question != s.question OR m.answer != s.answer LIMIT 1",
                               2);
     if (!question.empty()) {
-        auto f = split_unit(question);
+        const auto& f = question;
         return fmt::format("dataset '{}' question {} has a different text; they were not run on "
                            "the same questions",
                            f[0], f[1]);
@@ -126,7 +109,7 @@ std::string find_conflict(sqlite3* db) {
                              "WHERE m.dataset != s.dataset LIMIT 1",
                              3);
     if (!request.empty()) {
-        auto f = split_unit(request);
+        const auto& f = request;
         return fmt::format("request {} belongs to dataset '{}' there but '{}' here",
                            f[0].substr(0, 12), f[1], f[2]);
     }
