@@ -19,6 +19,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -262,8 +263,9 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                                           where));
         }
         const auto id = j["doc_id"].get<int64_t>();
-        if (id < 0) {
-            return make_error(ErrorKind::data, fmt::format("{}: negative doc_id", where));
+        if (id < 0 || id > std::numeric_limits<int>::max()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: doc_id {} is not a question index", where, id));
         }
         auto [it, fresh] = by_id.emplace(id, docs.size());
         if (fresh) {

@@ -16,6 +16,9 @@
 #include <filesystem>
 #include <set>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace diffeval::store {
 
 using util::ErrorKind;
@@ -220,6 +223,18 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
     return {};
 }
 
+// Flush `path`'s data to disk, so a crash after the rename cannot leave a
+// torn file under the output's name.
+bool sync_file(const fs::path& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+        return false;
+    }
+    const bool ok = ::fsync(fd) == 0;
+    ::close(fd);
+    return ok;
+}
+
 std::string sql_quote(const std::string& s) {
     std::string out = "'";
     for (char c : s) {
@@ -272,6 +287,15 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
             remove_with_sidecars(tmp);
             return r.error();
         }
+        // The temporary file is thrown away unless the merge completes, so
+        // it needs no sync per transaction: one sync before the rename.
+        // A rollback journal writes each page once; WAL would write it twice
+        // (log, then checkpoint). The file is switched back to WAL, as every
+        // diffeval database is, before it takes OUT's place.
+        if (auto r = db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF"); !r) {
+            remove_with_sidecars(tmp);
+            return r.error();
+        }
         // 3. Each input in its own transaction; any refusal abandons the
         //    temporary file, so `out` is untouched.
         for (const auto& in : inputs) {
@@ -287,11 +311,15 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
                 return r.error();
             }
         }
-        // One file, no write-ahead log beside it, before it takes OUT's place.
-        if (auto r = db.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !r) {
+        if (auto r = db.exec("PRAGMA journal_mode=WAL"); !r) {
             remove_with_sidecars(tmp);
             return r.error();
         }
+    }
+    if (!sync_file(tmp)) {
+        remove_with_sidecars(tmp);
+        return make_error(ErrorKind::io,
+                          fmt::format("merge: cannot sync {} to disk", tmp.string()));
     }
     // 4. Replace `out` in one step.
     std::error_code ec;
