@@ -134,6 +134,9 @@ int run_main(int argc, char** argv) {
     add_gate_command(app, dispatch);
     add_report_command(app, dispatch);
     add_fingerprint_command(app, dispatch);
+    add_merge_command(app, dispatch);
+    add_export_command(app, dispatch);
+    add_import_command(app, dispatch);
     add_examples(app);
     app.footer("Run 'diffeval COMMAND --help' for a command's flags, defaults and an example.");
     if (auto unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {

@@ -3,6 +3,7 @@
 // Markdown appended to $GITHUB_STEP_SUMMARY, JUnit XML and JSON files.
 #include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
+#include <harness/cli/gate_sources.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
 
@@ -43,6 +44,8 @@ struct GateFlags {
     std::string junit, json;
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
+    std::string baseline_db; // the baseline group comes from this database
+    std::string vllm_config; // add vLLM CI's rule for these configs
 };
 
 std::string status_word(const analysis::GateCheck& c) {
@@ -285,15 +288,30 @@ util::Result<void> add_probe_checks(const GateFlags& f, store::Store& st,
     return {};
 }
 
-int gate_command(const GateFlags& f) {
+int gate_command(const GateFlags& flags) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
     auto cannot_run = [&](const util::Error& error) {
-        if (!f.junit.empty()) {
-            (void)write_file(f.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+        if (!flags.junit.empty()) {
+            (void)write_file(flags.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
         }
         return report(error);
     };
+    // A baseline from another database: gate one database combining both,
+    // the baseline's servers renamed "baseline:NAME".
+    GateFlags f = flags;
+    std::unique_ptr<CombinedDb> combined;
+    if (!flags.baseline_db.empty()) {
+        auto c = CombinedDb::create(flags.db, flags.baseline_db);
+        if (!c) {
+            return cannot_run(c.error());
+        }
+        combined = std::move(*c);
+        f.db = combined->path();
+        if (!f.baseline.empty()) {
+            f.baseline = k_baseline_prefix + f.baseline;
+        }
+    }
     // Open the database (a missing file is a usage error, not an empty gate)
     // and load the scored responses, scoring what is missing.
     auto opened = open_results(f.db);
@@ -307,17 +325,28 @@ int gate_command(const GateFlags& f) {
     if (!spec) {
         return cannot_run(spec.error());
     }
-    const bool probe_only = (f.max_probe_shift || f.expect_same_numerics) && !accuracy_checks(f);
-    auto verdict = probe_only ? analysis::GateVerdict{f.scorer, {}, analysis::summarize(*results)}
-                              : analysis::evaluate_gate(*results, *st, *spec);
-    if (!verdict) {
-        return cannot_run(verdict.error());
+    // diffeval's own checks, unless only the CI rule or the probe was asked for.
+    std::optional<analysis::GateVerdict> verdict;
+    const bool probe_checks = f.max_probe_shift || f.expect_same_numerics;
+    if (accuracy_checks(f) || (f.vllm_config.empty() && !probe_checks)) {
+        auto v = analysis::evaluate_gate(*results, *st, *spec);
+        if (!v) {
+            return cannot_run(v.error());
+        }
+        verdict = std::move(*v);
+    } else {
+        verdict = analysis::GateVerdict{f.scorer, {}, analysis::summarize(*results)};
+    }
+    if (!f.vllm_config.empty()) {
+        if (auto r = add_vllm_ci_checks(f.vllm_config, *results, *st, *spec, verdict); !r) {
+            return cannot_run(r.error());
+        }
     }
     if (auto r = add_probe_checks(f, *st, *verdict); !r) {
-        return report(r.error());
+        return cannot_run(r.error());
     }
     // Print the verdict, then write the files CI systems pick up.
-    std::cout << for_terminal(verdict_text(*verdict, f.db), stdout) << std::flush;
+    std::cout << for_terminal(verdict_text(*verdict, flags.db), stdout) << std::flush;
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
         if (auto w =
                 write_file(summary, verdict_markdown(*verdict), std::ios::app, "the step summary");
@@ -380,6 +409,12 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
                      "Largest tolerated shift of the think-open probe, in logits (docs/probe.md)");
     gate->add_flag("--expect-same-numerics", flags->expect_same_numerics,
                    "Fail when the probe moved beyond the baseline's own repeats");
+    gate->add_option("--baseline-db", flags->baseline_db,
+                     "Read --baseline's group from this database (e.g. the last green run's "
+                     "artifact); --candidate stays in --db");
+    gate->add_option("--vllm-config", flags->vllm_config,
+                     "vLLM GSM8K CI config (.yaml) or list file: also apply its rule, accuracy >= "
+                     "accuracy_threshold - tolerance");
     gate->add_option("--junit", flags->junit, "Write JUnit XML here");
     gate->add_option("--json", flags->json, "Write the verdict as JSON here");
     gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");

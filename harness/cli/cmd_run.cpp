@@ -2,12 +2,14 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/engine/run.hpp>
+#include <harness/engine/vllm_config.hpp>
 
 #include <fmt/format.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 namespace diffeval::cli {
 
@@ -42,7 +44,49 @@ struct RunFlags {
     std::string probe;
     std::vector<std::string> server_logs;
     bool quiet = false;
+    std::string shard;
+    std::string vllm_config;
+    std::string vllm_bin = "vllm";
+    // vLLM gsm8k_eval.py's options; each is sent only when given.
+    std::optional<int> num_shots;
+    std::optional<std::string> gen_prefix;
+    std::optional<double> temperature;
+    std::optional<double> top_p;
+    std::optional<int> top_k;
+    std::optional<std::string> reasoning_effort;
+    std::string chat_template_kwargs;
 };
+
+// The script options in `f` as framing overrides.
+util::Result<framing::Overrides> script_overrides(const RunFlags& f) {
+    framing::Overrides o;
+    o.fewshot = f.num_shots;
+    o.gen_prefix = f.gen_prefix;
+    if (f.temperature)
+        o.fields["temperature"] = *f.temperature;
+    if (f.top_p)
+        o.fields["top_p"] = *f.top_p;
+    if (f.top_k)
+        o.fields["top_k"] = *f.top_k;
+    if (f.reasoning_effort)
+        o.fields["reasoning_effort"] = *f.reasoning_effort;
+    if (!f.chat_template_kwargs.empty()) {
+        auto j = nlohmann::ordered_json::parse(f.chat_template_kwargs, nullptr, false);
+        if (!j.is_object()) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("--chat-template-kwargs '{}': expected a JSON object such as "
+                            "'{{\"enable_thinking\": false}}'",
+                            f.chat_template_kwargs));
+        }
+        o.fields["chat_template_kwargs"] = std::move(j);
+    }
+    if (f.num_shots && *f.num_shots < 0) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--num-shots {}: expected 0 or more", *f.num_shots));
+    }
+    return o;
+}
 
 int run_command(const RunFlags& f) {
     engine::RunConfig config;
@@ -51,6 +95,18 @@ int run_command(const RunFlags& f) {
         if (auto r = engine::load_experiment(f.config, config); !r) {
             return report(r.error());
         }
+    }
+    if (!f.vllm_config.empty()) {
+        // vLLM's CI configs: launched servers and the CI's settings, which
+        // the flags below may still change (--limit, --dataset ...).
+        auto configs = engine::load_vllm_configs(f.vllm_config);
+        if (!configs) {
+            return report(configs.error());
+        }
+        if (auto r = engine::apply_vllm_configs(*configs, f.vllm_bin, config); !r) {
+            return report(r.error());
+        }
+        config.dataset = "gsm8k";
     }
     if (!f.servers.empty()) {
         config.servers.clear();
@@ -128,6 +184,24 @@ int run_command(const RunFlags& f) {
             return report(r.error());
         }
     }
+    if (!f.shard.empty()) {
+        auto shard = engine::parse_shard(f.shard);
+        if (!shard) {
+            return report(shard.error());
+        }
+        config.shard = *shard;
+    }
+    auto overrides = script_overrides(f);
+    if (!overrides) {
+        return report(overrides.error());
+    }
+    auto& merged = config.framing_overrides; // flags win over --vllm-config's values
+    if (overrides->fewshot)
+        merged.fewshot = overrides->fewshot;
+    if (overrides->gen_prefix)
+        merged.gen_prefix = overrides->gen_prefix;
+    for (const auto& [k, v] : overrides->fields.items())
+        merged.fields[k] = v;
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
@@ -211,6 +285,24 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--probe", flags->probe,
                     "Also send the decision-point probe: think-open (docs/probe.md)");
     cmd->add_flag("--quiet", flags->quiet, "No progress output");
+    cmd->add_option("--shard", flags->shard,
+                    "I/N: only questions q with q mod N = I (0 <= I < N); merge the shards' "
+                    "databases with 'diffeval merge'");
+    cmd->add_option("--vllm-config", flags->vllm_config,
+                    "vLLM GSM8K CI config (.yaml) or list file: launch 'vllm serve' as the CI "
+                    "does and run its raw framing");
+    cmd->add_option("--vllm-bin", flags->vllm_bin,
+                    "The vllm executable for --vllm-config (default: vllm from PATH)");
+    cmd->add_option("--num-shots", flags->num_shots, "Few-shot examples per question");
+    cmd->add_option("--gen-prefix", flags->gen_prefix,
+                    "Text after \"Answer:\" ({gen_prefix} in framing templates)");
+    cmd->add_option("--temperature", flags->temperature, "Send this temperature");
+    cmd->add_option("--top-p", flags->top_p, "Send this top_p");
+    cmd->add_option("--top-k", flags->top_k, "Send this top_k");
+    cmd->add_option("--reasoning-effort", flags->reasoning_effort,
+                    "Send this reasoning_effort (chat framings)");
+    cmd->add_option("--chat-template-kwargs", flags->chat_template_kwargs,
+                    "JSON object sent as chat_template_kwargs (chat framings)");
     dispatch[cmd] = [flags] { return run_command(*flags); };
 }
 

@@ -22,5 +22,8 @@ void add_demo_command(CLI::App& root, Dispatch& dispatch);
 void add_gate_command(CLI::App& root, Dispatch& dispatch);
 void add_report_command(CLI::App& root, Dispatch& dispatch);
 void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
+void add_merge_command(CLI::App& root, Dispatch& dispatch);
+void add_export_command(CLI::App& root, Dispatch& dispatch);
+void add_import_command(CLI::App& root, Dispatch& dispatch);
 
 } // namespace diffeval::cli

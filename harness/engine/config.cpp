@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include <set>
+#include <sstream>
 
 namespace diffeval::engine {
 
@@ -354,6 +355,19 @@ util::Result<void> validate(const RunConfig& c) {
     return {};
 }
 
+util::Result<Shard> parse_shard(const std::string& value) {
+    Shard s;
+    char slash = 0;
+    std::istringstream in(value);
+    if (!(in >> s.index >> slash >> s.count) || slash != '/' || !in.eof() || s.count < 1 ||
+        s.index < 0 || s.index >= s.count) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4", value));
+    }
+    return s;
+}
+
 nlohmann::json to_json(const RunConfig& c) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : c.servers) {
@@ -398,6 +412,15 @@ nlohmann::json to_json(const RunConfig& c) {
         j["model"] = *c.model;
     if (!c.fewshot_from.empty())
         j["fewshot_from"] = c.fewshot_from;
+    if (c.shard)
+        j["shard"] = fmt::format("{}/{}", c.shard->index, c.shard->count);
+    const auto& o = c.framing_overrides;
+    if (o.fewshot)
+        j["num_shots"] = *o.fewshot;
+    if (o.gen_prefix)
+        j["gen_prefix"] = *o.gen_prefix;
+    if (!o.fields.empty())
+        j["framing_fields"] = o.fields;
     return j;
 }
 

@@ -3,6 +3,7 @@
 // which override it.
 #pragma once
 
+#include <harness/framing/framing.hpp>
 #include <harness/util/result.hpp>
 
 #include <nlohmann/json.hpp>
@@ -32,6 +33,17 @@ struct ServerSpec {
     std::string attached_log; // --server-log: an existing log to fingerprint
 };
 
+// One deterministic slice of the plan (--shard I/N): question q belongs to
+// shard q mod N, so every server, framing and repeat of a question lands in
+// the same shard.
+struct Shard {
+    int index = 0; // from 0
+    int count = 1;
+};
+
+// Parse "I/N" with 0 <= I < N.
+util::Result<Shard> parse_shard(const std::string& value);
+
 struct RunConfig {
     std::vector<ServerSpec> servers;
     std::optional<std::string> model; // global default
@@ -51,10 +63,12 @@ struct RunConfig {
     int retries = 3;
     std::chrono::milliseconds retry_backoff{500}; // first retry delay, doubled each time
     bool preflight = true;
-    bool stream = false;              // stream: true with usage; records time to first token
-    bool keep_servers = false;        // leave launched servers running
-    bool sequential_servers = false;  // one server at a time (one GPU, several configs)
-    std::optional<std::string> probe; // decision-point probe to send beside ("think-open")
+    bool stream = false;                  // stream: true with usage; records time to first token
+    bool keep_servers = false;            // leave launched servers running
+    bool sequential_servers = false;      // one server at a time (one GPU, several configs)
+    std::optional<std::string> probe;     // decision-point probe to send beside ("think-open")
+    framing::Overrides framing_overrides; // --num-shots, --gen-prefix, --top-p, ...
+    std::optional<Shard> shard;
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the

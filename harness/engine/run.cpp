@@ -270,7 +270,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         if (!f) {
             return f.error();
         }
-        framings.push_back(std::move(*f));
+        framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
     std::vector<ServerState> servers(config.servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
@@ -415,6 +415,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             for (int max_tokens : config.max_tokens) {
                 std::vector<store::RequestRow> rows;
                 for (size_t q = 0; q < n_questions; ++q) {
+                    if (config.shard &&
+                        static_cast<int>(q % static_cast<size_t>(config.shard->count)) !=
+                            config.shard->index) {
+                        continue;
+                    }
                     auto body = std::make_shared<const std::string>(util::python_json_dumps(
                         renderer.body(dataset->test[q], max_tokens, body_model, extra)));
                     auto body_sha = util::sha256_hex(*body);

@@ -213,6 +213,12 @@ Framing apply_overrides(Framing framing, const Overrides& overrides) {
         framing.gen_prefix = *overrides.gen_prefix;
     }
     for (const auto& [k, v] : overrides.fields.items()) {
+        // Chat-only fields stay off completion bodies, where vLLM's script
+        // refuses them and /v1/completions does not define them.
+        const bool chat_only = k == "reasoning_effort" || k == "chat_template_kwargs";
+        if (chat_only && framing.kind == Kind::completion) {
+            continue;
+        }
         framing.fields[k] = v;
     }
     return framing;

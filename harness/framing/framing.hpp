@@ -66,7 +66,8 @@ struct Framing {
 // Run settings that change a framing, as vLLM's script's options do: the
 // number of shots, the generation prefix, and body fields (top_p, top_k,
 // reasoning_effort, temperature, chat_template_kwargs, ...). A field goes to
-// its place in the framing's body order, or after it when not listed.
+// its place in the framing's body order, or after it when not listed;
+// reasoning_effort and chat_template_kwargs apply to chat framings only.
 struct Overrides {
     std::optional<int> fewshot;
     std::optional<std::string> gen_prefix;

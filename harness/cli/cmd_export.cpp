@@ -1,0 +1,57 @@
+// `diffeval export`: write a run in another tool's format
+// (lm-eval's --log_samples files).
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+#include <harness/interop/lm_eval_samples.hpp>
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct ExportFlags {
+    std::string db = "diffeval.sqlite";
+    std::string format;
+    std::string out;
+};
+
+int export_command(const ExportFlags& f) {
+    if (f.format != "lm-eval-samples") {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--format '{}': the only export format is lm-eval-samples", f.format)));
+    }
+    // 1. Open and score what is not scored yet (the lines carry verdicts).
+    auto opened = open_results(f.db);
+    if (!opened) {
+        return report(opened.error());
+    }
+    // 2. One samples file per group.
+    auto r = interop::export_samples(*opened->store, f.out, interop::lm_eval_date_id());
+    if (!r) {
+        return report(r.error());
+    }
+    for (const auto& file : r->files) {
+        std::cout << file << "\n";
+    }
+    std::cerr << fmt::format("wrote {} samples files ({} lines) to {}\n", r->files.size(), r->lines,
+                             f.out);
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_export_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<ExportFlags>();
+    auto* cmd = root.add_subcommand("export", "Write stored runs in another tool's format");
+    cmd->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
+    cmd->add_option("--format", flags->format, "lm-eval-samples: lm-eval --log_samples files")
+        ->required();
+    cmd->add_option("--out", flags->out, "Directory to write into (created)")->required();
+    dispatch[cmd] = [flags] { return export_command(*flags); };
+}
+
+} // namespace diffeval::cli

@@ -1,0 +1,57 @@
+// `diffeval import lm-eval`: store another tool's results as a group that
+// scorers, the classifier, `diff` and the gate read like diffeval's own.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+#include <harness/interop/lm_eval_samples.hpp>
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct ImportFlags {
+    std::string db = "diffeval.sqlite";
+    std::string name;
+    std::string framing;
+    std::string dataset = "gsm8k";
+    std::string path;
+};
+
+int import_command(const ImportFlags& f) {
+    // 1. Open (or create) the store.
+    auto st = store::Store::open(f.db, store::Store::Mode::read_write);
+    if (!st) {
+        return report(st.error());
+    }
+    // 2. Read the samples file and store it as one group.
+    auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset});
+    if (!r) {
+        return report(r.error());
+    }
+    std::cout << fmt::format("imported {} as {}: {} documents, {} responses stored, {} already "
+                             "stored\n",
+                             f.path, r->group, r->documents, r->responses, r->already_stored);
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_import_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<ImportFlags>();
+    auto* cmd = root.add_subcommand("import", "Store another tool's results as a group");
+    cmd->require_subcommand(1);
+    auto* lm = cmd->add_subcommand("lm-eval", "An lm-eval --log_samples file (gsm8k tasks)");
+    lm->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
+    lm->add_option("--name", flags->name, "Server name of the imported group")->required();
+    lm->add_option("--framing", flags->framing,
+                   "Framing name of the group (default: the task in the file name)");
+    lm->add_option("--dataset", flags->dataset,
+                   "Dataset the documents come from (default gsm8k; sample for the sample set)");
+    lm->add_option("PATH", flags->path, "samples_<task>_<date>.jsonl")->required();
+    dispatch[lm] = [flags] { return import_command(*flags); };
+}
+
+} // namespace diffeval::cli

@@ -1,0 +1,42 @@
+// `diffeval merge OUT IN...`: merge shards and separate runs into one file.
+#include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
+#include <harness/store/merge.hpp>
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace diffeval::cli {
+
+namespace {
+
+struct MergeFlags {
+    std::string out;
+    std::vector<std::string> inputs;
+};
+
+int merge_command(const MergeFlags& f) {
+    auto r = store::merge(f.out, f.inputs);
+    if (!r) {
+        return report(r.error());
+    }
+    std::cout << fmt::format("merged {} file(s) into {}: {} requests and {} responses added, {} "
+                             "requests and {} responses already there\n",
+                             f.inputs.size(), f.out, r->requests_added, r->responses_added,
+                             r->requests_known, r->responses_known);
+    return k_exit_ok;
+}
+
+} // namespace
+
+void add_merge_command(CLI::App& root, Dispatch& dispatch) {
+    auto flags = std::make_shared<MergeFlags>();
+    auto* cmd = root.add_subcommand(
+        "merge", "Merge results databases (shards of a run, or separate runs) into OUT");
+    cmd->add_option("OUT", flags->out, "The merged database (created, or added to)")->required();
+    cmd->add_option("IN", flags->inputs, "Databases to merge")->required();
+    dispatch[cmd] = [flags] { return merge_command(*flags); };
+}
+
+} // namespace diffeval::cli

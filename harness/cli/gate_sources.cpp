@@ -1,0 +1,83 @@
+// --baseline-db and --vllm-config for `diffeval gate`; see gate_sources.hpp.
+#include <harness/cli/gate_sources.hpp>
+
+#include <harness/engine/vllm_config.hpp>
+#include <harness/store/merge.hpp>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+namespace diffeval::cli {
+
+util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& db,
+                                                             const std::string& baseline_db) {
+    for (const auto& p : {db, baseline_db}) {
+        if (!std::filesystem::exists(p)) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("no database {}; run 'diffeval run --db {}' first", p, p));
+        }
+    }
+    std::unique_ptr<CombinedDb> out(new CombinedDb());
+    out->m_path =
+        (std::filesystem::temp_directory_path() / fmt::format("diffeval-gate-{}.sqlite", getpid()))
+            .string();
+    if (auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
+        !r) {
+        return r.error();
+    }
+    return out;
+}
+
+CombinedDb::~CombinedDb() {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", ".merge-tmp"}) {
+        std::filesystem::remove(m_path + suffix, ec);
+    }
+}
+
+util::Result<void> add_vllm_ci_checks(const std::string& path, const analysis::Results& results,
+                                      store::Store& store, const analysis::GateSpec& base,
+                                      std::optional<analysis::GateVerdict>& verdict) {
+    auto configs = engine::load_vllm_configs(path);
+    if (!configs) {
+        return configs.error();
+    }
+    for (const auto& c : *configs) {
+        // Only the CI's rule: one absolute check on the config's raw group.
+        analysis::GateSpec spec;
+        spec.scorer = base.scorer;
+        spec.bootstrap = base.bootstrap;
+        spec.expect = c.accuracy_threshold;
+        spec.tolerance = c.tolerance;
+        auto group = analysis::parse_selector(c.name + "/raw");
+        if (!group) {
+            return group.error();
+        }
+        spec.group = *group;
+        auto v = analysis::evaluate_gate(results, store, spec);
+        if (!v) {
+            return util::make_error(v.error().kind,
+                                    fmt::format("--vllm-config {}: {}", c.path, v.error().message));
+        }
+        for (auto& check : v->checks) {
+            check.kind = "vllm_ci";
+            check.name = "vllm-ci " + check.name.substr(check.name.find(' ') + 1);
+            check.why += fmt::format(" (vLLM CI rule from {}: accuracy >= accuracy_threshold "
+                                     "- tolerance)",
+                                     std::filesystem::path(c.path).filename().string());
+        }
+        if (!verdict) {
+            verdict = std::move(*v);
+        } else {
+            for (auto& check : v->checks) {
+                verdict->checks.push_back(std::move(check));
+            }
+        }
+    }
+    return {};
+}
+
+} // namespace diffeval::cli

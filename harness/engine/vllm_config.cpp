@@ -1,0 +1,241 @@
+// vLLM GSM8K CI configurations; see vllm_config.hpp. YAML is parsed by
+// yaml-cpp.
+#include <harness/engine/vllm_config.hpp>
+
+#include <harness/engine/launcher.hpp>
+#include <harness/util/file.hpp>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <arpa/inet.h>
+#include <filesystem>
+#include <netinet/in.h>
+#include <sstream>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace diffeval::engine {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A port nothing listens on now, chosen by the kernel.
+util::Result<int> free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+        return make_error(ErrorKind::io, "cannot open a socket to find a free port");
+    }
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof addr;
+    int port = -1;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+        port = ntohs(addr.sin_port);
+    }
+    close(fd);
+    if (port <= 0) {
+        return make_error(ErrorKind::io, "cannot find a free loopback port for vllm serve");
+    }
+    return port;
+}
+
+template <typename T>
+util::Result<T> field(const YAML::Node& root, const char* key, const std::string& path,
+                      const char* what) {
+    try {
+        return root[key].as<T>();
+    } catch (const YAML::Exception& e) {
+        return make_error(ErrorKind::usage, fmt::format("{}:{}: {} must be {}", path,
+                                                        root[key].Mark().line + 1, key, what));
+    }
+}
+
+} // namespace
+
+util::Result<VllmConfig> load_vllm_config(const std::string& path) {
+    auto text = util::read_file(path);
+    if (!text) {
+        return make_error(ErrorKind::usage, fmt::format("--vllm-config: cannot read {}", path));
+    }
+    YAML::Node root;
+    try {
+        root = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
+    }
+    if (!root.IsMap()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: expected a mapping with model_name and "
+                                      "accuracy_threshold (a vLLM GSM8K config)",
+                                      path));
+    }
+    VllmConfig c;
+    c.path = path;
+    c.name = fs::path(path).stem().string();
+    for (const char* key : {"model_name", "accuracy_threshold"}) {
+        if (!root[key]) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: no {} (a vLLM GSM8K config needs model_name and "
+                                          "accuracy_threshold)",
+                                          path, key));
+        }
+    }
+    auto model = field<std::string>(root, "model_name", path, "a string");
+    if (!model) {
+        return model.error();
+    }
+    c.model_name = *model;
+    auto threshold = field<double>(root, "accuracy_threshold", path, "a number");
+    if (!threshold) {
+        return threshold.error();
+    }
+    c.accuracy_threshold = *threshold;
+    if (root["tolerance"]) {
+        auto t = field<double>(root, "tolerance", path, "a number");
+        if (!t) {
+            return t.error();
+        }
+        c.tolerance = *t;
+    }
+    for (auto [key, target] :
+         {std::pair{"num_questions", &c.num_questions}, std::pair{"num_fewshot", &c.num_fewshot}}) {
+        if (root[key]) {
+            auto v = field<int>(root, key, path, "an integer");
+            if (!v) {
+                return v.error();
+            }
+            if (*v < 0) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: {} must be 0 or more", path, key));
+            }
+            *target = *v;
+        }
+    }
+    if (root["server_args"] && !root["server_args"].IsNull()) {
+        auto args = field<std::string>(root, "server_args", path, "a string");
+        if (!args) {
+            return args.error();
+        }
+        auto words = split_command(*args);
+        if (!words) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: server_args: {}", path, words.error().message));
+        }
+        c.server_args = *words;
+    }
+    if (root["env"] && !root["env"].IsNull()) {
+        if (!root["env"].IsMap()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}:{}: env must be a mapping of variable names to "
+                                          "values",
+                                          path, root["env"].Mark().line + 1));
+        }
+        for (const auto& kv : root["env"]) {
+            try {
+                c.env.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
+            } catch (const YAML::Exception&) {
+                return make_error(ErrorKind::usage, fmt::format("{}:{}: env values must be scalars",
+                                                                path, kv.first.Mark().line + 1));
+            }
+        }
+    }
+    if (root["startup_max_wait_seconds"]) {
+        auto w = field<int>(root, "startup_max_wait_seconds", path, "an integer");
+        if (!w) {
+            return w.error();
+        }
+        c.startup_max_wait = std::chrono::seconds(*w);
+    }
+    return c;
+}
+
+util::Result<std::vector<VllmConfig>> load_vllm_configs(const std::string& path) {
+    const auto ext = fs::path(path).extension().string();
+    if (ext == ".yaml" || ext == ".yml") {
+        auto c = load_vllm_config(path);
+        if (!c) {
+            return c.error();
+        }
+        return std::vector<VllmConfig>{std::move(*c)};
+    }
+    auto text = util::read_file(path);
+    if (!text) {
+        return make_error(ErrorKind::usage, fmt::format("--vllm-config: cannot read {}", path));
+    }
+    std::vector<VllmConfig> out;
+    std::istringstream in(*text);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        auto b = line.find_first_not_of(" \t\r");
+        auto e = line.find_last_not_of(" \t\r");
+        if (b == std::string::npos || line[b] == '#') {
+            continue;
+        }
+        auto entry = fs::path(path).parent_path() / line.substr(b, e - b + 1);
+        if (!fs::exists(entry)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}:{}: no config {}", path, n, entry.string()));
+        }
+        auto c = load_vllm_config(entry.string());
+        if (!c) {
+            return c.error();
+        }
+        out.push_back(std::move(*c));
+    }
+    if (out.empty()) {
+        return make_error(ErrorKind::usage, fmt::format("{} lists no configs", path));
+    }
+    return out;
+}
+
+util::Result<void> apply_vllm_configs(const std::vector<VllmConfig>& configs,
+                                      const std::string& vllm_bin, RunConfig& run) {
+    run.servers.clear();
+    for (const auto& c : configs) {
+        auto port = free_port();
+        if (!port) {
+            return port.error();
+        }
+        ServerSpec s;
+        s.name = c.name;
+        s.url = fmt::format("http://127.0.0.1:{}", *port);
+        // The CI sends no model name with completions; neither do we.
+        s.launch = {vllm_bin, "serve", c.model_name};
+        s.launch.insert(s.launch.end(), c.server_args.begin(), c.server_args.end());
+        s.launch.insert(s.launch.end(), {"--trust-remote-code", "--disable-uvicorn-access-log",
+                                         "--port", std::to_string(*port)});
+        s.env = c.env;
+        s.ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(c.startup_max_wait);
+        run.servers.push_back(std::move(s));
+    }
+    // The CI's settings: the raw framing, 256 tokens, one repeat.
+    run.framings = {"raw"};
+    run.max_tokens = {256};
+    run.repeats = 1;
+    run.limit = configs.front().num_questions;
+    run.framing_overrides.fewshot = configs.front().num_fewshot;
+    run.sequential_servers = configs.size() > 1;
+    for (const auto& c : configs) {
+        if (c.num_questions != configs.front().num_questions ||
+            c.num_fewshot != configs.front().num_fewshot) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{} asks for {} questions with {} shots but {} for {} "
+                                          "with {}; run them with separate --vllm-config calls",
+                                          c.path, c.num_questions, c.num_fewshot,
+                                          configs.front().path, configs.front().num_questions,
+                                          configs.front().num_fewshot));
+        }
+    }
+    return {};
+}
+
+} // namespace diffeval::engine

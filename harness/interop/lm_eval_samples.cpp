@@ -1,0 +1,428 @@
+// lm-eval samples files out of and into the store; see lm_eval_samples.hpp.
+//
+// Lines are written as Python's json.dumps(..., ensure_ascii=False) writes
+// them (", " and ": " separators, non-ASCII kept as UTF-8), and the hashes
+// are lm-eval's: sha256 hex of the doc dumped with indent=2, of the context
+// string, and of the target string.
+#include <harness/interop/lm_eval_samples.hpp>
+
+#include <harness/store/sqlite.hpp>
+#include <harness/util/file.hpp>
+#include <harness/util/hash.hpp>
+#include <harness/util/pyjson.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace diffeval::interop {
+
+using nlohmann::ordered_json;
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Our scorers that reproduce lm-eval's gsm8k filters, by filter name.
+constexpr std::pair<const char*, const char*> k_filters[] = {
+    {"strict-match", "lm-eval-strict"},
+    {"flexible-extract", "lm-eval-flexible"},
+};
+
+// A JSON string as json.dumps(s, ensure_ascii=False) writes it.
+std::string py_string(const std::string& s) {
+    return ordered_json(s).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// json.dumps(value, ensure_ascii=False).
+std::string py_dumps(const ordered_json& v) {
+    switch (v.type()) {
+    case ordered_json::value_t::object: {
+        std::string out = "{";
+        bool first = true;
+        for (const auto& [k, x] : v.items()) {
+            out += (first ? "" : ", ") + py_string(k) + ": " + py_dumps(x);
+            first = false;
+        }
+        return out + "}";
+    }
+    case ordered_json::value_t::array: {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) {
+            out += (i ? ", " : "") + py_dumps(v[i]);
+        }
+        return out + "]";
+    }
+    case ordered_json::value_t::string:
+        return py_string(v.get<std::string>());
+    case ordered_json::value_t::number_float:
+        return util::python_float_repr(v.get<double>());
+    default:
+        return v.dump();
+    }
+}
+
+// lm-eval's doc_hash input: json.dumps(doc, indent=2, ensure_ascii=False)
+// for a doc of two strings.
+std::string doc_dump(const std::string& question, const std::string& answer) {
+    return "{\n  \"question\": " + py_string(question) + ",\n  \"answer\": " + py_string(answer) +
+           "\n}";
+}
+
+std::string sanitize(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+        out += keep ? c : '-';
+    }
+    return out;
+}
+
+// The context and generation arguments lm-eval would log for a stored body.
+ordered_json arguments_for(const std::string& request_json, int max_tokens) {
+    auto body = ordered_json::parse(request_json, nullptr, false);
+    if (body.is_object() && body.contains("lm_eval_arguments")) {
+        return body["lm_eval_arguments"]; // imported from lm-eval: as it was
+    }
+    ordered_json context = "";
+    ordered_json gen = ordered_json::object();
+    if (body.is_object()) {
+        if (body.contains("prompt")) {
+            context = body["prompt"];
+        } else if (body.contains("messages")) {
+            context = py_dumps(body["messages"]); // lm-eval's JsonChatStr
+        }
+        gen["until"] = body.value("stop", ordered_json::array());
+        gen["do_sample"] = false;
+        if (body.contains("temperature")) {
+            gen["temperature"] = body["temperature"];
+        }
+    }
+    gen["max_gen_toks"] = max_tokens;
+    return {{"gen_args_0", {{"arg_0", context}, {"arg_1", gen}}}};
+}
+
+} // namespace
+
+std::string lm_eval_date_id() {
+    auto now = std::chrono::system_clock::now();
+    auto secs = std::chrono::system_clock::to_time_t(now);
+    auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+        1'000'000;
+    std::tm tm{};
+    localtime_r(&secs, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H-%M-%S", &tm);
+    return fmt::format("{}.{:06d}", buf, static_cast<int>(us));
+}
+
+util::Result<ExportSummary> export_samples(store::Store& st, const std::string& dir,
+                                           const std::string& date_id) {
+    sqlite3* db = st.handle();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        return make_error(ErrorKind::usage, fmt::format("--out {}: cannot create the directory: {}",
+                                                        dir, ec.message()));
+    }
+    ExportSummary summary;
+    store::Statement groups(db, "SELECT DISTINCT server, framing, max_tokens, repeat FROM requests "
+                                "WHERE response_id IS NOT NULL ORDER BY 1, 2, 3, 4");
+    store::Statement rows(
+        db, "SELECT q.question_idx, q.request_json, coalesce(r.text, ''), "
+            "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
+            "FROM requests q JOIN responses r ON r.response_id = q.response_id "
+            "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
+            "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
+            "ORDER BY q.question_idx");
+    store::Statement score(db, "SELECT extracted, correct FROM scores WHERE response_id = ? AND "
+                               "scorer = ? ORDER BY score_text = 'full' DESC LIMIT 1");
+    while (groups.step()) {
+        const auto server = groups.column_text(0);
+        const auto framing = groups.column_text(1);
+        const auto max_tokens = static_cast<int>(groups.column_int(2));
+        const auto repeat = static_cast<int>(groups.column_int(3));
+        auto task = sanitize(fmt::format("gsm8k-{}-{}-{}{}", server, framing, max_tokens,
+                                         repeat ? fmt::format("-r{}", repeat) : ""));
+        auto path = fs::path(dir) / fmt::format("samples_{}_{}.jsonl", task, date_id);
+        std::string text;
+        rows.bind(server, framing, max_tokens, repeat);
+        while (rows.step()) {
+            const auto q = rows.column_int(0);
+            const auto args = arguments_for(rows.column_text(1), max_tokens);
+            const auto response = rows.column_text(2);
+            const auto question = rows.column_text(3);
+            const auto answer = rows.column_text(4);
+            const auto response_id = rows.column_int(5);
+            const auto& context = args["gen_args_0"]["arg_0"];
+            const auto prompt_hash = util::sha256_hex(
+                context.is_string() ? context.get<std::string>() : py_dumps(context));
+            for (const auto& [filter, scorer] : k_filters) {
+                score.bind(response_id, scorer);
+                if (!score.step()) {
+                    return make_error(ErrorKind::internal,
+                                      fmt::format("response {} has no {} score; run 'diffeval "
+                                                  "rescore --db {}' first",
+                                                  response_id, scorer, st.path()));
+                }
+                const auto extracted = score.column_text(0);
+                const double correct = score.column_int(1) ? 1.0 : 0.0;
+                score.reset();
+                ordered_json line;
+                line["doc_id"] = q;
+                line["doc"] = {{"question", question}, {"answer", answer}};
+                line["target"] = answer;
+                line["arguments"] = args;
+                line["resps"] = ordered_json::array({ordered_json::array({response})});
+                line["filtered_resps"] = ordered_json::array({extracted});
+                line["filter"] = filter;
+                line["metrics"] = ordered_json::array({"exact_match"});
+                line["doc_hash"] = util::sha256_hex(doc_dump(question, answer));
+                line["prompt_hash"] = prompt_hash;
+                line["target_hash"] = util::sha256_hex(answer);
+                line["exact_match"] = correct;
+                text += py_dumps(line) + "\n";
+                ++summary.lines;
+            }
+        }
+        rows.reset();
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out << text;
+        if (!out.flush()) {
+            return make_error(ErrorKind::io, fmt::format("cannot write {}", path.string()));
+        }
+        summary.files.push_back(path.string());
+    }
+    return summary;
+}
+
+namespace {
+
+struct Document {
+    int64_t doc_id = 0;
+    std::string question;
+    std::string answer;
+    ordered_json arguments;
+    std::vector<std::string> resps;
+    ordered_json filters = ordered_json::object(); // filter -> {filtered_resps, metrics}
+};
+
+// The task name in "samples_<task>_<date_id>.jsonl" (lm-eval's own rule:
+// between the first and the last underscore).
+std::string task_of(const std::string& path) {
+    auto stem = fs::path(path).stem().string();
+    auto first = stem.find('_');
+    auto last = stem.rfind('_');
+    if (first == std::string::npos || last == first) {
+        return stem;
+    }
+    return stem.substr(first + 1, last - first - 1);
+}
+
+util::Result<std::vector<Document>> parse_samples(const std::string& path) {
+    auto text = util::read_file(path);
+    if (!text) {
+        return make_error(ErrorKind::usage, fmt::format("cannot read {}", path));
+    }
+    std::vector<Document> docs;
+    std::map<int64_t, size_t> by_id;
+    std::istringstream in(*text);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+        if (line.empty()) {
+            continue;
+        }
+        auto where = fmt::format("{}:{}", path, n);
+        auto j = ordered_json::parse(line, nullptr, false);
+        if (!j.is_object() || !j.contains("doc_id") || !j["doc_id"].is_number_integer() ||
+            !j.contains("doc") || !j["doc"].is_object() || !j.contains("resps") ||
+            !j["resps"].is_array()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: not an lm-eval samples line (needs doc_id, doc, "
+                                          "resps); is this a --log_samples file?",
+                                          where));
+        }
+        const auto& doc = j["doc"];
+        if (!doc.contains("question") || !doc["question"].is_string() || !doc.contains("answer") ||
+            !doc["answer"].is_string()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: doc has no question and answer strings; only "
+                                          "GSM8K-style tasks (gsm8k, gsm8k_cot, their chat "
+                                          "variants) can be imported",
+                                          where));
+        }
+        const auto id = j["doc_id"].get<int64_t>();
+        if (id < 0 || id > std::numeric_limits<int>::max()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: doc_id {} is not a question index", where, id));
+        }
+        auto [it, fresh] = by_id.emplace(id, docs.size());
+        if (fresh) {
+            Document d;
+            d.doc_id = id;
+            d.question = doc["question"].get<std::string>();
+            d.answer = doc["answer"].get<std::string>();
+            d.arguments = j.value("arguments", ordered_json::object());
+            // resps: one list per request, one string per repeat.
+            for (const auto& per_request : j["resps"]) {
+                const auto& list =
+                    per_request.is_array() ? per_request : ordered_json::array({per_request});
+                for (const auto& r : list) {
+                    d.resps.push_back(r.is_string() ? r.get<std::string>() : r.dump());
+                }
+            }
+            docs.push_back(std::move(d));
+        }
+        auto& d = docs[it->second];
+        ordered_json verdict = ordered_json::object();
+        verdict["filtered_resps"] = j.value("filtered_resps", ordered_json::array());
+        for (const auto& m : j.value("metrics", ordered_json::array())) {
+            if (m.is_string() && j.contains(m.get<std::string>())) {
+                verdict[m.get<std::string>()] = j[m.get<std::string>()];
+            }
+        }
+        d.filters[j.value("filter", std::string("none"))] = std::move(verdict);
+    }
+    if (docs.empty()) {
+        return make_error(ErrorKind::data, fmt::format("{} holds no samples", path));
+    }
+    return docs;
+}
+
+} // namespace
+
+util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& o) {
+    // 1. Read the whole file before touching the store.
+    auto docs = parse_samples(o.path);
+    if (!docs) {
+        return docs.error();
+    }
+    const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
+    sqlite3* db = st.handle();
+    // 2. The name must not be a server diffeval ran, and the questions must
+    //    be the stored ones.
+    {
+        store::Statement s(db, "SELECT url FROM servers WHERE name = ?");
+        s.bind(o.name);
+        if (s.step() && !s.column_text(0).starts_with("lm-eval:")) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("--name '{}' is a server diffeval ran ({}); choose "
+                                          "another name for the imported group",
+                                          o.name, s.column_text(0)));
+        }
+    }
+    {
+        store::Statement s(db,
+                           "SELECT question FROM questions WHERE dataset = ? AND question_idx = ?");
+        for (const auto& d : *docs) {
+            s.bind(o.dataset, d.doc_id);
+            if (s.step() && s.column_text(0) != d.question) {
+                return make_error(
+                    ErrorKind::data,
+                    fmt::format("{}: doc_id {} is not question {} of dataset '{}' in {}; pass "
+                                "--dataset with the name of the dataset lm-eval ran on",
+                                o.path, d.doc_id, d.doc_id, o.dataset, st.path()));
+            }
+            s.reset();
+        }
+    }
+    // 3. Store the run, the server, the questions, the requests, then the
+    //    responses that are not stored yet.
+    auto abs = fs::absolute(o.path).string();
+    ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
+    auto run_id = st.begin_run(config.dump(), o.dataset);
+    if (!run_id) {
+        return run_id.error();
+    }
+    if (auto r = st.put_server(
+            {o.name, "lm-eval:" + abs, "", ordered_json{{"imported_from", abs}}.dump()});
+        !r) {
+        return r.error();
+    }
+    {
+        store::Statement s(db, "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
+                               "answer) VALUES (?, ?, ?, ?)");
+        for (const auto& d : *docs) {
+            if (!s.bind(o.dataset, d.doc_id, d.question, d.answer).run()) {
+                return make_error(ErrorKind::io,
+                                  fmt::format("cannot store questions: {}", s.error()));
+            }
+        }
+    }
+    auto done = st.completed_keys();
+    if (!done) {
+        return done.error();
+    }
+    ImportSummary summary;
+    std::vector<store::RequestRow> requests;
+    std::vector<store::ResponseRow> responses;
+    int max_tokens_seen = 0;
+    const auto started_at = store::now_iso8601();
+    for (const auto& d : *docs) {
+        ++summary.documents;
+        const auto& gen = d.arguments.contains("gen_args_0") &&
+                                  d.arguments["gen_args_0"].contains("arg_1") &&
+                                  d.arguments["gen_args_0"]["arg_1"].is_object()
+                              ? d.arguments["gen_args_0"]["arg_1"]
+                              : ordered_json::object();
+        const int max_tokens =
+            gen.contains("max_gen_toks") && gen["max_gen_toks"].is_number_integer()
+                ? gen["max_gen_toks"].get<int>()
+                : 256; // lm-eval's default max_gen_toks
+        max_tokens_seen = max_tokens;
+        const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
+        const auto body_sha = util::sha256_hex(body);
+        for (size_t rep = 0; rep < d.resps.size(); ++rep) {
+            store::RequestRow row{"",
+                                  o.name,
+                                  framing,
+                                  max_tokens,
+                                  static_cast<int>(rep),
+                                  static_cast<int>(d.doc_id),
+                                  o.dataset,
+                                  body,
+                                  body_sha};
+            row.key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.name, framing,
+                                                   max_tokens, rep, d.doc_id, body_sha));
+            if (done->count(row.key)) {
+                ++summary.already_stored;
+                continue;
+            }
+            store::ResponseRow resp;
+            resp.key = row.key;
+            resp.run_id = *run_id;
+            resp.ok = true;
+            resp.status = 200;
+            resp.response_json = util::python_json_dumps(
+                ordered_json{{"lm_eval", {{"resps", d.resps[rep]}, {"filters", d.filters}}}});
+            resp.text = d.resps[rep];
+            resp.attempts = 1;
+            resp.started_at = started_at;
+            responses.push_back(std::move(resp));
+            requests.push_back(std::move(row));
+            ++summary.responses;
+        }
+    }
+    if (auto r = st.put_requests(requests); !r) {
+        return r.error();
+    }
+    if (auto r = st.write_batch(responses); !r) {
+        return r.error();
+    }
+    (void)st.end_run(*run_id, "complete");
+    summary.group = fmt::format("{}/{}/{}", o.name, framing, max_tokens_seen);
+    return summary;
+}
+
+} // namespace diffeval::interop

@@ -1,0 +1,63 @@
+// lm-evaluation-harness's per-sample logs (`lm_eval --log_samples`), out of
+// and into the store, so lm-eval's tooling reads diffeval runs and diffeval's
+// scorers, classifier and `diff` read lm-eval runs.
+//
+// A samples file is JSON lines, one per (document, filter), with the keys
+// lm-eval's evaluator writes (lm_eval/evaluator.py, then
+// loggers/evaluation_tracker.py's save_results_samples): doc_id, doc,
+// target, arguments ({"gen_args_0": {"arg_0": context, "arg_1":
+// gen_kwargs}}), resps, filtered_resps, filter, metrics, doc_hash,
+// prompt_hash, target_hash, and the metric values (exact_match).
+#pragma once
+
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace diffeval::interop {
+
+struct ExportSummary {
+    std::vector<std::string> files; // one per group, in group order
+    int64_t lines = 0;
+};
+
+// Write one `samples_<task>_<date_id>.jsonl` per stored group (server,
+// framing, max_tokens, repeat) into `dir`; <task> is
+// "gsm8k-SERVER-FRAMING-MAX_TOKENS" (and "-rN" for repeat N > 0). Lines for
+// the filters "strict-match" and "flexible-extract" carry the lm-eval-strict
+// and lm-eval-flexible scorers' extractions and verdicts, so `store` must be
+// scored (analysis::load_results does it). `date_id` is lm-eval's
+// timestamp form, e.g. "2026-11-30T17-20-00.000000".
+util::Result<ExportSummary> export_samples(store::Store& store, const std::string& dir,
+                                           const std::string& date_id);
+
+struct ImportOptions {
+    std::string path;    // the samples file
+    std::string name;    // the server name the group gets
+    std::string framing; // "" = the task name from the file name
+    std::string dataset; // the questions' dataset name in the store
+};
+
+struct ImportSummary {
+    std::string group; // NAME/FRAMING/MAX_TOKENS
+    int64_t documents = 0;
+    int64_t responses = 0;
+    int64_t already_stored = 0;
+};
+
+// Read the samples file and store it as group NAME/FRAMING/MAX_TOKENS:
+// questions from `doc`, the context and generation arguments as the
+// request, each of `resps` as a response (one repeat each) whose
+// response_json keeps lm-eval's filtered responses and verdicts per filter.
+// A malformed line, a document whose question differs from the stored one,
+// or a NAME used by a server diffeval ran are errors naming file and line.
+// Importing the same file again stores nothing new.
+util::Result<ImportSummary> import_samples(store::Store& store, const ImportOptions& options);
+
+// lm-eval's timestamp for file names: ISO 8601 local time with ':' as '-'.
+std::string lm_eval_date_id();
+
+} // namespace diffeval::interop

@@ -1,0 +1,366 @@
+// Merging results databases; see merge.hpp.
+//
+// Tables are copied by column name, over the columns both files have, so a
+// merge keeps working as migrations add columns. Surrogate keys (run_id,
+// request_id, response_id) are renumbered; request keys tie everything
+// together. classifications and scores are derived and not copied: the
+// first command that reads the merged file computes them.
+#include <harness/store/merge.hpp>
+
+#include <harness/store/sqlite.hpp>
+#include <harness/store/store.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace diffeval::store {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Columns of `schema`.`table` as declared.
+std::vector<std::string> columns(sqlite3* db, const std::string& schema, const std::string& table) {
+    std::vector<std::string> out;
+    Statement st(db, fmt::format("PRAGMA {}.table_info({})", schema, table));
+    while (st.step()) {
+        out.push_back(st.column_text(1));
+    }
+    return out;
+}
+
+// Columns `table` has in both databases, without `skip`.
+std::vector<std::string> shared_columns(sqlite3* db, const std::string& table,
+                                        const std::set<std::string>& skip) {
+    auto theirs = columns(db, "src", table);
+    std::vector<std::string> out;
+    for (const auto& c : columns(db, "main", table)) {
+        if (!skip.count(c) && std::find(theirs.begin(), theirs.end(), c) != theirs.end()) {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+std::string joined(const std::vector<std::string>& cols, const std::string& prefix) {
+    std::string out;
+    for (const auto& c : cols) {
+        out += (out.empty() ? "" : ", ") + prefix + "\"" + c + "\"";
+    }
+    return out;
+}
+
+// The first row of `sql`, its `n_cols` columns as text; empty when none.
+std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_cols) {
+    Statement st(db, sql);
+    std::vector<std::string> out;
+    if (st.step()) {
+        for (int i = 0; i < n_cols; ++i) {
+            out.push_back(st.column_text(i));
+        }
+    }
+    return out;
+}
+
+// What in `src` contradicts what is already merged, as one sentence.
+std::string find_conflict(sqlite3* db) {
+    // A server is what it served: its model, its version, and the facts its
+    // log showed, each compared when both files know it. URLs may differ
+    // (shards on different machines).
+    auto server =
+        first_row(db,
+                  "WITH pairs AS (SELECT s.name, "
+                  "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
+                  "json_extract(m.info_json, '$.version') AS va, "
+                  "json_extract(s.info_json, '$.version') AS vb, "
+                  "json_extract(m.facts_json, '$.facts') AS fa, "
+                  "json_extract(s.facts_json, '$.facts') AS fb "
+                  "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
+                  "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
+                  "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
+                  "UNION ALL SELECT name, 'fingerprint facts', fa, fb FROM pairs WHERE fa != fb "
+                  "LIMIT 1",
+                  4);
+    if (!server.empty()) {
+        return fmt::format("server '{}' has {} {} there but {} here; give different runs "
+                           "different server names",
+                           server[0], server[1], server[2], server[3]);
+    }
+    auto question = first_row(db,
+                              "SELECT s.dataset, s.question_idx FROM src.questions s "
+                              "JOIN main.questions m USING (dataset, question_idx) "
+                              "WHERE m.question != s.question OR m.answer != s.answer LIMIT 1",
+                              2);
+    if (!question.empty()) {
+        const auto& f = question;
+        return fmt::format("dataset '{}' question {} has a different text; they were not run on "
+                           "the same questions",
+                           f[0], f[1]);
+    }
+    auto request = first_row(db,
+                             "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
+                             "JOIN main.requests m USING (request_key) "
+                             "WHERE m.dataset != s.dataset LIMIT 1",
+                             3);
+    if (!request.empty()) {
+        const auto& f = request;
+        return fmt::format("request {} belongs to dataset '{}' there but '{}' here",
+                           f[0].substr(0, 12), f[1], f[2]);
+    }
+    return "";
+}
+
+// The single integer `sql` returns; the statement is finished before return
+// so it holds no lock.
+int64_t count(sqlite3* db, const std::string& sql) {
+    Statement st(db, sql);
+    return st.step() ? st.column_int(0) : 0;
+}
+
+int64_t changes(sqlite3* db) {
+    return static_cast<int64_t>(sqlite3_changes64(db));
+}
+
+void remove_with_sidecars(const fs::path& p) {
+    std::error_code ec;
+    fs::remove(p, ec);
+    fs::remove(p.string() + "-wal", ec);
+    fs::remove(p.string() + "-shm", ec);
+    fs::remove(p.string() + "-journal", ec);
+}
+
+// Merge the attached `src` into main inside one transaction.
+util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& summary) {
+    sqlite3* h = db.handle();
+    if (auto r = db.exec("BEGIN IMMEDIATE"); !r) {
+        return r;
+    }
+    auto fail = [&](util::Error e) -> util::Result<void> {
+        (void)db.exec("ROLLBACK");
+        return e;
+    };
+    if (auto conflict = find_conflict(h); !conflict.empty()) {
+        return fail(make_error(
+            ErrorKind::data,
+            fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
+    }
+    auto exec = [&](const std::string& sql) { return db.exec(sql); };
+    // Runs: one row per run, recognised by its start and configuration.
+    auto run_cols = shared_columns(h, "runs", {"run_id"});
+    std::vector<std::string> steps = {
+        fmt::format("INSERT INTO main.runs ({0}) SELECT {1} FROM src.runs s WHERE NOT EXISTS "
+                    "(SELECT 1 FROM main.runs m WHERE m.started_at = s.started_at AND "
+                    "m.config_json = s.config_json) ORDER BY s.run_id",
+                    joined(run_cols, ""), joined(run_cols, "s.")),
+        "DROP TABLE IF EXISTS temp.run_map",
+        "CREATE TEMP TABLE run_map AS SELECT s.run_id AS old_id, min(m.run_id) AS new_id "
+        "FROM src.runs s JOIN main.runs m ON m.started_at = s.started_at AND "
+        "m.config_json = s.config_json GROUP BY s.run_id",
+        fmt::format("INSERT OR IGNORE INTO main.servers ({0}) SELECT {0} FROM src.servers",
+                    joined(shared_columns(h, "servers", {}), "")),
+        fmt::format("INSERT OR IGNORE INTO main.questions ({0}) SELECT {0} FROM src.questions",
+                    joined(shared_columns(h, "questions", {}), "")),
+    };
+    for (const auto& sql : steps) {
+        if (auto r = exec(sql); !r) {
+            return fail(r.error());
+        }
+    }
+    auto req_cols = shared_columns(h, "requests", {"request_id", "response_id"});
+    if (auto r = exec(fmt::format(
+            "INSERT INTO main.requests ({0}) SELECT {1} FROM src.requests s WHERE NOT EXISTS "
+            "(SELECT 1 FROM main.requests m WHERE m.request_key = s.request_key) "
+            "ORDER BY s.request_id",
+            joined(req_cols, ""), joined(req_cols, "s.")));
+        !r) {
+        return fail(r.error());
+    }
+    const int64_t added_requests = changes(h);
+    summary.requests_added += added_requests;
+    summary.requests_known += count(h, "SELECT count(*) FROM src.requests") - added_requests;
+
+    auto resp_cols = shared_columns(h, "responses", {"response_id", "request_id", "run_id"});
+    if (auto r = exec(fmt::format(
+            "INSERT INTO main.responses (request_id, run_id, {0}) "
+            "SELECT m.request_id, rm.new_id, {1} FROM src.responses r "
+            "JOIN src.requests sq ON sq.request_id = r.request_id "
+            "JOIN main.requests m ON m.request_key = sq.request_key "
+            "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id "
+            "WHERE NOT EXISTS (SELECT 1 FROM main.responses x WHERE x.request_id = m.request_id "
+            "AND x.started_at = r.started_at AND x.response_json = r.response_json) "
+            "ORDER BY r.response_id",
+            joined(resp_cols, ""), joined(resp_cols, "r.")));
+        !r) {
+        return fail(r.error());
+    }
+    const int64_t added_responses = changes(h);
+    summary.responses_added += added_responses;
+    summary.responses_known += count(h, "SELECT count(*) FROM src.responses") - added_responses;
+    // The response that counts, as a run picks it: the newest success, else
+    // the newest failure.
+    if (auto r = exec("UPDATE main.requests SET response_id = (SELECT x.response_id FROM "
+                      "main.responses x WHERE x.request_id = requests.request_id ORDER BY x.ok "
+                      "DESC, x.started_at DESC, x.response_id DESC LIMIT 1) "
+                      "WHERE request_key IN (SELECT request_key FROM src.requests)");
+        !r) {
+        return fail(r.error());
+    }
+    if (auto r = exec("DROP TABLE temp.run_map"); !r) {
+        return fail(r.error());
+    }
+    if (auto r = exec("COMMIT"); !r) {
+        return fail(r.error());
+    }
+    return {};
+}
+
+// Flush `path`'s data to disk, so a crash after the rename cannot leave a
+// torn file under the output's name.
+bool sync_file(const fs::path& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+        return false;
+    }
+    const bool ok = ::fsync(fd) == 0;
+    ::close(fd);
+    return ok;
+}
+
+std::string sql_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        out += c == '\'' ? std::string("''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
+} // namespace
+
+util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs) {
+    // 1. Every input must be a diffeval database this build can read.
+    if (inputs.empty()) {
+        return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
+    }
+    for (const auto& in : inputs) {
+        if (!fs::exists(in)) {
+            return make_error(ErrorKind::usage, fmt::format("merge: {} does not exist", in));
+        }
+        auto s = Store::open(in, Store::Mode::read_only);
+        if (!s) {
+            return s.error();
+        }
+    }
+    // 2. Start from a copy of `out` (or an empty store) in a temporary file.
+    const fs::path tmp = out + ".merge-tmp";
+    remove_with_sidecars(tmp);
+    if (fs::exists(out)) {
+        auto existing = Store::open(out, Store::Mode::read_only);
+        if (!existing) {
+            return existing.error();
+        }
+        char* err = nullptr;
+        auto sql = fmt::format("VACUUM INTO {}", sql_quote(tmp.string()));
+        if (sqlite3_exec((*existing)->handle(), sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+            std::string msg = err ? err : "unknown error";
+            sqlite3_free(err);
+            remove_with_sidecars(tmp);
+            return make_error(ErrorKind::io, fmt::format("merge: cannot copy {}: {}", out, msg));
+        }
+    }
+    MergeSummary summary;
+    if (auto store = Store::open(tmp.string(), Store::Mode::read_write); !store) {
+        remove_with_sidecars(tmp);
+        return store.error(); // creates the schema, or migrates OUT's copy
+    }
+    {
+        Database db;
+        if (auto r = db.open(tmp.string(), Database::Create::no); !r) {
+            remove_with_sidecars(tmp);
+            return r.error();
+        }
+        // The temporary file is thrown away unless the merge completes, so
+        // it needs no sync per transaction: one sync before the rename.
+        // A rollback journal writes each page once; WAL would write it twice
+        // (log, then checkpoint). The file is switched back to WAL, as every
+        // diffeval database is, before it takes OUT's place.
+        if (auto r = db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF"); !r) {
+            remove_with_sidecars(tmp);
+            return r.error();
+        }
+        // 3. Each input in its own transaction; any refusal abandons the
+        //    temporary file, so `out` is untouched.
+        for (const auto& in : inputs) {
+            if (auto r = db.exec(fmt::format("ATTACH {} AS src", sql_quote(in))); !r) {
+                remove_with_sidecars(tmp);
+                return make_error(ErrorKind::io,
+                                  fmt::format("merge: cannot read {}: {}", in, r.error().message));
+            }
+            auto r = merge_one(db, in, summary);
+            (void)db.exec("DETACH src");
+            if (!r) {
+                remove_with_sidecars(tmp);
+                return r.error();
+            }
+        }
+        if (auto r = db.exec("PRAGMA journal_mode=WAL"); !r) {
+            remove_with_sidecars(tmp);
+            return r.error();
+        }
+    }
+    if (!sync_file(tmp)) {
+        remove_with_sidecars(tmp);
+        return make_error(ErrorKind::io,
+                          fmt::format("merge: cannot sync {} to disk", tmp.string()));
+    }
+    // 4. Replace `out` in one step.
+    std::error_code ec;
+    fs::rename(tmp, out, ec);
+    if (ec) {
+        remove_with_sidecars(tmp);
+        return make_error(ErrorKind::io, fmt::format("merge: cannot move the result to {}: {}", out,
+                                                     ec.message()));
+    }
+    return summary;
+}
+
+util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
+                                         const std::string& baseline_db,
+                                         const std::string& prefix) {
+    remove_with_sidecars(out);
+    if (auto r = merge(out, {baseline_db}); !r) {
+        return r.error();
+    }
+    {
+        // Rename the baseline's servers, and its request keys with them, so
+        // identical requests of the two runs stay two groups.
+        Database h;
+        if (auto r = h.open(out, Database::Create::no); !r) {
+            return r;
+        }
+        const auto p = sql_quote(prefix);
+        if (auto r = h.exec(fmt::format(
+                "BEGIN IMMEDIATE; UPDATE servers SET name = {0} || name; "
+                "UPDATE requests SET server = {0} || server, request_key = {0} || request_key; "
+                "COMMIT",
+                p));
+            !r) {
+            return r;
+        }
+    }
+    if (auto r = merge(out, {db}); !r) {
+        return make_error(r.error().kind,
+                          fmt::format("--baseline-db {}: {}", baseline_db, r.error().message));
+    }
+    return {};
+}
+
+} // namespace diffeval::store

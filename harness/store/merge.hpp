@@ -1,0 +1,37 @@
+// Merging results databases: the shards of one run (`diffeval run --shard`)
+// or separate runs, into one file every other command reads as if one run
+// had written it.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace diffeval::store {
+
+struct MergeSummary {
+    int64_t requests_added = 0;
+    int64_t requests_known = 0; // already in the output (same request key)
+    int64_t responses_added = 0;
+    int64_t responses_known = 0;
+};
+
+// Merge `inputs` into `out` (created when missing; what it holds is kept).
+// Requests are identified by their key, responses by request, start time and
+// body, so merging the same file twice adds nothing. Inputs that disagree
+// about what a server is (model, version, fingerprint facts), about a
+// question's text, or about a key's dataset are refused naming both files.
+// The result is built in a temporary file beside `out` and renamed over it,
+// so an error or a killed merge leaves `out` as it was.
+util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs);
+
+// Build `out` (replaced) holding `baseline_db` with every server renamed
+// `prefix` + NAME, merged with `db`: one database where a gate compares a
+// group of `db` with a group of another run's database. Questions must agree
+// as in merge().
+util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
+                                         const std::string& baseline_db, const std::string& prefix);
+
+} // namespace diffeval::store

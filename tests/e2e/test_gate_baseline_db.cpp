@@ -1,0 +1,69 @@
+// `diffeval gate --baseline-db`: the baseline group comes from another
+// database (the last green run's artifact), servers of the same name in the
+// two files stay apart, a regression fails and a rerun passes, and two runs
+// that did not ask the same questions are refused.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+namespace {
+
+std::string run_db(const std::filesystem::path& dir, const std::string& name,
+                   const std::vector<std::string>& sim_args) {
+    e2e::Sim sim(sim_args);
+    auto db = (dir / (name + ".sqlite")).string();
+    auto o = e2e::run({"run", "--server", "vllm=" + sim.url(), "--framing", "raw", "--repeats", "3",
+                       "--db", db, "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    return db;
+}
+
+} // namespace
+
+TEST(GateBaselineDb, RegressionAgainstAnotherDatabaseFailsAndRerunPasses) {
+    auto dir = e2e::scratch("gate-baseline-db");
+    auto main_db = run_db(dir, "main", {"--profile", "default"});
+    auto same_db = run_db(dir, "same", {"--profile", "default"});
+    auto profile = dir / "worse.toml";
+    std::ofstream(profile) << "version = 1\nname = \"worse\"\n[behaviour]\nreasoning_rate = 0.6\n";
+    auto worse_db = run_db(dir, "worse", {"--profile", profile.string()});
+    const auto main_before = e2e::slurp(main_db);
+
+    auto gate = [&](const std::string& db) {
+        return e2e::run({"gate", "--db", db, "--baseline-db", main_db, "--baseline", "vllm/raw",
+                         "--candidate", "vllm/raw", "--max-drop", "1", "--resamples", "2000"});
+    };
+    auto bad = gate(worse_db);
+    EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+    EXPECT_NE(bad.out.find("FAIL  paired baseline:vllm/raw/256 -> vllm/raw/256"), std::string::npos)
+        << bad.out;
+    auto good = gate(same_db);
+    EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+    EXPECT_NE(good.out.find("PASS  paired baseline:vllm/raw/256 -> vllm/raw/256"),
+              std::string::npos)
+        << good.out;
+    // Neither input is touched.
+    EXPECT_EQ(e2e::slurp(main_db), main_before);
+    EXPECT_EQ(e2e::query(worse_db, "SELECT count(*) FROM servers WHERE name LIKE 'baseline:%'"),
+              "0");
+}
+
+TEST(GateBaselineDb, DifferentQuestionsUnderOneDatasetNameAreRefused) {
+    auto dir = e2e::scratch("gate-baseline-db-questions");
+    auto main_db = run_db(dir, "main", {"--profile", "default"});
+    auto pr_db = run_db(dir, "pr", {"--profile", "default"});
+    e2e::exec(main_db,
+              "UPDATE questions SET question = question || ' (v2)' WHERE question_idx = 3");
+    auto o = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm",
+                       "--candidate", "vllm", "--max-drop", "1"});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find("--baseline-db " + main_db), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("question 3 has a different text"), std::string::npos) << o.err;
+    auto missing = e2e::run({"gate", "--db", pr_db, "--baseline-db", (dir / "nope.sqlite").string(),
+                             "--baseline", "vllm", "--candidate", "vllm", "--max-drop", "1"});
+    EXPECT_EQ(missing.exit_code, 2);
+    EXPECT_NE(missing.err.find("no database"), std::string::npos) << missing.err;
+}

@@ -1,0 +1,123 @@
+// `diffeval run --shard` and `diffeval merge` end to end: shards merged equal
+// one unsharded run row for row, merging is idempotent, and a conflict is
+// one line, exit 2, with the output file left as it was.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+using e2e::query;
+using e2e::query_rows;
+
+namespace {
+
+// Every stored column but surrogate ids and timings, keyed by request key.
+// The server's response id names one send (the simulator numbers repeated
+// sightings of a body), so it is masked like a timing.
+const char* k_rows =
+    "SELECT q.request_key, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
+    "q.dataset, q.body_sha256, q.request_json, r.ok, r.status, json_remove(r.response_json, "
+    "'$.id'), r.text, "
+    "r.reasoning, r.finish_reason, r.stop_reason, typeof(r.stop_reason), r.prompt_tokens, "
+    "r.completion_tokens, r.attempts, r.streamed, r.error, r.error_kind "
+    "FROM requests q LEFT JOIN responses r ON r.response_id = q.response_id "
+    "ORDER BY q.request_key";
+
+std::vector<std::string> run_args(const e2e::Sim& sim, const std::filesystem::path& db) {
+    return {"run",       "--server",         "default=" + sim.url(),
+            "--framing", "raw,lm-eval-chat", "--repeats",
+            "2",         "--limit",          "7",
+            "--dataset", "sample",           "--db",
+            db.string(), "--quiet"};
+}
+
+} // namespace
+
+TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
+    auto dir = e2e::scratch("merge-shards");
+    e2e::Sim sim;
+    auto whole = dir / "whole.sqlite";
+    auto o = e2e::run(run_args(sim, whole));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    std::vector<std::string> merge = {"merge", (dir / "merged.sqlite").string()};
+    std::set<std::string> questions_seen;
+    for (int i = 0; i < 3; ++i) {
+        auto shard = dir / ("shard" + std::to_string(i) + ".sqlite");
+        auto args = run_args(sim, shard);
+        args.push_back("--shard");
+        args.push_back(std::to_string(i) + "/3");
+        auto s = e2e::run(args);
+        ASSERT_EQ(s.exit_code, 0) << s.err;
+        // By question: a shard holds every framing and repeat of its questions.
+        for (const auto& q : query_rows(shard, "SELECT DISTINCT question_idx FROM requests")) {
+            EXPECT_EQ(std::stoi(q) % 3, i) << "shard " << i;
+            EXPECT_TRUE(questions_seen.insert(q).second) << "question " << q << " in two shards";
+        }
+        EXPECT_EQ(query(shard, "SELECT count(*) FROM requests GROUP BY question_idx LIMIT 1"), "4");
+        merge.push_back(shard.string());
+    }
+    auto m = e2e::run(merge);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_NE(m.out.find("28 requests and 28 responses added"), std::string::npos) << m.out;
+    auto merged = dir / "merged.sqlite";
+    EXPECT_EQ(query_rows(merged, k_rows), query_rows(whole, k_rows));
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM requests"), "28");
+    EXPECT_EQ(query_rows(merged, "SELECT * FROM questions ORDER BY dataset, question_idx"),
+              query_rows(whole, "SELECT * FROM questions ORDER BY dataset, question_idx"));
+    EXPECT_EQ(query_rows(merged, "SELECT name, url, model FROM servers"),
+              query_rows(whole, "SELECT name, url, model FROM servers"));
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM runs"), "3");
+    // The merged file reads like any run: the same summary as the whole run,
+    // up to its latency table.
+    auto a = e2e::run({"summary", "--db", merged.string()});
+    auto b = e2e::run({"summary", "--db", whole.string()});
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_NE(a.out.find("p50"), std::string::npos) << a.out;
+    EXPECT_EQ(a.out.substr(0, a.out.find("p50")), b.out.substr(0, b.out.find("p50")));
+
+    // Idempotent: merging the same shards again adds nothing.
+    auto again = e2e::run(merge);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.out.find("0 requests and 0 responses added"), std::string::npos) << again.out;
+    EXPECT_EQ(query_rows(merged, k_rows), query_rows(whole, k_rows));
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM responses"), "28");
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM runs"), "3");
+    EXPECT_FALSE(std::filesystem::exists(merged.string() + ".merge-tmp"));
+}
+
+TEST(Merge, ConflictingServerIsRefusedInOneLineAndOutputIsUnchanged) {
+    auto dir = e2e::scratch("merge-conflict");
+    e2e::Sim a;
+    e2e::Sim b({"--model", "other/model"});
+    auto da = dir / "a.sqlite";
+    auto db = dir / "b.sqlite";
+    ASSERT_EQ(e2e::run(run_args(a, da)).exit_code, 0);
+    ASSERT_EQ(e2e::run(run_args(b, db)).exit_code, 0);
+    auto out = dir / "out.sqlite";
+    // What a killed merge leaves behind is only its temporary file; the next
+    // merge starts afresh.
+    std::ofstream(out.string() + ".merge-tmp") << "half-written";
+    ASSERT_EQ(e2e::run({"merge", out.string(), da.string()}).exit_code, 0);
+    EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
+    const auto before = e2e::slurp(out);
+    auto o = e2e::run({"merge", out.string(), db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find("server 'default' has model"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find(db.string()), std::string::npos) << o.err;
+    EXPECT_EQ(e2e::slurp(out), before);
+    EXPECT_FALSE(std::filesystem::exists(out.string() + ".merge-tmp"));
+}
+
+TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
+    auto dir = e2e::scratch("merge-usage");
+    auto o = e2e::run({"merge", (dir / "out.sqlite").string(), (dir / "nope.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("nope.sqlite does not exist"), std::string::npos) << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
+    auto s = e2e::run({"run", "--server", "x=http://127.0.0.1:1", "--shard", "3/3", "--db",
+                       (dir / "r.sqlite").string()});
+    EXPECT_EQ(s.exit_code, 2);
+    EXPECT_NE(s.err.find("--shard '3/3'"), std::string::npos) << s.err;
+}

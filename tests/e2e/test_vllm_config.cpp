@@ -1,0 +1,219 @@
+// `diffeval run --vllm-config` and `diffeval gate --vllm-config` against a
+// fake `vllm` executable found on PATH: it records its argv and environment,
+// then serves with `diffeval sim`, so the test sees exactly what diffeval
+// launched and what it sent, as vLLM's CI would.
+#include "e2e.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+using e2e::query;
+
+namespace {
+
+// Writes DIR/bin/vllm: records argv (one per line) and env, then execs the
+// simulator on the --port it was given.
+std::filesystem::path fake_vllm(const std::filesystem::path& dir) {
+    auto bin = dir / "bin";
+    std::filesystem::create_directories(bin);
+    auto script = bin / "vllm";
+    std::ofstream(script) << "#!/bin/sh\n"
+                             "printf '%s\\n' \"$@\" > \"$FAKE_VLLM_OUT/argv.txt\"\n"
+                             "env > \"$FAKE_VLLM_OUT/env.txt\"\n"
+                             "echo \"$2\" >> \"$FAKE_VLLM_OUT/models.txt\"\n"
+                             "port=''; prev=''\n"
+                             "for a in \"$@\"; do\n"
+                             "  [ \"$prev\" = --port ] && port=\"$a\"\n"
+                             "  prev=\"$a\"\n"
+                             "done\n"
+                             "exec \"$DIFFEVAL_BIN\" sim --port \"$port\" --dataset sample "
+                             "--model \"$2\"\n";
+    chmod(script.c_str(), 0755);
+    return bin;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) {
+        out.push_back(l);
+    }
+    return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+        ++n;
+    }
+    return n;
+}
+
+} // namespace
+
+TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
+    auto dir = e2e::scratch("vllm-config");
+    auto bin = fake_vllm(dir);
+    auto config = dir / "Qwen3-0.6B-FP8.yaml";
+    std::ofstream(config)
+        << "model_name: \"Qwen/Qwen3-0.6B-FP8\"\n"
+           "accuracy_threshold: 0.80\n"
+           "tolerance: 0.05\n"
+           "num_questions: 6\n"
+           "num_fewshot: 3\n"
+           "server_args: >-\n"
+           "  --enforce-eager --max-model-len 4096\n"
+           "  --speculative-config '{\"method\":\"mtp\",\"num_speculative_tokens\":1}'\n"
+           "env:\n"
+           "  VLLM_USE_DEEP_GEMM: \"0\"\n"
+           "startup_max_wait_seconds: 30\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + std::getenv("PATH"),
+                                          "FAKE_VLLM_OUT=" + dir.string()};
+    auto o = e2e::run({"run", "--vllm-config", config.string(), "--dataset", "sample", "--db",
+                       db.string(), "--quiet"},
+                      env);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+
+    // The launch: vllm serve MODEL ARGS plus the CI's standard arguments.
+    auto argv = lines(e2e::slurp(dir / "argv.txt"));
+    ASSERT_EQ(argv.size(), 11u) << e2e::slurp(dir / "argv.txt");
+    const std::vector<std::string> expected = {"serve",
+                                               "Qwen/Qwen3-0.6B-FP8",
+                                               "--enforce-eager",
+                                               "--max-model-len",
+                                               "4096",
+                                               "--speculative-config",
+                                               "{\"method\":\"mtp\",\"num_speculative_tokens\":1}",
+                                               "--trust-remote-code",
+                                               "--disable-uvicorn-access-log",
+                                               "--port"};
+    EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + 10), expected);
+    EXPECT_GT(std::stoi(argv[10]), 0); // the free port diffeval chose
+    auto env_text = e2e::slurp(dir / "env.txt");
+    EXPECT_NE(env_text.find("\nVLLM_USE_DEEP_GEMM=0\n"), std::string::npos) << env_text;
+
+    // What was sent: num_questions raw prompts with num_fewshot shots, no model.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "6");
+    EXPECT_EQ(query(db, "SELECT DISTINCT server || '/' || framing || '/' || max_tokens FROM "
+                        "requests"),
+              "Qwen3-0.6B-FP8/raw/256");
+    auto body = query(db, "SELECT request_json FROM requests WHERE question_idx = 0");
+    EXPECT_EQ(count(body, "Question: "), 4u) << body; // 3 shots and the question
+    EXPECT_EQ(body.find("\"model\""), std::string::npos) << body;
+    EXPECT_NE(body.find("\"seed\": 42}"), std::string::npos) << body;
+    EXPECT_EQ(query(db, "SELECT model FROM servers"), "Qwen/Qwen3-0.6B-FP8");
+    EXPECT_NE(query(db, "SELECT log_text FROM servers"), "");
+
+    // gate --vllm-config applies the CI's rule, accuracy >= threshold -
+    // tolerance, to the config's group: just inside the tolerance passes,
+    // just outside fails.
+    auto gate_with = [&](double threshold, const std::string& extra_dir) {
+        auto d = dir / extra_dir;
+        std::filesystem::create_directories(d);
+        std::ofstream(d / "Qwen3-0.6B-FP8.yaml")
+            << "model_name: \"Qwen/Qwen3-0.6B-FP8\"\naccuracy_threshold: " << threshold
+            << "\ntolerance: 0.05\n";
+        auto json_path = d / "v.json";
+        auto g = e2e::run({"gate", "--db", db.string(), "--vllm-config",
+                           (d / "Qwen3-0.6B-FP8.yaml").string(), "--json", json_path.string()});
+        return std::pair{g, nlohmann::json::parse(e2e::slurp(json_path))};
+    };
+    auto [probe, probe_json] = gate_with(0.0, "probe");
+    ASSERT_EQ(probe.exit_code, 0) << probe.err << probe.out;
+    ASSERT_EQ(probe_json["checks"].size(), 1u);
+    EXPECT_EQ(probe_json["checks"][0]["kind"], "vllm_ci");
+    const double accuracy = probe_json["checks"][0]["measured"].get<double>() / 100;
+    auto [pass, pass_json] = gate_with(accuracy + 0.04, "pass");
+    EXPECT_EQ(pass.exit_code, 0) << pass.out;
+    EXPECT_NE(pass.out.find("PASS  vllm-ci Qwen3-0.6B-FP8/raw/256"), std::string::npos) << pass.out;
+    auto [fail, fail_json] = gate_with(accuracy + 0.06, "fail");
+    EXPECT_EQ(fail.exit_code, 1) << fail.out;
+    EXPECT_NE(fail.out.find("FAIL  vllm-ci Qwen3-0.6B-FP8/raw/256"), std::string::npos) << fail.out;
+    // Next to diffeval's own checks: --require-complete runs too.
+    auto both = e2e::run({"gate", "--db", db.string(), "--vllm-config",
+                          (dir / "pass" / "Qwen3-0.6B-FP8.yaml").string(), "--require-complete"});
+    EXPECT_EQ(both.exit_code, 0) << both.out;
+    EXPECT_NE(both.out.find("2 checks"), std::string::npos) << both.out;
+}
+
+TEST(VllmConfig, ListFileRunsEachConfigInTurn) {
+    auto dir = e2e::scratch("vllm-config-list");
+    auto bin = fake_vllm(dir);
+    auto configs = dir / "configs";
+    std::filesystem::create_directories(configs);
+    std::ofstream(configs / "Small-A.yaml")
+        << "model_name: org/a\naccuracy_threshold: 0.1\nnum_questions: 3\nnum_fewshot: 5\n";
+    std::ofstream(configs / "Small-B.yaml")
+        << "model_name: org/b\naccuracy_threshold: 0.1\nnum_questions: 3\nnum_fewshot: 5\n";
+    std::ofstream(configs / "models-small.txt")
+        << "# two small models\nSmall-A.yaml\nSmall-B.yaml\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + std::getenv("PATH"),
+                                          "FAKE_VLLM_OUT=" + dir.string()};
+    auto o = e2e::run({"run", "--vllm-config", (configs / "models-small.txt").string(), "--dataset",
+                       "sample", "--db", db.string(), "--quiet"},
+                      env);
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(lines(e2e::slurp(dir / "models.txt")), (std::vector<std::string>{"org/a", "org/b"}));
+    EXPECT_EQ(e2e::query_rows(db, "SELECT server, count(*) FROM requests GROUP BY server"),
+              (std::vector<std::string>{"Small-A|3", "Small-B|3"}));
+    auto g = e2e::run(
+        {"gate", "--db", db.string(), "--vllm-config", (configs / "models-small.txt").string()});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("vllm-ci Small-A/raw/256"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("vllm-ci Small-B/raw/256"), std::string::npos) << g.out;
+}
+
+TEST(VllmConfig, ScriptOptionsAsRunFlagsReachTheBodyInScriptOrder) {
+    auto dir = e2e::scratch("script-options");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run",
+                       "--server",
+                       "s=" + sim.url(),
+                       "--framing",
+                       "raw,vllm-chat",
+                       "--limit",
+                       "2",
+                       "--num-shots",
+                       "2",
+                       "--gen-prefix",
+                       " Let's see.",
+                       "--top-p",
+                       "0.95",
+                       "--top-k",
+                       "20",
+                       "--reasoning-effort",
+                       "low",
+                       "--chat-template-kwargs",
+                       "{\"enable_thinking\": false}",
+                       "--db",
+                       db.string(),
+                       "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto raw = query(db, "SELECT request_json FROM requests WHERE framing = 'raw' AND "
+                         "question_idx = 0");
+    EXPECT_EQ(count(raw, "Question: "), 3u) << raw; // 2 shots and the question
+    EXPECT_EQ(count(raw, "Answer: Let's see. "), 2u) << raw;
+    EXPECT_NE(raw.find("\\nAnswer: Let's see.\", \"max_tokens\""), std::string::npos) << raw;
+    // raw sends what the script's completions call sends: top_p and top_k
+    // after the seed, and none of the chat-only fields.
+    EXPECT_NE(raw.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20}"), std::string::npos) << raw;
+    auto chat = query(db, "SELECT request_json FROM requests WHERE framing = 'vllm-chat' AND "
+                          "question_idx = 0");
+    EXPECT_NE(chat.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20, \"reasoning_effort\": "
+                        "\"low\", \"chat_template_kwargs\": {\"enable_thinking\": false}}"),
+              std::string::npos)
+        << chat;
+    auto bad = e2e::run({"run", "--server", "s=" + sim.url(), "--chat-template-kwargs", "[1]",
+                         "--db", db.string()});
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("--chat-template-kwargs '[1]': expected a JSON object"),
+              std::string::npos)
+        << bad.err;
+}
