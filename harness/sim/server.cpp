@@ -1,15 +1,16 @@
 // The HTTP layer of the simulator: routing, validation errors, fault
-// injection, latency and the statistics endpoint, on cpp-httplib 0.11.
+// injection, latency and the statistics endpoint, on Boost.Beast over Asio.
 //
-// What cpp-httplib needs help with, and how:
-//   - its listen backlog is 5, too small for 64 clients connecting at once
-//     (dropped SYNs cost a one-second retransmit): listen() is called again
-//     with a larger backlog;
-//   - it compresses JSON and "text/..." bodies when the client accepts gzip,
-//     which vLLM does not do and which would hold back streamed events: the
-//     Accept-Encoding header is dropped before routing;
-//   - handlers cannot reach their socket, and idle keep-alive connections
-//     only notice a stopped server after seconds: see sockets.hpp.
+// One thread runs an Asio event loop that serves every connection, the way
+// vLLM's uvicorn serves them from one asyncio loop: a connection costs a
+// socket and a few hundred bytes, never a thread, so thousands of idle
+// keep-alive connections cannot hold back a busy one, and latency, stalls
+// and paced streams are timers rather than sleeping threads. Beast parses
+// requests (headers, bodies, pipelining); responses are written as bytes
+// because the faults need exact control of them: a reset before any byte, a
+// body cut short of its Content-Length, a chunked stream that never ends.
+// Responses are never compressed: vLLM does not, and compression would hold
+// back streamed events.
 #include <harness/sim/server.hpp>
 
 #include <harness/sim/faults.hpp>
@@ -17,52 +18,49 @@
 #include <harness/sim/question_bank.hpp>
 #include <harness/sim/request.hpp>
 #include <harness/sim/response.hpp>
-#include <harness/sim/sockets.hpp>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <csignal>
 #include <mutex>
-#include <sys/socket.h>
+#include <optional>
+#include <sys/resource.h>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace diffeval::sim {
 
 namespace {
 
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 using ojson = nlohmann::ordered_json;
 using namespace std::chrono_literals;
 
-constexpr int k_backlog = 1024;
-constexpr size_t k_keep_alive_requests = 1000000;
-constexpr const char* k_json_type = "application/json";
-constexpr const char* k_sse_type = "text/event-stream; charset=utf-8"; // as vLLM sends it
-
-class HttpServer : public httplib::Server {
-public:
-    // Let the kernel queue more connections than cpp-httplib's fixed backlog.
-    void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
-};
+constexpr int k_backlog = 4096;
+// uvicorn's default: an idle keep-alive connection is closed after 5 s.
+constexpr auto k_keep_alive_timeout = std::chrono::seconds{5};
+constexpr uint64_t k_body_limit = uint64_t{64} << 20; // bytes of one request body
+constexpr auto k_accept_retry = std::chrono::milliseconds{10};
+constexpr std::string_view k_json_type = "application/json";
+constexpr std::string_view k_sse_type = "text/event-stream; charset=utf-8"; // as vLLM sends it
 
 // How often one request content has arrived and been answered.
 struct Seen {
     int arrivals = 0;
     int generations = 0;
-};
-
-// Streaming state shared with cpp-httplib's content provider.
-struct StreamState {
-    std::vector<StreamEvent> events;
-    size_t next = 0;
-    size_t cut = SIZE_MAX; // close the connection before this event (reset fault)
-    bool paced = false;
-    bool first_content = true;
 };
 
 std::string models_body(const SimConfig& c) {
@@ -94,35 +92,95 @@ std::string models_body(const SimConfig& c) {
     return j.dump();
 }
 
+// A whole response: status, body and the one optional header a fault adds.
+struct Reply {
+    int status = 200;
+    std::string body;
+    std::string_view content_type = k_json_type;
+    std::string retry_after; // Retry-After value, "" for none
+};
+
+// Whether the connection stays open after the response.
+enum class KeepAlive { no, yes };
+
+// How a connection ends.
+enum class Ending {
+    graceful, // the peer reads end-of-file
+    reset,    // the peer sees a reset
+};
+
+// The status line and headers of a response whose body is `length` bytes
+// long, or chunked when `length` is empty.
+std::string head(int status, std::string_view content_type, std::optional<size_t> length,
+                 KeepAlive keep_alive, std::string_view extra = {}) {
+    auto reason = http::obsolete_reason(static_cast<http::status>(status));
+    std::string out =
+        fmt::format("HTTP/1.1 {} {}\r\n", status, std::string_view(reason.data(), reason.size()));
+    if (!content_type.empty()) {
+        fmt::format_to(std::back_inserter(out), "Content-Type: {}\r\n", content_type);
+    }
+    if (length) {
+        fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", *length);
+    } else {
+        out += "Transfer-Encoding: chunked\r\n";
+    }
+    out += extra;
+    if (keep_alive == KeepAlive::no) {
+        out += "Connection: close\r\n";
+    }
+    out += "\r\n";
+    return out;
+}
+
+// Append `data` as one chunk of a chunked body.
+void append_chunk(std::string& out, std::string_view data) {
+    if (data.empty()) {
+        return; // an empty chunk would end the body
+    }
+    fmt::format_to(std::back_inserter(out), "{:x}\r\n", data.size());
+    out += data;
+    out += "\r\n";
+}
+
+constexpr std::string_view k_last_chunk = "0\r\n\r\n";
+
+// Let the process hold as many sockets as its hard limit allows: the soft
+// limit (often 1024) would refuse connections long before the event loop
+// is busy.
+void raise_descriptor_limit() {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+}
+
+class Session;
+
 } // namespace
 
 struct Server::Impl {
     SimConfig config;
     std::unique_ptr<QuestionBank> bank;
-    HttpServer http;
-    std::thread listener;
     int port = 0;
-
     std::atomic<bool> stopping{false};
-    std::mutex wait_mutex;
-    std::condition_variable wake;
 
-    mutable std::mutex stats_mutex;
+    mutable std::mutex stats_mutex; // stats() is read from other threads
     Stats counters;
     std::unordered_map<uint64_t, Seen> seen;
 
-    // Wait `ms`; false when the server is stopping (then return at once).
-    bool pause(std::chrono::milliseconds ms) {
-        if (ms.count() <= 0) {
-            return !stopping;
-        }
-        std::unique_lock lock(wait_mutex);
-        return !wake.wait_for(lock, ms, [this] { return stopping.load(); });
-    }
+    // Touched only by the event loop's thread, or after it has been joined.
+    // Declared before `io` so that sessions destroyed with the loop's
+    // pending handlers can still remove themselves.
+    std::unordered_set<Session*> sessions;
+    net::io_context io{1};
+    tcp::acceptor acceptor{io};
+    net::steady_timer accept_pause{io};
+    std::thread loop;
 
-    void count_request(const std::string& endpoint) {
+    void count_request(std::string_view endpoint) {
         std::lock_guard lock(stats_mutex);
-        counters.requests[endpoint]++;
+        counters.requests[std::string(endpoint)]++;
     }
     void count_status(int status) {
         std::lock_guard lock(stats_mutex);
@@ -147,81 +205,232 @@ struct Server::Impl {
         return k;
     }
 
-    void reply_json(httplib::Response& res, int status, const std::string& body) {
-        res.status = status;
-        res.set_content(body, k_json_type);
-        count_status(status);
-    }
-    void reply_error(httplib::Response& res, const ApiError& e) {
-        reply_json(res, e.status, error_body(e));
-    }
-
-    void install_routes();
-    void handle_generation(const httplib::Request& req, httplib::Response& res, Endpoint ep);
-    void send_body(httplib::Response& res, std::string body, Fault fault, int tokens);
-    void send_stream(httplib::Response& res, std::vector<StreamEvent> events, Fault fault);
+    void accept_next();
     std::string stats_body() const;
 };
 
-void Server::Impl::handle_generation(const httplib::Request& req, httplib::Response& res,
-                                     Endpoint ep) {
-    count_request(ep == Endpoint::chat ? "chat" : "completions");
-    auto parsed = parse_request(req.body, ep, config.profile, config.model_id);
-    if (auto* err = std::get_if<ApiError>(&parsed)) {
-        reply_error(res, *err);
-        return;
-    }
-    const ParsedRequest& r = std::get<ParsedRequest>(parsed);
-    const Faults& faults = config.profile.faults;
-    const int attempt = next_arrival(r.content_hash);
-    Fault fault =
-        pick_fault(faults, r.content_hash, attempt, r.stream ? Delivery::stream : Delivery::whole);
+namespace {
 
-    // Faults that replace the response.
-    switch (fault) {
-    case Fault::http_500:
-        count_fault(fault_name(fault));
-        reply_error(res, {500, "InternalServerError", "Internal server error", std::nullopt});
-        return;
-    case Fault::http_503:
-        count_fault(fault_name(fault));
-        reply_error(res, {503, "ServiceUnavailableError",
-                          "The server is temporarily unable to handle the request", std::nullopt});
-        return;
-    case Fault::http_429:
-        count_fault(fault_name(fault));
-        res.set_header("Retry-After", std::to_string(faults.retry_after_s));
-        reply_error(res, {429, "RateLimitError", "Too many requests", std::nullopt});
-        return;
-    case Fault::reset_before_body:
-        count_fault(fault_name(fault));
-        for (int fd : connection_sockets(port, req.remote_port)) {
-            end_connection(fd, Ending::reset);
+// One client connection: read a request, answer it (perhaps after timers),
+// then read the next one while the connection is kept alive.
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(Server::Impl& server, tcp::socket socket)
+        : m_server(server), m_stream(std::move(socket)), m_timer(m_stream.get_executor()) {
+        m_server.sessions.insert(this);
+    }
+    ~Session() { m_server.sessions.erase(this); }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    void start() { read_next(); }
+
+    // End the connection now (the server is stopping).
+    void end(Ending how) {
+        beast::error_code ec;
+        auto& s = m_stream.socket();
+        if (how == Ending::reset) {
+            s.set_option(net::socket_base::linger(true, 0), ec);
+        } else {
+            s.shutdown(tcp::socket::shutdown_both, ec);
         }
-        return;
-    case Fault::stall:
-        count_fault(fault_name(fault));
-        if (!pause(std::chrono::milliseconds(faults.stall_ms))) {
+        s.close(ec);
+    }
+
+private:
+    void read_next();
+    void on_read(beast::error_code ec);
+    void route();
+    void handle_generation(Endpoint ep);
+    void answer(const ParsedRequest& r, Fault fault, int attempt);
+    void send_body(std::string body, Fault fault, int tokens);
+    void send_stream(std::vector<StreamEvent> events, Fault fault);
+    void send_next_event();
+
+    // Write `reply` and go on with the connection.
+    void reply(Reply r);
+    void reply_error(const ApiError& e) { reply({e.status, error_body(e)}); }
+    // Write `bytes`; then read the next request, or end the connection
+    // when `then_end` says so.
+    void write(std::string bytes, std::optional<Ending> then_end);
+    // Run `then` after `ms` unless the server stops first.
+    template <typename F> void after(std::chrono::milliseconds ms, F then) {
+        if (ms.count() <= 0) {
+            then();
             return;
         }
-        fault = Fault::none; // a stall that outlived its client then answers normally
-        break;
-    default:
-        break;
+        m_timer.expires_after(ms);
+        m_timer.async_wait(
+            [self = shared_from_this(), then = std::move(then)](beast::error_code ec) mutable {
+                if (!ec && !self->m_server.stopping) {
+                    then();
+                }
+            });
     }
 
-    std::string_view markup = pick_markup(faults, r.content_hash, attempt);
+    KeepAlive keep_alive() const { return m_keep_alive ? KeepAlive::yes : KeepAlive::no; }
+    std::optional<Ending> after_response() const {
+        return m_keep_alive ? std::nullopt : std::optional(Ending::graceful);
+    }
+
+    Server::Impl& m_server;
+    beast::tcp_stream m_stream;
+    beast::flat_buffer m_buffer;
+    std::optional<http::request_parser<http::string_body>> m_parser;
+    net::steady_timer m_timer;
+    std::string m_out; // the bytes being written
+    bool m_keep_alive = true;
+
+    // A paced stream in progress.
+    std::vector<StreamEvent> m_events;
+    size_t m_next = 0;
+    size_t m_cut = SIZE_MAX; // end the connection before this event (reset fault)
+    bool m_first_content = true;
+};
+
+void Session::read_next() {
+    m_parser.emplace();
+    m_parser->body_limit(k_body_limit);
+    m_stream.expires_after(k_keep_alive_timeout);
+    http::async_read(
+        m_stream, m_buffer, *m_parser,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+}
+
+void Session::on_read(beast::error_code ec) {
+    if (m_server.stopping) {
+        return;
+    }
+    if (ec == http::error::body_limit) {
+        m_keep_alive = false;
+        reply_error({413, "BadRequestError", "Request body too large", std::nullopt});
+        return;
+    }
+    if (ec && ec.category() != http::make_error_code(http::error::bad_target).category()) {
+        end(Ending::graceful); // the peer went idle, or the socket failed
+        return;
+    }
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message) {
+        end(Ending::graceful); // the peer left
+        return;
+    }
+    if (ec) {
+        m_keep_alive = false;
+        reply({400, R"({"detail":"Bad Request"})"});
+        return;
+    }
+    m_stream.expires_never();
+    m_keep_alive = m_parser->get().keep_alive();
+    try {
+        route();
+    } catch (const std::exception& e) {
+        m_server.count_status(500);
+        reply_error({500, "InternalServerError", e.what(), std::nullopt});
+    }
+}
+
+void Session::route() {
+    const auto& req = m_parser->get();
+    std::string_view path(req.target().data(), req.target().size());
+    path = path.substr(0, path.find('?'));
+    const bool get = req.method() == http::verb::get;
+    const bool post = req.method() == http::verb::post;
+    const SimConfig& config = m_server.config;
+    auto not_allowed = [&] {
+        m_server.count_request("other");
+        m_server.count_status(405);
+        reply({405, R"({"detail":"Method Not Allowed"})"});
+    };
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+        if (!post) {
+            return not_allowed();
+        }
+        return handle_generation(path == "/v1/chat/completions" ? Endpoint::chat
+                                                                : Endpoint::completions);
+    }
+    if (path == "/v1/models" || path == "/health" || path == "/version") {
+        if (!get) {
+            return not_allowed();
+        }
+        std::string_view name = path == "/v1/models" ? "models" : path.substr(1);
+        m_server.count_request(name);
+        m_server.count_status(200);
+        if (path == "/health") {
+            return reply({200, "", ""});
+        }
+        return reply({200, path == "/version"
+                               ? ojson{{"version", config.profile.server.vllm_version}}.dump()
+                               : models_body(config)});
+    }
+    if (path == "/stats" && get) {
+        return reply({200, m_server.stats_body()});
+    }
+    m_server.count_request("other");
+    m_server.count_status(404);
+    reply({404, R"({"detail":"Not Found"})"});
+}
+
+void Session::handle_generation(Endpoint ep) {
+    m_server.count_request(ep == Endpoint::chat ? "chat" : "completions");
+    const SimConfig& config = m_server.config;
+    auto parsed = parse_request(m_parser->get().body(), ep, config.profile, config.model_id);
+    if (auto* err = std::get_if<ApiError>(&parsed)) {
+        m_server.count_status(err->status);
+        return reply_error(*err);
+    }
+    auto r = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    const Faults& faults = config.profile.faults;
+    const int attempt = m_server.next_arrival(r->content_hash);
+    Fault fault = pick_fault(faults, r->content_hash, attempt,
+                             r->stream ? Delivery::stream : Delivery::whole);
+
+    // Faults that replace the response.
+    auto fail = [&](int status, const char* type, const char* message) {
+        m_server.count_fault(fault_name(fault));
+        m_server.count_status(status);
+        Reply reply{status, error_body({status, type, message, std::nullopt})};
+        if (status == 429) {
+            reply.retry_after = std::to_string(faults.retry_after_s);
+        }
+        this->reply(std::move(reply));
+    };
+    switch (fault) {
+    case Fault::http_500:
+        return fail(500, "InternalServerError", "Internal server error");
+    case Fault::http_503:
+        return fail(503, "ServiceUnavailableError",
+                    "The server is temporarily unable to handle the request");
+    case Fault::http_429:
+        return fail(429, "RateLimitError", "Too many requests");
+    case Fault::reset_before_body:
+        m_server.count_fault(fault_name(fault));
+        return end(Ending::reset);
+    case Fault::stall:
+        // A stall that outlived its client then answers normally.
+        m_server.count_fault(fault_name(fault));
+        return after(std::chrono::milliseconds(faults.stall_ms),
+                     [this, r, attempt] { answer(*r, Fault::none, attempt); });
+    default:
+        return answer(*r, fault, attempt);
+    }
+}
+
+// Generate the choices of `r` and send them, spoiled by `fault`; markup is
+// drawn for the same `attempt` as the fault was.
+void Session::answer(const ParsedRequest& r, Fault fault, int attempt) {
+    const SimConfig& config = m_server.config;
+    std::string_view markup = pick_markup(config.profile.faults, r.content_hash, attempt);
     if (!markup.empty()) {
-        count_fault(k_markup_name);
+        m_server.count_fault(k_markup_name);
     }
     GenerateOptions options;
-    options.sighting = next_generation(r.content_hash);
+    options.sighting = m_server.next_generation(r.content_hash);
     options.inject_markup = markup;
     std::vector<Generation> choices;
     int longest = 0;
     for (size_t p = 0; p < r.prompts.size(); ++p) {
         options.prompt_index = p;
-        Generation g = generate(config.profile, *bank, r, options);
+        Generation g = generate(config.profile, *m_server.bank, r, options);
         longest = std::max(longest, g.completion_tokens);
         // Greedy decoding: all n choices of one prompt are the same.
         for (int i = 1; i < r.n; ++i) {
@@ -232,45 +441,38 @@ void Server::Impl::handle_generation(const httplib::Request& req, httplib::Respo
     ResponseMeta meta{response_id(r, options.sighting), config.profile.server.created,
                       config.model_id};
     if (fault != Fault::none) {
-        count_fault(fault_name(fault));
+        m_server.count_fault(fault_name(fault));
     }
     if (r.stream) {
-        send_stream(res, response_events(config.profile, r, choices, meta), fault);
+        send_stream(response_events(config.profile, r, choices, meta), fault);
     } else {
-        send_body(res, response_body(config.profile, r, choices, meta), fault, longest);
+        send_body(response_body(config.profile, r, choices, meta), fault, longest);
     }
 }
 
-void Server::Impl::send_body(httplib::Response& res, std::string body, Fault fault, int tokens) {
-    const Latency& lat = config.profile.latency;
-    if (!pause(std::chrono::milliseconds(lat.ttft_ms + int64_t{lat.per_token_ms} * tokens))) {
-        return;
-    }
-    if (fault == Fault::malformed_json) {
-        body.resize(body.size() / 2);
-    }
-    if (fault == Fault::reset_during_body) {
-        // Content-Length promises the whole body; half of it is sent, then
-        // the provider fails and cpp-httplib closes the connection.
-        auto shared = std::make_shared<std::string>(std::move(body));
-        res.status = 200;
-        res.set_content_provider(shared->size(), k_json_type,
-                                 [shared](size_t offset, size_t, httplib::DataSink& sink) {
-                                     size_t half = shared->size() / 2;
-                                     if (offset < half) {
-                                         sink.write(shared->data() + offset, half - offset);
-                                     }
-                                     return false;
-                                 });
-        count_status(200);
-        return;
-    }
-    reply_json(res, 200, body);
+void Session::send_body(std::string body, Fault fault, int tokens) {
+    const Latency& lat = m_server.config.profile.latency;
+    auto ms = std::chrono::milliseconds(lat.ttft_ms + int64_t{lat.per_token_ms} * tokens);
+    after(ms, [this, body = std::move(body), fault]() mutable {
+        m_server.count_status(200);
+        if (fault == Fault::malformed_json) {
+            body.resize(body.size() / 2);
+        }
+        if (fault == Fault::reset_during_body) {
+            // Content-Length promises the whole body; half of it is sent,
+            // then the connection closes.
+            std::string out = head(200, k_json_type, body.size(), keep_alive());
+            out.append(body, 0, body.size() / 2);
+            return write(std::move(out), Ending::graceful);
+        }
+        reply({200, std::move(body)});
+    });
 }
 
-void Server::Impl::send_stream(httplib::Response& res, std::vector<StreamEvent> events,
-                               Fault fault) {
-    auto st = std::make_shared<StreamState>();
+void Session::send_stream(std::vector<StreamEvent> events, Fault fault) {
+    m_cut = SIZE_MAX;
+    m_next = 0;
+    m_first_content = true;
     size_t mid = events.size() > 2 ? events.size() / 2 : 0;
     if (fault == Fault::malformed_json && mid > 0) {
         std::string& data = events[mid].data;
@@ -282,50 +484,115 @@ void Server::Impl::send_stream(httplib::Response& res, std::vector<StreamEvent> 
         events.push_back({"data: " + error_body(e) + "\n\n", 0});
         events.push_back({"data: [DONE]\n\n", 0});
     } else if (fault == Fault::reset_during_body) {
-        st->cut = mid;
+        m_cut = mid;
     }
-    st->events = std::move(events);
-    st->paced = config.profile.latency.ttft_ms > 0 || config.profile.latency.per_token_ms > 0;
-    res.status = 200;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(k_sse_type, [this, st](size_t, httplib::DataSink& sink) {
-        if (!st->paced) {
-            std::string all;
-            size_t end = std::min(st->cut, st->events.size());
-            for (; st->next < end; ++st->next) {
-                all += st->events[st->next].data;
-            }
-            if (!all.empty() && !sink.write(all.data(), all.size())) {
-                return false;
-            }
-            if (st->next < st->events.size()) {
-                return false;
-            }
-            sink.done();
-            return true;
+    m_server.count_status(200);
+    std::string out =
+        head(200, k_sse_type, std::nullopt, keep_alive(), "Cache-Control: no-cache\r\n");
+    const Latency& lat = m_server.config.profile.latency;
+    if (lat.ttft_ms > 0 || lat.per_token_ms > 0) {
+        m_events = std::move(events);
+        m_out = std::move(out);
+        net::async_write(m_stream, net::buffer(m_out),
+                         [self = shared_from_this()](beast::error_code ec, size_t) {
+                             if (!ec && !self->m_server.stopping) {
+                                 self->send_next_event();
+                             }
+                         });
+        return;
+    }
+    // Unpaced: every event at once, as one chunk.
+    std::string all;
+    const size_t end = std::min(m_cut, events.size());
+    for (size_t i = 0; i < end; ++i) {
+        all += events[i].data;
+    }
+    append_chunk(out, all);
+    if (end < events.size()) {
+        return write(std::move(out), Ending::graceful);
+    }
+    out += k_last_chunk;
+    write(std::move(out), after_response());
+}
+
+// Write the next event of a paced stream once its tokens are due.
+void Session::send_next_event() {
+    if (m_next >= m_cut) {
+        return end(Ending::graceful);
+    }
+    const StreamEvent& ev = m_events[m_next];
+    const Latency& lat = m_server.config.profile.latency;
+    int64_t wait = int64_t{lat.per_token_ms} * ev.tokens;
+    if (ev.tokens > 0 && m_first_content) {
+        wait += lat.ttft_ms - lat.per_token_ms;
+        m_first_content = false;
+    }
+    after(std::chrono::milliseconds(std::max<int64_t>(wait, 0)), [this] {
+        std::string out;
+        append_chunk(out, m_events[m_next].data);
+        if (++m_next < m_events.size()) {
+            m_out = std::move(out);
+            net::async_write(m_stream, net::buffer(m_out),
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                                 if (!ec && !self->m_server.stopping) {
+                                     self->send_next_event();
+                                 }
+                             });
+            return;
         }
-        if (st->next >= st->cut) {
-            return false;
-        }
-        const StreamEvent& ev = st->events[st->next];
-        const Latency& lat = config.profile.latency;
-        int64_t wait = int64_t{lat.per_token_ms} * ev.tokens;
-        if (ev.tokens > 0 && st->first_content) {
-            wait += lat.ttft_ms - lat.per_token_ms;
-            st->first_content = false;
-        }
-        if (!pause(std::chrono::milliseconds(std::max<int64_t>(wait, 0)))) {
-            return false;
-        }
-        if (!sink.write(ev.data.data(), ev.data.size())) {
-            return false;
-        }
-        if (++st->next == st->events.size()) {
-            sink.done();
-        }
-        return true;
+        out += k_last_chunk;
+        m_events.clear();
+        write(std::move(out), after_response());
     });
-    count_status(200);
+}
+
+void Session::reply(Reply r) {
+    std::string extra;
+    if (!r.retry_after.empty()) {
+        extra = "Retry-After: " + r.retry_after + "\r\n";
+    }
+    std::string out = head(r.status, r.content_type, r.body.size(), keep_alive(), extra);
+    out += r.body;
+    write(std::move(out), after_response());
+}
+
+void Session::write(std::string bytes, std::optional<Ending> then_end) {
+    m_out = std::move(bytes);
+    net::async_write(m_stream, net::buffer(m_out),
+                     [self = shared_from_this(), then_end](beast::error_code ec, size_t) {
+                         if (ec || self->m_server.stopping) {
+                             return;
+                         }
+                         if (then_end) {
+                             self->end(*then_end);
+                         } else {
+                             self->read_next();
+                         }
+                     });
+}
+
+} // namespace
+
+void Server::Impl::accept_next() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+        if (stopping || ec == net::error::operation_aborted) {
+            return;
+        }
+        if (ec) {
+            // Out of descriptors, most likely: wait for connections to end
+            // instead of spinning on accept.
+            accept_pause.expires_after(k_accept_retry);
+            accept_pause.async_wait([this](beast::error_code e) {
+                if (!e && !stopping) {
+                    accept_next();
+                }
+            });
+            return;
+        }
+        socket.set_option(tcp::no_delay(true), ec);
+        std::make_shared<Session>(*this, std::move(socket))->start();
+        accept_next();
+    });
 }
 
 std::string Server::Impl::stats_body() const {
@@ -356,68 +623,6 @@ std::string Server::Impl::stats_body() const {
     return j.dump();
 }
 
-void Server::Impl::install_routes() {
-    http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
-        // See the file comment: never compress. The request object is not
-        // const in cpp-httplib; only the handler's view of it is.
-        const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
-        return httplib::Server::HandlerResponse::Unhandled;
-    });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-        handle_generation(req, res, Endpoint::completions);
-    });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-        handle_generation(req, res, Endpoint::chat);
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-        count_request("models");
-        reply_json(res, 200, models_body(config));
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-        count_request("health");
-        res.status = 200;
-        count_status(200);
-    });
-    http.Get("/version", [this](const httplib::Request&, httplib::Response& res) {
-        count_request("version");
-        reply_json(res, 200, ojson{{"version", config.profile.server.vllm_version}}.dump());
-    });
-    http.Get("/stats", [this](const httplib::Request&, httplib::Response& res) {
-        res.status = 200;
-        res.set_content(stats_body(), k_json_type);
-    });
-    auto not_allowed = [this](const httplib::Request&, httplib::Response& res) {
-        count_request("other");
-        reply_json(res, 405, R"({"detail":"Method Not Allowed"})");
-    };
-    http.Get("/v1/completions", not_allowed);
-    http.Get("/v1/chat/completions", not_allowed);
-    http.Post("/v1/models", not_allowed);
-    http.Post("/health", not_allowed);
-    http.Post("/version", not_allowed);
-    http.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request&, httplib::Response& res) {
-            if (res.status == 404 && res.body.empty()) {
-                count_request("other");
-                res.set_content(R"({"detail":"Not Found"})", k_json_type);
-                count_status(404);
-                return httplib::Server::HandlerResponse::Handled;
-            }
-            return httplib::Server::HandlerResponse::Unhandled;
-        }));
-    http.set_exception_handler(
-        [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-            std::string what = "Internal server error";
-            try {
-                std::rethrow_exception(ep);
-            } catch (const std::exception& e) {
-                what = e.what();
-            } catch (...) {
-            }
-            reply_error(res, {500, "InternalServerError", what, std::nullopt});
-        });
-}
-
 Server::Server(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
 Server::~Server() {
@@ -425,43 +630,44 @@ Server::~Server() {
 }
 
 util::Result<std::unique_ptr<Server>> Server::start(SimConfig config) {
-    // A client that goes away mid-response must not kill the process:
-    // cpp-httplib writes with plain send(), which raises SIGPIPE.
-    std::signal(SIGPIPE, SIG_IGN);
+    raise_descriptor_limit();
     auto impl = std::make_unique<Impl>();
     impl->bank = std::make_unique<QuestionBank>(std::move(config.dataset));
     impl->config = std::move(config);
-    const int threads = std::max(1, impl->config.threads);
-    impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    impl->http.set_keep_alive_max_count(k_keep_alive_requests);
-    impl->http.set_tcp_nodelay(true);
-    impl->http.set_socket_options([](socket_t sock) {
-        // Only SO_REUSEADDR: SO_REUSEPORT would let two servers share a port.
-        int yes = 1;
-        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    });
-    impl->install_routes();
     const auto& host = impl->config.host;
-    if (impl->config.port == 0) {
-        impl->port = impl->http.bind_to_any_port(host);
-    } else if (impl->http.bind_to_port(host, impl->config.port)) {
-        impl->port = impl->config.port;
-    } else {
-        impl->port = -1;
-    }
-    if (impl->port <= 0) {
+    auto cannot_listen = [&] {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("cannot listen on {}:{} (address in use or not "
                                             "available)",
                                             host, impl->config.port));
+    };
+    beast::error_code ec;
+    tcp::resolver resolver(impl->io);
+    auto found = resolver.resolve(host, std::to_string(impl->config.port),
+                                  tcp::resolver::numeric_service | tcp::resolver::passive, ec);
+    if (ec || found.empty()) {
+        return cannot_listen();
     }
-    impl->http.widen_backlog(k_backlog);
+    const tcp::endpoint endpoint = found.begin()->endpoint();
+    auto& acceptor = impl->acceptor;
+    acceptor.open(endpoint.protocol(), ec);
+    // Only SO_REUSEADDR: SO_REUSEPORT would let two servers share a port.
+    if (!ec) {
+        acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    }
+    if (!ec) {
+        acceptor.bind(endpoint, ec);
+    }
+    if (!ec) {
+        acceptor.listen(k_backlog, ec);
+    }
+    if (ec) {
+        return cannot_listen();
+    }
+    impl->port = acceptor.local_endpoint().port();
+    impl->accept_next();
     Impl* raw = impl.get();
-    impl->listener = std::thread([raw] { raw->http.listen_after_bind(); });
-    // cpp-httplib's stop() is a no-op until its accept loop has started.
-    while (!impl->http.is_running()) {
-        std::this_thread::sleep_for(100us);
-    }
+    impl->loop = std::thread([raw] { raw->io.run(); });
     return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -479,20 +685,16 @@ void Server::stop() {
     if (!m_impl || m_impl->stopping.exchange(true)) {
         return;
     }
-    { std::lock_guard lock(m_impl->wait_mutex); }
-    m_impl->wake.notify_all();
-    m_impl->http.stop();
-    // Wake worker threads parked on idle keep-alive connections until the
-    // listener has joined them all.
-    while (m_impl->listener.joinable()) {
-        for (int fd : connection_sockets(m_impl->port, -1)) {
-            end_connection(fd, Ending::graceful);
-        }
-        if (!m_impl->http.is_running()) {
-            m_impl->listener.join();
-            break;
-        }
-        std::this_thread::sleep_for(1ms);
+    // Stop the loop where it is: stalled and paced responses are timers
+    // that simply never fire. Then close every socket from this thread.
+    m_impl->io.stop();
+    if (m_impl->loop.joinable()) {
+        m_impl->loop.join();
+    }
+    beast::error_code ec;
+    m_impl->acceptor.close(ec);
+    for (Session* s : m_impl->sessions) {
+        s->end(Ending::graceful);
     }
 }
 

@@ -1,5 +1,5 @@
 // The simulated vLLM server over HTTP: vLLM's OpenAI-compatible endpoints
-// served by cpp-httplib on background threads, answering from the behaviour
+// served by an event loop on one background thread, answering from the behaviour
 // model (generate.hpp), with simulated latency, injected faults, and a
 // statistics endpoint so tests can check that every fault was handled.
 //
@@ -27,7 +27,6 @@ struct SimConfig {
     Profile profile;
     std::string model_id = std::string(k_default_model_id);
     datasets::Dataset dataset;
-    int threads = 96; // connections served at once; more wait for a free thread
 };
 
 // Counters since the server started.
@@ -41,7 +40,7 @@ struct Stats {
 
 class Server {
 public:
-    // Start serving `config` on background threads; returns once the socket
+    // Start serving `config` on a background thread; returns once the socket
     // is listening, or an error when it cannot bind.
     static util::Result<std::unique_ptr<Server>> start(SimConfig config);
 
@@ -52,8 +51,8 @@ public:
     int port() const;
     std::string base_url() const; // "http://HOST:PORT"
 
-    // Stop serving: wakes stalled and paced handlers, closes open
-    // connections and joins the threads. Idempotent; the destructor calls it.
+    // Stop serving: drops stalled and paced responses, closes open
+    // connections and joins the thread. Idempotent; the destructor calls it.
     void stop();
 
     Stats stats() const;
