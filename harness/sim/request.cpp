@@ -10,9 +10,34 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 namespace diffeval::sim {
 
 namespace {
+
+// Fields that only say how the answer is delivered, left out of the
+// content hash.
+constexpr std::array<std::string_view, 7> k_transport_keys = {
+    "echo", "logprobs", "request_id", "stream", "stream_options", "top_logprobs", "user"};
+
+std::string_view endpoint_prefix(Endpoint endpoint) {
+    return endpoint == Endpoint::chat ? "chat:" : "completions:";
+}
+
+// nlohmann's serializer output, hashed instead of stored.
+class HashingOutput : public nlohmann::detail::output_adapter_protocol<char> {
+public:
+    explicit HashingOutput(util::Hash64Stream& hash) : m_hash(hash) {}
+    void write_character(char c) override { m_hash.add(c); }
+    void write_characters(const char* s, std::size_t length) override {
+        m_hash.add(std::string_view(s, length));
+    }
+
+private:
+    util::Hash64Stream& m_hash;
+};
 
 using json = nlohmann::json;
 
@@ -237,13 +262,43 @@ std::string render_chat_prompt(const json& messages, Thinking thinking) {
 std::string canonical_body(const json& body, Endpoint endpoint) {
     json copy = body;
     if (copy.is_object()) {
-        for (const char* key : {"stream", "stream_options", "logprobs", "top_logprobs", "echo",
-                                "user", "request_id"}) {
-            copy.erase(key);
+        for (std::string_view key : k_transport_keys) {
+            copy.erase(std::string(key));
         }
     }
-    return (endpoint == Endpoint::chat ? "chat:" : "completions:") +
+    return std::string(endpoint_prefix(endpoint)) +
            copy.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+uint64_t canonical_hash(const json& body, Endpoint endpoint) {
+    // The bytes canonical_body would build, fed to the hash as nlohmann's
+    // serializer writes them (compact dump: `{"key":value,...}`, keys
+    // sorted). Hashing request contents was a fifth of the simulator's CPU.
+    util::Hash64Stream h;
+    h.add(endpoint_prefix(endpoint));
+    nlohmann::detail::serializer<json> out(std::make_shared<HashingOutput>(h), ' ',
+                                           json::error_handler_t::replace);
+    if (!body.is_object()) {
+        out.dump(body, false, false, 0);
+        return h.value();
+    }
+    h.add('{');
+    bool first = true;
+    for (auto it = body.begin(); it != body.end(); ++it) {
+        if (std::find(k_transport_keys.begin(), k_transport_keys.end(), it.key()) !=
+            k_transport_keys.end()) {
+            continue;
+        }
+        if (!first) {
+            h.add(',');
+        }
+        first = false;
+        out.dump(json(it.key()), false, false, 0);
+        h.add(':');
+        out.dump(it.value(), false, false, 0);
+    }
+    h.add('}');
+    return h.value();
 }
 
 std::string error_body(const ApiError& error) {
@@ -362,7 +417,7 @@ std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpo
     } else {
         r.max_tokens = static_cast<int>(limit - r.prompts.front().tokens);
     }
-    r.content_hash = util::hash64(canonical_body(body, endpoint));
+    r.content_hash = canonical_hash(body, endpoint);
     return r;
 }
 

@@ -53,7 +53,7 @@ struct ParsedRequest {
     bool include_usage = false;
     std::optional<int> logprobs; // completions: top-N per token; chat: top_logprobs
     std::string model;           // as sent ("" when absent)
-    uint64_t content_hash = 0;   // hash of the canonical body (see canonical_body)
+    uint64_t content_hash = 0;   // hash of the canonical body (see canonical_hash)
 };
 
 // Parse and validate `body` sent to `endpoint` of a server serving
@@ -72,6 +72,10 @@ std::variant<ParsedRequest, ApiError> parse_request_json(const nlohmann::json& b
 // equal for requests that differ only in key order, whitespace or how the
 // answer is delivered.
 std::string canonical_body(const nlohmann::json& body, Endpoint endpoint);
+
+// util::hash64(canonical_body(body, endpoint)), without copying the body or
+// building the string: the simulator's content hash of a request.
+uint64_t canonical_hash(const nlohmann::json& body, Endpoint endpoint);
 
 // The question in a prompt: the text after the last "Question: " up to a
 // trailing "Answer:" (whitespace trimmed); the whole text when there is no

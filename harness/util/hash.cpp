@@ -23,18 +23,32 @@ std::string sha256_hex(std::string_view data) {
     return out;
 }
 
-uint64_t hash64(std::string_view data, uint64_t seed) {
-    uint64_t h = 0xcbf29ce484222325ULL ^ (seed * 0x9E3779B97F4A7C15ULL);
-    for (unsigned char c : data) {
+Hash64Stream::Hash64Stream(uint64_t seed)
+    : m_h(0xcbf29ce484222325ULL ^ (seed * 0x9E3779B97F4A7C15ULL)) {}
+
+void Hash64Stream::add(std::string_view piece) {
+    uint64_t h = m_h;
+    for (unsigned char c : piece) {
         h ^= c;
         h *= 0x100000001b3ULL;
     }
+    m_h = h;
+}
+
+uint64_t Hash64Stream::value() const {
+    uint64_t h = m_h;
     h ^= h >> 30;
     h *= 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 27;
     h *= 0x94d049bb133111ebULL;
     h ^= h >> 31;
     return h;
+}
+
+uint64_t hash64(std::string_view data, uint64_t seed) {
+    Hash64Stream h(seed);
+    h.add(data);
+    return h.value();
 }
 
 double unit_interval(uint64_t h) {

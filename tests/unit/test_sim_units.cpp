@@ -8,6 +8,7 @@
 #include <harness/sim/request.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/sim/writer.hpp>
+#include <harness/util/hash.hpp>
 
 #include <gtest/gtest.h>
 
@@ -158,6 +159,24 @@ TEST(SimRequest, CanonicalBodyIgnoresOrderAndTransportFields) {
     EXPECT_NE(canonical_body(a, Endpoint::completions), canonical_body(b, Endpoint::chat));
     json c = json::parse(R"({"prompt":"p","max_tokens":6})");
     EXPECT_NE(canonical_body(b, Endpoint::completions), canonical_body(c, Endpoint::completions));
+}
+
+TEST(SimRequest, CanonicalHashIsTheHashOfTheCanonicalBody) {
+    for (const char* body :
+         {R"({"prompt":"p","max_tokens":5,"stream":true,"logprobs":2})", R"({})",
+          R"({"stream":true})", R"([1,2.5,"x"])", R"("just a string")",
+          R"({"messages":[{"role":"user","content":"caf\u00e9 \"q\"\n\t\u0001"}],)"
+          R"("temperature":0.0,"stop":["Question","</s>"],"seed":42,"n":1,)"
+          R"("chat_template_kwargs":{"enable_thinking":false},"user":"u","x":null})"}) {
+        json j = json::parse(body);
+        for (Endpoint ep : {Endpoint::completions, Endpoint::chat}) {
+            EXPECT_EQ(canonical_hash(j, ep), util::hash64(canonical_body(j, ep))) << body;
+        }
+    }
+    // Invalid UTF-8 in a string is replaced the same way by both.
+    json bad = {{"prompt", std::string("a\xff\xfe b")}, {"max_tokens", 3}};
+    EXPECT_EQ(canonical_hash(bad, Endpoint::completions),
+              util::hash64(canonical_body(bad, Endpoint::completions)));
 }
 
 TEST(SimRequest, RendersTheQwenChatTemplate) {
