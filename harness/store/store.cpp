@@ -9,8 +9,12 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <unistd.h>
 
 namespace diffeval::store {
 
@@ -126,6 +130,13 @@ CREATE INDEX requests_counted ON requests
     (response_id, server, framing, max_tokens, repeat, question_idx, dataset);
 )sql";
 
+// Version 4: what a response had set aside (`notes`, e.g. a token count that
+// was no count) and whether a secret was cut out of it (`redacted`).
+constexpr std::string_view k_schema_v4 = R"sql(
+ALTER TABLE responses ADD COLUMN notes TEXT;
+ALTER TABLE responses ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -149,16 +160,19 @@ constexpr std::string_view k_statements[] = {
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
-    "streamed, token_gaps_ms, started_at, error, error_kind) "
-    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
+    "streamed, token_gaps_ms, started_at, error, error_kind, notes, redacted) "
+    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
     "WHERE request_key = ?",
     // k_point_request: the response that counts is the newest success, else
     // the newest failure; a failure never replaces a success.
     "UPDATE requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM responses x "
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
+    // k_mark_killed: only called while holding the run lock, so no process
+    // is writing any run still marked running.
+    "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
 };
-static_assert(std::size(k_statements) == 9);
+static_assert(std::size(k_statements) == 10);
 
 class Transaction {
 public:
@@ -183,6 +197,34 @@ private:
 
 } // namespace
 
+util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) {
+        return {};
+    }
+    if (std::filesystem::is_directory(st)) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is a directory; pass a database file to --db", path));
+    }
+    if (!std::filesystem::is_regular_file(st)) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("{} is not a regular file; pass a database file to --db", path));
+    }
+    if (access(path.c_str(), R_OK) != 0) {
+        return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
+                                                       path, std::strerror(errno)));
+    }
+    if (mode == Store::Mode::read_write && access(path.c_str(), W_OK) != 0) {
+        return make_error(ErrorKind::data,
+                          fmt::format("cannot write {}: {}; diffeval stores scores and responses "
+                                      "in it, so it must be writable",
+                                      path, std::strerror(errno)));
+    }
+    return {};
+}
+
 std::string now_iso8601() {
     auto now = std::chrono::system_clock::now();
     auto secs = std::chrono::system_clock::to_time_t(now);
@@ -197,19 +239,25 @@ std::string now_iso8601() {
 }
 
 util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode mode) {
+    // A --db that cannot be a database is the user's to fix (exit 2), found
+    // before SQLite tries and fails with a less helpful message.
+    const bool existed = std::filesystem::exists(path);
+    if (auto r = check_db_file(path, mode); !r) {
+        return r.error();
+    }
     std::unique_ptr<Store> s(new Store());
     s->m_path = path;
     auto create = mode == Mode::read_write ? Database::Create::yes : Database::Create::no;
     if (auto r = s->m_db.open(path, create); !r) {
-        return r.error();
+        return make_error(existed ? ErrorKind::data : ErrorKind::usage, r.error().message);
     }
     // Reads go through a memory map (up to 1 GiB of the file): analysis
     // passes over every response then skip a copy of each page.
     if (auto r = s->m_db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
                               "PRAGMA foreign_keys=ON;");
         !r) {
-        return make_error(ErrorKind::io, fmt::format("{} is not a diffeval database ({})", path,
-                                                     r.error().message));
+        return make_error(ErrorKind::data, fmt::format("{} is not a diffeval database ({})", path,
+                                                       r.error().message));
     }
     if (auto r = s->migrate(mode); !r) {
         return r.error();
@@ -223,7 +271,7 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {
-        return make_error(ErrorKind::io, fmt::format("{} is not a SQLite database", m_path));
+        return make_error(ErrorKind::data, fmt::format("{} is not a SQLite database", m_path));
     }
     int from = static_cast<int>(v.column_int(0));
     v.reset();
@@ -268,6 +316,11 @@ util::Result<void> Store::migrate(Mode mode) {
             return r.error();
         }
     }
+    if (from < 4) {
+        if (auto r = m_db.exec(k_schema_v4); !r) {
+            return r.error();
+        }
+    }
     if (auto r = m_db.exec(fmt::format("PRAGMA user_version = {}", k_schema_version)); !r) {
         return r.error();
     }
@@ -302,6 +355,14 @@ util::Result<void> Store::end_run(int64_t run_id, const std::string& status) {
                           fmt::format("cannot record run end: {}", m_db.last_error()));
     }
     return {};
+}
+
+util::Result<int64_t> Store::mark_stale_runs_killed() {
+    if (!m_stmts[k_mark_killed].bind(now_iso8601()).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot mark earlier runs killed: {}", m_db.last_error()));
+    }
+    return static_cast<int64_t>(sqlite3_changes(m_db.handle()));
 }
 
 util::Result<void> Store::put_server(const ServerRow& s) {
@@ -379,15 +440,16 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
     auto& ins = m_stmts[k_insert_response];
     auto& point = m_stmts[k_point_request];
     for (const auto& r : rows) {
-        ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
-                 r.status, r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason,
-                 r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms,
-                 r.streamed ? 1 : 0, r.token_gaps_json, r.started_at,
-                 r.error.empty() ? std::optional<std::string>{}
-                                 : std::optional<std::string>{r.error},
-                 r.error_kind.empty() ? std::optional<std::string>{}
-                                      : std::optional<std::string>{r.error_kind},
-                 r.key);
+        ins.bind(
+            r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
+            r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason, r.prompt_tokens,
+            r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms, r.streamed ? 1 : 0,
+            r.token_gaps_json, r.started_at,
+            r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
+            r.error_kind.empty() ? std::optional<std::string>{}
+                                 : std::optional<std::string>{r.error_kind},
+            r.notes.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.notes},
+            r.redacted ? 1 : 0, r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));

@@ -1,6 +1,7 @@
 // The store keeps every request and response with their types, points each
 // request at the response that counts, refuses files it must not touch, and
 // loses nothing when a write fails.
+#include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
 
 #include <gtest/gtest.h>
@@ -49,8 +50,8 @@ int64_t count(Store& s, const char* sql) {
 TEST(Store, CreatesSchemaAtCurrentVersion) {
     auto s = Store::open(fresh_db("create").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ((*s)->schema_version(), 2);
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ((*s)->schema_version(), diffeval::store::k_schema_version);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), diffeval::store::k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
                          "'v_scores', 'requests_counted')"),
               3);
@@ -62,8 +63,11 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
         auto s = Store::open(path, Store::Mode::read_write);
         ASSERT_TRUE(s.ok()) << s.error().message;
         ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        // What a version 1 file looks like: the same tables, no index.
+        // What a version 1 file looks like: the same tables, no index, no
+        // version 4 columns.
         ASSERT_TRUE(Statement((*s)->handle(), "DROP INDEX requests_counted").run());
+        ASSERT_TRUE(Statement((*s)->handle(), "ALTER TABLE responses DROP COLUMN notes").run());
+        ASSERT_TRUE(Statement((*s)->handle(), "ALTER TABLE responses DROP COLUMN redacted").run());
         ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 1").run());
     }
     auto read_only = Store::open(path, Store::Mode::read_only);
@@ -72,8 +76,11 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
 
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 2);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), diffeval::store::k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_counted'"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_table_info('responses') WHERE name IN "
+                         "('notes', 'redacted')"),
+              2);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
 }
 
