@@ -259,8 +259,9 @@ void redact_row(const util::Redactor& redactor, store::ResponseRow& row) {
     if (redactor.empty()) {
         return;
     }
-    bool hit =
-        redactor.apply(row.response_json) | redactor.apply(row.error) | redactor.apply(row.notes);
+    bool hit = redactor.apply(row.response_json);
+    hit |= redactor.apply(row.error);
+    hit |= redactor.apply(row.notes);
     for (auto* field : {&row.text, &row.reasoning, &row.finish_reason}) {
         if (*field) {
             hit |= redactor.apply(**field);
