@@ -35,8 +35,8 @@ test-sanitize: deps
 	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDIFFEVAL_SANITIZE=ON \
 		$(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
-	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-		UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
+		UBSAN_OPTIONS=print_stacktrace=1:exitcode=86 ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
 
 # libFuzzer targets (clang), each run FUZZ_SECONDS seconds; FUZZ_TARGETS
 # (e.g. "sse response") picks some.
