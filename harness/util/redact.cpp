@@ -17,18 +17,23 @@ void Redactor::add(std::string_view secret) {
         }
     };
     push(std::string(secret));
-    // As it appears inside a JSON string ("/" and control characters escaped).
+    // As it appears inside a JSON string (quotes, backslashes and control
+    // characters escaped).
     auto quoted = nlohmann::json(std::string(secret))
                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    push(quoted.substr(1, quoted.size() - 2));
-    std::string slashed;
-    for (char c : secret) {
-        if (c == '/') {
-            slashed += '\\';
+    const auto escaped = quoted.substr(1, quoted.size() - 2);
+    push(escaped);
+    // Some encoders also escape "/" as "\/".
+    for (const auto& spelling : {std::string(secret), escaped}) {
+        std::string slashed;
+        for (char c : spelling) {
+            if (c == '/') {
+                slashed += '\\';
+            }
+            slashed += c;
         }
-        slashed += c;
+        push(slashed);
     }
-    push(slashed);
 }
 
 bool Redactor::apply(std::string& text) const {
