@@ -4,7 +4,13 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build demo demo-engine test bench clean
+# Sanitized and fuzzing builds live in their own directories.
+SANITIZE_DIR ?= build-sanitize
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS ?=
+
+.PHONY: all deps build demo demo-engine test test-sanitize fuzz bench clean
 
 all: build
 
@@ -32,10 +38,29 @@ test: build
 	@scripts/engine-chroot.sh >/dev/null || true
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# The whole suite built with AddressSanitizer and UBSan; any report fails
+# the test that triggered it.
+test-sanitize: deps
+	@scripts/install-deps.sh --browser
+	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDIFFEVAL_SANITIZE=ON \
+		$(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
+		UBSAN_OPTIONS=print_stacktrace=1:exitcode=86 ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+# libFuzzer targets (clang), each run FUZZ_SECONDS seconds; FUZZ_TARGETS
+# (e.g. "sse response") picks some.
+fuzz: deps
+	@scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+		-DDIFFEVAL_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
+	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 bench: build
 	$(BUILD_DIR)/bench_run_engine
 	$(BUILD_DIR)/bench_report
 	$(BUILD_DIR)/bench_calibration
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)

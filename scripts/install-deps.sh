@@ -7,11 +7,14 @@ packages=(
     g++ cmake make pkg-config sqlite3
     libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
     libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev libyaml-cpp-dev libboost-dev
-    libgtest-dev libgmock-dev libbenchmark-dev
+    libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
     debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)
 )
 if [ "${1:-}" = "--browser" ]; then
     packages+=(chromium)
+fi
+if [ "${1:-}" = "--fuzz" ]; then
+    packages+=(clang libclang-rt-14-dev)
 fi
 
 missing=()

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -27,16 +28,20 @@ struct RunFlags {
     std::string model;
     std::vector<std::string> framings;
     std::vector<std::string> max_tokens;
-    int repeats = 0;
-    int limit = 0;
+    // Numbers are read wide and checked against engine::Limits, so nothing
+    // out of range wraps or falls back to a default.
+    std::optional<int64_t> repeats;
+    std::optional<int64_t> limit;
     std::string concurrency; // a number or "auto"
     std::string db;
     std::string dataset;
     std::string fewshot_from;
     std::string api_key_env;
-    double timeout = 0;
-    int retries = -1;
-    int retry_backoff_ms = -1;
+    std::optional<double> timeout;
+    std::optional<int64_t> retries;
+    std::optional<int64_t> retry_backoff_ms;
+    std::optional<int64_t> max_response_bytes;
+    bool wait_lock = false;
     bool no_preflight = false;
     bool stream = false;
     bool keep_servers = false;
@@ -88,9 +93,42 @@ util::Result<framing::Overrides> script_overrides(const RunFlags& f) {
     return o;
 }
 
+// Check every numeric flag against its range: one line naming the flag.
+util::Result<void> check_number_flags(const RunFlags& f) {
+    using L = engine::Limits;
+    struct Check {
+        const char* flag;
+        std::optional<double> value;
+        double lo, hi;
+    };
+    auto wide = [](const std::optional<int64_t>& v) {
+        return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+    };
+    const Check checks[] = {
+        {"--repeats", wide(f.repeats), 1, L::max_repeats},
+        {"--limit", wide(f.limit), 1, L::max_limit},
+        {"--timeout", f.timeout, 0.001, L::max_timeout_s},
+        {"--retries", wide(f.retries), 0, L::max_retries},
+        {"--retry-backoff-ms", wide(f.retry_backoff_ms), 0, L::max_retry_backoff_ms},
+        {"--max-response-bytes", wide(f.max_response_bytes), L::min_response_bytes,
+         L::max_response_bytes},
+    };
+    for (const auto& c : checks) {
+        if (c.value) {
+            if (auto r = engine::check_range(c.flag, *c.value, c.lo, c.hi); !r) {
+                return r;
+            }
+        }
+    }
+    return {};
+}
+
 int run_command(const RunFlags& f) {
     engine::RunConfig config;
     // 1. The experiment file, then flags on top of it.
+    if (auto r = check_number_flags(f); !r) {
+        return report(r.error());
+    }
     if (!f.config.empty()) {
         if (auto r = engine::load_experiment(f.config, config); !r) {
             return report(r.error());
@@ -125,9 +163,10 @@ int run_command(const RunFlags& f) {
     if (!f.max_tokens.empty()) {
         config.max_tokens.clear();
         for (const auto& m : split_list(f.max_tokens)) {
+            int64_t v = 0;
             try {
                 size_t used = 0;
-                config.max_tokens.push_back(std::stoi(m, &used));
+                v = std::stoll(m, &used);
                 if (used != m.size())
                     throw std::invalid_argument(m);
             } catch (const std::exception&) {
@@ -135,22 +174,30 @@ int run_command(const RunFlags& f) {
                     util::ErrorKind::usage,
                     fmt::format("--max-tokens '{}': expected integers such as 256,1024", m)));
             }
+            if (auto r = engine::check_range("--max-tokens", static_cast<double>(v), 1,
+                                             engine::Limits::max_max_tokens);
+                !r) {
+                return report(r.error());
+            }
+            config.max_tokens.push_back(static_cast<int>(v));
         }
     }
     if (f.repeats)
-        config.repeats = f.repeats;
+        config.repeats = static_cast<int>(*f.repeats);
     if (f.limit)
-        config.limit = f.limit;
+        config.limit = static_cast<int>(*f.limit);
     if (f.concurrency == "auto") {
         config.concurrency_auto = true;
     } else if (!f.concurrency.empty()) {
         char* end = nullptr;
         long n = std::strtol(f.concurrency.c_str(), &end, 10);
-        if (*end != '\0' || end == f.concurrency.c_str() || n < 1 || n > 100000) {
-            return report(util::make_error(util::ErrorKind::usage,
-                                           fmt::format("--concurrency: '{}' is not a number from 1 "
-                                                       "to 100000 or 'auto'",
-                                                       f.concurrency)));
+        if (*end != '\0' || end == f.concurrency.c_str() || n < 1 ||
+            n > engine::Limits::max_concurrency) {
+            return report(
+                util::make_error(util::ErrorKind::usage,
+                                 fmt::format("--concurrency: '{}' is not a number from 1 "
+                                             "to {} or 'auto'",
+                                             f.concurrency, engine::Limits::max_concurrency)));
         }
         config.concurrency = static_cast<int>(n);
         config.concurrency_auto = false;
@@ -163,12 +210,16 @@ int run_command(const RunFlags& f) {
         config.fewshot_from = f.fewshot_from;
     if (!f.api_key_env.empty())
         config.api_key_env = f.api_key_env;
-    if (f.timeout > 0)
-        config.timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout * 1000));
-    if (f.retries >= 0)
-        config.retries = f.retries;
-    if (f.retry_backoff_ms >= 0)
-        config.retry_backoff = std::chrono::milliseconds(f.retry_backoff_ms);
+    if (f.timeout)
+        config.timeout = std::chrono::milliseconds(std::llround(*f.timeout * 1000));
+    if (f.retries)
+        config.retries = static_cast<int>(*f.retries);
+    if (f.retry_backoff_ms)
+        config.retry_backoff = std::chrono::milliseconds(*f.retry_backoff_ms);
+    if (f.max_response_bytes)
+        config.max_response_bytes = *f.max_response_bytes;
+    if (f.wait_lock)
+        config.wait_lock = true;
     if (f.no_preflight)
         config.preflight = false;
     if (f.stream)
@@ -284,6 +335,10 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                   "Run one server configuration at a time (one GPU, several configurations)");
     cmd->add_option("--probe", flags->probe,
                     "Also send the decision-point probe: think-open (docs/probe.md)");
+    cmd->add_option("--max-response-bytes", flags->max_response_bytes,
+                    "Largest response body accepted, after decompression (default 33554432)");
+    cmd->add_flag("--wait-lock", flags->wait_lock,
+                  "If another run is writing the database, wait for it instead of exiting");
     cmd->add_flag("--quiet", flags->quiet, "No progress output");
     cmd->add_option("--shard", flags->shard,
                     "I/N: only questions q with q mod N = I (0 <= I < N); merge the shards' "

@@ -46,6 +46,15 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
             util::ErrorKind::usage,
             fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
     }
+    // Opening for writing would create the schema in an empty file; a
+    // command that only reads results must leave it as it found it.
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(db, ec) && std::filesystem::file_size(db, ec) == 0) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("{} holds no responses (an empty file, left as it "
+                                            "is); run 'diffeval run --db {}' first",
+                                            db, db));
+    }
     return store::Store::open(db, store::Store::Mode::read_write);
 }
 

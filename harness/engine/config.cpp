@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -45,7 +46,53 @@ util::Result<T> get(const std::string& path, const toml::node& node, const char*
     return *v;
 }
 
+// An integer key of the experiment file within [lo, hi].
+util::Result<int64_t> get_int_in(const std::string& path, const toml::node& node, const char* what,
+                                 int64_t lo, int64_t hi) {
+    auto v = get<int64_t>(path, node, what);
+    if (!v) {
+        return v.error();
+    }
+    if (auto r =
+            check_range(fmt::format("{}: '{}'", where(path, node), what), static_cast<double>(*v),
+                        static_cast<double>(lo), static_cast<double>(hi));
+        !r) {
+        return r.error();
+    }
+    return *v;
+}
+
+// Seconds in the experiment file, within (0, Limits::max_timeout_s].
+util::Result<std::chrono::milliseconds> get_seconds(const std::string& path, const toml::node& node,
+                                                    const char* what) {
+    auto v = node.value<double>();
+    if (!v) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' must be seconds", where(path, node), what));
+    }
+    if (auto r = check_range(fmt::format("{}: '{}'", where(path, node), what), *v, 0.001,
+                             Limits::max_timeout_s);
+        !r) {
+        return r.error();
+    }
+    return std::chrono::milliseconds(static_cast<int64_t>(std::llround(*v * 1000)));
+}
+
+std::string shown(double v) {
+    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18
+               ? fmt::format("{}", static_cast<int64_t>(v))
+               : fmt::format("{}", v);
+}
+
 } // namespace
+
+util::Result<void> check_range(const std::string& what, double value, double lo, double hi) {
+    if (std::isfinite(value) && value >= lo && value <= hi) {
+        return {};
+    }
+    return make_error(ErrorKind::usage, fmt::format("{} {}: must be between {} and {}", what,
+                                                    shown(value), shown(lo), shown(hi)));
+}
 
 util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
     const auto text = util::read_file(path);
@@ -59,9 +106,11 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
     }
     const toml::table& tbl = *parsed;
     static const std::set<std::string> k_top = {
-        "version",     "servers", "server",      "model", "framings", "max_tokens",
-        "repeats",     "limit",   "concurrency", "db",    "dataset",  "fewshot_from",
-        "api_key_env", "timeout", "retries",     "probe"};
+        "version",     "servers",    "server",  "model",
+        "framings",    "max_tokens", "repeats", "limit",
+        "concurrency", "db",         "dataset", "fewshot_from",
+        "api_key_env", "timeout",    "retries", "max_response_bytes",
+        "probe"};
     if (auto r = check_keys(path, tbl, k_top, "experiment file"); !r) {
         return r;
     }
@@ -101,10 +150,13 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
         } else if (k == "max_tokens") {
             config.max_tokens.clear();
             if (node.is_integer()) {
-                config.max_tokens.push_back(static_cast<int>(*node.value<int64_t>()));
+                auto v = get_int_in(path, node, "max_tokens", 1, Limits::max_max_tokens);
+                if (!v)
+                    return v.error();
+                config.max_tokens.push_back(static_cast<int>(*v));
             } else if (auto* a = node.as_array()) {
                 for (const auto& e : *a) {
-                    auto v = get<int64_t>(path, e, "max_tokens");
+                    auto v = get_int_in(path, e, "max_tokens", 1, Limits::max_max_tokens);
                     if (!v)
                         return v.error();
                     config.max_tokens.push_back(static_cast<int>(*v));
@@ -116,8 +168,19 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
             }
         } else if (k == "concurrency" && node.value<std::string>() == "auto") {
             config.concurrency_auto = true;
+        } else if (k == "max_response_bytes") {
+            auto v = get_int_in(path, node, "max_response_bytes", Limits::min_response_bytes,
+                                Limits::max_response_bytes);
+            if (!v)
+                return v.error();
+            config.max_response_bytes = *v;
         } else if (k == "repeats" || k == "limit" || k == "concurrency" || k == "retries") {
-            auto v = get<int64_t>(path, node, k.c_str());
+            const int64_t lo = k == "retries" ? 0 : 1;
+            const int64_t hi = k == "repeats"       ? Limits::max_repeats
+                               : k == "limit"       ? Limits::max_limit
+                               : k == "concurrency" ? Limits::max_concurrency
+                                                    : Limits::max_retries;
+            auto v = get_int_in(path, node, k.c_str(), lo, hi);
             if (!v)
                 return v.error();
             int n = static_cast<int>(*v);
@@ -142,11 +205,10 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                 return v.error();
             config.stream = *v;
         } else if (k == "timeout") {
-            auto v = node.value<double>();
+            auto v = get_seconds(path, node, "timeout");
             if (!v)
-                return make_error(ErrorKind::usage,
-                                  fmt::format("{}: 'timeout' must be seconds", where(path, node)));
-            config.timeout = std::chrono::milliseconds(static_cast<int64_t>(*v * 1000));
+                return v.error();
+            config.timeout = *v;
         } else if (k == "db" || k == "dataset" || k == "fewshot_from" || k == "api_key_env") {
             auto v = get<std::string>(path, node, k.c_str());
             if (!v)
@@ -210,13 +272,10 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
                             return v.error();
                         s.launch_shell = *v;
                     } else if (skey == "ready_timeout") {
-                        auto v = sv.value<double>();
+                        auto v = get_seconds(path, sv, "ready_timeout");
                         if (!v)
-                            return make_error(ErrorKind::usage,
-                                              fmt::format("{}: 'ready_timeout' must be seconds",
-                                                          where(path, sv)));
-                        s.ready_timeout =
-                            std::chrono::milliseconds(static_cast<int64_t>(*v * 1000));
+                            return v.error();
+                        s.ready_timeout = *v;
                     } else if (skey == "env") {
                         auto* et = sv.as_table();
                         if (!et)
@@ -328,26 +387,28 @@ util::Result<void> validate(const RunConfig& c) {
     if (c.max_tokens.empty()) {
         return make_error(ErrorKind::usage, "no token limits: pass --max-tokens 256,1024");
     }
+    auto range = [](const char* what, double v, double lo, double hi) {
+        return check_range(what, v, lo, hi);
+    };
     for (int m : c.max_tokens) {
-        if (m <= 0) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("--max-tokens {}: must be positive", m));
+        if (auto r = range("--max-tokens", m, 1, Limits::max_max_tokens); !r) {
+            return r;
         }
     }
-    if (c.repeats < 1) {
-        return make_error(ErrorKind::usage, "--repeats must be at least 1");
-    }
-    if (c.limit && *c.limit < 1) {
-        return make_error(ErrorKind::usage, "--limit must be at least 1");
-    }
-    if (c.concurrency < 1) {
-        return make_error(ErrorKind::usage, "--concurrency must be at least 1");
-    }
-    if (c.retries < 0) {
-        return make_error(ErrorKind::usage, "--retries must not be negative");
-    }
-    if (c.timeout.count() <= 0) {
-        return make_error(ErrorKind::usage, "--timeout must be positive");
+    const double timeout_s = static_cast<double>(c.timeout.count()) / 1000.0;
+    for (auto r :
+         {range("--repeats", c.repeats, 1, Limits::max_repeats),
+          c.limit ? range("--limit", *c.limit, 1, Limits::max_limit) : util::Result<void>{},
+          range("--concurrency", c.concurrency, 1, Limits::max_concurrency),
+          range("--retries", c.retries, 0, Limits::max_retries),
+          range("--retry-backoff-ms", static_cast<double>(c.retry_backoff.count()), 0,
+                Limits::max_retry_backoff_ms),
+          range("--timeout", timeout_s, 0.001, Limits::max_timeout_s),
+          range("--max-response-bytes", static_cast<double>(c.max_response_bytes),
+                Limits::min_response_bytes, Limits::max_response_bytes)}) {
+        if (!r) {
+            return r;
+        }
     }
     if (c.probe) {
         return validate_probe(*c.probe);
@@ -403,7 +464,8 @@ nlohmann::json to_json(const RunConfig& c) {
                                                            : nlohmann::json(c.concurrency)},
                         {"dataset", c.dataset},
                         {"timeout_s", c.timeout.count() / 1000.0},
-                        {"retries", c.retries}};
+                        {"retries", c.retries},
+                        {"max_response_bytes", c.max_response_bytes}};
     if (c.limit)
         j["limit"] = *c.limit;
     if (c.probe)

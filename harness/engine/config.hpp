@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,20 @@ struct Shard {
 // Parse "I/N" with 0 <= I < N.
 util::Result<Shard> parse_shard(const std::string& value);
 
+// The accepted range of every numeric setting, shared by flags and
+// experiment keys: a value outside is refused, never replaced by a default.
+struct Limits {
+    static constexpr int64_t max_repeats = 1'000'000;
+    static constexpr int64_t max_limit = INT32_MAX;
+    static constexpr int64_t max_concurrency = 10'000;
+    static constexpr int64_t max_retries = 100;
+    static constexpr int64_t max_retry_backoff_ms = 3'600'000;
+    static constexpr int64_t max_max_tokens = 10'000'000;
+    static constexpr double max_timeout_s = 7 * 86'400.0;
+    static constexpr int64_t min_response_bytes = 1024;
+    static constexpr int64_t max_response_bytes = int64_t{4} << 30;
+};
+
 struct RunConfig {
     std::vector<ServerSpec> servers;
     std::optional<std::string> model; // global default
@@ -69,6 +84,9 @@ struct RunConfig {
     std::optional<std::string> probe;     // decision-point probe to send beside ("think-open")
     framing::Overrides framing_overrides; // --num-shots, --gen-prefix, --top-p, ...
     std::optional<Shard> shard;
+    // Largest response body accepted, after decompression.
+    int64_t max_response_bytes = int64_t{32} << 20;
+    bool wait_lock = false; // wait for another run on the database instead of exiting
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the
@@ -81,8 +99,13 @@ util::Result<void> attach_server_log(const std::string& value, RunConfig& config
 // Parse "NAME=URL" (from --server).
 util::Result<ServerSpec> parse_server_flag(const std::string& value);
 
-// Check what no request can fix: names, URLs, numbers.
+// Check what no request can fix: names, URLs, numbers (each within Limits).
 util::Result<void> validate(const RunConfig& config);
+
+// `value` of the setting called `what` (a flag such as "--repeats", or
+// "FILE:LINE: 'repeats'") unless it lies outside [lo, hi] or is not finite:
+// then a usage error naming both bounds.
+util::Result<void> check_range(const std::string& what, double value, double lo, double hi);
 
 // The configuration as JSON for the runs table (never holds secrets: only the
 // names of the variables that do).

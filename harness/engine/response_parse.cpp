@@ -3,11 +3,18 @@
 // field is `reasoning` in current vLLM and `reasoning_content` before).
 #include <harness/engine/response_parse.hpp>
 
+#include <harness/util/untrusted_json.hpp>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace diffeval::engine {
 
 namespace {
+
+// More tokens than any served model's context: a count above it is a
+// server bug, not a measurement.
+constexpr int64_t k_max_token_count = 100'000'000;
 
 std::optional<std::string> string_field(const nlohmann::json& obj, const char* key) {
     auto it = obj.find(key);
@@ -17,12 +24,49 @@ std::optional<std::string> string_field(const nlohmann::json& obj, const char* k
     return it->get<std::string>();
 }
 
-std::optional<int64_t> int_field(const nlohmann::json& obj, const char* key) {
+// A usage count: absent or null is NULL; a value that is not a count (a
+// fraction, a string, negative, overflowing, absurd) is NULL with a note.
+std::optional<int64_t> count_field(const nlohmann::json& obj, const char* key, std::string& notes) {
     auto it = obj.find(key);
-    if (it == obj.end() || !it->is_number_integer()) {
+    if (it == obj.end() || it->is_null()) {
         return std::nullopt;
     }
-    return it->get<int64_t>();
+    if (it->is_number_unsigned() && it->get<uint64_t>() <= uint64_t{k_max_token_count}) {
+        return static_cast<int64_t>(it->get<uint64_t>());
+    }
+    if (it->is_number_integer() && !it->is_number_unsigned() && it->get<int64_t>() >= 0 &&
+        it->get<int64_t>() <= k_max_token_count) {
+        return it->get<int64_t>();
+    }
+    std::string shown = it->dump();
+    if (shown.size() > 40) {
+        shown = shown.substr(0, 40) + "...";
+    }
+    notes += fmt::format("{}usage.{} {} is not a token count; stored as NULL",
+                         notes.empty() ? "" : "; ", key, shown);
+    return std::nullopt;
+}
+
+// A field that must be a string when present: false when it has another
+// type (null counts as absent).
+bool string_or_null(const nlohmann::json& obj, const char* key) {
+    auto it = obj.find(key);
+    return it == obj.end() || it->is_null() || it->is_string();
+}
+
+// A stop value with its JSON type: a stop string, a token id, or NULL (any
+// other type, or a token id beyond int64, counts as none).
+store::Value stop_value(const nlohmann::json& v) {
+    if (v.is_string()) {
+        return v.get<std::string>();
+    }
+    if (v.is_number_integer() && !v.is_number_unsigned()) {
+        return v.get<int64_t>();
+    }
+    if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{INT64_MAX}) {
+        return static_cast<int64_t>(v.get<uint64_t>());
+    }
+    return std::monostate{};
 }
 
 // The stop a choice names, and the field that named it: vLLM's stop_reason
@@ -39,11 +83,7 @@ void read_stop(const nlohmann::json& body, const nlohmann::json& choice, store::
             continue;
         }
         field = key;
-        if (it->is_string()) {
-            stop = it->get<std::string>();
-        } else if (it->is_number_integer()) {
-            stop = it->get<int64_t>();
-        }
+        stop = stop_value(*it);
         return;
     }
     if (auto fr = string_field(choice, "finish_reason");
@@ -72,9 +112,12 @@ void parse_success_body(const std::string& body, Endpoint endpoint, store::Respo
         row.error_kind = "parse";
         row.error = std::move(why);
     };
-    auto j = nlohmann::json::parse(body, nullptr, false);
+    auto j = util::parse_untrusted_json(body);
     if (j.is_discarded()) {
-        return fail("the response body is not valid JSON");
+        return fail(util::json_depth_within(body)
+                        ? "the response body is not valid JSON"
+                        : fmt::format("the response body nests deeper than {} levels",
+                                      util::k_max_json_depth));
     }
     if (!j.is_object()) {
         return fail("the response body is not a JSON object");
@@ -98,18 +141,31 @@ void parse_success_body(const std::string& body, Endpoint endpoint, store::Respo
         if (msg == choice.end() || !msg->is_object()) {
             return fail("the chat choice has no message");
         }
-        // content may be null when everything went to reasoning.
-        row.text = string_field(*msg, "content").value_or("");
+        for (const char* key : {"content", "reasoning", "reasoning_content"}) {
+            if (!string_or_null(*msg, key)) {
+                return fail(fmt::format("the chat message's {} is not a string", key));
+            }
+        }
         row.reasoning = string_field(*msg, "reasoning");
         if (!row.reasoning) {
             row.reasoning = string_field(*msg, "reasoning_content");
         }
+        // content may be null when everything went to reasoning, but a
+        // message with neither is no answer.
+        auto content = string_field(*msg, "content");
+        if (!content && !row.reasoning) {
+            return fail("the chat message has neither content nor reasoning");
+        }
+        row.text = content.value_or("");
+    }
+    if (!string_or_null(choice, "finish_reason")) {
+        return fail("the choice's finish_reason is not a string");
     }
     row.finish_reason = string_field(choice, "finish_reason");
     read_stop(j, choice, row.stop_reason, row.stop_field);
     if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
-        row.prompt_tokens = int_field(*usage, "prompt_tokens");
-        row.completion_tokens = int_field(*usage, "completion_tokens");
+        row.prompt_tokens = count_field(*usage, "prompt_tokens", row.notes);
+        row.completion_tokens = count_field(*usage, "completion_tokens", row.notes);
     }
     row.ok = true;
     row.error.clear();
@@ -124,9 +180,12 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         m_done = true;
         return;
     }
-    auto j = nlohmann::json::parse(data, nullptr, false);
+    auto j = util::parse_untrusted_json(data);
     if (j.is_discarded() || !j.is_object()) {
-        m_error = "a stream event is not valid JSON";
+        m_error =
+            util::json_depth_within(data)
+                ? "a stream event is not valid JSON"
+                : fmt::format("a stream event nests deeper than {} levels", util::k_max_json_depth);
         return;
     }
     if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
@@ -134,8 +193,9 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         return;
     }
     if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
-        m_prompt_tokens = int_field(*usage, "prompt_tokens");
-        m_completion_tokens = int_field(*usage, "completion_tokens");
+        m_notes.clear();
+        m_prompt_tokens = count_field(*usage, "prompt_tokens", m_notes);
+        m_completion_tokens = count_field(*usage, "completion_tokens", m_notes);
     }
     auto choices = j.find("choices");
     if (choices == j.end() || !choices->is_array() || choices->empty() ||
@@ -144,12 +204,20 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     }
     m_any_choice = true;
     const auto& choice = (*choices)[0];
+    if (auto why = wrong_type_in(choice)) {
+        m_error = *why;
+        return;
+    }
     std::string piece;
     if (m_endpoint == Endpoint::completion) {
-        piece = string_field(choice, "text").value_or("");
+        auto text = string_field(choice, "text");
+        m_any_text |= text.has_value();
+        piece = text.value_or("");
         m_text += piece;
     } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
-        auto content = string_field(*delta, "content").value_or("");
+        auto maybe_content = string_field(*delta, "content");
+        m_any_text |= maybe_content.has_value();
+        auto content = maybe_content.value_or("");
         auto reasoning = string_field(*delta, "reasoning");
         if (!reasoning) {
             reasoning = string_field(*delta, "reasoning_content");
@@ -176,6 +244,31 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     read_stop(j, choice, m_stop_reason, m_stop_field);
 }
 
+std::optional<std::string> StreamAccumulator::wrong_type_in(const nlohmann::json& choice) const {
+    if (!string_or_null(choice, "finish_reason")) {
+        return "a stream chunk's finish_reason is not a string";
+    }
+    if (m_endpoint == Endpoint::completion) {
+        if (!string_or_null(choice, "text")) {
+            return "a stream chunk's text is not a string";
+        }
+        return std::nullopt;
+    }
+    auto delta = choice.find("delta");
+    if (delta == choice.end() || delta->is_null()) {
+        return std::nullopt;
+    }
+    if (!delta->is_object()) {
+        return "a stream chunk's delta is not an object";
+    }
+    for (const char* key : {"content", "reasoning", "reasoning_content"}) {
+        if (!string_or_null(*delta, key)) {
+            return fmt::format("a stream chunk's delta.{} is not a string", key);
+        }
+    }
+    return std::nullopt;
+}
+
 void StreamAccumulator::finish(store::ResponseRow& row) const {
     row.streamed = true;
     row.text = m_text;
@@ -189,6 +282,7 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
     row.completion_tokens = m_completion_tokens;
     row.ttft_ms = m_first_token_ms;
     row.token_gaps_json = nlohmann::json(m_gaps_ms).dump();
+    row.notes = m_notes;
     if (!m_error.empty()) {
         row.ok = false;
         row.error_kind = "stream";
@@ -197,13 +291,56 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
         row.ok = false;
         row.error_kind = "parse";
         row.error = "the stream carried no choices";
+    } else if (!m_any_text && !m_has_reasoning && !m_finish_reason) {
+        // Like a message with neither content nor reasoning: no answer. (A
+        // stream that ends with a finish_reason and nothing before it is an
+        // empty answer, as llama.cpp sends when a stop string comes first.)
+        row.ok = false;
+        row.error_kind = "parse";
+        row.error = "the stream carried neither text nor reasoning";
+    } else if (!m_finish_reason && !m_done) {
+        // Closed mid-answer: what arrived is kept in the raw body, but
+        // it is not an answer.
+        row.ok = false;
+        row.error_kind = "stream";
+        row.error = "the stream ended without a finish_reason or [DONE] (cut off)";
     } else {
         row.ok = true;
     }
 }
 
+namespace {
+// The message as the server wrote it, control characters kept.
+std::string raw_error_message(const std::string& body);
+} // namespace
+
 std::string error_message(const std::string& body) {
-    auto j = nlohmann::json::parse(body, nullptr, false);
+    // The message is printed and stored as one line: a server's control
+    // characters (newlines, escapes) must not forge lines of diffeval's own.
+    // Cut at 1,000 bytes (not inside a UTF-8 sequence): a server may
+    // send a message of any length.
+    auto one_line = [](std::string m) {
+        constexpr size_t k_max_message = 1000;
+        if (m.size() > k_max_message) {
+            size_t cut = k_max_message;
+            while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) {
+                --cut;
+            }
+            m = m.substr(0, cut) + "...";
+        }
+        for (char& c : m) {
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+                c = ' ';
+            }
+        }
+        return m;
+    };
+    return one_line(raw_error_message(body));
+}
+
+namespace {
+std::string raw_error_message(const std::string& body) {
+    auto j = util::parse_untrusted_json(body);
     if (j.is_object()) {
         if (auto e = j.find("error"); e != j.end()) {
             if (e->is_object()) {
@@ -228,5 +365,7 @@ std::string error_message(const std::string& body) {
     }
     return cut.empty() ? "(empty body)" : cut;
 }
+
+} // namespace
 
 } // namespace diffeval::engine

@@ -6,6 +6,8 @@
 
 #include <harness/store/store.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,14 +16,17 @@ namespace diffeval::engine {
 
 enum class Endpoint { completion, chat };
 
-// Fill `row` from an HTTP 2xx `body` of `endpoint`. Sets row.ok, or row.error
-// and row.error_kind = "parse" when the body is not a usable response.
+// Fill `row` from an HTTP 200 `body` of `endpoint`. Sets row.ok, or row.error
+// and row.error_kind = "parse" when the body is not a usable response: not
+// JSON, nested too deep, no choice, or a field of the wrong type. Token
+// counts that are not counts are stored as NULL with a note in row.notes.
 void parse_success_body(const std::string& body, Endpoint endpoint, store::ResponseRow& row);
 
 // Accumulates a streamed (SSE) response chunk by chunk: text and reasoning
 // deltas, finish and stop reasons, usage, the time of the first token and
-// the gaps between content chunks. An error object mid-stream makes the
-// response an error, keeping what arrived before it.
+// the gaps between content chunks. An error object mid-stream, a field of
+// the wrong type, or a stream that ends with neither a finish_reason nor
+// [DONE] makes the response an error, keeping what arrived before it.
 class StreamAccumulator {
 public:
     explicit StreamAccumulator(Endpoint endpoint) : m_endpoint(endpoint) {}
@@ -32,6 +37,9 @@ public:
     void finish(store::ResponseRow& row) const;
 
 private:
+    // Why `choice` cannot be read (a field of the wrong type), if it cannot.
+    std::optional<std::string> wrong_type_in(const nlohmann::json& choice) const;
+
     Endpoint m_endpoint;
     std::string m_text;
     std::string m_reasoning;
@@ -46,7 +54,9 @@ private:
     std::vector<double> m_gaps_ms;
     bool m_done = false;
     bool m_any_choice = false;
+    bool m_any_text = false; // some chunk had content (or text) as a string
     std::string m_error;
+    std::string m_notes; // about the usage counts
 };
 
 // The message of an OpenAI-style error body ({"error": {"message": ...}} or

@@ -15,10 +15,13 @@
 #include <harness/framing/framing.hpp>
 #include <harness/http/client.hpp>
 #include <harness/http/sse.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
+#include <harness/util/redact.hpp>
+#include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,6 +35,7 @@
 #include <memory>
 #include <queue>
 #include <sstream>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 namespace diffeval::engine {
@@ -104,15 +108,32 @@ std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c
     return h;
 }
 
+// The API keys a run sends, for redaction from everything it stores or prints.
+util::Redactor secrets_of(const RunConfig& c) {
+    util::Redactor redactor;
+    for (const auto& s : c.servers) {
+        const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+        if (const char* key = env.empty() ? nullptr : std::getenv(env.c_str())) {
+            redactor.add(key);
+        }
+    }
+    return redactor;
+}
+
 util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::string>& headers,
                                    const std::optional<std::string>& model,
-                                   std::chrono::milliseconds timeout) {
+                                   std::chrono::milliseconds timeout,
+                                   const std::atomic<bool>* stop) {
     ServerInfo out;
     http::Request req;
     req.url = s.url + "/v1/models";
     req.headers = headers;
     req.timeout = std::min(timeout, std::chrono::milliseconds{15'000});
+    req.cancel = stop;
     auto r = http::fetch(req);
+    if (r.transport == http::Transport::cancelled) {
+        return make_error(ErrorKind::usage, "interrupted during preflight");
+    }
     if (r.transport != http::Transport::ok) {
         return make_error(ErrorKind::usage,
                           fmt::format("server '{}' at {} is unreachable ({}); check the URL, start "
@@ -132,7 +153,7 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
                                       "OpenAI-compatible server?",
                                       s.name, r.status, error_message(r.body)));
     }
-    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    auto j = util::parse_untrusted_json(r.body);
     std::vector<std::string> ids;
     if (j.is_object() && j.contains("data") && j["data"].is_array()) {
         for (const auto& m : j["data"]) {
@@ -161,7 +182,7 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
     req.url = s.url + "/version";
     auto v = http::fetch(req);
     if (v.transport == http::Transport::ok && v.status == 200) {
-        auto vj = nlohmann::json::parse(v.body, nullptr, false);
+        auto vj = util::parse_untrusted_json(v.body);
         if (!vj.is_discarded()) {
             out.info["version"] = vj;
         }
@@ -178,18 +199,88 @@ bool retryable_status(long status) {
     return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
 }
 
-// Seconds from a Retry-After value (delta-seconds; HTTP dates fall back to
-// the backoff), capped so a hostile server cannot park the run.
-std::optional<std::chrono::milliseconds> parse_retry_after(const std::optional<std::string>& v) {
-    if (!v || v->empty()) {
+// The wait a Retry-After value asks for: delta-seconds only (digits; HTTP
+// dates and anything else such as "nan" or "1e308" fall back to the
+// backoff), capped at `cap` (the run's timeout, at most 300 s) so a hostile
+// server cannot park the run.
+std::optional<std::chrono::milliseconds> parse_retry_after(const std::optional<std::string>& v,
+                                                           std::chrono::milliseconds cap) {
+    if (!v || v->empty() || v->size() > 12 ||
+        !std::all_of(v->begin(), v->end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return std::nullopt;
     }
-    char* end = nullptr;
-    double secs = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || secs < 0) {
-        return std::nullopt;
+    const auto limit = std::min(cap, std::chrono::milliseconds{300'000});
+    return std::min(std::chrono::milliseconds(std::stoll(*v) * 1000), limit);
+}
+
+// Refuse a plan that would not fit in memory before building any of it:
+// each planned request costs about this much while the run plans and sends.
+constexpr int64_t k_bytes_per_planned_request = 1024;
+
+util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
+    // Saturating products: the factors come from flags and may be huge.
+    long double planned =
+        static_cast<long double>(c.servers.size()) * static_cast<long double>(c.framings.size()) *
+        static_cast<long double>(c.max_tokens.size()) * static_cast<long double>(c.repeats) *
+        static_cast<long double>(n_questions);
+    struct sysinfo si {};
+    const long double ram = sysinfo(&si) == 0 ? static_cast<long double>(si.totalram) * si.mem_unit
+                                              : static_cast<long double>(int64_t{8} << 30);
+    const long double need = planned * k_bytes_per_planned_request;
+    if (need <= ram / 2) {
+        return {};
     }
-    return std::chrono::milliseconds(static_cast<int64_t>(std::min(secs, 300.0) * 1000));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("the plan has {:.0f} requests ({} servers x {} framings x {} token limits x "
+                    "{} repeats x {} questions), about {:.1f} GiB in memory, more than half of "
+                    "this machine's {:.1f} GiB; lower --repeats or --limit, or split the run",
+                    static_cast<double>(planned), c.servers.size(), c.framings.size(),
+                    c.max_tokens.size(), c.repeats, n_questions,
+                    static_cast<double>(need / (1 << 30)), static_cast<double>(ram / (1 << 30))));
+}
+
+// What a finished transfer that is not a usable HTTP 200 is stored as, in
+// `row` (error and error_kind); false when it is a 200 to parse.
+bool classify_failure(const http::Response& resp, store::ResponseRow& row) {
+    if (resp.transport == http::Transport::too_large) {
+        row.error_kind = "size";
+        row.error = resp.transport_error;
+    } else if (resp.transport != http::Transport::ok) {
+        row.error_kind = resp.transport == http::Transport::timed_out ? "timeout" : "transport";
+        row.error = resp.transport_error;
+    } else if (resp.status >= 300 && resp.status < 400) {
+        row.error_kind = "http";
+        row.error = fmt::format("HTTP {}: redirect to {} not followed", resp.status,
+                                resp.location.value_or("(no Location header)"));
+    } else if (resp.status != 200) {
+        // 2xx other than 200 (206 Partial Content, 204 No Content) is no
+        // complete answer either.
+        row.error_kind = "http";
+        row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// Cut the run's secrets out of every text field of `row`, flagging it.
+void redact_row(const util::Redactor& redactor, store::ResponseRow& row) {
+    if (redactor.empty()) {
+        return;
+    }
+    bool hit = redactor.apply(row.response_json);
+    hit |= redactor.apply(row.error);
+    hit |= redactor.apply(row.notes);
+    for (auto* field : {&row.text, &row.reasoning, &row.finish_reason}) {
+        if (*field) {
+            hit |= redactor.apply(**field);
+        }
+    }
+    if (auto* sr = std::get_if<std::string>(&row.stop_reason)) {
+        hit |= redactor.apply(*sr);
+    }
+    row.redacted = row.redacted || hit;
 }
 
 class Progress {
@@ -272,6 +363,13 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         }
         framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
+    size_t n_questions = dataset->test.size();
+    if (config.limit) {
+        n_questions = std::min(n_questions, static_cast<size_t>(*config.limit));
+    }
+    if (auto r = check_plan_size(config, n_questions); !r) {
+        return r.error();
+    }
     std::vector<ServerState> servers(config.servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
         util::Result<void> status;
@@ -282,6 +380,35 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         if (!status) {
             return status.error();
         }
+    }
+    const auto redactor = secrets_of(config);
+    const auto stopped = [&] { return options.stop_requested && options.stop_requested->load(); };
+    // Ctrl-C before the run row exists: nothing was sent or stored.
+    const auto interrupted_early = [] {
+        RunSummary s;
+        s.interrupted = true;
+        return s;
+    };
+    // Errors may quote a server's answer, which may quote the key.
+    const auto redacted = [&](util::Error e) {
+        e.message = redactor.redacted(std::move(e.message));
+        return e;
+    };
+
+    // One run per database: the lock is taken before anything is sent, so
+    // a second run sends nothing; runs left `running` by a dead process are
+    // marked `killed` once it is ours.
+    if (auto r = store::check_db_file(config.db, store::Store::Mode::read_write); !r) {
+        return r.error();
+    }
+    auto lock = store::RunLock::acquire(
+        config.db, config.wait_lock ? store::RunLock::Wait::yes : store::RunLock::Wait::no,
+        options.stop_requested);
+    if (!lock) {
+        if (stopped()) {
+            return interrupted_early();
+        }
+        return lock.error();
     }
 
     // 2. Preflight the servers diffeval does not launch: fail fast. Launched
@@ -321,9 +448,12 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         }
         if (config.preflight && spec.launch.empty()) {
             auto info = preflight(spec, servers[i].headers, spec.model ? spec.model : config.model,
-                                  config.timeout);
+                                  config.timeout, options.stop_requested);
             if (!info) {
-                return info.error();
+                if (stopped()) {
+                    return interrupted_early();
+                }
+                return redacted(info.error());
             }
             infos[i] = std::move(*info);
             if (auto r = apply_limits(i); !r) {
@@ -338,13 +468,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return store.error();
     }
     auto& db = **store;
+    if (auto killed = db.mark_stale_runs_killed(); !killed) {
+        return killed.error();
+    } else if (*killed > 0) {
+        log << fmt::format("note: {} earlier run(s) were still marked running though their "
+                           "process is gone; marked killed\n",
+                           *killed);
+    }
     auto run_id = db.begin_run(to_json(config).dump(), dataset->name);
     if (!run_id) {
         return run_id.error();
-    }
-    size_t n_questions = dataset->test.size();
-    if (config.limit) {
-        n_questions = std::min(n_questions, static_cast<size_t>(*config.limit));
     }
     {
         std::vector<std::pair<std::string, std::string>> qa;
@@ -467,7 +600,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         auto model = spec.model ? spec.model : config.model;
         store::ServerRow row{spec.name, spec.url,
                              model.value_or(infos[si].served_model.value_or("")),
-                             infos[si].info.dump()};
+                             redactor.redacted(infos[si].info.dump())};
         if (auto r = db.put_server(row); !r) {
             return r;
         }
@@ -501,8 +634,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 }
             }
         }
-        return db.put_server_log(spec.name, log_path, log_text,
-                                 facts.is_null() ? "" : facts.dump());
+        return db.put_server_log(spec.name, log_path, redactor.redacted(log_text),
+                                 facts.is_null() ? "" : redactor.redacted(facts.dump()));
     };
 
     // 4. Phases: all servers at once, or one at a time (--sequential-servers).
@@ -522,6 +655,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     uint64_t jitter_state = util::hash64(fmt::format("{}", *run_id));
     std::vector<std::unique_ptr<LaunchedServer>> launched(servers.size());
     std::vector<bool> dead(servers.size(), false);
+    int64_t pushed = 0;        // responses handed to the writer
+    bool store_failed = false; // the writer reported an error: stop
     const auto log_dir = std::filesystem::path(config.db).parent_path() /
                          (std::filesystem::path(config.db).stem().string() + "-logs");
 
@@ -539,6 +674,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         req.headers = st.headers;
         req.body = w.body;
         req.timeout = config.timeout;
+        req.max_body_bytes = static_cast<size_t>(config.max_response_bytes);
         if (config.stream && !w.probe) {
             w.stream = std::make_shared<StreamState>(w.endpoint, w.attempt_start);
             req.on_data = [state = w.stream](std::string_view chunk) {
@@ -583,7 +719,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 "server '{}' {} during the run; its unanswered requests are kept for the "
                 "next run. Last log lines:\n{}\n",
                 config.servers[si].name, launched[si]->exit_description(),
-                launched[si]->log_tail(10));
+                redactor.redacted(launched[si]->log_tail(10)));
         }
     };
     auto stop_launched = [&](const std::vector<size_t>& phase) {
@@ -630,20 +766,33 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 continue;
             }
             if (auto r = launched[si]->wait_healthy(options.stop_requested); !r) {
-                return fail_run(phase, r.error());
+                if (stopped()) {
+                    summary.interrupted = true;
+                    break;
+                }
+                return fail_run(phase, redacted(r.error()));
             }
             if (config.preflight) {
                 const auto& spec = config.servers[si];
-                auto info = preflight(spec, servers[si].headers,
-                                      spec.model ? spec.model : config.model, config.timeout);
+                auto info =
+                    preflight(spec, servers[si].headers, spec.model ? spec.model : config.model,
+                              config.timeout, options.stop_requested);
                 if (!info) {
-                    return fail_run(phase, info.error());
+                    if (stopped()) {
+                        summary.interrupted = true;
+                        break;
+                    }
+                    return fail_run(phase, redacted(info.error()));
                 }
                 infos[si] = std::move(*info);
                 if (auto r = apply_limits(si); !r) {
                     return fail_run(phase, r.error());
                 }
             }
+        }
+        if (summary.interrupted) {
+            stop_launched(phase);
+            break;
         }
         int64_t planned_before = summary.planned, skipped_before = summary.skipped;
         for (size_t si : phase) {
@@ -686,6 +835,14 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 in_flight.clear();
                 break;
             }
+            // The store failed (disk full, I/O error): stop sending at once,
+            // so no more answers arrive that cannot be kept.
+            if (writer.error()) {
+                store_failed = true;
+                client.cancel_all();
+                in_flight.clear();
+                break;
+            }
             check_crashes(phase);
             // Due retries go back to the front of their server's queue.
             while (!retries.empty() && retries.top().when <= Clock::now()) {
@@ -719,13 +876,17 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     (dead[w.server] || launched[w.server]->exited())) {
                     continue; // lost with its server: resent by the next run
                 }
-                const bool retry = (!transport_ok || (retryable_status(resp.status) &&
-                                                      !permanent_error(resp.status, resp.body))) &&
-                                   w.attempts <= config.retries;
+                // A body over the limit would be over it again; errors no retry
+                // can fix (context exceeded, model not found) are final.
+                const bool retry =
+                    ((!transport_ok && resp.transport != http::Transport::too_large) ||
+                     (retryable_status(resp.status) && !permanent_error(resp.status, resp.body))) &&
+                    w.attempts <= config.retries;
                 if (retry) {
                     ++summary.retries;
                     auto delay = backoff(w.attempts);
-                    if (auto ra = parse_retry_after(resp.retry_after); ra && transport_ok) {
+                    if (auto ra = parse_retry_after(resp.retry_after, config.timeout);
+                        ra && transport_ok) {
                         delay = *ra;
                     }
                     retries.push(Retry{Clock::now() + delay, std::move(w)});
@@ -742,13 +903,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start)
                         .count();
                 row.started_at = w.started_at;
-                if (!transport_ok) {
-                    row.error_kind =
-                        resp.transport == http::Transport::timed_out ? "timeout" : "transport";
-                    row.error = resp.transport_error;
-                } else if (resp.status < 200 || resp.status >= 300) {
-                    row.error_kind = "http";
-                    row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+                if (classify_failure(resp, row)) {
+                    // stored as the error it is
                 } else if (w.probe) {
                     parse_probe_body(resp.body, *w.probe, row);
                 } else if (w.stream) {
@@ -769,7 +925,9 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                 } else {
                     ++summary.failed;
                 }
+                redact_row(redactor, row);
                 writer.push(std::move(row));
+                ++pushed;
             }
             progress.update(summary.succeeded + summary.failed - done_before,
                             summary.failed - failed_before);
@@ -778,7 +936,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         progress.update(summary.succeeded + summary.failed - done_before,
                         summary.failed - failed_before, true);
         stop_launched(phase);
-        if (summary.interrupted) {
+        if (summary.interrupted || store_failed) {
             break;
         }
     }
@@ -787,10 +945,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     writer.close();
     summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (auto err = writer.error()) {
-        return make_error(ErrorKind::io,
-                          fmt::format("writing responses to {} failed: {}; rerun the "
-                                      "same command to resend what was not stored",
-                                      config.db, *err));
+        const int64_t lost = pushed - writer.committed();
+        const bool marked = db.end_run(*run_id, "failed").ok();
+        return make_error(
+            ErrorKind::io,
+            fmt::format("writing responses to {} failed: {}; stopped sending at once. {} "
+                        "response(s) received were not stored; the run is {}. Free space or fix "
+                        "the file, then rerun the same command to send what has no response",
+                        config.db, *err, lost,
+                        marked ? "marked failed"
+                               : "still marked running (the next run marks it killed)"));
     }
     (void)db.end_run(*run_id, summary.interrupted                          ? "interrupted"
                               : summary.failed || !summary.crashed.empty() ? "incomplete"

@@ -5,6 +5,7 @@
 #include <harness/http/client.hpp>
 
 #include <curl/curl.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
@@ -28,11 +29,23 @@ struct Transfer {
     Response response;
     curl_slist* headers = nullptr;
     char error[CURL_ERROR_SIZE] = {};
+    bool too_large = false;
 };
+
+// What is kept of a body that passed its limit, for inspection.
+constexpr size_t k_kept_of_too_large = size_t{64} << 10;
 
 size_t on_body(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     std::string_view chunk(data, size * n);
+    if (chunk.size() >
+        t->request.max_body_bytes - std::min(t->response.body.size(), t->request.max_body_bytes)) {
+        // Returning less than was given makes curl end the transfer.
+        t->too_large = true;
+        t->response.body.resize(std::min(t->response.body.size(), k_kept_of_too_large));
+        t->response.body.shrink_to_fit();
+        return 0;
+    }
     t->response.body.append(chunk);
     if (t->request.on_data) {
         t->request.on_data(chunk);
@@ -57,6 +70,8 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
         }
         if (name == "retry-after") {
             t->response.retry_after = std::string(value);
+        } else if (name == "location") {
+            t->response.location = std::string(value);
         } else if (name == "server") {
             t->response.server_header = std::string(value);
         }
@@ -77,7 +92,10 @@ void configure(CURL* easy, Transfer& t) {
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t.error);
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
+    // A redirect is the server's answer, stored as such: following one sent
+    // requests to other hosts and protocols, and loops without end.
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
     for (const auto& h : t.request.headers) {
@@ -107,6 +125,13 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.tag = t.request.tag;
     if (rc == CURLE_OK) {
         t.response.transport = Transport::ok;
+        return;
+    }
+    if (t.too_large) {
+        t.response.transport = Transport::too_large;
+        t.response.transport_error =
+            fmt::format("the response body passed the limit of {} bytes (--max-response-bytes)",
+                        t.request.max_body_bytes);
         return;
     }
     t.response.transport =
@@ -201,14 +226,42 @@ size_t MultiClient::in_flight() const {
 
 Response fetch(const Request& request) {
     ensure_global_init();
+    // A private multi handle rather than curl_easy_perform, so the wait can
+    // be cut short by Request::cancel between short polls.
+    CURLM* multi = curl_multi_init();
     CURL* easy = curl_easy_init();
     Transfer t;
     t.request = request;
     configure(easy, t);
-    CURLcode rc = curl_easy_perform(easy);
-    finish(easy, rc, t);
+    curl_multi_add_handle(multi, easy);
+    std::optional<CURLcode> rc;
+    while (!rc) {
+        if (request.cancel && request.cancel->load()) {
+            break;
+        }
+        int running = 0;
+        curl_multi_perform(multi, &running);
+        int left = 0;
+        while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+            if (msg->msg == CURLMSG_DONE) {
+                rc = msg->data.result;
+            }
+        }
+        if (!rc) {
+            curl_multi_poll(multi, nullptr, 0, 20, nullptr);
+        }
+    }
+    if (rc) {
+        finish(easy, *rc, t);
+    } else {
+        t.response.tag = request.tag;
+        t.response.transport = Transport::cancelled;
+        t.response.transport_error = "interrupted";
+    }
+    curl_multi_remove_handle(multi, easy);
     curl_slist_free_all(t.headers);
     curl_easy_cleanup(easy);
+    curl_multi_cleanup(multi);
     return std::move(t.response);
 }
 

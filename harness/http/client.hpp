@@ -3,6 +3,7 @@
 // and a blocking helper for the few one-off calls (preflight, downloads).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -13,8 +14,14 @@
 
 namespace diffeval::http {
 
-// How the transfer itself ended, kept apart from the HTTP status.
-enum class Transport { ok, failed, timed_out };
+// How the transfer itself ended, kept apart from the HTTP status:
+// `too_large` when the body passed Request::max_body_bytes, `cancelled` when
+// Request::cancel was set during a blocking fetch().
+enum class Transport { ok, failed, timed_out, too_large, cancelled };
+
+// The default body limit: far above any answer (a 32k-token completion is a
+// few hundred KiB), far below what would exhaust memory at full concurrency.
+inline constexpr size_t k_default_max_body_bytes = size_t{32} << 20;
 
 struct Request {
     uint64_t tag = 0; // the caller's id, returned in the Response
@@ -26,15 +33,22 @@ struct Request {
     std::chrono::milliseconds timeout{600'000};
     // Called with each received chunk as it arrives (streaming); optional.
     std::function<void(std::string_view)> on_data;
+    // The most body bytes accepted, counted after decompression; beyond it
+    // the transfer ends with Transport::too_large.
+    size_t max_body_bytes = k_default_max_body_bytes;
+    // fetch() only: checked every few milliseconds; when set, the transfer
+    // is abandoned with Transport::cancelled (Ctrl-C during preflight).
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Response {
     uint64_t tag = 0;
     Transport transport = Transport::ok;
-    std::string transport_error; // curl's message when transport != ok
-    long status = 0;             // 0 when no response arrived
-    std::string body;
+    std::string transport_error;            // curl's message when transport != ok
+    long status = 0;                        // 0 when no response arrived
+    std::string body;                       // cut to its first 64 KiB when too_large
     std::optional<std::string> retry_after; // the Retry-After header
+    std::optional<std::string> location;    // the Location header (redirects are not followed)
     std::string server_header;              // the Server header
     double total_ms = 0;
     double first_byte_ms = 0; // time to the first response byte
@@ -65,7 +79,8 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-// One blocking request (preflight checks, dataset downloads).
+// One blocking request (preflight checks, dataset downloads). Redirects are
+// never followed, here or in MultiClient: a 3xx comes back as it is.
 Response fetch(const Request& request);
 
 // Percent-encoding-free check that `url` looks like http(s)://host[:port][/path].

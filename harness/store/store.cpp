@@ -10,8 +10,12 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <unistd.h>
 
 namespace diffeval::store {
 
@@ -141,6 +145,13 @@ CREATE INDEX requests_counted ON requests
     (response_id, server, framing, max_tokens, repeat, question_idx, dataset, question_sha256);
 )sql";
 
+// Version 4: what a response had set aside (`notes`, e.g. a token count that
+// was no count) and whether a secret was cut out of it (`redacted`).
+constexpr std::string_view k_schema_v4 = R"sql(
+ALTER TABLE responses ADD COLUMN notes TEXT;
+ALTER TABLE responses ADD COLUMN redacted INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // Version 5: which response field named the stop (responses.stop_field) and
 // what stopped the response as classified (classifications.stop_cause), so a
 // stop cause the server never stated is counted as unknown instead of
@@ -256,8 +267,9 @@ constexpr std::string_view k_statements[] = {
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
-    "streamed, token_gaps_ms, started_at, error, error_kind, stop_field) "
-    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM requests "
+    "streamed, token_gaps_ms, started_at, error, error_kind, stop_field, notes, redacted) "
+    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM "
+    "requests "
     "WHERE request_key = ?",
     // k_point_request: the response that counts is the newest success, else
     // the newest failure; a failure never replaces a success.
@@ -277,8 +289,11 @@ constexpr std::string_view k_statements[] = {
     "UPDATE probe_requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM probe_responses x "
     "WHERE x.response_id = probe_requests.response_id AND x.ok = 1))",
+    // k_mark_killed: only called while holding the run lock, so no process
+    // is writing any run still marked running.
+    "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
 };
-static_assert(std::size(k_statements) == 12);
+static_assert(std::size(k_statements) == 13);
 
 class Transaction {
 public:
@@ -303,6 +318,34 @@ private:
 
 } // namespace
 
+util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) {
+        return {};
+    }
+    if (std::filesystem::is_directory(st)) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is a directory; pass a database file to --db", path));
+    }
+    if (!std::filesystem::is_regular_file(st)) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("{} is not a regular file; pass a database file to --db", path));
+    }
+    if (access(path.c_str(), R_OK) != 0) {
+        return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
+                                                       path, std::strerror(errno)));
+    }
+    if (mode == Store::Mode::read_write && access(path.c_str(), W_OK) != 0) {
+        return make_error(ErrorKind::data,
+                          fmt::format("cannot write {}: {}; diffeval stores scores and responses "
+                                      "in it, so it must be writable",
+                                      path, std::strerror(errno)));
+    }
+    return {};
+}
+
 std::string now_iso8601() {
     auto now = std::chrono::system_clock::now();
     auto secs = std::chrono::system_clock::to_time_t(now);
@@ -317,11 +360,17 @@ std::string now_iso8601() {
 }
 
 util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode mode) {
+    // A --db that cannot be a database is the user's to fix (exit 2), found
+    // before SQLite tries and fails with a less helpful message.
+    const bool existed = std::filesystem::exists(path);
+    if (auto r = check_db_file(path, mode); !r) {
+        return r.error();
+    }
     std::unique_ptr<Store> s(new Store());
     s->m_path = path;
     auto create = mode == Mode::read_write ? Database::Create::yes : Database::Create::no;
     if (auto r = s->m_db.open(path, create); !r) {
-        return r.error();
+        return make_error(existed ? ErrorKind::data : ErrorKind::usage, r.error().message);
     }
     // Reads go through a memory map (up to 1 GiB of the file): analysis
     // passes over every response then skip a copy of each page.
@@ -330,8 +379,7 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
         !r) {
         // A file that is not SQLite at all (a JSON file given as --db) is
         // bad input, not a failure of the machine.
-        const bool not_a_database = sqlite3_errcode(s->m_db.handle()) == SQLITE_NOTADB;
-        return make_error(not_a_database ? ErrorKind::data : ErrorKind::io,
+        return make_error(ErrorKind::data,
                           fmt::format("{} is not a diffeval database ({}); give the .sqlite file "
                                       "'diffeval run' wrote",
                                       path, r.error().message));
@@ -348,7 +396,7 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {
-        return make_error(ErrorKind::io, fmt::format("{} is not a SQLite database", m_path));
+        return make_error(ErrorKind::data, fmt::format("{} is not a SQLite database", m_path));
     }
     int from = static_cast<int>(v.column_int(0));
     v.reset();
@@ -398,6 +446,11 @@ util::Result<void> Store::migrate(Mode mode) {
             return r.error();
         }
         if (auto r = backfill_question_hashes(); !r) {
+            return r.error();
+        }
+    }
+    if (from < 4) {
+        if (auto r = m_db.exec(k_schema_v4); !r) {
             return r.error();
         }
     }
@@ -480,6 +533,14 @@ util::Result<void> Store::end_run(int64_t run_id, const std::string& status) {
                           fmt::format("cannot record run end: {}", m_db.last_error()));
     }
     return {};
+}
+
+util::Result<int64_t> Store::mark_stale_runs_killed() {
+    if (!m_stmts[k_mark_killed].bind(now_iso8601()).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot mark earlier runs killed: {}", m_db.last_error()));
+    }
+    return static_cast<int64_t>(sqlite3_changes(m_db.handle()));
 }
 
 util::Result<void> Store::put_server(const ServerRow& s) {
@@ -575,17 +636,18 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             }
             continue;
         }
-        ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
-                 r.status, r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason,
-                 r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms,
-                 r.streamed ? 1 : 0, r.token_gaps_json, r.started_at,
-                 r.error.empty() ? std::optional<std::string>{}
-                                 : std::optional<std::string>{r.error},
-                 r.error_kind.empty() ? std::optional<std::string>{}
-                                      : std::optional<std::string>{r.error_kind},
-                 r.stop_field.empty() ? std::optional<std::string>{}
-                                      : std::optional<std::string>{r.stop_field},
-                 r.key);
+        ins.bind(
+            r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
+            r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason, r.prompt_tokens,
+            r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms, r.streamed ? 1 : 0,
+            r.token_gaps_json, r.started_at,
+            r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
+            r.error_kind.empty() ? std::optional<std::string>{}
+                                 : std::optional<std::string>{r.error_kind},
+            r.stop_field.empty() ? std::optional<std::string>{}
+                                 : std::optional<std::string>{r.stop_field},
+            r.notes.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.notes},
+            r.redacted ? 1 : 0, r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));

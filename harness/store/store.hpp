@@ -79,9 +79,11 @@ struct ResponseRow {
     std::optional<std::string> token_gaps_json; // streamed: ms between content chunks
     std::string started_at;                     // ISO 8601 UTC
     std::string error;                          // empty when ok
-    std::string error_kind; // "", "http", "transport", "timeout", "parse", "stream"
+    std::string error_kind; // "", "http", "transport", "timeout", "parse", "stream", "size"
     bool probe = false;     // the answer to a probe request: goes to probe_responses
     std::optional<ProbeReadingRow> reading; // a probe's reading, when ok
+    std::string notes;     // what was set aside from the response (e.g. a bad token count)
+    bool redacted = false; // a secret was replaced in a stored field
 };
 
 struct ServerRow {
@@ -108,6 +110,9 @@ public:
     // Record a run's start with its effective configuration (no secrets).
     util::Result<int64_t> begin_run(const std::string& config_json, const std::string& dataset);
     util::Result<void> end_run(int64_t run_id, const std::string& status);
+    // Mark every run still `running` as `killed`; returns how many. Call only
+    // while holding the database's RunLock: then no such run has a process.
+    util::Result<int64_t> mark_stale_runs_killed();
 
     util::Result<void> put_server(const ServerRow& server);
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
@@ -148,6 +153,7 @@ private:
         k_put_probe_request,
         k_insert_probe_response,
         k_point_probe_request,
+        k_mark_killed,
         k_count_statements
     };
 
@@ -191,6 +197,11 @@ private:
     std::optional<std::string> m_error;
     std::thread m_thread;
 };
+
+// Whether `path` can be opened as a database in `mode`: a data error when it
+// is a directory, not a regular file, unreadable, or (read_write) read-only.
+// A missing file passes (it will be created).
+util::Result<void> check_db_file(const std::string& path, Store::Mode mode);
 
 // Current UTC time as ISO 8601 with milliseconds.
 std::string now_iso8601();

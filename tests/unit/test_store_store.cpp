@@ -48,7 +48,9 @@ bool downgrade_to_v2(Store& s) {
           "CREATE INDEX requests_counted ON requests (response_id, server, framing, max_tokens, "
           "repeat, question_idx, dataset)",
           "DROP VIEW v_responses", "ALTER TABLE responses DROP COLUMN stop_field",
-          "ALTER TABLE classifications DROP COLUMN stop_cause"}) {
+          "ALTER TABLE classifications DROP COLUMN stop_cause",
+          "ALTER TABLE responses DROP COLUMN notes",
+          "ALTER TABLE responses DROP COLUMN redacted"}) {
         if (!Statement(s.handle(), sql).run()) {
             return false;
         }
@@ -107,6 +109,9 @@ TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('probe_requests', "
                          "'probe_responses', 'v_probes')"),
               3);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_table_info('responses') WHERE name IN "
+                         "('notes', 'redacted')"),
+              2);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
     // Version 5: the stop field each stored body shows (vLLM's stop_reason;
     // none for llama.cpp).

@@ -1,0 +1,106 @@
+// The run lock; see lock.hpp.
+#include <harness/store/lock.hpp>
+
+#include <harness/store/store.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <thread>
+#include <unistd.h>
+
+namespace diffeval::store {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+// Who holds the lock, as the holder wrote it ("" when unreadable).
+std::string holder_of(int fd) {
+    char buf[256] = {};
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) {
+        text.pop_back();
+    }
+    return text;
+}
+
+} // namespace
+
+std::string RunLock::path_for(const std::string& db_path) {
+    return db_path + ".lock";
+}
+
+util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
+                                       const std::atomic<bool>* stop) {
+    const auto path = path_for(db_path);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot create the lock file {}: {}; choose a --db in a "
+                                      "writable directory",
+                                      path, std::strerror(errno)));
+    }
+    RunLock lock(fd);
+    bool told = false;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+        }
+        auto holder = holder_of(fd);
+        if (holder.empty()) {
+            holder = "another process";
+        }
+        if (wait == Wait::no) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{} is in use by another diffeval run ({}); wait for "
+                                          "it to finish or pass --wait-lock",
+                                          db_path, holder));
+        }
+        if (!told) {
+            fmt::print(stderr, "diffeval: waiting for the run writing {} ({})\n", db_path, holder);
+            told = true;
+        }
+        if (stop && stop->load()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("interrupted while waiting for {}", db_path));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    const auto me = fmt::format("pid {}, started {}\n", getpid(), now_iso8601());
+    if (ftruncate(fd, 0) != 0 ||
+        pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+        // Only the message of a later run would lack the PID; the lock holds.
+    }
+    return lock;
+}
+
+RunLock::RunLock(RunLock&& other) noexcept : m_fd(other.m_fd) {
+    other.m_fd = -1;
+}
+
+RunLock& RunLock::operator=(RunLock&& other) noexcept {
+    if (this != &other) {
+        if (m_fd >= 0) {
+            ::close(m_fd);
+        }
+        m_fd = other.m_fd;
+        other.m_fd = -1;
+    }
+    return *this;
+}
+
+RunLock::~RunLock() {
+    if (m_fd >= 0) {
+        ::close(m_fd); // releases the flock
+    }
+}
+
+} // namespace diffeval::store

@@ -1,0 +1,41 @@
+// One run per database at a time. Two runs writing one file would each send
+// and store every request; the second is refused (or waits) instead.
+//
+// The lock is flock() on "<db>.lock" beside the database: the kernel releases
+// it when its process ends, however it ends, so a crashed or SIGKILLed run
+// leaves no stale lock. The file holds the holder's PID and start time for
+// the message the next run prints; its mere presence means nothing.
+#pragma once
+
+#include <harness/util/result.hpp>
+
+#include <atomic>
+#include <string>
+
+namespace diffeval::store {
+
+class RunLock {
+public:
+    enum class Wait { no, yes };
+
+    // Take the lock of the database at `db_path`. Held by another process:
+    // a usage error naming its PID and start time, or with Wait::yes poll
+    // until it is free or `stop` is set (then an error saying so).
+    static util::Result<RunLock> acquire(const std::string& db_path, Wait wait,
+                                         const std::atomic<bool>* stop);
+
+    RunLock(RunLock&& other) noexcept;
+    RunLock& operator=(RunLock&& other) noexcept;
+    RunLock(const RunLock&) = delete;
+    RunLock& operator=(const RunLock&) = delete;
+    ~RunLock();
+
+    // "<db>.lock" for the database at `db_path`.
+    static std::string path_for(const std::string& db_path);
+
+private:
+    explicit RunLock(int fd) : m_fd(fd) {}
+    int m_fd = -1;
+};
+
+} // namespace diffeval::store

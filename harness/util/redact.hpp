@@ -1,0 +1,32 @@
+// Cutting secrets (API keys) out of text that is stored, printed or reported.
+// A server may echo request headers back in its body or error message; the
+// key must not end up in the database, in report.html or on stderr.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace diffeval::util {
+
+class Redactor {
+public:
+    // Replaced by this wherever a secret appeared.
+    static constexpr std::string_view k_mark = "[REDACTED]";
+    // Shorter values are not treated as secrets: cutting every "abc" out of
+    // model text would change answers, and such a key protects nothing.
+    static constexpr size_t k_min_secret = 8;
+
+    // Redact `secret` from now on (also in its JSON-escaped spelling).
+    void add(std::string_view secret);
+    // Replace every secret in `text`; true when something was replaced.
+    bool apply(std::string& text) const;
+    // `text` with every secret replaced.
+    std::string redacted(std::string text) const;
+    bool empty() const { return m_secrets.empty(); }
+
+private:
+    std::vector<std::string> m_secrets;
+};
+
+} // namespace diffeval::util

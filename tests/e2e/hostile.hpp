@@ -1,0 +1,76 @@
+// A deliberately misbehaving OpenAI-compatible server for the black-box
+// tests: raw sockets on a free loopback port, one thread per connection, each
+// answer shaped by a mode (cut streams, wrong types, bombs, redirects,
+// echoed secrets, absurd headers and counts). Everything is bounded in time
+// and size so a test can never hang on it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace e2e {
+
+enum class Hostile {
+    good,             // a correct answer ("The answer is 42.\n#### 42")
+    cut_mid_event,    // the body stops in the middle of JSON or of an SSE event
+    no_finish,        // stream: content, then the connection ends (no finish_reason, no [DONE])
+    content_number,   // chat content / completion text is a number
+    content_object,   // ... an object
+    content_null,     // ... null, with no reasoning either
+    message_empty,    // chat message {} / completion choice {}
+    deep_json,        // 100,000 nested arrays
+    gzip_bomb,        // Content-Encoding: gzip inflating to 256 MiB
+    endless,          // a body that never ends (until the client hangs up)
+    redirect_away,    // 307 to Options::redirect_url
+    redirect_ftp,     // 307 to ftp://
+    redirect_loop,    // 307 to itself
+    echo_headers,     // a good answer whose text quotes every request header
+    retry_after_huge, // 429 with Retry-After: 1e308
+    retry_after_nan,  // 429 with Retry-After: nan
+    bad_tokens,       // a good answer with completion_tokens -5, prompt_tokens 2^64-1
+    partial_206,      // a good body with status 206
+    hang,             // reads the request, never answers
+};
+
+// The mode's name, as counted by HostileServer::arrivals().
+std::string name_of(Hostile mode);
+
+// How GET /v1/models answers (echo_error: HTTP 500 quoting the request headers).
+enum class ModelsReply { normal, deep, hang, echo_error };
+
+class HostileServer {
+public:
+    struct Options {
+        std::vector<Hostile> cycle{Hostile::good}; // POST n gets cycle[n % size]
+        ModelsReply models = ModelsReply::normal;
+        std::string redirect_url; // for redirect_away
+        // Answer the first N arrivals of each request body with the cycle,
+        // later ones with `good` (0: always the cycle).
+        int hostile_arrivals_per_body = 0;
+    };
+    explicit HostileServer(Options options);
+    ~HostileServer();
+    HostileServer(const HostileServer&) = delete;
+    HostileServer& operator=(const HostileServer&) = delete;
+
+    std::string url() const;
+    int port() const { return m_port; }
+    // POST arrivals per mode name, and in all.
+    std::map<std::string, int> arrivals() const;
+    int total_arrivals() const;
+    int model_listings() const { return m_models.load(); }
+    // The headers of the last POST, as received.
+    std::string last_headers() const;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+    int m_port = 0;
+    std::atomic<int> m_models{0};
+};
+
+} // namespace e2e

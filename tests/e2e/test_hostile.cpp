@@ -1,0 +1,541 @@
+// `diffeval run` against a server written to misbehave (hostile.hpp): nothing
+// crashes, nothing false is stored as a success, nothing is sent twice, and
+// bad flags or databases are refused with exit 2 before anything is sent.
+// Each test reproduces one failure of issue 17.
+#include "e2e.hpp"
+#include "hostile.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <fstream>
+#include <iostream>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using e2e::Hostile;
+using e2e::HostileServer;
+using e2e::query;
+
+namespace {
+
+int count_of(const std::filesystem::path& db, const std::string& sql) {
+    return std::stoi("0" + query(db, sql));
+}
+
+std::vector<std::string> run_args(const std::string& url, const std::filesystem::path& db,
+                                  std::vector<std::string> more = {}) {
+    std::vector<std::string> a = {"run",       "--server", "h=" + url,  "--db",
+                                  db.string(), "--quiet",  "--dataset", "sample"};
+    // No retries and a short timeout unless the test sets its own.
+    for (const char* flag : {"--retries", "--timeout"}) {
+        if (std::find(more.begin(), more.end(), flag) == more.end()) {
+            a.insert(a.end(), {flag, flag == std::string("--retries") ? "0" : "10"});
+        }
+    }
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+}
+
+HostileServer::Options cycle(std::vector<Hostile> modes) {
+    HostileServer::Options o;
+    o.cycle = std::move(modes);
+    return o;
+}
+
+// A finished child with its peak memory.
+struct Measured {
+    int exit_code = -1;
+    std::string out, err;
+    long max_rss_kb = 0;
+};
+
+// Run diffeval with `args`; `file_limit` > 0 caps the size of any file it
+// writes (RLIMIT_FSIZE, with SIGXFSZ ignored): a disk that fills up.
+Measured run_measured(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                      long file_limit = 0) {
+    auto base = e2e::scratch("measured") / "child";
+    std::string out = base.string() + ".out", err = base.string() + ".err";
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, 1);
+        dup2(e, 2);
+        for (const auto& kv : env) {
+            putenv(const_cast<char*>(kv.c_str()));
+        }
+        if (file_limit > 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            rlimit lim{static_cast<rlim_t>(file_limit), static_cast<rlim_t>(file_limit)};
+            setrlimit(RLIMIT_FSIZE, &lim);
+        }
+        std::string bin = e2e::binary();
+        std::vector<char*> argv{bin.data()};
+        for (const auto& a : args) {
+            argv.push_back(const_cast<char*>(a.c_str()));
+        }
+        argv.push_back(nullptr);
+        execv(bin.c_str(), argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    rusage usage{};
+    wait4(pid, &status, 0, &usage);
+    Measured m;
+    m.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    m.out = e2e::slurp(out);
+    m.err = e2e::slurp(err);
+    m.max_rss_kb = usage.ru_maxrss;
+    return m;
+}
+
+int lines(const std::string& s) {
+    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+} // namespace
+
+// 1. A /v1/models reply nested 100,000 deep is refused, not a stack overflow.
+TEST(Hostile, DeepModelsReplyIsRefusedWithoutCrashing) {
+    auto dir = e2e::scratch("hostile-deep-models");
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::deep;
+    HostileServer server(opts);
+    auto o = e2e::run(run_args(server.url(), dir / "r.sqlite", {"--limit", "2"}));
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("listed no models"), std::string::npos) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 0);
+}
+
+TEST(Hostile, DeepResponseBodiesAreParseErrors) {
+    auto dir = e2e::scratch("hostile-deep-body");
+    HostileServer server(cycle({Hostile::deep_json}));
+    auto db = dir / "r.sqlite";
+    for (const char* stream : {"", "--stream"}) {
+        std::vector<std::string> more = {"--limit", "3", "--framing", "raw"};
+        if (*stream) {
+            more.push_back(stream);
+        }
+        auto o = e2e::run(run_args(server.url(), db, more));
+        EXPECT_EQ(o.exit_code, 1) << o.err;
+    }
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0 AND error LIKE "
+                           "'%nests deeper than 64 levels'"),
+              6);
+}
+
+// 2. A stream cut mid-event, or ended without finish_reason and [DONE], is
+//    an error that keeps the partial body.
+TEST(Hostile, CutOffStreamsAreErrorsNotAnswers) {
+    auto dir = e2e::scratch("hostile-cut");
+    HostileServer server(cycle({Hostile::cut_mid_event, Hostile::no_finish}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "4", "--stream"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses"), 8);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = "
+                           "'stream' AND error LIKE '%cut off%' AND "
+                           "instr(response_json, 'Let me compute. ') > 0"),
+              8);
+}
+
+// 3. Chat content of the wrong type is no answer.
+TEST(Hostile, WrongTypesAreErrorsNotEmptyAnswers) {
+    auto dir = e2e::scratch("hostile-types");
+    HostileServer server(cycle({Hostile::content_number, Hostile::content_object,
+                                Hostile::content_null, Hostile::message_empty}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "8", "--framing", "chat,raw"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    auto s = e2e::run(run_args(server.url(), dir / "s.sqlite",
+                               {"--limit", "8", "--framing", "chat,raw", "--stream"}));
+    EXPECT_EQ(s.exit_code, 1) << s.err;
+    // Streamed, null content that ends with a finish_reason is an empty answer
+    // (llama.cpp streams an answer cut by a stop string so): 4 of the 16.
+    for (const auto& [d, empty] : {std::pair{db, 0}, std::pair{dir / "s.sqlite", 4}}) {
+        EXPECT_EQ(count_of(d, "SELECT count(*) FROM v_responses WHERE ok = 1"), empty)
+            << e2e::query(d, "SELECT group_concat(response_json, ' | ') FROM v_responses "
+                             "WHERE ok = 1");
+        EXPECT_EQ(count_of(d, "SELECT count(*) FROM v_responses WHERE ok = 1 AND text <> ''"), 0);
+        EXPECT_EQ(count_of(d, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind IN "
+                              "('parse', 'stream')"),
+                  16 - empty);
+    }
+}
+
+// 4. Every numeric flag outside its range is one line and exit 2, before
+//    anything is sent or any file is created.
+TEST(Hostile, OutOfRangeFlagsAreRefusedUpFront) {
+    auto dir = e2e::scratch("hostile-flags");
+    HostileServer server(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    const std::vector<std::vector<std::string>> bad = {{"--limit", "0"},
+                                                       {"--repeats", "0"},
+                                                       {"--concurrency", "0"},
+                                                       {"--timeout", "0"},
+                                                       {"--timeout", "-1"},
+                                                       {"--timeout", "nan"},
+                                                       {"--retries", "-5"},
+                                                       {"--retry-backoff-ms", "-100"},
+                                                       {"--repeats", "4294967297"},
+                                                       {"--repeats", "2000000000"},
+                                                       {"--max-tokens", "0"},
+                                                       {"--max-tokens", "4294967297"},
+                                                       {"--max-response-bytes", "10"}};
+    for (const auto& flags : bad) {
+        auto o = e2e::run(run_args(server.url(), db, flags));
+        EXPECT_EQ(o.exit_code, 2) << flags[0] << " " << flags[1] << ": " << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(flags[0]), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_EQ(server.model_listings(), 0);
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+TEST(Hostile, OutOfRangeExperimentKeysAreRefused) {
+    auto dir = e2e::scratch("hostile-toml");
+    HostileServer server(cycle({Hostile::good}));
+    for (const std::string key : {"repeats = 4294967297", "concurrency = 0", "timeout = -3",
+                                  "retries = -1", "max_tokens = [256, 0]", "limit = 0"}) {
+        auto file = dir / "exp.toml";
+        std::ofstream(file) << "version = 1\n"
+                            << key << "\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
+                            << "\"\n";
+        auto o = e2e::run({"run", "--config", file.string(), "--db", (dir / "r.sqlite").string()});
+        EXPECT_EQ(o.exit_code, 2) << key << ": " << o.err;
+        EXPECT_NE(o.err.find("exp.toml:2"), std::string::npos) << o.err;
+        EXPECT_NE(o.err.find("must be between"), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+}
+
+TEST(Hostile, APlanTooLargeForMemoryIsRefusedWithItsSize) {
+    auto dir = e2e::scratch("hostile-plan");
+    HostileServer server(cycle({Hostile::good}));
+    auto m = run_measured(run_args(server.url(), dir / "r.sqlite", {"--repeats", "1000000"}), {});
+    EXPECT_EQ(m.exit_code, 2) << m.err;
+    EXPECT_NE(m.err.find("the plan has 96000000 requests"), std::string::npos) << m.err;
+    EXPECT_LT(m.max_rss_kb, 200 * 1024) << "refused before building the plan";
+    EXPECT_EQ(server.total_arrivals(), 0);
+}
+
+// 5 and 13. One run per database: a second is refused naming the first, or
+//    waits with --wait-lock; a SIGKILLed run is marked killed by the next.
+TEST(Hostile, OneRunPerDatabaseAndKilledRunsAreMarked) {
+    auto dir = e2e::scratch("hostile-lock");
+    HostileServer hanging(cycle({Hostile::hang}));
+    HostileServer good(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    e2e::Child first(
+        run_args(hanging.url(), db, {"--limit", "2", "--framing", "raw", "--timeout", "60"}));
+    for (int i = 0; i < 500 && hanging.total_arrivals() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(hanging.total_arrivals(), 2) << first.err();
+
+    auto second = e2e::run(run_args(good.url(), db, {"--limit", "2", "--framing", "raw"}));
+    EXPECT_EQ(second.exit_code, 2) << second.err;
+    EXPECT_NE(second.err.find("in use by another diffeval run (pid " + std::to_string(first.pid()) +
+                              ", started "),
+              std::string::npos)
+        << second.err;
+    EXPECT_NE(second.err.find("--wait-lock"), std::string::npos);
+    EXPECT_EQ(good.total_arrivals(), 0);
+
+    e2e::Child waiting(
+        run_args(good.url(), db, {"--limit", "2", "--framing", "raw", "--wait-lock"}));
+    for (int i = 0; i < 500 && waiting.err().find("waiting for") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_NE(waiting.err().find("waiting for the run writing"), std::string::npos);
+    EXPECT_EQ(good.total_arrivals(), 0);
+    EXPECT_EQ(first.stop(SIGKILL), 128 + SIGKILL);
+    for (int i = 0; i < 1000 && good.total_arrivals() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(waiting.stop(0), 0) << waiting.err();
+    EXPECT_EQ(good.total_arrivals(), 2);
+    EXPECT_EQ(query(db, "SELECT group_concat(status, ',') FROM (SELECT status FROM runs "
+                        "ORDER BY run_id)"),
+              "killed,complete");
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses"), 2);
+}
+
+// 6. A failing store stops the run at once and marks it failed.
+TEST(Hostile, AFullDiskStopsTheRunAtOnce) {
+    auto dir = e2e::scratch("hostile-full");
+    HostileServer server(cycle({Hostile::partial_206}));
+    auto db = dir / "r.sqlite";
+    // First: store the plan (every request answered with an error).
+    auto first = e2e::run(run_args(server.url(), db, {"--repeats", "25", "--framing", "raw"}));
+    ASSERT_EQ(first.exit_code, 1) << first.err;
+    ASSERT_EQ(count_of(db, "SELECT count(*) FROM requests"), 1200);
+    const int before = server.total_arrivals();
+    // Then resend all 1,200 with no room for the answers: no file may grow
+    // past 256 KiB, so the write-ahead log fills after a few dozen rows.
+    auto m = run_measured(
+        run_args(server.url(), db, {"--repeats", "25", "--framing", "raw", "--concurrency", "4"}),
+        {}, 256 * 1024);
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_EQ(m.err.substr(m.err.rfind('\n', m.err.size() - 2) + 1).rfind("diffeval: writing", 0),
+              0u)
+        << "the error is the last line: " << m.err;
+    EXPECT_NE(m.err.find("stopped sending at once"), std::string::npos) << m.err;
+    EXPECT_NE(m.err.find("were not stored"), std::string::npos) << m.err;
+    const int sent = server.total_arrivals() - before;
+    EXPECT_LT(sent, 600) << "the run kept sending after the store failed";
+    // With room again, the next run finds the failed one closed (or marks
+    // it killed) and loses nothing.
+    auto again = e2e::run(run_args(server.url(), db, {"--repeats", "25", "--framing", "raw"}));
+    EXPECT_EQ(again.exit_code, 1) << again.err;
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    auto statuses = query(db, "SELECT group_concat(status, ',') FROM (SELECT status FROM runs "
+                              "ORDER BY run_id)");
+    EXPECT_TRUE(statuses == "incomplete,failed,incomplete" ||
+                statuses == "incomplete,killed,incomplete")
+        << statuses;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses"), 1200);
+}
+
+// 7. Bodies over --max-response-bytes (after decompression) are errors, and
+//    memory stays bounded.
+TEST(Hostile, OversizedBodiesAreErrorsAndMemoryStaysBounded) {
+    auto dir = e2e::scratch("hostile-size");
+    HostileServer server(cycle({Hostile::gzip_bomb, Hostile::endless}));
+    auto db = dir / "r.sqlite";
+    auto m = run_measured(
+        run_args(server.url(), db, {"--limit", "4", "--framing", "raw", "--concurrency", "8"}), {});
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = "
+                           "'size' AND error LIKE '%limit of 33554432 bytes%' AND "
+                           "length(response_json) <= 65536"),
+              4);
+    EXPECT_LT(m.max_rss_kb, 512 * 1024) << "peak RSS " << m.max_rss_kb << " KiB";
+}
+
+// 8. Redirects are stored as errors naming where they pointed, never followed.
+TEST(Hostile, RedirectsAreNotFollowed) {
+    auto dir = e2e::scratch("hostile-redirect");
+    HostileServer target(cycle({Hostile::good}));
+    auto opts = cycle({Hostile::redirect_away, Hostile::redirect_ftp, Hostile::redirect_loop});
+    opts.redirect_url = target.url();
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "6", "--framing", "raw"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(target.total_arrivals(), 0);
+    EXPECT_EQ(server.total_arrivals(), 6);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND status = 307 AND "
+                           "error LIKE 'HTTP 307: redirect to % not followed'"),
+              6);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE error LIKE '%ftp://%'"), 2);
+}
+
+// 9. A --db that cannot be a database is exit 2, and read commands leave an
+//    empty file empty.
+TEST(Hostile, BadDatabaseFilesAreUsageErrors) {
+    auto dir = e2e::scratch("hostile-db");
+    HostileServer server(cycle({Hostile::good}));
+    std::filesystem::create_directories(dir / "a-directory");
+    std::ofstream(dir / "text.sqlite") << "this is not a database, it is a note\n";
+    for (const auto& db : {dir / "a-directory", dir / "text.sqlite"}) {
+        auto o = e2e::run(run_args(server.url(), db, {"--limit", "1"}));
+        EXPECT_EQ(o.exit_code, 2) << db << ": " << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        auto s = e2e::run({"summary", "--db", db.string()});
+        EXPECT_EQ(s.exit_code, 2) << db << ": " << s.err;
+    }
+    EXPECT_EQ(e2e::slurp(dir / "text.sqlite"), "this is not a database, it is a note\n");
+    EXPECT_EQ(server.total_arrivals(), 0);
+    std::ofstream(dir / "empty.sqlite").close();
+    for (const std::string cmd : {"summary", "report"}) {
+        auto o = e2e::run(
+            {cmd, "--db", (dir / "empty.sqlite").string(), "--out", (dir / "out").string()});
+        EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
+        EXPECT_EQ(std::filesystem::file_size(dir / "empty.sqlite"), 0u) << cmd;
+    }
+}
+
+TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
+    if (geteuid() == 0) {
+        GTEST_SKIP() << "running as root: unreadable and read-only files cannot be made";
+    }
+    auto dir = e2e::scratch("hostile-db-perms");
+    HostileServer server(cycle({Hostile::good}));
+    std::ofstream(dir / "ro.sqlite").close();
+    std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::owner_read);
+    auto ro = e2e::run(run_args(server.url(), dir / "ro.sqlite", {"--limit", "1"}));
+    EXPECT_EQ(ro.exit_code, 2) << ro.err;
+    std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::none);
+    auto unreadable = e2e::run({"summary", "--db", (dir / "ro.sqlite").string()});
+    EXPECT_EQ(unreadable.exit_code, 2) << unreadable.err;
+}
+
+// 10. A server echoing the Authorization header gets the key nowhere.
+TEST(Hostile, TheApiKeyIsRedactedEverywhere) {
+    auto dir = e2e::scratch("hostile-secret");
+    const std::string key = "sk-hostile-test-0123456789";
+    HostileServer server(cycle({Hostile::echo_headers}));
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> env = {"HOSTILE_KEY=" + key};
+    auto o = e2e::run(
+        run_args(server.url(), db,
+                 {"--limit", "3", "--framing", "raw,chat", "--api-key-env", "HOSTILE_KEY"}),
+        env);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    ASSERT_NE(server.last_headers().find("Bearer " + key), std::string::npos)
+        << "the key must have been sent for this test to mean anything";
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND redacted = 1 AND "
+                           "instr(text, 'Bearer [REDACTED]') > 0"),
+              6);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE instr(response_json, '" + key +
+                               "') > 0 OR instr(text, '" + key + "') > 0"),
+              0);
+    auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (const char* f : {"report.html", "report.md", "summary.json"}) {
+        auto text = e2e::slurp(dir / "out" / f);
+        EXPECT_EQ(text.find(key), std::string::npos) << f;
+    }
+    // A failed preflight quoting the request prints no key either.
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::echo_error;
+    HostileServer echo(opts);
+    auto p =
+        e2e::run(run_args(echo.url(), dir / "p.sqlite", {"--api-key-env", "HOSTILE_KEY"}), env);
+    EXPECT_EQ(p.exit_code, 2) << p.err;
+    EXPECT_NE(p.err.find("Bearer [REDACTED]"), std::string::npos) << p.err;
+    EXPECT_EQ(p.err.find(key), std::string::npos) << p.err;
+}
+
+// 11. Ctrl-C during preflight stops at once with 130.
+TEST(Hostile, CtrlCDuringPreflightStopsAtOnce) {
+    auto dir = e2e::scratch("hostile-preflight-int");
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::hang;
+    HostileServer server(opts);
+    e2e::Child run(run_args(server.url(), dir / "r.sqlite"));
+    for (int i = 0; i < 500 && server.model_listings() == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(server.model_listings(), 1);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(run.stop(SIGINT), 130);
+    // Before: the 15 s preflight timeout ran out first (exit 2).
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    EXPECT_EQ(server.total_arrivals(), 0);
+}
+
+// 12. Retry-After values that are no delay fall back to the backoff; huge
+//     ones are capped by --timeout.
+TEST(Hostile, AbsurdRetryAfterDoesNotParkTheRun) {
+    auto dir = e2e::scratch("hostile-retry-after");
+    auto opts = cycle({Hostile::retry_after_huge, Hostile::retry_after_nan});
+    opts.hostile_arrivals_per_body = 1;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto t0 = std::chrono::steady_clock::now();
+    auto o = e2e::run(run_args(server.url(), db,
+                               {"--limit", "4", "--framing", "raw", "--retries", "2",
+                                "--retry-backoff-ms", "1", "--timeout", "2"}));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    // Before: each 429 parked its request for 300 s.
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1 AND attempts = 2"), 4);
+}
+
+// 14. Token counts that are no counts are NULL with a note; 206 is no success.
+TEST(Hostile, BadTokenCountsAreNullAndPartialContentIsAnError) {
+    auto dir = e2e::scratch("hostile-tokens");
+    HostileServer server(cycle({Hostile::bad_tokens, Hostile::partial_206}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "4", "--framing", "raw"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND completion_tokens "
+                           "IS NULL AND prompt_tokens IS NULL AND notes LIKE "
+                           "'%usage.completion_tokens -5 is not a token count%'"),
+              2);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND status = 206 AND "
+                           "error_kind = 'http'"),
+              2);
+}
+
+// The soak: every mode at once, many requests in flight, with and without
+// streaming. Each arrival's mode decides what must be stored, so the counts
+// per outcome are exact; nothing may be stored as a success that is not one.
+TEST(HostileSoak, EveryModeAtOnceStoresNothingFalseAndSendsNothingTwice) {
+    const std::vector<Hostile> all = {
+        Hostile::good,           Hostile::cut_mid_event,    Hostile::no_finish,
+        Hostile::content_number, Hostile::content_object,   Hostile::content_null,
+        Hostile::message_empty,  Hostile::deep_json,        Hostile::gzip_bomb,
+        Hostile::endless,        Hostile::redirect_ftp,     Hostile::redirect_loop,
+        Hostile::echo_headers,   Hostile::retry_after_huge, Hostile::retry_after_nan,
+        Hostile::bad_tokens,     Hostile::partial_206};
+    const std::string key = "sk-soak-key-0123456789abcdef";
+    for (const std::string delivery : {"whole", "stream"}) {
+        SCOPED_TRACE(delivery);
+        auto dir = e2e::scratch("hostile-soak-" + delivery);
+        HostileServer server(cycle(all));
+        auto db = dir / "r.sqlite";
+        std::vector<std::string> more = {"--framing",
+                                         "raw,chat",
+                                         "--repeats",
+                                         "13",
+                                         "--max-response-bytes",
+                                         "1048576",
+                                         "--concurrency",
+                                         "32",
+                                         "--api-key-env",
+                                         "SOAK_KEY"};
+        if (delivery == "stream") {
+            more.push_back("--stream");
+        }
+        auto m = run_measured(run_args(server.url(), db, more), {"SOAK_KEY=" + key});
+        ASSERT_EQ(m.exit_code, 1) << m.err;
+        constexpr int k_planned = 48 * 2 * 13;
+        auto a = server.arrivals();
+        // Nothing sent twice, nothing lost: one arrival, one attempt, one row each.
+        EXPECT_EQ(server.total_arrivals(), k_planned);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses"), k_planned);
+        EXPECT_EQ(count_of(db, "SELECT sum(attempts) FROM responses"), k_planned);
+        // Successes are exactly the good arrivals, with the good text.
+        const int good = a["good"] + a["echo_headers"] + a["bad_tokens"];
+        // A stream of null content that ends with a finish_reason is an empty
+        // answer (llama.cpp streams an answer cut by a stop string so).
+        const int empty = delivery == "stream" ? a["content_null"] : 0;
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), good + empty);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND text = ''"), empty);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND (text = 'The "
+                               "answer is 42.' || char(10) || '#### 42' OR (text LIKE 'You "
+                               "sent:%' AND instr(text, 'Bearer [REDACTED]') > 0))"),
+                  good);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE redacted = 1"),
+                  a["echo_headers"]);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE instr(response_json, '" + key +
+                                   "') > 0 OR instr(text, '" + key + "') > 0"),
+                  0);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE notes IS NOT NULL"),
+                  a["bad_tokens"]);
+        // Every failure is of the kind its mode must give.
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE error_kind = 'size'"),
+                  a["gzip_bomb"] + a["endless"]);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE error_kind = 'http'"),
+                  a["redirect_ftp"] + a["redirect_loop"] + a["retry_after_huge"] +
+                      a["retry_after_nan"] + a["partial_206"]);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE error_kind IN ('parse', "
+                               "'stream')"),
+                  a["cut_mid_event"] + a["no_finish"] + a["content_number"] + a["content_object"] +
+                      a["content_null"] - empty + a["message_empty"] + a["deep_json"]);
+        // 32 transfers of at most 1 MiB each, plus the plan and the store.
+        EXPECT_LT(m.max_rss_kb, 1024 * 1024) << "peak RSS " << m.max_rss_kb << " KiB";
+        std::cout << "[ soak ] " << delivery << ": " << k_planned << " requests, peak RSS "
+                  << m.max_rss_kb / 1024 << " MiB\n";
+    }
+}

@@ -1,0 +1,35 @@
+// libFuzzer target: everything diffeval reads from a server's answer: the
+// whole-body parser for both endpoints, the stream accumulator fed the input
+// as SSE, and the error-message extractor. A success must carry text.
+#include <harness/engine/response_parse.hpp>
+#include <harness/http/sse.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+using namespace diffeval;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const std::string body(reinterpret_cast<const char*>(data), size);
+    for (auto endpoint : {engine::Endpoint::completion, engine::Endpoint::chat}) {
+        store::ResponseRow row;
+        engine::parse_success_body(body, endpoint, row);
+        if (row.ok && (!row.text || !row.error.empty())) {
+            std::abort();
+        }
+        http::SseParser sse;
+        engine::StreamAccumulator acc(endpoint);
+        double at = 0;
+        for (const auto& event : sse.feed(body)) {
+            acc.on_event(event, at += 1);
+        }
+        store::ResponseRow streamed;
+        acc.finish(streamed);
+        if (streamed.ok && (!streamed.finish_reason && body.find("[DONE]") == std::string::npos)) {
+            std::abort(); // a stream without an end is never a success
+        }
+    }
+    (void)engine::error_message(body);
+    return 0;
+}

@@ -1,0 +1,35 @@
+// Redaction: the key disappears in every spelling a server may echo it in,
+// short values are left alone, and the caller learns whether anything
+// was replaced.
+#include <harness/util/redact.hpp>
+
+#include <gtest/gtest.h>
+
+using diffeval::util::Redactor;
+
+TEST(Redactor, ReplacesEveryOccurrenceAndSaysSo) {
+    Redactor r;
+    r.add("sk-abc/def+123456");
+    std::string text = "Authorization: Bearer sk-abc/def+123456 and again sk-abc/def+123456";
+    EXPECT_TRUE(r.apply(text));
+    EXPECT_EQ(text, "Authorization: Bearer [REDACTED] and again [REDACTED]");
+    std::string clean = "nothing to see";
+    EXPECT_FALSE(r.apply(clean));
+    EXPECT_EQ(clean, "nothing to see");
+}
+
+TEST(Redactor, ReplacesTheJsonEscapedSpelling) {
+    Redactor r;
+    r.add("sk-abc/def\"12345");
+    std::string body = R"({"echo": "Bearer sk-abc\/def\"12345"})";
+    EXPECT_TRUE(r.apply(body));
+    EXPECT_EQ(body, R"({"echo": "Bearer [REDACTED]"})");
+}
+
+TEST(Redactor, ShortValuesAreNotSecrets) {
+    Redactor r;
+    r.add("EMPTY");
+    EXPECT_TRUE(r.empty());
+    std::string text = "The answer is EMPTY";
+    EXPECT_FALSE(r.apply(text));
+}
