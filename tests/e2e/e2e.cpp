@@ -15,6 +15,10 @@
 #include <thread>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 namespace e2e {
 
 namespace fs = std::filesystem;
@@ -76,6 +80,18 @@ int decode(int status) {
 int counter = 0;
 
 } // namespace
+
+int free_port() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    return ntohs(addr.sin_port);
+}
 
 fs::path scratch(const std::string& name) {
     auto dir = fs::temp_directory_path() / "diffeval-e2e" / (name + "-" + std::to_string(getpid()));

@@ -55,6 +55,9 @@ private:
     int m_port = 0;
 };
 
+// A loopback port nothing listens on right now.
+int free_port();
+
 // A fresh scratch directory for one test.
 std::filesystem::path scratch(const std::string& name);
 

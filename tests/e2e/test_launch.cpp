@@ -17,19 +17,6 @@ using e2e::query;
 
 namespace {
 
-// A port nothing listens on right now.
-int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    return ntohs(addr.sin_port);
-}
-
 bool listening(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
@@ -49,7 +36,7 @@ std::string quoted(const std::string& s) {
 
 TEST(Launch, StartsServersWithTheirEnvRecordsLogsAndStopsThem) {
     auto dir = e2e::scratch("launch");
-    const int pa = free_port(), pb = free_port();
+    const int pa = e2e::free_port(), pb = e2e::free_port();
     const auto bin = e2e::binary();
     auto config = dir / "experiment.toml";
     std::ofstream(config)
@@ -112,7 +99,7 @@ TEST(Launch, CommandThatCannotRunIsOneClearLine) {
     auto dir = e2e::scratch("launch_bad");
     auto config = dir / "experiment.toml";
     std::ofstream(config) << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:"
-                          << free_port() << "\"\nlaunch = [\"/no/such/vllm\", \"serve\"]\n";
+                          << e2e::free_port() << "\"\nlaunch = [\"/no/such/vllm\", \"serve\"]\n";
     auto o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find("server 'x': cannot run '/no/such/vllm': No such file or directory"),
@@ -124,7 +111,7 @@ TEST(Launch, ServerThatDiesBeforeHealthyShowsItsLogTail) {
     auto dir = e2e::scratch("launch_dies");
     auto config = dir / "experiment.toml";
     std::ofstream(config)
-        << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:" << free_port()
+        << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:" << e2e::free_port()
         << "\"\nshell = true\nlaunch = \"echo 'CUDA out of memory' >&2; exit 3\"\n";
     auto o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
     EXPECT_EQ(o.exit_code, 2);
@@ -135,7 +122,7 @@ TEST(Launch, ServerThatDiesBeforeHealthyShowsItsLogTail) {
 
 TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     auto dir = e2e::scratch("launch_crash");
-    const int port = free_port();
+    const int port = e2e::free_port();
     const auto bin = e2e::binary();
     auto profile = dir / "slow.toml";
     std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 10\n";

@@ -47,22 +47,10 @@ std::optional<fs::path> tiny_model() {
     return std::nullopt;
 }
 
-int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    return ntohs(addr.sin_port);
-}
-
 std::string server_block(const fs::path& root, const std::string& name, const std::string& model,
                          const std::vector<std::string>& extra) {
     auto q = [](const std::string& s) { return nlohmann::json(s).dump(); };
-    const int port = free_port();
+    const int port = e2e::free_port();
     std::vector<std::string> argv = {"chroot",    root.string(), "llama-server",
                                      "-m",        model,         "--host",
                                      "127.0.0.1", "--port",      std::to_string(port),

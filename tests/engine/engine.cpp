@@ -52,21 +52,9 @@ std::optional<fs::path> chroot_dir(std::string& why) {
     return dir;
 }
 
-int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    close(fd);
-    return ntohs(addr.sin_port);
-}
-
 std::vector<std::string> server_argv(const fs::path& root, Server& s) {
     if (s.port == 0) {
-        s.port = free_port();
+        s.port = e2e::free_port();
     }
     std::vector<std::string> argv = {"chroot",
                                      root.string(),
