@@ -12,6 +12,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace diffeval::engine {
 
@@ -38,7 +39,12 @@ util::Result<void> check_keys(const std::string& path, const toml::table& t,
 
 template <typename T>
 util::Result<T> get(const std::string& path, const toml::node& node, const char* what) {
-    auto v = node.value<T>();
+    std::optional<T> v;
+    if constexpr (std::is_same_v<T, int64_t>) {
+        v = util::toml_integer(node);
+    } else {
+        v = node.value<T>();
+    }
     if (!v) {
         return make_error(ErrorKind::usage,
                           fmt::format("{}: '{}' has the wrong type", where(path, node), what));

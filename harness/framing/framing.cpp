@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 namespace diffeval::framing {
@@ -24,6 +25,23 @@ constexpr std::string_view k_builtin_dir = "prompts/";
 
 std::string where(const std::string& origin, const toml::node& node) {
     return fmt::format("{}:{}", origin, node.source().begin.line);
+}
+
+// The integer key `key` of `tbl`, `fallback` when absent; an error naming the
+// line when it is not an integer within [lo, hi].
+util::Result<int64_t> integer_key(const toml::table& tbl, const char* key, int64_t fallback,
+                                  int64_t lo, int64_t hi, const std::string& origin) {
+    const toml::node* node = tbl.get(key);
+    if (node == nullptr) {
+        return fallback;
+    }
+    auto v = util::toml_integer(*node);
+    if (!v || *v < lo || *v > hi) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' must be an integer from {} to {}",
+                                      where(origin, *node), key, lo, hi));
+    }
+    return *v;
 }
 
 util::Result<Framing> parse(std::string_view text, const std::string& origin, std::string name) {
@@ -60,7 +78,16 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
     Framing f;
     f.name = std::move(name);
     f.origin = origin;
-    f.version = static_cast<int>(tbl["version"].value_or(int64_t{1}));
+    auto version = integer_key(tbl, "version", 1, 1, 1'000'000, origin);
+    auto fewshot = integer_key(tbl, "fewshot", 5, 0, 100'000, origin);
+    auto seed = integer_key(tbl, "fewshot_seed", 1234, std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), origin);
+    for (const auto* r : {&version, &fewshot, &seed}) {
+        if (!*r) {
+            return r->error();
+        }
+    }
+    f.version = static_cast<int>(*version);
     f.description = tbl["description"].value_or(std::string{});
     f.endpoint = tbl["endpoint"].value_or(std::string{});
     auto kind = tbl["kind"].value_or(std::string{"completion"});
@@ -70,7 +97,7 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
             fmt::format("{}: kind must be \"completion\" or \"chat\", not \"{}\"", origin, kind));
     }
     f.kind = kind == "chat" ? Kind::chat : Kind::completion;
-    f.fewshot = static_cast<int>(tbl["fewshot"].value_or(int64_t{5}));
+    f.fewshot = static_cast<int>(*fewshot);
     auto sampler = tbl["fewshot_sampler"].value_or(std::string{"first_n"});
     if (sampler != "first_n" && sampler != "python-random") {
         return make_error(ErrorKind::usage,
@@ -80,7 +107,7 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
     }
     f.sampler =
         sampler == "python-random" ? FewshotSampler::python_random : FewshotSampler::first_n;
-    f.fewshot_seed = tbl["fewshot_seed"].value_or(int64_t{1234});
+    f.fewshot_seed = *seed;
     auto layout = tbl["fewshot_as"].value_or(std::string{"turns"});
     if (layout != "turns" && layout != "one-message") {
         return make_error(

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace diffeval::util {
 
 Result<toml::table> parse_toml(std::string_view text, const std::string& origin, ErrorKind kind) {
@@ -12,6 +14,22 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& origin,
         return make_error(kind,
                           fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
     }
+}
+
+std::optional<int64_t> toml_integer(const toml::node& node) {
+    if (const auto* i = node.as_integer()) {
+        return i->get();
+    }
+    if (const auto* f = node.as_floating_point()) {
+        // 2^63 is exactly representable; every double below it in magnitude
+        // converts without overflow.
+        const double v = f->get();
+        constexpr double k_limit = 9223372036854775808.0;
+        if (std::isfinite(v) && v >= -k_limit && v < k_limit && std::trunc(v) == v) {
+            return static_cast<int64_t>(v);
+        }
+    }
+    return std::nullopt;
 }
 
 nlohmann::ordered_json toml_to_json(const toml::node& node) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +19,12 @@ namespace diffeval::util {
 // "ORIGIN:LINE: what is wrong" (`origin` names the file or embedded data).
 Result<toml::table> parse_toml(std::string_view text, const std::string& origin,
                                ErrorKind kind = ErrorKind::usage);
+
+// `node` as a 64-bit integer: an integer, or a float with an exact integral
+// value inside int64's range; nullopt for anything else. toml++'s own
+// node::value<int64_t>() converts an out-of-range float with undefined
+// behaviour (found by fuzz_experiment_toml), so loaders read integers here.
+std::optional<int64_t> toml_integer(const toml::node& node);
 
 // `node` as JSON: tables become objects, arrays arrays, and scalars keep
 // their type (integers stay integers, floats floats).
