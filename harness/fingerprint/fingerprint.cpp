@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <set>
+#include <vector>
 
 namespace diffeval::fingerprint {
 
@@ -157,15 +158,36 @@ Fingerprint Rules::apply(std::string_view log) const {
     return fp;
 }
 
+namespace {
+
+// The built-in rule files, parsed and compiled once per process: compiling
+// their RE2 patterns costs far more than applying them to a log.
+const util::Result<std::vector<Rules>>& builtin_rules() {
+    static const util::Result<std::vector<Rules>> rules = []() -> util::Result<std::vector<Rules>> {
+        std::vector<Rules> out;
+        for (const auto& path : util::embedded_files_under("fingerprints/")) {
+            auto r = Rules::parse(*util::embedded_file(path), path);
+            if (!r) {
+                return r.error();
+            }
+            out.push_back(std::move(*r));
+        }
+        return out;
+    }();
+    return rules;
+}
+
+} // namespace
+
 util::Result<Fingerprint> fingerprint_log(std::string_view log) {
+    const auto& all = builtin_rules();
+    if (!all) {
+        return all.error();
+    }
     Fingerprint best;
     bool any = false;
-    for (const auto& path : util::embedded_files_under("fingerprints/")) {
-        auto rules = Rules::parse(*util::embedded_file(path), path);
-        if (!rules) {
-            return rules.error();
-        }
-        auto fp = rules->apply(log);
+    for (const auto& rules : *all) {
+        auto fp = rules.apply(log);
         if (!any || fp.facts.size() > best.facts.size()) {
             best = std::move(fp);
             any = true;
