@@ -236,16 +236,23 @@ void merge_parts(Results& out, std::array<Results, 2>& parts) {
 
 } // namespace
 
-util::Result<void> score_missing(store::Store& st) {
-    // A fully scored database is only read, so loading needs no write access.
+util::Result<int64_t> unscored_count(store::Store& st) {
     store::Statement missing(st.handle(), k_unclassified);
     if (!missing.step()) {
         return make_error(ErrorKind::io, fmt::format("cannot read results: {}", missing.error()));
     }
-    if (missing.column_int(0) == 0) {
+    return missing.column_int(0);
+}
+
+util::Result<void> score_missing(store::Store& st) {
+    // A fully scored database is only read, so loading needs no write access.
+    auto missing = unscored_count(st);
+    if (!missing) {
+        return missing.error();
+    }
+    if (*missing == 0) {
         return {};
     }
-    missing.reset();
     return ensure_scored(st);
 }
 

@@ -90,6 +90,9 @@ struct ResponseDetail {
 using ResponseVisitor =
     std::function<util::Result<void>(const ResultRow& row, const ResponseDetail& detail)>;
 
+// How many responses that count have no classification yet.
+util::Result<int64_t> unscored_count(store::Store& store);
+
 // Score the responses that count and have no classification yet; a no-op
 // (and no write) when every one has.
 util::Result<void> score_missing(store::Store& store);

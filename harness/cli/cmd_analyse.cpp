@@ -245,7 +245,7 @@ int rescore_command(const AnalyseFlags& f) {
             util::ErrorKind::usage,
             fmt::format("--score-text '{}': use full or after-think", f.score_text)));
     }
-    auto st = open_existing_store(f.db);
+    auto st = open_existing_store(f.db, true);
     if (!st) {
         return report(st.error());
     }

@@ -1,11 +1,15 @@
 // `diffeval import lm-eval`: store another tool's results as a group that
 // scorers, the classifier, `diff` and the gate read like diffeval's own.
+#include <harness/analysis/rescore.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -21,7 +25,15 @@ struct ImportFlags {
 };
 
 int import_command(const ImportFlags& f) {
-    // 1. Open (or create) the store.
+    // 1. Open (or create) the store, once the samples file is known to be
+    // readable: a mistyped path must not leave an empty database behind.
+    if (std::ifstream probe(f.path); !probe) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("cannot read {}: {}; give the samples_*.jsonl file lm-eval "
+                        "--log_samples wrote",
+                        f.path, std::strerror(errno))));
+    }
     auto st = store::Store::open(f.db, store::Store::Mode::read_write);
     if (!st) {
         return report(st.error());
@@ -30,6 +42,9 @@ int import_command(const ImportFlags& f) {
     auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset});
     if (!r) {
         return report(r.error());
+    }
+    if (auto scored = analysis::ensure_scored(**st); !scored) {
+        return report(scored.error());
     }
     std::cout << fmt::format("imported {} as {}: {} documents, {} responses stored, {} already "
                              "stored\n",

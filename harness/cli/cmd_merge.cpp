@@ -21,6 +21,9 @@ int merge_command(const MergeFlags& f) {
     if (!r) {
         return report(r.error());
     }
+    if (auto scored = score_stored(f.out); !scored) {
+        return report(scored.error());
+    }
     std::cout << fmt::format("merged {} file(s) into {}: {} requests and {} responses added, {} "
                              "requests and {} responses already there\n",
                              f.inputs.size(), f.out, r->requests_added, r->responses_added,

@@ -269,8 +269,13 @@ int run_command(const RunFlags& f) {
     if (!result) {
         return report(result.error());
     }
+    // 3. Classify and score what was stored, so the database's views are
+    // complete when the run returns (also after an interruption).
+    if (auto r = score_stored(config.db); !r) {
+        return report(r.error());
+    }
 
-    // 3. Say what was stored and what to do next.
+    // 4. Say what was stored and what to do next.
     const auto& s = *result;
     std::cout << fmt::format(
         "stored {} responses in {} ({} ok, {} failed, {} retries, {} skipped as "

@@ -1,6 +1,8 @@
 // Shared CLI helpers; see util.hpp.
 #include <harness/cli/util.hpp>
 
+#include <harness/analysis/rescore.hpp>
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -40,7 +42,8 @@ int report(const util::Error& error) {
     }
 }
 
-util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db) {
+util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
+                                                                bool for_writing) {
     if (!std::filesystem::exists(db)) {
         return util::make_error(
             util::ErrorKind::usage,
@@ -55,7 +58,48 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
                                             "is); run 'diffeval run --db {}' first",
                                             db, db));
     }
-    return store::Store::open(db, store::Store::Mode::read_write);
+    // Read commands only read: a database that is current and fully scored
+    // is opened read-only, so they work on a read-only file and never write.
+    // One written by an older diffeval, or by a run killed before it scored
+    // its responses, is brought up to date first (migrated and scored: both
+    // derived from what is stored), which needs write access once.
+    if (for_writing) {
+        return store::Store::open(db, store::Store::Mode::read_write);
+    }
+    auto ro = store::Store::open(db, store::Store::Mode::read_only);
+    if (ro) {
+        auto missing = analysis::unscored_count(**ro);
+        if (!missing) {
+            return missing.error();
+        }
+        if (*missing == 0) {
+            return ro;
+        }
+        ro = util::make_error(util::ErrorKind::data,
+                              fmt::format("{} holds {} responses not scored yet, and is not "
+                                          "writable; run 'diffeval rescore --db {}' on a "
+                                          "writable copy",
+                                          db, *missing, db));
+    }
+    if (access(db.c_str(), W_OK) != 0) {
+        return ro.error();
+    }
+    auto rw = store::Store::open(db, store::Store::Mode::read_write);
+    if (!rw) {
+        return rw.error();
+    }
+    if (auto r = analysis::ensure_scored(**rw); !r) {
+        return r.error();
+    }
+    return rw;
+}
+
+util::Result<void> score_stored(const std::string& db) {
+    auto st = store::Store::open(db, store::Store::Mode::read_write);
+    if (!st) {
+        return st.error();
+    }
+    return analysis::ensure_scored(**st);
 }
 
 util::Result<OpenResults> open_results(const std::string& db) {

@@ -21,7 +21,15 @@ int report(const util::Error& error);
 
 // Open the results database `db` that a run wrote; a missing file is a usage
 // error saying to run first (opening never creates one here).
-util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db);
+// Read commands get it read-only when it is current and fully scored (see
+// util.cpp); `for_writing` (rescore) always opens it for writing.
+util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
+                                                                bool for_writing = false);
+
+// Classify and score what `db` holds and has not been scored yet: the stage
+// after every command that stores responses (run, import, merge), so
+// v_scores and v_responses.outcome are complete when it returns.
+util::Result<void> score_stored(const std::string& db);
 
 // A run's database with its scored results loaded (what is missing is
 // scored first).

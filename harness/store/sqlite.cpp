@@ -115,7 +115,8 @@ Database::~Database() {
 }
 
 util::Result<void> Database::open(const std::string& path, Create create) {
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
+    int flags = (create == Create::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+                SQLITE_OPEN_NOMUTEX;
     if (create == Create::yes) {
         flags |= SQLITE_OPEN_CREATE;
     }
@@ -127,6 +128,41 @@ util::Result<void> Database::open(const std::string& path, Create create) {
                                 fmt::format("cannot open database {}: {}", path, msg));
     }
     sqlite3_busy_timeout(m_db, 10000);
+    if (create == Create::read_only) {
+        return open_immutable_if_needed(path);
+    }
+    return {};
+}
+
+util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
+    // A WAL database is read through its -shm file; a reader that can
+    // neither open nor create it (file and directory read-only) gets
+    // SQLITE_READONLY on its first read. Nobody can write such a file, so
+    // it is opened as immutable instead, which needs no -shm.
+    const int rc = sqlite3_exec(m_db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
+                                nullptr);
+    if ((rc & 0xff) != SQLITE_READONLY && (rc & 0xff) != SQLITE_CANTOPEN) {
+        return {};
+    }
+    sqlite3_close_v2(m_db);
+    m_db = nullptr;
+    std::string uri = "file:";
+    for (unsigned char c : path) {
+        if (c == '?' || c == '#' || c == '%' || c < 0x20) {
+            uri += fmt::format("%{:02X}", c);
+        } else {
+            uri += static_cast<char>(c);
+        }
+    }
+    uri += "?immutable=1";
+    const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
+    if (sqlite3_open_v2(uri.c_str(), &m_db, flags, nullptr) != SQLITE_OK) {
+        std::string msg = m_db ? sqlite3_errmsg(m_db) : "out of memory";
+        sqlite3_close_v2(m_db);
+        m_db = nullptr;
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("cannot open database {}: {}", path, msg));
+    }
     return {};
 }
 

@@ -92,14 +92,18 @@ public:
     Database(const Database&) = delete;
     Database& operator=(const Database&) = delete;
 
-    // Open `path`; `create` allows creating a new file.
-    enum class Create { yes, no };
+    // Open `path`: `yes` creates a missing file, `no` opens an existing one
+    // for reading and writing, `read_only` an existing one for reading only
+    // (no write reaches the file, so it may be read-only).
+    enum class Create { yes, no, read_only };
     util::Result<void> open(const std::string& path, Create create);
     util::Result<void> exec(std::string_view sql);
     sqlite3* handle() const { return m_db; }
     std::string last_error() const;
 
 private:
+    util::Result<void> open_immutable_if_needed(const std::string& path);
+
     sqlite3* m_db = nullptr;
 };
 

@@ -368,15 +368,19 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     }
     std::unique_ptr<Store> s(new Store());
     s->m_path = path;
-    auto create = mode == Mode::read_write ? Database::Create::yes : Database::Create::no;
+    auto create = mode == Mode::read_write ? Database::Create::yes : Database::Create::read_only;
     if (auto r = s->m_db.open(path, create); !r) {
         return make_error(existed ? ErrorKind::data : ErrorKind::usage, r.error().message);
     }
     // Reads go through a memory map (up to 1 GiB of the file): analysis
     // passes over every response then skip a copy of each page.
-    if (auto r = s->m_db.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                              "PRAGMA foreign_keys=ON;");
-        !r) {
+    // Setting the journal mode writes the file's header, so a read-only
+    // connection leaves it as the writer set it (WAL).
+    const char* pragmas = mode == Mode::read_write
+                              ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                                "PRAGMA foreign_keys=ON;"
+                              : "PRAGMA foreign_keys=ON; PRAGMA schema_version;";
+    if (auto r = s->m_db.exec(pragmas); !r) {
         // A file that is not SQLite at all (a JSON file given as --db) is
         // bad input, not a failure of the machine.
         return make_error(ErrorKind::data,

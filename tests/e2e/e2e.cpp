@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
+#include <grp.h>
 #include <sstream>
 #include <stdexcept>
 #include <sys/wait.h>
@@ -41,7 +42,7 @@ std::string slurp(const fs::path& path) {
 namespace {
 
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
-          const std::string& out, const std::string& err) {
+          const std::string& out, const std::string& err, bool unprivileged = false) {
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
@@ -53,6 +54,12 @@ int spawn(const std::vector<std::string>& args, const std::vector<std::string>& 
         dup2(e, 2);
         for (const auto& kv : env) {
             putenv(const_cast<char*>(kv.c_str()));
+        }
+        // As root, file permissions bind nobody: become the unprivileged
+        // user so read-only and unreadable files mean what they say.
+        if (unprivileged && geteuid() == 0 &&
+            (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
+            _exit(126);
         }
         std::vector<char*> argv;
         std::string bin = binary();
@@ -100,17 +107,30 @@ fs::path scratch(const std::string& name) {
     return dir;
 }
 
-Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+namespace {
+
+Outcome run_as(const std::vector<std::string>& args, const std::vector<std::string>& env,
+               bool unprivileged) {
     auto base = fs::temp_directory_path() /
                 ("diffeval-e2e-run-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
     std::string out = base.string() + ".out", err = base.string() + ".err";
-    int pid = spawn(args, env, out, err);
+    int pid = spawn(args, env, out, err, unprivileged);
     int status = 0;
     waitpid(pid, &status, 0);
     Outcome o{decode(status), slurp(out), slurp(err)};
     fs::remove(out);
     fs::remove(err);
     return o;
+}
+
+} // namespace
+
+Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+    return run_as(args, env, false);
+}
+
+Outcome run_unprivileged(const std::vector<std::string>& args) {
+    return run_as(args, {}, true);
 }
 
 Child::Child(const std::vector<std::string>& args, const std::vector<std::string>& env) {

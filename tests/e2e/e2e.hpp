@@ -22,6 +22,10 @@ struct Outcome {
 // Run diffeval with `args` to completion, capturing output.
 Outcome run(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
 
+// Run diffeval as an unprivileged user (nobody) when the tests run as root,
+// otherwise as run(): permissions on files then bind it.
+Outcome run_unprivileged(const std::vector<std::string>& args);
+
 // A child process running in the background with captured output.
 class Child {
 public:

@@ -263,3 +263,49 @@ TEST(Pairing, GroupsThatRanDifferentQuestionsAreNotPaired) {
     auto self = e2e::run({"summary", "--db", db});
     EXPECT_EQ(self.exit_code, 0) << self.err;
 }
+
+// Scoring is a stage of the run: right after `diffeval run` every stored
+// response has an outcome and a score per built-in scorer.
+TEST_F(Analyse, AfterARunEveryResponseIsClassifiedAndScored) {
+    const auto responses = std::stoi(e2e::query(*db, "SELECT count(*) FROM responses"));
+    ASSERT_GT(responses, 0);
+    EXPECT_EQ(e2e::query(*db, "SELECT count(*) FROM v_responses WHERE outcome IS NULL"), "0");
+    EXPECT_EQ(e2e::query(*db, "SELECT count(*) FROM v_scores"), std::to_string(responses * 3));
+}
+
+// Read commands only read: they work on a read-only file in a read-only
+// directory (no WAL side files can be made) and leave its bytes as they were.
+TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
+    auto ro_dir = *dir / "read-only";
+    std::filesystem::create_directories(ro_dir);
+    auto ro_db = ro_dir / "r.sqlite";
+    // A copy after a checkpoint, so the main file holds everything.
+    e2e::exec(*db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    std::filesystem::copy_file(*db, ro_db);
+    auto out_dir = *dir / "read-only-out";
+    std::filesystem::create_directories(out_dir);
+    using std::filesystem::perms;
+    std::filesystem::permissions(out_dir, perms::all);
+    std::filesystem::permissions(ro_db, perms::owner_read | perms::group_read | perms::others_read);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec |
+                                             perms::group_read | perms::group_exec |
+                                             perms::others_read | perms::others_exec);
+    const auto before = e2e::slurp(ro_db);
+    const std::string d = ro_db.string();
+    const std::vector<std::vector<std::string>> commands = {
+        {"summary", "--db", d},
+        {"diff", "default/raw/128", "deepgemm/raw/128", "--db", d},
+        {"report", "--db", d, "--out", (out_dir / "report").string()},
+        {"gate", "--db", d, "--baseline", "default/raw/128", "--candidate", "deepgemm/raw/128",
+         "--max-drop", "50"},
+        {"export", "--db", d, "--format", "lm-eval-samples", "--out",
+         (out_dir / "export").string()},
+    };
+    for (const auto& args : commands) {
+        auto o = e2e::run_unprivileged(args);
+        EXPECT_EQ(o.exit_code, 0) << args[0] << ": " << o.err;
+        EXPECT_EQ(o.err.find("readonly"), std::string::npos) << args[0] << ": " << o.err;
+    }
+    EXPECT_TRUE(before == e2e::slurp(ro_db)) << "a read command changed the database file";
+    EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
+}
