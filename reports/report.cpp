@@ -353,6 +353,26 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
         }
         out.push_back(line + ".");
     }
+    // The decision-point probe can show a change the accuracy verdicts
+    // cannot see yet: a shift at the first token is said here, with its
+    // numbers, so the headline never reads as "nothing changed" beside it.
+    const double probe_alpha = analysis::ProbeOptions{}.alpha;
+    for (const auto& p : data.probes) {
+        const auto& d = p.direction;
+        if (d.questions == 0 || d.p_value >= probe_alpha) {
+            continue;
+        }
+        std::string numerics;
+        if (p.perturbation && p.perturbation->differ) {
+            numerics = fmt::format(", and its numerics differ beyond {}'s own run-to-run spread",
+                                   p.a);
+        }
+        out.push_back(fmt::format(
+            "The decision-point probe separates {} from {} on {} before any answer is written: "
+            "P(open) logit shift {:+.3f}, 95% CI [{:+.3f}, {:+.3f}], sign-flip p {:.2g} over {} "
+            "questions{}.",
+            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, d.p_value, d.questions, numerics));
+    }
     return out;
 }
 

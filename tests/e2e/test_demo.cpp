@@ -119,6 +119,20 @@ TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
                 << text;
         }
     }
+    // The probe's shift at the first token is in the headline with its
+    // numbers, though every accuracy verdict says no detectable difference.
+    bool probe_said = false;
+    for (const auto& sentence : report["headline_sentences"]) {
+        const auto text = sentence.get<std::string>();
+        if (text.find("decision-point probe separates deepgemm from default on raw") !=
+            std::string::npos) {
+            probe_said = text.find("sign-flip p ") != std::string::npos;
+        }
+    }
+    EXPECT_TRUE(probe_said) << report["headline_sentences"].dump(1);
+    EXPECT_NE(e2e::slurp(dir / "report.md").find("decision-point probe separates deepgemm"),
+              std::string::npos);
+
     // The forest plot shows every comparison, coloured by its verdict.
     const auto html = e2e::slurp(dir / "report.html");
     const auto forest_at = html.find("<figure class=\"forest\">");
