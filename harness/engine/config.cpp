@@ -10,6 +10,8 @@
 #include <toml++/toml.h>
 
 #include <cmath>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -23,18 +25,6 @@ namespace {
 
 std::string where(const std::string& path, const toml::node& node) {
     return fmt::format("{}:{}", path, node.source().begin.line);
-}
-
-util::Result<void> check_keys(const std::string& path, const toml::table& t,
-                              const std::set<std::string>& allowed, const std::string& context) {
-    for (const auto& [k, v] : t) {
-        if (!allowed.count(std::string(k.str()))) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(path, v),
-                                          k.str(), context, fmt::join(allowed, ", ")));
-        }
-    }
-    return {};
 }
 
 template <typename T>
@@ -100,6 +90,306 @@ util::Result<void> check_range(const std::string& what, double value, double lo,
                                                     shown(value), shown(lo), shown(hi)));
 }
 
+namespace {
+
+// A key's value as a list of strings (a single string is a list of one).
+util::Result<std::vector<std::string>> string_list(const std::string& path, const toml::node& n,
+                                                   const char* what) {
+    std::vector<std::string> out;
+    if (n.is_string()) {
+        out.push_back(*n.value<std::string>());
+        return out;
+    }
+    const auto* a = n.as_array();
+    if (!a) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' must be a list", where(path, n), what));
+    }
+    for (const auto& e : *a) {
+        auto v = get<std::string>(path, e, what);
+        if (!v) {
+            return v.error();
+        }
+        out.push_back(*v);
+    }
+    return out;
+}
+
+// `table` of `name` = "value" as strings "name: value" (headers) or pairs
+// (environment).
+util::Result<std::vector<std::pair<std::string, std::string>>>
+string_table(const std::string& path, const toml::node& n, const char* what) {
+    const auto* t = n.as_table();
+    if (!t) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: {} must be a table", where(path, n), what));
+    }
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [k, v] : *t) {
+        auto s = get<std::string>(path, v, what);
+        if (!s) {
+            return s.error();
+        }
+        out.emplace_back(std::string(k.str()), *s);
+    }
+    return out;
+}
+
+// How one key of a table is read into `Target`: the tables below list every
+// key a file may hold, so the allowed keys and their readers cannot drift.
+template <typename Target>
+using KeyReader =
+    std::function<util::Result<void>(const std::string& path, const toml::node&, Target&)>;
+
+template <typename Target>
+using KeyTable = std::map<std::string, KeyReader<Target>>;
+
+template <typename Target>
+util::Result<void> read_keys(const std::string& path, const toml::table& tbl,
+                             const KeyTable<Target>& readers, const std::string& context,
+                             Target& target) {
+    for (const auto& [k, v] : tbl) {
+        auto reader = readers.find(std::string(k.str()));
+        if (reader == readers.end()) {
+            std::vector<std::string> known;
+            for (const auto& [name, r] : readers) {
+                known.push_back(name);
+            }
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(path, v),
+                                          k.str(), context, fmt::join(known, ", ")));
+        }
+        if (auto r = reader->second(path, v, target); !r) {
+            return r;
+        }
+    }
+    return {};
+}
+
+// Readers for keys of one type into a member of `Target`.
+template <typename Target, typename Member>
+KeyReader<Target> string_into(Member Target::*member, const char* what) {
+    return [member, what](const std::string& path, const toml::node& n,
+                          Target& t) -> util::Result<void> {
+        auto v = get<std::string>(path, n, what);
+        if (!v) {
+            return v.error();
+        }
+        t.*member = *v;
+        return {};
+    };
+}
+
+template <typename Int, typename Target, typename Member>
+KeyReader<Target> int_into(Member Target::*member, const char* what, int64_t lo, int64_t hi) {
+    return [member, what, lo, hi](const std::string& path, const toml::node& n,
+                                  Target& t) -> util::Result<void> {
+        auto v = get_int_in(path, n, what, lo, hi);
+        if (!v) {
+            return v.error();
+        }
+        t.*member = static_cast<Int>(*v);
+        return {};
+    };
+}
+
+template <typename Target>
+KeyReader<Target> seconds_into(std::chrono::milliseconds Target::*member, const char* what) {
+    return [member, what](const std::string& path, const toml::node& n,
+                          Target& t) -> util::Result<void> {
+        auto v = get_seconds(path, n, what);
+        if (!v) {
+            return v.error();
+        }
+        t.*member = *v;
+        return {};
+    };
+}
+
+template <typename Target>
+KeyReader<Target> list_into(std::vector<std::string> Target::*member, const char* what) {
+    return [member, what](const std::string& path, const toml::node& n,
+                          Target& t) -> util::Result<void> {
+        auto v = string_list(path, n, what);
+        if (!v) {
+            return v.error();
+        }
+        t.*member = *v;
+        return {};
+    };
+}
+
+const KeyTable<ServerSpec>& server_keys() {
+    static const KeyTable<ServerSpec> keys = {
+        {"name", string_into(&ServerSpec::name, "name")},
+        {"url", string_into(&ServerSpec::url, "url")},
+        {"model", string_into(&ServerSpec::model, "model")},
+        {"api_key_env", string_into(&ServerSpec::api_key_env, "api_key_env")},
+        {"cwd", string_into(&ServerSpec::cwd, "cwd")},
+        {"log", string_into(&ServerSpec::log_path, "log")},
+        {"launch", list_into(&ServerSpec::launch, "launch")},
+        {"health", list_into(&ServerSpec::health, "health")},
+        {"ready_timeout", seconds_into(&ServerSpec::ready_timeout, "ready_timeout")},
+        {"shell",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             auto v = get<bool>(path, n, "shell");
+             if (!v) {
+                 return v.error();
+             }
+             s.launch_shell = *v;
+             return {};
+         }},
+        {"headers",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             auto v = string_table(path, n, "headers");
+             if (!v) {
+                 return v.error();
+             }
+             for (const auto& [k, value] : *v) {
+                 s.headers.push_back(fmt::format("{}: {}", k, value));
+             }
+             return {};
+         }},
+        {"env",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             auto v = string_table(path, n, "env");
+             if (!v) {
+                 return v.error();
+             }
+             s.env.insert(s.env.end(), v->begin(), v->end());
+             return {};
+         }},
+        {"body",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             if (!n.is_table()) {
+                 return make_error(ErrorKind::usage,
+                                   fmt::format("{}: body must be a table", where(path, n)));
+             }
+             s.extra_body = util::toml_to_json(n);
+             return {};
+         }},
+    };
+    return keys;
+}
+
+// [[servers]]: each a table of server_keys(), with a name and a url.
+util::Result<void> read_servers(const std::string& path, const toml::node& node,
+                                RunConfig& config) {
+    const auto* arr = node.as_array();
+    if (!arr) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: write servers as [[servers]] tables", where(path, node)));
+    }
+    for (const auto& sn : *arr) {
+        const auto* st = sn.as_table();
+        if (!st) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: each server must be a table", where(path, sn)));
+        }
+        ServerSpec s;
+        if (auto r = read_keys(path, *st, server_keys(), "[[servers]]", s); !r) {
+            return r;
+        }
+        if (s.name.empty() || s.url.empty()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: a server needs name and url", where(path, sn)));
+        }
+        while (!s.url.empty() && s.url.back() == '/') {
+            s.url.pop_back();
+        }
+        config.servers.push_back(std::move(s));
+    }
+    return {};
+}
+
+// max_tokens: one integer or a list of them.
+util::Result<void> read_max_tokens(const std::string& path, const toml::node& node,
+                                   RunConfig& config) {
+    config.max_tokens.clear();
+    auto add = [&](const toml::node& n) -> util::Result<void> {
+        auto v = get_int_in(path, n, "max_tokens", 1, Limits::max_max_tokens);
+        if (!v) {
+            return v.error();
+        }
+        config.max_tokens.push_back(static_cast<int>(*v));
+        return {};
+    };
+    if (const auto* a = node.as_array()) {
+        for (const auto& e : *a) {
+            if (auto r = add(e); !r) {
+                return r;
+            }
+        }
+        return {};
+    }
+    if (node.is_integer()) {
+        return add(node);
+    }
+    return make_error(ErrorKind::usage, fmt::format("{}: 'max_tokens' must be an integer or a list",
+                                                    where(path, node)));
+}
+
+// concurrency: an integer, or "auto" (the server's published slots).
+util::Result<void> read_concurrency(const std::string& path, const toml::node& node,
+                                    RunConfig& config) {
+    if (node.value<std::string>() == "auto") {
+        config.concurrency_auto = true;
+        return {};
+    }
+    auto v = get_int_in(path, node, "concurrency", 1, Limits::max_concurrency);
+    if (!v) {
+        return v.error();
+    }
+    config.concurrency = static_cast<int>(*v);
+    config.concurrency_auto = false;
+    return {};
+}
+
+const KeyTable<RunConfig>& experiment_keys() {
+    static const KeyTable<RunConfig> keys = {
+        // The file format's version; the only one so far is 1, and any other
+        // is refused so a later format is never read as this one.
+        {"version",
+         [](const std::string& path, const toml::node& n, RunConfig&) -> util::Result<void> {
+             auto v = get_int_in(path, n, "version", 1, 1);
+             if (!v) {
+                 return v.error();
+             }
+             return {};
+         }},
+        {"servers", read_servers},
+        {"server", read_servers},
+        {"model", string_into(&RunConfig::model, "model")},
+        {"framings", list_into(&RunConfig::framings, "framings")},
+        {"max_tokens", read_max_tokens},
+        {"repeats", int_into<int>(&RunConfig::repeats, "repeats", 1, Limits::max_repeats)},
+        {"limit", int_into<int>(&RunConfig::limit, "limit", 1, Limits::max_limit)},
+        {"concurrency", read_concurrency},
+        {"retries", int_into<int>(&RunConfig::retries, "retries", 0, Limits::max_retries)},
+        {"max_response_bytes",
+         int_into<int64_t>(&RunConfig::max_response_bytes, "max_response_bytes",
+                  Limits::min_response_bytes, Limits::max_response_bytes)},
+        {"timeout", seconds_into(&RunConfig::timeout, "timeout")},
+        {"db", string_into(&RunConfig::db, "db")},
+        {"dataset", string_into(&RunConfig::dataset, "dataset")},
+        {"fewshot_from", string_into(&RunConfig::fewshot_from, "fewshot_from")},
+        {"api_key_env", string_into(&RunConfig::api_key_env, "api_key_env")},
+        {"probe", string_into(&RunConfig::probe, "probe")},
+        {"stream",
+         [](const std::string& path, const toml::node& n, RunConfig& c) -> util::Result<void> {
+             auto v = get<bool>(path, n, "stream");
+             if (!v) {
+                 return v.error();
+             }
+             c.stream = *v;
+             return {};
+         }},
+    };
+    return keys;
+}
+
+} // namespace
+
 util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
     const auto text = util::read_file(path);
     if (!text) {
@@ -110,226 +400,7 @@ util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
     if (!parsed) {
         return parsed.error();
     }
-    const toml::table& tbl = *parsed;
-    static const std::set<std::string> k_top = {
-        "version",     "servers",    "server",  "model",
-        "framings",    "max_tokens", "repeats", "limit",
-        "concurrency", "db",         "dataset", "fewshot_from",
-        "api_key_env", "timeout",    "retries", "max_response_bytes",
-        "probe"};
-    if (auto r = check_keys(path, tbl, k_top, "experiment file"); !r) {
-        return r;
-    }
-    auto str_list = [&](const toml::node& n,
-                        const char* what) -> util::Result<std::vector<std::string>> {
-        std::vector<std::string> out;
-        if (n.is_string()) {
-            out.push_back(*n.value<std::string>());
-            return out;
-        }
-        auto* a = n.as_array();
-        if (!a) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: '{}' must be a list", where(path, n), what));
-        }
-        for (const auto& e : *a) {
-            auto v = get<std::string>(path, e, what);
-            if (!v) {
-                return v.error();
-            }
-            out.push_back(*v);
-        }
-        return out;
-    };
-    for (const auto& [key, node] : tbl) {
-        const std::string k(key.str());
-        if (k == "model") {
-            auto v = get<std::string>(path, node, "model");
-            if (!v)
-                return v.error();
-            config.model = *v;
-        } else if (k == "framings") {
-            auto v = str_list(node, "framings");
-            if (!v)
-                return v.error();
-            config.framings = *v;
-        } else if (k == "max_tokens") {
-            config.max_tokens.clear();
-            if (node.is_integer()) {
-                auto v = get_int_in(path, node, "max_tokens", 1, Limits::max_max_tokens);
-                if (!v)
-                    return v.error();
-                config.max_tokens.push_back(static_cast<int>(*v));
-            } else if (auto* a = node.as_array()) {
-                for (const auto& e : *a) {
-                    auto v = get_int_in(path, e, "max_tokens", 1, Limits::max_max_tokens);
-                    if (!v)
-                        return v.error();
-                    config.max_tokens.push_back(static_cast<int>(*v));
-                }
-            } else {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("{}: 'max_tokens' must be an integer or a list",
-                                              where(path, node)));
-            }
-        } else if (k == "concurrency" && node.value<std::string>() == "auto") {
-            config.concurrency_auto = true;
-        } else if (k == "max_response_bytes") {
-            auto v = get_int_in(path, node, "max_response_bytes", Limits::min_response_bytes,
-                                Limits::max_response_bytes);
-            if (!v)
-                return v.error();
-            config.max_response_bytes = *v;
-        } else if (k == "repeats" || k == "limit" || k == "concurrency" || k == "retries") {
-            const int64_t lo = k == "retries" ? 0 : 1;
-            const int64_t hi = k == "repeats"       ? Limits::max_repeats
-                               : k == "limit"       ? Limits::max_limit
-                               : k == "concurrency" ? Limits::max_concurrency
-                                                    : Limits::max_retries;
-            auto v = get_int_in(path, node, k.c_str(), lo, hi);
-            if (!v)
-                return v.error();
-            int n = static_cast<int>(*v);
-            if (k == "repeats") {
-                config.repeats = n;
-            } else if (k == "concurrency") {
-                config.concurrency = n;
-                config.concurrency_auto = false;
-            } else if (k == "retries") {
-                config.retries = n;
-            } else {
-                config.limit = n;
-            }
-        } else if (k == "probe") {
-            auto v = get<std::string>(path, node, "probe");
-            if (!v)
-                return v.error();
-            config.probe = *v;
-        } else if (k == "stream") {
-            auto v = get<bool>(path, node, "stream");
-            if (!v)
-                return v.error();
-            config.stream = *v;
-        } else if (k == "timeout") {
-            auto v = get_seconds(path, node, "timeout");
-            if (!v)
-                return v.error();
-            config.timeout = *v;
-        } else if (k == "db" || k == "dataset" || k == "fewshot_from" || k == "api_key_env") {
-            auto v = get<std::string>(path, node, k.c_str());
-            if (!v)
-                return v.error();
-            (k == "db"             ? config.db
-             : k == "dataset"      ? config.dataset
-             : k == "fewshot_from" ? config.fewshot_from
-                                   : config.api_key_env) = *v;
-        } else if (k == "servers" || k == "server") {
-            auto* arr = node.as_array();
-            if (!arr) {
-                return make_error(
-                    ErrorKind::usage,
-                    fmt::format("{}: write servers as [[servers]] tables", where(path, node)));
-            }
-            for (const auto& sn : *arr) {
-                auto* st = sn.as_table();
-                if (!st) {
-                    return make_error(
-                        ErrorKind::usage,
-                        fmt::format("{}: each server must be a table", where(path, sn)));
-                }
-                static const std::set<std::string> k_server = {
-                    "name",  "url", "model", "api_key_env",   "headers", "body", "launch",
-                    "shell", "env", "cwd",   "ready_timeout", "health",  "log"};
-                if (auto r = check_keys(path, *st, k_server, "[[servers]]"); !r) {
-                    return r;
-                }
-                ServerSpec s;
-                for (const auto& [sk, sv] : *st) {
-                    const std::string skey(sk.str());
-                    if (skey == "headers") {
-                        auto* ht = sv.as_table();
-                        if (!ht)
-                            return make_error(
-                                ErrorKind::usage,
-                                fmt::format("{}: headers must be a table", where(path, sv)));
-                        for (const auto& [hk, hv] : *ht) {
-                            auto v = get<std::string>(path, hv, "headers");
-                            if (!v)
-                                return v.error();
-                            s.headers.push_back(fmt::format("{}: {}", hk.str(), *v));
-                        }
-                    } else if (skey == "launch") {
-                        if (sv.is_string()) {
-                            s.launch = {*sv.value<std::string>()};
-                        } else {
-                            auto v = str_list(sv, "launch");
-                            if (!v)
-                                return v.error();
-                            s.launch = *v;
-                        }
-                    } else if (skey == "health") {
-                        auto v = str_list(sv, "health");
-                        if (!v)
-                            return v.error();
-                        s.health = *v;
-                    } else if (skey == "shell") {
-                        auto v = get<bool>(path, sv, "shell");
-                        if (!v)
-                            return v.error();
-                        s.launch_shell = *v;
-                    } else if (skey == "ready_timeout") {
-                        auto v = get_seconds(path, sv, "ready_timeout");
-                        if (!v)
-                            return v.error();
-                        s.ready_timeout = *v;
-                    } else if (skey == "env") {
-                        auto* et = sv.as_table();
-                        if (!et)
-                            return make_error(
-                                ErrorKind::usage,
-                                fmt::format("{}: env must be a table", where(path, sv)));
-                        for (const auto& [ek, ev] : *et) {
-                            auto v = get<std::string>(path, ev, "env");
-                            if (!v)
-                                return v.error();
-                            s.env.emplace_back(std::string(ek.str()), *v);
-                        }
-                    } else if (skey == "body") {
-                        if (!sv.is_table())
-                            return make_error(
-                                ErrorKind::usage,
-                                fmt::format("{}: body must be a table", where(path, sv)));
-                        s.extra_body = util::toml_to_json(sv);
-                    } else {
-                        auto v = get<std::string>(path, sv, skey.c_str());
-                        if (!v)
-                            return v.error();
-                        if (skey == "name")
-                            s.name = *v;
-                        else if (skey == "url")
-                            s.url = *v;
-                        else if (skey == "model")
-                            s.model = *v;
-                        else if (skey == "cwd")
-                            s.cwd = *v;
-                        else if (skey == "log")
-                            s.log_path = *v;
-                        else
-                            s.api_key_env = *v;
-                    }
-                }
-                if (s.name.empty() || s.url.empty()) {
-                    return make_error(
-                        ErrorKind::usage,
-                        fmt::format("{}: a server needs name and url", where(path, sn)));
-                }
-                while (!s.url.empty() && s.url.back() == '/')
-                    s.url.pop_back();
-                config.servers.push_back(std::move(s));
-            }
-        }
-    }
-    return {};
+    return read_keys(path, *parsed, experiment_keys(), "experiment file", config);
 }
 
 util::Result<void> attach_server_log(const std::string& value, RunConfig& config) {

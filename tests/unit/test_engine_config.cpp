@@ -57,3 +57,68 @@ TEST(FramingFile, FewshotOutsideItsRangeIsAUsageError) {
         std::filesystem::remove(path);
     }
 }
+
+// Every key the file reader handles is allowed and every allowed key read:
+// `stream` used to be listed by the reader but refused as unknown.
+TEST(ExperimentFile, EveryDocumentedKeyIsReadIntoTheConfig) {
+    auto path = write_temp("keys.toml", R"(version = 1
+framings = "raw"
+max_tokens = 64
+repeats = 2
+limit = 7
+concurrency = "auto"
+retries = 0
+timeout = 1.5
+db = "x.sqlite"
+dataset = "gsm8k"
+fewshot_from = "train.jsonl"
+api_key_env = "KEY"
+model = "m"
+stream = true
+probe = "think-open"
+max_response_bytes = 65536
+
+[[servers]]
+name = "a"
+url = "http://127.0.0.1:9/"
+headers = { X-Team = "t" }
+env = { A = "1" }
+launch = "llama-server --port 9"
+body = { top_k = 1 }
+)");
+    engine::RunConfig c;
+    auto r = engine::load_experiment(path, c);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(c.framings, std::vector<std::string>{"raw"});
+    EXPECT_EQ(c.max_tokens, std::vector<int>{64});
+    EXPECT_EQ(c.repeats, 2);
+    EXPECT_EQ(c.limit, 7);
+    EXPECT_TRUE(c.concurrency_auto);
+    EXPECT_EQ(c.retries, 0);
+    EXPECT_EQ(c.timeout.count(), 1500);
+    EXPECT_EQ(c.db, "x.sqlite");
+    EXPECT_EQ(c.model, "m");
+    EXPECT_TRUE(c.stream);
+    EXPECT_EQ(c.probe, "think-open");
+    EXPECT_EQ(c.max_response_bytes, 65536);
+    ASSERT_EQ(c.servers.size(), 1u);
+    EXPECT_EQ(c.servers[0].url, "http://127.0.0.1:9");
+    EXPECT_EQ(c.servers[0].headers, std::vector<std::string>{"X-Team: t"});
+    EXPECT_EQ(c.servers[0].launch, std::vector<std::string>{"llama-server --port 9"});
+    EXPECT_EQ(c.servers[0].extra_body.dump(), R"({"top_k":1})");
+    std::filesystem::remove(path);
+}
+
+TEST(ExperimentFile, UnknownKeysAndVersionsAreRefusedWithTheKnownKeys) {
+    auto path = write_temp("unknown.toml", "version = 1\nrepeat = 3\n");
+    engine::RunConfig c;
+    auto r = engine::load_experiment(path, c);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find(":2: unknown key 'repeat'"), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find("repeats"), std::string::npos) << r.error().message;
+    auto v2 = write_temp("v2.toml", "version = 2\n");
+    EXPECT_FALSE(engine::load_experiment(v2, c));
+    std::filesystem::remove(path);
+    std::filesystem::remove(v2);
+}
