@@ -196,8 +196,8 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
         const double y = l.row_y[i];
         const double x_min = x_of(l, lo, hi, 100 * s.min), x_max = x_of(l, lo, hi, 100 * s.max);
         out +=
-            fmt::format(R"(<g><title>{}/{}/{}: {}</title>)", util::xml_escape(g.server),
-                        util::xml_escape(g.framing), g.max_tokens, util::xml_escape(pct_spread(s)));
+            fmt::format(R"(<g><title>{}: {}</title>)", util::xml_escape(g.label()),
+                        util::xml_escape(pct_spread(s)));
         out += fmt::format(R"(<line class="whisker" x1="{0:.1f}" x2="{1:.1f}" y1="{2:.1f}" )"
                            R"(y2="{2:.1f}"/>)",
                            x_min, x_max, y);
@@ -253,10 +253,10 @@ std::string outcome_chart(const std::vector<Row>& rows) {
             const double x1 = x_of(l, 0, 100, 100 * at / total);
             const double share = 100 * parts[o] / total;
             out += fmt::format(R"(<rect class="o{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" )"
-                               R"(height="{:.1f}"><title>{}/{}/{}: {} {:.1f}% ({:.1f} of {:.0f} )"
+                               R"(height="{:.1f}"><title>{}: {} {:.1f}% ({:.1f} of {:.0f} )"
                                R"(per repeat)</title></rect>)",
-                               o, x0, l.row_y[i] - 8, x1 - x0, 16.0, util::xml_escape(g.server),
-                               util::xml_escape(g.framing), g.max_tokens, scorers::outcome_name(o),
+                               o, x0, l.row_y[i] - 8, x1 - x0, 16.0, util::xml_escape(g.label()),
+                               scorers::outcome_name(o),
                                share, parts[o], total);
             const auto text = fmt::format("{:.0f}%", share);
             if (x1 - x0 > k_char_px * static_cast<double>(text.size()) + 6) {
@@ -330,10 +330,9 @@ std::string box_chart(const ReportData& data, const std::vector<Row>& rows,
         const double p5 = percentile(v, 0.05), p25 = percentile(v, 0.25), p50 = percentile(v, 0.5),
                      p75 = percentile(v, 0.75), p95 = percentile(v, 0.95);
         auto x = [&](double value) { return x_of(l, 0, hi, value); };
-        out += fmt::format(R"(<g><title>{}/{}/{}: p5 {:.0f}, p25 {:.0f}, median {:.0f}, p75 )"
+        out += fmt::format(R"(<g><title>{}: p5 {:.0f}, p25 {:.0f}, median {:.0f}, p75 )"
                            R"({:.0f}, p95 {:.0f} ({} responses)</title>)",
-                           util::xml_escape(g.server), util::xml_escape(g.framing), g.max_tokens,
-                           p5, p25, p50, p75, p95, v.size());
+                           util::xml_escape(g.label()), p5, p25, p50, p75, p95, v.size());
         out += fmt::format(R"(<line class="whisker" x1="{0:.1f}" x2="{1:.1f}" y1="{2:.1f}" )"
                            R"(y2="{2:.1f}"/>)",
                            x(p5), x(p95), y);

@@ -175,7 +175,7 @@ std::string verdict_table(const analysis::Summary& summary, Style style) {
     }
     rows.push_back(header);
     for (const auto& g : summary.groups) {
-        std::vector<std::string> row = {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+        std::vector<std::string> row = {g.label(),
                                         std::to_string(g.questions),
                                         std::to_string(g.repeats.size())};
         for (const auto& sc : g.scorers) {
@@ -195,7 +195,7 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
                     "fin. acc", "score", "tokens"});
     for (const auto& g : summary.groups) {
         bool have = k < g.scorers.size();
-        rows.push_back({fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+        rows.push_back({g.label(),
                         fmt::format("{:.0f}", g.started_reasoning),
                         fmt::format("{:.0f}", g.never_finished),
                         fmt::format("{:.0f}", g.stop_truncated),
@@ -217,7 +217,7 @@ std::string latency_table(const analysis::Summary& summary, Style style) {
         const auto& l = g.latency;
         const bool any = l.responses > 0;
         rows.push_back(
-            {fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens),
+            {g.label(),
              std::to_string(l.responses), any ? ms(l.p50_ms) : "-", any ? ms(l.p90_ms) : "-",
              any ? ms(l.p99_ms) : "-", any ? ms(l.max_ms) : "-",
              optional_cell(l.ttft_p50_ms, "{:.0f}"), optional_cell(l.ttft_p99_ms, "{:.0f}"),

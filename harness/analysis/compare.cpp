@@ -6,6 +6,7 @@
 // matrix, which says where answers went, counts every repeat of A against
 // every repeat of B on the same question.
 #include <harness/analysis/compare.hpp>
+#include <harness/analysis/summary.hpp>
 
 #include <fmt/format.h>
 
@@ -335,9 +336,9 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     if (out.empty()) {
         std::set<std::string> present;
         for (const auto& [key, g] : groups) {
-            present.insert(fmt::format(
-                "{}/{}/{}", results.servers[static_cast<size_t>(std::get<0>(key))],
-                results.framings[static_cast<size_t>(std::get<1>(key))], std::get<2>(key)));
+            present.insert(group_label(results.servers[static_cast<size_t>(std::get<0>(key))],
+                                       results.framings[static_cast<size_t>(std::get<1>(key))],
+                                       std::get<2>(key)));
         }
         return make_error(ErrorKind::usage,
                           fmt::format("no pair of groups matches {} and {}; groups: {}", a.text(),

@@ -21,10 +21,6 @@ namespace {
 // Guards threshold comparisons against rounding in means over repeats.
 constexpr double k_epsilon = 1e-9;
 
-std::string group_name(const GroupSummary& g) {
-    return fmt::format("{}/{}/{}", g.server, g.framing, g.max_tokens);
-}
-
 bool matches(const GroupSummary& g, const Selector& s) {
     return g.server == s.server && (!s.framing || *s.framing == g.framing) &&
            (!s.max_tokens || *s.max_tokens == g.max_tokens);
@@ -42,7 +38,7 @@ const GroupSummary* find_group(const Summary& summary, const Selector& s) {
 std::string group_list(const Summary& summary) {
     std::vector<std::string> names;
     for (const auto& g : summary.groups) {
-        names.push_back(group_name(g));
+        names.push_back(g.label());
     }
     return fmt::format("{}", fmt::join(names, ", "));
 }
@@ -63,7 +59,7 @@ util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& s
         const auto& acc = g.scorers[spec.scorer].spread;
         GateCheck c;
         c.kind = "accuracy";
-        c.name = "accuracy " + group_name(g);
+        c.name = "accuracy " + g.label();
         c.unit = "%";
         c.measured = acc.mean * 100;
         c.threshold = floor * 100;
@@ -77,7 +73,7 @@ util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& s
                                  c.measured - c.threshold)
                    : fmt::format("mean accuracy over repeats is {:.2f} points below the floor",
                                  c.threshold - c.measured);
-        c.detail = {{"group", group_name(g)},
+        c.detail = {{"group", g.label()},
                     {"per_repeat", g.scorers[spec.scorer].accuracy},
                     {"expect", *spec.expect},
                     {"tolerance", spec.tolerance}};

@@ -3,11 +3,18 @@
 
 #include <harness/analysis/stats.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <tuple>
 
 namespace diffeval::analysis {
+
+std::string group_label(const std::string& server, const std::string& framing, int max_tokens) {
+    return fmt::format("{}/{}/{}", server, framing, max_tokens);
+}
+
 
 namespace {
 

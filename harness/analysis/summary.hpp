@@ -58,10 +58,15 @@ struct LatencySummary {
     std::optional<double> requests_per_s;
 };
 
+// A group's name as every table, sentence and error prints it:
+// "server/framing/max_tokens".
+std::string group_label(const std::string& server, const std::string& framing, int max_tokens);
+
 struct GroupSummary {
     std::string server;
     std::string framing;
     int max_tokens = 0;
+    std::string label() const { return group_label(server, framing, max_tokens); }
     int64_t questions = 0;
     std::vector<RepeatBreakdown> repeats;
     std::vector<ScorerSummary> scorers; // in Results::scorers order
