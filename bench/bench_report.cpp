@@ -117,7 +117,8 @@ void BM_Report(benchmark::State& state) {
     }
     const auto out = fs::temp_directory_path() / "diffeval_bench_report";
     for (auto _ : state) {
-        auto r = reports::generate_reports(*st, "", out, reports::ReportFormats{});
+        auto r = reports::generate_reports(*st, "", *reports::load_layout(), out,
+                                           reports::ReportFormats{});
         if (!r) {
             state.SkipWithError(r.error().message.c_str());
             return;

@@ -163,7 +163,8 @@ double x_of(const Layout& l, double lo, double hi, double v) {
 std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows) {
     const auto& scorers = data.summary.scorers;
     const auto k =
-        static_cast<size_t>(std::find(scorers.begin(), scorers.end(), "vllm") - scorers.begin());
+        static_cast<size_t>(std::find(scorers.begin(), scorers.end(), data.layout.lead_scorer) -
+                            scorers.begin());
     double lo = 100, hi = 0;
     for (const auto& r : rows) {
         if (k < r.group->scorers.size()) {
@@ -184,8 +185,9 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
     std::string out = svg_open(l, "accuracy per group, mean and min-max over repeats");
     out +=
         value_axis(l, lo, hi,
-                   lo > 0 ? fmt::format("accuracy (vllm scorer), %; the axis starts at {:.0f}%", lo)
-                          : "accuracy (vllm scorer), %");
+                   lo > 0 ? fmt::format("accuracy ({} scorer), %; the axis starts at {:.0f}%",
+                                        data.layout.lead_scorer, lo)
+                          : fmt::format("accuracy ({} scorer), %", data.layout.lead_scorer));
     out += row_labels(rows, l);
     for (size_t i = 0; i < rows.size(); ++i) {
         const auto& g = *rows[i].group;

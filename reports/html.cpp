@@ -497,7 +497,8 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
         before += "</ul>";
     }
     before += "</div>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
-              ". Accuracy by the vllm scorer unless a table says otherwise.</p>\n"
+              ". Accuracy by the " + util::xml_escape(data.layout.lead_scorer) +
+              " scorer unless a table says otherwise.</p>\n"
               "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
               "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
               "&middot; <a href=\"#latency\">latency</a> &middot; <a href=\"#servers\">what "

@@ -141,6 +141,7 @@ util::Result<void> add_probes(store::Store& st, ReportData& data) {
 }
 
 util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
+                                            const ReportLayout& layout,
                                             const std::array<analysis::ResponseVisitor, 2>& visit) {
     // 1. Load what is stored.
     auto results = analysis::load_results(st, visit);
@@ -148,6 +149,7 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         return results.error();
     }
     ReportData data;
+    data.layout = layout;
     data.results = std::move(*results);
     const auto& servers = data.results.servers;
 
@@ -159,17 +161,14 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
                                             data.baseline, fmt::join(servers, ", ")));
     }
 
-    // 3. The summary, and every other server against the baseline: vllm on
-    // every framing and max_tokens, then lm-eval-strict on chat (the
-    // article's second verdict). They are independent, so two threads share
-    // them; excerpts are read here afterwards (one connection, one thread).
-    auto vllm = analysis::scorer_index(data.results, "vllm");
-    if (!vllm) {
-        return vllm.error();
+    // 3. The summary, and every other server against the baseline as the
+    // layout lists (built in: vllm on every framing and max_tokens, then
+    // lm-eval-strict on chat, the article's second verdict). They are
+    // independent, so two threads share them; excerpts are read here
+    // afterwards (one connection, one thread).
+    if (auto lead = analysis::scorer_index(data.results, layout.lead_scorer); !lead) {
+        return lead.error();
     }
-    auto strict = analysis::scorer_index(data.results, "lm-eval-strict");
-    const auto& framings = data.results.framings;
-    const bool has_chat = std::find(framings.begin(), framings.end(), "chat") != framings.end();
     struct Job {
         analysis::Selector a, b;
         size_t scorer = 0;
@@ -177,15 +176,25 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         util::Result<std::vector<analysis::Comparison>> out = std::vector<analysis::Comparison>{};
     };
     std::vector<Job> jobs;
-    for (const auto& server : servers) {
-        if (server != data.baseline) {
-            jobs.push_back({{data.baseline, {}, {}}, {server, {}, {}}, *vllm, true});
+    const auto& framings = data.results.framings;
+    for (const auto& spec : layout.comparisons) {
+        auto scorer = analysis::scorer_index(data.results, spec.scorer);
+        if (!scorer) {
+            if (spec.required) {
+                return scorer.error();
+            }
+            continue;
         }
-    }
-    if (strict && has_chat) {
+        if (spec.framing &&
+            std::find(framings.begin(), framings.end(), *spec.framing) == framings.end()) {
+            continue;
+        }
         for (const auto& server : servers) {
             if (server != data.baseline) {
-                jobs.push_back({{data.baseline, "chat", {}}, {server, "chat", {}}, *strict, false});
+                jobs.push_back({{data.baseline, spec.framing, {}},
+                                {server, spec.framing, {}},
+                                *scorer,
+                                spec.required});
             }
         }
     }
@@ -416,13 +425,14 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
 }
 
 static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
+                                                   const ReportLayout& layout,
                                                    const fs::path& out_dir,
                                                    const ReportFormats& formats,
                                                    ReportData* analysed);
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
-                                           const fs::path& out_dir, const ReportFormats& formats,
-                                           ReportData* analysed) {
+                                           const ReportLayout& layout, const fs::path& out_dir,
+                                           const ReportFormats& formats, ReportData* analysed) {
     // A report that fails (an unknown --baseline, an empty database) leaves
     // no directory behind that it created itself.
     std::error_code ec;
@@ -430,7 +440,7 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
     if (auto r = make_directory(out_dir); !r) {
         return r.error();
     }
-    auto paths = write_all_reports(st, baseline, out_dir, formats, analysed);
+    auto paths = write_all_reports(st, baseline, layout, out_dir, formats, analysed);
     if (!paths && created) {
         fs::remove_all(out_dir, ec);
     }
@@ -438,6 +448,7 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
 }
 
 static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
+                                                   const ReportLayout& layout,
                                                    const fs::path& out_dir,
                                                    const ReportFormats& formats,
                                                    ReportData* analysed) {
@@ -452,7 +463,8 @@ static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::
         questions = std::async(std::launch::async, [&] { return rows.read_questions(st.path()); });
     }
     auto data = analyse_for_report(
-        st, baseline, formats.html ? rows.visitors() : std::array<analysis::ResponseVisitor, 2>{});
+        st, baseline, layout,
+        formats.html ? rows.visitors() : std::array<analysis::ResponseVisitor, 2>{});
     auto asked = questions.valid() ? questions.get() : util::Result<void>{};
     if (!data) {
         return data.error();

@@ -10,6 +10,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
+#include <reports/layout.hpp>
 #include <reports/tables.hpp>
 
 #include <nlohmann/json.hpp>
@@ -23,9 +24,10 @@ namespace diffeval::reports {
 // The analysed content of a report.
 struct ReportData {
     std::string baseline;
+    ReportLayout layout; // which scorers and framings lead
     analysis::Results results;
     analysis::Summary summary;
-    std::vector<analysis::Comparison> comparisons; // vllm per framing and max_tokens, then strict
+    std::vector<analysis::Comparison> comparisons; // in the layout's order
     std::vector<analysis::ServerFacts> servers;    // what each server said it ran
     // The decision-point probe (docs/probe.md): every server against the
     // baseline per framing, and one line per server it was skipped for.
@@ -46,12 +48,13 @@ struct ReportPaths {
 };
 
 // Analyse `store` against `baseline` (empty: the first server stored). Every
-// other server is compared with the vllm scorer per framing and max_tokens,
-// and with lm-eval-strict on the chat framing. An unknown baseline is a usage
-// error listing the servers.
+// other server is compared with the baseline as `layout` lists (built in: the
+// vllm scorer per framing and max_tokens, then lm-eval-strict on the chat
+// framing). An unknown baseline or lead scorer is a usage error listing the
+// known ones.
 // `visit` sees every response's texts in the pass that loads the results.
 util::Result<ReportData>
-analyse_for_report(store::Store& store, const std::string& baseline,
+analyse_for_report(store::Store& store, const std::string& baseline, const ReportLayout& layout,
                    const std::array<analysis::ResponseVisitor, 2>& visit = {});
 
 // The probe's part of summary.json: {"comparisons": [...], "skipped": [lines]}.
@@ -101,6 +104,7 @@ util::Result<ReportPaths> write_reports(const ReportData& data,
 // explorer's data in the same pass.
 // `analysed`, when given, receives the analysis the reports were written from.
 util::Result<ReportPaths> generate_reports(store::Store& store, const std::string& baseline,
+                                           const ReportLayout& layout,
                                            const std::filesystem::path& out_dir,
                                            const ReportFormats& formats,
                                            ReportData* analysed = nullptr);

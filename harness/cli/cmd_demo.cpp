@@ -111,9 +111,13 @@ int demo_command(const DemoFlags& f) {
     if (!st) {
         return report(st.error());
     }
+    auto layout = reports::load_layout();
+    if (!layout) {
+        return report(layout.error());
+    }
     reports::ReportData data;
     auto written =
-        reports::generate_reports(**st, "default", f.out, reports::ReportFormats{}, &data);
+        reports::generate_reports(**st, "default", *layout, f.out, reports::ReportFormats{}, &data);
     if (!written) {
         return report(written.error());
     }

@@ -3,6 +3,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 
+#include <reports/layout.hpp>
 #include <reports/report.hpp>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@ struct ReportFlags {
     std::string out = "diffeval-report";
     std::string baseline;
     std::vector<std::string> formats = {"md,html,json"};
+    std::string layout; // empty: the built-in reports/layout.toml
 };
 
 util::Result<reports::ReportFormats> parse_formats(const std::vector<std::string>& values) {
@@ -44,12 +46,16 @@ int report_command(const ReportFlags& f) {
     if (!formats) {
         return report(formats.error());
     }
+    auto layout = reports::load_layout(f.layout);
+    if (!layout) {
+        return report(layout.error());
+    }
     auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());
     }
     // 2. Analyse against the baseline and write the files.
-    auto paths = reports::generate_reports(**st, f.baseline, f.out, *formats);
+    auto paths = reports::generate_reports(**st, f.baseline, *layout, f.out, *formats);
     if (!paths) {
         return report(paths.error());
     }
@@ -70,6 +76,9 @@ void add_report_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--baseline", flags->baseline,
                     "Server the others are compared with (default: the first stored)");
     cmd->add_option("--format", flags->formats, "md, html, json, comma-separated (default all)");
+    cmd->add_option("--layout", flags->layout,
+                    "TOML file: the lead scorer and the comparisons (default: the built-in "
+                    "reports/layout.toml, docs/reports.md)");
     dispatch[cmd] = [flags] { return report_command(*flags); };
 }
 

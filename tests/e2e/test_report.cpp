@@ -175,6 +175,34 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
     EXPECT_NE(bad.err.find("default, deepgemm"), std::string::npos) << bad.err;
 }
 
+// A layout file decides what the report leads with: here lm-eval's verdict
+// alone, its scorer in the breakdown; an unknown lead scorer names the known.
+TEST(Report, ALayoutFileChoosesTheLeadScorerAndTheComparisons) {
+    auto dir = e2e::scratch("report_layout");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"}, "8");
+    std::ofstream(dir / "layout.toml") << "version = 1\nlead_scorer = \"lm-eval-strict\"\n"
+                                          "[[comparisons]]\nscorer = \"lm-eval-strict\"\n"
+                                          "framing = \"chat\"\n";
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string(), "--layout",
+                       (dir / "layout.toml").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto j = json::parse(e2e::slurp(dir / "out" / "summary.json"));
+    ASSERT_EQ(j["diff"]["comparisons"].size(), 1u);
+    EXPECT_EQ(j["diff"]["comparisons"][0]["scorer"], "lm-eval-strict");
+    EXPECT_EQ(j["diff"]["comparisons"][0]["b"]["framing"], "chat");
+    EXPECT_NE(e2e::slurp(dir / "out" / "report.md").find("accuracy by `lm-eval-strict`"),
+              std::string::npos);
+
+    std::ofstream(dir / "bad.toml") << "version = 1\nlead_scorer = \"vlm\"\n"
+                                       "[[comparisons]]\nscorer = \"vllm\"\n";
+    auto bad = e2e::run({"report", "--db", db.string(), "--out", (dir / "bad-out").string(),
+                         "--layout", (dir / "bad.toml").string()});
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_NE(bad.err.find("unknown scorer 'vlm'"), std::string::npos) << bad.err;
+    EXPECT_FALSE(fs::exists(dir / "bad-out"));
+}
+
 // The explorer's data, parsed from report.html.
 json embedded_data(const fs::path& html_path) {
     auto html = e2e::slurp(html_path);

@@ -1,0 +1,123 @@
+// Report layouts; see layout.hpp.
+#include <reports/layout.hpp>
+
+#include <harness/util/embedded.hpp>
+#include <harness/util/file.hpp>
+#include <harness/util/toml_json.hpp>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <set>
+
+namespace diffeval::reports {
+
+namespace {
+
+using util::ErrorKind;
+using util::make_error;
+
+std::string where(const std::string& origin, const toml::node& node) {
+    return fmt::format("{}:{}", origin, node.source().begin.line);
+}
+
+util::Result<void> only_keys(const toml::table& t, const std::set<std::string>& known,
+                             const std::string& origin, const char* context) {
+    for (const auto& [k, v] : t) {
+        if (!known.count(std::string(k.str()))) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(origin, v),
+                                          k.str(), context, fmt::join(known, ", ")));
+        }
+    }
+    return {};
+}
+
+util::Result<ReportLayout::ComparisonSpec> comparison(const toml::node& node,
+                                                      const std::string& origin) {
+    const auto* t = node.as_table();
+    if (!t) {
+        return make_error(ErrorKind::usage, fmt::format("{}: each [[comparisons]] must be a table",
+                                                        where(origin, node)));
+    }
+    if (auto r = only_keys(*t, {"scorer", "framing", "required"}, origin, "[[comparisons]]");
+        !r) {
+        return r.error();
+    }
+    ReportLayout::ComparisonSpec spec;
+    auto scorer = (*t)["scorer"].value<std::string>();
+    if (!scorer || scorer->empty()) {
+        return make_error(ErrorKind::usage, fmt::format("{}: a comparison needs a scorer name",
+                                                        where(origin, node)));
+    }
+    spec.scorer = *scorer;
+    if (const auto* f = t->get("framing")) {
+        auto framing = f->value<std::string>();
+        if (!framing || framing->empty()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: 'framing' must be a framing's name", where(origin, *f)));
+        }
+        spec.framing = *framing;
+    }
+    if (const auto* r = t->get("required")) {
+        auto required = r->value<bool>();
+        if (!required) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: 'required' must be true or false", where(origin, *r)));
+        }
+        spec.required = *required;
+    }
+    return spec;
+}
+
+} // namespace
+
+util::Result<ReportLayout> load_layout(const std::string& path) {
+    std::string origin = path.empty() ? "reports/layout.toml" : path;
+    std::string text;
+    if (path.empty()) {
+        text = std::string(*util::embedded_file("reports/layout.toml"));
+    } else {
+        auto read = util::read_file(path);
+        if (!read) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("cannot read layout file {}; check the path", path));
+        }
+        text = std::move(*read);
+    }
+    auto parsed = util::parse_toml(text, origin);
+    if (!parsed) {
+        return parsed.error();
+    }
+    const toml::table& tbl = *parsed;
+    if (auto r = only_keys(tbl, {"version", "lead_scorer", "comparisons"}, origin, "layout file");
+        !r) {
+        return r.error();
+    }
+    if (const auto* v = tbl.get("version"); !v || util::toml_integer(*v) != 1) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: 'version = 1' is required", origin));
+    }
+    ReportLayout layout;
+    auto lead = tbl["lead_scorer"].value<std::string>();
+    if (!lead || lead->empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: 'lead_scorer' (a scorer's name) is required", origin));
+    }
+    layout.lead_scorer = *lead;
+    const auto* list = tbl["comparisons"].as_array();
+    if (!list || list->empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: at least one [[comparisons]] is required", origin));
+    }
+    for (const auto& node : *list) {
+        auto spec = comparison(node, origin);
+        if (!spec) {
+            return spec.error();
+        }
+        layout.comparisons.push_back(std::move(*spec));
+    }
+    return layout;
+}
+
+} // namespace diffeval::reports
