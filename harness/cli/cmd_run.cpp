@@ -123,85 +123,83 @@ util::Result<void> check_number_flags(const RunFlags& f) {
     return {};
 }
 
-int run_command(const RunFlags& f) {
-    engine::RunConfig config;
-    // 1. The experiment file, then flags on top of it.
-    if (auto r = check_number_flags(f); !r) {
-        return report(r.error());
-    }
+// The experiment file, or vLLM's CI configs, under the run's settings.
+util::Result<void> load_config_files(const RunFlags& f, engine::RunConfig& config) {
     if (!f.config.empty()) {
         if (auto r = engine::load_experiment(f.config, config); !r) {
-            return report(r.error());
+            return r;
         }
     }
     if (!f.vllm_config.empty()) {
         // vLLM's CI configs: launched servers and the CI's settings, which
-        // the flags below may still change (--limit, --dataset ...).
+        // the flags may still change (--limit, --dataset ...).
         auto configs = engine::load_vllm_configs(f.vllm_config);
         if (!configs) {
-            return report(configs.error());
+            return configs.error();
         }
         if (auto r = engine::apply_vllm_configs(*configs, f.vllm_bin, config); !r) {
-            return report(r.error());
+            return r;
         }
         config.dataset = "gsm8k";
     }
-    if (!f.servers.empty()) {
-        config.servers.clear();
-        for (const auto& s : f.servers) {
-            auto spec = engine::parse_server_flag(s);
-            if (!spec) {
-                return report(spec.error());
+    return {};
+}
+
+// --max-tokens: comma-separated integers, each within its range.
+util::Result<std::vector<int>> parse_max_tokens(const std::vector<std::string>& values) {
+    std::vector<int> out;
+    for (const auto& m : split_list(values)) {
+        int64_t v = 0;
+        try {
+            size_t used = 0;
+            v = std::stoll(m, &used);
+            if (used != m.size()) {
+                throw std::invalid_argument(m);
             }
-            config.servers.push_back(std::move(*spec));
+        } catch (const std::exception&) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("--max-tokens '{}': expected integers such as 256,1024", m));
         }
+        if (auto r = engine::check_range("--max-tokens", static_cast<double>(v), 1,
+                                         engine::Limits::max_max_tokens);
+            !r) {
+            return r.error();
+        }
+        out.push_back(static_cast<int>(v));
     }
+    return out;
+}
+
+// --concurrency: a number within its range, or "auto".
+util::Result<void> apply_concurrency(const std::string& value, engine::RunConfig& config) {
+    if (value == "auto") {
+        config.concurrency_auto = true;
+        return {};
+    }
+    char* end = nullptr;
+    long n = std::strtol(value.c_str(), &end, 10);
+    if (*end != '\0' || end == value.c_str() || n < 1 || n > engine::Limits::max_concurrency) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--concurrency: '{}' is not a number from 1 to {} or "
+                                            "'auto'",
+                                            value, engine::Limits::max_concurrency));
+    }
+    config.concurrency = static_cast<int>(n);
+    config.concurrency_auto = false;
+    return {};
+}
+
+// The plain settings: each flag given replaces the file's value.
+void apply_setting_flags(const RunFlags& f, engine::RunConfig& config) {
     if (!f.model.empty())
         config.model = f.model;
     if (!f.framings.empty())
         config.framings = split_list(f.framings);
-    if (!f.max_tokens.empty()) {
-        config.max_tokens.clear();
-        for (const auto& m : split_list(f.max_tokens)) {
-            int64_t v = 0;
-            try {
-                size_t used = 0;
-                v = std::stoll(m, &used);
-                if (used != m.size())
-                    throw std::invalid_argument(m);
-            } catch (const std::exception&) {
-                return report(util::make_error(
-                    util::ErrorKind::usage,
-                    fmt::format("--max-tokens '{}': expected integers such as 256,1024", m)));
-            }
-            if (auto r = engine::check_range("--max-tokens", static_cast<double>(v), 1,
-                                             engine::Limits::max_max_tokens);
-                !r) {
-                return report(r.error());
-            }
-            config.max_tokens.push_back(static_cast<int>(v));
-        }
-    }
     if (f.repeats)
         config.repeats = static_cast<int>(*f.repeats);
     if (f.limit)
         config.limit = static_cast<int>(*f.limit);
-    if (f.concurrency == "auto") {
-        config.concurrency_auto = true;
-    } else if (!f.concurrency.empty()) {
-        char* end = nullptr;
-        long n = std::strtol(f.concurrency.c_str(), &end, 10);
-        if (*end != '\0' || end == f.concurrency.c_str() || n < 1 ||
-            n > engine::Limits::max_concurrency) {
-            return report(
-                util::make_error(util::ErrorKind::usage,
-                                 fmt::format("--concurrency: '{}' is not a number from 1 "
-                                             "to {} or 'auto'",
-                                             f.concurrency, engine::Limits::max_concurrency)));
-        }
-        config.concurrency = static_cast<int>(n);
-        config.concurrency_auto = false;
-    }
     if (!f.db.empty())
         config.db = f.db;
     if (!f.dataset.empty())
@@ -230,57 +228,81 @@ int run_command(const RunFlags& f) {
         config.sequential_servers = true;
     if (!f.probe.empty())
         config.probe = f.probe;
+}
+
+// The flags that need parsing: servers, token limits, concurrency, attached
+// logs, the shard and the framing overrides (flags win over --vllm-config's).
+util::Result<void> apply_parsed_flags(const RunFlags& f, engine::RunConfig& config) {
+    if (!f.servers.empty()) {
+        config.servers.clear();
+        for (const auto& s : f.servers) {
+            auto spec = engine::parse_server_flag(s);
+            if (!spec) {
+                return spec.error();
+            }
+            config.servers.push_back(std::move(*spec));
+        }
+    }
+    if (!f.max_tokens.empty()) {
+        auto m = parse_max_tokens(f.max_tokens);
+        if (!m) {
+            return m.error();
+        }
+        config.max_tokens = std::move(*m);
+    }
+    if (!f.concurrency.empty()) {
+        if (auto r = apply_concurrency(f.concurrency, config); !r) {
+            return r;
+        }
+    }
     for (const auto& s : f.server_logs) {
         if (auto r = engine::attach_server_log(s, config); !r) {
-            return report(r.error());
+            return r;
         }
     }
     if (!f.shard.empty()) {
         auto shard = engine::parse_shard(f.shard);
         if (!shard) {
-            return report(shard.error());
+            return shard.error();
         }
         config.shard = *shard;
     }
     auto overrides = script_overrides(f);
     if (!overrides) {
-        return report(overrides.error());
+        return overrides.error();
     }
-    auto& merged = config.framing_overrides; // flags win over --vllm-config's values
+    auto& merged = config.framing_overrides;
     if (overrides->fewshot)
         merged.fewshot = overrides->fewshot;
     if (overrides->gen_prefix)
         merged.gen_prefix = overrides->gen_prefix;
     for (const auto& [k, v] : overrides->fields.items())
         merged.fields[k] = v;
+    return {};
+}
 
-    // 2. Run with Ctrl-C wired to a clean stop.
-    g_stop.store(false);
-    auto old_int = std::signal(SIGINT, on_stop_signal);
-    auto old_term = std::signal(SIGTERM, on_stop_signal);
-    engine::RunOptions options;
-    options.progress = f.quiet           ? engine::ProgressStyle::none
-                       : stderr_is_tty() ? engine::ProgressStyle::bar
-                                         : engine::ProgressStyle::lines;
-    options.stop_requested = &g_stop;
-    auto result = engine::run(config, options, std::cerr);
-    std::signal(SIGINT, old_int);
-    std::signal(SIGTERM, old_term);
-    if (!result) {
-        return report(result.error());
+// The run's configuration: the experiment file, then flags on top of it.
+util::Result<engine::RunConfig> build_config(const RunFlags& f) {
+    engine::RunConfig config;
+    if (auto r = check_number_flags(f); !r) {
+        return r.error();
     }
-    // 3. Classify and score what was stored, so the database's views are
-    // complete when the run returns (also after an interruption).
-    if (auto r = score_stored(config.db); !r) {
-        return report(r.error());
+    if (auto r = load_config_files(f, config); !r) {
+        return r.error();
     }
+    apply_setting_flags(f, config);
+    if (auto r = apply_parsed_flags(f, config); !r) {
+        return r.error();
+    }
+    return config;
+}
 
-    // 4. Say what was stored and what to do next.
-    const auto& s = *result;
+// What was stored and what to do next; the exit code.
+int report_outcome(const engine::RunSummary& s, const std::string& db) {
     std::cout << fmt::format(
         "stored {} responses in {} ({} ok, {} failed, {} retries, {} skipped as "
         "already stored) in {:.1f}s\n",
-        s.succeeded + s.failed, config.db, s.succeeded, s.failed, s.retries, s.skipped, s.seconds);
+        s.succeeded + s.failed, db, s.succeeded, s.failed, s.retries, s.skipped, s.seconds);
     if (!s.crashed.empty()) {
         std::cout << fmt::format(
             "server(s) {} crashed; their unanswered requests were not sent: run the "
@@ -299,6 +321,37 @@ int run_command(const RunFlags& f) {
         return k_exit_failed;
     }
     return k_exit_ok;
+}
+
+int run_command(const RunFlags& f) {
+    // 1. The experiment file, then flags on top of it.
+    auto config = build_config(f);
+    if (!config) {
+        return report(config.error());
+    }
+
+    // 2. Run with Ctrl-C wired to a clean stop.
+    g_stop.store(false);
+    auto old_int = std::signal(SIGINT, on_stop_signal);
+    auto old_term = std::signal(SIGTERM, on_stop_signal);
+    engine::RunOptions options;
+    options.progress = f.quiet           ? engine::ProgressStyle::none
+                       : stderr_is_tty() ? engine::ProgressStyle::bar
+                                         : engine::ProgressStyle::lines;
+    options.stop_requested = &g_stop;
+    auto result = engine::run(*config, options, std::cerr);
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+    if (!result) {
+        return report(result.error());
+    }
+    // 3. Classify and score what was stored, so the database's views are
+    // complete when the run returns (also after an interruption).
+    if (auto r = score_stored(config->db); !r) {
+        return report(r.error());
+    }
+    // 4. Say what was stored and what to do next.
+    return report_outcome(*result, config->db);
 }
 
 } // namespace
