@@ -35,15 +35,15 @@ struct DemoFlags {
 
 constexpr const char* k_profiles[] = {"default", "deepgemm", "no-deepgemm"};
 
-int demo_command(const DemoFlags& f) {
-    // 1. Choose the dataset: the official set when cached, else our sample.
-    std::string spec = f.dataset;
+// The dataset: the official set when cached, else our sample.
+util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& spec) {
+    spec = f.dataset;
     if (spec.empty()) {
         spec = fs::exists(datasets::cache_dir() / "gsm8k" / "test.jsonl") ? "gsm8k" : "sample";
     }
     auto dataset = datasets::open_dataset(spec);
     if (!dataset) {
-        return report(dataset.error());
+        return dataset.error();
     }
     std::cout << fmt::format(
         "dataset: {} ({} questions{}){}\n", dataset->name, dataset->test.size(),
@@ -52,34 +52,41 @@ int demo_command(const DemoFlags& f) {
             ? "; official GSM8K is not cached, run 'diffeval data fetch gsm8k' "
               "for the full experiment"
             : "");
+    return dataset;
+}
 
-    // 2. Start the three simulated servers on free loopback ports.
+// The three simulated servers on free loopback ports, added to `config`.
+util::Result<std::vector<std::unique_ptr<sim::Server>>>
+start_servers(const datasets::Dataset& dataset, engine::RunConfig& config) {
     std::vector<std::unique_ptr<sim::Server>> servers;
-    engine::RunConfig config;
     for (const char* name : k_profiles) {
         auto profile = sim::load_profile(name);
         if (!profile) {
-            return report(profile.error());
+            return profile.error();
         }
         sim::SimConfig sc;
         sc.profile = std::move(*profile);
-        sc.dataset = *dataset;
+        sc.dataset = dataset;
         auto server = sim::Server::start(std::move(sc));
         if (!server) {
-            return report(server.error());
+            return server.error();
         }
         config.servers.push_back(
             engine::ServerSpec{name, (*server)->base_url(), std::nullopt, "", {}, {}});
         std::cout << fmt::format("simulated server '{}' on {}\n", name, (*server)->base_url());
         servers.push_back(std::move(*server));
     }
+    return servers;
+}
 
-    // 3. Run the experiment into a fresh database.
+// The experiment's settings, into a fresh database under --out.
+util::Result<void> set_up_run(const DemoFlags& f, const std::string& spec,
+                              engine::RunConfig& config) {
     std::error_code ec;
     fs::create_directories(f.out, ec);
     if (ec) {
-        return report(util::make_error(util::ErrorKind::usage,
-                                       fmt::format("cannot create {}: {}", f.out, ec.message())));
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("cannot create {}: {}", f.out, ec.message()));
     }
     config.db = (fs::path(f.out) / "diffeval-demo.sqlite").string();
     for (const char* suffix : {"", "-wal", "-shm"}) {
@@ -93,34 +100,12 @@ int demo_command(const DemoFlags& f) {
     if (f.limit) {
         config.limit = f.limit;
     }
-    engine::RunOptions options;
-    options.progress = stderr_is_tty() ? engine::ProgressStyle::bar : engine::ProgressStyle::lines;
-    auto run = engine::run(config, options, std::cerr);
-    for (auto& s : servers) {
-        s->stop();
-    }
-    if (!run) {
-        return report(run.error());
-    }
-    std::cout << fmt::format("stored {} responses in {} ({:.1f}s)\n\n",
-                             run->succeeded + run->failed, config.db, run->seconds);
+    return {};
+}
 
-    // 4. The three reports, and from the same analysis the two harness
-    // verdicts, the breakdown, and the paired comparison.
-    auto st = store::Store::open(config.db, store::Store::Mode::read_write);
-    if (!st) {
-        return report(st.error());
-    }
-    auto layout = reports::load_layout();
-    if (!layout) {
-        return report(layout.error());
-    }
-    reports::ReportData data;
-    auto written =
-        reports::generate_reports(**st, "default", *layout, f.out, reports::ReportFormats{}, &data);
-    if (!written) {
-        return report(written.error());
-    }
+// The two harness verdicts, the breakdown, the latency, the paired
+// comparison and the probe, from the report's own analysis.
+void print_tables(const reports::ReportData& data) {
     const auto& summary = data.summary;
     std::cout << "Harness verdicts (accuracy %, mean (min-max) over repeats)\n"
                  "  vLLM's check = framing raw, scorer vllm; lm-eval's = framing chat, scorer "
@@ -144,6 +129,56 @@ int demo_command(const DemoFlags& f) {
                       << analysis::probe_line(p) << "\n\n";
         }
     }
+}
+
+int demo_command(const DemoFlags& f) {
+    // 1. Choose the dataset.
+    std::string spec;
+    auto dataset = choose_dataset(f, spec);
+    if (!dataset) {
+        return report(dataset.error());
+    }
+    // 2. Start the three simulated servers.
+    engine::RunConfig config;
+    auto servers = start_servers(*dataset, config);
+    if (!servers) {
+        return report(servers.error());
+    }
+    // 3. Run the experiment into a fresh database, and score it.
+    if (auto r = set_up_run(f, spec, config); !r) {
+        return report(r.error());
+    }
+    engine::RunOptions options;
+    options.progress = stderr_is_tty() ? engine::ProgressStyle::bar : engine::ProgressStyle::lines;
+    auto run = engine::run(config, options, std::cerr);
+    for (auto& s : *servers) {
+        s->stop();
+    }
+    if (!run) {
+        return report(run.error());
+    }
+    if (auto r = score_stored(config.db); !r) {
+        return report(r.error());
+    }
+    std::cout << fmt::format("stored {} responses in {} ({:.1f}s)\n\n",
+                             run->succeeded + run->failed, config.db, run->seconds);
+
+    // 4. The three reports, and from the same analysis the tables.
+    auto st = store::Store::open(config.db, store::Store::Mode::read_only);
+    if (!st) {
+        return report(st.error());
+    }
+    auto layout = reports::load_layout();
+    if (!layout) {
+        return report(layout.error());
+    }
+    reports::ReportData data;
+    auto written =
+        reports::generate_reports(**st, "default", *layout, f.out, reports::ReportFormats{}, &data);
+    if (!written) {
+        return report(written.error());
+    }
+    print_tables(data);
 
     // 5. Where to look next: the reports, then commands to dig further.
     for (const auto& p : written->written) {
