@@ -162,9 +162,8 @@ double x_of(const Layout& l, double lo, double hi, double v) {
 // differences of a point are visible; its title says where it starts.
 std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows) {
     const auto& scorers = data.summary.scorers;
-    const auto k =
-        static_cast<size_t>(std::find(scorers.begin(), scorers.end(), data.layout.lead_scorer) -
-                            scorers.begin());
+    const auto k = static_cast<size_t>(
+        std::find(scorers.begin(), scorers.end(), data.layout.lead_scorer) - scorers.begin());
     double lo = 100, hi = 0;
     for (const auto& r : rows) {
         if (k < r.group->scorers.size()) {
@@ -183,11 +182,10 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
     }
     auto l = layout(rows, 150);
     std::string out = svg_open(l, "accuracy per group, mean and min-max over repeats");
-    out +=
-        value_axis(l, lo, hi,
-                   lo > 0 ? fmt::format("accuracy ({} scorer), %; the axis starts at {:.0f}%",
-                                        data.layout.lead_scorer, lo)
-                          : fmt::format("accuracy ({} scorer), %", data.layout.lead_scorer));
+    out += value_axis(l, lo, hi,
+                      lo > 0 ? fmt::format("accuracy ({} scorer), %; the axis starts at {:.0f}%",
+                                           data.layout.lead_scorer, lo)
+                             : fmt::format("accuracy ({} scorer), %", data.layout.lead_scorer));
     out += row_labels(rows, l);
     for (size_t i = 0; i < rows.size(); ++i) {
         const auto& g = *rows[i].group;
@@ -197,9 +195,8 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
         const auto& s = g.scorers[k].spread;
         const double y = l.row_y[i];
         const double x_min = x_of(l, lo, hi, 100 * s.min), x_max = x_of(l, lo, hi, 100 * s.max);
-        out +=
-            fmt::format(R"(<g><title>{}: {}</title>)", util::xml_escape(g.label()),
-                        util::xml_escape(pct_spread(s)));
+        out += fmt::format(R"(<g><title>{}: {}</title>)", util::xml_escape(g.label()),
+                           util::xml_escape(pct_spread(s)));
         out += fmt::format(R"(<line class="whisker" x1="{0:.1f}" x2="{1:.1f}" y1="{2:.1f}" )"
                            R"(y2="{2:.1f}"/>)",
                            x_min, x_max, y);
@@ -258,8 +255,7 @@ std::string outcome_chart(const std::vector<Row>& rows) {
                                R"(height="{:.1f}"><title>{}: {} {:.1f}% ({:.1f} of {:.0f} )"
                                R"(per repeat)</title></rect>)",
                                o, x0, l.row_y[i] - 8, x1 - x0, 16.0, util::xml_escape(g.label()),
-                               scorers::outcome_name(o),
-                               share, parts[o], total);
+                               scorers::outcome_name(o), share, parts[o], total);
             const auto text = fmt::format("{:.0f}%", share);
             if (x1 - x0 > k_char_px * static_cast<double>(text.size()) + 6) {
                 out += fmt::format(R"(<text class="on-o" x="{:.1f}" y="{:.1f}" )"

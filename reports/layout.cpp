@@ -40,30 +40,30 @@ util::Result<ReportLayout::ComparisonSpec> comparison(const toml::node& node,
         return make_error(ErrorKind::usage, fmt::format("{}: each [[comparisons]] must be a table",
                                                         where(origin, node)));
     }
-    if (auto r = only_keys(*t, {"scorer", "framing", "required"}, origin, "[[comparisons]]");
-        !r) {
+    if (auto r = only_keys(*t, {"scorer", "framing", "required"}, origin, "[[comparisons]]"); !r) {
         return r.error();
     }
     ReportLayout::ComparisonSpec spec;
     auto scorer = (*t)["scorer"].value<std::string>();
     if (!scorer || scorer->empty()) {
-        return make_error(ErrorKind::usage, fmt::format("{}: a comparison needs a scorer name",
-                                                        where(origin, node)));
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: a comparison needs a scorer name", where(origin, node)));
     }
     spec.scorer = *scorer;
     if (const auto* f = t->get("framing")) {
         auto framing = f->value<std::string>();
         if (!framing || framing->empty()) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: 'framing' must be a framing's name", where(origin, *f)));
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("{}: 'framing' must be a framing's name", where(origin, *f)));
         }
         spec.framing = *framing;
     }
     if (const auto* r = t->get("required")) {
         auto required = r->value<bool>();
         if (!required) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: 'required' must be true or false", where(origin, *r)));
+            return make_error(ErrorKind::usage, fmt::format("{}: 'required' must be true or false",
+                                                            where(origin, *r)));
         }
         spec.required = *required;
     }
@@ -95,8 +95,7 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
         return r.error();
     }
     if (const auto* v = tbl.get("version"); !v || util::toml_integer(*v) != 1) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: 'version = 1' is required", origin));
+        return make_error(ErrorKind::usage, fmt::format("{}: 'version = 1' is required", origin));
     }
     ReportLayout layout;
     auto lead = tbl["lead_scorer"].value<std::string>();

@@ -146,8 +146,9 @@ std::string render_markdown(const ReportData& data) {
     // 2. The harness verdicts and where the responses went.
     out += "## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats.\n\n";
     out += verdict_table(data.summary, Style::markdown) + "\n";
-    out += fmt::format("## Where the responses went\n\nMean responses per run; accuracy by `{}`.\n\n",
-                       markdown_cell(data.layout.lead_scorer));
+    out +=
+        fmt::format("## Where the responses went\n\nMean responses per run; accuracy by `{}`.\n\n",
+                    markdown_cell(data.layout.lead_scorer));
     out += breakdown_table(data.summary, data.layout.lead_scorer, Style::markdown) + "\n";
 
     // 3. Every server against the baseline.

@@ -294,11 +294,10 @@ const analysis::Comparison* lead_comparison(const ReportData& data) {
     return top;
 }
 
-std::vector<std::string> headline_sentences(const ReportData& data) {
-    if (data.comparisons.empty()) {
-        return {fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
-                            data.baseline)};
-    }
+namespace {
+
+// The first sentence: the verdicts counted.
+std::string verdict_count_sentence(const ReportData& data) {
     size_t worse = 0, better = 0, equivalent = 0, none = 0;
     for (const auto& c : data.comparisons) {
         switch (c.verdict.kind) {
@@ -316,52 +315,58 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
             break;
         }
     }
-    std::vector<std::string> out;
     std::string overview = fmt::format(
         "Of {} comparisons against {}: {} worse, {} better, {} with no detectable difference",
         data.comparisons.size(), data.baseline, worse, better, none);
     if (equivalent > 0) {
         overview += fmt::format(", {} equivalent within the margin", equivalent);
     }
-    out.push_back(overview + ".");
-    for (const auto& c : data.comparisons) {
-        const auto& s = c.stats;
-        const auto ci = fmt::format("{} points, {:g}% CI [{}, {}]", analysis::signed_points(s.diff),
-                                    100 * (1 - s.alpha), analysis::signed_points(s.interval.lo),
-                                    analysis::signed_points(s.interval.hi));
-        std::string line;
-        switch (c.verdict.kind) {
-        case analysis::VerdictKind::worse:
-            line = fmt::format("{} regressed against {} ({} scorer): {}", c.b.text(), c.a.text(),
-                               c.scorer, ci);
-            if (auto t = carrying_transitions(c, 1); t != "none") {
-                line += fmt::format(", mostly {}", t);
-            }
-            break;
-        case analysis::VerdictKind::better:
-            line = fmt::format("{} improved on {} ({} scorer): {}", c.b.text(), c.a.text(),
-                               c.scorer, ci);
-            break;
-        case analysis::VerdictKind::equivalent:
-            line = fmt::format("{} is unaffected: {} within ±{:.1f} points of {} ({} scorer): {}",
-                               c.b.text(), c.verdict.words, 100.0 * c.verdict.margin.value_or(0),
-                               c.a.text(), c.scorer, ci);
-            break;
-        case analysis::VerdictKind::no_detectable_difference:
-            line = fmt::format(
-                "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(),
-                c.a.text(), c.scorer, ci,
-                s.interval.lo > 0 || s.interval.hi < 0
-                    ? fmt::format(" excludes 0, but the sign-flip test does not reject (mid-p "
-                                  "{:.3g}, Holm-adjusted {:.3g})",
-                                  s.test.p_mid, c.verdict.p_adjusted)
-                    : std::string(),
-                s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
-                      : std::string("; the sides agree on every question"));
-            break;
+    return overview + ".";
+}
+
+// One comparison in its verdict's words, with its interval.
+std::string comparison_sentence(const analysis::Comparison& c) {
+    const auto& s = c.stats;
+    const auto ci = fmt::format("{} points, {:g}% CI [{}, {}]", analysis::signed_points(s.diff),
+                                100 * (1 - s.alpha), analysis::signed_points(s.interval.lo),
+                                analysis::signed_points(s.interval.hi));
+    std::string line;
+    switch (c.verdict.kind) {
+    case analysis::VerdictKind::worse:
+        line = fmt::format("{} regressed against {} ({} scorer): {}", c.b.text(), c.a.text(),
+                           c.scorer, ci);
+        if (auto t = carrying_transitions(c, 1); t != "none") {
+            line += fmt::format(", mostly {}", t);
         }
-        out.push_back(line + ".");
+        break;
+    case analysis::VerdictKind::better:
+        line =
+            fmt::format("{} improved on {} ({} scorer): {}", c.b.text(), c.a.text(), c.scorer, ci);
+        break;
+    case analysis::VerdictKind::equivalent:
+        line = fmt::format("{} is unaffected: {} within ±{:.1f} points of {} ({} scorer): {}",
+                           c.b.text(), c.verdict.words, 100.0 * c.verdict.margin.value_or(0),
+                           c.a.text(), c.scorer, ci);
+        break;
+    case analysis::VerdictKind::no_detectable_difference:
+        line = fmt::format(
+            "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(), c.a.text(),
+            c.scorer, ci,
+            s.interval.lo > 0 || s.interval.hi < 0
+                ? fmt::format(" excludes 0, but the sign-flip test does not reject (mid-p "
+                              "{:.3g}, Holm-adjusted {:.3g})",
+                              s.test.p_mid, c.verdict.p_adjusted)
+                : std::string(),
+            s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
+                  : std::string("; the sides agree on every question"));
+        break;
     }
+    return line + ".";
+}
+
+// The probe's significant shifts, one sentence each.
+std::vector<std::string> probe_sentences(const ReportData& data) {
+    std::vector<std::string> out;
     // The decision-point probe can show a change the accuracy verdicts
     // cannot see yet: a shift at the first token is said here, with its
     // numbers, so the headline never reads as "nothing changed" beside it.
@@ -373,8 +378,8 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
         }
         std::string numerics;
         if (p.perturbation && p.perturbation->differ) {
-            numerics = fmt::format(", and its numerics differ beyond {}'s own run-to-run spread",
-                                   p.a);
+            numerics =
+                fmt::format(", and its numerics differ beyond {}'s own run-to-run spread", p.a);
         }
         out.push_back(fmt::format(
             "The decision-point probe separates {} from {} on {} before any answer is written: "
@@ -382,6 +387,22 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
             "questions{}.",
             p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, d.p_value, d.questions, numerics));
     }
+    return out;
+}
+
+} // namespace
+
+std::vector<std::string> headline_sentences(const ReportData& data) {
+    if (data.comparisons.empty()) {
+        return {fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
+                            data.baseline)};
+    }
+    std::vector<std::string> out = {verdict_count_sentence(data)};
+    for (const auto& c : data.comparisons) {
+        out.push_back(comparison_sentence(c));
+    }
+    const auto probes = probe_sentences(data);
+    out.insert(out.end(), probes.begin(), probes.end());
     return out;
 }
 
@@ -424,11 +445,9 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     return paths;
 }
 
-static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
-                                                   const ReportLayout& layout,
-                                                   const fs::path& out_dir,
-                                                   const ReportFormats& formats,
-                                                   ReportData* analysed);
+static util::Result<ReportPaths>
+write_all_reports(store::Store& st, const std::string& baseline, const ReportLayout& layout,
+                  const fs::path& out_dir, const ReportFormats& formats, ReportData* analysed);
 
 util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& baseline,
                                            const ReportLayout& layout, const fs::path& out_dir,
@@ -447,11 +466,9 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
     return paths;
 }
 
-static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::string& baseline,
-                                                   const ReportLayout& layout,
-                                                   const fs::path& out_dir,
-                                                   const ReportFormats& formats,
-                                                   ReportData* analysed) {
+static util::Result<ReportPaths>
+write_all_reports(store::Store& st, const std::string& baseline, const ReportLayout& layout,
+                  const fs::path& out_dir, const ReportFormats& formats, ReportData* analysed) {
     // The questions are read on the second core while this one prepares the
     // load; then both cores read the responses and stream their texts.
     ExplorerRows rows;
@@ -462,9 +479,9 @@ static util::Result<ReportPaths> write_all_reports(store::Store& st, const std::
         }
         questions = std::async(std::launch::async, [&] { return rows.read_questions(st.path()); });
     }
-    auto data = analyse_for_report(
-        st, baseline, layout,
-        formats.html ? rows.visitors() : std::array<analysis::ResponseVisitor, 2>{});
+    auto data = analyse_for_report(st, baseline, layout,
+                                   formats.html ? rows.visitors()
+                                                : std::array<analysis::ResponseVisitor, 2>{});
     auto asked = questions.valid() ? questions.get() : util::Result<void>{};
     if (!data) {
         return data.error();

@@ -175,8 +175,7 @@ std::string verdict_table(const analysis::Summary& summary, Style style) {
     }
     rows.push_back(header);
     for (const auto& g : summary.groups) {
-        std::vector<std::string> row = {g.label(),
-                                        std::to_string(g.questions),
+        std::vector<std::string> row = {g.label(), std::to_string(g.questions),
                                         std::to_string(g.repeats.size())};
         for (const auto& sc : g.scorers) {
             row.push_back(pct_spread(sc.spread));
@@ -195,8 +194,7 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
                     "fin. acc", "score", "tokens"});
     for (const auto& g : summary.groups) {
         bool have = k < g.scorers.size();
-        rows.push_back({g.label(),
-                        fmt::format("{:.0f}", g.started_reasoning),
+        rows.push_back({g.label(), fmt::format("{:.0f}", g.started_reasoning),
                         fmt::format("{:.0f}", g.never_finished),
                         fmt::format("{:.0f}", g.stop_truncated),
                         fmt::format("{:.0f}", g.length_truncated), fmt::format("{:.0f}", g.other),
@@ -217,9 +215,8 @@ std::string latency_table(const analysis::Summary& summary, Style style) {
         const auto& l = g.latency;
         const bool any = l.responses > 0;
         rows.push_back(
-            {g.label(),
-             std::to_string(l.responses), any ? ms(l.p50_ms) : "-", any ? ms(l.p90_ms) : "-",
-             any ? ms(l.p99_ms) : "-", any ? ms(l.max_ms) : "-",
+            {g.label(), std::to_string(l.responses), any ? ms(l.p50_ms) : "-",
+             any ? ms(l.p90_ms) : "-", any ? ms(l.p99_ms) : "-", any ? ms(l.max_ms) : "-",
              optional_cell(l.ttft_p50_ms, "{:.0f}"), optional_cell(l.ttft_p99_ms, "{:.0f}"),
              optional_cell(l.tokens_p50, "{:.0f}"), optional_cell(l.tokens_p99, "{:.0f}"),
              optional_cell(l.tokens_mean, "{:.1f}"), optional_cell(l.requests_per_s, "{:.2f}")});

@@ -15,7 +15,6 @@ std::string group_label(const std::string& server, const std::string& framing, i
     return fmt::format("{}/{}/{}", server, framing, max_tokens);
 }
 
-
 namespace {
 
 Spread spread_of(const std::vector<double>& v) {

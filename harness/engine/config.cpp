@@ -141,8 +141,7 @@ template <typename Target>
 using KeyReader =
     std::function<util::Result<void>(const std::string& path, const toml::node&, Target&)>;
 
-template <typename Target>
-using KeyTable = std::map<std::string, KeyReader<Target>>;
+template <typename Target> using KeyTable = std::map<std::string, KeyReader<Target>>;
 
 template <typename Target>
 util::Result<void> read_keys(const std::string& path, const toml::table& tbl,
@@ -277,8 +276,8 @@ util::Result<void> read_servers(const std::string& path, const toml::node& node,
                                 RunConfig& config) {
     const auto* arr = node.as_array();
     if (!arr) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: write servers as [[servers]] tables", where(path, node)));
+        return make_error(ErrorKind::usage, fmt::format("{}: write servers as [[servers]] tables",
+                                                        where(path, node)));
     }
     for (const auto& sn : *arr) {
         const auto* st = sn.as_table();
@@ -368,7 +367,7 @@ const KeyTable<RunConfig>& experiment_keys() {
         {"retries", int_into<int>(&RunConfig::retries, "retries", 0, Limits::max_retries)},
         {"max_response_bytes",
          int_into<int64_t>(&RunConfig::max_response_bytes, "max_response_bytes",
-                  Limits::min_response_bytes, Limits::max_response_bytes)},
+                           Limits::min_response_bytes, Limits::max_response_bytes)},
         {"timeout", seconds_into(&RunConfig::timeout, "timeout")},
         {"db", string_into(&RunConfig::db, "db")},
         {"dataset", string_into(&RunConfig::dataset, "dataset")},

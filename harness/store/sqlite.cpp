@@ -139,8 +139,8 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
     // neither open nor create it (file and directory read-only) gets
     // SQLITE_READONLY on its first read. Nobody can write such a file, so
     // it is opened as immutable instead, which needs no -shm.
-    const int rc = sqlite3_exec(m_db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr,
-                                nullptr);
+    const int rc =
+        sqlite3_exec(m_db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
     if ((rc & 0xff) != SQLITE_READONLY && (rc & 0xff) != SQLITE_CANTOPEN) {
         return {};
     }

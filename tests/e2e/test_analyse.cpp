@@ -287,9 +287,9 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
     using std::filesystem::perms;
     std::filesystem::permissions(out_dir, perms::all);
     std::filesystem::permissions(ro_db, perms::owner_read | perms::group_read | perms::others_read);
-    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec |
-                                             perms::group_read | perms::group_exec |
-                                             perms::others_read | perms::others_exec);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
+                                             perms::group_exec | perms::others_read |
+                                             perms::others_exec);
     const auto before = e2e::slurp(ro_db);
     const std::string d = ro_db.string();
     const std::vector<std::vector<std::string>> commands = {

@@ -26,8 +26,8 @@ std::string write_temp(const std::string& name, const std::string& text) {
 
 TEST(ExperimentFile, HugeFloatForAnIntegerIsAUsageErrorNamingTheLine) {
     for (const char* value : {"1E024", "-1e300", "9.3e18", "inf", "nan", "2.5"}) {
-        auto path = write_temp("huge.toml", std::string("version = 1\nmax_tokens = [256, ") +
-                                                value + "]\n");
+        auto path = write_temp("huge.toml",
+                               std::string("version = 1\nmax_tokens = [256, ") + value + "]\n");
         engine::RunConfig config;
         auto r = engine::load_experiment(path, config);
         ASSERT_FALSE(r) << value;
@@ -48,8 +48,8 @@ TEST(ExperimentFile, IntegralFloatIsTheSameInteger) {
 
 TEST(FramingFile, FewshotOutsideItsRangeIsAUsageError) {
     for (const char* value : {"1e30", "-1", "\"five\"", "4294967301"}) {
-        auto path = write_temp("framing.toml", std::string("kind = \"completion\"\nfewshot = ") +
-                                                   value + "\n");
+        auto path = write_temp("framing.toml",
+                               std::string("kind = \"completion\"\nfewshot = ") + value + "\n");
         auto r = framing::load_framing(path);
         ASSERT_FALSE(r) << value;
         EXPECT_NE(r.error().message.find("'fewshot' must be an integer"), std::string::npos)
