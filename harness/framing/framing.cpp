@@ -37,19 +37,68 @@ util::Result<int64_t> integer_key(const toml::table& tbl, const char* key, int64
     }
     auto v = util::toml_integer(*node);
     if (!v || *v < lo || *v > hi) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: '{}' must be an integer from {} to {}",
-                                      where(origin, *node), key, lo, hi));
+        return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be an integer from {} to {}",
+                                                        where(origin, *node), key, lo, hi));
     }
     return *v;
 }
 
-util::Result<Framing> parse(std::string_view text, const std::string& origin, std::string name) {
-    auto parsed = util::parse_toml(text, origin);
-    if (!parsed) {
-        return parsed.error();
+// The string key `key` of `tbl`, `fallback` when absent; an error naming the
+// line when it is not a string.
+util::Result<std::string> string_key(const toml::table& tbl, const char* key,
+                                     const std::string& fallback, const std::string& origin) {
+    const toml::node* node = tbl.get(key);
+    if (node == nullptr) {
+        return fallback;
     }
-    const toml::table& tbl = *parsed;
+    auto v = node->value<std::string>();
+    if (!v) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' must be a string", where(origin, *node), key));
+    }
+    return *v;
+}
+
+// A string key that must be one of `choices` (the first is the default).
+util::Result<std::string> choice_key(const toml::table& tbl, const char* key,
+                                     const std::vector<std::string>& choices,
+                                     const std::string& origin) {
+    auto v = string_key(tbl, key, choices.front(), origin);
+    if (!v) {
+        return v;
+    }
+    if (std::find(choices.begin(), choices.end(), *v) == choices.end()) {
+        return make_error(ErrorKind::usage, fmt::format("{}: {} must be \"{}\", not \"{}\"", origin,
+                                                        key, fmt::join(choices, "\" or \""), *v));
+    }
+    return v;
+}
+
+// A list of strings, empty when absent.
+util::Result<std::vector<std::string>> string_list_key(const toml::table& tbl, const char* key,
+                                                       const std::string& origin) {
+    std::vector<std::string> out;
+    const toml::node* node = tbl.get(key);
+    if (node == nullptr) {
+        return out;
+    }
+    const auto* list = node->as_array();
+    if (!list) {
+        return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a list of strings",
+                                                        where(origin, *node), key));
+    }
+    for (const auto& v : *list) {
+        auto item = v.value<std::string>();
+        if (!item) {
+            return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a list of strings",
+                                                            where(origin, v), key));
+        }
+        out.push_back(*item);
+    }
+    return out;
+}
+
+util::Result<void> check_framing_keys(const toml::table& tbl, const std::string& origin) {
     static const std::set<std::string> k_keys = {"version",
                                                  "description",
                                                  "endpoint",
@@ -75,9 +124,11 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                                                             where(origin, v), k.str()));
         }
     }
-    Framing f;
-    f.name = std::move(name);
-    f.origin = origin;
+    return {};
+}
+
+// The numbers and choices: version, kind, few-shot settings, model field.
+util::Result<void> read_settings(const toml::table& tbl, const std::string& origin, Framing& f) {
     auto version = integer_key(tbl, "version", 1, 1, 1'000'000, origin);
     auto fewshot = integer_key(tbl, "fewshot", 5, 0, 100'000, origin);
     auto seed = integer_key(tbl, "fewshot_seed", 1234, std::numeric_limits<int64_t>::min(),
@@ -87,66 +138,77 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
             return r->error();
         }
     }
+    auto kind = choice_key(tbl, "kind", {"completion", "chat"}, origin);
+    auto sampler = choice_key(tbl, "fewshot_sampler", {"first_n", "python-random"}, origin);
+    auto layout = choice_key(tbl, "fewshot_as", {"turns", "one-message"}, origin);
+    auto model = choice_key(tbl, "model", {"if-configured", "always"}, origin);
+    for (const auto* r : {&kind, &sampler, &layout, &model}) {
+        if (!*r) {
+            return r->error();
+        }
+    }
     f.version = static_cast<int>(*version);
-    f.description = tbl["description"].value_or(std::string{});
-    f.endpoint = tbl["endpoint"].value_or(std::string{});
-    auto kind = tbl["kind"].value_or(std::string{"completion"});
-    if (kind != "completion" && kind != "chat") {
-        return make_error(
-            ErrorKind::usage,
-            fmt::format("{}: kind must be \"completion\" or \"chat\", not \"{}\"", origin, kind));
-    }
-    f.kind = kind == "chat" ? Kind::chat : Kind::completion;
     f.fewshot = static_cast<int>(*fewshot);
-    auto sampler = tbl["fewshot_sampler"].value_or(std::string{"first_n"});
-    if (sampler != "first_n" && sampler != "python-random") {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: fewshot_sampler must be \"first_n\" or "
-                                      "\"python-random\", not \"{}\"",
-                                      origin, sampler));
-    }
-    f.sampler =
-        sampler == "python-random" ? FewshotSampler::python_random : FewshotSampler::first_n;
     f.fewshot_seed = *seed;
-    auto layout = tbl["fewshot_as"].value_or(std::string{"turns"});
-    if (layout != "turns" && layout != "one-message") {
-        return make_error(
-            ErrorKind::usage,
-            fmt::format("{}: fewshot_as must be \"turns\" or \"one-message\", not \"{}\"", origin,
-                        layout));
-    }
-    f.layout = layout == "one-message" ? FewshotLayout::one_message : FewshotLayout::turns;
-    f.gen_prefix = tbl["gen_prefix"].value_or(std::string{});
-    if (auto* optional = tbl["optional"].as_array()) {
-        for (const auto& v : *optional) {
-            f.optional.push_back(v.value_or(std::string{}));
+    f.kind = *kind == "chat" ? Kind::chat : Kind::completion;
+    f.sampler =
+        *sampler == "python-random" ? FewshotSampler::python_random : FewshotSampler::first_n;
+    f.layout = *layout == "one-message" ? FewshotLayout::one_message : FewshotLayout::turns;
+    f.model = *model == "always" ? ModelField::always : ModelField::if_configured;
+    return {};
+}
+
+// The texts: templates, endpoint, probe marker; the body's order and fields.
+util::Result<void> read_texts(const toml::table& tbl, const std::string& origin, Framing& f) {
+    const bool chat = f.kind == Kind::chat;
+    const std::pair<const char*, std::string*> strings[] = {
+        {"description", &f.description},
+        {"endpoint", &f.endpoint},
+        {"gen_prefix", &f.gen_prefix},
+        {"example_template", &f.example_template},
+        {"question_template", &f.question_template},
+        {"user_template", &f.user_template},
+        {"assistant_template", &f.assistant_template},
+    };
+    for (const auto& [key, field] : strings) {
+        auto v = string_key(tbl, key, "", origin);
+        if (!v) {
+            return v.error();
         }
+        *field = std::move(*v);
     }
-    f.example_template = tbl["example_template"].value_or(std::string{});
-    f.question_template = tbl["question_template"].value_or(std::string{});
-    f.user_template = tbl["user_template"].value_or(std::string{});
-    f.assistant_template = tbl["assistant_template"].value_or(std::string{});
-    auto model = tbl["model"].value_or(std::string{"if-configured"});
-    if (model != "always" && model != "if-configured") {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: model must be \"always\" or \"if-configured\"", origin));
+    auto marker = string_key(tbl, "probe_marker", "<think>", origin);
+    auto chain = string_key(tbl, "probe_chain", chat ? "" : " ", origin);
+    auto optional = string_list_key(tbl, "optional", origin);
+    auto body = string_list_key(tbl, "body", origin);
+    if (!marker || !chain) {
+        return (!marker ? marker : chain).error();
     }
-    f.model = model == "always" ? ModelField::always : ModelField::if_configured;
-    f.probe_marker = tbl["probe_marker"].value_or(std::string{"<think>"});
-    f.probe_chain = tbl["probe_chain"].value_or(std::string{kind == "chat" ? "" : " "});
-    if (f.probe_marker.empty()) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: probe_marker must not be empty", origin));
+    if (!optional || !body) {
+        return (!optional ? optional : body).error();
     }
-    if (auto* body = tbl["body"].as_array()) {
-        for (const auto& v : *body) {
-            f.body_order.push_back(v.value_or(std::string{}));
+    f.probe_marker = std::move(*marker);
+    f.probe_chain = std::move(*chain);
+    f.optional = std::move(*optional);
+    f.body_order = std::move(*body);
+    if (const toml::node* fields = tbl.get("fields")) {
+        if (!fields->is_table()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: 'fields' must be a table", where(origin, *fields)));
         }
-    }
-    if (auto* fields = tbl["fields"].as_table()) {
         f.fields = util::toml_to_json(*fields);
     } else {
         f.fields = nlohmann::ordered_json::object();
+    }
+    return {};
+}
+
+// What only makes sense together: an endpoint path, the template the layout
+// needs, and a body whose every key has a value or may be left out.
+util::Result<void> check_consistent(const Framing& f, const std::string& origin) {
+    if (f.probe_marker.empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: probe_marker must not be empty", origin));
     }
     if (f.endpoint.empty() || f.endpoint[0] != '/') {
         return make_error(
@@ -157,8 +219,11 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
     const bool turns = chat && f.layout == FewshotLayout::turns;
     if ((turns && f.user_template.empty()) || (!turns && f.question_template.empty())) {
         return make_error(ErrorKind::usage,
-                          fmt::format("{}: a {} framing{} needs {}", origin, kind,
-                                      chat ? fmt::format(" with fewshot_as = \"{}\"", layout) : "",
+                          fmt::format("{}: a {} framing{} needs {}", origin,
+                                      chat ? "chat" : "completion",
+                                      chat ? fmt::format(" with fewshot_as = \"{}\"",
+                                                         turns ? "turns" : "one-message")
+                                           : "",
                                       turns ? "user_template" : "question_template"));
     }
     const std::string content_key = chat ? "messages" : "prompt";
@@ -176,6 +241,29 @@ util::Result<Framing> parse(std::string_view text, const std::string& origin, st
                                           "(list it in optional = [...] to send it only when set)",
                                           origin, key));
         }
+    }
+    return {};
+}
+
+util::Result<Framing> parse(std::string_view text, const std::string& origin, std::string name) {
+    auto parsed = util::parse_toml(text, origin);
+    if (!parsed) {
+        return parsed.error();
+    }
+    Framing f;
+    f.name = std::move(name);
+    f.origin = origin;
+    if (auto r = check_framing_keys(*parsed, origin); !r) {
+        return r.error();
+    }
+    if (auto r = read_settings(*parsed, origin, f); !r) {
+        return r.error();
+    }
+    if (auto r = read_texts(*parsed, origin, f); !r) {
+        return r.error();
+    }
+    if (auto r = check_consistent(f, origin); !r) {
+        return r.error();
     }
     return f;
 }

@@ -1,8 +1,7 @@
-// Experiment files and framings with numbers no integer can hold: found by
+// Experiment files with numbers no integer can hold: found by
 // fuzz_experiment_toml, where toml++ converted 1E024 to an integer with
 // undefined behaviour. Each must be one usage error naming the line.
 #include <harness/engine/config.hpp>
-#include <harness/framing/framing.hpp>
 
 #include <gtest/gtest.h>
 
@@ -46,17 +45,6 @@ TEST(ExperimentFile, IntegralFloatIsTheSameInteger) {
     std::filesystem::remove(path);
 }
 
-TEST(FramingFile, FewshotOutsideItsRangeIsAUsageError) {
-    for (const char* value : {"1e30", "-1", "\"five\"", "4294967301"}) {
-        auto path = write_temp("framing.toml",
-                               std::string("kind = \"completion\"\nfewshot = ") + value + "\n");
-        auto r = framing::load_framing(path);
-        ASSERT_FALSE(r) << value;
-        EXPECT_NE(r.error().message.find("'fewshot' must be an integer"), std::string::npos)
-            << r.error().message;
-        std::filesystem::remove(path);
-    }
-}
 
 // Every key the file reader handles is allowed and every allowed key read:
 // `stream` used to be listed by the reader but refused as unknown.
