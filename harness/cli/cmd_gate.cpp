@@ -288,6 +288,32 @@ util::Result<void> add_probe_checks(const GateFlags& f, store::Store& st,
     return {};
 }
 
+// Print the verdict, then write the files CI systems pick up: the GitHub
+// step summary, JUnit XML and the JSON verdict.
+util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const GateFlags& f,
+                                   const std::string& db, const Clock& clock) {
+    std::cout << for_terminal(verdict_text(verdict, db), stdout) << std::flush;
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
+        if (auto w =
+                write_file(summary, verdict_markdown(verdict), std::ios::app, "the step summary");
+            !w) {
+            return w;
+        }
+    }
+    if (!f.junit.empty()) {
+        if (auto w =
+                write_file(f.junit, verdict_junit(verdict, clock), std::ios::trunc, "JUnit XML");
+            !w) {
+            return w;
+        }
+    }
+    if (!f.json.empty()) {
+        return write_file(f.json, analysis::to_json(verdict).dump(2) + "\n", std::ios::trunc,
+                          "the JSON verdict");
+    }
+    return {};
+}
+
 int gate_command(const GateFlags& flags) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
@@ -346,27 +372,8 @@ int gate_command(const GateFlags& flags) {
         return cannot_run(r.error());
     }
     // Print the verdict, then write the files CI systems pick up.
-    std::cout << for_terminal(verdict_text(*verdict, flags.db), stdout) << std::flush;
-    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
-        if (auto w =
-                write_file(summary, verdict_markdown(*verdict), std::ios::app, "the step summary");
-            !w) {
-            return report(w.error());
-        }
-    }
-    if (!f.junit.empty()) {
-        if (auto w =
-                write_file(f.junit, verdict_junit(*verdict, clock), std::ios::trunc, "JUnit XML");
-            !w) {
-            return report(w.error());
-        }
-    }
-    if (!f.json.empty()) {
-        if (auto w = write_file(f.json, analysis::to_json(*verdict).dump(2) + "\n", std::ios::trunc,
-                                "the JSON verdict");
-            !w) {
-            return report(w.error());
-        }
+    if (auto r = publish_verdict(*verdict, f, flags.db, clock); !r) {
+        return report(r.error());
     }
     return verdict->passed() ? k_exit_ok : k_exit_failed;
 }
