@@ -107,101 +107,127 @@ LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
     return out;
 }
 
+namespace {
+
+using GroupKey = std::tuple<int, int, int>; // server, framing, max_tokens
+
+// One group's responses counted per repeat, and its tokens per repeat.
+struct GroupCounts {
+    std::map<int, RepeatBreakdown> repeats;
+    std::map<int, std::pair<double, int64_t>> tokens; // sum, count
+    std::vector<const ResultRow*> members;
+};
+
+// Add response `r` to its repeat's counts.
+void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
+    auto& b = group.repeats[r.repeat];
+    group.members.push_back(&r);
+    if (b.correct.empty()) {
+        b.repeat = r.repeat;
+        b.correct.assign(n_scorers, 0);
+        b.invalid.assign(n_scorers, 0);
+        b.finished_correct.assign(n_scorers, 0);
+    }
+    ++b.responses;
+    b.started_reasoning += r.reasoning_started;
+    switch (r.outcome) {
+    case scorers::Outcome::finished:
+        ++b.finished;
+        break;
+    case scorers::Outcome::stop_truncated:
+        ++b.stop_truncated;
+        break;
+    case scorers::Outcome::length_truncated:
+        ++b.length_truncated;
+        break;
+    case scorers::Outcome::other:
+        ++b.other;
+        break;
+    case scorers::Outcome::error:
+        ++b.errors;
+        break;
+    }
+    for (size_t k = 0; k < n_scorers; ++k) {
+        b.correct[k] += r.correct[k];
+        b.invalid[k] += !r.valid[k];
+        if (r.outcome == scorers::Outcome::finished) {
+            b.finished_correct[k] += r.correct[k];
+        }
+    }
+    if (r.completion_tokens) {
+        auto& t = group.tokens[r.repeat];
+        t.first += static_cast<double>(*r.completion_tokens);
+        ++t.second;
+    }
+}
+
+// The breakdown's means over repeats.
+void average_repeats(GroupSummary& g) {
+    const double n = static_cast<double>(g.repeats.size());
+    for (const auto& b : g.repeats) {
+        g.started_reasoning += static_cast<double>(b.started_reasoning) / n;
+        g.never_finished += static_cast<double>(b.never_finished()) / n;
+        g.stop_truncated += static_cast<double>(b.stop_truncated) / n;
+        g.length_truncated += static_cast<double>(b.length_truncated) / n;
+        g.other += static_cast<double>(b.other) / n;
+        g.finished += static_cast<double>(b.finished) / n;
+        g.errors += static_cast<double>(b.errors) / n;
+        g.mean_completion_tokens += b.mean_completion_tokens / n;
+    }
+}
+
+// One group's summary from its counts: accuracy per repeat and scorer, its
+// spread, accuracy on finished answers, the invalid rate and the means.
+GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupCounts& counts) {
+    const size_t n_scorers = results.scorers.size();
+    GroupSummary g;
+    g.server = results.servers[static_cast<size_t>(std::get<0>(key))];
+    g.framing = results.framings[static_cast<size_t>(std::get<1>(key))];
+    g.max_tokens = std::get<2>(key);
+    g.latency = summarize_latency(counts.members);
+    g.scorers.resize(n_scorers);
+    std::vector<std::vector<double>> fin_acc(n_scorers);
+    int64_t total = 0;
+    std::vector<int64_t> invalid(n_scorers, 0);
+    for (auto& [rep, b] : counts.repeats) {
+        const auto& t = counts.tokens[rep];
+        b.mean_completion_tokens = t.second ? t.first / static_cast<double>(t.second) : 0;
+        g.questions = std::max(g.questions, b.responses);
+        total += b.responses;
+        for (size_t k = 0; k < n_scorers; ++k) {
+            g.scorers[k].accuracy.push_back(static_cast<double>(b.correct[k]) /
+                                            static_cast<double>(b.responses));
+            if (b.finished) {
+                fin_acc[k].push_back(static_cast<double>(b.finished_correct[k]) /
+                                     static_cast<double>(b.finished));
+            }
+            invalid[k] += b.invalid[k];
+        }
+        g.repeats.push_back(b);
+    }
+    average_repeats(g);
+    for (size_t k = 0; k < n_scorers; ++k) {
+        g.scorers[k].spread = spread_of(g.scorers[k].accuracy);
+        g.scorers[k].finished_accuracy = spread_of(fin_acc[k]);
+        g.scorers[k].invalid_rate =
+            total ? static_cast<double>(invalid[k]) / static_cast<double>(total) : 0;
+    }
+    return g;
+}
+
+} // namespace
+
 Summary summarize(const Results& results) {
     Summary out;
     out.scorers = results.scorers;
     out.score_text = results.score_text;
-    const size_t n_scorers = results.scorers.size();
-    // (server, framing, max_tokens) -> repeat -> counts
-    std::map<std::tuple<int, int, int>, std::map<int, RepeatBreakdown>> groups;
-    std::map<std::tuple<int, int, int>, std::map<int, std::pair<double, int64_t>>> tokens;
-    std::map<std::tuple<int, int, int>, std::vector<const ResultRow*>> members;
+    std::map<GroupKey, GroupCounts> groups;
     for (const auto& r : results.rows) {
-        auto key = std::make_tuple(r.server, r.framing, r.max_tokens);
-        auto& b = groups[key][r.repeat];
-        members[key].push_back(&r);
-        if (b.correct.empty()) {
-            b.repeat = r.repeat;
-            b.correct.assign(n_scorers, 0);
-            b.invalid.assign(n_scorers, 0);
-            b.finished_correct.assign(n_scorers, 0);
-        }
-        ++b.responses;
-        b.started_reasoning += r.reasoning_started;
-        switch (r.outcome) {
-        case scorers::Outcome::finished:
-            ++b.finished;
-            break;
-        case scorers::Outcome::stop_truncated:
-            ++b.stop_truncated;
-            break;
-        case scorers::Outcome::length_truncated:
-            ++b.length_truncated;
-            break;
-        case scorers::Outcome::other:
-            ++b.other;
-            break;
-        case scorers::Outcome::error:
-            ++b.errors;
-            break;
-        }
-        for (size_t k = 0; k < n_scorers; ++k) {
-            b.correct[k] += r.correct[k];
-            b.invalid[k] += !r.valid[k];
-            if (r.outcome == scorers::Outcome::finished) {
-                b.finished_correct[k] += r.correct[k];
-            }
-        }
-        if (r.completion_tokens) {
-            auto& t = tokens[key][r.repeat];
-            t.first += static_cast<double>(*r.completion_tokens);
-            ++t.second;
-        }
+        count_response(r, results.scorers.size(),
+                       groups[std::make_tuple(r.server, r.framing, r.max_tokens)]);
     }
-    for (auto& [key, reps] : groups) {
-        GroupSummary g;
-        g.server = results.servers[static_cast<size_t>(std::get<0>(key))];
-        g.framing = results.framings[static_cast<size_t>(std::get<1>(key))];
-        g.max_tokens = std::get<2>(key);
-        g.latency = summarize_latency(members[key]);
-        g.scorers.resize(n_scorers);
-        std::vector<std::vector<double>> fin_acc(n_scorers);
-        int64_t total = 0;
-        std::vector<int64_t> invalid(n_scorers, 0);
-        for (auto& [rep, b] : reps) {
-            const auto& t = tokens[key][rep];
-            b.mean_completion_tokens = t.second ? t.first / static_cast<double>(t.second) : 0;
-            g.questions = std::max(g.questions, b.responses);
-            total += b.responses;
-            for (size_t k = 0; k < n_scorers; ++k) {
-                g.scorers[k].accuracy.push_back(static_cast<double>(b.correct[k]) /
-                                                static_cast<double>(b.responses));
-                if (b.finished) {
-                    fin_acc[k].push_back(static_cast<double>(b.finished_correct[k]) /
-                                         static_cast<double>(b.finished));
-                }
-                invalid[k] += b.invalid[k];
-            }
-            g.repeats.push_back(b);
-        }
-        const double n = static_cast<double>(g.repeats.size());
-        for (const auto& b : g.repeats) {
-            g.started_reasoning += static_cast<double>(b.started_reasoning) / n;
-            g.never_finished += static_cast<double>(b.never_finished()) / n;
-            g.stop_truncated += static_cast<double>(b.stop_truncated) / n;
-            g.length_truncated += static_cast<double>(b.length_truncated) / n;
-            g.other += static_cast<double>(b.other) / n;
-            g.finished += static_cast<double>(b.finished) / n;
-            g.errors += static_cast<double>(b.errors) / n;
-            g.mean_completion_tokens += b.mean_completion_tokens / n;
-        }
-        for (size_t k = 0; k < n_scorers; ++k) {
-            g.scorers[k].spread = spread_of(g.scorers[k].accuracy);
-            g.scorers[k].finished_accuracy = spread_of(fin_acc[k]);
-            g.scorers[k].invalid_rate =
-                total ? static_cast<double>(invalid[k]) / static_cast<double>(total) : 0;
-        }
-        out.groups.push_back(std::move(g));
+    for (auto& [key, counts] : groups) {
+        out.groups.push_back(summarize_group(results, key, counts));
     }
     return out;
 }
