@@ -387,105 +387,121 @@ nlohmann::json noise_json(const SideNoise& n) {
 
 } // namespace
 
+namespace {
+
+nlohmann::json flips_json(const std::vector<Flip>& v) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& f : v) {
+        arr.push_back({{"question_idx", f.question_idx},
+                       {"a", f.a},
+                       {"b", f.b},
+                       {"a_response_id", f.a_response_id},
+                       {"b_response_id", f.b_response_id},
+                       {"a_excerpt", f.a_excerpt},
+                       {"b_excerpt", f.b_excerpt}});
+    }
+    return arr;
+}
+
+nlohmann::json transitions_json(const Comparison& c) {
+    nlohmann::json trans = nlohmann::json::array();
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+            if (c.transitions[i][j]) {
+                trans.push_back({{"a", scorers::outcome_name(i)},
+                                 {"b", scorers::outcome_name(j)},
+                                 {"count", c.transitions[i][j]},
+                                 {"lost", c.lost[i][j]},
+                                 {"gained", c.gained[i][j]}});
+            }
+        }
+    }
+    return trans;
+}
+
+nlohmann::json latency_json(const Comparison& c) {
+    if (!c.latency) {
+        return nullptr;
+    }
+    const auto& t = *c.latency;
+    nlohmann::json from_tokens = nullptr;
+    if (t.from_tokens) {
+        const auto& f = *t.from_tokens;
+        from_tokens = {{"method", "least squares latency ~ tokens over A"},
+                       {"intercept_ms", f.intercept_ms},
+                       {"ms_per_token", f.ms_per_token},
+                       {"a_p99_predicted_ms", f.a_p99_predicted_ms},
+                       {"b_p99_predicted_ms", f.b_p99_predicted_ms},
+                       {"explained_ms", f.explained_ms},
+                       {"unexplained_ms", t.p99_diff_ms() - f.explained_ms}};
+    }
+    return {{"a_responses", t.a_responses},   {"b_responses", t.b_responses},
+            {"a_p50_ms", t.a_p50_ms},         {"b_p50_ms", t.b_p50_ms},
+            {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
+            {"b_p99_ms", t.b_p99_ms},         {"p99_diff_ms", t.p99_diff_ms()},
+            {"from_tokens", from_tokens}};
+}
+
+nlohmann::json comparison_json(const Comparison& c) {
+    const nlohmann::json trans = transitions_json(c);
+    const auto flips = [](const std::vector<Flip>& v) { return flips_json(v); };
+    nlohmann::json j = {
+        {"scorer", c.scorer},
+        {"a", {{"server", c.a.server}, {"framing", *c.a.framing}, {"max_tokens", *c.a.max_tokens}}},
+        {"b", {{"server", c.b.server}, {"framing", *c.b.framing}, {"max_tokens", *c.b.max_tokens}}},
+        {"questions", c.questions},
+        {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
+        {"paired_responses", c.paired_responses},
+        {"accuracy_a", c.accuracy_a},
+        {"accuracy_b", c.accuracy_b},
+        {"difference",
+         {{"value", c.stats.diff},
+          {"ci95", {c.stats.interval.lo, c.stats.interval.hi}},
+          {"confidence", 1.0 - c.stats.alpha},
+          {"one_sided", {c.stats.interval.lo_one_sided, c.stats.interval.hi_one_sided}},
+          {"clustered_se", c.stats.se},
+          {"sd_per_question", c.stats.sd_diff},
+          {"resamples", c.stats.interval.resamples},
+          {"seed", c.stats.interval.seed}}},
+        {"test",
+         {{"method", "sign-flip permutation over questions"},
+          {"computed", c.stats.test.method == SignFlipMethod::exact ? "exact" : "monte carlo"},
+          {"questions_differing", c.stats.test.differing},
+          {"a_better_questions", c.stats.a_better},
+          {"b_better_questions", c.stats.b_better},
+          {"p", c.stats.test.p},
+          {"p_mid", c.stats.test.p_mid},
+          {"p_mid_holm", c.verdict.p_adjusted},
+          {"comparisons_adjusted", c.verdict.comparisons}}},
+        {"noise",
+         {{"a", noise_json(c.stats.noise_a)},
+          {"b", noise_json(c.stats.noise_b)},
+          {"share_of_variance",
+           c.stats.noise_share ? nlohmann::json(*c.stats.noise_share) : nlohmann::json(nullptr)}}},
+        {"power",
+         {{"alpha", c.stats.alpha},
+          {"power", c.stats.power},
+          {"minimum_detectable_difference",
+           c.stats.mdd ? nlohmann::json(*c.stats.mdd) : nlohmann::json(nullptr)}}},
+        {"verdict",
+         {{"kind", verdict_name(c.verdict.kind)},
+          {"words", c.verdict.words},
+          {"sentence", c.verdict.sentence},
+          {"margin",
+           c.verdict.margin ? nlohmann::json(*c.verdict.margin) : nlohmann::json(nullptr)}}},
+        {"flips", {{"a_better", flips(c.a_better)}, {"b_better", flips(c.b_better)}}},
+        {"transitions", trans},
+    };
+    j["latency"] = latency_json(c);
+    return j;
+}
+
+} // namespace
+
 nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& c : comparisons) {
-        auto flips = [&](const std::vector<Flip>& v) {
-            nlohmann::json arr = nlohmann::json::array();
-            for (const auto& f : v) {
-                arr.push_back({{"question_idx", f.question_idx},
-                               {"a", f.a},
-                               {"b", f.b},
-                               {"a_response_id", f.a_response_id},
-                               {"b_response_id", f.b_response_id},
-                               {"a_excerpt", f.a_excerpt},
-                               {"b_excerpt", f.b_excerpt}});
-            }
-            return arr;
-        };
-        nlohmann::json trans = nlohmann::json::array();
-        for (int i = 0; i < scorers::k_outcome_count; ++i) {
-            for (int j = 0; j < scorers::k_outcome_count; ++j) {
-                if (c.transitions[i][j]) {
-                    trans.push_back({{"a", scorers::outcome_name(i)},
-                                     {"b", scorers::outcome_name(j)},
-                                     {"count", c.transitions[i][j]},
-                                     {"lost", c.lost[i][j]},
-                                     {"gained", c.gained[i][j]}});
-                }
-            }
-        }
-        nlohmann::json j = {
-            {"scorer", c.scorer},
-            {"a",
-             {{"server", c.a.server}, {"framing", *c.a.framing}, {"max_tokens", *c.a.max_tokens}}},
-            {"b",
-             {{"server", c.b.server}, {"framing", *c.b.framing}, {"max_tokens", *c.b.max_tokens}}},
-            {"questions", c.questions},
-            {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
-            {"paired_responses", c.paired_responses},
-            {"accuracy_a", c.accuracy_a},
-            {"accuracy_b", c.accuracy_b},
-            {"difference",
-             {{"value", c.stats.diff},
-              {"ci95", {c.stats.interval.lo, c.stats.interval.hi}},
-              {"confidence", 1.0 - c.stats.alpha},
-              {"one_sided", {c.stats.interval.lo_one_sided, c.stats.interval.hi_one_sided}},
-              {"clustered_se", c.stats.se},
-              {"sd_per_question", c.stats.sd_diff},
-              {"resamples", c.stats.interval.resamples},
-              {"seed", c.stats.interval.seed}}},
-            {"test",
-             {{"method", "sign-flip permutation over questions"},
-              {"computed", c.stats.test.method == SignFlipMethod::exact ? "exact" : "monte carlo"},
-              {"questions_differing", c.stats.test.differing},
-              {"a_better_questions", c.stats.a_better},
-              {"b_better_questions", c.stats.b_better},
-              {"p", c.stats.test.p},
-              {"p_mid", c.stats.test.p_mid},
-              {"p_mid_holm", c.verdict.p_adjusted},
-              {"comparisons_adjusted", c.verdict.comparisons}}},
-            {"noise",
-             {{"a", noise_json(c.stats.noise_a)},
-              {"b", noise_json(c.stats.noise_b)},
-              {"share_of_variance", c.stats.noise_share ? nlohmann::json(*c.stats.noise_share)
-                                                        : nlohmann::json(nullptr)}}},
-            {"power",
-             {{"alpha", c.stats.alpha},
-              {"power", c.stats.power},
-              {"minimum_detectable_difference",
-               c.stats.mdd ? nlohmann::json(*c.stats.mdd) : nlohmann::json(nullptr)}}},
-            {"verdict",
-             {{"kind", verdict_name(c.verdict.kind)},
-              {"words", c.verdict.words},
-              {"sentence", c.verdict.sentence},
-              {"margin",
-               c.verdict.margin ? nlohmann::json(*c.verdict.margin) : nlohmann::json(nullptr)}}},
-            {"flips", {{"a_better", flips(c.a_better)}, {"b_better", flips(c.b_better)}}},
-            {"transitions", trans},
-        };
-        if (c.latency) {
-            const auto& t = *c.latency;
-            nlohmann::json from_tokens = nullptr;
-            if (t.from_tokens) {
-                const auto& f = *t.from_tokens;
-                from_tokens = {{"method", "least squares latency ~ tokens over A"},
-                               {"intercept_ms", f.intercept_ms},
-                               {"ms_per_token", f.ms_per_token},
-                               {"a_p99_predicted_ms", f.a_p99_predicted_ms},
-                               {"b_p99_predicted_ms", f.b_p99_predicted_ms},
-                               {"explained_ms", f.explained_ms},
-                               {"unexplained_ms", t.p99_diff_ms() - f.explained_ms}};
-            }
-            j["latency"] = {{"a_responses", t.a_responses},   {"b_responses", t.b_responses},
-                            {"a_p50_ms", t.a_p50_ms},         {"b_p50_ms", t.b_p50_ms},
-                            {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
-                            {"b_p99_ms", t.b_p99_ms},         {"p99_diff_ms", t.p99_diff_ms()},
-                            {"from_tokens", from_tokens}};
-        } else {
-            j["latency"] = nullptr;
-        }
-        out.push_back(std::move(j));
+        out.push_back(comparison_json(c));
     }
     return {{"schema", "diffeval.diff/2"}, {"comparisons", out}};
 }
