@@ -187,151 +187,202 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     return t;
 }
 
+namespace {
+
+int index_in(const std::vector<std::string>& names, const std::string& name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+}
+
+// Both selectors name a stored server and, when given, a stored framing.
+util::Result<void> check_selectors(const Results& results, const Selector& a, const Selector& b) {
+    for (const auto* sel : {&a, &b}) {
+        if (index_in(results.servers, sel->server) < 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no server '{}' in the database; servers: {}",
+                                          sel->server, fmt::join(results.servers, ", ")));
+        }
+        if (sel->framing && index_in(results.framings, *sel->framing) < 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no framing '{}' in the database; framings: {}",
+                                          *sel->framing, fmt::join(results.framings, ", ")));
+        }
+    }
+    return {};
+}
+
+// The two sides' questions in common, as correctness matrices, with their
+// responses and how many questions' texts differ between the sides.
+struct Paired {
+    CorrectnessMatrix ma, mb;
+    std::vector<const ResultRow*> rows_a, rows_b;
+    int64_t differing = 0;
+    int first_differing = -1;
+};
+
+// One question's repeats on both sides: its matrix rows, every A repeat
+// against every B repeat in the transitions, and its flip if any.
+void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparison& c, Paired& p) {
+    const int q = reps_a.front()->question_idx;
+    if (!same_question(*reps_a.front(), *reps_b.front())) {
+        ++p.differing;
+        p.first_differing = p.first_differing < 0 ? q : p.first_differing;
+    }
+    std::vector<uint8_t> row_a, row_b;
+    for (const auto* row : reps_a) {
+        row_a.push_back(row->correct[scorer] ? 1 : 0);
+    }
+    for (const auto* row : reps_b) {
+        row_b.push_back(row->correct[scorer] ? 1 : 0);
+    }
+    p.rows_a.insert(p.rows_a.end(), reps_a.begin(), reps_a.end());
+    p.rows_b.insert(p.rows_b.end(), reps_b.begin(), reps_b.end());
+    for (const auto* ra : reps_a) {
+        for (const auto* rb : reps_b) {
+            auto oa = static_cast<size_t>(ra->outcome);
+            auto ob = static_cast<size_t>(rb->outcome);
+            ++c.transitions[oa][ob];
+            ++c.paired_responses;
+            if (ra->correct[scorer] && !rb->correct[scorer]) {
+                ++c.lost[oa][ob];
+            } else if (!ra->correct[scorer] && rb->correct[scorer]) {
+                ++c.gained[oa][ob];
+            }
+        }
+    }
+    const double ca = static_cast<double>(std::count(row_a.begin(), row_a.end(), 1)) /
+                      static_cast<double>(row_a.size());
+    const double cb = static_cast<double>(std::count(row_b.begin(), row_b.end(), 1)) /
+                      static_cast<double>(row_b.size());
+    if (ca != cb) {
+        Flip f{q, ca, cb, reps_a.front()->response_id, reps_b.front()->response_id, "", ""};
+        (ca > cb ? c.a_better : c.b_better).push_back(f);
+    }
+    p.ma.push_back(std::move(row_a));
+    p.mb.push_back(std::move(row_b));
+}
+
+// Walk both groups (each sorted by question) together, pairing the
+// questions both answered.
+Paired pair_groups(const GroupRows& ga, const GroupRows& gb, size_t scorer, Comparison& c) {
+    Paired p;
+    size_t jb = 0;
+    for (size_t ia = 0; ia < ga.rows.size(); ia = run_end(ga.rows, ia)) {
+        const int q = ga.rows[ia]->question_idx;
+        while (jb < gb.rows.size() && gb.rows[jb]->question_idx < q) {
+            jb = run_end(gb.rows, jb);
+        }
+        if (jb >= gb.rows.size() || gb.rows[jb]->question_idx != q) {
+            continue;
+        }
+        pair_question(Run(ga.rows.data() + ia, run_end(ga.rows, ia) - ia),
+                      Run(gb.rows.data() + jb, run_end(gb.rows, jb) - jb), scorer, c, p);
+    }
+    return p;
+}
+
+// The statistics, the latency tail and the flips ordered by their gap.
+util::Result<void> finish_comparison(Comparison& c, const Paired& p,
+                                     const CompareOptions& options) {
+    auto stats = analyse_questions(p.ma, p.mb, options.paired);
+    if (!stats) {
+        return stats.error();
+    }
+    c.stats = *stats;
+    c.accuracy_a = c.stats.accuracy_a;
+    c.accuracy_b = c.stats.accuracy_b;
+    c.latency = tail_difference(p.rows_a, p.rows_b);
+    auto by_gap = [](const Flip& x, const Flip& y) {
+        double gx = std::abs(x.a - x.b), gy = std::abs(y.a - y.b);
+        return gx != gy ? gx > gy : x.question_idx < y.question_idx;
+    };
+    for (auto* list : {&c.a_better, &c.b_better}) {
+        std::sort(list->begin(), list->end(), by_gap);
+    }
+    return {};
+}
+
+// Group A's key against group B's: its name, datasets and paired questions.
+// Groups that ran different questions are refused; no common question gives
+// an unset comparison.
+util::Result<std::optional<Comparison>> compare_groups(const Results& results, const GroupKey& ka,
+                                                       const GroupRows& ga, const GroupKey& kb,
+                                                       const GroupRows& gb, size_t scorer,
+                                                       const CompareOptions& options) {
+    auto name_of = [&](const GroupKey& k) -> Selector {
+        return {results.servers[static_cast<size_t>(std::get<0>(k))],
+                results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k)};
+    };
+    auto dataset_of = [&](const GroupRows& g) {
+        return g.rows.empty() ? std::string()
+                              : results.datasets.at(static_cast<size_t>(g.rows.front()->dataset));
+    };
+    Comparison c;
+    c.scorer = results.scorers[scorer];
+    c.a = name_of(ka);
+    c.b = name_of(kb);
+    c.dataset_a = dataset_of(ga);
+    c.dataset_b = dataset_of(gb);
+    const Paired p = pair_groups(ga, gb, scorer, c);
+    c.questions = static_cast<int64_t>(p.ma.size());
+    if (p.differing > 0) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("cannot pair {} with {}: {} of {} questions differ (first: question "
+                        "{}); {} ran dataset '{}' and {} ran '{}'. Compare groups that ran "
+                        "the same questions",
+                        c.b.text(), c.a.text(), p.differing, p.ma.size(), p.first_differing,
+                        c.a.text(), c.dataset_a, c.b.text(), c.dataset_b));
+    }
+    if (p.ma.empty()) {
+        return std::optional<Comparison>{};
+    }
+    if (auto r = finish_comparison(c, p, options); !r) {
+        return r.error();
+    }
+    return std::optional<Comparison>{std::move(c)};
+}
+
+} // namespace
+
 util::Result<std::vector<Comparison>> compare(const Results& results, const Selector& a,
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options) {
-    auto server_index = [&](const std::string& name) {
-        auto it = std::find(results.servers.begin(), results.servers.end(), name);
-        return it == results.servers.end() ? -1 : static_cast<int>(it - results.servers.begin());
-    };
+    if (auto r = check_selectors(results, a, b); !r) {
+        return r.error();
+    }
+    const int sa = index_in(results.servers, a.server);
+    const int sb = index_in(results.servers, b.server);
     // Only the two servers compared are grouped.
     std::map<GroupKey, GroupRows> groups;
-    const int involved[2] = {server_index(a.server), server_index(b.server)};
     for (const auto& r : results.rows) {
-        if (r.server == involved[0] || r.server == involved[1]) {
+        if (r.server == sa || r.server == sb) {
             groups[{r.server, r.framing, r.max_tokens}].rows.push_back(&r);
         }
     }
     for (auto& [key, g] : groups) {
         g.finish();
     }
-    auto framing_index = [&](const std::string& name) {
-        auto it = std::find(results.framings.begin(), results.framings.end(), name);
-        return it == results.framings.end() ? -1 : static_cast<int>(it - results.framings.begin());
-    };
-    for (const auto* sel : {&a, &b}) {
-        if (server_index(sel->server) < 0) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("no server '{}' in the database; servers: {}",
-                                          sel->server, fmt::join(results.servers, ", ")));
-        }
-        if (sel->framing && framing_index(*sel->framing) < 0) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("no framing '{}' in the database; framings: {}",
-                                          *sel->framing, fmt::join(results.framings, ", ")));
-        }
-    }
     std::vector<Comparison> out;
-    const int sa = server_index(a.server);
-    const int sb = server_index(b.server);
     for (const auto& [key, ga] : groups) {
         auto [srv, fr, mt] = key;
-        if (srv != sa || (a.framing && fr != framing_index(*a.framing)) ||
+        if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
             (a.max_tokens && mt != *a.max_tokens)) {
             continue;
         }
-        GroupKey kb{sb, b.framing ? framing_index(*b.framing) : fr,
+        GroupKey kb{sb, b.framing ? index_in(results.framings, *b.framing) : fr,
                     b.max_tokens ? *b.max_tokens : mt};
         auto itb = groups.find(kb);
         if (itb == groups.end() || kb == key) {
             continue;
         }
-        const auto& gb = itb->second;
-        Comparison c;
-        c.scorer = results.scorers[scorer];
-        c.a = {results.servers[static_cast<size_t>(sa)], results.framings[static_cast<size_t>(fr)],
-               mt};
-        c.b = {results.servers[static_cast<size_t>(sb)],
-               results.framings[static_cast<size_t>(std::get<1>(kb))], std::get<2>(kb)};
-        c.dataset_a = ga.rows.empty()
-                          ? ""
-                          : results.datasets.at(static_cast<size_t>(ga.rows.front()->dataset));
-        c.dataset_b = gb.rows.empty()
-                          ? ""
-                          : results.datasets.at(static_cast<size_t>(gb.rows.front()->dataset));
-        CorrectnessMatrix ma, mb;
-        std::vector<const ResultRow*> rows_a, rows_b;
-        int64_t differing = 0;
-        int first_differing = -1;
-        // Both groups are sorted by question: walk them together.
-        size_t jb = 0;
-        for (size_t ia = 0; ia < ga.rows.size(); ia = run_end(ga.rows, ia)) {
-            const int q = ga.rows[ia]->question_idx;
-            while (jb < gb.rows.size() && gb.rows[jb]->question_idx < q) {
-                jb = run_end(gb.rows, jb);
-            }
-            if (jb >= gb.rows.size() || gb.rows[jb]->question_idx != q) {
-                continue;
-            }
-            const Run reps_a(ga.rows.data() + ia, run_end(ga.rows, ia) - ia);
-            const Run reps_b(gb.rows.data() + jb, run_end(gb.rows, jb) - jb);
-            if (!same_question(*reps_a.front(), *reps_b.front())) {
-                ++differing;
-                first_differing = first_differing < 0 ? q : first_differing;
-            }
-            std::vector<uint8_t> row_a, row_b;
-            for (const auto* row : reps_a) {
-                row_a.push_back(row->correct[scorer] ? 1 : 0);
-            }
-            for (const auto* row : reps_b) {
-                row_b.push_back(row->correct[scorer] ? 1 : 0);
-            }
-            rows_a.insert(rows_a.end(), reps_a.begin(), reps_a.end());
-            rows_b.insert(rows_b.end(), reps_b.begin(), reps_b.end());
-            // Every repeat of A against every repeat of B.
-            for (const auto* ra : reps_a) {
-                for (const auto* rb : reps_b) {
-                    auto oa = static_cast<size_t>(ra->outcome);
-                    auto ob = static_cast<size_t>(rb->outcome);
-                    ++c.transitions[oa][ob];
-                    ++c.paired_responses;
-                    if (ra->correct[scorer] && !rb->correct[scorer]) {
-                        ++c.lost[oa][ob];
-                    } else if (!ra->correct[scorer] && rb->correct[scorer]) {
-                        ++c.gained[oa][ob];
-                    }
-                }
-            }
-            const double ca = static_cast<double>(std::count(row_a.begin(), row_a.end(), 1)) /
-                              static_cast<double>(row_a.size());
-            const double cb = static_cast<double>(std::count(row_b.begin(), row_b.end(), 1)) /
-                              static_cast<double>(row_b.size());
-            if (ca != cb) {
-                Flip f{q, ca, cb, reps_a.front()->response_id, reps_b.front()->response_id, "", ""};
-                (ca > cb ? c.a_better : c.b_better).push_back(f);
-            }
-            ma.push_back(std::move(row_a));
-            mb.push_back(std::move(row_b));
+        auto c = compare_groups(results, key, ga, kb, itb->second, scorer, options);
+        if (!c) {
+            return c.error();
         }
-        c.questions = static_cast<int64_t>(ma.size());
-        if (differing > 0) {
-            return make_error(
-                ErrorKind::data,
-                fmt::format("cannot pair {} with {}: {} of {} questions differ (first: question "
-                            "{}); {} ran dataset '{}' and {} ran '{}'. Compare groups that ran "
-                            "the same questions",
-                            c.b.text(), c.a.text(), differing, ma.size(), first_differing,
-                            c.a.text(), c.dataset_a, c.b.text(), c.dataset_b));
+        if (*c) {
+            out.push_back(std::move(**c));
         }
-        if (ma.empty()) {
-            continue;
-        }
-        auto stats = analyse_questions(ma, mb, options.paired);
-        if (!stats) {
-            return stats.error();
-        }
-        c.stats = *stats;
-        c.accuracy_a = c.stats.accuracy_a;
-        c.accuracy_b = c.stats.accuracy_b;
-        c.latency = tail_difference(rows_a, rows_b);
-        auto by_gap = [](const Flip& x, const Flip& y) {
-            double gx = std::abs(x.a - x.b), gy = std::abs(y.a - y.b);
-            return gx != gy ? gx > gy : x.question_idx < y.question_idx;
-        };
-        for (auto* list : {&c.a_better, &c.b_better}) {
-            std::sort(list->begin(), list->end(), by_gap);
-        }
-        out.push_back(std::move(c));
     }
     if (out.empty()) {
         std::set<std::string> present;
