@@ -140,44 +140,23 @@ util::Result<void> add_probes(store::Store& st, ReportData& data) {
     return {};
 }
 
-util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
-                                            const ReportLayout& layout,
-                                            const std::array<analysis::ResponseVisitor, 2>& visit) {
-    // 1. Load what is stored.
-    auto results = analysis::load_results(st, visit);
-    if (!results) {
-        return results.error();
-    }
-    ReportData data;
-    data.layout = layout;
-    data.results = std::move(*results);
-    const auto& servers = data.results.servers;
+namespace {
 
-    // 2. Resolve the baseline.
-    data.baseline = baseline.empty() ? servers.front() : baseline;
-    if (std::find(servers.begin(), servers.end(), data.baseline) == servers.end()) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("--baseline '{}' is not in the database; servers: {}",
-                                            data.baseline, fmt::join(servers, ", ")));
-    }
+// One comparison job: B against A under one scorer; its result once run.
+struct CompareJob {
+    analysis::Selector a, b;
+    size_t scorer = 0;
+    bool required = true; // an error fails the report; else the job is skipped
+    util::Result<std::vector<analysis::Comparison>> out = std::vector<analysis::Comparison>{};
+};
 
-    // 3. The summary, and every other server against the baseline as the
-    // layout lists (built in: vllm on every framing and max_tokens, then
-    // lm-eval-strict on chat, the article's second verdict). They are
-    // independent, so two threads share them; excerpts are read here
-    // afterwards (one connection, one thread).
-    if (auto lead = analysis::scorer_index(data.results, layout.lead_scorer); !lead) {
-        return lead.error();
-    }
-    struct Job {
-        analysis::Selector a, b;
-        size_t scorer = 0;
-        bool required = true; // an error fails the report; else the job is skipped
-        util::Result<std::vector<analysis::Comparison>> out = std::vector<analysis::Comparison>{};
-    };
-    std::vector<Job> jobs;
+// Every other server against the baseline, as the layout lists them. A
+// scorer the database lacks fails a required comparison and skips another;
+// a framing it lacks skips the comparison.
+util::Result<std::vector<CompareJob>> comparison_jobs(const ReportData& data) {
+    std::vector<CompareJob> jobs;
     const auto& framings = data.results.framings;
-    for (const auto& spec : layout.comparisons) {
+    for (const auto& spec : data.layout.comparisons) {
         auto scorer = analysis::scorer_index(data.results, spec.scorer);
         if (!scorer) {
             if (spec.required) {
@@ -189,7 +168,7 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
             std::find(framings.begin(), framings.end(), *spec.framing) == framings.end()) {
             continue;
         }
-        for (const auto& server : servers) {
+        for (const auto& server : data.results.servers) {
             if (server != data.baseline) {
                 jobs.push_back({{data.baseline, spec.framing, {}},
                                 {server, spec.framing, {}},
@@ -198,6 +177,13 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
             }
         }
     }
+    return jobs;
+}
+
+// The summary and the comparisons: independent, so two threads share them;
+// excerpts are read afterwards (one connection, one thread). Every
+// comparison of the report is one family, Holm-adjusted together.
+util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, ReportData& data) {
     analysis::CompareOptions options;
     std::atomic<size_t> next{0};
     auto work = [&] {
@@ -220,8 +206,46 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         analysis::fill_excerpts(*job.out, st, k_flips_shown);
         data.comparisons.insert(data.comparisons.end(), job.out->begin(), job.out->end());
     }
-    // One family: every comparison of the report is Holm-adjusted together.
     analysis::assign_verdicts(data.comparisons);
+    return {};
+}
+
+} // namespace
+
+util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
+                                            const ReportLayout& layout,
+                                            const std::array<analysis::ResponseVisitor, 2>& visit) {
+    // 1. Load what is stored.
+    auto results = analysis::load_results(st, visit);
+    if (!results) {
+        return results.error();
+    }
+    ReportData data;
+    data.layout = layout;
+    data.results = std::move(*results);
+    const auto& servers = data.results.servers;
+
+    // 2. Resolve the baseline and the lead scorer.
+    data.baseline = baseline.empty() ? servers.front() : baseline;
+    if (std::find(servers.begin(), servers.end(), data.baseline) == servers.end()) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--baseline '{}' is not in the database; servers: {}",
+                                            data.baseline, fmt::join(servers, ", ")));
+    }
+    if (auto lead = analysis::scorer_index(data.results, layout.lead_scorer); !lead) {
+        return lead.error();
+    }
+
+    // 3. The summary, and every other server against the baseline as the
+    // layout lists (built in: vllm on every framing and max_tokens, then
+    // lm-eval-strict on chat, the article's second verdict).
+    auto jobs = comparison_jobs(data);
+    if (!jobs) {
+        return jobs.error();
+    }
+    if (auto r = compare_all(st, *jobs, data); !r) {
+        return r.error();
+    }
 
     // 4. The decision-point probe, when the run sent it.
     if (auto r = add_probes(st, data); !r) {
