@@ -108,42 +108,55 @@ std::string what_ran(const ReportData& data) {
 // interval as a bar, on a shared points axis with a line at 0 (and at +-m when
 // a margin was asked for), coloured by verdict. Self-contained (inline SVG,
 // its own colours) so the chart can be restyled in one place.
+// The forest plot's colour for a verdict.
+const char* verdict_colour(analysis::VerdictKind k) {
+    switch (k) {
+    case analysis::VerdictKind::worse:
+        return "#c0392b";
+    case analysis::VerdictKind::better:
+        return "#1e8449";
+    case analysis::VerdictKind::equivalent:
+        return "#2874a6";
+    case analysis::VerdictKind::no_detectable_difference:
+        break;
+    }
+    return "#7f8c8d";
+}
+
+// The forest plot's axis in points: every interval, 0 and the margin, padded.
+struct ForestRange {
+    double lo = 0, hi = 0;
+    std::optional<double> margin;
+};
+
+ForestRange forest_range(const ReportData& data) {
+    ForestRange r;
+    for (const auto& c : data.comparisons) {
+        r.lo = std::min(r.lo, 100.0 * c.stats.interval.lo);
+        r.hi = std::max(r.hi, 100.0 * c.stats.interval.hi);
+        if (c.verdict.margin) {
+            r.margin = 100.0 * *c.verdict.margin;
+        }
+    }
+    if (r.margin) {
+        r.lo = std::min(r.lo, -*r.margin);
+        r.hi = std::max(r.hi, *r.margin);
+    }
+    const double pad = std::max(1.0, 0.1 * (r.hi - r.lo));
+    r.lo -= pad;
+    r.hi += pad;
+    return r;
+}
+
 std::string forest_plot(const ReportData& data) {
     if (data.comparisons.empty()) {
         return "";
     }
-    double lo = 0, hi = 0;
-    std::optional<double> margin;
-    for (const auto& c : data.comparisons) {
-        lo = std::min(lo, 100.0 * c.stats.interval.lo);
-        hi = std::max(hi, 100.0 * c.stats.interval.hi);
-        if (c.verdict.margin) {
-            margin = 100.0 * *c.verdict.margin;
-        }
-    }
-    if (margin) {
-        lo = std::min(lo, -*margin);
-        hi = std::max(hi, *margin);
-    }
-    const double pad = std::max(1.0, 0.1 * (hi - lo));
-    lo -= pad;
-    hi += pad;
+    const auto [lo, hi, margin] = forest_range(data);
     const int label_w = 330, plot_w = 420, row_h = 22, top = 26;
     const int height = top + row_h * static_cast<int>(data.comparisons.size()) + 30;
     auto x = [&](double points) { return label_w + (points - lo) / (hi - lo) * plot_w; };
-    auto colour = [](analysis::VerdictKind k) {
-        switch (k) {
-        case analysis::VerdictKind::worse:
-            return "#c0392b";
-        case analysis::VerdictKind::better:
-            return "#1e8449";
-        case analysis::VerdictKind::equivalent:
-            return "#2874a6";
-        case analysis::VerdictKind::no_detectable_difference:
-            break;
-        }
-        return "#7f8c8d";
-    };
+    const auto colour = verdict_colour;
     std::string out =
         fmt::format(R"(<figure class="forest"><svg width="{}" height="{}" )"
                     R"(role="img" aria-label="difference and interval of every comparison" )"
