@@ -60,7 +60,10 @@ util::Result<T> field(const YAML::Node& root, const char* key, const std::string
 
 } // namespace
 
-util::Result<VllmConfig> load_vllm_config(const std::string& path) {
+namespace {
+
+// The file as a YAML mapping.
+util::Result<YAML::Node> read_yaml_map(const std::string& path) {
     auto text = util::read_file(path);
     if (!text) {
         return make_error(ErrorKind::usage, fmt::format("--vllm-config: cannot read {}", path));
@@ -78,9 +81,12 @@ util::Result<VllmConfig> load_vllm_config(const std::string& path) {
                                       "accuracy_threshold (a vLLM GSM8K config)",
                                       path));
     }
-    VllmConfig c;
-    c.path = path;
-    c.name = fs::path(path).stem().string();
+    return root;
+}
+
+// The accuracy rule: model_name and accuracy_threshold (required),
+// tolerance, num_questions and num_fewshot.
+util::Result<void> read_rule(const YAML::Node& root, const std::string& path, VllmConfig& c) {
     for (const char* key : {"model_name", "accuracy_threshold"}) {
         if (!root[key]) {
             return make_error(ErrorKind::usage,
@@ -120,6 +126,11 @@ util::Result<VllmConfig> load_vllm_config(const std::string& path) {
             *target = *v;
         }
     }
+    return {};
+}
+
+// How the CI launches the server: server_args, env, startup_max_wait_seconds.
+util::Result<void> read_launch(const YAML::Node& root, const std::string& path, VllmConfig& c) {
     if (root["server_args"] && !root["server_args"].IsNull()) {
         auto args = field<std::string>(root, "server_args", path, "a string");
         if (!args) {
@@ -154,6 +165,25 @@ util::Result<VllmConfig> load_vllm_config(const std::string& path) {
             return w.error();
         }
         c.startup_max_wait = std::chrono::seconds(*w);
+    }
+    return {};
+}
+
+} // namespace
+
+util::Result<VllmConfig> load_vllm_config(const std::string& path) {
+    auto root = read_yaml_map(path);
+    if (!root) {
+        return root.error();
+    }
+    VllmConfig c;
+    c.path = path;
+    c.name = fs::path(path).stem().string();
+    if (auto r = read_rule(*root, path, c); !r) {
+        return r.error();
+    }
+    if (auto r = read_launch(*root, path, c); !r) {
+        return r.error();
     }
     return c;
 }
