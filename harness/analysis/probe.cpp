@@ -161,26 +161,16 @@ util::Result<ProbeData> load_probes(store::Store& st) {
     return data;
 }
 
-util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
-                                             const std::string& b, const std::string& framing,
-                                             const ProbeOptions& options) {
-    auto ia = data.series.find({a, framing});
-    auto ib = data.series.find({b, framing});
-    if (ia == data.series.end() || ib == data.series.end()) {
-        return make_error(ErrorKind::data, fmt::format("no probe readings for {} on framing {}",
-                                                       ia == data.series.end() ? a : b, framing));
-    }
-    ProbeComparison c;
-    c.probe = data.probe;
-    c.a = a;
-    c.b = b;
-    c.framing = framing;
+namespace {
 
-    // 1. Direction: per question, mean logit of B minus that of A.
+// The direction: per question, the mean logit of B minus that of A, its
+// bootstrap interval, sign-flip p-value and the questions it needs.
+void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_series,
+                       const ProbeOptions& options, ProbeComparison& c) {
     std::vector<double> shifts;
-    for (const auto& [question, a_values] : ia->second) {
-        auto jb = ib->second.find(question);
-        if (jb == ib->second.end()) {
+    for (const auto& [question, a_values] : sa_series) {
+        auto jb = sb_series.find(question);
+        if (jb == sb_series.end()) {
             continue;
         }
         auto sa = side_of(a_values);
@@ -224,15 +214,20 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
         const double z = normal_quantile(1 - k_power_alpha / 2) + normal_quantile(k_power);
         d.questions_needed = at_least_min(std::pow(z * d.sd / std::abs(d.mean_shift), 2));
     }
+}
 
-    // 2. Perturbation: |B - A| against |A' - A| on the first two repeats,
-    // question by question, until a one-sided sign test shows it.
+// The perturbation: |B - A| against |A' - A| on the first two repeats,
+// question by question, until a one-sided sign test shows it; unset when
+// A has fewer than two repeats.
+std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_series,
+                                                      const ProbeSeries& sb_series,
+                                                      const ProbeOptions& options) {
     ProbePerturbation pert;
     int64_t pos = 0, neg = 0;
     double sum_ab = 0, sum_aa = 0;
-    for (const auto& [question, a_values] : ia->second) {
-        auto jb = ib->second.find(question);
-        if (jb == ib->second.end()) {
+    for (const auto& [question, a_values] : sa_series) {
+        auto jb = sb_series.find(question);
+        if (jb == sb_series.end()) {
             continue;
         }
         const auto* a0 = repeat_of(a_values, 0);
@@ -253,16 +248,37 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
             pert.questions_to_differ = pert.questions;
         }
     }
-    if (pert.questions > 0) {
-        pert.mean_abs_ab = sum_ab / static_cast<double>(pert.questions);
-        pert.mean_abs_aa = sum_aa / static_cast<double>(pert.questions);
-        pert.p_value = sign_test_p(pos, neg);
-        pert.differ = pert.p_value < options.alpha;
-        if (!pert.differ) {
-            pert.questions_to_differ.reset();
-        }
-        c.perturbation = pert;
+    if (pert.questions == 0) {
+        return std::nullopt;
     }
+    pert.mean_abs_ab = sum_ab / static_cast<double>(pert.questions);
+    pert.mean_abs_aa = sum_aa / static_cast<double>(pert.questions);
+    pert.p_value = sign_test_p(pos, neg);
+    pert.differ = pert.p_value < options.alpha;
+    if (!pert.differ) {
+        pert.questions_to_differ.reset();
+    }
+    return pert;
+}
+
+} // namespace
+
+util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
+                                             const std::string& b, const std::string& framing,
+                                             const ProbeOptions& options) {
+    auto ia = data.series.find({a, framing});
+    auto ib = data.series.find({b, framing});
+    if (ia == data.series.end() || ib == data.series.end()) {
+        return make_error(ErrorKind::data, fmt::format("no probe readings for {} on framing {}",
+                                                       ia == data.series.end() ? a : b, framing));
+    }
+    ProbeComparison c;
+    c.probe = data.probe;
+    c.a = a;
+    c.b = b;
+    c.framing = framing;
+    measure_direction(ia->second, ib->second, options, c);
+    c.perturbation = measure_perturbation(ia->second, ib->second, options);
     return c;
 }
 
