@@ -229,9 +229,12 @@ std::vector<double> holm_adjust(std::span<const double> p) {
     return out;
 }
 
-util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
-                                              const CorrectnessMatrix& b,
-                                              const PairedOptions& options) {
+namespace {
+
+// The inputs a paired analysis needs: equal, non-empty sides of 0/1 rows and
+// a level and power within range.
+util::Result<void> check_inputs(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
+                                const PairedOptions& options) {
     if (a.size() != b.size()) {
         return make_error(ErrorKind::data,
                           fmt::format("paired analysis needs the same questions on both sides; A "
@@ -251,9 +254,67 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                           fmt::format("power must be in [0.5, 1), got {}", options.power));
     }
     if (auto ok = check_matrix(a, 'A'); !ok) {
-        return ok.error();
+        return ok;
     }
     if (auto ok = check_matrix(b, 'B'); !ok) {
+        return ok;
+    }
+    return {};
+}
+
+// Per-question fractions correct and differences, with the accuracies, the
+// clustered SE and the within-question variance of the difference.
+struct PerQuestion {
+    std::vector<double> fa, fb, d;
+    std::uint64_t lattice = 1;   // lcm of the repeat counts (capped)
+    double within_of_diff = 0.0; // sum over questions of var(mean A) + var(mean B)
+};
+
+PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b, QuestionStats& s) {
+    PerQuestion p;
+    p.fa.resize(a.size());
+    p.fb.resize(b.size());
+    p.d.resize(a.size());
+    for (size_t q = 0; q < a.size(); ++q) {
+        const auto ka = static_cast<double>(a[q].size());
+        const auto kb = static_cast<double>(b[q].size());
+        const double ca = std::accumulate(a[q].begin(), a[q].end(), 0.0);
+        const double cb = std::accumulate(b[q].begin(), b[q].end(), 0.0);
+        p.fa[q] = ca / ka;
+        p.fb[q] = cb / kb;
+        p.d[q] = p.fb[q] - p.fa[q];
+        s.a_better += p.fa[q] > p.fb[q] ? 1 : 0;
+        s.b_better += p.fb[q] > p.fa[q] ? 1 : 0;
+        if (p.lattice <= 1'000'000) {
+            p.lattice = std::lcm(p.lattice, std::lcm<std::uint64_t>(a[q].size(), b[q].size()));
+        }
+        if (ka >= 2) {
+            p.within_of_diff += repeat_variance(ca, ka) / ka;
+        }
+        if (kb >= 2) {
+            p.within_of_diff += repeat_variance(cb, kb) / kb;
+        }
+    }
+    const auto n = static_cast<double>(a.size());
+    s.accuracy_a = std::accumulate(p.fa.begin(), p.fa.end(), 0.0) / n;
+    s.accuracy_b = std::accumulate(p.fb.begin(), p.fb.end(), 0.0) / n;
+    const double mean_d = std::accumulate(p.d.begin(), p.d.end(), 0.0) / n;
+    s.diff = mean_d;
+    double ss = 0.0;
+    for (double x : p.d) {
+        ss += (x - mean_d) * (x - mean_d);
+    }
+    s.sd_diff = a.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0;
+    s.se = s.sd_diff / std::sqrt(n);
+    return p;
+}
+
+} // namespace
+
+util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
+                                              const CorrectnessMatrix& b,
+                                              const PairedOptions& options) {
+    if (auto ok = check_inputs(a, b, options); !ok) {
         return ok.error();
     }
     QuestionStats s;
@@ -261,53 +322,21 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     s.alpha = options.alpha;
     s.power = options.power;
     const auto n = static_cast<double>(a.size());
-    std::vector<double> fa(a.size()), fb(b.size()), d(a.size());
-    std::uint64_t lattice = 1;
-    double within_of_diff = 0.0; // mean over questions of var(mean A) + var(mean B)
-    for (size_t q = 0; q < a.size(); ++q) {
-        const auto ka = static_cast<double>(a[q].size());
-        const auto kb = static_cast<double>(b[q].size());
-        const double ca = std::accumulate(a[q].begin(), a[q].end(), 0.0);
-        const double cb = std::accumulate(b[q].begin(), b[q].end(), 0.0);
-        fa[q] = ca / ka;
-        fb[q] = cb / kb;
-        d[q] = fb[q] - fa[q];
-        s.a_better += fa[q] > fb[q] ? 1 : 0;
-        s.b_better += fb[q] > fa[q] ? 1 : 0;
-        if (lattice <= 1'000'000) {
-            lattice = std::lcm(lattice, std::lcm<std::uint64_t>(a[q].size(), b[q].size()));
-        }
-        if (ka >= 2) {
-            within_of_diff += repeat_variance(ca, ka) / ka;
-        }
-        if (kb >= 2) {
-            within_of_diff += repeat_variance(cb, kb) / kb;
-        }
-    }
-    s.accuracy_a = std::accumulate(fa.begin(), fa.end(), 0.0) / n;
-    s.accuracy_b = std::accumulate(fb.begin(), fb.end(), 0.0) / n;
-    const double mean_d = std::accumulate(d.begin(), d.end(), 0.0) / n;
-    s.diff = mean_d;
-    double ss = 0.0;
-    for (double x : d) {
-        ss += (x - mean_d) * (x - mean_d);
-    }
-    s.sd_diff = a.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0;
-    s.se = s.sd_diff / std::sqrt(n);
+    const PerQuestion p = per_question(a, b, s);
 
     BootstrapOptions boot = options.bootstrap;
     boot.confidence = 1.0 - options.alpha;
-    auto interval = paired_bootstrap(fa, fb, boot);
+    auto interval = paired_bootstrap(p.fa, p.fb, boot);
     if (!interval) {
         return interval.error();
     }
     s.interval = *interval;
 
     SignFlipOptions flip;
-    flip.lattice = lattice <= 1'000'000 ? static_cast<std::uint32_t>(lattice) : 0;
+    flip.lattice = p.lattice <= 1'000'000 ? static_cast<std::uint32_t>(p.lattice) : 0;
     flip.draws = options.sign_flip_draws;
     flip.seed = options.bootstrap.seed;
-    auto test = sign_flip_test(d, flip);
+    auto test = sign_flip_test(p.d, flip);
     if (!test) {
         return test.error();
     }
@@ -316,7 +345,7 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     s.noise_a = side_noise(a);
     s.noise_b = side_noise(b);
     if (s.noise_a.measured && s.noise_b.measured && s.sd_diff > 0.0) {
-        s.noise_share = std::min(1.0, (within_of_diff / n) / (s.sd_diff * s.sd_diff));
+        s.noise_share = std::min(1.0, (p.within_of_diff / n) / (s.sd_diff * s.sd_diff));
     }
     if (s.sd_diff > 0.0) {
         s.mdd = minimum_detectable(s.se, options.alpha, options.power);
