@@ -87,8 +87,11 @@ std::string first_token(std::string_view text) {
     return text.empty() ? std::string() : std::string(text.substr(0, token_length(text, 0)));
 }
 
-Script build_script(const Profile& profile, const QuestionBank& bank, const ParsedRequest& req,
-                    const QuestionFacts& facts, const Draws& d, bool after_space, Decisions& dec) {
+// What the simulated model decides for this request: right or wrong
+// answer, whether it opens a think block and reasons, loops, rambles or
+// drops the "####". Returns the answer it will give.
+std::string decide(const Profile& profile, const ParsedRequest& req, const QuestionFacts& facts,
+                   const Draws& d, bool after_space, Decisions& dec) {
     const Behaviour& b = profile.behaviour;
     Latents lat = facts.latents;
     if (d("answer-noise") < b.answer_noise) {
@@ -130,6 +133,13 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
     dec.verbose = raw && !dec.reasoning && !dec.loop && lat.verbose < b.verbose_rate;
     dec.missing_hash = !raw && !dec.loop && lat.no_hash < b.chat_missing_hash_rate;
 
+    return answer;
+}
+
+// The reasoning and the answer's text, as decided.
+std::pair<std::string, std::string> write_texts(const Behaviour& b, const ParsedRequest& req,
+                                                const QuestionFacts& facts, const Draws& d,
+                                                const std::string& answer, Decisions& dec) {
     std::string reasoning;
     if (dec.reasoning) {
         ReasoningPlan plan;
@@ -154,48 +164,71 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
         answer_text = answer;
     }
 
+    return {reasoning, answer_text};
+}
+
+// A completion: the think block's opening decision, the reasoning, the
+// answer and (unless it loops) the next few-shot item, as a base model goes on.
+Script raw_script(const QuestionBank& bank, const Draws& d, bool after_space, const Decisions& dec,
+                  const std::string& reasoning, const std::string& answer_text) {
     Script s;
     s.eos = !dec.loop;
-    if (raw) {
-        const std::string lead = after_space ? "" : " ";
-        s.text = dec.opened_think ? lead + "<think>\n" : lead;
-        s.has_open = true;
-        s.open_chosen = dec.opened_think;
-        if (after_space) {
-            s.open_p = k_open_after_space;
-            s.open_alternative = first_token(answer_text);
-        } else {
-            s.open_p = std::min(1.0, dec.p_open / k_open_after_space);
-            s.open_alternative = dec.opened_think ? first_token(" " + answer_text) : " ";
-        }
-        if (dec.opened_think) {
-            s.decision_pos = s.text.size();
-            s.decision_alternative = dec.reasoning ? "</think>" : first_token(k_reasoning_opening);
-        }
-        if (dec.reasoning) {
-            s.markup_pos = s.text.size() + reasoning.find('\n') + 1;
-            s.text += reasoning;
-        }
-        if (dec.opened_think) {
-            s.text += "</think>\n\n";
-        }
-        if (!dec.reasoning) {
-            s.markup_pos = s.text.size();
-        }
-        s.text += answer_text;
-        if (!dec.loop) {
-            // A base-style completion goes on with the next few-shot item.
-            const auto& next = bank.pick(d.bits("next-question"));
-            s.text += "\n\nQuestion: " + next.question + "\nAnswer: " + next.answer;
-        }
+    const std::string lead = after_space ? "" : " ";
+    s.text = dec.opened_think ? lead + "<think>\n" : lead;
+    s.has_open = true;
+    s.open_chosen = dec.opened_think;
+    if (after_space) {
+        s.open_p = k_open_after_space;
+        s.open_alternative = first_token(answer_text);
     } else {
-        if (dec.reasoning) {
-            s.text = reasoning + "</think>\n\n";
-        }
-        s.markup_pos = dec.reasoning ? reasoning.find('\n') + 1 : 0;
-        s.text += answer_text;
+        s.open_p = std::min(1.0, dec.p_open / k_open_after_space);
+        s.open_alternative = dec.opened_think ? first_token(" " + answer_text) : " ";
+    }
+    if (dec.opened_think) {
+        s.decision_pos = s.text.size();
+        s.decision_alternative = dec.reasoning ? "</think>" : first_token(k_reasoning_opening);
+    }
+    if (dec.reasoning) {
+        s.markup_pos = s.text.size() + reasoning.find('\n') + 1;
+        s.text += reasoning;
+    }
+    if (dec.opened_think) {
+        s.text += "</think>\n\n";
+    }
+    if (!dec.reasoning) {
+        s.markup_pos = s.text.size();
+    }
+    s.text += answer_text;
+    if (!dec.loop) {
+        // A base-style completion goes on with the next few-shot item.
+        const auto& next = bank.pick(d.bits("next-question"));
+        s.text += "\n\nQuestion: " + next.question + "\nAnswer: " + next.answer;
     }
     return s;
+}
+
+// A chat answer: the reasoning closed, then the answer.
+Script chat_script(const Decisions& dec, const std::string& reasoning,
+                   const std::string& answer_text) {
+    Script s;
+    s.eos = !dec.loop;
+    if (dec.reasoning) {
+        s.text = reasoning + "</think>\n\n";
+    }
+    s.markup_pos = dec.reasoning ? reasoning.find('\n') + 1 : 0;
+    s.text += answer_text;
+    return s;
+}
+
+Script build_script(const Profile& profile, const QuestionBank& bank, const ParsedRequest& req,
+                    const QuestionFacts& facts, const Draws& d, bool after_space, Decisions& dec) {
+    const std::string answer = decide(profile, req, facts, d, after_space, dec);
+    const auto [reasoning, answer_text] =
+        write_texts(profile.behaviour, req, facts, d, answer, dec);
+    if (req.endpoint == Endpoint::completions) {
+        return raw_script(bank, d, after_space, dec, reasoning, answer_text);
+    }
+    return chat_script(dec, reasoning, answer_text);
 }
 
 // The earliest stop string (in list order, as vLLM checks them) that ends
