@@ -320,18 +320,10 @@ std::variant<ParsedRequest, ApiError> parse_request(std::string_view body, Endpo
     return parse_request_json(j, endpoint, profile, model_id);
 }
 
-std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpoint endpoint,
-                                                         const Profile& profile,
-                                                         const std::string& model_id) {
-    if (!body.is_object()) {
-        return bad_request("Input should be a valid dictionary or object to extract fields from");
-    }
-    ParsedRequest r;
-    r.endpoint = endpoint;
-    if (auto e =
-            endpoint == Endpoint::chat ? read_chat(body, r) : read_completion_prompts(body, r)) {
-        return *e;
-    }
+namespace {
+
+// stop, include_stop_str_in_output, stream, echo and stream_options.
+std::optional<ApiError> read_output_flags(const json& body, Endpoint endpoint, ParsedRequest& r) {
     if (auto e = read_stop(body, r)) {
         return *e;
     }
@@ -356,9 +348,12 @@ std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpo
             r.include_usage = iu == so->end() || (iu->is_boolean() && iu->get<bool>());
         }
     }
-    if (auto e = read_logprobs(body, r)) {
-        return *e;
-    }
+    return std::nullopt;
+}
+
+// n (1 to 16) and model (the served id, or a 404 as vLLM answers).
+std::optional<ApiError> read_n_and_model(const json& body, const std::string& model_id,
+                                         ParsedRequest& r) {
     std::optional<int64_t> n;
     if (auto e = read_int(body, "n", n)) {
         return *e;
@@ -377,6 +372,13 @@ std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpo
                             fmt::format("The model `{}` does not exist.", r.model), "model"};
         }
     }
+    return std::nullopt;
+}
+
+// max_completion_tokens (chat) or max_tokens, checked against the context
+// length as vLLM checks it; vLLM's defaults when absent.
+std::optional<ApiError> read_max_tokens(const json& body, Endpoint endpoint, const Profile& profile,
+                                        ParsedRequest& r) {
     std::optional<int64_t> max_tokens;
     if (endpoint == Endpoint::chat) {
         if (auto e = read_int(body, "max_completion_tokens", max_tokens)) {
@@ -416,6 +418,35 @@ std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpo
         r.max_tokens = 16; // vLLM's CompletionRequest default
     } else {
         r.max_tokens = static_cast<int>(limit - r.prompts.front().tokens);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpoint endpoint,
+                                                         const Profile& profile,
+                                                         const std::string& model_id) {
+    if (!body.is_object()) {
+        return bad_request("Input should be a valid dictionary or object to extract fields from");
+    }
+    ParsedRequest r;
+    r.endpoint = endpoint;
+    if (auto e =
+            endpoint == Endpoint::chat ? read_chat(body, r) : read_completion_prompts(body, r)) {
+        return *e;
+    }
+    if (auto e = read_output_flags(body, endpoint, r)) {
+        return *e;
+    }
+    if (auto e = read_logprobs(body, r)) {
+        return *e;
+    }
+    if (auto e = read_n_and_model(body, model_id, r)) {
+        return *e;
+    }
+    if (auto e = read_max_tokens(body, endpoint, profile, r)) {
+        return *e;
     }
     r.content_hash = canonical_hash(body, endpoint);
     return r;
