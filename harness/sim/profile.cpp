@@ -101,106 +101,123 @@ template <typename Struct> Setter text(Struct Profile::*part, std::string Struct
     };
 }
 
+// The keys outside any section: version, name, description.
+void add_top_rules(std::vector<KeyRule>& r) {
+    r.push_back({"", "version", [](const toml::node& node, Profile& p) {
+                     auto i = node.as_integer();
+                     if (!i || i->get() != k_format_version) {
+                         return std::optional<std::string>(
+                             fmt::format("must be {} (the profile format this diffeval "
+                                         "reads)",
+                                         k_format_version));
+                     }
+                     p.version = static_cast<int>(i->get());
+                     return std::optional<std::string>();
+                 }});
+    r.push_back({"", "name", [](const toml::node& node, Profile& p) {
+                     auto s = node.as_string();
+                     if (!s || s->get().empty()) {
+                         return std::optional<std::string>("must be a non-empty string");
+                     }
+                     p.name = s->get();
+                     return std::optional<std::string>();
+                 }});
+    r.push_back({"", "description", [](const toml::node& node, Profile& p) {
+                     auto s = node.as_string();
+                     if (!s) {
+                         return std::optional<std::string>("must be a string");
+                     }
+                     p.description = s->get();
+                     return std::optional<std::string>();
+                 }});
+}
+
+// [server]: what the simulated server says it is.
+void add_server_rules(std::vector<KeyRule>& r) {
+    r.push_back({"server", "vllm_version", text(&Profile::server, &ServerInfo::vllm_version)});
+    r.push_back({"server", "max_model_len",
+                 integer(&Profile::server, &ServerInfo::max_model_len, 16, 1 << 24)});
+    r.push_back({"server", "created",
+                 integer(&Profile::server, &ServerInfo::created, 0, int64_t{1} << 40)});
+    r.push_back({"server", "reasoning_parser", [](const toml::node& node, Profile& p) {
+                     auto s = node.as_string();
+                     if (!s || (s->get() != "qwen3" && !s->get().empty())) {
+                         return std::optional<std::string>("must be \"qwen3\" or \"\" (no parser)");
+                     }
+                     p.server.reasoning_parser = s->get();
+                     return std::optional<std::string>();
+                 }});
+    r.push_back({"server", "reasoning_field", [](const toml::node& node, Profile& p) {
+                     auto s = node.as_string();
+                     std::string v = s ? s->get() : "";
+                     if (v == "reasoning") {
+                         p.server.reasoning_field = ReasoningField::reasoning;
+                     } else if (v == "reasoning_content") {
+                         p.server.reasoning_field = ReasoningField::reasoning_content;
+                     } else if (v == "both") {
+                         p.server.reasoning_field = ReasoningField::both;
+                     } else {
+                         return std::optional<std::string>(
+                             "must be \"reasoning\", \"reasoning_content\" or \"both\"");
+                     }
+                     return std::optional<std::string>();
+                 }});
+}
+
+// [behaviour]: how the simulated model answers; [latency]: how fast.
+void add_behaviour_rules(std::vector<KeyRule>& r) {
+    auto b = [&](std::string_view key, double Behaviour::*field) {
+        r.push_back({"behaviour", key, share(field)});
+    };
+    b("think_tag_rate", &Behaviour::think_tag_rate);
+    b("reasoning_rate", &Behaviour::reasoning_rate);
+    b("reasoning_jitter", &Behaviour::reasoning_jitter);
+    b("reasoning_question_rate", &Behaviour::reasoning_question_rate);
+    b("verbose_rate", &Behaviour::verbose_rate);
+    b("loop_rate", &Behaviour::loop_rate);
+    b("error_rate", &Behaviour::error_rate);
+    b("chat_missing_hash_rate", &Behaviour::chat_missing_hash_rate);
+    b("answer_noise", &Behaviour::answer_noise);
+    b("repeat_noise", &Behaviour::repeat_noise);
+    r.push_back({"behaviour", "reasoning_median_tokens",
+                 positive_number(&Profile::behaviour, &Behaviour::reasoning_median_tokens)});
+    r.push_back({"behaviour", "reasoning_sigma",
+                 positive_number(&Profile::behaviour, &Behaviour::reasoning_sigma)});
+    r.push_back({"behaviour", "verbose_min_tokens",
+                 integer(&Profile::behaviour, &Behaviour::verbose_min_tokens, 1, 1 << 20)});
+    r.push_back({"behaviour", "verbose_max_tokens",
+                 integer(&Profile::behaviour, &Behaviour::verbose_max_tokens, 1, 1 << 20)});
+    r.push_back({"latency", "ttft_ms", integer(&Profile::latency, &Latency::ttft_ms, 0, 600000)});
+    r.push_back(
+        {"latency", "per_token_ms", integer(&Profile::latency, &Latency::per_token_ms, 0, 60000)});
+}
+
+// [faults]: how often the simulated server misbehaves.
+void add_fault_rules(std::vector<KeyRule>& r) {
+    auto f = [&](std::string_view key, double Faults::*field) {
+        r.push_back({"faults", key, fault_share(field)});
+    };
+    f("http_500", &Faults::http_500);
+    f("http_503", &Faults::http_503);
+    f("http_429", &Faults::http_429);
+    f("reset_before_body", &Faults::reset_before_body);
+    f("reset_during_body", &Faults::reset_during_body);
+    f("stall", &Faults::stall);
+    f("malformed_json", &Faults::malformed_json);
+    f("stream_error", &Faults::stream_error);
+    f("markup", &Faults::markup);
+    r.push_back(
+        {"faults", "retry_after_s", integer(&Profile::faults, &Faults::retry_after_s, 0, 3600)});
+    r.push_back({"faults", "stall_ms", integer(&Profile::faults, &Faults::stall_ms, 0, 3600000)});
+}
+
 const std::vector<KeyRule>& key_rules() {
     static const std::vector<KeyRule> rules = [] {
         std::vector<KeyRule> r;
-        r.push_back({"", "version", [](const toml::node& node, Profile& p) {
-                         auto i = node.as_integer();
-                         if (!i || i->get() != k_format_version) {
-                             return std::optional<std::string>(
-                                 fmt::format("must be {} (the profile format this diffeval "
-                                             "reads)",
-                                             k_format_version));
-                         }
-                         p.version = static_cast<int>(i->get());
-                         return std::optional<std::string>();
-                     }});
-        r.push_back({"", "name", [](const toml::node& node, Profile& p) {
-                         auto s = node.as_string();
-                         if (!s || s->get().empty()) {
-                             return std::optional<std::string>("must be a non-empty string");
-                         }
-                         p.name = s->get();
-                         return std::optional<std::string>();
-                     }});
-        r.push_back({"", "description", [](const toml::node& node, Profile& p) {
-                         auto s = node.as_string();
-                         if (!s) {
-                             return std::optional<std::string>("must be a string");
-                         }
-                         p.description = s->get();
-                         return std::optional<std::string>();
-                     }});
-        r.push_back({"server", "vllm_version", text(&Profile::server, &ServerInfo::vllm_version)});
-        r.push_back({"server", "max_model_len",
-                     integer(&Profile::server, &ServerInfo::max_model_len, 16, 1 << 24)});
-        r.push_back({"server", "created",
-                     integer(&Profile::server, &ServerInfo::created, 0, int64_t{1} << 40)});
-        r.push_back({"server", "reasoning_parser", [](const toml::node& node, Profile& p) {
-                         auto s = node.as_string();
-                         if (!s || (s->get() != "qwen3" && !s->get().empty())) {
-                             return std::optional<std::string>(
-                                 "must be \"qwen3\" or \"\" (no parser)");
-                         }
-                         p.server.reasoning_parser = s->get();
-                         return std::optional<std::string>();
-                     }});
-        r.push_back({"server", "reasoning_field", [](const toml::node& node, Profile& p) {
-                         auto s = node.as_string();
-                         std::string v = s ? s->get() : "";
-                         if (v == "reasoning") {
-                             p.server.reasoning_field = ReasoningField::reasoning;
-                         } else if (v == "reasoning_content") {
-                             p.server.reasoning_field = ReasoningField::reasoning_content;
-                         } else if (v == "both") {
-                             p.server.reasoning_field = ReasoningField::both;
-                         } else {
-                             return std::optional<std::string>(
-                                 "must be \"reasoning\", \"reasoning_content\" or \"both\"");
-                         }
-                         return std::optional<std::string>();
-                     }});
-        auto b = [&](std::string_view key, double Behaviour::*field) {
-            r.push_back({"behaviour", key, share(field)});
-        };
-        b("think_tag_rate", &Behaviour::think_tag_rate);
-        b("reasoning_rate", &Behaviour::reasoning_rate);
-        b("reasoning_jitter", &Behaviour::reasoning_jitter);
-        b("reasoning_question_rate", &Behaviour::reasoning_question_rate);
-        b("verbose_rate", &Behaviour::verbose_rate);
-        b("loop_rate", &Behaviour::loop_rate);
-        b("error_rate", &Behaviour::error_rate);
-        b("chat_missing_hash_rate", &Behaviour::chat_missing_hash_rate);
-        b("answer_noise", &Behaviour::answer_noise);
-        b("repeat_noise", &Behaviour::repeat_noise);
-        r.push_back({"behaviour", "reasoning_median_tokens",
-                     positive_number(&Profile::behaviour, &Behaviour::reasoning_median_tokens)});
-        r.push_back({"behaviour", "reasoning_sigma",
-                     positive_number(&Profile::behaviour, &Behaviour::reasoning_sigma)});
-        r.push_back({"behaviour", "verbose_min_tokens",
-                     integer(&Profile::behaviour, &Behaviour::verbose_min_tokens, 1, 1 << 20)});
-        r.push_back({"behaviour", "verbose_max_tokens",
-                     integer(&Profile::behaviour, &Behaviour::verbose_max_tokens, 1, 1 << 20)});
-        r.push_back(
-            {"latency", "ttft_ms", integer(&Profile::latency, &Latency::ttft_ms, 0, 600000)});
-        r.push_back({"latency", "per_token_ms",
-                     integer(&Profile::latency, &Latency::per_token_ms, 0, 60000)});
-        auto f = [&](std::string_view key, double Faults::*field) {
-            r.push_back({"faults", key, fault_share(field)});
-        };
-        f("http_500", &Faults::http_500);
-        f("http_503", &Faults::http_503);
-        f("http_429", &Faults::http_429);
-        f("reset_before_body", &Faults::reset_before_body);
-        f("reset_during_body", &Faults::reset_during_body);
-        f("stall", &Faults::stall);
-        f("malformed_json", &Faults::malformed_json);
-        f("stream_error", &Faults::stream_error);
-        f("markup", &Faults::markup);
-        r.push_back({"faults", "retry_after_s",
-                     integer(&Profile::faults, &Faults::retry_after_s, 0, 3600)});
-        r.push_back(
-            {"faults", "stall_ms", integer(&Profile::faults, &Faults::stall_ms, 0, 3600000)});
+        add_top_rules(r);
+        add_server_rules(r);
+        add_behaviour_rules(r);
+        add_fault_rules(r);
         return r;
     }();
     return rules;
