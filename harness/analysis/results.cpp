@@ -75,9 +75,80 @@ util::Result<void> read_names(sqlite3* db, Results& out) {
     return {};
 }
 
+// One counted response's row from the rows cursor (columns 0 to 14).
+void read_row(store::Statement& rows, Results& out, ResultRow& r) {
+    r.response_id = rows.column_int(0);
+    r.server = index_of(out.servers, rows.column_view(1));
+    r.framing = index_of(out.framings, rows.column_view(2));
+    r.max_tokens = static_cast<int>(rows.column_int(3));
+    r.repeat = static_cast<int>(rows.column_int(4));
+    r.question_idx = static_cast<int>(rows.column_int(5));
+    r.outcome = scorers::outcome_from_name(rows.column_view(6)).value_or(scorers::Outcome::error);
+    r.reasoning_started = rows.column_int(7) != 0;
+    r.completion_tokens.reset();
+    if (!rows.column_null(8)) {
+        r.completion_tokens = rows.column_int(8);
+    }
+    r.latency_ms = rows.column_double(9);
+    r.ok = rows.column_int(10) != 0;
+    r.ttft_ms.reset();
+    if (!rows.column_null(11)) {
+        r.ttft_ms = rows.column_double(11);
+    }
+    // julianday() turns the stored ISO-8601 text into days; NULL
+    // (unparseable) leaves the row out of the throughput span.
+    r.started_ms = rows.column_null(12) ? 0 : rows.column_double(12);
+    r.dataset = index_of(out.datasets, rows.column_view(13));
+    // A question without a stored hash (its row was missing when the
+    // database was migrated) is known only by dataset and index.
+    r.question_key = rows.column_null(14) ? 0 : util::hash64(rows.column_view(14));
+}
+
+// The scores of response `r` from the scores cursor, which advances in
+// response_id order beside the rows. Scorers are numbered as first seen.
+util::Result<void> read_scores(store::Statement& scores, bool& have_score, Results& out,
+                               bool with_extracted, ResultRow& r, ResponseDetail& detail) {
+    // Scores of superseded attempts sort before and are skipped.
+    while (have_score && scores.column_int(0) <= r.response_id) {
+        if (scores.column_int(0) == r.response_id) {
+            auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
+            if (k == out.scorers.size()) {
+                if (k == ScorerFlags::k_max_scorers) {
+                    return make_error(ErrorKind::data,
+                                      fmt::format("more than {} scorers in the scores table",
+                                                  ScorerFlags::k_max_scorers));
+                }
+                out.scorers.emplace_back(scores.column_view(1));
+                detail.extracted.resize(out.scorers.size());
+                detail.scored.resize(out.scorers.size());
+            }
+            r.correct.set(k, scores.column_int(2) != 0);
+            r.valid.set(k, scores.column_int(3) != 0);
+            if (with_extracted) {
+                detail.extracted[k] = scores.column_view(4);
+                detail.scored[k] = 1;
+            }
+        }
+        have_score = scores.step();
+    }
+    return {};
+}
+
+// The texts a visitor sees (columns 15 to 19).
+void read_detail(store::Statement& rows, ResponseDetail& detail) {
+    detail.text = opt_view(rows, 15);
+    detail.reasoning = opt_view(rows, 16);
+    detail.finish_reason = opt_view(rows, 17);
+    const int stop_type = rows.column_type(18);
+    detail.stop_reason = stop_type == SQLITE_NULL      ? StopValue{}
+                         : stop_type == SQLITE_INTEGER ? StopValue{rows.column_int(18)}
+                                                       : StopValue{rows.column_view(18)};
+    detail.error = opt_view(rows, 19);
+}
+
 // Read the counted responses with response_id in [lo, hi) and their scores
 // in one pass: the rows cursor and the scores cursor both advance in
-// response_id order. Scorers are numbered as first seen in `out.scorers`.
+// response_id order.
 util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& visit, int64_t lo,
                              int64_t hi) {
     store::Statement rows(db, std::string(k_row_columns) + (visit ? k_text_columns : "") +
@@ -95,67 +166,15 @@ util::Result<void> read_rows(sqlite3* db, Results& out, const ResponseVisitor& v
     detail.scorers = &out.scorers;
     ResultRow r;
     while (rows.step()) {
-        r.response_id = rows.column_int(0);
-        r.server = index_of(out.servers, rows.column_view(1));
-        r.framing = index_of(out.framings, rows.column_view(2));
-        r.max_tokens = static_cast<int>(rows.column_int(3));
-        r.repeat = static_cast<int>(rows.column_int(4));
-        r.question_idx = static_cast<int>(rows.column_int(5));
-        r.outcome =
-            scorers::outcome_from_name(rows.column_view(6)).value_or(scorers::Outcome::error);
-        r.reasoning_started = rows.column_int(7) != 0;
-        r.completion_tokens.reset();
-        if (!rows.column_null(8)) {
-            r.completion_tokens = rows.column_int(8);
-        }
-        r.latency_ms = rows.column_double(9);
-        r.ok = rows.column_int(10) != 0;
-        r.ttft_ms.reset();
-        if (!rows.column_null(11)) {
-            r.ttft_ms = rows.column_double(11);
-        }
-        // julianday() turns the stored ISO-8601 text into days; NULL
-        // (unparseable) leaves the row out of the throughput span.
-        r.started_ms = rows.column_null(12) ? 0 : rows.column_double(12);
-        r.dataset = index_of(out.datasets, rows.column_view(13));
-        // A question without a stored hash (its row was missing when the
-        // database was migrated) is known only by dataset and index.
-        r.question_key = rows.column_null(14) ? 0 : util::hash64(rows.column_view(14));
+        read_row(rows, out, r);
         r.correct.clear();
         r.valid.clear();
         std::fill(detail.scored.begin(), detail.scored.end(), 0);
-        // Scores of superseded attempts sort before and are skipped.
-        while (have_score && scores.column_int(0) <= r.response_id) {
-            if (scores.column_int(0) == r.response_id) {
-                auto k = static_cast<size_t>(index_of(out.scorers, scores.column_view(1)));
-                if (k == out.scorers.size()) {
-                    if (k == ScorerFlags::k_max_scorers) {
-                        return make_error(ErrorKind::data,
-                                          fmt::format("more than {} scorers in the scores table",
-                                                      ScorerFlags::k_max_scorers));
-                    }
-                    out.scorers.emplace_back(scores.column_view(1));
-                    detail.extracted.resize(out.scorers.size());
-                    detail.scored.resize(out.scorers.size());
-                }
-                r.correct.set(k, scores.column_int(2) != 0);
-                r.valid.set(k, scores.column_int(3) != 0);
-                if (visit) {
-                    detail.extracted[k] = scores.column_view(4);
-                    detail.scored[k] = 1;
-                }
-            }
-            have_score = scores.step();
+        if (auto s = read_scores(scores, have_score, out, bool(visit), r, detail); !s) {
+            return s;
         }
         if (visit) {
-            detail.text = opt_view(rows, 15);
-            detail.reasoning = opt_view(rows, 16);
-            detail.finish_reason = opt_view(rows, 17);
-            const int stop_type = rows.column_type(18);
-            detail.stop_reason = stop_type == SQLITE_NULL      ? StopValue{}
-                                 : stop_type == SQLITE_INTEGER ? StopValue{rows.column_int(18)}
-                                                               : StopValue{rows.column_view(18)};
-            detail.error = opt_view(rows, 19);
+            read_detail(rows, detail);
             if (auto v = visit(r, detail); !v) {
                 return v.error();
             }
