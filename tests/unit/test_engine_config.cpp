@@ -45,7 +45,6 @@ TEST(ExperimentFile, IntegralFloatIsTheSameInteger) {
     std::filesystem::remove(path);
 }
 
-
 // Every key the file reader handles is allowed and every allowed key read:
 // `stream` used to be listed by the reader but refused as unknown.
 TEST(ExperimentFile, EveryDocumentedKeyIsReadIntoTheConfig) {

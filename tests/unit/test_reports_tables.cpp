@@ -1,0 +1,109 @@
+// The report tables a reader sees first: the harness verdicts and where the
+// responses went, from a summary computed on rows whose every count is known,
+// and the table renderer's alignment and escaping in each style.
+#include <harness/analysis/summary.hpp>
+#include <reports/tables.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace diffeval;
+
+namespace {
+
+// One group (a/raw/256), 4 questions x 2 repeats, two scorers. Scorer 0
+// ("s0") is right on 4 of 4 in repeat 0 and 2 of 4 in repeat 1; scorer 1
+// ("s1") on 1 of 4 in both. Repeat 1 has one length cut and one error.
+analysis::Results two_repeats() {
+    analysis::Results r;
+    r.servers = {"a"};
+    r.framings = {"raw"};
+    r.datasets = {"sample"};
+    r.scorers = {"s0", "s1"};
+    r.score_text = "full";
+    int64_t id = 1;
+    for (int rep = 0; rep < 2; ++rep) {
+        for (int q = 0; q < 4; ++q) {
+            analysis::ResultRow row;
+            row.response_id = id++;
+            row.max_tokens = 256;
+            row.repeat = rep;
+            row.question_idx = q;
+            row.ok = true;
+            row.completion_tokens = 100;
+            row.outcome = scorers::Outcome::finished;
+            if (rep == 1 && q == 2) {
+                row.outcome = scorers::Outcome::length_truncated;
+                row.completion_tokens = 256;
+            }
+            if (rep == 1 && q == 3) {
+                row.outcome = scorers::Outcome::error;
+                row.ok = false;
+                row.completion_tokens.reset();
+            }
+            row.correct.set(0, rep == 0 || q < 2);
+            row.correct.set(1, q == 0);
+            row.valid.set(0, true);
+            row.valid.set(1, true);
+            r.rows.push_back(row);
+        }
+    }
+    return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        out.push_back(line);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST(ReportTables, VerdictTableShowsMeanAndRangeOverRepeats) {
+    const auto summary = analysis::summarize(two_repeats());
+    const auto lines = lines_of(reports::verdict_table(summary, reports::Style::text));
+    ASSERT_EQ(lines.size(), 3u); // header, rule, one group
+    EXPECT_NE(lines[0].find("group"), std::string::npos);
+    EXPECT_NE(lines[0].find("s0"), std::string::npos);
+    // s0: 100% and 50% -> 75.0 (50.0-100.0); s1: 25% both times -> 25.0.
+    EXPECT_NE(lines[2].find("a/raw/256"), std::string::npos) << lines[2];
+    EXPECT_NE(lines[2].find("75.0 (50.0-100.0)"), std::string::npos) << lines[2];
+    EXPECT_NE(lines[2].find("25.0"), std::string::npos) << lines[2];
+    EXPECT_EQ(lines[2].find("25.0 ("), std::string::npos) << "no range when repeats agree";
+}
+
+TEST(ReportTables, BreakdownCountsAreMeansPerRepeat) {
+    const auto summary = analysis::summarize(two_repeats());
+    ASSERT_EQ(summary.groups.size(), 1u);
+    const auto& g = summary.groups[0];
+    EXPECT_DOUBLE_EQ(g.length_truncated, 0.5); // one cut in two repeats
+    EXPECT_DOUBLE_EQ(g.errors, 0.5);
+    EXPECT_DOUBLE_EQ(g.finished, 3.0); // (4 + 2) / 2
+    const auto md = reports::breakdown_table(summary, "s0", reports::Style::markdown);
+    const auto lines = lines_of(md);
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_EQ(lines[1].substr(0, 5), "| ---");
+    // finished accuracy by s0: repeat 0 4/4, repeat 1 2/2 -> 100.0; score 75.0.
+    EXPECT_NE(lines[2].find("| 100.0 | 75.0 |"), std::string::npos) << lines[2];
+    // An unknown scorer shows "-" rather than another scorer's numbers.
+    EXPECT_NE(reports::breakdown_table(summary, "nope", reports::Style::text).find(" - "),
+              std::string::npos);
+}
+
+TEST(ReportTables, CellsAreEscapedForEachStyle) {
+    const std::vector<std::vector<std::string>> rows = {{"name", "value"}, {"a|b <x>", "`1`"}};
+    const auto md = reports::render_table(rows, reports::Style::markdown);
+    EXPECT_NE(md.find("a\\|b \\<x\\>"), std::string::npos) << md;
+    EXPECT_NE(md.find("\\`1\\`"), std::string::npos) << md;
+    const auto html = reports::render_table(rows, reports::Style::html);
+    EXPECT_NE(html.find("a|b &lt;x&gt;"), std::string::npos) << html;
+    EXPECT_EQ(html.find("<x>"), std::string::npos) << html;
+    const auto text = lines_of(reports::render_table(rows, reports::Style::text));
+    ASSERT_EQ(text.size(), 3u);
+    // Columns line up: "value" starts where "`1`" does.
+    EXPECT_EQ(text[0].find("value"), text[2].find("`1`")) << text[0] << "\n" << text[2];
+}
