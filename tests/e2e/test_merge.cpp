@@ -21,7 +21,7 @@ const char* k_rows =
     "'$.id'), r.text, "
     "r.reasoning, r.finish_reason, r.stop_reason, typeof(r.stop_reason), r.prompt_tokens, "
     "r.completion_tokens, r.attempts, r.streamed, r.error, r.error_kind "
-    "FROM requests q LEFT JOIN responses r ON r.response_id = q.response_id "
+    "FROM v_requests q LEFT JOIN responses r ON r.response_id = q.response_id "
     "ORDER BY q.request_key";
 
 std::vector<std::string> run_args(const e2e::Sim& sim, const std::filesystem::path& db) {

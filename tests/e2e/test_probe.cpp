@@ -33,8 +33,8 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
     auto p = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "5",
                        "--dataset", "sample", "--db", plain.string()});
     ASSERT_EQ(p.exit_code, 0) << p.err;
-    EXPECT_EQ(query_rows(db, "SELECT request_json FROM requests ORDER BY request_key"),
-              query_rows(plain, "SELECT request_json FROM requests ORDER BY request_key"));
+    EXPECT_EQ(query_rows(db, "SELECT request_json FROM v_requests ORDER BY request_key"),
+              query_rows(plain, "SELECT request_json FROM v_requests ORDER BY request_key"));
     // Probe bodies: max_tokens 1 and the engine's logprobs options; the chain
     // step's prompt ends in the whitespace.
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE framing = 'raw' AND "
