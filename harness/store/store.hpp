@@ -120,8 +120,8 @@ public:
                                       const std::string& log_text, const std::string& facts_json);
     util::Result<void> put_questions(const std::string& dataset,
                                      const std::vector<std::pair<std::string, std::string>>& qa);
-    // Insert planned requests, each body once per distinct `body_sha256`
-    // (probe bodies stay in their rows); existing keys are kept as they are.
+    // Insert planned requests (probes included), each body once per distinct
+    // `body_sha256`; existing keys are kept as they are.
     util::Result<void> put_requests(const std::vector<RequestRow>& rows);
     // Keys of requests (probes included) that already have a successful
     // response.

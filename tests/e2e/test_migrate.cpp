@@ -1,6 +1,6 @@
-// A database written by the previous schema version (8: every request row
-// holds its whole body) is migrated in place to version 9 (each distinct body
-// once, in request_bodies) and nothing a user sees changes: the bodies in the
+// A database written by the previous schema version (8: every request and
+// probe request row holds its whole body) is migrated in place to version 9
+// (each distinct body once, in request_bodies) and nothing a user sees changes: the bodies in the
 // views, what rescore computes, the summary, the comparison and the report,
 // and what a resumed run plans and sends.
 #include "e2e.hpp"
@@ -45,6 +45,9 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     const auto requests_before = query_rows(
         db, "SELECT request_key, request_json, response_id FROM requests ORDER BY request_key");
     const auto probes_before = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
+    const auto probe_requests_before =
+        query_rows(db, "SELECT request_key, request_json, response_id FROM probe_requests ORDER BY "
+                       "request_key");
     const auto derived_before = query_rows(db, k_derived);
     const auto scores_before = query_rows(db, k_scores);
     ASSERT_EQ(requests_before.size(), 32u);
@@ -58,10 +61,17 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     EXPECT_NE(rescore.out.find("rescored 32 responses (96 scores"), std::string::npos)
         << rescore.out;
     EXPECT_EQ(query(db, "PRAGMA user_version"), "9");
-    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "8");
+    // 8 distinct bodies among 32 requests, 6 among 24 probe requests.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_info('requests') WHERE name = "
                         "'request_json'"),
               "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_info('probe_requests') WHERE name = "
+                        "'request_json'"),
+              "0");
+    EXPECT_EQ(query_rows(db, "SELECT request_key, request_json, response_id FROM "
+                             "v_probe_requests ORDER BY request_key"),
+              probe_requests_before);
     EXPECT_EQ(query_rows(db, "SELECT request_key, request_json, response_json FROM v_responses "
                              "ORDER BY request_key"),
               bodies_before);
@@ -102,7 +112,8 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes"), "16");
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
-    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "8");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
     EXPECT_EQ(query_rows(db, "SELECT request_key, request_json FROM v_requests ORDER BY "
                              "request_key"),
               query_rows(db, "SELECT request_key, request_json FROM v_responses ORDER BY "

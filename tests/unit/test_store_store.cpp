@@ -157,13 +157,20 @@ TEST(Store, MigratesAVersionEightFileToOneBodyPerDistinctBody) {
                  ('k2', 'a', 'raw', 256, 1, 0, 'sample', 's0', 'body zero'),
                  ('k3', 'b', 'raw', 256, 0, 0, 'sample', 's0', 'body zero'),
                  ('k4', 'a', 'raw', 256, 0, 1, 'sample', 's1', 'body one');
+             INSERT INTO probe_requests (request_key, probe, step, server, framing, repeat,
+                 question_idx, dataset, body_sha256, request_json) VALUES
+                 ('p1', 'think-open', 0, 'a', 'raw', 0, 0, 'sample', 's2', 'probe body'),
+                 ('p2', 'think-open', 0, 'b', 'raw', 0, 0, 'sample', 's2', 'probe body');
              INSERT INTO responses (request_id, ok, status, response_json, attempts, latency_ms,
                  started_at) SELECT request_id, 1, 200, '{}', 1, 1.0, 'now' FROM requests;
              UPDATE requests SET response_id = request_id;)"));
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
     EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
-    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 3);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_probe_requests WHERE request_json = "
+                         "'probe body'"),
+              2);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_table_info('requests') "
                          "WHERE name = 'request_json'"),
               0);
@@ -177,7 +184,7 @@ TEST(Store, MigratesAVersionEightFileToOneBodyPerDistinctBody) {
     again.body = "body one";
     again.body_sha256 = "s1";
     ASSERT_TRUE((*s)->put_requests({again}).ok());
-    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 3);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body one'"), 2);
 }
 
