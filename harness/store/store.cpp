@@ -785,6 +785,13 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
     return {};
 }
 
+namespace {
+
+constexpr auto k_batch_window = std::chrono::milliseconds{25};
+constexpr size_t k_batch_rows = 1024;
+
+} // namespace
+
 Writer::Writer(Store& store) : m_store(store), m_thread([this] { loop(); }) {}
 
 Writer::~Writer() {
@@ -792,16 +799,24 @@ Writer::~Writer() {
 }
 
 void Writer::push(ResponseRow row) {
+    bool wake = false;
     {
         std::lock_guard lock(m_mutex);
         m_queue.push_back(std::move(row));
+        // Only the first row of a batch and a full batch are worth a wake-up.
+        wake = m_queue.size() == 1 || m_queue.size() == k_batch_rows;
     }
-    m_wake.notify_one();
+    if (wake) {
+        m_wake.notify_one();
+    }
 }
 
 void Writer::flush() {
     std::unique_lock lock(m_mutex);
+    ++m_flushing;
+    m_wake.notify_one();
     m_done.wait(lock, [this] { return m_queue.empty() && !m_busy; });
+    --m_flushing;
 }
 
 void Writer::close() {
@@ -835,6 +850,9 @@ void Writer::loop() {
         if (m_queue.empty() && m_stop) {
             break;
         }
+        m_wake.wait_for(lock, k_batch_window, [this] {
+            return m_stop || m_flushing > 0 || m_queue.size() >= k_batch_rows;
+        });
         std::vector<ResponseRow> batch;
         batch.swap(m_queue);
         m_busy = true;

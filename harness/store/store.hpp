@@ -175,7 +175,10 @@ private:
 
 // The single writer: responses are queued from the event loop and committed
 // by a background thread in batched transactions, so the network loop never
-// waits for the disk and a crash loses at most the batch in flight.
+// waits for the disk and a crash loses at most the batch in flight. A batch
+// gathers for up to k_batch_window (or k_batch_rows rows): every commit
+// rewrites the pages of the indexes it touches, so many tiny commits cost
+// most of a fast run's system time.
 class Writer {
 public:
     explicit Writer(Store& store);
@@ -202,6 +205,7 @@ private:
     std::vector<ResponseRow> m_queue;
     bool m_stop = false;
     bool m_busy = false;
+    int m_flushing = 0; // flush() calls waiting: commit without gathering
     int64_t m_committed = 0;
     std::optional<std::string> m_error;
     std::thread m_thread;
