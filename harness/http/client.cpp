@@ -2,22 +2,14 @@
 //
 // Each transfer is an easy handle owned by a Transfer; handles are recycled
 // so connections stay alive in the multi handle's shared connection pool.
-// Sockets are watched with epoll through libcurl's socket interface, so a
-// poll costs the sockets that are ready, not every transfer in flight (at a
-// thousand transfers, curl_multi_perform and poll() over all of them cost
-// more than the responses).
 #include <harness/http/client.hpp>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <mutex>
-#include <optional>
-#include <sys/epoll.h>
-#include <unistd.h>
 #include <unordered_map>
 
 namespace diffeval::http {
@@ -147,58 +139,18 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.transport_error = t.error[0] ? t.error : curl_easy_strerror(rc);
 }
 
-// What libcurl asked to be watched: its sockets (in an epoll set) and the
-// time it next wants its timeouts checked.
-struct Watch {
-    int epoll_fd = -1;
-    std::optional<std::chrono::steady_clock::time_point> timer;
-};
-
-// CURLMOPT_SOCKETFUNCTION: mirror libcurl's interest in `fd` in the epoll set.
-int on_socket(CURL*, curl_socket_t fd, int what, void* user, void*) {
-    auto* w = static_cast<Watch*>(user);
-    epoll_event ev{};
-    ev.data.fd = fd;
-    if (what == CURL_POLL_REMOVE) {
-        epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, fd, &ev); // fails harmlessly once closed
-        return 0;
-    }
-    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
-    if (epoll_ctl(w->epoll_fd, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT) {
-        epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fd, &ev);
-    }
-    return 0;
-}
-
-// CURLMOPT_TIMERFUNCTION: when libcurl next wants CURL_SOCKET_TIMEOUT.
-int on_timer(CURLM*, long timeout_ms, void* user) {
-    auto* w = static_cast<Watch*>(user);
-    if (timeout_ms < 0) {
-        w->timer.reset();
-    } else {
-        w->timer = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    }
-    return 0;
-}
-
 } // namespace
 
 struct MultiClient::Impl {
     CURLM* multi = nullptr;
-    Watch watch;
     std::vector<CURL*> idle; // recycled easy handles
     std::unordered_map<CURL*, std::unique_ptr<Transfer>> active;
 };
 
 MultiClient::MultiClient() : m_impl(std::make_unique<Impl>()) {
     ensure_global_init();
-    m_impl->watch.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     m_impl->multi = curl_multi_init();
     curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS, 1024L);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETDATA, &m_impl->watch);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERFUNCTION, on_timer);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERDATA, &m_impl->watch);
 }
 
 MultiClient::~MultiClient() {
@@ -207,9 +159,6 @@ MultiClient::~MultiClient() {
         curl_easy_cleanup(e);
     }
     curl_multi_cleanup(m_impl->multi);
-    if (m_impl->watch.epoll_fd >= 0) {
-        close(m_impl->watch.epoll_fd);
-    }
 }
 
 void MultiClient::submit(Request request) {
@@ -231,13 +180,7 @@ void MultiClient::submit(Request request) {
 std::vector<Response> MultiClient::poll(std::chrono::milliseconds max_wait) {
     std::vector<Response> done;
     int running = 0;
-    Watch& watch = m_impl->watch;
-    auto run_due_timer = [&] {
-        if (watch.timer && *watch.timer <= std::chrono::steady_clock::now()) {
-            watch.timer.reset();
-            curl_multi_socket_action(m_impl->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-        }
-    };
+    curl_multi_perform(m_impl->multi, &running);
     auto collect = [&] {
         int left = 0;
         while (CURLMsg* msg = curl_multi_info_read(m_impl->multi, &left)) {
@@ -254,24 +197,10 @@ std::vector<Response> MultiClient::poll(std::chrono::milliseconds max_wait) {
             m_impl->idle.push_back(easy);
         }
     };
-    run_due_timer();
     collect();
     if (done.empty() && !m_impl->active.empty()) {
-        auto wait = max_wait;
-        if (watch.timer) {
-            auto until = std::chrono::ceil<std::chrono::milliseconds>(
-                *watch.timer - std::chrono::steady_clock::now());
-            wait = std::clamp(until, std::chrono::milliseconds(0), wait);
-        }
-        epoll_event events[256];
-        int n = epoll_wait(watch.epoll_fd, events, 256, static_cast<int>(wait.count()));
-        for (int i = 0; i < n; ++i) {
-            int flags = ((events[i].events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
-                        ((events[i].events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
-                        ((events[i].events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
-            curl_multi_socket_action(m_impl->multi, events[i].data.fd, flags, &running);
-        }
-        run_due_timer();
+        curl_multi_poll(m_impl->multi, nullptr, 0, static_cast<int>(max_wait.count()), nullptr);
+        curl_multi_perform(m_impl->multi, &running);
         collect();
     }
     return done;
