@@ -176,9 +176,11 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
         }
     }
     // Bodies are content-addressed: one row per distinct body_sha256 in
-    // either file, and each copied request points at the merged row.
+    // either file, and each copied request points at the merged row. Only
+    // the bodies of requests are copied: probe tables are not merged.
     if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json) "
-                      "SELECT body_sha256, request_json FROM src.request_bodies ORDER BY body_id");
+                      "SELECT body_sha256, request_json FROM src.request_bodies WHERE body_id IN "
+                      "(SELECT body_id FROM src.requests) ORDER BY body_id");
         !r) {
         return fail(r.error());
     }
