@@ -61,6 +61,8 @@ bench: build
 	$(BUILD_DIR)/bench_run_engine
 	$(BUILD_DIR)/bench_report
 	$(BUILD_DIR)/bench_calibration
+	@if [ -n "$$GSM8K_DIR" ]; then bench/goals.sh $(BUILD_DIR)/diffeval; \
+	else echo "bench/goals.sh: set GSM8K_DIR to the official GSM8K directory for the figures beside their goals"; fi
 
 clean:
 	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)

@@ -29,8 +29,8 @@ constexpr const char* k_insert_class =
     "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?)";
 // The request's stop strings, read only for a stop no response field names.
 constexpr const char* k_select_stops =
-    "SELECT json_extract(request_json, '$.stop') FROM requests WHERE request_id = ? AND "
-    "json_valid(request_json)";
+    "SELECT json_extract(b.request_json, '$.stop') FROM requests q JOIN request_bodies b ON "
+    "b.body_id = q.body_id WHERE q.request_id = ? AND json_valid(b.request_json)";
 
 // The stop strings of request `request_id` (a JSON array or one string).
 std::vector<std::string> request_stops(store::Statement& select, int64_t request_id) {

@@ -140,9 +140,10 @@ util::Result<ExportSummary> export_samples(store::Store& st, const std::string& 
     store::Statement groups(db, "SELECT DISTINCT server, framing, max_tokens, repeat FROM requests "
                                 "WHERE response_id IS NOT NULL ORDER BY 1, 2, 3, 4");
     store::Statement rows(
-        db, "SELECT q.question_idx, q.request_json, coalesce(r.text, ''), "
+        db, "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
             "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
             "FROM requests q JOIN responses r ON r.response_id = q.response_id "
+            "JOIN request_bodies b ON b.body_id = q.body_id "
             "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
             "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
             "ORDER BY q.question_idx");

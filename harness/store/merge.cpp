@@ -175,9 +175,20 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
             return fail(r.error());
         }
     }
-    auto req_cols = shared_columns(h, "requests", {"request_id", "response_id"});
+    // Bodies are content-addressed: one row per distinct body_sha256 in
+    // either file, and each copied request points at the merged row. Only
+    // the bodies of requests are copied: probe tables are not merged.
+    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json) "
+                      "SELECT body_sha256, request_json FROM src.request_bodies WHERE body_id IN "
+                      "(SELECT body_id FROM src.requests) ORDER BY body_id");
+        !r) {
+        return fail(r.error());
+    }
+    auto req_cols = shared_columns(h, "requests", {"request_id", "response_id", "body_id"});
     if (auto r = exec(fmt::format(
-            "INSERT INTO main.requests ({0}) SELECT {1} FROM src.requests s WHERE NOT EXISTS "
+            "INSERT INTO main.requests ({0}, body_id) SELECT {1}, (SELECT b.body_id FROM "
+            "main.request_bodies b WHERE b.body_sha256 = s.body_sha256) FROM src.requests s "
+            "WHERE NOT EXISTS "
             "(SELECT 1 FROM main.requests m WHERE m.request_key = s.request_key) "
             "ORDER BY s.request_id",
             joined(req_cols, ""), joined(req_cols, "s.")));

@@ -120,13 +120,18 @@ public:
                                       const std::string& log_text, const std::string& facts_json);
     util::Result<void> put_questions(const std::string& dataset,
                                      const std::vector<std::pair<std::string, std::string>>& qa);
-    // Insert planned requests; existing keys are kept as they are.
+    // Insert planned requests (probes included), each body once per distinct
+    // `body_sha256`; existing keys are kept as they are.
     util::Result<void> put_requests(const std::vector<RequestRow>& rows);
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
+
+    // Test seam: create a database at `path` with the schema of an older
+    // `version` (what that diffeval wrote), to test migrations.
+    static util::Result<void> create_at_version(const std::string& path, int version);
 
     // Test seam: make the next `n` response writes fail.
     void fail_next_writes(int n) { m_fail_writes = n; }
@@ -135,6 +140,9 @@ private:
     Store() = default;
     util::Result<void> migrate(Mode mode);
     util::Result<void> prepare();
+    // Run the migration ladder from schema `from` up to `to` (no transaction
+    // of its own).
+    util::Result<void> climb(int from, int to);
     // One probe response of a batch (write_batch's transaction is open).
     util::Result<void> write_probe_response(const ResponseRow& row);
     // Schema v3: hash every stored question and give each request its hash.
@@ -146,6 +154,7 @@ private:
         k_put_server,
         k_put_server_log,
         k_put_question,
+        k_put_body,
         k_put_request,
         k_completed_keys,
         k_insert_response,
@@ -166,7 +175,10 @@ private:
 
 // The single writer: responses are queued from the event loop and committed
 // by a background thread in batched transactions, so the network loop never
-// waits for the disk and a crash loses at most the batch in flight.
+// waits for the disk and a crash loses at most the batch in flight. A batch
+// gathers for up to k_batch_window (or k_batch_rows rows): every commit
+// rewrites the pages of the indexes it touches, so many tiny commits cost
+// most of a fast run's system time.
 class Writer {
 public:
     explicit Writer(Store& store);
@@ -193,6 +205,7 @@ private:
     std::vector<ResponseRow> m_queue;
     bool m_stop = false;
     bool m_busy = false;
+    int m_flushing = 0; // flush() calls waiting: commit without gathering
     int64_t m_committed = 0;
     std::optional<std::string> m_error;
     std::thread m_thread;

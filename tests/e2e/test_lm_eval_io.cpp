@@ -80,7 +80,7 @@ TEST(LmEvalSamples, ExportThenImportGivesIdenticalVerdicts) {
               "2cbb32625ac0ee15430b0315318235fc1735f01321e55a7c93c92866ec58d653");
     // The context is the exact prompt sent.
     EXPECT_EQ(lines[0]["arguments"]["gen_args_0"]["arg_0"],
-              json::parse(query(db, "SELECT request_json FROM requests WHERE framing = 'raw' AND "
+              json::parse(query(db, "SELECT request_json FROM v_requests WHERE framing = 'raw' AND "
                                     "question_idx = 0"))["prompt"]);
 
     // Import into a fresh database and into the run's own.

@@ -21,7 +21,7 @@ const char* k_rows =
     "'$.id'), r.text, "
     "r.reasoning, r.finish_reason, r.stop_reason, typeof(r.stop_reason), r.prompt_tokens, "
     "r.completion_tokens, r.attempts, r.streamed, r.error, r.error_kind "
-    "FROM requests q LEFT JOIN responses r ON r.response_id = q.response_id "
+    "FROM v_requests q LEFT JOIN responses r ON r.response_id = q.response_id "
     "ORDER BY q.request_key";
 
 std::vector<std::string> run_args(const e2e::Sim& sim, const std::filesystem::path& db) {
@@ -63,6 +63,9 @@ TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
     auto merged = dir / "merged.sqlite";
     EXPECT_EQ(query_rows(merged, k_rows), query_rows(whole, k_rows));
     EXPECT_EQ(query(merged, "SELECT count(*) FROM requests"), "28");
+    // Each distinct body once, as in the whole run (schema 9).
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM request_bodies"),
+              query(whole, "SELECT count(*) FROM request_bodies"));
     EXPECT_EQ(query_rows(merged, "SELECT * FROM questions ORDER BY dataset, question_idx"),
               query_rows(whole, "SELECT * FROM questions ORDER BY dataset, question_idx"));
     EXPECT_EQ(query_rows(merged, "SELECT name, url, model FROM servers"),
@@ -82,6 +85,8 @@ TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
     EXPECT_NE(again.out.find("0 requests and 0 responses added"), std::string::npos) << again.out;
     EXPECT_EQ(query_rows(merged, k_rows), query_rows(whole, k_rows));
     EXPECT_EQ(query(merged, "SELECT count(*) FROM responses"), "28");
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM request_bodies"),
+              query(whole, "SELECT count(*) FROM request_bodies"));
     EXPECT_EQ(query(merged, "SELECT count(*) FROM runs"), "3");
     EXPECT_FALSE(std::filesystem::exists(merged.string() + ".merge-tmp"));
 }

@@ -33,18 +33,18 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
     auto p = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "5",
                        "--dataset", "sample", "--db", plain.string()});
     ASSERT_EQ(p.exit_code, 0) << p.err;
-    EXPECT_EQ(query_rows(db, "SELECT request_json FROM requests ORDER BY request_key"),
-              query_rows(plain, "SELECT request_json FROM requests ORDER BY request_key"));
+    EXPECT_EQ(query_rows(db, "SELECT request_json FROM v_requests ORDER BY request_key"),
+              query_rows(plain, "SELECT request_json FROM v_requests ORDER BY request_key"));
     // Probe bodies: max_tokens 1 and the engine's logprobs options; the chain
     // step's prompt ends in the whitespace.
-    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE framing = 'raw' AND "
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_requests WHERE framing = 'raw' AND "
                         "request_json LIKE '%\"max_tokens\": 1,%' AND "
                         "request_json LIKE '%\"logprobs\": 20}'"),
               "20");
-    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE framing = 'chat' AND "
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_requests WHERE framing = 'chat' AND "
                         "request_json LIKE '%\"logprobs\": true, \"top_logprobs\": 20}'"),
               "10");
-    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE step = 1 AND "
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_requests WHERE step = 1 AND "
                         "request_json LIKE '%Answer: \", \"max_tokens\"%'"),
               "10");
     // Readings: raw probes measure P(open) through the chain; chat ones are
@@ -239,7 +239,7 @@ TEST(Probe, ExperimentFilesTurnItOnAndStreamingLeavesProbesWhole) {
     ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE streamed = 1"), "4");
     // Probes are sent whole (no "stream" in their bodies) and read as such.
-    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE request_json NOT LIKE "
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_requests WHERE request_json NOT LIKE "
                         "'%stream%'"),
               "16");
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE bounded = 0"), "8");

@@ -102,7 +102,7 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
     EXPECT_EQ(query(db, "SELECT DISTINCT server || '/' || framing || '/' || max_tokens FROM "
                         "requests"),
               "Qwen3-0.6B-FP8/raw/256");
-    auto body = query(db, "SELECT request_json FROM requests WHERE question_idx = 0");
+    auto body = query(db, "SELECT request_json FROM v_requests WHERE question_idx = 0");
     EXPECT_EQ(count(body, "Question: "), 4u) << body; // 3 shots and the question
     EXPECT_EQ(body.find("\"model\""), std::string::npos) << body;
     EXPECT_NE(body.find("\"seed\": 42}"), std::string::npos) << body;
@@ -196,7 +196,7 @@ TEST(VllmConfig, ScriptOptionsAsRunFlagsReachTheBodyInScriptOrder) {
                        db.string(),
                        "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
-    auto raw = query(db, "SELECT request_json FROM requests WHERE framing = 'raw' AND "
+    auto raw = query(db, "SELECT request_json FROM v_requests WHERE framing = 'raw' AND "
                          "question_idx = 0");
     EXPECT_EQ(count(raw, "Question: "), 3u) << raw; // 2 shots and the question
     EXPECT_EQ(count(raw, "Answer: Let's see. "), 2u) << raw;
@@ -204,7 +204,7 @@ TEST(VllmConfig, ScriptOptionsAsRunFlagsReachTheBodyInScriptOrder) {
     // raw sends what the script's completions call sends: top_p and top_k
     // after the seed, and none of the chat-only fields.
     EXPECT_NE(raw.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20}"), std::string::npos) << raw;
-    auto chat = query(db, "SELECT request_json FROM requests WHERE framing = 'vllm-chat' AND "
+    auto chat = query(db, "SELECT request_json FROM v_requests WHERE framing = 'vllm-chat' AND "
                           "question_idx = 0");
     EXPECT_NE(chat.find("\"seed\": 42, \"top_p\": 0.95, \"top_k\": 20, \"reasoning_effort\": "
                         "\"low\", \"chat_template_kwargs\": {\"enable_thinking\": false}}"),

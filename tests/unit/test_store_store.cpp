@@ -40,27 +40,10 @@ ResponseRow response(const std::string& key, bool ok) {
     return r;
 }
 
-// Make a current file look like schema version 2: no question hashes.
-bool downgrade_to_v2(Store& s) {
-    for (const char* sql :
-         {"DROP INDEX requests_counted", "ALTER TABLE requests DROP COLUMN question_sha256",
-          "ALTER TABLE questions DROP COLUMN question_sha256",
-          "CREATE INDEX requests_counted ON requests (response_id, server, framing, max_tokens, "
-          "repeat, question_idx, dataset)",
-          "DROP VIEW v_responses", "ALTER TABLE responses DROP COLUMN stop_field",
-          "ALTER TABLE classifications DROP COLUMN stop_cause",
-          "ALTER TABLE responses DROP COLUMN notes",
-          "ALTER TABLE responses DROP COLUMN redacted"}) {
-        if (!Statement(s.handle(), sql).run()) {
-            return false;
-        }
-    }
-    // The store's prepared statements hold the probe tables; drop them on a
-    // connection of its own.
+// Run `sql` on the file at `path` through a connection of its own.
+bool exec_raw(const std::string& path, const char* sql) {
     Database raw;
-    return raw.open(s.path(), Database::Create::no).ok() &&
-           raw.exec("DROP VIEW v_probes; DROP TABLE probe_responses; DROP TABLE probe_requests")
-               .ok();
+    return raw.open(path, Database::Create::no).ok() && raw.exec(sql).ok();
 }
 
 int64_t count(Store& s, const char* sql) {
@@ -76,28 +59,26 @@ TEST(Store, CreatesSchemaAtCurrentVersion) {
     EXPECT_EQ((*s)->schema_version(), k_schema_version);
     EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
-                         "'v_scores', 'requests_counted')"),
-              3);
+                         "'v_scores', 'v_requests', 'requests_counted', 'request_bodies')"),
+              5);
 }
 
 TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
     const auto path = fresh_db("v1").string();
-    {
-        auto s = Store::open(path, Store::Mode::read_write);
-        ASSERT_TRUE(s.ok()) << s.error().message;
-        ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
-        auto vllm = response("k1", true);
-        vllm.response_json = R"({"choices": [{"text": "x", "stop_reason": null}]})";
-        auto llama = response("k2", true);
-        llama.response_json = R"({"choices": [{"text": "x", "finish_reason": "stop"}]})";
-        ASSERT_TRUE((*s)->write_batch({vllm, llama}).ok());
-        // What a version 1 file looks like: no index, no question hashes, no stop
-        // columns, no probes.
-        ASSERT_TRUE(downgrade_to_v2(**s));
-        for (const char* sql : {"DROP INDEX requests_counted", "PRAGMA user_version = 1"}) {
-            ASSERT_TRUE(Statement((*s)->handle(), sql).run()) << sql;
-        }
-    }
+    // What a version 1 diffeval wrote: no index, no question hashes, no stop
+    // columns, no probes, bodies in the request rows.
+    ASSERT_TRUE(Store::create_at_version(path, 1).ok());
+    ASSERT_TRUE(
+        exec_raw(path, R"(INSERT INTO requests (request_key, server, framing, max_tokens, repeat,
+                 question_idx, dataset, body_sha256, request_json) VALUES
+                 ('k1', 'a', 'raw', 256, 0, 0, 'sample', 'sha', '{"prompt": "x"}'),
+                 ('k2', 'a', 'raw', 256, 0, 1, 'sample', 'sha', '{"prompt": "x"}');
+             INSERT INTO responses (request_id, ok, status, response_json, attempts, latency_ms,
+                 started_at) VALUES
+                 (1, 1, 200, '{"choices": [{"text": "x", "stop_reason": null}]}', 1, 1.0, 'now'),
+                 (2, 1, 200, '{"choices": [{"text": "x", "finish_reason": "stop"}]}', 1, 1.0,
+                  'now');
+             UPDATE requests SET response_id = request_id;)"));
     auto read_only = Store::open(path, Store::Mode::read_only);
     ASSERT_FALSE(read_only.ok());
     EXPECT_NE(read_only.error().message.find("schema version 1"), std::string::npos);
@@ -140,15 +121,15 @@ TEST(Store, EveryRequestCarriesItsQuestionsContentHash) {
 
 TEST(Store, MigratesAVersionTwoFileByHashingItsStoredQuestions) {
     const auto path = fresh_db("v2").string();
-    {
-        auto s = Store::open(path, Store::Mode::read_write);
-        ASSERT_TRUE(s.ok()) << s.error().message;
-        ASSERT_TRUE((*s)->put_questions("sample", {{"How many?", "3"}, {"How far?", "7"}}).ok());
-        ASSERT_TRUE(
-            (*s)->put_requests({request("k1", 0), request("k2", 1), request("k3", 5)}).ok());
-        ASSERT_TRUE(downgrade_to_v2(**s));
-        ASSERT_TRUE(Statement((*s)->handle(), "PRAGMA user_version = 2").run());
-    }
+    ASSERT_TRUE(Store::create_at_version(path, 2).ok());
+    ASSERT_TRUE(
+        exec_raw(path, R"(INSERT INTO questions (dataset, question_idx, question, answer) VALUES
+                 ('sample', 0, 'How many?', '3'), ('sample', 1, 'How far?', '7');
+             INSERT INTO requests (request_key, server, framing, max_tokens, repeat,
+                 question_idx, dataset, body_sha256, request_json) VALUES
+                 ('k1', 'a', 'raw', 256, 0, 0, 'sample', 'sha', '{}'),
+                 ('k2', 'a', 'raw', 256, 0, 1, 'sample', 'sha', '{}'),
+                 ('k3', 'a', 'raw', 256, 0, 5, 'sample', 'sha', '{}');)"));
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
     EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
@@ -162,6 +143,64 @@ TEST(Store, MigratesAVersionTwoFileByHashingItsStoredQuestions) {
     ASSERT_TRUE(st.step());
     EXPECT_EQ(st.column_int(0), 5);
     EXPECT_TRUE(st.column_null(1));
+}
+
+// Version 8 kept every request's whole body in its row; version 9 keeps each
+// distinct body once, and users still read it where they did.
+TEST(Store, MigratesAVersionEightFileToOneBodyPerDistinctBody) {
+    const auto path = fresh_db("v8").string();
+    ASSERT_TRUE(Store::create_at_version(path, 8).ok());
+    ASSERT_TRUE(
+        exec_raw(path, R"(INSERT INTO requests (request_key, server, framing, max_tokens, repeat,
+                 question_idx, dataset, body_sha256, request_json) VALUES
+                 ('k1', 'a', 'raw', 256, 0, 0, 'sample', 's0', 'body zero'),
+                 ('k2', 'a', 'raw', 256, 1, 0, 'sample', 's0', 'body zero'),
+                 ('k3', 'b', 'raw', 256, 0, 0, 'sample', 's0', 'body zero'),
+                 ('k4', 'a', 'raw', 256, 0, 1, 'sample', 's1', 'body one');
+             INSERT INTO probe_requests (request_key, probe, step, server, framing, repeat,
+                 question_idx, dataset, body_sha256, request_json) VALUES
+                 ('p1', 'think-open', 0, 'a', 'raw', 0, 0, 'sample', 's2', 'probe body'),
+                 ('p2', 'think-open', 0, 'b', 'raw', 0, 0, 'sample', 's2', 'probe body');
+             INSERT INTO responses (request_id, ok, status, response_json, attempts, latency_ms,
+                 started_at) SELECT request_id, 1, 200, '{}', 1, 1.0, 'now' FROM requests;
+             UPDATE requests SET response_id = request_id;)"));
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 3);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_probe_requests WHERE request_json = "
+                         "'probe body'"),
+              2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_table_info('requests') "
+                         "WHERE name = 'request_json'"),
+              0);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE request_json = 'body zero'"), 3);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_key = 'k4' AND "
+                         "request_json = 'body one'"),
+              1);
+
+    // New requests with a known body point at it instead of storing it again.
+    RequestRow again = request("k5", 2);
+    again.body = "body one";
+    again.body_sha256 = "s1";
+    ASSERT_TRUE((*s)->put_requests({again}).ok());
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 3);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body one'"), 2);
+}
+
+TEST(Store, StoresEachDistinctBodyOnce) {
+    auto s = Store::open(fresh_db("bodies").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    RequestRow other = request("k3", 2);
+    other.body = "{\"prompt\": \"y\"}";
+    other.body_sha256 = "sha2";
+    ASSERT_TRUE((*s)->put_requests({request("k1", 0), other, request("k2", 1)}).ok());
+    ASSERT_TRUE((*s)->put_requests({request("k4", 3)}).ok());
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 4);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies"), 2);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = "
+                         "'{\"prompt\": \"x\"}'"),
+              3);
 }
 
 TEST(Store, StopReasonKeepsItsType) {
