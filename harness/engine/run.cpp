@@ -11,6 +11,7 @@
 #include <harness/engine/launcher.hpp>
 #include <harness/engine/probe_plan.hpp>
 #include <harness/engine/response_parse.hpp>
+#include <harness/engine/retry.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/framing/framing.hpp>
 #include <harness/http/client.hpp>
@@ -193,24 +194,6 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
         out.info["props"] = out.limits.props;
     }
     return out;
-}
-
-bool retryable_status(long status) {
-    return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
-}
-
-// The wait a Retry-After value asks for: delta-seconds only (digits; HTTP
-// dates and anything else such as "nan" or "1e308" fall back to the
-// backoff), capped at `cap` (the run's timeout, at most 300 s) so a hostile
-// server cannot park the run.
-std::optional<std::chrono::milliseconds> parse_retry_after(const std::optional<std::string>& v,
-                                                           std::chrono::milliseconds cap) {
-    if (!v || v->empty() || v->size() > 12 ||
-        !std::all_of(v->begin(), v->end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return std::nullopt;
-    }
-    const auto limit = std::min(cap, std::chrono::milliseconds{300'000});
-    return std::min(std::chrono::milliseconds(std::stoll(*v) * 1000), limit);
 }
 
 // Refuse a plan that would not fit in memory before building any of it:
@@ -698,12 +681,27 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
             }
         }
     };
-    auto backoff = [&](int attempt) {
-        jitter_state = util::hash64("jitter", jitter_state);
-        double jitter = 0.5 + util::unit_interval(jitter_state); // 0.5x .. 1.5x
-        double ms =
-            static_cast<double>(config.retry_backoff.count()) * std::pow(2.0, attempt - 1) * jitter;
-        return std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 60'000.0)));
+    // Asks the retry policy about `w`'s attempt that returned `resp` (and,
+    // once parsed, `parsed_error`); the jitter stream advances only when a
+    // retry is scheduled.
+    auto decide = [&](const Work& w, const http::Response& resp, std::string_view parsed_error) {
+        const uint64_t next_jitter = util::hash64("jitter", jitter_state);
+        RetryInput in;
+        in.attempt = w.attempts;
+        in.max_retries = config.retries;
+        in.transport = resp.transport;
+        in.status = resp.status;
+        in.body = &resp.body;
+        in.retry_after = &resp.retry_after;
+        in.parsed_error_kind = parsed_error;
+        in.timeout = config.timeout;
+        in.backoff_base = config.retry_backoff;
+        in.jitter = 0.5 + util::unit_interval(next_jitter); // 0.5x .. 1.5x
+        auto d = retry_policy(in);
+        if (d.retry) {
+            jitter_state = next_jitter;
+        }
+        return d;
     };
     // A launched server died: stop sending to it. What it had not answered
     // stays unsent, so the next run sends it.
@@ -876,20 +874,9 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     (dead[w.server] || launched[w.server]->exited())) {
                     continue; // lost with its server: resent by the next run
                 }
-                // A body over the limit would be over it again; errors no retry
-                // can fix (context exceeded, model not found) are final.
-                const bool retry =
-                    ((!transport_ok && resp.transport != http::Transport::too_large) ||
-                     (retryable_status(resp.status) && !permanent_error(resp.status, resp.body))) &&
-                    w.attempts <= config.retries;
-                if (retry) {
+                if (auto d = decide(w, resp, {}); d.retry) {
                     ++summary.retries;
-                    auto delay = backoff(w.attempts);
-                    if (auto ra = parse_retry_after(resp.retry_after, config.timeout);
-                        ra && transport_ok) {
-                        delay = *ra;
-                    }
-                    retries.push(Retry{Clock::now() + delay, std::move(w)});
+                    retries.push(Retry{Clock::now() + d.delay, std::move(w)});
                     continue;
                 }
                 store::ResponseRow row;
@@ -913,12 +900,13 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                     parse_success_body(resp.body, w.endpoint, row);
                 }
                 // A 200 whose body was cut or carried an error event is the
-                // server failing to deliver, like a 5xx: try again.
-                if (!row.ok && (row.error_kind == "parse" || row.error_kind == "stream") &&
-                    w.attempts <= config.retries) {
-                    ++summary.retries;
-                    retries.push(Retry{Clock::now() + backoff(w.attempts), std::move(w)});
-                    continue;
+                // server failing to deliver, like a 5xx: the policy may try again.
+                if (!row.ok) {
+                    if (auto d = decide(w, resp, row.error_kind); d.retry) {
+                        ++summary.retries;
+                        retries.push(Retry{Clock::now() + d.delay, std::move(w)});
+                        continue;
+                    }
                 }
                 if (row.ok) {
                     ++summary.succeeded;
