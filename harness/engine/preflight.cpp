@@ -1,0 +1,144 @@
+// Asking servers what they are before anything is sent: request headers
+// with the API key, the secrets to redact, and the preflight (GET /v1/models,
+// /version and the published limits) that fails a run fast on a wrong URL,
+// key or model.
+#include <harness/engine/run_parts.hpp>
+
+#include <harness/util/untrusted_json.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace diffeval::engine {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c,
+                                         util::Result<void>& status) {
+    std::vector<std::string> h = {"Content-Type: application/json", "Accept: application/json"};
+    const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+    if (!env.empty()) {
+        const char* key = std::getenv(env.c_str());
+        if (!key || !*key) {
+            status = make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': the API key variable {} is not set", s.name, env));
+            return h;
+        }
+        h.push_back(fmt::format("Authorization: Bearer {}", key));
+    }
+    for (const auto& extra : s.headers) {
+        h.push_back(extra);
+    }
+    return h;
+}
+
+} // namespace
+
+util::Result<std::vector<ServerState>> server_states(const RunConfig& config) {
+    std::vector<ServerState> servers(config.servers.size());
+    for (size_t i = 0; i < servers.size(); ++i) {
+        util::Result<void> status;
+        servers[i].spec = &config.servers[i];
+        servers[i].limit = static_cast<size_t>(config.concurrency_auto ? k_default_concurrency
+                                                                       : config.concurrency);
+        servers[i].headers = request_headers(config.servers[i], config, status);
+        if (!status) {
+            return status.error();
+        }
+    }
+    return servers;
+}
+
+util::Redactor secrets_of(const RunConfig& c) {
+    util::Redactor redactor;
+    for (const auto& s : c.servers) {
+        const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+        if (const char* key = env.empty() ? nullptr : std::getenv(env.c_str())) {
+            redactor.add(key);
+        }
+    }
+    return redactor;
+}
+
+util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::string>& headers,
+                                   const std::optional<std::string>& model,
+                                   std::chrono::milliseconds timeout,
+                                   const std::atomic<bool>* stop) {
+    ServerInfo out;
+    http::Request req;
+    req.url = s.url + "/v1/models";
+    req.headers = headers;
+    req.timeout = std::min(timeout, std::chrono::milliseconds{15'000});
+    req.cancel = stop;
+    auto r = http::fetch(req);
+    if (r.transport == http::Transport::cancelled) {
+        return make_error(ErrorKind::usage, "interrupted during preflight");
+    }
+    if (r.transport != http::Transport::ok) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' at {} is unreachable ({}); check the URL, start "
+                                      "the server, or pass --no-preflight",
+                                      s.name, s.url, r.transport_error));
+    }
+    if (r.status == 401 || r.status == 403) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("server '{}' refused the credentials (HTTP {}); set the API key "
+                        "variable named by --api-key-env",
+                        s.name, r.status));
+    }
+    if (r.status != 200) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': GET /v1/models answered HTTP {}: {}; is it an "
+                                      "OpenAI-compatible server?",
+                                      s.name, r.status, error_message(r.body)));
+    }
+    auto j = util::parse_untrusted_json(r.body);
+    std::vector<std::string> ids;
+    if (j.is_object() && j.contains("data") && j["data"].is_array()) {
+        for (const auto& m : j["data"]) {
+            if (m.is_object() && m.contains("id") && m["id"].is_string()) {
+                ids.push_back(m["id"].get<std::string>());
+            }
+        }
+    }
+    if (ids.empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': GET /v1/models listed no models; is it an "
+                                      "OpenAI-compatible server?",
+                                      s.name));
+    }
+    if (model && std::find(ids.begin(), ids.end(), *model) == ids.end()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' does not serve model '{}'; it serves: {}",
+                                      s.name, *model, fmt::join(ids, ", ")));
+    }
+    out.served_model = ids.front();
+    out.info["models"] = j["data"];
+    if (!r.server_header.empty()) {
+        out.info["server_header"] = r.server_header;
+    }
+    // /version is vLLM's; other engines may not have it.
+    req.url = s.url + "/version";
+    auto v = http::fetch(req);
+    if (v.transport == http::Transport::ok && v.status == 200) {
+        auto vj = util::parse_untrusted_json(v.body);
+        if (!vj.is_discarded()) {
+            out.info["version"] = vj;
+        }
+    }
+    // Slots, context and build, where the server publishes them.
+    out.limits = read_limits(s.url, headers, j["data"], timeout);
+    if (!out.limits.props.is_null()) {
+        out.info["props"] = out.limits.props;
+    }
+    return out;
+}
+
+} // namespace diffeval::engine

@@ -1,0 +1,365 @@
+// The event loop: one phase's queued work sent through curl multi within
+// each server's in-flight limit, each finished attempt handed to the retry
+// policy (retry.hpp), final outcomes parsed, redacted and handed to the
+// store's writer. It moves bytes and counts; it decides nothing itself.
+#include <harness/engine/run_parts.hpp>
+
+#include <harness/engine/retry.hpp>
+#include <harness/util/hash.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <queue>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace diffeval::engine {
+
+namespace {
+
+// What a finished transfer that is not a usable HTTP 200 is stored as, in
+// `row` (error and error_kind); false when it is a 200 to parse.
+bool classify_failure(const http::Response& resp, store::ResponseRow& row) {
+    if (resp.transport == http::Transport::too_large) {
+        row.error_kind = "size";
+        row.error = resp.transport_error;
+    } else if (resp.transport != http::Transport::ok) {
+        row.error_kind = resp.transport == http::Transport::timed_out ? "timeout" : "transport";
+        row.error = resp.transport_error;
+    } else if (resp.status >= 300 && resp.status < 400) {
+        row.error_kind = "http";
+        row.error = fmt::format("HTTP {}: redirect to {} not followed", resp.status,
+                                resp.location.value_or("(no Location header)"));
+    } else if (resp.status != 200) {
+        // 2xx other than 200 (206 Partial Content, 204 No Content) is no
+        // complete answer either.
+        row.error_kind = "http";
+        row.error = fmt::format("HTTP {}: {}", resp.status, error_message(resp.body));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+// Cut the run's secrets out of every text field of `row`, flagging it.
+void redact_row(const util::Redactor& redactor, store::ResponseRow& row) {
+    if (redactor.empty()) {
+        return;
+    }
+    bool hit = redactor.apply(row.response_json);
+    hit |= redactor.apply(row.error);
+    hit |= redactor.apply(row.notes);
+    for (auto* field : {&row.text, &row.reasoning, &row.finish_reason}) {
+        if (*field) {
+            hit |= redactor.apply(**field);
+        }
+    }
+    if (auto* sr = std::get_if<std::string>(&row.stop_reason)) {
+        hit |= redactor.apply(*sr);
+    }
+    row.redacted = row.redacted || hit;
+}
+
+class Progress {
+public:
+    Progress(ProgressStyle style, std::ostream& log, int64_t total)
+        : m_style(style), m_log(log), m_total(total), m_start(Clock::now()), m_last(m_start) {}
+
+    void update(int64_t done, int64_t errors, bool final = false) {
+        if (m_style == ProgressStyle::none) {
+            return;
+        }
+        auto now = Clock::now();
+        auto since = now - m_last;
+        if (!final && !due(since, done)) {
+            return;
+        }
+        m_last = now;
+        m_last_done = done;
+        double secs = std::chrono::duration<double>(now - m_start).count();
+        double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+        std::string eta = rate > 0 && done < m_total
+                              ? fmt::format("{:.0f}s", static_cast<double>(m_total - done) / rate)
+                              : "-";
+        if (m_style == ProgressStyle::bar) {
+            constexpr int k_width = 30;
+            int filled = m_total > 0 ? static_cast<int>(k_width * done / m_total) : k_width;
+            m_log << fmt::format("\r[{}{}] {}/{} {:.0f} req/s, {} errors, ETA {}  ",
+                                 std::string(filled, '#'), std::string(k_width - filled, '.'), done,
+                                 m_total, rate, errors, eta);
+            if (final) {
+                m_log << "\n";
+            }
+        } else {
+            m_log << fmt::format("progress: {}/{} done, {:.0f} req/s, {} errors, ETA {}\n", done,
+                                 m_total, rate, errors, eta);
+        }
+        m_log.flush();
+    }
+
+private:
+    // A bar redraws 10 times a second. Lines (a pipe, a CI log) come at most
+    // once a second, and then only when another 5% is done or 30 s have
+    // passed: a short run prints a few lines, an hour-long one about 120.
+    bool due(Clock::duration since, int64_t done) const {
+        if (m_style == ProgressStyle::bar) {
+            return since > std::chrono::milliseconds(100);
+        }
+        if (since < std::chrono::seconds(1)) {
+            return false;
+        }
+        return since >= std::chrono::seconds(30) || (done - m_last_done) * 20 >= m_total;
+    }
+
+    ProgressStyle m_style;
+    std::ostream& m_log;
+    int64_t m_total;
+    Clock::time_point m_start;
+    Clock::time_point m_last;
+    int64_t m_last_done = 0;
+};
+
+} // namespace
+
+// One phase's loop: the retry timers and the transfers in flight, over the
+// Sender's client, and the phase's servers, writer and counts.
+struct Sender::Loop {
+    Sender& s;
+    const std::vector<size_t>& phase;
+    std::vector<ServerState>& servers;
+    Launched& launched;
+    store::Writer& writer;
+    RunSummary& summary;
+    std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
+    std::unordered_map<uint64_t, Work> in_flight;
+
+    bool work_left() const {
+        return !in_flight.empty() || !retries.empty() ||
+               std::any_of(servers.begin(), servers.end(),
+                           [](const auto& st) { return !st.queue.empty(); });
+    }
+
+    // Start an attempt of `w` on its server.
+    void submit(Work w) {
+        const auto& config = s.m_ctx.config;
+        auto& st = servers[w.server];
+        if (w.attempts == 0) {
+            w.started_at = store::now_iso8601();
+        }
+        ++w.attempts;
+        w.attempt_start = Clock::now();
+        http::Request req;
+        req.tag = s.m_next_tag++;
+        req.method = "POST";
+        req.url = w.url;
+        req.headers = st.headers;
+        req.body = w.body;
+        req.timeout = config.timeout;
+        req.max_body_bytes = static_cast<size_t>(config.max_response_bytes);
+        if (config.stream && !w.probe) {
+            w.stream = std::make_shared<StreamState>(w.endpoint, w.attempt_start);
+            req.on_data = [state = w.stream](std::string_view chunk) {
+                for (const auto& event : state->parser.feed(chunk)) {
+                    auto at =
+                        std::chrono::duration<double, std::milli>(Clock::now() - state->start);
+                    state->acc.on_event(event, at.count());
+                }
+            };
+        }
+        ++st.in_flight;
+        in_flight.emplace(req.tag, std::move(w));
+        s.m_client.submit(std::move(req));
+    }
+
+    // Due retries go back to the front of their server's queue; then every
+    // server sends up to its limit.
+    void fill() {
+        while (!retries.empty() && retries.top().when <= Clock::now()) {
+            Work w = retries.top().work;
+            retries.pop();
+            if (!launched.dead[w.server]) {
+                servers[w.server].queue.push_front(std::move(w));
+            }
+        }
+        for (auto& st : servers) {
+            while (st.in_flight < st.limit && !st.queue.empty()) {
+                Work w = std::move(st.queue.front());
+                st.queue.pop_front();
+                submit(std::move(w));
+            }
+        }
+    }
+
+    // A launched server died: stop sending to it. What it had not answered
+    // stays unsent, so the next run sends it.
+    void check_crashes() {
+        const auto& config = s.m_ctx.config;
+        for (size_t si : phase) {
+            auto& ls = launched.servers[si];
+            if (!ls || launched.dead[si] || !ls->exited()) {
+                continue;
+            }
+            launched.dead[si] = true;
+            servers[si].queue.clear();
+            summary.crashed.push_back(config.servers[si].name);
+            s.m_ctx.log << fmt::format(
+                "server '{}' {} during the run; its unanswered requests are kept for the "
+                "next run. Last log lines:\n{}\n",
+                config.servers[si].name, ls->exit_description(),
+                s.m_ctx.inputs.redactor.redacted(ls->log_tail(10)));
+        }
+    }
+
+    // Asks the retry policy about `w`'s attempt that returned `resp` (and,
+    // once parsed, `parsed_error`); schedules the retry it asks for. The
+    // jitter stream advances only when a retry is scheduled.
+    bool retried(Work& w, const http::Response& resp, std::string_view parsed_error) {
+        const uint64_t next_jitter = util::hash64("jitter", s.m_jitter_state);
+        const auto& config = s.m_ctx.config;
+        RetryInput in;
+        in.attempt = w.attempts;
+        in.max_retries = config.retries;
+        in.transport = resp.transport;
+        in.status = resp.status;
+        in.body = &resp.body;
+        in.retry_after = &resp.retry_after;
+        in.parsed_error_kind = parsed_error;
+        in.timeout = config.timeout;
+        in.backoff_base = config.retry_backoff;
+        in.jitter = 0.5 + util::unit_interval(next_jitter); // 0.5x .. 1.5x
+        const auto d = retry_policy(in);
+        if (!d.retry) {
+            return false;
+        }
+        s.m_jitter_state = next_jitter;
+        ++summary.retries;
+        retries.push(Retry{Clock::now() + d.delay, std::move(w)});
+        return true;
+    }
+
+    // The stored row of `w`'s final attempt, which returned `resp`.
+    store::ResponseRow row_of(const Work& w, const http::Response& resp) const {
+        store::ResponseRow row;
+        row.key = w.key;
+        row.probe = w.probe != nullptr;
+        row.run_id = s.m_run_id;
+        row.status = static_cast<int>(resp.status);
+        row.response_json = resp.body;
+        row.attempts = w.attempts;
+        row.latency_ms =
+            std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start).count();
+        row.started_at = w.started_at;
+        if (classify_failure(resp, row)) {
+            // stored as the error it is
+        } else if (w.probe) {
+            parse_probe_body(resp.body, *w.probe, row);
+        } else if (w.stream) {
+            w.stream->acc.finish(row);
+        } else {
+            parse_success_body(resp.body, w.endpoint, row);
+        }
+        return row;
+    }
+
+    // A finished transfer: retried, dropped with its dead server, or stored.
+    void finished(const http::Response& resp) {
+        auto it = in_flight.find(resp.tag);
+        Work w = std::move(it->second);
+        in_flight.erase(it);
+        --servers[w.server].in_flight;
+        const auto& ls = launched.servers[w.server];
+        if (resp.transport != http::Transport::ok && ls &&
+            (launched.dead[w.server] || ls->exited())) {
+            return; // lost with its server: resent by the next run
+        }
+        if (retried(w, resp, {})) {
+            return;
+        }
+        auto row = row_of(w, resp);
+        // A 200 whose body was cut or carried an error event is the server
+        // failing to deliver, like a 5xx: the policy may try again.
+        if (!row.ok && retried(w, resp, row.error_kind)) {
+            return;
+        }
+        if (row.ok) {
+            ++summary.succeeded;
+        } else {
+            ++summary.failed;
+        }
+        redact_row(s.m_ctx.inputs.redactor, row);
+        writer.push(std::move(row));
+        ++s.m_pushed;
+    }
+
+    // Stop at once: nothing in flight is kept.
+    void abandon() {
+        s.m_client.cancel_all();
+        in_flight.clear();
+    }
+
+    // How long to wait for transfers: at most 100 ms, less when a retry is due.
+    std::chrono::milliseconds wait_time() const {
+        auto wait = std::chrono::milliseconds(100);
+        if (!retries.empty()) {
+            auto until = std::chrono::duration_cast<std::chrono::milliseconds>(retries.top().when -
+                                                                               Clock::now());
+            wait = std::clamp(until, std::chrono::milliseconds(0), wait);
+        }
+        return wait;
+    }
+};
+
+Sender::Sender(const RunContext& ctx, int64_t run_id)
+    : m_ctx(ctx), m_run_id(run_id), m_jitter_state(util::hash64(fmt::format("{}", run_id))) {}
+
+bool Sender::send_phase(const std::vector<size_t>& phase, std::vector<ServerState>& servers,
+                        Launched& launched, store::Writer& writer, RunSummary& summary,
+                        int64_t to_send) {
+    Loop loop{*this, phase, servers, launched, writer, summary, {}, {}};
+    Progress progress(m_ctx.options.progress, m_ctx.log, to_send);
+    size_t phase_connections = 0;
+    for (size_t si : phase) {
+        phase_connections += servers[si].limit;
+    }
+    m_client.set_max_connections(phase_connections);
+    const int64_t done_before = summary.succeeded + summary.failed;
+    const int64_t failed_before = summary.failed;
+    const auto update = [&](bool final) {
+        progress.update(summary.succeeded + summary.failed - done_before,
+                        summary.failed - failed_before, final);
+    };
+    bool store_failed = false;
+    while (loop.work_left()) {
+        if (m_ctx.stopped()) {
+            summary.interrupted = true;
+            loop.abandon();
+            break;
+        }
+        // The store failed (disk full, I/O error): stop sending at once,
+        // so no more answers arrive that cannot be kept.
+        if (writer.error()) {
+            store_failed = true;
+            loop.abandon();
+            break;
+        }
+        loop.check_crashes();
+        loop.fill();
+        const auto wait = loop.wait_time();
+        if (loop.in_flight.empty()) {
+            if (wait.count() > 0) {
+                usleep(static_cast<useconds_t>(wait.count() * 1000));
+            }
+            continue;
+        }
+        for (auto& resp : m_client.poll(wait)) {
+            loop.finished(resp);
+        }
+        update(false);
+    }
+    writer.flush();
+    update(true);
+    return !store_failed;
+}
+
+} // namespace diffeval::engine
