@@ -57,8 +57,114 @@ constexpr const char* k_insert_score =
 
 } // namespace
 
+namespace {
+
+// One stored response as the select returns it.
+struct StoredResponse {
+    int64_t response_id = 0;
+    std::string dataset;
+    int64_t question = 0;
+    std::string text, reasoning, finish_reason;
+    store::Value stop;
+    bool ok = false;
+    std::string answer, stop_field;
+    int64_t request_id = 0;
+};
+
+StoredResponse stored_response(const store::Statement& select) {
+    return {select.column_int(0),   select.column_text(1),     select.column_int(2),
+            select.column_text(3),  select.column_text(4),     select.column_text(5),
+            select.column_value(6), select.column_int(7) != 0, select.column_text(8),
+            select.column_text(9),  select.column_int(10)};
+}
+
+// Classify `r`; the request's stop strings are read when the server named
+// no stop field and the response stopped.
+scorers::Classification classify_stored(const StoredResponse& r, store::Statement& select_stops) {
+    scorers::ClassifyInput in;
+    in.text = r.text;
+    in.reasoning = r.reasoning;
+    in.finish_reason = r.finish_reason;
+    in.failed = !r.ok;
+    in.stop_field = r.stop_field;
+    if (const auto* s = std::get_if<std::string>(&r.stop)) {
+        in.stop_reason = {scorers::StopReason::Kind::string, *s, 0};
+    } else if (const auto* i = std::get_if<int64_t>(&r.stop)) {
+        in.stop_reason = {scorers::StopReason::Kind::token_id, "", *i};
+    }
+    std::vector<std::string> stops;
+    if (r.stop_field.empty() && r.finish_reason == "stop") {
+        stops = request_stops(select_stops, r.request_id);
+        in.stop_strings = stops;
+    }
+    return scorers::classify(in);
+}
+
+// Writes classifications and scores inside rescore's transaction; gold
+// answers are prepared once per (dataset, question) and scorer.
+class ScoreWriter {
+public:
+    ScoreWriter(sqlite3* db, scorers::ScoreText mode)
+        : m_scorers(scorers::all_scorers()), m_mode(mode),
+          m_mode_name(scorers::score_text_name(mode)), m_class(db, k_insert_class),
+          m_score(db, k_insert_score) {}
+
+    bool valid() const { return m_class.valid() && m_score.valid(); }
+
+    util::Result<void> classification(int64_t response_id, const scorers::Classification& c) {
+        const auto cause = scorers::stop_cause_name(c.stop_cause);
+        if (!m_class
+                 .bind(response_id, c.opened ? 1 : 0, c.closed ? 1 : 0, c.reasoning_started ? 1 : 0,
+                       std::string(scorers::outcome_name(c.outcome)),
+                       cause.empty() ? std::optional<std::string>{}
+                                     : std::optional<std::string>{std::string(cause)})
+                 .run()) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot write classifications: {}", m_class.error()));
+        }
+        return {};
+    }
+
+    // Every scorer's score of `r`; returns how many rows were written.
+    util::Result<int64_t> scores(const StoredResponse& r) {
+        auto& gold = m_golds[{r.dataset, r.question}];
+        if (gold.empty()) {
+            for (const auto* s : m_scorers) {
+                gold.push_back(s->prepare_gold(r.answer));
+            }
+        }
+        const auto scored = scorers::select_scored_text(r.text, m_mode);
+        for (size_t k = 0; k < m_scorers.size(); ++k) {
+            scorers::ScoreResult result;
+            if (r.ok) {
+                result = m_scorers[k]->score(scored, gold[k]);
+            } else {
+                result.extracted = "[invalid]";
+            }
+            if (!m_score
+                     .bind(r.response_id, std::string(m_scorers[k]->name()),
+                           static_cast<int64_t>(m_scorers[k]->version()), m_mode_name,
+                           result.extracted, result.valid ? 1 : 0, result.correct ? 1 : 0)
+                     .run()) {
+                return make_error(ErrorKind::io,
+                                  fmt::format("cannot write scores: {}", m_score.error()));
+            }
+        }
+        return static_cast<int64_t>(m_scorers.size());
+    }
+
+private:
+    std::vector<const scorers::Scorer*> m_scorers;
+    scorers::ScoreText m_mode;
+    std::string m_mode_name;
+    store::Statement m_class;
+    store::Statement m_score;
+    std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;
+};
+
+} // namespace
+
 util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, Scope scope) {
-    auto scorer_list = scorers::all_scorers();
     RescoreSummary out;
     auto* db = st.handle();
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
@@ -78,77 +184,21 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
         sql += " WHERE v.outcome IS NULL";
     }
     store::Statement select(db, sql);
-    store::Statement ins_class(db, k_insert_class);
-    store::Statement ins_score(db, k_insert_score);
     store::Statement select_stops(db, k_select_stops);
-    if (!select.valid() || !ins_class.valid() || !ins_score.valid() || !select_stops.valid()) {
+    ScoreWriter writer(db, mode);
+    if (!select.valid() || !select_stops.valid() || !writer.valid()) {
         return rollback(fmt::format("cannot read responses: {}", sqlite3_errmsg(db)));
     }
-    // Gold answers prepared once per (dataset, question) and scorer.
-    std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> golds;
-    const auto mode_name = std::string(scorers::score_text_name(mode));
     while (select.step()) {
-        const int64_t response_id = select.column_int(0);
-        const auto dataset = select.column_text(1);
-        const int64_t q = select.column_int(2);
-        const auto text = select.column_text(3);
-        const auto reasoning = select.column_text(4);
-        const auto finish = select.column_text(5);
-        const auto stop = select.column_value(6);
-        const bool ok = select.column_int(7) != 0;
-        const auto answer = select.column_text(8);
-        const auto stop_field = select.column_text(9);
-        const int64_t request_id = select.column_int(10);
-
-        scorers::ClassifyInput in;
-        in.text = text;
-        in.reasoning = reasoning;
-        in.finish_reason = finish;
-        in.failed = !ok;
-        in.stop_field = stop_field;
-        if (auto* s = std::get_if<std::string>(&stop)) {
-            in.stop_reason = {scorers::StopReason::Kind::string, *s, 0};
-        } else if (auto* i = std::get_if<int64_t>(&stop)) {
-            in.stop_reason = {scorers::StopReason::Kind::token_id, "", *i};
+        const auto r = stored_response(select);
+        if (auto w = writer.classification(r.response_id, classify_stored(r, select_stops)); !w) {
+            return rollback(w.error().message);
         }
-        std::vector<std::string> stops;
-        if (stop_field.empty() && finish == "stop") {
-            stops = request_stops(select_stops, request_id);
-            in.stop_strings = stops;
+        auto written = writer.scores(r);
+        if (!written) {
+            return rollback(written.error().message);
         }
-        auto c = scorers::classify(in);
-        const auto cause = scorers::stop_cause_name(c.stop_cause);
-        if (!ins_class
-                 .bind(response_id, c.opened ? 1 : 0, c.closed ? 1 : 0, c.reasoning_started ? 1 : 0,
-                       std::string(scorers::outcome_name(c.outcome)),
-                       cause.empty() ? std::optional<std::string>{}
-                                     : std::optional<std::string>{std::string(cause)})
-                 .run()) {
-            return rollback(fmt::format("cannot write classifications: {}", ins_class.error()));
-        }
-        auto& gold = golds[{dataset, q}];
-        if (gold.empty()) {
-            for (const auto* s : scorer_list) {
-                gold.push_back(s->prepare_gold(answer));
-            }
-        }
-        const auto scored = scorers::select_scored_text(text, mode);
-        for (size_t k = 0; k < scorer_list.size(); ++k) {
-            scorers::ScoreResult r;
-            if (ok) {
-                r = scorer_list[k]->score(scored, gold[k]);
-            } else {
-                r.extracted = "[invalid]";
-            }
-            if (!ins_score
-                     .bind(response_id, std::string(scorer_list[k]->name()),
-                           static_cast<int64_t>(scorer_list[k]->version()), mode_name, r.extracted,
-                           r.valid ? 1 : 0, r.correct ? 1 : 0)
-                     .run()) {
-                return rollback(fmt::format("cannot write scores: {}", ins_score.error()));
-            }
-            ++out.scores;
-        }
+        out.scores += *written;
         ++out.responses;
     }
     if (!select.error().empty()) {
