@@ -12,7 +12,9 @@
 #include <harness/util/pyjson.hpp>
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include <cctype>
 #include <chrono>
@@ -303,16 +305,13 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
 
 } // namespace
 
-util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& o) {
-    // 1. Read the whole file before touching the store.
-    auto docs = parse_samples(o.path);
-    if (!docs) {
-        return docs.error();
-    }
-    const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
+namespace {
+
+// The name must not be a server diffeval ran, and the questions must be the
+// stored ones.
+util::Result<void> check_against_store(store::Store& st, const ImportOptions& o,
+                                       const std::vector<Document>& docs) {
     sqlite3* db = st.handle();
-    // 2. The name must not be a server diffeval ran, and the questions must
-    //    be the stored ones.
     {
         store::Statement s(db, "SELECT url FROM servers WHERE name = ?");
         s.bind(o.name);
@@ -326,7 +325,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     {
         store::Statement s(db,
                            "SELECT question FROM questions WHERE dataset = ? AND question_idx = ?");
-        for (const auto& d : *docs) {
+        for (const auto& d : docs) {
             s.bind(o.dataset, d.doc_id);
             if (s.step() && s.column_text(0) != d.question) {
                 return make_error(
@@ -337,6 +336,88 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
             }
             s.reset();
         }
+    }
+    return {};
+}
+
+util::Result<void> store_questions(sqlite3* db, const ImportOptions& o,
+                                   const std::vector<Document>& docs) {
+    store::Statement s(db, "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
+                           "answer) VALUES (?, ?, ?, ?)");
+    for (const auto& d : docs) {
+        if (!s.bind(o.dataset, d.doc_id, d.question, d.answer).run()) {
+            return make_error(ErrorKind::io, fmt::format("cannot store questions: {}", s.error()));
+        }
+    }
+    return {};
+}
+
+// The max_tokens lm-eval ran a document with (its max_gen_toks).
+int max_tokens_of(const Document& d) {
+    const auto& gen = d.arguments.contains("gen_args_0") &&
+                              d.arguments["gen_args_0"].contains("arg_1") &&
+                              d.arguments["gen_args_0"]["arg_1"].is_object()
+                          ? d.arguments["gen_args_0"]["arg_1"]
+                          : ordered_json::object();
+    return gen.contains("max_gen_toks") && gen["max_gen_toks"].is_number_integer()
+               ? gen["max_gen_toks"].get<int>()
+               : 256; // lm-eval's default max_gen_toks
+}
+
+// One document's requests and responses (one per repeat), skipping those
+// already stored.
+void add_document(const Document& d, const ImportOptions& o, const std::string& framing,
+                  int64_t run_id, const std::string& started_at,
+                  const std::unordered_set<std::string>& done, ImportSummary& summary,
+                  std::vector<store::RequestRow>& requests,
+                  std::vector<store::ResponseRow>& responses) {
+    const int max_tokens = max_tokens_of(d);
+    const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
+    const auto body_sha = util::sha256_hex(body);
+    for (size_t rep = 0; rep < d.resps.size(); ++rep) {
+        store::RequestRow row{"",
+                              o.name,
+                              framing,
+                              max_tokens,
+                              static_cast<int>(rep),
+                              static_cast<int>(d.doc_id),
+                              o.dataset,
+                              body,
+                              body_sha};
+        row.key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.name, framing,
+                                               max_tokens, rep, d.doc_id, body_sha));
+        if (done.count(row.key)) {
+            ++summary.already_stored;
+            continue;
+        }
+        store::ResponseRow resp;
+        resp.key = row.key;
+        resp.run_id = run_id;
+        resp.ok = true;
+        resp.status = 200;
+        resp.response_json = util::python_json_dumps(
+            ordered_json{{"lm_eval", {{"resps", d.resps[rep]}, {"filters", d.filters}}}});
+        resp.text = d.resps[rep];
+        resp.attempts = 1;
+        resp.started_at = started_at;
+        responses.push_back(std::move(resp));
+        requests.push_back(std::move(row));
+        ++summary.responses;
+    }
+}
+
+} // namespace
+
+util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& o) {
+    // 1. Read the whole file before touching the store.
+    auto docs = parse_samples(o.path);
+    if (!docs) {
+        return docs.error();
+    }
+    const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
+    // 2. Check the name and the questions against the store.
+    if (auto r = check_against_store(st, o, *docs); !r) {
+        return r.error();
     }
     // 3. Store the run, the server, the questions, the requests, then the
     //    responses that are not stored yet.
@@ -351,15 +432,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         !r) {
         return r.error();
     }
-    {
-        store::Statement s(db, "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
-                               "answer) VALUES (?, ?, ?, ?)");
-        for (const auto& d : *docs) {
-            if (!s.bind(o.dataset, d.doc_id, d.question, d.answer).run()) {
-                return make_error(ErrorKind::io,
-                                  fmt::format("cannot store questions: {}", s.error()));
-            }
-        }
+    if (auto r = store_questions(st.handle(), o, *docs); !r) {
+        return r.error();
     }
     auto done = st.completed_keys();
     if (!done) {
@@ -368,52 +442,10 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     ImportSummary summary;
     std::vector<store::RequestRow> requests;
     std::vector<store::ResponseRow> responses;
-    int max_tokens_seen = 0;
     const auto started_at = store::now_iso8601();
     for (const auto& d : *docs) {
         ++summary.documents;
-        const auto& gen = d.arguments.contains("gen_args_0") &&
-                                  d.arguments["gen_args_0"].contains("arg_1") &&
-                                  d.arguments["gen_args_0"]["arg_1"].is_object()
-                              ? d.arguments["gen_args_0"]["arg_1"]
-                              : ordered_json::object();
-        const int max_tokens =
-            gen.contains("max_gen_toks") && gen["max_gen_toks"].is_number_integer()
-                ? gen["max_gen_toks"].get<int>()
-                : 256; // lm-eval's default max_gen_toks
-        max_tokens_seen = max_tokens;
-        const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
-        const auto body_sha = util::sha256_hex(body);
-        for (size_t rep = 0; rep < d.resps.size(); ++rep) {
-            store::RequestRow row{"",
-                                  o.name,
-                                  framing,
-                                  max_tokens,
-                                  static_cast<int>(rep),
-                                  static_cast<int>(d.doc_id),
-                                  o.dataset,
-                                  body,
-                                  body_sha};
-            row.key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.name, framing,
-                                                   max_tokens, rep, d.doc_id, body_sha));
-            if (done->count(row.key)) {
-                ++summary.already_stored;
-                continue;
-            }
-            store::ResponseRow resp;
-            resp.key = row.key;
-            resp.run_id = *run_id;
-            resp.ok = true;
-            resp.status = 200;
-            resp.response_json = util::python_json_dumps(
-                ordered_json{{"lm_eval", {{"resps", d.resps[rep]}, {"filters", d.filters}}}});
-            resp.text = d.resps[rep];
-            resp.attempts = 1;
-            resp.started_at = started_at;
-            responses.push_back(std::move(resp));
-            requests.push_back(std::move(row));
-            ++summary.responses;
-        }
+        add_document(d, o, framing, *run_id, started_at, *done, summary, requests, responses);
     }
     if (auto r = st.put_requests(requests); !r) {
         return r.error();
@@ -422,7 +454,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         return r.error();
     }
     (void)st.end_run(*run_id, "complete");
-    summary.group = fmt::format("{}/{}/{}", o.name, framing, max_tokens_seen);
+    summary.group =
+        fmt::format("{}/{}/{}", o.name, framing, docs->empty() ? 0 : max_tokens_of(docs->back()));
     return summary;
 }
 
