@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 
 #include <cctype>
 #include <chrono>
@@ -24,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 namespace diffeval::interop {
 

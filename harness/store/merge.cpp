@@ -138,23 +138,11 @@ void remove_with_sidecars(const fs::path& p) {
     fs::remove(p.string() + "-journal", ec);
 }
 
-// Merge the attached `src` into main inside one transaction.
-util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& summary) {
+// Runs (one row per run, recognised by its start and configuration), the
+// map of their ids, servers and questions.
+util::Result<void> merge_runs(Database& db) {
     sqlite3* h = db.handle();
-    if (auto r = db.exec("BEGIN IMMEDIATE"); !r) {
-        return r;
-    }
-    auto fail = [&](util::Error e) -> util::Result<void> {
-        (void)db.exec("ROLLBACK");
-        return e;
-    };
-    if (auto conflict = find_conflict(h); !conflict.empty()) {
-        return fail(make_error(
-            ErrorKind::data,
-            fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
-    }
     auto exec = [&](const std::string& sql) { return db.exec(sql); };
-    // Runs: one row per run, recognised by its start and configuration.
     auto run_cols = shared_columns(h, "runs", {"run_id"});
     std::vector<std::string> steps = {
         fmt::format("INSERT INTO main.runs ({0}) SELECT {1} FROM src.runs s WHERE NOT EXISTS "
@@ -172,9 +160,16 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
     };
     for (const auto& sql : steps) {
         if (auto r = exec(sql); !r) {
-            return fail(r.error());
+            return r;
         }
     }
+    return {};
+}
+
+// Request bodies and requests: a request already in main (same key) is kept.
+util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
+    sqlite3* h = db.handle();
+    auto exec = [&](const std::string& sql) { return db.exec(sql); };
     // Bodies are content-addressed: one row per distinct body_sha256 in
     // either file, and each copied request points at the merged row. Only
     // the bodies of requests are copied: probe tables are not merged.
@@ -182,7 +177,7 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
                       "SELECT body_sha256, request_json FROM src.request_bodies WHERE body_id IN "
                       "(SELECT body_id FROM src.requests) ORDER BY body_id");
         !r) {
-        return fail(r.error());
+        return r;
     }
     auto req_cols = shared_columns(h, "requests", {"request_id", "response_id", "body_id"});
     if (auto r = exec(fmt::format(
@@ -193,12 +188,19 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
             "ORDER BY s.request_id",
             joined(req_cols, ""), joined(req_cols, "s.")));
         !r) {
-        return fail(r.error());
+        return r;
     }
     const int64_t added_requests = changes(h);
     summary.requests_added += added_requests;
     summary.requests_known += count(h, "SELECT count(*) FROM src.requests") - added_requests;
 
+    return {};
+}
+
+// Responses not in main yet, then each request's response that counts.
+util::Result<void> merge_responses(Database& db, MergeSummary& summary) {
+    sqlite3* h = db.handle();
+    auto exec = [&](const std::string& sql) { return db.exec(sql); };
     auto resp_cols = shared_columns(h, "responses", {"response_id", "request_id", "run_id"});
     if (auto r = exec(fmt::format(
             "INSERT INTO main.responses (request_id, run_id, {0}) "
@@ -211,7 +213,7 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
             "ORDER BY r.response_id",
             joined(resp_cols, ""), joined(resp_cols, "r.")));
         !r) {
-        return fail(r.error());
+        return r;
     }
     const int64_t added_responses = changes(h);
     summary.responses_added += added_responses;
@@ -223,12 +225,39 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
                       "DESC, x.started_at DESC, x.response_id DESC LIMIT 1) "
                       "WHERE request_key IN (SELECT request_key FROM src.requests)");
         !r) {
+        return r;
+    }
+    return {};
+}
+
+// Merge the attached `src` into main inside one transaction.
+util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& summary) {
+    sqlite3* h = db.handle();
+    if (auto r = db.exec("BEGIN IMMEDIATE"); !r) {
+        return r;
+    }
+    auto fail = [&](util::Error e) -> util::Result<void> {
+        (void)db.exec("ROLLBACK");
+        return e;
+    };
+    if (auto conflict = find_conflict(h); !conflict.empty()) {
+        return fail(make_error(
+            ErrorKind::data,
+            fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
+    }
+    if (auto r = merge_runs(db); !r) {
         return fail(r.error());
     }
-    if (auto r = exec("DROP TABLE temp.run_map"); !r) {
+    if (auto r = merge_requests(db, summary); !r) {
         return fail(r.error());
     }
-    if (auto r = exec("COMMIT"); !r) {
+    if (auto r = merge_responses(db, summary); !r) {
+        return fail(r.error());
+    }
+    if (auto r = db.exec("DROP TABLE temp.run_map"); !r) {
+        return fail(r.error());
+    }
+    if (auto r = db.exec("COMMIT"); !r) {
         return fail(r.error());
     }
     return {};
