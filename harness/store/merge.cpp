@@ -285,8 +285,8 @@ std::string sql_quote(const std::string& s) {
 
 } // namespace
 
-util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs) {
-    // 1. Every input must be a diffeval database this build can read.
+// Every input must exist and be a diffeval database this build can read.
+util::Result<void> check_inputs(const std::vector<std::string>& inputs) {
     if (inputs.empty()) {
         return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
     }
@@ -299,9 +299,11 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
             return s.error();
         }
     }
-    // 2. Start from a copy of `out` (or an empty store) in a temporary file.
-    const fs::path tmp = out + ".merge-tmp";
-    remove_with_sidecars(tmp);
+    return {};
+}
+
+// `tmp` as a copy of `out` (when it exists), made with VACUUM INTO.
+util::Result<void> copy_output(const std::string& out, const fs::path& tmp) {
     if (fs::exists(out)) {
         auto existing = Store::open(out, Store::Mode::read_only);
         if (!existing) {
@@ -316,45 +318,63 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
             return make_error(ErrorKind::io, fmt::format("merge: cannot copy {}: {}", out, msg));
         }
     }
+    return {};
+}
+
+// Each input into `tmp`, in its own transaction; the caller throws `tmp`
+// away on any error, so `out` is untouched.
+util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::string>& inputs,
+                                MergeSummary& summary) {
+    Database db;
+    if (auto r = db.open(tmp.string(), Database::Create::no); !r) {
+        return r.error();
+    }
+    // The temporary file is thrown away unless the merge completes, so
+    // it needs no sync per transaction: one sync before the rename.
+    // A rollback journal writes each page once; WAL would write it twice
+    // (log, then checkpoint). The file is switched back to WAL, as every
+    // diffeval database is, before it takes OUT's place.
+    if (auto r = db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF"); !r) {
+        return r.error();
+    }
+    for (const auto& in : inputs) {
+        if (auto r = db.exec(fmt::format("ATTACH {} AS src", sql_quote(in))); !r) {
+            return make_error(ErrorKind::io,
+                              fmt::format("merge: cannot read {}: {}", in, r.error().message));
+        }
+        auto r = merge_one(db, in, summary);
+        (void)db.exec("DETACH src");
+        if (!r) {
+            return r.error();
+        }
+    }
+    if (auto r = db.exec("PRAGMA journal_mode=WAL"); !r) {
+        return r.error();
+    }
+    return {};
+}
+
+util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs) {
+    // 1. Every input must be a diffeval database this build can read.
+    if (auto r = check_inputs(inputs); !r) {
+        return r.error();
+    }
+    // 2. Start from a copy of `out` (or an empty store) in a temporary file.
+    const fs::path tmp = out + ".merge-tmp";
+    remove_with_sidecars(tmp);
+    if (auto r = copy_output(out, tmp); !r) {
+        remove_with_sidecars(tmp);
+        return r.error();
+    }
     MergeSummary summary;
     if (auto store = Store::open(tmp.string(), Store::Mode::read_write); !store) {
         remove_with_sidecars(tmp);
         return store.error(); // creates the schema, or migrates OUT's copy
     }
-    {
-        Database db;
-        if (auto r = db.open(tmp.string(), Database::Create::no); !r) {
-            remove_with_sidecars(tmp);
-            return r.error();
-        }
-        // The temporary file is thrown away unless the merge completes, so
-        // it needs no sync per transaction: one sync before the rename.
-        // A rollback journal writes each page once; WAL would write it twice
-        // (log, then checkpoint). The file is switched back to WAL, as every
-        // diffeval database is, before it takes OUT's place.
-        if (auto r = db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF"); !r) {
-            remove_with_sidecars(tmp);
-            return r.error();
-        }
-        // 3. Each input in its own transaction; any refusal abandons the
-        //    temporary file, so `out` is untouched.
-        for (const auto& in : inputs) {
-            if (auto r = db.exec(fmt::format("ATTACH {} AS src", sql_quote(in))); !r) {
-                remove_with_sidecars(tmp);
-                return make_error(ErrorKind::io,
-                                  fmt::format("merge: cannot read {}: {}", in, r.error().message));
-            }
-            auto r = merge_one(db, in, summary);
-            (void)db.exec("DETACH src");
-            if (!r) {
-                remove_with_sidecars(tmp);
-                return r.error();
-            }
-        }
-        if (auto r = db.exec("PRAGMA journal_mode=WAL"); !r) {
-            remove_with_sidecars(tmp);
-            return r.error();
-        }
+    // 3. Each input in its own transaction.
+    if (auto r = merge_inputs(tmp, inputs, summary); !r) {
+        remove_with_sidecars(tmp);
+        return r.error();
     }
     if (!sync_file(tmp)) {
         remove_with_sidecars(tmp);
