@@ -6,6 +6,7 @@
 #include <reports/html.hpp>
 #include <reports/probe_html.hpp>
 
+#include <harness/store/readers.hpp>
 #include <harness/util/embedded.hpp>
 #include <harness/util/escape.hpp>
 #include <harness/util/pyjson.hpp>
@@ -288,24 +289,19 @@ util::Result<void> ExplorerRows::read_questions(const std::string& db_path) {
         return st.error();
     }
     // Questions asked, with the gold answer.
-    store::Statement q((*st)->handle(),
-                       "SELECT question_idx, question, answer FROM questions WHERE "
-                       "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "
-                       "FROM requests WHERE response_id IS NOT NULL) ORDER BY question_idx");
-    if (!q.valid()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("cannot read questions: {}", q.error()));
-    }
     m_questions = "\"questions\":{";
     bool first = true;
-    while (q.step()) {
-        fmt::format_to(std::back_inserter(m_questions), "{}\"{}\":[", first ? "" : ",",
-                       q.column_int(0));
-        json_text(m_questions, q.column_view(1));
-        m_questions += ',';
-        json_text(m_questions, q.column_view(2));
-        m_questions += ']';
-        first = false;
+    auto read = store::for_each_asked_question(
+        **st, [&](int64_t idx, std::string_view question, std::string_view answer) {
+            fmt::format_to(std::back_inserter(m_questions), "{}\"{}\":[", first ? "" : ",", idx);
+            json_text(m_questions, question);
+            m_questions += ',';
+            json_text(m_questions, answer);
+            m_questions += ']';
+            first = false;
+        });
+    if (!read) {
+        return read;
     }
     m_questions += '}';
     return {};

@@ -1,6 +1,8 @@
 // Server records; see facts.hpp.
 #include <harness/analysis/facts.hpp>
 
+#include <harness/store/readers.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -91,23 +93,20 @@ void read_fingerprint(const std::string& text, ServerFacts& f) {
 
 util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
                                                          const std::vector<std::string>& names) {
-    store::Statement s(st.handle(),
-                       "SELECT coalesce(model, ''), coalesce(info_json, ''), facts_json FROM "
-                       "servers WHERE name = ?");
-    if (!s.valid()) {
-        return util::make_error(util::ErrorKind::data,
-                                fmt::format("cannot read the servers table: {}", s.error()));
+    auto records = store::server_records(st, names);
+    if (!records) {
+        return records.error();
     }
     std::vector<ServerFacts> out;
-    for (const auto& name : names) {
+    for (size_t i = 0; i < names.size(); ++i) {
+        const auto& r = (*records)[i];
         ServerFacts f;
-        f.name = name;
-        s.bind(name);
-        if (s.step()) {
-            f.model = s.column_text(0);
-            read_info(s.column_text(1), f);
-            if (!s.column_null(2)) {
-                read_fingerprint(s.column_text(2), f);
+        f.name = names[i];
+        if (r.found) {
+            f.model = r.model;
+            read_info(r.info_json, f);
+            if (r.facts_json) {
+                read_fingerprint(*r.facts_json, f);
             }
         }
         out.push_back(std::move(f));

@@ -4,6 +4,7 @@
 #include <harness/analysis/gate.hpp>
 
 #include <harness/analysis/facts.hpp>
+#include <harness/store/readers.hpp>
 
 #include <fmt/format.h>
 
@@ -249,37 +250,25 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
 util::Result<GateCheck> completeness_check(store::Store& store) {
     int64_t total = 0, missing = 0;
     std::vector<std::string> where;
-    {
-        store::Statement s(store.handle(),
-                           "SELECT q.server, q.framing, q.max_tokens, count(*), "
-                           "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END) FROM requests q "
-                           "LEFT JOIN responses r ON r.response_id = q.response_id "
-                           "GROUP BY q.server, q.framing, q.max_tokens ORDER BY min(q.request_id)");
-        while (s.step()) {
-            total += s.column_int(3);
-            const int64_t m = s.column_int(4);
-            missing += m;
-            if (m > 0) {
-                where.push_back(fmt::format("{}/{}/{} {}", s.column_text(0), s.column_text(1),
-                                            s.column_int(2), m));
-            }
-        }
-        if (!s.error().empty()) {
-            return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
+    auto groups = store::completeness(store);
+    if (!groups) {
+        return groups.error();
+    }
+    for (const auto& g : *groups) {
+        total += g.requests;
+        missing += g.missing;
+        if (g.missing > 0) {
+            where.push_back(
+                fmt::format("{} {}", group_label(g.server, g.framing, g.max_tokens), g.missing));
         }
     }
+    auto failures = store::failure_kinds(store);
+    if (!failures) {
+        return failures.error();
+    }
     nlohmann::json kinds = nlohmann::json::object();
-    {
-        store::Statement s(store.handle(),
-                           "SELECT coalesce(r.error_kind, 'not sent'), count(*) FROM requests q "
-                           "LEFT JOIN responses r ON r.response_id = q.response_id "
-                           "WHERE r.ok IS NOT 1 GROUP BY 1 ORDER BY 2 DESC, 1");
-        while (s.step()) {
-            kinds[s.column_text(0)] = s.column_int(1);
-        }
-        if (!s.error().empty()) {
-            return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", s.error()));
-        }
+    for (const auto& [kind, n] : *failures) {
+        kinds[kind] = n;
     }
     GateCheck c;
     c.kind = "complete";

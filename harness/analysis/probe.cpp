@@ -5,6 +5,7 @@
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/stats.hpp>
 #include <harness/probe/reading.hpp>
+#include <harness/store/readers.hpp>
 
 #include <fmt/format.h>
 
@@ -130,33 +131,26 @@ const std::optional<ProbeValue>* repeat_of(const std::vector<std::optional<Probe
 } // namespace
 
 util::Result<ProbeData> load_probes(store::Store& st) {
+    auto readings = store::probe_readings(st);
+    if (!readings) {
+        return readings.error();
+    }
     ProbeData data;
-    store::Statement q(st.handle(), "SELECT probe, server, framing, repeat, question_idx, p_open, "
-                                    "bounded FROM v_probes WHERE p_open IS NOT NULL "
-                                    "ORDER BY server, framing, question_idx, repeat");
-    if (!q.valid()) {
-        return make_error(ErrorKind::data,
-                          fmt::format("{} has no probe tables: {}", st.path(), q.error()));
-    }
-    while (q.step()) {
-        data.probe = q.column_text(0);
-        auto& series = data.series[{q.column_text(1), q.column_text(2)}];
-        auto& reps = series[static_cast<int>(q.column_int(4))];
-        const auto r = static_cast<size_t>(q.column_int(3));
-        if (reps.size() <= r) {
-            reps.resize(r + 1);
+    for (const auto& r : *readings) {
+        data.probe = r.probe;
+        auto& reps = data.series[{r.server, r.framing}][r.question_idx];
+        const auto k = static_cast<size_t>(r.repeat);
+        if (reps.size() <= k) {
+            reps.resize(k + 1);
         }
-        reps[r] = ProbeValue{q.column_double(5), q.column_int(6) != 0};
+        reps[k] = ProbeValue{r.p_open, r.bounded};
     }
-    if (!q.error().empty()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read probes: {}", q.error()));
+    auto none = store::probes_without_logprobs(st);
+    if (!none) {
+        return none.error();
     }
-    store::Statement none(st.handle(),
-                          "SELECT q.server, count(*) FROM probe_requests q JOIN probe_responses r "
-                          "ON r.response_id = q.response_id WHERE r.error_kind = 'no-logprobs' "
-                          "GROUP BY q.server ORDER BY q.server");
-    while (none.step()) {
-        data.without_logprobs[none.column_text(0)] = none.column_int(1);
+    for (const auto& [server, n] : *none) {
+        data.without_logprobs[server] = n;
     }
     return data;
 }

@@ -1,0 +1,77 @@
+// Typed readers for what analysis and reports need beyond the results load:
+// the SQL stays in the store, and callers get rows with names.
+#pragma once
+
+#include <harness/store/store.hpp>
+#include <harness/util/result.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace diffeval::store {
+
+// Per group (server, framing, max_tokens) with at least one unknown stop
+// cause: how many of its responses with a stop cause have an unknown one.
+struct StopCauseCounts {
+    std::string server;
+    std::string framing;
+    int max_tokens = 0;
+    int64_t unknown = 0;
+    int64_t stopped = 0;
+};
+util::Result<std::vector<StopCauseCounts>> unknown_stop_causes(Store& store);
+
+// What the servers table says of one server; `found` is false when the
+// table has no row for it.
+struct ServerRecord {
+    bool found = false;
+    std::string model;
+    std::string info_json;
+    std::optional<std::string> facts_json;
+};
+util::Result<std::vector<ServerRecord>> server_records(Store& store,
+                                                       const std::vector<std::string>& names);
+
+// Per group, in the order first planned: requests planned, and how many
+// have no successful response.
+struct GroupCompleteness {
+    std::string server;
+    std::string framing;
+    int max_tokens = 0;
+    int64_t requests = 0;
+    int64_t missing = 0;
+};
+util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
+
+// Requests without a successful response by error kind ("not sent" when
+// none was stored), most frequent first.
+util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& store);
+
+// The probe's readings (v_probes rows with a P(open)), by server, framing,
+// question and repeat; a data error when the store has no probe tables.
+struct ProbeReading {
+    std::string probe;
+    std::string server;
+    std::string framing;
+    int repeat = 0;
+    int question_idx = 0;
+    double p_open = 0;
+    bool bounded = false;
+};
+util::Result<std::vector<ProbeReading>> probe_readings(Store& store);
+
+// Per server: probe responses that carried no log-probabilities.
+util::Result<std::vector<std::pair<std::string, int64_t>>> probes_without_logprobs(Store& store);
+
+// Every question some counted response answered, by index, with its gold
+// answer; the views are valid during the call only.
+using QuestionVisitor =
+    std::function<void(int64_t question_idx, std::string_view question, std::string_view answer)>;
+util::Result<void> for_each_asked_question(Store& store, const QuestionVisitor& visit);
+
+} // namespace diffeval::store
