@@ -1,8 +1,8 @@
 // Loading scored results; see results.hpp.
 #include <harness/analysis/results.hpp>
 
-#include <harness/analysis/rescore.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -33,7 +33,7 @@ constexpr const char* k_row_source =
 constexpr const char* k_score_columns = "SELECT response_id, scorer, correct, valid";
 constexpr const char* k_score_source =
     " FROM scores WHERE response_id >= ?1 AND response_id < ?2 ORDER BY response_id, scorer";
-// Counted responses not classified yet (they need scoring before a load).
+// Counted responses not classified yet (the scoring stage has not run on them).
 constexpr const char* k_unclassified =
     "SELECT count(*) FROM requests q LEFT JOIN classifications c ON c.response_id = "
     "q.response_id WHERE q.response_id IS NOT NULL AND c.response_id IS NULL";
@@ -263,22 +263,7 @@ util::Result<int64_t> unscored_count(store::Store& st) {
     return missing.column_int(0);
 }
 
-util::Result<void> score_missing(store::Store& st) {
-    // A fully scored database is only read, so loading needs no write access.
-    auto missing = unscored_count(st);
-    if (!missing) {
-        return missing.error();
-    }
-    if (*missing == 0) {
-        return {};
-    }
-    return ensure_scored(st);
-}
-
 util::Result<Results> load_results(store::Store& st, const std::array<ResponseVisitor, 2>& visit) {
-    if (auto r = score_missing(st); !r) {
-        return r.error();
-    }
     Results out;
     if (auto r = read_names(st.handle(), out); !r) {
         return r.error();
@@ -328,7 +313,6 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
 namespace {
 
 // `text` on one line without control characters, cut to `max_chars`.
-std::string one_line(const std::string& text, size_t max_chars);
 
 } // namespace
 
@@ -343,7 +327,7 @@ std::string answer_excerpt(store::Store& st, int64_t response_id, const std::str
         return "";
     }
     if (s.column_int(1) == 1) {
-        return one_line(s.column_text(0), max_chars);
+        return util::one_line(s.column_text(0), max_chars);
     }
     // No answer extracted: the end of the text says why (cut off, rambling).
     const std::string text = s.column_text(2);
@@ -354,34 +338,8 @@ std::string answer_excerpt(store::Store& st, int64_t response_id, const std::str
         ++from;
     }
     return "(no answer) " + std::string(from > 0 ? "..." : "") +
-           one_line(text.substr(from), max_chars);
+           util::one_line(text.substr(from), max_chars);
 }
-
-namespace {
-
-std::string one_line(const std::string& text, size_t max_chars) {
-    std::string out;
-    // Model output is untrusted: no control characters (terminal escapes)
-    // reach a listing.
-    for (char c : text) {
-        auto u = static_cast<unsigned char>(c);
-        out += u < 0x20 || u == 0x7F ? ' ' : c;
-    }
-    // Collapse runs of spaces, then cut at a UTF-8 boundary.
-    out.erase(
-        std::unique(out.begin(), out.end(), [](char a, char b) { return a == ' ' && b == ' '; }),
-        out.end());
-    if (out.size() > max_chars) {
-        size_t cut = max_chars;
-        while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
-            --cut;
-        }
-        out = out.substr(0, cut) + "...";
-    }
-    return out;
-}
-
-} // namespace
 
 util::Result<size_t> scorer_index(const Results& results, const std::string& scorer) {
     auto it = std::find(results.scorers.begin(), results.scorers.end(), scorer);

@@ -90,14 +90,12 @@ struct ResponseDetail {
 using ResponseVisitor =
     std::function<util::Result<void>(const ResultRow& row, const ResponseDetail& detail)>;
 
-// How many responses that count have no classification yet.
+// How many responses that count have no classification yet: what the
+// scoring stage (analysis::ensure_scored) still has to do.
 util::Result<int64_t> unscored_count(store::Store& store);
 
-// Score the responses that count and have no classification yet; a no-op
-// (and no write) when every one has.
-util::Result<void> score_missing(store::Store& store);
-
-// Load every scored response that counts; scores what is missing first.
+// Load every scored response that counts; it only reads, so `store` must
+// be scored first (cli::open_existing_store and cli::score_stored see to it).
 // An empty database is a data error saying to run `diffeval run` first.
 // Large databases are read in two halves of the response_id range at once,
 // the upper half on a second connection and thread; `visit[0]` and

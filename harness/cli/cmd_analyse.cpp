@@ -7,8 +7,8 @@
 
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/rescore.hpp>
-#include <harness/analysis/stop_causes.hpp>
 #include <harness/analysis/summary.hpp>
+#include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
@@ -77,16 +77,17 @@ int summary_command(const AnalyseFlags& f) {
                                    f.scorer));
     std::cout << reports::breakdown_table(summary, f.scorer, *style) << "\n";
     // Stopped responses whose server never said what stopped them.
-    auto unknown = analysis::unknown_stop_causes(*opened->store);
+    auto unknown = store::unknown_stop_causes(*opened->store);
     if (!unknown) {
         return report(unknown.error());
     }
     for (const auto& u : *unknown) {
-        std::cout << fmt::format(
-            "{}{}/{}/{}: stop cause unknown for {} of {} stopped responses (the "
-            "server names no stop; an empty answer among them is counted "
-            "stop_truncated, see docs/classification.md)\n",
-            md ? "- " : "", u.server, u.framing, u.max_tokens, u.unknown, u.stopped);
+        std::cout << fmt::format("{}{}: stop cause unknown for {} of {} stopped responses (the "
+                                 "server names no stop; an empty answer among them is counted "
+                                 "stop_truncated, see docs/classification.md)\n",
+                                 md ? "- " : "",
+                                 analysis::group_label(u.server, u.framing, u.max_tokens),
+                                 u.unknown, u.stopped);
     }
     if (!unknown->empty()) {
         std::cout << "\n";

@@ -31,8 +31,8 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
 // v_scores and v_responses.outcome are complete when it returns.
 util::Result<void> score_stored(const std::string& db);
 
-// A run's database with its scored results loaded (what is missing is
-// scored first).
+// A run's database (opened as open_existing_store opens it, so scored) with
+// its results loaded.
 struct OpenResults {
     std::unique_ptr<store::Store> store;
     analysis::Results results;

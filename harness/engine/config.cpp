@@ -165,57 +165,42 @@ util::Result<void> read_keys(const std::string& path, const toml::table& tbl,
     return {};
 }
 
-// Readers for keys of one type into a member of `Target`.
+// A reader that reads a key with `read(path, node, what)` and stores the
+// value in `member` of the target.
+template <typename Target, typename Member, typename Read>
+KeyReader<Target> into(Member Target::*member, const char* what, Read read) {
+    return [member, what, read](const std::string& path, const toml::node& n,
+                                Target& t) -> util::Result<void> {
+        auto v = read(path, n, what);
+        if (!v) {
+            return v.error();
+        }
+        t.*member = std::move(*v);
+        return {};
+    };
+}
+
 template <typename Target, typename Member>
 KeyReader<Target> string_into(Member Target::*member, const char* what) {
-    return [member, what](const std::string& path, const toml::node& n,
-                          Target& t) -> util::Result<void> {
-        auto v = get<std::string>(path, n, what);
-        if (!v) {
-            return v.error();
-        }
-        t.*member = *v;
-        return {};
-    };
+    return into(member, what, get<std::string>);
 }
 
+template <typename Target> KeyReader<Target> bool_into(bool Target::*member, const char* what) {
+    return into(member, what, get<bool>);
+}
+
+// An integer within [lo, hi], stored as `Int`.
 template <typename Int, typename Target, typename Member>
 KeyReader<Target> int_into(Member Target::*member, const char* what, int64_t lo, int64_t hi) {
-    return [member, what, lo, hi](const std::string& path, const toml::node& n,
-                                  Target& t) -> util::Result<void> {
-        auto v = get_int_in(path, n, what, lo, hi);
-        if (!v) {
-            return v.error();
-        }
-        t.*member = static_cast<Int>(*v);
-        return {};
-    };
-}
-
-template <typename Target>
-KeyReader<Target> seconds_into(std::chrono::milliseconds Target::*member, const char* what) {
-    return [member, what](const std::string& path, const toml::node& n,
-                          Target& t) -> util::Result<void> {
-        auto v = get_seconds(path, n, what);
-        if (!v) {
-            return v.error();
-        }
-        t.*member = *v;
-        return {};
-    };
-}
-
-template <typename Target>
-KeyReader<Target> list_into(std::vector<std::string> Target::*member, const char* what) {
-    return [member, what](const std::string& path, const toml::node& n,
-                          Target& t) -> util::Result<void> {
-        auto v = string_list(path, n, what);
-        if (!v) {
-            return v.error();
-        }
-        t.*member = *v;
-        return {};
-    };
+    return into(member, what,
+                [lo, hi](const std::string& path, const toml::node& n,
+                         const char* key) -> util::Result<Int> {
+                    auto v = get_int_in(path, n, key, lo, hi);
+                    if (!v) {
+                        return v.error();
+                    }
+                    return static_cast<Int>(*v);
+                });
 }
 
 const KeyTable<ServerSpec>& server_keys() {
@@ -226,18 +211,10 @@ const KeyTable<ServerSpec>& server_keys() {
         {"api_key_env", string_into(&ServerSpec::api_key_env, "api_key_env")},
         {"cwd", string_into(&ServerSpec::cwd, "cwd")},
         {"log", string_into(&ServerSpec::log_path, "log")},
-        {"launch", list_into(&ServerSpec::launch, "launch")},
-        {"health", list_into(&ServerSpec::health, "health")},
-        {"ready_timeout", seconds_into(&ServerSpec::ready_timeout, "ready_timeout")},
-        {"shell",
-         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
-             auto v = get<bool>(path, n, "shell");
-             if (!v) {
-                 return v.error();
-             }
-             s.launch_shell = *v;
-             return {};
-         }},
+        {"launch", into(&ServerSpec::launch, "launch", string_list)},
+        {"health", into(&ServerSpec::health, "health", string_list)},
+        {"ready_timeout", into(&ServerSpec::ready_timeout, "ready_timeout", get_seconds)},
+        {"shell", bool_into(&ServerSpec::launch_shell, "shell")},
         {"headers",
          [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
              auto v = string_table(path, n, "headers");
@@ -359,7 +336,7 @@ const KeyTable<RunConfig>& experiment_keys() {
         {"servers", read_servers},
         {"server", read_servers},
         {"model", string_into(&RunConfig::model, "model")},
-        {"framings", list_into(&RunConfig::framings, "framings")},
+        {"framings", into(&RunConfig::framings, "framings", string_list)},
         {"max_tokens", read_max_tokens},
         {"repeats", int_into<int>(&RunConfig::repeats, "repeats", 1, Limits::max_repeats)},
         {"limit", int_into<int>(&RunConfig::limit, "limit", 1, Limits::max_limit)},
@@ -368,21 +345,13 @@ const KeyTable<RunConfig>& experiment_keys() {
         {"max_response_bytes",
          int_into<int64_t>(&RunConfig::max_response_bytes, "max_response_bytes",
                            Limits::min_response_bytes, Limits::max_response_bytes)},
-        {"timeout", seconds_into(&RunConfig::timeout, "timeout")},
+        {"timeout", into(&RunConfig::timeout, "timeout", get_seconds)},
         {"db", string_into(&RunConfig::db, "db")},
         {"dataset", string_into(&RunConfig::dataset, "dataset")},
         {"fewshot_from", string_into(&RunConfig::fewshot_from, "fewshot_from")},
         {"api_key_env", string_into(&RunConfig::api_key_env, "api_key_env")},
         {"probe", string_into(&RunConfig::probe, "probe")},
-        {"stream",
-         [](const std::string& path, const toml::node& n, RunConfig& c) -> util::Result<void> {
-             auto v = get<bool>(path, n, "stream");
-             if (!v) {
-                 return v.error();
-             }
-             c.stream = *v;
-             return {};
-         }},
+        {"stream", bool_into(&RunConfig::stream, "stream")},
     };
     return keys;
 }

@@ -3,6 +3,7 @@
 // field is `reasoning` in current vLLM and `reasoning_content` before).
 #include <harness/engine/response_parse.hpp>
 
+#include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
@@ -310,35 +311,8 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
 }
 
 namespace {
+
 // The message as the server wrote it, control characters kept.
-std::string raw_error_message(const std::string& body);
-} // namespace
-
-std::string error_message(const std::string& body) {
-    // The message is printed and stored as one line: a server's control
-    // characters (newlines, escapes) must not forge lines of diffeval's own.
-    // Cut at 1,000 bytes (not inside a UTF-8 sequence): a server may
-    // send a message of any length.
-    auto one_line = [](std::string m) {
-        constexpr size_t k_max_message = 1000;
-        if (m.size() > k_max_message) {
-            size_t cut = k_max_message;
-            while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) {
-                --cut;
-            }
-            m = m.substr(0, cut) + "...";
-        }
-        for (char& c : m) {
-            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-                c = ' ';
-            }
-        }
-        return m;
-    };
-    return one_line(raw_error_message(body));
-}
-
-namespace {
 std::string raw_error_message(const std::string& body) {
     auto j = util::parse_untrusted_json(body);
     if (j.is_object()) {
@@ -359,7 +333,7 @@ std::string raw_error_message(const std::string& body) {
         }
     }
     constexpr size_t k_max = 300;
-    std::string cut = body.substr(0, k_max);
+    std::string cut(util::utf8_byte_prefix(body, k_max));
     if (body.size() > k_max) {
         cut += "...";
     }
@@ -367,5 +341,12 @@ std::string raw_error_message(const std::string& body) {
 }
 
 } // namespace
+
+std::string error_message(const std::string& body) {
+    // Printed and stored as one line: a server's control characters must not
+    // forge lines of diffeval's own, and it may send a message of any length.
+    constexpr size_t k_max_message = 1000;
+    return util::one_line(raw_error_message(body), k_max_message);
+}
 
 } // namespace diffeval::engine

@@ -29,7 +29,7 @@ struct ExportSummary {
 // "gsm8k-SERVER-FRAMING-MAX_TOKENS" (and "-rN" for repeat N > 0). Lines for
 // the filters "strict-match" and "flexible-extract" carry the lm-eval-strict
 // and lm-eval-flexible scorers' extractions and verdicts, so `store` must be
-// scored (analysis::load_results does it). `date_id` is lm-eval's
+// scored (the scoring stage, analysis::ensure_scored). `date_id` is lm-eval's
 // timestamp form, e.g. "2026-11-30T17-20-00.000000".
 util::Result<ExportSummary> export_samples(store::Store& store, const std::string& dir,
                                            const std::string& date_id);

@@ -16,7 +16,10 @@
 namespace diffeval::store {
 
 // Per group (server, framing, max_tokens) with at least one unknown stop
-// cause: how many of its responses with a stop cause have an unknown one.
+// cause, in that order: how many of its responses with a stop cause have an
+// unknown one (llama.cpp's OpenAI endpoints name none). `summary` shows them
+// under the breakdown, so a count of finished or stop-truncated answers is
+// read knowing which part of it rests on the text alone.
 struct StopCauseCounts {
     std::string server;
     std::string framing;

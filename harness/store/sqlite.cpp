@@ -120,7 +120,18 @@ util::Result<void> Database::open(const std::string& path, Create create) {
     if (create == Create::yes) {
         flags |= SQLITE_OPEN_CREATE;
     }
-    if (sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr) != SQLITE_OK) {
+    if (auto r = open_as(path, flags, path); !r) {
+        return r;
+    }
+    if (create == Create::read_only) {
+        return open_immutable_if_needed(path);
+    }
+    return {};
+}
+
+util::Result<void> Database::open_as(const std::string& target, int flags,
+                                     const std::string& path) {
+    if (sqlite3_open_v2(target.c_str(), &m_db, flags, nullptr) != SQLITE_OK) {
         std::string msg = m_db ? sqlite3_errmsg(m_db) : "out of memory";
         sqlite3_close_v2(m_db);
         m_db = nullptr;
@@ -128,9 +139,6 @@ util::Result<void> Database::open(const std::string& path, Create create) {
                                 fmt::format("cannot open database {}: {}", path, msg));
     }
     sqlite3_busy_timeout(m_db, 10000);
-    if (create == Create::read_only) {
-        return open_immutable_if_needed(path);
-    }
     return {};
 }
 
@@ -155,15 +163,7 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
         }
     }
     uri += "?immutable=1";
-    const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
-    if (sqlite3_open_v2(uri.c_str(), &m_db, flags, nullptr) != SQLITE_OK) {
-        std::string msg = m_db ? sqlite3_errmsg(m_db) : "out of memory";
-        sqlite3_close_v2(m_db);
-        m_db = nullptr;
-        return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot open database {}: {}", path, msg));
-    }
-    return {};
+    return open_as(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, path);
 }
 
 util::Result<void> Database::exec(std::string_view sql) {

@@ -102,6 +102,8 @@ public:
     std::string last_error() const;
 
 private:
+    // sqlite3_open_v2 of `target` (a path or URI) with `flags`; errors name `path`.
+    util::Result<void> open_as(const std::string& target, int flags, const std::string& path);
     util::Result<void> open_immutable_if_needed(const std::string& path);
 
     sqlite3* m_db = nullptr;

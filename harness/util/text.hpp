@@ -1,8 +1,10 @@
-// Small text helpers shared by the scorers and the simulator.
+// Small text helpers shared by the scorers, the simulator, the engine and
+// analysis.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace diffeval::util {
@@ -39,6 +41,43 @@ inline std::string_view utf8_prefix(std::string_view s, size_t chars) {
         i += utf8_sequence_length(static_cast<unsigned char>(s[i]));
     }
     return s.substr(0, std::min(i, s.size()));
+}
+
+// The longest prefix of `s` of at most `max_bytes` bytes that does not cut a
+// UTF-8 sequence in two.
+inline std::string_view utf8_byte_prefix(std::string_view s, size_t max_bytes) {
+    if (s.size() <= max_bytes) {
+        return s;
+    }
+    size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) {
+        --cut;
+    }
+    return s.substr(0, cut);
+}
+
+// Untrusted text (model output, a server's message) as one line of at most
+// `max_bytes` bytes plus "..." when cut: control characters (line ends,
+// terminal escapes) become spaces, runs of spaces one space, and a cut never
+// splits a UTF-8 sequence.
+inline std::string one_line(std::string_view text, size_t max_bytes) {
+    std::string out;
+    out.reserve(std::min(text.size(), max_bytes + 3));
+    for (char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        const char kept = u < 0x20 || u == 0x7F ? ' ' : c;
+        if (kept == ' ' && !out.empty() && out.back() == ' ') {
+            continue;
+        }
+        out += kept;
+        if (out.size() > max_bytes) {
+            break;
+        }
+    }
+    if (out.size() > max_bytes) {
+        out = std::string(utf8_byte_prefix(out, max_bytes)) + "...";
+    }
+    return out;
 }
 
 // `s` without leading and trailing spaces, tabs and line ends.
