@@ -8,8 +8,6 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include <set>
-
 namespace diffeval::reports {
 
 namespace {
@@ -17,37 +15,25 @@ namespace {
 using util::ErrorKind;
 using util::make_error;
 
-std::string where(const std::string& origin, const toml::node& node) {
-    return fmt::format("{}:{}", origin, node.source().begin.line);
-}
-
-util::Result<void> only_keys(const toml::table& t, const std::set<std::string>& known,
-                             const std::string& origin, const char* context) {
-    for (const auto& [k, v] : t) {
-        if (!known.count(std::string(k.str()))) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(origin, v),
-                                          k.str(), context, fmt::join(known, ", ")));
-        }
-    }
-    return {};
-}
+using util::check_known_keys;
+using util::toml_where;
 
 util::Result<ReportLayout::ComparisonSpec> comparison(const toml::node& node,
                                                       const std::string& origin) {
     const auto* t = node.as_table();
     if (!t) {
         return make_error(ErrorKind::usage, fmt::format("{}: each [[comparisons]] must be a table",
-                                                        where(origin, node)));
+                                                        toml_where(origin, node)));
     }
-    if (auto r = only_keys(*t, {"scorer", "framing", "required"}, origin, "[[comparisons]]"); !r) {
+    if (auto r = check_known_keys(*t, {"scorer", "framing", "required"}, origin, "[[comparisons]]");
+        !r) {
         return r.error();
     }
     ReportLayout::ComparisonSpec spec;
     auto scorer = (*t)["scorer"].value<std::string>();
     if (!scorer || scorer->empty()) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: a comparison needs a scorer name", where(origin, node)));
+        return make_error(ErrorKind::usage, fmt::format("{}: a comparison needs a scorer name",
+                                                        toml_where(origin, node)));
     }
     spec.scorer = *scorer;
     if (const auto* f = t->get("framing")) {
@@ -55,7 +41,7 @@ util::Result<ReportLayout::ComparisonSpec> comparison(const toml::node& node,
         if (!framing || framing->empty()) {
             return make_error(
                 ErrorKind::usage,
-                fmt::format("{}: 'framing' must be a framing's name", where(origin, *f)));
+                fmt::format("{}: 'framing' must be a framing's name", toml_where(origin, *f)));
         }
         spec.framing = *framing;
     }
@@ -63,7 +49,7 @@ util::Result<ReportLayout::ComparisonSpec> comparison(const toml::node& node,
         auto required = r->value<bool>();
         if (!required) {
             return make_error(ErrorKind::usage, fmt::format("{}: 'required' must be true or false",
-                                                            where(origin, *r)));
+                                                            toml_where(origin, *r)));
         }
         spec.required = *required;
     }
@@ -90,7 +76,8 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
         return parsed.error();
     }
     const toml::table& tbl = *parsed;
-    if (auto r = only_keys(tbl, {"version", "lead_scorer", "comparisons"}, origin, "layout file");
+    if (auto r =
+            check_known_keys(tbl, {"version", "lead_scorer", "comparisons"}, origin, "layout file");
         !r) {
         return r.error();
     }

@@ -24,7 +24,7 @@ using util::make_error;
 namespace {
 
 std::string where(const std::string& path, const toml::node& node) {
-    return fmt::format("{}:{}", path, node.source().begin.line);
+    return util::toml_where(path, node);
 }
 
 template <typename T>
@@ -147,18 +147,15 @@ template <typename Target>
 util::Result<void> read_keys(const std::string& path, const toml::table& tbl,
                              const KeyTable<Target>& readers, const std::string& context,
                              Target& target) {
+    std::set<std::string> known;
+    for (const auto& [name, r] : readers) {
+        known.insert(name);
+    }
+    if (auto r = util::check_known_keys(tbl, known, path, context); !r) {
+        return r;
+    }
     for (const auto& [k, v] : tbl) {
-        auto reader = readers.find(std::string(k.str()));
-        if (reader == readers.end()) {
-            std::vector<std::string> known;
-            for (const auto& [name, r] : readers) {
-                known.push_back(name);
-            }
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: unknown key '{}' in {}; known: {}", where(path, v),
-                                          k.str(), context, fmt::join(known, ", ")));
-        }
-        if (auto r = reader->second(path, v, target); !r) {
+        if (auto r = readers.at(std::string(k.str()))(path, v, target); !r) {
             return r;
         }
     }

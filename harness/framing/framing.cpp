@@ -24,7 +24,7 @@ namespace {
 constexpr std::string_view k_builtin_dir = "prompts/";
 
 std::string where(const std::string& origin, const toml::node& node) {
-    return fmt::format("{}:{}", origin, node.source().begin.line);
+    return util::toml_where(origin, node);
 }
 
 // The integer key `key` of `tbl`, `fallback` when absent; an error naming the
@@ -118,13 +118,7 @@ util::Result<void> check_framing_keys(const toml::table& tbl, const std::string&
                                                  "probe_marker",
                                                  "probe_chain",
                                                  "fields"};
-    for (const auto& [k, v] : tbl) {
-        if (!k_keys.count(std::string(k.str()))) {
-            return make_error(ErrorKind::usage, fmt::format("{}: unknown key '{}' in framing",
-                                                            where(origin, v), k.str()));
-        }
-    }
-    return {};
+    return util::check_known_keys(tbl, k_keys, origin, "framing");
 }
 
 // The numbers and choices: version, kind, few-shot settings, model field.

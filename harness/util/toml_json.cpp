@@ -16,6 +16,22 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& origin,
     }
 }
 
+std::string toml_where(const std::string& origin, const toml::node& node) {
+    return fmt::format("{}:{}", origin, node.source().begin.line);
+}
+
+Result<void> check_known_keys(const toml::table& tbl, const std::set<std::string>& known,
+                              const std::string& origin, std::string_view context) {
+    for (const auto& [k, v] : tbl) {
+        if (!known.count(std::string(k.str()))) {
+            return make_error(ErrorKind::usage, fmt::format("{}: unknown key '{}' in {}; known: {}",
+                                                            toml_where(origin, v), k.str(), context,
+                                                            fmt::join(known, ", ")));
+        }
+    }
+    return {};
+}
+
 std::optional<int64_t> toml_integer(const toml::node& node) {
     if (const auto* i = node.as_integer()) {
         return i->get();

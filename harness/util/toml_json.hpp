@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,14 @@ namespace diffeval::util {
 // "ORIGIN:LINE: what is wrong" (`origin` names the file or embedded data).
 Result<toml::table> parse_toml(std::string_view text, const std::string& origin,
                                ErrorKind kind = ErrorKind::usage);
+
+// "ORIGIN:LINE" of `node`, the prefix of every message about a TOML file.
+std::string toml_where(const std::string& origin, const toml::node& node);
+
+// A usage error for the first key of `tbl` not in `known`: "ORIGIN:LINE:
+// unknown key 'K' in CONTEXT; known: A, B, ..." (known keys sorted).
+Result<void> check_known_keys(const toml::table& tbl, const std::set<std::string>& known,
+                              const std::string& origin, std::string_view context);
 
 // `node` as a 64-bit integer: an integer, or a float with an exact integral
 // value inside int64's range; nullopt for anything else. toml++'s own
