@@ -99,7 +99,7 @@ util::Result<std::optional<std::string>> body_model_for(const RunContext& ctx, s
                                                         const framing::Framing& f,
                                                         const ServerInfo& info) {
     const auto& spec = ctx.config.servers[si];
-    std::optional<std::string> body_model = spec.model ? spec.model : ctx.config.model;
+    std::optional<std::string> body_model = ctx.configured_model(si);
     if (!body_model && f.model == framing::ModelField::always) {
         body_model = info.served_model;
         if (!body_model) {

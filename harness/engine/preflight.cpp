@@ -18,23 +18,24 @@ using util::make_error;
 
 namespace {
 
-std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c,
-                                         util::Result<void>& status) {
+// The variable holding server `s`'s API key: its own, else the run's ("" for none).
+const std::string& key_env_of(const ServerSpec& s, const RunConfig& c) {
+    return s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+}
+
+// Server `s`'s request headers; an error when its key variable is unset.
+util::Result<std::vector<std::string>> request_headers(const ServerSpec& s, const RunConfig& c) {
     std::vector<std::string> h = {"Content-Type: application/json", "Accept: application/json"};
-    const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
-    if (!env.empty()) {
+    if (const auto& env = key_env_of(s, c); !env.empty()) {
         const char* key = std::getenv(env.c_str());
         if (!key || !*key) {
-            status = make_error(
+            return make_error(
                 ErrorKind::usage,
                 fmt::format("server '{}': the API key variable {} is not set", s.name, env));
-            return h;
         }
         h.push_back(fmt::format("Authorization: Bearer {}", key));
     }
-    for (const auto& extra : s.headers) {
-        h.push_back(extra);
-    }
+    h.insert(h.end(), s.headers.begin(), s.headers.end());
     return h;
 }
 
@@ -43,14 +44,14 @@ std::vector<std::string> request_headers(const ServerSpec& s, const RunConfig& c
 util::Result<std::vector<ServerState>> server_states(const RunConfig& config) {
     std::vector<ServerState> servers(config.servers.size());
     for (size_t i = 0; i < servers.size(); ++i) {
-        util::Result<void> status;
         servers[i].spec = &config.servers[i];
         servers[i].limit = static_cast<size_t>(config.concurrency_auto ? k_default_concurrency
                                                                        : config.concurrency);
-        servers[i].headers = request_headers(config.servers[i], config, status);
-        if (!status) {
-            return status.error();
+        auto headers = request_headers(config.servers[i], config);
+        if (!headers) {
+            return headers.error();
         }
+        servers[i].headers = std::move(*headers);
     }
     return servers;
 }
@@ -58,7 +59,7 @@ util::Result<std::vector<ServerState>> server_states(const RunConfig& config) {
 util::Redactor secrets_of(const RunConfig& c) {
     util::Redactor redactor;
     for (const auto& s : c.servers) {
-        const std::string& env = s.api_key_env.empty() ? c.api_key_env : s.api_key_env;
+        const auto& env = key_env_of(s, c);
         if (const char* key = env.empty() ? nullptr : std::getenv(env.c_str())) {
             redactor.add(key);
         }

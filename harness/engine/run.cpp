@@ -121,13 +121,11 @@ util::Result<void> apply_limits(const RunContext& ctx, size_t si, const ServerIn
     if (!note.empty()) {
         ctx.log << fmt::format("server '{}': {}\n", spec.name, note);
     }
+    const auto model = ctx.configured_model(si);
     return check_context(spec.name, spec.url, server.headers, info.limits, ctx.inputs.framings,
                          ctx.inputs.dataset, ctx.inputs.n_questions,
                          *std::max_element(config.max_tokens.begin(), config.max_tokens.end()),
-                         spec.model     ? spec.model
-                         : config.model ? config.model
-                                        : info.served_model,
-                         config.timeout, ctx.log);
+                         model ? model : info.served_model, config.timeout, ctx.log);
 }
 
 // Whether the run goes on after a pass, or stops (interrupted, or the
@@ -138,8 +136,8 @@ enum class Next { go_on, stop };
 util::Result<Next> preflight_one(const RunContext& ctx, size_t si, ServerInfo& info,
                                  ServerState& server) {
     const auto& spec = ctx.config.servers[si];
-    auto got = preflight(spec, server.headers, spec.model ? spec.model : ctx.config.model,
-                         ctx.config.timeout, ctx.options.stop_requested);
+    auto got = preflight(spec, server.headers, ctx.configured_model(si), ctx.config.timeout,
+                         ctx.options.stop_requested);
     if (!got) {
         if (ctx.stopped()) {
             return Next::stop;
@@ -257,16 +255,16 @@ util::Result<void> record_server(const RunContext& ctx, size_t si, const ServerI
                                  const std::string& log_text) {
     const auto& spec = ctx.config.servers[si];
     const auto& redactor = ctx.inputs.redactor;
-    auto model = spec.model ? spec.model : ctx.config.model;
-    store::ServerRow row{spec.name, spec.url, model.value_or(info.served_model.value_or("")),
+    store::ServerRow row{spec.name, spec.url,
+                         ctx.configured_model(si).value_or(info.served_model.value_or("")),
                          redactor.redacted(info.info.dump())};
     if (auto r = db.put_server(row); !r) {
         return r;
     }
-    if (log_text.empty() && limit_facts(info.limits).empty()) {
+    const auto facts = server_facts(spec.name, log_text, info.limits, ctx.log);
+    if (log_text.empty() && facts.is_null()) {
         return util::Result<void>{};
     }
-    const auto facts = server_facts(spec.name, log_text, info.limits, ctx.log);
     return db.put_server_log(spec.name, log_path, redactor.redacted(log_text),
                              facts.is_null() ? "" : redactor.redacted(facts.dump()));
 }

@@ -90,6 +90,11 @@ struct RunContext {
     const Inputs& inputs;
     // Ctrl-C was pressed.
     bool stopped() const { return options.stop_requested && options.stop_requested->load(); }
+    // The model named for server `si`: its own, else the run's (none: the
+    // server's served model, where one is needed).
+    std::optional<std::string> configured_model(size_t si) const {
+        return config.servers[si].model ? config.servers[si].model : config.model;
+    }
     // `e` with the run's secrets cut out (errors may quote a server's answer).
     util::Error redacted(util::Error e) const {
         e.message = inputs.redactor.redacted(std::move(e.message));
