@@ -157,7 +157,6 @@ std::string forest_plot(const ReportData& data) {
     const int label_w = 330, plot_w = 420, row_h = 22, top = 26;
     const int height = top + row_h * static_cast<int>(data.comparisons.size()) + 30;
     auto x = [&](double points) { return label_w + (points - lo) / (hi - lo) * plot_w; };
-    const auto colour = verdict_colour;
     std::string out =
         fmt::format(R"(<figure class="forest"><svg width="{}" height="{}" )"
                     R"(role="img" aria-label="difference and interval of every comparison" )"
@@ -184,7 +183,7 @@ std::string forest_plot(const ReportData& data) {
                        margin ? fmt::format("; dashed: ±{:.1f} margin", *margin) : "");
     int y = top;
     for (const auto& c : data.comparisons) {
-        const auto* col = colour(c.verdict.kind);
+        const auto* col = verdict_colour(c.verdict.kind);
         const double cy = y + row_h / 2.0;
         out += fmt::format(
             R"(<text x="{}" y="{:.1f}" text-anchor="end">{}</text>)", label_w - 8, cy + 4,
