@@ -68,8 +68,8 @@ util::Result<void> plan_max_tokens(Target& t, const framing::Framing& f,
             store::RequestRow row{"",           spec.name, f.name,
                                   max_tokens,   rep,       static_cast<int>(q),
                                   dataset.name, *body,     body_sha};
-            row.key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", spec.name, f.name,
-                                                   max_tokens, rep, q, body_sha));
+            row.key = store::request_key(spec.name, f.name, max_tokens, rep,
+                                         static_cast<int64_t>(q), body_sha);
             plan_row(t, std::move(row), body, nullptr, rows);
         }
     }

@@ -384,8 +384,8 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
                               o.dataset,
                               body,
                               body_sha};
-        row.key = util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.name, framing,
-                                               max_tokens, rep, d.doc_id, body_sha));
+        row.key = store::request_key(o.name, framing, max_tokens, static_cast<int>(rep), d.doc_id,
+                                     body_sha);
         if (done.count(row.key)) {
             ++summary.already_stored;
             continue;

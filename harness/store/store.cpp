@@ -569,6 +569,12 @@ util::Result<void> Store::create_at_version(const std::string& path, int version
     return tx.commit();
 }
 
+std::string request_key(std::string_view server, std::string_view framing, int max_tokens,
+                        int repeat, int64_t question_idx, std::string_view body_sha256) {
+    return util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", server, framing, max_tokens,
+                                        repeat, question_idx, body_sha256));
+}
+
 std::string question_hash(std::string_view question, std::string_view answer) {
     std::string content;
     content.reserve(question.size() + answer.size() + 1);

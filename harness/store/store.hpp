@@ -24,6 +24,12 @@ namespace diffeval::store {
 // lower-case hex sha256 of its text, a NUL byte, and its gold answer.
 std::string question_hash(std::string_view question, std::string_view answer);
 
+// A request's identity (requests.request_key): the sha256 of what identifies
+// it and its body's bytes, so a changed body is a new request and an
+// unchanged one resumes. diffeval's runs and imported results key alike.
+std::string request_key(std::string_view server, std::string_view framing, int max_tokens,
+                        int repeat, int64_t question_idx, std::string_view body_sha256);
+
 // A request as planned: its identity and exact body.
 struct RequestRow {
     std::string key; // stable: hash of identity and body
