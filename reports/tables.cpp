@@ -2,6 +2,7 @@
 #include <reports/tables.hpp>
 
 #include <harness/util/escape.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -232,12 +233,15 @@ std::string tail_sentence(const analysis::TailDifference& t) {
                     ms(t.b_p99_ms), signed_ms(t.p99_diff_ms()), t.a_responses, t.b_responses);
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
-        out += fmt::format(
-            "\nOf the {} ms p99 difference, about {} ms follows from output lengths "
-            "and {} ms\nfrom B being slower per request (token counts at A's speed: {:.0f} "
-            "ms + {:.2f} ms/token).",
-            signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms),
-            signed_ms(t.p99_diff_ms() - f.explained_ms), f.intercept_ms, f.ms_per_token);
+        // The rest is B's own speed: positive when B is slower per request,
+        // negative when it is faster; the words follow the sign.
+        const double rest = t.p99_diff_ms() - f.explained_ms;
+        out +=
+            fmt::format("\nOf the {} ms p99 difference, about {} ms follows from output lengths "
+                        "and {} ms\nfrom B being {} per request (token counts at A's speed: {:.0f} "
+                        "ms {:+.2f} ms/token).",
+                        signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), signed_ms(rest),
+                        rest < 0 ? "faster" : "slower", f.intercept_ms, f.ms_per_token);
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }
@@ -278,7 +282,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     // Where the points went: transitions that carry lost or gained answers.
     // Every repeat of A against every repeat of B on the same question.
     std::vector<std::vector<std::string>> rows = {
-        {"A outcome -> B outcome", "response pairs", "lost", "gained"}};
+        {"A outcome -> B outcome", "response pairs", "pairs lost", "pairs gained"}};
     std::vector<std::tuple<int64_t, int, int>> cells;
     for (int i = 0; i < scorers::k_outcome_count; ++i) {
         for (int j = 0; j < scorers::k_outcome_count; ++j) {
@@ -302,14 +306,18 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         if (v.empty()) {
             return;
         }
-        out += md ? fmt::format("\n**{}** ({} questions)\n\n", label, v.size())
-                  : fmt::format("\n{} ({} questions):\n", label, v.size());
+        // Say when the table shows fewer questions than the count above it.
+        const auto count = v.size() > max_flips ? fmt::format("{} questions, the first {} shown",
+                                                              v.size(), max_flips)
+                                                : fmt::format("{} questions", v.size());
+        out += md ? fmt::format("\n**{}** ({})\n\n", label, count)
+                  : fmt::format("\n{} ({}):\n", label, count);
         std::vector<std::vector<std::string>> fr = {
             {"q", "A %", "B %", "A answered", "B answered"}};
         for (size_t i = 0; i < v.size() && i < max_flips; ++i) {
             fr.push_back({std::to_string(v[i].question_idx), pct(v[i].a), pct(v[i].b),
-                          v[i].a_excerpt.substr(0, md ? 120 : 30),
-                          v[i].b_excerpt.substr(0, md ? 120 : 30)});
+                          std::string(util::utf8_byte_prefix(v[i].a_excerpt, md ? 120 : 30)),
+                          std::string(util::utf8_byte_prefix(v[i].b_excerpt, md ? 120 : 30))});
         }
         out += render_table(fr, style);
     };

@@ -43,7 +43,8 @@ struct Flip {
 // fit latency = intercept + ms_per_token * tokens by least squares over A's
 // successful responses, predict every response of both groups from its token
 // count with that fit, and take the difference of the predicted p99s. What
-// remains of the actual p99 difference is B being slower per request.
+// remains of the actual p99 difference is B's own speed per request
+// (positive: slower; negative: faster).
 struct TokenAttribution {
     double intercept_ms = 0;
     double ms_per_token = 0;

@@ -103,6 +103,10 @@ TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
         EXPECT_EQ(text.find("±0.0 points"), std::string::npos);
     }
     EXPECT_NE(o.out.find("Verdict: "), std::string::npos) << o.out;
+    // A flip list cut to 3 rows says so beside its count.
+    EXPECT_NE(o.out.find("Right more often in default/raw/256 (4 questions, the first 3 shown)"),
+              std::string::npos)
+        << o.out;
     // A headline sentence never says "no detectable difference" beside an
     // interval that excludes 0 without saying why.
     for (const auto& sentence : report["headline_sentences"]) {

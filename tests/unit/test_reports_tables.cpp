@@ -107,3 +107,20 @@ TEST(ReportTables, CellsAreEscapedForEachStyle) {
     // Columns line up: "value" starts where "`1`" does.
     EXPECT_EQ(text[0].find("value"), text[2].find("`1`")) << text[0] << "\n" << text[2];
 }
+
+// The words of the tail sentence follow the sign of its number: a B that is
+// faster per request is never called slower.
+TEST(ReportTables, TailSentenceSaysFasterWhenTheRestIsNegative) {
+    analysis::TailDifference t;
+    t.a_responses = t.b_responses = 144;
+    t.a_p99_ms = 53;
+    t.b_p99_ms = 50;
+    t.from_tokens = analysis::TokenAttribution{28, -0.004, 40, 40, 0};
+    const auto faster = reports::tail_sentence(t);
+    EXPECT_NE(faster.find("-3 ms\nfrom B being faster per request"), std::string::npos) << faster;
+    EXPECT_EQ(faster.find("slower"), std::string::npos) << faster;
+    EXPECT_EQ(faster.find("+ -"), std::string::npos) << faster;
+    t.b_p99_ms = 60;
+    const auto slower = reports::tail_sentence(t);
+    EXPECT_NE(slower.find("+7 ms\nfrom B being slower per request"), std::string::npos) << slower;
+}
