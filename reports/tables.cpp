@@ -234,14 +234,18 @@ std::string tail_sentence(const analysis::TailDifference& t) {
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
         // The rest is B's own speed: positive when B is slower per request,
-        // negative when it is faster; the words follow the sign.
+        // negative when it is faster; the words follow the sign (and the
+        // rounding: under half a millisecond is neither).
         const double rest = t.p99_diff_ms() - f.explained_ms;
         out +=
             fmt::format("\nOf the {} ms p99 difference, about {} ms follows from output lengths "
                         "and {} ms\nfrom B being {} per request (token counts at A's speed: {:.0f} "
                         "ms {:+.2f} ms/token).",
                         signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), signed_ms(rest),
-                        rest < 0 ? "faster" : "slower", f.intercept_ms, f.ms_per_token);
+                        rest <= -0.5  ? "faster"
+                        : rest >= 0.5 ? "slower"
+                                      : "no slower or faster",
+                        f.intercept_ms, f.ms_per_token);
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }

@@ -123,4 +123,8 @@ TEST(ReportTables, TailSentenceSaysFasterWhenTheRestIsNegative) {
     t.b_p99_ms = 60;
     const auto slower = reports::tail_sentence(t);
     EXPECT_NE(slower.find("+7 ms\nfrom B being slower per request"), std::string::npos) << slower;
+    t.b_p99_ms = 53;
+    const auto same = reports::tail_sentence(t);
+    EXPECT_NE(same.find("0 ms\nfrom B being no slower or faster per request"), std::string::npos)
+        << same;
 }
