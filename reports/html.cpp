@@ -351,7 +351,7 @@ util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
     buf += ',';
     if (const auto* id = std::get_if<int64_t>(&d.stop_reason)) {
         fmt::format_to(std::back_inserter(buf), "{}", *id);
-    } else if (const auto* text = std::get_if<std::string_view>(&d.stop_reason)) {
+    } else if (const auto* text = std::get_if<std::string>(&d.stop_reason)) {
         json_text(buf, *text);
     } else {
         buf += "null";

@@ -98,14 +98,13 @@ StopCause find_stop_cause(const ClassifyInput& input) {
         return input.finish_reason == "stop_sequence" ? StopCause::stop_string : StopCause::eos;
     }
     if (!input.stop_field.empty()) {
-        switch (input.stop_reason.kind) {
-        case StopReason::Kind::string:
+        if (std::holds_alternative<std::string>(input.stop_reason)) {
             return StopCause::stop_string;
-        case StopReason::Kind::token_id:
-            return StopCause::stop_token;
-        case StopReason::Kind::none:
-            return StopCause::eos;
         }
+        if (std::holds_alternative<int64_t>(input.stop_reason)) {
+            return StopCause::stop_token;
+        }
+        return StopCause::eos;
     }
     // A server that keeps the stop string in the text shows it at the end.
     for (const auto& stop : input.stop_strings) {

@@ -7,6 +7,8 @@
 // examples, are in docs/classification.md.
 #pragma once
 
+#include <harness/util/stop_reason.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -42,15 +44,6 @@ std::optional<Outcome> outcome_from_name(std::string_view name);
 // stop_truncated, length_truncated and other.
 bool never_finished(Outcome outcome);
 
-// The server's stop_reason: absent/null, the stop string that fired, or the
-// stop token id that fired.
-struct StopReason {
-    enum class Kind { none, string, token_id };
-    Kind kind = Kind::none;
-    std::string text;     // Kind::string
-    int64_t token_id = 0; // Kind::token_id
-};
-
 // What ended a response whose finish_reason says it stopped: end-of-sequence,
 // a stop string, a stop token, or nothing the server said (llama.cpp's OpenAI
 // endpoints name no stop) and the text does not show.
@@ -63,7 +56,7 @@ struct ClassifyInput {
     std::string_view text;          // choices[0].text or message.content ("" if null)
     std::string_view reasoning;     // message.reasoning(_content) when the server split it off
     std::string_view finish_reason; // empty if absent or null
-    StopReason stop_reason;
+    util::StopReason stop_reason; // the server's, as the response named it
     // The response field the stop cause was read from (responses.stop_field):
     // "stop_reason" (vLLM), "matched_stop" (SGLang), "finish_reason" (TGI
     // before 2.2: eos_token, stop_sequence), "__verbose.stop_type" (llama.cpp

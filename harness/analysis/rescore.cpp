@@ -88,9 +88,9 @@ scorers::Classification classify_stored(const StoredResponse& r, store::Statemen
     in.failed = !r.ok;
     in.stop_field = r.stop_field;
     if (const auto* s = std::get_if<std::string>(&r.stop)) {
-        in.stop_reason = {scorers::StopReason::Kind::string, *s, 0};
+        in.stop_reason = *s;
     } else if (const auto* i = std::get_if<int64_t>(&r.stop)) {
-        in.stop_reason = {scorers::StopReason::Kind::token_id, "", *i};
+        in.stop_reason = *i;
     }
     std::vector<std::string> stops;
     if (r.stop_field.empty() && r.finish_reason == "stop") {

@@ -5,6 +5,7 @@
 
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
+#include <harness/util/stop_reason.hpp>
 #include <scorers/classify.hpp>
 
 #include <array>
@@ -13,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -64,16 +64,13 @@ struct Results {
     std::vector<ResultRow> rows;
 };
 
-// A stop_reason as stored: NULL (end of sequence), a token id, or a string.
-using StopValue = std::variant<std::monostate, int64_t, std::string_view>;
-
 // What one response said, for a writer that streams every text (the HTML
 // explorer). The views are valid only during the call.
 struct ResponseDetail {
     std::optional<std::string_view> text;
     std::optional<std::string_view> reasoning;
     std::optional<std::string_view> finish_reason;
-    StopValue stop_reason;
+    util::StopReason stop_reason;
     std::optional<std::string_view> error;
     // Scorers in the order first seen (the list grows while a pass runs);
     // `extracted[k]` is meaningful where `scored[k]` is 1.

@@ -57,7 +57,7 @@ bool string_or_null(const nlohmann::json& obj, const char* key) {
 
 // A stop value with its JSON type: a stop string, a token id, or NULL (any
 // other type, or a token id beyond int64, counts as none).
-store::Value stop_value(const nlohmann::json& v) {
+util::StopReason stop_value(const nlohmann::json& v) {
     if (v.is_string()) {
         return v.get<std::string>();
     }
@@ -76,7 +76,7 @@ store::Value stop_value(const nlohmann::json& v) {
 // `__verbose` object of the response `body` (only from a server started with
 // --verbose: stop_type "word" with its stopping_word, "eos", "limit"). A field
 // that is absent leaves `field` as it was.
-void read_stop(const nlohmann::json& body, const nlohmann::json& choice, store::Value& stop,
+void read_stop(const nlohmann::json& body, const nlohmann::json& choice, util::StopReason& stop,
                std::string& field) {
     for (const char* key : {"stop_reason", "matched_stop"}) {
         auto it = choice.find(key);

@@ -45,7 +45,7 @@ private:
     std::string m_reasoning;
     bool m_has_reasoning = false;
     std::optional<std::string> m_finish_reason;
-    store::Value m_stop_reason;
+    util::StopReason m_stop_reason;
     std::string m_stop_field;
     std::optional<int64_t> m_prompt_tokens;
     std::optional<int64_t> m_completion_tokens;

@@ -110,6 +110,19 @@ void Statement::bind_one(int i, const Value& v) {
         v);
 }
 
+void Statement::bind_one(int i, const util::StopReason& v) {
+    std::visit(
+        [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+                bind_one(i, nullptr);
+            } else {
+                bind_one(i, x);
+            }
+        },
+        v);
+}
+
 Database::~Database() {
     sqlite3_close_v2(m_db);
 }

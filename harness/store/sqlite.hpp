@@ -4,6 +4,7 @@
 #pragma once
 
 #include <harness/util/result.hpp>
+#include <harness/util/stop_reason.hpp>
 
 #include <sqlite3.h>
 
@@ -70,6 +71,7 @@ private:
     void bind_one(int i, const std::string& v) { bind_one(i, std::string_view(v)); }
     void bind_one(int i, const char* v) { bind_one(i, std::string_view(v)); }
     void bind_one(int i, const Value& v);
+    void bind_one(int i, const util::StopReason& v);
     template <typename T> void bind_one(int i, const std::optional<T>& v) {
         if (v) {
             bind_one(i, *v);

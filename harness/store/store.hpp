@@ -5,6 +5,7 @@
 
 #include <harness/store/sqlite.hpp>
 #include <harness/util/result.hpp>
+#include <harness/util/stop_reason.hpp>
 
 #include <condition_variable>
 #include <cstdint>
@@ -70,7 +71,7 @@ struct ResponseRow {
     std::optional<std::string> text;
     std::optional<std::string> reasoning;
     std::optional<std::string> finish_reason;
-    Value stop_reason; // NULL, a string, or an integer token id
+    util::StopReason stop_reason;
     // The response field the stop was named in: "stop_reason" (vLLM),
     // "matched_stop" (SGLang), "finish_reason" (TGI's eos_token and
     // stop_sequence), "__verbose.stop_type" (llama.cpp started with

@@ -10,16 +10,16 @@
 namespace diffeval::scorers {
 namespace {
 
-StopReason stop_string(std::string text) {
-    return StopReason{StopReason::Kind::string, std::move(text), 0};
+util::StopReason stop_string(std::string text) {
+    return util::StopReason{std::move(text)};
 }
 
-StopReason stop_token(int64_t id) {
-    return StopReason{StopReason::Kind::token_id, "", id};
+util::StopReason stop_token(int64_t id) {
+    return util::StopReason{id};
 }
 
 ClassifyInput response(std::string_view text, std::string_view finish_reason,
-                       StopReason stop = {}) {
+                       util::StopReason stop = {}) {
     ClassifyInput in;
     in.text = text;
     in.finish_reason = finish_reason;

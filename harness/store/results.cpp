@@ -1,0 +1,173 @@
+// What the results load reads; see results.hpp.
+#include <harness/store/results.hpp>
+
+#include <fmt/format.h>
+
+namespace diffeval::store {
+
+using util::ErrorKind;
+using util::make_error;
+
+namespace {
+
+constexpr const char* k_row_columns =
+    "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
+    "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
+    "(julianday(r.started_at) - 2440587.5) * 86400000.0, q.dataset, q.question_sha256";
+constexpr const char* k_text_columns =
+    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
+constexpr const char* k_row_source =
+    " FROM requests q JOIN responses r ON r.response_id = q.response_id "
+    "LEFT JOIN classifications c ON c.response_id = q.response_id "
+    "WHERE q.response_id >= ?1 AND q.response_id < ?2 ORDER BY q.response_id";
+constexpr const char* k_score_columns = "SELECT response_id, scorer, correct, valid";
+constexpr const char* k_score_source =
+    " FROM scores WHERE response_id >= ?1 AND response_id < ?2 ORDER BY response_id, scorer";
+
+util::Error read_error(const std::string& why) {
+    return util::Error{ErrorKind::io, fmt::format("cannot read results: {}", why)};
+}
+
+// The single integer a query returns.
+util::Result<int64_t> count_of(Store& store, const char* sql) {
+    Statement s(store.handle(), sql);
+    if (!s.step()) {
+        return read_error(s.error().empty() ? "no row" : s.error());
+    }
+    return s.column_int(0);
+}
+
+// Every value of column 0 of `sql`, in the order it returns them.
+util::Result<void> column_values(Store& store, const char* sql, std::vector<std::string>& out) {
+    Statement s(store.handle(), sql);
+    while (s.step()) {
+        out.push_back(s.column_text(0));
+    }
+    if (!s.error().empty()) {
+        return read_error(s.error());
+    }
+    return {};
+}
+
+} // namespace
+
+util::Result<ResultNames> result_names(Store& store) {
+    ResultNames out;
+    std::vector<std::string> mode;
+    // A DISTINCT over every score row would cost as much as reading them:
+    // the first row's mode is every row's (rescore writes one mode).
+    if (auto r = column_values(store, "SELECT score_text FROM scores LIMIT 1", mode); !r) {
+        return r.error();
+    }
+    out.score_text = mode.empty() ? "full" : mode.front();
+    if (auto r = column_values(store, "SELECT DISTINCT framing FROM requests ORDER BY framing",
+                               out.framings);
+        !r) {
+        return r.error();
+    }
+    if (auto r = column_values(
+            store, "SELECT server FROM requests GROUP BY server ORDER BY min(request_id)",
+            out.servers);
+        !r) {
+        return r.error();
+    }
+    if (auto r = column_values(store, "SELECT DISTINCT dataset FROM requests ORDER BY dataset",
+                               out.datasets);
+        !r) {
+        return r.error();
+    }
+    return out;
+}
+
+util::Result<int64_t> counted_responses(Store& store) {
+    return count_of(store, "SELECT count(*) FROM requests WHERE response_id IS NOT NULL");
+}
+
+util::Result<std::optional<int64_t>> counted_response_at(Store& store, int64_t offset) {
+    Statement s(store.handle(), "SELECT response_id FROM requests WHERE response_id IS NOT NULL "
+                                "ORDER BY response_id LIMIT 1 OFFSET ?");
+    if (s.bind(offset).step()) {
+        return std::optional<int64_t>(s.column_int(0));
+    }
+    if (!s.error().empty()) {
+        return read_error(s.error());
+    }
+    return std::optional<int64_t>();
+}
+
+util::Result<int64_t> unclassified_responses(Store& store) {
+    return count_of(store, "SELECT count(*) FROM requests q LEFT JOIN classifications c ON "
+                           "c.response_id = q.response_id WHERE q.response_id IS NOT NULL AND "
+                           "c.response_id IS NULL");
+}
+
+CountedRows::CountedRows(Store& store, int64_t lo, int64_t hi, bool texts)
+    : m_rows(store.handle(),
+             std::string(k_row_columns) + (texts ? k_text_columns : "") + k_row_source) {
+    m_rows.bind(lo, hi);
+}
+
+util::Result<void> CountedRows::status() const {
+    if (!m_rows.valid()) {
+        return read_error(m_rows.error());
+    }
+    return {};
+}
+
+util::StopReason CountedRows::stop_reason() const {
+    switch (m_rows.column_type(18)) {
+    case SQLITE_NULL:
+        return std::monostate{};
+    case SQLITE_INTEGER:
+        return m_rows.column_int(18);
+    default:
+        return std::string(m_rows.column_view(18));
+    }
+}
+
+std::optional<int64_t> CountedRows::optional_int(int col) const {
+    return m_rows.column_null(col) ? std::nullopt : std::optional(m_rows.column_int(col));
+}
+
+std::optional<double> CountedRows::optional_double(int col) const {
+    return m_rows.column_null(col) ? std::nullopt : std::optional(m_rows.column_double(col));
+}
+
+std::optional<std::string_view> CountedRows::optional_view(int col) const {
+    return m_rows.column_null(col) ? std::nullopt : std::optional(m_rows.column_view(col));
+}
+
+ScoreRows::ScoreRows(Store& store, int64_t lo, int64_t hi, bool extracted)
+    : m_scores(store.handle(), std::string(k_score_columns) + (extracted ? ", extracted" : "") +
+                                   k_score_source) {
+    m_scores.bind(lo, hi);
+}
+
+util::Result<void> ScoreRows::status() const {
+    if (!m_scores.valid()) {
+        return read_error(m_scores.error());
+    }
+    return {};
+}
+
+util::Result<ScoredAnswer> scored_answer(Store& store, int64_t response_id,
+                                         const std::string& scorer) {
+    Statement s(store.handle(),
+                "SELECT s.extracted, s.valid, coalesce(r.text, r.error, '') "
+                "FROM responses r LEFT JOIN scores s ON s.response_id = r.response_id "
+                "AND s.scorer = ?1 WHERE r.response_id = ?2");
+    ScoredAnswer out;
+    if (!s.bind(scorer, response_id).step()) {
+        if (!s.error().empty()) {
+            return read_error(s.error());
+        }
+        return out;
+    }
+    out.found = true;
+    out.valid = s.column_int(1) == 1;
+    out.extracted = s.column_text(0);
+    out.text = s.column_text(2);
+    return out;
+}
+
+} // namespace diffeval::store
