@@ -56,6 +56,8 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
                     static_cast<double>(need / (1 << 30)), static_cast<double>(ram / (1 << 30))));
 }
 
+} // namespace
+
 // Pass 1: check the configuration and load everything that can be wrong
 // before anything is sent: dataset, framings, the plan's size.
 util::Result<Inputs> load_inputs(const RunConfig& config) {
@@ -84,6 +86,8 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
     }
     return in;
 }
+
+namespace {
 
 // Ctrl-C before the run row exists: nothing was sent or stored.
 RunSummary interrupted_early() {

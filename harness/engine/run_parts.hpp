@@ -1,7 +1,8 @@
 // The pieces `engine::run` is made of, shared by run.cpp (the passes in
 // order), preflight.cpp (asking servers what they are), plan.cpp (turning the
 // matrix into stored request rows and queued work) and send.cpp (the event
-// loop). Internal to the engine: nothing outside harness/engine/ includes it.
+// loop). Internal to the engine: nothing outside harness/engine/ includes it
+// but the engine's unit tests (tests/unit/test_engine_plan.cpp).
 #pragma once
 
 #include <datasets/dataset.hpp>
@@ -107,6 +108,10 @@ struct Launched {
     std::vector<std::unique_ptr<LaunchedServer>> servers;
     std::vector<bool> dead;
 };
+
+// run.cpp, pass 1: check `config` and load everything that can be wrong
+// before anything is sent (dataset, framings, the plan's size).
+util::Result<Inputs> load_inputs(const RunConfig& config);
 
 // preflight.cpp: each server's state with its request headers (the API key
 // from the environment variable `config` names); an error when it is unset.
