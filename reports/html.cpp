@@ -84,7 +84,7 @@ std::string what_ran(const ReportData& data) {
     bool any_fingerprint = false;
     for (const auto& s : data.servers) {
         any_fingerprint = any_fingerprint || s.fingerprinted;
-        for (const auto& c : s.conflicts) {
+        for (const auto& c : s.fingerprint.conflicts) {
             out += "<div class=\"conflict\"><strong>CONFLICT</strong> on " +
                    util::xml_escape(s.name) + ": " + util::xml_escape(c.message) + " (" +
                    util::xml_escape(c.name) + ")";

@@ -77,7 +77,7 @@ std::string servers_section(const ReportData& data) {
     bool any_fingerprint = false;
     for (const auto& s : data.servers) {
         any_fingerprint = any_fingerprint || s.fingerprinted;
-        for (const auto& c : s.conflicts) {
+        for (const auto& c : s.fingerprint.conflicts) {
             out += fmt::format("\n**CONFLICT** on {}: {} ({})", md_text(s.name), md_text(c.message),
                                md_text(c.name));
             for (const auto& e : c.evidence) {

@@ -272,15 +272,7 @@ nlohmann::json probes_json(const ReportData& data) {
 nlohmann::json report_json(const ReportData& data) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : data.servers) {
-        nlohmann::json facts = nlohmann::json::object();
-        for (const auto& [k, v] : s.facts) {
-            facts[k] = v;
-        }
-        nlohmann::json conflicts = nlohmann::json::array();
-        for (const auto& c : s.conflicts) {
-            conflicts.push_back(
-                {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
-        }
+        auto fingerprint = fingerprint::to_json(s.fingerprint);
         servers.push_back(
             {{"name", s.name},
              {"model", s.model},
@@ -288,9 +280,10 @@ nlohmann::json report_json(const ReportData& data) {
              {"max_model_len",
               s.max_model_len ? nlohmann::json(*s.max_model_len) : nlohmann::json(nullptr)},
              {"fingerprinted", s.fingerprinted},
-             {"engine", s.engine.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.engine)},
-             {"facts", facts},
-             {"conflicts", conflicts}});
+             {"engine", s.fingerprint.engine.empty() ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(s.fingerprint.engine)},
+             {"facts", std::move(fingerprint["facts"])},
+             {"conflicts", std::move(fingerprint["conflicts"])}});
     }
     return {{"schema", "diffeval.report/2"},
             {"baseline", data.baseline},

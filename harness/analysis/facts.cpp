@@ -15,10 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string text_of(const json& v) {
-    return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
 // The version string a server reported: vLLM's /version body, else its
 // Server header.
 std::string version_of(const json& info) {
@@ -56,39 +52,6 @@ void read_info(const std::string& text, ServerFacts& f) {
     }
 }
 
-void read_fingerprint(const std::string& text, ServerFacts& f) {
-    auto fp = json::parse(text, nullptr, false);
-    if (fp.is_discarded() || !fp.is_object()) {
-        return;
-    }
-    f.fingerprinted = true;
-    if (fp.contains("engine") && fp["engine"].is_string()) {
-        f.engine = fp["engine"].get<std::string>();
-    }
-    if (fp.contains("facts") && fp["facts"].is_object()) {
-        for (const auto& [k, v] : fp["facts"].items()) {
-            f.facts.emplace_back(k, text_of(v));
-        }
-        std::sort(f.facts.begin(), f.facts.end());
-    }
-    if (fp.contains("conflicts") && fp["conflicts"].is_array()) {
-        for (const auto& c : fp["conflicts"]) {
-            if (!c.is_object()) {
-                continue;
-            }
-            FactConflict fc;
-            fc.name = c.contains("name") ? text_of(c["name"]) : "";
-            fc.message = c.contains("message") ? text_of(c["message"]) : "";
-            if (c.contains("evidence") && c["evidence"].is_array()) {
-                for (const auto& e : c["evidence"]) {
-                    fc.evidence.push_back(text_of(e));
-                }
-            }
-            f.conflicts.push_back(std::move(fc));
-        }
-    }
-}
-
 } // namespace
 
 util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
@@ -105,8 +68,10 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
         if (r.found) {
             f.model = r.model;
             read_info(r.info_json, f);
-            if (r.facts_json) {
-                read_fingerprint(*r.facts_json, f);
+            if (auto fp = r.facts_json ? fingerprint::fingerprint_from_json(*r.facts_json)
+                                       : std::nullopt) {
+                f.fingerprinted = true;
+                f.fingerprint = std::move(*fp);
             }
         }
         out.push_back(std::move(f));
@@ -128,7 +93,7 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
         row.differs = seen.size() > 1;
         rows.push_back(std::move(row));
     };
-    add("engine", [](const ServerFacts& s) { return s.engine; });
+    add("engine", [](const ServerFacts& s) { return s.fingerprint.engine; });
     add("version", [](const ServerFacts& s) { return s.version; });
     add("model", [](const ServerFacts& s) { return s.model; });
     add("max_model_len", [](const ServerFacts& s) {
@@ -136,15 +101,14 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     });
     std::set<std::string> names;
     for (const auto& s : servers) {
-        for (const auto& [k, v] : s.facts) {
+        for (const auto& [k, v] : s.fingerprint.facts) {
             names.insert(k);
         }
     }
     for (const auto& name : names) {
         add(name, [&](const ServerFacts& s) {
-            auto it = std::find_if(s.facts.begin(), s.facts.end(),
-                                   [&](const auto& kv) { return kv.first == name; });
-            return it == s.facts.end() ? std::string() : it->second;
+            auto it = s.fingerprint.facts.find(name);
+            return it == s.fingerprint.facts.end() ? std::string() : it->second;
         });
     }
     return rows;

@@ -5,6 +5,7 @@
 // conflicts, so a comparison is never read without knowing what ran.
 #pragma once
 
+#include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
@@ -15,13 +16,6 @@
 
 namespace diffeval::analysis {
 
-// A contradiction the fingerprint found in one server's log.
-struct FactConflict {
-    std::string name;
-    std::string message;
-    std::vector<std::string> evidence; // log lines
-};
-
 // One server's record.
 struct ServerFacts {
     std::string name;
@@ -29,9 +23,7 @@ struct ServerFacts {
     std::string version;                  // /version, else the Server header; empty when unknown
     std::optional<int64_t> max_model_len; // models[0].max_model_len
     bool fingerprinted = false;           // facts_json was recorded
-    std::string engine;                   // from facts_json
-    std::vector<std::pair<std::string, std::string>> facts; // sorted by name
-    std::vector<FactConflict> conflicts;
+    fingerprint::Fingerprint fingerprint; // read from facts_json
 };
 
 // The records of `names`, in that order; a name missing from the table gets

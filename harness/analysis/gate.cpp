@@ -331,7 +331,7 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         if (s.fingerprinted) {
             fingerprinted.push_back(s.name);
         }
-        for (const auto& k : s.conflicts) {
+        for (const auto& k : s.fingerprint.conflicts) {
             found.push_back(fmt::format("{}: {} ({})", s.name, k.message, k.name));
             detail.push_back({{"server", s.name},
                               {"name", k.name},

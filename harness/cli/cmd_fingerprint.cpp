@@ -56,18 +56,12 @@ int fingerprint_command(const FingerprintFlags& f) {
         return report(fp.error());
     }
     if (f.format == "json") {
-        nlohmann::json conflicts = nlohmann::json::array();
-        for (const auto& c : fp->conflicts) {
-            conflicts.push_back(
-                {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
+        auto out = fingerprint::to_json(*fp);
+        out["schema"] = "diffeval.fingerprint/1";
+        if (fp->engine.empty()) {
+            out["engine"] = nullptr;
         }
-        std::cout << nlohmann::json{{"schema", "diffeval.fingerprint/1"},
-                                    {"engine", fp->engine.empty() ? nlohmann::json(nullptr)
-                                                                  : nlohmann::json(fp->engine)},
-                                    {"facts", fp->facts},
-                                    {"conflicts", conflicts}}
-                         .dump(2)
-                  << "\n";
+        std::cout << out.dump(2) << "\n";
     } else {
         if (fp->engine.empty()) {
             std::cout << fmt::format("{}: no engine recognised (no rules found a known fact; "

@@ -222,34 +222,23 @@ util::Result<Recorded> record_run(const RunContext& ctx, store::Store& db) {
 // are printed to `log` under server `name`.
 nlohmann::json server_facts(const std::string& name, const std::string& log_text,
                             const ServerLimits& limits, std::ostream& log) {
-    const auto props_facts = limit_facts(limits);
-    nlohmann::json facts = nullptr;
-    if (auto fp = fingerprint::fingerprint_log(log_text); fp && !fp->facts.empty()) {
-        nlohmann::json conflicts = nlohmann::json::array();
-        for (const auto& c : fp->conflicts) {
-            conflicts.push_back(
-                {{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
-        }
-        facts = {{"engine", fp->engine}, {"facts", fp->facts}, {"conflicts", conflicts}};
+    std::optional<fingerprint::Fingerprint> fp;
+    if (auto found = fingerprint::fingerprint_log(log_text); found && !found->facts.empty()) {
+        fp = std::move(*found);
         for (const auto& c : fp->conflicts) {
             log << fmt::format("server '{}': CONFLICT {}: {}\n", name, c.name, c.message);
         }
     }
     // What /props said counts like what the log said; the log wins where
     // both speak.
-    if (!props_facts.empty()) {
-        if (facts.is_null()) {
-            facts = {{"engine", limits.engine},
-                     {"facts", nlohmann::json::object()},
-                     {"conflicts", nlohmann::json::array()}};
-        }
-        for (const auto& [k, v] : props_facts.items()) {
-            if (!facts["facts"].contains(k)) {
-                facts["facts"][k] = v;
-            }
-        }
+    const auto props_facts = limit_facts(limits);
+    if (!props_facts.empty() && !fp) {
+        fp = fingerprint::Fingerprint{limits.engine, {}, {}};
     }
-    return facts;
+    for (const auto& [k, v] : props_facts.items()) {
+        fp->facts.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    return fp ? fingerprint::to_json(*fp) : nlohmann::json(nullptr);
 }
 
 // Records in `db` what server `si` is, from preflight (`info`), and its log

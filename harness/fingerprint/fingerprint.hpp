@@ -7,8 +7,11 @@
 
 #include <harness/util/result.hpp>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +51,17 @@ private:
     explicit Rules(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> m_impl;
 };
+
+// `fp` as JSON, the one shape a fingerprint is stored in (servers.facts_json)
+// and printed in (`diffeval fingerprint --format json` adds its schema):
+// {"engine": "...", "facts": {name: value}, "conflicts": [{"name", "message",
+// "evidence": [...]}]}.
+nlohmann::json to_json(const Fingerprint& fp);
+
+// Read back what to_json wrote, or an older diffeval did: a value that is
+// not a string reads as its JSON text, a part of the wrong type as absent;
+// nullopt when `text` is not a JSON object.
+std::optional<Fingerprint> fingerprint_from_json(std::string_view text);
 
 // Apply every built-in rules file and keep the one that found most facts;
 // its engine is "" when no rules found any.

@@ -1,0 +1,46 @@
+// A fingerprint's JSON is written in one place and read in one place: what
+// the run stores in servers.facts_json is what reports and the gate read back.
+#include <harness/fingerprint/fingerprint.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace diffeval;
+
+TEST(FingerprintJson, WhatIsStoredReadsBackTheSame) {
+    fingerprint::Fingerprint fp;
+    fp.engine = "vllm";
+    fp.facts = {{"fp8_moe_backend", "DEEPGEMM"}, {"engine_version", "0.26.0"}};
+    fp.conflicts = {{"deepgemm_both", "DeepGEMM is both on and off", {"a=1", "b=2"}}};
+    auto back = fingerprint::fingerprint_from_json(fingerprint::to_json(fp).dump());
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->engine, "vllm");
+    EXPECT_EQ(back->facts, fp.facts);
+    ASSERT_EQ(back->conflicts.size(), 1U);
+    EXPECT_EQ(back->conflicts[0].name, "deepgemm_both");
+    EXPECT_EQ(back->conflicts[0].message, "DeepGEMM is both on and off");
+    EXPECT_EQ(back->conflicts[0].evidence, (std::vector<std::string>{"a=1", "b=2"}));
+}
+
+// Older diffevals stored /props values with their JSON types; a damaged row
+// must not stop a report.
+TEST(FingerprintJson, OlderAndDamagedRowsReadWhatTheyCan) {
+    auto old = fingerprint::fingerprint_from_json(
+        R"({"engine":"llamacpp","facts":{"slots":4,"n":{"a":1}},"conflicts":[1,{"name":"x","evidence":[2]}]})");
+    ASSERT_TRUE(old);
+    EXPECT_EQ(old->facts.at("slots"), "4");
+    EXPECT_EQ(old->facts.at("n"), R"({"a":1})");
+    ASSERT_EQ(old->conflicts.size(), 1U);
+    EXPECT_EQ(old->conflicts[0].name, "x");
+    EXPECT_EQ(old->conflicts[0].message, "");
+    EXPECT_EQ(old->conflicts[0].evidence, std::vector<std::string>{"2"});
+
+    auto typed = fingerprint::fingerprint_from_json(R"({"engine":5,"facts":[],"conflicts":{}})");
+    ASSERT_TRUE(typed);
+    EXPECT_EQ(typed->engine, "");
+    EXPECT_TRUE(typed->facts.empty());
+    EXPECT_TRUE(typed->conflicts.empty());
+
+    EXPECT_FALSE(fingerprint::fingerprint_from_json("[1, 2]"));
+    EXPECT_FALSE(fingerprint::fingerprint_from_json("{not json"));
+}
