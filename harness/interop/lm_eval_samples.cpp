@@ -6,7 +6,7 @@
 // string, and of the target string.
 #include <harness/interop/lm_eval_samples.hpp>
 
-#include <harness/store/sqlite.hpp>
+#include <harness/store/samples.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
@@ -23,6 +23,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <unordered_set>
 
 namespace diffeval::interop {
@@ -91,7 +92,7 @@ std::string sanitize(const std::string& s) {
 }
 
 // The context and generation arguments lm-eval would log for a stored body.
-ordered_json arguments_for(const std::string& request_json, int max_tokens) {
+ordered_json arguments_for(std::string_view request_json, int max_tokens) {
     auto body = ordered_json::parse(request_json, nullptr, false);
     if (body.is_object() && body.contains("lm_eval_arguments")) {
         return body["lm_eval_arguments"]; // imported from lm-eval: as it was
@@ -114,6 +115,46 @@ ordered_json arguments_for(const std::string& request_json, int max_tokens) {
     return {{"gen_args_0", {{"arg_0", context}, {"arg_1", gen}}}};
 }
 
+// One samples line per filter for `row` of a group run with `max_tokens`,
+// appended to `text` and counted in `lines`; a response without one of the
+// scores is an error that names the rescore to run.
+util::Result<void> append_lines(const store::AnsweredRequest& row, int max_tokens,
+                                const std::string& db_path, std::string& text, int64_t& lines) {
+    const auto args = arguments_for(row.request_json, max_tokens);
+    const std::string response(row.text);
+    const std::string question(row.question);
+    const std::string answer(row.answer);
+    const auto& context = args["gen_args_0"]["arg_0"];
+    const auto prompt_hash =
+        util::sha256_hex(context.is_string() ? context.get<std::string>() : py_dumps(context));
+    for (size_t i = 0; i < std::size(k_filters); ++i) {
+        const auto& [filter, scorer] = k_filters[i];
+        const auto& verdict = row.verdicts.at(i);
+        if (!verdict) {
+            return make_error(ErrorKind::internal,
+                              fmt::format("response {} has no {} score; run 'diffeval "
+                                          "rescore --db {}' first",
+                                          row.response_id, scorer, db_path));
+        }
+        ordered_json line;
+        line["doc_id"] = row.question_idx;
+        line["doc"] = {{"question", question}, {"answer", answer}};
+        line["target"] = answer;
+        line["arguments"] = args;
+        line["resps"] = ordered_json::array({ordered_json::array({response})});
+        line["filtered_resps"] = ordered_json::array({verdict->extracted});
+        line["filter"] = filter;
+        line["metrics"] = ordered_json::array({"exact_match"});
+        line["doc_hash"] = util::sha256_hex(doc_dump(question, answer));
+        line["prompt_hash"] = prompt_hash;
+        line["target_hash"] = util::sha256_hex(answer);
+        line["exact_match"] = verdict->correct ? 1.0 : 0.0;
+        text += py_dumps(line) + "\n";
+        ++lines;
+    }
+    return {};
+}
+
 } // namespace
 
 std::string lm_eval_date_id() {
@@ -131,75 +172,33 @@ std::string lm_eval_date_id() {
 
 util::Result<ExportSummary> export_samples(store::Store& st, const std::string& dir,
                                            const std::string& date_id) {
-    sqlite3* db = st.handle();
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
         return make_error(ErrorKind::usage, fmt::format("--out {}: cannot create the directory: {}",
                                                         dir, ec.message()));
     }
+    auto groups = store::answered_groups(st);
+    if (!groups) {
+        return groups.error();
+    }
+    std::vector<std::string> scorers;
+    for (const auto& f : k_filters) {
+        scorers.emplace_back(f.second);
+    }
     ExportSummary summary;
-    store::Statement groups(db, "SELECT DISTINCT server, framing, max_tokens, repeat FROM requests "
-                                "WHERE response_id IS NOT NULL ORDER BY 1, 2, 3, 4");
-    store::Statement rows(
-        db, "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
-            "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
-            "FROM requests q JOIN responses r ON r.response_id = q.response_id "
-            "JOIN request_bodies b ON b.body_id = q.body_id "
-            "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
-            "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
-            "ORDER BY q.question_idx");
-    store::Statement score(db, "SELECT extracted, correct FROM scores WHERE response_id = ? AND "
-                               "scorer = ? ORDER BY score_text = 'full' DESC LIMIT 1");
-    while (groups.step()) {
-        const auto server = groups.column_text(0);
-        const auto framing = groups.column_text(1);
-        const auto max_tokens = static_cast<int>(groups.column_int(2));
-        const auto repeat = static_cast<int>(groups.column_int(3));
-        auto task = sanitize(fmt::format("gsm8k-{}-{}-{}{}", server, framing, max_tokens,
-                                         repeat ? fmt::format("-r{}", repeat) : ""));
+    for (const auto& g : *groups) {
+        auto task = sanitize(fmt::format("gsm8k-{}-{}-{}{}", g.server, g.framing, g.max_tokens,
+                                         g.repeat ? fmt::format("-r{}", g.repeat) : ""));
         auto path = fs::path(dir) / fmt::format("samples_{}_{}.jsonl", task, date_id);
         std::string text;
-        rows.bind(server, framing, max_tokens, repeat);
-        while (rows.step()) {
-            const auto q = rows.column_int(0);
-            const auto args = arguments_for(rows.column_text(1), max_tokens);
-            const auto response = rows.column_text(2);
-            const auto question = rows.column_text(3);
-            const auto answer = rows.column_text(4);
-            const auto response_id = rows.column_int(5);
-            const auto& context = args["gen_args_0"]["arg_0"];
-            const auto prompt_hash = util::sha256_hex(
-                context.is_string() ? context.get<std::string>() : py_dumps(context));
-            for (const auto& [filter, scorer] : k_filters) {
-                score.bind(response_id, scorer);
-                if (!score.step()) {
-                    return make_error(ErrorKind::internal,
-                                      fmt::format("response {} has no {} score; run 'diffeval "
-                                                  "rescore --db {}' first",
-                                                  response_id, scorer, st.path()));
-                }
-                const auto extracted = score.column_text(0);
-                const double correct = score.column_int(1) ? 1.0 : 0.0;
-                score.reset();
-                ordered_json line;
-                line["doc_id"] = q;
-                line["doc"] = {{"question", question}, {"answer", answer}};
-                line["target"] = answer;
-                line["arguments"] = args;
-                line["resps"] = ordered_json::array({ordered_json::array({response})});
-                line["filtered_resps"] = ordered_json::array({extracted});
-                line["filter"] = filter;
-                line["metrics"] = ordered_json::array({"exact_match"});
-                line["doc_hash"] = util::sha256_hex(doc_dump(question, answer));
-                line["prompt_hash"] = prompt_hash;
-                line["target_hash"] = util::sha256_hex(answer);
-                line["exact_match"] = correct;
-                text += py_dumps(line) + "\n";
-                ++summary.lines;
-            }
+        auto r = store::for_each_answered_request(
+            st, g, scorers, [&](const store::AnsweredRequest& row) -> util::Result<void> {
+                return append_lines(row, g.max_tokens, st.path(), text, summary.lines);
+            });
+        if (!r) {
+            return r.error();
         }
-        rows.reset();
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out << text;
         if (!out.flush()) {
@@ -311,45 +310,46 @@ namespace {
 // stored ones.
 util::Result<void> check_against_store(store::Store& st, const ImportOptions& o,
                                        const std::vector<Document>& docs) {
-    sqlite3* db = st.handle();
-    {
-        store::Statement s(db, "SELECT url FROM servers WHERE name = ?");
-        s.bind(o.name);
-        if (s.step() && !s.column_text(0).starts_with("lm-eval:")) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("--name '{}' is a server diffeval ran ({}); choose "
-                                          "another name for the imported group",
-                                          o.name, s.column_text(0)));
-        }
+    auto url = store::server_url(st, o.name);
+    if (!url) {
+        return url.error();
     }
-    {
-        store::Statement s(db,
-                           "SELECT question FROM questions WHERE dataset = ? AND question_idx = ?");
-        for (const auto& d : docs) {
-            s.bind(o.dataset, d.doc_id);
-            if (s.step() && s.column_text(0) != d.question) {
-                return make_error(
-                    ErrorKind::data,
-                    fmt::format("{}: doc_id {} is not question {} of dataset '{}' in {}; pass "
-                                "--dataset with the name of the dataset lm-eval ran on",
-                                o.path, d.doc_id, d.doc_id, o.dataset, st.path()));
-            }
-            s.reset();
+    if (*url && !(*url)->starts_with("lm-eval:")) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--name '{}' is a server diffeval ran ({}); choose "
+                                      "another name for the imported group",
+                                      o.name, **url));
+    }
+    std::vector<int64_t> idxs;
+    for (const auto& d : docs) {
+        idxs.push_back(d.doc_id);
+    }
+    auto stored = store::stored_questions(st, o.dataset, idxs);
+    if (!stored) {
+        return stored.error();
+    }
+    for (size_t i = 0; i < docs.size(); ++i) {
+        const auto& d = docs[i];
+        if ((*stored)[i] && *(*stored)[i] != d.question) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("{}: doc_id {} is not question {} of dataset '{}' in {}; pass "
+                            "--dataset with the name of the dataset lm-eval ran on",
+                            o.path, d.doc_id, d.doc_id, o.dataset, st.path()));
         }
     }
     return {};
 }
 
-util::Result<void> store_questions(sqlite3* db, const ImportOptions& o,
+// The documents' questions at their doc_ids; questions already stored are
+// kept (check_against_store found them equal).
+util::Result<void> store_questions(store::Store& st, const ImportOptions& o,
                                    const std::vector<Document>& docs) {
-    store::Statement s(db, "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
-                           "answer) VALUES (?, ?, ?, ?)");
+    std::vector<store::IndexedQuestion> questions;
     for (const auto& d : docs) {
-        if (!s.bind(o.dataset, d.doc_id, d.question, d.answer).run()) {
-            return make_error(ErrorKind::io, fmt::format("cannot store questions: {}", s.error()));
-        }
+        questions.push_back({d.doc_id, d.question, d.answer});
     }
-    return {};
+    return store::put_questions_at(st, o.dataset, questions);
 }
 
 // The max_tokens lm-eval ran a document with (its max_gen_toks).
@@ -432,7 +432,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         !r) {
         return r.error();
     }
-    if (auto r = store_questions(st.handle(), o, *docs); !r) {
+    if (auto r = store_questions(st, o, *docs); !r) {
         return r.error();
     }
     auto done = st.completed_keys();

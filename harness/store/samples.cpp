@@ -1,0 +1,116 @@
+// Typed reads and writes for lm-eval samples files; see samples.hpp.
+#include <harness/store/samples.hpp>
+
+#include <harness/store/sqlite.hpp>
+
+#include <fmt/format.h>
+
+namespace diffeval::store {
+
+using util::ErrorKind;
+using util::make_error;
+
+util::Result<std::vector<AnsweredGroup>> answered_groups(Store& st) {
+    Statement s(st.handle(), "SELECT DISTINCT server, framing, max_tokens, repeat FROM requests "
+                             "WHERE response_id IS NOT NULL ORDER BY 1, 2, 3, 4");
+    std::vector<AnsweredGroup> out;
+    while (s.step()) {
+        out.push_back({s.column_text(0), s.column_text(1), static_cast<int>(s.column_int(2)),
+                       static_cast<int>(s.column_int(3))});
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
+    }
+    return out;
+}
+
+util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& group,
+                                             const std::vector<std::string>& scorers,
+                                             const AnsweredRequestVisitor& visit) {
+    Statement rows(
+        st.handle(),
+        "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
+        "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
+        "FROM requests q JOIN responses r ON r.response_id = q.response_id "
+        "JOIN request_bodies b ON b.body_id = q.body_id "
+        "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
+        "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
+        "ORDER BY q.question_idx");
+    Statement score(st.handle(), "SELECT extracted, correct FROM scores WHERE response_id = ? AND "
+                                 "scorer = ? ORDER BY score_text = 'full' DESC LIMIT 1");
+    AnsweredRequest r;
+    rows.bind(group.server, group.framing, group.max_tokens, group.repeat);
+    while (rows.step()) {
+        r.question_idx = rows.column_int(0);
+        r.request_json = rows.column_view(1);
+        r.text = rows.column_view(2);
+        r.question = rows.column_view(3);
+        r.answer = rows.column_view(4);
+        r.response_id = rows.column_int(5);
+        r.verdicts.clear();
+        for (const auto& scorer : scorers) {
+            score.bind(r.response_id, scorer);
+            if (score.step()) {
+                r.verdicts.push_back(StoredVerdict{score.column_text(0), score.column_int(1) != 0});
+            } else if (score.error().empty()) {
+                r.verdicts.push_back(std::nullopt);
+            } else {
+                return make_error(ErrorKind::io,
+                                  fmt::format("cannot read scores: {}", score.error()));
+            }
+        }
+        if (auto v = visit(r); !v) {
+            return v;
+        }
+    }
+    if (!rows.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", rows.error()));
+    }
+    return {};
+}
+
+util::Result<std::optional<std::string>> server_url(Store& st, const std::string& name) {
+    Statement s(st.handle(), "SELECT url FROM servers WHERE name = ?");
+    s.bind(name);
+    if (s.step()) {
+        return std::optional<std::string>{s.column_text(0)};
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot read the servers table: {}", s.error()));
+    }
+    return std::optional<std::string>{};
+}
+
+util::Result<std::vector<std::optional<std::string>>>
+stored_questions(Store& st, const std::string& dataset, const std::vector<int64_t>& question_idxs) {
+    Statement s(st.handle(),
+                "SELECT question FROM questions WHERE dataset = ? AND question_idx = ?");
+    std::vector<std::optional<std::string>> out;
+    out.reserve(question_idxs.size());
+    for (const auto idx : question_idxs) {
+        s.bind(dataset, idx);
+        if (s.step()) {
+            out.emplace_back(s.column_text(0));
+        } else if (s.error().empty()) {
+            out.emplace_back();
+        } else {
+            return make_error(ErrorKind::io, fmt::format("cannot read questions: {}", s.error()));
+        }
+    }
+    return out;
+}
+
+util::Result<void> put_questions_at(Store& st, const std::string& dataset,
+                                    const std::vector<IndexedQuestion>& questions) {
+    Statement s(st.handle(), "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
+                             "answer) VALUES (?, ?, ?, ?)");
+    for (const auto& q : questions) {
+        if (!s.bind(dataset, q.question_idx, q.question, q.answer).run()) {
+            return make_error(ErrorKind::io, fmt::format("cannot store questions: {}", s.error()));
+        }
+    }
+    return {};
+}
+
+} // namespace diffeval::store
