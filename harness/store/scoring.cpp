@@ -35,6 +35,13 @@ constexpr std::string_view k_insert_score =
     "INSERT OR REPLACE INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
     "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?)";
 
+constexpr std::string_view k_select_scorers =
+    "SELECT name, version, definition, origin, added_at FROM scorers ORDER BY name";
+constexpr std::string_view k_select_scorer = "SELECT definition FROM scorers WHERE name = ?";
+constexpr std::string_view k_put_scorer =
+    "INSERT OR REPLACE INTO scorers (name, version, definition, origin, added_at) "
+    "VALUES (?, ?, ?, ?, ?)";
+
 util::Result<void> exec(Store& st, const char* sql) {
     if (sqlite3_exec(st.handle(), sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
         return make_error(ErrorKind::io, sqlite3_errmsg(st.handle()));
@@ -157,6 +164,40 @@ util::Result<void> ScoreWriter::score(const ScoreRow& row) {
         return make_error(ErrorKind::io, fmt::format("cannot write scores: {}", m_score.error()));
     }
     return {};
+}
+
+util::Result<std::vector<StoredScorer>> stored_scorers(Store& st) {
+    Statement select(st.handle(), k_select_scorers);
+    std::vector<StoredScorer> out;
+    while (select.valid() && select.step()) {
+        out.push_back({select.column_text(0), select.column_int(1), select.column_text(2),
+                       select.column_text(3), select.column_text(4)});
+    }
+    if (!select.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the stored scorers of {}: {}",
+                                                     st.path(), select.error()));
+    }
+    return out;
+}
+
+util::Result<ScorerChange> put_scorer(Store& st, const StoredScorer& scorer) {
+    Statement select(st.handle(), k_select_scorer);
+    const bool known = select.valid() && select.bind(scorer.name).step();
+    if (!select.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the stored scorers of {}: {}",
+                                                     st.path(), select.error()));
+    }
+    if (known && select.column_view(0) == scorer.definition) {
+        return ScorerChange::unchanged;
+    }
+    select.reset();
+    Statement put(st.handle(), k_put_scorer);
+    if (!put.bind(scorer.name, scorer.version, scorer.definition, scorer.origin, now_iso8601())
+             .run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot store scorer '{}': {}", scorer.name, put.error()));
+    }
+    return known ? ScorerChange::replaced : ScorerChange::added;
 }
 
 util::Result<std::optional<std::string>> stored_score_text(Store& st) {

@@ -136,6 +136,32 @@ private:
     Statement m_score;
 };
 
+// A user's scorer as the store keeps it (table scorers, schema v10): the text
+// of the file it was loaded from, so every later scoring pass of the database
+// (a resumed run, an import, a merge) scores with the same rules.
+struct StoredScorer {
+    std::string name;
+    int64_t version = 0;
+    std::string definition; // the scorer file's TOML text
+    std::string origin;     // the path it was loaded from
+    std::string added_at;   // ISO 8601 UTC, when this definition was stored
+};
+
+// Every stored user scorer, by name.
+util::Result<std::vector<StoredScorer>> stored_scorers(Store& store);
+
+// What put_scorer changed.
+enum class ScorerChange {
+    unchanged, // the same definition was stored already
+    added,     // a name the store did not hold
+    replaced,  // the name held another definition, now replaced
+};
+
+// Store `scorer` (its added_at is set now), replacing a stored one of the
+// same name; call inside a ScoringTransaction. Scores stored under an older
+// definition stay until the caller scores again.
+util::Result<ScorerChange> put_scorer(Store& store, const StoredScorer& scorer);
+
 // The text mode ("full" or "after-think") the stored scores were computed
 // from, std::nullopt when there are no scores yet; a scoring pass that adds
 // rows keeps the mode already used.

@@ -1,6 +1,7 @@
 // The scoring stage's store access: the responses to score (all, or only the
 // unclassified), a request's stop strings, the derived rows written inside a
-// transaction that is undone unless committed, and the stored text mode.
+// transaction that is undone unless committed, the stored text mode, and
+// users' scorers kept by name.
 #include <harness/store/scoring.hpp>
 
 #include <gtest/gtest.h>
@@ -150,4 +151,31 @@ TEST(ScoreWriter, ClearDerivedRemovesEveryScoreAndClassification) {
     mode = stored_score_text(*s);
     ASSERT_TRUE(mode.ok());
     EXPECT_FALSE(mode->has_value());
+}
+
+TEST(StoredScorers, PutSaysWhetherTheDefinitionIsNewChangedOrTheSame) {
+    auto s = Store::open(fresh_db("scorers").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    auto none = stored_scorers(**s);
+    ASSERT_TRUE(none.ok());
+    EXPECT_TRUE(none->empty());
+
+    StoredScorer mine{"mine", 1, "version = 1\n", "mine.toml", ""};
+    EXPECT_EQ(*put_scorer(**s, mine), ScorerChange::added);
+    EXPECT_EQ(*put_scorer(**s, mine), ScorerChange::unchanged);
+    StoredScorer other{"other", 3, "version = 3\n", "x/other.toml", ""};
+    EXPECT_EQ(*put_scorer(**s, other), ScorerChange::added);
+    mine.version = 2;
+    mine.definition = "version = 2\n";
+    EXPECT_EQ(*put_scorer(**s, mine), ScorerChange::replaced);
+
+    auto stored = stored_scorers(**s);
+    ASSERT_TRUE(stored.ok());
+    ASSERT_EQ(stored->size(), 2u);
+    EXPECT_EQ((*stored)[0].name, "mine");
+    EXPECT_EQ((*stored)[0].version, 2);
+    EXPECT_EQ((*stored)[0].definition, "version = 2\n");
+    EXPECT_EQ((*stored)[0].origin, "mine.toml");
+    EXPECT_FALSE((*stored)[0].added_at.empty());
+    EXPECT_EQ((*stored)[1].name, "other");
 }
