@@ -9,12 +9,17 @@
 #include <scorers/classify.hpp>
 #include <scorers/registry.hpp>
 
+#include <fmt/format.h>
+
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace diffeval::analysis {
+
+using util::ErrorKind;
+using util::make_error;
 
 namespace {
 
@@ -49,8 +54,9 @@ util::Result<scorers::Classification> classify_stored(const store::ResponseToSco
 // prepared once per (dataset, question) and scorer.
 class ResponseScorer {
 public:
-    ResponseScorer(store::ScoreWriter& writer, scorers::ScoreText mode)
-        : m_writer(writer), m_scorers(scorers::all_scorers()), m_mode(mode),
+    ResponseScorer(store::ScoreWriter& writer, std::vector<const scorers::Scorer*> scorers,
+                   scorers::ScoreText mode)
+        : m_writer(writer), m_scorers(std::move(scorers)), m_mode(mode),
           m_mode_name(scorers::score_text_name(mode)) {}
 
     util::Result<void> classification(int64_t response_id, const scorers::Classification& c) {
@@ -121,13 +127,89 @@ util::Result<void> score_each(store::ResponsesToScore& responses, store::Request
     }
 }
 
+// Store the user scorers `added` (inside the pass's transaction), noting in
+// `out` which were new or changed.
+util::Result<void> store_added(store::Store& st, const std::vector<scorers::ScorerSource>& added,
+                               RescoreSummary& out) {
+    for (const auto& source : added) {
+        auto scorer = scorers::load_scorer(source.text, source.name, source.origin);
+        if (!scorer) {
+            return scorer.error();
+        }
+        auto change =
+            store::put_scorer(st, {source.name, scorer->version(), source.text, source.origin, ""});
+        if (!change) {
+            return change.error();
+        }
+        if (*change == store::ScorerChange::added) {
+            out.added.push_back(source.name);
+        } else if (*change == store::ScorerChange::replaced) {
+            out.replaced.push_back(source.name);
+        }
+    }
+    return {};
+}
+
 } // namespace
 
-util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, Scope scope) {
+util::Result<std::vector<scorers::ScorerSource>>
+read_scorer_files(const std::vector<std::string>& paths) {
+    auto registry = scorers::Registry::builtin();
+    if (!registry) {
+        return registry.error();
+    }
+    std::vector<scorers::ScorerSource> out;
+    for (const auto& path : paths) {
+        auto source = scorers::read_scorer_source(path);
+        if (!source) {
+            return source.error();
+        }
+        if (auto added = registry->add_source(*source); !added) {
+            return added.error();
+        }
+        out.push_back(std::move(*source));
+    }
+    return out;
+}
+
+util::Result<scorers::Registry> stored_registry(store::Store& st) {
+    auto registry = scorers::Registry::builtin();
+    if (!registry) {
+        return registry.error();
+    }
+    auto stored = store::stored_scorers(st);
+    if (!stored) {
+        return stored.error();
+    }
+    for (const auto& s : *stored) {
+        if (auto added = registry->add_source({s.name, s.definition, s.origin}); !added) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the stored scorer '{}' cannot be used by this "
+                                          "diffeval: {}",
+                                          st.path(), s.name, added.error().message));
+        }
+    }
+    return registry;
+}
+
+util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, Scope scope,
+                                     const std::vector<scorers::ScorerSource>& added) {
     // Take the write lock; everything below is undone unless committed.
     auto tx = store::ScoringTransaction::begin(st);
     if (!tx) {
         return tx.error();
+    }
+    // Store the user's scorers; a new or changed one scores everything.
+    RescoreSummary out;
+    if (auto r = store_added(st, added, out); !r) {
+        return r.error();
+    }
+    if (!out.added.empty() || !out.replaced.empty()) {
+        scope = Scope::all;
+    }
+    auto registry = stored_registry(st);
+    if (!registry) {
+        return registry.error();
     }
     // Rescoring everything starts from no derived rows.
     if (scope == Scope::all) {
@@ -149,8 +231,7 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
     if (!writer) {
         return writer.error();
     }
-    ResponseScorer scorer(*writer, mode);
-    RescoreSummary out;
+    ResponseScorer scorer(*writer, registry->all(), mode);
     if (auto r = score_each(*responses, *stops, scorer, out); !r) {
         return r.error();
     }
@@ -160,7 +241,8 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
     return out;
 }
 
-util::Result<void> ensure_scored(store::Store& st) {
+util::Result<RescoreSummary> ensure_scored(store::Store& st,
+                                           const std::vector<scorers::ScorerSource>& added) {
     // Keep the text mode the stored scores were computed from.
     auto stored = store::stored_score_text(st);
     if (!stored) {
@@ -168,11 +250,7 @@ util::Result<void> ensure_scored(store::Store& st) {
     }
     const auto mode =
         *stored == "after-think" ? scorers::ScoreText::after_think : scorers::ScoreText::full;
-    auto r = rescore(st, mode, Scope::missing);
-    if (!r) {
-        return r.error();
-    }
-    return {};
+    return rescore(st, mode, Scope::missing, added);
 }
 
 } // namespace diffeval::analysis
