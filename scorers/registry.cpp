@@ -3,6 +3,7 @@
 #include <scorers/registry.hpp>
 
 #include <harness/util/embedded.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/names.hpp>
 
 #include <fmt/format.h>
@@ -67,6 +68,24 @@ util::Result<const Scorer*> Registry::add_file(const std::filesystem::path& path
         return scorer.error();
     }
     return add(std::move(*scorer));
+}
+
+util::Result<const Scorer*> Registry::add_source(const ScorerSource& source) {
+    auto scorer = load_scorer(source.text, source.name, source.origin);
+    if (!scorer) {
+        return scorer.error();
+    }
+    return add(std::move(*scorer));
+}
+
+util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path) {
+    auto text = util::read_file(path);
+    if (!text) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("cannot read scorer file '{}': check the path", path.string()));
+    }
+    return ScorerSource{path.stem().string(), std::move(*text), path.string()};
 }
 
 util::Result<const Scorer*> Registry::find(std::string_view name) const {

@@ -12,10 +12,24 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace diffeval::scorers {
+
+// A user's scorer as text: what a scorer file says, the name it gives the
+// scorer (the file's stem) and where it was read from (for messages). The
+// store keeps this text, so later scoring passes use the same rules.
+struct ScorerSource {
+    std::string name;
+    std::string text;
+    std::string origin;
+};
+
+// Read the scorer file at `path` (not yet parsed); a file that cannot be
+// read is a usage error naming the path.
+util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path);
 
 class Registry {
 public:
@@ -30,6 +44,10 @@ public:
 
     // Load the scorer file at `path` (named after its stem) and add it.
     util::Result<const Scorer*> add_file(const std::filesystem::path& path);
+
+    // Parse and compile `source` and add it (see add); errors name its
+    // origin, and the line where the file says something wrong.
+    util::Result<const Scorer*> add_source(const ScorerSource& source);
 
     // The scorer called `name`, or an error listing the known names and
     // suggesting the closest one.

@@ -1,16 +1,19 @@
 // Rescoring: one pass over the responses that count, in one transaction, so
-// readers see either the old derived rows or the new ones, never a mix.
+// readers see either the old derived rows or the new ones, never a mix. What
+// is computed (the classification, which scorers, each question's gold
+// prepared once) is decided here; the store reads and writes the rows
+// (store/scoring.hpp).
 #include <harness/analysis/rescore.hpp>
 
+#include <harness/store/scoring.hpp>
 #include <scorers/classify.hpp>
 #include <scorers/registry.hpp>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <map>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -20,114 +23,47 @@ using util::make_error;
 
 namespace {
 
-constexpr const char* k_select_all =
-    "SELECT v.response_id, v.dataset, v.question_idx, v.text, v.reasoning, v.finish_reason, "
-    "v.stop_reason, v.ok, q.answer, v.stop_field, v.request_id FROM v_responses v LEFT JOIN "
-    "questions q ON q.dataset = v.dataset AND q.question_idx = v.question_idx";
-constexpr const char* k_insert_class =
-    "INSERT OR REPLACE INTO classifications (response_id, opened, closed, reasoning_started, "
-    "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?)";
-// The request's stop strings, read only for a stop no response field names.
-constexpr const char* k_select_stops =
-    "SELECT json_extract(b.request_json, '$.stop') FROM requests q JOIN request_bodies b ON "
-    "b.body_id = q.body_id WHERE q.request_id = ? AND json_valid(b.request_json)";
-
-// The stop strings of request `request_id` (a JSON array or one string).
-std::vector<std::string> request_stops(store::Statement& select, int64_t request_id) {
-    std::vector<std::string> out;
-    select.reset();
-    if (!select.bind(request_id).step()) {
-        return out;
-    }
-    auto j = nlohmann::json::parse(select.column_text(0), nullptr, false);
-    if (j.is_string()) {
-        out.push_back(j.get<std::string>());
-    } else if (j.is_array()) {
-        for (const auto& s : j) {
-            if (s.is_string()) {
-                out.push_back(s.get<std::string>());
-            }
-        }
-    }
-    return out;
-}
-constexpr const char* k_insert_score =
-    "INSERT OR REPLACE INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
-    "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?)";
-
-} // namespace
-
-namespace {
-
-// One stored response as the select returns it.
-struct StoredResponse {
-    int64_t response_id = 0;
-    std::string dataset;
-    int64_t question = 0;
-    std::string text, reasoning, finish_reason;
-    store::Value stop;
-    bool ok = false;
-    std::string answer, stop_field;
-    int64_t request_id = 0;
-};
-
-StoredResponse stored_response(const store::Statement& select) {
-    return {select.column_int(0),   select.column_text(1),     select.column_int(2),
-            select.column_text(3),  select.column_text(4),     select.column_text(5),
-            select.column_value(6), select.column_int(7) != 0, select.column_text(8),
-            select.column_text(9),  select.column_int(10)};
-}
-
 // Classify `r`; the request's stop strings are read when the server named
 // no stop field and the response stopped.
-scorers::Classification classify_stored(const StoredResponse& r, store::Statement& select_stops) {
+util::Result<scorers::Classification> classify_stored(const store::ResponseToScore& r,
+                                                      store::RequestStops& request_stops) {
     scorers::ClassifyInput in;
     in.text = r.text;
     in.reasoning = r.reasoning;
     in.finish_reason = r.finish_reason;
     in.failed = !r.ok;
     in.stop_field = r.stop_field;
-    if (const auto* s = std::get_if<std::string>(&r.stop)) {
-        in.stop_reason = *s;
-    } else if (const auto* i = std::get_if<int64_t>(&r.stop)) {
-        in.stop_reason = *i;
-    }
+    in.stop_reason = r.stop_reason;
     std::vector<std::string> stops;
     if (r.stop_field.empty() && r.finish_reason == "stop") {
-        stops = request_stops(select_stops, r.request_id);
+        auto read = request_stops.of(r.request_id);
+        if (!read) {
+            return read.error();
+        }
+        stops = std::move(*read);
         in.stop_strings = stops;
     }
     return scorers::classify(in);
 }
 
-// Writes classifications and scores inside rescore's transaction; gold
-// answers are prepared once per (dataset, question) and scorer.
-class ScoreWriter {
+// Scores responses under every scorer through `writer`; gold answers are
+// prepared once per (dataset, question) and scorer.
+class ResponseScorer {
 public:
-    ScoreWriter(sqlite3* db, scorers::ScoreText mode)
-        : m_scorers(scorers::all_scorers()), m_mode(mode),
-          m_mode_name(scorers::score_text_name(mode)), m_class(db, k_insert_class),
-          m_score(db, k_insert_score) {}
-
-    bool valid() const { return m_class.valid() && m_score.valid(); }
+    ResponseScorer(store::ScoreWriter& writer, std::vector<const scorers::Scorer*> scorers,
+                   scorers::ScoreText mode)
+        : m_writer(writer), m_scorers(std::move(scorers)), m_mode(mode),
+          m_mode_name(scorers::score_text_name(mode)) {}
 
     util::Result<void> classification(int64_t response_id, const scorers::Classification& c) {
-        const auto cause = scorers::stop_cause_name(c.stop_cause);
-        if (!m_class
-                 .bind(response_id, c.opened ? 1 : 0, c.closed ? 1 : 0, c.reasoning_started ? 1 : 0,
-                       std::string(scorers::outcome_name(c.outcome)),
-                       cause.empty() ? std::optional<std::string>{}
-                                     : std::optional<std::string>{std::string(cause)})
-                 .run()) {
-            return make_error(ErrorKind::io,
-                              fmt::format("cannot write classifications: {}", m_class.error()));
-        }
-        return {};
+        return m_writer.classification({response_id, c.opened, c.closed, c.reasoning_started,
+                                        scorers::outcome_name(c.outcome),
+                                        scorers::stop_cause_name(c.stop_cause)});
     }
 
     // Every scorer's score of `r`; returns how many rows were written.
-    util::Result<int64_t> scores(const StoredResponse& r) {
-        auto& gold = m_golds[{r.dataset, r.question}];
+    util::Result<int64_t> scores(const store::ResponseToScore& r) {
+        auto& gold = m_golds[{r.dataset, r.question_idx}];
         if (gold.empty()) {
             for (const auto* s : m_scorers) {
                 gold.push_back(s->prepare_gold(r.answer));
@@ -141,87 +77,176 @@ public:
             } else {
                 result.extracted = "[invalid]";
             }
-            if (!m_score
-                     .bind(r.response_id, std::string(m_scorers[k]->name()),
-                           static_cast<int64_t>(m_scorers[k]->version()), m_mode_name,
-                           result.extracted, result.valid ? 1 : 0, result.correct ? 1 : 0)
-                     .run()) {
-                return make_error(ErrorKind::io,
-                                  fmt::format("cannot write scores: {}", m_score.error()));
+            if (auto w =
+                    m_writer.score({r.response_id, m_scorers[k]->name(), m_scorers[k]->version(),
+                                    m_mode_name, result.extracted, result.valid, result.correct});
+                !w) {
+                return w.error();
             }
         }
         return static_cast<int64_t>(m_scorers.size());
     }
 
 private:
+    store::ScoreWriter& m_writer;
     std::vector<const scorers::Scorer*> m_scorers;
     scorers::ScoreText m_mode;
     std::string m_mode_name;
-    store::Statement m_class;
-    store::Statement m_score;
     std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;
 };
 
-} // namespace
-
-util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, Scope scope) {
-    RescoreSummary out;
-    auto* db = st.handle();
-    if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-        return make_error(ErrorKind::io,
-                          fmt::format("cannot lock {}: {}", st.path(), sqlite3_errmsg(db)));
-    }
-    auto rollback = [&](std::string msg) -> util::Result<RescoreSummary> {
-        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-        return make_error(ErrorKind::io, std::move(msg));
-    };
-    if (scope == Scope::all) {
-        sqlite3_exec(db, "DELETE FROM scores; DELETE FROM classifications;", nullptr, nullptr,
-                     nullptr);
-    }
-    std::string sql = k_select_all;
-    if (scope == Scope::missing) {
-        sql += " WHERE v.outcome IS NULL";
-    }
-    store::Statement select(db, sql);
-    store::Statement select_stops(db, k_select_stops);
-    ScoreWriter writer(db, mode);
-    if (!select.valid() || !select_stops.valid() || !writer.valid()) {
-        return rollback(fmt::format("cannot read responses: {}", sqlite3_errmsg(db)));
-    }
-    while (select.step()) {
-        const auto r = stored_response(select);
-        if (auto w = writer.classification(r.response_id, classify_stored(r, select_stops)); !w) {
-            return rollback(w.error().message);
+// Classify and score every response `responses` yields, adding to `out`.
+util::Result<void> score_each(store::ResponsesToScore& responses, store::RequestStops& stops,
+                              ResponseScorer& scorer, RescoreSummary& out) {
+    while (true) {
+        auto next = responses.next();
+        if (!next) {
+            return next.error();
         }
-        auto written = writer.scores(r);
+        if (!*next) {
+            return {};
+        }
+        const auto& r = **next;
+        auto c = classify_stored(r, stops);
+        if (!c) {
+            return c.error();
+        }
+        if (auto w = scorer.classification(r.response_id, *c); !w) {
+            return w.error();
+        }
+        auto written = scorer.scores(r);
         if (!written) {
-            return rollback(written.error().message);
+            return written.error();
         }
         out.scores += *written;
         ++out.responses;
     }
-    if (!select.error().empty()) {
-        return rollback(fmt::format("cannot read responses: {}", select.error()));
+}
+
+// Store the user scorers `added` (inside the pass's transaction), noting in
+// `out` which were new or changed.
+util::Result<void> store_added(store::Store& st, const std::vector<scorers::ScorerSource>& added,
+                               RescoreSummary& out) {
+    for (const auto& source : added) {
+        auto scorer = scorers::load_scorer(source.text, source.name, source.origin);
+        if (!scorer) {
+            return scorer.error();
+        }
+        auto change =
+            store::put_scorer(st, {source.name, scorer->version(), source.text, source.origin, ""});
+        if (!change) {
+            return change.error();
+        }
+        if (*change == store::ScorerChange::added) {
+            out.added.push_back(source.name);
+        } else if (*change == store::ScorerChange::replaced) {
+            out.replaced.push_back(source.name);
+        }
     }
-    if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
-        return rollback(fmt::format("cannot commit scores: {}", sqlite3_errmsg(db)));
+    return {};
+}
+
+} // namespace
+
+util::Result<std::vector<scorers::ScorerSource>>
+read_scorer_files(const std::vector<std::string>& paths) {
+    auto registry = scorers::Registry::builtin();
+    if (!registry) {
+        return registry.error();
+    }
+    std::vector<scorers::ScorerSource> out;
+    for (const auto& path : paths) {
+        auto source = scorers::read_scorer_source(path);
+        if (!source) {
+            return source.error();
+        }
+        if (auto added = registry->add_source(*source); !added) {
+            return added.error();
+        }
+        out.push_back(std::move(*source));
     }
     return out;
 }
 
-util::Result<void> ensure_scored(store::Store& st) {
-    store::Statement mode(st.handle(), "SELECT score_text FROM scores LIMIT 1");
-    auto text_mode = scorers::ScoreText::full;
-    if (mode.step() && mode.column_text(0) == "after-think") {
-        text_mode = scorers::ScoreText::after_think;
+util::Result<scorers::Registry> stored_registry(store::Store& st) {
+    auto registry = scorers::Registry::builtin();
+    if (!registry) {
+        return registry.error();
     }
-    mode.reset();
-    auto r = rescore(st, text_mode, Scope::missing);
-    if (!r) {
+    auto stored = store::stored_scorers(st);
+    if (!stored) {
+        return stored.error();
+    }
+    for (const auto& s : *stored) {
+        if (auto added = registry->add_source({s.name, s.definition, s.origin}); !added) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the stored scorer '{}' cannot be used by this "
+                                          "diffeval: {}",
+                                          st.path(), s.name, added.error().message));
+        }
+    }
+    return registry;
+}
+
+util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, Scope scope,
+                                     const std::vector<scorers::ScorerSource>& added) {
+    // Take the write lock; everything below is undone unless committed.
+    auto tx = store::ScoringTransaction::begin(st);
+    if (!tx) {
+        return tx.error();
+    }
+    // Store the user's scorers; a new or changed one scores everything.
+    RescoreSummary out;
+    if (auto r = store_added(st, added, out); !r) {
         return r.error();
     }
-    return {};
+    if (!out.added.empty() || !out.replaced.empty()) {
+        scope = Scope::all;
+    }
+    auto registry = stored_registry(st);
+    if (!registry) {
+        return registry.error();
+    }
+    // Rescoring everything starts from no derived rows.
+    if (scope == Scope::all) {
+        if (auto r = store::clear_derived(st); !r) {
+            return r.error();
+        }
+    }
+    // Prepare the reads and writes, then score each response.
+    auto responses = store::ResponsesToScore::open(
+        st, scope == Scope::all ? store::Pending::all : store::Pending::unclassified);
+    if (!responses) {
+        return responses.error();
+    }
+    auto stops = store::RequestStops::prepare(st);
+    if (!stops) {
+        return stops.error();
+    }
+    auto writer = store::ScoreWriter::prepare(st);
+    if (!writer) {
+        return writer.error();
+    }
+    ResponseScorer scorer(*writer, registry->all(), mode);
+    if (auto r = score_each(*responses, *stops, scorer, out); !r) {
+        return r.error();
+    }
+    if (auto r = tx->commit(); !r) {
+        return r.error();
+    }
+    return out;
+}
+
+util::Result<RescoreSummary> ensure_scored(store::Store& st,
+                                           const std::vector<scorers::ScorerSource>& added) {
+    // Keep the text mode the stored scores were computed from.
+    auto stored = store::stored_score_text(st);
+    if (!stored) {
+        return stored.error();
+    }
+    // None stored yet, or a name this diffeval does not know: the full text.
+    auto mode = scorers::parse_score_text(stored->value_or("full"));
+    return rescore(st, mode ? *mode : scorers::ScoreText::full, Scope::missing, added);
 }
 
 } // namespace diffeval::analysis

@@ -10,6 +10,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
+#include <scorers/score_text.hpp>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,7 @@ struct AnalyseFlags {
     std::string scorer = "vllm";
     std::string a, b;
     std::string score_text = "full";
+    std::vector<std::string> scorer_files; // `rescore`: users' own scorers to store
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
     size_t flips = 10;
@@ -241,22 +243,29 @@ int plan_command(const AnalyseFlags& f) {
 }
 
 int rescore_command(const AnalyseFlags& f) {
-    if (f.score_text != "full" && f.score_text != "after-think") {
+    auto mode = scorers::parse_score_text(f.score_text);
+    if (!mode) {
         return report(util::make_error(
             util::ErrorKind::usage,
             fmt::format("--score-text '{}': use full or after-think", f.score_text)));
+    }
+    // Check the user's scorer files before the database is touched (not even
+    // migrated), so a bad file changes nothing.
+    auto added = analysis::read_scorer_files(f.scorer_files);
+    if (!added) {
+        return report(added.error());
     }
     auto st = open_existing_store(f.db, true);
     if (!st) {
         return report(st.error());
     }
-    auto mode = f.score_text == "full" ? scorers::ScoreText::full : scorers::ScoreText::after_think;
-    auto r = analysis::rescore(**st, mode, analysis::Scope::all);
+    auto r = analysis::rescore(**st, *mode, analysis::Scope::all, *added);
     if (!r) {
         return report(r.error());
     }
     std::cout << fmt::format("rescored {} responses ({} scores, text: {})\n", r->responses,
                              r->scores, f.score_text);
+    std::cout << stored_scorer_lines(*r, f.db);
     return k_exit_ok;
 }
 
@@ -301,6 +310,9 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
         root.add_subcommand("rescore", "Recompute classifications and scores from stored text");
     rescore->add_option("--db", flags->db, "Results database");
     rescore->add_option("--score-text", flags->score_text, "full (default) or after-think");
+    rescore->add_option("--scorer-file", flags->scorer_files,
+                        "A scorer file of your own (repeatable): stored in the database and "
+                        "used by every later scoring pass");
     dispatch[rescore] = [flags] { return rescore_command(*flags); };
 }
 

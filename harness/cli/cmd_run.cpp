@@ -1,4 +1,5 @@
 // `diffeval run`: send the experiment's requests and store every response.
+#include <harness/analysis/rescore.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/engine/run.hpp>
@@ -47,6 +48,7 @@ struct RunFlags {
     bool keep_servers = false;
     bool sequential_servers = false;
     std::string probe;
+    std::vector<std::string> scorer_files;
     std::vector<std::string> server_logs;
     bool quiet = false;
     std::string shard;
@@ -228,6 +230,8 @@ void apply_setting_flags(const RunFlags& f, engine::RunConfig& config) {
         config.sequential_servers = true;
     if (!f.probe.empty())
         config.probe = f.probe;
+    if (!f.scorer_files.empty())
+        config.scorer_files = f.scorer_files;
 }
 
 // The flags that need parsing: servers, token limits, concurrency, attached
@@ -329,6 +333,12 @@ int run_command(const RunFlags& f) {
     if (!config) {
         return report(config.error());
     }
+    // The user's scorer files are checked before anything is sent, so a bad
+    // one costs no run.
+    auto added = analysis::read_scorer_files(config->scorer_files);
+    if (!added) {
+        return report(added.error());
+    }
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
@@ -346,10 +356,13 @@ int run_command(const RunFlags& f) {
         return report(result.error());
     }
     // 3. Classify and score what was stored, so the database's views are
-    // complete when the run returns (also after an interruption).
-    if (auto r = score_stored(config->db); !r) {
-        return report(r.error());
+    // complete when the run returns (also after an interruption); a user
+    // scorer new to the database, or changed, scores everything stored.
+    auto scored = score_stored(config->db, *added);
+    if (!scored) {
+        return report(scored.error());
     }
+    std::cout << stored_scorer_lines(*scored, config->db);
     // 4. Say what was stored and what to do next.
     return report_outcome(*result, config->db);
 }
@@ -391,6 +404,9 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_flag("--keep-servers", flags->keep_servers, "Leave launched servers running");
     cmd->add_flag("--sequential-servers", flags->sequential_servers,
                   "Run one server configuration at a time (one GPU, several configurations)");
+    cmd->add_option("--scorer-file", flags->scorer_files,
+                    "A scorer file of your own (repeatable): stored in the database and used "
+                    "by every scoring pass of it, this run's and later ones");
     cmd->add_option("--probe", flags->probe,
                     "Also send the decision-point probe: think-open (docs/probe.md)");
     cmd->add_option("--max-response-bytes", flags->max_response_bytes,

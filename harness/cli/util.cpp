@@ -94,12 +94,28 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     return rw;
 }
 
-util::Result<void> score_stored(const std::string& db) {
+util::Result<analysis::RescoreSummary>
+score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added) {
     auto st = store::Store::open(db, store::Store::Mode::read_write);
     if (!st) {
         return st.error();
     }
-    return analysis::ensure_scored(**st);
+    return analysis::ensure_scored(**st, added);
+}
+
+std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& db) {
+    std::string out;
+    for (const auto& name : pass.added) {
+        out += fmt::format("scorer '{}' is stored in {} now: all {} responses are scored with it, "
+                           "and later runs, imports and merges into {} score with it too\n",
+                           name, db, pass.responses, db);
+    }
+    for (const auto& name : pass.replaced) {
+        out += fmt::format("scorer '{}' has a new definition in {}: all {} responses were scored "
+                           "again\n",
+                           name, db, pass.responses);
+    }
+    return out;
 }
 
 util::Result<OpenResults> open_results(const std::string& db) {

@@ -1,6 +1,7 @@
 // Small helpers shared by the subcommands: comma lists and error lines.
 #pragma once
 
+#include <harness/analysis/rescore.hpp>
 #include <harness/analysis/results.hpp>
 #include <harness/cli/cli.hpp>
 #include <harness/store/store.hpp>
@@ -28,8 +29,15 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
 
 // Classify and score what `db` holds and has not been scored yet: the stage
 // after every command that stores responses (run, import, merge), so
-// v_scores and v_responses.outcome are complete when it returns.
-util::Result<void> score_stored(const std::string& db);
+// v_scores and v_responses.outcome are complete when it returns. The user
+// scorers `added` (from analysis::read_scorer_files) are stored first; one
+// new to `db` or changed scores every response.
+util::Result<analysis::RescoreSummary>
+score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added = {});
+
+// One line per user scorer a scoring pass of `db` stored (new, or with a
+// changed definition), saying what was scored; "" when none was.
+std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& db);
 
 // A run's database (opened as open_existing_store opens it, so scored) with
 // its results loaded.

@@ -348,6 +348,7 @@ const KeyTable<RunConfig>& experiment_keys() {
         {"fewshot_from", string_into(&RunConfig::fewshot_from, "fewshot_from")},
         {"api_key_env", string_into(&RunConfig::api_key_env, "api_key_env")},
         {"probe", string_into(&RunConfig::probe, "probe")},
+        {"scorer_files", into(&RunConfig::scorer_files, "scorer_files", string_list)},
         {"stream", bool_into(&RunConfig::stream, "stream")},
     };
     return keys;
@@ -512,6 +513,8 @@ nlohmann::json to_json(const RunConfig& c) {
         j["limit"] = *c.limit;
     if (c.probe)
         j["probe"] = *c.probe;
+    if (!c.scorer_files.empty())
+        j["scorer_files"] = c.scorer_files;
     if (c.model)
         j["model"] = *c.model;
     if (!c.fewshot_from.empty())

@@ -87,6 +87,9 @@ struct RunConfig {
     // Largest response body accepted, after decompression.
     int64_t max_response_bytes = int64_t{32} << 20;
     bool wait_lock = false; // wait for another run on the database instead of exiting
+    // Users' own scorer files: stored in the database and used by every
+    // scoring pass of it (the run's own, and later ones).
+    std::vector<std::string> scorer_files;
 };
 
 // Read an experiment file into `config`. Unknown keys are errors naming the

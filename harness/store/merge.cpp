@@ -4,7 +4,8 @@
 // merge keeps working as migrations add columns. Surrogate keys (run_id,
 // request_id, response_id) are renumbered; request keys tie everything
 // together. classifications and scores are derived and not copied: the
-// first command that reads the merged file computes them.
+// first command that reads the merged file computes them. Users' scorers
+// (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
 
 #include <harness/store/sqlite.hpp>
@@ -106,6 +107,15 @@ std::string find_conflict(sqlite3* db) {
                            "the same questions",
                            f[0], f[1]);
     }
+    auto scorer = first_row(db,
+                            "SELECT s.name FROM src.scorers s JOIN main.scorers m USING (name) "
+                            "WHERE m.definition != s.definition LIMIT 1",
+                            1);
+    if (!scorer.empty()) {
+        return fmt::format("scorer '{}' has another definition there than here; rescore both "
+                           "with the same --scorer-file and merge again",
+                           scorer[0]);
+    }
     auto request = first_row(db,
                              "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
                              "JOIN main.requests m USING (request_key) "
@@ -164,6 +174,24 @@ util::Result<void> merge_runs(Database& db) {
         }
     }
     return {};
+}
+
+// Users' scorers main does not hold yet. Every response main already scored
+// lacks their scores, so its classifications are dropped: the scoring stage
+// then scores every response again, under every scorer (scores are replaced,
+// so their text mode is kept).
+util::Result<void> merge_scorers(Database& db) {
+    sqlite3* h = db.handle();
+    if (count(h, "SELECT count(*) FROM src.scorers WHERE name NOT IN "
+                 "(SELECT name FROM main.scorers)") == 0) {
+        return {};
+    }
+    if (auto r = db.exec("DELETE FROM main.classifications"); !r) {
+        return r;
+    }
+    return db.exec(fmt::format("INSERT OR IGNORE INTO main.scorers ({0}) SELECT {0} FROM "
+                               "src.scorers",
+                               joined(shared_columns(h, "scorers", {}), "")));
 }
 
 // Request bodies and requests: a request already in main (same key) is kept.
@@ -246,6 +274,9 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
             fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
     }
     if (auto r = merge_runs(db); !r) {
+        return fail(r.error());
+    }
+    if (auto r = merge_scorers(db); !r) {
         return fail(r.error());
     }
     if (auto r = merge_requests(db, summary); !r) {

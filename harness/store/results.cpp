@@ -114,17 +114,6 @@ util::Result<void> CountedRows::status() const {
     return {};
 }
 
-util::StopReason CountedRows::stop_reason() const {
-    switch (m_rows.column_type(18)) {
-    case SQLITE_NULL:
-        return std::monostate{};
-    case SQLITE_INTEGER:
-        return m_rows.column_int(18);
-    default:
-        return std::string(m_rows.column_view(18));
-    }
-}
-
 std::optional<int64_t> CountedRows::optional_int(int col) const {
     return m_rows.column_null(col) ? std::nullopt : std::optional(m_rows.column_int(col));
 }

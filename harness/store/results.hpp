@@ -73,7 +73,7 @@ public:
     std::optional<std::string_view> text() const { return optional_view(15); }
     std::optional<std::string_view> reasoning() const { return optional_view(16); }
     std::optional<std::string_view> finish_reason() const { return optional_view(17); }
-    util::StopReason stop_reason() const;
+    util::StopReason stop_reason() const { return m_rows.column_stop_reason(18); }
     std::optional<std::string_view> response_error() const { return optional_view(19); }
 
 private:

@@ -110,6 +110,17 @@ void Statement::bind_one(int i, const Value& v) {
         v);
 }
 
+util::StopReason Statement::column_stop_reason(int col) const {
+    switch (column_type(col)) {
+    case SQLITE_INTEGER:
+        return column_int(col);
+    case SQLITE_TEXT:
+        return std::string(column_view(col));
+    default:
+        return std::monostate{};
+    }
+}
+
 void Statement::bind_one(int i, const util::StopReason& v) {
     std::visit(
         [&](const auto& x) {

@@ -61,6 +61,9 @@ public:
     int column_type(int col) const { return sqlite3_column_type(m_stmt, col); }
     bool column_null(int col) const { return sqlite3_column_type(m_stmt, col) == SQLITE_NULL; }
     Value column_value(int col) const;
+    // A stored stop reason: NULL, a token id (integer) or a stop string
+    // (text); any other type reads as none.
+    util::StopReason column_stop_reason(int col) const;
 
 private:
     void bind_one(int i, std::nullptr_t);

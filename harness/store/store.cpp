@@ -292,6 +292,20 @@ FROM requests q
 JOIN request_bodies b ON b.body_id = q.body_id;
 )sql";
 
+// Version 10: users' own scorers (`diffeval rescore --scorer-file`), kept as
+// the text of their files, so every later scoring pass (a resumed run, an
+// import, a merge) scores with the same rules as the first. Built-in scorers
+// are compiled into diffeval and not stored.
+constexpr std::string_view k_schema_v10 = R"sql(
+CREATE TABLE scorers (
+    name       TEXT PRIMARY KEY,
+    version    INTEGER NOT NULL,
+    definition TEXT NOT NULL,
+    origin     TEXT NOT NULL,
+    added_at   TEXT NOT NULL
+);
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -547,6 +561,11 @@ util::Result<void> Store::climb(int from, int to) {
     }
     if (from < 9 && to >= 9) {
         if (auto r = m_db.exec(k_schema_v9); !r) {
+            return r.error();
+        }
+    }
+    if (from < 10 && to >= 10) {
+        if (auto r = m_db.exec(k_schema_v10); !r) {
             return r.error();
         }
     }

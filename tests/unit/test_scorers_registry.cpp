@@ -151,6 +151,27 @@ TEST(Registry, MissingFileNamesThePath) {
     EXPECT_NE(added.error().message.find("/nonexistent/dir/my-scorer.toml"), std::string::npos);
 }
 
+// A user's scorer as text (what the store keeps) loads like its file, and a
+// path that cannot be read is the user's to fix.
+TEST(Registry, AddsASourceReadFromAFile) {
+    ScratchDir dir;
+    auto source = read_scorer_source(dir.write("boxed.toml", k_boxed));
+    ASSERT_TRUE(source.ok()) << source.error().message;
+    EXPECT_EQ(source->name, "boxed");
+    EXPECT_EQ(source->text, k_boxed);
+    auto registry = Registry::builtin();
+    ASSERT_TRUE(registry.ok());
+    auto added = registry->add_source(*source);
+    ASSERT_TRUE(added.ok()) << added.error().message;
+    EXPECT_EQ((*added)->version(), 2);
+    EXPECT_FALSE(registry->add_source(*source).ok());
+
+    auto missing = read_scorer_source("/nonexistent/dir/my-scorer.toml");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.error().kind, util::ErrorKind::usage);
+    EXPECT_NE(missing.error().message.find("/nonexistent/dir/my-scorer.toml"), std::string::npos);
+}
+
 // The error message for scorer file `text`, or "" if it loads.
 std::string load_error(std::string_view text) {
     auto scorer = load_scorer(text, "bad", "bad.toml");

@@ -188,6 +188,27 @@ TEST(Store, MigratesAVersionEightFileToOneBodyPerDistinctBody) {
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body one'"), 2);
 }
 
+// Version 10 adds the table of users' scorers, empty; nothing stored moves.
+TEST(Store, MigratesAVersionNineFileWithAnEmptyScorersTable) {
+    const auto path = fresh_db("v9").string();
+    ASSERT_TRUE(Store::create_at_version(path, 9).ok());
+    ASSERT_FALSE(exec_raw(path, "SELECT count(*) FROM scorers"));
+    ASSERT_TRUE(exec_raw(path, R"(INSERT INTO request_bodies (body_sha256, request_json)
+                 VALUES ('s0', 'body zero');
+             INSERT INTO requests (request_key, server, framing, max_tokens, repeat,
+                 question_idx, dataset, body_sha256, body_id) VALUES
+                 ('k1', 'a', 'raw', 256, 0, 0, 'sample', 's0', 1);)"));
+    // A reader cannot migrate: it says which command will.
+    auto ro = Store::open(path, Store::Mode::read_only);
+    ASSERT_FALSE(ro.ok());
+    EXPECT_NE(ro.error().message.find("has schema version 9"), std::string::npos);
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), 10);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM scorers"), 0);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body zero'"), 1);
+}
+
 TEST(Store, StoresEachDistinctBodyOnce) {
     auto s = Store::open(fresh_db("bodies").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
