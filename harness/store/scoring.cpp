@@ -20,13 +20,13 @@ constexpr std::string_view k_select_responses =
     "questions q ON q.dataset = v.dataset AND q.question_idx = v.question_idx";
 constexpr std::string_view k_only_unclassified = " WHERE v.outcome IS NULL";
 
-// The string items of the body's `stop` list. json_each walks a list's items;
-// the type check keeps a body whose `stop` is one string (or anything but a
-// list) at no stop strings, as before this reader existed.
+// The body's stop strings: json_each walks a list's items, or yields a single
+// string as its one row; items that are not strings are skipped.
 constexpr std::string_view k_select_stops =
     "SELECT s.value FROM requests q JOIN request_bodies b ON b.body_id = q.body_id, "
     "json_each(b.request_json, '$.stop') s WHERE q.request_id = ? AND json_valid(b.request_json) "
-    "AND json_type(b.request_json, '$.stop') = 'array' AND s.type = 'text' ORDER BY s.key";
+    "AND json_type(b.request_json, '$.stop') IN ('array', 'text') AND s.type = 'text' "
+    "ORDER BY s.key";
 
 constexpr std::string_view k_insert_classification =
     "INSERT OR REPLACE INTO classifications (response_id, opened, closed, reasoning_started, "

@@ -82,9 +82,9 @@ private:
     Statement m_select;
 };
 
-// The stop strings of a request's body: `stop` when it is a list (its string
-// items, in order); empty when the body has none or it is no list. Read only
-// for a response whose server named no stop field.
+// The stop strings of a request's body: `stop` as the OpenAI API allows it,
+// one string or a list (its string items, in order); empty when the body has
+// none. Read only for a response whose server named no stop field.
 class RequestStops {
 public:
     static util::Result<RequestStops> prepare(Store& store);

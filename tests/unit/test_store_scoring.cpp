@@ -110,6 +110,22 @@ TEST(RequestStops, ReadsTheBodysStopList) {
     EXPECT_TRUE(none->empty());
 }
 
+// The API allows one stop string instead of a list; a framing that sends one
+// must not lose it (the text ending in it is then a stop-string stop).
+TEST(RequestStops, ReadsASingleStopString) {
+    auto s = two_responses("stop_string", R"({"prompt": "x", "stop": "Question"})",
+                           R"({"prompt": "x", "stop": 7})");
+    const auto rows = read_all(*s, Pending::all);
+    auto stops = RequestStops::prepare(*s);
+    ASSERT_TRUE(stops.ok());
+    auto one = stops->of(rows[0].request_id);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(*one, std::vector<std::string>{"Question"});
+    auto number = stops->of(rows[1].request_id);
+    ASSERT_TRUE(number.ok());
+    EXPECT_TRUE(number->empty());
+}
+
 TEST(ScoringTransaction, UndoesItsWritesUnlessCommitted) {
     auto s = two_responses("transaction", "{}", "{}");
     const auto id = read_all(*s, Pending::all).front().response_id;
