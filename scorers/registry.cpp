@@ -98,6 +98,10 @@ util::Result<const Scorer*> Registry::find(std::string_view name) const {
     for (const Scorer* scorer : all()) {
         known.emplace_back(scorer->name());
     }
+    return unknown_scorer(name, known);
+}
+
+util::Error unknown_scorer(std::string_view name, const std::vector<std::string>& known) {
     const std::string names = fmt::format("{}", fmt::join(known, ", "));
     std::string message = fmt::format("unknown scorer '{}'", name);
     if (auto suggestion = util::closest_name(name, known)) {

@@ -60,6 +60,10 @@ private:
     std::vector<std::unique_ptr<Scorer>> m_scorers;
 };
 
+// The usage error for scorer `name` not among `known`: the known names and
+// the closest one. Every lookup by scorer name answers with it.
+util::Error unknown_scorer(std::string_view name, const std::vector<std::string>& known);
+
 // The built-in scorer called `name` (see Registry::find).
 util::Result<const Scorer*> find_scorer(std::string_view name);
 

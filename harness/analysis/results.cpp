@@ -5,6 +5,7 @@
 
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
+#include <scorers/registry.hpp>
 
 #include <fmt/format.h>
 
@@ -273,8 +274,7 @@ std::string answer_excerpt(store::Store& st, int64_t response_id, const std::str
 util::Result<size_t> scorer_index(const Results& results, const std::string& scorer) {
     auto it = std::find(results.scorers.begin(), results.scorers.end(), scorer);
     if (it == results.scorers.end()) {
-        return make_error(ErrorKind::usage, fmt::format("unknown scorer '{}'; known: {}", scorer,
-                                                        fmt::join(results.scorers, ", ")));
+        return scorers::unknown_scorer(scorer, results.scorers);
     }
     return static_cast<size_t>(it - results.scorers.begin());
 }

@@ -215,7 +215,10 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
     EXPECT_NE(o.err.find("no server 'nosuch'"), std::string::npos) << o.err;
     auto s = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--scorer", "vlm"});
     EXPECT_EQ(s.exit_code, 2);
-    EXPECT_NE(s.err.find("unknown scorer 'vlm'"), std::string::npos) << s.err;
+    EXPECT_NE(s.err.find("unknown scorer 'vlm'; did you mean 'vllm'? Known scorers: "
+                         "lm-eval-flexible, lm-eval-strict, vllm"),
+              std::string::npos)
+        << s.err;
     auto bad_scorer = e2e::run({"summary", "--db", *db, "--scorer", "vlm"});
     EXPECT_EQ(bad_scorer.exit_code, 2);
     EXPECT_EQ(bad_scorer.out, "") << "an error must not come after half a table";
