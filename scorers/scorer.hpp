@@ -30,6 +30,9 @@ struct ScoreResult {
 struct Gold {
     std::string value; // extracted (python_int) or normalised (exact_match) gold answer
     bool valid = false;
+    // False when normalising ran past its bound (a hostile scorer file):
+    // then no answer equals it.
+    bool comparable = true;
 };
 
 class Scorer {
