@@ -56,7 +56,7 @@ struct ClassifyInput {
     std::string_view text;          // choices[0].text or message.content ("" if null)
     std::string_view reasoning;     // message.reasoning(_content) when the server split it off
     std::string_view finish_reason; // empty if absent or null
-    util::StopReason stop_reason; // the server's, as the response named it
+    util::StopReason stop_reason;   // the server's, as the response named it
     // The response field the stop cause was read from (responses.stop_field):
     // "stop_reason" (vLLM), "matched_stop" (SGLang), "finish_reason" (TGI
     // before 2.2: eos_token, stop_sequence), "__verbose.stop_type" (llama.cpp

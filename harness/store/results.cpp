@@ -127,8 +127,8 @@ std::optional<std::string_view> CountedRows::optional_view(int col) const {
 }
 
 ScoreRows::ScoreRows(Store& store, int64_t lo, int64_t hi, bool extracted)
-    : m_scores(store.handle(), std::string(k_score_columns) + (extracted ? ", extracted" : "") +
-                                   k_score_source) {
+    : m_scores(store.handle(),
+               std::string(k_score_columns) + (extracted ? ", extracted" : "") + k_score_source) {
     m_scores.bind(lo, hi);
 }
 

@@ -108,10 +108,10 @@ private:
 
 // One response's answer as `scorer` saw it, for an excerpt.
 struct ScoredAnswer {
-    bool found = false;     // the response exists
-    bool valid = false;     // the scorer extracted an answer
-    std::string extracted;  // what it extracted
-    std::string text;       // the response's text, or its error, or ""
+    bool found = false;    // the response exists
+    bool valid = false;    // the scorer extracted an answer
+    std::string extracted; // what it extracted
+    std::string text;      // the response's text, or its error, or ""
 };
 util::Result<ScoredAnswer> scored_answer(Store& store, int64_t response_id,
                                          const std::string& scorer);

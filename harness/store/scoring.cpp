@@ -106,10 +106,10 @@ util::Result<std::optional<ResponseToScore>> ResponsesToScore::next() {
         return std::optional<ResponseToScore>{};
     }
     const auto& s = m_select;
-    return std::optional<ResponseToScore>{
-        ResponseToScore{s.column_int(0), s.column_text(1), s.column_int(2), s.column_text(3),
-                        s.column_text(4), s.column_text(5), s.column_stop_reason(6), s.column_int(7) != 0,
-                        s.column_text(8), s.column_text(9), s.column_int(10)}};
+    return std::optional<ResponseToScore>{ResponseToScore{
+        s.column_int(0), s.column_text(1), s.column_int(2), s.column_text(3), s.column_text(4),
+        s.column_text(5), s.column_stop_reason(6), s.column_int(7) != 0, s.column_text(8),
+        s.column_text(9), s.column_int(10)}};
 }
 
 util::Result<RequestStops> RequestStops::prepare(Store& st) {

@@ -102,8 +102,9 @@ TEST_F(Plan, EachFramingGoesToItsEndpoint) {
     std::set<std::string> urls;
     for (const auto& w : state.queue) {
         urls.insert(w.url);
-        EXPECT_EQ(w.endpoint, w.url.ends_with("/v1/chat/completions") ? engine::Endpoint::chat
-                                                                      : engine::Endpoint::completion);
+        EXPECT_EQ(w.endpoint, w.url.ends_with("/v1/chat/completions")
+                                  ? engine::Endpoint::chat
+                                  : engine::Endpoint::completion);
     }
     EXPECT_EQ(urls, (std::set<std::string>{"http://127.0.0.1:9/v1/completions",
                                            "http://127.0.0.1:9/v1/chat/completions"}));
