@@ -97,18 +97,6 @@ void Statement::bind_one(int i, double v) {
 void Statement::bind_one(int i, std::string_view v) {
     sqlite3_bind_text(m_stmt, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
 }
-void Statement::bind_one(int i, const Value& v) {
-    std::visit(
-        [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, std::monostate>) {
-                bind_one(i, nullptr);
-            } else {
-                bind_one(i, x);
-            }
-        },
-        v);
-}
 
 util::StopReason Statement::column_stop_reason(int col) const {
     switch (column_type(col)) {
@@ -119,19 +107,6 @@ util::StopReason Statement::column_stop_reason(int col) const {
     default:
         return std::monostate{};
     }
-}
-
-void Statement::bind_one(int i, const util::StopReason& v) {
-    std::visit(
-        [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, std::monostate>) {
-                bind_one(i, nullptr);
-            } else {
-                bind_one(i, x);
-            }
-        },
-        v);
 }
 
 Database::~Database() {

@@ -73,8 +73,11 @@ private:
     void bind_one(int i, std::string_view v);
     void bind_one(int i, const std::string& v) { bind_one(i, std::string_view(v)); }
     void bind_one(int i, const char* v) { bind_one(i, std::string_view(v)); }
-    void bind_one(int i, const Value& v);
-    void bind_one(int i, const util::StopReason& v);
+    void bind_one(int i, std::monostate) { bind_one(i, nullptr); }
+    // A Value or a util::StopReason: whichever alternative it holds.
+    template <typename... Ts> void bind_one(int i, const std::variant<Ts...>& v) {
+        std::visit([&](const auto& x) { bind_one(i, x); }, v);
+    }
     template <typename T> void bind_one(int i, const std::optional<T>& v) {
         if (v) {
             bind_one(i, *v);
