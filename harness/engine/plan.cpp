@@ -1,8 +1,9 @@
-// Planning: turning one server's part of the (framing x max_tokens x repeat x
-// question) matrix, and the probe's requests, into request rows stored before
-// anything is sent and work queued for what has no successful response. The
-// key of a request hashes what identifies it and its body's bytes, so a
-// changed framing is a new request and an unchanged one resumes.
+// Planning: reading one server's part of the (framing x max_tokens x question
+// x repeat) matrix, and the probe's requests, a question at a time into
+// request rows stored before they are sent and work queued for what has no
+// successful response. The key of a request hashes what identifies it and its
+// body's bytes, so a changed framing is a new request and an unchanged one
+// resumes. The event loop asks for more as its queue runs low (send.cpp).
 #include <harness/engine/run_parts.hpp>
 
 #include <harness/util/hash.hpp>
@@ -17,80 +18,8 @@ using util::make_error;
 
 namespace {
 
-// Where one framing's requests of one server go, and how they are counted.
-struct Target {
-    const RunContext& ctx;
-    size_t si;
-    const std::unordered_set<std::string>& done_keys;
-    ServerState& server;
-    RunSummary& summary;
-    Endpoint endpoint;
-    std::string url;
-};
-
 Endpoint endpoint_of(const framing::Framing& f) {
     return f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
-}
-
-// Count `row` as planned; queue it and keep it in `rows` unless answered.
-void plan_row(Target& t, store::RequestRow row, std::shared_ptr<const std::string> body,
-              std::shared_ptr<const ProbeTarget> probe, std::vector<store::RequestRow>& rows) {
-    ++t.summary.planned;
-    if (t.done_keys.count(row.key)) {
-        ++t.summary.skipped;
-        return;
-    }
-    Work w{row.key, t.si, t.endpoint, t.url, std::move(body), 0, "", nullptr, {}};
-    w.probe = std::move(probe);
-    t.server.queue.push_back(std::move(w));
-    rows.push_back(std::move(row));
-}
-
-// The requests of one token limit: one per (question of the shard, repeat).
-util::Result<void> plan_max_tokens(Target& t, const framing::Framing& f,
-                                   const framing::Renderer& renderer,
-                                   const std::optional<std::string>& body_model,
-                                   const nlohmann::ordered_json& extra, int max_tokens,
-                                   store::Store& db) {
-    const auto& config = t.ctx.config;
-    const auto& dataset = t.ctx.inputs.dataset;
-    const auto& spec = config.servers[t.si];
-    std::vector<store::RequestRow> rows;
-    for (size_t q = 0; q < t.ctx.inputs.n_questions; ++q) {
-        if (config.shard &&
-            static_cast<int>(q % static_cast<size_t>(config.shard->count)) != config.shard->index) {
-            continue;
-        }
-        auto body = std::make_shared<const std::string>(
-            util::python_json_dumps(renderer.body(dataset.test[q], max_tokens, body_model, extra)));
-        auto body_sha = util::sha256_hex(*body);
-        for (int rep = 0; rep < config.repeats; ++rep) {
-            store::RequestRow row{"",           spec.name, f.name,
-                                  max_tokens,   rep,       static_cast<int>(q),
-                                  dataset.name, *body,     body_sha};
-            row.key = store::request_key(spec.name, f.name, max_tokens, rep,
-                                         static_cast<int64_t>(q), body_sha);
-            plan_row(t, std::move(row), body, nullptr, rows);
-        }
-    }
-    return db.put_requests(rows);
-}
-
-// The probe's requests (probe_plan.hpp) under framing `f`, like the measured
-// ones: stored first, queued unless answered.
-util::Result<void> plan_probes(Target& t, const framing::Framing& f,
-                               const framing::Renderer& renderer,
-                               const std::optional<std::string>& body_model, store::Store& db) {
-    const auto& config = t.ctx.config;
-    const auto& spec = config.servers[t.si];
-    auto target = std::make_shared<const ProbeTarget>(ProbeTarget{f.probe_marker, f.probe_chain});
-    std::vector<store::RequestRow> rows;
-    for (auto& p : plan_probe_requests(*config.probe, spec.name, renderer, t.ctx.inputs.dataset,
-                                       t.ctx.inputs.n_questions, config.repeats, body_model,
-                                       spec.extra_body)) {
-        plan_row(t, std::move(p.row), p.body, target, rows);
-    }
-    return db.put_requests(rows);
 }
 
 // The model a framing's bodies name: the configured one, else (when the
@@ -112,34 +41,136 @@ util::Result<std::optional<std::string>> body_model_for(const RunContext& ctx, s
     return body_model;
 }
 
+// Questions of the first `n` in the run's shard (all without one).
+int64_t questions_in_shard(const RunConfig& config, size_t n) {
+    if (!config.shard) {
+        return static_cast<int64_t>(n);
+    }
+    const auto count = static_cast<size_t>(config.shard->count);
+    const auto index = static_cast<size_t>(config.shard->index);
+    return static_cast<int64_t>(n / count + (index < n % count ? 1 : 0));
+}
+
 } // namespace
 
-util::Result<void> plan_server(const RunContext& ctx, size_t si, const ServerInfo& info,
-                               const std::unordered_set<std::string>& done_keys,
-                               ServerState& server, store::Store& db, RunSummary& summary) {
+util::Result<std::shared_ptr<Planner>> Planner::create(const RunContext& ctx, size_t si,
+                                                       const ServerInfo& info) {
     const auto& config = ctx.config;
     const auto& spec = config.servers[si];
+    std::shared_ptr<Planner> p(new Planner(ctx, si));
+    p->m_stages = config.max_tokens.size() + (config.probe ? 1 : 0);
+    const auto n = ctx.inputs.n_questions;
     for (const auto& f : ctx.inputs.framings) {
         auto body_model = body_model_for(ctx, si, f, info);
         if (!body_model) {
             return body_model.error();
         }
-        framing::Renderer renderer(f, ctx.inputs.dataset);
         auto extra = spec.extra_body;
         if (config.stream) {
             extra["stream"] = true;
             extra["stream_options"] = {{"include_usage", true}};
         }
-        Target t{ctx, si, done_keys, server, summary, endpoint_of(f), spec.url + f.endpoint};
-        for (int max_tokens : config.max_tokens) {
-            if (auto r = plan_max_tokens(t, f, renderer, *body_model, extra, max_tokens, db); !r) {
-                return r;
-            }
-        }
+        p->m_parts.push_back(
+            Part{framing::Renderer(f, ctx.inputs.dataset), *body_model, std::move(extra),
+                 probe_options(f, spec.extra_body), endpoint_of(f), spec.url + f.endpoint,
+                 std::make_shared<const ProbeTarget>(ProbeTarget{f.probe_marker, f.probe_chain})});
+        p->m_total += static_cast<int64_t>(config.max_tokens.size()) *
+                      questions_in_shard(config, n) * config.repeats;
         if (config.probe) {
-            if (auto r = plan_probes(t, f, renderer, *body_model, db); !r) {
-                return r;
+            p->m_total += static_cast<int64_t>(n) * probe_requests_per_question(f, config.repeats);
+        }
+    }
+    return p;
+}
+
+void Planner::read_question(std::vector<Read>& out) {
+    const auto& config = m_ctx.config;
+    const auto& dataset = m_ctx.inputs.dataset;
+    const auto& server = config.servers[m_si].name;
+    const Part& part = m_parts[m_part];
+    const size_t q = m_question;
+    if (m_stage == config.max_tokens.size()) {
+        for (auto& p : plan_probe_question(*config.probe, server, part.renderer, dataset, q,
+                                           config.repeats, part.body_model, part.probe_options)) {
+            out.push_back(Read{std::move(p.row), std::move(p.body), &part});
+        }
+    } else if (!config.shard || static_cast<int>(q % static_cast<size_t>(config.shard->count)) ==
+                                    config.shard->index) {
+        const int max_tokens = config.max_tokens[m_stage];
+        auto body = std::make_shared<const std::string>(util::python_json_dumps(
+            part.renderer.body(dataset.test[q], max_tokens, part.body_model, part.extra)));
+        auto body_sha = util::sha256_hex(*body);
+        const auto& framing = part.renderer.framing().name;
+        for (int rep = 0; rep < config.repeats; ++rep) {
+            store::RequestRow row{"",           server, framing,
+                                  max_tokens,   rep,    static_cast<int>(q),
+                                  dataset.name, *body,  body_sha};
+            row.key = store::request_key(server, framing, max_tokens, rep, static_cast<int64_t>(q),
+                                         body_sha);
+            out.push_back(Read{std::move(row), body, &part});
+        }
+    }
+    // Move on: the next question, stage, framing.
+    if (++m_question == m_ctx.inputs.n_questions) {
+        m_question = 0;
+        if (++m_stage == m_stages) {
+            m_stage = 0;
+            ++m_part;
+        }
+    }
+}
+
+util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSummary& summary,
+                                 size_t want) {
+    while (!finished() && server.queue.size() < want) {
+        std::vector<Read> read;
+        while (!finished() && server.queue.size() + read.size() < want) {
+            read_question(read);
+        }
+        // Rows and what they are sent with, side by side.
+        std::vector<store::RequestRow> rows;
+        rows.reserve(read.size());
+        for (auto& r : read) {
+            rows.push_back(std::move(r.row));
+        }
+        auto answered = db.answered(rows);
+        if (!answered) {
+            return answered.error();
+        }
+        size_t kept = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            ++summary.planned;
+            if ((*answered)[i]) {
+                ++summary.skipped;
+                continue;
             }
+            if (kept != i) {
+                rows[kept] = std::move(rows[i]);
+                read[kept] = std::move(read[i]);
+            }
+            ++kept;
+        }
+        rows.resize(kept);
+        read.resize(kept);
+        // Stored before any is queued: the store knows what was asked.
+        if (auto r = db.put_requests(rows); !r) {
+            return r;
+        }
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Part& part = *read[i].part;
+            Work w{std::move(rows[i].key),
+                   m_si,
+                   part.endpoint,
+                   part.url,
+                   std::move(read[i].body),
+                   0,
+                   "",
+                   nullptr,
+                   {}};
+            if (rows[i].probe_step >= 0) {
+                w.probe = part.probe_target;
+            }
+            server.queue.push_back(std::move(w));
         }
     }
     return {};

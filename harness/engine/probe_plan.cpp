@@ -23,40 +23,54 @@ util::Result<void> validate_probe(const std::string& name) {
     return {};
 }
 
-std::vector<PlannedProbe> plan_probe_requests(const std::string& probe, const std::string& server,
-                                              const framing::Renderer& renderer,
-                                              const datasets::Dataset& dataset, size_t n_questions,
-                                              int repeats, const std::optional<std::string>& model,
-                                              const nlohmann::ordered_json& extra) {
-    const auto& f = renderer.framing();
-    const bool chat = f.kind == framing::Kind::chat;
+nlohmann::ordered_json probe_options(const framing::Framing& f,
+                                     const nlohmann::ordered_json& extra) {
     auto options = extra;
-    if (chat) {
+    if (f.kind == framing::Kind::chat) {
         options["logprobs"] = true;
         options["top_logprobs"] = k_probe_top_logprobs;
     } else {
         options["logprobs"] = k_probe_top_logprobs;
     }
-    const int steps = !chat && !f.probe_chain.empty() ? 2 : 1;
+    return options;
+}
+
+namespace {
+
+int probe_steps(const framing::Framing& f) {
+    return f.kind != framing::Kind::chat && !f.probe_chain.empty() ? 2 : 1;
+}
+
+} // namespace
+
+int64_t probe_requests_per_question(const framing::Framing& f, int repeats) {
+    return int64_t{probe_steps(f)} * std::max(repeats, k_min_probe_repeats);
+}
+
+std::vector<PlannedProbe> plan_probe_question(const std::string& probe, const std::string& server,
+                                              const framing::Renderer& renderer,
+                                              const datasets::Dataset& dataset, size_t q,
+                                              int repeats, const std::optional<std::string>& model,
+                                              const nlohmann::ordered_json& options) {
+    const auto& f = renderer.framing();
+    const int steps = probe_steps(f);
     const int probe_repeats = std::max(repeats, k_min_probe_repeats);
     std::vector<PlannedProbe> out;
-    for (size_t q = 0; q < n_questions; ++q) {
-        auto body = renderer.body(dataset.test[q], 1, model, options);
-        for (int step = 0; step < steps; ++step) {
-            if (step == 1) {
-                body["prompt"] = body["prompt"].get<std::string>() + f.probe_chain;
-            }
-            auto text = std::make_shared<const std::string>(util::python_json_dumps(body));
-            auto sha = util::sha256_hex(*text);
-            for (int rep = 0; rep < probe_repeats; ++rep) {
-                store::RequestRow row{"",           server, f.name, 1, rep, static_cast<int>(q),
-                                      dataset.name, *text,  sha};
-                row.probe = probe;
-                row.probe_step = step;
-                row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe,
-                                                       step, server, f.name, rep, q, sha));
-                out.push_back({std::move(row), text});
-            }
+    auto body = renderer.body(dataset.test[q], 1, model, options);
+    for (int step = 0; step < steps; ++step) {
+        if (step == 1) {
+            body["prompt"] = body["prompt"].get<std::string>() + f.probe_chain;
+        }
+        auto text = std::make_shared<const std::string>(util::python_json_dumps(body));
+        auto sha = util::sha256_hex(*text);
+        for (int rep = 0; rep < probe_repeats; ++rep) {
+            store::RequestRow row{"",           server, f.name, 1, rep, static_cast<int>(q),
+                                  dataset.name, *text,  sha};
+            row.probe = probe;
+            row.probe_step = step;
+            row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe, step,
+                                                   server, f.name, rep, q, sha));
+            out.push_back({std::move(row), text});
         }
     }
     return out;

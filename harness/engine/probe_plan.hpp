@@ -46,15 +46,24 @@ struct PlannedProbe {
     std::shared_ptr<const std::string> body;
 };
 
+// What a probe request sends beside `extra` under framing `f`: the engine's
+// log-probability options.
+nlohmann::ordered_json probe_options(const framing::Framing& f,
+                                     const nlohmann::ordered_json& extra);
+
+// Probe requests per question under framing `f` with `repeats` (at least
+// k_min_probe_repeats each): one step, or two when the framing chains.
+int64_t probe_requests_per_question(const framing::Framing& f, int repeats);
+
 // The requests of probe `probe` for server `server` under `renderer`'s
-// framing: `repeats` (at least k_min_probe_repeats) per question of the first
-// `n_questions`, step 0 and, when the framing chains, step 1. `model` and
-// `extra` are what the measured requests send.
-std::vector<PlannedProbe> plan_probe_requests(const std::string& probe, const std::string& server,
+// framing for question `q` of `dataset`: step 0 and, when the framing chains,
+// step 1, each `repeats` times (at least k_min_probe_repeats). `model` is
+// what the measured requests name; `options` is probe_options(...).
+std::vector<PlannedProbe> plan_probe_question(const std::string& probe, const std::string& server,
                                               const framing::Renderer& renderer,
-                                              const datasets::Dataset& dataset, size_t n_questions,
+                                              const datasets::Dataset& dataset, size_t q,
                                               int repeats, const std::optional<std::string>& model,
-                                              const nlohmann::ordered_json& extra);
+                                              const nlohmann::ordered_json& options);
 
 // Fill `row` from a probe's HTTP 2xx `body`: ok with its reading; ok without
 // a reading (error_kind "no-logprobs") when the engine ignored the logprobs

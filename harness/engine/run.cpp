@@ -1,8 +1,9 @@
 // The run engine; see run.hpp.
 //
-// One thread drives the network (curl multi), one writes to SQLite. Request
-// rows are inserted before anything is sent, so the store always knows what
-// was asked even if the process dies; a response row is written only when an
+// One thread drives the network (curl multi), one writes to SQLite. The plan
+// is read as it is sent, a part at a time, and each part's request rows are
+// inserted before any of them is sent, so the store always knows what was
+// asked even if the process dies; a response row is written only when an
 // outcome is final, so a killed run resumes by resending what has none.
 //
 // `run` is the list of passes; each pass below takes what it reads and
@@ -20,7 +21,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sys/sysinfo.h>
+#include <sys/statvfs.h>
 
 namespace diffeval::engine {
 
@@ -29,9 +30,12 @@ using util::make_error;
 
 namespace {
 
-// Refuse a plan that would not fit in memory before building any of it:
-// each planned request costs about this much while the run plans and sends.
-constexpr int64_t k_bytes_per_planned_request = 1024;
+// Refuse a plan whose database would not fit on its disk before sending any
+// of it. The plan itself is read as it is sent (plan.cpp), so memory does
+// not grow with it; what grows is the database: the official demo stores
+// about 2.7 KiB per request (its row, its share of a body, its response),
+// so 2 KiB is a floor.
+constexpr int64_t k_stored_bytes_per_request = 2048;
 
 util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
     // Saturating products: the factors come from flags and may be huge.
@@ -39,21 +43,25 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
         static_cast<long double>(c.servers.size()) * static_cast<long double>(c.framings.size()) *
         static_cast<long double>(c.max_tokens.size()) * static_cast<long double>(c.repeats) *
         static_cast<long double>(n_questions);
-    struct sysinfo si {};
-    const long double ram = sysinfo(&si) == 0 ? static_cast<long double>(si.totalram) * si.mem_unit
-                                              : static_cast<long double>(int64_t{8} << 30);
-    const long double need = planned * k_bytes_per_planned_request;
-    if (need <= ram / 2) {
+    auto dir = std::filesystem::path(c.db).parent_path();
+    struct statvfs fs {};
+    if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) {
+        return {}; // no such directory: opening the database says so
+    }
+    const long double free_bytes = static_cast<long double>(fs.f_bavail) * fs.f_frsize;
+    const long double need = planned * k_stored_bytes_per_request;
+    if (need <= free_bytes) {
         return {};
     }
     return make_error(
         ErrorKind::usage,
         fmt::format("the plan has {:.0f} requests ({} servers x {} framings x {} token limits x "
-                    "{} repeats x {} questions), about {:.1f} GiB in memory, more than half of "
-                    "this machine's {:.1f} GiB; lower --repeats or --limit, or split the run",
+                    "{} repeats x {} questions), at least {:.1f} GiB once stored, more than the "
+                    "{:.1f} GiB free beside {}; lower --repeats or --limit, or split the run",
                     static_cast<double>(planned), c.servers.size(), c.framings.size(),
                     c.max_tokens.size(), c.repeats, n_questions,
-                    static_cast<double>(need / (1 << 30)), static_cast<double>(ram / (1 << 30))));
+                    static_cast<double>(need / (1 << 30)),
+                    static_cast<double>(free_bytes / (1 << 30)), c.db));
 }
 
 } // namespace
@@ -181,15 +189,9 @@ util::Result<Next> preflight_servers(const RunContext& ctx, std::vector<ServerSt
     return Next::go_on;
 }
 
-// What recording the run gives the phases.
-struct Recorded {
-    int64_t run_id = 0;
-    std::unordered_set<std::string> done_keys; // requests with a successful response
-};
-
 // Pass 4: mark runs left `running` by a dead process killed, record the run
-// and its questions in `db`, and read what is already answered.
-util::Result<Recorded> record_run(const RunContext& ctx, store::Store& db) {
+// and its questions in `db`; the run's id.
+util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     if (auto killed = db.mark_stale_runs_killed(); !killed) {
         return killed.error();
     } else if (*killed > 0) {
@@ -210,11 +212,7 @@ util::Result<Recorded> record_run(const RunContext& ctx, store::Store& db) {
     if (auto r = db.put_questions(dataset.name, qa); !r) {
         return r.error();
     }
-    auto done_keys = db.completed_keys();
-    if (!done_keys) {
-        return done_keys.error();
-    }
-    return Recorded{*run_id, std::move(*done_keys)};
+    return *run_id;
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave
@@ -284,7 +282,7 @@ struct RunState {
     store::Store& db;
     store::Writer& writer;
     Sender& sender;
-    const Recorded& recorded;
+    int64_t run_id;
     RunSummary& summary;
 };
 
@@ -334,12 +332,23 @@ util::Result<Next> check_launched(const RunContext& ctx, const std::vector<size_
     return Next::go_on;
 }
 
-// Record `phase`'s attached servers and plan its requests; prints what
-// will be sent and returns how many.
-util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t>& phase,
-                                 size_t n_phases, RunState& st) {
-    auto& summary = st.summary;
-    const int64_t planned_before = summary.planned, skipped_before = summary.skipped;
+// The phase's servers, by name, when the run has several phases.
+std::string phase_names(const RunContext& ctx, const std::vector<size_t>& phase, size_t n_phases) {
+    if (n_phases < 2) {
+        return "";
+    }
+    std::vector<std::string> names;
+    for (size_t si : phase) {
+        names.push_back(ctx.config.servers[si].name);
+    }
+    return fmt::format(" ({})", fmt::join(names, ", "));
+}
+
+// Record `phase`'s attached servers and give each its planner; prints how
+// many requests the plan holds.
+util::Result<void> plan_phase(const RunContext& ctx, const std::vector<size_t>& phase,
+                              size_t n_phases, RunState& st) {
+    int64_t planned = 0;
     for (size_t si : phase) {
         if (!st.launched.servers[si]) {
             if (auto r = record_server(ctx, si, st.infos[si], st.db,
@@ -348,23 +357,36 @@ util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t
                 return r.error();
             }
         }
-        if (auto r = plan_server(ctx, si, st.infos[si], st.recorded.done_keys, st.servers[si],
-                                 st.db, summary);
-            !r) {
-            return r.error();
+        auto planner = Planner::create(ctx, si, st.infos[si]);
+        if (!planner) {
+            return planner.error();
         }
+        planned += (*planner)->total();
+        st.servers[si].planner = std::move(*planner);
     }
-    const int64_t planned = summary.planned - planned_before;
-    const int64_t skipped = summary.skipped - skipped_before;
-    std::vector<std::string> names;
+    ctx.log << fmt::format("diffeval run: {} requests planned{}; those already stored are skipped "
+                           "as the plan is read\n",
+                           planned, phase_names(ctx, phase, n_phases));
+    return {};
+}
+
+// What the phase read of its plan, found stored and sent.
+void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase, size_t n_phases,
+                        const RunState& st, const RunSummary& before) {
+    const auto& s = st.summary;
+    const int64_t sent = s.succeeded + s.failed - before.succeeded - before.failed;
+    int64_t total = 0;
+    bool whole = true;
     for (size_t si : phase) {
-        names.push_back(ctx.config.servers[si].name);
+        const auto& p = *st.servers[si].planner;
+        total += p.total();
+        whole = whole && p.read_all();
     }
-    ctx.log << fmt::format(
-        "diffeval run: {} requests planned, {} already stored (skipped), {} to send{}\n", planned,
-        skipped, planned - skipped,
-        n_phases > 1 ? fmt::format(" ({})", fmt::join(names, ", ")) : "");
-    return planned - skipped;
+    const int64_t read = s.planned - before.planned;
+    ctx.log << fmt::format("diffeval run: {} requests planned, {} already stored (skipped), {} "
+                           "sent{}\n",
+                           whole ? fmt::format("{}", read) : fmt::format("{} of {}", read, total),
+                           s.skipped - before.skipped, sent, phase_names(ctx, phase, n_phases));
 }
 
 // Stop `phase`'s launched servers (unless kept) and record them with their logs.
@@ -388,7 +410,7 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
     const auto fail = [&](util::Error e) -> util::Result<Next> {
         stop_launched(ctx, phase, st);
         st.writer.close();
-        (void)st.db.end_run(st.recorded.run_id, "failed");
+        (void)st.db.end_run(st.run_id, "failed");
         return e;
     };
     if (auto r = launch_servers(ctx, phase, st.launched); !r) {
@@ -403,14 +425,21 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         stop_launched(ctx, phase, st);
         return Next::stop;
     }
-    auto to_send = plan_phase(ctx, phase, n_phases, st);
-    if (!to_send) {
-        return fail(to_send.error());
+    if (auto r = plan_phase(ctx, phase, n_phases, st); !r) {
+        return fail(r.error());
     }
-    const bool stored =
-        st.sender.send_phase(phase, st.servers, st.launched, st.writer, st.summary, *to_send);
+    const RunSummary before = st.summary;
+    auto stored =
+        st.sender.send_phase(phase, st.servers, st.launched, st.db, st.writer, st.summary);
+    if (!stored) {
+        return fail(stored.error());
+    }
+    print_phase_counts(ctx, phase, n_phases, st, before);
+    for (size_t si : phase) {
+        st.servers[si].planner.reset();
+    }
     stop_launched(ctx, phase, st);
-    return stored && !st.summary.interrupted ? Next::go_on : Next::stop;
+    return *stored && !st.summary.interrupted ? Next::go_on : Next::stop;
 }
 
 // Pass 6: flush and close the writer, close the run with its status, and
@@ -473,19 +502,19 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return store.error();
     }
     auto& db = **store;
-    auto recorded = record_run(ctx, db);
-    if (!recorded) {
-        return recorded.error();
+    auto run_id = record_run(ctx, db);
+    if (!run_id) {
+        return run_id.error();
     }
     // Per phase: launch and check servers, plan, send and store, stop them.
     RunSummary summary;
-    summary.run_id = recorded->run_id;
+    summary.run_id = *run_id;
     store::Writer writer(db);
-    Sender sender(ctx, recorded->run_id);
+    Sender sender(ctx, *run_id);
     const auto start = Clock::now();
     Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers->size()),
                       std::vector<bool>(servers->size(), false)};
-    RunState st{*servers, infos, attached_logs, launched, db, writer, sender, *recorded, summary};
+    RunState st{*servers, infos, attached_logs, launched, db, writer, sender, *run_id, summary};
     const auto phases = phases_of(config);
     for (const auto& phase : phases) {
         if (ctx.stopped()) {

@@ -57,10 +57,13 @@ struct Work {
     std::shared_ptr<const ProbeTarget> probe; // set for a probe request (never streamed)
 };
 
-// One server's request headers, queue and in-flight count.
+class Planner;
+
+// One server's request headers, planner, queue and in-flight count.
 struct ServerState {
     const ServerSpec* spec = nullptr;
     std::vector<std::string> headers;
+    std::shared_ptr<Planner> planner; // set while its phase runs
     std::deque<Work> queue;
     size_t in_flight = 0;
     size_t limit = 0; // in flight at most (capacity.hpp)
@@ -127,13 +130,62 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
                                    std::chrono::milliseconds timeout,
                                    const std::atomic<bool>* stop);
 
-// plan.cpp: server `si`'s part of the matrix: every request row stored in
-// `db` before any is sent, those not in `done_keys` queued on `server`;
-// `summary` counts planned and skipped. `info` names the model when no
-// configured one does.
-util::Result<void> plan_server(const RunContext& ctx, size_t si, const ServerInfo& info,
-                               const std::unordered_set<std::string>& done_keys,
-                               ServerState& server, store::Store& db, RunSummary& summary);
+// plan.cpp: server `si`'s part of the matrix, read one question at a time
+// in a fixed order (framing; each token limit, then the probe; question;
+// repeat), so neither memory nor the time before the first request grows
+// with the plan. The rows of each part read are stored before any of them
+// is queued; those with a successful response stored are counted skipped
+// and not queued.
+class Planner {
+public:
+    // An error (usage) when a framing needs a model name nobody gives:
+    // `info` names the served one when no configured one does.
+    static util::Result<std::shared_ptr<Planner>> create(const RunContext& ctx, size_t si,
+                                                         const ServerInfo& info);
+    // Requests in the whole plan.
+    int64_t total() const { return m_total; }
+    // Nothing more to read: every request was, or the plan was abandoned.
+    bool finished() const { return m_abandoned || read_all(); }
+    // Every request of the plan was read.
+    bool read_all() const { return m_part == m_parts.size(); }
+    // Read no more (the server died): what is unread is sent by the next run.
+    void abandon() { m_abandoned = true; }
+    // Read on until `server.queue` holds `want` requests or the plan ends,
+    // storing the rows read in `db`; `summary` counts planned and skipped.
+    util::Result<void> fill(ServerState& server, store::Store& db, RunSummary& summary,
+                            size_t want);
+
+    // One framing's settings (internal to plan.cpp).
+    struct Part {
+        framing::Renderer renderer;
+        std::optional<std::string> body_model;
+        nlohmann::ordered_json extra;         // the measured requests' extra fields
+        nlohmann::ordered_json probe_options; // the probe's
+        Endpoint endpoint;
+        std::string url;
+        std::shared_ptr<const ProbeTarget> probe_target;
+    };
+    // One request read from the plan, not yet checked against the store.
+    struct Read {
+        store::RequestRow row;
+        std::shared_ptr<const std::string> body;
+        const Part* part = nullptr;
+    };
+
+private:
+    Planner(const RunContext& ctx, size_t si) : m_ctx(ctx), m_si(si) {}
+    // Read the current question of the current stage into `out`, then move on.
+    void read_question(std::vector<Read>& out);
+
+    const RunContext& m_ctx;
+    size_t m_si;
+    std::vector<Part> m_parts;
+    size_t m_stages = 0; // per part: the token limits, then the probe
+    int64_t m_total = 0;
+    // The cursor: part, stage, question.
+    size_t m_part = 0, m_stage = 0, m_question = 0;
+    bool m_abandoned = false;
+};
 
 // send.cpp: the event loop, one phase at a time: sends what the servers
 // queue, asks the retry policy about each finished attempt and hands final
@@ -142,11 +194,12 @@ util::Result<void> plan_server(const RunContext& ctx, size_t si, const ServerInf
 class Sender {
 public:
     Sender(const RunContext& ctx, int64_t run_id);
-    // Send `phase`'s queued work (`to_send` requests, for the progress)
-    // until none is left; false when the store failed.
-    bool send_phase(const std::vector<size_t>& phase, std::vector<ServerState>& servers,
-                    Launched& launched, store::Writer& writer, RunSummary& summary,
-                    int64_t to_send);
+    // Send `phase`'s work until none is left to plan or send.
+    // The phase's servers plan as they send (their planners are set);
+    // false when the store failed, an error when planning did.
+    util::Result<bool> send_phase(const std::vector<size_t>& phase,
+                                  std::vector<ServerState>& servers, Launched& launched,
+                                  store::Store& db, store::Writer& writer, RunSummary& summary);
     // Responses handed to the writer so far.
     int64_t pushed() const { return m_pushed; }
 

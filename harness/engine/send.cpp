@@ -66,6 +66,9 @@ public:
     Progress(ProgressStyle style, std::ostream& log, int64_t total)
         : m_style(style), m_log(log), m_total(total), m_start(Clock::now()), m_last(m_start) {}
 
+    // The plan is read as it is sent: what it finds stored lowers the total.
+    void set_total(int64_t total) { m_total = total; }
+
     void update(int64_t done, int64_t errors, bool final = false) {
         if (m_style == ProgressStyle::none) {
             return;
@@ -129,15 +132,18 @@ struct Sender::Loop {
     const std::vector<size_t>& phase;
     std::vector<ServerState>& servers;
     Launched& launched;
+    store::Store& db;
     store::Writer& writer;
     RunSummary& summary;
     std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
     std::unordered_map<uint64_t, Work> in_flight;
+    std::optional<util::Error> plan_error; // planning failed: the phase stops
 
     bool work_left() const {
         return !in_flight.empty() || !retries.empty() ||
-               std::any_of(servers.begin(), servers.end(),
-                           [](const auto& st) { return !st.queue.empty(); });
+               std::any_of(servers.begin(), servers.end(), [](const auto& st) {
+                   return !st.queue.empty() || (st.planner && !st.planner->finished());
+               });
     }
 
     // Start an attempt of `w` on its server.
@@ -183,11 +189,24 @@ struct Sender::Loop {
             }
         }
         for (auto& st : servers) {
+            refill(st);
             while (st.in_flight < st.limit && !st.queue.empty()) {
                 Work w = std::move(st.queue.front());
                 st.queue.pop_front();
                 submit(std::move(w));
             }
+        }
+    }
+
+    // Read more of `st`'s plan when its queue runs low: twice its in-flight
+    // limit (at least 256) are queued, more once half of them are sent.
+    void refill(ServerState& st) {
+        const size_t want = std::max<size_t>(2 * st.limit, 256);
+        if (!st.planner || st.planner->finished() || plan_error || st.queue.size() >= want / 2) {
+            return;
+        }
+        if (auto r = st.planner->fill(st, db, summary, want); !r) {
+            plan_error = s.m_ctx.redacted(r.error());
         }
     }
 
@@ -202,6 +221,9 @@ struct Sender::Loop {
             }
             launched.dead[si] = true;
             servers[si].queue.clear();
+            if (servers[si].planner) {
+                servers[si].planner->abandon();
+            }
             summary.crashed.push_back(config.servers[si].name);
             s.m_ctx.log << fmt::format(
                 "server '{}' {} during the run; its unanswered requests are kept for the "
@@ -313,19 +335,25 @@ struct Sender::Loop {
 Sender::Sender(const RunContext& ctx, int64_t run_id)
     : m_ctx(ctx), m_run_id(run_id), m_jitter_state(util::hash64(fmt::format("{}", run_id))) {}
 
-bool Sender::send_phase(const std::vector<size_t>& phase, std::vector<ServerState>& servers,
-                        Launched& launched, store::Writer& writer, RunSummary& summary,
-                        int64_t to_send) {
-    Loop loop{*this, phase, servers, launched, writer, summary, {}, {}};
-    Progress progress(m_ctx.options.progress, m_ctx.log, to_send);
+util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
+                                      std::vector<ServerState>& servers, Launched& launched,
+                                      store::Store& db, store::Writer& writer,
+                                      RunSummary& summary) {
+    Loop loop{*this, phase, servers, launched, db, writer, summary, {}, {}, {}};
+    int64_t planned = 0;
     size_t phase_connections = 0;
     for (size_t si : phase) {
+        planned += servers[si].planner ? servers[si].planner->total() : 0;
         phase_connections += servers[si].limit;
     }
     m_client.set_max_connections(phase_connections);
     const int64_t done_before = summary.succeeded + summary.failed;
     const int64_t failed_before = summary.failed;
+    const int64_t skipped_before = summary.skipped;
+    // To send: the plan less what reading it found stored so far.
+    Progress progress(m_ctx.options.progress, m_ctx.log, planned);
     const auto update = [&](bool final) {
+        progress.set_total(planned - (summary.skipped - skipped_before));
         progress.update(summary.succeeded + summary.failed - done_before,
                         summary.failed - failed_before, final);
     };
@@ -336,10 +364,10 @@ bool Sender::send_phase(const std::vector<size_t>& phase, std::vector<ServerStat
             loop.abandon();
             break;
         }
-        // The store failed (disk full, I/O error): stop sending at once,
-        // so no more answers arrive that cannot be kept.
-        if (writer.error()) {
-            store_failed = true;
+        // The store failed (disk full, I/O error) or planning did: stop
+        // sending at once, so no more answers arrive that cannot be kept.
+        if (writer.error() || loop.plan_error) {
+            store_failed = writer.error().has_value();
             loop.abandon();
             break;
         }
@@ -347,7 +375,7 @@ bool Sender::send_phase(const std::vector<size_t>& phase, std::vector<ServerStat
         loop.fill();
         const auto wait = loop.wait_time();
         if (loop.in_flight.empty()) {
-            if (wait.count() > 0) {
+            if (wait.count() > 0 && !loop.plan_error) {
                 usleep(static_cast<useconds_t>(wait.count() * 1000));
             }
             continue;
@@ -359,6 +387,9 @@ bool Sender::send_phase(const std::vector<size_t>& phase, std::vector<ServerStat
     }
     writer.flush();
     update(true);
+    if (loop.plan_error && !store_failed) {
+        return *loop.plan_error;
+    }
     return !store_failed;
 }
 

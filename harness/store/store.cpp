@@ -332,6 +332,12 @@ constexpr std::string_view k_statements[] = {
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
     "ON r.response_id = q.response_id WHERE r.ok = 1",
+    // k_answered
+    "SELECT EXISTS (SELECT 1 FROM requests q JOIN responses r ON r.response_id = q.response_id "
+    "WHERE q.request_key = ? AND r.ok = 1)",
+    // k_answered_probe
+    "SELECT EXISTS (SELECT 1 FROM probe_requests q JOIN probe_responses r "
+    "ON r.response_id = q.response_id WHERE q.request_key = ? AND r.ok = 1)",
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
@@ -362,7 +368,7 @@ constexpr std::string_view k_statements[] = {
     // is writing any run still marked running.
     "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
 };
-static_assert(std::size(k_statements) == 14);
+static_assert(std::size(k_statements) == 16);
 
 class Transaction {
 public:
@@ -700,6 +706,7 @@ Store::put_questions(const std::string& dataset,
 }
 
 util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
+    std::lock_guard turn(m_turn);
     Transaction tx(m_db);
     auto& st = m_stmts[k_put_request];
     auto& probe = m_stmts[k_put_probe_request];
@@ -745,7 +752,23 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
+util::Result<std::vector<bool>> Store::answered(const std::vector<RequestRow>& rows) {
+    std::lock_guard turn(m_turn);
+    std::vector<bool> out;
+    out.reserve(rows.size());
+    for (const auto& r : rows) {
+        auto& st = m_stmts[r.probe_step >= 0 ? k_answered_probe : k_answered];
+        if (!st.bind(r.key).step()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", st.error()));
+        }
+        out.push_back(st.column_int(0) != 0);
+        st.reset();
+    }
+    return out;
+}
+
 util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
+    std::lock_guard turn(m_turn);
     if (m_fail_writes > 0) {
         --m_fail_writes;
         return make_error(ErrorKind::io, "database write failed (injected by test)");

@@ -133,6 +133,10 @@ public:
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
+    // Which of `rows` (probes included) already have a successful response,
+    // in their order: one indexed lookup each, for a plan read a part at a
+    // time.
+    util::Result<std::vector<bool>> answered(const std::vector<RequestRow>& rows);
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
 
@@ -164,6 +168,8 @@ private:
         k_put_body,
         k_put_request,
         k_completed_keys,
+        k_answered,
+        k_answered_probe,
         k_insert_response,
         k_point_request,
         k_put_probe_request,
@@ -178,6 +184,10 @@ private:
     int m_version = 0;
     Statement m_stmts[k_count_statements];
     int m_fail_writes = 0;
+    // The run plans on its own thread while the Writer's thread stores
+    // responses, over this one connection: put_requests, answered and
+    // write_batch take turns.
+    std::mutex m_turn;
 };
 
 // The single writer: responses are queued from the event loop and committed

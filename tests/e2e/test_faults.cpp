@@ -178,7 +178,7 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
     auto again = e2e::run(again_args);
     ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
     EXPECT_NE(again.err.find(std::to_string(k_questions - injected) +
-                             " already stored (skipped), " + std::to_string(injected) + " to send"),
+                             " already stored (skipped), " + std::to_string(injected) + " sent"),
               std::string::npos)
         << again.err;
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");

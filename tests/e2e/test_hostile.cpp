@@ -216,14 +216,44 @@ TEST(Hostile, OutOfRangeExperimentKeysAreRefused) {
     EXPECT_EQ(server.total_arrivals(), 0);
 }
 
-TEST(Hostile, APlanTooLargeForMemoryIsRefusedWithItsSize) {
+TEST(Hostile, APlanWhoseDatabaseWouldNotFitOnItsDiskIsRefusedWithItsSize) {
     auto dir = e2e::scratch("hostile-plan");
     HostileServer server(cycle({Hostile::good}));
-    auto m = run_measured(run_args(server.url(), dir / "r.sqlite", {"--repeats", "1000000"}), {});
+    // 100 token limits x 1,000,000 repeats x 48 questions x 2 framings:
+    // 9.6e9 requests, at least 18 TiB once stored.
+    std::string limits = "1";
+    for (int i = 2; i <= 100; ++i) {
+        limits += "," + std::to_string(i);
+    }
+    auto m = run_measured(
+        run_args(server.url(), dir / "r.sqlite", {"--repeats", "1000000", "--max-tokens", limits}),
+        {});
     EXPECT_EQ(m.exit_code, 2) << m.err;
-    EXPECT_NE(m.err.find("the plan has 96000000 requests"), std::string::npos) << m.err;
-    EXPECT_LT(m.max_rss_kb, 200 * 1024) << "refused before building the plan";
+    EXPECT_NE(m.err.find("the plan has 9600000000 requests"), std::string::npos) << m.err;
+    EXPECT_NE(m.err.find("GiB free beside"), std::string::npos) << m.err;
+    EXPECT_LT(m.max_rss_kb, 200 * 1024) << "refused before reading the plan";
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
     EXPECT_EQ(server.total_arrivals(), 0);
+}
+
+// The plan is read as it is sent: a run stopped after its first requests
+// has stored a few hundred of its 96,000 planned rows, not all of them.
+TEST(Hostile, AHugePlanIsReadAsItIsSent) {
+    auto dir = e2e::scratch("hostile-stream");
+    HostileServer hanging(cycle({Hostile::hang}));
+    auto db = dir / "r.sqlite";
+    e2e::Child run(run_args(hanging.url(), db,
+                            {"--repeats", "1000", "--concurrency", "2", "--timeout", "60"}));
+    for (int i = 0; i < 500 && hanging.total_arrivals() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(hanging.total_arrivals(), 2) << run.err();
+    EXPECT_EQ(run.stop(SIGINT), 130) << run.err();
+    EXPECT_NE(run.err().find("96000 requests planned"), std::string::npos) << run.err();
+    const auto stored = count_of(db, "SELECT count(*) FROM requests");
+    EXPECT_GE(stored, 2);
+    EXPECT_LE(stored, 1000) << "the whole plan was stored before sending";
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "interrupted");
 }
 
 // 5 and 13. One run per database: a second is refused naming the first, or

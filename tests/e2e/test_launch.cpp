@@ -85,8 +85,8 @@ TEST(Launch, StartsServersWithTheirEnvRecordsLogsAndStopsThem) {
     auto seq = e2e::run(
         {"run", "--config", config.string(), "--db", seq_db.string(), "--sequential-servers"});
     ASSERT_EQ(seq.exit_code, 0) << seq.err;
-    auto first = seq.err.find("4 to send (nodg)");
-    auto second = seq.err.find("4 to send (dg)");
+    auto first = seq.err.find("4 sent (nodg)");
+    auto second = seq.err.find("4 sent (dg)");
     ASSERT_NE(first, std::string::npos) << seq.err;
     ASSERT_NE(second, std::string::npos) << seq.err;
     EXPECT_LT(first, second);

@@ -108,7 +108,7 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
                          "2", "--framing", "raw,chat", "--max-tokens", "256,1024", "--repeats", "2",
                          "--probe", "think-open", "--db", db.string()});
     ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
-    EXPECT_NE(run.err.find("56 requests planned, 50 already stored (skipped), 6 to send"),
+    EXPECT_NE(run.err.find("56 requests planned, 50 already stored (skipped), 6 sent"),
               std::string::npos)
         << run.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");

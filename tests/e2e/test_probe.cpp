@@ -61,7 +61,7 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
                   "(SELECT probe_request_id FROM probe_requests LIMIT 3)");
     auto again = e2e::run(args);
     ASSERT_EQ(again.exit_code, 0) << again.err;
-    EXPECT_NE(again.err.find("40 requests planned, 37 already stored (skipped), 3 to send"),
+    EXPECT_NE(again.err.find("40 requests planned, 37 already stored (skipped), 3 sent"),
               std::string::npos)
         << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE response_id IS NULL"), "0");

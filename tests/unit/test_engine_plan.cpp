@@ -1,13 +1,15 @@
 // The run's passes before anything is sent, each called on its own: loading
-// the inputs, each server's state and secrets, and planning (every request
-// stored before the first leaves, only unanswered ones queued, one body per
-// distinct request).
+// the inputs, each server's state and secrets, and planning (read a part at a
+// time, every request stored before it is queued, only unanswered ones
+// queued, one body per distinct request).
 #include <harness/engine/run_parts.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -40,21 +42,64 @@ protected:
         }
     }
 
-    // Plan server 0 into a fresh state; `done` are keys already answered.
-    util::Result<void> plan(const std::unordered_set<std::string>& done = {}) {
+    // Read server 0's whole plan into a fresh state.
+    util::Result<void> plan() {
+        auto p = planner();
+        if (!p) {
+            return p.error();
+        }
+        return fill(**p, std::numeric_limits<size_t>::max());
+    }
+
+    // A planner for server 0 over fresh inputs, state and counts.
+    util::Result<std::shared_ptr<engine::Planner>> planner() {
         auto in = engine::load_inputs(config);
         if (!in) {
             return in.error();
         }
         inputs = std::move(*in);
+        state = engine::ServerState{};
+        summary = engine::RunSummary{};
+        ctx =
+            std::make_unique<engine::RunContext>(engine::RunContext{config, options, log, inputs});
+        return engine::Planner::create(*ctx, 0, info);
+    }
+
+    // Read `p` on until the queue holds `want` requests.
+    util::Result<void> fill(engine::Planner& p, size_t want) {
         auto db = store::Store::open(m_path, store::Store::Mode::read_write);
         if (!db) {
             return db.error();
         }
-        state = engine::ServerState{};
-        summary = engine::RunSummary{};
-        engine::RunContext ctx{config, options, log, inputs};
-        return engine::plan_server(ctx, 0, info, done, state, **db, summary);
+        return p.fill(state, **db, summary, want);
+    }
+
+    // Store a successful response for each of `keys`.
+    void answer(const std::vector<std::string>& keys) {
+        auto db = store::Store::open(m_path, store::Store::Mode::read_write);
+        ASSERT_TRUE(db);
+        std::vector<store::ResponseRow> rows;
+        for (const auto& k : keys) {
+            store::ResponseRow r;
+            r.key = k;
+            r.ok = true;
+            r.status = 200;
+            r.response_json = "{}";
+            r.text = "#### 1";
+            r.attempts = 1;
+            r.started_at = store::now_iso8601();
+            rows.push_back(std::move(r));
+        }
+        ASSERT_TRUE((*db)->write_batch(rows));
+    }
+
+    // The keys queued, in order.
+    std::vector<std::string> queued() const {
+        std::vector<std::string> keys;
+        for (const auto& w : state.queue) {
+            keys.push_back(w.key);
+        }
+        return keys;
     }
 
     // One number the store holds.
@@ -73,6 +118,7 @@ protected:
     engine::ServerInfo info;
     engine::ServerState state;
     engine::RunSummary summary;
+    std::unique_ptr<engine::RunContext> ctx;
 
 private:
     std::string m_path;
@@ -112,19 +158,66 @@ TEST_F(Plan, EachFramingGoesToItsEndpoint) {
 
 TEST_F(Plan, AResumedPlanQueuesOnlyWhatHasNoAnswerAndStoresNothingTwice) {
     ASSERT_TRUE(plan());
-    std::unordered_set<std::string> done;
-    for (size_t i = 0; i < 15; ++i) {
-        done.insert(state.queue[i].key);
-    }
-    ASSERT_TRUE(plan(done));
+    const auto all = queued();
+    std::vector<std::string> done(all.begin(), all.begin() + 15);
+    answer(done);
+    ASSERT_TRUE(plan());
     EXPECT_EQ(summary.planned, 40);
     EXPECT_EQ(summary.skipped, 15);
     ASSERT_EQ(state.queue.size(), 25U);
-    for (const auto& w : state.queue) {
-        EXPECT_EQ(done.count(w.key), 0U) << w.key;
-    }
+    EXPECT_EQ(queued(), std::vector<std::string>(all.begin() + 15, all.end()));
     EXPECT_EQ(count("SELECT count(*) FROM requests"), 40);
     EXPECT_EQ(count("SELECT count(*) FROM request_bodies"), 20);
+}
+
+TEST_F(Plan, ThePlanIsReadAPartAtATimeAndEachPartIsStoredBeforeItIsQueued) {
+    ASSERT_TRUE(plan());
+    const auto whole = queued();
+    // A fresh database, read ten requests at a time.
+    TearDown();
+    auto p = planner();
+    ASSERT_TRUE(p);
+    EXPECT_EQ((*p)->total(), 40);
+    ASSERT_TRUE(fill(**p, 10));
+    EXPECT_FALSE((*p)->finished());
+    // Whole questions are read (2 repeats each), and nothing further.
+    EXPECT_EQ(state.queue.size(), 10U);
+    EXPECT_EQ(summary.planned, 10);
+    EXPECT_EQ(count("SELECT count(*) FROM requests"), 10);
+    std::vector<std::string> keys;
+    while (!(*p)->finished()) {
+        for (const auto& w : state.queue) {
+            keys.push_back(w.key);
+        }
+        state.queue.clear();
+        ASSERT_TRUE(fill(**p, 10));
+    }
+    for (const auto& w : state.queue) {
+        keys.push_back(w.key);
+    }
+    // The same requests in the same order as reading the plan at once.
+    EXPECT_EQ(keys, whole);
+    EXPECT_EQ(summary.planned, 40);
+    EXPECT_EQ(count("SELECT count(*) FROM requests"), 40);
+}
+
+TEST_F(Plan, TheTotalIsWhatReadingThePlanFinds) {
+    for (bool probe : {false, true}) {
+        for (std::optional<engine::Shard> shard :
+             {std::optional<engine::Shard>{}, std::optional<engine::Shard>{{0, 2}},
+              std::optional<engine::Shard>{{2, 3}}}) {
+            config.probe = probe ? std::optional<std::string>("think-open") : std::nullopt;
+            config.shard = shard;
+            config.repeats = probe ? 1 : 3;
+            TearDown();
+            auto p = planner();
+            ASSERT_TRUE(p);
+            ASSERT_TRUE(fill(**p, std::numeric_limits<size_t>::max()));
+            EXPECT_EQ((*p)->total(), summary.planned)
+                << "probe " << probe << " shard " << (shard ? shard->index : -1);
+            EXPECT_EQ(static_cast<int64_t>(state.queue.size()), summary.planned);
+        }
+    }
 }
 
 TEST_F(Plan, AChangedBodyIsANewRequest) {
