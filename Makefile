@@ -3,6 +3,9 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
+# Seconds one test may take before ctest fails it: a hang fails its test
+# instead of the whole CI run.
+TEST_TIMEOUT ?= 900
 
 # Sanitized and fuzzing builds live in their own directories.
 SANITIZE_DIR ?= build-sanitize
@@ -36,7 +39,7 @@ demo-engine: build
 test: build
 	@scripts/install-deps.sh --browser
 	@scripts/engine-chroot.sh >/dev/null || true
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 
 # The whole suite built with AddressSanitizer and UBSan; any report fails
 # the test that triggered it.
@@ -46,7 +49,8 @@ test-sanitize: deps
 		$(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
-		UBSAN_OPTIONS=print_stacktrace=1:exitcode=86 ctest --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+		UBSAN_OPTIONS=print_stacktrace=1:exitcode=86 ctest --output-on-failure -j $(JOBS) \
+		--timeout $(TEST_TIMEOUT) $(CTEST_FLAGS)
 
 # libFuzzer targets (clang), each run FUZZ_SECONDS seconds; FUZZ_TARGETS
 # (e.g. "sse response") picks some.

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
     g++ cmake make pkg-config sqlite3
-    libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+    libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libfmt-dev
     libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev libyaml-cpp-dev libboost-dev
     libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
     debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)

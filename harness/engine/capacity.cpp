@@ -47,23 +47,6 @@ nlohmann::json fetch_json(const http::Request& req) {
     return j.is_object() ? j : nlohmann::json(nlohmann::json::value_t::discarded);
 }
 
-// The rendered prompt's size in bytes (completion: the prompt; chat: every
-// message's content), the proxy for choosing the longest one to count.
-size_t prompt_bytes(const nlohmann::ordered_json& body) {
-    if (auto p = body.find("prompt"); p != body.end() && p->is_string()) {
-        return p->get_ref<const std::string&>().size();
-    }
-    size_t n = 0;
-    if (auto m = body.find("messages"); m != body.end() && m->is_array()) {
-        for (const auto& msg : *m) {
-            if (msg.is_object() && msg.contains("content") && msg["content"].is_string()) {
-                n += msg["content"].get_ref<const std::string&>().size();
-            }
-        }
-    }
-    return n;
-}
-
 // Tokens in `body`'s prompt as the server counts them (llama.cpp: /tokenize,
 // after /apply-template for chat; vLLM: /tokenize), or nullopt.
 std::optional<int64_t> count_tokens(const std::string& base_url,
@@ -188,22 +171,22 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
         return {};
     }
     for (const auto& f : framings) {
-        // The longest prompt of this framing, by bytes.
+        // The longest prompt of this framing, by bytes (the last of equals);
+        // only its body is built.
         framing::Renderer renderer(f, dataset);
-        nlohmann::ordered_json longest;
-        size_t longest_bytes = 0, longest_q = 0;
+        std::optional<size_t> longest_q;
+        size_t longest_bytes = 0;
         for (size_t q = 0; q < n_questions && q < dataset.test.size(); ++q) {
-            auto body =
-                renderer.body(dataset.test[q], max_tokens, model, nlohmann::ordered_json::object());
-            if (auto n = prompt_bytes(body); n >= longest_bytes) {
+            if (auto n = renderer.prompt_bytes(dataset.test[q]); n >= longest_bytes) {
                 longest_bytes = n;
                 longest_q = q;
-                longest = std::move(body);
             }
         }
-        if (longest.is_null()) {
+        if (!longest_q) {
             continue;
         }
+        const auto longest = renderer.body(dataset.test[*longest_q], max_tokens, model,
+                                           nlohmann::ordered_json::object());
         auto tokens = count_tokens(base_url, headers, limits, longest, model, timeout);
         if (!tokens) {
             continue;
@@ -214,15 +197,15 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
                 fmt::format("server '{}': the longest {} prompt (question {}) is {} tokens and "
                             "does not fit its context of {} tokens ({}); start the server with "
                             "a larger context per request or use fewer questions",
-                            server_name, f.name, longest_q, *tokens, *limits.context,
+                            server_name, f.name, *longest_q, *tokens, *limits.context,
                             limits.context_source));
         }
         if (*tokens + max_tokens > *limits.context) {
             log << fmt::format("server '{}': warning: the longest {} prompt (question {}) is {} "
                                "tokens; with max_tokens {} an answer can outgrow its context of "
                                "{} tokens ({})\n",
-                               server_name, f.name, longest_q, *tokens, max_tokens, *limits.context,
-                               limits.context_source);
+                               server_name, f.name, *longest_q, *tokens, max_tokens,
+                               *limits.context, limits.context_source);
         }
     }
     return {};

@@ -146,6 +146,8 @@ public:
     int64_t total() const { return m_total; }
     // Nothing more to read: every request was, or the plan was abandoned.
     bool finished() const { return m_abandoned || read_all(); }
+    // Some of the plan was read.
+    bool started() const { return m_part > 0 || m_stage > 0 || m_question > 0; }
     // Every request of the plan was read.
     bool read_all() const { return m_part == m_parts.size(); }
     // Read no more (the server died): what is unread is sent by the next run.

@@ -138,6 +138,7 @@ struct Sender::Loop {
     std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
     std::unordered_map<uint64_t, Work> in_flight;
     std::optional<util::Error> plan_error; // planning failed: the phase stops
+    size_t backlog_limit = 256;            // answers not yet stored, at most
 
     bool work_left() const {
         return !in_flight.empty() || !retries.empty() ||
@@ -179,14 +180,20 @@ struct Sender::Loop {
     }
 
     // Due retries go back to the front of their server's queue; then every
-    // server sends up to its limit.
-    void fill() {
+    // server sends up to its limit. Answers not yet committed are what a
+    // failing disk loses: past `backlog_limit` of them nothing new is sent
+    // until the writer catches up (false then).
+    bool fill() {
         while (!retries.empty() && retries.top().when <= Clock::now()) {
             Work w = retries.top().work;
             retries.pop();
             if (!launched.dead[w.server]) {
                 servers[w.server].queue.push_front(std::move(w));
             }
+        }
+        if (writer.backlog() >= backlog_limit) {
+            writer.nudge();
+            return false;
         }
         for (auto& st : servers) {
             refill(st);
@@ -196,15 +203,18 @@ struct Sender::Loop {
                 submit(std::move(w));
             }
         }
+        return true;
     }
 
-    // Read more of `st`'s plan when its queue runs low: twice its in-flight
-    // limit (at least 256) are queued, more once half of them are sent.
+    // Read more of `st`'s plan when its queue runs low (below its in-flight
+    // limit, at least 128): up to twice that many are queued. The first read
+    // fills the in-flight limit only, so sending starts sooner.
     void refill(ServerState& st) {
-        const size_t want = std::max<size_t>(2 * st.limit, 256);
-        if (!st.planner || st.planner->finished() || plan_error || st.queue.size() >= want / 2) {
+        const size_t low = std::max<size_t>(st.limit, 128);
+        if (!st.planner || st.planner->finished() || plan_error || st.queue.size() >= low) {
             return;
         }
+        const size_t want = st.planner->started() ? 2 * low : std::max<size_t>(st.limit, 1);
         if (auto r = st.planner->fill(st, db, summary, want); !r) {
             plan_error = s.m_ctx.redacted(r.error());
         }
@@ -347,6 +357,7 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
         phase_connections += servers[si].limit;
     }
     m_client.set_max_connections(phase_connections);
+    loop.backlog_limit = std::max<size_t>(256, 4 * phase_connections);
     const int64_t done_before = summary.succeeded + summary.failed;
     const int64_t failed_before = summary.failed;
     const int64_t skipped_before = summary.skipped;
@@ -372,8 +383,9 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
             break;
         }
         loop.check_crashes();
-        loop.fill();
-        const auto wait = loop.wait_time();
+        const bool sending = loop.fill();
+        // Waiting on the writer: look again in a millisecond.
+        const auto wait = sending ? loop.wait_time() : std::chrono::milliseconds(1);
         if (loop.in_flight.empty()) {
             if (wait.count() > 0 && !loop.plan_error) {
                 usleep(static_cast<useconds_t>(wait.count() * 1000));

@@ -380,6 +380,38 @@ Renderer::Shots Renderer::render_shots(const std::vector<uint32_t>& indices) con
     return out;
 }
 
+size_t Renderer::prompt_bytes(const datasets::Sample& sample) const {
+    const auto& f = m_framing;
+    const auto listed = [&](std::string_view key) {
+        return std::find(f.body_order.begin(), f.body_order.end(), key) != f.body_order.end();
+    };
+    if (f.kind == Kind::completion && !listed("prompt")) {
+        return 0;
+    }
+    if (f.kind == Kind::chat && !listed("messages")) {
+        return 0;
+    }
+    const bool turns = f.kind == Kind::chat && f.layout == FewshotLayout::turns;
+    size_t n = 0;
+    // The shots: first_n's are rendered once; python-random's per question.
+    if (f.sampler == FewshotSampler::python_random) {
+        for (uint32_t i : shots(sample.index)) {
+            const auto& ex = (*m_pool)[i];
+            n += turns ? render_template(f.user_template, ex, f.gen_prefix).size() +
+                             render_template(f.assistant_template, ex, f.gen_prefix).size()
+                       : render_template(f.example_template, ex, f.gen_prefix).size();
+        }
+    } else if (turns) {
+        for (const auto& m : m_first_n.history) {
+            n += m["content"].get_ref<const std::string&>().size();
+        }
+    } else {
+        n += m_first_n.prefix.size();
+    }
+    return n + render_template(turns ? f.user_template : f.question_template, sample, f.gen_prefix)
+                   .size();
+}
+
 nlohmann::ordered_json Renderer::body(const datasets::Sample& sample, int max_tokens,
                                       const std::optional<std::string>& model,
                                       const nlohmann::ordered_json& extra) const {

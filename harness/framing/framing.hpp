@@ -101,6 +101,11 @@ public:
                                 const std::optional<std::string>& model,
                                 const nlohmann::ordered_json& extra) const;
 
+    // The size in bytes of the prompt body() sends for `sample` (completion:
+    // the prompt; chat: every message's content), without building the
+    // body: what the context check compares to find the longest prompt.
+    size_t prompt_bytes(const datasets::Sample& sample) const;
+
     // Pool indices of the few-shot examples of test question `question_idx`.
     std::vector<uint32_t> shots(int question_idx) const;
 

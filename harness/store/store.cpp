@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -321,6 +322,8 @@ constexpr std::string_view k_statements[] = {
     // k_put_question
     "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer, question_sha256) "
     "VALUES (?, ?, ?, ?, ?)",
+    // k_question_indices
+    "SELECT question_idx FROM questions WHERE dataset = ?",
     // k_put_body
     "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json) VALUES (?, ?)",
     // k_put_request
@@ -368,7 +371,7 @@ constexpr std::string_view k_statements[] = {
     // is writing any run still marked running.
     "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
 };
-static_assert(std::size(k_statements) == 16);
+static_assert(std::size(k_statements) == 17);
 
 class Transaction {
 public:
@@ -692,8 +695,28 @@ util::Result<void> Store::put_server_log(const std::string& name, const std::str
 util::Result<void>
 Store::put_questions(const std::string& dataset,
                      const std::vector<std::pair<std::string, std::string>>& qa) {
+    // A resumed run finds its questions stored: hashing and inserting them
+    // again (INSERT OR IGNORE keeps what is there) cost a few ms of its start.
+    std::vector<bool> stored(qa.size(), false);
+    auto& known = m_stmts[k_question_indices];
+    known.bind(dataset);
+    while (known.step()) {
+        if (auto i = known.column_int(0); i >= 0 && static_cast<size_t>(i) < qa.size()) {
+            stored[static_cast<size_t>(i)] = true;
+        }
+    }
+    if (!known.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read questions: {}", known.error()));
+    }
+    known.reset();
+    if (std::find(stored.begin(), stored.end(), false) == stored.end()) {
+        return {};
+    }
     Transaction tx(m_db);
     for (size_t i = 0; i < qa.size(); ++i) {
+        if (stored[i]) {
+            continue;
+        }
         if (!m_stmts[k_put_question]
                  .bind(dataset, static_cast<int64_t>(i), qa[i].first, qa[i].second,
                        question_hash(qa[i].first, qa[i].second))
@@ -896,6 +919,22 @@ int64_t Writer::committed() const {
     return m_committed;
 }
 
+size_t Writer::backlog() const {
+    std::lock_guard lock(m_mutex);
+    return m_queue.size() + m_writing;
+}
+
+void Writer::nudge() {
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_nudged) {
+            return;
+        }
+        m_nudged = true;
+    }
+    m_wake.notify_one();
+}
+
 void Writer::loop() {
     std::unique_lock lock(m_mutex);
     for (;;) {
@@ -904,11 +943,13 @@ void Writer::loop() {
             break;
         }
         m_wake.wait_for(lock, k_batch_window, [this] {
-            return m_stop || m_flushing > 0 || m_queue.size() >= k_batch_rows;
+            return m_stop || m_flushing > 0 || m_nudged || m_queue.size() >= k_batch_rows;
         });
         std::vector<ResponseRow> batch;
         batch.swap(m_queue);
         m_busy = true;
+        m_nudged = false;
+        m_writing = batch.size();
         lock.unlock();
         auto r = m_store.write_batch(batch);
         if (!r) {
@@ -918,6 +959,7 @@ void Writer::loop() {
         }
         lock.lock();
         m_busy = false;
+        m_writing = 0;
         if (r) {
             m_committed += static_cast<int64_t>(batch.size());
         } else if (!m_error) {

@@ -165,6 +165,7 @@ private:
         k_put_server,
         k_put_server_log,
         k_put_question,
+        k_question_indices,
         k_put_body,
         k_put_request,
         k_completed_keys,
@@ -211,6 +212,10 @@ public:
     // The first write error, if any (writes after it are still attempted).
     std::optional<std::string> error() const;
     int64_t committed() const;
+    // Rows pushed and not yet committed (queued or being written).
+    size_t backlog() const;
+    // Commit what is queued now, without waiting for the batch window.
+    void nudge();
 
 private:
     void loop();
@@ -222,6 +227,8 @@ private:
     std::vector<ResponseRow> m_queue;
     bool m_stop = false;
     bool m_busy = false;
+    size_t m_writing = 0; // rows of the batch being written
+    bool m_nudged = false;
     int m_flushing = 0; // flush() calls waiting: commit without gathering
     int64_t m_committed = 0;
     std::optional<std::string> m_error;

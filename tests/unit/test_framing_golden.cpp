@@ -281,3 +281,28 @@ TEST(Framing, UserFramingFileRendersItsOwnTemplate) {
                   r.body(ds.test[0], 8, std::nullopt, nlohmann::ordered_json::object())),
               R"({"prompt": "Q: Ex?\nA: #### 2\n\nQ: What?\nA:", "max_tokens": 8, "seed": 7})");
 }
+
+// The context check picks the longest prompt by Renderer::prompt_bytes and
+// builds only that body: it must count what the body holds (completion: the
+// prompt; chat: every message's content) for every built-in framing.
+TEST(FramingGolden, PromptBytesCountWhatTheBodyHolds) {
+    auto ds = datasets::open_dataset("sample");
+    ASSERT_TRUE(ds);
+    for (const char* name : {"raw", "chat", "lm-eval-chat", "vllm-chat"}) {
+        auto f = framing::load_framing(name);
+        ASSERT_TRUE(f) << name;
+        framing::Renderer r(*f, *ds);
+        for (const auto& s : ds->test) {
+            auto body = r.body(s, 256, "m", nlohmann::ordered_json::object());
+            size_t held = 0;
+            if (body.contains("prompt")) {
+                held = body["prompt"].get_ref<const std::string&>().size();
+            } else {
+                for (const auto& m : body["messages"]) {
+                    held += m["content"].get_ref<const std::string&>().size();
+                }
+            }
+            ASSERT_EQ(r.prompt_bytes(s), held) << name << " question " << s.index;
+        }
+    }
+}
