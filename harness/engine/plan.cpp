@@ -102,9 +102,12 @@ void Planner::read_question(std::vector<Read>& out) {
         auto body_sha = util::sha256_hex(*body);
         const auto& framing = part.renderer.framing().name;
         for (int rep = 0; rep < config.repeats; ++rep) {
-            store::RequestRow row{"",           server, framing,
-                                  max_tokens,   rep,    static_cast<int>(q),
-                                  dataset.name, *body,  body_sha};
+            // Only the first repeat carries the body (put_requests).
+            store::RequestRow row{"",           server,
+                                  framing,      max_tokens,
+                                  rep,          static_cast<int>(q),
+                                  dataset.name, rep == 0 ? *body : std::string(),
+                                  body_sha};
             row.key = store::request_key(server, framing, max_tokens, rep, static_cast<int64_t>(q),
                                          body_sha);
             out.push_back(Read{std::move(row), body, &part});
@@ -127,36 +130,22 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
         while (!finished() && server.queue.size() + read.size() < want) {
             read_question(read);
         }
-        // Rows and what they are sent with, side by side.
         std::vector<store::RequestRow> rows;
         rows.reserve(read.size());
         for (auto& r : read) {
             rows.push_back(std::move(r.row));
         }
-        auto answered = db.answered(rows);
+        // Stored before any is queued: the store knows what was asked.
+        auto answered = db.put_unanswered(rows);
         if (!answered) {
             return answered.error();
         }
-        size_t kept = 0;
         for (size_t i = 0; i < rows.size(); ++i) {
             ++summary.planned;
             if ((*answered)[i]) {
                 ++summary.skipped;
                 continue;
             }
-            if (kept != i) {
-                rows[kept] = std::move(rows[i]);
-                read[kept] = std::move(read[i]);
-            }
-            ++kept;
-        }
-        rows.resize(kept);
-        read.resize(kept);
-        // Stored before any is queued: the store knows what was asked.
-        if (auto r = db.put_requests(rows); !r) {
-            return r;
-        }
-        for (size_t i = 0; i < rows.size(); ++i) {
             const Part& part = *read[i].part;
             Work w{std::move(rows[i].key),
                    m_si,

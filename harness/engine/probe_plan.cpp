@@ -64,8 +64,12 @@ std::vector<PlannedProbe> plan_probe_question(const std::string& probe, const st
         auto text = std::make_shared<const std::string>(util::python_json_dumps(body));
         auto sha = util::sha256_hex(*text);
         for (int rep = 0; rep < probe_repeats; ++rep) {
-            store::RequestRow row{"",           server, f.name, 1, rep, static_cast<int>(q),
-                                  dataset.name, *text,  sha};
+            // Only the first repeat carries the body (put_requests).
+            store::RequestRow row{"",           server,
+                                  f.name,       1,
+                                  rep,          static_cast<int>(q),
+                                  dataset.name, rep == 0 ? *text : std::string(),
+                                  sha};
             row.probe = probe;
             row.probe_step = step;
             row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe, step,

@@ -16,6 +16,11 @@
 
 namespace diffeval::engine {
 
+// Rows read from the plan at a time (at least): each read stores its rows in
+// one transaction, which rewrites the key index pages it touches, so fewer,
+// larger reads cost less.
+constexpr size_t k_refill_rows = 2048;
+
 namespace {
 
 // What a finished transfer that is not a usable HTTP 200 is stored as, in
@@ -206,11 +211,12 @@ struct Sender::Loop {
         return true;
     }
 
-    // Read more of `st`'s plan when its queue runs low (below its in-flight
-    // limit, at least 128): up to twice that many are queued. The first read
-    // fills the in-flight limit only, so sending starts sooner.
+    // Keep `st`'s queue topped up from its plan: up to twice its in-flight
+    // limit (at least 1,024) queued, read at most 256 at a time so the
+    // requests in flight are answered while the plan is read. The first
+    // read fills the in-flight limit only, so sending starts sooner.
     void refill(ServerState& st) {
-        const size_t low = std::max<size_t>(st.limit, 128);
+        const size_t low = std::max<size_t>(st.limit, k_refill_rows);
         if (!st.planner || st.planner->finished() || plan_error || st.queue.size() >= low) {
             return;
         }

@@ -335,12 +335,17 @@ constexpr std::string_view k_statements[] = {
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
     "ON r.response_id = q.response_id WHERE r.ok = 1",
-    // k_answered
-    "SELECT EXISTS (SELECT 1 FROM requests q JOIN responses r ON r.response_id = q.response_id "
-    "WHERE q.request_key = ? AND r.ok = 1)",
-    // k_answered_probe
-    "SELECT EXISTS (SELECT 1 FROM probe_requests q JOIN probe_responses r "
-    "ON r.response_id = q.response_id WHERE q.request_key = ? AND r.ok = 1)",
+    // k_answered: through the group index, which a plan read in order walks
+    // sequentially (the key's index is in hash order: a page read per lookup)
+    "SELECT EXISTS (SELECT 1 FROM requests q INDEXED BY requests_group JOIN responses r "
+    "ON r.response_id = q.response_id WHERE q.server = ?2 AND q.framing = ?3 AND "
+    "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1 "
+    "AND r.ok = 1)",
+    // k_answered_probe: as k_answered
+    "SELECT EXISTS (SELECT 1 FROM probe_requests q INDEXED BY probe_requests_group JOIN "
+    "probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND q.server = ?3 "
+    "AND q.framing = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1 "
+    "AND r.ok = 1)",
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
@@ -731,17 +736,35 @@ Store::put_questions(const std::string& dataset,
 util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
     Transaction tx(m_db);
+    if (auto r = insert_requests(rows, nullptr); !r) {
+        return r;
+    }
+    return tx.commit();
+}
+
+util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
+                                          const std::vector<bool>* skip) {
     auto& st = m_stmts[k_put_request];
     auto& probe = m_stmts[k_put_probe_request];
     auto& body = m_stmts[k_put_body];
-    const std::string* last_sha = nullptr;
-    for (const auto& r : rows) {
-        // Repeats of one body come in a row; a known body is kept as it is.
-        if ((!last_sha || *last_sha != r.body_sha256) && !body.bind(r.body_sha256, r.body).run()) {
+    // Rows of one body come together and the first carries it (the others
+    // may leave `body` empty); a known body is kept as it is.
+    const RequestRow* leader = nullptr;
+    bool leader_stored = false;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        if (!leader || leader->body_sha256 != r.body_sha256) {
+            leader = &r;
+            leader_stored = false;
+        }
+        if (skip && (*skip)[i]) {
+            continue;
+        }
+        if (!leader_stored && !body.bind(r.body_sha256, leader->body).run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot store requests: {}", body.error()));
         }
-        last_sha = &r.body_sha256;
+        leader_stored = true;
         if (r.probe_step >= 0) {
             if (!probe
                      .bind(r.key, r.probe, r.probe_step, r.server, r.framing, r.repeat,
@@ -758,7 +781,7 @@ util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
             return make_error(ErrorKind::io, fmt::format("cannot store requests: {}", st.error()));
         }
     }
-    return tx.commit();
+    return {};
 }
 
 util::Result<std::unordered_set<std::string>> Store::completed_keys() {
@@ -775,17 +798,36 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
-util::Result<std::vector<bool>> Store::answered(const std::vector<RequestRow>& rows) {
+util::Result<std::vector<bool>> Store::put_unanswered(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
+    // One transaction for the lookups and the inserts: a lookup outside one
+    // is a read transaction of its own, with its file locks (two fcntl calls
+    // a request).
+    Transaction tx(m_db);
+    if (!tx.begun()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot store requests: {}", m_db.last_error()));
+    }
     std::vector<bool> out;
     out.reserve(rows.size());
     for (const auto& r : rows) {
-        auto& st = m_stmts[r.probe_step >= 0 ? k_answered_probe : k_answered];
-        if (!st.bind(r.key).step()) {
+        const bool probe = r.probe_step >= 0;
+        auto& st = m_stmts[probe ? k_answered_probe : k_answered];
+        const bool stepped =
+            probe ? st.bind(r.key, r.probe, r.server, r.framing, r.repeat, r.question_idx).step()
+                  : st.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat, r.question_idx)
+                        .step();
+        if (!stepped) {
             return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", st.error()));
         }
         out.push_back(st.column_int(0) != 0);
         st.reset();
+    }
+    if (auto r = insert_requests(rows, &out); !r) {
+        return r.error();
+    }
+    if (auto r = tx.commit(); !r) {
+        return r.error();
     }
     return out;
 }
@@ -921,7 +963,7 @@ int64_t Writer::committed() const {
 
 size_t Writer::backlog() const {
     std::lock_guard lock(m_mutex);
-    return m_queue.size() + m_writing;
+    return m_queue.size();
 }
 
 void Writer::nudge() {

@@ -128,15 +128,16 @@ public:
     util::Result<void> put_questions(const std::string& dataset,
                                      const std::vector<std::pair<std::string, std::string>>& qa);
     // Insert planned requests (probes included), each body once per distinct
-    // `body_sha256`; existing keys are kept as they are.
+    // `body_sha256`; existing keys are kept as they are. Rows of one body come
+    // together, and only the first of them need carry it.
     util::Result<void> put_requests(const std::vector<RequestRow>& rows);
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
-    // Which of `rows` (probes included) already have a successful response,
-    // in their order: one indexed lookup each, for a plan read a part at a
-    // time.
-    util::Result<std::vector<bool>> answered(const std::vector<RequestRow>& rows);
+    // For a plan read a part at a time: which of `rows` (probes included)
+    // already have a successful response, in their order; the others are
+    // stored as put_requests stores them, in the same transaction.
+    util::Result<std::vector<bool>> put_unanswered(const std::vector<RequestRow>& rows);
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
 
@@ -154,6 +155,9 @@ private:
     // Run the migration ladder from schema `from` up to `to` (no transaction
     // of its own).
     util::Result<void> climb(int from, int to);
+    // Store `rows` (a transaction is open).
+    util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
+                                       const std::vector<bool>* skip);
     // One probe response of a batch (write_batch's transaction is open).
     util::Result<void> write_probe_response(const ResponseRow& row);
     // Schema v3: hash every stored question and give each request its hash.
@@ -186,7 +190,7 @@ private:
     Statement m_stmts[k_count_statements];
     int m_fail_writes = 0;
     // The run plans on its own thread while the Writer's thread stores
-    // responses, over this one connection: put_requests, answered and
+    // responses, over this one connection: put_requests, put_unanswered and
     // write_batch take turns.
     std::mutex m_turn;
 };
