@@ -139,8 +139,12 @@ util::Result<GroupChoice> parse_group(const Reader& r, const toml::table& extrac
         return GroupChoice{};
     }
     if (const auto* index = node->as_integer()) {
-        if (index->get() < 0) {
-            return r.error(*node, "group must be 0 (the whole match) or a capture group number");
+        // Checked before it is narrowed: 2^32 + 1 would pass as group 1, and
+        // a larger number became a negative index (found by fuzz_scorer_toml).
+        if (index->get() < 0 || index->get() > k_max_capture_groups) {
+            return r.error(*node, fmt::format("group must be 0 (the whole match) or a capture "
+                                              "group number up to {}",
+                                              k_max_capture_groups));
         }
         return GroupChoice{GroupChoice::Kind::index, static_cast<int>(index->get())};
     }

@@ -29,6 +29,10 @@ enum class MatchPick {
     last,  // Python findall(...)[-1]
 };
 
+// Capture groups an extraction pattern may have; a fixed bound keeps the
+// matching allocation-free.
+inline constexpr int k_max_capture_groups = 9;
+
 // Which part of the chosen match is the extracted answer.
 struct GroupChoice {
     enum class Kind {

@@ -24,9 +24,7 @@ using util::make_error;
 
 namespace {
 
-// Capture groups an extraction pattern may have; a fixed bound keeps the
-// match buffers on the stack in the hot path.
-constexpr int k_max_groups = 9;
+constexpr int k_max_groups = k_max_capture_groups;
 
 // Characters with a meaning in RE2 syntax; a pattern without any is text.
 constexpr std::string_view k_metacharacters = "\\.+*?()|[]{}^$";

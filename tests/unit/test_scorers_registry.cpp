@@ -204,6 +204,14 @@ TEST(ScorerFile, BadValuesAreErrors) {
               "bad.toml:6: match must be \"first\" or \"last\", not \"final\"");
     EXPECT_EQ(load_error(with("group = 1", "group = 3")),
               "bad.toml: scorer 'bad': group = 3 but the extract pattern has 1 capture group(s)");
+    // Out of range before narrowing to int (found by fuzz_scorer_toml: this
+    // one became a negative index into the groups).
+    for (const char* big : {"group = 16666666666666", "group = 4294967297", "group = 10"}) {
+        EXPECT_EQ(load_error(with("group = 1", big)),
+                  "bad.toml:7: group must be 0 (the whole match) or a capture group number up "
+                  "to 9")
+            << big;
+    }
     EXPECT_EQ(load_error(with("group = 1", "group = \"any\"")),
               "bad.toml:7: group must be a group number or \"first_nonempty\"");
     EXPECT_EQ(
