@@ -29,6 +29,8 @@ hz=$(getconf CLK_TCK)
 # Start the simulator on CPU 0 with extra flags "$@"; sets $url and $sim_pid.
 start_sim() {
     [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null && wait "$sim_pid" 2>/dev/null || true
+    # Without this the wait below could read the last simulator's address.
+    rm -f "$work/sim.out"
     taskset -c 0 "$bin" sim --port 0 --dataset "$test_set" "$@" >"$work/sim.out" 2>&1 &
     sim_pid=$!
     for _ in $(seq 200); do
@@ -137,8 +139,11 @@ if [ "${BENCH_LARGE:-1}" != 0 ]; then
             "${matrix[@]}" --repeats 19 >/dev/null 2>&1 || true
         t0=$(grep -m1 execve "$work/strace" | awk '{print $2}')
         t1=$(grep -m1 'POST /v1' "$work/strace" | awk '{print $2}')
-        first=$(echo "($t1 - $t0) * 1000" | bc -l)
-        first=$(printf %.0f "$first")
+        if [ -n "$t0" ] && [ -n "$t1" ]; then
+            first=$(printf %.0f "$(echo "($t1 - $t0) * 1000" | bc -l)")
+        else
+            first="no request"
+        fi
     else
         first="no strace"
     fi

@@ -143,7 +143,7 @@ struct Sender::Loop {
     std::priority_queue<Retry, std::vector<Retry>, std::greater<>> retries;
     std::unordered_map<uint64_t, Work> in_flight;
     std::optional<util::Error> plan_error; // planning failed: the phase stops
-    size_t backlog_limit = 256;            // answers not yet stored, at most
+    size_t backlog_limit = 256;            // answers waiting for the writer, at most
 
     bool work_left() const {
         return !in_flight.empty() || !retries.empty() ||
@@ -186,8 +186,8 @@ struct Sender::Loop {
 
     // Due retries go back to the front of their server's queue; then every
     // server sends up to its limit. Answers not yet committed are what a
-    // failing disk loses: past `backlog_limit` of them nothing new is sent
-    // until the writer catches up (false then).
+    // failing disk loses: while `backlog_limit` of them wait for the writer
+    // nothing new is sent (false then).
     bool fill() {
         while (!retries.empty() && retries.top().when <= Clock::now()) {
             Work w = retries.top().work;
@@ -211,9 +211,8 @@ struct Sender::Loop {
         return true;
     }
 
-    // Keep `st`'s queue topped up from its plan: up to twice its in-flight
-    // limit (at least 1,024) queued, read at most 256 at a time so the
-    // requests in flight are answered while the plan is read. The first
+    // Read more of `st`'s plan when its queue falls below its in-flight limit
+    // (at least k_refill_rows): up to twice that many are queued. The first
     // read fills the in-flight limit only, so sending starts sooner.
     void refill(ServerState& st) {
         const size_t low = std::max<size_t>(st.limit, k_refill_rows);

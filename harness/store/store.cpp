@@ -991,7 +991,6 @@ void Writer::loop() {
         batch.swap(m_queue);
         m_busy = true;
         m_nudged = false;
-        m_writing = batch.size();
         lock.unlock();
         auto r = m_store.write_batch(batch);
         if (!r) {
@@ -1001,7 +1000,6 @@ void Writer::loop() {
         }
         lock.lock();
         m_busy = false;
-        m_writing = 0;
         if (r) {
             m_committed += static_cast<int64_t>(batch.size());
         } else if (!m_error) {

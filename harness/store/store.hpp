@@ -216,7 +216,7 @@ public:
     // The first write error, if any (writes after it are still attempted).
     std::optional<std::string> error() const;
     int64_t committed() const;
-    // Rows pushed and not yet committed (queued or being written).
+    // Rows pushed and waiting for the next batch (not the one being written).
     size_t backlog() const;
     // Commit what is queued now, without waiting for the batch window.
     void nudge();
@@ -231,7 +231,6 @@ private:
     std::vector<ResponseRow> m_queue;
     bool m_stop = false;
     bool m_busy = false;
-    size_t m_writing = 0; // rows of the batch being written
     bool m_nudged = false;
     int m_flushing = 0; // flush() calls waiting: commit without gathering
     int64_t m_committed = 0;
