@@ -84,8 +84,7 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     auto again = e2e::run(args);
     ASSERT_EQ(again.exit_code, 0) << again.err;
-    EXPECT_NE(again.err.find("5 already stored (skipped), 0 sent"), std::string::npos)
-        << again.err;
+    EXPECT_NE(again.err.find("5 already stored (skipped), 0 sent"), std::string::npos) << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
 
