@@ -53,11 +53,11 @@ int64_t questions_in_shard(const RunConfig& config, size_t n) {
 
 } // namespace
 
-util::Result<std::shared_ptr<Planner>> Planner::create(const RunContext& ctx, size_t si,
+util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, size_t si,
                                                        const ServerInfo& info) {
     const auto& config = ctx.config;
     const auto& spec = config.servers[si];
-    std::shared_ptr<Planner> p(new Planner(ctx, si));
+    std::unique_ptr<Planner> p(new Planner(ctx, si));
     p->m_stages = config.max_tokens.size() + (config.probe ? 1 : 0);
     const auto n = ctx.inputs.n_questions;
     for (const auto& f : ctx.inputs.framings) {

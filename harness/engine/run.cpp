@@ -344,10 +344,10 @@ std::string phase_names(const RunContext& ctx, const std::vector<size_t>& phase,
     return fmt::format(" ({})", fmt::join(names, ", "));
 }
 
-// Record `phase`'s attached servers and give each its planner; prints how
-// many requests the plan holds.
-util::Result<void> plan_phase(const RunContext& ctx, const std::vector<size_t>& phase,
-                              size_t n_phases, RunState& st) {
+// Record `phase`'s attached servers and give each its planner; prints and
+// returns how many requests the phase's plan holds.
+util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t>& phase,
+                                 size_t n_phases, RunState& st) {
     int64_t planned = 0;
     for (size_t si : phase) {
         if (!st.launched.servers[si]) {
@@ -367,21 +367,16 @@ util::Result<void> plan_phase(const RunContext& ctx, const std::vector<size_t>& 
     ctx.log << fmt::format("diffeval run: {} requests planned{}; those already stored are skipped "
                            "as the plan is read\n",
                            planned, phase_names(ctx, phase, n_phases));
-    return {};
+    return planned;
 }
 
-// What the phase read of its plan, found stored and sent.
+// What the phase read of its plan (`total` requests), found stored and sent.
 void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase, size_t n_phases,
-                        const RunState& st, const RunSummary& before) {
+                        const RunState& st, const RunSummary& before, int64_t total) {
     const auto& s = st.summary;
     const int64_t sent = s.succeeded + s.failed - before.succeeded - before.failed;
-    int64_t total = 0;
-    bool whole = true;
-    for (size_t si : phase) {
-        const auto& p = *st.servers[si].planner;
-        total += p.total();
-        whole = whole && p.read_all();
-    }
+    const bool whole = std::all_of(phase.begin(), phase.end(),
+                                   [&](size_t si) { return st.servers[si].planner->read_all(); });
     const int64_t read = s.planned - before.planned;
     ctx.log << fmt::format("diffeval run: {} requests planned, {} already stored (skipped), {} "
                            "sent{}\n",
@@ -425,16 +420,17 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         stop_launched(ctx, phase, st);
         return Next::stop;
     }
-    if (auto r = plan_phase(ctx, phase, n_phases, st); !r) {
-        return fail(r.error());
+    auto planned = plan_phase(ctx, phase, n_phases, st);
+    if (!planned) {
+        return fail(planned.error());
     }
     const RunSummary before = st.summary;
-    auto stored =
-        st.sender.send_phase(phase, st.servers, st.launched, st.db, st.writer, st.summary);
+    auto stored = st.sender.send_phase(phase, st.servers, st.launched, st.db, st.writer, st.summary,
+                                       *planned);
     if (!stored) {
         return fail(stored.error());
     }
-    print_phase_counts(ctx, phase, n_phases, st, before);
+    print_phase_counts(ctx, phase, n_phases, st, before, *planned);
     for (size_t si : phase) {
         st.servers[si].planner.reset();
     }

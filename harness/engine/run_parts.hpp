@@ -63,7 +63,7 @@ class Planner;
 struct ServerState {
     const ServerSpec* spec = nullptr;
     std::vector<std::string> headers;
-    std::shared_ptr<Planner> planner; // set while its phase runs
+    std::unique_ptr<Planner> planner; // set while its phase runs
     std::deque<Work> queue;
     size_t in_flight = 0;
     size_t limit = 0; // in flight at most (capacity.hpp)
@@ -140,7 +140,7 @@ class Planner {
 public:
     // An error (usage) when a framing needs a model name nobody gives:
     // `info` names the served one when no configured one does.
-    static util::Result<std::shared_ptr<Planner>> create(const RunContext& ctx, size_t si,
+    static util::Result<std::unique_ptr<Planner>> create(const RunContext& ctx, size_t si,
                                                          const ServerInfo& info);
     // Requests in the whole plan.
     int64_t total() const { return m_total; }
@@ -157,7 +157,8 @@ public:
     util::Result<void> fill(ServerState& server, store::Store& db, RunSummary& summary,
                             size_t want);
 
-    // One framing's settings (internal to plan.cpp).
+private:
+    // One framing's settings.
     struct Part {
         framing::Renderer renderer;
         std::optional<std::string> body_model;
@@ -174,7 +175,6 @@ public:
         const Part* part = nullptr;
     };
 
-private:
     Planner(const RunContext& ctx, size_t si) : m_ctx(ctx), m_si(si) {}
     // Read the current question of the current stage into `out`, then move on.
     void read_question(std::vector<Read>& out);
@@ -196,12 +196,13 @@ private:
 class Sender {
 public:
     Sender(const RunContext& ctx, int64_t run_id);
-    // Send `phase`'s work until none is left to plan or send.
-    // The phase's servers plan as they send (their planners are set);
-    // false when the store failed, an error when planning did.
+    // Send `phase`'s work until none is left to plan or send; its servers
+    // plan as they send (their planners are set; `planned` requests in all).
+    // False when the store failed, an error when planning did.
     util::Result<bool> send_phase(const std::vector<size_t>& phase,
                                   std::vector<ServerState>& servers, Launched& launched,
-                                  store::Store& db, store::Writer& writer, RunSummary& summary);
+                                  store::Store& db, store::Writer& writer, RunSummary& summary,
+                                  int64_t planned);
     // Responses handed to the writer so far.
     int64_t pushed() const { return m_pushed; }
 

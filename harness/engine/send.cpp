@@ -352,13 +352,11 @@ Sender::Sender(const RunContext& ctx, int64_t run_id)
 
 util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
                                       std::vector<ServerState>& servers, Launched& launched,
-                                      store::Store& db, store::Writer& writer,
-                                      RunSummary& summary) {
+                                      store::Store& db, store::Writer& writer, RunSummary& summary,
+                                      int64_t planned) {
     Loop loop{*this, phase, servers, launched, db, writer, summary, {}, {}, {}};
-    int64_t planned = 0;
     size_t phase_connections = 0;
     for (size_t si : phase) {
-        planned += servers[si].planner ? servers[si].planner->total() : 0;
         phase_connections += servers[si].limit;
     }
     m_client.set_max_connections(phase_connections);

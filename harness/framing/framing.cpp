@@ -380,46 +380,39 @@ Renderer::Shots Renderer::render_shots(const std::vector<uint32_t>& indices) con
     return out;
 }
 
+const Renderer::Shots& Renderer::shots_for(const datasets::Sample& sample, Shots& drawn) const {
+    if (m_framing.sampler != FewshotSampler::python_random) {
+        return m_first_n;
+    }
+    drawn = render_shots(shots(sample.index));
+    return drawn;
+}
+
 size_t Renderer::prompt_bytes(const datasets::Sample& sample) const {
     const auto& f = m_framing;
     const auto listed = [&](std::string_view key) {
         return std::find(f.body_order.begin(), f.body_order.end(), key) != f.body_order.end();
     };
-    if (f.kind == Kind::completion && !listed("prompt")) {
+    if (!listed(f.kind == Kind::completion ? "prompt" : "messages")) {
         return 0;
     }
-    if (f.kind == Kind::chat && !listed("messages")) {
-        return 0;
-    }
-    const bool turns = f.kind == Kind::chat && f.layout == FewshotLayout::turns;
-    size_t n = 0;
-    // The shots: first_n's are rendered once; python-random's per question.
-    if (f.sampler == FewshotSampler::python_random) {
-        for (uint32_t i : shots(sample.index)) {
-            const auto& ex = (*m_pool)[i];
-            n += turns ? render_template(f.user_template, ex, f.gen_prefix).size() +
-                             render_template(f.assistant_template, ex, f.gen_prefix).size()
-                       : render_template(f.example_template, ex, f.gen_prefix).size();
-        }
-    } else if (turns) {
-        for (const auto& m : m_first_n.history) {
+    Shots drawn;
+    const Shots& use = shots_for(sample, drawn);
+    if (f.kind == Kind::chat && f.layout == FewshotLayout::turns) {
+        size_t n = render_template(f.user_template, sample, f.gen_prefix).size();
+        for (const auto& m : use.history) {
             n += m["content"].get_ref<const std::string&>().size();
         }
-    } else {
-        n += m_first_n.prefix.size();
+        return n;
     }
-    return n + render_template(turns ? f.user_template : f.question_template, sample, f.gen_prefix)
-                   .size();
+    return use.prefix.size() + render_template(f.question_template, sample, f.gen_prefix).size();
 }
 
 nlohmann::ordered_json Renderer::body(const datasets::Sample& sample, int max_tokens,
                                       const std::optional<std::string>& model,
                                       const nlohmann::ordered_json& extra) const {
     Shots drawn;
-    if (m_framing.sampler == FewshotSampler::python_random) {
-        drawn = render_shots(shots(sample.index));
-    }
-    const Shots& use = m_framing.sampler == FewshotSampler::python_random ? drawn : m_first_n;
+    const Shots& use = shots_for(sample, drawn);
     const auto& gp = m_framing.gen_prefix;
     nlohmann::ordered_json out = nlohmann::ordered_json::object();
     for (const auto& key : m_framing.body_order) {

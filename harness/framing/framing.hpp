@@ -118,6 +118,9 @@ private:
         nlohmann::ordered_json history = nlohmann::ordered_json::array();
     };
     Shots render_shots(const std::vector<uint32_t>& indices) const;
+    // The shots of `sample`: first_n's, rendered once, or python-random's,
+    // rendered into `drawn`.
+    const Shots& shots_for(const datasets::Sample& sample, Shots& drawn) const;
 
     Framing m_framing;
     const std::vector<datasets::Sample>* m_pool;

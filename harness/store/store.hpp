@@ -189,9 +189,9 @@ private:
     int m_version = 0;
     Statement m_stmts[k_count_statements];
     int m_fail_writes = 0;
-    // The run plans on its own thread while the Writer's thread stores
-    // responses, over this one connection: put_requests, put_unanswered and
-    // write_batch take turns.
+    // The run's event loop plans (put_unanswered) while the Writer's thread
+    // stores responses (write_batch), over this one connection: they and
+    // put_requests take turns.
     std::mutex m_turn;
 };
 

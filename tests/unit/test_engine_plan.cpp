@@ -52,7 +52,7 @@ protected:
     }
 
     // A planner for server 0 over fresh inputs, state and counts.
-    util::Result<std::shared_ptr<engine::Planner>> planner() {
+    util::Result<std::unique_ptr<engine::Planner>> planner() {
         auto in = engine::load_inputs(config);
         if (!in) {
             return in.error();
