@@ -210,7 +210,8 @@ util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
     auto req_cols = shared_columns(h, "requests", {"request_id", "response_id", "body_id"});
     if (auto r = exec(fmt::format(
             "INSERT INTO main.requests ({0}, body_id) SELECT {1}, (SELECT b.body_id FROM "
-            "main.request_bodies b WHERE b.body_sha256 = s.body_sha256) FROM src.requests s "
+            "main.request_bodies b JOIN src.request_bodies sb ON sb.body_sha256 = b.body_sha256 "
+            "WHERE sb.body_id = s.body_id) FROM src.requests s "
             "WHERE NOT EXISTS "
             "(SELECT 1 FROM main.requests m WHERE m.request_key = s.request_key) "
             "ORDER BY s.request_id",

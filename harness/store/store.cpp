@@ -6,6 +6,7 @@
 #include <harness/store/store.hpp>
 
 #include <harness/store/schema.hpp>
+#include <harness/store/splice.hpp>
 #include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
@@ -307,6 +308,85 @@ CREATE TABLE scorers (
 );
 )sql";
 
+// Version 11: spliced bodies (splice.hpp). A stored body no longer repeats
+// the text its row holds in other columns: the completion's text and
+// reasoning in `responses`, the top alternatives in `probe_responses`. Those
+// were a third of the official demo's file. The slot left in the body is put
+// back by v_responses and the new v_probe_responses, so what users read is
+// unchanged; rows stored before keep their whole bodies (spliced = 0).
+// `scores` becomes a WITHOUT ROWID table: its primary key was an index
+// beside the table, holding every key twice. `requests.body_sha256` and
+// `probe_requests.body_sha256` repeated what body_id points at; the views
+// read it from `request_bodies`.
+constexpr std::string_view k_schema_v11 = R"sql(
+DROP VIEW v_scores;
+CREATE TABLE scores_v11 (
+    response_id    INTEGER NOT NULL REFERENCES responses (response_id),
+    scorer         TEXT NOT NULL,
+    scorer_version INTEGER NOT NULL,
+    score_text     TEXT NOT NULL,
+    extracted      TEXT NOT NULL,
+    valid          INTEGER NOT NULL,
+    correct        INTEGER NOT NULL,
+    PRIMARY KEY (response_id, scorer)
+) WITHOUT ROWID;
+INSERT INTO scores_v11 (response_id, scorer, scorer_version, score_text, extracted, valid, correct)
+SELECT response_id, scorer, scorer_version, score_text, extracted, valid, correct FROM scores;
+DROP TABLE scores;
+ALTER TABLE scores_v11 RENAME TO scores;
+CREATE VIEW v_scores AS
+SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, s.scorer,
+       s.extracted, s.correct, s.valid, s.response_id
+FROM requests q
+JOIN scores s ON s.response_id = q.response_id;
+DROP VIEW v_requests;
+DROP VIEW v_probe_requests;
+ALTER TABLE requests DROP COLUMN body_sha256;
+ALTER TABLE probe_requests DROP COLUMN body_sha256;
+CREATE VIEW v_requests AS
+SELECT q.request_id, q.request_key, q.server, q.framing, q.max_tokens, q.repeat,
+       q.question_idx, q.dataset, b.body_sha256, b.request_json, q.response_id,
+       q.question_sha256, q.body_id
+FROM requests q
+JOIN request_bodies b ON b.body_id = q.body_id;
+CREATE VIEW v_probe_requests AS
+SELECT q.probe_request_id, q.request_key, q.probe, q.step, q.server, q.framing, q.repeat,
+       q.question_idx, q.dataset, b.body_sha256, b.request_json, q.response_id, q.body_id
+FROM probe_requests q
+JOIN request_bodies b ON b.body_id = q.body_id;
+ALTER TABLE responses ADD COLUMN spliced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE probe_responses ADD COLUMN spliced INTEGER NOT NULL DEFAULT 0;
+DROP VIEW v_responses;
+CREATE VIEW v_responses AS
+SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
+       b.request_json,
+       CASE WHEN r.spliced = 1
+            THEN replace(replace(r.response_json, '{"$diffeval":"text"}', json_quote(r.text)),
+                         '{"$diffeval":"reasoning"}', json_quote(r.reasoning))
+            ELSE r.response_json END AS response_json,
+       r.text, r.reasoning, r.finish_reason,
+       r.stop_reason, r.prompt_tokens, r.completion_tokens, r.latency_ms, r.ttft_ms,
+       r.status, r.error, r.error_kind, r.attempts, r.started_at, r.ok, r.streamed,
+       r.token_gaps_ms,
+       c.outcome, c.reasoning_started, r.response_id, q.request_id, q.request_key,
+       r.stop_field, c.stop_cause
+FROM requests q
+JOIN responses r ON r.response_id = q.response_id
+JOIN request_bodies b ON b.body_id = q.body_id
+LEFT JOIN classifications c ON c.response_id = r.response_id;
+CREATE VIEW v_probe_responses AS
+SELECT r.response_id, r.probe_request_id, r.run_id, r.ok, r.status,
+       CASE WHEN r.spliced = 1
+            THEN replace(r.response_json, '{"$diffeval":"top_json"}',
+                         '{' || (SELECT group_concat(json_quote(e.value ->> 0) || ':' ||
+                                                     (e.value -> 1), ',')
+                                 FROM json_each(r.top_json) e) || '}')
+            ELSE r.response_json END AS response_json,
+       r.attempts, r.latency_ms, r.started_at, r.error, r.error_kind, r.chosen, r.top_json,
+       r.p_marker, r.marker_listed, r.p_whitespace, r.whitespace_listed, r.floor
+FROM probe_responses r;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -328,8 +408,8 @@ constexpr std::string_view k_statements[] = {
     "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json) VALUES (?, ?)",
     // k_put_request
     "INSERT OR IGNORE INTO requests (request_key, server, framing, max_tokens, repeat, "
-    "question_idx, dataset, body_sha256, body_id, question_sha256) VALUES (?1, ?2, ?3, ?4, "
-    "?5, ?6, ?7, ?8, (SELECT body_id FROM request_bodies WHERE body_sha256 = ?8), "
+    "question_idx, dataset, body_id, question_sha256) VALUES (?1, ?2, ?3, ?4, "
+    "?5, ?6, ?7, (SELECT body_id FROM request_bodies WHERE body_sha256 = ?8), "
     "(SELECT question_sha256 FROM questions WHERE dataset = ?7 AND question_idx = ?6))",
     // k_completed_keys
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
@@ -349,8 +429,9 @@ constexpr std::string_view k_statements[] = {
     // k_insert_response
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
-    "streamed, token_gaps_ms, started_at, error, error_kind, stop_field, notes, redacted) "
-    "SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM "
+    "streamed, token_gaps_ms, started_at, error, error_kind, stop_field, notes, redacted, "
+    "spliced) SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "FROM "
     "requests "
     "WHERE request_key = ?",
     // k_point_request: the response that counts is the newest success, else
@@ -360,13 +441,14 @@ constexpr std::string_view k_statements[] = {
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
     // k_put_probe_request
     "INSERT OR IGNORE INTO probe_requests (request_key, probe, step, server, framing, repeat, "
-    "question_idx, dataset, body_sha256, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+    "question_idx, dataset, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
     "(SELECT body_id FROM request_bodies WHERE body_sha256 = ?9))",
     // k_insert_probe_response
     "INSERT INTO probe_responses (probe_request_id, run_id, ok, status, response_json, attempts, "
     "latency_ms, started_at, error, error_kind, chosen, top_json, p_marker, marker_listed, "
-    "p_whitespace, whitespace_listed, floor) "
-    "SELECT probe_request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM probe_requests "
+    "p_whitespace, whitespace_listed, floor, spliced) "
+    "SELECT probe_request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM "
+    "probe_requests "
     "WHERE request_key = ?",
     // k_point_probe_request: as k_point_request
     "UPDATE probe_requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
@@ -580,6 +662,11 @@ util::Result<void> Store::climb(int from, int to) {
     }
     if (from < 10 && to >= 10) {
         if (auto r = m_db.exec(k_schema_v10); !r) {
+            return r.error();
+        }
+    }
+    if (from < 11 && to >= 11) {
+        if (auto r = m_db.exec(k_schema_v11); !r) {
             return r.error();
         }
     }
@@ -852,18 +939,19 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             }
             continue;
         }
+        const auto spliced = splice_response(r.response_json, r.text, r.reasoning);
         ins.bind(
             r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
-            r.response_json, r.text, r.reasoning, r.finish_reason, r.stop_reason, r.prompt_tokens,
-            r.completion_tokens, r.attempts, r.latency_ms, r.ttft_ms, r.streamed ? 1 : 0,
-            r.token_gaps_json, r.started_at,
+            spliced ? *spliced : r.response_json, r.text, r.reasoning, r.finish_reason,
+            r.stop_reason, r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms,
+            r.ttft_ms, r.streamed ? 1 : 0, r.token_gaps_json, r.started_at,
             r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
             r.error_kind.empty() ? std::optional<std::string>{}
                                  : std::optional<std::string>{r.error_kind},
             r.stop_field.empty() ? std::optional<std::string>{}
                                  : std::optional<std::string>{r.stop_field},
             r.notes.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.notes},
-            r.redacted ? 1 : 0, r.key);
+            r.redacted ? 1 : 0, spliced ? 1 : 0, r.key);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));
@@ -883,15 +971,17 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
     auto opt = [](const std::string& s) {
         return s.empty() ? std::optional<std::string>{} : std::optional<std::string>{s};
     };
+    const auto spliced = g ? splice_probe(r.response_json, g->top_json) : std::nullopt;
     ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
-             r.response_json, r.attempts, r.latency_ms, r.started_at, opt(r.error),
-             opt(r.error_kind), g ? std::optional<std::string>(g->chosen) : std::nullopt,
+             spliced ? *spliced : r.response_json, r.attempts, r.latency_ms, r.started_at,
+             opt(r.error), opt(r.error_kind),
+             g ? std::optional<std::string>(g->chosen) : std::nullopt,
              g ? std::optional<std::string>(g->top_json) : std::nullopt,
              g ? std::optional<double>(g->p_marker) : std::nullopt,
              g ? std::optional<int64_t>(g->marker_listed) : std::nullopt,
              g ? std::optional<double>(g->p_whitespace) : std::nullopt,
              g ? std::optional<int64_t>(g->whitespace_listed) : std::nullopt,
-             g ? std::optional<double>(g->floor) : std::nullopt, r.key);
+             g ? std::optional<double>(g->floor) : std::nullopt, spliced ? 1 : 0, r.key);
     if (!ins.run()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot write probe responses: {}", ins.error()));

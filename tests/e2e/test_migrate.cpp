@@ -1,7 +1,7 @@
 // A database written by schema version 8 (every request and probe request
 // row holds its whole body) is migrated in place to the current version (9:
 // each distinct body once, in request_bodies; 10: an empty table of users'
-// scorers) and nothing a user sees changes: the bodies in the
+// scorers; 11: spliced bodies) and nothing a user sees changes: the bodies in the
 // views, what rescore computes, the summary, the comparison and the report,
 // and what a resumed run plans and sends.
 #include "e2e.hpp"
@@ -61,7 +61,7 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
     EXPECT_NE(rescore.out.find("rescored 32 responses (96 scores"), std::string::npos)
         << rescore.out;
-    EXPECT_EQ(query(db, "PRAGMA user_version"), "10");
+    EXPECT_EQ(query(db, "PRAGMA user_version"), "11");
     EXPECT_EQ(query(db, "SELECT count(*) FROM scorers"), "0");
     // 8 distinct bodies among 32 requests, 6 among 24 probe requests.
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");

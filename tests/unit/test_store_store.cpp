@@ -204,7 +204,7 @@ TEST(Store, MigratesAVersionNineFileWithAnEmptyScorersTable) {
     EXPECT_NE(ro.error().message.find("has schema version 9"), std::string::npos);
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
-    EXPECT_EQ(count(**s, "PRAGMA user_version"), 10);
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM scorers"), 0);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body zero'"), 1);
 }

@@ -1,0 +1,200 @@
+// Spliced bodies; see splice.hpp. Each splice is checked by rebuilding the
+// body the way the view will and comparing, so a body that would not come
+// back byte for byte is stored whole.
+#include <harness/store/splice.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace diffeval::store {
+
+namespace {
+
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0.
+size_t utf8_sequence_at(std::string_view s, size_t i) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xc0) == 0x80; };
+    const unsigned char lead = b(0);
+    if (lead >= 0xc2 && lead <= 0xdf) {
+        return cont(1) ? 2 : 0;
+    }
+    if (lead >= 0xe0 && lead <= 0xef) {
+        if (!cont(1) || !cont(2) || (lead == 0xe0 && b(1) < 0xa0) ||
+            (lead == 0xed && b(1) > 0x9f)) {
+            return 0;
+        }
+        return 3;
+    }
+    if (lead >= 0xf0 && lead <= 0xf4) {
+        if (!cont(1) || !cont(2) || !cont(3) || (lead == 0xf0 && b(1) < 0x90) ||
+            (lead == 0xf4 && b(1) > 0x8f)) {
+            return 0;
+        }
+        return 4;
+    }
+    return 0;
+}
+
+// SQL's replace(): every occurrence of `from`, left to right.
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(s.size() + to.size());
+    size_t i = 0;
+    for (size_t at; (at = s.find(from, i)) != std::string_view::npos; i = at + from.size()) {
+        out.append(s.substr(i, at - i));
+        out.append(to);
+    }
+    out.append(s.substr(i));
+    return out;
+}
+
+bool holds_a_slot(std::string_view body) {
+    for (auto slot : {k_text_slot, k_reasoning_slot, k_top_slot}) {
+        if (body.find(slot) != std::string_view::npos) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// `body` with the first occurrence of `value` replaced by `slot`, when it
+// occurs and is longer than the slot; false otherwise.
+bool put_slot(std::string& body, std::string_view value, std::string_view slot) {
+    if (value.size() <= slot.size()) {
+        return false;
+    }
+    const auto at = body.find(value);
+    if (at == std::string::npos) {
+        return false;
+    }
+    body.replace(at, value.size(), slot);
+    return true;
+}
+
+// The object `top_json` rebuilds, as v_probe_responses writes it:
+// {"token":logprob,...} with each log-probability's JSON text; nullopt when
+// it is not [[string, number or null], ...] with plain tokens, or is empty.
+std::optional<std::string> top_object(std::string_view top_json) {
+    const auto top = nlohmann::json::parse(top_json, nullptr, false);
+    if (!top.is_array() || top.empty()) {
+        return std::nullopt;
+    }
+    std::string out = "{";
+    for (const auto& pair : top) {
+        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() ||
+            !(pair[1].is_number() || pair[1].is_null())) {
+            return std::nullopt;
+        }
+        auto token = plain_json_quote(pair[0].get_ref<const std::string&>());
+        if (!token) {
+            return std::nullopt;
+        }
+        out += out.size() > 1 ? "," : "";
+        out += *token;
+        out += ':';
+        out += pair[1].dump();
+    }
+    out += '}';
+    return out;
+}
+
+} // namespace
+
+std::optional<std::string> plain_json_quote(std::string_view s) {
+    std::string out;
+    out.reserve(s.size() + 8);
+    out += '"';
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c >= 0x80) {
+            const size_t n = utf8_sequence_at(s, i);
+            if (n == 0) {
+                return std::nullopt;
+            }
+            out.append(s.substr(i, n));
+            i += n;
+            continue;
+        }
+        switch (c) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                return std::nullopt;
+            }
+            out += static_cast<char>(c);
+        }
+        ++i;
+    }
+    out += '"';
+    return out;
+}
+
+std::optional<std::string> splice_response(std::string_view body,
+                                           const std::optional<std::string>& text,
+                                           const std::optional<std::string>& reasoning) {
+    if ((!text && !reasoning) || holds_a_slot(body)) {
+        return std::nullopt;
+    }
+    std::string stored(body);
+    bool spliced = false;
+    std::optional<std::string> kept_text;
+    std::optional<std::string> kept_reasoning;
+    if (auto q = text ? plain_json_quote(*text) : std::nullopt;
+        q && put_slot(stored, *q, k_text_slot)) {
+        spliced = true;
+        kept_text = text;
+    }
+    if (auto q = reasoning ? plain_json_quote(*reasoning) : std::nullopt;
+        q && put_slot(stored, *q, k_reasoning_slot)) {
+        spliced = true;
+        kept_reasoning = reasoning;
+    }
+    if (!spliced || unsplice_response(stored, kept_text, kept_reasoning) != body) {
+        return std::nullopt;
+    }
+    return stored;
+}
+
+std::string unsplice_response(std::string_view stored, const std::optional<std::string>& text,
+                              const std::optional<std::string>& reasoning) {
+    // json_quote(NULL) is 'null' in SQLite; a slot is only ever put for a
+    // plain value, so the other arms never meet a slot.
+    const auto quoted = [](const std::optional<std::string>& v) {
+        auto q = v ? plain_json_quote(*v) : std::nullopt;
+        return q ? *q : std::string("null");
+    };
+    return replace_all(replace_all(stored, k_text_slot, quoted(text)), k_reasoning_slot,
+                       quoted(reasoning));
+}
+
+std::optional<std::string> splice_probe(std::string_view body, std::string_view top_json) {
+    if (holds_a_slot(body)) {
+        return std::nullopt;
+    }
+    auto object = top_object(top_json);
+    if (!object) {
+        return std::nullopt;
+    }
+    std::string stored(body);
+    if (!put_slot(stored, *object, k_top_slot) ||
+        replace_all(stored, k_top_slot, *object) != body) {
+        return std::nullopt;
+    }
+    return stored;
+}
+
+} // namespace diffeval::store
