@@ -1,11 +1,17 @@
-// A database written by schema version 8 (every request and probe request
-// row holds its whole body) is migrated in place to the current version (9:
-// each distinct body once, in request_bodies; 10: an empty table of users'
-// scorers; 11: spliced bodies) and nothing a user sees changes: the bodies in the
-// views, what rescore computes, the summary, the comparison and the report,
-// and what a resumed run plans and sends.
+// Databases written by older schema versions are migrated in place to the
+// current one, and nothing a user sees changes: the bodies in the views,
+// what rescore computes, the summary, the comparison and the report, and
+// what a resumed run plans and sends.
+// - Version 8 (every request and probe request row holds its whole body)
+//   goes through 9 (each distinct body once, in request_bodies), 10 (an
+//   empty table of users' scorers) and 11.
+// - Version 10, the previous one, goes to 11: spliced bodies (the text a
+//   row holds is left out of its stored body), scores WITHOUT ROWID, and
+//   body_sha256 read from request_bodies. Its rows keep their whole bodies;
+//   what the resumed run adds is spliced.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,14 +21,43 @@ using e2e::query_rows;
 
 namespace {
 
-const std::filesystem::path k_fixture =
-    std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "tests/e2e/fixtures/schema_v8";
+const std::filesystem::path k_fixtures =
+    std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "tests/e2e/fixtures";
+const std::filesystem::path k_fixture = k_fixtures / "schema_v8";
 
 // A fresh copy of the version 8 fixture database in `dir`.
 std::filesystem::path version_eight_database(const std::filesystem::path& dir) {
     auto db = dir / "v8.sqlite";
     e2e::exec(db, e2e::slurp(k_fixture / "v8.sql"));
     return db;
+}
+
+// The summary, the comparison and the report of `db` are what the diffeval
+// that wrote `fixture` printed.
+void expect_fixture_outputs(const std::filesystem::path& fixture, const std::filesystem::path& db,
+                            const std::filesystem::path& dir) {
+    auto summary = e2e::run({"summary", "--db", db.string(), "--format", "json"});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_EQ(summary.out, e2e::slurp(fixture / "summary.json"));
+    auto diff = e2e::run({"diff", "a", "b", "--db", db.string(), "--format", "json"});
+    ASSERT_EQ(diff.exit_code, 0) << diff.err;
+    EXPECT_EQ(diff.out, e2e::slurp(fixture / "diff.json"));
+    auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_EQ(e2e::slurp(dir / "report/report.md"), e2e::slurp(fixture / "report.md"));
+    EXPECT_EQ(e2e::slurp(dir / "report/report.html"), e2e::slurp(fixture / "report.html"));
+    EXPECT_EQ(e2e::slurp(dir / "report/summary.json"), e2e::slurp(fixture / "report-summary.json"));
+}
+
+// Resumes the fixtures' matrix against two fresh simulators; its stderr.
+std::string resume(const std::filesystem::path& db) {
+    e2e::Sim a;
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto run = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--limit",
+                         "2", "--framing", "raw,chat", "--max-tokens", "256,1024", "--repeats", "2",
+                         "--probe", "think-open", "--db", db.string()});
+    EXPECT_EQ(run.exit_code, 0) << run.err << run.out;
+    return run.err;
 }
 
 // The derived rows rescore writes, by request key so renumbering would show.
@@ -87,30 +122,14 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
 
     // The summary, the comparison and the report are what the version that
     // wrote the file printed.
-    auto summary = e2e::run({"summary", "--db", db.string(), "--format", "json"});
-    ASSERT_EQ(summary.exit_code, 0) << summary.err;
-    EXPECT_EQ(summary.out, e2e::slurp(k_fixture / "summary.json"));
-    auto diff = e2e::run({"diff", "a", "b", "--db", db.string(), "--format", "json"});
-    ASSERT_EQ(diff.exit_code, 0) << diff.err;
-    EXPECT_EQ(diff.out, e2e::slurp(k_fixture / "diff.json"));
-    auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
-    ASSERT_EQ(report.exit_code, 0) << report.err;
-    EXPECT_EQ(e2e::slurp(dir / "report/report.md"), e2e::slurp(k_fixture / "report.md"));
-    EXPECT_EQ(e2e::slurp(dir / "report/report.html"), e2e::slurp(k_fixture / "report.html"));
-    EXPECT_EQ(e2e::slurp(dir / "report/summary.json"),
-              e2e::slurp(k_fixture / "report-summary.json"));
+    expect_fixture_outputs(k_fixture, db, dir);
 
     // Resuming the same matrix plans the same requests (their keys hash the
     // bodies) and sends exactly the 6 that failed, 2 of them probes.
-    e2e::Sim a;
-    e2e::Sim b({"--profile", "deepgemm"});
-    auto run = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--limit",
-                         "2", "--framing", "raw,chat", "--max-tokens", "256,1024", "--repeats", "2",
-                         "--probe", "think-open", "--db", db.string()});
-    ASSERT_EQ(run.exit_code, 0) << run.err << run.out;
-    EXPECT_NE(run.err.find("56 requests planned, 50 already stored (skipped), 6 sent"),
+    const auto err = resume(db);
+    EXPECT_NE(err.find("56 requests planned, 50 already stored (skipped), 6 sent"),
               std::string::npos)
-        << run.err;
+        << err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes"), "16");
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
@@ -120,4 +139,76 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
                              "request_key"),
               query_rows(db, "SELECT request_key, request_json FROM v_responses ORDER BY "
                              "request_key"));
+}
+
+namespace {
+
+const std::filesystem::path k_fixture_v10 = k_fixtures / "schema_v10";
+
+// What users read of the bodies, by request key.
+constexpr const char* k_bodies =
+    "SELECT q.request_key, q.body_sha256, q.request_json, r.response_json FROM v_requests q "
+    "LEFT JOIN v_responses r USING (request_key) ORDER BY q.request_key";
+constexpr const char* k_probe_bodies =
+    "SELECT q.request_key, q.body_sha256, q.request_json, r.response_json, r.top_json FROM "
+    "v_probe_requests q LEFT JOIN v_probe_responses r ON r.response_id = q.response_id ORDER BY "
+    "q.request_key";
+
+} // namespace
+
+TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
+    auto dir = e2e::scratch("migrate_v10");
+    auto db = dir / "v10.sqlite";
+    e2e::exec(db, e2e::slurp(k_fixture_v10 / "v10.sql"));
+    ASSERT_EQ(query(db, "PRAGMA user_version"), "10");
+    // Version 10 had no v_probe_responses: its table held the bodies whole.
+    const auto probe_bodies_before = query_rows(
+        db, "SELECT q.request_key, q.body_sha256, q.request_json, r.response_json, r.top_json FROM "
+            "v_probe_requests q LEFT JOIN probe_responses r ON r.response_id = q.response_id "
+            "ORDER BY q.request_key");
+    const auto bodies_before = query_rows(db, k_bodies);
+    const auto probes_before = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
+    const auto derived_before = query_rows(db, k_derived);
+    const auto scores_before = query_rows(db, k_scores);
+    ASSERT_EQ(bodies_before.size(), 32u);
+    ASSERT_EQ(probe_bodies_before.size(), 24u);
+    ASSERT_EQ(scores_before.size(), 96u);
+    const auto failed = query(db, "SELECT count(*) FROM v_responses WHERE ok = 0");
+    const auto probes_failed = query(
+        db, "SELECT count(*) FROM probe_requests q LEFT JOIN probe_responses r ON r.response_id = "
+            "q.response_id WHERE r.ok IS NOT 1");
+
+    auto rescore = e2e::run({"rescore", "--db", db.string()});
+    ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
+    EXPECT_EQ(query(db, "PRAGMA user_version"), "11");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_list WHERE name = 'scores' AND wr = 1"),
+              "1");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_info('requests') WHERE name = "
+                        "'body_sha256'"),
+              "0");
+    // Stored rows keep their whole bodies.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE spliced = 1"), "0");
+    EXPECT_EQ(query_rows(db, k_bodies), bodies_before);
+    EXPECT_EQ(query_rows(db, k_probe_bodies), probe_bodies_before);
+    EXPECT_EQ(query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5"), probes_before);
+    EXPECT_EQ(query_rows(db, k_derived), derived_before);
+    EXPECT_EQ(query_rows(db, k_scores), scores_before);
+    expect_fixture_outputs(k_fixture_v10, db, dir);
+
+    // The resumed run sends exactly what failed, and stores it spliced.
+    const auto err = resume(db);
+    const auto sent = std::stoi(failed) + std::stoi(probes_failed);
+    EXPECT_NE(err.find(fmt::format("56 requests planned, {} already stored (skipped), {} sent",
+                                   56 - sent, sent)),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE spliced = 1"), failed);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1 AND "
+                        "coalesce(json_extract(response_json, '$.choices[0].text'), "
+                        "json_extract(response_json, '$.choices[0].message.content')) = text"),
+              "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_responses WHERE ok = 1 AND "
+                        "json_valid(response_json) AND instr(response_json, '$diffeval') = 0"),
+              "24");
 }
