@@ -542,10 +542,16 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     // empty. An existing file keeps its page size (WAL mode cannot change
     // it). Setting the journal mode writes the file's header, so a
     // read-only connection leaves it as the writer set it (WAL).
+    // Temporary storage stays in memory: each insert or update checked
+    // against a foreign key keeps a statement journal, a copy of every page
+    // it touches, and SQLite spills one over 64 KiB (four 16 KiB pages) to a
+    // temporary file. On disk that was 8 of every 9 pwrite calls of a run.
     const char* pragmas = mode == Mode::read_write
                               ? "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; "
-                                "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
-                              : "PRAGMA foreign_keys=ON; PRAGMA schema_version;";
+                                "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; "
+                                "PRAGMA temp_store=MEMORY;"
+                              : "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; "
+                                "PRAGMA schema_version;";
     if (auto r = s->m_db.exec(pragmas); !r) {
         // A file that is not SQLite at all (a JSON file given as --db) is
         // bad input, not a failure of the machine.
