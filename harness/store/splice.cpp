@@ -35,6 +35,11 @@ size_t utf8_sequence_at(std::string_view s, size_t i) {
     return 0;
 }
 
+// A byte every JSON writer copies into a string as it is.
+bool copied_as_is(unsigned char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 // SQL's replace(): every occurrence of `from`, left to right.
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
     std::string out;
@@ -102,9 +107,20 @@ std::optional<std::string> top_object(std::string_view top_json) {
 
 std::optional<std::string> plain_json_quote(std::string_view s) {
     std::string out;
-    out.reserve(s.size() + 8);
+    out.reserve(s.size() + 16);
     out += '"';
-    for (size_t i = 0; i < s.size();) {
+    size_t i = 0;
+    while (i < s.size()) {
+        // Runs of printable ASCII but the two escaped ones are copied whole.
+        size_t run = i;
+        while (run < s.size() && copied_as_is(static_cast<unsigned char>(s[run]))) {
+            ++run;
+        }
+        out.append(s.substr(i, run - i));
+        i = run;
+        if (i == s.size()) {
+            break;
+        }
         const auto c = static_cast<unsigned char>(s[i]);
         if (c >= 0x80) {
             const size_t n = utf8_sequence_at(s, i);
@@ -131,11 +147,8 @@ std::optional<std::string> plain_json_quote(std::string_view s) {
         case '\r':
             out += "\\r";
             break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                return std::nullopt;
-            }
-            out += static_cast<char>(c);
+        default: // other control characters, DEL
+            return std::nullopt;
         }
         ++i;
     }
@@ -150,35 +163,30 @@ std::optional<std::string> splice_response(std::string_view body,
         return std::nullopt;
     }
     std::string stored(body);
-    bool spliced = false;
-    std::optional<std::string> kept_text;
-    std::optional<std::string> kept_reasoning;
-    if (auto q = text ? plain_json_quote(*text) : std::nullopt;
-        q && put_slot(stored, *q, k_text_slot)) {
-        spliced = true;
-        kept_text = text;
+    auto quoted_text = text ? plain_json_quote(*text) : std::nullopt;
+    if (quoted_text && !put_slot(stored, *quoted_text, k_text_slot)) {
+        quoted_text.reset();
     }
-    if (auto q = reasoning ? plain_json_quote(*reasoning) : std::nullopt;
-        q && put_slot(stored, *q, k_reasoning_slot)) {
-        spliced = true;
-        kept_reasoning = reasoning;
+    auto quoted_reasoning = reasoning ? plain_json_quote(*reasoning) : std::nullopt;
+    if (quoted_reasoning && !put_slot(stored, *quoted_reasoning, k_reasoning_slot)) {
+        quoted_reasoning.reset();
     }
-    if (!spliced || unsplice_response(stored, kept_text, kept_reasoning) != body) {
+    if (!quoted_text && !quoted_reasoning) {
+        return std::nullopt;
+    }
+    // v_responses's expression; a slot put only for a plain value, so the
+    // arms of a value not spliced (json_quote(NULL) is 'null') meet no slot.
+    std::string rebuilt = stored;
+    if (quoted_text) {
+        rebuilt = replace_all(rebuilt, k_text_slot, *quoted_text);
+    }
+    if (quoted_reasoning) {
+        rebuilt = replace_all(rebuilt, k_reasoning_slot, *quoted_reasoning);
+    }
+    if (rebuilt != body) {
         return std::nullopt;
     }
     return stored;
-}
-
-std::string unsplice_response(std::string_view stored, const std::optional<std::string>& text,
-                              const std::optional<std::string>& reasoning) {
-    // json_quote(NULL) is 'null' in SQLite; a slot is only ever put for a
-    // plain value, so the other arms never meet a slot.
-    const auto quoted = [](const std::optional<std::string>& v) {
-        auto q = v ? plain_json_quote(*v) : std::nullopt;
-        return q ? *q : std::string("null");
-    };
-    return replace_all(replace_all(stored, k_text_slot, quoted(text)), k_reasoning_slot,
-                       quoted(reasoning));
 }
 
 std::optional<std::string> splice_probe(std::string_view body, std::string_view top_json) {

@@ -44,8 +44,4 @@ std::optional<std::string> splice_response(std::string_view body,
 // the token and its log-probability).
 std::optional<std::string> splice_probe(std::string_view body, std::string_view top_json);
 
-// The body as received, from a stored body: what the views compute, in C++.
-std::string unsplice_response(std::string_view stored, const std::optional<std::string>& text,
-                              const std::optional<std::string>& reasoning);
-
 } // namespace diffeval::store

@@ -317,7 +317,8 @@ CREATE TABLE scorers (
 // `scores` becomes a WITHOUT ROWID table: its primary key was an index
 // beside the table, holding every key twice. `requests.body_sha256` and
 // `probe_requests.body_sha256` repeated what body_id points at; the views
-// read it from `request_bodies`.
+// read it from `request_bodies`. `requests_counted` holds only answered
+// requests: an unanswered one no longer enters it to move when answered.
 constexpr std::string_view k_schema_v11 = R"sql(
 DROP VIEW v_scores;
 CREATE TABLE scores_v11 (
@@ -354,6 +355,10 @@ SELECT q.probe_request_id, q.request_key, q.probe, q.step, q.server, q.framing, 
        q.question_idx, q.dataset, b.body_sha256, b.request_json, q.response_id, q.body_id
 FROM probe_requests q
 JOIN request_bodies b ON b.body_id = q.body_id;
+DROP INDEX requests_counted;
+CREATE INDEX requests_counted ON requests
+    (response_id, server, framing, max_tokens, repeat, question_idx, dataset, question_sha256)
+    WHERE response_id IS NOT NULL;
 ALTER TABLE responses ADD COLUMN spliced INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE probe_responses ADD COLUMN spliced INTEGER NOT NULL DEFAULT 0;
 DROP VIEW v_responses;
