@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 namespace diffeval::store {
 
 Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {
@@ -113,7 +115,21 @@ Database::~Database() {
     sqlite3_close_v2(m_db);
 }
 
+namespace {
+
+// SQLite's process-wide settings, made once before its first use (they can
+// not change after). Memory statistics are off: nothing reads them, and
+// keeping them takes a global mutex on every allocation SQLite makes, from
+// every thread.
+void configure_sqlite_once() {
+    static std::once_flag once;
+    std::call_once(once, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+
+} // namespace
+
 util::Result<void> Database::open(const std::string& path, Create create) {
+    configure_sqlite_once();
     int flags = (create == Create::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                 SQLITE_OPEN_NOMUTEX;
     if (create == Create::yes) {
