@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <utility>
+#include <vector>
+
 namespace diffeval::store {
 
 namespace {
@@ -76,28 +79,80 @@ bool put_slot(std::string& body, std::string_view value, std::string_view slot) 
     return true;
 }
 
+// Reads top_json's [[token, logprob], ...] keeping each log-probability's
+// text as written: v_probe_responses copies that text (SQLite's `->`), and
+// two texts can name one double, so a number parsed and written again could
+// differ from it. Integers and anything but that shape are refused.
+class TopReader : public nlohmann::json_sax<nlohmann::json> {
+public:
+    std::vector<std::pair<std::string, std::string>> pairs; // token, number text
+
+    bool null() override { return value("null"); }
+    bool boolean(bool) override { return false; }
+    bool number_integer(number_integer_t) override { return false; }
+    bool number_unsigned(number_unsigned_t) override { return false; }
+    bool number_float(number_float_t, const string_t& s) override { return value(s); }
+    bool string(string_t& s) override {
+        if (m_depth != 2 || m_in_pair != 0) {
+            return false;
+        }
+        pairs.emplace_back(s, "");
+        m_in_pair = 1;
+        return true;
+    }
+    bool binary(binary_t&) override { return false; }
+    bool start_object(std::size_t) override { return false; }
+    bool key(string_t&) override { return false; }
+    bool end_object() override { return false; }
+    bool start_array(std::size_t) override {
+        if (++m_depth > 2) {
+            return false;
+        }
+        m_in_pair = 0;
+        return true;
+    }
+    bool end_array() override {
+        if (m_depth == 2 && m_in_pair != 2) {
+            return false;
+        }
+        --m_depth;
+        return true;
+    }
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+        return false;
+    }
+
+private:
+    bool value(const std::string& text) {
+        if (m_depth != 2 || m_in_pair != 1) {
+            return false;
+        }
+        pairs.back().second = text;
+        m_in_pair = 2;
+        return true;
+    }
+    int m_depth = 0;
+    int m_in_pair = 0; // values seen in the current pair
+};
+
 // The object `top_json` rebuilds, as v_probe_responses writes it:
 // {"token":logprob,...} with each log-probability's JSON text; nullopt when
-// it is not [[string, number or null], ...] with plain tokens, or is empty.
+// it is not [[string, float or null], ...] with plain tokens, or is empty.
 std::optional<std::string> top_object(std::string_view top_json) {
-    const auto top = nlohmann::json::parse(top_json, nullptr, false);
-    if (!top.is_array() || top.empty()) {
+    TopReader reader;
+    if (!nlohmann::json::sax_parse(top_json, &reader) || reader.pairs.empty()) {
         return std::nullopt;
     }
     std::string out = "{";
-    for (const auto& pair : top) {
-        if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() ||
-            !(pair[1].is_number() || pair[1].is_null())) {
-            return std::nullopt;
-        }
-        auto token = plain_json_quote(pair[0].get_ref<const std::string&>());
-        if (!token) {
+    for (const auto& [token, number] : reader.pairs) {
+        auto quoted = plain_json_quote(token);
+        if (!quoted) {
             return std::nullopt;
         }
         out += out.size() > 1 ? "," : "";
-        out += *token;
+        out += *quoted;
         out += ':';
-        out += pair[1].dump();
+        out += number;
     }
     out += '}';
     return out;
