@@ -166,6 +166,10 @@ TEST(Splice, ProbeBodiesReadBackByteForByteThroughTheView) {
         // Chat lists each alternative with its bytes: kept whole.
         {R"({"choices":[{"logprobs":{"content":[{"token":" ","logprob":-0.5,"top_logprobs":[{"token":" ","logprob":-0.5,"bytes":[32]},{"token":"<think>","logprob":-1.0,"bytes":[60]}]}]}}]})",
          R"([[" ",-0.5],["<think>",-1.0]])", false},
+        // Two texts of one double: the view copies top_json's text, so the
+        // object it would write is not the server's (found by fuzz_splice).
+        {R"({"choices":[{"logprobs":{"top_logprobs":[{" ":-1.9090326967458644,"a":-2.5}]}}]})",
+         R"([[" ",-1.9090326967458645],["a",-2.5]])", false},
         // Sorted by us, listed otherwise by the server: kept whole.
         {R"({"choices":[{"logprobs":{"top_logprobs":[{"<think>":-1.0," ":-0.5,"Jan":-2.0,"x":-3.0}]}}]})",
          R"([[" ",-0.5],["<think>",-1.0],["Jan",-2.0],["x",-3.0]])", false},
