@@ -333,7 +333,8 @@ std::string verdict_count_sentence(const ReportData& data) {
         }
     }
     std::string overview = fmt::format(
-        "Of {} comparisons against {}: {} worse, {} better, {} with no detectable difference",
+        "Of {} accuracy comparisons against {}: {} worse, {} better, {} with no detectable "
+        "difference",
         data.comparisons.size(), data.baseline, worse, better, none);
     if (equivalent > 0) {
         overview += fmt::format(", {} equivalent within the margin", equivalent);
