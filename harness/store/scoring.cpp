@@ -29,11 +29,15 @@ constexpr std::string_view k_select_stops =
     "ORDER BY s.key";
 
 constexpr std::string_view k_insert_classification =
-    "INSERT OR REPLACE INTO classifications (response_id, opened, closed, reasoning_started, "
-    "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?)";
+    "INSERT INTO classifications (response_id, opened, closed, reasoning_started, "
+    "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (response_id) DO UPDATE SET "
+    "opened = excluded.opened, closed = excluded.closed, reasoning_started = "
+    "excluded.reasoning_started, outcome = excluded.outcome, stop_cause = excluded.stop_cause";
 constexpr std::string_view k_insert_score =
-    "INSERT OR REPLACE INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
-    "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    "INSERT INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
+    "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (response_id, scorer) DO UPDATE "
+    "SET scorer_version = excluded.scorer_version, score_text = excluded.score_text, "
+    "extracted = excluded.extracted, valid = excluded.valid, correct = excluded.correct";
 
 constexpr std::string_view k_select_scorers =
     "SELECT name, version, definition, origin, added_at FROM scorers ORDER BY name";

@@ -431,39 +431,39 @@ constexpr std::string_view k_statements[] = {
     "probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND q.server = ?3 "
     "AND q.framing = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1 "
     "AND r.ok = 1)",
-    // k_insert_response
+    // k_request_id
+    "SELECT request_id FROM requests WHERE request_key = ?",
+    // k_insert_response: one row of values, not INSERT ... SELECT, which
+    // SQLite runs with a statement journal (a copy of each page it touches)
     "INSERT INTO responses (request_id, run_id, ok, status, response_json, text, reasoning, "
     "finish_reason, stop_reason, prompt_tokens, completion_tokens, attempts, latency_ms, ttft_ms, "
     "streamed, token_gaps_ms, started_at, error, error_kind, stop_field, notes, redacted, "
-    "spliced) SELECT request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-    "FROM "
-    "requests "
-    "WHERE request_key = ?",
+    "spliced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     // k_point_request: the response that counts is the newest success, else
     // the newest failure; a failure never replaces a success.
-    "UPDATE requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
+    "UPDATE requests SET response_id = last_insert_rowid() WHERE request_id = ? AND "
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM responses x "
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
     // k_put_probe_request
     "INSERT OR IGNORE INTO probe_requests (request_key, probe, step, server, framing, repeat, "
     "question_idx, dataset, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
     "(SELECT body_id FROM request_bodies WHERE body_sha256 = ?9))",
-    // k_insert_probe_response
+    // k_probe_request_id
+    "SELECT probe_request_id FROM probe_requests WHERE request_key = ?",
+    // k_insert_probe_response: as k_insert_response
     "INSERT INTO probe_responses (probe_request_id, run_id, ok, status, response_json, attempts, "
     "latency_ms, started_at, error, error_kind, chosen, top_json, p_marker, marker_listed, "
     "p_whitespace, whitespace_listed, floor, spliced) "
-    "SELECT probe_request_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM "
-    "probe_requests "
-    "WHERE request_key = ?",
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     // k_point_probe_request: as k_point_request
-    "UPDATE probe_requests SET response_id = last_insert_rowid() WHERE request_key = ? AND "
+    "UPDATE probe_requests SET response_id = last_insert_rowid() WHERE probe_request_id = ? AND "
     "(? = 1 OR response_id IS NULL OR NOT EXISTS (SELECT 1 FROM probe_responses x "
     "WHERE x.response_id = probe_requests.response_id AND x.ok = 1))",
     // k_mark_killed: only called while holding the run lock, so no process
     // is writing any run still marked running.
     "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
 };
-static_assert(std::size(k_statements) == 17);
+static_assert(std::size(k_statements) == 19);
 
 class Transaction {
 public:
@@ -950,10 +950,18 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             }
             continue;
         }
+        auto id = row_id(k_request_id, r.key);
+        if (!id) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot write responses: {}", id.error().message));
+        }
+        if (!*id) {
+            continue; // a request this database never planned: nothing to answer
+        }
         const auto spliced = splice_response(r.response_json, r.text, r.reasoning);
         ins.bind(
-            r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
-            spliced ? *spliced : r.response_json, r.text, r.reasoning, r.finish_reason,
+            **id, r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
+            r.status, spliced ? *spliced : r.response_json, r.text, r.reasoning, r.finish_reason,
             r.stop_reason, r.prompt_tokens, r.completion_tokens, r.attempts, r.latency_ms,
             r.ttft_ms, r.streamed ? 1 : 0, r.token_gaps_json, r.started_at,
             r.error.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.error},
@@ -962,12 +970,12 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             r.stop_field.empty() ? std::optional<std::string>{}
                                  : std::optional<std::string>{r.stop_field},
             r.notes.empty() ? std::optional<std::string>{} : std::optional<std::string>{r.notes},
-            r.redacted ? 1 : 0, spliced ? 1 : 0, r.key);
+            r.redacted ? 1 : 0, spliced ? 1 : 0);
         if (!ins.run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));
         }
-        if (!point.bind(r.key, r.ok ? 1 : 0).run()) {
+        if (!point.bind(**id, r.ok ? 1 : 0).run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", point.error()));
         }
@@ -982,9 +990,17 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
     auto opt = [](const std::string& s) {
         return s.empty() ? std::optional<std::string>{} : std::optional<std::string>{s};
     };
+    auto id = row_id(k_probe_request_id, r.key);
+    if (!id) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot write probe responses: {}", id.error().message));
+    }
+    if (!*id) {
+        return {}; // a probe request this database never planned
+    }
     const auto spliced = g ? splice_probe(r.response_json, g->top_json) : std::nullopt;
-    ins.bind(r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0, r.status,
-             spliced ? *spliced : r.response_json, r.attempts, r.latency_ms, r.started_at,
+    ins.bind(**id, r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
+             r.status, spliced ? *spliced : r.response_json, r.attempts, r.latency_ms, r.started_at,
              opt(r.error), opt(r.error_kind),
              g ? std::optional<std::string>(g->chosen) : std::nullopt,
              g ? std::optional<std::string>(g->top_json) : std::nullopt,
@@ -992,16 +1008,29 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
              g ? std::optional<int64_t>(g->marker_listed) : std::nullopt,
              g ? std::optional<double>(g->p_whitespace) : std::nullopt,
              g ? std::optional<int64_t>(g->whitespace_listed) : std::nullopt,
-             g ? std::optional<double>(g->floor) : std::nullopt, spliced ? 1 : 0, r.key);
+             g ? std::optional<double>(g->floor) : std::nullopt, spliced ? 1 : 0);
     if (!ins.run()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot write probe responses: {}", ins.error()));
     }
-    if (!point.bind(r.key, r.ok ? 1 : 0).run()) {
+    if (!point.bind(**id, r.ok ? 1 : 0).run()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot write probe responses: {}", point.error()));
     }
     return {};
+}
+
+util::Result<std::optional<int64_t>> Store::row_id(StatementId find, const std::string& key) {
+    auto& st = m_stmts[find];
+    if (st.bind(key).step()) {
+        const int64_t id = st.column_int(0);
+        st.reset();
+        return std::optional<int64_t>(id);
+    }
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, st.error());
+    }
+    return std::optional<int64_t>{};
 }
 
 namespace {

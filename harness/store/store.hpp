@@ -175,14 +175,19 @@ private:
         k_completed_keys,
         k_answered,
         k_answered_probe,
+        k_request_id,
         k_insert_response,
         k_point_request,
         k_put_probe_request,
+        k_probe_request_id,
         k_insert_probe_response,
         k_point_probe_request,
         k_mark_killed,
         k_count_statements
     };
+    // The id of the row `find` (k_request_id, k_probe_request_id) finds for
+    // `key`; nullopt when there is none.
+    util::Result<std::optional<int64_t>> row_id(StatementId find, const std::string& key);
 
     Database m_db;
     std::string m_path;
