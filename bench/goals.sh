@@ -162,3 +162,25 @@ size=$(stat -c %s "$work/demo/diffeval-demo.sqlite")
 # The issue's 294 MB was measured before the demo sent the probe; with the
 # probe's requests the schema 8 file is 549 MB.
 row "official demo database (MB)" "$(echo "$size / 1000000" | bc)" "<= 183 (a third of 549)"
+
+# The issue's own measure: the demo's matrix without the probe (three
+# simulated servers, both framings, 256 and 1,024 tokens, 3 repeats).
+ports=()
+for profile in default deepgemm no-deepgemm; do
+    "$bin" sim --port 0 --dataset "$test_set" --profile "$profile" >"$work/sim-$profile.out" 2>&1 &
+    ports+=($!)
+done
+servers=()
+for profile in default deepgemm no-deepgemm; do
+    for _ in $(seq 200); do
+        grep -q listening "$work/sim-$profile.out" 2>/dev/null && break
+        sleep 0.05
+    done
+    servers+=(--server "$profile=$(sed -n 's/.* listening on //p' "$work/sim-$profile.out")")
+done
+"$bin" run "${servers[@]}" --dataset "$test_set" --db "$work/noprobe.sqlite" --quiet \
+    --framing raw,chat --max-tokens 256,1024 --repeats 3 >/dev/null 2>&1 || true
+"$bin" summary --db "$work/noprobe.sqlite" >/dev/null 2>&1 || true
+kill "${ports[@]}" 2>/dev/null || true
+size=$(stat -c %s "$work/noprobe.sqlite")
+row "the same matrix without the probe (MB)" "$(echo "$size / 1000000" | bc)" "<= 98 (a third of 294)"
