@@ -2,14 +2,26 @@
 //
 // Each transfer is an easy handle owned by a Transfer; handles are recycled
 // so connections stay alive in the multi handle's shared connection pool.
+// Sockets are watched with epoll through libcurl's socket interface, so a
+// poll costs the sockets that are ready, not every transfer in flight
+// (curl_multi_perform and poll() walk all of them on every wake-up).
+//
+// Timeouts are not left to the timer callback alone: libcurl calls it only
+// when its next deadline changes, so a deadline missed once would never be
+// announced again. Every poll asks curl_multi_timeout() as well, waits no
+// longer than the sooner of the two, and runs libcurl's timers whenever
+// either is due or the wait ends with no socket ready.
 #include <harness/http/client.hpp>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <unordered_map>
 
 namespace diffeval::http {
@@ -139,18 +151,167 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.transport_error = t.error[0] ? t.error : curl_easy_strerror(rc);
 }
 
+using Clock = std::chrono::steady_clock;
+
+// The most ready sockets taken from epoll per poll; the rest stay ready for
+// the next one.
+constexpr int k_events_per_wait = 256;
+
+// Marks a socket already in the epoll set (libcurl keeps it per socket).
+char k_in_epoll_set = 0;
+
 } // namespace
 
 struct MultiClient::Impl {
     CURLM* multi = nullptr;
+    int epoll_fd = -1;
+    std::string epoll_error; // why epoll_fd could not be made
+    // The deadline the timer callback last gave; empty when it has none.
+    std::optional<Clock::time_point> timer;
     std::vector<CURL*> idle; // recycled easy handles
     std::unordered_map<CURL*, std::unique_ptr<Transfer>> active;
+
+    // How long until libcurl's timers are due (zero when they are), or
+    // nothing when it has none: the sooner of curl_multi_timeout() and the
+    // timer callback's deadline.
+    std::optional<Clock::duration> until_due() const;
+    // Let libcurl handle what is due by time: transfers to start, timeouts.
+    void run_timers();
+    // Wait at most `max_wait` (less when a timer is due sooner) for sockets,
+    // hand the ready ones to libcurl, then run its timers if they are due.
+    void wait_and_act(std::chrono::milliseconds max_wait);
+    // Move every finished transfer's Response into `done`.
+    void collect(std::vector<Response>& done);
+    // Without an epoll set nothing can be sent: end every transfer in
+    // flight as failed, with `why`, into `done`.
+    void fail_all(const std::string& why, std::vector<Response>& done);
+
+    static int on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in_set);
+    static int on_timer(CURLM*, long timeout_ms, void* user);
 };
+
+// CURLMOPT_SOCKETFUNCTION: mirror libcurl's interest in `fd` in the epoll
+// set; `in_set` is what curl_multi_assign stored for it (null when new).
+int MultiClient::Impl::on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in_set) {
+    auto* impl = static_cast<Impl*>(user);
+    epoll_event ev{};
+    ev.data.fd = fd;
+    if (what == CURL_POLL_REMOVE) {
+        // Fails harmlessly when the socket is already closed.
+        epoll_ctl(impl->epoll_fd, EPOLL_CTL_DEL, fd, &ev);
+        return 0;
+    }
+    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    const int op = in_set ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(impl->epoll_fd, op, fd, &ev) != 0 && (errno == EEXIST || errno == ENOENT)) {
+        // The set disagrees with what libcurl last said about this socket
+        // number (closed and reused, or added before); take its word. Any
+        // other failure is not reported: -1 would end every transfer of the
+        // multi handle, while an unwatched one still ends at its timeout.
+        epoll_ctl(impl->epoll_fd, errno == EEXIST ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
+    }
+    if (!in_set) {
+        curl_multi_assign(impl->multi, fd, &k_in_epoll_set);
+    }
+    return 0;
+}
+
+// CURLMOPT_TIMERFUNCTION: when libcurl next wants CURL_SOCKET_TIMEOUT; -1
+// takes the deadline away, 0 makes it due at once (libcurl may not be
+// called back from inside its own callback).
+int MultiClient::Impl::on_timer(CURLM*, long timeout_ms, void* user) {
+    auto* impl = static_cast<Impl*>(user);
+    if (timeout_ms < 0) {
+        impl->timer.reset();
+    } else {
+        impl->timer = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    }
+    return 0;
+}
+
+std::optional<Clock::duration> MultiClient::Impl::until_due() const {
+    std::optional<Clock::duration> until;
+    long timeout_ms = -1;
+    curl_multi_timeout(multi, &timeout_ms);
+    if (timeout_ms >= 0) {
+        until = std::chrono::milliseconds(timeout_ms);
+    }
+    if (timer) {
+        const auto left = std::max(*timer - Clock::now(), Clock::duration::zero());
+        until = until ? std::min(*until, left) : left;
+    }
+    return until;
+}
+
+void MultiClient::Impl::run_timers() {
+    // Cleared first: libcurl announces the deadline that follows, even an
+    // unchanged one, after a CURL_SOCKET_TIMEOUT.
+    timer.reset();
+    int running = 0;
+    curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
+}
+
+void MultiClient::Impl::wait_and_act(std::chrono::milliseconds max_wait) {
+    auto wait = max_wait;
+    if (auto until = until_due()) {
+        // Rounded up: waking before the deadline would only wait again.
+        wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(*until));
+    }
+    epoll_event events[k_events_per_wait];
+    const int n = epoll_wait(epoll_fd, events, k_events_per_wait, static_cast<int>(wait.count()));
+    int running = 0;
+    for (int i = 0; i < n; ++i) {
+        const uint32_t e = events[i].events;
+        const int flags = ((e & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+                          ((e & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                          ((e & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+        curl_multi_socket_action(multi, events[i].data.fd, flags, &running);
+    }
+    auto until = until_due();
+    if (n <= 0 || (until && *until == Clock::duration::zero())) {
+        run_timers();
+    }
+}
+
+void MultiClient::Impl::collect(std::vector<Response>& done) {
+    int left = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+        if (msg->msg != CURLMSG_DONE) {
+            continue;
+        }
+        CURL* easy = msg->easy_handle;
+        auto it = active.find(easy);
+        finish(easy, msg->data.result, *it->second);
+        curl_multi_remove_handle(multi, easy);
+        curl_slist_free_all(it->second->headers);
+        done.push_back(std::move(it->second->response));
+        active.erase(it);
+        idle.push_back(easy);
+    }
+}
+
+void MultiClient::Impl::fail_all(const std::string& why, std::vector<Response>& done) {
+    for (auto& [easy, t] : active) {
+        t->response.tag = t->request.tag;
+        t->response.transport = Transport::failed;
+        t->response.transport_error = why;
+        done.push_back(std::move(t->response));
+        curl_slist_free_all(t->headers);
+        idle.push_back(easy);
+    }
+    active.clear();
+}
 
 MultiClient::MultiClient() : m_impl(std::make_unique<Impl>()) {
     ensure_global_init();
+    m_impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    m_impl->epoll_error = m_impl->epoll_fd < 0 ? std::strerror(errno) : "";
     m_impl->multi = curl_multi_init();
     curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETFUNCTION, &Impl::on_socket);
+    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETDATA, m_impl.get());
+    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERFUNCTION, &Impl::on_timer);
+    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERDATA, m_impl.get());
 }
 
 MultiClient::~MultiClient() {
@@ -158,7 +319,11 @@ MultiClient::~MultiClient() {
     for (auto* e : m_impl->idle) {
         curl_easy_cleanup(e);
     }
+    // The pool's sockets are taken out of the epoll set during cleanup.
     curl_multi_cleanup(m_impl->multi);
+    if (m_impl->epoll_fd >= 0) {
+        close(m_impl->epoll_fd);
+    }
 }
 
 void MultiClient::submit(Request request) {
@@ -174,34 +339,25 @@ void MultiClient::submit(Request request) {
     t->request = std::move(request);
     configure(easy, *t);
     m_impl->active.emplace(easy, std::move(t));
-    curl_multi_add_handle(m_impl->multi, easy);
+    if (m_impl->epoll_fd >= 0) {
+        // Starts at the next poll: adding makes libcurl's timer due at once.
+        curl_multi_add_handle(m_impl->multi, easy);
+    }
 }
 
 std::vector<Response> MultiClient::poll(std::chrono::milliseconds max_wait) {
     std::vector<Response> done;
-    int running = 0;
-    curl_multi_perform(m_impl->multi, &running);
-    auto collect = [&] {
-        int left = 0;
-        while (CURLMsg* msg = curl_multi_info_read(m_impl->multi, &left)) {
-            if (msg->msg != CURLMSG_DONE) {
-                continue;
-            }
-            CURL* easy = msg->easy_handle;
-            auto it = m_impl->active.find(easy);
-            finish(easy, msg->data.result, *it->second);
-            curl_multi_remove_handle(m_impl->multi, easy);
-            curl_slist_free_all(it->second->headers);
-            done.push_back(std::move(it->second->response));
-            m_impl->active.erase(it);
-            m_impl->idle.push_back(easy);
-        }
-    };
-    collect();
+    if (m_impl->epoll_fd < 0) {
+        m_impl->fail_all(fmt::format("cannot watch sockets: {}", m_impl->epoll_error), done);
+        return done;
+    }
+    if (auto until = m_impl->until_due(); until && *until == Clock::duration::zero()) {
+        m_impl->run_timers();
+    }
+    m_impl->collect(done);
     if (done.empty() && !m_impl->active.empty()) {
-        curl_multi_poll(m_impl->multi, nullptr, 0, static_cast<int>(max_wait.count()), nullptr);
-        curl_multi_perform(m_impl->multi, &running);
-        collect();
+        m_impl->wait_and_act(max_wait);
+        m_impl->collect(done);
     }
     return done;
 }
