@@ -554,7 +554,7 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     // through changing rows (INSERT ... SELECT, REPLACE, with foreign keys
     // checked) keeps a statement journal, a copy of every page it touches,
     // and SQLite spills one over 64 KiB (four 16 KiB pages) to a temporary
-    // file: 8 of every 9 pwrite calls of a run, before the hot statements
+    // file: 7 of every 8 pwrite calls of a run, before the hot statements
     // were written to need none (k_insert_response, scoring's upserts).
     const char* pragmas = mode == Mode::read_write
                               ? "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; "
