@@ -24,8 +24,6 @@ using util::make_error;
 
 namespace {
 
-constexpr int k_max_groups = k_max_capture_groups;
-
 // Characters with a meaning in RE2 syntax; a pattern without any is text.
 constexpr std::string_view k_metacharacters = "\\.+*?()|[]{}^$";
 
@@ -185,7 +183,7 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
             break;
         }
     }
-    std::array<re2::StringPiece, k_max_groups + 1> chosen;
+    std::array<re2::StringPiece, k_max_capture_groups + 1> chosen;
     // Anchored at the chosen start, with the text after it still in view,
     // RE2 picks the same (leftmost-first) match again.
     const bool found =
@@ -247,12 +245,12 @@ util::Result<Scorer> Scorer::create(ScorerDefinition definition) {
     }
     compiled->find = std::move(*find);
     compiled->groups = compiled->find->NumberOfCapturingGroups();
-    if (compiled->groups > k_max_groups) {
+    if (compiled->groups > k_max_capture_groups) {
         return make_error(ErrorKind::usage,
                           fmt::format("{}: scorer '{}': the extract pattern has {} capture groups; "
                                       "at most {} are supported (use (?:...) for the others)",
                                       definition.origin, definition.name, compiled->groups,
-                                      k_max_groups));
+                                      k_max_capture_groups));
     }
     if (definition.extract.group.kind == GroupChoice::Kind::index &&
         definition.extract.group.index > compiled->groups) {

@@ -4,6 +4,7 @@
 #include <harness/store/splice.hpp>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include <utility>
 #include <vector>
@@ -12,35 +13,10 @@ namespace diffeval::store {
 
 namespace {
 
-// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong
-// forms, no surrogates, nothing above U+10FFFF), or 0.
-size_t utf8_sequence_at(std::string_view s, size_t i) {
-    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-    const auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xc0) == 0x80; };
-    const unsigned char lead = b(0);
-    if (lead >= 0xc2 && lead <= 0xdf) {
-        return cont(1) ? 2 : 0;
-    }
-    if (lead >= 0xe0 && lead <= 0xef) {
-        if (!cont(1) || !cont(2) || (lead == 0xe0 && b(1) < 0xa0) ||
-            (lead == 0xed && b(1) > 0x9f)) {
-            return 0;
-        }
-        return 3;
-    }
-    if (lead >= 0xf0 && lead <= 0xf4) {
-        if (!cont(1) || !cont(2) || !cont(3) || (lead == 0xf0 && b(1) < 0x90) ||
-            (lead == 0xf4 && b(1) > 0x8f)) {
-            return 0;
-        }
-        return 4;
-    }
-    return 0;
-}
-
-// A byte every JSON writer copies into a string as it is.
+// A byte every JSON writer copies into a string as it is, in text that is
+// valid UTF-8: printable ASCII but the two escaped, and every non-ASCII byte.
 bool copied_as_is(unsigned char c) {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    return c >= 0x80 || (c >= 0x20 && c < 0x7f && c != '"' && c != '\\');
 }
 
 // SQL's replace(): every occurrence of `from`, left to right.
@@ -56,13 +32,9 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
     return out;
 }
 
+// Every slot starts alike: a body holding that start is never spliced.
 bool holds_a_slot(std::string_view body) {
-    for (auto slot : {k_text_slot, k_reasoning_slot, k_top_slot}) {
-        if (body.find(slot) != std::string_view::npos) {
-            return true;
-        }
-    }
-    return false;
+    return body.find(k_slot_start) != std::string_view::npos;
 }
 
 // `body` with the first occurrence of `value` replaced by `slot`, when it
@@ -161,12 +133,14 @@ std::optional<std::string> top_object(std::string_view top_json) {
 } // namespace
 
 std::optional<std::string> plain_json_quote(std::string_view s) {
+    if (!simdjson::validate_utf8(s)) {
+        return std::nullopt;
+    }
     std::string out;
     out.reserve(s.size() + 16);
     out += '"';
-    size_t i = 0;
-    while (i < s.size()) {
-        // Runs of printable ASCII but the two escaped ones are copied whole.
+    for (size_t i = 0; i < s.size(); ++i) {
+        // Runs of bytes written as they are are copied whole.
         size_t run = i;
         while (run < s.size() && copied_as_is(static_cast<unsigned char>(s[run]))) {
             ++run;
@@ -176,17 +150,7 @@ std::optional<std::string> plain_json_quote(std::string_view s) {
         if (i == s.size()) {
             break;
         }
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x80) {
-            const size_t n = utf8_sequence_at(s, i);
-            if (n == 0) {
-                return std::nullopt;
-            }
-            out.append(s.substr(i, n));
-            i += n;
-            continue;
-        }
-        switch (c) {
+        switch (s[i]) {
         case '"':
             out += "\\\"";
             break;
@@ -205,7 +169,6 @@ std::optional<std::string> plain_json_quote(std::string_view s) {
         default: // other control characters, DEL
             return std::nullopt;
         }
-        ++i;
     }
     out += '"';
     return out;
@@ -231,10 +194,7 @@ std::optional<std::string> splice_response(std::string_view body,
     }
     // v_responses's expression; a slot put only for a plain value, so the
     // arms of a value not spliced (json_quote(NULL) is 'null') meet no slot.
-    std::string rebuilt = stored;
-    if (quoted_text) {
-        rebuilt = replace_all(rebuilt, k_text_slot, *quoted_text);
-    }
+    auto rebuilt = quoted_text ? replace_all(stored, k_text_slot, *quoted_text) : stored;
     if (quoted_reasoning) {
         rebuilt = replace_all(rebuilt, k_reasoning_slot, *quoted_reasoning);
     }

@@ -17,10 +17,13 @@
 namespace diffeval::store {
 
 // What stands in a stored body for the text of each column. Valid JSON, so a
-// stored body still parses.
+// stored body still parses; all begin with k_slot_start.
+inline constexpr std::string_view k_slot_start = R"({"$diffeval":")";
 inline constexpr std::string_view k_text_slot = R"({"$diffeval":"text"})";
 inline constexpr std::string_view k_reasoning_slot = R"({"$diffeval":"reasoning"})";
 inline constexpr std::string_view k_top_slot = R"({"$diffeval":"top_json"})";
+static_assert(k_text_slot.starts_with(k_slot_start) && k_reasoning_slot.starts_with(k_slot_start) &&
+              k_top_slot.starts_with(k_slot_start));
 
 // `s` as a JSON string, the way SQLite's json_quote() writes it, when every
 // JSON writer we know writes it the same way (Python's json with

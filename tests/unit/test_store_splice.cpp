@@ -76,6 +76,8 @@ std::vector<Case> cases() {
         // A body that already holds a slot is never spliced.
         {"slot in the body", completion(answer_json) + R"( {"$diffeval":"text"})", answer,
          std::nullopt, false},
+        {"slot's start in the body", completion(answer_json) + R"( {"$diffeval":"other"})", answer,
+         std::nullopt, false},
         {"short text", completion("18"), "18", std::nullopt, false},
         {"stream",
          "data: {\"choices\":[{\"text\":\"Janet sells \"}]}\n\ndata: {\"choices\":[{\"text\":"
