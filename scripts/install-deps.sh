@@ -8,6 +8,7 @@ packages=(
     libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libfmt-dev
     libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev libyaml-cpp-dev libboost-dev
     libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+    libjemalloc-dev # the executable's allocator (CMakeLists.txt)
     debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)
 )
 if [ "${1:-}" = "--browser" ]; then

@@ -9,10 +9,25 @@
 
 namespace diffeval::util {
 
+namespace {
+
+// SHA-256 fetched from OpenSSL's default provider once: EVP_sha256() makes
+// every digest look the implementation up again under a lock, which cost
+// more than hashing a 100-byte key (0.30 against 0.13 us).
+const EVP_MD* sha256_md() {
+    static const EVP_MD* const md = [] {
+        const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+        return fetched != nullptr ? fetched : EVP_sha256();
+    }();
+    return md;
+}
+
+} // namespace
+
 std::string sha256_hex(std::string_view data) {
     std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
     unsigned int len = 0;
-    EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_sha256(), nullptr);
+    EVP_Digest(data.data(), data.size(), md.data(), &len, sha256_md(), nullptr);
     static constexpr char k_hex[] = "0123456789abcdef";
     std::string out;
     out.reserve(len * 2);
