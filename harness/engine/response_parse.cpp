@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 namespace diffeval::engine {
 
@@ -105,9 +106,194 @@ void read_stop(const nlohmann::json& body, const nlohmann::json& choice, util::S
     }
 }
 
+// The common answer read with simdjson, several times faster than the DOM
+// parser below (a sixth of the client's CPU per response went to it). It
+// only ever fills `row` with a success exactly as parse_success_body_nlohmann
+// would; anything else (an error of any kind, a count that needs a note, a
+// number simdjson cannot hold) returns false without touching `row`, and the
+// DOM parser decides. Duplicate keys resolve to the last, as nlohmann's do.
+namespace fast {
+
+constexpr size_t k_max_fast_bytes = size_t{1} << 20;
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+std::optional<element> member(object obj, std::string_view key) {
+    std::optional<element> found;
+    for (auto field : obj) {
+        if (field.key == key) {
+            found = field.value;
+        }
+    }
+    return found;
+}
+
+// `v` as an optional string: absent or null is nullopt; false when present
+// with another type.
+bool string_or_null(const std::optional<element>& v, std::optional<std::string>& out) {
+    out.reset();
+    if (!v || v->is_null()) {
+        return true;
+    }
+    std::string_view text;
+    if (v->get_string().get(text) != simdjson::SUCCESS) {
+        return false;
+    }
+    out.emplace(text);
+    return true;
+}
+
+// A string member, or nullopt when absent or of another type.
+std::optional<std::string> string_field(object obj, std::string_view key) {
+    std::optional<std::string> out;
+    if (!string_or_null(member(obj, key), out)) {
+        out.reset();
+    }
+    return out;
+}
+
+// A usage count; false when it would need a note.
+bool count_field(object usage, std::string_view key, std::optional<int64_t>& out) {
+    out.reset();
+    auto v = member(usage, key);
+    if (!v || v->is_null()) {
+        return true;
+    }
+    int64_t n = 0;
+    if (v->type() != simdjson::dom::element_type::INT64 || v->get_int64().get(n) ||
+        n < 0 || n > k_max_token_count) {
+        return false;
+    }
+    out = n;
+    return true;
+}
+
+// stop_value() of the JSON types simdjson gives: an integer that does not
+// fit int64 fails its parse, a fraction is a double, neither is a stop.
+util::StopReason stop_value(const element& v) {
+    std::string_view text;
+    int64_t n = 0;
+    if (v.get_string().get(text) == simdjson::SUCCESS) {
+        return std::string(text);
+    }
+    if (v.type() == simdjson::dom::element_type::INT64 && !v.get_int64().get(n)) {
+        return n;
+    }
+    return std::monostate{};
+}
+
+// read_stop() above, member for member.
+void read_stop(object body, object choice, const std::optional<std::string>& finish_reason,
+               util::StopReason& stop, std::string& field) {
+    for (const char* key : {"stop_reason", "matched_stop"}) {
+        if (auto v = member(choice, key)) {
+            field = key;
+            stop = stop_value(*v);
+            return;
+        }
+    }
+    if (finish_reason && (*finish_reason == "eos_token" || *finish_reason == "stop_sequence")) {
+        field = "finish_reason";
+        return;
+    }
+    object verbose;
+    if (auto v = member(body, "__verbose"); !v || v->get_object().get(verbose)) {
+        return;
+    }
+    auto type = string_field(verbose, "stop_type");
+    if (type == "word") {
+        field = "__verbose.stop_type";
+        stop = string_field(verbose, "stopping_word").value_or("");
+    } else if (type == "eos") {
+        field = "__verbose.stop_type";
+    }
+}
+
+bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) {
+    // Bodies past k_max_fast_bytes go to the DOM parser, so a thread's
+    // parser never keeps more than that much room.
+    thread_local simdjson::dom::parser parser(k_max_fast_bytes);
+    object top;
+    if (!util::json_depth_within(body) || parser.parse(body).get_object().get(top)) {
+        return false;
+    }
+    if (auto e = member(top, "error"); e && !e->is_null()) {
+        return false;
+    }
+    simdjson::dom::array choices;
+    object choice;
+    if (auto c = member(top, "choices");
+        !c || c->get_array().get(choices) || choices.at(0).get_object().get(choice)) {
+        return false;
+    }
+    std::optional<std::string> text;
+    std::optional<std::string> reasoning;
+    if (endpoint == Endpoint::completion) {
+        if (!string_or_null(member(choice, "text"), text) || !text) {
+            return false;
+        }
+    } else {
+        object msg;
+        std::optional<std::string> content;
+        std::optional<std::string> reasoning_content;
+        if (auto m = member(choice, "message"); !m || m->get_object().get(msg) ||
+                                                !string_or_null(member(msg, "content"), content) ||
+                                                !string_or_null(member(msg, "reasoning"), reasoning) ||
+                                                !string_or_null(member(msg, "reasoning_content"),
+                                                                reasoning_content)) {
+            return false;
+        }
+        if (!reasoning) {
+            reasoning = std::move(reasoning_content);
+        }
+        if (!content && !reasoning) {
+            return false;
+        }
+        text = content.value_or("");
+    }
+    std::optional<std::string> finish_reason;
+    if (!string_or_null(member(choice, "finish_reason"), finish_reason)) {
+        return false;
+    }
+    // Counts are set only from a usage object, as below.
+    std::optional<int64_t> prompt_tokens;
+    std::optional<int64_t> completion_tokens;
+    object usage;
+    const auto u = member(top, "usage");
+    const bool counted = u && !u->get_object().get(usage);
+    if (counted && (!count_field(usage, "prompt_tokens", prompt_tokens) ||
+                    !count_field(usage, "completion_tokens", completion_tokens))) {
+        return false;
+    }
+    row.text = std::move(text);
+    if (endpoint == Endpoint::chat) {
+        row.reasoning = std::move(reasoning);
+    }
+    read_stop(top, choice, finish_reason, row.stop_reason, row.stop_field);
+    row.finish_reason = std::move(finish_reason);
+    if (counted) {
+        row.prompt_tokens = prompt_tokens;
+        row.completion_tokens = completion_tokens;
+    }
+    row.ok = true;
+    row.error.clear();
+    row.error_kind.clear();
+    return true;
+}
+
+} // namespace fast
+
 } // namespace
 
 void parse_success_body(const std::string& body, Endpoint endpoint, store::ResponseRow& row) {
+    if (!fast::parse(body, endpoint, row)) {
+        parse_success_body_nlohmann(body, endpoint, row);
+    }
+}
+
+void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
+                                 store::ResponseRow& row) {
     auto fail = [&](std::string why) {
         row.ok = false;
         row.error_kind = "parse";

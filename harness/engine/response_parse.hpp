@@ -22,6 +22,12 @@ enum class Endpoint { completion, chat };
 // counts that are not counts are stored as NULL with a note in row.notes.
 void parse_success_body(const std::string& body, Endpoint endpoint, store::ResponseRow& row);
 
+// The same with nlohmann's DOM parser alone. parse_success_body reads the
+// common answer with simdjson and leaves everything else to this; fuzz_response
+// checks that the two always agree.
+void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
+                                 store::ResponseRow& row);
+
 // Accumulates a streamed (SSE) response chunk by chunk: text and reasoning
 // deltas, finish and stop reasons, usage, the time of the first token and
 // the gaps between content chunks. An error object mid-stream, a field of

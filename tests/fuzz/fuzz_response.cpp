@@ -1,6 +1,8 @@
 // libFuzzer target: everything diffeval reads from a server's answer: the
 // whole-body parser for both endpoints, the stream accumulator fed the input
-// as SSE, and the error-message extractor. A success must carry text.
+// as SSE, and the error-message extractor. A success must carry text, and
+// the parser's simdjson path must fill every field as the DOM parser alone
+// does.
 #include <harness/engine/response_parse.hpp>
 #include <harness/http/sse.hpp>
 
@@ -16,6 +18,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         store::ResponseRow row;
         engine::parse_success_body(body, endpoint, row);
         if (row.ok && (!row.text || !row.error.empty())) {
+            std::abort();
+        }
+        store::ResponseRow dom;
+        engine::parse_success_body_nlohmann(body, endpoint, dom);
+        if (row.ok != dom.ok || row.error != dom.error || row.error_kind != dom.error_kind ||
+            row.text != dom.text || row.reasoning != dom.reasoning ||
+            row.finish_reason != dom.finish_reason || row.stop_reason != dom.stop_reason ||
+            row.stop_field != dom.stop_field || row.prompt_tokens != dom.prompt_tokens ||
+            row.completion_tokens != dom.completion_tokens || row.notes != dom.notes) {
             std::abort();
         }
         http::SseParser sse;

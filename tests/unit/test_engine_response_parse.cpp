@@ -91,5 +91,51 @@ TEST(ParseStop, LlamaCppStreamNamesNoStop) {
     EXPECT_EQ(row.stop_field, "");
 }
 
+// The simdjson path and the DOM parser it stands in for agree field by field
+// on answers at the edges of what each parser holds; duplicate keys resolve
+// to the last one in both.
+TEST(ParseBody, FastPathAgreesWithTheDomParser) {
+    const char* bodies[] = {
+        R"({"choices":[{"text":"a","finish_reason":"stop","text":"b"}],"usage":{"prompt_tokens":3}})",
+        R"({"choices":[{"text":"t"}],"usage":{"prompt_tokens":3,"prompt_tokens":-1}})",
+        R"({"choices":[{"text":"t"}],"error":{"message":"x"},"error":null})",
+        R"({"choices":[{"text":"t","stop_reason":-0}],"usage":{"completion_tokens":100000000}})",
+        R"({"choices":[{"text":"t","matched_stop":18446744073709551615}],"usage":{"completion_tokens":100000001}})",
+        R"({"choices":[{"text":"t","matched_stop":2.0}],"usage":{"prompt_tokens":1.0}})",
+        R"({"choices":[{"text":"t","stop_reason":1e400}]})",
+        R"({"choices":[{"text":"x\u0000y","finish_reason":"stop_sequence"}],"usage":[]})",
+        R"({"choices":[{"message":{"content":null,"reasoning_content":"r"}}],"__verbose":{"stop_type":"word"}})",
+        R"({"choices":[{"message":{"content":"c","reasoning":null,"reasoning_content":"r"}}]})",
+        R"({"choices":[{"message":{"content":null,"reasoning":null}}]})",
+        R"({"choices":[{"message":{"content":"c","reasoning":7}}]})",
+        R"({"choices":[{"text":"t","finish_reason":3}]})",
+        R"({"choices":[{"text":"\ud800"}]})",
+        R"({"choices":[],"usage":{}})",
+        "\xef\xbb\xbf{\"choices\":[{\"text\":\"bom\"}]}",
+        "{\"choices\":[{\"text\":\"\xff\"}]}",
+    };
+    for (const char* body : bodies) {
+        for (Endpoint e : {Endpoint::completion, Endpoint::chat}) {
+            store::ResponseRow fast;
+            store::ResponseRow dom;
+            parse_success_body(body, e, fast);
+            parse_success_body_nlohmann(body, e, dom);
+            EXPECT_EQ(fast.ok, dom.ok) << body;
+            EXPECT_EQ(fast.error, dom.error) << body;
+            EXPECT_EQ(fast.text, dom.text) << body;
+            EXPECT_EQ(fast.reasoning, dom.reasoning) << body;
+            EXPECT_EQ(fast.finish_reason, dom.finish_reason) << body;
+            EXPECT_EQ(fast.stop_reason, dom.stop_reason) << body;
+            EXPECT_EQ(fast.stop_field, dom.stop_field) << body;
+            EXPECT_EQ(fast.prompt_tokens, dom.prompt_tokens) << body;
+            EXPECT_EQ(fast.completion_tokens, dom.completion_tokens) << body;
+            EXPECT_EQ(fast.notes, dom.notes) << body;
+        }
+    }
+    store::ResponseRow last;
+    parse_success_body(bodies[0], Endpoint::completion, last);
+    EXPECT_EQ(last.text, "b");
+}
+
 } // namespace
 } // namespace diffeval::engine
