@@ -312,3 +312,28 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
     EXPECT_TRUE(before == e2e::slurp(ro_db)) << "a read command changed the database file";
     EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
 }
+
+// A rescore scores each distinct answer of a question once; the same answer
+// to another question is still scored against that question's own gold.
+TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {
+    auto dir = e2e::scratch("rescore-same-answer");
+    auto db = dir / "r.sqlite";
+    e2e::Sim sim({"--profile", "default"});
+    auto o = e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--max-tokens",
+                       "64", "--limit", "2", "--repeats", "2", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE responses SET text = 'Half of 14 is 7.\n#### 7'; "
+                  "UPDATE questions SET answer = 'x\n#### ' || (7 + question_idx)");
+    auto r = e2e::run({"rescore", "--db", db.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(e2e::query_rows(db, "SELECT question_idx || ' ' || repeat || ' ' || "
+                                  "group_concat(s.scorer || '=' || s.correct, ' ') FROM v_responses "
+                                  "v JOIN (SELECT * FROM scores ORDER BY scorer) s USING "
+                                  "(response_id) GROUP BY v.response_id ORDER BY 1"),
+              (std::vector<std::string>{
+                  "0 0 lm-eval-flexible=1 lm-eval-strict=1 vllm=1",
+                  "0 1 lm-eval-flexible=1 lm-eval-strict=1 vllm=1",
+                  "1 0 lm-eval-flexible=0 lm-eval-strict=0 vllm=0",
+                  "1 1 lm-eval-flexible=0 lm-eval-strict=0 vllm=0",
+              }));
+}
