@@ -113,7 +113,6 @@ private:
         return m_memo.emplace(std::move(key), std::move(results)).first->second;
     }
 
-
     store::ScoreWriter& m_writer;
     std::vector<const scorers::Scorer*> m_scorers;
     scorers::ScoreText m_mode;

@@ -161,8 +161,8 @@ bool count_field(object usage, std::string_view key, std::optional<int64_t>& out
         return true;
     }
     int64_t n = 0;
-    if (v->type() != simdjson::dom::element_type::INT64 || v->get_int64().get(n) ||
-        n < 0 || n > k_max_token_count) {
+    if (v->type() != simdjson::dom::element_type::INT64 || v->get_int64().get(n) || n < 0 ||
+        n > k_max_token_count) {
         return false;
     }
     out = n;
@@ -237,11 +237,10 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
         object msg;
         std::optional<std::string> content;
         std::optional<std::string> reasoning_content;
-        if (auto m = member(choice, "message"); !m || m->get_object().get(msg) ||
-                                                !string_or_null(member(msg, "content"), content) ||
-                                                !string_or_null(member(msg, "reasoning"), reasoning) ||
-                                                !string_or_null(member(msg, "reasoning_content"),
-                                                                reasoning_content)) {
+        if (auto m = member(choice, "message");
+            !m || m->get_object().get(msg) || !string_or_null(member(msg, "content"), content) ||
+            !string_or_null(member(msg, "reasoning"), reasoning) ||
+            !string_or_null(member(msg, "reasoning_content"), reasoning_content)) {
             return false;
         }
         if (!reasoning) {

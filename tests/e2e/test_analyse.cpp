@@ -326,10 +326,11 @@ TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {
                   "UPDATE questions SET answer = 'x\n#### ' || (7 + question_idx)");
     auto r = e2e::run({"rescore", "--db", db.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(e2e::query_rows(db, "SELECT question_idx || ' ' || repeat || ' ' || "
-                                  "group_concat(s.scorer || '=' || s.correct, ' ') FROM v_responses "
-                                  "v JOIN (SELECT * FROM scores ORDER BY scorer) s USING "
-                                  "(response_id) GROUP BY v.response_id ORDER BY 1"),
+    EXPECT_EQ(e2e::query_rows(db,
+                              "SELECT question_idx || ' ' || repeat || ' ' || "
+                              "group_concat(s.scorer || '=' || s.correct, ' ') FROM v_responses "
+                              "v JOIN (SELECT * FROM scores ORDER BY scorer) s USING "
+                              "(response_id) GROUP BY v.response_id ORDER BY 1"),
               (std::vector<std::string>{
                   "0 0 lm-eval-flexible=1 lm-eval-strict=1 vllm=1",
                   "0 1 lm-eval-flexible=1 lm-eval-strict=1 vllm=1",
