@@ -1,6 +1,6 @@
 // The run engine; see run.hpp.
 //
-// One thread drives the network (curl multi), one writes to SQLite. The plan
+// One thread drives the network (http::MultiClient), one writes to SQLite. The plan
 // is read as it is sent, a part at a time, and each part's request rows are
 // inserted before any of them is sent, so the store always knows what was
 // asked even if the process dies; a response row is written only when an

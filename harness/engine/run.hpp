@@ -1,6 +1,6 @@
 // The run engine: plans every (server x framing x max_tokens x repeat x
 // question) request, skips those already answered in the store, sends the rest
-// through one curl-multi event loop with per-server concurrency, retries what
+// through one event loop (http::MultiClient) with per-server concurrency, retries what
 // is worth retrying, and hands every outcome to the store's writer thread.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The event loop: one phase's queued work sent through curl multi within
+// The event loop: one phase's queued work sent through http::MultiClient within
 // each server's in-flight limit, each finished attempt handed to the retry
 // policy (retry.hpp), final outcomes parsed, redacted and handed to the
 // store's writer. It moves bytes and counts; it decides nothing itself.

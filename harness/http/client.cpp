@@ -1,6 +1,8 @@
-// libcurl multi-interface event loop; see client.hpp.
+// MultiClient, and libcurl's part of it; see client.hpp. Plain http://
+// transfers go to PlainMulti (plain_client.hpp); https and proxied ones to
+// libcurl's multi interface, below.
 //
-// Each transfer is an easy handle owned by a Transfer; handles are recycled
+// Each libcurl transfer is an easy handle owned by a Transfer; handles are recycled
 // so connections stay alive in the multi handle's shared connection pool.
 // Sockets are watched with epoll through libcurl's socket interface, so a
 // poll costs the sockets that are ready, not every transfer in flight
@@ -12,6 +14,7 @@
 // longer than the sooner of the two, and runs libcurl's timers whenever
 // either is due or the wait ends with no socket ready.
 #include <harness/http/client.hpp>
+#include <harness/http/plain_client.hpp>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -44,9 +47,6 @@ struct Transfer {
     bool too_large = false;
 };
 
-// What is kept of a body that passed its limit, for inspection.
-constexpr size_t k_kept_of_too_large = size_t{64} << 10;
-
 size_t on_body(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     std::string_view chunk(data, size * n);
@@ -54,7 +54,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
         t->request.max_body_bytes - std::min(t->response.body.size(), t->request.max_body_bytes)) {
         // Returning less than was given makes curl end the transfer.
         t->too_large = true;
-        t->response.body.resize(std::min(t->response.body.size(), k_kept_of_too_large));
+        t->response.body.resize(std::min(t->response.body.size(), detail::k_kept_of_too_large));
         t->response.body.shrink_to_fit();
         return 0;
     }
@@ -160,9 +160,19 @@ constexpr int k_events_per_wait = 256;
 // Marks a socket already in the epoll set (libcurl keeps it per socket).
 char k_in_epoll_set = 0;
 
-} // namespace
+// libcurl's multi interface: the transfers MultiClient does not hand to
+// PlainMulti.
+struct CurlMulti {
+    CurlMulti();
+    ~CurlMulti();
+    CurlMulti(const CurlMulti&) = delete;
+    CurlMulti& operator=(const CurlMulti&) = delete;
+    void submit(Request request);
+    void poll(std::chrono::milliseconds max_wait, std::vector<Response>& done);
+    void cancel_all();
+    void set_max_connections(size_t n);
+    size_t in_flight() const { return active.size(); }
 
-struct MultiClient::Impl {
     CURLM* multi = nullptr;
     int epoll_fd = -1;
     std::string epoll_error; // why epoll_fd could not be made
@@ -192,8 +202,8 @@ struct MultiClient::Impl {
 
 // CURLMOPT_SOCKETFUNCTION: mirror libcurl's interest in `fd` in the epoll
 // set; `in_set` is what curl_multi_assign stored for it (null when new).
-int MultiClient::Impl::on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in_set) {
-    auto* impl = static_cast<Impl*>(user);
+int CurlMulti::on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in_set) {
+    auto* impl = static_cast<CurlMulti*>(user);
     epoll_event ev{};
     ev.data.fd = fd;
     if (what == CURL_POLL_REMOVE) {
@@ -219,8 +229,8 @@ int MultiClient::Impl::on_socket(CURL*, curl_socket_t fd, int what, void* user, 
 // CURLMOPT_TIMERFUNCTION: when libcurl next wants CURL_SOCKET_TIMEOUT; -1
 // takes the deadline away, 0 makes it due at once (libcurl may not be
 // called back from inside its own callback).
-int MultiClient::Impl::on_timer(CURLM*, long timeout_ms, void* user) {
-    auto* impl = static_cast<Impl*>(user);
+int CurlMulti::on_timer(CURLM*, long timeout_ms, void* user) {
+    auto* impl = static_cast<CurlMulti*>(user);
     if (timeout_ms < 0) {
         impl->timer.reset();
     } else {
@@ -229,7 +239,7 @@ int MultiClient::Impl::on_timer(CURLM*, long timeout_ms, void* user) {
     return 0;
 }
 
-std::optional<Clock::duration> MultiClient::Impl::until_due() const {
+std::optional<Clock::duration> CurlMulti::until_due() const {
     std::optional<Clock::duration> until;
     long timeout_ms = -1;
     curl_multi_timeout(multi, &timeout_ms);
@@ -243,7 +253,7 @@ std::optional<Clock::duration> MultiClient::Impl::until_due() const {
     return until;
 }
 
-void MultiClient::Impl::run_timers() {
+void CurlMulti::run_timers() {
     // Cleared first: libcurl announces the deadline that follows, even an
     // unchanged one, after a CURL_SOCKET_TIMEOUT.
     timer.reset();
@@ -251,7 +261,7 @@ void MultiClient::Impl::run_timers() {
     curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
 }
 
-void MultiClient::Impl::wait_and_act(std::chrono::milliseconds max_wait) {
+void CurlMulti::wait_and_act(std::chrono::milliseconds max_wait) {
     auto wait = max_wait;
     if (auto until = until_due()) {
         // Rounded up: waking before the deadline would only wait again.
@@ -273,7 +283,7 @@ void MultiClient::Impl::wait_and_act(std::chrono::milliseconds max_wait) {
     }
 }
 
-void MultiClient::Impl::collect(std::vector<Response>& done) {
+void CurlMulti::collect(std::vector<Response>& done) {
     int left = 0;
     while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
         if (msg->msg != CURLMSG_DONE) {
@@ -290,7 +300,7 @@ void MultiClient::Impl::collect(std::vector<Response>& done) {
     }
 }
 
-void MultiClient::Impl::fail_all(const std::string& why, std::vector<Response>& done) {
+void CurlMulti::fail_all(const std::string& why, std::vector<Response>& done) {
     for (auto& [easy, t] : active) {
         t->response.tag = t->request.tag;
         t->response.transport = Transport::failed;
@@ -302,35 +312,35 @@ void MultiClient::Impl::fail_all(const std::string& why, std::vector<Response>& 
     active.clear();
 }
 
-MultiClient::MultiClient() : m_impl(std::make_unique<Impl>()) {
+CurlMulti::CurlMulti() {
     ensure_global_init();
-    m_impl->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    m_impl->epoll_error = m_impl->epoll_fd < 0 ? std::strerror(errno) : "";
-    m_impl->multi = curl_multi_init();
-    curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS, 1024L);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETFUNCTION, &Impl::on_socket);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_SOCKETDATA, m_impl.get());
-    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERFUNCTION, &Impl::on_timer);
-    curl_multi_setopt(m_impl->multi, CURLMOPT_TIMERDATA, m_impl.get());
+    epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    epoll_error = epoll_fd < 0 ? std::strerror(errno) : "";
+    multi = curl_multi_init();
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1024L);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlMulti::on_socket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &CurlMulti::on_timer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
 }
 
-MultiClient::~MultiClient() {
+CurlMulti::~CurlMulti() {
     cancel_all();
-    for (auto* e : m_impl->idle) {
+    for (auto* e : idle) {
         curl_easy_cleanup(e);
     }
     // The pool's sockets are taken out of the epoll set during cleanup.
-    curl_multi_cleanup(m_impl->multi);
-    if (m_impl->epoll_fd >= 0) {
-        close(m_impl->epoll_fd);
+    curl_multi_cleanup(multi);
+    if (epoll_fd >= 0) {
+        close(epoll_fd);
     }
 }
 
-void MultiClient::submit(Request request) {
+void CurlMulti::submit(Request request) {
     CURL* easy = nullptr;
-    if (!m_impl->idle.empty()) {
-        easy = m_impl->idle.back();
-        m_impl->idle.pop_back();
+    if (!idle.empty()) {
+        easy = idle.back();
+        idle.pop_back();
         curl_easy_reset(easy);
     } else {
         easy = curl_easy_init();
@@ -338,46 +348,107 @@ void MultiClient::submit(Request request) {
     auto t = std::make_unique<Transfer>();
     t->request = std::move(request);
     configure(easy, *t);
-    m_impl->active.emplace(easy, std::move(t));
-    if (m_impl->epoll_fd >= 0) {
+    active.emplace(easy, std::move(t));
+    if (epoll_fd >= 0) {
         // Starts at the next poll: adding makes libcurl's timer due at once.
-        curl_multi_add_handle(m_impl->multi, easy);
+        curl_multi_add_handle(multi, easy);
     }
+}
+
+void CurlMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>& done) {
+    if (epoll_fd < 0) {
+        fail_all(fmt::format("cannot watch sockets: {}", epoll_error), done);
+        return;
+    }
+    if (auto until = until_due(); until && *until == Clock::duration::zero()) {
+        run_timers();
+    }
+    const size_t before = done.size();
+    collect(done);
+    if (done.size() == before && !active.empty()) {
+        wait_and_act(max_wait);
+        collect(done);
+    }
+}
+
+void CurlMulti::cancel_all() {
+    for (auto& [easy, t] : active) {
+        curl_multi_remove_handle(multi, easy);
+        curl_slist_free_all(t->headers);
+        curl_easy_cleanup(easy);
+    }
+    active.clear();
+}
+
+void CurlMulti::set_max_connections(size_t n) {
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max<size_t>(n, 1)));
+}
+
+} // namespace
+
+// Plain http:// goes to PlainMulti; libcurl's multi handle is made when a
+// transfer first needs it (https, a proxy).
+struct MultiClient::Impl {
+    detail::PlainMulti plain;
+    std::unique_ptr<CurlMulti> curl;
+    size_t max_connections = 1024;
+    std::unordered_map<std::string, bool> plain_url; // each URL's route, decided once
+};
+
+MultiClient::MultiClient() : m_impl(std::make_unique<Impl>()) {}
+
+MultiClient::~MultiClient() = default;
+
+void MultiClient::submit(Request request) {
+    auto [it, added] = m_impl->plain_url.try_emplace(request.url, false);
+    if (added) {
+        it->second = detail::plain_client_can_send(request.url);
+    }
+    if (it->second) {
+        m_impl->plain.submit(std::move(request));
+        return;
+    }
+    if (!m_impl->curl) {
+        m_impl->curl = std::make_unique<CurlMulti>();
+        m_impl->curl->set_max_connections(m_impl->max_connections);
+    }
+    m_impl->curl->submit(std::move(request));
 }
 
 std::vector<Response> MultiClient::poll(std::chrono::milliseconds max_wait) {
     std::vector<Response> done;
-    if (m_impl->epoll_fd < 0) {
-        m_impl->fail_all(fmt::format("cannot watch sockets: {}", m_impl->epoll_error), done);
-        return done;
-    }
-    if (auto until = m_impl->until_due(); until && *until == Clock::duration::zero()) {
-        m_impl->run_timers();
-    }
-    m_impl->collect(done);
-    if (done.empty() && !m_impl->active.empty()) {
-        m_impl->wait_and_act(max_wait);
-        m_impl->collect(done);
+    auto& plain = m_impl->plain;
+    auto* curl = m_impl->curl.get();
+    if (!curl || curl->in_flight() == 0) {
+        plain.poll(max_wait, done);
+    } else if (plain.in_flight() == 0) {
+        curl->poll(max_wait, done);
+    } else {
+        // Both have transfers: neither may block the other for long.
+        const auto turn = std::min(max_wait, std::chrono::milliseconds(1));
+        plain.poll(std::chrono::milliseconds(0), done);
+        curl->poll(done.empty() ? turn : std::chrono::milliseconds(0), done);
     }
     return done;
 }
 
 void MultiClient::cancel_all() {
-    for (auto& [easy, t] : m_impl->active) {
-        curl_multi_remove_handle(m_impl->multi, easy);
-        curl_slist_free_all(t->headers);
-        curl_easy_cleanup(easy);
+    m_impl->plain.cancel_all();
+    if (m_impl->curl) {
+        m_impl->curl->cancel_all();
     }
-    m_impl->active.clear();
 }
 
 void MultiClient::set_max_connections(size_t n) {
-    curl_multi_setopt(m_impl->multi, CURLMOPT_MAXCONNECTS,
-                      static_cast<long>(std::max<size_t>(n, 1)));
+    m_impl->max_connections = n;
+    m_impl->plain.set_max_connections(n);
+    if (m_impl->curl) {
+        m_impl->curl->set_max_connections(n);
+    }
 }
 
 size_t MultiClient::in_flight() const {
-    return m_impl->active.size();
+    return m_impl->plain.in_flight() + (m_impl->curl ? m_impl->curl->in_flight() : 0);
 }
 
 Response fetch(const Request& request) {

@@ -1,6 +1,7 @@
-// HTTP on libcurl: an event loop over the multi interface for the run's many
-// concurrent requests (keep-alive, connection reuse, no thread per request),
-// and a blocking helper for the few one-off calls (preflight, downloads).
+// HTTP for the run's many concurrent requests (keep-alive, connection reuse,
+// no thread per request: plain http:// on Boost.Beast, https and proxies on
+// libcurl's multi interface), and a blocking libcurl helper for the few
+// one-off calls (preflight, downloads).
 #pragma once
 
 #include <atomic>
@@ -44,7 +45,7 @@ struct Request {
 struct Response {
     uint64_t tag = 0;
     Transport transport = Transport::ok;
-    std::string transport_error;            // curl's message when transport != ok
+    std::string transport_error;            // what went wrong when transport != ok
     long status = 0;                        // 0 when no response arrived
     std::string body;                       // cut to its first 64 KiB when too_large
     std::optional<std::string> retry_after; // the Retry-After header

@@ -1,0 +1,696 @@
+// HTTP/1.1 over plain TCP for the run's event loop; see plain_client.hpp.
+//
+// A transfer takes an idle keep-alive connection to its host, or opens one,
+// writes its request head and body in one gather write, and reads with
+// Beast's response parser until the message is done. A connection that had
+// carried an earlier transfer may have been closed by the server while idle:
+// when it fails before any byte of the answer, the request goes once more on
+// a fresh connection, as libcurl does. Timeouts are deadlines checked by
+// poll(), not a timer per transfer. Bodies are decoded from gzip or deflate
+// (zlib) when the server compressed them, and the body limit counts decoded
+// bytes, so a small compressed body cannot expand without bound.
+#include <harness/http/plain_client.hpp>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <optional>
+#include <strings.h>
+#include <unordered_map>
+
+namespace diffeval::http::detail {
+
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// A response head larger than this is refused (libcurl's own cap is 300 KiB).
+constexpr uint32_t k_header_limit = uint32_t{256} << 10;
+// Connecting gives up sooner than the transfer when its timeout is longer.
+constexpr auto k_connect_timeout_cap = std::chrono::seconds{30};
+// Decoded bytes per zlib call.
+constexpr size_t k_inflate_chunk = size_t{16} << 10;
+
+// Where an http:// URL points.
+struct Target {
+    std::string key;         // host:port, the connection pool's key
+    std::string host;        // without brackets
+    std::string port;        // digits
+    std::string host_header; // the Host header: the URL's authority
+    std::string path;        // from the first '/', with the query
+};
+
+// The authority of an http:// `url` (what follows the scheme up to the
+// path), or nothing when `url` is not http://.
+std::optional<std::string_view> authority_of(std::string_view url) {
+    constexpr std::string_view k_scheme = "http://";
+    if (url.size() < k_scheme.size() || strncasecmp(url.data(), k_scheme.data(), k_scheme.size())) {
+        return std::nullopt;
+    }
+    url.remove_prefix(k_scheme.size());
+    return url.substr(0, url.find_first_of("/?#"));
+}
+
+std::optional<Target> parse_target(const std::string& url) {
+    auto authority = authority_of(url);
+    if (!authority || authority->empty() || authority->find('@') != std::string_view::npos) {
+        return std::nullopt;
+    }
+    Target t;
+    t.host_header = std::string(*authority);
+    std::string_view host = *authority;
+    std::string_view port = "80";
+    if (host.front() == '[') {
+        const auto close = host.find(']');
+        if (close == std::string_view::npos) {
+            return std::nullopt;
+        }
+        if (close + 1 < host.size()) {
+            if (host[close + 1] != ':') {
+                return std::nullopt;
+            }
+            port = host.substr(close + 2);
+        }
+        host = host.substr(1, close - 1);
+    } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+        port = host.substr(colon + 1);
+        host = host.substr(0, colon);
+    }
+    if (host.empty() || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return std::nullopt;
+    }
+    t.host = std::string(host);
+    t.port = std::string(port);
+    t.key = t.host + ":" + t.port;
+    std::string_view rest = std::string_view(url).substr(url.find("//") + 2 + authority->size());
+    rest = rest.substr(0, rest.find('#'));
+    t.path = rest.empty() || rest.front() != '/' ? "/" + std::string(rest) : std::string(rest);
+    return t;
+}
+
+// Whether `header` ("Name: value") names `name`, case-insensitively.
+bool names(std::string_view header, std::string_view name) {
+    return header.size() > name.size() && header[name.size()] == ':' &&
+           strncasecmp(header.data(), name.data(), name.size()) == 0;
+}
+
+enum class Encoding { identity, gzip, deflate };
+
+// A response body's gzip or deflate stream, decoded as it arrives.
+class Inflater {
+public:
+    explicit Inflater(Encoding e) : m_encoding(e) { inflateInit2(&m_z, 15 + 32); }
+    ~Inflater() { inflateEnd(&m_z); }
+    Inflater(const Inflater&) = delete;
+    Inflater& operator=(const Inflater&) = delete;
+
+    // Decode `in`, handing each decoded piece to `out`; false when the
+    // stream is corrupt, or `out` returned false.
+    template <class Out> bool feed(std::string_view in, Out&& out) {
+        m_z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+        m_z.avail_in = static_cast<uInt>(in.size());
+        std::array<char, k_inflate_chunk> buf;
+        while (m_z.avail_in > 0 && !m_ended) {
+            m_z.next_out = reinterpret_cast<Bytef*>(buf.data());
+            m_z.avail_out = static_cast<uInt>(buf.size());
+            int rc = inflate(&m_z, Z_NO_FLUSH);
+            if (rc == Z_DATA_ERROR && m_encoding == Encoding::deflate && m_z.total_out == 0 &&
+                !m_raw) {
+                // "deflate" servers that send raw deflate without the zlib
+                // header, which HTTP asks for (libcurl accepts both).
+                m_raw = true;
+                inflateReset2(&m_z, -15);
+                m_z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+                m_z.avail_in = static_cast<uInt>(in.size());
+                continue;
+            }
+            if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
+                return false;
+            }
+            const size_t got = buf.size() - m_z.avail_out;
+            if (got > 0 && !out(std::string_view(buf.data(), got))) {
+                return false;
+            }
+            m_ended = rc == Z_STREAM_END;
+            if (rc == Z_BUF_ERROR && got == 0) {
+                break;
+            }
+        }
+        return true;
+    }
+
+private:
+    z_stream m_z{};
+    Encoding m_encoding;
+    bool m_raw = false;
+    bool m_ended = false;
+};
+
+struct Connection {
+    explicit Connection(net::io_context& io) : socket(io) {}
+    tcp::socket socket;
+    beast::flat_buffer buffer;
+    // It carried a transfer before, so the server may have closed it while
+    // it was idle.
+    bool reused = false;
+};
+
+struct Transfer {
+    uint64_t serial = 0; // its key in PlainMulti's transfers in flight
+    Request request;
+    Response response;
+    std::shared_ptr<const Target> target;
+    std::unique_ptr<Connection> conn;
+    std::string head;
+    std::optional<bhttp::response_parser<bhttp::string_body>> parser;
+    std::unique_ptr<Inflater> inflater;
+    Clock::time_point start;
+    Clock::time_point deadline;
+    size_t seen_body = 0; // body bytes already handed on (on_data, the inflater)
+    bool connecting = false;
+    bool got_bytes = false; // a byte of the answer arrived
+    bool resent = false;    // sent again on a fresh connection once
+    bool ended = false;     // finished, failed or cancelled: late handlers return
+};
+
+using TransferPtr = std::shared_ptr<Transfer>;
+
+double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+} // namespace
+
+bool plain_client_can_send(const std::string& url) {
+    auto authority = authority_of(url);
+    if (!authority || authority->find('@') != std::string_view::npos) {
+        return false;
+    }
+    for (const char* proxy : {"http_proxy", "all_proxy", "ALL_PROXY"}) {
+        if (const char* v = std::getenv(proxy); v && *v) {
+            return false;
+        }
+    }
+    return true;
+}
+
+struct PlainMulti::Impl {
+    net::io_context io{1};
+    tcp::resolver resolver{io};
+    std::unordered_map<uint64_t, TransferPtr> active;
+    uint64_t next_serial = 0;
+    std::unordered_map<std::string, std::shared_ptr<const Target>> targets;
+    std::unordered_map<std::string, tcp::resolver::results_type> resolved;
+    std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
+    size_t open = 0; // connections open, busy and idle
+    size_t max_open = 1024;
+    std::optional<Clock::time_point> next_deadline;
+    std::vector<Response> finished;
+
+    void start(const TransferPtr& t);
+    void connect(const TransferPtr& t);
+    void on_connected(const TransferPtr& t, const boost::system::error_code& ec);
+    void send(const TransferPtr& t);
+    void read(const TransferPtr& t);
+    void on_read(const TransferPtr& t, boost::system::error_code ec);
+    bool on_head(Transfer& t);
+    bool take_body(Transfer& t);
+    // Send `t` again on a fresh connection when its reused one failed
+    // before answering; false when that does not apply.
+    bool resend(const TransferPtr& t);
+    void complete(Transfer& t);
+    void fail(Transfer& t, Transport how, std::string why);
+    void too_large(Transfer& t, std::string_view kept);
+    void close(std::unique_ptr<Connection>& c);
+    void expire();
+    void drop_idle_elsewhere(const std::string& key);
+};
+
+void PlainMulti::Impl::close(std::unique_ptr<Connection>& c) {
+    if (c) {
+        boost::system::error_code ignored;
+        c->socket.close(ignored);
+        c.reset();
+        --open;
+    }
+}
+
+// At the connection limit: close an idle connection to another host.
+void PlainMulti::Impl::drop_idle_elsewhere(const std::string& key) {
+    for (auto& [k, list] : idle) {
+        if (k != key && !list.empty()) {
+            close(list.back());
+            list.pop_back();
+            return;
+        }
+    }
+}
+
+void PlainMulti::Impl::start(const TransferPtr& t) {
+    auto& list = idle[t->target->key];
+    if (!list.empty()) {
+        t->conn = std::move(list.back());
+        list.pop_back();
+        send(t);
+        return;
+    }
+    if (open >= max_open) {
+        drop_idle_elsewhere(t->target->key);
+    }
+    t->conn = std::make_unique<Connection>(io);
+    ++open;
+    connect(t);
+}
+
+void PlainMulti::Impl::connect(const TransferPtr& t) {
+    // The transfer's deadline until connected: sooner when it is long.
+    t->connecting = true;
+    t->deadline = std::min(t->start + t->request.timeout,
+                           t->start + std::chrono::milliseconds(k_connect_timeout_cap));
+    const Target& target = *t->target;
+    boost::system::error_code ec;
+    const auto address = net::ip::make_address(target.host, ec);
+    if (!ec) {
+        const tcp::endpoint ep(address, static_cast<unsigned short>(std::stoi(target.port)));
+        t->conn->socket.async_connect(
+            ep, [this, t](const boost::system::error_code& e) { on_connected(t, e); });
+        return;
+    }
+    if (auto it = resolved.find(target.key); it != resolved.end()) {
+        net::async_connect(t->conn->socket, it->second,
+                           [this, t](const boost::system::error_code& e, const tcp::endpoint&) {
+                               on_connected(t, e);
+                           });
+        return;
+    }
+    resolver.async_resolve(
+        target.host, target.port,
+        [this, t](const boost::system::error_code& e, tcp::resolver::results_type results) {
+            if (t->ended) {
+                return;
+            }
+            if (e) {
+                fail(*t, Transport::failed,
+                     fmt::format("cannot resolve host '{}': {}", t->target->host, e.message()));
+                return;
+            }
+            resolved[t->target->key] = results;
+            net::async_connect(t->conn->socket, results,
+                               [this, t](const boost::system::error_code& e2,
+                                         const tcp::endpoint&) { on_connected(t, e2); });
+        });
+}
+
+void PlainMulti::Impl::on_connected(const TransferPtr& t, const boost::system::error_code& ec) {
+    if (t->ended) {
+        return;
+    }
+    if (ec) {
+        fail(*t, Transport::failed,
+             fmt::format("cannot connect to {} port {}: {}", t->target->host, t->target->port,
+                         ec.message()));
+        return;
+    }
+    boost::system::error_code ignored;
+    t->conn->socket.set_option(tcp::no_delay(true), ignored);
+    t->connecting = false;
+    t->deadline = t->start + t->request.timeout;
+    send(t);
+}
+
+void PlainMulti::Impl::send(const TransferPtr& t) {
+    static const std::string k_empty;
+    const std::string& body = t->request.body ? *t->request.body : k_empty;
+    std::array<net::const_buffer, 2> bufs{net::buffer(t->head), net::buffer(body)};
+    net::async_write(t->conn->socket, bufs, [this, t](const boost::system::error_code& ec, size_t) {
+        if (t->ended) {
+            return;
+        }
+        if (ec) {
+            if (!resend(t)) {
+                fail(*t, Transport::failed,
+                     fmt::format("sending the request failed: {}", ec.message()));
+            }
+            return;
+        }
+        t->parser.emplace();
+        t->parser->header_limit(k_header_limit);
+        t->parser->body_limit(t->request.max_body_bytes);
+        read(t);
+    });
+}
+
+void PlainMulti::Impl::read(const TransferPtr& t) {
+    bhttp::async_read_some(t->conn->socket, t->conn->buffer, *t->parser,
+                           [this, t](boost::system::error_code ec, size_t) { on_read(t, ec); });
+}
+
+bool PlainMulti::Impl::resend(const TransferPtr& t) {
+    if (!t->conn->reused || t->got_bytes || t->resent) {
+        return false;
+    }
+    t->resent = true;
+    close(t->conn);
+    t->conn = std::make_unique<Connection>(io);
+    ++open;
+    connect(t);
+    return true;
+}
+
+// The head has arrived: its status and the headers the caller reads. False
+// when the transfer failed (an encoding that was not asked for).
+bool PlainMulti::Impl::on_head(Transfer& t) {
+    const auto& msg = t.parser->get();
+    t.response.status = static_cast<long>(msg.result_int());
+    if (auto it = msg.find("Retry-After"); it != msg.end()) {
+        t.response.retry_after = std::string(it->value());
+    }
+    if (auto it = msg.find(bhttp::field::location); it != msg.end()) {
+        t.response.location = std::string(it->value());
+    }
+    if (auto it = msg.find(bhttp::field::server); it != msg.end()) {
+        t.response.server_header = std::string(it->value());
+    }
+    if (auto it = msg.find(bhttp::field::content_encoding); it != msg.end()) {
+        std::string value(it->value());
+        std::transform(value.begin(), value.end(), value.begin(), ::tolower);
+        value.erase(std::remove(value.begin(), value.end(), ' '), value.end());
+        if (value == "gzip" || value == "x-gzip") {
+            t.inflater = std::make_unique<Inflater>(Encoding::gzip);
+        } else if (value == "deflate") {
+            t.inflater = std::make_unique<Inflater>(Encoding::deflate);
+        } else if (!value.empty() && value != "identity") {
+            fail(t, Transport::failed,
+                 fmt::format("the response's Content-Encoding '{}' was not asked for "
+                             "(diffeval accepts gzip and deflate)",
+                             std::string(it->value())));
+            return false;
+        }
+    }
+    return true;
+}
+
+// Hand on the body bytes that arrived since the last call: decoded when
+// compressed, to on_data when streaming. False when the transfer failed.
+bool PlainMulti::Impl::take_body(Transfer& t) {
+    const std::string& raw = t.parser->get().body();
+    if (raw.size() == t.seen_body) {
+        return true;
+    }
+    const std::string_view fresh = std::string_view(raw).substr(t.seen_body);
+    t.seen_body = raw.size();
+    if (!t.inflater) {
+        if (t.request.on_data) {
+            t.request.on_data(fresh);
+        }
+        return true;
+    }
+    bool over = false;
+    const bool ok = t.inflater->feed(fresh, [&](std::string_view piece) {
+        if (piece.size() > t.request.max_body_bytes - t.response.body.size()) {
+            over = true;
+            return false;
+        }
+        t.response.body.append(piece);
+        if (t.request.on_data) {
+            t.request.on_data(piece);
+        }
+        return true;
+    });
+    if (over) {
+        too_large(t, t.response.body);
+        return false;
+    }
+    if (!ok) {
+        fail(t, Transport::failed, "the response body is not valid gzip or deflate data");
+        return false;
+    }
+    return true;
+}
+
+void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code ec) {
+    if (t->ended) {
+        return;
+    }
+    if (!t->got_bytes && (t->conn->buffer.size() > 0 || t->parser->got_some())) {
+        t->got_bytes = true;
+        t->response.first_byte_ms = ms_since(t->start);
+    }
+    if (ec == bhttp::error::body_limit) {
+        too_large(*t, t->parser->get().body());
+        return;
+    }
+    if (ec) {
+        if ((ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
+             ec == net::error::broken_pipe) &&
+            resend(t)) {
+            return;
+        }
+        std::string why;
+        if (ec == bhttp::error::end_of_stream) {
+            why = "the server closed the connection without answering";
+        } else if (ec == bhttp::error::partial_message) {
+            // libcurl's words, so both engines store the same error.
+            const auto left = t->parser->content_length_remaining();
+            why = left ? fmt::format("transfer closed with {} bytes remaining to read", *left)
+                       : std::string("transfer closed with outstanding read data remaining");
+        } else if (ec == bhttp::error::header_limit) {
+            why = fmt::format("the response head passed {} bytes", k_header_limit);
+        } else if (&ec.category() ==
+                   &bhttp::make_error_code(bhttp::error::end_of_stream).category()) {
+            why = fmt::format("malformed HTTP response: {}", ec.message());
+        } else {
+            why = fmt::format("receiving the response failed: {}", ec.message());
+        }
+        fail(*t, Transport::failed, std::move(why));
+        return;
+    }
+    const bool head_done_now = t->parser->is_header_done() && t->response.status == 0;
+    if (head_done_now) {
+        const auto status = t->parser->get().result_int();
+        if (status >= 100 && status < 200 && status != 101) {
+            // An interim answer (100 Continue, 103 Early Hints): the real one follows.
+            t->parser.emplace();
+            t->parser->header_limit(k_header_limit);
+            t->parser->body_limit(t->request.max_body_bytes);
+            read(t);
+            return;
+        }
+        if (!on_head(*t)) {
+            return;
+        }
+    }
+    if (!take_body(*t)) {
+        return;
+    }
+    if (!t->parser->is_done()) {
+        read(t);
+        return;
+    }
+    complete(*t);
+}
+
+void PlainMulti::Impl::complete(Transfer& t) {
+    t.ended = true;
+    t.response.transport = Transport::ok;
+    t.response.total_ms = ms_since(t.start);
+    if (!t.inflater) {
+        t.response.body = t.parser->release().body();
+    }
+    // Reused only when the server keeps it open and sent nothing beyond the
+    // answer (nothing is pipelined, so extra bytes are the server's error).
+    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && open <= max_open) {
+        t.conn->reused = true;
+        idle[t.target->key].push_back(std::move(t.conn));
+    } else {
+        close(t.conn);
+    }
+    finished.push_back(std::move(t.response));
+    active.erase(t.serial); // may destroy `t`
+}
+
+void PlainMulti::Impl::fail(Transfer& t, Transport how, std::string why) {
+    t.ended = true;
+    close(t.conn);
+    t.response.transport = how;
+    t.response.transport_error = std::move(why);
+    t.response.total_ms = ms_since(t.start);
+    finished.push_back(std::move(t.response));
+    active.erase(t.serial); // may destroy `t`
+}
+
+void PlainMulti::Impl::too_large(Transfer& t, std::string_view kept) {
+    std::string body(kept.substr(0, std::min(kept.size(), k_kept_of_too_large)));
+    const auto limit = t.request.max_body_bytes;
+    fail(t, Transport::too_large,
+         fmt::format("the response body passed the limit of {} bytes (--max-response-bytes)",
+                     limit));
+    finished.back().body = std::move(body);
+}
+
+// End the transfers whose deadline has passed, as timed out.
+void PlainMulti::Impl::expire() {
+    const auto now = Clock::now();
+    if (!next_deadline || now < *next_deadline) {
+        return;
+    }
+    next_deadline.reset();
+    std::vector<TransferPtr> due;
+    for (const auto& [serial, t] : active) {
+        if (t->deadline <= now) {
+            due.push_back(t);
+        } else {
+            next_deadline = next_deadline ? std::min(*next_deadline, t->deadline) : t->deadline;
+        }
+    }
+    for (const auto& t : due) {
+        {
+            const auto after =
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - t->start);
+            if (t->connecting) {
+                fail(*t, Transport::timed_out,
+                     fmt::format("timed out after {} ms connecting to {} port {}", after.count(),
+                                 t->target->host, t->target->port));
+            } else {
+                fail(*t, Transport::timed_out,
+                     fmt::format("timed out after {} ms with {} body bytes received", after.count(),
+                                 t->parser ? t->parser->get().body().size() : size_t{0}));
+            }
+        }
+    }
+}
+
+PlainMulti::PlainMulti() : m_impl(std::make_unique<Impl>()) {}
+
+PlainMulti::~PlainMulti() {
+    cancel_all();
+    for (auto& [key, list] : m_impl->idle) {
+        for (auto& c : list) {
+            m_impl->close(c);
+        }
+    }
+}
+
+void PlainMulti::submit(Request request) {
+    auto t = std::make_shared<Transfer>();
+    t->start = Clock::now();
+    t->response.tag = request.tag;
+    t->request = std::move(request);
+    auto& target = m_impl->targets[t->request.url];
+    if (!target) {
+        if (auto parsed = parse_target(t->request.url)) {
+            target = std::make_shared<const Target>(std::move(*parsed));
+        }
+    }
+    t->serial = m_impl->next_serial++;
+    t->deadline = t->start + t->request.timeout;
+    m_impl->next_deadline =
+        m_impl->next_deadline ? std::min(*m_impl->next_deadline, t->deadline) : t->deadline;
+    m_impl->active.emplace(t->serial, t);
+    if (!target) {
+        m_impl->targets.erase(t->request.url);
+        m_impl->fail(*t, Transport::failed, fmt::format("not an http:// URL: {}", t->request.url));
+        return;
+    }
+    t->target = target;
+    // The head: what libcurl would send, the caller's headers replacing the
+    // defaults they name ("Name:" with no value removes one).
+    auto& head = t->head;
+    const auto& headers = t->request.headers;
+    const auto given = [&](std::string_view name) {
+        return std::any_of(headers.begin(), headers.end(),
+                           [&](const std::string& h) { return names(h, name); });
+    };
+    head.reserve(256);
+    head.append(t->request.method).append(" ").append(target->path).append(" HTTP/1.1\r\n");
+    head.append("Host: ").append(target->host_header).append("\r\n");
+    if (!given("Accept")) {
+        head.append("Accept: */*\r\n");
+    }
+    if (!given("Accept-Encoding")) {
+        head.append("Accept-Encoding: gzip, deflate\r\n");
+    }
+    for (const auto& h : headers) {
+        if (h.find_first_of("\r\n") != std::string::npos) {
+            m_impl->fail(*t, Transport::failed, "a request header holds a line break");
+            return;
+        }
+        const auto colon = h.find(':');
+        if (colon == std::string::npos ||
+            h.find_first_not_of(" \t", colon + 1) == std::string::npos) {
+            continue;
+        }
+        head.append(h).append("\r\n");
+    }
+    if (t->request.method != "GET") {
+        head.append(
+            fmt::format("Content-Length: {}\r\n", t->request.body ? t->request.body->size() : 0));
+    }
+    head.append("\r\n");
+    m_impl->start(t);
+}
+
+void PlainMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>& done) {
+    auto& impl = *m_impl;
+    const auto until = Clock::now() + max_wait;
+    if (impl.io.stopped()) {
+        impl.io.restart();
+    }
+    impl.io.poll();
+    impl.expire();
+    while (impl.finished.empty() && !impl.active.empty()) {
+        auto wake = impl.next_deadline ? std::min(until, *impl.next_deadline) : until;
+        if (Clock::now() >= until) {
+            break;
+        }
+        if (impl.io.stopped()) {
+            impl.io.restart();
+        }
+        impl.io.run_one_until(wake);
+        impl.io.poll();
+        impl.expire();
+    }
+    std::move(impl.finished.begin(), impl.finished.end(), std::back_inserter(done));
+    impl.finished.clear();
+}
+
+void PlainMulti::cancel_all() {
+    auto& impl = *m_impl;
+    for (auto& [serial, t] : impl.active) {
+        t->ended = true;
+        impl.close(t->conn);
+    }
+    impl.active.clear();
+    impl.finished.clear();
+    // Aborted handlers hold their transfers until they run and return.
+    if (impl.io.stopped()) {
+        impl.io.restart();
+    }
+    impl.io.poll();
+}
+
+void PlainMulti::set_max_connections(size_t n) {
+    m_impl->max_open = std::max<size_t>(n, 1);
+}
+
+size_t PlainMulti::in_flight() const {
+    return m_impl->active.size();
+}
+
+} // namespace diffeval::http::detail

@@ -1,0 +1,406 @@
+// MultiClient against a scripted loopback server: what a run stores depends
+// on each of these (keep-alive reuse, a stale connection resent once, gzip
+// decoded and bounded, streamed chunks, timeouts, refused connections, cut
+// bodies, interim answers, the headers sent).
+#include <harness/http/client.hpp>
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace diffeval::http {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What the scripted server does with one request.
+struct Reply {
+    std::string bytes;  // sent as they are
+    bool close = false; // then close the connection
+    bool hang = false;  // send nothing and keep the connection open
+};
+
+// A loopback server answering each request with `script(n, request)`, n
+// counting requests from 0 across connections. A thread per connection.
+class ScriptedServer {
+public:
+    using Script = std::function<Reply(int, const std::string&)>;
+    explicit ScriptedServer(Script script) : m_script(std::move(script)) {
+        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(m_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+        ::listen(m_fd, 64);
+        socklen_t len = sizeof addr;
+        getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+        m_port = ntohs(addr.sin_port);
+        m_accept = std::thread([this] { accept_loop(); });
+    }
+    ~ScriptedServer() {
+        m_stop = true;
+        ::shutdown(m_fd, SHUT_RDWR);
+        ::close(m_fd);
+        m_accept.join();
+        std::lock_guard lock(m_mutex);
+        for (int fd : m_open) {
+            ::shutdown(fd, SHUT_RDWR);
+        }
+        for (auto& t : m_threads) {
+            t.join();
+        }
+    }
+    std::string url(const std::string& path = "/v1/completions") const {
+        return "http://127.0.0.1:" + std::to_string(m_port) + path;
+    }
+    int connections() const { return m_connections; }
+    int requests() const { return m_requests; }
+    std::string last_request() const {
+        std::lock_guard lock(m_mutex);
+        return m_last;
+    }
+
+private:
+    void accept_loop() {
+        while (!m_stop) {
+            int c = ::accept(m_fd, nullptr, nullptr);
+            if (c < 0) {
+                return;
+            }
+            ++m_connections;
+            std::lock_guard lock(m_mutex);
+            m_open.push_back(c);
+            m_threads.emplace_back([this, c] { serve(c); });
+        }
+    }
+    // One request from `fd` (head and Content-Length body), or "" at EOF.
+    static std::string read_request(int fd, std::string& pending) {
+        char buf[4096];
+        while (true) {
+            auto end = pending.find("\r\n\r\n");
+            if (end != std::string::npos) {
+                size_t length = 0;
+                auto cl = pending.find("Content-Length: ");
+                if (cl != std::string::npos && cl < end) {
+                    length = std::stoul(pending.substr(cl + 16));
+                }
+                if (pending.size() >= end + 4 + length) {
+                    std::string req = pending.substr(0, end + 4 + length);
+                    pending.erase(0, end + 4 + length);
+                    return req;
+                }
+            }
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0) {
+                return "";
+            }
+            pending.append(buf, static_cast<size_t>(n));
+        }
+    }
+    void serve(int fd) {
+        std::string pending;
+        while (!m_stop) {
+            std::string req = read_request(fd, pending);
+            if (req.empty()) {
+                break;
+            }
+            const int n = m_requests++;
+            {
+                std::lock_guard lock(m_mutex);
+                m_last = req;
+            }
+            Reply r = m_script(n, req);
+            if (r.hang) {
+                while (!m_stop && ::recv(fd, nullptr, 0, 0) >= 0) {
+                    std::this_thread::sleep_for(5ms);
+                }
+                break;
+            }
+            ::send(fd, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
+            if (r.close) {
+                break;
+            }
+        }
+        ::close(fd);
+    }
+
+    Script m_script;
+    int m_fd = -1;
+    int m_port = 0;
+    std::atomic<bool> m_stop{false};
+    std::atomic<int> m_connections{0};
+    std::atomic<int> m_requests{0};
+    mutable std::mutex m_mutex;
+    std::string m_last;
+    std::vector<int> m_open;
+    std::vector<std::thread> m_threads;
+    std::thread m_accept;
+};
+
+std::string ok(const std::string& body, const std::string& extra = "") {
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + extra +
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::string gzip(const std::string& in) {
+    z_stream z{};
+    deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+    std::string out(deflateBound(&z, in.size()) + 64, '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    z.avail_in = static_cast<uInt>(in.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    deflate(&z, Z_FINISH);
+    out.resize(z.total_out);
+    deflateEnd(&z);
+    return out;
+}
+
+Request post(const std::string& url, uint64_t tag = 0, const std::string& body = "{}") {
+    Request r;
+    r.tag = tag;
+    r.method = "POST";
+    r.url = url;
+    r.headers = {"Content-Type: application/json"};
+    r.body = std::make_shared<const std::string>(body);
+    r.timeout = 10s;
+    return r;
+}
+
+// Poll until `n` responses came back (or 10 s passed).
+std::vector<Response> wait_for(MultiClient& c, size_t n) {
+    std::vector<Response> got;
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (got.size() < n && std::chrono::steady_clock::now() < until) {
+        for (auto& r : c.poll(50ms)) {
+            got.push_back(std::move(r));
+        }
+    }
+    return got;
+}
+
+TEST(MultiClient, SequentialRequestsShareOneKeepAliveConnection) {
+    ScriptedServer server([](int n, const std::string&) { return Reply{ok(std::to_string(n))}; });
+    MultiClient client;
+    for (int i = 0; i < 5; ++i) {
+        client.submit(post(server.url(), static_cast<uint64_t>(i)));
+        auto got = wait_for(client, 1);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+        EXPECT_EQ(got[0].status, 200);
+        EXPECT_EQ(got[0].tag, static_cast<uint64_t>(i));
+        EXPECT_EQ(got[0].body, std::to_string(i));
+    }
+    EXPECT_EQ(server.connections(), 1);
+    EXPECT_EQ(client.in_flight(), 0u);
+}
+
+TEST(MultiClient, ConcurrentRequestsStayWithinTheConnectionLimit) {
+    ScriptedServer server([](int, const std::string&) { return Reply{ok("{}")}; });
+    MultiClient client;
+    client.set_max_connections(4);
+    for (int round = 0; round < 3; ++round) {
+        for (int i = 0; i < 4; ++i) {
+            client.submit(post(server.url(), static_cast<uint64_t>(i)));
+        }
+        EXPECT_EQ(client.in_flight(), 4u);
+        auto got = wait_for(client, 4);
+        ASSERT_EQ(got.size(), 4u);
+        for (const auto& r : got) {
+            EXPECT_EQ(r.status, 200) << r.transport_error;
+        }
+    }
+    EXPECT_LE(server.connections(), 4);
+    EXPECT_EQ(server.requests(), 12);
+}
+
+TEST(MultiClient, AConnectionTheServerClosedWhileIdleIsReplacedAndTheRequestSentOnce) {
+    // The first answer says keep-alive, then the server hangs up.
+    ScriptedServer server([](int n, const std::string&) {
+        return Reply{ok(std::to_string(n)), n == 0};
+    });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    ASSERT_EQ(wait_for(client, 1).size(), 1u);
+    std::this_thread::sleep_for(50ms); // the close reaches the client
+    client.submit(post(server.url(), 2));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, "1");
+    EXPECT_EQ(server.requests(), 2);
+    EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(MultiClient, GzipBodiesAreDecodedAndTheLimitCountsDecodedBytes) {
+    const std::string text(100'000, 'x');
+    const std::string packed = gzip(text);
+    ScriptedServer server(
+        [&](int, const std::string&) { return Reply{ok(packed, "Content-Encoding: gzip\r\n")}; });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, text);
+    EXPECT_NE(server.last_request().find("Accept-Encoding: gzip, deflate\r\n"), std::string::npos);
+
+    auto small = post(server.url(), 2);
+    small.max_body_bytes = 10'000; // far above the compressed size, below the decoded one
+    ASSERT_LT(packed.size(), small.max_body_bytes);
+    client.submit(small);
+    got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::too_large);
+    EXPECT_NE(got[0].transport_error.find("limit of 10000 bytes"), std::string::npos);
+    EXPECT_LE(got[0].body.size(), 10'000u);
+}
+
+TEST(MultiClient, AnEncodingThatWasNotAskedForIsAFailure) {
+    ScriptedServer server(
+        [](int, const std::string&) { return Reply{ok("abc", "Content-Encoding: br\r\n")}; });
+    MultiClient client;
+    client.submit(post(server.url()));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::failed);
+    EXPECT_NE(got[0].transport_error.find("'br'"), std::string::npos) << got[0].transport_error;
+}
+
+TEST(MultiClient, ChunkedBodiesReachOnDataAsTheyArrive) {
+    ScriptedServer server([](int, const std::string&) {
+        return Reply{"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "6\r\ndata: \r\n3\r\nabc\r\n0\r\n\r\n"};
+    });
+    MultiClient client;
+    std::string streamed;
+    auto r = post(server.url());
+    r.on_data = [&](std::string_view chunk) { streamed.append(chunk); };
+    client.submit(r);
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, "data: abc");
+    EXPECT_EQ(streamed, "data: abc");
+}
+
+TEST(MultiClient, AServerThatNeverAnswersTimesOut) {
+    ScriptedServer server([](int, const std::string&) { return Reply{"", false, true}; });
+    MultiClient client;
+    auto r = post(server.url());
+    r.timeout = 200ms;
+    const auto start = std::chrono::steady_clock::now();
+    client.submit(r);
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::timed_out);
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+    EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(MultiClient, ARefusedConnectionNamesTheHostAndPort) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    const int port = ntohs(addr.sin_port);
+    ::close(fd); // bound, never listened: nothing accepts there
+    MultiClient client;
+    client.submit(post("http://127.0.0.1:" + std::to_string(port) + "/v1/completions"));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::failed);
+    EXPECT_NE(got[0].transport_error.find("127.0.0.1 port " + std::to_string(port)),
+              std::string::npos)
+        << got[0].transport_error;
+}
+
+TEST(MultiClient, ABodyCutShortOfItsLengthIsAFailureNotAnAnswer) {
+    ScriptedServer server([](int, const std::string&) {
+        return Reply{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"partial\":", true};
+    });
+    MultiClient client;
+    client.submit(post(server.url()));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::failed);
+    EXPECT_EQ(got[0].status, 200);
+    EXPECT_EQ(got[0].transport_error, "transfer closed with 89 bytes remaining to read");
+    EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(MultiClient, InterimAnswersAreSkippedAndHeadersAreRead) {
+    ScriptedServer server([](int, const std::string&) {
+        return Reply{"HTTP/1.1 100 Continue\r\n\r\n" +
+                     ok("{}", "Retry-After: 7\r\nServer: sim\r\nLocation: /x\r\n")};
+    });
+    MultiClient client;
+    client.submit(post(server.url()));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, 200) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, "{}");
+    EXPECT_EQ(got[0].retry_after, "7");
+    EXPECT_EQ(got[0].location, "/x");
+    EXPECT_EQ(got[0].server_header, "sim");
+}
+
+TEST(MultiClient, TheRequestCarriesItsHeadersAndBodyAsGiven) {
+    ScriptedServer server([](int, const std::string&) { return Reply{ok("{}")}; });
+    MultiClient client;
+    auto r = post(server.url("/v1/chat/completions?x=1"), 0, "{\"a\": 1}");
+    r.headers.push_back("Accept: application/json");
+    r.headers.push_back("Authorization: Bearer k");
+    client.submit(r);
+    ASSERT_EQ(wait_for(client, 1).size(), 1u);
+    const std::string req = server.last_request();
+    EXPECT_EQ(req.rfind("POST /v1/chat/completions?x=1 HTTP/1.1\r\n", 0), 0u) << req;
+    EXPECT_NE(req.find("Host: 127.0.0.1:"), std::string::npos);
+    EXPECT_NE(req.find("Accept: application/json\r\n"), std::string::npos);
+    EXPECT_EQ(req.find("Accept: */*"), std::string::npos);
+    EXPECT_NE(req.find("Authorization: Bearer k\r\n"), std::string::npos);
+    EXPECT_NE(req.find("Content-Length: 8\r\n\r\n{\"a\": 1}"), std::string::npos);
+}
+
+TEST(MultiClient, AHeaderWithALineBreakIsNotSent) {
+    ScriptedServer server([](int, const std::string&) { return Reply{ok("{}")}; });
+    MultiClient client;
+    auto r = post(server.url());
+    r.headers.push_back("X-Team: a\r\nX-Injected: b");
+    client.submit(r);
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::failed);
+    EXPECT_EQ(server.requests(), 0);
+}
+
+TEST(MultiClient, CancelAllDropsTransfersInFlight) {
+    ScriptedServer server([](int, const std::string&) { return Reply{"", false, true}; });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    client.submit(post(server.url(), 2));
+    client.poll(20ms);
+    EXPECT_EQ(client.in_flight(), 2u);
+    client.cancel_all();
+    EXPECT_EQ(client.in_flight(), 0u);
+    EXPECT_TRUE(client.poll(10ms).empty());
+}
+
+} // namespace
+} // namespace diffeval::http
