@@ -71,9 +71,29 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
             extra["stream_options"] = {{"include_usage", true}};
         }
         p->m_parts.push_back(
-            Part{framing::Renderer(f, ctx.inputs.dataset), *body_model, std::move(extra),
-                 probe_options(f, spec.extra_body), endpoint_of(f), spec.url + f.endpoint,
-                 std::make_shared<const ProbeTarget>(ProbeTarget{f.probe_marker, f.probe_chain})});
+            Part{framing::Renderer(f, ctx.inputs.dataset),
+                 *body_model,
+                 std::move(extra),
+                 probe_options(f, spec.extra_body),
+                 endpoint_of(f),
+                 spec.url + f.endpoint,
+                 std::make_shared<const ProbeTarget>(ProbeTarget{f.probe_marker, f.probe_chain}),
+                 std::nullopt,
+                 {}});
+        auto& part = p->m_parts.back();
+        part.measured = framing::BodyTemplate::make([&](const datasets::Sample& s, int max_tokens) {
+            return util::python_json_dumps(
+                part.renderer.body(s, max_tokens, part.body_model, part.extra));
+        });
+        if (config.probe) {
+            for (int step = 0; step < probe_steps(f); ++step) {
+                part.probe_steps.push_back(
+                    framing::BodyTemplate::make([&](const datasets::Sample& s, int) {
+                        return probe_body(part.renderer, s, step, part.body_model,
+                                          part.probe_options);
+                    }));
+            }
+        }
         p->m_total += static_cast<int64_t>(config.max_tokens.size()) *
                       questions_in_shard(config, n) * config.repeats;
         if (config.probe) {
@@ -83,34 +103,53 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
     return p;
 }
 
+std::string Planner::measured_body(const Part& part, const datasets::Sample& sample,
+                                   int max_tokens) const {
+    if (part.measured) {
+        return part.measured->render(sample, max_tokens);
+    }
+    return util::python_json_dumps(
+        part.renderer.body(sample, max_tokens, part.body_model, part.extra));
+}
+
+std::vector<std::string> Planner::probe_bodies(const Part& part,
+                                               const datasets::Sample& sample) const {
+    std::vector<std::string> bodies;
+    for (size_t step = 0; step < part.probe_steps.size(); ++step) {
+        const auto& t = part.probe_steps[step];
+        bodies.push_back(t ? t->render(sample, 1)
+                           : probe_body(part.renderer, sample, static_cast<int>(step),
+                                        part.body_model, part.probe_options));
+    }
+    return bodies;
+}
+
 void Planner::read_question(std::vector<Read>& out) {
     const auto& config = m_ctx.config;
     const auto& dataset = m_ctx.inputs.dataset;
     const auto& server = config.servers[m_si].name;
     const Part& part = m_parts[m_part];
+    const auto& framing = part.renderer.framing().name;
     const size_t q = m_question;
     if (m_stage == config.max_tokens.size()) {
-        for (auto& p : plan_probe_question(*config.probe, server, part.renderer, dataset, q,
-                                           config.repeats, part.body_model, part.probe_options)) {
-            out.push_back(Read{std::move(p.row), std::move(p.body), &part});
+        for (auto& row : plan_probe_question(*config.probe, server, framing, dataset.name, q,
+                                             config.repeats, probe_bodies(part, dataset.test[q]))) {
+            out.push_back(Read{std::move(row), &part});
         }
     } else if (!config.shard || static_cast<int>(q % static_cast<size_t>(config.shard->count)) ==
                                     config.shard->index) {
         const int max_tokens = config.max_tokens[m_stage];
-        auto body = std::make_shared<const std::string>(util::python_json_dumps(
-            part.renderer.body(dataset.test[q], max_tokens, part.body_model, part.extra)));
-        auto body_sha = util::sha256_hex(*body);
-        const auto& framing = part.renderer.framing().name;
+        std::string body = measured_body(part, dataset.test[q], max_tokens);
+        auto body_sha = util::sha256_hex(body);
         for (int rep = 0; rep < config.repeats; ++rep) {
-            // Only the first repeat carries the body (put_requests).
             store::RequestRow row{"",           server,
                                   framing,      max_tokens,
                                   rep,          static_cast<int>(q),
-                                  dataset.name, rep == 0 ? *body : std::string(),
+                                  dataset.name, rep == 0 ? std::move(body) : std::string(),
                                   body_sha};
             row.key = store::request_key(server, framing, max_tokens, rep, static_cast<int64_t>(q),
                                          body_sha);
-            out.push_back(Read{std::move(row), body, &part});
+            out.push_back(Read{std::move(row), &part});
         }
     }
     // Move on: the next question, stage, framing.
@@ -140,22 +179,20 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
         if (!answered) {
             return answered.error();
         }
+        // The stored rows give their bodies to the work: one string a body,
+        // shared by its repeats.
+        std::shared_ptr<const std::string> body;
         for (size_t i = 0; i < rows.size(); ++i) {
             ++summary.planned;
+            if (!rows[i].body.empty()) {
+                body = std::make_shared<const std::string>(std::move(rows[i].body));
+            }
             if ((*answered)[i]) {
                 ++summary.skipped;
                 continue;
             }
             const Part& part = *read[i].part;
-            Work w{std::move(rows[i].key),
-                   m_si,
-                   part.endpoint,
-                   part.url,
-                   std::move(read[i].body),
-                   0,
-                   "",
-                   nullptr,
-                   {}};
+            Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, body, 0, "", nullptr, {}};
             if (rows[i].probe_step >= 0) {
                 w.probe = part.probe_target;
             }

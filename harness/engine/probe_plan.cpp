@@ -35,46 +35,44 @@ nlohmann::ordered_json probe_options(const framing::Framing& f,
     return options;
 }
 
-namespace {
-
 int probe_steps(const framing::Framing& f) {
     return f.kind != framing::Kind::chat && !f.probe_chain.empty() ? 2 : 1;
 }
-
-} // namespace
 
 int64_t probe_requests_per_question(const framing::Framing& f, int repeats) {
     return int64_t{probe_steps(f)} * std::max(repeats, k_min_probe_repeats);
 }
 
-std::vector<PlannedProbe> plan_probe_question(const std::string& probe, const std::string& server,
-                                              const framing::Renderer& renderer,
-                                              const datasets::Dataset& dataset, size_t q,
-                                              int repeats, const std::optional<std::string>& model,
-                                              const nlohmann::ordered_json& options) {
-    const auto& f = renderer.framing();
-    const int steps = probe_steps(f);
+std::string probe_body(const framing::Renderer& renderer, const datasets::Sample& sample, int step,
+                       const std::optional<std::string>& model,
+                       const nlohmann::ordered_json& options) {
+    auto body = renderer.body(sample, 1, model, options);
+    if (step == 1) {
+        body["prompt"] = body["prompt"].get<std::string>() + renderer.framing().probe_chain;
+    }
+    return util::python_json_dumps(body);
+}
+
+std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
+                                                   const std::string& server,
+                                                   const std::string& framing,
+                                                   const std::string& dataset, size_t q,
+                                                   int repeats, std::vector<std::string> bodies) {
     const int probe_repeats = std::max(repeats, k_min_probe_repeats);
-    std::vector<PlannedProbe> out;
-    auto body = renderer.body(dataset.test[q], 1, model, options);
-    for (int step = 0; step < steps; ++step) {
-        if (step == 1) {
-            body["prompt"] = body["prompt"].get<std::string>() + f.probe_chain;
-        }
-        auto text = std::make_shared<const std::string>(util::python_json_dumps(body));
-        auto sha = util::sha256_hex(*text);
+    std::vector<store::RequestRow> out;
+    for (int step = 0; step < static_cast<int>(bodies.size()); ++step) {
+        auto sha = util::sha256_hex(bodies[step]);
         for (int rep = 0; rep < probe_repeats; ++rep) {
-            // Only the first repeat carries the body (put_requests).
-            store::RequestRow row{"",           server,
-                                  f.name,       1,
-                                  rep,          static_cast<int>(q),
-                                  dataset.name, rep == 0 ? *text : std::string(),
+            store::RequestRow row{"",      server,
+                                  framing, 1,
+                                  rep,     static_cast<int>(q),
+                                  dataset, rep == 0 ? std::move(bodies[step]) : std::string(),
                                   sha};
             row.probe = probe;
             row.probe_step = step;
             row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe, step,
-                                                   server, f.name, rep, q, sha));
-            out.push_back({std::move(row), text});
+                                                   server, framing, rep, q, sha));
+            out.push_back(std::move(row));
         }
     }
     return out;

@@ -40,12 +40,6 @@ struct ProbeTarget {
     std::string chain;  // the framing's probe_chain ("" for none)
 };
 
-// One planned probe request.
-struct PlannedProbe {
-    store::RequestRow row;
-    std::shared_ptr<const std::string> body;
-};
-
 // What a probe request sends beside `extra` under framing `f`: the engine's
 // log-probability options.
 nlohmann::ordered_json probe_options(const framing::Framing& f,
@@ -55,15 +49,27 @@ nlohmann::ordered_json probe_options(const framing::Framing& f,
 // k_min_probe_repeats each): one step, or two when the framing chains.
 int64_t probe_requests_per_question(const framing::Framing& f, int repeats);
 
-// The requests of probe `probe` for server `server` under `renderer`'s
-// framing for question `q` of `dataset`: step 0 and, when the framing chains,
-// step 1, each `repeats` times (at least k_min_probe_repeats). `model` is
-// what the measured requests name; `options` is probe_options(...).
-std::vector<PlannedProbe> plan_probe_question(const std::string& probe, const std::string& server,
-                                              const framing::Renderer& renderer,
-                                              const datasets::Dataset& dataset, size_t q,
-                                              int repeats, const std::optional<std::string>& model,
-                                              const nlohmann::ordered_json& options);
+// Probe requests per question and repeat under framing `f`: one step, or
+// two when the framing chains (a completion framing with a probe_chain).
+int probe_steps(const framing::Framing& f);
+
+// The body of question `sample`'s probe request at `step` under `renderer`'s
+// framing: the measured body with a token limit of 1 and `options`
+// (probe_options(...)), its prompt followed by the chain at step 1. `model`
+// is what the measured requests name.
+std::string probe_body(const framing::Renderer& renderer, const datasets::Sample& sample, int step,
+                       const std::optional<std::string>& model,
+                       const nlohmann::ordered_json& options);
+
+// The request rows of probe `probe` for server `server` under framing
+// `framing` for question `q` of dataset `dataset`: each step's body of
+// `bodies` (probe_body, one per step), `repeats` times (at least
+// k_min_probe_repeats). The first row of each body carries it.
+std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
+                                                   const std::string& server,
+                                                   const std::string& framing,
+                                                   const std::string& dataset, size_t q,
+                                                   int repeats, std::vector<std::string> bodies);
 
 // Fill `row` from a probe's HTTP 2xx `body`: ok with its reading; ok without
 // a reading (error_kind "no-logprobs") when the engine ignored the logprobs

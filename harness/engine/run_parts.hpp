@@ -12,6 +12,7 @@
 #include <harness/engine/probe_plan.hpp>
 #include <harness/engine/response_parse.hpp>
 #include <harness/engine/run.hpp>
+#include <harness/framing/body_template.hpp>
 #include <harness/framing/framing.hpp>
 #include <harness/http/client.hpp>
 #include <harness/http/sse.hpp>
@@ -167,13 +168,22 @@ private:
         Endpoint endpoint;
         std::string url;
         std::shared_ptr<const ProbeTarget> probe_target;
+        // The bodies pasted together where the framing allows it
+        // (body_template.hpp): the measured requests' and each probe step's.
+        std::optional<framing::BodyTemplate> measured;
+        std::vector<std::optional<framing::BodyTemplate>> probe_steps;
     };
-    // One request read from the plan, not yet checked against the store.
+    // One request read from the plan, not yet checked against the store;
+    // the first row of each body carries it.
     struct Read {
         store::RequestRow row;
-        std::shared_ptr<const std::string> body;
         const Part* part = nullptr;
     };
+    // The body of the current question for `part` with `max_tokens`, and of
+    // its probe steps.
+    std::string measured_body(const Part& part, const datasets::Sample& sample,
+                              int max_tokens) const;
+    std::vector<std::string> probe_bodies(const Part& part, const datasets::Sample& sample) const;
 
     Planner(const RunContext& ctx, size_t si) : m_ctx(ctx), m_si(si) {}
     // Read the current question of the current stage into `out`, then move on.

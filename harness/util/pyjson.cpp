@@ -71,6 +71,11 @@ void write_string(std::string& out, const std::string& s) {
 
 void append_json_string(std::string& out, std::string_view s, JsonStringStyle style) {
     out += '"';
+    append_json_escaped(out, s, style);
+    out += '"';
+}
+
+void append_json_escaped(std::string& out, std::string_view s, JsonStringStyle style) {
     const auto& plain = style == JsonStringStyle::script ? k_plain.script : k_plain.python;
     for (size_t i = 0; i < s.size();) {
         // Runs of printable ASCII are copied in one go.
@@ -120,7 +125,6 @@ void append_json_string(std::string& out, std::string_view s, JsonStringStyle st
             }
         }
     }
-    out += '"';
 }
 
 namespace {

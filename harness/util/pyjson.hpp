@@ -28,6 +28,11 @@ enum class JsonStringStyle {
 // Fast on long texts: runs of plain ASCII are copied without decoding.
 void append_json_string(std::string& out, std::string_view s, JsonStringStyle style);
 
+// The same without the quotes: `s` as it appears inside a JSON string. The
+// escaping is per character, so the valid UTF-8 pieces of a string may be
+// escaped apart.
+void append_json_escaped(std::string& out, std::string_view s, JsonStringStyle style);
+
 // Python's repr() of the float `x` (shortest round-trip form).
 std::string python_float_repr(double x);
 
