@@ -212,10 +212,19 @@ void read_stop(object body, object choice, const std::optional<std::string>& fin
 
 bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) {
     // Bodies past k_max_fast_bytes go to the DOM parser, so a thread's
-    // parser never keeps more than that much room.
-    thread_local simdjson::dom::parser parser(k_max_fast_bytes);
+    // parser never keeps more than that much room. simdjson parses without
+    // recursion; its depth limit only sends what nlohmann would refuse as
+    // too deep to the DOM parser, which says so (it counts a level more in
+    // some shapes, so a few bodies of exactly k_max_json_depth levels go
+    // there too and are read the same).
+    struct Parser {
+        simdjson::dom::parser dom{k_max_fast_bytes};
+        bool ready = dom.allocate(4096, util::k_max_json_depth) == simdjson::SUCCESS;
+    };
+    thread_local Parser parser;
     object top;
-    if (!util::json_depth_within(body) || parser.parse(body).get_object().get(top)) {
+    if (!parser.ready || body.size() > k_max_fast_bytes ||
+        parser.dom.parse(body).get_object().get(top)) {
         return false;
     }
     if (auto e = member(top, "error"); e && !e->is_null()) {

@@ -3,11 +3,15 @@
 // probability of 0, and nothing here throws.
 #include <harness/probe/reading.hpp>
 
+#include <harness/util/untrusted_json.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace diffeval::probe {
 
@@ -90,12 +94,161 @@ std::optional<FirstPosition> read_legacy_shape(const json& lp) {
     return p;
 }
 
+util::Error not_an_object() {
+    return util::Error{ErrorKind::data, "the probe response is not a JSON object"};
+}
+
+util::Error no_logprobs() {
+    return util::Error{ErrorKind::data, "the response carries no log-probabilities: the engine "
+                                        "ignored the probe's logprobs options"};
+}
+
+// The first position once read: the alternatives most likely first, or an
+// error when none is listed.
+util::Result<FirstPosition> listed(std::optional<FirstPosition> p) {
+    if (!p || p->top.empty()) {
+        return make_error(ErrorKind::data,
+                          "the response's log-probabilities list no token at the first position");
+    }
+    std::stable_sort(p->top.begin(), p->top.end(), [](const Alternative& a, const Alternative& b) {
+        return a.logprob > b.logprob;
+    });
+    return std::move(*p);
+}
+
+// The simdjson reading: the same checks in the same order as the nlohmann
+// one above, on simdjson's DOM. A duplicate key reads as its last value and
+// a legacy top_logprobs dict in key order, as nlohmann's std::map keeps them.
+namespace fast {
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+std::optional<element> member(object obj, std::string_view key) {
+    std::optional<element> found;
+    for (auto field : obj) {
+        if (field.key == key) {
+            found = field.value;
+        }
+    }
+    return found;
+}
+
+double number_or(const std::optional<element>& v, double fallback) {
+    double d = 0;
+    return v && v->is_number() && v->get_double().get(d) == simdjson::SUCCESS ? d : fallback;
+}
+
+std::optional<std::string_view> string_of(const std::optional<element>& v) {
+    std::string_view s;
+    if (v && v->get_string().get(s) == simdjson::SUCCESS) {
+        return s;
+    }
+    return std::nullopt;
+}
+
+std::optional<element> first_item(const std::optional<element>& v) {
+    simdjson::dom::array a;
+    if (!v || v->get_array().get(a) != simdjson::SUCCESS || a.size() == 0) {
+        return std::nullopt;
+    }
+    return a.at(0).value_unsafe();
+}
+
+// The content shape from its `content` list.
+std::optional<FirstPosition> read_content_items(const std::optional<element>& content) {
+    object first;
+    const auto item = first_item(content);
+    if (!item || item->get_object().get(first) != simdjson::SUCCESS) {
+        return std::nullopt;
+    }
+    FirstPosition p;
+    if (auto t = string_of(member(first, "token"))) {
+        p.chosen = std::string(*t);
+    }
+    simdjson::dom::array alts;
+    if (auto tl = member(first, "top_logprobs");
+        tl && tl->get_array().get(alts) == simdjson::SUCCESS) {
+        for (element alt : alts) {
+            object o;
+            if (alt.get_object().get(o) != simdjson::SUCCESS) {
+                continue;
+            }
+            if (auto token = string_of(member(o, "token"))) {
+                add(p, std::string(*token), number_or(member(o, "logprob"), -INFINITY));
+            }
+        }
+    }
+    if (!p.chosen.empty()) {
+        add(p, p.chosen, number_or(member(first, "logprob"), -INFINITY));
+    }
+    return p;
+}
+
+std::optional<FirstPosition> read_legacy_shape(object lp) {
+    const auto token = string_of(first_item(member(lp, "tokens")));
+    if (!token) {
+        return std::nullopt;
+    }
+    FirstPosition p;
+    p.chosen = std::string(*token);
+    object dict;
+    if (auto d = first_item(member(lp, "top_logprobs"));
+        d && d->get_object().get(dict) == simdjson::SUCCESS) {
+        std::map<std::string_view, element> sorted;
+        for (auto field : dict) {
+            sorted.insert_or_assign(field.key, field.value);
+        }
+        for (const auto& [key, value] : sorted) {
+            add(p, std::string(key), number_or(value, -INFINITY));
+        }
+    }
+    add(p, p.chosen, number_or(first_item(member(lp, "token_logprobs")), -INFINITY));
+    return p;
+}
+
+// The position's alternatives, or what is missing; nothing when simdjson
+// cannot parse `body` (first_position_nlohmann reads it then).
+std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view body) {
+    struct Parser {
+        simdjson::dom::parser dom;
+        bool ready = dom.allocate(4096, util::k_max_json_depth) == simdjson::SUCCESS;
+    };
+    thread_local Parser parser;
+    element root;
+    if (!parser.ready ||
+        parser.dom.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS) {
+        return std::nullopt;
+    }
+    object top;
+    if (root.get_object().get(top) != simdjson::SUCCESS) {
+        return util::Result<std::optional<FirstPosition>>(not_an_object());
+    }
+    object choice;
+    object lp;
+    if (auto c = first_item(member(top, "choices"));
+        c && c->get_object().get(choice) == simdjson::SUCCESS && member(choice, "logprobs")) {
+        if (member(choice, "logprobs")->get_object().get(lp) != simdjson::SUCCESS) {
+            return util::Result<std::optional<FirstPosition>>(no_logprobs());
+        }
+        auto p = read_content_items(member(lp, "content"));
+        return util::Result<std::optional<FirstPosition>>(p ? std::move(p) : read_legacy_shape(lp));
+    }
+    if (auto cp = member(top, "completion_probabilities"); cp && cp->is_array()) {
+        // llama-server's native /completion: the same items as `content`.
+        return util::Result<std::optional<FirstPosition>>(read_content_items(cp));
+    }
+    return util::Result<std::optional<FirstPosition>>(no_logprobs());
+}
+
+} // namespace fast
+
 } // namespace
 
-util::Result<FirstPosition> first_position(std::string_view body) {
+util::Result<FirstPosition> first_position_nlohmann(std::string_view body) {
     auto j = json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
-        return make_error(ErrorKind::data, "the probe response is not a JSON object");
+        return not_an_object();
     }
     const json* lp = nullptr;
     json wrapped;
@@ -108,22 +261,23 @@ util::Result<FirstPosition> first_position(std::string_view body) {
         lp = &wrapped;
     }
     if (!lp || !lp->is_object()) {
-        return make_error(ErrorKind::data,
-                          "the response carries no log-probabilities: the engine ignored the "
-                          "probe's logprobs options");
+        return no_logprobs();
     }
     auto p = read_content_shape(*lp);
     if (!p) {
         p = read_legacy_shape(*lp);
     }
-    if (!p || p->top.empty()) {
-        return make_error(ErrorKind::data,
-                          "the response's log-probabilities list no token at the first position");
+    return listed(std::move(p));
+}
+
+util::Result<FirstPosition> first_position(std::string_view body) {
+    if (auto fast = fast::read(body)) {
+        if (!*fast) {
+            return fast->error();
+        }
+        return listed(std::move(**fast));
     }
-    std::stable_sort(p->top.begin(), p->top.end(), [](const Alternative& a, const Alternative& b) {
-        return a.logprob > b.logprob;
-    });
-    return std::move(*p);
+    return first_position_nlohmann(body);
 }
 
 Reading read(const FirstPosition& position, std::string_view marker, std::string_view whitespace) {

@@ -44,6 +44,12 @@ struct FirstPosition {
 // engine ignored the request's logprobs options) or is not JSON.
 util::Result<FirstPosition> first_position(std::string_view body);
 
+// The same read with nlohmann's DOM parser alone. first_position reads with
+// simdjson and comes here only for what simdjson refuses (a number out of
+// double's range, nesting past its depth limit); fuzz_response checks that
+// the two agree.
+util::Result<FirstPosition> first_position_nlohmann(std::string_view body);
+
 // What one probe response says about the marker and the chain whitespace.
 struct Reading {
     double p_marker = 0;        // mass of listed tokens that start with the marker after

@@ -1,11 +1,13 @@
 // libFuzzer target: everything diffeval reads from a server's answer: the
 // whole-body parser for both endpoints, the stream accumulator fed the input
-// as SSE, and the error-message extractor. A success must carry text, and
-// the parser's simdjson path must fill every field as the DOM parser alone
-// does.
+// as SSE, the error-message extractor and the probe's first position. A
+// success must carry text, and the simdjson paths (the body parser's, the
+// probe's) must read every field as nlohmann's DOM parser alone does.
 #include <harness/engine/response_parse.hpp>
 #include <harness/http/sse.hpp>
+#include <harness/probe/reading.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -42,5 +44,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
     }
     (void)engine::error_message(body);
+    const auto fast = probe::first_position(body);
+    const auto dom = probe::first_position_nlohmann(body);
+    if (bool(fast) != bool(dom) || (!fast && fast.error().message != dom.error().message)) {
+        std::abort();
+    }
+    if (fast) {
+        if (fast->chosen != dom->chosen || fast->top.size() != dom->top.size()) {
+            std::abort();
+        }
+        for (size_t i = 0; i < fast->top.size(); ++i) {
+            const double a = fast->top[i].logprob;
+            const double b = dom->top[i].logprob;
+            if (fast->top[i].token != dom->top[i].token ||
+                !(a == b || (std::isnan(a) && std::isnan(b)))) {
+                std::abort();
+            }
+        }
+    }
     return 0;
 }

@@ -148,3 +148,54 @@ TEST(ProbeLogit, StaysFiniteAtTheEnds) {
 TEST(ProbeTopJson, KeepsTokensAndLogprobs) {
     EXPECT_EQ(top_json({{" ", -0.5}, {"<think>", -1.0}}), R"([[" ",-0.5],["<think>",-1.0]])");
 }
+
+// simdjson reads what nlohmann reads: every shape, and the awkward bodies a
+// server may send (duplicate keys, keys out of order, wrong types, numbers
+// out of range, deep nesting, not JSON at all).
+TEST(ProbeFirstPosition, BothParsersReadTheSame) {
+    const std::vector<std::string> bodies = {
+        legacy_body(" <think>", -0.25, R"({" <think>": -0.3567, " Jan": -1.2040, "A": -3})"),
+        legacy_body(" <think>", -0.25, R"({"b": -1, "a": -2, "b": -0.5})"),
+        legacy_body("", -0.25, R"({})"),
+        legacy_body("x", -0.25, R"(null)"),
+        content_body(" ", -0.1,
+                     R"([{"token":" ","logprob":-0.1},{"token":"<think>","logprob":-2}])"),
+        content_body(" ", -0.1, R"([{"token":" "},{"token":7,"logprob":-2},3,{"logprob":-1}])"),
+        content_body("", -0.1, R"([{"token":"a","logprob":"-1"},{"token":"a","logprob":-4}])"),
+        content_body("z", -0.1, R"([{"token":"z","logprob":null}])"),
+        R"({"completion_probabilities":[{"token":" ","logprob":-0.2,"top_logprobs":[{"token":"<think>","logprob":-1.5}]}]})",
+        R"({"completion_probabilities":[]})",
+        R"({"completion_probabilities":{"a":1}})",
+        R"({"choices":[{"logprobs":null}]})",
+        R"({"choices":[{"logprobs":{"content":[],"tokens":["t"],"token_logprobs":[-1]}}]})",
+        R"({"choices":[{"text":"x"}],"completion_probabilities":[{"token":"q","logprob":-1}]})",
+        R"({"choices":[],"choices":[{"logprobs":{"tokens":["d"],"token_logprobs":[-2]}}]})",
+        R"({"choices":[{"logprobs":{"tokens":["t"],"token_logprobs":[1e400]}}]})",
+        R"({"choices":[{"logprobs":{"tokens":["t"],"token_logprobs":[-1e-400, 5]}}]})",
+        R"({"choices":[{"logprobs":{"tokens":["\u00e9\ud83d\ude00"],"token_logprobs":[-0.5]}}]})",
+        std::string(70, '[') + std::string(70, ']'),
+        R"([1, 2])",
+        R"("text")",
+        "not json",
+        "",
+        "{\"choices\":[{\"logprobs\":{\"tokens\":[\"\xff\"],\"token_logprobs\":[-1]}}]}",
+    };
+    for (const auto& body : bodies) {
+        auto fast = first_position(body);
+        auto dom = first_position_nlohmann(body);
+        ASSERT_EQ(bool(fast), bool(dom)) << body;
+        if (!fast) {
+            EXPECT_EQ(fast.error().message, dom.error().message) << body;
+            continue;
+        }
+        EXPECT_EQ(fast->chosen, dom->chosen) << body;
+        ASSERT_EQ(fast->top.size(), dom->top.size()) << body;
+        for (size_t i = 0; i < fast->top.size(); ++i) {
+            EXPECT_EQ(fast->top[i].token, dom->top[i].token) << body;
+            EXPECT_EQ(std::signbit(fast->top[i].logprob), std::signbit(dom->top[i].logprob));
+            EXPECT_TRUE(fast->top[i].logprob == dom->top[i].logprob ||
+                        (std::isnan(fast->top[i].logprob) && std::isnan(dom->top[i].logprob)))
+                << body << ": " << fast->top[i].logprob << " vs " << dom->top[i].logprob;
+        }
+    }
+}
