@@ -24,109 +24,23 @@ using util::make_error;
 
 namespace {
 
-// Classify `r`; the request's stop strings are read when the server named
-// no stop field and the response stopped.
-util::Result<scorers::Classification> classify_stored(const store::ResponseToScore& r,
-                                                      store::RequestStops& request_stops) {
-    scorers::ClassifyInput in;
-    in.text = r.text;
-    in.reasoning = r.reasoning;
-    in.finish_reason = r.finish_reason;
-    in.failed = !r.ok;
-    in.stop_field = r.stop_field;
-    in.stop_reason = r.stop_reason;
-    std::vector<std::string> stops;
-    if (r.stop_field.empty() && r.finish_reason == "stop") {
-        auto read = request_stops.of(r.request_id);
-        if (!read) {
-            return read.error();
-        }
-        stops = std::move(*read);
-        in.stop_strings = stops;
+// The text mode the stored scores were computed from; none stored yet, or a
+// name this diffeval does not know: the full text.
+util::Result<scorers::ScoreText> stored_mode(store::Store& st) {
+    auto stored = store::stored_score_text(st);
+    if (!stored) {
+        return stored.error();
     }
-    return scorers::classify(in);
+    auto mode = scorers::parse_score_text(stored->value_or("full"));
+    return mode ? *mode : scorers::ScoreText::full;
 }
 
-// Scores responses under every scorer through `writer`; gold answers are
-// prepared once per (dataset, question) and scorer, and each distinct text of
-// a question is scored once: decoding at temperature 0 repeats answers across
-// repeats and configurations (the official demo's 47,484 responses hold 4,623
-// distinct texts per question), and a score depends on nothing else.
-class ResponseScorer {
-public:
-    ResponseScorer(store::ScoreWriter& writer, std::vector<const scorers::Scorer*> scorers,
-                   scorers::ScoreText mode)
-        : m_writer(writer), m_scorers(std::move(scorers)), m_mode(mode),
-          m_mode_name(scorers::score_text_name(mode)) {}
-
-    util::Result<void> classification(int64_t response_id, const scorers::Classification& c) {
-        return m_writer.classification({response_id, c.opened, c.closed, c.reasoning_started,
-                                        scorers::outcome_name(c.outcome),
-                                        scorers::stop_cause_name(c.stop_cause)});
-    }
-
-    // Every scorer's score of `r`; returns how many rows were written.
-    util::Result<int64_t> scores(const store::ResponseToScore& r) {
-        const std::vector<scorers::ScoreResult>& results =
-            r.ok ? scored(r) : m_invalid; // a failed request is scored as no answer
-        for (size_t k = 0; k < m_scorers.size(); ++k) {
-            const auto& result = results[k];
-            if (auto w =
-                    m_writer.score({r.response_id, m_scorers[k]->name(), m_scorers[k]->version(),
-                                    m_mode_name, result.extracted, result.valid, result.correct});
-                !w) {
-                return w.error();
-            }
-        }
-        return static_cast<int64_t>(m_scorers.size());
-    }
-
-private:
-    // Past this many bytes of remembered texts the memory starts over, so a
-    // pass keeps a few MB however many distinct answers it meets.
-    static constexpr size_t k_memo_bytes = size_t{4} << 20;
-
-    // Every scorer's result for the successful response `r`.
-    const std::vector<scorers::ScoreResult>& scored(const store::ResponseToScore& r) {
-        auto& gold = m_golds[{r.dataset, r.question_idx}];
-        if (gold.empty()) {
-            for (const auto* s : m_scorers) {
-                gold.push_back(s->prepare_gold(r.answer));
-            }
-        }
-        const auto text = scorers::select_scored_text(r.text, m_mode);
-        // The question's gold is the map node's address: one per question.
-        std::string key = fmt::format("{}:", static_cast<const void*>(&gold));
-        key += text;
-        if (auto it = m_memo.find(key); it != m_memo.end()) {
-            return it->second;
-        }
-        std::vector<scorers::ScoreResult> results;
-        for (size_t k = 0; k < m_scorers.size(); ++k) {
-            results.push_back(m_scorers[k]->score(text, gold[k]));
-        }
-        if (m_memo_bytes + key.size() > k_memo_bytes) {
-            m_memo.clear();
-            m_memo_bytes = 0;
-        }
-        m_memo_bytes += key.size();
-        return m_memo.emplace(std::move(key), std::move(results)).first->second;
-    }
-
-    store::ScoreWriter& m_writer;
-    std::vector<const scorers::Scorer*> m_scorers;
-    scorers::ScoreText m_mode;
-    std::string m_mode_name;
-    std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;
-    std::unordered_map<std::string, std::vector<scorers::ScoreResult>> m_memo;
-    size_t m_memo_bytes = 0;
-    std::vector<scorers::ScoreResult> m_invalid = std::vector<scorers::ScoreResult>(
-        m_scorers.size(), scorers::ScoreResult{"[invalid]", false, false});
-};
-
-// Classify and score every response `responses` yields, adding to `out`.
+// Classify and score every response `responses` yields through `writer`,
+// adding to `out`.
 util::Result<void> score_each(store::ResponsesToScore& responses, store::RequestStops& stops,
-                              ResponseScorer& scorer, RescoreSummary& out) {
+                              ResponseScorer& scorer, store::ScoreWriter& writer,
+                              RescoreSummary& out) {
+    std::vector<std::string> no_stops;
     while (true) {
         auto next = responses.next();
         if (!next) {
@@ -136,18 +50,28 @@ util::Result<void> score_each(store::ResponsesToScore& responses, store::Request
             return {};
         }
         const auto& r = **next;
-        auto c = classify_stored(r, stops);
-        if (!c) {
-            return c.error();
+        std::vector<std::string> read;
+        if (ResponseScorer::needs_stop_strings(r)) {
+            auto of = stops.of(r.request_id);
+            if (!of) {
+                return of.error();
+            }
+            read = std::move(*of);
         }
-        if (auto w = scorer.classification(r.response_id, *c); !w) {
+        const auto d = scorer.derive(r, read);
+        if (auto w = writer.classification(
+                {r.response_id, d.opened, d.closed, d.reasoning_started, d.outcome, d.stop_cause});
+            !w) {
             return w.error();
         }
-        auto written = scorer.scores(r);
-        if (!written) {
-            return written.error();
+        for (const auto& s : d.scores) {
+            if (auto w = writer.score({r.response_id, s.scorer, s.scorer_version, s.score_text,
+                                       s.extracted, s.valid, s.correct});
+                !w) {
+                return w.error();
+            }
         }
-        out.scores += *written;
+        out.scores += static_cast<int64_t>(d.scores.size());
         ++out.responses;
     }
 }
@@ -176,6 +100,85 @@ util::Result<void> store_added(store::Store& st, const std::vector<scorers::Scor
 }
 
 } // namespace
+
+ResponseScorer::ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode)
+    : m_scorers(std::move(scorers)), m_mode(mode), m_mode_name(scorers::score_text_name(mode)),
+      m_invalid(m_scorers.size(), scorers::ScoreResult{"[invalid]", false, false}) {}
+
+bool ResponseScorer::needs_stop_strings(const store::ResponseToScore& r) {
+    return r.stop_field.empty() && r.finish_reason == "stop";
+}
+
+store::DerivedRows ResponseScorer::derive(const store::ResponseToScore& r,
+                                          const std::vector<std::string>& stops) {
+    scorers::ClassifyInput in;
+    in.text = r.text;
+    in.reasoning = r.reasoning;
+    in.finish_reason = r.finish_reason;
+    in.failed = !r.ok;
+    in.stop_field = r.stop_field;
+    in.stop_reason = r.stop_reason;
+    if (needs_stop_strings(r)) {
+        in.stop_strings = stops;
+    }
+    const auto c = scorers::classify(in);
+    store::DerivedRows d;
+    d.opened = c.opened;
+    d.closed = c.closed;
+    d.reasoning_started = c.reasoning_started;
+    d.outcome = std::string(scorers::outcome_name(c.outcome));
+    d.stop_cause = std::string(scorers::stop_cause_name(c.stop_cause));
+    // A failed request is scored as no answer.
+    const std::vector<scorers::ScoreResult>& results = r.ok ? scored(r) : m_invalid;
+    d.scores.reserve(m_scorers.size());
+    for (size_t k = 0; k < m_scorers.size(); ++k) {
+        d.scores.push_back({std::string(m_scorers[k]->name()), m_scorers[k]->version(), m_mode_name,
+                            results[k].extracted, results[k].valid, results[k].correct});
+    }
+    return d;
+}
+
+// Past this many bytes of remembered texts the memory starts over, so a pass
+// keeps a few MB however many distinct answers it meets.
+constexpr size_t k_memo_bytes = size_t{4} << 20;
+
+const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::ResponseToScore& r) {
+    auto& gold = m_golds[{r.dataset, r.question_idx}];
+    if (gold.empty()) {
+        for (const auto* s : m_scorers) {
+            gold.push_back(s->prepare_gold(r.answer));
+        }
+    }
+    const auto text = scorers::select_scored_text(r.text, m_mode);
+    // The question's gold is the map node's address: one per question.
+    std::string key = fmt::format("{}:", static_cast<const void*>(&gold));
+    key += text;
+    if (auto it = m_memo.find(key); it != m_memo.end()) {
+        return it->second;
+    }
+    std::vector<scorers::ScoreResult> results;
+    for (size_t k = 0; k < m_scorers.size(); ++k) {
+        results.push_back(m_scorers[k]->score(text, gold[k]));
+    }
+    if (m_memo_bytes + key.size() > k_memo_bytes) {
+        m_memo.clear();
+        m_memo_bytes = 0;
+    }
+    m_memo_bytes += key.size();
+    return m_memo.emplace(std::move(key), std::move(results)).first->second;
+}
+
+util::Result<std::unique_ptr<StoredScoring>> StoredScoring::open(store::Store& st) {
+    auto registry = stored_registry(st);
+    if (!registry) {
+        return registry.error();
+    }
+    auto mode = stored_mode(st);
+    if (!mode) {
+        return mode.error();
+    }
+    return std::unique_ptr<StoredScoring>(new StoredScoring(std::move(*registry), *mode));
+}
 
 util::Result<std::vector<scorers::ScorerSource>>
 read_scorer_files(const std::vector<std::string>& paths) {
@@ -256,8 +259,8 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
     if (!writer) {
         return writer.error();
     }
-    ResponseScorer scorer(*writer, registry->all(), mode);
-    if (auto r = score_each(*responses, *stops, scorer, out); !r) {
+    ResponseScorer scorer(registry->all(), mode);
+    if (auto r = score_each(*responses, *stops, scorer, *writer, out); !r) {
         return r.error();
     }
     if (auto r = tx->commit(); !r) {
@@ -268,14 +271,11 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
 
 util::Result<RescoreSummary> ensure_scored(store::Store& st,
                                            const std::vector<scorers::ScorerSource>& added) {
-    // Keep the text mode the stored scores were computed from.
-    auto stored = store::stored_score_text(st);
-    if (!stored) {
-        return stored.error();
+    auto mode = stored_mode(st);
+    if (!mode) {
+        return mode.error();
     }
-    // None stored yet, or a name this diffeval does not know: the full text.
-    auto mode = scorers::parse_score_text(stored->value_or("full"));
-    return rescore(st, mode ? *mode : scorers::ScoreText::full, Scope::missing, added);
+    return rescore(st, *mode, Scope::missing, added);
 }
 
 } // namespace diffeval::analysis

@@ -3,13 +3,18 @@
 // stored text, so a new scorer version or rule needs no new requests.
 #pragma once
 
+#include <harness/store/scoring.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 #include <scorers/registry.hpp>
 #include <scorers/score_text.hpp>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -25,6 +30,55 @@ struct RescoreSummary {
 
 // Which responses to (re)compute.
 enum class Scope { all, missing };
+
+// Classifies and scores responses under `scorers`, reading `mode` of the
+// text: what a scoring pass writes, and what a run computes for each
+// response it stores. Gold answers are prepared once per (dataset, question)
+// and scorer, and each distinct text of a question is scored once: decoding
+// at temperature 0 repeats answers across repeats and configurations (the
+// official demo's 47,484 responses hold 4,623 distinct texts per question),
+// and a score depends on nothing else. One thread at a time.
+class ResponseScorer {
+public:
+    ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode);
+
+    // Whether classifying `r` reads its request's stop strings: the server
+    // named no stop field and the response stopped.
+    static bool needs_stop_strings(const store::ResponseToScore& r);
+
+    // `r`'s classification and every scorer's score; `stops` are the
+    // request's stop strings when needs_stop_strings(r).
+    store::DerivedRows derive(const store::ResponseToScore& r,
+                              const std::vector<std::string>& stops);
+
+private:
+    // Every scorer's result for the successful response `r`.
+    const std::vector<scorers::ScoreResult>& scored(const store::ResponseToScore& r);
+
+    std::vector<const scorers::Scorer*> m_scorers;
+    scorers::ScoreText m_mode;
+    std::string m_mode_name;
+    std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;
+    std::unordered_map<std::string, std::vector<scorers::ScoreResult>> m_memo;
+    size_t m_memo_bytes = 0;
+    std::vector<scorers::ScoreResult> m_invalid;
+};
+
+// What a database scores with (stored_registry's scorers, the text mode its
+// scores were computed from), for a run to score each response as it stores
+// it, as the scoring stage would.
+class StoredScoring {
+public:
+    static util::Result<std::unique_ptr<StoredScoring>> open(store::Store& store);
+    ResponseScorer& scorer() { return m_scorer; }
+
+private:
+    StoredScoring(scorers::Registry registry, scorers::ScoreText mode)
+        : m_registry(std::move(registry)), m_scorer(m_registry.all(), mode) {}
+
+    scorers::Registry m_registry;
+    ResponseScorer m_scorer;
+};
 
 // Read the user scorer files at `paths` and check them before anything is
 // stored: each must be readable, parse and compile, and its name (the file's

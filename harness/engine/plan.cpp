@@ -193,6 +193,7 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
             }
             const Part& part = *read[i].part;
             Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, body, 0, "", nullptr, {}};
+            w.question = rows[i].question_idx;
             if (rows[i].probe_step >= 0) {
                 w.probe = part.probe_target;
             }

@@ -11,6 +11,8 @@
 // plan.cpp, the event loop in send.cpp, the retry policy in retry.cpp.
 #include <harness/engine/run.hpp>
 
+#include <harness/analysis/rescore.hpp>
+
 #include <harness/engine/run_parts.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/lock.hpp>
@@ -440,6 +442,44 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
 
 // Pass 6: flush and close the writer, close the run with its status, and
 // report a store failure with what it lost.
+// What each response is classified and scored with as it is stored, as the
+// scoring stage would score it: nothing when the run brings scorer files
+// (storing them after the run scores everything), nor when the stored
+// scorers cannot be loaded (the stage says why after the run).
+std::unique_ptr<analysis::StoredScoring> scoring_as_stored(const RunContext& ctx,
+                                                           store::Store& db) {
+    if (!ctx.config.scorer_files.empty()) {
+        return nullptr;
+    }
+    auto s = analysis::StoredScoring::open(db);
+    return s ? std::move(*s) : nullptr;
+}
+
+// `row`'s classification and scores, as the scoring stage computes them from
+// what is stored (the redacted text); left to the stage for probes, and when
+// classifying needs the request's stop strings.
+void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
+            store::ResponseRow& row) {
+    if (row.probe || row.question_idx < 0 ||
+        static_cast<size_t>(row.question_idx) >= dataset.test.size()) {
+        return;
+    }
+    const store::ResponseToScore r{0,
+                                   dataset.name,
+                                   row.question_idx,
+                                   row.text.value_or(""),
+                                   row.reasoning.value_or(""),
+                                   row.finish_reason.value_or(""),
+                                   row.stop_reason,
+                                   row.ok,
+                                   dataset.test[static_cast<size_t>(row.question_idx)].answer,
+                                   row.stop_field,
+                                   0};
+    if (!analysis::ResponseScorer::needs_stop_strings(r)) {
+        row.derived = scorer.derive(r, {});
+    }
+}
+
 util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::Writer& writer,
                                 int64_t pushed, Clock::time_point start, RunSummary summary) {
     writer.close();
@@ -505,7 +545,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     // Per phase: launch and check servers, plan, send and store, stop them.
     RunSummary summary;
     summary.run_id = *run_id;
-    store::Writer writer(db);
+    auto scoring = scoring_as_stored(ctx, db);
+    store::Writer writer(db, scoring ? store::Writer::Prepare([&](store::ResponseRow& row) {
+                             derive(ctx.inputs.dataset, scoring->scorer(), row);
+                         })
+                                     : store::Writer::Prepare());
     Sender sender(ctx, *run_id);
     const auto start = Clock::now();
     Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers->size()),

@@ -56,6 +56,7 @@ struct Work {
     std::shared_ptr<StreamState> stream;      // set per attempt when streaming
     Clock::time_point attempt_start;          // latency and time to first token share this clock
     std::shared_ptr<const ProbeTarget> probe; // set for a probe request (never streamed)
+    int question = -1;                        // the test question's index
 };
 
 class Planner;

@@ -279,6 +279,7 @@ struct Sender::Loop {
     store::ResponseRow row_of(const Work& w, const http::Response& resp) const {
         store::ResponseRow row;
         row.key = w.key;
+        row.question_idx = w.question;
         row.probe = w.probe != nullptr;
         row.run_id = s.m_run_id;
         row.status = static_cast<int>(resp.status);

@@ -1,6 +1,8 @@
 // The scoring stage's SQL; see scoring.hpp.
 #include <harness/store/scoring.hpp>
 
+#include <harness/store/derived_sql.hpp>
+
 #include <fmt/format.h>
 
 #include <utility>
@@ -27,17 +29,6 @@ constexpr std::string_view k_select_stops =
     "json_each(b.request_json, '$.stop') s WHERE q.request_id = ? AND json_valid(b.request_json) "
     "AND json_type(b.request_json, '$.stop') IN ('array', 'text') AND s.type = 'text' "
     "ORDER BY s.key";
-
-constexpr std::string_view k_insert_classification =
-    "INSERT INTO classifications (response_id, opened, closed, reasoning_started, "
-    "outcome, stop_cause) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (response_id) DO UPDATE SET "
-    "opened = excluded.opened, closed = excluded.closed, reasoning_started = "
-    "excluded.reasoning_started, outcome = excluded.outcome, stop_cause = excluded.stop_cause";
-constexpr std::string_view k_insert_score =
-    "INSERT INTO scores (response_id, scorer, scorer_version, score_text, extracted, "
-    "valid, correct) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (response_id, scorer) DO UPDATE "
-    "SET scorer_version = excluded.scorer_version, score_text = excluded.score_text, "
-    "extracted = excluded.extracted, valid = excluded.valid, correct = excluded.correct";
 
 constexpr std::string_view k_select_scorers =
     "SELECT name, version, definition, origin, added_at FROM scorers ORDER BY name";
@@ -138,8 +129,8 @@ util::Result<std::vector<std::string>> RequestStops::of(int64_t request_id) {
 }
 
 util::Result<ScoreWriter> ScoreWriter::prepare(Store& st) {
-    Statement classification(st.handle(), k_insert_classification);
-    Statement score(st.handle(), k_insert_score);
+    Statement classification(st.handle(), k_upsert_classification);
+    Statement score(st.handle(), k_upsert_score);
     if (!classification.valid() || !score.valid()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot write scores: {}", sqlite3_errmsg(st.handle())));

@@ -5,6 +5,8 @@
 // rung to the migration ladder in migrate().
 #include <harness/store/store.hpp>
 
+#include <harness/store/derived_sql.hpp>
+
 #include <harness/store/schema.hpp>
 #include <harness/store/splice.hpp>
 #include <harness/util/hash.hpp>
@@ -465,8 +467,11 @@ constexpr std::string_view k_statements[] = {
     // k_mark_killed: only called while holding the run lock, so no process
     // is writing any run still marked running.
     "UPDATE runs SET status = 'killed', finished_at = ? WHERE status = 'running'",
+    // k_put_classification, k_put_score: as the scoring stage writes them
+    k_upsert_classification,
+    k_upsert_score,
 };
-static_assert(std::size(k_statements) == 19);
+static_assert(std::size(k_statements) == 21);
 
 class Transaction {
 public:
@@ -980,12 +985,41 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", ins.error()));
         }
+        const int64_t response_id = sqlite3_last_insert_rowid(m_db.handle());
         if (!point.bind(**id, r.ok ? 1 : 0).run()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", point.error()));
         }
+        if (r.derived) {
+            if (auto w = write_derived(response_id, *r.derived); !w) {
+                return w;
+            }
+        }
     }
     return tx.commit();
+}
+
+util::Result<void> Store::write_derived(int64_t response_id, const DerivedRows& d) {
+    auto& classification = m_stmts[k_put_classification];
+    auto& score = m_stmts[k_put_score];
+    const auto cause = d.stop_cause.empty() ? std::optional<std::string_view>{}
+                                            : std::optional<std::string_view>{d.stop_cause};
+    if (!classification
+             .bind(response_id, d.opened ? 1 : 0, d.closed ? 1 : 0, d.reasoning_started ? 1 : 0,
+                   d.outcome, cause)
+             .run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot write classifications: {}", classification.error()));
+    }
+    for (const auto& s : d.scores) {
+        if (!score
+                 .bind(response_id, s.scorer, s.scorer_version, s.score_text, s.extracted,
+                       s.valid ? 1 : 0, s.correct ? 1 : 0)
+                 .run()) {
+            return make_error(ErrorKind::io, fmt::format("cannot write scores: {}", score.error()));
+        }
+    }
+    return {};
 }
 
 util::Result<void> Store::write_probe_response(const ResponseRow& r) {
@@ -1045,7 +1079,8 @@ constexpr size_t k_batch_rows = 1024;
 
 } // namespace
 
-Writer::Writer(Store& store) : m_store(store), m_thread([this] { loop(); }) {}
+Writer::Writer(Store& store, Prepare prepare)
+    : m_store(store), m_prepare(std::move(prepare)), m_thread([this] { loop(); }) {}
 
 Writer::~Writer() {
     close();
@@ -1127,6 +1162,11 @@ void Writer::loop() {
         m_busy = true;
         m_nudged = false;
         lock.unlock();
+        if (m_prepare) {
+            for (auto& row : batch) {
+                m_prepare(row);
+            }
+        }
         auto r = m_store.write_batch(batch);
         if (!r) {
             // Keep the rows and try once more before reporting: a transient

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,6 +63,26 @@ struct ProbeReadingRow {
 };
 
 // What one send of a request (with its retries) ended in.
+// A response's classification and scores, computed before it is stored (a
+// run scores as it stores: analysis::ResponseScorer) and written with it in
+// one transaction. Without them the scoring stage computes them later.
+struct DerivedRows {
+    bool opened = false;
+    bool closed = false;
+    bool reasoning_started = false;
+    std::string outcome;
+    std::string stop_cause; // "" is stored as NULL: no stop
+    struct Score {
+        std::string scorer;
+        int64_t scorer_version = 0;
+        std::string score_text; // "full" or "after-think"
+        std::string extracted;
+        bool valid = false;
+        bool correct = false;
+    };
+    std::vector<Score> scores;
+};
+
 struct ResponseRow {
     std::string key; // the request's key
     int64_t run_id = 0;
@@ -91,6 +112,8 @@ struct ResponseRow {
     std::optional<ProbeReadingRow> reading; // a probe's reading, when ok
     std::string notes;     // what was set aside from the response (e.g. a bad token count)
     bool redacted = false; // a secret was replaced in a stored field
+    std::optional<DerivedRows> derived; // a measured response's, when computed already
+    int question_idx = -1; // the request's test question, for Writer's Prepare (-1: unknown)
 };
 
 struct ServerRow {
@@ -158,6 +181,9 @@ private:
     // Store `rows` (a transaction is open).
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
                                        const std::vector<bool>* skip);
+    // The derived rows of response `response_id` (write_batch's transaction
+    // is open).
+    util::Result<void> write_derived(int64_t response_id, const DerivedRows& derived);
     // One probe response of a batch (write_batch's transaction is open).
     util::Result<void> write_probe_response(const ResponseRow& row);
     // Schema v3: hash every stored question and give each request its hash.
@@ -183,6 +209,8 @@ private:
         k_insert_probe_response,
         k_point_probe_request,
         k_mark_killed,
+        k_put_classification,
+        k_put_score,
         k_count_statements
     };
     // The id of the row `find` (k_request_id, k_probe_request_id) finds for
@@ -208,7 +236,12 @@ private:
 // most of a fast run's system time.
 class Writer {
 public:
-    explicit Writer(Store& store);
+    // Called on the writer's thread with each row before it is stored.
+    using Prepare = std::function<void(ResponseRow& row)>;
+
+    // `prepare` (optional) completes each row before it is written: a run
+    // derives its classification and scores there, off the network thread.
+    explicit Writer(Store& store, Prepare prepare = {});
     ~Writer();
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
@@ -240,6 +273,7 @@ private:
     int m_flushing = 0; // flush() calls waiting: commit without gathering
     int64_t m_committed = 0;
     std::optional<std::string> m_error;
+    Prepare m_prepare;
     std::thread m_thread;
 };
 

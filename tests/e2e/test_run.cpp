@@ -75,6 +75,38 @@ TEST(Run, TwoServersTwoFramingsTwoRepeatsStoreEveryRow) {
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "complete");
 }
 
+// The classifications and scores a run stores with each response are what
+// scoring the stored text again gives.
+TEST(Run, ScoresStoredWithTheResponsesEqualARescore) {
+    auto dir = e2e::scratch("inline-scores");
+    e2e::Sim a({"--profile", "deepgemm"});
+    auto db = dir / "r.sqlite";
+    for (bool stream : {false, true}) {
+        std::vector<std::string> args = {
+            "run",          "--server", "a=" + a.url(), "--framing", "raw,chat,lm-eval-chat",
+            "--max-tokens", "32,256",   "--repeats",    "2",         "--dataset",
+            "sample",       "--db",     db.string()};
+        if (stream) {
+            args.push_back("--stream");
+        }
+        auto o = e2e::run(args);
+        ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+        const std::string derived = "SELECT group_concat(row, char(10)) FROM (SELECT "
+                                    "c.response_id || ':' || c.opened || c.closed || "
+                                    "c.reasoning_started || c.outcome || ifnull(c.stop_cause, '-') "
+                                    "AS row FROM classifications c UNION ALL SELECT s.response_id "
+                                    "|| ':' || s.scorer || s.scorer_version || s.score_text || "
+                                    "s.extracted || s.valid || s.correct FROM scores s ORDER BY 1)";
+        const auto stored = query(db, derived);
+        EXPECT_EQ(query(db, "SELECT count(*) FROM scores"),
+                  std::to_string(3 * std::stoi(query(db, "SELECT count(*) FROM responses"))));
+        auto r = e2e::run({"rescore", "--db", db.string()});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(query(db, derived), stored) << stream;
+        std::filesystem::remove(db);
+    }
+}
+
 TEST(Run, RerunSendsNothingAndSaysSo) {
     auto dir = e2e::scratch("rerun");
     e2e::Sim a;
@@ -115,6 +147,12 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     ASSERT_GT(partial, 0);
     ASSERT_LT(partial, 192) << "the run finished before it could be killed";
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    // Each response was stored with its classification and scores, so the
+    // killed run's views are complete without another command.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses r LEFT JOIN classifications c "
+                        "USING (response_id) WHERE c.response_id IS NULL"),
+              "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM scores"), std::to_string(3 * partial));
 
     auto o = e2e::run(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
