@@ -92,16 +92,22 @@ row "p99 latency at 1024 / 64 (200 ms + 1 ms/token profile)" \
 # 3. Stored responses per second against wrk on the same endpoint and bodies.
 start_sim
 if command -v wrk >/dev/null; then
-    sqlite3 "$work/full.sqlite" \
-        "SELECT request_json FROM v_requests WHERE framing = 'raw' AND max_tokens = 256
-         ORDER BY question_idx LIMIT 200" >"$work/bodies.txt"
+    # Every body the run sent, each to its framing's endpoint: the simulator
+    # sees the same requests from both clients.
+    sqlite3 -separator ' ' "$work/full.sqlite" \
+        "SELECT CASE framing WHEN 'raw' THEN '/v1/completions' ELSE '/v1/chat/completions' END,
+                request_json FROM v_requests ORDER BY request_id" >"$work/bodies.txt"
     cat >"$work/post.lua" <<'LUA'
-bodies = {}
-for line in io.lines(os.getenv("BODIES")) do bodies[#bodies + 1] = line end
+paths, bodies = {}, {}
+for line in io.lines(os.getenv("BODIES")) do
+    local space = line:find(" ")
+    paths[#paths + 1] = line:sub(1, space - 1)
+    bodies[#bodies + 1] = line:sub(space + 1)
+end
 local i = 0
 request = function()
     i = i % #bodies + 1
-    return wrk.format("POST", "/v1/completions", {["Content-Type"] = "application/json"}, bodies[i])
+    return wrk.format("POST", paths[i], {["Content-Type"] = "application/json"}, bodies[i])
 end
 LUA
     wrk_rate=$(BODIES="$work/bodies.txt" taskset -c 1 wrk -t1 -c64 -d5s -s "$work/post.lua" \
