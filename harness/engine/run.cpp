@@ -12,7 +12,6 @@
 #include <harness/engine/run.hpp>
 
 #include <harness/analysis/rescore.hpp>
-
 #include <harness/engine/run_parts.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/lock.hpp>
@@ -440,8 +439,6 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
     return *stored && !st.summary.interrupted ? Next::go_on : Next::stop;
 }
 
-// Pass 6: flush and close the writer, close the run with its status, and
-// report a store failure with what it lost.
 // What each response is classified and scored with as it is stored, as the
 // scoring stage would score it: nothing when the run brings scorer files
 // (storing them after the run scores everything), nor when the stored
@@ -480,6 +477,8 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
     }
 }
 
+// Pass 6: flush and close the writer, close the run with its status, and
+// report a store failure with what it lost.
 util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::Writer& writer,
                                 int64_t pushed, Clock::time_point start, RunSummary summary) {
     writer.close();
@@ -546,10 +545,13 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     RunSummary summary;
     summary.run_id = *run_id;
     auto scoring = scoring_as_stored(ctx, db);
-    store::Writer writer(db, scoring ? store::Writer::Prepare([&](store::ResponseRow& row) {
-                             derive(ctx.inputs.dataset, scoring->scorer(), row);
-                         })
-                                     : store::Writer::Prepare());
+    store::Writer::Prepare prepare;
+    if (scoring) {
+        prepare = [&ctx, &scoring](store::ResponseRow& row) {
+            derive(ctx.inputs.dataset, scoring->scorer(), row);
+        };
+    }
+    store::Writer writer(db, std::move(prepare));
     Sender sender(ctx, *run_id);
     const auto start = Clock::now();
     Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers->size()),
