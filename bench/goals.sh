@@ -139,8 +139,9 @@ if [ "${BENCH_LARGE:-1}" != 0 ]; then
     start_sim
     if command -v strace >/dev/null; then
         # From exec to the first request's bytes on the socket, by strace's
-        # clock (seccomp-bpf: only these two calls stop the process).
-        taskset -c 1 strace -f --seccomp-bpf -e trace=execve,sendto -ttt -o "$work/strace" \
+        # clock (seccomp-bpf: only these calls stop the process; libcurl
+        # sends with sendto, the plain http:// client with sendmsg).
+        taskset -c 1 strace -f --seccomp-bpf -e trace=execve,sendto,sendmsg -ttt -o "$work/strace" \
             "$bin" run --server s="$url" --dataset "$test_set" --db "$work/p100k.sqlite" --quiet \
             "${matrix[@]}" --repeats 19 >/dev/null 2>&1 || true
         t0=$(grep -m1 execve "$work/strace" | awk '{print $2}')
