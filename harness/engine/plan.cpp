@@ -187,13 +187,14 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
             if (!rows[i].body.empty()) {
                 body = std::make_shared<const std::string>(std::move(rows[i].body));
             }
-            if ((*answered)[i]) {
+            if ((*answered)[i].answered) {
                 ++summary.skipped;
                 continue;
             }
             const Part& part = *read[i].part;
             Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, body, 0, "", nullptr, {}};
             w.question = rows[i].question_idx;
+            w.request_id = (*answered)[i].id;
             if (rows[i].probe_step >= 0) {
                 w.probe = part.probe_target;
             }

@@ -57,6 +57,7 @@ struct Work {
     Clock::time_point attempt_start;          // latency and time to first token share this clock
     std::shared_ptr<const ProbeTarget> probe; // set for a probe request (never streamed)
     int question = -1;                        // the test question's index
+    int64_t request_id = 0;                   // its row in the store (Store::Planned)
 };
 
 class Planner;

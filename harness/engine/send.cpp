@@ -280,6 +280,7 @@ struct Sender::Loop {
         store::ResponseRow row;
         row.key = w.key;
         row.question_idx = w.question;
+        row.request_id = w.request_id;
         row.probe = w.probe != nullptr;
         row.run_id = s.m_run_id;
         row.status = static_cast<int>(resp.status);

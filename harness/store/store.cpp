@@ -416,26 +416,28 @@ constexpr std::string_view k_statements[] = {
     "SELECT question_idx FROM questions WHERE dataset = ?",
     // k_put_body
     "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json) VALUES (?, ?)",
+    // k_body_id
+    "SELECT body_id FROM request_bodies WHERE body_sha256 = ?",
     // k_put_request
     "INSERT OR IGNORE INTO requests (request_key, server, framing, max_tokens, repeat, "
     "question_idx, dataset, body_id, question_sha256) VALUES (?1, ?2, ?3, ?4, "
-    "?5, ?6, ?7, (SELECT body_id FROM request_bodies WHERE body_sha256 = ?8), "
+    "?5, ?6, ?7, ?8, "
     "(SELECT question_sha256 FROM questions WHERE dataset = ?7 AND question_idx = ?6))",
     // k_completed_keys
     "SELECT q.request_key FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
     "ON r.response_id = q.response_id WHERE r.ok = 1",
-    // k_answered: through the group index, which a plan read in order walks
-    // sequentially (the key's index is in hash order: a page read per lookup)
-    "SELECT EXISTS (SELECT 1 FROM requests q INDEXED BY requests_group JOIN responses r "
+    // k_existing: a stored request's id and whether its response succeeded,
+    // through the group index, which a plan read in order walks sequentially
+    // (the key's index is in hash order: a page read per lookup)
+    "SELECT q.request_id, r.ok FROM requests q INDEXED BY requests_group LEFT JOIN responses r "
     "ON r.response_id = q.response_id WHERE q.server = ?2 AND q.framing = ?3 AND "
-    "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1 "
-    "AND r.ok = 1)",
-    // k_answered_probe: as k_answered
-    "SELECT EXISTS (SELECT 1 FROM probe_requests q INDEXED BY probe_requests_group JOIN "
-    "probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND q.server = ?3 "
-    "AND q.framing = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1 "
-    "AND r.ok = 1)",
+    "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1",
+    // k_existing_probe: as k_existing
+    "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
+    "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
+    "q.server = ?3 AND q.framing = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND "
+    "q.request_key = ?1",
     // k_request_id
     "SELECT request_id FROM requests WHERE request_key = ?",
     // k_insert_response: one row of values, not INSERT ... SELECT, which
@@ -451,8 +453,7 @@ constexpr std::string_view k_statements[] = {
     "WHERE x.response_id = requests.response_id AND x.ok = 1))",
     // k_put_probe_request
     "INSERT OR IGNORE INTO probe_requests (request_key, probe, step, server, framing, repeat, "
-    "question_idx, dataset, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-    "(SELECT body_id FROM request_bodies WHERE body_sha256 = ?9))",
+    "question_idx, dataset, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     // k_probe_request_id
     "SELECT probe_request_id FROM probe_requests WHERE request_key = ?",
     // k_insert_probe_response: as k_insert_response
@@ -471,7 +472,7 @@ constexpr std::string_view k_statements[] = {
     k_upsert_classification,
     k_upsert_score,
 };
-static_assert(std::size(k_statements) == 21);
+static_assert(std::size(k_statements) == 22);
 
 class Transaction {
 public:
@@ -851,45 +852,82 @@ util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
 }
 
 util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
-                                          const std::vector<bool>* skip) {
+                                          std::vector<Planned>* planned) {
     auto& st = m_stmts[k_put_request];
     auto& probe = m_stmts[k_put_probe_request];
-    auto& body = m_stmts[k_put_body];
+    auto* db = m_db.handle();
     // Rows of one body come together and the first carries it (the others
     // may leave `body` empty); a known body is kept as it is.
     const RequestRow* leader = nullptr;
-    bool leader_stored = false;
+    std::optional<int64_t> body_id;
     for (size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
         if (!leader || leader->body_sha256 != r.body_sha256) {
             leader = &r;
-            leader_stored = false;
+            body_id.reset();
         }
-        if (skip && (*skip)[i]) {
-            continue;
-        }
-        if (!leader_stored && !body.bind(r.body_sha256, leader->body).run()) {
-            return make_error(ErrorKind::io,
-                              fmt::format("cannot store requests: {}", body.error()));
-        }
-        leader_stored = true;
-        if (r.probe_step >= 0) {
-            if (!probe
-                     .bind(r.key, r.probe, r.probe_step, r.server, r.framing, r.repeat,
-                           r.question_idx, r.dataset, r.body_sha256)
-                     .run()) {
-                return make_error(ErrorKind::io,
-                                  fmt::format("cannot store probe requests: {}", probe.error()));
+        if (!body_id) {
+            auto id = put_body(r.body_sha256, leader->body);
+            if (!id) {
+                return id.error();
             }
+            body_id = *id;
+        }
+        const bool is_probe = r.probe_step >= 0;
+        const bool ran = is_probe ? probe
+                                        .bind(r.key, r.probe, r.probe_step, r.server, r.framing,
+                                              r.repeat, r.question_idx, r.dataset, *body_id)
+                                        .run()
+                                  : st.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat,
+                                            r.question_idx, r.dataset, *body_id)
+                                        .run();
+        if (!ran) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot store {}requests: {}", is_probe ? "probe " : "",
+                                          (is_probe ? probe : st).error()));
+        }
+        if (!planned) {
             continue;
         }
-        if (!st.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat, r.question_idx, r.dataset,
-                     r.body_sha256)
-                 .run()) {
-            return make_error(ErrorKind::io, fmt::format("cannot store requests: {}", st.error()));
+        if (sqlite3_changes(db) == 1) {
+            (*planned)[i] = Planned{false, sqlite3_last_insert_rowid(db)};
+            continue;
         }
+        // Planned before: its id, and whether it was answered.
+        auto& ex = m_stmts[is_probe ? k_existing_probe : k_existing];
+        const bool found =
+            is_probe ? ex.bind(r.key, r.probe, r.server, r.framing, r.repeat, r.question_idx).step()
+                     : ex.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat, r.question_idx)
+                           .step();
+        if (!found) {
+            return make_error(
+                ErrorKind::io,
+                fmt::format("cannot read requests: {}",
+                            ex.error().empty() ? "a stored key is missing" : ex.error()));
+        }
+        (*planned)[i] = Planned{ex.column_int(1) == 1, ex.column_int(0)};
+        ex.reset();
     }
     return {};
+}
+
+util::Result<int64_t> Store::put_body(const std::string& sha256, const std::string& body) {
+    auto* db = m_db.handle();
+    if (!m_stmts[k_put_body].bind(sha256, body).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot store requests: {}", m_stmts[k_put_body].error()));
+    }
+    if (sqlite3_changes(db) == 1) {
+        return sqlite3_last_insert_rowid(db);
+    }
+    auto id = row_id(k_body_id, sha256);
+    if (!id) {
+        return id.error();
+    }
+    if (!*id) {
+        return make_error(ErrorKind::io, "cannot store requests: a stored body is missing");
+    }
+    return **id;
 }
 
 util::Result<std::unordered_set<std::string>> Store::completed_keys() {
@@ -906,9 +944,10 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
-util::Result<std::vector<bool>> Store::put_unanswered(const std::vector<RequestRow>& rows) {
+util::Result<std::vector<Store::Planned>>
+Store::put_unanswered(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
-    // One transaction for the lookups and the inserts: a lookup outside one
+    // One transaction for the inserts and the lookups: a lookup outside one
     // is a read transaction of its own, with its file locks (two fcntl calls
     // a request).
     Transaction tx(m_db);
@@ -916,21 +955,7 @@ util::Result<std::vector<bool>> Store::put_unanswered(const std::vector<RequestR
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_db.last_error()));
     }
-    std::vector<bool> out;
-    out.reserve(rows.size());
-    for (const auto& r : rows) {
-        const bool probe = r.probe_step >= 0;
-        auto& st = m_stmts[probe ? k_answered_probe : k_answered];
-        const bool stepped =
-            probe ? st.bind(r.key, r.probe, r.server, r.framing, r.repeat, r.question_idx).step()
-                  : st.bind(r.key, r.server, r.framing, r.max_tokens, r.repeat, r.question_idx)
-                        .step();
-        if (!stepped) {
-            return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", st.error()));
-        }
-        out.push_back(st.column_int(0) != 0);
-        st.reset();
-    }
+    std::vector<Planned> out(rows.size());
     if (auto r = insert_requests(rows, &out); !r) {
         return r.error();
     }
@@ -960,7 +985,8 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
             }
             continue;
         }
-        auto id = row_id(k_request_id, r.key);
+        auto id =
+            r.request_id > 0 ? std::optional<int64_t>(r.request_id) : row_id(k_request_id, r.key);
         if (!id) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot write responses: {}", id.error().message));
@@ -1029,7 +1055,8 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
     auto opt = [](const std::string& s) {
         return s.empty() ? std::optional<std::string>{} : std::optional<std::string>{s};
     };
-    auto id = row_id(k_probe_request_id, r.key);
+    auto id =
+        r.request_id > 0 ? std::optional<int64_t>(r.request_id) : row_id(k_probe_request_id, r.key);
     if (!id) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot write probe responses: {}", id.error().message));

@@ -113,7 +113,8 @@ struct ResponseRow {
     std::string notes;     // what was set aside from the response (e.g. a bad token count)
     bool redacted = false; // a secret was replaced in a stored field
     std::optional<DerivedRows> derived; // a measured response's, when computed already
-    int question_idx = -1; // the request's test question, for Writer's Prepare (-1: unknown)
+    int question_idx = -1;  // the request's test question, for Writer's Prepare (-1: unknown)
+    int64_t request_id = 0; // its request's row id when the planner knows it (0: found by key)
 };
 
 struct ServerRow {
@@ -157,10 +158,15 @@ public:
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
-    // For a plan read a part at a time: which of `rows` (probes included)
-    // already have a successful response, in their order; the others are
-    // stored as put_requests stores them, in the same transaction.
-    util::Result<std::vector<bool>> put_unanswered(const std::vector<RequestRow>& rows);
+    // What put_unanswered found of a planned request.
+    struct Planned {
+        bool answered = false; // it has a successful response already
+        int64_t id = 0;        // its request_id (probe_request_id for a probe)
+    };
+    // For a plan read a part at a time: stores `rows` (probes included) as
+    // put_requests does, and says of each, in their order, whether it
+    // already had a successful response, and its row id.
+    util::Result<std::vector<Planned>> put_unanswered(const std::vector<RequestRow>& rows);
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
 
@@ -178,9 +184,12 @@ private:
     // Run the migration ladder from schema `from` up to `to` (no transaction
     // of its own).
     util::Result<void> climb(int from, int to);
-    // Store `rows` (a transaction is open).
+    // Store `rows` (a transaction is open); with `planned` (one per row),
+    // say what each was (put_unanswered).
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
-                                       const std::vector<bool>* skip);
+                                       std::vector<Planned>* planned);
+    // The id of the body `sha256` (`body`), stored now when new.
+    util::Result<int64_t> put_body(const std::string& sha256, const std::string& body);
     // The derived rows of response `response_id` (write_batch's transaction
     // is open).
     util::Result<void> write_derived(int64_t response_id, const DerivedRows& derived);
@@ -197,10 +206,11 @@ private:
         k_put_question,
         k_question_indices,
         k_put_body,
+        k_body_id,
         k_put_request,
         k_completed_keys,
-        k_answered,
-        k_answered_probe,
+        k_existing,
+        k_existing_probe,
         k_request_id,
         k_insert_response,
         k_point_request,
