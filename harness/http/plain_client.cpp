@@ -283,6 +283,7 @@ void PlainMulti::Impl::connect(const TransferPtr& t) {
     t->connecting = true;
     t->deadline = std::min(t->start + t->request.timeout,
                            t->start + std::chrono::milliseconds(k_connect_timeout_cap));
+    next_deadline = next_deadline ? std::min(*next_deadline, t->deadline) : t->deadline;
     const Target& target = *t->target;
     boost::system::error_code ec;
     const auto address = net::ip::make_address(target.host, ec);
