@@ -169,6 +169,7 @@ struct Connection {
     // It carried a transfer before, so the server may have closed it while
     // it was idle.
     bool reused = false;
+    bool closed = false; // shut: counted out of the open connections
 };
 
 struct Transfer {
@@ -177,6 +178,10 @@ struct Transfer {
     Response response;
     std::shared_ptr<const Target> target;
     std::unique_ptr<Connection> conn;
+    // Connections this transfer shut while an operation on them was pending:
+    // Beast's read still writes to the buffer when it completes, aborted, so
+    // they live as long as the transfer, which its handlers hold.
+    std::vector<std::unique_ptr<Connection>> retired;
     std::string head;
     std::optional<bhttp::response_parser<bhttp::string_body>> parser;
     std::unique_ptr<Inflater> inflater;
@@ -218,7 +223,7 @@ struct PlainMulti::Impl {
     std::unordered_map<std::string, std::shared_ptr<const Target>> targets;
     std::unordered_map<std::string, tcp::resolver::results_type> resolved;
     std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
-    size_t open = 0; // connections open, busy and idle
+    size_t n_open = 0; // connections open, busy and idle
     size_t max_open = 1024;
     std::optional<Clock::time_point> next_deadline;
     std::vector<Response> finished;
@@ -237,17 +242,19 @@ struct PlainMulti::Impl {
     void complete(Transfer& t);
     void fail(Transfer& t, Transport how, std::string why);
     void too_large(Transfer& t, std::string_view kept);
-    void close(std::unique_ptr<Connection>& c);
+    // Close `c`'s socket (a pending operation ends, aborted); the object
+    // stays for that operation to finish with.
+    void shut(Connection& c);
     void expire();
     void drop_idle_elsewhere(const std::string& key);
 };
 
-void PlainMulti::Impl::close(std::unique_ptr<Connection>& c) {
-    if (c) {
+void PlainMulti::Impl::shut(Connection& c) {
+    if (!c.closed) {
         boost::system::error_code ignored;
-        c->socket.close(ignored);
-        c.reset();
-        --open;
+        c.socket.close(ignored);
+        c.closed = true;
+        --n_open;
     }
 }
 
@@ -255,7 +262,7 @@ void PlainMulti::Impl::close(std::unique_ptr<Connection>& c) {
 void PlainMulti::Impl::drop_idle_elsewhere(const std::string& key) {
     for (auto& [k, list] : idle) {
         if (k != key && !list.empty()) {
-            close(list.back());
+            shut(*list.back()); // idle: nothing pending on it
             list.pop_back();
             return;
         }
@@ -270,11 +277,11 @@ void PlainMulti::Impl::start(const TransferPtr& t) {
         send(t);
         return;
     }
-    if (open >= max_open) {
+    if (n_open >= max_open) {
         drop_idle_elsewhere(t->target->key);
     }
     t->conn = std::make_unique<Connection>(io);
-    ++open;
+    ++n_open;
     connect(t);
 }
 
@@ -367,9 +374,10 @@ bool PlainMulti::Impl::resend(const TransferPtr& t) {
         return false;
     }
     t->resent = true;
-    close(t->conn);
+    shut(*t->conn);
+    t->retired.push_back(std::move(t->conn));
     t->conn = std::make_unique<Connection>(io);
-    ++open;
+    ++n_open;
     connect(t);
     return true;
 }
@@ -516,11 +524,11 @@ void PlainMulti::Impl::complete(Transfer& t) {
     }
     // Reused only when the server keeps it open and sent nothing beyond the
     // answer (nothing is pipelined, so extra bytes are the server's error).
-    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && open <= max_open) {
+    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open) {
         t.conn->reused = true;
         idle[t.target->key].push_back(std::move(t.conn));
     } else {
-        close(t.conn);
+        shut(*t.conn);
     }
     finished.push_back(std::move(t.response));
     active.erase(t.serial); // may destroy `t`
@@ -528,7 +536,9 @@ void PlainMulti::Impl::complete(Transfer& t) {
 
 void PlainMulti::Impl::fail(Transfer& t, Transport how, std::string why) {
     t.ended = true;
-    close(t.conn);
+    if (t.conn) {
+        shut(*t.conn);
+    }
     t.response.transport = how;
     t.response.transport_error = std::move(why);
     t.response.total_ms = ms_since(t.start);
@@ -583,7 +593,7 @@ PlainMulti::~PlainMulti() {
     cancel_all();
     for (auto& [key, list] : m_impl->idle) {
         for (auto& c : list) {
-            m_impl->close(c);
+            m_impl->shut(*c);
         }
     }
 }
@@ -675,7 +685,9 @@ void PlainMulti::cancel_all() {
     auto& impl = *m_impl;
     for (auto& [serial, t] : impl.active) {
         t->ended = true;
-        impl.close(t->conn);
+        if (t->conn) {
+            impl.shut(*t->conn);
+        }
     }
     impl.active.clear();
     impl.finished.clear();
