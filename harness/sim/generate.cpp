@@ -347,7 +347,7 @@ Generation generate(const Profile& profile, const QuestionBank& bank, const nloh
     std::string model = body.is_object() && body.contains("model") && body["model"].is_string()
                             ? body["model"].get<std::string>()
                             : std::string(k_default_model_id);
-    auto parsed = parse_request_json(body, endpoint, profile, model);
+    auto parsed = parse_request(body.dump(), endpoint, profile, model);
     if (auto* err = std::get_if<ApiError>(&parsed)) {
         Generation g;
         g.finish_reason = "error";

@@ -2,13 +2,26 @@
 // checks of the request model, the served-model check, then the token
 // budget. Messages follow vLLM's wording so clients that match on them
 // (and users reading a log) see what a real server would say.
+//
+// The simulator was first written on nlohmann's DOM, and its answers are
+// defined by what that parser made of a body: the last of duplicate keys,
+// integers as signed or unsigned 64 bits (an unsigned one read as int64
+// wrapping), and the content hash over nlohmann's dump. The simdjson DOM
+// read here keeps every duplicate and refuses a leading byte-order mark,
+// integers past 64 bits and nesting past 1,024 levels, all of which
+// nlohmann takes; so members are looked up last-wins, and a body simdjson
+// refuses is handed to nlohmann, whose own dump (the same values) is read
+// instead.
 #include <harness/sim/request.hpp>
 
+#include <harness/sim/json_text.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <array>
@@ -17,69 +30,313 @@ namespace diffeval::sim {
 
 namespace {
 
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
 // Fields that only say how the answer is delivered, left out of the
 // content hash.
 constexpr std::array<std::string_view, 7> k_transport_keys = {
     "echo", "logprobs", "request_id", "stream", "stream_options", "top_logprobs", "user"};
 
+// Bodies up to this size are parsed by one parser per thread that keeps its
+// buffers; a larger one gets a parser of its own, so no thread holds on to
+// the room a 64 MiB body needed.
+constexpr size_t k_max_pooled_bytes = size_t{1} << 20;
+
 std::string_view endpoint_prefix(Endpoint endpoint) {
     return endpoint == Endpoint::chat ? "chat:" : "completions:";
 }
 
-// nlohmann's serializer output, hashed instead of stored.
-class HashingOutput : public nlohmann::detail::output_adapter_protocol<char> {
+// The deepest nesting of arrays and objects in `text`, valid JSON.
+size_t nesting_depth(std::string_view text) {
+    size_t depth = 0;
+    size_t deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\') {
+                ++i;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
+// A request body's DOM as nlohmann's parser reads it; no root when the body
+// is not JSON.
+class Document {
 public:
-    explicit HashingOutput(util::Hash64Stream& hash) : m_hash(hash) {}
-    void write_character(char c) override { m_hash.add(c); }
-    void write_characters(const char* s, std::size_t length) override {
-        m_hash.add(std::string_view(s, length));
+    explicit Document(std::string_view body) {
+        thread_local simdjson::dom::parser pooled(k_max_pooled_bytes);
+        simdjson::dom::parser& parser =
+            body.size() <= k_max_pooled_bytes ? pooled : m_parser.emplace();
+        element root;
+        if (parser.parse(body.data(), body.size()).get(root) == simdjson::SUCCESS) {
+            m_root = root;
+            return;
+        }
+        nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+        if (j.is_discarded()) {
+            return;
+        }
+        m_rewritten = j.dump();
+        simdjson::dom::parser& own = m_parser.emplace();
+        if (own.allocate(m_rewritten.size(), nesting_depth(m_rewritten) + 1) == simdjson::SUCCESS &&
+            own.parse(m_rewritten.data(), m_rewritten.size()).get(root) == simdjson::SUCCESS) {
+            m_root = root;
+        }
     }
 
+    const std::optional<element>& root() const { return m_root; }
+
 private:
-    util::Hash64Stream& m_hash;
+    std::optional<simdjson::dom::parser> m_parser; // when the pooled one does not do
+    std::string m_rewritten;                       // nlohmann's dump of a refused body
+    std::optional<element> m_root;
 };
 
-using json = nlohmann::json;
+// The member `key` of `obj`: the last of duplicates, as nlohmann keeps it.
+std::optional<element> member(object obj, std::string_view key) {
+    std::optional<element> found;
+    for (auto field : obj) {
+        if (field.key == key) {
+            found = field.value;
+        }
+    }
+    return found;
+}
+
+// An object's members sorted by key (bytes compared unsigned, as
+// std::string compares them) with duplicates resolved to the last: the
+// std::map nlohmann would have built. The content hash writes them in this
+// order, and validation looks the body's fields up here.
+class Members {
+public:
+    struct Field {
+        std::string_view key;
+        element value;
+    };
+
+    explicit Members(object obj) {
+        for (auto field : obj) {
+            m_fields.push_back({field.key, field.value});
+        }
+        std::stable_sort(m_fields.begin(), m_fields.end(),
+                         [](const Field& a, const Field& b) { return a.key < b.key; });
+        // Of equal keys, now in document order, keep the last.
+        size_t kept = 0;
+        for (size_t i = 0; i < m_fields.size(); ++i) {
+            if (i + 1 < m_fields.size() && m_fields[i + 1].key == m_fields[i].key) {
+                continue;
+            }
+            m_fields[kept++] = m_fields[i];
+        }
+        m_fields.resize(kept);
+    }
+
+    std::optional<element> find(std::string_view key) const {
+        auto it = std::lower_bound(m_fields.begin(), m_fields.end(), key,
+                                   [](const Field& f, std::string_view k) { return f.key < k; });
+        if (it == m_fields.end() || it->key != key) {
+            return std::nullopt;
+        }
+        return it->value;
+    }
+
+    const std::vector<Field>& fields() const { return m_fields; }
+
+private:
+    std::vector<Field> m_fields;
+};
+
+// A field that is there and not null: what vLLM's request model treats as
+// given.
+bool given(const std::optional<element>& v) {
+    return v && !v->is_null();
+}
+
+bool is_integer(element v) {
+    return v.type() == element_type::INT64 || v.type() == element_type::UINT64;
+}
+
+// An integer as nlohmann's get<int64_t>() reads it: an unsigned value past
+// INT64_MAX wraps.
+int64_t integer_of(element v) {
+    if (v.type() == element_type::UINT64) {
+        return static_cast<int64_t>(v.get_uint64().value_unsafe());
+    }
+    return v.get_int64().value_unsafe();
+}
+
+std::string_view string_of(element v) {
+    return v.get_string().value_unsafe();
+}
+
+// nlohmann's name of the type of `v`, as its type errors print it.
+std::string_view type_name(element v) {
+    switch (v.type()) {
+    case element_type::ARRAY:
+        return "array";
+    case element_type::OBJECT:
+        return "object";
+    case element_type::STRING:
+        return "string";
+    case element_type::BOOL:
+        return "boolean";
+    case element_type::NULL_VALUE:
+        return "null";
+    default:
+        return "number";
+    }
+}
+
+// `v` as nlohmann's compact dump() writes it, objects' keys sorted.
+void append_canonical(std::string& out, element v) {
+    switch (v.type()) {
+    case element_type::OBJECT: {
+        out += '{';
+        bool first = true;
+        const Members members(v.get_object().value_unsafe());
+        for (const auto& f : members.fields()) {
+            if (!first) {
+                out += ',';
+            }
+            first = false;
+            append_valid_json_string(out, f.key);
+            out += ':';
+            append_canonical(out, f.value);
+        }
+        out += '}';
+        return;
+    }
+    case element_type::ARRAY: {
+        out += '[';
+        bool first = true;
+        const array items = v.get_array().value_unsafe();
+        for (element item : items) {
+            if (!first) {
+                out += ',';
+            }
+            first = false;
+            append_canonical(out, item);
+        }
+        out += ']';
+        return;
+    }
+    case element_type::STRING:
+        append_valid_json_string(out, string_of(v));
+        return;
+    case element_type::INT64:
+        append_json_int(out, v.get_int64().value_unsafe());
+        return;
+    case element_type::UINT64:
+        append_json_uint(out, v.get_uint64().value_unsafe());
+        return;
+    case element_type::DOUBLE:
+        append_json_double(out, v.get_double().value_unsafe());
+        return;
+    case element_type::BOOL:
+        out += v.get_bool().value_unsafe() ? "true" : "false";
+        return;
+    case element_type::NULL_VALUE:
+        out += "null";
+        return;
+    }
+}
+
+// The content hash of a body whose members are `body` (see parse_request).
+uint64_t content_hash(const Members& body, Endpoint endpoint, size_t body_size) {
+    std::string text(endpoint_prefix(endpoint));
+    text.reserve(body_size + 64);
+    text += '{';
+    bool first = true;
+    for (const auto& f : body.fields()) {
+        if (std::find(k_transport_keys.begin(), k_transport_keys.end(), f.key) !=
+            k_transport_keys.end()) {
+            continue;
+        }
+        if (!first) {
+            text += ',';
+        }
+        first = false;
+        append_valid_json_string(text, f.key);
+        text += ':';
+        append_canonical(text, f.value);
+    }
+    text += '}';
+    return util::hash64(text);
+}
 
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt) {
     return ApiError{400, "BadRequestError", std::move(message), std::move(param)};
 }
 
 // The text of a message's content: a string, or the text parts of a list.
-std::string content_text(const json& content) {
-    if (content.is_string()) {
-        return content.get<std::string>();
+// A part whose "type" is not a string made nlohmann's value() throw, which
+// the server answers as any exception, with a 500 carrying its message.
+std::optional<ApiError> content_text(const std::optional<element>& content, std::string& out) {
+    out.clear();
+    std::string_view text;
+    if (content && content->get_string().get(text) == simdjson::SUCCESS) {
+        out = text;
+        return std::nullopt;
     }
-    std::string out;
-    if (content.is_array()) {
-        for (const auto& part : content) {
-            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-                part["text"].is_string()) {
-                out += part["text"].get<std::string>();
-            }
+    array parts;
+    if (!content || content->get_array().get(parts) != simdjson::SUCCESS) {
+        return std::nullopt;
+    }
+    for (element part : parts) {
+        object obj;
+        if (part.get_object().get(obj) != simdjson::SUCCESS) {
+            continue;
+        }
+        auto type = member(obj, "type");
+        if (type && !type->is_string()) {
+            return ApiError{
+                500, "InternalServerError",
+                fmt::format("[json.exception.type_error.302] type must be string, but is {}",
+                            type_name(*type)),
+                std::nullopt};
+        }
+        if (!type || string_of(*type) != "text") {
+            continue;
+        }
+        if (auto t = member(obj, "text"); t && t->is_string()) {
+            out += string_of(*t);
         }
     }
-    return out;
+    return std::nullopt;
 }
 
-std::optional<ApiError> read_stop(const json& body, ParsedRequest& r) {
-    auto it = body.find("stop");
-    if (it == body.end() || it->is_null()) {
+std::optional<ApiError> read_stop(const Members& body, ParsedRequest& r) {
+    auto v = body.find("stop");
+    if (!given(v)) {
         return std::nullopt;
     }
-    if (it->is_string()) {
-        if (!it->get_ref<const std::string&>().empty()) {
-            r.stop.push_back(it->get<std::string>());
+    if (v->is_string()) {
+        if (!string_of(*v).empty()) {
+            r.stop.emplace_back(string_of(*v));
         }
         return std::nullopt;
     }
-    if (it->is_array()) {
-        for (const auto& s : *it) {
+    if (array list; v->get_array().get(list) == simdjson::SUCCESS) {
+        for (element s : list) {
             if (!s.is_string()) {
                 return bad_request("stop: Input should be a valid string", "stop");
             }
-            if (!s.get_ref<const std::string&>().empty()) {
-                r.stop.push_back(s.get<std::string>());
+            if (!string_of(s).empty()) {
+                r.stop.emplace_back(string_of(s));
             }
         }
         return std::nullopt;
@@ -88,111 +345,139 @@ std::optional<ApiError> read_stop(const json& body, ParsedRequest& r) {
 }
 
 // An optional integer field; `error` when present with another type.
-std::optional<ApiError> read_int(const json& body, const char* key, std::optional<int64_t>& out) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) {
+std::optional<ApiError> read_int(const Members& body, const char* key,
+                                 std::optional<int64_t>& out) {
+    auto v = body.find(key);
+    if (!given(v)) {
         return std::nullopt;
     }
-    if (!it->is_number_integer()) {
+    if (!is_integer(*v)) {
         return bad_request(fmt::format("{}: Input should be a valid integer", key), key);
     }
-    out = it->get<int64_t>();
+    out = integer_of(*v);
     return std::nullopt;
 }
 
-std::optional<ApiError> read_bool(const json& body, const char* key, bool& out) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) {
+std::optional<ApiError> read_bool(const Members& body, const char* key, bool& out) {
+    auto v = body.find(key);
+    if (!given(v)) {
         return std::nullopt;
     }
-    if (!it->is_boolean()) {
+    if (!v->is_bool()) {
         return bad_request(fmt::format("{}: Input should be a valid boolean", key), key);
     }
-    out = it->get<bool>();
+    out = v->get_bool().value_unsafe();
     return std::nullopt;
 }
 
-std::optional<ApiError> read_completion_prompts(const json& body, ParsedRequest& r) {
-    auto it = body.find("prompt");
+std::optional<ApiError> read_completion_prompts(const Members& body, ParsedRequest& r) {
+    auto v = body.find("prompt");
     auto empty =
         bad_request("Either prompt or prompt_embeds must be provided and non-empty.", "prompt");
-    if (it == body.end() || it->is_null()) {
+    if (!given(v)) {
         return empty;
     }
-    auto add = [&r](std::string text) {
+    auto add = [&r](std::string_view text) {
         PromptItem p;
         p.tokens = count_tokens(text);
         p.question = extract_question(text);
-        p.text = std::move(text);
+        p.text = text;
         r.prompts.push_back(std::move(p));
     };
-    if (it->is_string()) {
-        if (it->get_ref<const std::string&>().empty()) {
+    if (v->is_string()) {
+        if (string_of(*v).empty()) {
             return empty;
         }
-        add(it->get<std::string>());
+        add(string_of(*v));
         return std::nullopt;
     }
-    if (it->is_array() && !it->empty()) {
-        if ((*it)[0].is_number_integer()) {
-            // Token ids: the model sees a prompt it cannot read as a question.
-            std::string ids;
-            for (const auto& t : *it) {
-                if (!t.is_number_integer() || t.get<int64_t>() < 0) {
-                    return bad_request("prompt: token ids must be non-negative integers", "prompt");
-                }
-                ids += std::to_string(t.get<int64_t>()) + " ";
+    array list;
+    if (v->get_array().get(list) != simdjson::SUCCESS || list.begin() == list.end()) {
+        return empty;
+    }
+    if (is_integer(list.at(0).value_unsafe())) {
+        // Token ids: the model sees a prompt it cannot read as a question.
+        // (Counted here: simdjson's size() stops at 2^24 - 1.)
+        std::string ids;
+        int count = 0;
+        for (element t : list) {
+            if (!is_integer(t) || integer_of(t) < 0) {
+                return bad_request("prompt: token ids must be non-negative integers", "prompt");
             }
-            PromptItem p;
-            p.tokens = static_cast<int>(it->size());
-            p.question = ids;
-            p.text = ids;
-            r.prompts.push_back(std::move(p));
-            return std::nullopt;
+            ids += std::to_string(integer_of(t)) + " ";
+            ++count;
         }
-        for (const auto& p : *it) {
-            if (!p.is_string()) {
-                return bad_request("prompt: Input should be a valid string or list of strings",
-                                   "prompt");
-            }
-            add(p.get<std::string>());
-        }
+        PromptItem p;
+        p.tokens = count;
+        p.question = ids;
+        p.text = ids;
+        r.prompts.push_back(std::move(p));
         return std::nullopt;
     }
-    return empty;
+    for (element p : list) {
+        if (!p.is_string()) {
+            return bad_request("prompt: Input should be a valid string or list of strings",
+                               "prompt");
+        }
+        add(string_of(p));
+    }
+    return std::nullopt;
 }
 
-std::optional<ApiError> read_chat(const json& body, ParsedRequest& r) {
-    auto it = body.find("messages");
-    if (it == body.end() || it->is_null()) {
+std::optional<ApiError> read_chat(const Members& body, ParsedRequest& r) {
+    auto v = body.find("messages");
+    if (!given(v)) {
         return bad_request("messages: Field required", "messages");
     }
-    if (!it->is_array()) {
+    array list;
+    if (v->get_array().get(list) != simdjson::SUCCESS) {
         return bad_request("messages: Input should be a valid list", "messages");
     }
-    std::string last_user;
-    for (const auto& m : *it) {
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+    // Every role is checked before any content other than a user's is read,
+    // as vLLM's request model checks them before the template runs.
+    std::vector<ChatMessage> messages;
+    std::vector<object> objects;
+    std::vector<bool> read;
+    std::optional<size_t> last_user;
+    for (element m : list) {
+        object obj;
+        std::optional<element> role;
+        if (m.get_object().get(obj) != simdjson::SUCCESS || !(role = member(obj, "role")) ||
+            !role->is_string()) {
             return bad_request("messages: each message needs a string 'role'", "messages");
         }
-        if (m["role"] == "user") {
-            last_user = content_text(m.value("content", json()));
+        messages.push_back({string_of(*role), {}});
+        objects.push_back(obj);
+        read.push_back(messages.back().role == "user");
+        if (read.back()) {
+            if (auto e = content_text(member(obj, "content"), messages.back().content)) {
+                return e;
+            }
+            last_user = messages.size() - 1;
         }
     }
-    if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && kw->is_object()) {
-        if (auto et = kw->find("enable_thinking"); et != kw->end() && et->is_boolean()) {
-            r.thinking = et->get<bool>();
+    if (auto kw = body.find("chat_template_kwargs"); kw && kw->is_object()) {
+        if (auto et = member(kw->get_object().value_unsafe(), "enable_thinking");
+            et && et->is_bool()) {
+            r.thinking = et->get_bool().value_unsafe();
+        }
+    }
+    for (size_t i = 0; i < messages.size(); ++i) {
+        if (!read[i]) {
+            if (auto e = content_text(member(objects[i], "content"), messages[i].content)) {
+                return e;
+            }
         }
     }
     PromptItem p;
-    p.text = render_chat_prompt(*it, r.thinking ? Thinking::on : Thinking::off);
+    p.text = render_chat_prompt(messages, r.thinking ? Thinking::on : Thinking::off);
     p.tokens = count_tokens(p.text);
-    p.question = extract_question(last_user);
+    p.question = extract_question(last_user ? messages[*last_user].content : std::string());
     r.prompts.push_back(std::move(p));
     return std::nullopt;
 }
 
-std::optional<ApiError> read_logprobs(const json& body, ParsedRequest& r) {
+std::optional<ApiError> read_logprobs(const Members& body, ParsedRequest& r) {
     if (r.endpoint == Endpoint::completions) {
         std::optional<int64_t> lp;
         if (auto e = read_int(body, "logprobs", lp)) {
@@ -227,103 +512,9 @@ std::optional<ApiError> read_logprobs(const json& body, ParsedRequest& r) {
     return std::nullopt;
 }
 
-} // namespace
-
-std::string extract_question(std::string_view prompt) {
-    constexpr std::string_view k_marker = "Question: ";
-    size_t pos = prompt.rfind(k_marker);
-    std::string_view q =
-        pos == std::string_view::npos ? prompt : prompt.substr(pos + k_marker.size());
-    q = util::trim(q);
-    constexpr std::string_view k_answer = "Answer:";
-    if (q.size() >= k_answer.size() && q.substr(q.size() - k_answer.size()) == k_answer) {
-        q = util::trim(q.substr(0, q.size() - k_answer.size()));
-    }
-    return std::string(q);
-}
-
-std::string render_chat_prompt(const json& messages, Thinking thinking) {
-    std::string out;
-    for (const auto& m : messages) {
-        if (!m.is_object()) {
-            continue;
-        }
-        out += "<|im_start|>";
-        out += m.value("role", "user");
-        out += "\n";
-        out += content_text(m.value("content", json()));
-        out += "<|im_end|>\n";
-    }
-    out += "<|im_start|>assistant\n";
-    out += thinking == Thinking::on ? "<think>\n" : "<think>\n\n</think>\n\n";
-    return out;
-}
-
-std::string canonical_body(const json& body, Endpoint endpoint) {
-    json copy = body;
-    if (copy.is_object()) {
-        for (std::string_view key : k_transport_keys) {
-            copy.erase(std::string(key));
-        }
-    }
-    return std::string(endpoint_prefix(endpoint)) +
-           copy.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-uint64_t canonical_hash(const json& body, Endpoint endpoint) {
-    // The bytes canonical_body would build, fed to the hash as nlohmann's
-    // serializer writes them (compact dump: `{"key":value,...}`, keys
-    // sorted). Hashing request contents was a fifth of the simulator's CPU.
-    util::Hash64Stream h;
-    h.add(endpoint_prefix(endpoint));
-    nlohmann::detail::serializer<json> out(std::make_shared<HashingOutput>(h), ' ',
-                                           json::error_handler_t::replace);
-    if (!body.is_object()) {
-        out.dump(body, false, false, 0);
-        return h.value();
-    }
-    h.add('{');
-    bool first = true;
-    for (auto it = body.begin(); it != body.end(); ++it) {
-        if (std::find(k_transport_keys.begin(), k_transport_keys.end(), it.key()) !=
-            k_transport_keys.end()) {
-            continue;
-        }
-        if (!first) {
-            h.add(',');
-        }
-        first = false;
-        out.dump(json(it.key()), false, false, 0);
-        h.add(':');
-        out.dump(it.value(), false, false, 0);
-    }
-    h.add('}');
-    return h.value();
-}
-
-std::string error_body(const ApiError& error) {
-    nlohmann::ordered_json j;
-    j["error"]["message"] = error.message;
-    j["error"]["type"] = error.type;
-    j["error"]["param"] = error.param ? nlohmann::ordered_json(*error.param) : nullptr;
-    j["error"]["code"] = error.status;
-    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-}
-
-std::variant<ParsedRequest, ApiError> parse_request(std::string_view body, Endpoint endpoint,
-                                                    const Profile& profile,
-                                                    const std::string& model_id) {
-    json j = json::parse(body, nullptr, false);
-    if (j.is_discarded()) {
-        return bad_request("JSON decode error: the request body is not valid JSON");
-    }
-    return parse_request_json(j, endpoint, profile, model_id);
-}
-
-namespace {
-
 // stop, include_stop_str_in_output, stream, echo and stream_options.
-std::optional<ApiError> read_output_flags(const json& body, Endpoint endpoint, ParsedRequest& r) {
+std::optional<ApiError> read_output_flags(const Members& body, Endpoint endpoint,
+                                          ParsedRequest& r) {
     if (auto e = read_stop(body, r)) {
         return *e;
     }
@@ -338,21 +529,22 @@ std::optional<ApiError> read_output_flags(const json& body, Endpoint endpoint, P
             return *e;
         }
     }
-    if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
+    if (auto so = body.find("stream_options"); given(so)) {
         if (!r.stream) {
             return bad_request("Stream options can only be defined when `stream=True`.",
                                "stream_options");
         }
-        if (so->is_object()) {
-            auto iu = so->find("include_usage");
-            r.include_usage = iu == so->end() || (iu->is_boolean() && iu->get<bool>());
+        object options;
+        if (so->get_object().get(options) == simdjson::SUCCESS) {
+            auto iu = member(options, "include_usage");
+            r.include_usage = !iu || (iu->is_bool() && iu->get_bool().value_unsafe());
         }
     }
     return std::nullopt;
 }
 
 // n (1 to 16) and model (the served id, or a 404 as vLLM answers).
-std::optional<ApiError> read_n_and_model(const json& body, const std::string& model_id,
+std::optional<ApiError> read_n_and_model(const Members& body, const std::string& model_id,
                                          ParsedRequest& r) {
     std::optional<int64_t> n;
     if (auto e = read_int(body, "n", n)) {
@@ -362,11 +554,11 @@ std::optional<ApiError> read_n_and_model(const json& body, const std::string& mo
         return bad_request("n must be between 1 and 16.", "n");
     }
     r.n = static_cast<int>(n.value_or(1));
-    if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (auto m = body.find("model"); given(m)) {
         if (!m->is_string()) {
             return bad_request("model: Input should be a valid string", "model");
         }
-        r.model = m->get<std::string>();
+        r.model = string_of(*m);
         if (r.model != model_id) {
             return ApiError{404, "NotFoundError",
                             fmt::format("The model `{}` does not exist.", r.model), "model"};
@@ -377,8 +569,8 @@ std::optional<ApiError> read_n_and_model(const json& body, const std::string& mo
 
 // max_completion_tokens (chat) or max_tokens, checked against the context
 // length as vLLM checks it; vLLM's defaults when absent.
-std::optional<ApiError> read_max_tokens(const json& body, Endpoint endpoint, const Profile& profile,
-                                        ParsedRequest& r) {
+std::optional<ApiError> read_max_tokens(const Members& body, Endpoint endpoint,
+                                        const Profile& profile, ParsedRequest& r) {
     std::optional<int64_t> max_tokens;
     if (endpoint == Endpoint::chat) {
         if (auto e = read_int(body, "max_completion_tokens", max_tokens)) {
@@ -424,31 +616,81 @@ std::optional<ApiError> read_max_tokens(const json& body, Endpoint endpoint, con
 
 } // namespace
 
-std::variant<ParsedRequest, ApiError> parse_request_json(const json& body, Endpoint endpoint,
-                                                         const Profile& profile,
-                                                         const std::string& model_id) {
-    if (!body.is_object()) {
+std::string extract_question(std::string_view prompt) {
+    constexpr std::string_view k_marker = "Question: ";
+    size_t pos = prompt.rfind(k_marker);
+    std::string_view q =
+        pos == std::string_view::npos ? prompt : prompt.substr(pos + k_marker.size());
+    q = util::trim(q);
+    constexpr std::string_view k_answer = "Answer:";
+    if (q.size() >= k_answer.size() && q.substr(q.size() - k_answer.size()) == k_answer) {
+        q = util::trim(q.substr(0, q.size() - k_answer.size()));
+    }
+    return std::string(q);
+}
+
+std::string render_chat_prompt(const std::vector<ChatMessage>& messages, Thinking thinking) {
+    std::string out;
+    for (const auto& m : messages) {
+        out += "<|im_start|>";
+        out += m.role;
+        out += "\n";
+        out += m.content;
+        out += "<|im_end|>\n";
+    }
+    out += "<|im_start|>assistant\n";
+    out += thinking == Thinking::on ? "<think>\n" : "<think>\n\n</think>\n\n";
+    return out;
+}
+
+std::string error_body(const ApiError& error) {
+    std::string out = R"({"error":{"message":)";
+    append_json_string(out, error.message);
+    out += R"(,"type":)";
+    append_json_string(out, error.type);
+    out += R"(,"param":)";
+    if (error.param) {
+        append_json_string(out, *error.param);
+    } else {
+        out += "null";
+    }
+    out += R"(,"code":)";
+    append_json_int(out, error.status);
+    out += "}}";
+    return out;
+}
+
+std::variant<ParsedRequest, ApiError> parse_request(std::string_view body, Endpoint endpoint,
+                                                    const Profile& profile,
+                                                    const std::string& model_id) {
+    Document doc(body);
+    if (!doc.root()) {
+        return bad_request("JSON decode error: the request body is not valid JSON");
+    }
+    object top;
+    if (doc.root()->get_object().get(top) != simdjson::SUCCESS) {
         return bad_request("Input should be a valid dictionary or object to extract fields from");
     }
+    const Members fields(top);
     ParsedRequest r;
     r.endpoint = endpoint;
-    if (auto e =
-            endpoint == Endpoint::chat ? read_chat(body, r) : read_completion_prompts(body, r)) {
+    if (auto e = endpoint == Endpoint::chat ? read_chat(fields, r)
+                                            : read_completion_prompts(fields, r)) {
         return *e;
     }
-    if (auto e = read_output_flags(body, endpoint, r)) {
+    if (auto e = read_output_flags(fields, endpoint, r)) {
         return *e;
     }
-    if (auto e = read_logprobs(body, r)) {
+    if (auto e = read_logprobs(fields, r)) {
         return *e;
     }
-    if (auto e = read_n_and_model(body, model_id, r)) {
+    if (auto e = read_n_and_model(fields, model_id, r)) {
         return *e;
     }
-    if (auto e = read_max_tokens(body, endpoint, profile, r)) {
+    if (auto e = read_max_tokens(fields, endpoint, profile, r)) {
         return *e;
     }
-    r.content_hash = canonical_hash(body, endpoint);
+    r.content_hash = content_hash(fields, endpoint, body.size());
     return r;
 }
 

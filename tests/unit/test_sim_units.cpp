@@ -1,6 +1,6 @@
 // The simulator's building blocks: profile loading and its errors, the
-// tokenizer's rules, GSM8K arithmetic and slips, question extraction and
-// request canonicalisation.
+// tokenizer's rules, GSM8K arithmetic and slips, question extraction (the
+// rest of request reading is in test_sim_request.cpp).
 #include <harness/sim/arithmetic.hpp>
 #include <harness/sim/generate.hpp>
 #include <harness/sim/profile.hpp>
@@ -8,7 +8,6 @@
 #include <harness/sim/request.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/sim/writer.hpp>
-#include <harness/util/hash.hpp>
 
 #include <gtest/gtest.h>
 
@@ -150,41 +149,6 @@ TEST(SimRequest, ExtractsTheLastQuestion) {
               "How many?");
     EXPECT_EQ(extract_question("Question: x  y?\nAnswer:"), "x  y?");
     EXPECT_EQ(extract_question("just text"), "just text");
-}
-
-TEST(SimRequest, CanonicalBodyIgnoresOrderAndTransportFields) {
-    json a = json::parse(R"({"prompt":"p","max_tokens":5,"stream":true,"logprobs":2})");
-    json b = json::parse(R"({ "max_tokens" : 5, "prompt" : "p" })");
-    EXPECT_EQ(canonical_body(a, Endpoint::completions), canonical_body(b, Endpoint::completions));
-    EXPECT_NE(canonical_body(a, Endpoint::completions), canonical_body(b, Endpoint::chat));
-    json c = json::parse(R"({"prompt":"p","max_tokens":6})");
-    EXPECT_NE(canonical_body(b, Endpoint::completions), canonical_body(c, Endpoint::completions));
-}
-
-TEST(SimRequest, CanonicalHashIsTheHashOfTheCanonicalBody) {
-    for (const char* body :
-         {R"({"prompt":"p","max_tokens":5,"stream":true,"logprobs":2})", R"({})",
-          R"({"stream":true})", R"([1,2.5,"x"])", R"("just a string")",
-          R"({"messages":[{"role":"user","content":"caf\u00e9 \"q\"\n\t\u0001"}],)"
-          R"("temperature":0.0,"stop":["Question","</s>"],"seed":42,"n":1,)"
-          R"("chat_template_kwargs":{"enable_thinking":false},"user":"u","x":null})"}) {
-        json j = json::parse(body);
-        for (Endpoint ep : {Endpoint::completions, Endpoint::chat}) {
-            EXPECT_EQ(canonical_hash(j, ep), util::hash64(canonical_body(j, ep))) << body;
-        }
-    }
-    // Invalid UTF-8 in a string is replaced the same way by both.
-    json bad = {{"prompt", std::string("a\xff\xfe b")}, {"max_tokens", 3}};
-    EXPECT_EQ(canonical_hash(bad, Endpoint::completions),
-              util::hash64(canonical_body(bad, Endpoint::completions)));
-}
-
-TEST(SimRequest, RendersTheQwenChatTemplate) {
-    json messages = json::parse(R"([{"role":"user","content":"hi"}])");
-    EXPECT_EQ(render_chat_prompt(messages, Thinking::off),
-              "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-    EXPECT_EQ(render_chat_prompt(messages, Thinking::on),
-              "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n");
 }
 
 TEST(SimGenerate, UnknownQuestionsGetAPlausibleAnswer) {

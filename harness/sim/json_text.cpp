@@ -1,0 +1,82 @@
+// nlohmann's serializer byte for byte: its string escapes (serializer.hpp,
+// dump_escaped with ensure_ascii off) are a short table, and its doubles
+// come from its own Grisu2 formatter, called here for the one number. A
+// string that is not valid UTF-8 goes to nlohmann itself, whose
+// replacement of bad bytes is not worth restating; the simulator's texts
+// come from JSON that was valid UTF-8 and never take that path.
+#include <harness/sim/json_text.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include <array>
+#include <cmath>
+
+namespace diffeval::sim {
+
+namespace {
+
+// The escape of each byte that needs one, "" for the others.
+constexpr std::array<std::string_view, 256> k_escapes = [] {
+    std::array<std::string_view, 256> e{};
+    constexpr std::array<std::string_view, 32> k_control = {
+        "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
+        "\\b",     "\\t",     "\\n",     "\\u000b", "\\f",     "\\r",     "\\u000e", "\\u000f",
+        "\\u0010", "\\u0011", "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017",
+        "\\u0018", "\\u0019", "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f"};
+    for (size_t c = 0; c < k_control.size(); ++c) {
+        e[c] = k_control[c];
+    }
+    e['"'] = "\\\"";
+    e['\\'] = "\\\\";
+    return e;
+}();
+
+} // namespace
+
+void append_valid_json_string(std::string& out, std::string_view s) {
+    out += '"';
+    size_t run = 0; // start of the bytes not yet copied
+    for (size_t i = 0; i < s.size(); ++i) {
+        std::string_view escape = k_escapes[static_cast<unsigned char>(s[i])];
+        if (!escape.empty()) {
+            out.append(s.data() + run, i - run);
+            out += escape;
+            run = i + 1;
+        }
+    }
+    out.append(s.data() + run, s.size() - run);
+    out += '"';
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+    if (simdjson::validate_utf8(s.data(), s.size())) {
+        append_valid_json_string(out, s);
+        return;
+    }
+    out += nlohmann::json(std::string(s))
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void append_json_double(std::string& out, double x) {
+    if (!std::isfinite(x)) {
+        out += "null";
+        return;
+    }
+    std::array<char, 64> buffer{}; // the size nlohmann's serializer gives it
+    char* end = nlohmann::detail::to_chars(buffer.data(), buffer.data() + buffer.size(), x);
+    out.append(buffer.data(), end);
+}
+
+void append_json_int(std::string& out, int64_t n) {
+    fmt::format_int text(n);
+    out.append(text.data(), text.size());
+}
+
+void append_json_uint(std::string& out, uint64_t n) {
+    fmt::format_int text(n);
+    out.append(text.data(), text.size());
+}
+
+} // namespace diffeval::sim
