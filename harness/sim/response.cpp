@@ -2,8 +2,14 @@
 // token, holding back the last (longest stop string - 1) characters until
 // they can no longer start a stop string, as vLLM's detokenizer does, so
 // concatenated deltas always equal the non-streaming text.
+//
+// The bytes are those nlohmann::ordered_json's dump() made of these objects
+// when the simulator built them as DOMs (json_text.hpp); written as text
+// they cost a fraction, which mattered most for streams (a DOM and a dump
+// per token).
 #include <harness/sim/response.hpp>
 
+#include <harness/sim/json_text.hpp>
 #include <harness/sim/logprobs.hpp>
 #include <harness/util/hash.hpp>
 
@@ -15,12 +21,6 @@ namespace diffeval::sim {
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
-
-std::string dump(const ojson& j) {
-    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
-}
-
 size_t code_points(std::string_view s) {
     size_t n = 0;
     for (char c : s) {
@@ -29,112 +29,187 @@ size_t code_points(std::string_view s) {
     return n;
 }
 
+// A string value, or null.
+void append_string_or_null(std::string& out, const std::optional<std::string_view>& s) {
+    if (s) {
+        append_json_string(out, *s);
+    } else {
+        out += "null";
+    }
+}
+
+// A stop reason: null or the stop string (anything else as nlohmann dumps it).
+void append_stop_reason(std::string& out, const nlohmann::json& stop) {
+    if (stop.is_null()) {
+        out += "null";
+    } else if (stop.is_string()) {
+        append_json_string(out, stop.get_ref<const std::string&>());
+    } else {
+        out += stop.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+}
+
 // vLLM writes prompt_tokens_details as null in bodies and leaves it out of
 // the usage chunk of a stream (which drops nulls).
 enum class Details { null, omitted };
 
-ojson usage_json(int prompt, int completion, Details details) {
-    ojson u;
-    u["prompt_tokens"] = prompt;
-    u["total_tokens"] = prompt + completion;
-    u["completion_tokens"] = completion;
+void append_usage(std::string& out, int prompt, int completion, Details details) {
+    out += R"({"prompt_tokens":)";
+    append_json_int(out, prompt);
+    out += R"(,"total_tokens":)";
+    append_json_int(out, prompt + completion);
+    out += R"(,"completion_tokens":)";
+    append_json_int(out, completion);
     if (details == Details::null) {
-        u["prompt_tokens_details"] = nullptr;
+        out += R"(,"prompt_tokens_details":null)";
     }
-    return u;
+    out += '}';
 }
 
-ojson bytes_of(std::string_view s) {
-    ojson b = ojson::array();
-    for (char c : s) {
-        b.push_back(static_cast<unsigned char>(c));
+void append_bytes(std::string& out, std::string_view s) {
+    out += '[';
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        append_json_uint(out, static_cast<unsigned char>(s[i]));
     }
-    return b;
+    out += ']';
 }
 
 // Completions logprobs for tokens [begin, end); `offset` is the running
 // text offset in characters, advanced past the tokens.
-ojson completion_logprobs(const Generation& g, size_t begin, size_t end, int top_n,
-                          size_t& offset) {
-    ojson lp;
-    lp["text_offset"] = ojson::array();
-    lp["token_logprobs"] = ojson::array();
-    lp["tokens"] = ojson::array();
-    lp["top_logprobs"] = ojson::array();
-    for (const auto& t : token_logprobs(g, begin, end, std::max(top_n, 1))) {
-        lp["text_offset"].push_back(offset);
-        offset += code_points(t.token);
-        lp["token_logprobs"].push_back(t.logprob);
-        lp["tokens"].push_back(t.token);
-        ojson top = ojson::object();
-        for (const auto& a : t.top) {
-            if (!top.contains(a.token)) {
-                top[a.token] = a.logprob;
-            }
+void append_completion_logprobs(std::string& out, const Generation& g, size_t begin, size_t end,
+                                int top_n, size_t& offset) {
+    const auto tokens = token_logprobs(g, begin, end, std::max(top_n, 1));
+    out += R"({"text_offset":[)";
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i > 0) {
+            out += ',';
         }
-        lp["top_logprobs"].push_back(top);
+        append_json_uint(out, offset);
+        offset += code_points(tokens[i].token);
     }
-    return lp;
+    out += R"(],"token_logprobs":[)";
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        append_json_double(out, tokens[i].logprob);
+    }
+    out += R"(],"tokens":[)";
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        append_json_string(out, tokens[i].token);
+    }
+    out += R"(],"top_logprobs":[)";
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (i > 0) {
+            out += ',';
+        }
+        // An object keyed by token: the first of equal tokens stays.
+        const auto& top = tokens[i].top;
+        out += '{';
+        bool first = true;
+        for (size_t k = 0; k < top.size(); ++k) {
+            bool seen = std::any_of(top.begin(), top.begin() + static_cast<ptrdiff_t>(k),
+                                    [&](const TopLogprob& a) { return a.token == top[k].token; });
+            if (seen) {
+                continue;
+            }
+            if (!first) {
+                out += ',';
+            }
+            first = false;
+            append_json_string(out, top[k].token);
+            out += ':';
+            append_json_double(out, top[k].logprob);
+        }
+        out += '}';
+    }
+    out += "]}";
 }
 
-ojson chat_logprobs(const Generation& g, size_t begin, size_t end, int top_n) {
-    ojson content = ojson::array();
+// {"token", "logprob", "bytes"} of one token, without the closing brace.
+void append_chat_token(std::string& out, std::string_view token, double logprob) {
+    out += R"({"token":)";
+    append_json_string(out, token);
+    out += R"(,"logprob":)";
+    append_json_double(out, logprob);
+    out += R"(,"bytes":)";
+    append_bytes(out, token);
+}
+
+void append_chat_logprobs(std::string& out, const Generation& g, size_t begin, size_t end,
+                          int top_n) {
+    out += R"({"content":[)";
+    bool first = true;
     for (const auto& t : token_logprobs(g, begin, end, top_n)) {
-        ojson item;
-        item["token"] = t.token;
-        item["logprob"] = t.logprob;
-        item["bytes"] = bytes_of(t.token);
-        ojson top = ojson::array();
-        for (const auto& a : t.top) {
-            ojson alt;
-            alt["token"] = a.token;
-            alt["logprob"] = a.logprob;
-            alt["bytes"] = bytes_of(a.token);
-            top.push_back(alt);
+        if (!first) {
+            out += ',';
         }
-        item["top_logprobs"] = top;
-        content.push_back(item);
+        first = false;
+        append_chat_token(out, t.token, t.logprob);
+        out += R"(,"top_logprobs":[)";
+        for (size_t k = 0; k < t.top.size(); ++k) {
+            if (k > 0) {
+                out += ',';
+            }
+            append_chat_token(out, t.top[k].token, t.top[k].logprob);
+            out += '}';
+        }
+        out += "]}";
     }
-    ojson lp;
-    lp["content"] = content;
-    return lp;
+    out += "]}";
 }
 
 bool separates_reasoning(const Profile& profile, const ParsedRequest& r) {
     return r.endpoint == Endpoint::chat && r.thinking && !profile.server.reasoning_parser.empty();
 }
 
-void put_reasoning(const Profile& profile, ojson& obj, const ojson& value) {
+// The reasoning member(s) the profile's reasoning_field names, each with a
+// leading comma unless `first`.
+void append_reasoning(std::string& out, const Profile& profile,
+                      const std::optional<std::string_view>& value, bool first) {
     auto field = profile.server.reasoning_field;
     if (field == ReasoningField::reasoning || field == ReasoningField::both) {
-        obj["reasoning"] = value;
+        out += first ? R"("reasoning":)" : R"(,"reasoning":)";
+        append_string_or_null(out, value);
+        first = false;
     }
     if (field == ReasoningField::reasoning_content || field == ReasoningField::both) {
-        obj["reasoning_content"] = value;
+        out += first ? R"("reasoning_content":)" : R"(,"reasoning_content":)";
+        append_string_or_null(out, value);
     }
 }
 
-ojson message_json(const Profile& profile, const ParsedRequest& r, const Generation& g) {
-    ojson m;
-    m["role"] = "assistant";
-    m["content"] = g.content ? ojson(*g.content) : ojson(nullptr);
-    m["refusal"] = nullptr;
-    m["annotations"] = nullptr;
-    m["audio"] = nullptr;
-    m["function_call"] = nullptr;
-    m["tool_calls"] = ojson::array();
+void append_message(std::string& out, const Profile& profile, const ParsedRequest& r,
+                    const Generation& g) {
+    out += R"({"role":"assistant","content":)";
+    append_string_or_null(out,
+                          g.content ? std::optional<std::string_view>(*g.content) : std::nullopt);
+    out += R"(,"refusal":null,"annotations":null,"audio":null,"function_call":null,)"
+           R"("tool_calls":[])";
     bool has = separates_reasoning(profile, r) && !g.reasoning.empty();
-    put_reasoning(profile, m, has ? ojson(g.reasoning) : ojson(nullptr));
-    return m;
+    append_reasoning(out, profile,
+                     has ? std::optional<std::string_view>(g.reasoning) : std::nullopt, false);
+    out += '}';
 }
 
-ojson envelope(const ResponseMeta& meta, const char* object) {
-    ojson j;
-    j["id"] = meta.id;
-    j["object"] = object;
-    j["created"] = meta.created;
-    j["model"] = meta.model;
-    return j;
+// The opening members of every response object, up to the comma before
+// "choices": `{"id":...,"object":...,"created":...,"model":...`.
+std::string envelope(const ResponseMeta& meta, std::string_view object) {
+    std::string out = R"({"id":)";
+    append_json_string(out, meta.id);
+    out += R"(,"object":)";
+    append_json_string(out, object);
+    out += R"(,"created":)";
+    append_json_int(out, meta.created);
+    out += R"(,"model":)";
+    append_json_string(out, meta.model);
+    return out;
 }
 
 int prompt_tokens_of(const ParsedRequest& r) {
@@ -195,46 +270,60 @@ std::vector<Delta> deltas_of(const Generation& g, const ParsedRequest& r) {
     return out;
 }
 
-std::string event(const ojson& j) {
-    return "data: " + dump(j) + "\n\n";
+// An event carrying one chunk that starts with `head` (an envelope) and
+// ends with `choice`, the one choice's object.
+StreamEvent chunk_event(const std::string& head, const std::string& choice, int tokens) {
+    std::string data = "data: ";
+    data.reserve(head.size() + choice.size() + 24);
+    data += head;
+    data += R"(,"choices":[)";
+    data += choice;
+    data += "]}\n\n";
+    return {std::move(data), tokens};
 }
 
 void completion_stream(const ParsedRequest& r, const Generation& g, size_t index,
                        const ResponseMeta& meta, std::vector<StreamEvent>& out) {
+    const std::string head = envelope(meta, "text_completion");
     size_t offset = 0;
     bool echoed = !r.echo;
+    std::string choice;
     for (const auto& d : deltas_of(g, r)) {
-        ojson c = envelope(meta, "text_completion");
-        ojson choice;
-        choice["index"] = index;
-        std::string text = g.text.substr(d.from, d.to - d.from);
+        choice = R"({"index":)";
+        append_json_uint(choice, index);
+        choice += R"(,"text":)";
+        std::string_view text = std::string_view(g.text).substr(d.from, d.to - d.from);
         if (!echoed) {
-            text = r.prompts[index / static_cast<size_t>(r.n)].text + text;
+            append_json_string(choice, r.prompts[index / static_cast<size_t>(r.n)].text +
+                                           std::string(text));
             echoed = true;
+        } else {
+            append_json_string(choice, text);
         }
-        choice["text"] = text;
-        choice["logprobs"] =
-            r.logprobs ? completion_logprobs(g, d.tok_begin, d.tok_end, *r.logprobs, offset)
-                       : ojson(nullptr);
-        choice["finish_reason"] = d.final ? ojson(g.finish_reason) : ojson(nullptr);
-        choice["stop_reason"] = d.final ? ojson(g.stop_reason) : ojson(nullptr);
-        c["choices"] = ojson::array({choice});
-        out.push_back({event(c), static_cast<int>(d.tok_end - d.tok_begin)});
+        choice += R"(,"logprobs":)";
+        if (r.logprobs) {
+            append_completion_logprobs(choice, g, d.tok_begin, d.tok_end, *r.logprobs, offset);
+        } else {
+            choice += "null";
+        }
+        choice += R"(,"finish_reason":)";
+        append_string_or_null(choice, d.final ? std::optional<std::string_view>(g.finish_reason)
+                                              : std::nullopt);
+        choice += R"(,"stop_reason":)";
+        append_stop_reason(choice, d.final ? g.stop_reason : nlohmann::json());
+        choice += '}';
+        out.push_back(chunk_event(head, choice, static_cast<int>(d.tok_end - d.tok_begin)));
     }
 }
 
 void chat_stream(const Profile& profile, const ParsedRequest& r, const Generation& g, size_t index,
                  const ResponseMeta& meta, std::vector<StreamEvent>& out) {
-    {
-        ojson c = envelope(meta, "chat.completion.chunk");
-        ojson choice;
-        choice["index"] = index;
-        choice["delta"] = {{"role", "assistant"}, {"content", ""}};
-        choice["logprobs"] = nullptr;
-        choice["finish_reason"] = nullptr;
-        c["choices"] = ojson::array({choice});
-        out.push_back({event(c), 0});
-    }
+    const std::string head = envelope(meta, "chat.completion.chunk");
+    std::string choice = R"({"index":)";
+    append_json_uint(choice, index);
+    choice += R"(,"delta":{"role":"assistant","content":""},"logprobs":null,)"
+              R"("finish_reason":null})";
+    out.push_back(chunk_event(head, choice, 0));
     // Reasoning is text [0, r_end), content is [c_begin, end); "</think>"
     // itself belongs to neither, as with vLLM's qwen3 reasoning parser.
     const bool split = separates_reasoning(profile, r);
@@ -246,36 +335,47 @@ void chat_stream(const Profile& profile, const ParsedRequest& r, const Generatio
         r_end = at == std::string::npos ? g.text.size() : at;
         c_begin = at == std::string::npos ? std::string::npos : at + k_end.size();
     }
+    const std::string_view text = g.text;
     // Tokens of skipped (empty) deltas ride on the next chunk sent.
     size_t pending_tok_begin = 0;
+    std::string delta;
     for (const auto& d : deltas_of(g, r)) {
-        ojson delta = ojson::object();
+        delta = "{";
         size_t reasoning_to = std::min(d.to, r_end);
         if (split && d.from < reasoning_to) {
-            put_reasoning(profile, delta, g.text.substr(d.from, reasoning_to - d.from));
+            append_reasoning(delta, profile, text.substr(d.from, reasoning_to - d.from), true);
         }
         if (c_begin != std::string::npos) {
             size_t from = std::max(d.from, c_begin);
             if (from < d.to || !split) {
-                delta["content"] = from < d.to ? g.text.substr(from, d.to - from) : "";
+                delta += delta.size() > 1 ? R"(,"content":)" : R"("content":)";
+                append_json_string(delta, from < d.to ? text.substr(from, d.to - from)
+                                                      : std::string_view());
             }
         }
-        if (delta.empty() && !d.final) {
+        delta += '}';
+        if (delta.size() == 2 && !d.final) {
             continue;
         }
-        ojson c = envelope(meta, "chat.completion.chunk");
-        ojson choice;
-        choice["index"] = index;
-        choice["delta"] = delta;
-        choice["logprobs"] = r.logprobs
-                                 ? chat_logprobs(g, pending_tok_begin, d.tok_end, *r.logprobs)
-                                 : ojson(nullptr);
-        choice["finish_reason"] = d.final ? ojson(g.finish_reason) : ojson(nullptr);
-        if (d.final) {
-            choice["stop_reason"] = g.stop_reason;
+        choice = R"({"index":)";
+        append_json_uint(choice, index);
+        choice += R"(,"delta":)";
+        choice += delta;
+        choice += R"(,"logprobs":)";
+        if (r.logprobs) {
+            append_chat_logprobs(choice, g, pending_tok_begin, d.tok_end, *r.logprobs);
+        } else {
+            choice += "null";
         }
-        c["choices"] = ojson::array({choice});
-        out.push_back({event(c), static_cast<int>(d.tok_end - pending_tok_begin)});
+        choice += R"(,"finish_reason":)";
+        append_string_or_null(choice, d.final ? std::optional<std::string_view>(g.finish_reason)
+                                              : std::nullopt);
+        if (d.final) {
+            choice += R"(,"stop_reason":)";
+            append_stop_reason(choice, g.stop_reason);
+        }
+        choice += '}';
+        out.push_back(chunk_event(head, choice, static_cast<int>(d.tok_end - pending_tok_begin)));
         pending_tok_begin = d.tok_end;
     }
 }
@@ -292,43 +392,55 @@ std::string response_id(const ParsedRequest& request, int sighting) {
 std::string response_body(const Profile& profile, const ParsedRequest& r,
                           const std::vector<Generation>& choices, const ResponseMeta& meta) {
     const bool chat = r.endpoint == Endpoint::chat;
-    ojson j = envelope(meta, chat ? "chat.completion" : "text_completion");
-    ojson list = ojson::array();
+    std::string out = envelope(meta, chat ? "chat.completion" : "text_completion");
+    out += R"(,"choices":[)";
     for (size_t i = 0; i < choices.size(); ++i) {
         const Generation& g = choices[i];
-        ojson c;
-        c["index"] = i;
+        if (i > 0) {
+            out += ',';
+        }
+        out += R"({"index":)";
+        append_json_uint(out, i);
         if (chat) {
-            c["message"] = message_json(profile, r, g);
-            c["logprobs"] =
-                r.logprobs ? chat_logprobs(g, 0, g.completion_tokens, *r.logprobs) : ojson(nullptr);
-        } else {
-            std::string text = g.text;
-            if (r.echo) {
-                text = r.prompts[i / static_cast<size_t>(r.n)].text + text;
+            out += R"(,"message":)";
+            append_message(out, profile, r, g);
+            out += R"(,"logprobs":)";
+            if (r.logprobs) {
+                append_chat_logprobs(out, g, 0, g.completion_tokens, *r.logprobs);
+            } else {
+                out += "null";
             }
-            c["text"] = text;
+        } else {
+            out += R"(,"text":)";
+            if (r.echo) {
+                append_json_string(out, r.prompts[i / static_cast<size_t>(r.n)].text + g.text);
+            } else {
+                append_json_string(out, g.text);
+            }
+            out += R"(,"logprobs":)";
             size_t offset = 0;
-            c["logprobs"] =
-                r.logprobs ? completion_logprobs(g, 0, g.completion_tokens, *r.logprobs, offset)
-                           : ojson(nullptr);
+            if (r.logprobs) {
+                append_completion_logprobs(out, g, 0, g.completion_tokens, *r.logprobs, offset);
+            } else {
+                out += "null";
+            }
         }
-        c["finish_reason"] = g.finish_reason;
-        c["stop_reason"] = g.stop_reason;
+        out += R"(,"finish_reason":)";
+        append_json_string(out, g.finish_reason);
+        out += R"(,"stop_reason":)";
+        append_stop_reason(out, g.stop_reason);
         if (!chat) {
-            c["prompt_logprobs"] = nullptr;
+            out += R"(,"prompt_logprobs":null)";
         }
-        list.push_back(c);
+        out += '}';
     }
-    j["choices"] = list;
-    j["service_tier"] = nullptr;
-    j["system_fingerprint"] = nullptr;
-    j["usage"] = usage_json(prompt_tokens_of(r), completion_tokens_of(choices), Details::null);
+    out += R"(],"service_tier":null,"system_fingerprint":null,"usage":)";
+    append_usage(out, prompt_tokens_of(r), completion_tokens_of(choices), Details::null);
     if (chat) {
-        j["prompt_logprobs"] = nullptr;
+        out += R"(,"prompt_logprobs":null)";
     }
-    j["kv_transfer_params"] = nullptr;
-    return dump(j);
+    out += R"(,"kv_transfer_params":null})";
+    return out;
 }
 
 std::vector<StreamEvent> response_events(const Profile& profile, const ParsedRequest& r,
@@ -344,11 +456,12 @@ std::vector<StreamEvent> response_events(const Profile& profile, const ParsedReq
         }
     }
     if (r.include_usage) {
-        ojson c = envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
-        c["choices"] = ojson::array();
-        c["usage"] =
-            usage_json(prompt_tokens_of(r), completion_tokens_of(choices), Details::omitted);
-        out.push_back({event(c), 0});
+        std::string data = "data: ";
+        data += envelope(meta, chat ? "chat.completion.chunk" : "text_completion");
+        data += R"(,"choices":[],"usage":)";
+        append_usage(data, prompt_tokens_of(r), completion_tokens_of(choices), Details::omitted);
+        data += "}\n\n";
+        out.push_back({std::move(data), 0});
     }
     out.push_back({"data: [DONE]\n\n", 0});
     return out;
