@@ -99,6 +99,21 @@ TEST(SimTokenizer, FollowsTheDocumentedRules) {
     EXPECT_EQ(t(">><|im_end|>"), (V{">>", "<|im_end|>"}));
     EXPECT_EQ(t("Janet\xE2\x80\x99s"), (V{"Janet", "\xE2\x80\x99", "s"}));
     EXPECT_EQ(t("a  b"), (V{"a", " ", " b"}));
+    // Special tokens end a run of punctuation and keep a space apart.
+    EXPECT_EQ(t(" <think>x"), (V{" ", "<think>", "x"}));
+    EXPECT_EQ(t(" <<"), (V{" <<"}));
+    EXPECT_EQ(t("<<think>"), (V{"<", "<think>"}));
+    EXPECT_EQ(t("=<|im_end|>"), (V{"=", "<|im_end|>"}));
+    EXPECT_EQ(t(" ==>>>"), (V{" ==>>", ">"}));
+    EXPECT_EQ(t(" 12"), (V{" ", "12"}));
+    // Bytes of no valid UTF-8 sequence are a token each.
+    EXPECT_EQ(t("a\xFF"
+                "b"),
+              (V{"a", "\xFF", "b"}));
+    EXPECT_EQ(t("\xE2\x80"
+                "x"),
+              (V{"\xE2", "\x80", "x"}));
+    EXPECT_EQ(t("\x7F\x01 \n"), (V{"\x7F", "\x01", " ", "\n"}));
 }
 
 TEST(SimTokenizer, CountMatchesSplitAndRoundTrips) {
