@@ -278,6 +278,13 @@ uint64_t content_hash(const Members& body, Endpoint endpoint, size_t body_size) 
     return util::hash64(text);
 }
 
+// Prompts are counted by one counter per thread: the prompts of one
+// framing repeat the same few-shot examples, counted once.
+int prompt_tokens(std::string_view prompt) {
+    thread_local PrefixTokenCounter counter;
+    return counter.count(prompt);
+}
+
 ApiError bad_request(std::string message, std::optional<std::string> param = std::nullopt) {
     return ApiError{400, "BadRequestError", std::move(message), std::move(param)};
 }
@@ -379,7 +386,7 @@ std::optional<ApiError> read_completion_prompts(const Members& body, ParsedReque
     }
     auto add = [&r](std::string_view text) {
         PromptItem p;
-        p.tokens = count_tokens(text);
+        p.tokens = prompt_tokens(text);
         p.question = extract_question(text);
         p.text = text;
         r.prompts.push_back(std::move(p));
@@ -471,7 +478,7 @@ std::optional<ApiError> read_chat(const Members& body, ParsedRequest& r) {
     }
     PromptItem p;
     p.text = render_chat_prompt(messages, r.thinking ? Thinking::on : Thinking::off);
-    p.tokens = count_tokens(p.text);
+    p.tokens = prompt_tokens(p.text);
     p.question = extract_question(last_user ? messages[*last_user].content : std::string());
     r.prompts.push_back(std::move(p));
     return std::nullopt;

@@ -9,6 +9,8 @@
 #include <harness/sim/tokenizer.hpp>
 #include <harness/sim/writer.hpp>
 
+#include <datasets/dataset.hpp>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -125,6 +127,28 @@ TEST(SimTokenizer, CountMatchesSplitAndRoundTrips) {
         joined += v;
     }
     EXPECT_EQ(joined, text);
+}
+
+TEST(SimTokenizer, PrefixCounterCountsAsCountTokens) {
+    auto ds = datasets::open_dataset("sample").value();
+    std::string shots;
+    for (size_t k = 0; k < 5; ++k) {
+        shots +=
+            "Question: " + ds.fewshot[k].question + "\nAnswer: " + ds.fewshot[k].answer + "\n\n";
+    }
+    std::vector<std::string> texts = {"", "\n", "a\n", "a\nb", "a\n", "a", "x <think>\n"};
+    for (size_t i = 0; i < ds.test.size(); ++i) {
+        const std::string question = "Question: " + ds.test[i].question + "\nAnswer:";
+        texts.push_back(shots + question);
+        texts.push_back(shots + question + " ");
+        texts.push_back("<|im_start|>user\n" + shots + question + "<|im_end|>\n");
+        texts.push_back(std::to_string(i) + "\n" + shots); // a family of its own each time
+        texts.push_back(shots.substr(0, shots.size() - 1) + "x" + question);
+    }
+    PrefixTokenCounter counter;
+    for (const auto& text : texts) {
+        EXPECT_EQ(counter.count(text), count_tokens(text)) << text;
+    }
 }
 
 TEST(SimArithmetic, EvaluatesAnnotations) {
