@@ -15,6 +15,7 @@
 #include <harness/sim/request.hpp>
 
 #include <harness/sim/json_text.hpp>
+#include <harness/sim/recent_prefixes.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
@@ -44,6 +45,9 @@ constexpr std::array<std::string_view, 7> k_transport_keys = {
 // buffers; a larger one gets a parser of its own, so no thread holds on to
 // the room a 64 MiB body needed.
 constexpr size_t k_max_pooled_bytes = size_t{1} << 20;
+
+// The content hash's state is recorded after every this many bytes.
+constexpr size_t k_hash_block = 256;
 
 std::string_view endpoint_prefix(Endpoint endpoint) {
     return endpoint == Endpoint::chat ? "chat:" : "completions:";
@@ -275,11 +279,22 @@ uint64_t content_hash(const Members& body, Endpoint endpoint, size_t body_size) 
         append_canonical(text, f.value);
     }
     text += '}';
-    return util::hash64(text);
+    // One framing's canonical bodies begin alike: the hash goes on from a
+    // state recorded after a block the body shares with a recent one.
+    thread_local RecentPrefixes<util::Hash64Stream> recent;
+    auto [pos, hash] = recent.resume(text, util::Hash64Stream());
+    while (pos < text.size()) {
+        const size_t n = std::min(k_hash_block, text.size() - pos);
+        hash.add(std::string_view(text).substr(pos, n));
+        pos += n;
+        recent.checkpoint(pos, hash);
+    }
+    recent.finish(text);
+    return hash.value();
 }
 
-// Prompts are counted by one counter per thread: the prompts of one
-// framing repeat the same few-shot examples, counted once.
+// Prompts are counted by one counter per thread, which counts the few-shot
+// examples a framing's prompts repeat once.
 int prompt_tokens(std::string_view prompt) {
     thread_local PrefixTokenCounter counter;
     return counter.count(prompt);

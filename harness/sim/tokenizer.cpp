@@ -2,9 +2,7 @@
 // counting and splitting cannot disagree.
 #include <harness/sim/tokenizer.hpp>
 
-#include <algorithm>
 #include <array>
-#include <cstring>
 
 namespace diffeval::sim {
 
@@ -51,21 +49,6 @@ size_t utf8_length(std::string_view text, size_t pos) {
         }
     }
     return n;
-}
-
-// The length of the longest common prefix of `a` and `b`, compared a block
-// at a time (memcmp compares many bytes per instruction, a loop one).
-size_t common_prefix(std::string_view a, std::string_view b) {
-    constexpr size_t k_block = 64;
-    const size_t n = std::min(a.size(), b.size());
-    size_t i = 0;
-    while (i + k_block <= n && std::memcmp(a.data() + i, b.data() + i, k_block) == 0) {
-        i += k_block;
-    }
-    while (i < n && a[i] == b[i]) {
-        ++i;
-    }
-    return i;
 }
 
 } // namespace
@@ -135,37 +118,15 @@ int count_tokens(std::string_view text) {
 }
 
 int PrefixTokenCounter::count(std::string_view text) {
-    // The remembered text sharing the most whole lines with `text`.
-    size_t best = m_counted.size();
-    size_t from = 0;
-    int tokens = 0;
-    for (size_t i = 0; i < m_counted.size(); ++i) {
-        const Counted& c = m_counted[i];
-        size_t common = common_prefix(text, c.text);
-        auto line = std::upper_bound(c.lines.begin(), c.lines.end(), common,
-                                     [](size_t n, const auto& l) { return n < l.first; });
-        if (line != c.lines.begin() && std::prev(line)->first > from) {
-            best = i;
-            from = std::prev(line)->first;
-            tokens = std::prev(line)->second;
-        }
-    }
-    if (best == m_counted.size()) {
-        best = m_next;
-        m_next = (m_next + 1) % m_counted.size();
-    }
-    Counted& slot = m_counted[best];
-    auto kept = std::find_if(slot.lines.begin(), slot.lines.end(),
-                             [from](const auto& l) { return l.first > from; });
-    slot.lines.erase(kept, slot.lines.end());
-    for (size_t pos = from; pos < text.size();) {
+    auto [pos, tokens] = m_recent.resume(text, 0);
+    while (pos < text.size()) {
         pos += token_length(text, pos);
         ++tokens;
         if (text[pos - 1] == '\n') {
-            slot.lines.emplace_back(pos, tokens);
+            m_recent.checkpoint(pos, tokens);
         }
     }
-    slot.text.assign(text);
+    m_recent.finish(text);
     return tokens;
 }
 

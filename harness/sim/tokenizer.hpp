@@ -15,10 +15,9 @@
 // Concatenating the tokens of a text gives the text back.
 #pragma once
 
-#include <array>
-#include <string>
+#include <harness/sim/recent_prefixes.hpp>
+
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace diffeval::sim {
@@ -32,23 +31,16 @@ std::vector<std::string_view> tokenize(std::string_view text);
 // The number of tokens in `text` (same as tokenize(text).size(), no allocation).
 int count_tokens(std::string_view text);
 
-// Token counts of texts that mostly begin alike, as the prompts of one
-// framing do (the same few-shot examples before each question). A newline is
-// always a token of its own and no token before it depends on what follows,
-// so a text is only counted from the last newline it shares with one of the
-// few texts counted last: count(text) == count_tokens(text).
+// Token counts of texts that mostly begin alike (recent_prefixes.hpp). A
+// newline is always a token of its own and no token before it depends on
+// what follows, so the count resumes after the last newline a text shares
+// with a recent one: count(text) == count_tokens(text).
 class PrefixTokenCounter {
 public:
     int count(std::string_view text);
 
 private:
-    struct Counted {
-        std::string text;
-        std::vector<std::pair<size_t, int>> lines; // (offset after a newline, tokens before it)
-    };
-    static constexpr size_t k_remembered = 4;
-    std::array<Counted, k_remembered> m_counted;
-    size_t m_next = 0; // the slot a text sharing no line with any goes to
+    RecentPrefixes<int> m_recent;
 };
 
 // Length in bytes of the token starting at `text[pos]` (`pos` < text.size()).
