@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 
 namespace diffeval::sim {
 
@@ -33,18 +34,38 @@ constexpr std::array<std::string_view, 256> k_escapes = [] {
     return e;
 }();
 
+// Whether one of the eight bytes of `w` needs an escape: below 0x20, '"' or
+// '\\' (the bit tricks of "Bit Twiddling Hacks", exact for "any byte").
+bool needs_escape(uint64_t w) {
+    constexpr uint64_t k_ones = 0x0101010101010101ULL;
+    constexpr uint64_t k_high = 0x8080808080808080ULL;
+    auto has_zero = [](uint64_t x) { return (x - k_ones) & ~x & k_high; };
+    const uint64_t below_space = (w - k_ones * 0x20) & ~w & k_high;
+    return (below_space | has_zero(w ^ (k_ones * '"')) | has_zero(w ^ (k_ones * '\\'))) != 0;
+}
+
 } // namespace
 
 void append_valid_json_string(std::string& out, std::string_view s) {
     out += '"';
     size_t run = 0; // start of the bytes not yet copied
-    for (size_t i = 0; i < s.size(); ++i) {
+    size_t i = 0;
+    while (i < s.size()) {
+        // Prompts are long and rarely escaped: skip eight plain bytes at a time.
+        if (uint64_t w = 0; i + sizeof w <= s.size()) {
+            std::memcpy(&w, s.data() + i, sizeof w);
+            if (!needs_escape(w)) {
+                i += sizeof w;
+                continue;
+            }
+        }
         std::string_view escape = k_escapes[static_cast<unsigned char>(s[i])];
         if (!escape.empty()) {
             out.append(s.data() + run, i - run);
             out += escape;
             run = i + 1;
         }
+        ++i;
     }
     out.append(s.data() + run, s.size() - run);
     out += '"';
