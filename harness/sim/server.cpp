@@ -53,6 +53,9 @@ constexpr int k_backlog = 4096;
 // uvicorn's default: an idle keep-alive connection is closed after 5 s.
 constexpr auto k_keep_alive_timeout = std::chrono::seconds{5};
 constexpr uint64_t k_body_limit = uint64_t{64} << 20; // bytes of one request body
+// A connection's read buffer from the start: a 5-shot GSM8K request with its
+// head is 3 to 4 KiB.
+constexpr size_t k_read_room = size_t{8} << 10;
 constexpr auto k_accept_retry = std::chrono::milliseconds{10};
 constexpr std::string_view k_json_type = "application/json";
 constexpr std::string_view k_sse_type = "text/event-stream; charset=utf-8"; // as vLLM sends it
@@ -218,6 +221,9 @@ public:
     Session(Server::Impl& server, tcp::socket socket)
         : m_server(server), m_stream(std::move(socket)), m_timer(m_stream.get_executor()) {
         m_server.sessions.insert(this);
+        // Beast reads into the room the buffer has (512 bytes when it has
+        // none): room for a whole request is one recv, not five or six.
+        m_buffer.reserve(k_read_room);
     }
     ~Session() { m_server.sessions.erase(this); }
     Session(const Session&) = delete;
