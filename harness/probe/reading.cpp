@@ -246,6 +246,13 @@ std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view 
 } // namespace
 
 util::Result<FirstPosition> first_position_nlohmann(std::string_view body) {
+    // Depth-bounded: copying a deep `completion_probabilities` below would
+    // recurse once per level.
+    if (!util::json_depth_within(body)) {
+        return make_error(
+            ErrorKind::data,
+            fmt::format("the probe response nests deeper than {} levels", util::k_max_json_depth));
+    }
     auto j = json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object()) {
         return not_an_object();

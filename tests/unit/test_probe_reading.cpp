@@ -151,7 +151,8 @@ TEST(ProbeTopJson, KeepsTokensAndLogprobs) {
 
 // simdjson reads what nlohmann reads: every shape, and the awkward bodies a
 // server may send (duplicate keys, keys out of order, wrong types, numbers
-// out of range, deep nesting, not JSON at all).
+// out of range, deep nesting, not JSON at all). A body 100,000 levels deep
+// is refused, not copied level by level until the stack runs out.
 TEST(ProbeFirstPosition, BothParsersReadTheSame) {
     const std::vector<std::string> bodies = {
         legacy_body(" <think>", -0.25, R"({" <think>": -0.3567, " Jan": -1.2040, "A": -3})"),
@@ -174,6 +175,8 @@ TEST(ProbeFirstPosition, BothParsersReadTheSame) {
         R"({"choices":[{"logprobs":{"tokens":["t"],"token_logprobs":[-1e-400, 5]}}]})",
         R"({"choices":[{"logprobs":{"tokens":["\u00e9\ud83d\ude00"],"token_logprobs":[-0.5]}}]})",
         std::string(70, '[') + std::string(70, ']'),
+        R"({"completion_probabilities":[)" + std::string(100'000, '[') + std::string(100'000, ']') +
+            "]}",
         R"([1, 2])",
         R"("text")",
         "not json",
