@@ -46,6 +46,10 @@ constexpr std::array<std::string_view, 7> k_transport_keys = {
 // the room a 64 MiB body needed.
 constexpr size_t k_max_pooled_bytes = size_t{1} << 20;
 
+// The deepest nesting a request body may have: 10,000 levels of recursion
+// fit in a thread's stack many times over.
+constexpr size_t k_max_nesting = 10'000;
+
 // The content hash's state is recorded after every this many bytes.
 constexpr size_t k_hash_block = 256;
 
@@ -88,6 +92,13 @@ public:
         element root;
         if (parser.parse(body.data(), body.size()).get(root) == simdjson::SUCCESS) {
             m_root = root;
+            return;
+        }
+        // The dump below and the content hash recurse once per level: past
+        // k_max_nesting a body is refused as undecodable (Python's json
+        // module gives up far sooner, at its recursion limit), not read until
+        // the stack runs out.
+        if (nesting_depth(body) > k_max_nesting) {
             return;
         }
         nlohmann::json j = nlohmann::json::parse(body, nullptr, false);

@@ -256,6 +256,12 @@ TEST(SimRequest, BodiesOnlyNlohmannParsesAreRead) {
               "max_tokens must be at least 1, got 0.");
     EXPECT_EQ(error_of("\xEF\xBB\xBF{", Endpoint::completions).message,
               "JSON decode error: the request body is not valid JSON");
+    // So deep that reading it level by level would overflow the stack.
+    EXPECT_EQ(error_of("{\"prompt\":\"hi\",\"x\":" + std::string(100'000, '[') +
+                           std::string(100'000, ']') + "}",
+                       Endpoint::completions)
+                  .message,
+              "JSON decode error: the request body is not valid JSON");
 }
 
 TEST(SimRequest, IntegersReadAsNlohmannReadsThem) {
