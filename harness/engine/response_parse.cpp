@@ -3,6 +3,7 @@
 // field is `reasoning` in current vLLM and `reasoning_content` before).
 #include <harness/engine/response_parse.hpp>
 
+#include <harness/util/simdjson_member.hpp>
 #include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
 
@@ -119,14 +120,9 @@ constexpr size_t k_max_fast_bytes = size_t{1} << 20;
 using simdjson::dom::element;
 using simdjson::dom::object;
 
+// The last of duplicate keys, as nlohmann keeps it.
 std::optional<element> member(object obj, std::string_view key) {
-    std::optional<element> found;
-    for (auto field : obj) {
-        if (field.key == key) {
-            found = field.value;
-        }
-    }
-    return found;
+    return util::last_member(obj, key);
 }
 
 // `v` as an optional string: absent or null is nullopt; false when present

@@ -3,6 +3,7 @@
 // probability of 0, and nothing here throws.
 #include <harness/probe/reading.hpp>
 
+#include <harness/util/simdjson_member.hpp>
 #include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
@@ -124,14 +125,9 @@ namespace fast {
 using simdjson::dom::element;
 using simdjson::dom::object;
 
+// The last of duplicate keys, as nlohmann keeps it.
 std::optional<element> member(object obj, std::string_view key) {
-    std::optional<element> found;
-    for (auto field : obj) {
-        if (field.key == key) {
-            found = field.value;
-        }
-    }
-    return found;
+    return util::last_member(obj, key);
 }
 
 double number_or(const std::optional<element>& v, double fallback) {

@@ -18,6 +18,7 @@
 #include <harness/sim/recent_prefixes.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/simdjson_member.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -121,15 +122,9 @@ private:
     std::optional<element> m_root;
 };
 
-// The member `key` of `obj`: the last of duplicates, as nlohmann keeps it.
+// The last of duplicate keys, as nlohmann keeps it.
 std::optional<element> member(object obj, std::string_view key) {
-    std::optional<element> found;
-    for (auto field : obj) {
-        if (field.key == key) {
-            found = field.value;
-        }
-    }
-    return found;
+    return util::last_member(obj, key);
 }
 
 // An object's members sorted by key (bytes compared unsigned, as
