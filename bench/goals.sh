@@ -126,14 +126,16 @@ else
     row "stored responses/s vs wrk requests/s" "no wrk" "apt-get install wrk"
 fi
 
-# 4. Planning: peak RSS at 1,319 and 100,244 planned requests, and the first
-#    request of a 100,244-request plan resumed from a half-full database.
+# 4. Planning: peak RSS at 1,320 and 100,244 planned requests of the same
+#    matrix (only the plan's length differs: 330 questions once, 1,319
+#    questions 19 times), and the first request of a 100,244-request plan
+#    resumed from a half-full database.
 if [ "${BENCH_LARGE:-1}" != 0 ]; then
-    client "$work/p1.sqlite" --framing raw --max-tokens 256
+    client "$work/p1.sqlite" "${matrix[@]}" --limit 330
     read -r _ _ _ rss_small <"$work/time"
     client "$work/p100k.sqlite" "${matrix[@]}" --repeats 19
     read -r _ _ _ rss_large <"$work/time"
-    row "peak RSS at 1,319 / 100,244 planned requests" \
+    row "peak RSS at 1,320 / 100,244 planned requests" \
         "$((rss_small / 1024)) / $((rss_large / 1024)) MiB" "within 10%"
     sqlite3 "$work/p100k.sqlite" "UPDATE requests SET response_id = NULL WHERE request_id % 2 = 0"
     start_sim

@@ -101,8 +101,10 @@ util::Result<void> store_added(store::Store& st, const std::vector<scorers::Scor
 
 } // namespace
 
-ResponseScorer::ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode)
+ResponseScorer::ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode,
+                               size_t memo_bytes)
     : m_scorers(std::move(scorers)), m_mode(mode), m_mode_name(scorers::score_text_name(mode)),
+      m_memo_limit(memo_bytes),
       m_invalid(m_scorers.size(), scorers::ScoreResult{"[invalid]", false, false}) {}
 
 bool ResponseScorer::needs_stop_strings(const store::ResponseToScore& r) {
@@ -138,10 +140,6 @@ store::DerivedRows ResponseScorer::derive(const store::ResponseToScore& r,
     return d;
 }
 
-// Past this many bytes of remembered texts the memory starts over, so a pass
-// keeps a few MB however many distinct answers it meets.
-constexpr size_t k_memo_bytes = size_t{4} << 20;
-
 const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::ResponseToScore& r) {
     auto& gold = m_golds[{r.dataset, r.question_idx}];
     if (gold.empty()) {
@@ -160,7 +158,7 @@ const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::Res
     for (size_t k = 0; k < m_scorers.size(); ++k) {
         results.push_back(m_scorers[k]->score(text, gold[k]));
     }
-    if (m_memo_bytes + key.size() > k_memo_bytes) {
+    if (m_memo_bytes + key.size() > m_memo_limit) {
         m_memo.clear();
         m_memo_bytes = 0;
     }

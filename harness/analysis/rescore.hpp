@@ -9,6 +9,7 @@
 #include <scorers/registry.hpp>
 #include <scorers/score_text.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -40,7 +41,16 @@ enum class Scope { all, missing };
 // and a score depends on nothing else. One thread at a time.
 class ResponseScorer {
 public:
-    ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode);
+    // Past `memo_bytes` of remembered texts the memory starts over, so a
+    // pass keeps a few MB however many distinct answers it meets.
+    static constexpr size_t k_pass_memo_bytes = size_t{4} << 20;
+    // A run scores each response as it is stored, and plans the repeats of
+    // a body together: the texts it meets again come soon after, and a
+    // smaller memory keeps its peak RSS flat in the plan's length (bench/).
+    static constexpr size_t k_run_memo_bytes = size_t{1} << 20;
+
+    ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode,
+                   size_t memo_bytes = k_pass_memo_bytes);
 
     // Whether classifying `r` reads its request's stop strings: the server
     // named no stop field and the response stopped.
@@ -60,6 +70,7 @@ private:
     std::string m_mode_name;
     std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;
     std::unordered_map<std::string, std::vector<scorers::ScoreResult>> m_memo;
+    size_t m_memo_limit;
     size_t m_memo_bytes = 0;
     std::vector<scorers::ScoreResult> m_invalid;
 };
@@ -74,7 +85,8 @@ public:
 
 private:
     StoredScoring(scorers::Registry registry, scorers::ScoreText mode)
-        : m_registry(std::move(registry)), m_scorer(m_registry.all(), mode) {}
+        : m_registry(std::move(registry)),
+          m_scorer(m_registry.all(), mode, ResponseScorer::k_run_memo_bytes) {}
 
     scorers::Registry m_registry;
     ResponseScorer m_scorer;
