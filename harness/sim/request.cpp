@@ -211,25 +211,35 @@ std::string_view type_name(element v) {
     }
 }
 
+void append_canonical(std::string& out, element v);
+
+// The object of `members` as append_canonical writes it, leaving out the
+// members whose key `skip` picks.
+template <typename Skip> void append_object(std::string& out, const Members& members, Skip skip) {
+    out += '{';
+    bool first = true;
+    for (const auto& f : members.fields()) {
+        if (skip(f.key)) {
+            continue;
+        }
+        if (!first) {
+            out += ',';
+        }
+        first = false;
+        append_valid_json_string(out, f.key);
+        out += ':';
+        append_canonical(out, f.value);
+    }
+    out += '}';
+}
+
 // `v` as nlohmann's compact dump() writes it, objects' keys sorted.
 void append_canonical(std::string& out, element v) {
     switch (v.type()) {
-    case element_type::OBJECT: {
-        out += '{';
-        bool first = true;
-        const Members members(v.get_object().value_unsafe());
-        for (const auto& f : members.fields()) {
-            if (!first) {
-                out += ',';
-            }
-            first = false;
-            append_valid_json_string(out, f.key);
-            out += ':';
-            append_canonical(out, f.value);
-        }
-        out += '}';
+    case element_type::OBJECT:
+        append_object(out, Members(v.get_object().value_unsafe()),
+                      [](std::string_view) { return false; });
         return;
-    }
     case element_type::ARRAY: {
         out += '[';
         bool first = true;
@@ -269,22 +279,10 @@ void append_canonical(std::string& out, element v) {
 uint64_t content_hash(const Members& body, Endpoint endpoint, size_t body_size) {
     std::string text(endpoint_prefix(endpoint));
     text.reserve(body_size + 64);
-    text += '{';
-    bool first = true;
-    for (const auto& f : body.fields()) {
-        if (std::find(k_transport_keys.begin(), k_transport_keys.end(), f.key) !=
-            k_transport_keys.end()) {
-            continue;
-        }
-        if (!first) {
-            text += ',';
-        }
-        first = false;
-        append_valid_json_string(text, f.key);
-        text += ':';
-        append_canonical(text, f.value);
-    }
-    text += '}';
+    append_object(text, body, [](std::string_view key) {
+        return std::find(k_transport_keys.begin(), k_transport_keys.end(), key) !=
+               k_transport_keys.end();
+    });
     // One framing's canonical bodies begin alike: the hash goes on from a
     // state recorded after a block the body shares with a recent one.
     thread_local RecentPrefixes<util::Hash64Stream> recent;
