@@ -119,11 +119,7 @@ constexpr size_t k_max_fast_bytes = size_t{1} << 20;
 
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-// The last of duplicate keys, as nlohmann keeps it.
-std::optional<element> member(object obj, std::string_view key) {
-    return util::last_member(obj, key);
-}
+using util::last_member;
 
 // `v` as an optional string: absent or null is nullopt; false when present
 // with another type.
@@ -143,7 +139,7 @@ bool string_or_null(const std::optional<element>& v, std::optional<std::string>&
 // A string member, or nullopt when absent or of another type.
 std::optional<std::string> string_field(object obj, std::string_view key) {
     std::optional<std::string> out;
-    if (!string_or_null(member(obj, key), out)) {
+    if (!string_or_null(last_member(obj, key), out)) {
         out.reset();
     }
     return out;
@@ -152,7 +148,7 @@ std::optional<std::string> string_field(object obj, std::string_view key) {
 // A usage count; false when it would need a note.
 bool count_field(object usage, std::string_view key, std::optional<int64_t>& out) {
     out.reset();
-    auto v = member(usage, key);
+    auto v = last_member(usage, key);
     if (!v || v->is_null()) {
         return true;
     }
@@ -183,7 +179,7 @@ util::StopReason stop_value(const element& v) {
 void read_stop(object body, object choice, const std::optional<std::string>& finish_reason,
                util::StopReason& stop, std::string& field) {
     for (const char* key : {"stop_reason", "matched_stop"}) {
-        if (auto v = member(choice, key)) {
+        if (auto v = last_member(choice, key)) {
             field = key;
             stop = stop_value(*v);
             return;
@@ -194,7 +190,7 @@ void read_stop(object body, object choice, const std::optional<std::string>& fin
         return;
     }
     object verbose;
-    if (auto v = member(body, "__verbose"); !v || v->get_object().get(verbose)) {
+    if (auto v = last_member(body, "__verbose"); !v || v->get_object().get(verbose)) {
         return;
     }
     auto type = string_field(verbose, "stop_type");
@@ -223,29 +219,30 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
         parser.dom.parse(body).get_object().get(top)) {
         return false;
     }
-    if (auto e = member(top, "error"); e && !e->is_null()) {
+    if (auto e = last_member(top, "error"); e && !e->is_null()) {
         return false;
     }
     simdjson::dom::array choices;
     object choice;
-    if (auto c = member(top, "choices");
+    if (auto c = last_member(top, "choices");
         !c || c->get_array().get(choices) || choices.at(0).get_object().get(choice)) {
         return false;
     }
     std::optional<std::string> text;
     std::optional<std::string> reasoning;
     if (endpoint == Endpoint::completion) {
-        if (!string_or_null(member(choice, "text"), text) || !text) {
+        if (!string_or_null(last_member(choice, "text"), text) || !text) {
             return false;
         }
     } else {
         object msg;
         std::optional<std::string> content;
         std::optional<std::string> reasoning_content;
-        if (auto m = member(choice, "message");
-            !m || m->get_object().get(msg) || !string_or_null(member(msg, "content"), content) ||
-            !string_or_null(member(msg, "reasoning"), reasoning) ||
-            !string_or_null(member(msg, "reasoning_content"), reasoning_content)) {
+        if (auto m = last_member(choice, "message");
+            !m || m->get_object().get(msg) ||
+            !string_or_null(last_member(msg, "content"), content) ||
+            !string_or_null(last_member(msg, "reasoning"), reasoning) ||
+            !string_or_null(last_member(msg, "reasoning_content"), reasoning_content)) {
             return false;
         }
         if (!reasoning) {
@@ -257,14 +254,14 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
         text = content.value_or("");
     }
     std::optional<std::string> finish_reason;
-    if (!string_or_null(member(choice, "finish_reason"), finish_reason)) {
+    if (!string_or_null(last_member(choice, "finish_reason"), finish_reason)) {
         return false;
     }
     // Counts are set only from a usage object, as below.
     std::optional<int64_t> prompt_tokens;
     std::optional<int64_t> completion_tokens;
     object usage;
-    const auto u = member(top, "usage");
+    const auto u = last_member(top, "usage");
     const bool counted = u && !u->get_object().get(usage);
     if (counted && (!count_field(usage, "prompt_tokens", prompt_tokens) ||
                     !count_field(usage, "completion_tokens", completion_tokens))) {

@@ -124,11 +124,7 @@ namespace fast {
 
 using simdjson::dom::element;
 using simdjson::dom::object;
-
-// The last of duplicate keys, as nlohmann keeps it.
-std::optional<element> member(object obj, std::string_view key) {
-    return util::last_member(obj, key);
-}
+using util::last_member;
 
 double number_or(const std::optional<element>& v, double fallback) {
     double d = 0;
@@ -159,37 +155,37 @@ std::optional<FirstPosition> read_content_items(const std::optional<element>& co
         return std::nullopt;
     }
     FirstPosition p;
-    if (auto t = string_of(member(first, "token"))) {
+    if (auto t = string_of(last_member(first, "token"))) {
         p.chosen = std::string(*t);
     }
     simdjson::dom::array alts;
-    if (auto tl = member(first, "top_logprobs");
+    if (auto tl = last_member(first, "top_logprobs");
         tl && tl->get_array().get(alts) == simdjson::SUCCESS) {
         for (element alt : alts) {
             object o;
             if (alt.get_object().get(o) != simdjson::SUCCESS) {
                 continue;
             }
-            if (auto token = string_of(member(o, "token"))) {
-                add(p, std::string(*token), number_or(member(o, "logprob"), -INFINITY));
+            if (auto token = string_of(last_member(o, "token"))) {
+                add(p, std::string(*token), number_or(last_member(o, "logprob"), -INFINITY));
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(member(first, "logprob"), -INFINITY));
+        add(p, p.chosen, number_or(last_member(first, "logprob"), -INFINITY));
     }
     return p;
 }
 
 std::optional<FirstPosition> read_legacy_shape(object lp) {
-    const auto token = string_of(first_item(member(lp, "tokens")));
+    const auto token = string_of(first_item(last_member(lp, "tokens")));
     if (!token) {
         return std::nullopt;
     }
     FirstPosition p;
     p.chosen = std::string(*token);
     object dict;
-    if (auto d = first_item(member(lp, "top_logprobs"));
+    if (auto d = first_item(last_member(lp, "top_logprobs"));
         d && d->get_object().get(dict) == simdjson::SUCCESS) {
         std::map<std::string_view, element> sorted;
         for (auto field : dict) {
@@ -199,7 +195,7 @@ std::optional<FirstPosition> read_legacy_shape(object lp) {
             add(p, std::string(key), number_or(value, -INFINITY));
         }
     }
-    add(p, p.chosen, number_or(first_item(member(lp, "token_logprobs")), -INFINITY));
+    add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), -INFINITY));
     return p;
 }
 
@@ -222,15 +218,15 @@ std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view 
     }
     object choice;
     object lp;
-    if (auto c = first_item(member(top, "choices"));
-        c && c->get_object().get(choice) == simdjson::SUCCESS && member(choice, "logprobs")) {
-        if (member(choice, "logprobs")->get_object().get(lp) != simdjson::SUCCESS) {
+    if (auto c = first_item(last_member(top, "choices"));
+        c && c->get_object().get(choice) == simdjson::SUCCESS && last_member(choice, "logprobs")) {
+        if (last_member(choice, "logprobs")->get_object().get(lp) != simdjson::SUCCESS) {
             return util::Result<std::optional<FirstPosition>>(no_logprobs());
         }
-        auto p = read_content_items(member(lp, "content"));
+        auto p = read_content_items(last_member(lp, "content"));
         return util::Result<std::optional<FirstPosition>>(p ? std::move(p) : read_legacy_shape(lp));
     }
-    if (auto cp = member(top, "completion_probabilities"); cp && cp->is_array()) {
+    if (auto cp = last_member(top, "completion_probabilities"); cp && cp->is_array()) {
         // llama-server's native /completion: the same items as `content`.
         return util::Result<std::optional<FirstPosition>>(read_content_items(cp));
     }

@@ -36,6 +36,7 @@ using simdjson::dom::array;
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 using simdjson::dom::object;
+using util::last_member;
 
 // Fields that only say how the answer is delivered, left out of the
 // content hash.
@@ -121,11 +122,6 @@ private:
     std::string m_rewritten;                       // nlohmann's dump of a refused body
     std::optional<element> m_root;
 };
-
-// The last of duplicate keys, as nlohmann keeps it.
-std::optional<element> member(object obj, std::string_view key) {
-    return util::last_member(obj, key);
-}
 
 // An object's members sorted by key (bytes compared unsigned, as
 // std::string compares them) with duplicates resolved to the last: the
@@ -327,7 +323,7 @@ std::optional<ApiError> content_text(const std::optional<element>& content, std:
         if (part.get_object().get(obj) != simdjson::SUCCESS) {
             continue;
         }
-        auto type = member(obj, "type");
+        auto type = last_member(obj, "type");
         if (type && !type->is_string()) {
             return ApiError{
                 500, "InternalServerError",
@@ -338,7 +334,7 @@ std::optional<ApiError> content_text(const std::optional<element>& content, std:
         if (!type || string_of(*type) != "text") {
             continue;
         }
-        if (auto t = member(obj, "text"); t && t->is_string()) {
+        if (auto t = last_member(obj, "text"); t && t->is_string()) {
             out += string_of(*t);
         }
     }
@@ -468,7 +464,7 @@ std::optional<ApiError> read_chat(const Members& body, ParsedRequest& r) {
     for (element m : list) {
         object obj;
         std::optional<element> role;
-        if (m.get_object().get(obj) != simdjson::SUCCESS || !(role = member(obj, "role")) ||
+        if (m.get_object().get(obj) != simdjson::SUCCESS || !(role = last_member(obj, "role")) ||
             !role->is_string()) {
             return bad_request("messages: each message needs a string 'role'", "messages");
         }
@@ -476,21 +472,21 @@ std::optional<ApiError> read_chat(const Members& body, ParsedRequest& r) {
         objects.push_back(obj);
         read.push_back(messages.back().role == "user");
         if (read.back()) {
-            if (auto e = content_text(member(obj, "content"), messages.back().content)) {
+            if (auto e = content_text(last_member(obj, "content"), messages.back().content)) {
                 return e;
             }
             last_user = messages.size() - 1;
         }
     }
     if (auto kw = body.find("chat_template_kwargs"); kw && kw->is_object()) {
-        if (auto et = member(kw->get_object().value_unsafe(), "enable_thinking");
+        if (auto et = last_member(kw->get_object().value_unsafe(), "enable_thinking");
             et && et->is_bool()) {
             r.thinking = et->get_bool().value_unsafe();
         }
     }
     for (size_t i = 0; i < messages.size(); ++i) {
         if (!read[i]) {
-            if (auto e = content_text(member(objects[i], "content"), messages[i].content)) {
+            if (auto e = content_text(last_member(objects[i], "content"), messages[i].content)) {
                 return e;
             }
         }
@@ -562,7 +558,7 @@ std::optional<ApiError> read_output_flags(const Members& body, Endpoint endpoint
         }
         object options;
         if (so->get_object().get(options) == simdjson::SUCCESS) {
-            auto iu = member(options, "include_usage");
+            auto iu = last_member(options, "include_usage");
             r.include_usage = !iu || (iu->is_bool() && iu->get_bool().value_unsafe());
         }
     }
