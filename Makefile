@@ -7,9 +7,13 @@ JOBS ?= $(shell nproc)
 # instead of the whole CI run.
 TEST_TIMEOUT ?= 900
 
-# Sanitized and fuzzing builds live in their own directories.
+# The sanitized suite and the fuzz targets share one clang tree (AddressSanitizer,
+# UBSan and libFuzzer's coverage in every object), so CI compiles the sources
+# twice, not three times: the release tree and this one.
 SANITIZE_DIR ?= build-sanitize
-FUZZ_DIR ?= build-fuzz
+FUZZ_DIR ?= $(SANITIZE_DIR)
+SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	-DDIFFEVAL_SANITIZE=ON -DDIFFEVAL_FUZZ=ON
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS ?=
 
@@ -41,23 +45,22 @@ test: build
 	@scripts/engine-chroot.sh >/dev/null || true
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 
-# The whole suite built with AddressSanitizer and UBSan; any report fails
-# the test that triggered it.
+# The whole suite built with AddressSanitizer and UBSan (clang); any report
+# fails the test that triggered it.
 test-sanitize: deps
 	@scripts/install-deps.sh --browser
-	@cmake -S . -B $(SANITIZE_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDIFFEVAL_SANITIZE=ON \
-		$(CMAKE_FLAGS) >/dev/null
+	@scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(SANITIZE_DIR) $(SANITIZE_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
 		UBSAN_OPTIONS=print_stacktrace=1:exitcode=86 ctest --output-on-failure -j $(JOBS) \
 		--timeout $(TEST_TIMEOUT) $(CTEST_FLAGS)
 
-# libFuzzer targets (clang), each run FUZZ_SECONDS seconds; FUZZ_TARGETS
-# (e.g. "sse response") picks some.
+# libFuzzer targets, each run FUZZ_SECONDS seconds; FUZZ_TARGETS (e.g. "sse
+# response") picks some. After test-sanitize only their links are left to do.
 fuzz: deps
 	@scripts/install-deps.sh --fuzz
-	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-		-DDIFFEVAL_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(FUZZ_DIR) $(SANITIZE_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
 	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 

@@ -153,7 +153,12 @@ std::string forest_plot(const ReportData& data) {
     if (data.comparisons.empty()) {
         return "";
     }
-    const auto [lo, hi, margin] = forest_range(data);
+    // Named copies, not a structured binding: clang 14 (the sanitized and
+    // fuzz tree) cannot capture a binding in the lambdas below.
+    const ForestRange range = forest_range(data);
+    const double lo = range.lo;
+    const double hi = range.hi;
+    const auto& margin = range.margin;
     const int label_w = 330, plot_w = 420, row_h = 22, top = 26;
     const int height = top + row_h * static_cast<int>(data.comparisons.size()) + 30;
     auto x = [&](double points) { return label_w + (points - lo) / (hi - lo) * plot_w; };

@@ -198,6 +198,10 @@ util::Result<int64_t> unscored_count(store::Store& st) {
     return store::unclassified_responses(st);
 }
 
+util::Result<Results> load_results(store::Store& st) {
+    return load_results(st, std::array<ResponseVisitor, 2>{});
+}
+
 util::Result<Results> load_results(store::Store& st, const std::array<ResponseVisitor, 2>& visit) {
     Results out;
     auto names = store::result_names(st);

@@ -99,7 +99,10 @@ util::Result<int64_t> unscored_count(store::Store& store);
 // `visit[1]` (when set) see the lower and upper half's responses with their
 // texts, in the same pass. The rows come back in response_id order.
 util::Result<Results> load_results(store::Store& store,
-                                   const std::array<ResponseVisitor, 2>& visit = {});
+                                   const std::array<ResponseVisitor, 2>& visit);
+// The same without visitors. (An overload, not a default argument `= {}`:
+// clang 14 does not emit std::function's constructor for that default.)
+util::Result<Results> load_results(store::Store& store);
 
 // What `scorer` extracted from one response, cut to `max_chars`; when it
 // extracted nothing, "(no answer)" and the end of the response's text.
