@@ -48,8 +48,7 @@ test: build
 # The whole suite built with AddressSanitizer and UBSan (clang); any report
 # fails the test that triggered it.
 test-sanitize: deps
-	@scripts/install-deps.sh --browser
-	@scripts/install-deps.sh --fuzz
+	@scripts/install-deps.sh --browser --fuzz
 	@cmake -S . -B $(SANITIZE_DIR) $(SANITIZE_CMAKE) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(SANITIZE_DIR) -j $(JOBS)
 	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=1:exitcode=86 \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages diffeval builds and tests with, when any is
 # missing. Safe to run repeatedly: it asks apt only when something is absent.
+# Usage: scripts/install-deps.sh [--browser] [--fuzz]; exit 1 when packages are
+# missing and it is not root, 2 for an unknown option.
 set -euo pipefail
 
 packages=(
@@ -11,12 +13,18 @@ packages=(
     libjemalloc-dev # the executable's allocator (CMakeLists.txt)
     debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)
 )
-if [ "${1:-}" = "--browser" ]; then
-    packages+=(chromium)
-fi
-if [ "${1:-}" = "--fuzz" ]; then
-    packages+=(clang libclang-rt-14-dev)
-fi
+# Extras, any of them together: --browser (the report's browser tests),
+# --fuzz (clang: the sanitized suite and the fuzz targets).
+for extra in "$@"; do
+    case $extra in
+    --browser) packages+=(chromium) ;;
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *)
+        echo "diffeval: install-deps.sh: unknown option '$extra'; use --browser and/or --fuzz" >&2
+        exit 2
+        ;;
+    esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
