@@ -57,8 +57,8 @@ std::string latency_tables(const ReportData& data) {
     if (auto tails = tail_table(data, Style::html); !tails.empty()) {
         out += "<p class=\"note\">Tail against the baseline on the paired questions. From longer "
                "outputs: both sides' p99 predicted from their token counts at the baseline's "
-               "speed (least squares latency ~ tokens); rest: the candidate being slower per "
-               "request.</p>\n" +
+               "speed (least squares latency ~ tokens); rest: what they leave unexplained, the "
+               "candidate's own speed or noise (not tested).</p>\n" +
                tails;
     }
     return out;

@@ -186,8 +186,8 @@ std::string render_markdown(const ReportData& data) {
     if (auto tail = tail_table(data, Style::markdown); !tail.empty()) {
         out += "Tail against the baseline on the paired questions. \"From longer outputs\" "
                "predicts both sides' p99 from their token counts at the baseline's speed "
-               "(least squares latency ~ tokens); \"rest\" is the candidate being slower per "
-               "request.\n\n" +
+               "(least squares latency ~ tokens); \"rest\" is what they leave unexplained: the "
+               "candidate's own speed, or noise (not tested).\n\n" +
                tail + "\n";
     }
 

@@ -233,19 +233,20 @@ std::string tail_sentence(const analysis::TailDifference& t) {
                     ms(t.b_p99_ms), signed_ms(t.p99_diff_ms()), t.a_responses, t.b_responses);
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
-        // The rest is B's own speed: positive when B is slower per request,
-        // negative when it is faster; the words follow the sign (and the
-        // rounding: under half a millisecond is neither).
+        // The rest is what output lengths leave unexplained: B's own speed,
+        // or noise, which one p99 against another cannot tell apart (no test
+        // is made of it; against servers that answer at once it is
+        // scheduling). The words follow the sign and the rounding: under half
+        // a millisecond is neither.
         const double rest = t.p99_diff_ms() - f.explained_ms;
-        out +=
-            fmt::format("\nOf the {} ms p99 difference, about {} ms follows from output lengths "
-                        "and {} ms\nfrom B being {} per request (token counts at A's speed: {:.0f} "
-                        "ms {:+.2f} ms/token).",
-                        signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), signed_ms(rest),
-                        rest <= -0.5  ? "faster"
-                        : rest >= 0.5 ? "slower"
-                                      : "no slower or faster",
-                        f.intercept_ms, f.ms_per_token);
+        out += fmt::format(
+            "\nOf the {} ms p99 difference, about {} ms follows from output lengths\n(token "
+            "counts at A's speed: {:.0f} ms {:+.2f} ms/token) and {} ms is left over:\n{}.",
+            signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), f.intercept_ms, f.ms_per_token,
+            signed_ms(rest),
+            rest <= -0.5  ? "B faster per request, or noise, which no test here separates"
+            : rest >= 0.5 ? "B slower per request, or noise, which no test here separates"
+                          : "B no slower or faster per request");
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }
