@@ -124,6 +124,27 @@ std::vector<std::string> Planner::probe_bodies(const Part& part,
     return bodies;
 }
 
+std::shared_ptr<const std::string> Planner::body(const Work& w) {
+    const std::tuple recipe{w.part, w.question, w.max_tokens, w.probe_step};
+    if (m_last_body && recipe == m_last_recipe) {
+        return m_last_body;
+    }
+    const Part& part = m_parts[w.part];
+    const auto& sample = m_ctx.inputs.dataset.test[static_cast<size_t>(w.question)];
+    std::string body;
+    if (w.probe_step < 0) {
+        body = measured_body(part, sample, w.max_tokens);
+    } else {
+        const auto& t = part.probe_steps[static_cast<size_t>(w.probe_step)];
+        body = t ? t->render(sample, 1)
+                 : probe_body(part.renderer, sample, w.probe_step, part.body_model,
+                              part.probe_options);
+    }
+    m_last_body = std::make_shared<const std::string>(std::move(body));
+    m_last_recipe = recipe;
+    return m_last_body;
+}
+
 void Planner::read_question(std::vector<Read>& out) {
     const auto& config = m_ctx.config;
     const auto& dataset = m_ctx.inputs.dataset;
@@ -134,7 +155,7 @@ void Planner::read_question(std::vector<Read>& out) {
     if (m_stage == config.max_tokens.size()) {
         for (auto& row : plan_probe_question(*config.probe, server, framing, dataset.name, q,
                                              config.repeats, probe_bodies(part, dataset.test[q]))) {
-            out.push_back(Read{std::move(row), &part});
+            out.push_back(Read{std::move(row), m_part});
         }
     } else if (!config.shard || static_cast<int>(q % static_cast<size_t>(config.shard->count)) ==
                                     config.shard->index) {
@@ -149,7 +170,7 @@ void Planner::read_question(std::vector<Read>& out) {
                                   body_sha};
             row.key = store::request_key(server, framing, max_tokens, rep, static_cast<int64_t>(q),
                                          body_sha);
-            out.push_back(Read{std::move(row), &part});
+            out.push_back(Read{std::move(row), m_part});
         }
     }
     // Move on: the next question, stage, framing.
@@ -164,42 +185,57 @@ void Planner::read_question(std::vector<Read>& out) {
 
 util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSummary& summary,
                                  size_t want) {
-    while (!finished() && server.queue.size() < want) {
-        std::vector<Read> read;
-        while (!finished() && server.queue.size() + read.size() < want) {
-            read_question(read);
+    // Read a question at a time into the store's transaction, so only one
+    // question's bodies are in memory; the work is queued once the
+    // transaction is committed: the store knows what was asked before any is
+    // sent.
+    std::vector<Work> ready;
+    std::vector<size_t> parts; // the part of each row read
+    size_t rows_read = 0;      // in this transaction: at most `want`
+    const auto read = [&](std::vector<store::RequestRow>& rows) {
+        if (finished() || server.queue.size() + ready.size() >= want || rows_read >= want) {
+            return false;
         }
-        std::vector<store::RequestRow> rows;
-        rows.reserve(read.size());
-        for (auto& r : read) {
+        std::vector<Read> reads;
+        read_question(reads);
+        parts.clear();
+        rows_read += reads.size();
+        for (auto& r : reads) {
             rows.push_back(std::move(r.row));
+            parts.push_back(r.part);
         }
-        // Stored before any is queued: the store knows what was asked.
-        auto answered = db.put_unanswered(rows);
-        if (!answered) {
-            return answered.error();
-        }
-        // The stored rows give their bodies to the work: one string a body,
-        // shared by its repeats.
-        std::shared_ptr<const std::string> body;
+        return true;
+    };
+    const auto take = [&](std::vector<store::RequestRow>& rows,
+                          const std::vector<store::Store::Planned>& planned) {
         for (size_t i = 0; i < rows.size(); ++i) {
             ++summary.planned;
-            if (!rows[i].body.empty()) {
-                body = std::make_shared<const std::string>(std::move(rows[i].body));
-            }
-            if ((*answered)[i].answered) {
+            if (planned[i].answered) {
                 ++summary.skipped;
                 continue;
             }
-            const Part& part = *read[i].part;
-            Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, body, 0, "", nullptr, {}};
+            const Part& part = m_parts[parts[i]];
+            Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, nullptr};
+            w.part = parts[i];
+            w.max_tokens = rows[i].max_tokens;
+            w.probe_step = rows[i].probe_step;
             w.question = rows[i].question_idx;
-            w.request_id = (*answered)[i].id;
+            w.request_id = planned[i].id;
             if (rows[i].probe_step >= 0) {
                 w.probe = part.probe_target;
             }
+            ready.push_back(std::move(w));
+        }
+    };
+    while (!finished() && server.queue.size() < want) {
+        rows_read = 0;
+        if (auto r = db.put_unanswered(read, take); !r) {
+            return r.error();
+        }
+        for (auto& w : ready) {
             server.queue.push_back(std::move(w));
         }
+        ready.clear();
     }
     return {};
 }

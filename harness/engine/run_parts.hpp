@@ -29,6 +29,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -50,7 +51,14 @@ struct Work {
     size_t server = 0;
     Endpoint endpoint = Endpoint::completion;
     std::string url;
+    // Rendered when first sent (Planner::body), from the framing's part, the
+    // question and the token limit or probe step: the queue holds no bodies,
+    // so the plan's read-ahead (thousands of requests of a few KiB each)
+    // costs no memory, and fresh memory is what a run paid for most.
     std::shared_ptr<const std::string> body;
+    size_t part = 0;
+    int max_tokens = 0;
+    int probe_step = -1;
     int attempts = 0;
     std::string started_at;
     std::shared_ptr<StreamState> stream;      // set per attempt when streaming
@@ -159,6 +167,9 @@ public:
     // storing the rows read in `db`; `summary` counts planned and skipped.
     util::Result<void> fill(ServerState& server, store::Store& db, RunSummary& summary,
                             size_t want);
+    // The body `w` sends, the bytes its row stored: rendered again, or the
+    // last one rendered when `w` is its repeat.
+    std::shared_ptr<const std::string> body(const Work& w);
 
 private:
     // One framing's settings.
@@ -179,7 +190,7 @@ private:
     // the first row of each body carries it.
     struct Read {
         store::RequestRow row;
-        const Part* part = nullptr;
+        size_t part = 0;
     };
     // The body of the current question for `part` with `max_tokens`, and of
     // its probe steps.
@@ -199,6 +210,10 @@ private:
     // The cursor: part, stage, question.
     size_t m_part = 0, m_stage = 0, m_question = 0;
     bool m_abandoned = false;
+    // The last body rendered for sending, and what it was rendered from
+    // (part, question, token limit, probe step): repeats follow each other.
+    std::shared_ptr<const std::string> m_last_body;
+    std::tuple<size_t, int, int, int> m_last_recipe{};
 };
 
 // send.cpp: the event loop, one phase at a time: sends what the servers

@@ -166,6 +166,9 @@ struct Sender::Loop {
         req.method = "POST";
         req.url = w.url;
         req.headers = st.headers;
+        if (!w.body) {
+            w.body = st.planner->body(w);
+        }
         req.body = w.body;
         req.timeout = config.timeout;
         req.max_body_bytes = static_cast<size_t>(config.max_response_bytes);

@@ -945,8 +945,7 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
-util::Result<std::vector<Store::Planned>>
-Store::put_unanswered(const std::vector<RequestRow>& rows) {
+util::Result<void> Store::put_unanswered(const ReadRows& read, const TakeRows& take) {
     std::lock_guard turn(m_turn);
     // One transaction for the inserts and the lookups: a lookup outside one
     // is a read transaction of its own, with its file locks (two fcntl calls
@@ -956,14 +955,20 @@ Store::put_unanswered(const std::vector<RequestRow>& rows) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_db.last_error()));
     }
-    std::vector<Planned> out(rows.size());
-    if (auto r = insert_requests(rows, &out); !r) {
-        return r.error();
+    std::vector<RequestRow> rows;
+    std::vector<Planned> planned;
+    for (;;) {
+        rows.clear();
+        if (!read(rows)) {
+            break;
+        }
+        planned.assign(rows.size(), Planned{});
+        if (auto r = insert_requests(rows, &planned); !r) {
+            return r.error();
+        }
+        take(rows, planned);
     }
-    if (auto r = tx.commit(); !r) {
-        return r.error();
-    }
-    return out;
+    return tx.commit();
 }
 
 util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {

@@ -163,10 +163,15 @@ public:
         bool answered = false; // it has a successful response already
         int64_t id = 0;        // its request_id (probe_request_id for a probe)
     };
-    // For a plan read a part at a time: stores `rows` (probes included) as
-    // put_requests does, and says of each, in their order, whether it
-    // already had a successful response, and its row id.
-    util::Result<std::vector<Planned>> put_unanswered(const std::vector<RequestRow>& rows);
+    // For a plan read a part at a time, in one transaction: `read` fills the
+    // (cleared) vector it is given with the next few rows (probes included)
+    // and returns false when it has none; each such batch is stored as
+    // put_requests does and handed to `take` with what was found of each
+    // row, in their order: whether it already had a successful response,
+    // and its row id. Only one batch's bodies are in memory at a time.
+    using ReadRows = std::function<bool(std::vector<RequestRow>&)>;
+    using TakeRows = std::function<void(std::vector<RequestRow>&, const std::vector<Planned>&)>;
+    util::Result<void> put_unanswered(const ReadRows& read, const TakeRows& take);
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
 
