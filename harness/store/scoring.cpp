@@ -15,12 +15,17 @@ using util::make_error;
 namespace {
 
 // The responses that count, with their question's gold answer (a response to
-// a question the store has no row for gets NULL, read as "").
+// a question the store has no row for gets NULL, read as ""). The tables, not
+// v_responses: the view also finds each request's body, which scoring does
+// not read, and the pass after every run asks only for what is unclassified,
+// found through the counted-requests index and the classifications' keys.
 constexpr std::string_view k_select_responses =
-    "SELECT v.response_id, v.dataset, v.question_idx, v.text, v.reasoning, v.finish_reason, "
-    "v.stop_reason, v.ok, q.answer, v.stop_field, v.request_id FROM v_responses v LEFT JOIN "
-    "questions q ON q.dataset = v.dataset AND q.question_idx = v.question_idx";
-constexpr std::string_view k_only_unclassified = " WHERE v.outcome IS NULL";
+    "SELECT r.response_id, q.dataset, q.question_idx, r.text, r.reasoning, r.finish_reason, "
+    "r.stop_reason, r.ok, g.answer, r.stop_field, q.request_id FROM requests q "
+    "JOIN responses r ON r.response_id = q.response_id "
+    "LEFT JOIN classifications c ON c.response_id = r.response_id "
+    "LEFT JOIN questions g ON g.dataset = q.dataset AND g.question_idx = q.question_idx";
+constexpr std::string_view k_only_unclassified = " WHERE c.response_id IS NULL";
 
 // The body's stop strings: json_each walks a list's items, or yields a single
 // string as its one row; items that are not strings are skipped.
