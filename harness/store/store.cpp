@@ -1112,8 +1112,62 @@ constexpr size_t k_batch_rows = 1024;
 
 } // namespace
 
+namespace {
+
+// SQLite's own threshold for an automatic checkpoint, in WAL frames.
+constexpr int k_checkpoint_frames = 1000;
+// Past this the committing connection checkpoints itself.
+constexpr int k_checkpoint_cap = 16 * k_checkpoint_frames;
+
+} // namespace
+
+Checkpointer::Checkpointer(Store& store) : m_store(store) {
+    // A connection knows the file is in WAL mode once it has read it.
+    if (!m_db.open(store.path(), Database::Create::no) ||
+        !m_db.exec("SELECT count(*) FROM sqlite_master")) {
+        return; // the store keeps its automatic checkpoints
+    }
+    sqlite3_wal_hook(m_store.handle(), &Checkpointer::on_commit, this);
+    m_hooked = true;
+}
+
+Checkpointer::~Checkpointer() {
+    if (m_hooked) {
+        sqlite3_wal_autocheckpoint(m_store.handle(), k_checkpoint_frames);
+    }
+}
+
+int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int frames) {
+    auto* c = static_cast<Checkpointer*>(self);
+    c->m_frames = frames;
+    if (frames >= k_checkpoint_cap) {
+        // The writer's checkpoints have not kept up: this commit
+        // checkpoints, as SQLite's own hook would.
+        sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    }
+    return SQLITE_OK;
+}
+
+void Checkpointer::run_if_due() {
+    const int frames = m_frames;
+    const int backfilled = m_backfilled;
+    // A WAL started over has fewer frames than were copied before.
+    const int pending = frames >= backfilled ? frames - backfilled : frames;
+    if (!m_hooked || pending < k_checkpoint_frames) {
+        return;
+    }
+    // PASSIVE: copy what no reader still needs, waiting for nobody.
+    int log = 0;
+    int copied = 0;
+    if (sqlite3_wal_checkpoint_v2(m_db.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log,
+                                  &copied) == SQLITE_OK) {
+        m_backfilled = copied;
+    }
+}
+
 Writer::Writer(Store& store, Prepare prepare)
-    : m_store(store), m_prepare(std::move(prepare)), m_thread([this] { loop(); }) {}
+    : m_store(store), m_prepare(std::move(prepare)), m_checkpointer(std::in_place, store),
+      m_thread([this] { loop(); }) {}
 
 Writer::~Writer() {
     close();
@@ -1152,6 +1206,7 @@ void Writer::close() {
     if (m_thread.joinable()) {
         m_thread.join();
     }
+    m_checkpointer.reset();
 }
 
 std::optional<std::string> Writer::error() const {
@@ -1205,6 +1260,9 @@ void Writer::loop() {
             // Keep the rows and try once more before reporting: a transient
             // lock by a reader should not lose responses.
             r = m_store.write_batch(batch);
+        }
+        if (m_checkpointer) {
+            m_checkpointer->run_if_due();
         }
         lock.lock();
         m_busy = false;

@@ -4,8 +4,10 @@
 #include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 using namespace diffeval::store;
@@ -318,6 +320,42 @@ TEST(Writer, ReportsAPersistentWriteFailure) {
     w.close();
     ASSERT_TRUE(w.error().has_value());
     EXPECT_NE(w.error()->find("injected"), std::string::npos);
+}
+
+TEST(Writer, KeepsTheWalBoundedWhileItWrites) {
+    // The writer's thread checkpoints between batches instead of SQLite
+    // inside a commit: 40 MB of answers must still leave the WAL well under
+    // its 40 MB of pages, and the database file holding them before close.
+    const auto path = fresh_db("writer_wal");
+    auto s = Store::open(path.string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok());
+    constexpr int k_rows = 2560;
+    std::vector<RequestRow> requests;
+    for (int i = 0; i < k_rows; ++i) {
+        requests.push_back(request(fmt::format("k{}", i), i));
+    }
+    ASSERT_TRUE((*s)->put_requests(requests).ok());
+    const std::string text(16 << 10, 'x');
+    uintmax_t wal_peak = 0;
+    {
+        Writer w(**s);
+        for (int i = 0; i < k_rows; ++i) {
+            auto r = response(fmt::format("k{}", i), true);
+            r.text = text + std::to_string(i);
+            w.push(std::move(r));
+            if (i % 256 == 255) {
+                w.flush();
+                std::error_code ec;
+                wal_peak = std::max(wal_peak, fs::file_size(path.string() + "-wal", ec));
+            }
+        }
+        w.flush();
+        EXPECT_GT(fs::file_size(path), uintmax_t{20} << 20);
+        w.close();
+        EXPECT_FALSE(w.error().has_value());
+    }
+    EXPECT_LT(wal_peak, uintmax_t{36} << 20) << wal_peak;
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses"), k_rows);
 }
 
 namespace {
