@@ -158,6 +158,34 @@ TEST_F(Plan, EveryRequestIsStoredAndQueuedBeforeAnythingIsSent) {
     EXPECT_EQ(shared, 20); // each body's second repeat
 }
 
+TEST_F(Plan, BodiesRenderedWhenSentAreTheStoredBytesForEveryFraming) {
+    // lm-eval's own shots are drawn at random per question, and the probe's
+    // bodies have their own options: each is rendered again when sent, after
+    // later questions were drawn, and must still be the bytes stored.
+    config.framings = {"lm-eval-chat", "vllm-chat", "raw"};
+    config.probe = "think-open";
+    auto p = planner();
+    ASSERT_TRUE(p) << p.error().message;
+    ASSERT_TRUE(fill(**p, std::numeric_limits<size_t>::max()));
+    ASSERT_GT(state.queue.size(), 40U);
+    auto db = store::Store::open(config.db, store::Store::Mode::read_only);
+    ASSERT_TRUE(db);
+    store::Statement measured((*db)->handle(),
+                              "SELECT request_json FROM v_requests WHERE request_id = ?");
+    store::Statement probe((*db)->handle(), "SELECT request_json FROM v_probe_requests WHERE "
+                                            "probe_request_id = ?");
+    int probes = 0;
+    // Backwards: the last question's bodies first.
+    for (auto it = state.queue.rbegin(); it != state.queue.rend(); ++it) {
+        auto& stored = it->probe ? probe : measured;
+        probes += it->probe ? 1 : 0;
+        ASSERT_TRUE(stored.bind(it->request_id).step()) << stored.error();
+        EXPECT_EQ(*(*p)->body(*it), stored.column_text(0)) << it->key;
+        stored.reset();
+    }
+    EXPECT_GT(probes, 0);
+}
+
 TEST_F(Plan, EachFramingGoesToItsEndpoint) {
     ASSERT_TRUE(plan());
     std::set<std::string> urls;
