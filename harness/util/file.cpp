@@ -1,6 +1,7 @@
 // Whole-file reads; see file.hpp.
 #include <harness/util/file.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 namespace diffeval::util {
@@ -15,11 +16,21 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     // The size is not trusted (a pipe or /proc file reports 0 or less than
     // it holds): reading goes on until the end.
     std::string text;
+    // The size a regular file reports is room to reserve, so the string is
+    // not regrown (and its fresh pages touched again) block by block.
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path, ec); !ec && size < (size_t{1} << 32)) {
+        text.reserve(static_cast<size_t>(size) + 1);
+    }
     constexpr size_t k_block = 1 << 20;
     size_t used = 0;
     for (;;) {
-        text.resize(used + k_block);
-        in.read(text.data() + used, static_cast<std::streamsize>(k_block));
+        // Within what is reserved while it lasts (its last byte is where the
+        // end shows), then a block at a time.
+        const size_t room = text.capacity() > used ? text.capacity() - used : 0;
+        const size_t want = room > 0 ? std::min(room, k_block) : k_block;
+        text.resize(used + want);
+        in.read(text.data() + used, static_cast<std::streamsize>(want));
         used += static_cast<size_t>(in.gcount());
         if (!in) {
             break;
