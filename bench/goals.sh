@@ -6,7 +6,8 @@
 #
 # Usage: bench/goals.sh [BIN]   (BIN defaults to build/diffeval)
 # Needs GSM8K_DIR (the official set); wrk for the wrk comparison
-# (apt-get install wrk), strace for the first-request time; BENCH_LARGE=0 skips the
+# (apt-get install wrk), strace for the first-request time, perf (linux-perf)
+# for the client's CPU to the microsecond; BENCH_LARGE=0 skips the
 # 100,000-request plans.
 set -euo pipefail
 
@@ -48,22 +49,53 @@ client() {
         --dataset "$test_set" --db "$db" --quiet "$@" >/dev/null 2>"$work/client.err" || true
 }
 
+# client_cpu DB ARGS...: as client, for figure 1 only, leaving the run's CPU
+# seconds in $cpu: the kernel's task clock through perf stat where it works
+# (to the microsecond), else /usr/bin/time's user+sys (10 ms ticks, a tenth
+# of what figure 1 measures). perf's own start is in neither.
+if perf stat -x, -e task-clock -o /dev/null true 2>/dev/null; then
+    cpu_clock="task-clock"
+    client_cpu() {
+        local db=$1
+        shift
+        taskset -c 1 perf stat -x, -e task-clock -o "$work/pstat" "$bin" run --server s="$url" \
+            --dataset "$test_set" --db "$db" --quiet "$@" >/dev/null 2>"$work/client.err" || true
+        cpu=$(awk -F, '/task-clock/ {printf "%.6f", $1 / 1000}' "$work/pstat")
+    }
+else
+    cpu_clock="user+sys"
+    client_cpu() {
+        client "$@"
+        cpu=$(awk '{printf "%.2f", $2 + $3}' "$work/time")
+    }
+fi
+
 printf '%-58s %16s   %s\n' figure measured goal
 
 # 1. Client CPU per stored response, start-up excluded: the difference between
-#    a full run and a 1-question run of the same matrix.
+#    a full run and a 1-question run of the same matrix, three times in turn
+#    (the median is printed; the machine's other work moves single runs).
+#    Then one more full run for the simulator's CPU and the wall and p99 at 64.
 start_sim
 matrix=(--framing raw,chat --max-tokens 256,1024)
-client "$work/small.sqlite" "${matrix[@]}" --limit 1
-read -r _ su ss _ <"$work/time"
-small=$(sqlite3 "$work/small.sqlite" "SELECT count(*) FROM responses")
+pers=()
+for _ in 1 2 3; do
+    rm -f "$work"/small.sqlite* "$work"/full.sqlite*
+    client_cpu "$work/small.sqlite" "${matrix[@]}" --limit 1
+    small_cpu=$cpu
+    small=$(sqlite3 "$work/small.sqlite" "SELECT count(*) FROM responses")
+    client_cpu "$work/full.sqlite" "${matrix[@]}" --concurrency 64
+    full=$(sqlite3 "$work/full.sqlite" "SELECT count(*) FROM responses")
+    pers+=("$(echo "($cpu - $small_cpu) * 1000000 / ($full - $small)" | bc -l)")
+done
+per=$(printf '%s\n' "${pers[@]}" | sort -g | sed -n 2p)
+row "client CPU per stored response (us, start-up excluded)" \
+    "$(printf '%.1f (%s)' "$per" "$cpu_clock")" "<= 40"
+rm -f "$work"/full.sqlite*
 s0=$(ticks "$sim_pid")
 client "$work/full.sqlite" "${matrix[@]}" --concurrency 64
 s1=$(ticks "$sim_pid")
-read -r w64 fu fs _ <"$work/time"
-full=$(sqlite3 "$work/full.sqlite" "SELECT count(*) FROM responses")
-per=$(echo "(($fu + $fs) - ($su + $ss)) * 1000000 / ($full - $small)" | bc -l)
-row "client CPU per stored response (us, start-up excluded)" "$(printf %.1f "$per")" "<= 40"
+read -r w64 _ _ _ <"$work/time"
 row "simulator CPU per request (us)" \
     "$(printf %.1f "$(echo "($s1 - $s0) * 1000000 / $hz / $full" | bc -l)")" "<= 80 (half of 159)"
 rate64=$(echo "$full / $w64" | bc -l)
