@@ -249,10 +249,11 @@ private:
 // passes SQLite's threshold (1,000 pages): a checkpoint copies pages into the
 // database file and syncs it, and inside a commit it held the store's one
 // connection, so the run's planning waited for it and its servers went idle
-// (79 syncs, up to 30 ms each and 0.85 s in all, in the official demo).
-// Between batches nothing else writes, so a checkpoint copies the whole WAL
-// and the next commit starts it over. Past 16 times the threshold the
-// committing connection checkpoints itself, as SQLite would.
+// (79 syncs, up to 30 ms each and 0.85 s in all, in one official demo).
+// Between its batches the writer adds no pages, and planning adds few, so a
+// checkpoint mostly copies the whole WAL and a later commit starts it over.
+// Past 16 times the threshold the committing connection checkpoints itself,
+// as SQLite would, so the WAL stays bounded.
 class Checkpointer {
 public:
     explicit Checkpointer(Store& store);
