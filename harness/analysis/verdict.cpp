@@ -102,10 +102,15 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     v.kind = VerdictKind::no_detectable_difference;
     v.words = verdict_name(v.kind);
     std::string ci_clause;
+    // A borderline case says so in its words too, so a table's verdict
+    // column never reads as plainly "no difference" beside an interval that
+    // excludes 0.
     if (below || above) {
+        v.words += " (CI excludes 0; test does not reject)";
         ci_clause =
             fmt::format("excludes 0 but the sign-flip test does not reject at {:g}", s.alpha);
     } else if (rejects) {
+        v.words += " (test rejects; CI includes 0)";
         ci_clause = "includes 0 (the test alone would reject: a borderline case)";
     } else {
         ci_clause = "includes 0";
