@@ -1117,7 +1117,9 @@ namespace {
 // SQLite's own threshold for an automatic checkpoint, in WAL frames.
 constexpr int k_checkpoint_frames = 1000;
 // Past this the committing connection checkpoints itself.
-constexpr int k_checkpoint_cap = 16 * k_checkpoint_frames;
+constexpr int k_checkpoint_cap = 4 * k_checkpoint_frames;
+// Checkpoints in a row, each copying what was committed during the last.
+constexpr int k_catch_up_passes = 4;
 
 } // namespace
 
@@ -1129,39 +1131,83 @@ Checkpointer::Checkpointer(Store& store) : m_store(store) {
     }
     sqlite3_wal_hook(m_store.handle(), &Checkpointer::on_commit, this);
     m_hooked = true;
+    m_thread = std::thread([this] { loop(); });
 }
 
 Checkpointer::~Checkpointer() {
-    if (m_hooked) {
-        sqlite3_wal_autocheckpoint(m_store.handle(), k_checkpoint_frames);
+    if (!m_hooked) {
+        return;
     }
+    // The hook goes first, so no commit calls into a Checkpointer that is
+    // going away.
+    sqlite3_wal_autocheckpoint(m_store.handle(), k_checkpoint_frames);
+    {
+        std::lock_guard lock(m_mutex);
+        m_stop = true;
+    }
+    m_wake.notify_one();
+    m_thread.join();
 }
 
 int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int frames) {
     auto* c = static_cast<Checkpointer*>(self);
     c->m_frames = frames;
     if (frames >= k_checkpoint_cap) {
-        // The writer's checkpoints have not kept up: this commit
-        // checkpoints, as SQLite's own hook would.
+        // The checkpoint thread has not kept up: this commit checkpoints,
+        // as SQLite's own hook would.
         sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     }
     return SQLITE_OK;
 }
 
-void Checkpointer::run_if_due() {
+int Checkpointer::pending() const {
     const int frames = m_frames;
     const int backfilled = m_backfilled;
     // A WAL started over has fewer frames than were copied before.
-    const int pending = frames >= backfilled ? frames - backfilled : frames;
-    if (!m_hooked || pending < k_checkpoint_frames) {
+    return frames >= backfilled ? frames - backfilled : frames;
+}
+
+void Checkpointer::run_if_due() {
+    if (!m_hooked || pending() < k_checkpoint_frames) {
         return;
     }
-    // PASSIVE: copy what no reader still needs, waiting for nobody.
-    int log = 0;
-    int copied = 0;
-    if (sqlite3_wal_checkpoint_v2(m_db.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log,
-                                  &copied) == SQLITE_OK) {
-        m_backfilled = copied;
+    {
+        std::lock_guard lock(m_mutex);
+        m_due = true;
+    }
+    m_wake.notify_one();
+}
+
+void Checkpointer::loop() {
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_wake.wait(lock, [this] { return m_stop || m_due; });
+        if (m_stop) {
+            return;
+        }
+        m_due = false;
+        lock.unlock();
+        // Asked for while the last one ran: it may have copied those frames.
+        // A commit starts the WAL over only when a checkpoint has copied all
+        // of it, and commits go on while one copies, so a few short passes
+        // follow to catch up with them; otherwise the WAL would grow to the
+        // cap before it started over.
+        for (int pass = 0;
+             pass < k_catch_up_passes && pending() >= (pass == 0 ? k_checkpoint_frames : 1);
+             ++pass) {
+            // PASSIVE: copy what no reader still needs, waiting for nobody.
+            int log = 0;
+            int copied = 0;
+            if (sqlite3_wal_checkpoint_v2(m_db.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log,
+                                          &copied) != SQLITE_OK) {
+                break;
+            }
+            m_backfilled = copied;
+            if (copied >= log) {
+                break;
+            }
+        }
+        lock.lock();
     }
 }
 

@@ -244,37 +244,49 @@ private:
     std::mutex m_turn;
 };
 
-// While a run writes, the WAL is checkpointed by the writer's thread between
-// its batches, on a connection of its own, instead of inside the commit that
-// passes SQLite's threshold (1,000 pages): a checkpoint copies pages into the
-// database file and syncs it, and inside a commit it held the store's one
-// connection, so the run's planning waited for it and its servers went idle
-// (79 syncs, up to 30 ms each and 0.85 s in all, in one official demo).
-// Between its batches the writer adds no pages, and planning adds few, so a
-// checkpoint mostly copies the whole WAL and a later commit starts it over.
-// Past 16 times the threshold the committing connection checkpoints itself,
-// as SQLite would, so the WAL stays bounded.
+// While a run writes, the WAL is checkpointed by a thread of its own, on a
+// connection of its own, instead of inside the commit that passes SQLite's
+// threshold (1,000 pages): a checkpoint copies pages into the database file
+// and syncs it. Inside a commit it held the store's one connection, so the
+// run's planning waited for it and its servers went idle (79 syncs, up to
+// 30 ms each and 0.85 s in all, in one official demo); on the writer's
+// thread it held up the writer, whose backlog then stopped the event loop
+// from sending. In WAL mode a checkpoint and commits run side by side: the
+// checkpoint copies the frames committed before it began, commits append
+// after them, and a commit after a checkpoint that copied everything starts
+// the WAL over; that rarely happens while a fast run commits, so past four
+// times the threshold (64 MB) the committing connection checkpoints what is
+// left itself, as SQLite would, and the WAL stays bounded.
 class Checkpointer {
 public:
     explicit Checkpointer(Store& store);
-    // Gives the store its automatic checkpoints back.
+    // Stops the checkpoint thread and gives the store its automatic
+    // checkpoints back.
     ~Checkpointer();
     Checkpointer(const Checkpointer&) = delete;
     Checkpointer& operator=(const Checkpointer&) = delete;
 
-    // Checkpoint when the WAL has passed the threshold since the last one
-    // (call without the store's turn: it needs none).
+    // Wake the checkpoint thread when the WAL has passed the threshold since
+    // the last checkpoint. Never waits for the disk.
     void run_if_due();
 
 private:
     // sqlite3_wal_hook: called after each commit with the WAL's frames.
     static int on_commit(void* self, sqlite3* db, const char* name, int frames);
+    // Frames committed and not yet copied by a checkpoint.
+    int pending() const;
+    void loop();
 
     Store& m_store;
-    Database m_db; // the checkpoints' own connection
+    Database m_db; // the checkpoints' own connection, used by m_thread only
     bool m_hooked = false;
     std::atomic<int> m_frames = 0;     // in the WAL after the last commit
     std::atomic<int> m_backfilled = 0; // copied by the last checkpoint
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    bool m_due = false;
+    bool m_stop = false;
+    std::thread m_thread;
 };
 
 // The single writer: responses are queued from the event loop and committed
