@@ -2,10 +2,13 @@
 // its interval, sign-flip test and questions needed) and perturbation ("the
 // numerics differ" against the A/A spread, with how many questions it took).
 #include <harness/analysis/probe.hpp>
+#include <harness/analysis/rng.hpp>
+#include <harness/analysis/stats.hpp>
 #include <harness/probe/reading.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -162,4 +165,63 @@ TEST(ProbeJson, CarriesBothMeasuresAndThePoints) {
     EXPECT_EQ(j["perturbation"]["numerics_differ"], true);
     EXPECT_EQ(j["points"].size(), 8u);
     EXPECT_TRUE(j["accuracy"].is_null());
+}
+
+// The interval and p-value are the seeded draws taken one resample at a
+// time, exactly: the implementation sums several resamples side by side and
+// negates by flipping sign bits, which must not change a single printed
+// digit. 150 questions (not a whole number of 64-bit words) and 1,001
+// resamples (not a whole number of lanes).
+TEST(ProbeDirection, IntervalAndPValueAreTheSeededDrawsTakenOneAtATime) {
+    ProbeData d;
+    const auto a = [](int i, int) { return base(i); };
+    const auto b = [](int i, int) { return base(i) + 0.4 * std::sin(i * 3.1); };
+    d.series[{"a", "raw"}] = series(150, 1, a);
+    d.series[{"b", "raw"}] = series(150, 1, b);
+    ProbeOptions options;
+    options.resamples = 1001;
+    auto c = compare_probes(d, "a", "b", "raw", options);
+    ASSERT_TRUE(c);
+    ASSERT_FALSE(c->direction.exact);
+
+    std::vector<double> shifts;
+    for (int i = 0; i < 150; ++i) {
+        shifts.push_back(diffeval::probe::logit(sigmoid(b(i, 0))) -
+                         diffeval::probe::logit(sigmoid(a(i, 0))));
+    }
+    const auto n = static_cast<uint32_t>(shifts.size());
+    Rng boot(options.seed);
+    std::vector<double> means;
+    for (uint32_t r = 0; r < options.resamples; ++r) {
+        double s = 0;
+        for (uint32_t i = 0; i < n; ++i) {
+            s += shifts[boot.below(n)];
+        }
+        means.push_back(s / n);
+    }
+    EXPECT_EQ(c->direction.lo, percentile(means, 2.5));
+    EXPECT_EQ(c->direction.hi, percentile(means, 97.5));
+
+    double observed = 0;
+    for (double x : shifts) {
+        observed += x;
+    }
+    observed = std::abs(observed);
+    Rng flips(options.seed);
+    uint64_t extreme = 0;
+    for (uint32_t r = 0; r < options.resamples; ++r) {
+        double s = 0;
+        for (uint32_t i = 0; i < n; i += 64) {
+            const uint64_t bits = flips.next();
+            for (uint32_t j = i; j < std::min(n, i + 64); ++j) {
+                s += ((bits >> (j - i)) & 1U) ? -shifts[j] : shifts[j];
+            }
+        }
+        extreme += std::abs(s) >= observed - 1e-12 * (1.0 + observed);
+    }
+    EXPECT_EQ(c->direction.p_value,
+              static_cast<double>(extreme + 1) / static_cast<double>(options.resamples + 1));
+    // Most resamples are extreme: a lane counted twice, or one left out,
+    // changes the count.
+    EXPECT_GT(c->direction.p_value, 0.5);
 }
