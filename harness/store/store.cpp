@@ -1116,8 +1116,11 @@ namespace {
 
 // SQLite's own threshold for an automatic checkpoint, in WAL frames.
 constexpr int k_checkpoint_frames = 1000;
-// Past this the committing connection checkpoints itself.
-constexpr int k_checkpoint_cap = 4 * k_checkpoint_frames;
+// Past this the writer waits for the checkpoint thread before its next batch.
+constexpr int k_checkpoint_room = 4 * k_checkpoint_frames;
+// Past this the committing connection checkpoints itself: a last resort, as
+// planning's commits do not wait.
+constexpr int k_checkpoint_cap = 16 * k_checkpoint_frames;
 // Checkpoints in a row, each copying what was committed during the last.
 constexpr int k_catch_up_passes = 4;
 
@@ -1178,11 +1181,35 @@ void Checkpointer::run_if_due() {
     m_wake.notify_one();
 }
 
+void Checkpointer::wait_for_room() {
+    // The WAL's size, not what is left to copy: a checkpoint that copied
+    // everything it saw has usually seen less than the WAL holds by the time
+    // it ends, so only a pause in commits lets it catch up and the next
+    // commit start the WAL over.
+    if (!m_hooked || m_frames < k_checkpoint_room || pending() == 0) {
+        return;
+    }
+    std::unique_lock lock(m_mutex);
+    // A round under way may have begun before the newest frames: wait for
+    // up to three, each of which ends even when its checkpoint fails.
+    for (int round = 0; round < 3 && !m_stop && pending() > 0; ++round) {
+        m_due = true;
+        m_wake.notify_one();
+        const uint64_t seen = m_rounds;
+        m_done.wait(lock, [&] { return m_stop || m_rounds != seen; });
+    }
+}
+
 void Checkpointer::loop() {
     std::unique_lock lock(m_mutex);
     for (;;) {
+        if (!m_due) {
+            ++m_rounds;
+            m_done.notify_all();
+        }
         m_wake.wait(lock, [this] { return m_stop || m_due; });
         if (m_stop) {
+            m_done.notify_all();
             return;
         }
         m_due = false;
@@ -1192,9 +1219,11 @@ void Checkpointer::loop() {
         // of it, and commits go on while one copies, so a few short passes
         // follow to catch up with them; otherwise the WAL would grow to the
         // cap before it started over.
-        for (int pass = 0;
-             pass < k_catch_up_passes && pending() >= (pass == 0 ? k_checkpoint_frames : 1);
-             ++pass) {
+        // A round starts when a threshold's worth is waiting, or anything is
+        // while the writer waits for room.
+        const bool worth =
+            pending() >= k_checkpoint_frames || (m_frames >= k_checkpoint_room && pending() > 0);
+        for (int pass = 0; worth && pass < k_catch_up_passes && pending() > 0; ++pass) {
             // PASSIVE: copy what no reader still needs, waiting for nobody.
             int log = 0;
             int copied = 0;
@@ -1203,9 +1232,6 @@ void Checkpointer::loop() {
                 break;
             }
             m_backfilled = copied;
-            if (copied >= log) {
-                break;
-            }
         }
         lock.lock();
     }
@@ -1309,6 +1335,9 @@ void Writer::loop() {
         }
         if (m_checkpointer) {
             m_checkpointer->run_if_due();
+            // Before the next batch: the WAL stays near k_checkpoint_room
+            // frames when the disk is slower than the writer.
+            m_checkpointer->wait_for_room();
         }
         lock.lock();
         m_busy = false;

@@ -254,9 +254,12 @@ private:
 // from sending. In WAL mode a checkpoint and commits run side by side: the
 // checkpoint copies the frames committed before it began, commits append
 // after them, and a commit after a checkpoint that copied everything starts
-// the WAL over; that rarely happens while a fast run commits, so past four
-// times the threshold (64 MB) the committing connection checkpoints what is
-// left itself, as SQLite would, and the WAL stays bounded.
+// the WAL over. Past four times the threshold (64 MB) the writer waits for
+// the checkpoint thread before its next batch, so a disk slower than the
+// run holds the writer back and the WAL stays near 64 MB; the event loop
+// never waits for a checkpoint. Past 16 times, as a last resort against
+// planning's commits, the committing connection checkpoints itself, as
+// SQLite would.
 class Checkpointer {
 public:
     explicit Checkpointer(Store& store);
@@ -269,6 +272,10 @@ public:
     // Wake the checkpoint thread when the WAL has passed the threshold since
     // the last checkpoint. Never waits for the disk.
     void run_if_due();
+    // When the WAL holds four times the threshold not yet copied, wait for
+    // the checkpoint thread to copy it (the writer's thread, between
+    // batches).
+    void wait_for_room();
 
 private:
     // sqlite3_wal_hook: called after each commit with the WAL's frames.
@@ -284,6 +291,8 @@ private:
     std::atomic<int> m_backfilled = 0; // copied by the last checkpoint
     std::mutex m_mutex;
     std::condition_variable m_wake;
+    std::condition_variable m_done; // a round of checkpoints ended
+    uint64_t m_rounds = 0;
     bool m_due = false;
     bool m_stop = false;
     std::thread m_thread;

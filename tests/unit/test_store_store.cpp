@@ -325,11 +325,12 @@ TEST(Writer, ReportsAPersistentWriteFailure) {
 }
 
 TEST(Writer, KeepsTheWalBoundedWhileItWrites) {
-    // A thread of the writer's checkpoints the WAL while commits go on; SQLite's
-    // own checkpoint inside a commit only comes back past four times its
-    // threshold (64 MB of 16 KiB pages). So 40 MB of answers reach the
-    // database file before close, without a commit having checkpointed, and
-    // 100 MB never take the WAL much past the cap.
+    // A thread of the writer's checkpoints the WAL while commits go on, and
+    // past four times SQLite's threshold (64 MB of 16 KiB pages) the writer
+    // waits for it before its next batch; a commit checkpoints only past 16
+    // times. So 40 MB of answers reach the database file before close
+    // without a commit having checkpointed, and 100 MB never take the WAL
+    // much past 64 MB.
     const auto path = fresh_db("writer_wal");
     auto s = Store::open(path.string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok());
@@ -371,7 +372,7 @@ TEST(Writer, KeepsTheWalBoundedWhileItWrites) {
         w.close();
         EXPECT_FALSE(w.error().has_value());
     }
-    // The cap, plus the batch whose commit passed it.
+    // 64 MB, plus the batch whose commit passed it.
     EXPECT_LT(wal_peak, uintmax_t{72} << 20) << wal_peak;
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses"), k_rows);
 }
