@@ -196,9 +196,17 @@ fi
 # 5. The official demo: wall time and database size.
 kill "$sim_pid" 2>/dev/null || true
 sim_pid=
-/usr/bin/time -f '%e' -o "$work/time" "$bin" demo --dataset "$test_set" --out "$work/demo" \
-    >/dev/null 2>&1 || true
-row "make demo on the official set (wall s, 2 cores)" "$(cat "$work/time")" "<= 5"
+# The median of three runs: one run on these machines varies by a second.
+demos=()
+for _ in 1 2 3; do
+    rm -rf "$work/demo"
+    /usr/bin/time -f '%e' -o "$work/time" "$bin" demo --dataset "$test_set" --out "$work/demo" \
+        >/dev/null 2>&1 || true
+    demos+=("$(cat "$work/time")")
+done
+median=$(printf '%s\n' "${demos[@]}" | sort -n | sed -n 2p)
+row "make demo on the official set (wall s, 2 cores)" \
+    "$median (median of ${demos[*]})" "<= 5"
 size=$(stat -c %s "$work/demo/diffeval-demo.sqlite")
 # The issue's 294 MB was measured before the demo sent the probe; with the
 # probe's requests the schema 8 file is 549 MB.
