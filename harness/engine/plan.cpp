@@ -11,12 +11,18 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace diffeval::engine {
 
 using util::ErrorKind;
 using util::make_error;
 
 namespace {
+
+// How long one turn of the event loop plans once its server's queue is full
+// enough to keep every connection busy.
+constexpr auto k_plan_slice = std::chrono::milliseconds(10);
 
 Endpoint endpoint_of(const framing::Framing& f) {
     return f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
@@ -192,8 +198,20 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
     std::vector<Work> ready;
     std::vector<size_t> parts; // the part of each row read
     size_t rows_read = 0;      // in this transaction: at most `want`
+    // While the event loop plans, answers wait unread in their sockets and
+    // count as latency: once the queue holds what the server has room for,
+    // planning stops after k_plan_slice and goes on at the loop's next turn.
+    // A read of up to 4,096 requests held the loop for tens of milliseconds:
+    // with the slice, p99 latency against the zero-latency simulator at 64
+    // connections went from 36-75 ms to 14-17 ms, at the same CPU.
+    const auto start = std::chrono::steady_clock::now();
+    const auto sliced = [&] {
+        return server.queue.size() + ready.size() >= server.limit &&
+               std::chrono::steady_clock::now() - start >= k_plan_slice;
+    };
     const auto read = [&](std::vector<store::RequestRow>& rows) {
-        if (finished() || server.queue.size() + ready.size() >= want || rows_read >= want) {
+        if (finished() || server.queue.size() + ready.size() >= want || rows_read >= want ||
+            sliced()) {
             return false;
         }
         std::vector<Read> reads;
@@ -227,7 +245,7 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
             ready.push_back(std::move(w));
         }
     };
-    while (!finished() && server.queue.size() < want) {
+    while (!finished() && server.queue.size() < want && !sliced()) {
         rows_read = 0;
         if (auto r = db.put_unanswered(read, take); !r) {
             return r.error();
