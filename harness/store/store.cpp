@@ -1154,6 +1154,11 @@ Checkpointer::~Checkpointer() {
 
 int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int frames) {
     auto* c = static_cast<Checkpointer*>(self);
+    if (frames < c->m_frames) {
+        // This commit started the WAL over: nothing in it is copied yet.
+        ++c->m_generation;
+        c->m_backfilled = 0;
+    }
     c->m_frames = frames;
     if (frames >= k_checkpoint_cap) {
         // The checkpoint thread has not kept up: this commit checkpoints,
@@ -1166,7 +1171,8 @@ int Checkpointer::on_commit(void* self, sqlite3* db, const char* name, int frame
 int Checkpointer::pending() const {
     const int frames = m_frames;
     const int backfilled = m_backfilled;
-    // A WAL started over has fewer frames than were copied before.
+    // A WAL started over has fewer frames than were copied before (when a
+    // checkpoint's count lands just after the commit that started it over).
     return frames >= backfilled ? frames - backfilled : frames;
 }
 
@@ -1227,11 +1233,15 @@ void Checkpointer::loop() {
             // PASSIVE: copy what no reader still needs, waiting for nobody.
             int log = 0;
             int copied = 0;
+            const uint64_t generation = m_generation;
             if (sqlite3_wal_checkpoint_v2(m_db.handle(), "main", SQLITE_CHECKPOINT_PASSIVE, &log,
                                           &copied) != SQLITE_OK) {
                 break;
             }
-            m_backfilled = copied;
+            // A count from before the WAL started over says nothing of it.
+            if (m_generation == generation) {
+                m_backfilled = copied;
+            }
         }
         lock.lock();
     }

@@ -287,8 +287,9 @@ private:
     Store& m_store;
     Database m_db; // the checkpoints' own connection, used by m_thread only
     bool m_hooked = false;
-    std::atomic<int> m_frames = 0;     // in the WAL after the last commit
-    std::atomic<int> m_backfilled = 0; // copied by the last checkpoint
+    std::atomic<int> m_frames = 0;          // in the WAL after the last commit
+    std::atomic<int> m_backfilled = 0;      // of those, copied by a checkpoint
+    std::atomic<uint64_t> m_generation = 0; // times the WAL started over
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::condition_variable m_done; // a round of checkpoints ended
