@@ -186,6 +186,18 @@ std::string forest_plot(const ReportData& data) {
                        R"( ({:g}% interval){}</text>)",
                        label_w, 100 * (1 - data.comparisons.front().stats.alpha),
                        margin ? fmt::format("; dashed: ±{:.1f} margin", *margin) : "");
+    // A borderline no-difference (interval and test disagree) is marked
+    // with an asterisk: its whole words would not fit beside the chart.
+    bool borderline = false;
+    auto chart_words = [&](const analysis::Comparison& c) {
+        const std::string plain = analysis::verdict_name(c.verdict.kind);
+        if (c.verdict.kind == analysis::VerdictKind::no_detectable_difference &&
+            c.verdict.words != plain) {
+            borderline = true;
+            return plain + "*";
+        }
+        return c.verdict.words;
+    };
     int y = top;
     for (const auto& c : data.comparisons) {
         const auto* col = verdict_colour(c.verdict.kind);
@@ -201,13 +213,18 @@ std::string forest_plot(const ReportData& data) {
                            R"(</circle>)",
                            x(100.0 * c.stats.diff), cy, col, util::xml_escape(c.verdict.sentence));
         out += fmt::format(R"(<text x="{}" y="{:.1f}" fill="{}">{}</text>)", label_w + plot_w + 8,
-                           cy + 4, col, util::xml_escape(c.verdict.words));
+                           cy + 4, col, util::xml_escape(chart_words(c)));
         y += row_h;
     }
-    return out + "</svg><figcaption class=\"note\">Each comparison's difference (dot) and "
-                 "interval (bar), coloured by verdict: red worse, green better, grey no "
-                 "detectable difference, blue equivalent within the margin.</figcaption>"
-                 "</figure>\n";
+    return out +
+           "</svg><figcaption class=\"note\">Each comparison's difference (dot) and "
+           "interval (bar), coloured by verdict: red worse, green better, grey no "
+           "detectable difference, blue equivalent within the margin." +
+           (borderline ? std::string(" *: the interval excludes 0 but the sign-flip test does "
+                                     "not reject, or the reverse (the table's verdict column "
+                                     "says which).")
+                       : std::string()) +
+           "</figcaption></figure>\n";
 }
 
 std::string tables(const ReportData& data) {

@@ -50,18 +50,27 @@ std::string worded_now(const std::string& text) {
     // back-references, so each sign of the interval has its own pattern.
     static const std::string borderline =
         "no detectable difference (CI excludes 0; test does not reject)";
-    static const re2::RE2 patterns[] = {
+    static const re2::RE2 tables[] = {
         {R"re((\| \\\[\+[0-9.]+, \+[0-9.]+\\\] \|[^\n]*?\| )no detectable difference( \|))re"},
         {R"re((\| \\\[-[0-9.]+, -[0-9.]+\\\] \|[^\n]*?\| )no detectable difference( \|))re"},
         {R"re((<td>\[\+[0-9.]+, \+[0-9.]+\]</td>(?:<td>[^<]*</td>)*?<td>)no detectable difference(</td>))re"},
         {R"re((<td>\[-[0-9.]+, -[0-9.]+\]</td>(?:<td>[^<]*</td>)*?<td>)no detectable difference(</td>))re"},
-        {R"re((does not reject at [^<]*</title></circle><text [^>]*>)no detectable difference(</text>))re"},
         {R"re(("sentence": "[^"]*excludes 0 but the sign-flip test does not reject[^"]*",\n *"words": ")no detectable difference("))re"},
     };
+    // The chart marks such a row with an asterisk its caption explains.
+    static const re2::RE2 chart(
+        R"re((does not reject at [^<]*</title></circle><text [^>]*>no detectable difference)(</text>))re");
+    static const re2::RE2 caption(R"re((blue equivalent within the margin\.)(</figcaption>))re");
     std::string out = text;
-    for (const auto& re : patterns) {
+    for (const auto& re : tables) {
         EXPECT_TRUE(re.ok()) << re.error();
         re2::RE2::GlobalReplace(&out, re, "\\1" + borderline + "\\2");
+    }
+    if (re2::RE2::GlobalReplace(&out, chart, "\\1*\\2") > 0) {
+        re2::RE2::GlobalReplace(&out, caption,
+                                "\\1 *: the interval excludes 0 but the sign-flip test does not "
+                                "reject, or the reverse (the table's verdict column says "
+                                "which).\\2");
     }
     out = std::regex_replace(out, headline, "Of $1 accuracy comparisons against");
     out = std::regex_replace(out, rest_md,
