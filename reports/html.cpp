@@ -58,7 +58,8 @@ std::string latency_tables(const ReportData& data) {
         out += "<p class=\"note\">Tail against the baseline on the paired questions. From longer "
                "outputs: both sides' p99 predicted from their token counts at the baseline's "
                "speed (least squares latency ~ tokens); rest: what they leave unexplained, the "
-               "candidate's own speed or noise (not tested).</p>\n" +
+               "candidate's own speed or noise (not tested). The p99 difference's interval "
+               "resamples the questions (percentile bootstrap, docs/statistics.md).</p>\n" +
                tails;
     }
     return out;

@@ -103,20 +103,23 @@ std::string comparison_table(const ReportData& data, Style style) {
 
 std::string tail_table(const ReportData& data, Style style) {
     std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
-                                                   "p99 ms", "p99 diff", "from longer outputs",
-                                                   "rest"}};
+                                                   "p99 ms", "p99 diff", "p99 diff 95% CI",
+                                                   "from longer outputs", "rest"}};
     for (const auto& c : data.comparisons) {
         if (!c.latency || c.scorer != data.comparisons.front().scorer) {
             continue;
         }
         const auto& t = *c.latency;
         const bool fit = t.from_tokens.has_value();
-        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()),
-                        fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms),
-                        ms_diff(t.p50_diff_ms()),
-                        fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms),
-                        ms_diff(t.p99_diff_ms()), fit ? ms_diff(t.from_tokens->explained_ms) : "-",
-                        fit ? ms_diff(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
+        rows.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()),
+             fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms), ms_diff(t.p50_diff_ms()),
+             fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms), ms_diff(t.p99_diff_ms()),
+             t.p99_diff_ci
+                 ? fmt::format("[{}, {}]", ms_diff(t.p99_diff_ci->lo), ms_diff(t.p99_diff_ci->hi))
+                 : "-",
+             fit ? ms_diff(t.from_tokens->explained_ms) : "-",
+             fit ? ms_diff(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }

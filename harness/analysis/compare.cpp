@@ -6,15 +6,18 @@
 // matrix, which says where answers went, counts every repeat of A against
 // every repeat of B on the same question.
 #include <harness/analysis/compare.hpp>
+#include <harness/analysis/rng.hpp>
 #include <harness/analysis/summary.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <span>
 #include <tuple>
+#include <unordered_map>
 
 namespace diffeval::analysis {
 
@@ -120,6 +123,112 @@ bool same_question(const ResultRow& a, const ResultRow& b) {
     return a.dataset == b.dataset;
 }
 
+// The p99 difference's bootstrap: resamples and seed (the paired
+// bootstrap's seed, so a reviewer reruns both the same way).
+constexpr std::uint32_t k_tail_resamples = 1000;
+constexpr std::uint64_t k_tail_seed = 20250101;
+
+// A side's successful responses, slowest first, each with its question's
+// place among the paired questions.
+struct TailSide {
+    std::vector<std::pair<double, std::uint32_t>> slowest_first;
+    std::vector<std::uint32_t> per_question; // successful responses of each question
+};
+
+TailSide tail_side(const std::vector<const ResultRow*>& rows,
+                   const std::unordered_map<int, std::uint32_t>& question_of) {
+    TailSide side;
+    side.per_question.assign(question_of.size(), 0);
+    for (const auto* r : rows) {
+        if (auto it = question_of.find(r->question_idx); r->ok && it != question_of.end()) {
+            side.slowest_first.emplace_back(r->latency_ms, it->second);
+            ++side.per_question[it->second];
+        }
+    }
+    std::sort(side.slowest_first.begin(), side.slowest_first.end(),
+              [](const auto& x, const auto& y) { return x.first > y.first; });
+    return side;
+}
+
+// The 99th percentile (interpolated as percentile() does) of the resample
+// that takes each question `weight[question]` times: counted down from the
+// slowest response, so only the top 1% or so is visited.
+std::optional<double> resampled_p99(const TailSide& side,
+                                    const std::vector<std::uint32_t>& weight) {
+    std::uint64_t n = 0;
+    for (size_t q = 0; q < weight.size(); ++q) {
+        n += std::uint64_t{weight[q]} * side.per_question[q];
+    }
+    if (n == 0) {
+        return std::nullopt;
+    }
+    const double h = 0.99 * static_cast<double>(n - 1);
+    const auto j = static_cast<std::uint64_t>(std::floor(h));
+    // Ranks from the top: the value at ascending rank j is at n - 1 - j.
+    const std::uint64_t want_low = n - 1 - j;
+    const bool has_next = j + 1 < n;
+    std::optional<double> low, next;
+    std::uint64_t seen = 0; // ranks from the top covered so far
+    for (const auto& [latency, q] : side.slowest_first) {
+        const std::uint64_t w = weight[q];
+        if (w == 0) {
+            continue;
+        }
+        if (has_next && !next && want_low - 1 < seen + w) {
+            next = latency;
+        }
+        if (want_low < seen + w) {
+            low = latency;
+            break;
+        }
+        seen += w;
+    }
+    if (!low) {
+        return std::nullopt;
+    }
+    return has_next ? *low + (h - std::floor(h)) * (*next - *low) : *low;
+}
+
+// The 95% interval of p99(B) - p99(A) over the paired questions: each
+// resample draws the questions with replacement and keeps all their
+// responses on both sides (repeats of a question are not independent).
+std::optional<Interval> p99_difference_interval(const std::vector<const ResultRow*>& a,
+                                                const std::vector<const ResultRow*>& b) {
+    std::unordered_map<int, std::uint32_t> question_of;
+    for (const auto* r : a) {
+        question_of.emplace(r->question_idx, static_cast<std::uint32_t>(question_of.size()));
+    }
+    const auto sa = tail_side(a, question_of);
+    const auto sb = tail_side(b, question_of);
+    std::uint32_t both = 0;
+    for (size_t q = 0; q < question_of.size(); ++q) {
+        both += sa.per_question[q] > 0 && sb.per_question[q] > 0;
+    }
+    if (both < 2) {
+        return std::nullopt;
+    }
+    const auto n = static_cast<std::uint32_t>(question_of.size());
+    Rng rng(k_tail_seed);
+    std::vector<std::uint32_t> weight(n);
+    std::vector<double> diffs;
+    diffs.reserve(k_tail_resamples);
+    for (std::uint32_t r = 0; r < k_tail_resamples; ++r) {
+        std::fill(weight.begin(), weight.end(), 0);
+        for (std::uint32_t i = 0; i < n; ++i) {
+            ++weight[rng.below(n)];
+        }
+        const auto pa = resampled_p99(sa, weight);
+        const auto pb = resampled_p99(sb, weight);
+        if (pa && pb) { // a resample of questions one side never answered has no p99
+            diffs.push_back(*pb - *pa);
+        }
+    }
+    if (diffs.size() < k_tail_resamples / 2) {
+        return std::nullopt;
+    }
+    return Interval{percentile(diffs, 2.5), percentile(diffs, 97.5)};
+}
+
 } // namespace
 
 std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
@@ -145,6 +254,9 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     t.a_p99_ms = percentile(la, 99);
     t.b_p50_ms = percentile(lb, 50);
     t.b_p99_ms = percentile(lb, 99);
+    t.p99_diff_ci = p99_difference_interval(a, b);
+    t.p99_resamples = k_tail_resamples;
+    t.p99_seed = k_tail_seed;
     // Least squares over A's responses that report their token count.
     double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const auto* r : a) {
@@ -486,11 +598,17 @@ nlohmann::json latency_json(const Comparison& c) {
                        {"explained_ms", f.explained_ms},
                        {"unexplained_ms", t.p99_diff_ms() - f.explained_ms}};
     }
+    nlohmann::json p99_ci = nullptr;
+    if (t.p99_diff_ci) {
+        p99_ci = {{"lo_ms", t.p99_diff_ci->lo},   {"hi_ms", t.p99_diff_ci->hi},
+                  {"confidence", 0.95},           {"method", "percentile bootstrap over questions"},
+                  {"resamples", t.p99_resamples}, {"seed", t.p99_seed}};
+    }
     return {{"a_responses", t.a_responses},   {"b_responses", t.b_responses},
             {"a_p50_ms", t.a_p50_ms},         {"b_p50_ms", t.b_p50_ms},
             {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
             {"b_p99_ms", t.b_p99_ms},         {"p99_diff_ms", t.p99_diff_ms()},
-            {"from_tokens", from_tokens}};
+            {"p99_diff_ci", p99_ci},          {"from_tokens", from_tokens}};
 }
 
 nlohmann::json comparison_json(const Comparison& c) {

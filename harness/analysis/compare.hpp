@@ -61,6 +61,13 @@ struct TailDifference {
     double a_p50_ms = 0, a_p99_ms = 0, b_p50_ms = 0, b_p99_ms = 0;
     double p50_diff_ms() const { return b_p50_ms - a_p50_ms; }
     double p99_diff_ms() const { return b_p99_ms - a_p99_ms; }
+    // 95% percentile bootstrap interval of the p99 difference, resampling
+    // the paired questions (each with all its responses on both sides);
+    // unset when fewer than two questions have a successful response on
+    // both sides.
+    std::optional<Interval> p99_diff_ci;
+    std::uint32_t p99_resamples = 0;
+    std::uint64_t p99_seed = 0;
     // Unset when A's responses carry fewer than two distinct token counts.
     std::optional<TokenAttribution> from_tokens;
 };

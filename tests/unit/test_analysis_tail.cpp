@@ -1,0 +1,99 @@
+// The p99 difference's interval (analysis::tail_difference): a percentile
+// bootstrap over questions, each resample keeping all of a question's
+// responses on both sides, reproducible draw for draw.
+#include <harness/analysis/compare.hpp>
+#include <harness/analysis/rng.hpp>
+#include <harness/analysis/stats.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace diffeval::analysis {
+namespace {
+
+// `questions` questions of `repeats` successful responses each, the latency
+// of question q's repeat r given by `latency(q, r)`.
+struct Side {
+    std::vector<ResultRow> rows;
+    std::vector<const ResultRow*> pointers() const {
+        std::vector<const ResultRow*> out;
+        for (const auto& r : rows) {
+            out.push_back(&r);
+        }
+        return out;
+    }
+};
+
+template <typename F> Side side(int questions, int repeats, F latency) {
+    Side s;
+    for (int q = 0; q < questions; ++q) {
+        for (int r = 0; r < repeats; ++r) {
+            ResultRow row;
+            row.question_idx = q;
+            row.repeat = r;
+            row.ok = true;
+            row.latency_ms = latency(q, r);
+            s.rows.push_back(row);
+        }
+    }
+    return s;
+}
+
+double spread(int q, int r) {
+    return 100.0 + 40.0 * std::sin(q * 1.7) + 15.0 * std::cos(q * 0.3 + r) + (q % 7 == 0 ? 90 : 0);
+}
+
+TEST(TailInterval, AShiftOfEveryResponseIsTheWholeInterval) {
+    const auto a = side(40, 3, spread);
+    const auto b = side(40, 3, [](int q, int r) { return spread(q, r) + 5.0; });
+    const auto t = tail_difference(a.pointers(), b.pointers());
+    ASSERT_TRUE(t);
+    EXPECT_NEAR(t->p99_diff_ms(), 5.0, 1e-9);
+    ASSERT_TRUE(t->p99_diff_ci);
+    EXPECT_NEAR(t->p99_diff_ci->lo, 5.0, 1e-9);
+    EXPECT_NEAR(t->p99_diff_ci->hi, 5.0, 1e-9);
+    EXPECT_EQ(t->p99_resamples, 1000u);
+}
+
+// A reviewer's reimplementation: draw the questions with the seeded Rng,
+// list every response of each drawn question, take percentile(99) of each
+// side; the interval is the 2.5th and 97.5th percentiles of the
+// differences. The tool walks down from the slowest response instead of
+// listing, and must give the same doubles.
+TEST(TailInterval, IsTheSeededResamplesOfQuestionsTakenWhole) {
+    const auto a = side(60, 2, spread);
+    const auto b =
+        side(60, 2, [](int q, int r) { return spread(q, r) * (q % 5 == 0 ? 1.3 : 1.0); });
+    const auto t = tail_difference(a.pointers(), b.pointers());
+    ASSERT_TRUE(t && t->p99_diff_ci);
+
+    Rng rng(t->p99_seed);
+    std::vector<double> diffs;
+    for (std::uint32_t k = 0; k < t->p99_resamples; ++k) {
+        std::vector<double> la, lb;
+        for (int i = 0; i < 60; ++i) {
+            const auto q = static_cast<int>(rng.below(60));
+            for (int r = 0; r < 2; ++r) {
+                la.push_back(a.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
+                lb.push_back(b.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
+            }
+        }
+        diffs.push_back(percentile(lb, 99) - percentile(la, 99));
+    }
+    EXPECT_EQ(t->p99_diff_ci->lo, percentile(diffs, 2.5));
+    EXPECT_EQ(t->p99_diff_ci->hi, percentile(diffs, 97.5));
+    EXPECT_LT(t->p99_diff_ci->lo, t->p99_diff_ci->hi); // not degenerate: the test can fail
+}
+
+TEST(TailInterval, OneQuestionGivesNoInterval) {
+    const auto a = side(1, 3, spread);
+    const auto b = side(1, 3, spread);
+    const auto t = tail_difference(a.pointers(), b.pointers());
+    ASSERT_TRUE(t);
+    EXPECT_FALSE(t->p99_diff_ci);
+}
+
+} // namespace
+} // namespace diffeval::analysis
