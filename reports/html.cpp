@@ -191,11 +191,9 @@ std::string forest_plot(const ReportData& data) {
     // with an asterisk: its whole words would not fit beside the chart.
     bool borderline = false;
     auto chart_words = [&](const analysis::Comparison& c) {
-        const std::string plain = analysis::verdict_name(c.verdict.kind);
-        if (c.verdict.kind == analysis::VerdictKind::no_detectable_difference &&
-            c.verdict.words != plain) {
+        if (c.verdict.borderline) {
             borderline = true;
-            return plain + "*";
+            return std::string(analysis::verdict_name(c.verdict.kind)) + "*";
         }
         return c.verdict.words;
     };

@@ -17,7 +17,6 @@
 #include <set>
 #include <span>
 #include <tuple>
-#include <unordered_map>
 
 namespace diffeval::analysis {
 
@@ -129,20 +128,24 @@ constexpr std::uint32_t k_tail_resamples = 1000;
 constexpr std::uint64_t k_tail_seed = 20250101;
 
 // A side's successful responses, slowest first, each with its question's
-// place among the paired questions.
+// place among the paired questions: `rows` hold the paired questions' runs
+// in the same order on both sides (pair_question appends them together).
 struct TailSide {
     std::vector<std::pair<double, std::uint32_t>> slowest_first;
     std::vector<std::uint32_t> per_question; // successful responses of each question
 };
 
-TailSide tail_side(const std::vector<const ResultRow*>& rows,
-                   const std::unordered_map<int, std::uint32_t>& question_of) {
+TailSide tail_side(const std::vector<const ResultRow*>& rows) {
     TailSide side;
-    side.per_question.assign(question_of.size(), 0);
-    for (const auto* r : rows) {
-        if (auto it = question_of.find(r->question_idx); r->ok && it != question_of.end()) {
-            side.slowest_first.emplace_back(r->latency_ms, it->second);
-            ++side.per_question[it->second];
+    for (size_t i = 0, end = 0; i < rows.size(); i = end) {
+        end = run_end(rows, i);
+        const auto q = static_cast<std::uint32_t>(side.per_question.size());
+        side.per_question.push_back(0);
+        for (size_t k = i; k < end; ++k) {
+            if (rows[k]->ok) {
+                side.slowest_first.emplace_back(rows[k]->latency_ms, q);
+                ++side.per_question[q];
+            }
         }
     }
     std::sort(side.slowest_first.begin(), side.slowest_first.end(),
@@ -194,20 +197,19 @@ std::optional<double> resampled_p99(const TailSide& side,
 // responses on both sides (repeats of a question are not independent).
 std::optional<Interval> p99_difference_interval(const std::vector<const ResultRow*>& a,
                                                 const std::vector<const ResultRow*>& b) {
-    std::unordered_map<int, std::uint32_t> question_of;
-    for (const auto* r : a) {
-        question_of.emplace(r->question_idx, static_cast<std::uint32_t>(question_of.size()));
+    const auto sa = tail_side(a);
+    const auto sb = tail_side(b);
+    if (sa.per_question.size() != sb.per_question.size()) {
+        return std::nullopt; // not paired question by question
     }
-    const auto sa = tail_side(a, question_of);
-    const auto sb = tail_side(b, question_of);
     std::uint32_t both = 0;
-    for (size_t q = 0; q < question_of.size(); ++q) {
+    for (size_t q = 0; q < sa.per_question.size(); ++q) {
         both += sa.per_question[q] > 0 && sb.per_question[q] > 0;
     }
     if (both < 2) {
         return std::nullopt;
     }
-    const auto n = static_cast<std::uint32_t>(question_of.size());
+    const auto n = static_cast<std::uint32_t>(sa.per_question.size());
     Rng rng(k_tail_seed);
     std::vector<std::uint32_t> weight(n);
     std::vector<double> diffs;

@@ -105,6 +105,7 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     // A borderline case says so in its words too, so a table's verdict
     // column never reads as plainly "no difference" beside an interval that
     // excludes 0.
+    v.borderline = below || above || rejects;
     if (below || above) {
         v.words += " (CI excludes 0; test does not reject)";
         ci_clause =

@@ -32,6 +32,9 @@ struct Verdict {
     double p_adjusted = 1.0;      // Holm-adjusted sign-flip mid-p
     std::size_t comparisons = 1;  // how many p-values were adjusted together
     std::optional<double> margin; // proportion, when equivalence was asked for
+    // No detectable difference where the interval and the test disagree
+    // (one excludes 0, the other does not); its words say which.
+    bool borderline = false;
     std::string words;    // "worse", "no detectable difference", "equivalent within +-1.0 points"
     std::string sentence; // one sentence with the numbers it rests on
 };

@@ -47,6 +47,7 @@ TEST(DecideVerdict, NoDetectableDifferenceGivesTheIntervalAndTheDetectableSize) 
     const auto v = decide_verdict(stats(-0.01, -0.04, 0.02, -0.035, 0.015, 0.5), "a", "b", 0.5, 1);
     EXPECT_EQ(v.kind, VerdictKind::no_detectable_difference);
     EXPECT_EQ(v.words, "no detectable difference");
+    EXPECT_FALSE(v.borderline);
     EXPECT_EQ(v.sentence,
               "No detectable difference between b and a: -1.0 points, 95% CI [-4.0, +2.0] "
               "includes 0, sign-flip mid-p 0.5; 60 of 400 questions differ, and the run detects "
@@ -59,6 +60,7 @@ TEST(DecideVerdict, SignificantBeforeAdjustmentButNotAfterIsNoDetectableDifferen
     EXPECT_EQ(v.kind, VerdictKind::no_detectable_difference);
     // The table's verdict column prints the words beside the interval.
     EXPECT_EQ(v.words, "no detectable difference (CI excludes 0; test does not reject)");
+    EXPECT_TRUE(v.borderline);
     EXPECT_EQ(v.sentence,
               "No detectable difference between b and a: -3.0 points, 95% CI [-6.0, -0.1] "
               "excludes 0 but the sign-flip test does not reject at 0.05, sign-flip mid-p 0.03 "
@@ -71,6 +73,7 @@ TEST(DecideVerdict, TestRejectsButIntervalIncludesZeroIsNoDetectableDifference) 
         decide_verdict(stats(-0.02, -0.041, 0.001, -0.037, -0.003, 0.048), "a", "b", 0.048, 1);
     EXPECT_EQ(v.kind, VerdictKind::no_detectable_difference);
     EXPECT_EQ(v.words, "no detectable difference (test rejects; CI includes 0)");
+    EXPECT_TRUE(v.borderline);
     EXPECT_NE(v.sentence.find("[-4.1, +0.1] includes 0 (the test alone would reject: a "
                               "borderline case)"),
               std::string::npos)
