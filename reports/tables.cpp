@@ -232,10 +232,9 @@ std::string tail_sentence(const analysis::TailDifference& t) {
                     ms(t.a_p50_ms), ms(t.b_p50_ms), signed_ms(t.p50_diff_ms()), ms(t.a_p99_ms),
                     ms(t.b_p99_ms), signed_ms(t.p99_diff_ms()), t.a_responses, t.b_responses);
     if (t.p99_diff_ci) {
-        out +=
-            fmt::format("\nThe p99 difference's 95% interval, resampling the questions: [{}, {}] "
-                        "ms.",
-                        signed_ms(t.p99_diff_ci->lo), signed_ms(t.p99_diff_ci->hi));
+        out += fmt::format("\np99 difference's 95% interval over questions: [{}, {}] ms, without "
+                           "run-to-run timing noise.",
+                           signed_ms(t.p99_diff_ci->lo), signed_ms(t.p99_diff_ci->hi));
     }
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;

@@ -62,9 +62,10 @@ struct TailDifference {
     double p50_diff_ms() const { return b_p50_ms - a_p50_ms; }
     double p99_diff_ms() const { return b_p99_ms - a_p99_ms; }
     // 95% percentile bootstrap interval of the p99 difference, resampling
-    // the paired questions (each with all its responses on both sides);
-    // unset when fewer than two questions have a successful response on
-    // both sides.
+    // the paired questions (each with all its responses on both sides); it
+    // holds which questions were asked, not run-to-run timing noise. Unset
+    // when a side has fewer than 1,000 successful responses (10 beyond its
+    // p99) or fewer than two questions have one on both sides.
     std::optional<Interval> p99_diff_ci;
     std::uint32_t p99_resamples = 0;
     std::uint64_t p99_seed = 0;

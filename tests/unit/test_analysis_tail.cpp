@@ -46,8 +46,8 @@ double spread(int q, int r) {
 }
 
 TEST(TailInterval, AShiftOfEveryResponseIsTheWholeInterval) {
-    const auto a = side(40, 3, spread);
-    const auto b = side(40, 3, [](int q, int r) { return spread(q, r) + 5.0; });
+    const auto a = side(400, 3, spread);
+    const auto b = side(400, 3, [](int q, int r) { return spread(q, r) + 5.0; });
     const auto t = tail_difference(a.pointers(), b.pointers());
     ASSERT_TRUE(t);
     EXPECT_NEAR(t->p99_diff_ms(), 5.0, 1e-9);
@@ -63,9 +63,9 @@ TEST(TailInterval, AShiftOfEveryResponseIsTheWholeInterval) {
 // differences. The tool walks down from the slowest response instead of
 // listing, and must give the same doubles.
 TEST(TailInterval, IsTheSeededResamplesOfQuestionsTakenWhole) {
-    const auto a = side(60, 2, spread);
+    const auto a = side(600, 2, spread);
     const auto b =
-        side(60, 2, [](int q, int r) { return spread(q, r) * (q % 5 == 0 ? 1.3 : 1.0); });
+        side(600, 2, [](int q, int r) { return spread(q, r) * (q % 5 == 0 ? 1.3 : 1.0); });
     const auto t = tail_difference(a.pointers(), b.pointers());
     ASSERT_TRUE(t && t->p99_diff_ci);
 
@@ -73,8 +73,8 @@ TEST(TailInterval, IsTheSeededResamplesOfQuestionsTakenWhole) {
     std::vector<double> diffs;
     for (std::uint32_t k = 0; k < t->p99_resamples; ++k) {
         std::vector<double> la, lb;
-        for (int i = 0; i < 60; ++i) {
-            const auto q = static_cast<int>(rng.below(60));
+        for (int i = 0; i < 600; ++i) {
+            const auto q = static_cast<int>(rng.below(600));
             for (int r = 0; r < 2; ++r) {
                 la.push_back(a.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
                 lb.push_back(b.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
@@ -88,11 +88,25 @@ TEST(TailInterval, IsTheSeededResamplesOfQuestionsTakenWhole) {
 }
 
 TEST(TailInterval, OneQuestionGivesNoInterval) {
-    const auto a = side(1, 3, spread);
-    const auto b = side(1, 3, spread);
+    const auto a = side(1, 1200, spread);
+    const auto b = side(1, 1200, spread);
     const auto t = tail_difference(a.pointers(), b.pointers());
     ASSERT_TRUE(t);
     EXPECT_FALSE(t->p99_diff_ci);
+}
+
+// A p99 of fewer than 1,000 responses rests on one or two of them, and
+// resampling them gives an interval narrower than the p99 really moves: no
+// interval, though the point estimates stay.
+TEST(TailInterval, FewerThanTenResponsesBeyondTheP99GiveNoInterval) {
+    const auto slow = [](int q, int r) { return spread(q, r) + 5.0; };
+    const auto t = tail_difference(side(333, 3, spread).pointers(), side(333, 3, slow).pointers());
+    ASSERT_TRUE(t);
+    EXPECT_NEAR(t->p99_diff_ms(), 5.0, 1e-9);
+    EXPECT_FALSE(t->p99_diff_ci);
+    const auto u = tail_difference(side(334, 3, spread).pointers(), side(334, 3, slow).pointers());
+    ASSERT_TRUE(u);
+    EXPECT_TRUE(u->p99_diff_ci); // 1,002 responses a side
 }
 
 } // namespace
