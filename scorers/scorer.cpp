@@ -138,8 +138,21 @@ void ascii_lower(std::string& text) {
 struct Scorer::Compiled {
     std::vector<CompiledSubstitution> prepare;
     std::unique_ptr<re2::RE2> find;
+    // `\C*?(?:find)` without captures, matched anchored where a search would
+    // start: the end of the match a search from there finds, in one forward
+    // DFA pass where `find` needs two (the second finds the start). Null when
+    // it does not compile (past RE2's memory budget); `find` alone is used.
+    std::unique_ptr<re2::RE2> ahead;
     int groups = 0;
     std::vector<CompiledSubstitution> normalise;
+
+    // Where the match that findall() would take first (or last, `first` false)
+    // starts, scanning from `pos` on; `chosen` is the one before `pos`.
+    std::optional<size_t> scan(const re2::StringPiece& input, size_t pos, bool first,
+                               std::optional<size_t> chosen) const;
+
+    // scan(input, 0, false, nullopt), with `ahead`: the same start.
+    std::optional<size_t> last_start(const re2::StringPiece& input) const;
 
     // The answer `text` holds under the extraction rules (before any
     // python_int check), or nullopt when the fallback applies.
@@ -149,6 +162,63 @@ struct Scorer::Compiled {
     // when the substitutions ran past their bound (see apply).
     std::optional<std::string> normalised(const ScorerDefinition& def, std::string text) const;
 };
+
+std::optional<size_t> Scorer::Compiled::scan(const re2::StringPiece& input, size_t pos, bool first,
+                                             std::optional<size_t> chosen) const {
+    // Scan for the whole match only, which RE2 answers with its DFAs, and
+    // ask for the groups once, of the chosen match: far cheaper than
+    // capturing groups at every match of a long response.
+    const size_t size = input.size();
+    re2::StringPiece whole;
+    while (pos <= size && find->Match(input, pos, size, re2::RE2::UNANCHORED, &whole, 1)) {
+        const size_t start = static_cast<size_t>(whole.data() - input.data());
+        chosen = start;
+        if (first) {
+            break;
+        }
+        const size_t end = start + whole.size();
+        if (!whole.empty()) {
+            pos = end;
+        } else if (end < size) {
+            pos = end + util::utf8_sequence_length(static_cast<unsigned char>(input[end]));
+        } else {
+            break;
+        }
+    }
+    return chosen;
+}
+
+// scan() goes from match to match with a search that finds each match's end
+// and then its start. Only the last match's start matters, so this loop asks
+// `ahead` for ends alone, and the start once, of the last match.
+//
+// Each `pos` here is one scan() would search from, or the start of an empty
+// match scan() found: a search from there finds that empty match again, ends
+// where it started, and hands the rest to scan(), which records it and steps
+// past it as before. A search that finds nothing leaves `previous` as the
+// position the last match was found from.
+std::optional<size_t> Scorer::Compiled::last_start(const re2::StringPiece& input) const {
+    const size_t size = input.size();
+    size_t pos = 0;
+    std::optional<size_t> previous;
+    re2::StringPiece reach;
+    while (pos <= size && ahead->Match(input, pos, size, re2::RE2::ANCHOR_START, &reach, 1)) {
+        const size_t end = static_cast<size_t>(reach.data() - input.data()) + reach.size();
+        if (end == pos) {
+            return scan(input, pos, false, std::nullopt);
+        }
+        previous = pos;
+        pos = end;
+    }
+    if (!previous) {
+        return std::nullopt;
+    }
+    re2::StringPiece whole;
+    if (!find->Match(input, *previous, size, re2::RE2::UNANCHORED, &whole, 1)) {
+        return scan(input, 0, false, std::nullopt); // engines disagree: take the plain way
+    }
+    return static_cast<size_t>(whole.data() - input.data());
+}
 
 std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
                                                      std::string_view text) const {
@@ -160,29 +230,10 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
         }
         text = prepared;
     }
-    // Scan for the whole match only, which RE2 answers with its DFAs, and
-    // ask for the groups once, of the chosen match: far cheaper than
-    // capturing groups at every match of a long response.
     const re2::StringPiece input(text.data(), text.size());
-    re2::StringPiece whole;
-    std::optional<size_t> chosen_start;
-    size_t pos = 0;
-    while (pos <= text.size() &&
-           find->Match(input, pos, text.size(), re2::RE2::UNANCHORED, &whole, 1)) {
-        const size_t start = static_cast<size_t>(whole.data() - text.data());
-        chosen_start = start;
-        if (rules.match == MatchPick::first) {
-            break;
-        }
-        const size_t end = start + whole.size();
-        if (!whole.empty()) {
-            pos = end;
-        } else if (end < text.size()) {
-            pos = end + util::utf8_sequence_length(static_cast<unsigned char>(text[end]));
-        } else {
-            break;
-        }
-    }
+    const bool first = rules.match == MatchPick::first;
+    const std::optional<size_t> chosen_start =
+        !first && ahead ? last_start(input) : scan(input, 0, first, std::nullopt);
     std::array<re2::StringPiece, k_max_capture_groups + 1> chosen;
     // Anchored at the chosen start, with the text after it still in view,
     // RE2 picks the same (leftmost-first) match again.
@@ -244,6 +295,19 @@ util::Result<Scorer> Scorer::create(ScorerDefinition definition) {
         return find.error();
     }
     compiled->find = std::move(*find);
+    // \Q quotes to the end of the pattern, so the wrapper's ")" would be
+    // text; such patterns keep the plain way.
+    if (definition.extract.match == MatchPick::last &&
+        definition.extract.pattern.find("\\Q") == std::string::npos) {
+        re2::RE2::Options options;
+        options.set_log_errors(false);
+        options.set_never_capture(true);
+        auto ahead = std::make_unique<re2::RE2>("\\C*?(?:" + definition.extract.pattern + ")",
+                                                options);
+        if (ahead->ok()) {
+            compiled->ahead = std::move(ahead);
+        }
+    }
     compiled->groups = compiled->find->NumberOfCapturingGroups();
     if (compiled->groups > k_max_capture_groups) {
         return make_error(ErrorKind::usage,
