@@ -91,6 +91,9 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
             return util::python_json_dumps(
                 part.renderer.body(s, max_tokens, part.body_model, part.extra));
         });
+        if (part.measured) {
+            part.measured_hash.emplace(part.measured->leading_text());
+        }
         if (config.probe) {
             for (int step = 0; step < probe_steps(f); ++step) {
                 part.probe_steps.push_back(
@@ -167,7 +170,7 @@ void Planner::read_question(std::vector<Read>& out) {
                                     config.shard->index) {
         const int max_tokens = config.max_tokens[m_stage];
         std::string body = measured_body(part, dataset.test[q], max_tokens);
-        auto body_sha = util::sha256_hex(body);
+        auto body_sha = part.measured_hash ? part.measured_hash->hex(body) : util::sha256_hex(body);
         for (int rep = 0; rep < config.repeats; ++rep) {
             store::RequestRow row{"",           server,
                                   framing,      max_tokens,

@@ -17,6 +17,7 @@
 #include <harness/http/client.hpp>
 #include <harness/http/sse.hpp>
 #include <harness/store/store.hpp>
+#include <harness/util/hash.hpp>
 #include <harness/util/redact.hpp>
 #include <harness/util/result.hpp>
 
@@ -185,6 +186,9 @@ private:
         // (body_template.hpp): the measured requests' and each probe step's.
         std::optional<framing::BodyTemplate> measured;
         std::vector<std::optional<framing::BodyTemplate>> probe_steps;
+        // The measured bodies' sha256 from the state after their common
+        // leading text (the few-shot block), when there is a template.
+        std::optional<util::Sha256Prefix> measured_hash;
     };
     // One request read from the plan, not yet checked against the store;
     // the first row of each body carries it.

@@ -31,6 +31,9 @@ public:
     // The bytes `render` gives for `sample` and `max_tokens`.
     std::string render(const datasets::Sample& sample, int max_tokens) const;
 
+    // The bytes every rendered body starts with.
+    const std::string& leading_text() const { return m_text.front(); }
+
 private:
     enum class Slot { question, answer, max_tokens };
     std::vector<std::string> m_text; // the text before each slot, and after the last

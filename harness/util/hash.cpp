@@ -22,12 +22,7 @@ const EVP_MD* sha256_md() {
     return md;
 }
 
-} // namespace
-
-std::string sha256_hex(std::string_view data) {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-    unsigned int len = 0;
-    EVP_Digest(data.data(), data.size(), md.data(), &len, sha256_md(), nullptr);
+std::string hex_of(const unsigned char* md, unsigned len) {
     static constexpr char k_hex[] = "0123456789abcdef";
     std::string out;
     out.reserve(len * 2);
@@ -36,6 +31,59 @@ std::string sha256_hex(std::string_view data) {
         out += k_hex[md[i] & 0xF];
     }
     return out;
+}
+
+} // namespace
+
+std::string sha256_hex(std::string_view data) {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+    unsigned int len = 0;
+    EVP_Digest(data.data(), data.size(), md.data(), &len, sha256_md(), nullptr);
+    return hex_of(md.data(), len);
+}
+
+struct Sha256Prefix::State {
+    std::string prefix;
+    EVP_MD_CTX* after_prefix = nullptr; // null when OpenSSL could not make one
+    EVP_MD_CTX* scratch = nullptr;
+    ~State() {
+        EVP_MD_CTX_free(after_prefix);
+        EVP_MD_CTX_free(scratch);
+    }
+};
+
+Sha256Prefix::Sha256Prefix(std::string_view prefix) : m_state(std::make_unique<State>()) {
+    m_state->prefix.assign(prefix);
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    EVP_MD_CTX* scratch = EVP_MD_CTX_new();
+    if (ctx != nullptr && scratch != nullptr && EVP_DigestInit_ex(ctx, sha256_md(), nullptr) == 1 &&
+        EVP_DigestUpdate(ctx, prefix.data(), prefix.size()) == 1) {
+        m_state->after_prefix = ctx;
+        m_state->scratch = scratch;
+        return;
+    }
+    EVP_MD_CTX_free(ctx);
+    EVP_MD_CTX_free(scratch);
+}
+
+Sha256Prefix::~Sha256Prefix() = default;
+Sha256Prefix::Sha256Prefix(Sha256Prefix&&) noexcept = default;
+Sha256Prefix& Sha256Prefix::operator=(Sha256Prefix&&) noexcept = default;
+
+std::string Sha256Prefix::hex(std::string_view data) const {
+    const State& s = *m_state;
+    if (s.after_prefix == nullptr || !data.starts_with(s.prefix)) {
+        return sha256_hex(data);
+    }
+    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+    unsigned int len = 0;
+    const std::string_view rest = data.substr(s.prefix.size());
+    if (EVP_MD_CTX_copy_ex(s.scratch, s.after_prefix) != 1 ||
+        EVP_DigestUpdate(s.scratch, rest.data(), rest.size()) != 1 ||
+        EVP_DigestFinal_ex(s.scratch, md.data(), &len) != 1) {
+        return sha256_hex(data);
+    }
+    return hex_of(md.data(), len);
 }
 
 Hash64Stream::Hash64Stream(uint64_t seed)

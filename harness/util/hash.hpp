@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,26 @@ namespace diffeval::util {
 
 // Lower-case hex sha256 of `data`.
 std::string sha256_hex(std::string_view data);
+
+// sha256_hex for many texts that start alike: the state after `prefix` is
+// kept, so a text beginning with it is hashed from there (SHA-256 reads its
+// input in order, so the digest is the same). A plan's bodies share their
+// few-shot block: 2.2 of their 2.5 KB are hashed once instead of per body.
+class Sha256Prefix {
+public:
+    explicit Sha256Prefix(std::string_view prefix);
+    ~Sha256Prefix();
+    Sha256Prefix(Sha256Prefix&&) noexcept;
+    Sha256Prefix& operator=(Sha256Prefix&&) noexcept;
+
+    // sha256_hex(data), whether or not `data` starts with the prefix. One
+    // object hashes on one thread at a time (it keeps one scratch state).
+    std::string hex(std::string_view data) const;
+
+private:
+    struct State;
+    std::unique_ptr<State> m_state;
+};
 
 // 64-bit FNV-1a of `data`, mixed; stable across platforms and runs.
 uint64_t hash64(std::string_view data, uint64_t seed = 0);
