@@ -24,6 +24,17 @@ namespace {
 // enough to keep every connection busy.
 constexpr auto k_plan_slice = std::chrono::milliseconds(10);
 
+// A body's leading text shorter than this is stored with the body: a row of
+// its own would save less than looking it up costs.
+constexpr size_t k_min_shared_prefix = 256;
+
+// How many leading bytes `body` shares with every body of template `t`
+// (store::RequestRow::prefix_bytes).
+size_t shared_prefix_bytes(const framing::BodyTemplate& t, std::string_view body) {
+    const std::string& lead = t.leading_text();
+    return lead.size() >= k_min_shared_prefix && body.starts_with(lead) ? lead.size() : 0;
+}
+
 Endpoint endpoint_of(const framing::Framing& f) {
     return f.kind == framing::Kind::chat ? Endpoint::chat : Endpoint::completion;
 }
@@ -164,6 +175,10 @@ void Planner::read_question(std::vector<Read>& out) {
     if (m_stage == config.max_tokens.size()) {
         for (auto& row : plan_probe_question(*config.probe, server, framing, dataset.name, q,
                                              config.repeats, probe_bodies(part, dataset.test[q]))) {
+            const auto step = static_cast<size_t>(row.probe_step);
+            if (step < part.probe_steps.size() && part.probe_steps[step]) {
+                row.prefix_bytes = shared_prefix_bytes(*part.probe_steps[step], row.body);
+            }
             out.push_back(Read{std::move(row), m_part});
         }
     } else if (!config.shard || static_cast<int>(q % static_cast<size_t>(config.shard->count)) ==
@@ -179,6 +194,9 @@ void Planner::read_question(std::vector<Read>& out) {
                                   body_sha};
             row.key = store::request_key(server, framing, max_tokens, rep, static_cast<int64_t>(q),
                                          body_sha);
+            if (part.measured) {
+                row.prefix_bytes = shared_prefix_bytes(*part.measured, row.body);
+            }
             out.push_back(Read{std::move(row), m_part});
         }
     }

@@ -201,9 +201,21 @@ util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
     // Bodies are content-addressed: one row per distinct body_sha256 in
     // either file, and each copied request points at the merged row. Only
     // the bodies of requests are copied: probe tables are not merged.
-    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json) "
-                      "SELECT body_sha256, request_json FROM src.request_bodies WHERE body_id IN "
-                      "(SELECT body_id FROM src.requests) ORDER BY body_id");
+    // A body stored after a shared prefix (schema v12) points at main's row
+    // of that prefix, found by its hash.
+    if (auto r = exec("INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) "
+                      "SELECT prefix_sha256, text FROM src.body_prefixes WHERE prefix_id IN "
+                      "(SELECT b.prefix_id FROM src.request_bodies b JOIN src.requests q ON "
+                      "q.body_id = b.body_id) ORDER BY prefix_id");
+        !r) {
+        return r;
+    }
+    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json, "
+                      "prefix_id) SELECT sb.body_sha256, sb.request_json, (SELECT mp.prefix_id "
+                      "FROM main.body_prefixes mp JOIN src.body_prefixes sp ON sp.prefix_sha256 = "
+                      "mp.prefix_sha256 WHERE sp.prefix_id = sb.prefix_id) FROM src.request_bodies "
+                      "sb WHERE sb.body_id IN (SELECT body_id FROM src.requests) ORDER BY "
+                      "sb.body_id");
         !r) {
         return r;
     }

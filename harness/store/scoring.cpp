@@ -30,7 +30,7 @@ constexpr std::string_view k_only_unclassified = " WHERE c.response_id IS NULL";
 // The body's stop strings: json_each walks a list's items, or yields a single
 // string as its one row; items that are not strings are skipped.
 constexpr std::string_view k_select_stops =
-    "SELECT s.value FROM requests q JOIN request_bodies b ON b.body_id = q.body_id, "
+    "SELECT s.value FROM requests q JOIN v_request_bodies b ON b.body_id = q.body_id, "
     "json_each(b.request_json, '$.stop') s WHERE q.request_id = ? AND json_valid(b.request_json) "
     "AND json_type(b.request_json, '$.stop') IN ('array', 'text') AND s.type = 'text' "
     "ORDER BY s.key";

@@ -397,6 +397,61 @@ SELECT r.response_id, r.probe_request_id, r.run_id, r.ok, r.status,
 FROM probe_responses r;
 )sql";
 
+// Version 12: request bodies after a shared prefix. A plan's bodies of one
+// framing start with the same few-shot block, 2.2 of their 2.5 KB: it is
+// stored once in `body_prefixes`, and a body row whose prefix_id is set
+// holds only the bytes after it. v_request_bodies, v_requests,
+// v_probe_requests and v_responses put the two together, so what users read
+// is unchanged; rows stored before keep their whole bodies (prefix_id NULL).
+constexpr std::string_view k_schema_v12 = R"sql(
+CREATE TABLE body_prefixes (
+    prefix_id     INTEGER PRIMARY KEY,
+    prefix_sha256 TEXT NOT NULL UNIQUE,
+    text          TEXT NOT NULL
+);
+ALTER TABLE request_bodies ADD COLUMN prefix_id INTEGER REFERENCES body_prefixes (prefix_id);
+CREATE VIEW v_request_bodies AS
+SELECT b.body_id, b.body_sha256, coalesce(p.text, '') || b.request_json AS request_json
+FROM request_bodies b
+LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
+DROP VIEW v_requests;
+CREATE VIEW v_requests AS
+SELECT q.request_id, q.request_key, q.server, q.framing, q.max_tokens, q.repeat,
+       q.question_idx, q.dataset, b.body_sha256,
+       coalesce(p.text, '') || b.request_json AS request_json, q.response_id,
+       q.question_sha256, q.body_id
+FROM requests q
+JOIN request_bodies b ON b.body_id = q.body_id
+LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
+DROP VIEW v_probe_requests;
+CREATE VIEW v_probe_requests AS
+SELECT q.probe_request_id, q.request_key, q.probe, q.step, q.server, q.framing, q.repeat,
+       q.question_idx, q.dataset, b.body_sha256,
+       coalesce(p.text, '') || b.request_json AS request_json, q.response_id, q.body_id
+FROM probe_requests q
+JOIN request_bodies b ON b.body_id = q.body_id
+LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
+DROP VIEW v_responses;
+CREATE VIEW v_responses AS
+SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
+       coalesce(p.text, '') || b.request_json AS request_json,
+       CASE WHEN r.spliced = 1
+            THEN replace(replace(r.response_json, '{"$diffeval":"text"}', json_quote(r.text)),
+                         '{"$diffeval":"reasoning"}', json_quote(r.reasoning))
+            ELSE r.response_json END AS response_json,
+       r.text, r.reasoning, r.finish_reason,
+       r.stop_reason, r.prompt_tokens, r.completion_tokens, r.latency_ms, r.ttft_ms,
+       r.status, r.error, r.error_kind, r.attempts, r.started_at, r.ok, r.streamed,
+       r.token_gaps_ms,
+       c.outcome, c.reasoning_started, r.response_id, q.request_id, q.request_key,
+       r.stop_field, c.stop_cause
+FROM requests q
+JOIN responses r ON r.response_id = q.response_id
+JOIN request_bodies b ON b.body_id = q.body_id
+LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id
+LEFT JOIN classifications c ON c.response_id = r.response_id;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -414,8 +469,9 @@ constexpr std::string_view k_statements[] = {
     "VALUES (?, ?, ?, ?, ?)",
     // k_question_indices
     "SELECT question_idx FROM questions WHERE dataset = ?",
-    // k_put_body
-    "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json) VALUES (?, ?)",
+    // k_put_body: `request_json` is the part after prefix `prefix_id` (NULL:
+    // the whole body)
+    "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json, prefix_id) VALUES (?, ?, ?)",
     // k_body_id
     "SELECT body_id FROM request_bodies WHERE body_sha256 = ?",
     // k_put_request
@@ -471,8 +527,12 @@ constexpr std::string_view k_statements[] = {
     // k_put_classification, k_put_score: as the scoring stage writes them
     k_upsert_classification,
     k_upsert_score,
+    // k_put_prefix
+    "INSERT OR IGNORE INTO body_prefixes (prefix_sha256, text) VALUES (?, ?)",
+    // k_prefix_id
+    "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 22);
+static_assert(std::size(k_statements) == 24);
 
 class Transaction {
 public:
@@ -693,6 +753,11 @@ util::Result<void> Store::climb(int from, int to) {
             return r.error();
         }
     }
+    if (from < 12 && to >= 12) {
+        if (auto r = m_db.exec(k_schema_v12); !r) {
+            return r.error();
+        }
+    }
     return {};
 }
 
@@ -846,6 +911,7 @@ Store::put_questions(const std::string& dataset,
 util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
     Transaction tx(m_db);
+    m_last_prefix_id.reset();
     if (auto r = insert_requests(rows, nullptr); !r) {
         return r;
     }
@@ -868,7 +934,7 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
             body_id.reset();
         }
         if (!body_id) {
-            auto id = put_body(r.body_sha256, leader->body);
+            auto id = put_body(r.body_sha256, leader->body, leader->prefix_bytes);
             if (!id) {
                 return id.error();
             }
@@ -912,9 +978,41 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
     return {};
 }
 
-util::Result<int64_t> Store::put_body(const std::string& sha256, const std::string& body) {
+util::Result<int64_t> Store::put_prefix(std::string_view text) {
+    if (m_last_prefix_id && text == m_last_prefix) {
+        return *m_last_prefix_id;
+    }
+    const std::string sha256 = util::sha256_hex(text);
+    if (!m_stmts[k_put_prefix].bind(sha256, text).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot store requests: {}", m_stmts[k_put_prefix].error()));
+    }
+    auto id = row_id(k_prefix_id, sha256);
+    if (!id) {
+        return id.error();
+    }
+    if (!*id) {
+        return make_error(ErrorKind::io, "cannot store requests: a stored body prefix is missing");
+    }
+    m_last_prefix.assign(text);
+    m_last_prefix_id = **id;
+    return **id;
+}
+
+util::Result<int64_t> Store::put_body(const std::string& sha256, const std::string& body,
+                                      size_t prefix_bytes) {
     auto* db = m_db.handle();
-    if (!m_stmts[k_put_body].bind(sha256, body).run()) {
+    std::optional<int64_t> prefix_id;
+    std::string_view stored = body;
+    if (prefix_bytes > 0 && prefix_bytes <= body.size()) {
+        auto id = put_prefix(stored.substr(0, prefix_bytes));
+        if (!id) {
+            return id.error();
+        }
+        prefix_id = *id;
+        stored.remove_prefix(prefix_bytes);
+    }
+    if (!m_stmts[k_put_body].bind(sha256, stored, prefix_id).run()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_stmts[k_put_body].error()));
     }
@@ -955,6 +1053,7 @@ util::Result<void> Store::put_unanswered(const ReadRows& read, const TakeRows& t
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_db.last_error()));
     }
+    m_last_prefix_id.reset();
     std::vector<RequestRow> rows;
     std::vector<Planned> planned;
     for (;;) {

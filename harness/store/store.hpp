@@ -44,6 +44,9 @@ struct RequestRow {
     std::string dataset;
     std::string body;
     std::string body_sha256;
+    // How many leading bytes of `body` other bodies share (a framing's
+    // few-shot block): stored once in body_prefixes (schema v12). 0: none.
+    size_t prefix_bytes = 0;
     // A probe's request (schema v8, docs/probe.md): its step in the chain
     // (0: the framing's prompt, 1: the prompt and the chain whitespace), or
     // -1 for a measured request. Probes go to probe_requests, never counted
@@ -194,8 +197,12 @@ private:
     // say what each was (put_unanswered).
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
                                        std::vector<Planned>* planned);
-    // The id of the body `sha256` (`body`), stored now when new.
-    util::Result<int64_t> put_body(const std::string& sha256, const std::string& body);
+    // The id of the body `sha256` (`body`, of which the first `prefix_bytes`
+    // are a shared prefix), stored now when new.
+    util::Result<int64_t> put_body(const std::string& sha256, const std::string& body,
+                                   size_t prefix_bytes);
+    // The id of the stored prefix `text`, stored now when new.
+    util::Result<int64_t> put_prefix(std::string_view text);
     // The derived rows of response `response_id` (write_batch's transaction
     // is open).
     util::Result<void> write_derived(int64_t response_id, const DerivedRows& derived);
@@ -227,6 +234,8 @@ private:
         k_mark_killed,
         k_put_classification,
         k_put_score,
+        k_put_prefix,
+        k_prefix_id,
         k_count_statements
     };
     // The id of the row `find` (k_request_id, k_probe_request_id) finds for
@@ -238,6 +247,12 @@ private:
     int m_version = 0;
     Statement m_stmts[k_count_statements];
     int m_fail_writes = 0;
+    // The last prefix put_prefix gave, with its id, within the transaction
+    // put_unanswered or put_requests has open: consecutive bodies share one.
+    // Cleared as each begins, so an id a rolled-back transaction made is
+    // never reused.
+    std::string m_last_prefix;
+    std::optional<int64_t> m_last_prefix_id;
     // The run's event loop plans (put_unanswered) while the Writer's thread
     // stores responses (write_batch), over this one connection: they and
     // put_requests take turns.

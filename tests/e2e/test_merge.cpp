@@ -1,5 +1,6 @@
 // `diffeval run --shard` and `diffeval merge` end to end: shards merged equal
-// one unsharded run row for row, merging is idempotent, and a conflict is
+// one unsharded run row for row (their bodies' bytes too, stored after a
+// shared prefix), merging is idempotent, and a conflict is
 // one line, exit 2, with the output file left as it was.
 #include "e2e.hpp"
 
@@ -66,6 +67,14 @@ TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
     // Each distinct body once, as in the whole run (schema 9).
     EXPECT_EQ(query(merged, "SELECT count(*) FROM request_bodies"),
               query(whole, "SELECT count(*) FROM request_bodies"));
+    // raw's shared prefix once, though every shard stored it (schema 12),
+    // and its 7 bodies after it; lm-eval-chat draws each question's shots,
+    // so its 7 bodies share no prefix and are stored whole.
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM body_prefixes"), "1");
+    EXPECT_EQ(query_rows(merged, "SELECT q.framing, b.prefix_id IS NULL, count(*) FROM requests q "
+                                 "JOIN request_bodies b USING (body_id) WHERE q.repeat = 0 "
+                                 "GROUP BY 1, 2 ORDER BY 1"),
+              (std::vector<std::string>{"lm-eval-chat|1|7", "raw|0|7"}));
     EXPECT_EQ(query_rows(merged, "SELECT * FROM questions ORDER BY dataset, question_idx"),
               query_rows(whole, "SELECT * FROM questions ORDER BY dataset, question_idx"));
     EXPECT_EQ(query_rows(merged, "SELECT name, url, model FROM servers"),
@@ -87,6 +96,7 @@ TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
     EXPECT_EQ(query(merged, "SELECT count(*) FROM responses"), "28");
     EXPECT_EQ(query(merged, "SELECT count(*) FROM request_bodies"),
               query(whole, "SELECT count(*) FROM request_bodies"));
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM body_prefixes"), "1");
     EXPECT_EQ(query(merged, "SELECT count(*) FROM runs"), "3");
     EXPECT_FALSE(std::filesystem::exists(merged.string() + ".merge-tmp"));
 }

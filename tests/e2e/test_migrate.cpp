@@ -5,11 +5,17 @@
 // - Version 8 (every request and probe request row holds its whole body)
 //   goes through 9 (each distinct body once, in request_bodies), 10 (an
 //   empty table of users' scorers) and 11.
-// - Version 10, the previous one, goes to 11: spliced bodies (the text a
-//   row holds is left out of its stored body), scores WITHOUT ROWID, and
-//   body_sha256 read from request_bodies. Its rows keep their whole bodies;
-//   what the resumed run adds is spliced.
+// - Version 10 goes through 11: spliced bodies (the text a row holds is
+//   left out of its stored body), scores WITHOUT ROWID, and body_sha256 read
+//   from request_bodies. Its rows keep their whole bodies; what the resumed
+//   run adds is spliced.
+// - Version 11, the previous one, goes to 12: request bodies stored after a
+//   shared prefix. Its bodies stay whole; what a later run plans is stored
+//   after its prefix, and every view shows the exact bytes either way.
 #include "e2e.hpp"
+
+#include <harness/store/schema.hpp>
+#include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,6 +28,8 @@ using e2e::query;
 using e2e::query_rows;
 
 namespace {
+
+const std::string k_current_version = std::to_string(diffeval::store::k_schema_version);
 
 const std::filesystem::path k_fixtures =
     std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "tests/e2e/fixtures";
@@ -124,23 +132,27 @@ std::string without_tail_interval(const std::string& text) {
 }
 
 // The summary, the comparison and the report of `db` are what the diffeval
-// that wrote `fixture` printed.
+// that wrote `fixture` printed: in today's words and without the tail's
+// interval when `reworded` (fixtures older than both), else byte for byte.
 void expect_fixture_outputs(const std::filesystem::path& fixture, const std::filesystem::path& db,
-                            const std::filesystem::path& dir) {
+                            const std::filesystem::path& dir, bool reworded = true) {
+    const auto ours = [&](const std::string& text) {
+        return reworded ? without_tail_interval(text) : text;
+    };
+    const auto theirs = [&](const std::filesystem::path& file) {
+        return reworded ? worded_now(e2e::slurp(fixture / file)) : e2e::slurp(fixture / file);
+    };
     auto summary = e2e::run({"summary", "--db", db.string(), "--format", "json"});
     ASSERT_EQ(summary.exit_code, 0) << summary.err;
     EXPECT_EQ(summary.out, e2e::slurp(fixture / "summary.json"));
     auto diff = e2e::run({"diff", "a", "b", "--db", db.string(), "--format", "json"});
     ASSERT_EQ(diff.exit_code, 0) << diff.err;
-    EXPECT_EQ(without_tail_interval(diff.out), worded_now(e2e::slurp(fixture / "diff.json")));
+    EXPECT_EQ(ours(diff.out), theirs("diff.json"));
     auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
     ASSERT_EQ(report.exit_code, 0) << report.err;
-    EXPECT_EQ(without_tail_interval(e2e::slurp(dir / "report/report.md")),
-              worded_now(e2e::slurp(fixture / "report.md")));
-    EXPECT_EQ(without_tail_interval(e2e::slurp(dir / "report/report.html")),
-              worded_now(e2e::slurp(fixture / "report.html")));
-    EXPECT_EQ(without_tail_interval(e2e::slurp(dir / "report/summary.json")),
-              worded_now(e2e::slurp(fixture / "report-summary.json")));
+    EXPECT_EQ(ours(e2e::slurp(dir / "report/report.md")), theirs("report.md"));
+    EXPECT_EQ(ours(e2e::slurp(dir / "report/report.html")), theirs("report.html"));
+    EXPECT_EQ(ours(e2e::slurp(dir / "report/summary.json")), theirs("report-summary.json"));
 }
 
 // Resumes the fixtures' matrix against two fresh simulators; its stderr.
@@ -190,7 +202,7 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
     EXPECT_NE(rescore.out.find("rescored 32 responses (96 scores"), std::string::npos)
         << rescore.out;
-    EXPECT_EQ(query(db, "PRAGMA user_version"), "11");
+    EXPECT_EQ(query(db, "PRAGMA user_version"), k_current_version);
     EXPECT_EQ(query(db, "SELECT count(*) FROM scorers"), "0");
     // 8 distinct bodies among 32 requests, 6 among 24 probe requests.
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
@@ -274,7 +286,7 @@ TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
 
     auto rescore = e2e::run({"rescore", "--db", db.string()});
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
-    EXPECT_EQ(query(db, "PRAGMA user_version"), "11");
+    EXPECT_EQ(query(db, "PRAGMA user_version"), k_current_version);
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_list WHERE name = 'scores' AND wr = 1"),
               "1");
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_table_info('requests') WHERE name = "
@@ -305,4 +317,90 @@ TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probe_responses WHERE ok = 1 AND "
                         "json_valid(response_json) AND instr(response_json, '$diffeval') = 0"),
               "24");
+}
+
+namespace {
+
+const std::filesystem::path k_fixture_v11 = k_fixtures / "schema_v11";
+
+// Bodies (measured and probe) whose bytes do not hash to their body_sha256,
+// the hash of the whole body taken when it was planned: a prefix and rest
+// put together wrongly would show here.
+std::vector<std::string> misassembled_bodies(const std::filesystem::path& db) {
+    std::vector<std::string> bad;
+    for (const char* view : {"v_requests", "v_probe_requests"}) {
+        // Key and hash are hex: the body is what follows their two bars.
+        for (const auto& row : query_rows(
+                 db, fmt::format("SELECT request_key, body_sha256, request_json FROM {}", view))) {
+            const size_t key_end = row.find('|');
+            const size_t sha_end = row.find('|', key_end + 1);
+            const std::string sha = row.substr(key_end + 1, sha_end - key_end - 1);
+            if (diffeval::util::sha256_hex(row.substr(sha_end + 1)) != sha) {
+                bad.push_back(row.substr(0, key_end));
+            }
+        }
+    }
+    return bad;
+}
+
+} // namespace
+
+TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
+    auto dir = e2e::scratch("migrate_v11");
+    auto db = dir / "v11.sqlite";
+    e2e::exec(db, e2e::slurp(k_fixture_v11 / "v11.sql"));
+    ASSERT_EQ(query(db, "PRAGMA user_version"), "11");
+    const auto bodies_before = query_rows(db, k_bodies);
+    const auto probe_bodies_before = query_rows(db, k_probe_bodies);
+    const auto probes_before = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
+    const auto derived_before = query_rows(db, k_derived);
+    const auto scores_before = query_rows(db, k_scores);
+    ASSERT_EQ(bodies_before.size(), 32u);
+    ASSERT_EQ(probe_bodies_before.size(), 24u);
+    ASSERT_EQ(scores_before.size(), 96u);
+    const auto failed = query(db, "SELECT count(*) FROM v_responses WHERE ok = 0");
+    const auto probes_failed = query(
+        db, "SELECT count(*) FROM probe_requests q LEFT JOIN probe_responses r ON r.response_id = "
+            "q.response_id WHERE r.ok IS NOT 1");
+
+    auto rescore = e2e::run({"rescore", "--db", db.string()});
+    ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
+    EXPECT_EQ(query(db, "PRAGMA user_version"), "12");
+    // Stored bodies stay whole, and read as before.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NULL"), "14");
+    EXPECT_EQ(query_rows(db, k_bodies), bodies_before);
+    EXPECT_EQ(query_rows(db, k_probe_bodies), probe_bodies_before);
+    EXPECT_EQ(query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5"), probes_before);
+    EXPECT_EQ(query_rows(db, k_derived), derived_before);
+    EXPECT_EQ(query_rows(db, k_scores), scores_before);
+    expect_fixture_outputs(k_fixture_v11, db, dir, false);
+
+    // The resumed run plans the same requests (their keys hash the whole
+    // bodies) and sends exactly what failed.
+    const auto err = resume(db);
+    const auto sent = std::stoi(failed) + std::stoi(probes_failed);
+    EXPECT_NE(err.find(fmt::format("56 requests planned, {} already stored (skipped), {} sent",
+                                   56 - sent, sent)),
+              std::string::npos)
+        << err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
+
+    // A new token limit is new bodies: stored after their framing's prefix,
+    // one per framing, each body's bytes those it was hashed from.
+    e2e::Sim a;
+    auto more = e2e::run({"run", "--server", "a=" + a.url(), "--limit", "2", "--framing",
+                          "raw,chat", "--max-tokens", "512", "--db", db.string()});
+    ASSERT_EQ(more.exit_code, 0) << more.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "2");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NOT NULL"), "4");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_requests WHERE max_tokens = 512 AND "
+                        "json_extract(request_json, '$.max_tokens') = 512"),
+              "4");
+    EXPECT_EQ(misassembled_bodies(db), std::vector<std::string>{});
+    // The prefix is most of a body: the rest stored is a fraction of it.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies b JOIN body_prefixes p USING "
+                        "(prefix_id) WHERE length(b.request_json) * 2 < length(p.text)"),
+              "4");
 }

@@ -4,6 +4,8 @@
 // queued, one body per distinct request).
 #include <harness/engine/run_parts.hpp>
 
+#include <harness/util/hash.hpp>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -138,6 +140,22 @@ TEST_F(Plan, EveryRequestIsStoredAndQueuedBeforeAnythingIsSent) {
     // Repeats send the same bytes: one stored body per (framing, limit,
     // question).
     EXPECT_EQ(count("SELECT count(*) FROM request_bodies"), 20);
+    // Each framing's few-shot block once, every body stored after it
+    // (schema v12), and hashed whole from the state after it.
+    EXPECT_EQ(count("SELECT count(*) FROM body_prefixes"), 2);
+    EXPECT_EQ(count("SELECT count(*) FROM request_bodies WHERE prefix_id IS NOT NULL"), 20);
+    {
+        auto db = store::Store::open(config.db, store::Store::Mode::read_only);
+        ASSERT_TRUE(db);
+        store::Statement bodies((*db)->handle(),
+                                "SELECT body_sha256, request_json FROM v_request_bodies");
+        int hashed = 0;
+        while (bodies.step()) {
+            EXPECT_EQ(util::sha256_hex(bodies.column_view(1)), bodies.column_text(0));
+            ++hashed;
+        }
+        EXPECT_EQ(hashed, 20);
+    }
     // The queue holds no body: each is rendered when sent, the bytes its row
     // stored, and repeats sent one after another share one string.
     auto db = store::Store::open(config.db, store::Store::Mode::read_only);
