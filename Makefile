@@ -67,6 +67,7 @@ bench: build
 	$(BUILD_DIR)/bench_run_engine
 	$(BUILD_DIR)/bench_report
 	$(BUILD_DIR)/bench_calibration
+	$(BUILD_DIR)/bench_scoring
 	@if [ -n "$$GSM8K_DIR" ]; then bench/goals.sh $(BUILD_DIR)/diffeval; \
 	else echo "bench/goals.sh: set GSM8K_DIR to the official GSM8K directory for the figures beside their goals"; fi
 
