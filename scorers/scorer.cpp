@@ -361,6 +361,19 @@ Gold Scorer::prepare_gold(std::string_view gold_answer_full_text) const {
     return gold;
 }
 
+bool Scorer::same_gold_as(const Scorer& other) const {
+    const ScorerDefinition& a = m_def;
+    const ScorerDefinition& b = other.m_def;
+    // prepare_gold reads the extraction only for a gold extracted like an
+    // answer, its fallback always, and the normalising rules only for
+    // exact_match.
+    return a.gold == b.gold && a.compare == b.compare &&
+           (a.gold == GoldSource::full_text || a.extract == b.extract) &&
+           a.extract.fallback == b.extract.fallback &&
+           (a.compare == Comparison::python_int ||
+            (a.ignore_case == b.ignore_case && a.normalise == b.normalise));
+}
+
 ScoreResult Scorer::score(std::string_view response_text, const Gold& gold) const {
     std::optional<std::string> answer = m_compiled->extract(m_def.extract, response_text);
     ScoreResult result;

@@ -62,6 +62,10 @@ public:
     // `gold_answer_full_text`, e.g. "72" for "...\n#### 72".
     Gold prepare_gold(std::string_view gold_answer_full_text) const;
 
+    // Whether prepare_gold gives `other`'s gold for every answer: the rules
+    // it reads are the same (lm-eval's strict and flexible scorers share them).
+    bool same_gold_as(const Scorer& other) const;
+
 private:
     struct Compiled;
 

@@ -105,7 +105,15 @@ ResponseScorer::ResponseScorer(std::vector<const scorers::Scorer*> scorers, scor
                                size_t memo_bytes)
     : m_scorers(std::move(scorers)), m_mode(mode), m_mode_name(scorers::score_text_name(mode)),
       m_memo_limit(memo_bytes),
-      m_invalid(m_scorers.size(), scorers::ScoreResult{"[invalid]", false, false}) {}
+      m_invalid(m_scorers.size(), scorers::ScoreResult{"[invalid]", false, false}) {
+    for (size_t k = 0; k < m_scorers.size(); ++k) {
+        size_t j = 0;
+        while (j < k && !m_scorers[k]->same_gold_as(*m_scorers[j])) {
+            ++j;
+        }
+        m_gold_of.push_back(j);
+    }
+}
 
 bool ResponseScorer::needs_stop_strings(const store::ResponseToScore& r) {
     return r.stop_field.empty() && r.finish_reason == "stop";
@@ -143,8 +151,10 @@ store::DerivedRows ResponseScorer::derive(const store::ResponseToScore& r,
 const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::ResponseToScore& r) {
     auto& gold = m_golds[{r.dataset, r.question_idx}];
     if (gold.empty()) {
-        for (const auto* s : m_scorers) {
-            gold.push_back(s->prepare_gold(r.answer));
+        gold.reserve(m_scorers.size());
+        for (size_t k = 0; k < m_scorers.size(); ++k) {
+            gold.push_back(m_gold_of[k] == k ? m_scorers[k]->prepare_gold(r.answer)
+                                             : gold[m_gold_of[k]]);
         }
     }
     const auto text = scorers::select_scored_text(r.text, m_mode);

@@ -66,6 +66,9 @@ private:
     const std::vector<scorers::ScoreResult>& scored(const store::ResponseToScore& r);
 
     std::vector<const scorers::Scorer*> m_scorers;
+    // For each scorer, the first scorer whose gold is the same (itself when
+    // none before it): a question's gold is prepared once per distinct rule.
+    std::vector<size_t> m_gold_of;
     scorers::ScoreText m_mode;
     std::string m_mode_name;
     std::map<std::pair<std::string, int64_t>, std::vector<scorers::Gold>> m_golds;

@@ -42,6 +42,28 @@ TEST(LmEvalGold, IsTheFullAnswerNormalised) {
     EXPECT_EQ(strict().prepare_gold("Seventy-Two").value, "seventy-two");
 }
 
+TEST(LmEvalGold, StrictAndFlexibleShareOneGoldAndVllmHasItsOwn) {
+    // A question's gold is prepared once for scorers with the same rules.
+    EXPECT_TRUE(strict().same_gold_as(flexible()));
+    EXPECT_TRUE(flexible().same_gold_as(strict()));
+    EXPECT_FALSE(get("vllm").same_gold_as(strict()));
+    for (auto gold : {k_gold_36, k_gold_1234, k_gold_18}) {
+        const Gold a = strict().prepare_gold(gold);
+        const Gold b = flexible().prepare_gold(gold);
+        EXPECT_EQ(a.value, b.value);
+        EXPECT_EQ(a.valid, b.valid);
+        EXPECT_EQ(a.comparable, b.comparable);
+    }
+    // One normalising rule more is another gold.
+    ScorerDefinition more = strict().definition();
+    more.name = "strict-keeping-dollars";
+    more.normalise.pop_back();
+    auto other = Scorer::create(more);
+    ASSERT_TRUE(other) << other.error().message;
+    EXPECT_FALSE(other->same_gold_as(strict()));
+    EXPECT_NE(other->prepare_gold("#### 4.").value, strict().prepare_gold("#### 4.").value);
+}
+
 TEST(LmEvalStrict, TakesTheNumberAfterTheFirstMarker) {
     const auto r = strict().score(" The bakery sold 1,234 rolls.\n#### 1,234", k_gold_1234);
     EXPECT_EQ(r.extracted, "1,234");
