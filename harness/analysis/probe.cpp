@@ -245,6 +245,10 @@ void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_serie
         d.hi = percentile(std::move(means), 97.5);
     }
     d.p_value = sign_flip_p(shifts, options, d.exact);
+    if (!d.exact) {
+        d.resamples = options.resamples;
+        d.p_at_floor = d.p_value * (static_cast<double>(options.resamples) + 1) < 1.5;
+    }
     if (std::abs(d.mean_shift) > k_same_logit) {
         const double z = normal_quantile(1 - k_power_alpha / 2) + normal_quantile(k_power);
         d.questions_needed = at_least_min(std::pow(z * d.sd / std::abs(d.mean_shift), 2));
@@ -444,10 +448,18 @@ std::string probe_line(const ProbeComparison& c) {
                                           p.questions, p.mean_abs_ab, p.mean_abs_aa);
     }
     return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {:+.3f} [{:+.3f}, {:+.3f}] "
-                       "over {} questions, sign-flip p {:.2g}; questions needed at 80% power {}{}; "
+                       "over {} questions, sign-flip p {}; questions needed at 80% power {}{}; "
                        "{}",
                        c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi, d.questions,
-                       d.p_value, needed, acc, numerics);
+                       probe_p_text(d), needed, acc, numerics);
+}
+
+std::string probe_p_text(const ProbeDirection& d) {
+    if (d.p_at_floor) {
+        return fmt::format("{:.2g} (the floor: none of {} sign flips as extreme)", d.p_value,
+                           d.resamples);
+    }
+    return fmt::format("{:.2g}", d.p_value);
 }
 
 nlohmann::json to_json(const ProbeComparison& c) {

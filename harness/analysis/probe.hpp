@@ -64,11 +64,19 @@ struct ProbeDirection {
     double lo = 0, hi = 0; // 95% percentile bootstrap interval over questions
     double p_value = 1;    // two-sided sign-flip test of the mean shift
     bool exact = false;    // p_value enumerated every sign pattern
+    // Monte Carlo, and no resample was as extreme: p_value is 1 / (resamples
+    // + 1), the smallest the test can give, not a measured tail.
+    bool p_at_floor = false;
+    uint32_t resamples = 0; // sign flips drawn when not exact
     double sd = 0;         // standard deviation of the per-question shifts
     // Questions needed to detect this shift at 80% power and alpha 0.05;
     // nullopt when the shift is zero.
     std::optional<int64_t> questions_needed;
 };
+
+// "0.5", or at the floor "0.0001 (the floor: none of 10000 sign flips as
+// extreme)": the sign-flip p as the probe's lines print it.
+std::string probe_p_text(const ProbeDirection& d);
 
 struct ProbePerturbation {
     int64_t questions = 0;                      // questions with A, A' and B readings

@@ -54,6 +54,15 @@ TEST(ProbeDirection, DetectsAHalfLogitShiftOn48Questions) {
     ASSERT_TRUE(c->direction.questions_needed);
     EXPECT_LE(*c->direction.questions_needed, 10);
     EXPECT_EQ(c->points.size(), 48u);
+    // Every shift is positive: no sign flip is as extreme, and the p printed
+    // says it is the test's floor, not a measured tail.
+    EXPECT_FALSE(c->direction.exact);
+    EXPECT_TRUE(c->direction.p_at_floor);
+    EXPECT_DOUBLE_EQ(c->direction.p_value, 1.0 / 10001);
+    EXPECT_NE(probe_line(*c).find("sign-flip p 0.0001 (the floor: none of 10000 sign flips as "
+                                  "extreme);"),
+              std::string::npos)
+        << probe_line(*c);
 }
 
 TEST(ProbeDirection, NoShiftIsNotSignificant) {
@@ -77,6 +86,8 @@ TEST(ProbeDirection, SmallSetsAreTestedExactly) {
     ASSERT_TRUE(c);
     EXPECT_TRUE(c->direction.exact);
     EXPECT_NEAR(c->direction.p_value, 2.0 / 32.0, 1e-12); // all + or all -
+    EXPECT_FALSE(c->direction.p_at_floor); // enumerated: a measured tail
+    EXPECT_NE(probe_line(*c).find("sign-flip p 0.062;"), std::string::npos) << probe_line(*c);
 }
 
 TEST(ProbeDirection, QuestionsWhereNeitherSideListsTheMarkerAreLeftOut) {
