@@ -1005,6 +1005,15 @@ util::Result<int64_t> Store::put_body(const std::string& sha256, const std::stri
     std::optional<int64_t> prefix_id;
     std::string_view stored = body;
     if (prefix_bytes > 0 && prefix_bytes <= body.size()) {
+        // A body stored before (whole, by an older version) is kept as it
+        // is, and no prefix row is made for it.
+        auto known = row_id(k_body_id, sha256);
+        if (!known) {
+            return known.error();
+        }
+        if (*known) {
+            return **known;
+        }
         auto id = put_prefix(stored.substr(0, prefix_bytes));
         if (!id) {
             return id.error();

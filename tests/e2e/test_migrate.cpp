@@ -386,6 +386,8 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
         << err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
+    // Its bodies were stored whole before: no prefix is stored for them.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
 
     // A new token limit is new bodies: stored after their framing's prefix,
     // one per framing, each body's bytes those it was hashed from.
