@@ -110,6 +110,29 @@ TEST(RequestStops, ReadsTheBodysStopList) {
     EXPECT_TRUE(none->empty());
 }
 
+// A body stored after its shared prefix (schema v12) is read whole: the
+// stored rest alone is not JSON.
+TEST(RequestStops, ReadsTheStopListOfABodyStoredAfterItsPrefix) {
+    auto s = Store::open(fresh_db("stops_prefix").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_TRUE((*s)->put_questions("sample", {{"one", "#### 3"}}).ok());
+    const std::string shots = R"({"prompt": ")" + std::string(300, 's');
+    RequestRow row = request("k0", 0, shots + R"(Question: one\nAnswer:", "stop": ["Question"]})");
+    row.prefix_bytes = shots.size();
+    ASSERT_TRUE((*s)->put_requests({row}).ok());
+    ASSERT_TRUE((*s)->write_batch({response("k0", "#### 3")}).ok());
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NOT NULL AND "
+                         "NOT json_valid(request_json)"),
+              1);
+    const auto rows = read_all(**s, Pending::all);
+    ASSERT_EQ(rows.size(), 1u);
+    auto stops = RequestStops::prepare(**s);
+    ASSERT_TRUE(stops.ok());
+    auto listed = stops->of(rows[0].request_id);
+    ASSERT_TRUE(listed.ok());
+    EXPECT_EQ(*listed, std::vector<std::string>{"Question"});
+}
+
 // The API allows one stop string instead of a list; a framing that sends one
 // must not lose it (the text ending in it is then a stop-string stop).
 TEST(RequestStops, ReadsASingleStopString) {
