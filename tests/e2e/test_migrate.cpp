@@ -260,6 +260,37 @@ constexpr const char* k_probe_bodies =
     "v_probe_requests q LEFT JOIN v_probe_responses r ON r.response_id = q.response_id ORDER BY "
     "q.request_key";
 
+// What users read of a fixture: bodies (by `probe_bodies_sql` for probes:
+// version 10 has no v_probe_responses), probe readings, classifications and
+// scores; and how many measured and probe requests have no success.
+struct UsersSee {
+    std::vector<std::string> bodies, probe_bodies, probes, derived, scores;
+    int unanswered = 0;
+
+    static UsersSee in(const std::filesystem::path& db, const std::string& probe_bodies_sql) {
+        UsersSee s;
+        s.bodies = query_rows(db, k_bodies);
+        s.probe_bodies = query_rows(db, probe_bodies_sql);
+        s.probes = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
+        s.derived = query_rows(db, k_derived);
+        s.scores = query_rows(db, k_scores);
+        s.unanswered = std::stoi(query(db, "SELECT count(*) FROM v_responses WHERE ok = 0")) +
+                       std::stoi(query(db, "SELECT count(*) FROM probe_requests q LEFT JOIN "
+                                           "probe_responses r ON r.response_id = q.response_id "
+                                           "WHERE r.ok IS NOT 1"));
+        return s;
+    }
+};
+
+// Every part of `now` equals `before`'s.
+void expect_same(const UsersSee& now, const UsersSee& before) {
+    EXPECT_EQ(now.bodies, before.bodies);
+    EXPECT_EQ(now.probe_bodies, before.probe_bodies);
+    EXPECT_EQ(now.probes, before.probes);
+    EXPECT_EQ(now.derived, before.derived);
+    EXPECT_EQ(now.scores, before.scores);
+}
+
 } // namespace
 
 TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
@@ -268,21 +299,14 @@ TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
     e2e::exec(db, e2e::slurp(k_fixture_v10 / "v10.sql"));
     ASSERT_EQ(query(db, "PRAGMA user_version"), "10");
     // Version 10 had no v_probe_responses: its table held the bodies whole.
-    const auto probe_bodies_before = query_rows(
+    const auto before = UsersSee::in(
         db, "SELECT q.request_key, q.body_sha256, q.request_json, r.response_json, r.top_json FROM "
             "v_probe_requests q LEFT JOIN probe_responses r ON r.response_id = q.response_id "
             "ORDER BY q.request_key");
-    const auto bodies_before = query_rows(db, k_bodies);
-    const auto probes_before = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
-    const auto derived_before = query_rows(db, k_derived);
-    const auto scores_before = query_rows(db, k_scores);
-    ASSERT_EQ(bodies_before.size(), 32u);
-    ASSERT_EQ(probe_bodies_before.size(), 24u);
-    ASSERT_EQ(scores_before.size(), 96u);
+    ASSERT_EQ(before.bodies.size(), 32u);
+    ASSERT_EQ(before.probe_bodies.size(), 24u);
+    ASSERT_EQ(before.scores.size(), 96u);
     const auto failed = query(db, "SELECT count(*) FROM v_responses WHERE ok = 0");
-    const auto probes_failed = query(
-        db, "SELECT count(*) FROM probe_requests q LEFT JOIN probe_responses r ON r.response_id = "
-            "q.response_id WHERE r.ok IS NOT 1");
 
     auto rescore = e2e::run({"rescore", "--db", db.string()});
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
@@ -294,16 +318,12 @@ TEST(Migrate, VersionTenDatabaseKeepsEverythingUsersSee) {
               "0");
     // Stored rows keep their whole bodies.
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE spliced = 1"), "0");
-    EXPECT_EQ(query_rows(db, k_bodies), bodies_before);
-    EXPECT_EQ(query_rows(db, k_probe_bodies), probe_bodies_before);
-    EXPECT_EQ(query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5"), probes_before);
-    EXPECT_EQ(query_rows(db, k_derived), derived_before);
-    EXPECT_EQ(query_rows(db, k_scores), scores_before);
+    expect_same(UsersSee::in(db, k_probe_bodies), before);
     expect_fixture_outputs(k_fixture_v10, db, dir);
 
     // The resumed run sends exactly what failed, and stores it spliced.
     const auto err = resume(db);
-    const auto sent = std::stoi(failed) + std::stoi(probes_failed);
+    const auto sent = before.unanswered;
     EXPECT_NE(err.find(fmt::format("56 requests planned, {} already stored (skipped), {} sent",
                                    56 - sent, sent)),
               std::string::npos)
@@ -350,18 +370,10 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     auto db = dir / "v11.sqlite";
     e2e::exec(db, e2e::slurp(k_fixture_v11 / "v11.sql"));
     ASSERT_EQ(query(db, "PRAGMA user_version"), "11");
-    const auto bodies_before = query_rows(db, k_bodies);
-    const auto probe_bodies_before = query_rows(db, k_probe_bodies);
-    const auto probes_before = query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5");
-    const auto derived_before = query_rows(db, k_derived);
-    const auto scores_before = query_rows(db, k_scores);
-    ASSERT_EQ(bodies_before.size(), 32u);
-    ASSERT_EQ(probe_bodies_before.size(), 24u);
-    ASSERT_EQ(scores_before.size(), 96u);
-    const auto failed = query(db, "SELECT count(*) FROM v_responses WHERE ok = 0");
-    const auto probes_failed = query(
-        db, "SELECT count(*) FROM probe_requests q LEFT JOIN probe_responses r ON r.response_id = "
-            "q.response_id WHERE r.ok IS NOT 1");
+    const auto before = UsersSee::in(db, k_probe_bodies);
+    ASSERT_EQ(before.bodies.size(), 32u);
+    ASSERT_EQ(before.probe_bodies.size(), 24u);
+    ASSERT_EQ(before.scores.size(), 96u);
 
     auto rescore = e2e::run({"rescore", "--db", db.string()});
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
@@ -369,17 +381,13 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     // Stored bodies stay whole, and read as before.
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NULL"), "14");
-    EXPECT_EQ(query_rows(db, k_bodies), bodies_before);
-    EXPECT_EQ(query_rows(db, k_probe_bodies), probe_bodies_before);
-    EXPECT_EQ(query_rows(db, "SELECT * FROM v_probes ORDER BY 1, 2, 3, 4, 5"), probes_before);
-    EXPECT_EQ(query_rows(db, k_derived), derived_before);
-    EXPECT_EQ(query_rows(db, k_scores), scores_before);
+    expect_same(UsersSee::in(db, k_probe_bodies), before);
     expect_fixture_outputs(k_fixture_v11, db, dir, false);
 
     // The resumed run plans the same requests (their keys hash the whole
     // bodies) and sends exactly what failed.
     const auto err = resume(db);
-    const auto sent = std::stoi(failed) + std::stoi(probes_failed);
+    const auto sent = before.unanswered;
     EXPECT_NE(err.find(fmt::format("56 requests planned, {} already stored (skipped), {} sent",
                                    56 - sent, sent)),
               std::string::npos)
