@@ -406,8 +406,8 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
             "The decision-point probe separates {} from {} on {} before any answer is written: "
             "P(open) logit shift {:+.3f}, 95% CI [{:+.3f}, {:+.3f}], sign-flip p {} over {} "
             "questions{}.",
-            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, analysis::probe_p_text(d),
-            d.questions, numerics));
+            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, analysis::probe_p_text(d), d.questions,
+            numerics));
     }
     return out;
 }

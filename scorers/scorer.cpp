@@ -302,8 +302,8 @@ util::Result<Scorer> Scorer::create(ScorerDefinition definition) {
         re2::RE2::Options options;
         options.set_log_errors(false);
         options.set_never_capture(true);
-        auto ahead = std::make_unique<re2::RE2>("\\C*?(?:" + definition.extract.pattern + ")",
-                                                options);
+        auto ahead =
+            std::make_unique<re2::RE2>("\\C*?(?:" + definition.extract.pattern + ")", options);
         if (ahead->ok()) {
             compiled->ahead = std::move(ahead);
         }

@@ -68,7 +68,7 @@ struct ProbeDirection {
     // + 1), the smallest the test can give, not a measured tail.
     bool p_at_floor = false;
     uint32_t resamples = 0; // sign flips drawn when not exact
-    double sd = 0;         // standard deviation of the per-question shifts
+    double sd = 0;          // standard deviation of the per-question shifts
     // Questions needed to detect this shift at 80% power and alpha 0.05;
     // nullopt when the shift is zero.
     std::optional<int64_t> questions_needed;

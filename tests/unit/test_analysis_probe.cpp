@@ -86,7 +86,7 @@ TEST(ProbeDirection, SmallSetsAreTestedExactly) {
     ASSERT_TRUE(c);
     EXPECT_TRUE(c->direction.exact);
     EXPECT_NEAR(c->direction.p_value, 2.0 / 32.0, 1e-12); // all + or all -
-    EXPECT_FALSE(c->direction.p_at_floor); // enumerated: a measured tail
+    EXPECT_FALSE(c->direction.p_at_floor);                // enumerated: a measured tail
     EXPECT_NE(probe_line(*c).find("sign-flip p 0.062;"), std::string::npos) << probe_line(*c);
 }
 

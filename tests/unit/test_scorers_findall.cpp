@@ -78,33 +78,24 @@ std::string expected(const std::string& pattern, const std::string& text) {
 }
 
 const std::vector<std::string> k_patterns = {
-    R"(\p{Nd}+)",
-    R"((-?[$0-9.,]{2,})|(-?[0-9]+))",
-    R"(x*)",
-    R"(x*|b)",
-    R"(b|x*)",
-    R"(\b)",
-    R"(a|\b)",
-    R"(\bx+\b)",
-    R"(^x*)",
-    R"(x*$)",
-    R"((?m)^x)",
-    R"((?m)x$)",
-    R"(xx|x)",
-    R"(x(?:yx)*)",
-    R"((?:))",
-    R"(é+|x)",
-    R"(.)",
-    R"([^x]*)",
+    R"(\p{Nd}+)", R"((-?[$0-9.,]{2,})|(-?[0-9]+))",
+    R"(x*)",      R"(x*|b)",
+    R"(b|x*)",    R"(\b)",
+    R"(a|\b)",    R"(\bx+\b)",
+    R"(^x*)",     R"(x*$)",
+    R"((?m)^x)",  R"((?m)x$)",
+    R"(xx|x)",    R"(x(?:yx)*)",
+    R"((?:))",    R"(é+|x)",
+    R"(.)",       R"([^x]*)",
 };
 
 TEST(FindallLast, KnownCasesAgreeWithThePlainLoop) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {R"(\p{Nd}+)", "It costs 1,250 and 3 more: 1253"},
         {R"((-?[$0-9.,]{2,})|(-?[0-9]+))", "total $1,234.50 then 7"},
-        {R"(x*)", "axxbx"},     // ..., "x", "" at the end
-        {R"(x*|b)", "axxb"},    // "b" is never reached: x* matches empty first
-        {R"(a|\b)", " a b"},    // an empty match right after a non-empty one
+        {R"(x*)", "axxbx"},  // ..., "x", "" at the end
+        {R"(x*|b)", "axxb"}, // "b" is never reached: x* matches empty first
+        {R"(a|\b)", " a b"}, // an empty match right after a non-empty one
         {R"(x(?:yx)*)", "xyxyx zxy"},
         {R"(é+|x)", "ééxé"},
         {R"(x*$)", "xxaxx\n"},

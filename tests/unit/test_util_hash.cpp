@@ -26,8 +26,8 @@ TEST(Sha256Prefix, GivesTheWholeTextsDigestWhateverThePrefixLength) {
     for (size_t cut : {0, 1, 55, 63, 64, 65, 127, 128, 200, 300}) {
         const std::string prefix = shots.substr(0, cut);
         const Sha256Prefix hasher(prefix);
-        for (const std::string& tail : {std::string(), std::string("Question: how many?\nAnswer:"),
-                                        std::string(70, 'x')}) {
+        for (const std::string& tail :
+             {std::string(), std::string("Question: how many?\nAnswer:"), std::string(70, 'x')}) {
             const std::string body = prefix + tail;
             EXPECT_EQ(hasher.hex(body), sha256_hex(body)) << cut << " + " << tail.size();
         }
