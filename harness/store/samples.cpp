@@ -29,11 +29,10 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
                                              const AnsweredRequestVisitor& visit) {
     Statement rows(
         st.handle(),
-        "SELECT q.question_idx, coalesce(p.text, '') || b.request_json, coalesce(r.text, ''), "
+        "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
         "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
         "FROM requests q JOIN responses r ON r.response_id = q.response_id "
-        "JOIN request_bodies b ON b.body_id = q.body_id "
-        "LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id "
+        "JOIN v_request_bodies b ON b.body_id = q.body_id "
         "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
         "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
         "ORDER BY q.question_idx");

@@ -400,9 +400,10 @@ FROM probe_responses r;
 // Version 12: request bodies after a shared prefix. A plan's bodies of one
 // framing start with the same few-shot block, 2.2 of their 2.5 KB: it is
 // stored once in `body_prefixes`, and a body row whose prefix_id is set
-// holds only the bytes after it. v_request_bodies, v_requests,
-// v_probe_requests and v_responses put the two together, so what users read
-// is unchanged; rows stored before keep their whole bodies (prefix_id NULL).
+// holds only the bytes after it. v_request_bodies puts the two together, and
+// v_requests, v_probe_requests and v_responses read bodies from it, so what
+// users read is unchanged; rows stored before keep their whole bodies
+// (prefix_id NULL).
 constexpr std::string_view k_schema_v12 = R"sql(
 CREATE TABLE body_prefixes (
     prefix_id     INTEGER PRIMARY KEY,
@@ -417,24 +418,20 @@ LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
 DROP VIEW v_requests;
 CREATE VIEW v_requests AS
 SELECT q.request_id, q.request_key, q.server, q.framing, q.max_tokens, q.repeat,
-       q.question_idx, q.dataset, b.body_sha256,
-       coalesce(p.text, '') || b.request_json AS request_json, q.response_id,
+       q.question_idx, q.dataset, b.body_sha256, b.request_json, q.response_id,
        q.question_sha256, q.body_id
 FROM requests q
-JOIN request_bodies b ON b.body_id = q.body_id
-LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
+JOIN v_request_bodies b ON b.body_id = q.body_id;
 DROP VIEW v_probe_requests;
 CREATE VIEW v_probe_requests AS
 SELECT q.probe_request_id, q.request_key, q.probe, q.step, q.server, q.framing, q.repeat,
-       q.question_idx, q.dataset, b.body_sha256,
-       coalesce(p.text, '') || b.request_json AS request_json, q.response_id, q.body_id
+       q.question_idx, q.dataset, b.body_sha256, b.request_json, q.response_id, q.body_id
 FROM probe_requests q
-JOIN request_bodies b ON b.body_id = q.body_id
-LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id;
+JOIN v_request_bodies b ON b.body_id = q.body_id;
 DROP VIEW v_responses;
 CREATE VIEW v_responses AS
 SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
-       coalesce(p.text, '') || b.request_json AS request_json,
+       b.request_json,
        CASE WHEN r.spliced = 1
             THEN replace(replace(r.response_json, '{"$diffeval":"text"}', json_quote(r.text)),
                          '{"$diffeval":"reasoning"}', json_quote(r.reasoning))
@@ -447,8 +444,7 @@ SELECT q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.dataset,
        r.stop_field, c.stop_cause
 FROM requests q
 JOIN responses r ON r.response_id = q.response_id
-JOIN request_bodies b ON b.body_id = q.body_id
-LEFT JOIN body_prefixes p ON p.prefix_id = b.prefix_id
+JOIN v_request_bodies b ON b.body_id = q.body_id
 LEFT JOIN classifications c ON c.response_id = r.response_id;
 )sql";
 
@@ -469,9 +465,9 @@ constexpr std::string_view k_statements[] = {
     "VALUES (?, ?, ?, ?, ?)",
     // k_question_indices
     "SELECT question_idx FROM questions WHERE dataset = ?",
-    // k_put_body: `request_json` is the part after prefix `prefix_id` (NULL:
-    // the whole body)
-    "INSERT OR IGNORE INTO request_bodies (body_sha256, request_json, prefix_id) VALUES (?, ?, ?)",
+    // k_put_body, for a body k_body_id did not find: `request_json` is the
+    // part after prefix `prefix_id` (NULL: the whole body)
+    "INSERT INTO request_bodies (body_sha256, request_json, prefix_id) VALUES (?, ?, ?)",
     // k_body_id
     "SELECT body_id FROM request_bodies WHERE body_sha256 = ?",
     // k_put_request
@@ -1001,19 +997,18 @@ util::Result<int64_t> Store::put_prefix(std::string_view text) {
 
 util::Result<int64_t> Store::put_body(const std::string& sha256, const std::string& body,
                                       size_t prefix_bytes) {
-    auto* db = m_db.handle();
+    // A body stored before is kept as it is (whole, when an older version
+    // stored it), and no prefix row is made for it.
+    auto known = row_id(k_body_id, sha256);
+    if (!known) {
+        return known.error();
+    }
+    if (*known) {
+        return **known;
+    }
     std::optional<int64_t> prefix_id;
     std::string_view stored = body;
     if (prefix_bytes > 0 && prefix_bytes <= body.size()) {
-        // A body stored before (whole, by an older version) is kept as it
-        // is, and no prefix row is made for it.
-        auto known = row_id(k_body_id, sha256);
-        if (!known) {
-            return known.error();
-        }
-        if (*known) {
-            return **known;
-        }
         auto id = put_prefix(stored.substr(0, prefix_bytes));
         if (!id) {
             return id.error();
@@ -1025,17 +1020,7 @@ util::Result<int64_t> Store::put_body(const std::string& sha256, const std::stri
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_stmts[k_put_body].error()));
     }
-    if (sqlite3_changes(db) == 1) {
-        return sqlite3_last_insert_rowid(db);
-    }
-    auto id = row_id(k_body_id, sha256);
-    if (!id) {
-        return id.error();
-    }
-    if (!*id) {
-        return make_error(ErrorKind::io, "cannot store requests: a stored body is missing");
-    }
-    return **id;
+    return sqlite3_last_insert_rowid(m_db.handle());
 }
 
 util::Result<std::unordered_set<std::string>> Store::completed_keys() {

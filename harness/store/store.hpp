@@ -198,7 +198,8 @@ private:
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
                                        std::vector<Planned>* planned);
     // The id of the body `sha256` (`body`, of which the first `prefix_bytes`
-    // are a shared prefix), stored now when new.
+    // are a shared prefix), stored now when new; a stored body is kept as it
+    // is.
     util::Result<int64_t> put_body(const std::string& sha256, const std::string& body,
                                    size_t prefix_bytes);
     // The id of the stored prefix `text`, stored now when new.
@@ -287,9 +288,9 @@ public:
     // Wake the checkpoint thread when the WAL has passed the threshold since
     // the last checkpoint. Never waits for the disk.
     void run_if_due();
-    // When the WAL holds four times the threshold not yet copied, wait for
-    // the checkpoint thread to copy it (the writer's thread, between
-    // batches).
+    // When the WAL holds four times the threshold (copied or not) and some
+    // of it is not yet copied, wait for the checkpoint thread to copy it (the
+    // writer's thread, between batches).
     void wait_for_room();
 
 private:
