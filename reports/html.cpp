@@ -58,10 +58,8 @@ std::string latency_tables(const ReportData& data) {
         out += "<p class=\"note\">Tail against the baseline on the paired questions. From longer "
                "outputs: both sides' p99 predicted from their token counts at the baseline's "
                "speed (least squares latency ~ tokens); rest: what they leave unexplained, the "
-               "candidate's own speed or noise (not tested). The p99 difference's interval "
-               "resamples the questions (percentile bootstrap, docs/statistics.md): it leaves out "
-               "run-to-run timing noise, and needs 1,000 successful responses a side.</p>\n" +
-               tails;
+               "candidate's own speed or noise (not tested). " +
+               tail_interval_note() + "</p>\n" + tails;
     }
     return out;
 }

@@ -187,10 +187,8 @@ std::string render_markdown(const ReportData& data) {
         out += "Tail against the baseline on the paired questions. \"From longer outputs\" "
                "predicts both sides' p99 from their token counts at the baseline's speed "
                "(least squares latency ~ tokens); \"rest\" is what they leave unexplained: the "
-               "candidate's own speed, or noise (not tested). The p99 difference's interval "
-               "resamples the questions (percentile bootstrap, docs/statistics.md): it leaves out "
-               "run-to-run timing noise, and needs 1,000 successful responses a side.\n\n" +
-               tail + "\n";
+               "candidate's own speed, or noise (not tested). " +
+               tail_interval_note() + "\n\n" + tail + "\n";
     }
 
     // 6. What each server said it ran.

@@ -101,6 +101,18 @@ std::string comparison_table(const ReportData& data, Style style) {
     return rows.size() > 1 ? render_table(rows, style) : "";
 }
 
+std::string tail_interval_note() {
+    // The count as prose writes it: 1,000.
+    std::string count = std::to_string(analysis::k_tail_min_responses);
+    for (auto at = static_cast<std::ptrdiff_t>(count.size()) - 3; at > 0; at -= 3) {
+        count.insert(static_cast<size_t>(at), ",");
+    }
+    return fmt::format("The p99 difference's interval resamples the questions (percentile "
+                       "bootstrap, docs/statistics.md): it leaves out run-to-run timing noise, "
+                       "and needs {} successful responses a side.",
+                       count);
+}
+
 std::string tail_table(const ReportData& data, Style style) {
     std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
                                                    "p99 ms", "p99 diff", "p99 diff 95% CI",

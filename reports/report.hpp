@@ -90,6 +90,9 @@ std::string comparison_table(const ReportData& data, Style style);
 // when no comparison has latencies.
 std::string tail_table(const ReportData& data, Style style);
 
+// The tail table's note on its p99 interval column, for both formats.
+std::string tail_interval_note();
+
 class ExplorerRows;
 
 // Write the reports chosen by `formats` into `out_dir` (created if needed);

@@ -126,11 +126,6 @@ bool same_question(const ResultRow& a, const ResultRow& b) {
 // bootstrap's seed, so a reviewer reruns both the same way).
 constexpr std::uint32_t k_tail_resamples = 1000;
 constexpr std::uint64_t k_tail_seed = 20250101;
-// Successful responses a side needs for the interval: 10 beyond its p99. A
-// p99 of fewer rests on one or two responses, and resampling them gives an
-// interval far narrower than the p99's real spread (a demo of 144
-// responses a side printed [-35, -32] ms for one run's scheduling stall).
-constexpr size_t k_tail_min_responses = 1000;
 
 // A side's successful responses, slowest first, each with its question's
 // place among the paired questions: `rows` hold the paired questions' runs

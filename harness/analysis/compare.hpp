@@ -73,6 +73,13 @@ struct TailDifference {
     std::optional<TokenAttribution> from_tokens;
 };
 
+// Successful responses a side needs for the p99 difference's interval: 10
+// beyond its p99. A p99 of fewer rests on one or two responses, and
+// resampling them gives an interval far narrower than the p99's real spread
+// (a demo of 144 responses a side printed [-35, -32] ms for one run's
+// scheduling stall).
+inline constexpr size_t k_tail_min_responses = 1000;
+
 // The tail difference of `b` against `a` (each a group's responses); unset
 // when either has no successful response.
 std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
