@@ -64,8 +64,8 @@ struct TailDifference {
     // 95% percentile bootstrap interval of the p99 difference, resampling
     // the paired questions (each with all its responses on both sides); it
     // holds which questions were asked, not run-to-run timing noise. Unset
-    // when a side has fewer than 1,000 successful responses (10 beyond its
-    // p99) or fewer than two questions have one on both sides.
+    // when a side has fewer than k_tail_min_responses successful responses or
+    // fewer than two questions have one on both sides.
     std::optional<Interval> p99_diff_ci;
     std::uint32_t p99_resamples = 0;
     std::uint64_t p99_seed = 0;
