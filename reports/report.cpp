@@ -122,7 +122,11 @@ std::string tail_table(const ReportData& data, Style style) {
             continue;
         }
         const auto& t = *c.latency;
+        // A baseline whose latency does not grow with its token count puts
+        // none of the difference down to output lengths: all of it is rest.
         const bool fit = t.from_tokens.has_value();
+        const double explained = fit ? t.from_tokens->explained_ms : 0;
+        const bool attributed = fit || t.tokens_flat;
         rows.push_back(
             {fmt::format("{} vs {}", c.b.text(), c.a.text()),
              fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms), ms_diff(t.p50_diff_ms()),
@@ -130,8 +134,8 @@ std::string tail_table(const ReportData& data, Style style) {
              t.p99_diff_ci
                  ? fmt::format("[{}, {}]", ms_diff(t.p99_diff_ci->lo), ms_diff(t.p99_diff_ci->hi))
                  : "-",
-             fit ? ms_diff(t.from_tokens->explained_ms) : "-",
-             fit ? ms_diff(t.p99_diff_ms() - t.from_tokens->explained_ms) : "-"});
+             attributed ? ms_diff(explained) : "-",
+             attributed ? ms_diff(t.p99_diff_ms() - explained) : "-"});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }

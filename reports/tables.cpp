@@ -252,6 +252,10 @@ std::string tail_sentence(const analysis::TailDifference& t) {
             rest <= -0.5  ? "B faster per request, or noise, which no test here separates"
             : rest >= 0.5 ? "B slower per request, or noise, which no test here separates"
                           : "B no slower or faster per request");
+    } else if (t.tokens_flat) {
+        out += "\nA's latency does not grow with its token count (its least-squares slope is at "
+               "or below 0 ms/token),\nso no part of the p99 difference is put down to output "
+               "lengths.";
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }

@@ -282,6 +282,10 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     }
     TokenAttribution f;
     f.ms_per_token = (n * sxy - sx * sy) / var;
+    if (!(f.ms_per_token > 0)) {
+        t.tokens_flat = true;
+        return t;
+    }
     f.intercept_ms = (sy - f.ms_per_token * sx) / n;
     auto predicted_p99 = [&](const std::vector<const ResultRow*>& rows) {
         std::vector<double> v;

@@ -69,8 +69,14 @@ struct TailDifference {
     std::optional<Interval> p99_diff_ci;
     std::uint32_t p99_resamples = 0;
     std::uint64_t p99_seed = 0;
-    // Unset when A's responses carry fewer than two distinct token counts.
+    // Unset when A's responses carry fewer than two distinct token counts,
+    // or when their latency does not grow with them (tokens_flat).
     std::optional<TokenAttribution> from_tokens;
+    // A's least-squares slope of latency on token count is at or below 0:
+    // a fit where longer outputs come back sooner explains nothing (against
+    // a server that answers at once the slope is noise around 0), so no part
+    // of the p99 difference is put down to output lengths.
+    bool tokens_flat = false;
 };
 
 // Successful responses a side needs for the p99 difference's interval: 10

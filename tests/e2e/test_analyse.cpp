@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -107,6 +108,40 @@ TEST_F(Analyse, DiffSplitsTheTailDifferenceIntoOutputLengthAndSpeed) {
                 l["b_p99_ms"].get<double>() - l["a_p99_ms"].get<double>(), 1e-9);
     auto text = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw"});
     EXPECT_NE(text.out.find("ms follows from output lengths"), std::string::npos) << text.out;
+}
+
+TEST_F(Analyse, TailPutsNothingDownToOutputLengthsWhenLongerIsNotSlower) {
+    // Latency falling by 1 ms a token on a copy, and B 25 ms slower: a fit
+    // in which longer outputs come back sooner would call the longer side
+    // faster for it, so no part of the difference is put down to lengths.
+    auto copy = *dir / "falling.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    e2e::exec(copy, "UPDATE responses SET latency_ms = 400 - coalesce(completion_tokens, 0) + 25 * "
+                    "(request_id IN (SELECT request_id FROM requests WHERE server = 'deepgemm'))");
+    auto o = e2e::run(
+        {"diff", "--db", copy.string(), "default/raw", "deepgemm/raw", "--format", "json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto l = json::parse(o.out)["comparisons"][0]["latency"];
+    EXPECT_TRUE(l["from_tokens"].is_null()) << l.dump();
+    ASSERT_NE(l["p99_diff_ms"].get<double>(), 0) << l.dump();
+    auto text = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw"});
+    EXPECT_NE(text.out.find("A's latency does not grow with its token count"), std::string::npos)
+        << text.out;
+    EXPECT_EQ(text.out.find("follows from output lengths"), std::string::npos) << text.out;
+    // The report's tail table: 0 from longer outputs, the whole p99
+    // difference as the rest.
+    auto report = e2e::run({"report", "--db", copy.string(), "--out", (*dir / "falling").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    const auto md = e2e::slurp(*dir / "falling/report.md");
+    const auto row =
+        md.find("| deepgemm/raw/128 vs default/raw/128 | ", md.find("| p99 diff 95% CI |"));
+    ASSERT_NE(row, std::string::npos) << md;
+    const auto line = md.substr(row, md.find('\n', row) - row);
+    auto diff = fmt::format("{:+.0f}", l["p99_diff_ms"].get<double>());
+    if (diff == "+0" || diff == "-0") {
+        diff = "0";
+    }
+    EXPECT_NE(line.find(fmt::format("| 0 | {} |", diff)), std::string::npos) << line;
 }
 
 TEST_F(Analyse, SummaryTextShowsBothTables) {
