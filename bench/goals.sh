@@ -73,13 +73,14 @@ fi
 printf '%-58s %16s   %s\n' figure measured goal
 
 # 1. Client CPU per stored response, start-up excluded: the difference between
-#    a full run and a 1-question run of the same matrix, three times in turn
-#    (the median is printed; the machine's other work moves single runs).
+#    a full run and a 1-question run of the same matrix, five times in turn.
+#    The machine's other work moves single runs by a fifth and only ever adds
+#    CPU, so the median and the least of the five are printed.
 #    Then one more full run for the simulator's CPU and the wall and p99 at 64.
 start_sim
 matrix=(--framing raw,chat --max-tokens 256,1024)
 pers=()
-for _ in 1 2 3; do
+for _ in 1 2 3 4 5; do
     rm -f "$work"/small.sqlite* "$work"/full.sqlite*
     client_cpu "$work/small.sqlite" "${matrix[@]}" --limit 1
     small_cpu=$cpu
@@ -88,9 +89,10 @@ for _ in 1 2 3; do
     full=$(sqlite3 "$work/full.sqlite" "SELECT count(*) FROM responses")
     pers+=("$(echo "($cpu - $small_cpu) * 1000000 / ($full - $small)" | bc -l)")
 done
-per=$(printf '%s\n' "${pers[@]}" | sort -g | sed -n 2p)
+per=$(printf '%s\n' "${pers[@]}" | sort -g | sed -n 3p)
+least=$(printf '%s\n' "${pers[@]}" | sort -g | sed -n 1p)
 row "client CPU per stored response (us, start-up excluded)" \
-    "$(printf '%.1f (%s)' "$per" "$cpu_clock")" "<= 40"
+    "$(printf '%.1f, least %.1f (%s)' "$per" "$least" "$cpu_clock")" "<= 40"
 rm -f "$work"/full.sqlite*
 s0=$(ticks "$sim_pid")
 client "$work/full.sqlite" "${matrix[@]}" --concurrency 64
