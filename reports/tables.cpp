@@ -236,26 +236,29 @@ std::string tail_sentence(const analysis::TailDifference& t) {
                            "run-to-run timing noise.",
                            signed_ms(t.p99_diff_ci->lo), signed_ms(t.p99_diff_ci->hi));
     }
+    // The rest is what output lengths leave unexplained: B's own speed, or
+    // noise, which one p99 against another cannot tell apart (no test is
+    // made of it; against servers that answer at once it is scheduling). The
+    // words follow the sign and the rounding: under half a millisecond is
+    // neither.
+    const auto rest_words = [](double rest) {
+        return rest <= -0.5  ? "B faster per request, or noise, which no test here separates"
+               : rest >= 0.5 ? "B slower per request, or noise, which no test here separates"
+                             : "B no slower or faster per request";
+    };
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
-        // The rest is what output lengths leave unexplained: B's own speed,
-        // or noise, which one p99 against another cannot tell apart (no test
-        // is made of it; against servers that answer at once it is
-        // scheduling). The words follow the sign and the rounding: under half
-        // a millisecond is neither.
         const double rest = t.p99_diff_ms() - f.explained_ms;
         out += fmt::format(
             "\nOf the {} ms p99 difference, about {} ms follows from output lengths\n(token "
             "counts at A's speed: {:.0f} ms {:+.2f} ms/token) and {} ms is left over:\n{}.",
             signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), f.intercept_ms, f.ms_per_token,
-            signed_ms(rest),
-            rest <= -0.5  ? "B faster per request, or noise, which no test here separates"
-            : rest >= 0.5 ? "B slower per request, or noise, which no test here separates"
-                          : "B no slower or faster per request");
+            signed_ms(rest), rest_words(rest));
     } else if (t.tokens_flat) {
-        out += "\nA's latency does not grow with its token count (its least-squares slope is at "
-               "or below 0 ms/token),\nso no part of the p99 difference is put down to output "
-               "lengths.";
+        out += fmt::format("\nA's latency does not grow with its token count (its least-squares "
+                           "slope is at or below\n0 ms/token), so none of the {} ms p99 difference "
+                           "follows from output lengths:\n{}.",
+                           signed_ms(t.p99_diff_ms()), rest_words(t.p99_diff_ms()));
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }
