@@ -289,8 +289,10 @@ struct Sender::Loop {
         row.status = static_cast<int>(resp.status);
         row.response_json = resp.body;
         row.attempts = w.attempts;
-        row.latency_ms =
-            std::chrono::duration<double, std::milli>(Clock::now() - w.attempt_start).count();
+        // Up to the answer's last byte: not the time this loop took to get
+        // to it among the others read in the same poll.
+        const auto ended = resp.ended_at != Clock::time_point{} ? resp.ended_at : Clock::now();
+        row.latency_ms = std::chrono::duration<double, std::milli>(ended - w.attempt_start).count();
         row.started_at = w.started_at;
         if (classify_failure(resp, row)) {
             // stored as the error it is

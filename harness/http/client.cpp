@@ -127,6 +127,7 @@ void configure(CURL* easy, Transfer& t) {
 }
 
 void finish(CURL* easy, CURLcode rc, Transfer& t) {
+    t.response.ended_at = std::chrono::steady_clock::now();
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
     curl_off_t total = 0;
     curl_off_t first = 0;

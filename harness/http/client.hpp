@@ -53,6 +53,10 @@ struct Response {
     std::string server_header;              // the Server header
     double total_ms = 0;
     double first_byte_ms = 0; // time to the first response byte
+    // When the transfer ended: its last byte read, or its failure. A caller
+    // that handles many answers read at once times each by this, not by
+    // when it got to it.
+    std::chrono::steady_clock::time_point ended_at{};
 };
 
 // Many concurrent transfers driven from one thread.

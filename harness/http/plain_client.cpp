@@ -523,7 +523,9 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
 void PlainMulti::Impl::complete(Transfer& t) {
     t.ended = true;
     t.response.transport = Transport::ok;
-    t.response.total_ms = ms_since(t.start);
+    t.response.ended_at = Clock::now();
+    t.response.total_ms =
+        std::chrono::duration<double, std::milli>(t.response.ended_at - t.start).count();
     if (!t.inflater) {
         t.response.body = t.parser->release().body();
     }
@@ -546,7 +548,9 @@ void PlainMulti::Impl::fail(Transfer& t, Transport how, std::string why) {
     }
     t.response.transport = how;
     t.response.transport_error = std::move(why);
-    t.response.total_ms = ms_since(t.start);
+    t.response.ended_at = Clock::now();
+    t.response.total_ms =
+        std::chrono::duration<double, std::milli>(t.response.ended_at - t.start).count();
     finished.push_back(std::move(t.response));
     active.erase(t.serial); // may destroy `t`
 }
