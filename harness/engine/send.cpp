@@ -20,6 +20,10 @@ namespace diffeval::engine {
 // one transaction, which rewrites the key index pages it touches, so fewer,
 // larger reads cost less.
 constexpr size_t k_refill_rows = 2048;
+// Requests a server is sent in one turn of the loop, at most: at 1,024
+// connections the opening burst otherwise sends every request before the
+// first answer is read, and those answers wait for all the sends.
+constexpr size_t k_sends_per_turn = 32;
 
 namespace {
 
@@ -144,6 +148,7 @@ struct Sender::Loop {
     std::unordered_map<uint64_t, Work> in_flight;
     std::optional<util::Error> plan_error; // planning failed: the phase stops
     size_t backlog_limit = 256;            // answers waiting for the writer, at most
+    bool held_back = false; // the last fill stopped at k_sends_per_turn with room left
 
     bool work_left() const {
         return !in_flight.empty() || !retries.empty() ||
@@ -203,12 +208,19 @@ struct Sender::Loop {
             writer.nudge();
             return false;
         }
+        held_back = false;
         for (auto& st : servers) {
             refill(st);
+            size_t sent = 0;
             while (st.in_flight < st.limit && !st.queue.empty()) {
+                if (sent == k_sends_per_turn) {
+                    held_back = true;
+                    break;
+                }
                 Work w = std::move(st.queue.front());
                 st.queue.pop_front();
                 submit(std::move(w));
+                ++sent;
             }
         }
         return true;
@@ -395,7 +407,9 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
         loop.check_crashes();
         const bool sending = loop.fill();
         // Waiting on the writer: look again in a millisecond.
-        const auto wait = sending ? loop.wait_time() : std::chrono::milliseconds(1);
+        const auto wait = !sending         ? std::chrono::milliseconds(1)
+                          : loop.held_back ? std::chrono::milliseconds(0)
+                                           : loop.wait_time();
         if (loop.in_flight.empty()) {
             if (wait.count() > 0 && !loop.plan_error) {
                 usleep(static_cast<useconds_t>(wait.count() * 1000));

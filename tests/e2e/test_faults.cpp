@@ -150,26 +150,39 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
     // 1. No retries: each faulted request is one stored error of its kind.
     auto first = e2e::run(run_args(sim.url(), db, c, 0));
     EXPECT_EQ(first.exit_code, 1) << first.err << first.out;
-    const int injected = stats_of(sim)["faults"][c.kind].get<int>();
+    const auto first_stats = stats_of(sim);
+    const int injected = first_stats["faults"][c.kind].get<int>();
     ASSERT_GT(injected, 0);
     ASSERT_LT(injected, k_questions);
-    EXPECT_NE(first.out.find(std::to_string(injected) + " requests have no successful response"),
+    // A reset before any byte of the answer on a kept-alive connection is
+    // the idle-close race: that request is sent again once, not counted as
+    // an attempt (TCP drops unread bytes on a reset, so whether the head
+    // was read first is a race). Each such resend is one arrival beyond the
+    // plan's; every other fault is one stored error.
+    const int resent = first_stats["requests"]["completions"].get<int>() - k_questions;
+    if (c.kind == "reset_before_body") {
+        EXPECT_GE(resent, 0);
+    } else {
+        EXPECT_EQ(resent, 0);
+    }
+    const int failed = injected - resent;
+    ASSERT_GT(failed, 0);
+    EXPECT_NE(first.out.find(std::to_string(failed) + " requests have no successful response"),
               std::string::npos)
         << first.out;
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = '" +
                                c.error_kind + "' AND status = " + c.status +
                                " AND attempts = 1 AND error LIKE '" + c.error_prefix + "%'"),
-              injected)
+              failed)
         << e2e::query(db, "SELECT error_kind || ' ' || status || ' ' || error FROM v_responses "
                           "WHERE ok = 0");
-    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"),
-              k_questions - injected);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), k_questions - failed);
     if (c.kind == "malformed_json" && c.delivery == Delivery::whole) {
         // The cut body is kept as it arrived, so the failure can be inspected.
         EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND "
                                "length(response_json) > 0 AND NOT json_valid(response_json) AND "
                                "response_json LIKE '{\"id\":\"cmpl-%'"),
-                  injected);
+                  failed);
     }
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "incomplete");
 
@@ -177,8 +190,8 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
     auto again_args = run_args(sim.url(), db, c, 8);
     auto again = e2e::run(again_args);
     ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
-    EXPECT_NE(again.err.find(std::to_string(k_questions - injected) +
-                             " already stored (skipped), " + std::to_string(injected) + " sent"),
+    EXPECT_NE(again.err.find(std::to_string(k_questions - failed) + " already stored (skipped), " +
+                             std::to_string(failed) + " sent"),
               std::string::npos)
         << again.err;
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
@@ -188,7 +201,7 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
               k_questions);
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), k_questions);
     // The failed rows stay as history; the request points at its success.
-    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0"), injected);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0"), failed);
 
     // 3. Every attempt of both runs reached the server, and every fault it
     //    injected is either a stored failure or a retry.
