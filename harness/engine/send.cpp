@@ -193,7 +193,8 @@ struct Sender::Loop {
     }
 
     // Due retries go back to the front of their server's queue; then every
-    // server sends up to its limit. Answers not yet committed are what a
+    // server sends up to its limit, at most k_sends_per_turn of them (more
+    // left to send sets held_back). Answers not yet committed are what a
     // failing disk loses: while `backlog_limit` of them wait for the writer
     // nothing new is sent (false then).
     bool fill() {
