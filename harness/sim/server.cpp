@@ -214,6 +214,30 @@ struct Server::Impl {
 
 namespace {
 
+// A generation request from when it is read until its answer is written in
+// full or its connection ends: what a client has in flight on this server.
+class InFlight {
+public:
+    explicit InFlight(Server::Impl& server) : m_server(server) {
+        std::lock_guard lock(m_server.stats_mutex);
+        auto& c = m_server.counters;
+        c.in_flight_peak = std::max(c.in_flight_peak, ++c.in_flight);
+    }
+    ~InFlight() {
+        std::lock_guard lock(m_server.stats_mutex);
+        --m_server.counters.in_flight;
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+private:
+    Server::Impl& m_server;
+};
+
+} // namespace
+
+namespace {
+
 // One client connection: read a request, answer it (perhaps after timers),
 // then read the next one while the connection is kept alive.
 class Session : public std::enable_shared_from_this<Session> {
@@ -286,6 +310,7 @@ private:
     net::steady_timer m_timer;
     std::string m_out; // the bytes being written
     bool m_keep_alive = true;
+    std::optional<InFlight> m_in_flight; // the generation being answered
 
     // A paced stream in progress.
     std::vector<StreamEvent> m_events;
@@ -295,6 +320,7 @@ private:
 };
 
 void Session::read_next() {
+    m_in_flight.reset();
     m_parser.emplace();
     m_parser->body_limit(k_body_limit);
     m_stream.expires_after(k_keep_alive_timeout);
@@ -378,6 +404,7 @@ void Session::route() {
 
 void Session::handle_generation(Endpoint ep) {
     m_server.count_request(ep == Endpoint::chat ? "chat" : "completions");
+    m_in_flight.emplace(m_server);
     const SimConfig& config = m_server.config;
     auto parsed = parse_request(m_parser->get().body(), ep, config.profile, config.model_id);
     if (auto* err = std::get_if<ApiError>(&parsed)) {
@@ -626,6 +653,8 @@ std::string Server::Impl::stats_body() const {
     j["faults"][markup] = s.faults.count(markup) ? s.faults.at(markup) : 0;
     j["sightings"]["distinct"] = s.distinct_requests;
     j["sightings"]["repeats"] = s.repeated_sightings;
+    j["in_flight"]["now"] = s.in_flight;
+    j["in_flight"]["peak"] = s.in_flight_peak;
     return j.dump();
 }
 

@@ -36,6 +36,8 @@ struct Stats {
     std::map<std::string, int64_t> faults;   // injected faults by kind (every kind listed)
     int64_t distinct_requests = 0;           // distinct request contents generated
     int64_t repeated_sightings = 0;          // generations of a content seen before
+    int64_t in_flight = 0;      // generation requests read and not yet answered in full
+    int64_t in_flight_peak = 0; // the most at once since the server started
 };
 
 class Server {

@@ -5,6 +5,7 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <fstream>
@@ -118,6 +119,22 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_NE(again.err.find("5 already stored (skipped), 0 sent"), std::string::npos) << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
+}
+
+// A server slower than diffeval reads has --concurrency requests in flight
+// at once: sending at most 32 a turn must not hold the count below it.
+TEST(Run, ASlowServerGetsTheWholeConcurrencyAtOnce) {
+    auto dir = e2e::scratch("in-flight");
+    e2e::Sim sim({"--ttft-ms", "300"});
+    auto db = (dir / "r.sqlite").string();
+    auto o =
+        e2e::run({"run", "--server", "a=" + sim.url(), "--dataset", "sample", "--framing",
+                  "raw,chat", "--max-tokens", "64", "--concurrency", "80", "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 1"), "96");
+    auto stats = nlohmann::json::parse(sim.stats());
+    EXPECT_EQ(stats["in_flight"]["peak"].get<int>(), 80) << stats.dump();
+    EXPECT_EQ(stats["in_flight"]["now"].get<int>(), 0) << stats.dump();
 }
 
 TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
