@@ -149,6 +149,11 @@ client "$work/l1024.sqlite" --framing raw --max-tokens 256 --limit 1319 --concur
 row "p99 latency at 1024 / 64 (200 ms + 1 ms/token profile)" \
     "$(printf '%.0f / %.0f ms' "$(p99 "$work/l1024.sqlite")" "$(p99 "$work/l64.sqlite")")" \
     "<= 2x"
+# The simulator's own count: the most requests it held at once.
+if command -v curl >/dev/null; then
+    row "  requests the simulator held at once, at most" \
+        "$(curl -s "$url/stats" | sed -n 's/.*"peak":\([0-9]*\).*/\1/p')" "1024"
+fi
 
 # 3. Stored responses per second against wrk on the same endpoint and bodies.
 start_sim
