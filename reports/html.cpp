@@ -59,7 +59,7 @@ std::string latency_tables(const ReportData& data) {
                "outputs: both sides' p99 predicted from their token counts at the baseline's "
                "speed (least squares latency ~ tokens); rest: what they leave unexplained, the "
                "candidate's own speed or noise (not tested). " +
-               tail_interval_note() + "</p>\n" + tails;
+               tail_interval_note() + tail_flat_note(data) + "</p>\n" + tails;
     }
     return out;
 }

@@ -188,7 +188,7 @@ std::string render_markdown(const ReportData& data) {
                "predicts both sides' p99 from their token counts at the baseline's speed "
                "(least squares latency ~ tokens); \"rest\" is what they leave unexplained: the "
                "candidate's own speed, or noise (not tested). " +
-               tail_interval_note() + "\n\n" + tail + "\n";
+               tail_interval_note() + tail_flat_note(data) + "\n\n" + tail + "\n";
     }
 
     // 6. What each server said it ran.

@@ -113,6 +113,17 @@ std::string tail_interval_note() {
                        count);
 }
 
+std::string tail_flat_note(const ReportData& data) {
+    const bool any =
+        std::any_of(data.comparisons.begin(), data.comparisons.end(), [&](const auto& c) {
+            return c.latency && c.scorer == data.comparisons.front().scorer &&
+                   c.latency->tokens_flat;
+        });
+    return any ? " A row whose baseline's latency does not grow with its token count puts none of "
+                 "the difference down to longer outputs (0), and all of it in the rest."
+               : "";
+}
+
 std::string tail_table(const ReportData& data, Style style) {
     std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
                                                    "p99 ms", "p99 diff", "p99 diff 95% CI",

@@ -93,6 +93,10 @@ std::string tail_table(const ReportData& data, Style style);
 // The tail table's note on its p99 interval column, for both formats.
 std::string tail_interval_note();
 
+// The tail table's note on its rows where the baseline's latency does not
+// grow with its token count (" " and a sentence; "" when it lists none).
+std::string tail_flat_note(const ReportData& data);
+
 class ExplorerRows;
 
 // Write the reports chosen by `formats` into `out_dir` (created if needed);

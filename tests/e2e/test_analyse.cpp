@@ -137,6 +137,10 @@ TEST_F(Analyse, TailPutsNothingDownToOutputLengthsWhenLongerIsNotSlower) {
     auto report = e2e::run({"report", "--db", copy.string(), "--out", (*dir / "falling").string()});
     ASSERT_EQ(report.exit_code, 0) << report.err;
     const auto md = e2e::slurp(*dir / "falling/report.md");
+    EXPECT_NE(md.find("A row whose baseline's latency does not grow with its token count puts "
+                      "none of the difference down to longer outputs (0)"),
+              std::string::npos)
+        << md;
     const auto row =
         md.find("| deepgemm/raw/128 vs default/raw/128 | ", md.find("| p99 diff 95% CI |"));
     ASSERT_NE(row, std::string::npos) << md;
