@@ -129,12 +129,6 @@ void configure(CURL* easy, Transfer& t) {
 void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.ended_at = std::chrono::steady_clock::now();
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
-    curl_off_t total = 0;
-    curl_off_t first = 0;
-    curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &total);
-    curl_easy_getinfo(easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
-    t.response.total_ms = static_cast<double>(total) / 1000.0;
-    t.response.first_byte_ms = static_cast<double>(first) / 1000.0;
     t.response.tag = t.request.tag;
     if (rc == CURLE_OK) {
         t.response.transport = Transport::ok;
@@ -306,6 +300,7 @@ void CurlMulti::fail_all(const std::string& why, std::vector<Response>& done) {
         t->response.tag = t->request.tag;
         t->response.transport = Transport::failed;
         t->response.transport_error = why;
+        t->response.ended_at = std::chrono::steady_clock::now();
         done.push_back(std::move(t->response));
         curl_slist_free_all(t->headers);
         idle.push_back(easy);

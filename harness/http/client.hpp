@@ -51,11 +51,9 @@ struct Response {
     std::optional<std::string> retry_after; // the Retry-After header
     std::optional<std::string> location;    // the Location header (redirects are not followed)
     std::string server_header;              // the Server header
-    double total_ms = 0;
-    double first_byte_ms = 0; // time to the first response byte
-    // When the transfer ended: its last byte read, or its failure. A caller
-    // that handles many answers read at once times each by this, not by
-    // when it got to it.
+    // When the transfer ended: its last byte read, or its failure; set on
+    // every response poll() returns. A caller that handles many answers read
+    // at once times each by this, not by when it got to it.
     std::chrono::steady_clock::time_point ended_at{};
 };
 

@@ -201,10 +201,6 @@ struct Transfer {
 
 using TransferPtr = std::shared_ptr<Transfer>;
 
-double ms_since(Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 } // namespace
 
 bool plain_client_can_send(const std::string& url) {
@@ -464,7 +460,6 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
     }
     if (!t->got_bytes && (t->conn->buffer.size() > 0 || t->parser->got_some())) {
         t->got_bytes = true;
-        t->response.first_byte_ms = ms_since(t->start);
     }
     if (ec == bhttp::error::body_limit) {
         too_large(*t, t->parser->get().body());
@@ -524,8 +519,6 @@ void PlainMulti::Impl::complete(Transfer& t) {
     t.ended = true;
     t.response.transport = Transport::ok;
     t.response.ended_at = Clock::now();
-    t.response.total_ms =
-        std::chrono::duration<double, std::milli>(t.response.ended_at - t.start).count();
     if (!t.inflater) {
         t.response.body = t.parser->release().body();
     }
@@ -549,8 +542,6 @@ void PlainMulti::Impl::fail(Transfer& t, Transport how, std::string why) {
     t.response.transport = how;
     t.response.transport_error = std::move(why);
     t.response.ended_at = Clock::now();
-    t.response.total_ms =
-        std::chrono::duration<double, std::milli>(t.response.ended_at - t.start).count();
     finished.push_back(std::move(t.response));
     active.erase(t.serial); // may destroy `t`
 }

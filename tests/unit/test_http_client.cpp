@@ -196,9 +196,13 @@ TEST(MultiClient, SequentialRequestsShareOneKeepAliveConnection) {
     ScriptedServer server([](int n, const std::string&) { return Reply{ok(std::to_string(n))}; });
     MultiClient client;
     for (int i = 0; i < 5; ++i) {
+        const auto sent = std::chrono::steady_clock::now();
         client.submit(post(server.url(), static_cast<uint64_t>(i)));
         auto got = wait_for(client, 1);
         ASSERT_EQ(got.size(), 1u);
+        // Its end is stamped when it was read, which a latency is timed by.
+        EXPECT_GE(got[0].ended_at, sent);
+        EXPECT_LE(got[0].ended_at, std::chrono::steady_clock::now());
         EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
         EXPECT_EQ(got[0].status, 200);
         EXPECT_EQ(got[0].tag, static_cast<uint64_t>(i));
@@ -308,6 +312,7 @@ TEST(MultiClient, AServerThatNeverAnswersTimesOut) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].transport, Transport::timed_out);
     EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+    EXPECT_GE(got[0].ended_at - start, 200ms);
     EXPECT_EQ(server.requests(), 1);
 }
 
