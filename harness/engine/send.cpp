@@ -148,7 +148,13 @@ struct Sender::Loop {
     std::unordered_map<uint64_t, Work> in_flight;
     std::optional<util::Error> plan_error; // planning failed: the phase stops
     size_t backlog_limit = 256;            // answers waiting for the writer, at most
-    bool held_back = false; // the last fill stopped at k_sends_per_turn with room left
+
+    // What a turn's fill did.
+    enum class Filled {
+        waiting_on_writer, // nothing sent: the writer's backlog is full
+        sent,              // every server sent what it has room for
+        held_back,         // a server stopped at k_sends_per_turn with room and work left
+    };
 
     bool work_left() const {
         return !in_flight.empty() || !retries.empty() ||
@@ -193,11 +199,10 @@ struct Sender::Loop {
     }
 
     // Due retries go back to the front of their server's queue; then every
-    // server sends up to its limit, at most k_sends_per_turn of them (more
-    // left to send sets held_back). Answers not yet committed are what a
-    // failing disk loses: while `backlog_limit` of them wait for the writer
-    // nothing new is sent (false then).
-    bool fill() {
+    // server sends up to its limit, at most k_sends_per_turn of them.
+    // Answers not yet committed are what a failing disk loses: while
+    // `backlog_limit` of them wait for the writer nothing new is sent.
+    Filled fill() {
         while (!retries.empty() && retries.top().when <= Clock::now()) {
             Work w = retries.top().work;
             retries.pop();
@@ -207,15 +212,15 @@ struct Sender::Loop {
         }
         if (writer.backlog() >= backlog_limit) {
             writer.nudge();
-            return false;
+            return Filled::waiting_on_writer;
         }
-        held_back = false;
+        Filled filled = Filled::sent;
         for (auto& st : servers) {
             refill(st);
             size_t sent = 0;
             while (st.in_flight < st.limit && !st.queue.empty()) {
                 if (sent == k_sends_per_turn) {
-                    held_back = true;
+                    filled = Filled::held_back;
                     break;
                 }
                 Work w = std::move(st.queue.front());
@@ -224,7 +229,7 @@ struct Sender::Loop {
                 ++sent;
             }
         }
-        return true;
+        return filled;
     }
 
     // Read more of `st`'s plan when its queue falls below its in-flight limit
@@ -304,8 +309,8 @@ struct Sender::Loop {
         row.attempts = w.attempts;
         // Up to the answer's last byte: not the time this loop took to get
         // to it among the others read in the same poll.
-        const auto ended = resp.ended_at != Clock::time_point{} ? resp.ended_at : Clock::now();
-        row.latency_ms = std::chrono::duration<double, std::milli>(ended - w.attempt_start).count();
+        row.latency_ms =
+            std::chrono::duration<double, std::milli>(resp.ended_at - w.attempt_start).count();
         row.started_at = w.started_at;
         if (classify_failure(resp, row)) {
             // stored as the error it is
@@ -406,11 +411,12 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
             break;
         }
         loop.check_crashes();
-        const bool sending = loop.fill();
-        // Waiting on the writer: look again in a millisecond.
-        const auto wait = !sending         ? std::chrono::milliseconds(1)
-                          : loop.held_back ? std::chrono::milliseconds(0)
-                                           : loop.wait_time();
+        // Waiting on the writer: look again in a millisecond; with requests
+        // held back: read what is ready and come straight back.
+        const auto filled = loop.fill();
+        const auto wait = filled == Loop::Filled::waiting_on_writer ? std::chrono::milliseconds(1)
+                          : filled == Loop::Filled::held_back       ? std::chrono::milliseconds(0)
+                                                                    : loop.wait_time();
         if (loop.in_flight.empty()) {
             if (wait.count() > 0 && !loop.plan_error) {
                 usleep(static_cast<useconds_t>(wait.count() * 1000));
