@@ -3,6 +3,7 @@
 #include <harness/sim/arithmetic.hpp>
 
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -123,24 +124,6 @@ std::string strip_commas(std::string_view s) {
     return out;
 }
 
-std::string with_commas(const std::string& plain) {
-    size_t dot = plain.find('.');
-    std::string int_part = plain.substr(0, dot);
-    std::string frac = dot == std::string::npos ? "" : plain.substr(dot);
-    bool neg = !int_part.empty() && int_part[0] == '-';
-    if (neg) {
-        int_part.erase(0, 1);
-    }
-    std::string out;
-    for (size_t i = 0; i < int_part.size(); ++i) {
-        if (i > 0 && (int_part.size() - i) % 3 == 0) {
-            out += ',';
-        }
-        out += int_part[i];
-    }
-    return (neg ? "-" : "") + out + frac;
-}
-
 // A number written in `text` at [begin, end): digits, optional thousands
 // commas, optional decimals.
 size_t number_end(std::string_view text, size_t pos) {
@@ -171,7 +154,7 @@ std::string substitute(std::string_view text, const std::map<std::string, std::s
             std::string_view written = text.substr(pos, end - pos);
             auto it = repl.find(strip_commas(written));
             if (it != repl.end()) {
-                out += written.find(',') != std::string_view::npos ? with_commas(it->second)
+                out += written.find(',') != std::string_view::npos ? util::with_commas(it->second)
                                                                    : it->second;
             } else {
                 out += written;
@@ -333,7 +316,7 @@ std::string slip_answer(std::string_view answer, uint64_t seed) {
     auto steps = find_steps(body);
     Draws d(seed);
     auto finish = [&](const std::string& new_body, const std::string& new_fin) {
-        return new_body + "\n#### " + (commas ? with_commas(new_fin) : new_fin);
+        return new_body + "\n#### " + (commas ? util::with_commas(new_fin) : new_fin);
     };
     if (!steps.empty()) {
         size_t s = std::min(steps.size() - 1, static_cast<size_t>(d.next() * steps.size()));

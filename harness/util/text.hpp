@@ -34,6 +34,23 @@ inline size_t utf8_length(std::string_view s) {
     return n;
 }
 
+// `plain` (an optional '-', digits, an optional fraction) with a comma
+// between each three digits of its integer part: 1319 -> "1,319".
+inline std::string with_commas(std::string_view plain) {
+    const size_t dot = std::min(plain.find('.'), plain.size());
+    const bool neg = !plain.empty() && plain[0] == '-';
+    const std::string_view digits = plain.substr(neg ? 1 : 0, dot - (neg ? 1 : 0));
+    std::string out = neg ? "-" : "";
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) {
+            out += ',';
+        }
+        out += digits[i];
+    }
+    out += plain.substr(dot);
+    return out;
+}
+
 // The first `chars` characters of `s`, never cutting a sequence in two.
 inline std::string_view utf8_prefix(std::string_view s, size_t chars) {
     size_t i = 0;

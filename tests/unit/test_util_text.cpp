@@ -1,0 +1,25 @@
+// util::with_commas: the simulator writes GSM8K answers with it ("1,319")
+// and the reports write counts with it; both read it as GSM8K does.
+#include <harness/util/text.hpp>
+
+#include <gtest/gtest.h>
+
+using diffeval::util::with_commas;
+
+TEST(WithCommas, GroupsTheIntegerPartInThrees) {
+    EXPECT_EQ(with_commas("0"), "0");
+    EXPECT_EQ(with_commas("999"), "999");
+    EXPECT_EQ(with_commas("1000"), "1,000");
+    EXPECT_EQ(with_commas("1319"), "1,319");
+    EXPECT_EQ(with_commas("1234567"), "1,234,567");
+}
+
+TEST(WithCommas, KeepsTheSignAndTheFractionApart) {
+    EXPECT_EQ(with_commas("-1234"), "-1,234");
+    EXPECT_EQ(with_commas("-123"), "-123");
+    EXPECT_EQ(with_commas("12345.678"), "12,345.678");
+    EXPECT_EQ(with_commas("-1000.5"), "-1,000.5");
+    EXPECT_EQ(with_commas(".5"), ".5");
+    EXPECT_EQ(with_commas("-"), "-");
+    EXPECT_EQ(with_commas(""), "");
+}
