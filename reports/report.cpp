@@ -4,6 +4,8 @@
 #include <reports/html.hpp>
 #include <reports/markdown.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -102,23 +104,32 @@ std::string comparison_table(const ReportData& data, Style style) {
 }
 
 std::string tail_interval_note() {
-    // The count as prose writes it: 1,000.
-    std::string count = std::to_string(analysis::k_tail_min_responses);
-    for (auto at = static_cast<std::ptrdiff_t>(count.size()) - 3; at > 0; at -= 3) {
-        count.insert(static_cast<size_t>(at), ",");
-    }
     return fmt::format("The p99 difference's interval resamples the questions (percentile "
                        "bootstrap, docs/statistics.md): it leaves out run-to-run timing noise, "
                        "and needs {} successful responses a side.",
-                       count);
+                       util::with_commas(std::to_string(analysis::k_tail_min_responses)));
 }
 
+namespace {
+
+// The comparisons the tail table lists: those with latencies, of the first
+// scorer compared (latency does not depend on the scorer).
+std::vector<const analysis::Comparison*> tail_rows(const ReportData& data) {
+    std::vector<const analysis::Comparison*> out;
+    for (const auto& c : data.comparisons) {
+        if (c.latency && c.scorer == data.comparisons.front().scorer) {
+            out.push_back(&c);
+        }
+    }
+    return out;
+}
+
+} // namespace
+
 std::string tail_flat_note(const ReportData& data) {
-    const bool any =
-        std::any_of(data.comparisons.begin(), data.comparisons.end(), [&](const auto& c) {
-            return c.latency && c.scorer == data.comparisons.front().scorer &&
-                   c.latency->tokens_flat;
-        });
+    const auto rows = tail_rows(data);
+    const bool any = std::any_of(rows.begin(), rows.end(),
+                                 [](const auto* c) { return c->latency->tokens_flat; });
     return any ? " A row whose baseline's latency does not grow with its token count puts none of "
                  "the difference down to longer outputs (0), and all of it in the rest."
                : "";
@@ -128,25 +139,18 @@ std::string tail_table(const ReportData& data, Style style) {
     std::vector<std::vector<std::string>> rows = {{"candidate vs baseline", "p50 ms", "p50 diff",
                                                    "p99 ms", "p99 diff", "p99 diff 95% CI",
                                                    "from longer outputs", "rest"}};
-    for (const auto& c : data.comparisons) {
-        if (!c.latency || c.scorer != data.comparisons.front().scorer) {
-            continue;
-        }
-        const auto& t = *c.latency;
-        // A baseline whose latency does not grow with its token count puts
-        // none of the difference down to output lengths: all of it is rest.
-        const bool fit = t.from_tokens.has_value();
-        const double explained = fit ? t.from_tokens->explained_ms : 0;
-        const bool attributed = fit || t.tokens_flat;
+    for (const auto* c : tail_rows(data)) {
+        const auto& t = *c->latency;
+        const auto explained = t.explained_ms();
         rows.push_back(
-            {fmt::format("{} vs {}", c.b.text(), c.a.text()),
+            {fmt::format("{} vs {}", c->b.text(), c->a.text()),
              fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms), ms_diff(t.p50_diff_ms()),
              fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms), ms_diff(t.p99_diff_ms()),
              t.p99_diff_ci
                  ? fmt::format("[{}, {}]", ms_diff(t.p99_diff_ci->lo), ms_diff(t.p99_diff_ci->hi))
                  : "-",
-             attributed ? ms_diff(explained) : "-",
-             attributed ? ms_diff(t.p99_diff_ms() - explained) : "-"});
+             explained ? ms_diff(*explained) : "-",
+             explained ? ms_diff(t.p99_diff_ms() - *explained) : "-"});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }

@@ -77,6 +77,14 @@ struct TailDifference {
     // a server that answers at once the slope is noise around 0), so no part
     // of the p99 difference is put down to output lengths.
     bool tokens_flat = false;
+    // How much of the p99 difference follows from output lengths:
+    // from_tokens's, 0 when tokens_flat, unset when no fit was made.
+    std::optional<double> explained_ms() const {
+        if (from_tokens) {
+            return from_tokens->explained_ms;
+        }
+        return tokens_flat ? std::optional<double>(0.0) : std::nullopt;
+    }
 };
 
 // Successful responses a side needs for the p99 difference's interval: 10

@@ -234,10 +234,6 @@ private:
     Server::Impl& m_server;
 };
 
-} // namespace
-
-namespace {
-
 // One client connection: read a request, answer it (perhaps after timers),
 // then read the next one while the connection is kept alive.
 class Session : public std::enable_shared_from_this<Session> {
