@@ -41,11 +41,6 @@ util::Result<void> make_directory(const fs::path& dir) {
     return {};
 }
 
-std::string ms_diff(double v) {
-    auto s = fmt::format("{:+.0f}", v);
-    return s == "-0" || s == "+0" ? std::string("0") : s;
-}
-
 // The transitions that carry a comparison's difference, largest first, as
 // "finished -> length_truncated (-40/+2)".
 std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
@@ -140,17 +135,15 @@ std::string tail_table(const ReportData& data, Style style) {
                                                    "p99 ms", "p99 diff", "p99 diff 95% CI",
                                                    "from longer outputs", "rest"}};
     for (const auto* c : tail_rows(data)) {
-        const auto& t = *c->latency;
-        const auto explained = t.explained_ms();
-        rows.push_back(
-            {fmt::format("{} vs {}", c->b.text(), c->a.text()),
-             fmt::format("{:.0f} -> {:.0f}", t.a_p50_ms, t.b_p50_ms), ms_diff(t.p50_diff_ms()),
-             fmt::format("{:.0f} -> {:.0f}", t.a_p99_ms, t.b_p99_ms), ms_diff(t.p99_diff_ms()),
-             t.p99_diff_ci
-                 ? fmt::format("[{}, {}]", ms_diff(t.p99_diff_ci->lo), ms_diff(t.p99_diff_ci->hi))
-                 : "-",
-             explained ? ms_diff(*explained) : "-",
-             explained ? ms_diff(t.p99_diff_ms() - *explained) : "-"});
+        const auto s = shown_tail(*c->latency);
+        rows.push_back({fmt::format("{} vs {}", c->b.text(), c->a.text()),
+                        fmt::format("{:.0f} -> {:.0f}", s.a_p50, s.b_p50), signed_ms(s.p50_diff),
+                        fmt::format("{:.0f} -> {:.0f}", s.a_p99, s.b_p99), signed_ms(s.p99_diff),
+                        s.p99_diff_ci ? fmt::format("[{}, {}]", signed_ms(s.p99_diff_ci->lo),
+                                                    signed_ms(s.p99_diff_ci->hi))
+                                      : "-",
+                        s.explained ? signed_ms(*s.explained) : "-",
+                        s.explained ? signed_ms(s.rest) : "-"});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }

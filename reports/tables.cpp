@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace diffeval::reports {
 
@@ -62,10 +63,6 @@ std::string wrap(const std::string& text, size_t columns) {
 }
 
 // "+12" or "-3" milliseconds, never "-0".
-std::string signed_ms(double v) {
-    auto s = fmt::format("{:+.0f}", v);
-    return s == "-0" || s == "+0" ? std::string("0") : s;
-}
 
 std::vector<bool> numeric_columns(const std::vector<std::vector<std::string>>& rows) {
     std::vector<bool> numeric(rows[0].size(), true);
@@ -81,6 +78,31 @@ std::vector<bool> numeric_columns(const std::vector<std::vector<std::string>>& r
 }
 
 } // namespace
+
+std::string signed_ms(double v) {
+    auto s = fmt::format("{:+.0f}", v);
+    return s == "-0" || s == "+0" ? std::string("0") : s;
+}
+
+ShownTail shown_tail(const analysis::TailDifference& t) {
+    // std::nearbyint rounds as fmt's "{:.0f}" does (ties to even).
+    ShownTail s;
+    s.a_p50 = std::nearbyint(t.a_p50_ms);
+    s.b_p50 = std::nearbyint(t.b_p50_ms);
+    s.a_p99 = std::nearbyint(t.a_p99_ms);
+    s.b_p99 = std::nearbyint(t.b_p99_ms);
+    s.p50_diff = s.b_p50 - s.a_p50;
+    s.p99_diff = s.b_p99 - s.a_p99;
+    if (t.p99_diff_ci) {
+        s.p99_diff_ci =
+            analysis::Interval{std::floor(t.p99_diff_ci->lo), std::ceil(t.p99_diff_ci->hi)};
+    }
+    if (const auto e = t.explained_ms()) {
+        s.explained = std::nearbyint(*e);
+        s.rest = s.p99_diff - *s.explained;
+    }
+    return s;
+}
 
 std::string markdown_escape(const std::string& text) {
     std::string out;
@@ -226,39 +248,38 @@ std::string latency_table(const analysis::Summary& summary, Style style) {
 }
 
 std::string tail_sentence(const analysis::TailDifference& t) {
+    const auto s = shown_tail(t);
     auto out =
         fmt::format("Latency p50 {} -> {} ms ({}), p99 {} -> {} ms ({}); {} and {} successful "
                     "responses.",
-                    ms(t.a_p50_ms), ms(t.b_p50_ms), signed_ms(t.p50_diff_ms()), ms(t.a_p99_ms),
-                    ms(t.b_p99_ms), signed_ms(t.p99_diff_ms()), t.a_responses, t.b_responses);
-    if (t.p99_diff_ci) {
+                    ms(s.a_p50), ms(s.b_p50), signed_ms(s.p50_diff), ms(s.a_p99), ms(s.b_p99),
+                    signed_ms(s.p99_diff), t.a_responses, t.b_responses);
+    if (s.p99_diff_ci) {
         out += fmt::format("\np99 difference's 95% interval over questions: [{}, {}] ms, without "
                            "run-to-run timing noise.",
-                           signed_ms(t.p99_diff_ci->lo), signed_ms(t.p99_diff_ci->hi));
+                           signed_ms(s.p99_diff_ci->lo), signed_ms(s.p99_diff_ci->hi));
     }
     // The rest is what output lengths leave unexplained: B's own speed, or
     // noise, which one p99 against another cannot tell apart (no test is
     // made of it; against servers that answer at once it is scheduling). The
-    // words follow the sign and the rounding: under half a millisecond is
-    // neither.
+    // words follow the printed number's sign.
     const auto rest_words = [](double rest) {
-        return rest <= -0.5  ? "B faster per request, or noise, which no test here separates"
-               : rest >= 0.5 ? "B slower per request, or noise, which no test here separates"
-                             : "B no slower or faster per request";
+        return rest < 0   ? "B faster per request, or noise, which no test here separates"
+               : rest > 0 ? "B slower per request, or noise, which no test here separates"
+                          : "B no slower or faster per request";
     };
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
-        const double rest = t.p99_diff_ms() - f.explained_ms;
         out += fmt::format(
             "\nOf the {} ms p99 difference, about {} ms follows from output lengths\n(token "
             "counts at A's speed: {:.0f} ms {:+.2f} ms/token) and {} ms is left over:\n{}.",
-            signed_ms(t.p99_diff_ms()), signed_ms(f.explained_ms), f.intercept_ms, f.ms_per_token,
-            signed_ms(rest), rest_words(rest));
+            signed_ms(s.p99_diff), signed_ms(*s.explained), f.intercept_ms, f.ms_per_token,
+            signed_ms(s.rest), rest_words(s.rest));
     } else if (t.tokens_flat) {
         out += fmt::format("\nA's latency does not grow with its token count (its least-squares "
                            "slope is at or below\n0 ms/token), so none of the {} ms p99 difference "
                            "follows from output lengths:\n{}.",
-                           signed_ms(t.p99_diff_ms()), rest_words(t.p99_diff_ms()));
+                           signed_ms(s.p99_diff), rest_words(s.p99_diff));
     } else {
         out += "\nA's responses have too few distinct token counts to fit a per-token speed.";
     }

@@ -6,6 +6,7 @@
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/summary.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,24 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
 // Latency and tokens: per group, latency p50/p90/p99/max and TTFT p50/p99
 // in ms, output tokens p50/p99/mean, and requests per second achieved.
 std::string latency_table(const analysis::Summary& summary, Style style);
+
+// A difference in whole milliseconds with its sign ("+3", "-23"; "0").
+std::string signed_ms(double v);
+
+// The tail's figures as printed, in whole milliseconds. Each difference is
+// the difference of the printed values beside it (62 -> 40 is -22, however
+// the two rounded), and the rest is the printed p99 difference less the
+// printed part from longer outputs, so the text adds up. The interval is
+// rounded outward: it still holds the exact difference, and so the printed
+// one, which is within a millisecond of it.
+struct ShownTail {
+    double a_p50 = 0, b_p50 = 0, a_p99 = 0, b_p99 = 0;
+    double p50_diff = 0, p99_diff = 0;
+    std::optional<analysis::Interval> p99_diff_ci;
+    std::optional<double> explained; // unset when no part was put down to lengths
+    double rest = 0;                 // p99_diff - explained (0 when unset)
+};
+ShownTail shown_tail(const analysis::TailDifference& tail);
 
 // The tail difference in lines under 100 columns: p50 and p99 of both sides
 // and how much of the p99 difference follows from longer outputs.

@@ -133,3 +133,30 @@ TEST(ReportTables, TailSentenceSaysFasterWhenTheRestIsNegative) {
         << same;
     EXPECT_EQ(same.find("noise"), std::string::npos) << same;
 }
+
+// Every difference the tail prints is the difference of the numbers printed
+// beside it, and its interval, rounded outward, holds it: 62.4 -> 39.6 ms
+// reads "62 -> 40 ms (-22)", not the exact -22.8's "-23".
+TEST(ReportTables, TailDifferencesAreThoseOfThePrintedValues) {
+    analysis::TailDifference t;
+    t.a_responses = t.b_responses = 2000;
+    t.a_p50_ms = 5.4;
+    t.b_p50_ms = 6.6;
+    t.a_p99_ms = 62.4;
+    t.b_p99_ms = 39.6;
+    t.p99_diff_ci = analysis::Interval{-22.8, -21.2};
+    t.from_tokens = analysis::TokenAttribution{9, 0.03, 40, 40, 0.6};
+    const auto text = reports::tail_sentence(t);
+    EXPECT_NE(text.find("p50 5 -> 7 ms (+2), p99 62 -> 40 ms (-22)"), std::string::npos) << text;
+    EXPECT_NE(text.find("[-23, -21] ms"), std::string::npos) << text;
+    EXPECT_NE(text.find("Of the -22 ms p99 difference, about +1 ms follows"), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("and -23 ms is left over"), std::string::npos) << text;
+    const auto s = reports::shown_tail(t);
+    EXPECT_EQ(s.p99_diff, s.b_p99 - s.a_p99);
+    ASSERT_TRUE(s.explained.has_value());
+    EXPECT_EQ(s.rest, s.p99_diff - *s.explained);
+    ASSERT_TRUE(s.p99_diff_ci.has_value());
+    EXPECT_LE(s.p99_diff_ci->lo, s.p99_diff);
+    EXPECT_GE(s.p99_diff_ci->hi, s.p99_diff);
+}
