@@ -67,13 +67,20 @@ protected:
         return engine::Planner::create(*ctx, 0, info);
     }
 
-    // Read `p` on until the queue holds `want` requests.
+    // Read `p` on until the queue holds `want` requests or the plan ends,
+    // turn after turn as the send loop does: one fill stops after its
+    // planning slice, which a slow machine (or a sanitizer) reaches early.
     util::Result<void> fill(engine::Planner& p, size_t want) {
         auto db = store::Store::open(m_path, store::Store::Mode::read_write);
         if (!db) {
             return db.error();
         }
-        return p.fill(state, **db, summary, want);
+        while (!p.finished() && state.queue.size() < want) {
+            if (auto r = p.fill(state, **db, summary, want); !r) {
+                return r;
+            }
+        }
+        return {};
     }
 
     // Store a successful response for each of `keys`.
