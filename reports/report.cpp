@@ -85,10 +85,10 @@ std::string comparison_table(const ReportData& data, Style style) {
          "B better", "noise SD A", "noise SD B", "MDD", "verdict", "carried by"}};
     for (const auto& c : data.comparisons) {
         const auto& s = c.stats;
+        const double shown = analysis::shown_diff(s);
         rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
-                        analysis::signed_points(s.diff),
-                        fmt::format("[{}, {}]", analysis::signed_points(s.interval.lo),
-                                    analysis::signed_points(s.interval.hi)),
+                        analysis::signed_points(shown),
+                        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
                         fmt::format("{:.3g}", s.test.p_mid),
                         fmt::format("{:.3g}", c.verdict.p_adjusted), std::to_string(s.a_better),
                         std::to_string(s.b_better), noise_cell(s.noise_a), noise_cell(s.noise_b),
@@ -372,9 +372,10 @@ std::string verdict_count_sentence(const ReportData& data) {
 // One comparison in its verdict's words, with its interval.
 std::string comparison_sentence(const analysis::Comparison& c) {
     const auto& s = c.stats;
-    const auto ci = fmt::format("{} points, {:g}% CI [{}, {}]", analysis::signed_points(s.diff),
-                                100 * (1 - s.alpha), analysis::signed_points(s.interval.lo),
-                                analysis::signed_points(s.interval.hi));
+    const double shown = analysis::shown_diff(s);
+    const auto ci =
+        fmt::format("{} points, {:g}% CI {}", analysis::signed_points(shown), 100 * (1 - s.alpha),
+                    analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}));
     std::string line;
     switch (c.verdict.kind) {
     case analysis::VerdictKind::worse:

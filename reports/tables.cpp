@@ -293,13 +293,14 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     out += md ? "### " + markdown_escape(title) + "\n\n"
               : title + "\n" + std::string(title.size(), '=') + "\n";
     const auto& s = c.stats;
+    const double shown = analysis::shown_diff(s);
     out += fmt::format(
-        "{} questions ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI [{}, {}]\n"
+        "{} questions ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
         "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
-        c.questions, s.noise_a.repeats, s.noise_b.repeats, pct(c.accuracy_a), pct(c.accuracy_b),
-        analysis::signed_points(s.diff), 100 * (1 - s.alpha),
-        analysis::signed_points(s.interval.lo), analysis::signed_points(s.interval.hi),
-        s.interval.resamples, s.interval.seed, 100.0 * s.se);
+        c.questions, s.noise_a.repeats, s.noise_b.repeats, analysis::accuracy_text(s.accuracy_a),
+        analysis::accuracy_text(s.accuracy_b), analysis::signed_points(shown), 100 * (1 - s.alpha),
+        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,
+        s.interval.seed, 100.0 * s.se);
     out += fmt::format(
         "Sign-flip test over questions ({}): {} questions right more often in A, {} in B;\n"
         "mid-p = {:.3g} (p = {:.3g}){}.\n",

@@ -101,10 +101,15 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     c.measured = drop;
     c.threshold = max_drop;
     const std::string one_sided = fmt::format("{:g}%", 100 * (1 - st.alpha));
-    c.measured_text =
-        fmt::format("drop {:.2f} points (B-A one-sided {} bounds [{}, {}], sign-flip mid-p {:.3g})",
-                    drop, one_sided, signed_points(st.interval.lo_one_sided),
-                    signed_points(st.interval.hi_one_sided), st.test.p_mid);
+    // The drop as the two printed accuracies give it, as every sentence
+    // prints it; `measured` keeps the exact one.
+    const double shown = shown_diff(st);
+    c.measured_text = fmt::format(
+        "drop {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {:.3g})",
+        std::abs(100.0 * shown) < 0.05 ? 0.0 : -100.0 * shown, accuracy_text(st.accuracy_a),
+        accuracy_text(st.accuracy_b), one_sided,
+        interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
+        st.test.p_mid);
     c.threshold_text =
         fmt::format("non-inferiority: B-A lower bound above -{:.2f} points", max_drop);
     c.inconclusive = margin.outcome == MarginOutcome::inconclusive;

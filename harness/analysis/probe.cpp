@@ -337,6 +337,7 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
     acc.scorer = accuracy.scorer;
     acc.max_tokens = accuracy.a.max_tokens.value_or(0);
     acc.diff = accuracy.accuracy_b - accuracy.accuracy_a;
+    acc.shown_diff = shown_diff(accuracy.accuracy_a, accuracy.accuracy_b);
     // The question is the unit: the share of questions whose accuracy differs.
     acc.discordant_rate =
         accuracy.stats.questions > 0
@@ -430,8 +431,8 @@ std::string probe_line(const ProbeComparison& c) {
     std::string needed = d.questions_needed ? fmt::format("{}", *d.questions_needed) : "-";
     std::string acc;
     if (c.accuracy) {
-        acc = fmt::format(" (accuracy {:+.1f} points at {} tokens: {})", 100 * c.accuracy->diff,
-                          c.accuracy->max_tokens,
+        acc = fmt::format(" (accuracy {} points at {} tokens: {})",
+                          signed_points(c.accuracy->shown_diff), c.accuracy->max_tokens,
                           c.accuracy->questions_needed
                               ? fmt::format("{}", *c.accuracy->questions_needed)
                               : std::string("not reachable"));

@@ -92,6 +92,7 @@ struct ProbeAccuracy {
     std::string scorer;
     int max_tokens = 0;
     double diff = 0;                         // accuracy B - A
+    double shown_diff = 0;                   // as printed (analysis::shown_diff)
     double discordant_rate = 0;              // questions whose accuracy differs / questions
     std::optional<int64_t> questions_needed; // nullopt when the difference is zero
 };

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 
 namespace diffeval::analysis {
 
@@ -33,8 +34,15 @@ std::string holm_clause(const Verdict& v) {
                              : std::string();
 }
 
-std::string interval_text(double lo, double hi) {
-    return fmt::format("[{}, {}]", signed_points(lo), signed_points(hi));
+// The value, in points, of a number printed by fmt ("-5.5" -> -5.5).
+double printed_value(const std::string& text) {
+    return std::strtod(text.c_str(), nullptr);
+}
+
+// -1, 0 or 1: where `points` lies against `threshold_points`.
+int side_of(double points, double threshold_points) {
+    const double d = points - threshold_points;
+    return d > 100.0 * k_epsilon ? 1 : d < -100.0 * k_epsilon ? -1 : 0;
 }
 
 std::string mdd_clause(const QuestionStats& s) {
@@ -51,6 +59,57 @@ std::string mdd_clause(const QuestionStats& s) {
 std::string signed_points(double proportion) {
     auto s = fmt::format("{:+.1f}", 100.0 * proportion);
     return s == "+0.0" || s == "-0.0" ? std::string("0.0") : s;
+}
+
+std::string accuracy_text(double proportion) {
+    return fmt::format("{:.1f}", 100.0 * proportion);
+}
+
+double shown_diff(double accuracy_a, double accuracy_b) {
+    return (printed_value(accuracy_text(accuracy_b)) - printed_value(accuracy_text(accuracy_a))) /
+           100.0;
+}
+
+double shown_diff(const QuestionStats& stats) {
+    return shown_diff(stats.accuracy_a, stats.accuracy_b);
+}
+
+std::string bound_text(double proportion, std::initializer_list<double> thresholds) {
+    const double exact = 100.0 * proportion;
+    std::string s;
+    for (int decimals = 1; decimals <= 4; ++decimals) {
+        s = fmt::format("{:+.{}f}", exact, decimals);
+        const double printed = printed_value(s);
+        bool same_sides = true;
+        for (double t : thresholds) {
+            same_sides = same_sides && side_of(printed, 100.0 * t) == side_of(exact, 100.0 * t);
+        }
+        if (same_sides) {
+            break;
+        }
+    }
+    return printed_value(s) == 0.0 ? std::string("0.0") : s;
+}
+
+std::string interval_text(double lo, double hi, double shown,
+                          std::initializer_list<double> thresholds) {
+    std::string lo_text = bound_text(lo, thresholds);
+    std::string hi_text = bound_text(hi, thresholds);
+    const std::string shown_text = signed_points(shown);
+    const double at = printed_value(shown_text);
+    if (printed_value(lo_text) > at) {
+        lo_text = shown_text;
+    }
+    if (printed_value(hi_text) < at) {
+        hi_text = shown_text;
+    }
+    return fmt::format("[{}, {}]", lo_text, hi_text);
+}
+
+std::string margin_text(double proportion) {
+    const double exact = 100.0 * proportion;
+    auto s = fmt::format("{:.1f}", exact);
+    return std::abs(printed_value(s) - exact) > 1e-9 ? fmt::format("{:g}", exact) : s;
 }
 
 const char* verdict_name(VerdictKind kind) {
@@ -78,25 +137,30 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     const bool rejects = p_adjusted < s.alpha;
     const bool below = iv.hi < 0.0;
     const bool above = iv.lo > 0.0;
+    const double shown = shown_diff(s);
+    const std::string diff = signed_points(shown);
 
     // Equivalence first: a user who gives a margin says smaller differences
     // do not matter.
     if (margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon) {
         v.kind = VerdictKind::equivalent;
-        v.words = fmt::format("equivalent within ±{} points", points(*margin));
+        const std::string m = margin_text(*margin);
+        v.words = fmt::format("equivalent within ±{} points", m);
         v.sentence = fmt::format(
             "{} is equivalent to {} within ±{} points: {} points, {} interval {} inside ±{} "
             "(two one-sided tests at {:g}).",
-            b, a, points(*margin), signed_points(s.diff), level(1.0 - 2.0 * s.alpha),
-            interval_text(iv.lo_one_sided, iv.hi_one_sided), points(*margin), s.alpha);
+            b, a, m, diff, level(1.0 - 2.0 * s.alpha),
+            interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-*margin, *margin}), m,
+            s.alpha);
         return v;
     }
     if (rejects && (below || above)) {
         v.kind = below ? VerdictKind::worse : VerdictKind::better;
         v.words = verdict_name(v.kind);
-        v.sentence = fmt::format("{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b,
-                                 v.words, a, signed_points(s.diff), two_sided,
-                                 interval_text(iv.lo, iv.hi), pvalue(s.test.p_mid), holm_clause(v));
+        v.sentence =
+            fmt::format("{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b, v.words,
+                        a, diff, two_sided, interval_text(iv.lo, iv.hi, shown, {0.0}),
+                        pvalue(s.test.p_mid), holm_clause(v));
         return v;
     }
     v.kind = VerdictKind::no_detectable_difference;
@@ -118,13 +182,14 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     }
     v.sentence = fmt::format("No detectable difference between {} and {}: {} points, {} CI {} {}, "
                              "sign-flip mid-p {}{}{}.",
-                             b, a, signed_points(s.diff), two_sided, interval_text(iv.lo, iv.hi),
+                             b, a, diff, two_sided, interval_text(iv.lo, iv.hi, shown, {0.0}),
                              ci_clause, pvalue(s.test.p_mid), holm_clause(v), mdd_clause(s));
     if (margin) {
-        v.sentence += fmt::format(" Not shown equivalent within ±{} points: the {} interval {} "
-                                  "reaches past the margin.",
-                                  points(*margin), level(1.0 - 2.0 * s.alpha),
-                                  interval_text(iv.lo_one_sided, iv.hi_one_sided));
+        v.sentence += fmt::format(
+            " Not shown equivalent within ±{} points: the {} interval {} "
+            "reaches past the margin.",
+            margin_text(*margin), level(1.0 - 2.0 * s.alpha),
+            interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-*margin, *margin}));
     }
     return v;
 }
@@ -156,25 +221,26 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
     m.max_drop = max_drop;
     const auto& iv = s.interval;
     const std::string one_sided = level(1.0 - s.alpha);
-    const std::string x = points(max_drop);
+    const std::string x = margin_text(max_drop);
+    const double shown = shown_diff(s);
+    const std::string diff = signed_points(shown);
     if (iv.lo_one_sided > -max_drop + k_epsilon) {
         m.outcome = MarginOutcome::pass;
-        m.sentence =
-            fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
-                        "above -{} ({} points)",
-                        x, one_sided, signed_points(iv.lo_one_sided), x, signed_points(s.diff));
+        m.sentence = fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
+                                 "above -{} ({} points)",
+                                 x, one_sided, bound_text(iv.lo_one_sided, {-max_drop}), x, diff);
     } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
         m.outcome = MarginOutcome::fail;
-        m.sentence =
-            fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "
-                        "is below -{} ({} points)",
-                        x, one_sided, signed_points(iv.hi_one_sided), x, signed_points(s.diff));
+        m.sentence = fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "
+                                 "is below -{} ({} points)",
+                                 x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), x, diff);
     } else {
         m.outcome = MarginOutcome::inconclusive;
         m.sentence = fmt::format(
             "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle -{} "
             "({} points){}",
-            x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided), x, signed_points(s.diff),
+            x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-max_drop}), x,
+            diff,
             s.mdd ? fmt::format("; this run detects differences of {} points or more at {:g}% "
                                 "power",
                                 points(*s.mdd), 100.0 * s.power)

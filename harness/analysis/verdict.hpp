@@ -20,6 +20,7 @@
 #include <harness/analysis/questions.hpp>
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -71,5 +72,34 @@ std::string noise_sentence(const QuestionStats& stats, const std::string& a, con
 // A difference in points with its sign and one decimal, never "-0.0": "+1.2",
 // "-3.0", "0.0".
 std::string signed_points(double proportion);
+
+// An accuracy (a proportion) as every table and sentence prints it: percent
+// with one decimal, "83.3".
+std::string accuracy_text(double proportion);
+
+// The difference B - A (a proportion) that a reader gets by subtracting the
+// two accuracies as printed (accuracy_text). Sentences and tables print this
+// one, so "83.3% -> 77.8%" is followed by "-5.5 points", never by the
+// rounded exact difference "-5.6"; it lies within 0.1 point of the exact
+// difference, which JSON keeps.
+double shown_diff(double accuracy_a, double accuracy_b);
+double shown_diff(const QuestionStats& stats);
+
+// A bound of an interval (a proportion) in points with its sign: one
+// decimal, or as many more (up to four) as it takes to leave it on the same
+// side of each of `thresholds` as its exact value, so a bound of -0.04
+// points beside "excludes 0" reads "-0.04", not "0.0".
+std::string bound_text(double proportion, std::initializer_list<double> thresholds);
+
+// An interval as printed beside the shown difference `shown` (shown_diff):
+// "[lo, hi]", each bound by bound_text; a bound that one decimal would put
+// on the inner side of the shown difference is printed as that difference
+// (rounded outward), so the printed interval always holds it.
+std::string interval_text(double lo, double hi, double shown,
+                          std::initializer_list<double> thresholds);
+
+// A margin or tolerated drop (a proportion) in points as the user gave it:
+// one decimal, or more when one would change it ("1.0", "0.25").
+std::string margin_text(double proportion);
 
 } // namespace diffeval::analysis

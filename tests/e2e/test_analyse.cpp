@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -212,6 +213,51 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
     auto bad = e2e::run({"diff", "--db", *db, "default/chat", "deepgemm/chat", "--margin", "nan"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("--margin nan"), std::string::npos) << bad.err;
+}
+
+// A reader subtracts the two printed accuracies and expects the printed
+// difference, inside the printed interval, in the verdict and the gate too.
+// Before, this run printed "79.2% -> 72.9%: -6.2 points" (the exact -6.25
+// rounded).
+TEST_F(Analyse, PrintedDifferenceIsThatOfThePrintedAccuracies) {
+    const std::regex line(R"(Accuracy (\d+\.\d)% -> (\d+\.\d)%: ([-+]?\d+\.\d) points, 95% CI )"
+                          R"(\[([-+]?[\d.]+), ([-+]?[\d.]+)\])");
+    int checked = 0;
+    for (const char* framing : {"raw", "chat"}) {
+        for (const char* scorer : {"vllm", "lm-eval-strict"}) {
+            auto o = e2e::run({"diff", "--db", *db, fmt::format("default/{}", framing),
+                               fmt::format("deepgemm/{}", framing), "--scorer", scorer});
+            ASSERT_EQ(o.exit_code, 0) << o.err;
+            std::smatch m;
+            ASSERT_TRUE(std::regex_search(o.out, m, line)) << o.out;
+            const double a = std::stod(m[1]), b = std::stod(m[2]), d = std::stod(m[3]);
+            EXPECT_NEAR(d, b - a, 1e-9) << m[0];
+            EXPECT_LE(std::stod(m[4]), d) << m[0];
+            EXPECT_GE(std::stod(m[5]), d) << m[0];
+            const std::string diff = m[3];
+            const auto verdict = o.out.find("Verdict: ");
+            ASSERT_NE(verdict, std::string::npos) << o.out;
+            EXPECT_NE(o.out.find(diff + " points, 95% CI", verdict), std::string::npos) << o.out;
+            const auto out = (*dir / fmt::format("gate-{}-{}.json", framing, scorer)).string();
+            auto g =
+                e2e::run({"gate", "--db", *db, "--baseline", fmt::format("default/{}", framing),
+                          "--candidate", fmt::format("deepgemm/{}", framing), "--scorer", scorer,
+                          "--max-drop", "50", "--json", out});
+            ASSERT_EQ(g.exit_code, 0) << g.out << g.err;
+            std::ifstream in(out);
+            const auto checks = json::parse(in)["checks"];
+            ASSERT_EQ(checks.size(), 1u) << checks.dump();
+            const std::string measured = checks[0]["measured_text"];
+            const double drop = d == 0 ? 0.0 : -d;
+            EXPECT_EQ(measured.rfind(fmt::format("drop {:.1f} points ({}% -> {}%;", drop,
+                                                 std::string(m[1]), std::string(m[2])),
+                                     0),
+                      0u)
+                << measured;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 4);
 }
 
 TEST_F(Analyse, PlanSizesARunFromThePilot) {

@@ -13,6 +13,8 @@ namespace {
 QuestionStats stats(double diff, double lo, double hi, double lo1, double hi1, double p_mid) {
     QuestionStats s;
     s.questions = 400;
+    s.accuracy_a = 0.5;
+    s.accuracy_b = 0.5 + diff;
     s.diff = diff;
     s.interval.diff = diff;
     s.interval.lo = lo;
@@ -124,6 +126,67 @@ TEST(NonInferiority, PassFailAndInconclusive) {
               "inconclusive against the 1.0-point margin: the one-sided 95% bounds "
               "[-4.5, +0.5] straddle -1.0 (-2.0 points); this run detects "
               "differences of 4.2 points or more at 80% power");
+}
+
+// A reader checks a sentence against the numbers printed beside it: the
+// difference is that of the two printed accuracies, the interval holds it,
+// and no bound rounds onto or across the 0 or margin it is compared with.
+TEST(DecideVerdict, PrintedDifferenceIsThatOfThePrintedAccuracies) {
+    // 83.33% -> 77.78% prints as 83.3 -> 77.8: -5.5, though -5.56 rounds to -5.6.
+    auto s = stats(-0.0555556, -0.139, 0.021, -0.125, 0.01, 0.2);
+    s.accuracy_a = 0.833333;
+    s.accuracy_b = 0.777778;
+    EXPECT_EQ(accuracy_text(s.accuracy_a), "83.3");
+    EXPECT_EQ(accuracy_text(s.accuracy_b), "77.8");
+    EXPECT_NEAR(shown_diff(s), -0.055, 1e-12);
+    const auto v = decide_verdict(s, "a", "b", 0.2, 1);
+    EXPECT_NE(v.sentence.find("-5.5 points, 95% CI [-13.9, +2.1] includes 0"), std::string::npos)
+        << v.sentence;
+    const auto m = non_inferiority(s, 0.01);
+    EXPECT_NE(m.sentence.find("straddle -1.0 (-5.5 points)"), std::string::npos) << m.sentence;
+}
+
+TEST(DecideVerdict, IntervalBoundsNeverRoundOntoZero) {
+    // An upper bound of -0.04 points excludes 0; one decimal would print "0.0".
+    const auto v =
+        decide_verdict(stats(-0.03, -0.06, -0.0004, -0.055, -0.005, 0.03), "a", "b", 0.09, 3);
+    EXPECT_TRUE(v.borderline);
+    EXPECT_NE(v.sentence.find("95% CI [-6.0, -0.04] excludes 0"), std::string::npos) << v.sentence;
+    // A bound of exactly 0 includes it and keeps one decimal.
+    EXPECT_EQ(bound_text(0.0, {0.0}), "0.0");
+    EXPECT_EQ(bound_text(-0.00004, {0.0}), "-0.004");
+    EXPECT_EQ(bound_text(0.0123, {0.0}), "+1.2");
+}
+
+TEST(DecideVerdict, PrintedIntervalHoldsThePrintedDifference) {
+    // Exact difference -5.502 points with a lower bound at it (a degenerate
+    // bootstrap): the accuracies print 83.4 -> 77.8, -5.6, below the bound's
+    // "-5.5"; the bound is printed as the difference.
+    auto s = stats(-0.05502, -0.05502, 0.01, -0.05502, 0.005, 0.2);
+    s.accuracy_a = 0.83351;
+    s.accuracy_b = 0.77849;
+    EXPECT_EQ(interval_text(s.interval.lo, s.interval.hi, shown_diff(s), {0.0}), "[-5.6, +1.0]");
+    EXPECT_EQ(interval_text(-0.02, 0.01, -0.001, {0.0}), "[-2.0, +1.0]");
+}
+
+TEST(NonInferiority, BoundsBesideTheMarginKeepTheirSide) {
+    // -0.97 points is above a 1-point margin; one decimal would print "-1.0 is above -1.0".
+    const auto pass = non_inferiority(stats(-0.002, -0.012, 0.008, -0.0097, 0.006, 0.5), 0.01);
+    EXPECT_EQ(pass.outcome, MarginOutcome::pass);
+    EXPECT_EQ(pass.sentence, "within the 1.0-point margin: the one-sided 95% lower bound -0.97 is "
+                             "above -1.0 (-0.2 points)");
+    // A margin of a quarter point is printed as given, and a bound on its
+    // side at one decimal keeps one.
+    const auto quarter = non_inferiority(stats(-0.002, -0.012, 0.008, -0.0024, 0.006, 0.5), 0.0025);
+    EXPECT_EQ(quarter.outcome, MarginOutcome::pass);
+    EXPECT_EQ(quarter.sentence, "within the 0.25-point margin: the one-sided 95% lower bound "
+                                "-0.2 is above -0.25 (-0.2 points)");
+    const auto fail = non_inferiority(stats(-0.03, -0.05, -0.01, -0.045, -0.0154, 0.01), 0.015);
+    EXPECT_EQ(fail.outcome, MarginOutcome::fail);
+    EXPECT_NE(fail.sentence.find("upper bound -1.54 is below -1.5"), std::string::npos)
+        << fail.sentence;
+    EXPECT_EQ(margin_text(0.01), "1.0");
+    EXPECT_EQ(margin_text(0.0025), "0.25");
 }
 
 TEST(NoiseSentence, NamesEachSidesCase) {
