@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 namespace diffeval::analysis {
 
@@ -167,15 +168,23 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.unit = pct ? "%" : "responses";
     c.measured = measured;
     c.threshold = limit.value;
+    // The means as printed, and the change per run a reader gets from them:
+    // "(6.33 -> 8.00)" with "+1.67", never "(6.3 -> 8.0)" with "+1.67".
+    const std::string a_text = fmt::format("{:.2f}", a);
+    const std::string b_text = fmt::format("{:.2f}", b);
+    const double shown =
+        std::strtod(b_text.c_str(), nullptr) - std::strtod(a_text.c_str(), nullptr);
+    const std::string shown_text = fmt::format("{:.2f}", std::abs(shown));
     c.measured_text =
-        pct ? fmt::format("{:+.2f}% of questions ({:.1f} -> {:.1f} per run)", measured, a, b)
-            : fmt::format("{:+.2f} per run ({:.1f} -> {:.1f})", measured, a, b);
+        pct ? fmt::format("{:+.2f}% of questions ({} -> {} per run)", measured, a_text, b_text)
+            : fmt::format("{}{} per run ({} -> {})", shown < 0 ? "-" : "+", shown_text, a_text,
+                          b_text);
     c.threshold_text = fmt::format("<= {}", limit.text());
     const bool ok = measured <= limit.value + k_epsilon;
     c.status = status_of(ok);
-    c.why = fmt::format("{} {} by {} per run (mean over repeats){}", what,
-                        increase >= 0 ? "rose" : "fell", fmt::format("{:.2f}", std::abs(increase)),
-                        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
+    c.why =
+        fmt::format("{} {} by {} per run (mean over repeats){}", what, shown >= 0 ? "rose" : "fell",
+                    shown_text, ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
                 {"baseline_mean", a},
@@ -205,7 +214,8 @@ GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pc
         return c;
     }
     c.measured = (b - a) / a * 100;
-    c.measured_text = fmt::format("{:+.2f}% ({:.1f} -> {:.1f} tokens)", c.measured, a, b);
+    // Means to two decimals, so their ratio gives the percentage printed.
+    c.measured_text = fmt::format("{:+.2f}% ({:.2f} -> {:.2f} tokens)", c.measured, a, b);
     const bool ok = c.measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
     c.why =

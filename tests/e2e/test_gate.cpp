@@ -4,9 +4,11 @@
 // usage errors as one line with exit 2.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -416,6 +418,15 @@ TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
     }
     EXPECT_EQ(j["checks"][0]["unit"], "%");
     EXPECT_EQ(j["checks"][1]["unit"], "responses");
+    // The change per run printed is that of the two means printed beside it.
+    const std::string per_run = j["checks"][1]["measured_text"];
+    double change = 0, a = 0, b = 0;
+    ASSERT_EQ(std::sscanf(per_run.c_str(), "%lf per run (%lf -> %lf)", &change, &a, &b), 3)
+        << per_run;
+    EXPECT_NEAR(change, b - a, 1e-9) << per_run;
+    EXPECT_NE(j["checks"][1]["why"].get<std::string>().find(fmt::format("rose by {:.2f}", b - a)),
+              std::string::npos)
+        << j["checks"][1]["why"];
 
     auto chat_args = limits;
     chat_args.insert(chat_args.end(), {"--baseline", "default/chat", "--candidate", "deepgemm"});
