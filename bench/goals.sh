@@ -127,9 +127,23 @@ client "$work/c1024.sqlite" "${matrix[@]}" --concurrency 1024
 read -r w1024 _ _ _ <"$work/time"
 row "wall at --concurrency 1024 / 64 (5,276 requests)" \
     "$(printf '%.2f / %.2f s' "$w1024" "$w64")" "1024 no slower"
+# One run's p99 is its slowest 53 responses, which one scheduling hiccup of
+# the shared core moves by tens of milliseconds: two more pairs of runs, in
+# turn, and the median of the three of each side.
+p1024=("$(p99 "$work/c1024.sqlite")")
+p64=("$(p99 "$work/full.sqlite")")
+for _ in 1 2; do
+    rm -f "$work"/c1024.sqlite* "$work"/c64.sqlite*
+    client "$work/c64.sqlite" "${matrix[@]}" --concurrency 64
+    p64+=("$(p99 "$work/c64.sqlite")")
+    client "$work/c1024.sqlite" "${matrix[@]}" --concurrency 1024
+    p1024+=("$(p99 "$work/c1024.sqlite")")
+done
+rm -f "$work"/c64.sqlite*
+median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 row "p99 latency at 1024 / 64 (zero-latency profile)" \
-    "$(printf '%.0f / %.0f ms' "$(p99 "$work/c1024.sqlite")" "$(p99 "$work/full.sqlite")")" \
-    "<= 2x"
+    "$(printf '%.0f / %.0f ms' "$(median3 "${p1024[@]}")" "$(median3 "${p64[@]}")")" \
+    "<= 2x (median of 3 in turn)"
 # The same matrix four times over (21,104 requests): opening 1,024
 # connections is a fixed cost that the run above, 5,276 requests long,
 # still shows; a longer run shows whether requests go slower once they are
