@@ -268,8 +268,18 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
     };
     while (!finished() && server.queue.size() < want && !sliced()) {
         rows_read = 0;
-        if (auto r = db.put_unanswered(read, take); !r) {
+        // With requests still queued, a batch the writer is storing is not
+        // waited for: the loop reads answers and sends meanwhile, and plans
+        // at a later turn. Waiting held every answer unread for the batch's
+        // commit, tens of milliseconds at 1,024 connections, where a batch
+        // holds up to 1,024 responses.
+        const auto wait = server.queue.empty() ? store::Store::Wait::yes : store::Store::Wait::no;
+        auto r = db.put_unanswered(read, take, wait);
+        if (!r) {
             return r.error();
+        }
+        if (!*r) {
+            break;
         }
         for (auto& w : ready) {
             server.queue.push_back(std::move(w));

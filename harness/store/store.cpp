@@ -1037,8 +1037,15 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
-util::Result<void> Store::put_unanswered(const ReadRows& read, const TakeRows& take) {
-    std::lock_guard turn(m_turn);
+util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& take, Wait wait) {
+    std::unique_lock turn(m_turn, std::defer_lock);
+    if (wait == Wait::no) {
+        if (!turn.try_lock()) {
+            return false;
+        }
+    } else {
+        turn.lock();
+    }
     // One transaction for the inserts and the lookups: a lookup outside one
     // is a read transaction of its own, with its file locks (two fcntl calls
     // a request).
@@ -1061,7 +1068,10 @@ util::Result<void> Store::put_unanswered(const ReadRows& read, const TakeRows& t
         }
         take(rows, planned);
     }
-    return tx.commit();
+    if (auto r = tx.commit(); !r) {
+        return r.error();
+    }
+    return true;
 }
 
 util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {

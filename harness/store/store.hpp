@@ -173,9 +173,14 @@ public:
     // put_requests does and handed to `take` with what was found of each
     // row, in their order: whether it already had a successful response,
     // and its row id. Only one batch's bodies are in memory at a time.
+    // With Wait::no, when the Writer's thread is storing a batch it
+    // returns false at once, having read and stored nothing, instead of
+    // waiting for the batch's commit; otherwise true.
     using ReadRows = std::function<bool(std::vector<RequestRow>&)>;
     using TakeRows = std::function<void(std::vector<RequestRow>&, const std::vector<Planned>&)>;
-    util::Result<void> put_unanswered(const ReadRows& read, const TakeRows& take);
+    enum class Wait { yes, no };
+    util::Result<bool> put_unanswered(const ReadRows& read, const TakeRows& take,
+                                      Wait wait = Wait::yes);
     // Write `rows` in one transaction.
     util::Result<void> write_batch(const std::vector<ResponseRow>& rows);
 
@@ -185,6 +190,9 @@ public:
 
     // Test seam: make the next `n` response writes fail.
     void fail_next_writes(int n) { m_fail_writes = n; }
+    // Test seam: take the turn a write_batch takes, for as long as the lock
+    // is held.
+    std::unique_lock<std::mutex> hold_turn() { return std::unique_lock(m_turn); }
 
 private:
     Store() = default;

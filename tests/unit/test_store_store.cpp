@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 using namespace diffeval::store;
@@ -267,6 +268,46 @@ TEST(Store, PlannedRequestsAreNotDuplicated) {
     ASSERT_TRUE((*s)->put_requests({request("k1", 0)}).ok());
     ASSERT_TRUE((*s)->put_requests({request("k1", 0), request("k2", 1)}).ok());
     EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 2);
+}
+
+// The event loop plans while the writer stores answers. With requests still
+// queued it asks not to wait (Wait::no): while a batch is being stored it is
+// told so at once, having read and stored nothing, and plans once the batch
+// is done. Waiting kept every answer unread for the batch's commit.
+TEST(Store, PlanningThatMustNotWaitStepsAsideForTheWritersBatch) {
+    auto s = Store::open(fresh_db("turn").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok());
+    int reads = 0;
+    std::vector<Store::Planned> found;
+    const auto read = [&](std::vector<RequestRow>& rows) {
+        if (reads > 0) {
+            return false;
+        }
+        ++reads;
+        rows.push_back(request("k1", 0));
+        return true;
+    };
+    const auto take = [&](std::vector<RequestRow>&, const std::vector<Store::Planned>& p) {
+        found = p;
+    };
+    std::optional<diffeval::util::Result<bool>> busy;
+    {
+        auto turn = (*s)->hold_turn();
+        std::thread planner([&] { busy = (*s)->put_unanswered(read, take, Store::Wait::no); });
+        planner.join();
+    }
+    ASSERT_TRUE(busy && busy->ok());
+    EXPECT_FALSE(**busy);
+    EXPECT_EQ(reads, 0);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 0);
+
+    auto planned = (*s)->put_unanswered(read, take, Store::Wait::no);
+    ASSERT_TRUE(planned.ok());
+    EXPECT_TRUE(*planned);
+    EXPECT_EQ(reads, 1);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_GT(found[0].id, 0);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM requests"), 1);
 }
 
 TEST(Store, RefusesNewerSchemaAndForeignDatabases) {
