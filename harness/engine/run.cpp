@@ -537,6 +537,13 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return store.error();
     }
     auto& db = **store;
+    // The ids a run writes come from this database (a request's row, the
+    // response just inserted, the run's row), so SQLite need not look each
+    // up again; tests run PRAGMA foreign_key_check after killed and resumed
+    // runs.
+    if (auto r = db.check_references(false); !r) {
+        return r.error();
+    }
     auto run_id = record_run(ctx, db);
     if (!run_id) {
         return run_id.error();

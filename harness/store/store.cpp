@@ -904,6 +904,11 @@ Store::put_questions(const std::string& dataset,
     return tx.commit();
 }
 
+util::Result<void> Store::check_references(bool on) {
+    std::lock_guard turn(m_turn);
+    return m_db.exec(on ? "PRAGMA foreign_keys=ON" : "PRAGMA foreign_keys=OFF");
+}
+
 util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
     Transaction tx(m_db);

@@ -188,6 +188,12 @@ public:
     // `version` (what that diffeval wrote), to test migrations.
     static util::Result<void> create_at_version(const std::string& path, int version);
 
+    // Whether SQLite checks each written row's references (PRAGMA
+    // foreign_keys; on when opened). A run turns it off: every id it writes
+    // was just read from or inserted into this database, and the checks were
+    // a twentieth of the run's CPU (six index lookups a response).
+    util::Result<void> check_references(bool on);
+
     // Test seam: make the next `n` response writes fail.
     void fail_next_writes(int n) { m_fail_writes = n; }
     // Test seam: take the turn a write_batch takes, for as long as the lock

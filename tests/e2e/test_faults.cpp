@@ -195,6 +195,7 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
               std::string::npos)
         << again.err;
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM requests"), k_questions);
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), k_questions);
     EXPECT_EQ(count_of(db, "SELECT count(DISTINCT request_id) FROM responses WHERE ok = 1"),

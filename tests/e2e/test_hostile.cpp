@@ -328,6 +328,7 @@ TEST(Hostile, AFullDiskStopsTheRunAtOnce) {
     auto again = e2e::run(run_args(server.url(), db, {"--repeats", "25", "--framing", "raw"}));
     EXPECT_EQ(again.exit_code, 1) << again.err;
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
     auto statuses = query(db, "SELECT group_concat(status, ',') FROM (SELECT status FROM runs "
                               "ORDER BY run_id)");
     EXPECT_TRUE(statuses == "incomplete,failed,incomplete" ||

@@ -155,6 +155,7 @@ TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
 }
 
 TEST(Launch, AttachedLogIsFingerprinted) {

@@ -164,6 +164,10 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     ASSERT_GT(partial, 0);
     ASSERT_LT(partial, 192) << "the run finished before it could be killed";
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+    // Every id a row holds names a row that exists, though the run has
+    // SQLite skip checking them (Store::check_references).
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
     // Each response was stored with its classification and scores, so the
     // killed run's views are complete without another command.
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses r LEFT JOIN classifications c "
@@ -176,6 +180,7 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     EXPECT_NE(o.err.find(std::to_string(partial) + " already stored (skipped)"), std::string::npos)
         << o.err;
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
     // 48 questions x 2 framings x 2 repeats, each answered exactly once.
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "192");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
@@ -309,6 +314,7 @@ TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "interrupted");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0");
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
     auto o = e2e::run(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
