@@ -208,6 +208,39 @@ std::string verdict_table(const analysis::Summary& summary, Style style) {
     return render_table(rows, style);
 }
 
+namespace {
+
+// Whole numbers for `parts` (means over repeats) that add up to their
+// rounded total, each within 1 of its mean: the largest remainders take the
+// units that rounding each down leaves (Hamilton's method). Rounding each
+// alone printed "0" and "0" for two outcomes of half a response each, in a
+// row of 4 responses whose other outcomes printed 3.
+std::vector<int64_t> whole_parts(const std::vector<double>& parts) {
+    double total = 0;
+    for (double p : parts) {
+        total += p;
+    }
+    const auto target = static_cast<int64_t>(std::llround(total));
+    std::vector<int64_t> out;
+    std::vector<size_t> order;
+    int64_t sum = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        // A mean of whole counts sums to within rounding of a whole number.
+        out.push_back(static_cast<int64_t>(std::floor(parts[i] + 1e-9)));
+        sum += out.back();
+        order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return parts[a] - static_cast<double>(out[a]) > parts[b] - static_cast<double>(out[b]);
+    });
+    for (size_t k = 0; k < order.size() && sum < target; ++k, ++sum) {
+        ++out[order[k]];
+    }
+    return out;
+}
+
+} // namespace
+
 std::string breakdown_table(const analysis::Summary& summary, const std::string& scorer,
                             Style style) {
     auto k = static_cast<size_t>(std::find(summary.scorers.begin(), summary.scorers.end(), scorer) -
@@ -217,12 +250,14 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
                     "fin. acc", "score", "tokens"});
     for (const auto& g : summary.groups) {
         bool have = k < g.scorers.size();
+        // The outcomes add up as printed: never finished is stop + length +
+        // other, and with finished and errors they make the responses.
+        const auto w =
+            whole_parts({g.finished, g.stop_truncated, g.length_truncated, g.other, g.errors});
         rows.push_back({g.label(), fmt::format("{:.0f}", g.started_reasoning),
-                        fmt::format("{:.0f}", g.never_finished),
-                        fmt::format("{:.0f}", g.stop_truncated),
-                        fmt::format("{:.0f}", g.length_truncated), fmt::format("{:.0f}", g.other),
-                        fmt::format("{:.0f}", g.errors), fmt::format("{:.0f}", g.finished),
-                        have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
+                        std::to_string(w[1] + w[2] + w[3]), std::to_string(w[1]),
+                        std::to_string(w[2]), std::to_string(w[3]), std::to_string(w[4]),
+                        std::to_string(w[0]), have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
                         have ? pct(g.scorers[k].spread.mean) : "-",
                         fmt::format("{:.0f}", g.mean_completion_tokens)});
     }

@@ -89,6 +89,10 @@ TEST(ReportTables, BreakdownCountsAreMeansPerRepeat) {
     EXPECT_EQ(lines[1].substr(0, 5), "| ---");
     // finished accuracy by s0: repeat 0 4/4, repeat 1 2/2 -> 100.0; score 75.0.
     EXPECT_NE(lines[2].find("| 100.0 | 75.0 |"), std::string::npos) << lines[2];
+    // Half a response cut and half an error per run, 3 finished, of 4: the
+    // printed outcomes add up to the 4 responses and never finished is the
+    // sum of its parts. Rounding each alone printed 0, 0 and 3.
+    EXPECT_NE(lines[2].find("| 1 | 0 | 1 | 0 | 0 | 3 |"), std::string::npos) << lines[2];
     // An unknown scorer shows "-" rather than another scorer's numbers.
     EXPECT_NE(reports::breakdown_table(summary, "nope", reports::Style::text).find(" - "),
               std::string::npos);
