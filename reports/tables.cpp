@@ -85,12 +85,13 @@ std::string signed_ms(double v) {
 }
 
 ShownTail shown_tail(const analysis::TailDifference& t) {
-    // std::nearbyint rounds as fmt's "{:.0f}" does (ties to even).
+    // Each value as ms() prints it.
+    const auto shown = [](double v) { return util::printed_value(ms(v)); };
     ShownTail s;
-    s.a_p50 = std::nearbyint(t.a_p50_ms);
-    s.b_p50 = std::nearbyint(t.b_p50_ms);
-    s.a_p99 = std::nearbyint(t.a_p99_ms);
-    s.b_p99 = std::nearbyint(t.b_p99_ms);
+    s.a_p50 = shown(t.a_p50_ms);
+    s.b_p50 = shown(t.b_p50_ms);
+    s.a_p99 = shown(t.a_p99_ms);
+    s.b_p99 = shown(t.b_p99_ms);
     s.p50_diff = s.b_p50 - s.a_p50;
     s.p99_diff = s.b_p99 - s.a_p99;
     if (t.p99_diff_ci) {
@@ -98,7 +99,7 @@ ShownTail shown_tail(const analysis::TailDifference& t) {
             analysis::Interval{std::floor(t.p99_diff_ci->lo), std::ceil(t.p99_diff_ci->hi)};
     }
     if (const auto e = t.explained_ms()) {
-        s.explained = std::nearbyint(*e);
+        s.explained = shown(*e);
         s.rest = s.p99_diff - *s.explained;
     }
     return s;

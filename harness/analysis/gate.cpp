@@ -5,13 +5,13 @@
 
 #include <harness/analysis/facts.hpp>
 #include <harness/store/readers.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 
 namespace diffeval::analysis {
 
@@ -172,8 +172,7 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     // "(6.33 -> 8.00)" with "+1.67", never "(6.3 -> 8.0)" with "+1.67".
     const std::string a_text = fmt::format("{:.2f}", a);
     const std::string b_text = fmt::format("{:.2f}", b);
-    const double shown =
-        std::strtod(b_text.c_str(), nullptr) - std::strtod(a_text.c_str(), nullptr);
+    const double shown = util::printed_value(b_text) - util::printed_value(a_text);
     const std::string shown_text = fmt::format("{:.2f}", std::abs(shown));
     c.measured_text =
         pct ? fmt::format("{:+.2f}% of questions ({} -> {} per run)", measured, a_text, b_text)

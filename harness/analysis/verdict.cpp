@@ -2,10 +2,11 @@
 // the numbers that decided it, in the order a reader checks them.
 #include <harness/analysis/verdict.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 
 namespace diffeval::analysis {
 
@@ -32,11 +33,6 @@ std::string holm_clause(const Verdict& v) {
     return v.comparisons > 1 ? fmt::format(" (Holm-adjusted {} over {} comparisons)",
                                            pvalue(v.p_adjusted), v.comparisons)
                              : std::string();
-}
-
-// The value, in points, of a number printed by fmt ("-5.5" -> -5.5).
-double printed_value(const std::string& text) {
-    return std::strtod(text.c_str(), nullptr);
 }
 
 // -1, 0 or 1: where `points` lies against `threshold_points`.
@@ -66,7 +62,8 @@ std::string accuracy_text(double proportion) {
 }
 
 double shown_diff(double accuracy_a, double accuracy_b) {
-    return (printed_value(accuracy_text(accuracy_b)) - printed_value(accuracy_text(accuracy_a))) /
+    return (util::printed_value(accuracy_text(accuracy_b)) -
+            util::printed_value(accuracy_text(accuracy_a))) /
            100.0;
 }
 
@@ -79,7 +76,7 @@ std::string bound_text(double proportion, std::initializer_list<double> threshol
     std::string s;
     for (int decimals = 1; decimals <= 4; ++decimals) {
         s = fmt::format("{:+.{}f}", exact, decimals);
-        const double printed = printed_value(s);
+        const double printed = util::printed_value(s);
         bool same_sides = true;
         for (double t : thresholds) {
             same_sides = same_sides && side_of(printed, 100.0 * t) == side_of(exact, 100.0 * t);
@@ -88,7 +85,7 @@ std::string bound_text(double proportion, std::initializer_list<double> threshol
             break;
         }
     }
-    return printed_value(s) == 0.0 ? std::string("0.0") : s;
+    return util::printed_value(s) == 0.0 ? std::string("0.0") : s;
 }
 
 std::string interval_text(double lo, double hi, double shown,
@@ -96,11 +93,11 @@ std::string interval_text(double lo, double hi, double shown,
     std::string lo_text = bound_text(lo, thresholds);
     std::string hi_text = bound_text(hi, thresholds);
     const std::string shown_text = signed_points(shown);
-    const double at = printed_value(shown_text);
-    if (printed_value(lo_text) > at) {
+    const double at = util::printed_value(shown_text);
+    if (util::printed_value(lo_text) > at) {
         lo_text = shown_text;
     }
-    if (printed_value(hi_text) < at) {
+    if (util::printed_value(hi_text) < at) {
         hi_text = shown_text;
     }
     return fmt::format("[{}, {}]", lo_text, hi_text);
@@ -109,7 +106,7 @@ std::string interval_text(double lo, double hi, double shown,
 std::string margin_text(double proportion) {
     const double exact = 100.0 * proportion;
     auto s = fmt::format("{:.1f}", exact);
-    return std::abs(printed_value(s) - exact) > 1e-9 ? fmt::format("{:g}", exact) : s;
+    return std::abs(util::printed_value(s) - exact) > 1e-9 ? fmt::format("{:g}", exact) : s;
 }
 
 const char* verdict_name(VerdictKind kind) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,13 @@ inline size_t utf8_length(std::string_view s) {
         ++n;
     }
     return n;
+}
+
+// The value of a number as it was printed ("-5.5" -> -5.5): what a reader who
+// subtracts printed numbers works with, so a difference printed beside them
+// is computed from these.
+inline double printed_value(const std::string& text) {
+    return std::strtod(text.c_str(), nullptr);
 }
 
 // `plain` (an optional '-', digits, an optional fraction) with a comma

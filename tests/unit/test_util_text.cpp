@@ -1,5 +1,6 @@
 // util::with_commas: the simulator writes GSM8K answers with it ("1,319")
-// and the reports write counts with it; both read it as GSM8K does.
+// and the reports write counts with it; both read it as GSM8K does. And
+// util::printed_value, from which differences beside printed numbers come.
 #include <harness/util/text.hpp>
 
 #include <gtest/gtest.h>
@@ -22,4 +23,14 @@ TEST(WithCommas, KeepsTheSignAndTheFractionApart) {
     EXPECT_EQ(with_commas(".5"), ".5");
     EXPECT_EQ(with_commas("-"), "-");
     EXPECT_EQ(with_commas(""), "");
+}
+
+// A difference printed beside two printed numbers is computed from their
+// printed values: 83.33 and 77.78 print as 83.3 and 77.8, 5.5 apart.
+TEST(PrintedValue, IsTheNumberAsPrinted) {
+    using diffeval::util::printed_value;
+    EXPECT_DOUBLE_EQ(printed_value("-5.5"), -5.5);
+    EXPECT_DOUBLE_EQ(printed_value("83.3") - printed_value("77.8"), 83.3 - 77.8);
+    EXPECT_DOUBLE_EQ(printed_value("-0"), 0.0);
+    EXPECT_DOUBLE_EQ(printed_value("+12"), 12.0);
 }
