@@ -106,6 +106,29 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
     return {};
 }
 
+// CLI11's "Could not convert: --limit = 1e3" in our own words, naming what
+// the flag takes: "--limit '1e3': expected a whole number". Other
+// conversion messages are kept as CLI11 words them.
+std::string conversion_message(const CLI::App& sub, const std::string& what) {
+    constexpr std::string_view k_prefix = "Could not convert: ";
+    const auto equals = what.find(" = ");
+    if (what.rfind(k_prefix, 0) != 0 || equals == std::string::npos) {
+        return what;
+    }
+    const std::string name = what.substr(k_prefix.size(), equals - k_prefix.size());
+    const std::string value = what.substr(equals + 3);
+    std::string expected = "a valid value";
+    if (const CLI::Option* opt = sub.get_option_no_throw(name)) {
+        const std::string type = opt->get_type_name();
+        if (type == "INT" || type == "UINT") {
+            expected = "a whole number";
+        } else if (type == "FLOAT") {
+            expected = "a number";
+        }
+    }
+    return fmt::format("{} '{}': expected {}", name, value, expected);
+}
+
 std::string help_hint(const CLI::App& app, const CLI::App& sub) {
     if (&sub == &app) {
         return "see 'diffeval --help'";
@@ -155,6 +178,11 @@ int run_main(int argc, char** argv) {
         auto* sub = deepest_parsed(app);
         auto hint = flag_suggestion(*sub, sub->remaining());
         std::cerr << fmt::format("diffeval: {}; {}\n", hint.empty() ? e.what() : hint,
+                                 help_hint(app, *sub));
+        return k_exit_usage;
+    } catch (const CLI::ConversionError& e) {
+        const auto* sub = deepest_parsed(app);
+        std::cerr << fmt::format("diffeval: {}; {}\n", conversion_message(*sub, e.what()),
                                  help_hint(app, *sub));
         return k_exit_usage;
     } catch (const CLI::ParseError& e) {

@@ -122,6 +122,17 @@ util::Result<void> check_number_flags(const RunFlags& f) {
             }
         }
     }
+    // Sent as they are: JSON has no nan or inf, and a body holding one is
+    // refused by every server.
+    const std::pair<const char*, std::optional<double>> sent[] = {{"--temperature", f.temperature},
+                                                                  {"--top-p", f.top_p}};
+    for (const auto& [flag, value] : sent) {
+        if (value && !std::isfinite(*value)) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("{} {}: expected a finite number such as 0.6", flag, *value));
+        }
+    }
     return {};
 }
 

@@ -74,10 +74,12 @@ util::Result<std::chrono::milliseconds> get_seconds(const std::string& path, con
     return std::chrono::milliseconds(static_cast<int64_t>(std::llround(*v * 1000)));
 }
 
+// Whole numbers print whole: a --limit past int64, which CLI11 reads as
+// int64's largest value, prints as 9223372036854775808 (that value as a
+// double), not 9.223372036854776e+18.
 std::string shown(double v) {
-    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18
-               ? fmt::format("{}", static_cast<int64_t>(v))
-               : fmt::format("{}", v);
+    return std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e20 ? fmt::format("{:.0f}", v)
+                                                                         : fmt::format("{}", v);
 }
 
 } // namespace
@@ -238,7 +240,11 @@ const KeyTable<ServerSpec>& server_keys() {
                  return make_error(ErrorKind::usage,
                                    fmt::format("{}: body must be a table", where(path, n)));
              }
-             s.extra_body = util::toml_to_json(n);
+             auto body = util::toml_to_json(n, path, "body");
+             if (!body) {
+                 return body.error();
+             }
+             s.extra_body = std::move(*body);
              return {};
          }},
     };

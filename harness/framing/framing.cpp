@@ -190,7 +190,11 @@ util::Result<void> read_texts(const toml::table& tbl, const std::string& origin,
             return make_error(ErrorKind::usage,
                               fmt::format("{}: 'fields' must be a table", where(origin, *fields)));
         }
-        f.fields = util::toml_to_json(*fields);
+        auto json = util::toml_to_json(*fields, origin, "fields");
+        if (!json) {
+            return json.error();
+        }
+        f.fields = std::move(*json);
     } else {
         f.fields = nlohmann::ordered_json::object();
     }

@@ -48,34 +48,54 @@ std::optional<int64_t> toml_integer(const toml::node& node) {
     return std::nullopt;
 }
 
-nlohmann::ordered_json toml_to_json(const toml::node& node) {
+Result<nlohmann::ordered_json> toml_to_json(const toml::node& node, const std::string& origin,
+                                            std::string_view key) {
     if (const auto* table = node.as_table()) {
         auto out = nlohmann::ordered_json::object();
-        for (const auto& [key, value] : *table) {
-            out[std::string(key.str())] = toml_to_json(value);
+        for (const auto& [k, value] : *table) {
+            auto v = toml_to_json(value, origin, k.str());
+            if (!v) {
+                return v.error();
+            }
+            out[std::string(k.str())] = std::move(*v);
         }
         return out;
     }
     if (const auto* array = node.as_array()) {
         auto out = nlohmann::ordered_json::array();
         for (const auto& value : *array) {
-            out.push_back(toml_to_json(value));
+            auto v = toml_to_json(value, origin, key);
+            if (!v) {
+                return v.error();
+            }
+            out.push_back(std::move(*v));
         }
         return out;
     }
     if (node.is_string()) {
-        return *node.value<std::string>();
+        return nlohmann::ordered_json(*node.value<std::string>());
     }
     if (node.is_integer()) {
-        return *node.value<int64_t>();
+        return nlohmann::ordered_json(*node.value<int64_t>());
     }
-    if (node.is_floating_point()) {
-        return *node.value<double>();
+    if (const auto* f = node.as_floating_point()) {
+        // JSON has no nan or inf: a body holding one is not JSON at all,
+        // and every server refuses it.
+        if (!std::isfinite(f->get())) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: '{}' is {}; a request body holds finite numbers "
+                                          "only: give a number such as 0.6",
+                                          toml_where(origin, node), key, f->get()));
+        }
+        return nlohmann::ordered_json(f->get());
     }
     if (node.is_boolean()) {
-        return *node.value<bool>();
+        return nlohmann::ordered_json(*node.value<bool>());
     }
-    return nullptr;
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}: '{}' is a TOML date or time, which JSON has no value for; "
+                                  "quote it to send it as a string",
+                                  toml_where(origin, node), key));
 }
 
 } // namespace diffeval::util

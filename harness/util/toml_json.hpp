@@ -36,7 +36,10 @@ Result<void> check_known_keys(const toml::table& tbl, const std::set<std::string
 std::optional<int64_t> toml_integer(const toml::node& node);
 
 // `node` as JSON: tables become objects, arrays arrays, and scalars keep
-// their type (integers stay integers, floats floats).
-nlohmann::ordered_json toml_to_json(const toml::node& node);
+// their type (integers stay integers, floats floats). A value JSON cannot
+// hold (nan, inf, a date or time) is a usage error "ORIGIN:LINE: 'KEY' is
+// ...", KEY being the innermost key around it (`key` for `node` itself).
+Result<nlohmann::ordered_json> toml_to_json(const toml::node& node, const std::string& origin,
+                                            std::string_view key = {});
 
 } // namespace diffeval::util

@@ -187,7 +187,9 @@ TEST(Hostile, OutOfRangeFlagsAreRefusedUpFront) {
                                                        {"--repeats", "2000000000"},
                                                        {"--max-tokens", "0"},
                                                        {"--max-tokens", "4294967297"},
-                                                       {"--max-response-bytes", "10"}};
+                                                       {"--max-response-bytes", "10"},
+                                                       {"--temperature", "nan"},
+                                                       {"--top-p", "inf"}};
     for (const auto& flags : bad) {
         auto o = e2e::run(run_args(server.url(), db, flags));
         EXPECT_EQ(o.exit_code, 2) << flags[0] << " " << flags[1] << ": " << o.err;
@@ -197,6 +199,63 @@ TEST(Hostile, OutOfRangeFlagsAreRefusedUpFront) {
     EXPECT_EQ(server.total_arrivals(), 0);
     EXPECT_EQ(server.model_listings(), 0);
     EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// A number CLI11 cannot read is named in the same one line as the range
+// checks: the flag, the text as typed and what the flag takes.
+TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
+    auto dir = e2e::scratch("hostile-mistyped");
+    HostileServer server(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"--limit", "1e3"}, "--limit '1e3': expected a whole number"},
+        {{"--repeats", "1.5"}, "--repeats '1.5': expected a whole number"},
+        {{"--timeout", "ten"}, "--timeout 'ten': expected a number"}};
+    for (const auto& [flags, said] : bad) {
+        auto o = e2e::run(run_args(server.url(), db, flags));
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(said), std::string::npos) << o.err;
+        EXPECT_EQ(o.err.find("Could not convert"), std::string::npos) << o.err;
+    }
+    auto o = e2e::run({"gate", "--db", db.string(), "--max-drop", "two"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("--max-drop 'two': expected a number"), std::string::npos) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
+
+// TOML has nan, inf and dates; JSON has none of them. A body field holding
+// one would go out as text no server reads as JSON (Python's "NaN") or as
+// null: the file's line says so before anything is sent.
+TEST(Hostile, BodyValuesJsonCannotHoldAreRefusedWithTheirLine) {
+    auto dir = e2e::scratch("hostile-nonjson");
+    HostileServer server(cycle({Hostile::good}));
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"temperature = nan", "'temperature' is nan"},
+        {"opts = { a = [1.0, -inf] }", "'a' is -inf"},
+        {"when = 1979-05-27", "'when' is a TOML date or time"}};
+    for (const auto& [value, said] : bad) {
+        auto exp = dir / "exp.toml";
+        std::ofstream(exp) << "version = 1\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
+                           << "\"\n[servers.body]\n"
+                           << value << "\n";
+        auto o = e2e::run({"run", "--config", exp.string(), "--db", (dir / "r.sqlite").string()});
+        EXPECT_EQ(o.exit_code, 2) << value << ": " << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find("exp.toml:6: " + said), std::string::npos) << o.err;
+
+        auto framing = dir / "f.toml";
+        std::ofstream(framing) << "version = 1\nendpoint = \"/v1/completions\"\n"
+                               << "kind = \"completion\"\nbody = [\"prompt\"]\n"
+                               << "question_template = \"Q: {question}\\nA:\"\n[fields]\n"
+                               << value << "\n";
+        o = e2e::run(run_args(server.url(), dir / "r.sqlite", {"--framing", framing.string()}));
+        EXPECT_EQ(o.exit_code, 2) << value << ": " << o.err;
+        EXPECT_NE(o.err.find("f.toml:7: " + said), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
 }
 
 TEST(Hostile, OutOfRangeExperimentKeysAreRefused) {
