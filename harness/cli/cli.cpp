@@ -120,7 +120,16 @@ std::string conversion_message(const CLI::App& sub, const std::string& what) {
     std::string expected = "a valid value";
     if (const CLI::Option* opt = sub.get_option_no_throw(name)) {
         const std::string type = opt->get_type_name();
-        if (type == "INT" || type == "UINT") {
+        const bool whole = type == "INT" || type == "UINT";
+        // A whole number CLI11 refused is out of its type's range.
+        const size_t sign = value.find_first_not_of("+-") == 1 ? 1 : 0;
+        const bool integral = whole && value.size() > sign &&
+                              value.find_first_not_of("0123456789", sign) == std::string::npos;
+        if (integral && type == "UINT" && value[0] == '-') {
+            expected = "a whole number of 0 or more";
+        } else if (integral) {
+            return fmt::format("{} {}: too large a number for this flag", name, value);
+        } else if (whole) {
             expected = "a whole number";
         } else if (type == "FLOAT") {
             expected = "a number";

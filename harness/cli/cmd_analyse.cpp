@@ -120,6 +120,9 @@ int diff_command(const AnalyseFlags& f) {
     if (!style) {
         return report(style.error());
     }
+    if (auto r = check_paired_flags(f.alpha, f.resamples); !r) {
+        return report(r.error());
+    }
     auto a = analysis::parse_selector(f.a);
     auto b = analysis::parse_selector(f.b);
     if (!a) {
@@ -186,6 +189,9 @@ int diff_command(const AnalyseFlags& f) {
 // `diffeval plan`: from a pilot run, how many questions and repeats would
 // detect a drop of `--drop` points at `--alpha` with 80% power.
 int plan_command(const AnalyseFlags& f) {
+    if (auto r = check_paired_flags(f.alpha, analysis::k_default_resamples); !r) {
+        return report(r.error());
+    }
     if (!(std::isfinite(f.drop) && f.drop > 0 && f.drop <= 100)) {
         return report(util::make_error(
             util::ErrorKind::usage,

@@ -132,6 +132,16 @@ void print_tables(const reports::ReportData& data) {
 }
 
 int demo_command(const DemoFlags& f) {
+    // 0. The flags, before anything starts (0 is --limit's "all questions").
+    using L = engine::Limits;
+    if (f.limit != 0) {
+        if (auto r = engine::check_range("--limit", f.limit, 1, L::max_limit); !r) {
+            return report(r.error());
+        }
+    }
+    if (auto r = engine::check_range("--repeats", f.repeats, 1, L::max_repeats); !r) {
+        return report(r.error());
+    }
     // 1. Choose the dataset.
     std::string spec;
     auto dataset = choose_dataset(f, spec);

@@ -31,6 +31,18 @@ std::vector<std::string> split_list(const std::vector<std::string>& values) {
     return out;
 }
 
+util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
+    if (!(alpha > 0.0 && alpha <= 0.5)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--alpha {}: must be in (0, 0.5] (e.g. 0.05)", alpha));
+    }
+    if (resamples == 0) {
+        return util::make_error(util::ErrorKind::usage,
+                                "--resamples 0: must be at least 1 (default 10000)");
+    }
+    return {};
+}
+
 int report(const util::Error& error) {
     std::cerr << "diffeval: " << error.message << "\n";
     switch (error.kind) {

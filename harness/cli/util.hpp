@@ -7,6 +7,7 @@
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
+#include <cstdint>
 #include <memory>
 
 #include <string>
@@ -16,6 +17,10 @@ namespace diffeval::cli {
 
 // Split "a,b,c" (and repeated flags) into items, dropping empty ones.
 std::vector<std::string> split_list(const std::vector<std::string>& values);
+
+// --alpha and --resamples of the paired commands (diff, plan, gate), checked
+// before any data is read: "--alpha 2: must be in (0, 0.5] (e.g. 0.05)".
+util::Result<void> check_paired_flags(double alpha, uint32_t resamples);
 
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);

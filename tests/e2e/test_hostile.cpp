@@ -218,9 +218,30 @@ TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
         EXPECT_NE(o.err.find(said), std::string::npos) << o.err;
         EXPECT_EQ(o.err.find("Could not convert"), std::string::npos) << o.err;
     }
-    auto o = e2e::run({"gate", "--db", db.string(), "--max-drop", "two"});
-    EXPECT_EQ(o.exit_code, 2) << o.err;
-    EXPECT_NE(o.err.find("--max-drop 'two': expected a number"), std::string::npos) << o.err;
+    // The paired commands' own flags, named before the database is looked at.
+    const std::vector<std::pair<std::vector<std::string>, std::string>> paired = {
+        {{"gate", "--max-drop", "two"}, "--max-drop 'two': expected a number"},
+        {{"diff", "a", "b", "--resamples", "-2"}, "--resamples '-2': expected a whole number of 0"},
+        {{"diff", "a", "b", "--resamples", "99999999999"}, "--resamples 99999999999: too large"},
+        {{"diff", "a", "b", "--resamples", "0"}, "--resamples 0: must be at least 1"},
+        {{"diff", "a", "b", "--alpha", "2"}, "--alpha 2: must be in (0, 0.5]"},
+        {{"gate", "--baseline", "a", "--candidate", "b", "--max-drop", "1", "--alpha", "0.7"},
+         "--alpha 0.7: must be in (0, 0.5]"}};
+    for (auto [args, said] : paired) {
+        args.insert(args.begin() + 1, {"--db", db.string()});
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(said), std::string::npos) << o.err;
+    }
+    // demo starts three simulated servers: not before its flags are read.
+    for (const std::string flag : {"--limit", "--repeats"}) {
+        auto o = e2e::run({"demo", flag, "-1", "--out", (dir / "demo").string()});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(flag + " -1: must be between 1 and"), std::string::npos) << o.err;
+        EXPECT_EQ(o.out, "") << "nothing starts before the flags are checked";
+    }
     EXPECT_EQ(server.total_arrivals(), 0);
     EXPECT_FALSE(std::filesystem::exists(db));
 }
