@@ -1,9 +1,10 @@
 // libFuzzer target: every built-in scorer (regexes, number normalisation,
 // Python int parsing) and the outcome classifier on arbitrary model text.
 // Differential too: a scorer taking the last match finds it with one forward
-// search per match (scorer.cpp, `ahead`); the same scorer with its pattern
-// behind an empty `\Q\E` (the same language, but the plain findall loop) must
-// extract exactly what it does.
+// search per match or per stride of up to eight matches (scorer.cpp, `ahead`
+// and `stride`); the same scorer with its pattern behind an empty `\Q\E`
+// (the same language, but the plain findall loop) must extract exactly what
+// it does.
 #include <scorers/classify.hpp>
 #include <scorers/registry.hpp>
 #include <scorers/score_text.hpp>

@@ -1,5 +1,6 @@
 // match = "last" takes the last match in Python's re.findall() order. The
-// scorer finds it by asking RE2 for match ends alone and for one start; these
+// scorer finds it by asking RE2 for match ends alone (up to eight matches in
+// one pass when no match can be empty) and for one start; these
 // tests hold it to the plain loop (every match found whole, start and end, an
 // empty match stepped past by one character) on patterns that can match the
 // empty string, with anchors, word boundaries, alternations and multi-byte
@@ -120,6 +121,31 @@ TEST(FindallLast, RandomTextsAgreeWithThePlainLoop) {
     for (const auto& pattern : k_patterns) {
         const Scorer scorer = last_match_scorer(pattern);
         for (int round = 0; round < 300; ++round) {
+            std::string text;
+            for (int n = length(rng); n > 0; --n) {
+                text += alphabet[pick(rng)];
+            }
+            ASSERT_EQ(extracted(scorer, text), expected(pattern, text))
+                << pattern << " on '" << text << "'";
+        }
+    }
+}
+
+TEST(FindallLast, LongTextsWithManyMatchesAgreeWithThePlainLoop) {
+    // A pattern that never matches empty text is stepped through up to
+    // eight matches at a time, then match by match: texts long enough for
+    // dozens of matches, so the last may fall anywhere within a step.
+    const std::vector<std::string> alphabet = {"x", "x", "y", "b", "a", " ", "\n", "1", ",", "é"};
+    std::vector<std::string> patterns = k_patterns;
+    for (const char* p : {R"(x+)", R"(\bx)", R"(x\b)", R"(1[,1]*)", R"((?m)x$|y)", R"([^ ]+)"}) {
+        patterns.emplace_back(p);
+    }
+    std::mt19937 rng(20261203);
+    std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1);
+    std::uniform_int_distribution<int> length(0, 320);
+    for (const auto& pattern : patterns) {
+        const Scorer scorer = last_match_scorer(pattern);
+        for (int round = 0; round < 150; ++round) {
             std::string text;
             for (int n = length(rng); n > 0; --n) {
                 text += alphabet[pick(rng)];
