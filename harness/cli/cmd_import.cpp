@@ -9,8 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 namespace diffeval::cli {
 
@@ -27,6 +30,14 @@ struct ImportFlags {
 int import_command(const ImportFlags& f) {
     // 1. Open (or create) the store, once the samples file is known to be
     // readable: a mistyped path must not leave an empty database behind.
+    std::error_code ec;
+    if (std::filesystem::is_directory(f.path, ec)) {
+        return report(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("{} is a directory; give the samples_*.jsonl file lm-eval --log_samples "
+                        "wrote in it",
+                        f.path)));
+    }
     if (std::ifstream probe(f.path); !probe) {
         return report(util::make_error(
             util::ErrorKind::usage,
@@ -34,6 +45,16 @@ int import_command(const ImportFlags& f) {
                         "--log_samples wrote",
                         f.path, std::strerror(errno))));
     }
+    // The files this command creates, removed again if the file turns out
+    // not to be samples: a failed import leaves no empty database behind.
+    std::vector<std::string> created;
+    for (const std::string& file :
+         {f.db, f.db + "-wal", f.db + "-shm", f.db + ".lock", f.db + "-journal"}) {
+        if (!std::filesystem::exists(file, ec)) {
+            created.push_back(file);
+        }
+    }
+    const bool new_db = !created.empty() && created.front() == f.db;
     auto st = store::Store::open(f.db, store::Store::Mode::read_write);
     if (!st) {
         return report(st.error());
@@ -41,6 +62,10 @@ int import_command(const ImportFlags& f) {
     // 2. Read the samples file and store it as one group.
     auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset});
     if (!r) {
+        st->reset();
+        for (const auto& file : new_db ? created : std::vector<std::string>{}) {
+            std::filesystem::remove(file, ec);
+        }
         return report(r.error());
     }
     if (auto scored = analysis::ensure_scored(**st); !scored) {

@@ -139,6 +139,23 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     EXPECT_NE(o.err.find(bad.string() + ":2: not an lm-eval samples line"), std::string::npos)
         << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1);
+    // The database the failed import would have created is not left behind.
+    for (const auto* suffix : {"", "-wal", "-shm", ".lock"}) {
+        EXPECT_FALSE(std::filesystem::exists(db.string() + suffix)) << suffix;
+    }
+    auto dir_given = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "/tmp"});
+    EXPECT_EQ(dir_given.exit_code, 2);
+    EXPECT_NE(dir_given.err.find("/tmp is a directory"), std::string::npos) << dir_given.err;
+    // A database that was there keeps what it held.
+    auto good = dir / "samples_gsm8k_good.jsonl";
+    std::ofstream(good) << "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A\"}, "
+                           "\"resps\": [[\"x\"]]}\n";
+    ASSERT_EQ(e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", good.string()})
+                  .exit_code,
+              0);
+    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "y", bad.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "1");
     auto f = e2e::run({"export", "--db", db.string(), "--format", "csv", "--out", dir.string()});
     EXPECT_EQ(f.exit_code, 2);
     EXPECT_NE(f.err.find("lm-eval-samples"), std::string::npos) << f.err;
