@@ -263,6 +263,9 @@ std::optional<size_t> Scorer::Compiled::last_start(const re2::StringPiece& input
         previous = pos;
         pos = end;
     }
+    if (stride && pos != stop) {
+        return scan(input, 0, false, std::nullopt); // engines disagree: take the plain way
+    }
     if (!previous) {
         return std::nullopt;
     }

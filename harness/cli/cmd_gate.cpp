@@ -323,11 +323,11 @@ int gate_command(const GateFlags& flags) {
         }
         return report(error);
     };
-    // A baseline from another database: gate one database combining both,
-    // the baseline's servers renamed "baseline:NAME".
     if (auto r = check_paired_flags(flags.alpha.value_or(0.05), flags.resamples); !r) {
         return cannot_run(r.error());
     }
+    // A baseline from another database: gate one database combining both,
+    // the baseline's servers renamed "baseline:NAME".
     GateFlags f = flags;
     std::unique_ptr<CombinedDb> combined;
     if (!flags.baseline_db.empty()) {
