@@ -234,7 +234,7 @@ std::optional<size_t> Scorer::Compiled::last_start(const re2::StringPiece& input
     size_t pos = 0;
     std::optional<size_t> previous;
     re2::StringPiece reach;
-    size_t stop = size + 1; // a search from here finds nothing
+    size_t stop = size + 1; // searches run from below here (all of the text without `stride`)
     if (stride) {
         // Up to K matches a step, then single matches from the last step's
         // start: the search positions are those of the loop below.
@@ -254,8 +254,7 @@ std::optional<size_t> Scorer::Compiled::last_start(const re2::StringPiece& input
         stop = pos;
         pos = *last_stride;
     }
-    while (pos < stop && pos <= size &&
-           ahead->Match(input, pos, size, re2::RE2::ANCHOR_START, &reach, 1)) {
+    while (pos < stop && ahead->Match(input, pos, size, re2::RE2::ANCHOR_START, &reach, 1)) {
         const size_t end = static_cast<size_t>(reach.data() - input.data()) + reach.size();
         if (end == pos) {
             return scan(input, pos, false, std::nullopt);

@@ -413,11 +413,7 @@ util::Result<void> validate(const GateSpec& spec) {
                                       "number (e.g. 10)",
                                       *spec.max_token_increase_pct));
     }
-    if (!(spec.alpha > 0 && spec.alpha <= 0.5)) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("--alpha {} must be in (0, 0.5] (e.g. 0.05)", spec.alpha));
-    }
-    return {};
+    return check_alpha(spec.alpha);
 }
 
 } // namespace

@@ -245,9 +245,8 @@ util::Result<void> check_inputs(const CorrectnessMatrix& a, const CorrectnessMat
         return make_error(ErrorKind::data,
                           "paired analysis needs at least one question answered on both sides");
     }
-    if (!(options.alpha > 0.0 && options.alpha <= 0.5)) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("alpha must be in (0, 0.5], got {}", options.alpha));
+    if (auto ok = check_alpha(options.alpha); !ok) {
+        return ok.error();
     }
     if (!(options.power >= 0.5 && options.power < 1.0)) {
         return make_error(ErrorKind::usage,

@@ -198,18 +198,6 @@ BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptio
     };
 }
 
-util::Result<void> check_options(const BootstrapOptions& options) {
-    if (options.resamples == 0) {
-        return util::make_error(util::ErrorKind::usage, "bootstrap needs at least 1 resample");
-    }
-    if (!(options.confidence > 0.0 && options.confidence < 1.0)) {
-        return util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("bootstrap confidence must be in (0, 1), got {}", options.confidence));
-    }
-    return {};
-}
-
 // Questions are indexed with 32-bit draws.
 constexpr std::size_t k_max_questions = std::numeric_limits<std::uint32_t>::max();
 
@@ -249,6 +237,27 @@ double horner(const std::array<double, 8>& coefficients, double x) {
 }
 
 } // namespace
+
+util::Result<void> check_options(const BootstrapOptions& options) {
+    if (options.resamples == 0) {
+        return util::make_error(util::ErrorKind::usage,
+                                "--resamples 0: must be at least 1 (default 10000)");
+    }
+    if (!(options.confidence > 0.0 && options.confidence < 1.0)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("bootstrap confidence must be in (0, 1), got {}", options.confidence));
+    }
+    return {};
+}
+
+util::Result<void> check_alpha(double alpha) {
+    if (!(alpha > 0.0 && alpha <= 0.5)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--alpha {}: must be in (0, 0.5] (e.g. 0.05)", alpha));
+    }
+    return {};
+}
 
 McNemarResult mcnemar(std::uint64_t b, std::uint64_t c) {
     McNemarResult result{.b = b, .c = c, .n = b + c};

@@ -51,6 +51,14 @@ struct BootstrapOptions {
     double confidence = 0.95; // in (0, 1); the interval is two-sided and central
 };
 
+// `options` unless it draws no resample or its confidence is outside (0, 1):
+// a usage error naming --resamples.
+util::Result<void> check_options(const BootstrapOptions& options);
+
+// `alpha`, the level of a paired test, unless outside (0, 0.5]: a usage
+// error naming --alpha. Commands check it before they read any data.
+util::Result<void> check_alpha(double alpha);
+
 // A difference of mean accuracy (B - A) with its percentile bootstrap interval.
 struct BootstrapInterval {
     double diff = 0.0; // observed mean(B) - mean(A)

@@ -79,9 +79,25 @@ start_servers(const datasets::Dataset& dataset, engine::RunConfig& config) {
     return servers;
 }
 
-// The experiment's settings, into a fresh database under --out.
-util::Result<void> set_up_run(const DemoFlags& f, const std::string& spec,
-                              engine::RunConfig& config) {
+// The experiment's settings, checked as a run checks them, before anything
+// starts (0 is --limit's "all questions").
+util::Result<engine::RunConfig> demo_settings(const DemoFlags& f) {
+    engine::RunConfig config;
+    config.framings = {"raw", "chat"};
+    config.max_tokens = {256, 1024};
+    config.repeats = f.repeats;
+    config.probe = "think-open"; // beside the measured requests (docs/probe.md)
+    if (f.limit) {
+        config.limit = f.limit;
+    }
+    if (auto r = engine::validate_settings(config); !r) {
+        return r.error();
+    }
+    return config;
+}
+
+// A fresh database under --out for `config`.
+util::Result<void> set_up_db(const DemoFlags& f, engine::RunConfig& config) {
     std::error_code ec;
     fs::create_directories(f.out, ec);
     if (ec) {
@@ -89,17 +105,7 @@ util::Result<void> set_up_run(const DemoFlags& f, const std::string& spec,
                                 fmt::format("cannot create {}: {}", f.out, ec.message()));
     }
     config.db = (fs::path(f.out) / "diffeval-demo.sqlite").string();
-    for (const char* suffix : {"", "-wal", "-shm"}) {
-        fs::remove(config.db + suffix, ec);
-    }
-    config.framings = {"raw", "chat"};
-    config.max_tokens = {256, 1024};
-    config.repeats = f.repeats;
-    config.dataset = spec;
-    config.probe = "think-open"; // beside the measured requests (docs/probe.md)
-    if (f.limit) {
-        config.limit = f.limit;
-    }
+    store::remove_with_sidecars(config.db);
     return {};
 }
 
@@ -132,30 +138,24 @@ void print_tables(const reports::ReportData& data) {
 }
 
 int demo_command(const DemoFlags& f) {
-    // 0. The flags, before anything starts (0 is --limit's "all questions").
-    using L = engine::Limits;
-    if (f.limit != 0) {
-        if (auto r = engine::check_range("--limit", f.limit, 1, L::max_limit); !r) {
-            return report(r.error());
-        }
+    // 0. The experiment's settings.
+    auto settings = demo_settings(f);
+    if (!settings) {
+        return report(settings.error());
     }
-    if (auto r = engine::check_range("--repeats", f.repeats, 1, L::max_repeats); !r) {
-        return report(r.error());
-    }
+    engine::RunConfig& config = *settings;
     // 1. Choose the dataset.
-    std::string spec;
-    auto dataset = choose_dataset(f, spec);
+    auto dataset = choose_dataset(f, config.dataset);
     if (!dataset) {
         return report(dataset.error());
     }
     // 2. Start the three simulated servers.
-    engine::RunConfig config;
     auto servers = start_servers(*dataset, config);
     if (!servers) {
         return report(servers.error());
     }
     // 3. Run the experiment into a fresh database, and score it.
-    if (auto r = set_up_run(f, spec, config); !r) {
+    if (auto r = set_up_db(f, config); !r) {
         return report(r.error());
     }
     engine::RunOptions options;

@@ -4,6 +4,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
+#include <harness/store/lock.hpp>
 
 #include <fmt/format.h>
 
@@ -12,8 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <string>
-#include <vector>
 
 namespace diffeval::cli {
 
@@ -45,16 +44,9 @@ int import_command(const ImportFlags& f) {
                         "--log_samples wrote",
                         f.path, std::strerror(errno))));
     }
-    // The files this command creates, removed again if the file turns out
+    // A database this command creates is removed again if the file turns out
     // not to be samples: a failed import leaves no empty database behind.
-    std::vector<std::string> created;
-    for (const std::string& file :
-         {f.db, f.db + "-wal", f.db + "-shm", f.db + ".lock", f.db + "-journal"}) {
-        if (!std::filesystem::exists(file, ec)) {
-            created.push_back(file);
-        }
-    }
-    const bool new_db = !created.empty() && created.front() == f.db;
+    const bool new_db = !std::filesystem::exists(f.db, ec);
     auto st = store::Store::open(f.db, store::Store::Mode::read_write);
     if (!st) {
         return report(st.error());
@@ -63,8 +55,9 @@ int import_command(const ImportFlags& f) {
     auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset});
     if (!r) {
         st->reset();
-        for (const auto& file : new_db ? created : std::vector<std::string>{}) {
-            std::filesystem::remove(file, ec);
+        if (new_db) {
+            store::remove_with_sidecars(f.db);
+            std::filesystem::remove(store::RunLock::path_for(f.db), ec);
         }
         return report(r.error());
     }

@@ -33,9 +33,8 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
 
 CombinedDb::~CombinedDb() {
     std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", ".merge-tmp"}) {
-        std::filesystem::remove(m_path + suffix, ec);
-    }
+    store::remove_with_sidecars(m_path);
+    std::filesystem::remove(m_path + ".merge-tmp", ec);
 }
 
 util::Result<void> add_vllm_ci_checks(const std::string& path, const analysis::Results& results,

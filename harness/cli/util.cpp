@@ -2,6 +2,7 @@
 #include <harness/cli/util.hpp>
 
 #include <harness/analysis/rescore.hpp>
+#include <harness/analysis/stats.hpp>
 
 #include <fmt/format.h>
 
@@ -32,15 +33,12 @@ std::vector<std::string> split_list(const std::vector<std::string>& values) {
 }
 
 util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
-    if (!(alpha > 0.0 && alpha <= 0.5)) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("--alpha {}: must be in (0, 0.5] (e.g. 0.05)", alpha));
+    if (auto r = analysis::check_alpha(alpha); !r) {
+        return r;
     }
-    if (resamples == 0) {
-        return util::make_error(util::ErrorKind::usage,
-                                "--resamples 0: must be at least 1 (default 10000)");
-    }
-    return {};
+    analysis::BootstrapOptions bootstrap;
+    bootstrap.resamples = resamples;
+    return analysis::check_options(bootstrap);
 }
 
 int report(const util::Error& error) {

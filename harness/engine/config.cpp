@@ -408,28 +408,7 @@ util::Result<ServerSpec> parse_server_flag(const std::string& value) {
     return s;
 }
 
-util::Result<void> validate(const RunConfig& c) {
-    if (c.servers.empty()) {
-        return make_error(ErrorKind::usage,
-                          "no servers: pass --server NAME=URL or a --config file with [[servers]]");
-    }
-    std::set<std::string> names;
-    for (const auto& s : c.servers) {
-        if (s.name.find_first_of("/ \t") != std::string::npos) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("server name '{}' must not contain '/' or spaces", s.name));
-        }
-        if (!names.insert(s.name).second) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("server name '{}' is given twice", s.name));
-        }
-        if (!http::looks_like_http_url(s.url)) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("server '{}': '{}' is not an http:// or https:// URL", s.name, s.url));
-        }
-    }
+util::Result<void> validate_settings(const RunConfig& c) {
     if (c.framings.empty()) {
         return make_error(ErrorKind::usage, "no framings: pass --framing raw,chat");
     }
@@ -463,6 +442,31 @@ util::Result<void> validate(const RunConfig& c) {
         return validate_probe(*c.probe);
     }
     return {};
+}
+
+util::Result<void> validate(const RunConfig& c) {
+    if (c.servers.empty()) {
+        return make_error(ErrorKind::usage,
+                          "no servers: pass --server NAME=URL or a --config file with [[servers]]");
+    }
+    std::set<std::string> names;
+    for (const auto& s : c.servers) {
+        if (s.name.find_first_of("/ \t") != std::string::npos) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server name '{}' must not contain '/' or spaces", s.name));
+        }
+        if (!names.insert(s.name).second) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server name '{}' is given twice", s.name));
+        }
+        if (!http::looks_like_http_url(s.url)) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': '{}' is not an http:// or https:// URL", s.name, s.url));
+        }
+    }
+    return validate_settings(c);
 }
 
 util::Result<Shard> parse_shard(const std::string& value) {

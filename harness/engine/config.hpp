@@ -104,6 +104,9 @@ util::Result<ServerSpec> parse_server_flag(const std::string& value);
 
 // Check what no request can fix: names, URLs, numbers (each within Limits).
 util::Result<void> validate(const RunConfig& config);
+// The part of validate() that does not look at the servers: framings, token
+// limits, numbers, the probe (what `demo` checks before it starts its own).
+util::Result<void> validate_settings(const RunConfig& config);
 
 // `value` of the setting called `what` (a flag such as "--repeats", or
 // "FILE:LINE: 'repeats'") unless it lies outside [lo, hi] or is not finite:

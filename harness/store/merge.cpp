@@ -140,14 +140,6 @@ int64_t changes(sqlite3* db) {
     return static_cast<int64_t>(sqlite3_changes64(db));
 }
 
-void remove_with_sidecars(const fs::path& p) {
-    std::error_code ec;
-    fs::remove(p, ec);
-    fs::remove(p.string() + "-wal", ec);
-    fs::remove(p.string() + "-shm", ec);
-    fs::remove(p.string() + "-journal", ec);
-}
-
 // Runs (one row per run, recognised by its start and configuration), the
 // map of their ids, servers and questions.
 util::Result<void> merge_runs(Database& db) {

@@ -773,6 +773,13 @@ util::Result<void> Store::create_at_version(const std::string& path, int version
     return tx.commit();
 }
 
+void remove_with_sidecars(const std::string& path) {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::filesystem::remove(path + suffix, ec);
+    }
+}
+
 std::string request_key(std::string_view server, std::string_view framing, int max_tokens,
                         int repeat, int64_t question_idx, std::string_view body_sha256) {
     return util::sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}\n{}", server, framing, max_tokens,

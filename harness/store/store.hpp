@@ -27,6 +27,10 @@ namespace diffeval::store {
 // lower-case hex sha256 of its text, a NUL byte, and its gold answer.
 std::string question_hash(std::string_view question, std::string_view answer);
 
+// Remove the SQLite file at `path` with its -wal, -shm and -journal files;
+// files that are not there are no error.
+void remove_with_sidecars(const std::string& path);
+
 // A request's identity (requests.request_key): the sha256 of what identifies
 // it and its body's bytes, so a changed body is a new request and an
 // unchanged one resumes. diffeval's runs and imported results key alike.
