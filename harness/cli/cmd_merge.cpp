@@ -1,6 +1,7 @@
 // `diffeval merge OUT IN...`: merge shards and separate runs into one file.
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/store/merge.hpp>
 
 #include <fmt/format.h>
@@ -17,6 +18,13 @@ struct MergeFlags {
 };
 
 int merge_command(const MergeFlags& f) {
+    // OUT is replaced by a new file at the end: a run (or another merge)
+    // writing it meanwhile would write to the replaced file and lose it all.
+    auto lock = store::RunLock::acquire(f.out, store::RunLock::Wait::no, nullptr,
+                                        "wait for it to finish, then merge again");
+    if (!lock) {
+        return report(lock.error());
+    }
     auto r = store::merge(f.out, f.inputs);
     if (!r) {
         return report(r.error());

@@ -158,6 +158,17 @@ util::Result<Next> preflight_one(const RunContext& ctx, size_t si, ServerInfo& i
         return ctx.redacted(got.error());
     }
     info = std::move(*got);
+    // The served model's id goes into every request body and the servers
+    // table; one that holds the API key (a server echoing it) must not.
+    if (info.served_model && !ctx.configured_model(si)) {
+        if (auto id = *info.served_model; ctx.inputs.redactor.apply(id)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': the model id it serves holds the API key; "
+                                          "diffeval would send and store it with every request, "
+                                          "so nothing was sent; name the model with --model",
+                                          spec.name));
+        }
+    }
     if (auto r = apply_limits(ctx, si, info, server); !r) {
         return r.error();
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/file.h>
 #include <thread>
 #include <unistd.h>
@@ -34,11 +35,15 @@ std::string holder_of(int fd) {
 } // namespace
 
 std::string RunLock::path_for(const std::string& db_path) {
-    return db_path + ".lock";
+    // One lock per file, however it is named: a symbolic link to the
+    // database (or to its directory) locks the file it points to.
+    std::error_code ec;
+    auto resolved = std::filesystem::weakly_canonical(db_path, ec);
+    return (ec || resolved.empty() ? db_path : resolved.string()) + ".lock";
 }
 
 util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
-                                       const std::atomic<bool>* stop) {
+                                       const std::atomic<bool>* stop, std::string_view advice) {
     const auto path = path_for(db_path);
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -60,9 +65,8 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
         }
         if (wait == Wait::no) {
             return make_error(ErrorKind::usage,
-                              fmt::format("{} is in use by another diffeval run ({}); wait for "
-                                          "it to finish or pass --wait-lock",
-                                          db_path, holder));
+                              fmt::format("{} is in use by another diffeval run ({}); {}", db_path,
+                                          holder, advice));
         }
         if (!told) {
             fmt::print(stderr, "diffeval: waiting for the run writing {} ({})\n", db_path, holder);

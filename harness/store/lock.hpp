@@ -21,8 +21,10 @@ public:
     // Take the lock of the database at `db_path`. Held by another process:
     // a usage error naming its PID and start time, or with Wait::yes poll
     // until it is free or `stop` is set (then an error saying so).
-    static util::Result<RunLock> acquire(const std::string& db_path, Wait wait,
-                                         const std::atomic<bool>* stop);
+    // `advice` ends the message when it is held.
+    static util::Result<RunLock>
+    acquire(const std::string& db_path, Wait wait, const std::atomic<bool>* stop,
+            std::string_view advice = "wait for it to finish or pass --wait-lock");
 
     RunLock(RunLock&& other) noexcept;
     RunLock& operator=(RunLock&& other) noexcept;

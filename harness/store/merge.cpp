@@ -390,11 +390,16 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
     return {};
 }
 
-util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs) {
+util::Result<MergeSummary> merge(const std::string& out_arg,
+                                 const std::vector<std::string>& inputs) {
     // 1. Every input must be a diffeval database this build can read.
     if (auto r = check_inputs(inputs); !r) {
         return r.error();
     }
+    // The file OUT names: a symbolic link stays a link to the merged file.
+    std::error_code ec;
+    const auto resolved = fs::weakly_canonical(out_arg, ec);
+    const std::string out = ec || resolved.empty() ? out_arg : resolved.string();
     // 2. Start from a copy of `out` (or an empty store) in a temporary file.
     const fs::path tmp = out + ".merge-tmp";
     remove_with_sidecars(tmp);
@@ -417,8 +422,12 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
         return make_error(ErrorKind::io,
                           fmt::format("merge: cannot sync {} to disk", tmp.string()));
     }
-    // 4. Replace `out` in one step.
-    std::error_code ec;
+    // 4. Replace `out` in one step, with its permissions: a private
+    // database stays private.
+    if (auto status = fs::status(out, ec); !ec && fs::exists(status)) {
+        fs::permissions(tmp, status.permissions(), ec);
+    }
+    ec.clear();
     fs::rename(tmp, out, ec);
     if (ec) {
         remove_with_sidecars(tmp);

@@ -344,6 +344,16 @@ void HostileServer::Impl::serve(int fd) {
                          json_response(500, "{\"error\":{\"message\":\"bad request: " +
                                                 escape_json(r.headers) + "\"}}"),
                          deadline);
+            } else if (options.models == ModelsReply::echo_id) {
+                std::string id;
+                if (auto at = r.headers.find("Authorization: "); at != std::string::npos) {
+                    at += 15;
+                    id = r.headers.substr(at, r.headers.find('\r', at) - at);
+                }
+                send_all(fd,
+                         json_response(200, "{\"object\":\"list\",\"data\":[{\"id\":\"" +
+                                                escape_json(id) + "\",\"object\":\"model\"}]}"),
+                         deadline);
             } else if (options.models == ModelsReply::hang) {
                 answer(Hostile::hang, r, false, false, fd, deadline);
             } else {

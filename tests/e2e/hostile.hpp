@@ -39,8 +39,9 @@ enum class Hostile {
 // The mode's name, as counted by HostileServer::arrivals().
 std::string name_of(Hostile mode);
 
-// How GET /v1/models answers (echo_error: HTTP 500 quoting the request headers).
-enum class ModelsReply { normal, deep, hang, echo_error };
+// How GET /v1/models answers (echo_error: HTTP 500 quoting the request
+// headers; echo_id: a model whose id is the request's Authorization value).
+enum class ModelsReply { normal, deep, hang, echo_error, echo_id };
 
 class HostileServer {
 public:

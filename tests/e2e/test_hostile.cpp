@@ -360,6 +360,25 @@ TEST(Hostile, OneRunPerDatabaseAndKilledRunsAreMarked) {
         << second.err;
     EXPECT_NE(second.err.find("--wait-lock"), std::string::npos);
     EXPECT_EQ(good.total_arrivals(), 0);
+    // The same file under another name is the same database.
+    auto link = dir / "link.sqlite";
+    std::filesystem::create_symlink(db.filename(), link);
+    auto through_link = e2e::run(run_args(good.url(), link, {"--limit", "2", "--framing", "raw"}));
+    EXPECT_EQ(through_link.exit_code, 2) << through_link.err;
+    EXPECT_NE(through_link.err.find("in use by another diffeval run"), std::string::npos)
+        << through_link.err;
+    EXPECT_EQ(good.total_arrivals(), 0);
+    // A merge would replace the file the run is writing: refused, file kept.
+    auto other = dir / "other.sqlite";
+    ASSERT_EQ(e2e::run(run_args(good.url(), other, {"--limit", "1", "--framing", "raw"})).exit_code,
+              0);
+    const auto arrived = good.total_arrivals();
+    auto merged = e2e::run({"merge", link.string(), other.string()});
+    EXPECT_EQ(merged.exit_code, 2) << merged.err;
+    EXPECT_NE(merged.err.find("in use by another diffeval run (pid " + std::to_string(first.pid())),
+              std::string::npos)
+        << merged.err;
+    EXPECT_EQ(query(db, "SELECT count(DISTINCT server) FROM requests"), "1");
 
     e2e::Child waiting(
         run_args(good.url(), db, {"--limit", "2", "--framing", "raw", "--wait-lock"}));
@@ -367,13 +386,13 @@ TEST(Hostile, OneRunPerDatabaseAndKilledRunsAreMarked) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_NE(waiting.err().find("waiting for the run writing"), std::string::npos);
-    EXPECT_EQ(good.total_arrivals(), 0);
+    EXPECT_EQ(good.total_arrivals(), arrived);
     EXPECT_EQ(first.stop(SIGKILL), 128 + SIGKILL);
-    for (int i = 0; i < 1000 && good.total_arrivals() < 2; ++i) {
+    for (int i = 0; i < 1000 && good.total_arrivals() < arrived + 2; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     EXPECT_EQ(waiting.stop(0), 0) << waiting.err();
-    EXPECT_EQ(good.total_arrivals(), 2);
+    EXPECT_EQ(good.total_arrivals(), arrived + 2);
     EXPECT_EQ(query(db, "SELECT group_concat(status, ',') FROM (SELECT status FROM runs "
                         "ORDER BY run_id)"),
               "killed,complete");
@@ -523,6 +542,22 @@ TEST(Hostile, TheApiKeyIsRedactedEverywhere) {
     EXPECT_EQ(p.exit_code, 2) << p.err;
     EXPECT_NE(p.err.find("Bearer [REDACTED]"), std::string::npos) << p.err;
     EXPECT_EQ(p.err.find(key), std::string::npos) << p.err;
+    // A served model id holding the key would go into every request body:
+    // nothing is sent and nothing stored.
+    opts.models = e2e::ModelsReply::echo_id;
+    HostileServer id_echo(opts);
+    auto id_db = dir / "id.sqlite";
+    auto m = e2e::run(run_args(id_echo.url(), id_db, {"--api-key-env", "HOSTILE_KEY"}), env);
+    EXPECT_EQ(m.exit_code, 2) << m.err;
+    EXPECT_NE(m.err.find("the model id it serves holds the API key"), std::string::npos) << m.err;
+    EXPECT_EQ(m.err.find(key), std::string::npos) << m.err;
+    EXPECT_GE(id_echo.model_listings(), 1);
+    EXPECT_EQ(id_echo.total_arrivals(), 0);
+    if (std::filesystem::exists(id_db)) {
+        EXPECT_EQ(
+            count_of(id_db, "SELECT count(*) FROM servers WHERE instr(model, '" + key + "') > 0"),
+            0);
+    }
 }
 
 // 11. Ctrl-C during preflight stops at once with 130.

@@ -125,6 +125,29 @@ TEST(Merge, ConflictingServerIsRefusedInOneLineAndOutputIsUnchanged) {
     EXPECT_FALSE(std::filesystem::exists(out.string() + ".merge-tmp"));
 }
 
+// OUT given as a symbolic link: the file it points to is merged into and
+// keeps its permissions; the link stays a link.
+TEST(Merge, ALinkedOutputStaysALinkAndAPrivateFileStaysPrivate) {
+    auto dir = e2e::scratch("merge-link");
+    e2e::Sim sim;
+    auto target = dir / "private.sqlite";
+    auto input = dir / "in.sqlite";
+    ASSERT_EQ(e2e::run(run_args(sim, target)).exit_code, 0);
+    std::filesystem::permissions(target, std::filesystem::perms::owner_read |
+                                             std::filesystem::perms::owner_write);
+    auto other = run_args(sim, input);
+    other[2] = "other=" + sim.url();
+    ASSERT_EQ(e2e::run(other).exit_code, 0);
+    auto link = dir / "link.sqlite";
+    std::filesystem::create_symlink(target.filename(), link);
+    auto o = e2e::run({"merge", link.string(), input.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_TRUE(std::filesystem::is_symlink(link));
+    EXPECT_EQ(query(target, "SELECT count(DISTINCT server) FROM requests"), "2");
+    EXPECT_EQ(std::filesystem::status(target).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
 TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     auto dir = e2e::scratch("merge-usage");
     auto o = e2e::run({"merge", (dir / "out.sqlite").string(), (dir / "nope.sqlite").string()});
