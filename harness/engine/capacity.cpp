@@ -1,7 +1,9 @@
 // Server limits; see capacity.hpp.
 #include <harness/engine/capacity.hpp>
 
+#include <harness/engine/config.hpp>
 #include <harness/http/client.hpp>
+#include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
 
@@ -43,7 +45,7 @@ nlohmann::json fetch_json(const http::Request& req) {
     if (r.transport != http::Transport::ok || r.status != 200) {
         return nlohmann::json(nlohmann::json::value_t::discarded);
     }
-    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    auto j = util::parse_untrusted_json(r.body);
     return j.is_object() ? j : nlohmann::json(nlohmann::json::value_t::discarded);
 }
 
@@ -114,7 +116,9 @@ ServerLimits read_limits(const std::string& base_url, const std::vector<std::str
         return out;
     }
     out.props = nlohmann::json::object();
-    if (auto slots = positive_int(props, "total_slots")) {
+    // Past the most connections a run opens, a count is not one to follow.
+    if (auto slots = positive_int(props, "total_slots");
+        slots && *slots <= Limits::max_concurrency) {
         out.slots = static_cast<int>(*slots);
         out.props["total_slots"] = *slots;
     }
@@ -215,7 +219,7 @@ bool permanent_error(long status, const std::string& body) {
     if (status == 429 || status == 503) {
         return false; // busy: worth waiting for
     }
-    auto j = nlohmann::json::parse(body, nullptr, false);
+    auto j = util::parse_untrusted_json(body);
     std::string text = lower(body);
     if (j.is_object() && j.contains("error") && j["error"].is_object()) {
         const auto& e = j["error"];

@@ -6,6 +6,8 @@
 // string, and of the target string.
 #include <harness/interop/lm_eval_samples.hpp>
 
+#include <harness/util/untrusted_json.hpp>
+
 #include <harness/store/samples.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
@@ -246,7 +248,9 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             continue;
         }
         auto where = fmt::format("{}:{}", path, n);
-        auto j = ordered_json::parse(line, nullptr, false);
+        // Depth-bounded: a deep line would overflow the stack when copied.
+        auto j = util::json_depth_within(line) ? ordered_json::parse(line, nullptr, false)
+                                               : ordered_json(ordered_json::value_t::discarded);
         if (!j.is_object() || !j.contains("doc_id") || !j["doc_id"].is_number_integer() ||
             !j.contains("doc") || !j["doc"].is_object() || !j.contains("resps") ||
             !j["resps"].is_array()) {

@@ -344,6 +344,12 @@ void HostileServer::Impl::serve(int fd) {
                          json_response(500, "{\"error\":{\"message\":\"bad request: " +
                                                 escape_json(r.headers) + "\"}}"),
                          deadline);
+            } else if (options.models == ModelsReply::props_deep && r.path == "/props") {
+                std::string deep = "{\"total_slots\":4,\"x\":";
+                deep += std::string(300'000, '[') + std::string(300'000, ']') + "}";
+                send_all(fd, json_response(200, deep), deadline);
+            } else if (options.models == ModelsReply::props_huge_slots && r.path == "/props") {
+                send_all(fd, json_response(200, R"({"total_slots":4294967296})"), deadline);
             } else if (options.models == ModelsReply::echo_id) {
                 std::string id;
                 if (auto at = r.headers.find("Authorization: "); at != std::string::npos) {

@@ -40,8 +40,10 @@ enum class Hostile {
 std::string name_of(Hostile mode);
 
 // How GET /v1/models answers (echo_error: HTTP 500 quoting the request
-// headers; echo_id: a model whose id is the request's Authorization value).
-enum class ModelsReply { normal, deep, hang, echo_error, echo_id };
+// headers; echo_id: a model whose id is the request's Authorization value),
+// or, for the last two, how llama.cpp's GET /props does (nested 300,000
+// deep; total_slots 2^32) beside a normal model list.
+enum class ModelsReply { normal, deep, hang, echo_error, echo_id, props_deep, props_huge_slots };
 
 class HostileServer {
 public:

@@ -113,6 +113,23 @@ TEST(Hostile, DeepModelsReplyIsRefusedWithoutCrashing) {
     EXPECT_EQ(server.total_arrivals(), 0);
 }
 
+// The same for llama.cpp's /props, read for its slot count: a deep reply or
+// a count no run could open is ignored, and the run goes on.
+TEST(Hostile, UnusablePropsRepliesAreIgnored) {
+    auto dir = e2e::scratch("hostile-props");
+    for (auto reply : {e2e::ModelsReply::props_deep, e2e::ModelsReply::props_huge_slots}) {
+        auto opts = cycle({Hostile::good});
+        opts.models = reply;
+        HostileServer server(opts);
+        auto db = dir / (reply == e2e::ModelsReply::props_deep ? "deep.sqlite" : "huge.sqlite");
+        auto o = e2e::run(run_args(server.url(), db, {"--limit", "2", "--framing", "raw"}));
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        EXPECT_EQ(server.total_arrivals(), 2);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), 2);
+        EXPECT_EQ(o.err.find("in flight"), std::string::npos) << o.err;
+    }
+}
+
 TEST(Hostile, DeepResponseBodiesAreParseErrors) {
     auto dir = e2e::scratch("hostile-deep-body");
     HostileServer server(cycle({Hostile::deep_json}));
