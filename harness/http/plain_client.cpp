@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <strings.h>
 #include <unordered_map>
@@ -39,8 +40,11 @@ namespace bhttp = beast::http;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// A response head larger than this is refused (libcurl's own cap is 300 KiB).
-constexpr uint32_t k_header_limit = uint32_t{256} << 10;
+// A response head (or a chunked body's trailer) larger than this is refused.
+// Beast stores no field name or value of 65,534 bytes or more (it throws,
+// out of the event loop), so the head stays below that; libcurl's cap is
+// 100 KiB a line, real servers send well under 1 KiB.
+constexpr uint32_t k_header_limit = 65'000;
 // Connecting gives up sooner than the transfer when its timeout is longer.
 constexpr auto k_connect_timeout_cap = std::chrono::seconds{30};
 // A connection's read buffer from the start: an answer of the official set
@@ -247,6 +251,8 @@ struct PlainMulti::Impl {
     // stays for that operation to finish with.
     void shut(Connection& c);
     void expire();
+    // Run `step` (the io_context), failing the transfer whose read threw.
+    void guarded(const std::function<void()>& step);
     void drop_idle_elsewhere(const std::string& key);
 };
 
@@ -657,13 +663,35 @@ void PlainMulti::submit(Request request) {
     m_impl->start(t);
 }
 
+void PlainMulti::Impl::guarded(const std::function<void()>& step) {
+    try {
+        step();
+    } catch (const std::length_error&) {
+        // Beast's fields threw out of a read (a chunked body's trailer field
+        // of 65,534 bytes or more; heads are capped below that): that read
+        // is abandoned and its transfer failed. It is the one whose buffer
+        // still holds the trailer it could not store.
+        std::vector<TransferPtr> stuck;
+        for (auto& [serial, t] : active) {
+            if (!t->ended && t->conn && t->parser && t->parser->is_header_done() &&
+                !t->parser->is_done() && t->conn->buffer.size() >= 65'000) {
+                stuck.push_back(t);
+            }
+        }
+        for (auto& t : stuck) {
+            fail(*t, Transport::failed,
+                 fmt::format("the response's trailer passed {} bytes", k_header_limit));
+        }
+    }
+}
+
 void PlainMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>& done) {
     auto& impl = *m_impl;
     const auto until = Clock::now() + max_wait;
     if (impl.io.stopped()) {
         impl.io.restart();
     }
-    impl.io.poll();
+    impl.guarded([&] { impl.io.poll(); });
     impl.expire();
     while (impl.finished.empty() && !impl.active.empty()) {
         auto wake = impl.next_deadline ? std::min(until, *impl.next_deadline) : until;
@@ -673,8 +701,10 @@ void PlainMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>&
         if (impl.io.stopped()) {
             impl.io.restart();
         }
-        impl.io.run_one_until(wake);
-        impl.io.poll();
+        impl.guarded([&] {
+            impl.io.run_one_until(wake);
+            impl.io.poll();
+        });
         impl.expire();
     }
     std::move(impl.finished.begin(), impl.finished.end(), std::back_inserter(done));

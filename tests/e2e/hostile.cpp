@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -187,6 +188,8 @@ std::string name_of(Hostile m) {
                                   "retry_after_nan",
                                   "bad_tokens",
                                   "partial_206",
+                                  "huge_header",
+                                  "huge_trailer",
                                   "hang"};
     return names[static_cast<int>(m)];
 }
@@ -316,6 +319,18 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
     case Hostile::partial_206:
         return head(206, "Partial Content", "Content-Type: application/json\r\n",
                     json_text(chat, good));
+    case Hostile::huge_header:
+        return json_response(200, json_text(chat, good),
+                             "X-Big: " + std::string(70'000, 'a') + "\r\n");
+    case Hostile::huge_trailer: {
+        const auto body = json_text(chat, good);
+        std::ostringstream size;
+        size << std::hex << body.size();
+        return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+               "chunked\r\nConnection: close\r\n\r\n" +
+               size.str() + "\r\n" + body + "\r\n0\r\nX-Trailer: " + std::string(70'000, 'a') +
+               "\r\n\r\n";
+    }
     case Hostile::hang:
         while (!stop.load() && Clock::now() < deadline) {
             char c;

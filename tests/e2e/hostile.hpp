@@ -33,6 +33,8 @@ enum class Hostile {
     retry_after_nan,  // 429 with Retry-After: nan
     bad_tokens,       // a good answer with completion_tokens -5, prompt_tokens 2^64-1
     partial_206,      // a good body with status 206
+    huge_header,      // a good body behind a 70,000-byte header field
+    huge_trailer,     // a good chunked body, then a 70,000-byte trailer field
     hang,             // reads the request, never answers
 };
 

@@ -130,6 +130,26 @@ TEST(Hostile, UnusablePropsRepliesAreIgnored) {
     }
 }
 
+// A header or trailer field too large to store fails its own request; the
+// run goes on with the rest (it used to end with "internal error").
+TEST(Hostile, HugeHeaderFieldsFailTheirRequestOnly) {
+    auto dir = e2e::scratch("hostile-huge-header");
+    HostileServer server(cycle({Hostile::good, Hostile::huge_header, Hostile::huge_trailer}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(
+        run_args(server.url(), db,
+                 {"--limit", "6", "--framing", "raw", "--retries", "0", "--concurrency", "1"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 6);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), 2);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0 AND error_kind = "
+                           "'transport' AND (error LIKE '%head passed 65000 bytes' OR error LIKE "
+                           "'%trailer passed 65000 bytes')"),
+              4);
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "incomplete");
+}
+
 TEST(Hostile, DeepResponseBodiesAreParseErrors) {
     auto dir = e2e::scratch("hostile-deep-body");
     HostileServer server(cycle({Hostile::deep_json}));
