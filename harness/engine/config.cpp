@@ -423,6 +423,24 @@ util::Result<void> validate_settings(const RunConfig& c) {
             return r;
         }
     }
+    // A value given twice would send every request of its group twice.
+    for (size_t i = 0; i < c.max_tokens.size(); ++i) {
+        if (std::find(c.max_tokens.begin(), c.max_tokens.begin() + static_cast<long>(i),
+                      c.max_tokens[i]) != c.max_tokens.begin() + static_cast<long>(i)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("--max-tokens {} is given twice; give each token "
+                                          "limit once",
+                                          c.max_tokens[i]));
+        }
+    }
+    for (size_t i = 0; i < c.framings.size(); ++i) {
+        if (std::find(c.framings.begin(), c.framings.begin() + static_cast<long>(i),
+                      c.framings[i]) != c.framings.begin() + static_cast<long>(i)) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("--framing {} is given twice; give each framing once", c.framings[i]));
+        }
+    }
     const double timeout_s = static_cast<double>(c.timeout.count()) / 1000.0;
     for (auto r :
          {range("--repeats", c.repeats, 1, Limits::max_repeats),

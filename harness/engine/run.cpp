@@ -84,6 +84,16 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         if (!f) {
             return f.error();
         }
+        // The name is the group's: two framings of one name would fill
+        // one group with two bodies per question.
+        for (const auto& earlier : in.framings) {
+            if (earlier.name == f->name) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("--framing {}: its name '{}' is that of another "
+                                              "framing of this run; give the file another name",
+                                              name, f->name));
+            }
+        }
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
     in.n_questions = in.dataset.test.size();

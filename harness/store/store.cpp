@@ -485,6 +485,14 @@ constexpr std::string_view k_statements[] = {
     "SELECT q.request_id, r.ok FROM requests q INDEXED BY requests_group LEFT JOIN responses r "
     "ON r.response_id = q.response_id WHERE q.server = ?2 AND q.framing = ?3 AND "
     "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1",
+    // k_slot_taken: another request in a new request's place (server,
+    // framing, token limit, repeat, question)
+    "SELECT dataset FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 "
+    "AND max_tokens = ?3 AND repeat = ?4 AND question_idx = ?5 AND request_id <> ?6 LIMIT 1",
+    // k_group_stored: another request of a new request's server, framing
+    // and token limit
+    "SELECT 1 FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND "
+    "max_tokens = ?3 AND request_id <> ?4 LIMIT 1",
     // k_existing_probe: as k_existing
     "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
@@ -528,7 +536,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 24);
+static_assert(std::size(k_statements) == 26);
 
 class Transaction {
 public:
@@ -965,7 +973,13 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
             continue;
         }
         if (sqlite3_changes(db) == 1) {
-            (*planned)[i] = Planned{false, sqlite3_last_insert_rowid(db)};
+            const auto id = sqlite3_last_insert_rowid(db);
+            if (!is_probe) {
+                if (auto taken = check_slot(r, id); !taken) {
+                    return taken;
+                }
+            }
+            (*planned)[i] = Planned{false, id};
             continue;
         }
         // Planned before: its id, and whether it was answered.
@@ -984,6 +998,46 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
         ex.reset();
     }
     return {};
+}
+
+// A request new to the database must not take the place of another: the
+// same server, framing, token limit, repeat and question with another body
+// (a changed framing file, sampling setting, model or dataset) would count
+// the question twice in its group.
+util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
+    // A group new to the database (a fresh run's every group) has no place
+    // to take: one lookup for it, not one a request.
+    auto [known, added] = m_group_stored.try_emplace({r.server, r.framing, r.max_tokens}, false);
+    if (added) {
+        auto& stored = m_stmts[k_group_stored];
+        known->second = stored.bind(r.server, r.framing, r.max_tokens, id).step();
+        if (!stored.error().empty()) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot read requests: {}", stored.error()));
+        }
+        stored.reset();
+    }
+    if (!known->second) {
+        return {};
+    }
+    auto& taken = m_stmts[k_slot_taken];
+    if (!taken.bind(r.server, r.framing, r.max_tokens, r.repeat, r.question_idx, id).step()) {
+        if (!taken.error().empty()) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot read requests: {}", taken.error()));
+        }
+        taken.reset();
+        return {};
+    }
+    const auto dataset = taken.column_text(0);
+    taken.reset();
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another request "
+                    "body{}: the framing, a sampling setting or the model changed since; run "
+                    "this configuration under another --server name or into another --db",
+                    r.server, r.framing, r.max_tokens, r.question_idx, r.repeat,
+                    dataset == r.dataset ? "" : fmt::format(" (dataset {})", dataset)));
 }
 
 util::Result<int64_t> Store::put_prefix(std::string_view text) {

@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -213,6 +215,11 @@ private:
     util::Result<void> climb(int from, int to);
     // Store `rows` (a transaction is open); with `planned` (one per row),
     // say what each was (put_unanswered).
+    util::Result<void> check_slot(const RequestRow& r, int64_t id);
+    // Per server, framing and token limit: whether the database held
+    // requests of it before this store's first new one (only then can a
+    // new request's place be taken).
+    std::map<std::tuple<std::string, std::string, int>, bool> m_group_stored;
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
                                        std::vector<Planned>* planned);
     // The id of the body `sha256` (`body`, of which the first `prefix_bytes`
@@ -242,6 +249,8 @@ private:
         k_put_request,
         k_completed_keys,
         k_existing,
+        k_slot_taken,
+        k_group_stored,
         k_existing_probe,
         k_request_id,
         k_insert_response,

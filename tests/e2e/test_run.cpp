@@ -121,6 +121,59 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
 
+// The same group sent again with other bodies (a sampling flag changed, a
+// framing given twice) would count its questions twice: refused, exit 2,
+// nothing sent; more questions of the same configuration are still welcome.
+TEST(Run, ChangedBodiesForStoredQuestionsAreRefused) {
+    auto dir = e2e::scratch("changed-bodies");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {"run",     "--server", "a=" + a.url(), "--framing", "raw",
+                                     "--limit", "5",        "--db",         db};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto served = [&a] {
+        return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
+    };
+    const auto sent = served();
+    auto hotter = args;
+    hotter.insert(hotter.end(), {"--temperature", "0.5"});
+    auto o = e2e::run(hotter);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 already holds question 0 (repeat 0) sent with another "
+                         "request body"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
+    auto twice = args;
+    twice[4] = "raw,raw";
+    o = e2e::run(twice);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("--framing raw is given twice"), std::string::npos) << o.err;
+    twice[4] = "raw";
+    twice.insert(twice.end(), {"--max-tokens", "256,256"});
+    o = e2e::run(twice);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("--max-tokens 256 is given twice"), std::string::npos) << o.err;
+    // A framing file named like another framing of the run.
+    auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
+    ASSERT_NE(raw.find("seed = 42"), std::string::npos);
+    raw.replace(raw.find("seed = 42"), 9, "seed = 7");
+    std::ofstream(dir / "raw.toml") << raw;
+    twice = args;
+    twice[4] = "raw," + (dir / "raw.toml").string();
+    o = e2e::run(twice);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("its name 'raw' is that of another framing of this run"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
+    auto more = args;
+    more[6] = "8";
+    ASSERT_EQ(e2e::run(more).exit_code, 0);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "8");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "8");
+}
+
 // A server slower than diffeval reads has --concurrency requests in flight
 // at once: sending at most 32 a turn must not hold the count below it.
 TEST(Run, ASlowServerGetsTheWholeConcurrencyAtOnce) {

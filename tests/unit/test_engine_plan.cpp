@@ -288,12 +288,19 @@ TEST_F(Plan, TheTotalIsWhatReadingThePlanFinds) {
     }
 }
 
-TEST_F(Plan, AChangedBodyIsANewRequest) {
+// A changed body for a stored question would count the question twice in
+// its group: refused, and nothing of the changed plan is stored.
+TEST_F(Plan, AChangedBodyForAStoredQuestionIsRefused) {
     ASSERT_TRUE(plan());
     config.framing_overrides.fields["temperature"] = 0.5;
-    ASSERT_TRUE(plan());
-    EXPECT_EQ(summary.skipped, 0);
-    EXPECT_EQ(count("SELECT count(*) FROM requests"), 80);
+    auto r = plan();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, util::ErrorKind::usage);
+    EXPECT_NE(r.error().message.find("already holds question 0 (repeat 0) sent with another "
+                                     "request body"),
+              std::string::npos)
+        << r.error().message;
+    EXPECT_EQ(count("SELECT count(*) FROM requests"), 40);
 }
 
 TEST_F(Plan, AShardTakesEveryNthQuestionForEveryFramingAndRepeat) {
