@@ -404,7 +404,8 @@ std::string comparison_sentence(const analysis::Comparison& c) {
                               s.test.p_mid, c.verdict.p_adjusted)
                 : std::string(),
             s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
-                  : std::string("; the sides agree on every question"));
+            : s.test.differing == 0 ? std::string("; the sides agree on every question")
+                                    : "; " + analysis::no_spread_text(s));
         break;
     }
     return line + ".";

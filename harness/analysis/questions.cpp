@@ -129,6 +129,80 @@ SideNoise side_noise(const CorrectnessMatrix& m) {
     return noise;
 }
 
+// P(X <= x) for X ~ Binomial(n, p), summed in log space from k = 0.
+double binomial_cdf(std::uint64_t x, std::uint64_t n, double p) {
+    if (x >= n || p <= 0.0) {
+        return 1.0;
+    }
+    if (p >= 1.0) {
+        return 0.0;
+    }
+    const double log_ratio = std::log(p) - std::log1p(-p);
+    double log_pmf = static_cast<double>(n) * std::log1p(-p);
+    double sum = std::exp(log_pmf);
+    for (std::uint64_t k = 0; k < x; ++k) {
+        log_pmf +=
+            std::log(static_cast<double>(n - k)) - std::log(static_cast<double>(k + 1)) + log_ratio;
+        sum += std::exp(log_pmf);
+    }
+    return std::min(1.0, sum);
+}
+
+// Clopper-Pearson one-sided bounds at level `a` on a proportion with `x`
+// successes of `n`: the p at which seeing x or fewer (upper), or x or more
+// (lower), has probability a. By bisection on the binomial distribution.
+double clopper_pearson_upper(std::uint64_t x, std::uint64_t n, double a) {
+    if (x >= n) {
+        return 1.0;
+    }
+    double lo = static_cast<double>(x) / static_cast<double>(n), hi = 1.0;
+    for (int i = 0; i < 60; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        (binomial_cdf(x, n, mid) > a ? lo : hi) = mid;
+    }
+    return hi;
+}
+
+double clopper_pearson_lower(std::uint64_t x, std::uint64_t n, double a) {
+    if (x == 0) {
+        return 0.0;
+    }
+    double lo = 0.0, hi = static_cast<double>(x) / static_cast<double>(n);
+    for (int i = 0; i < 60; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        (1.0 - binomial_cdf(x - 1, n, mid) < a ? lo : hi) = mid;
+    }
+    return lo;
+}
+
+// A lower bound at one-sided level `a` on the mean per-question difference
+// when no question of `n` went the other way and `moved` went this way, each
+// by at least 1 / `lattice`. Every bootstrap resample then lies on one side
+// of 0 and bounds nothing on the other. With no question moved, the share of
+// questions that differ is below 1 - a^(1/n) (Clopper-Pearson at 0), and so
+// is the size of the mean. Otherwise the larger of two bounds, each at level
+// a / 2 (a union bound keeps the level a):
+//   - no question went the other way, so that share is below
+//     1 - (a/2)^(1/n), and each such question moves the mean by at most 1;
+//   - the mean is P(moved) times the mean move of a question that moved,
+//     which is at least pi / lattice - (1 - pi) with pi the share of moves
+//     this way: Clopper-Pearson bounds on P(moved) and pi at a / 4 each.
+// The first is the tighter with few moves, the second with many.
+double count_lower_bound(std::uint64_t moved, std::uint64_t n, double lattice, double a) {
+    const auto questions = static_cast<double>(n);
+    if (moved == 0) {
+        return -(1.0 - std::pow(a, 1.0 / questions));
+    }
+    const double half = a / 2.0;
+    const double other_way = -(1.0 - std::pow(half, 1.0 / questions));
+    const double quarter = a / 4.0;
+    const double pi = std::pow(quarter, 1.0 / static_cast<double>(moved));
+    const double per_move = pi / lattice - (1.0 - pi);
+    const double by_share = per_move * (per_move >= 0.0 ? clopper_pearson_lower(moved, n, quarter)
+                                                        : clopper_pearson_upper(moved, n, quarter));
+    return std::max(other_way, by_share);
+}
+
 util::Result<void> check_matrix(const CorrectnessMatrix& m, char side) {
     for (size_t q = 0; q < m.size(); ++q) {
         if (m[q].empty()) {
@@ -330,6 +404,24 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         return interval.error();
     }
     s.interval = *interval;
+    // A side no question moved towards: its bootstrap bound is the other
+    // side of 0 by construction, so the exact count bound stands in.
+    const auto lattice = static_cast<double>(p.lattice);
+    auto& iv = s.interval;
+    if (s.a_better == 0) {
+        iv.lo = std::min(iv.lo,
+                         count_lower_bound(s.b_better, s.questions, lattice, options.alpha / 2.0));
+        iv.lo_one_sided = std::min(
+            iv.lo_one_sided, count_lower_bound(s.b_better, s.questions, lattice, options.alpha));
+        s.count_bound_lo = true;
+    }
+    if (s.b_better == 0) {
+        iv.hi = std::max(iv.hi,
+                         -count_lower_bound(s.a_better, s.questions, lattice, options.alpha / 2.0));
+        iv.hi_one_sided = std::max(
+            iv.hi_one_sided, -count_lower_bound(s.a_better, s.questions, lattice, options.alpha));
+        s.count_bound_hi = true;
+    }
 
     SignFlipOptions flip;
     flip.lattice = p.lattice <= 1'000'000 ? static_cast<std::uint32_t>(p.lattice) : 0;

@@ -97,8 +97,11 @@ struct QuestionStats {
     std::uint64_t a_better = 0;            // questions whose mean is higher in A
     std::uint64_t b_better = 0;
     BootstrapInterval interval; // B - A, at confidence 1 - alpha
-    double sd_diff = 0;         // sample sd of the per-question differences
-    double se = 0;              // clustered standard error of `diff`: sd_diff / sqrt(questions)
+    // No question moved down (up): the lower (upper) bounds are the exact
+    // count bounds (docs/statistics.md), not the bootstrap's.
+    bool count_bound_lo = false, count_bound_hi = false;
+    double sd_diff = 0; // sample sd of the per-question differences
+    double se = 0;      // clustered standard error of `diff`: sd_diff / sqrt(questions)
     SignFlipResult test;
     SideNoise noise_a, noise_b;
     // Share of the variance of `diff` (se^2) that within-question repeat

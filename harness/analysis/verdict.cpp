@@ -43,7 +43,7 @@ int side_of(double points, double threshold_points) {
 
 std::string mdd_clause(const QuestionStats& s) {
     if (!s.mdd) {
-        return "; the two sides agree on every question";
+        return "; " + no_spread_text(s);
     }
     return fmt::format("; {} of {} questions differ, and the run detects differences of {} "
                        "points or more at {:g}% power",
@@ -51,6 +51,15 @@ std::string mdd_clause(const QuestionStats& s) {
 }
 
 } // namespace
+
+std::string no_spread_text(const QuestionStats& s) {
+    if (s.test.differing == 0) {
+        return "the two sides agree on every question";
+    }
+    return fmt::format("every one of the {} questions differs by the same amount, so their "
+                       "spread sizes no test",
+                       s.questions);
+}
 
 std::string signed_points(double proportion) {
     auto s = fmt::format("{:+.1f}", 100.0 * proportion);
@@ -226,6 +235,18 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
         m.sentence = fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
                                  "above -{} ({} points)",
                                  x, one_sided, bound_text(iv.lo_one_sided, {-max_drop}), x, diff);
+    } else if (iv.hi_one_sided < -max_drop - k_epsilon &&
+               !(s.diff < 0.0 && s.test.p_mid / 2.0 < s.alpha)) {
+        // The bound says worse, the sign-flip test cannot tell a drop from
+        // none (the percentile bootstrap is too narrow on few questions):
+        // no claim either way.
+        m.outcome = MarginOutcome::inconclusive;
+        m.sentence = fmt::format(
+            "inconclusive against the {}-point margin: the one-sided {} upper bound {} is below "
+            "-{} ({} points), but the one-sided sign-flip test does not show a drop (mid-p "
+            "{:.3g}, {} of {} questions differ)",
+            x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), x, diff, s.test.p_mid / 2.0,
+            s.test.differing, s.questions);
     } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
         m.outcome = MarginOutcome::fail;
         m.sentence = fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "

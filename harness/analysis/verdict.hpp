@@ -71,6 +71,11 @@ std::string noise_sentence(const QuestionStats& stats, const std::string& a, con
 
 // A difference in points with its sign and one decimal, never "-0.0": "+1.2",
 // "-3.0", "0.0".
+// Why a comparison has no minimum detectable difference (no spread in its
+// per-question differences): the sides agree on every question, or every
+// question differs by the same amount.
+std::string no_spread_text(const QuestionStats& s);
+
 std::string signed_points(double proportion);
 
 // An accuracy (a proportion) as every table and sentence prints it: percent

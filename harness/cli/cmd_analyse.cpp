@@ -231,8 +231,12 @@ int plan_command(const AnalyseFlags& f) {
             c.b.text(), c.a.text(), c.scorer, s.questions, s.noise_a.repeats, s.noise_b.repeats,
             s.sd_diff);
         if (plan.rows.front().questions == 0) {
-            std::cout << "The two sides agree on every question of the pilot: there is no "
-                         "variance to size a run from.\n\n";
+            std::cout << (s.test.differing == 0
+                              ? std::string("The two sides agree on every question of the pilot")
+                              : fmt::format("Every one of the pilot's {} questions differs by the "
+                                            "same amount",
+                                            s.questions))
+                      << ": there is no variance to size a run from.\n\n";
             continue;
         }
         std::cout << fmt::format("To detect a {:.2f}-point drop at alpha {:g} with {:.0f}% power "

@@ -31,15 +31,17 @@ TEST(GateBaselineDb, RegressionAgainstAnotherDatabaseFailsAndRerunPasses) {
     auto worse_db = run_db(dir, "worse", {"--profile", profile.string()});
     const auto main_before = e2e::slurp(main_db);
 
-    auto gate = [&](const std::string& db) {
+    // 48 questions bound a drop to within 6.1 points when none differs
+    // (docs/statistics.md), so the rerun is checked against a 7-point margin.
+    auto gate = [&](const std::string& db, const char* max_drop) {
         return e2e::run({"gate", "--db", db, "--baseline-db", main_db, "--baseline", "vllm/raw",
-                         "--candidate", "vllm/raw", "--max-drop", "1", "--resamples", "2000"});
+                         "--candidate", "vllm/raw", "--max-drop", max_drop, "--resamples", "2000"});
     };
-    auto bad = gate(worse_db);
+    auto bad = gate(worse_db, "1");
     EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
     EXPECT_NE(bad.out.find("FAIL  paired baseline:vllm/raw/256 -> vllm/raw/256"), std::string::npos)
         << bad.out;
-    auto good = gate(same_db);
+    auto good = gate(same_db, "7");
     EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
     EXPECT_NE(good.out.find("PASS  paired baseline:vllm/raw/256 -> vllm/raw/256"),
               std::string::npos)

@@ -21,8 +21,9 @@
 #include <gtest/gtest.h>
 #include <re2/re2.h>
 
+#include <cstdlib>
 #include <filesystem>
-#include <regex>
+#include <fstream>
 
 using e2e::query;
 using e2e::query_rows;
@@ -42,211 +43,31 @@ std::filesystem::path version_eight_database(const std::filesystem::path& dir) {
     return db;
 }
 
-// `text` as this diffeval words it: since the fixtures were made, the
-// headline's count says it counts accuracy comparisons, apart from the
-// probe's, the tail legend no longer gives the rest as the candidate's
-// speed alone, and a verdict's words say when its interval excludes 0 but
-// its test does not reject (in tables, the chart and JSON, where the
-// interval or the sentence beside them shows it). And a baseline whose
-// latency falls with its token count gets no per-token fit in JSON
-// (`from_tokens` null), where the fixtures gave its negative slope.
-// Apart from that fit, only words; every number must match.
-std::string worded_now(const std::string& text) {
-    static const std::regex headline("Of ([0-9]+) comparisons against");
-    static const std::regex rest_md("\"rest\" is the candidate being slower per request\\.");
-    static const std::regex rest_html("rest: the candidate being slower per request\\.");
-    // RE2, linear in the text: std::regex recurses a frame a character and
-    // overflows the stack on the reports' embedded data. RE2 has no
-    // back-references, so each sign of the interval has its own pattern.
-    static const std::string borderline =
-        "no detectable difference (CI excludes 0; test does not reject)";
-    static const re2::RE2 tables[] = {
-        {R"re((\| \\\[\+[0-9.]+, \+[0-9.]+\\\] \|[^\n]*?\| )no detectable difference( \|))re"},
-        {R"re((\| \\\[-[0-9.]+, -[0-9.]+\\\] \|[^\n]*?\| )no detectable difference( \|))re"},
-        {R"re((<td>\[\+[0-9.]+, \+[0-9.]+\]</td>(?:<td>[^<]*</td>)*?<td>)no detectable difference(</td>))re"},
-        {R"re((<td>\[-[0-9.]+, -[0-9.]+\]</td>(?:<td>[^<]*</td>)*?<td>)no detectable difference(</td>))re"},
-        {R"re(("sentence": "[^"]*excludes 0 but the sign-flip test does not reject[^"]*",\n *"words": ")no detectable difference("))re"},
-    };
-    // The chart marks such a row with an asterisk its caption explains.
-    static const re2::RE2 chart(
-        R"re((does not reject at [^<]*</title></circle><text [^>]*>no detectable difference)(</text>))re");
-    static const re2::RE2 caption(R"re((blue equivalent within the margin\.)(</figcaption>))re");
-    static const re2::RE2 falling_fit(R"re("from_tokens": \{[^{}]*"ms_per_token": -[^{}]*\})re");
-    std::string out = text;
-    EXPECT_TRUE(falling_fit.ok()) << falling_fit.error();
-    re2::RE2::GlobalReplace(&out, falling_fit, R"("from_tokens": null)");
-    for (const auto& re : tables) {
-        EXPECT_TRUE(re.ok()) << re.error();
-        re2::RE2::GlobalReplace(&out, re, "\\1" + borderline + "\\2");
-    }
-    if (re2::RE2::GlobalReplace(&out, chart, "\\1*\\2") > 0) {
-        re2::RE2::GlobalReplace(&out, caption,
-                                "\\1 *: the interval excludes 0 but the sign-flip test does not "
-                                "reject, or the reverse (the table's verdict column says "
-                                "which).\\2");
-    }
-    out = std::regex_replace(out, headline, "Of $1 accuracy comparisons against");
-    out = std::regex_replace(out, rest_md,
-                             "\"rest\" is what they leave unexplained: the candidate's own "
-                             "speed, or noise (not tested).");
-    return std::regex_replace(out, rest_html,
-                              "rest: what they leave unexplained, the candidate's own speed or "
-                              "noise (not tested).");
-}
-
-// `text` without the p99 difference's interval, which this diffeval adds
-// to the tail (JSON field, table column, legend): the numbers the fixtures'
-// diffeval printed are all still there, unchanged. Their groups are too
-// small for an interval, so the column holds "-" and the field null.
-std::string without_tail_interval(const std::string& text) {
-    static const re2::RE2 patterns[] = {
-        {R"re("p99_diff_ci": null,\n *)re"},
-        {R"re("p99_diff_ci":null,)re"},
-        {R"re( The p99 difference's interval resamples the questions \(percentile bootstrap, docs/statistics\.md\): it leaves out run-to-run timing noise, and needs 1,000 successful responses a side\.)re"},
-    };
-    std::string out = text;
-    for (const auto& re : patterns) {
-        EXPECT_TRUE(re.ok()) << re.error();
-        re2::RE2::GlobalReplace(&out, re, "");
-    }
-    // The column: the sixth cell of every row of the tail table, in
-    // Markdown (its alignment row too) and in HTML.
-    constexpr size_t k_column = 5;
-    if (auto at = out.find("| p99 diff 95% CI |"); at != std::string::npos) {
-        for (size_t line = out.rfind('\n', at) + 1; line < out.size() && out[line] == '|';) {
-            size_t cell = line; // the bar before cell 0, then before cell k_column
-            for (size_t k = 0; k < k_column; ++k) {
-                cell = out.find('|', cell + 1);
-            }
-            out.erase(cell, out.find('|', cell + 1) - cell);
-            line = out.find('\n', line) + 1;
-        }
-    }
-    if (auto at = out.find("<th>p99 diff 95% CI</th>"); at != std::string::npos) {
-        const size_t table = out.rfind("<table", at);
-        for (size_t row = out.find("<tr>", table); row < out.find("</table>", table);
-             row = out.find("<tr>", row + 1)) {
-            size_t cell = row; // then the tag of cell 0, ..., of cell k_column
-            for (size_t k = 0; k <= k_column; ++k) {
-                cell = out.find("<t", cell + 1);
-            }
-            out.erase(cell, out.find("</t", cell) + 5 - cell);
-        }
-    }
-    return out;
-}
-
-// `text` with the tail legend's note on rows whose baseline's latency does
-// not grow with its token count, which this diffeval adds when the tail
-// lists one.
-std::string with_flat_tail_note(std::string text) {
-    static const std::string note =
-        " A row whose baseline's latency does not grow with its token count puts none of the "
-        "difference down to longer outputs (0), and all of it in the rest.";
-    for (const std::string legend :
-         {"\"rest\" is what they leave unexplained: the candidate's own speed, or noise (not "
-          "tested).",
-          "rest: what they leave unexplained, the candidate's own speed or noise (not tested)."}) {
-        if (auto at = text.find(legend); at != std::string::npos) {
-            text.insert(at + legend.size(), note);
-        }
-    }
-    return text;
-}
-
-// `text`'s tail tables (Markdown and HTML) with each difference taken from
-// the printed values beside it, as this diffeval prints them: the fixtures'
-// diffeval took them from the unrounded values, and printed "2 -> 1" beside
-// a difference of -2. Only those cells change: p50 and p99 difference, and
-// the rest (printed p99 difference less the printed part from longer
-// outputs).
-std::string tail_differences_as_printed(const std::string& text) {
-    const auto diff = [](int v) { return v == 0 ? std::string("0") : fmt::format("{:+d}", v); };
-    static const re2::RE2 pair_md(R"re((\d+) -\\> (\d+))re");
-    static const re2::RE2 pair_html(R"re((\d+) -&gt; (\d+))re");
-    std::string out;
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t end = text.find('\n', start);
-        end = end == std::string::npos ? text.size() : end + 1;
-        std::string line = text.substr(start, end - start);
-        start = end;
-        const bool md = line.rfind("| ", 0) == 0;
-        const bool html = line.rfind("<tr><td>", 0) == 0;
-        if (!md && !html) {
-            out += line;
-            continue;
-        }
-        // The cells, and where each starts and ends in the line.
-        const std::string open = md ? "| " : "<td>";
-        const std::string close = md ? " |" : "</td>";
-        std::vector<std::pair<size_t, size_t>> cells;
-        for (size_t at = line.find(open); at != std::string::npos;) {
-            const size_t from = at + open.size();
-            const size_t to = line.find(close, from);
-            if (to == std::string::npos) {
-                break;
-            }
-            cells.emplace_back(from, to);
-            at = md ? to + 1 : line.find(open, to);
-        }
-        const auto cell = [&](size_t i) {
-            return line.substr(cells[i].first, cells[i].second - cells[i].first);
-        };
-        int a50 = 0, b50 = 0, a99 = 0, b99 = 0;
-        const auto& pair = md ? pair_md : pair_html;
-        if (cells.size() < 7 || !re2::RE2::FullMatch(cell(1), pair, &a50, &b50) ||
-            !re2::RE2::FullMatch(cell(3), pair, &a99, &b99)) {
-            out += line;
-            continue;
-        }
-        std::vector<std::string> values;
-        for (size_t i = 0; i < cells.size(); ++i) {
-            values.push_back(cell(i));
-        }
-        values[2] = diff(b50 - a50);
-        values[4] = diff(b99 - a99);
-        const std::string& from_lengths = values[values.size() - 2];
-        if (from_lengths != "-") {
-            values.back() = diff(b99 - a99 - std::stoi(from_lengths));
-        }
-        // Put the cells back from the last, so earlier positions hold.
-        for (size_t i = cells.size(); i-- > 0;) {
-            line.replace(cells[i].first, cells[i].second - cells[i].first, values[i]);
-        }
-        out += line;
-    }
-    return out;
-}
-
-// The summary, the comparison and the report of `db` are what the diffeval
-// that wrote `fixture` printed: in today's words and without the tail's
-// interval when `reworded` (fixtures older than both), else byte for byte
-// but for the tail's differences (tail_differences_as_printed);
-// with the tail's note on rows of a flat fit when `flat_tail` (a fixture
-// whose tail lists one, from before the note).
+// The summary of `db` is what the diffeval that wrote `fixture` printed,
+// byte for byte. The comparison and the report are what this diffeval
+// printed for the migrated fixture when its statistics last changed
+// (README.md in the fixture says when); DIFFEVAL_UPDATE_FIXTURES=1 writes
+// them anew. Either way a migration that changed what users see fails.
 void expect_fixture_outputs(const std::filesystem::path& fixture, const std::filesystem::path& db,
-                            const std::filesystem::path& dir, bool reworded = true,
-                            bool flat_tail = false) {
-    const auto ours = [&](const std::string& text) {
-        return reworded ? without_tail_interval(text) : text;
-    };
-    const auto theirs = [&](const std::filesystem::path& file) {
-        auto text = tail_differences_as_printed(reworded ? worded_now(e2e::slurp(fixture / file))
-                                                         : e2e::slurp(fixture / file));
-        return flat_tail ? with_flat_tail_note(std::move(text)) : text;
+                            const std::filesystem::path& dir) {
+    const bool update = std::getenv("DIFFEVAL_UPDATE_FIXTURES") != nullptr;
+    const auto expect = [&](const std::string& text, const char* file) {
+        if (update) {
+            std::ofstream(fixture / file, std::ios::binary) << text;
+        }
+        EXPECT_EQ(text, e2e::slurp(fixture / file)) << file;
     };
     auto summary = e2e::run({"summary", "--db", db.string(), "--format", "json"});
     ASSERT_EQ(summary.exit_code, 0) << summary.err;
     EXPECT_EQ(summary.out, e2e::slurp(fixture / "summary.json"));
     auto diff = e2e::run({"diff", "a", "b", "--db", db.string(), "--format", "json"});
     ASSERT_EQ(diff.exit_code, 0) << diff.err;
-    EXPECT_EQ(ours(diff.out), theirs("diff.json"));
+    expect(diff.out, "diff.json");
     auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
     ASSERT_EQ(report.exit_code, 0) << report.err;
-    EXPECT_EQ(ours(e2e::slurp(dir / "report/report.md")), theirs("report.md"));
-    EXPECT_EQ(ours(e2e::slurp(dir / "report/report.html")), theirs("report.html"));
-    EXPECT_EQ(ours(e2e::slurp(dir / "report/summary.json")), theirs("report-summary.json"));
+    expect(e2e::slurp(dir / "report/report.md"), "report.md");
+    expect(e2e::slurp(dir / "report/report.html"), "report.html");
+    expect(e2e::slurp(dir / "report/summary.json"), "report-summary.json");
 }
 
 // Resumes the fixtures' matrix against two fresh simulators; its stderr.
@@ -323,7 +144,7 @@ TEST(Migrate, VersionEightDatabaseKeepsEverythingUsersSee) {
     // The summary, the comparison and the report are what the version that
     // wrote the file printed.
     // Its tail lists one baseline whose latency falls with its token count.
-    expect_fixture_outputs(k_fixture, db, dir, true, true);
+    expect_fixture_outputs(k_fixture, db, dir);
 
     // Resuming the same matrix plans the same requests (their keys hash the
     // bodies) and sends exactly the 6 that failed, 2 of them probes.
@@ -477,7 +298,7 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NULL"), "14");
     expect_same(UsersSee::in(db, k_probe_bodies), before);
-    expect_fixture_outputs(k_fixture_v11, db, dir, false);
+    expect_fixture_outputs(k_fixture_v11, db, dir);
 
     // The resumed run plans the same requests (their keys hash the whole
     // bodies) and sends exactly what failed.

@@ -5,6 +5,7 @@
 // arithmetic.
 #include <harness/analysis/questions.hpp>
 #include <harness/analysis/rng.hpp>
+#include <harness/analysis/verdict.hpp>
 
 #include <gtest/gtest.h>
 
@@ -209,8 +210,72 @@ TEST(AnalyseQuestions, IdenticalSidesHaveNoDetectableDifferenceSize) {
     EXPECT_EQ(s->diff, 0.0);
     EXPECT_EQ(s->test.p, 1.0);
     EXPECT_FALSE(s->mdd.has_value());
-    EXPECT_EQ(s->interval.lo, 0.0);
-    EXPECT_EQ(s->interval.hi, 0.0);
+    // Every resample is 0; the exact bound stands in: none of 3 questions
+    // differs, so the share that does is below 1 - 0.025^(1/3) (two-sided
+    // 95%) and 1 - 0.05^(1/3) (one-sided).
+    EXPECT_NEAR(s->interval.lo, -(1.0 - std::pow(0.025, 1.0 / 3.0)), 1e-12);
+    EXPECT_NEAR(s->interval.hi, 1.0 - std::pow(0.025, 1.0 / 3.0), 1e-12);
+    EXPECT_NEAR(s->interval.lo_one_sided, -(1.0 - std::pow(0.05, 1.0 / 3.0)), 1e-12);
+    EXPECT_NEAR(s->interval.hi_one_sided, 1.0 - std::pow(0.05, 1.0 / 3.0), 1e-12);
+    EXPECT_TRUE(s->count_bound_lo && s->count_bound_hi);
+}
+
+// Five losses and a gain in eight put the bootstrap's upper bound below 0,
+// but the exact test cannot tell that from no drop (one-sided mid-p 1/16):
+// "worse than the margin" needs both, as "worse" does.
+TEST(AnalyseQuestions, AMarginIsShownMissedOnlyWhenTheTestShowsADrop) {
+    CorrectnessMatrix a(8, std::vector<std::uint8_t>{1});
+    CorrectnessMatrix b = a;
+    for (size_t q = 0; q < 5; ++q) {
+        b[q][0] = 0;
+    }
+    a[7][0] = 0;
+    auto s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    ASSERT_LT(s->interval.hi_one_sided, -0.001);
+    EXPECT_NEAR(s->test.p_mid / 2, 1.0 / 16, 1e-12);
+    const auto m = non_inferiority(*s, 0.001);
+    EXPECT_EQ(m.outcome, MarginOutcome::inconclusive);
+    EXPECT_NE(m.sentence.find("the one-sided sign-flip test does not show a drop"),
+              std::string::npos)
+        << m.sentence;
+    // One more loss: the test shows the drop too.
+    b[5][0] = 0;
+    s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(non_inferiority(*s, 0.001).outcome, MarginOutcome::fail);
+}
+
+// A side no question moved towards gets the exact count bound: one question
+// that agrees bounds nothing, 1,319 that agree bound a drop to 0.23 points,
+// and eight gains with no loss in 1,319 still exclude 0 (the sign-flip test
+// rejects too), where the bootstrap alone would too.
+TEST(AnalyseQuestions, ASideNoQuestionMovedTowardsHasTheExactCountBound) {
+    CorrectnessMatrix one{{1}};
+    auto single = analyse_questions(one, one);
+    ASSERT_TRUE(single.ok());
+    EXPECT_NEAR(single->interval.lo_one_sided, -0.95, 1e-12);
+    EXPECT_EQ(non_inferiority(*single, 0.01).outcome, MarginOutcome::inconclusive);
+
+    CorrectnessMatrix same(1319, std::vector<std::uint8_t>{1});
+    auto agree = analyse_questions(same, same);
+    ASSERT_TRUE(agree.ok());
+    EXPECT_NEAR(agree->interval.lo_one_sided, -(1.0 - std::pow(0.05, 1.0 / 1319.0)), 1e-12);
+    EXPECT_EQ(non_inferiority(*agree, 0.005).outcome, MarginOutcome::pass);
+    EXPECT_EQ(non_inferiority(*agree, 0.002).outcome, MarginOutcome::inconclusive);
+
+    CorrectnessMatrix b = same;
+    for (size_t q = 0; q < 8; ++q) {
+        same[q][0] = 0;
+    }
+    auto gains = analyse_questions(same, b);
+    ASSERT_TRUE(gains.ok());
+    EXPECT_EQ(gains->a_better, 0u);
+    EXPECT_TRUE(gains->count_bound_lo);
+    EXPECT_FALSE(gains->count_bound_hi);
+    EXPECT_GT(gains->interval.lo, 0.0);
+    EXPECT_LT(gains->interval.lo, gains->diff);
+    EXPECT_EQ(decide_verdict(*gains, "a", "b", gains->test.p_mid, 1).kind, VerdictKind::better);
 }
 
 TEST(AnalyseQuestions, RejectsWhatItCannotPair) {
