@@ -447,6 +447,11 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     c.dataset_b = dataset_of(gb);
     const Paired p = pair_groups(ga, gb, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
+    for (auto [g, n] : {std::pair{&ga, &c.questions_a}, std::pair{&gb, &c.questions_b}}) {
+        for (size_t i = 0; i < g->rows.size(); i = run_end(g->rows, i)) {
+            ++*n;
+        }
+    }
     if (p.differing > 0) {
         return make_error(
             ErrorKind::data,
@@ -530,6 +535,12 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
         auto& c = comparisons[i];
         c.verdict = decide_verdict(c.stats, c.a.text(), c.b.text(), adjusted[i], comparisons.size(),
                                    margin);
+        if (c.questions_a != c.questions || c.questions_b != c.questions) {
+            c.verdict.sentence += fmt::format(
+                " Paired on the {} questions both answered: {} answered {} and {} answered {}; "
+                "each group's own accuracy elsewhere is over its own questions.",
+                c.questions, c.a.text(), c.questions_a, c.b.text(), c.questions_b);
+        }
     }
 }
 
@@ -629,6 +640,8 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"a", {{"server", c.a.server}, {"framing", *c.a.framing}, {"max_tokens", *c.a.max_tokens}}},
         {"b", {{"server", c.b.server}, {"framing", *c.b.framing}, {"max_tokens", *c.b.max_tokens}}},
         {"questions", c.questions},
+        {"questions_a", c.questions_a},
+        {"questions_b", c.questions_b},
         {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
         {"paired_responses", c.paired_responses},
         {"accuracy_a", c.accuracy_a},

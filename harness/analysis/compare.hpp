@@ -105,7 +105,11 @@ struct Comparison {
     Selector b;
     std::string dataset_a; // the dataset each side's questions came from
     std::string dataset_b;
-    int64_t questions = 0;
+    int64_t questions = 0; // paired: answered in both groups
+    // Questions each group answered; more than `questions` when the groups
+    // ran different subsets (a --limit, a shard, failed requests), and the
+    // verdict sentence then says so.
+    int64_t questions_a = 0, questions_b = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only
     // identifiers, so none is paired with "its" counterpart).

@@ -427,3 +427,31 @@ TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {
                   "1 1 lm-eval-flexible=0 lm-eval-strict=0 vllm=0",
               }));
 }
+
+// Groups that ran different subsets of the same questions are compared on
+// the questions both answered, and every verdict sentence says so.
+TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo) {
+    auto dir = e2e::scratch("analyse-subsets");
+    auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    for (const auto& [name, limit] : {std::pair{"a", "6"}, std::pair{"c", "3"}}) {
+        auto o = e2e::run({"run", "--server", std::string(name) + "=" + sim.url(), "--framing",
+                           "raw", "--limit", limit, "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    auto d = e2e::run({"diff", "a", "c", "--db", db, "--format", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const auto c = json::parse(d.out)["comparisons"][0];
+    EXPECT_EQ(c["questions"], 3);
+    EXPECT_EQ(c["questions_a"], 6);
+    EXPECT_EQ(c["questions_b"], 3);
+    const std::string sentence = c["verdict"]["sentence"];
+    EXPECT_NE(sentence.find("Paired on the 3 questions both answered: a/raw/256 answered 6 and "
+                            "c/raw/256 answered 3"),
+              std::string::npos)
+        << sentence;
+    auto r = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(e2e::slurp(dir / "out/report.md").find("Paired on the 3 questions both answered"),
+              std::string::npos);
+}
