@@ -3,44 +3,66 @@
 
 namespace diffeval::http {
 
+namespace {
+
+constexpr std::string_view k_bom = "\xEF\xBB\xBF";
+
+} // namespace
+
 std::vector<std::string> SseParser::feed(std::string_view chunk) {
     std::vector<std::string> events;
     for (char c : chunk) {
-        if (c != '\n') {
-            m_line += c;
+        // A CR ends a line; an LF right after it belongs to the same ending,
+        // in this chunk or the next.
+        if (m_after_cr) {
+            m_after_cr = false;
+            if (c == '\n') {
+                continue;
+            }
+        }
+        if (c == '\r' || c == '\n') {
+            m_after_cr = c == '\r';
+            end_line(events);
             continue;
         }
-        if (!m_line.empty() && m_line.back() == '\r') {
-            m_line.pop_back();
-        }
-        if (m_line.empty()) {
-            if (m_has_data) {
-                events.push_back(std::move(m_data));
-            }
-            m_data.clear();
-            m_has_data = false;
-        } else if (m_line[0] != ':') {
-            auto colon = m_line.find(':');
-            std::string_view field(m_line.data(),
-                                   colon == std::string::npos ? m_line.size() : colon);
-            std::string_view value;
-            if (colon != std::string::npos) {
-                value = std::string_view(m_line).substr(colon + 1);
-                if (!value.empty() && value.front() == ' ') {
-                    value.remove_prefix(1);
-                }
-            }
-            if (field == "data") {
-                if (m_has_data) {
-                    m_data += '\n';
-                }
-                m_data += value;
-                m_has_data = true;
-            }
-        }
-        m_line.clear();
+        m_line += c;
     }
     return events;
+}
+
+void SseParser::end_line(std::vector<std::string>& events) {
+    // One byte order mark at the start of the stream is not part of it.
+    if (m_first_line) {
+        m_first_line = false;
+        if (m_line.compare(0, k_bom.size(), k_bom) == 0) {
+            m_line.erase(0, k_bom.size());
+        }
+    }
+    if (m_line.empty()) {
+        if (m_has_data) {
+            events.push_back(std::move(m_data));
+        }
+        m_data.clear();
+        m_has_data = false;
+    } else if (m_line[0] != ':') {
+        auto colon = m_line.find(':');
+        std::string_view field(m_line.data(), colon == std::string::npos ? m_line.size() : colon);
+        std::string_view value;
+        if (colon != std::string::npos) {
+            value = std::string_view(m_line).substr(colon + 1);
+            if (!value.empty() && value.front() == ' ') {
+                value.remove_prefix(1);
+            }
+        }
+        if (field == "data") {
+            if (m_has_data) {
+                m_data += '\n';
+            }
+            m_data += value;
+            m_has_data = true;
+        }
+    }
+    m_line.clear();
 }
 
 } // namespace diffeval::http

@@ -1,7 +1,7 @@
 // Server-sent events: splits a byte stream into events as they arrive, in
 // whatever chunks the network delivers, following the WHATWG rules that
 // OpenAI-compatible servers use (`data:` lines, blank line ends an event,
-// CRLF or LF, comments ignored).
+// CRLF, LF or CR, comments ignored, one leading byte order mark dropped).
 #pragma once
 
 #include <string>
@@ -17,7 +17,11 @@ public:
     std::vector<std::string> feed(std::string_view chunk);
 
 private:
+    void end_line(std::vector<std::string>& events);
+
     std::string m_line;
+    bool m_after_cr = false;  // the last byte ended a line with CR
+    bool m_first_line = true; // no line has ended yet
     std::string m_data;
     bool m_has_data = false;
 };

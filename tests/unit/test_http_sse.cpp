@@ -24,3 +24,22 @@ TEST(SseParser, IncompleteEventIsHeldBack) {
     EXPECT_TRUE(p.feed("1}\n").empty());
     EXPECT_EQ(p.feed("\n"), (std::vector<std::string>{"{\"x\": 1}"}));
 }
+
+// WHATWG's two rules servers may lean on: a line may end with CR alone, and
+// one byte order mark may open the stream. Both, byte by byte and whole.
+TEST(SseParser, CrLineEndingsAndALeadingByteOrderMark) {
+    const std::string stream = "\xEF\xBB\xBF"
+                               "data: {\"a\":1}\r\rdata: {\"b\":2}\r\n\r\n"
+                               "data: \xEF\xBB\xBF{\"c\":3}\r\r";
+    const std::vector<std::string> expected = {"{\"a\":1}", "{\"b\":2}", "\xEF\xBB\xBF{\"c\":3}"};
+    SseParser whole;
+    EXPECT_EQ(whole.feed(stream), expected);
+    SseParser bytes;
+    std::vector<std::string> events;
+    for (char c : stream) {
+        for (auto& e : bytes.feed(std::string_view(&c, 1))) {
+            events.push_back(e);
+        }
+    }
+    EXPECT_EQ(events, expected);
+}
