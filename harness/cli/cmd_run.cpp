@@ -333,6 +333,22 @@ int report_outcome(const engine::RunSummary& s, const std::string& db) {
         std::cout << fmt::format("{} requests have no successful response; run the same command "
                                  "again to retry them\n",
                                  s.failed);
+        // Why, most frequent first: the whole story is in the database.
+        std::vector<std::pair<int64_t, std::string>> why;
+        for (const auto& [what, n] : s.failures) {
+            why.emplace_back(n, what);
+        }
+        std::sort(why.begin(), why.end(), [](const auto& x, const auto& y) {
+            return x.first != y.first ? x.first > y.first : x.second < y.second;
+        });
+        for (size_t i = 0; i < why.size() && i < 3; ++i) {
+            std::cout << fmt::format("  {} x {}\n", why[i].first, why[i].second);
+        }
+        if (why.size() > 3) {
+            std::cout << fmt::format("  and {} other errors (SELECT error_kind, error FROM "
+                                     "responses WHERE ok = 0)\n",
+                                     why.size() - 3);
+        }
         return k_exit_failed;
     }
     return k_exit_ok;

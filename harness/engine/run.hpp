@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct RunSummary {
     bool interrupted = false;
     std::vector<std::string> crashed; // launched servers that died mid-run
     double seconds = 0;
+    // This run's final failures by what they say ("kind: error", redacted,
+    // one line of at most 160 bytes), for the closing summary.
+    std::map<std::string, int64_t> failures;
 };
 
 // Run `config`, writing to its database; progress and notes go to `log`.

@@ -6,6 +6,7 @@
 
 #include <harness/engine/retry.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -344,12 +345,15 @@ struct Sender::Loop {
         if (!row.ok && retried(w, resp, row.error_kind)) {
             return;
         }
+        redact_row(s.m_ctx.inputs.redactor, row);
         if (row.ok) {
             ++summary.succeeded;
         } else {
             ++summary.failed;
+            ++summary.failures[util::one_line(
+                fmt::format("{}: {}", row.error_kind.empty() ? "error" : row.error_kind, row.error),
+                160)];
         }
-        redact_row(s.m_ctx.inputs.redactor, row);
         writer.push(std::move(row));
         ++s.m_pushed;
     }

@@ -322,6 +322,10 @@ TEST(RunBadInput, Http500StormIsRetriedThenStoredAsErrors) {
                   "AND error LIKE 'HTTP 500: %'"),
         "3");
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "incomplete");
+    // The closing summary says why, not only how many.
+    EXPECT_NE(o.out.find("3 requests have no successful response"), std::string::npos) << o.out;
+    const auto kind = query(db, "SELECT error_kind FROM responses LIMIT 1");
+    EXPECT_NE(o.out.find("  3 x " + kind + ": HTTP 500: "), std::string::npos) << o.out;
 }
 
 TEST(RunBadInput, ApiKeyIsSentButNeverStoredOrPrinted) {
