@@ -5,6 +5,7 @@
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
 #include <harness/store/lock.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,15 @@ struct ImportFlags {
 };
 
 int import_command(const ImportFlags& f) {
+    for (const auto& [flag, value] : {std::pair{"--name", &f.name}, {"--framing", &f.framing}}) {
+        // An empty --framing is the default: the framing the samples show.
+        if (auto problem = util::name_problem(*value);
+            problem && !(value == &f.framing && value->empty())) {
+            return report(util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("{} '{}' {}", flag, util::one_line(*value, 80), *problem)));
+        }
+    }
     // 1. Open (or create) the store, once the samples file is known to be
     // readable: a mistyped path must not leave an empty database behind.
     std::error_code ec;

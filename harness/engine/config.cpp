@@ -4,6 +4,7 @@
 #include <harness/engine/probe_plan.hpp>
 #include <harness/http/client.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 #include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
@@ -469,10 +470,9 @@ util::Result<void> validate(const RunConfig& c) {
     }
     std::set<std::string> names;
     for (const auto& s : c.servers) {
-        if (s.name.find_first_of("/ \t") != std::string::npos) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("server name '{}' must not contain '/' or spaces", s.name));
+        if (auto problem = util::name_problem(s.name)) {
+            return make_error(ErrorKind::usage, fmt::format("server name '{}' {}",
+                                                            util::one_line(s.name, 80), *problem));
         }
         if (!names.insert(s.name).second) {
             return make_error(ErrorKind::usage,

@@ -4,6 +4,7 @@
 // key or model.
 #include <harness/engine/run_parts.hpp>
 
+#include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
@@ -116,9 +117,10 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
                                       s.name));
     }
     if (model && std::find(ids.begin(), ids.end(), *model) == ids.end()) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("server '{}' does not serve model '{}'; it serves: {}",
-                                      s.name, *model, fmt::join(ids, ", ")));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("server '{}' does not serve model '{}'; it serves: {}", s.name, *model,
+                        util::one_line(fmt::format("{}", fmt::join(ids, ", ")), 400)));
     }
     out.served_model = ids.front();
     out.info["models"] = j["data"];

@@ -16,6 +16,7 @@
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -83,6 +84,10 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         auto f = framing::load_framing(name);
         if (!f) {
             return f.error();
+        }
+        if (auto problem = util::name_problem(f->name)) {
+            return make_error(ErrorKind::usage, fmt::format("--framing {}: its name '{}' {}", name,
+                                                            util::one_line(f->name, 80), *problem));
         }
         // The name is the group's: two framings of one name would fill
         // one group with two bodies per question.

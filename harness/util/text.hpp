@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -79,6 +80,24 @@ inline std::string_view utf8_byte_prefix(std::string_view s, size_t max_bytes) {
         --cut;
     }
     return s.substr(0, cut);
+}
+
+// What is wrong with `name` as a part of a group's name (a server, an
+// imported group, a framing), or nullopt: groups are written SERVER/FRAMING/
+// MAX_TOKENS on the command line, and names reach terminals, Markdown tables
+// and XML unescaped by some readers, so none may be empty or hold '/',
+// spaces or control characters (line ends, terminal escapes).
+inline std::optional<std::string> name_problem(std::string_view name) {
+    if (name.empty()) {
+        return std::string("must not be empty");
+    }
+    for (char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (c == '/' || c == ' ' || u < 0x20 || u == 0x7F) {
+            return std::string("must not contain '/', spaces or control characters");
+        }
+    }
+    return std::nullopt;
 }
 
 // Untrusted text (model output, a server's message) as one line of at most

@@ -241,6 +241,38 @@ TEST(Hostile, OutOfRangeFlagsAreRefusedUpFront) {
 
 // A number CLI11 cannot read is named in the same one line as the range
 // checks: the flag, the text as typed and what the flag takes.
+// A name holding a terminal escape or a line end would reach terminals,
+// Markdown tables and JUnit XML as it is: refused in one line, nothing sent.
+TEST(Hostile, NamesWithControlCharactersAreRefused) {
+    auto dir = e2e::scratch("hostile-names");
+    HostileServer server(cycle({Hostile::good}));
+    for (const std::string name : {"x\x1b[2J", "a\nb", "a\rb"}) {
+        auto o = e2e::run({"run", "--server", name + "=" + server.url(), "--dataset", "sample",
+                           "--db", (dir / "r.sqlite").string(), "--limit", "1"});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find("must not contain '/', spaces or control characters"),
+                  std::string::npos)
+            << o.err;
+        EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+    auto samples = dir / "samples.jsonl";
+    std::ofstream(samples) << "{}\n";
+    for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--name", ""},
+                                      {"--name", "a/b"},
+                                      {"--framing", "raw\x1b[31m"}}) {
+        std::vector<std::string> args = {
+            "import",    "lm-eval", "--db",          (dir / "i.sqlite").string(), "--name", "x",
+            "--framing", "raw",     samples.string()};
+        args[flag == "--name" ? 5 : 7] = value;
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << flag << o.err;
+        EXPECT_NE(o.err.find(flag + " '"), std::string::npos) << o.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "i.sqlite"));
+}
+
 TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
     auto dir = e2e::scratch("hostile-mistyped");
     HostileServer server(cycle({Hostile::good}));
