@@ -34,7 +34,15 @@ double prob(double logprob) {
 
 // Adds `token` unless listed already (the chosen token appears in both the
 // position and its alternatives); a listed null takes the other's number.
+// Alternatives kept at the first position: the probe asks for 20, a server
+// listing 100,000 would make this linear search quadratic (minutes of CPU
+// and megabytes stored a response); past this many, the rest are ignored.
+constexpr size_t k_max_alternatives = 1000;
+
 void add(FirstPosition& p, std::string token, double logprob) {
+    if (p.top.size() >= k_max_alternatives && token != p.chosen) {
+        return;
+    }
     for (auto& a : p.top) {
         if (a.token == token) {
             if (!std::isfinite(a.logprob)) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace diffeval::probe;
@@ -200,5 +201,26 @@ TEST(ProbeFirstPosition, BothParsersReadTheSame) {
                         (std::isnan(fast->top[i].logprob) && std::isnan(dom->top[i].logprob)))
                 << body << ": " << fast->top[i].logprob << " vs " << dom->top[i].logprob;
         }
+    }
+}
+
+// A server listing far more alternatives than the probe asked for: the first
+// 1,000 are kept (with the chosen token), in both parsers, so reading stays
+// linear and a stored row small; the probability comes from those.
+TEST(ProbeFirstPosition, AHugeListOfAlternativesIsCut) {
+    std::string top = "[";
+    for (int i = 0; i < 20'000; ++i) {
+        top += (i ? "," : "") + std::string(R"({"token":"t)") + std::to_string(i) +
+               R"(","logprob":-20.0})";
+    }
+    top += R"(,{"token":"<think>","logprob":-0.1}])";
+    const auto body = content_body("x", -3.0, top);
+    for (auto parse : {first_position, first_position_nlohmann}) {
+        auto p = parse(body);
+        ASSERT_TRUE(p) << p.error().message;
+        EXPECT_EQ(p->top.size(), 1001u);
+        EXPECT_EQ(p->chosen, "x");
+        EXPECT_TRUE(std::any_of(p->top.begin(), p->top.end(),
+                                [](const auto& a) { return a.token == "x"; }));
     }
 }
