@@ -28,7 +28,8 @@ bool transfer_retryable(const RetryInput& in) {
 
 // A 200 whose body could not be used as delivered.
 bool delivery_retryable(const RetryInput& in) {
-    return in.parsed_error_kind == "parse" || in.parsed_error_kind == "stream";
+    return in.parsed_error_kind == "parse" || in.parsed_error_kind == "stream" ||
+           in.parsed_error_kind == "finish";
 }
 
 } // namespace

@@ -322,6 +322,15 @@ struct Sender::Loop {
         } else {
             parse_success_body(resp.body, w.endpoint, row);
         }
+        // The server saying it gave up on the answer (vLLM's `abort`,
+        // `error`): a failure to deliver, tried again like a 5xx.
+        if (row.ok && !w.probe && row.finish_reason &&
+            (*row.finish_reason == "abort" || *row.finish_reason == "error")) {
+            row.ok = false;
+            row.error_kind = "finish";
+            row.error = fmt::format("the server ended the answer with finish_reason '{}'",
+                                    *row.finish_reason);
+        }
         return row;
     }
 

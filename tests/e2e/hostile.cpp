@@ -170,27 +170,13 @@ bool read_request(int fd, Parsed& r, const std::atomic<bool>& stop, Clock::time_
 } // namespace
 
 std::string name_of(Hostile m) {
-    static const char* names[] = {"good",
-                                  "cut_mid_event",
-                                  "no_finish",
-                                  "content_number",
-                                  "content_object",
-                                  "content_null",
-                                  "message_empty",
-                                  "deep_json",
-                                  "gzip_bomb",
-                                  "endless",
-                                  "redirect_away",
-                                  "redirect_ftp",
-                                  "redirect_loop",
-                                  "echo_headers",
-                                  "retry_after_huge",
-                                  "retry_after_nan",
-                                  "bad_tokens",
-                                  "partial_206",
-                                  "huge_header",
-                                  "huge_trailer",
-                                  "hang"};
+    static const char* names[] = {
+        "good",           "cut_mid_event", "no_finish",        "content_number",
+        "content_object", "content_null",  "message_empty",    "deep_json",
+        "gzip_bomb",      "endless",       "redirect_away",    "redirect_ftp",
+        "redirect_loop",  "echo_headers",  "retry_after_huge", "retry_after_nan",
+        "bad_tokens",     "partial_206",   "huge_header",      "huge_trailer",
+        "finish_abort",   "hang"};
     return names[static_cast<int>(m)];
 }
 
@@ -322,6 +308,11 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
     case Hostile::huge_header:
         return json_response(200, json_text(chat, good),
                              "X-Big: " + std::string(70'000, 'a') + "\r\n");
+    case Hostile::finish_abort: {
+        auto body = json_text(chat, good);
+        body.replace(body.find("\"finish_reason\":\"stop\""), 22, "\"finish_reason\":\"abort\"");
+        return json_response(200, body);
+    }
     case Hostile::huge_trailer: {
         const auto body = json_text(chat, good);
         std::ostringstream size;

@@ -35,6 +35,7 @@ enum class Hostile {
     partial_206,      // a good body with status 206
     huge_header,      // a good body behind a 70,000-byte header field
     huge_trailer,     // a good chunked body, then a 70,000-byte trailer field
+    finish_abort,     // a good text with finish_reason "abort"
     hang,             // reads the request, never answers
 };
 

@@ -130,6 +130,32 @@ TEST(Hostile, UnusablePropsRepliesAreIgnored) {
     }
 }
 
+// finish_reason "abort" is the server giving up on the answer: retried,
+// stored as a failure (never as a success), and sent again by the rerun.
+TEST(Hostile, AnAbortedAnswerIsAFailureToRetry) {
+    auto dir = e2e::scratch("hostile-abort");
+    auto opts = cycle({Hostile::finish_abort});
+    opts.hostile_arrivals_per_body = 2;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> more = {"--limit",   "2", "--framing",          "raw",
+                                           "--retries", "1", "--retry-backoff-ms", "1"};
+    auto o = e2e::run(run_args(server.url(), db, more));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 4);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0 AND error_kind = 'finish' "
+                           "AND attempts = 2 AND finish_reason = 'abort'"),
+              2);
+    EXPECT_NE(o.out.find("2 x finish: the server ended the answer with finish_reason 'abort'"),
+              std::string::npos)
+        << o.out;
+    // The third sighting of each body is answered well.
+    auto again = e2e::run(run_args(server.url(), db, more));
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(server.total_arrivals(), 6);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), 2);
+}
+
 // A header or trailer field too large to store fails its own request; the
 // run goes on with the rest (it used to end with "internal error").
 TEST(Hostile, HugeHeaderFieldsFailTheirRequestOnly) {
