@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace diffeval::engine {
 
@@ -33,6 +34,17 @@ util::Result<std::vector<std::string>> request_headers(const ServerSpec& s, cons
             return make_error(
                 ErrorKind::usage,
                 fmt::format("server '{}': the API key variable {} is not set", s.name, env));
+        }
+        // A line end would split the header (every request then fails as
+        // sent); other control characters no server takes either.
+        if (std::any_of(key, key + std::strlen(key), [](char ch) {
+                const auto u = static_cast<unsigned char>(ch);
+                return u < 0x20 || u == 0x7F;
+            })) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': the API key in {} holds a line end or "
+                                          "another control character; set it to the key alone",
+                                          s.name, env));
         }
         h.push_back(fmt::format("Authorization: Bearer {}", key));
     }

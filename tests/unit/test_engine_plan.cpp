@@ -353,5 +353,13 @@ TEST(ServerStates, AnUnsetKeyVariableIsNamedAndASetKeyIsSentAndRedacted) {
     EXPECT_NE(std::find(headers.begin(), headers.end(), "Authorization: Bearer sk-unit-0123456789"),
               headers.end());
     EXPECT_EQ(engine::secrets_of(config).redacted("echo sk-unit-0123456789"), "echo [REDACTED]");
+    // A key with a line end (a file read with its newline) would split the
+    // header: refused before anything is sent, the key not quoted.
+    ::setenv("DIFFEVAL_UNIT_PLAN_KEY", "sk-line-one\nline-two", 1);
+    auto split = engine::server_states(config);
+    ASSERT_FALSE(split);
+    EXPECT_EQ(split.error().kind, util::ErrorKind::usage);
+    EXPECT_NE(split.error().message.find("holds a line end"), std::string::npos);
+    EXPECT_EQ(split.error().message.find("sk-line-one"), std::string::npos);
     ::unsetenv("DIFFEVAL_UNIT_PLAN_KEY");
 }
