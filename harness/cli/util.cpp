@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <iostream>
 #include <unistd.h>
@@ -38,7 +40,20 @@ util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
     }
     analysis::BootstrapOptions bootstrap;
     bootstrap.resamples = resamples;
-    return analysis::check_options(bootstrap);
+    if (auto r = analysis::check_options(bootstrap); !r) {
+        return r;
+    }
+    // Each end of the interval is a percentile of the resamples: with fewer
+    // than one resample beyond it, it is only the most extreme one drawn.
+    if (static_cast<double>(resamples) * alpha / 2.0 < 1.0) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--alpha {:g} with --resamples {}: each end of the interval would rest "
+                        "on less than one resample; pass --resamples {:.0f} or more, or a larger "
+                        "--alpha",
+                        alpha, resamples, std::ceil(2.0 / alpha)));
+    }
+    return {};
 }
 
 int report(const util::Error& error) {

@@ -318,6 +318,11 @@ TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> paired = {
         {{"gate", "--max-drop", "two"}, "--max-drop 'two': expected a number"},
         {{"diff", "a", "b", "--resamples", "-2"}, "--resamples '-2': expected a whole number of 0"},
+        {{"diff", "a", "b", "--alpha", "1e-9"},
+         "--alpha 1e-09 with --resamples 10000: each end of the interval would rest on less than "
+         "one resample; pass --resamples 2000000000 or more"},
+        {{"gate", "--max-drop", "1", "--resamples", "10"},
+         "--alpha 0.05 with --resamples 10: each end of the interval"},
         {{"diff", "a", "b", "--resamples", "99999999999"}, "--resamples 99999999999: too large"},
         {{"diff", "a", "b", "--resamples", "0"}, "--resamples 0: must be at least 1"},
         {{"diff", "a", "b", "--alpha", "2"}, "--alpha 2: must be in (0, 0.5]"},
