@@ -239,13 +239,25 @@ int plan_command(const AnalyseFlags& f) {
                       << ": there is no variance to size a run from.\n\n";
             continue;
         }
-        std::cout << fmt::format("To detect a {:.2f}-point drop at alpha {:g} with {:.0f}% power "
-                                 "(between-question variance {:.4f}, within {:.4f} and {:.4f}):\n",
-                                 f.drop, f.alpha, 100 * s.power, plan.between_variance,
-                                 plan.within_a, plan.within_b);
+        // With one repeat on a side the within-question variance is not
+        // measured: how much more repeats would average away is unknown, so
+        // only the pilot's own design is sized.
+        const bool measured = s.noise_a.measured && s.noise_b.measured;
+        std::cout << fmt::format(
+            "To detect a {:.2f}-point drop at alpha {:g} with {:.0f}% power ({}):\n", f.drop,
+            f.alpha, 100 * s.power,
+            measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
+                                   plan.between_variance, plan.within_a, plan.within_b)
+                     : fmt::format("variance of per-question differences {:.4f}; run-to-run "
+                                   "noise not measured with {} and {} repeats, so what more "
+                                   "repeats would gain is unknown: a pilot with 2 or more a side "
+                                   "sizes them",
+                                   s.sd_diff * s.sd_diff, s.noise_a.repeats, s.noise_b.repeats));
         std::vector<std::vector<std::string>> rows = {{"repeats per side", "questions needed"}};
         for (const auto& r : plan.rows) {
-            rows.push_back({std::to_string(r.repeats), std::to_string(r.questions)});
+            if (measured || r.repeats == 1) {
+                rows.push_back({std::to_string(r.repeats), std::to_string(r.questions)});
+            }
         }
         std::cout << reports::render_table(rows, reports::Style::text) << "\n";
     }

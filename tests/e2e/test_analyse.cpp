@@ -454,4 +454,14 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(e2e::slurp(dir / "out/report.md").find("Paired on the 3 questions both answered"),
               std::string::npos);
+    // One repeat a side measures no run-to-run noise: the plan sizes that
+    // design alone, and says why, instead of a row per repeat count.
+    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE response_id IN (SELECT "
+                  "response_id FROM requests WHERE server = 'c' AND question_idx < 2)");
+    auto p = e2e::run({"plan", "--db", db, "a", "c"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_NE(p.out.find("run-to-run noise not measured with 1 and 1 repeats"), std::string::npos)
+        << p.out;
+    EXPECT_EQ(p.out.find("within 0.0000"), std::string::npos) << p.out;
+    EXPECT_EQ(p.out.find("\n10 "), std::string::npos) << p.out;
 }
