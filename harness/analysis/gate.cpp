@@ -226,6 +226,25 @@ GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pc
     return c;
 }
 
+// A behaviour check of a pair where a side has no successful response:
+// nothing to measure, and a gate that cannot measure must not pass (an
+// absent count is not a count of 0).
+GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
+                           const GroupSummary& empty, const std::string& threshold_text) {
+    GateCheck c;
+    c.kind = kind;
+    c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
+    c.unit = kind == "tokens" ? "%" : "responses";
+    c.threshold_text = threshold_text;
+    c.measured_text = fmt::format("{} has no successful response", empty.label());
+    c.status = CheckStatus::fail;
+    c.why = fmt::format("{} answered none of its {} questions, so its behaviour cannot be "
+                        "measured; see its errors (diffeval summary)",
+                        empty.label(), empty.questions);
+    c.detail = {{"baseline", cmp.a.text()}, {"candidate", cmp.b.text()}, {"measured", false}};
+    return c;
+}
+
 util::Result<void> add_pair_checks(const Results& results, const Summary& summary,
                                    const GateSpec& spec, std::vector<GateCheck>& out) {
     CompareOptions options;
@@ -245,6 +264,26 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         }
         if (spec.max_drop_points) {
             out.push_back(paired_check(cmp, spec));
+        }
+        // Every response of a side failed: no behaviour to compare.
+        const GroupSummary* empty = b->errors >= static_cast<double>(b->questions)   ? b
+                                    : a->errors >= static_cast<double>(a->questions) ? a
+                                                                                     : nullptr;
+        if (empty) {
+            if (spec.max_never_finished_increase) {
+                out.push_back(unmeasured_check("never_finished", cmp, *empty,
+                                               "<= " + spec.max_never_finished_increase->text()));
+            }
+            if (spec.max_reasoning_start_increase) {
+                out.push_back(unmeasured_check("reasoning_start", cmp, *empty,
+                                               "<= " + spec.max_reasoning_start_increase->text()));
+            }
+            if (spec.max_token_increase_pct) {
+                out.push_back(
+                    unmeasured_check("tokens", cmp, *empty,
+                                     fmt::format("<= {:+.2f}%", *spec.max_token_increase_pct)));
+            }
+            continue;
         }
         if (spec.max_never_finished_increase) {
             out.push_back(increase_check("never_finished", "responses that never finished", cmp,

@@ -479,3 +479,25 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
         << o.out;
     EXPECT_NE(o.out.find("this run detects differences of"), std::string::npos) << o.out;
 }
+
+// A candidate that answered nothing has no behaviour to compare: its checks
+// fail saying so, never "fell by 100%" from an absent count taken as 0.
+TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
+    auto dir = e2e::scratch("gate-unmeasured");
+    auto profile = dir / "fail.toml";
+    std::ofstream(profile) << "version = 1\nname = \"fail\"\n[faults]\nhttp_500 = 1.0\n";
+    e2e::Sim good;
+    e2e::Sim failing({"--profile", profile.string()});
+    auto db = (dir / "r.sqlite").string();
+    auto r =
+        e2e::run({"run", "--server", "a=" + good.url(), "--server", "fail=" + failing.url(),
+                  "--framing", "raw", "--limit", "4", "--retries", "0", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "fail",
+                       "--max-never-finished-increase", "5%", "--max-token-increase", "10"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("fail/raw/256 answered none of its 4 questions"), std::string::npos)
+        << o.out;
+    EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
+}
