@@ -65,16 +65,26 @@ util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& s
         c.unit = "%";
         c.measured = acc.mean * 100;
         c.threshold = floor * 100;
-        c.measured_text = fmt::format("{:.2f}% (min {:.2f}, max {:.2f}, {} repeats)", c.measured,
-                                      acc.min * 100, acc.max * 100, g.repeats.size());
+        // Two decimals, or as many more (up to six) as it takes for the
+        // accuracy and its floor to print apart when they differ: never
+        // "83.33% ... >= 83.33%" beside FAIL.
+        int d = 2;
+        while (d < 6 && c.measured != c.threshold &&
+               (fmt::format("{:.{}f}", c.measured, d) == fmt::format("{:.{}f}", c.threshold, d) ||
+                fmt::format("{:.{}f}", std::abs(c.measured - c.threshold), d) ==
+                    fmt::format("{:.{}f}", 0.0, d))) {
+            ++d;
+        }
+        c.measured_text = fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {} repeats)", c.measured,
+                                      d, acc.min * 100, acc.max * 100, g.repeats.size());
         c.threshold_text =
-            fmt::format(">= {:.2f}% ({} - {})", c.threshold, *spec.expect, spec.tolerance);
+            fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
         const bool ok = acc.mean + k_epsilon >= floor;
         c.status = status_of(ok);
-        c.why = ok ? fmt::format("mean accuracy over repeats is {:.2f} points above the floor",
-                                 c.measured - c.threshold)
-                   : fmt::format("mean accuracy over repeats is {:.2f} points below the floor",
-                                 c.threshold - c.measured);
+        c.why = ok ? fmt::format("mean accuracy over repeats is {:.{}f} points above the floor",
+                                 c.measured - c.threshold, d)
+                   : fmt::format("mean accuracy over repeats is {:.{}f} points below the floor",
+                                 c.threshold - c.measured, d);
         c.detail = {{"group", g.label()},
                     {"per_repeat", g.scorers[spec.scorer].accuracy},
                     {"expect", *spec.expect},

@@ -130,6 +130,13 @@ TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
     EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
     EXPECT_NE(fail.out.find("FAIL  accuracy default/raw/256"), std::string::npos) << fail.out;
     EXPECT_NE(fail.out.find("points below the floor"), std::string::npos) << fail.out;
+    // A floor a hair above the accuracy prints apart from it, with the gap.
+    auto hair = gate({"--expect", fmt::format("{:.17g}", raw + 2e-7), "--tolerance", "0", "--group",
+                      "default/raw/256"});
+    EXPECT_EQ(hair.exit_code, 1) << hair.out;
+    EXPECT_NE(hair.out.find(fmt::format("measured:  {:.5f}%", raw * 100)), std::string::npos)
+        << hair.out;
+    EXPECT_NE(hair.out.find("0.00002 points below the floor"), std::string::npos) << hair.out;
 
     // Without --group every group is checked: one check each.
     auto j = gate_json({"--expect", "0.0"});
