@@ -163,10 +163,17 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     if (rejects && (below || above)) {
         v.kind = below ? VerdictKind::worse : VerdictKind::better;
         v.words = verdict_name(v.kind);
-        v.sentence =
-            fmt::format("{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b, v.words,
-                        a, diff, two_sided, interval_text(iv.lo, iv.hi, shown, {0.0}),
-                        pvalue(s.test.p_mid), holm_clause(v));
+        // Accuracies that print alike leave a printed difference of 0.0,
+        // which would read as no change beside "worse": the exact
+        // difference then prints with as many decimals as it takes to show
+        // its sign, and so does the interval, unclamped.
+        const bool alike = diff == "0.0";
+        v.sentence = fmt::format(
+            "{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b, v.words, a,
+            alike ? bound_text(s.diff, {0.0}) : diff, two_sided,
+            alike ? fmt::format("[{}, {}]", bound_text(iv.lo, {0.0}), bound_text(iv.hi, {0.0}))
+                  : interval_text(iv.lo, iv.hi, shown, {0.0}),
+            pvalue(s.test.p_mid), holm_clause(v));
         return v;
     }
     v.kind = VerdictKind::no_detectable_difference;

@@ -158,6 +158,18 @@ TEST(DecideVerdict, IntervalBoundsNeverRoundOntoZero) {
     EXPECT_EQ(bound_text(0.0123, {0.0}), "+1.2");
 }
 
+// A tiny shown difference beside "worse": accuracies that print alike
+// (50.0 -> 50.0) would give "0.0 points"; the exact difference prints with
+// its sign instead, and the interval beside it keeps its side of 0.
+TEST(DecideVerdict, WorseNeverSaysZeroPoints) {
+    auto s = stats(-0.00038, -0.0010, -0.000076, -0.0009, -0.0001, 0.001);
+    ASSERT_EQ(signed_points(shown_diff(s)), "0.0");
+    const auto v = decide_verdict(s, "x", "y", 0.001, 1);
+    EXPECT_EQ(v.kind, VerdictKind::worse);
+    EXPECT_EQ(v.sentence,
+              "y is worse than x: -0.04 points, 95% CI [-0.1, -0.01], sign-flip mid-p 0.001.");
+}
+
 TEST(DecideVerdict, PrintedIntervalHoldsThePrintedDifference) {
     // Exact difference -5.502 points with a lower bound at it (a degenerate
     // bootstrap): the accuracies print 83.4 -> 77.8, -5.6, below the bound's
