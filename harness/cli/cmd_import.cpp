@@ -25,6 +25,7 @@ struct ImportFlags {
     std::string framing;
     std::string dataset = "gsm8k";
     std::string path;
+    int first_repeat = 0;
 };
 
 int import_command(const ImportFlags& f) {
@@ -62,7 +63,7 @@ int import_command(const ImportFlags& f) {
         return report(st.error());
     }
     // 2. Read the samples file and store it as one group.
-    auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset});
+    auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset, f.first_repeat});
     if (!r) {
         st->reset();
         if (new_db) {
@@ -77,6 +78,12 @@ int import_command(const ImportFlags& f) {
     std::cout << fmt::format("imported {} as {}: {} documents, {} responses stored, {} already "
                              "stored\n",
                              f.path, r->group, r->documents, r->responses, r->already_stored);
+    if (r->responses == 0 && r->already_stored > 0) {
+        std::cout << fmt::format("nothing new: every answer in the file is stored already; a file "
+                                 "of another run of the same requests is stored as further "
+                                 "repeats with --first-repeat {}\n",
+                                 f.first_repeat + 1);
+    }
     return k_exit_ok;
 }
 
@@ -93,6 +100,10 @@ void add_import_command(CLI::App& root, Dispatch& dispatch) {
                    "Framing name of the group (default: the task in the file name)");
     lm->add_option("--dataset", flags->dataset,
                    "Dataset the documents come from (default gsm8k; sample for the sample set)");
+    lm->add_option("--first-repeat", flags->first_repeat,
+                   "Repeat number of the file's first answer to each document (default 0); a "
+                   "file of another run of the same requests is further repeats")
+        ->check(CLI::Range(0, 1'000'000));
     lm->add_option("PATH", flags->path, "samples_<task>_<date>.jsonl")->required();
     dispatch[lm] = [flags] { return import_command(*flags); };
 }

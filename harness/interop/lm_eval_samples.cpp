@@ -378,18 +378,12 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
     const int max_tokens = max_tokens_of(d);
     const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
     const auto body_sha = util::sha256_hex(body);
-    for (size_t rep = 0; rep < d.resps.size(); ++rep) {
-        store::RequestRow row{"",
-                              o.name,
-                              framing,
-                              max_tokens,
-                              static_cast<int>(rep),
-                              static_cast<int>(d.doc_id),
-                              o.dataset,
-                              body,
-                              body_sha};
-        row.key = store::request_key(o.name, framing, max_tokens, static_cast<int>(rep), d.doc_id,
-                                     body_sha);
+    for (size_t i = 0; i < d.resps.size(); ++i) {
+        const int rep = o.first_repeat + static_cast<int>(i);
+        store::RequestRow row{"",         o.name, framing,
+                              max_tokens, rep,    static_cast<int>(d.doc_id),
+                              o.dataset,  body,   body_sha};
+        row.key = store::request_key(o.name, framing, max_tokens, rep, d.doc_id, body_sha);
         if (done.count(row.key)) {
             ++summary.already_stored;
             continue;
@@ -400,14 +394,55 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
         resp.ok = true;
         resp.status = 200;
         resp.response_json = util::python_json_dumps(
-            ordered_json{{"lm_eval", {{"resps", d.resps[rep]}, {"filters", d.filters}}}});
-        resp.text = d.resps[rep];
+            ordered_json{{"lm_eval", {{"resps", d.resps[i]}, {"filters", d.filters}}}});
+        resp.text = d.resps[i];
         resp.attempts = 1;
         resp.started_at = started_at;
         responses.push_back(std::move(resp));
         requests.push_back(std::move(row));
         ++summary.responses;
     }
+}
+
+// A stored answer to one of the file's requests that differs from the
+// file's: the file is another run of the same requests, which taken as
+// "already stored" would be dropped without a word.
+util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
+                                      const std::string& framing,
+                                      const std::vector<Document>& docs) {
+    std::vector<std::string> keys;
+    std::vector<std::pair<const Document*, size_t>> where;
+    for (const auto& d : docs) {
+        const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
+        const auto body_sha = util::sha256_hex(body);
+        for (size_t i = 0; i < d.resps.size(); ++i) {
+            keys.push_back(store::request_key(o.name, framing, max_tokens_of(d),
+                                              o.first_repeat + static_cast<int>(i), d.doc_id,
+                                              body_sha));
+            where.emplace_back(&d, i);
+        }
+    }
+    auto stored = store::answered_texts(st, keys);
+    if (!stored) {
+        return stored.error();
+    }
+    size_t most = 0;
+    for (const auto& d : docs) {
+        most = std::max(most, d.resps.size());
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+        const auto& [d, i] = where[k];
+        if ((*stored)[k] && *(*stored)[k] != d->resps[i]) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("{}: document {} (repeat {}) is stored with another answer, so this "
+                            "file is another run of the same requests; import it as further "
+                            "repeats with --first-repeat {}",
+                            o.path, d->doc_id, o.first_repeat + static_cast<int>(i),
+                            o.first_repeat + static_cast<int>(most)));
+        }
+    }
+    return {};
 }
 
 } // namespace
@@ -421,6 +456,11 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
     // 2. Check the name and the questions against the store.
     if (auto r = check_against_store(st, o, *docs); !r) {
+        return r.error();
+    }
+    // The same file again stores nothing; another run of the same requests
+    // (its answers differ) is refused unless given its own repeats.
+    if (auto r = check_same_answers(st, o, framing, *docs); !r) {
         return r.error();
     }
     // 3. Store the run, the server, the questions, the requests, then the

@@ -39,6 +39,9 @@ struct ImportOptions {
     std::string name;    // the server name the group gets
     std::string framing; // "" = the task name from the file name
     std::string dataset; // the questions' dataset name in the store
+    // The repeat number of the file's first answer to each document: a file
+    // of another run of the same requests is stored as further repeats.
+    int first_repeat = 0;
 };
 
 struct ImportSummary {

@@ -83,6 +83,27 @@ util::Result<std::optional<std::string>> server_url(Store& st, const std::string
 }
 
 util::Result<std::vector<std::optional<std::string>>>
+answered_texts(Store& st, const std::vector<std::string>& keys) {
+    Statement s(st.handle(), "SELECT r.text FROM requests q JOIN responses r ON r.response_id = "
+                             "q.response_id WHERE q.request_key = ? AND r.ok = 1");
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const auto& key : keys) {
+        s.bind(key);
+        if (s.step()) {
+            out.emplace_back(s.column_text(0));
+        } else if (s.error().empty()) {
+            out.emplace_back();
+        } else {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot read stored responses: {}", s.error()));
+        }
+        s.reset();
+    }
+    return out;
+}
+
+util::Result<std::vector<std::optional<std::string>>>
 stored_questions(Store& st, const std::string& dataset, const std::vector<int64_t>& question_idxs) {
     Statement s(st.handle(),
                 "SELECT question FROM questions WHERE dataset = ? AND question_idx = ?");

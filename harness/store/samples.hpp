@@ -58,6 +58,11 @@ util::Result<void> for_each_answered_request(Store& store, const AnsweredGroup& 
 // row for it. An import's url starts with "lm-eval:".
 util::Result<std::optional<std::string>> server_url(Store& store, const std::string& name);
 
+// The text of the successful response to the request of each of `keys`, in
+// that order; nullopt where none is stored (or it has no text).
+util::Result<std::vector<std::optional<std::string>>>
+answered_texts(Store& store, const std::vector<std::string>& keys);
+
 // The stored question text at each of `question_idxs` in `dataset`, in that
 // order; nullopt where the questions table has no row.
 util::Result<std::vector<std::optional<std::string>>>

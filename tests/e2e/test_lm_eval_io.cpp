@@ -160,3 +160,58 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(f.exit_code, 2);
     EXPECT_NE(f.err.find("lm-eval-samples"), std::string::npos) << f.err;
 }
+
+// One samples file per repeat (as export writes them): the second is another
+// run of the same requests. With answers of its own it is refused, not taken
+// as "already stored"; with --first-repeat it is stored as further repeats.
+TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
+    auto dir = e2e::scratch("lm-eval-repeats");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "b=" + sim.url(), "--framing", "raw", "--limit", "4",
+                        "--repeats", "2", "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    std::filesystem::path first, second;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        (e.path().filename().string().find("-r1_") != std::string::npos ? second : first) =
+            e.path();
+    }
+    ASSERT_FALSE(first.empty() || second.empty());
+    // The simulator answers repeats alike: make the second run's answers its own.
+    auto text = e2e::slurp(second);
+    for (size_t at = 0; (at = text.find("\"resps\": [[\"", at)) != std::string::npos; ++at) {
+        text.insert(at + 12, "Again: ");
+    }
+    std::ofstream(second, std::ios::trunc) << text;
+
+    auto im = dir / "im.sqlite";
+    const std::vector<std::string> import = {"import", "lm-eval",   "--db", im.string(), "--name",
+                                             "ib",     "--framing", "raw",  "--dataset", "sample"};
+    auto with = [&](std::vector<std::string> more) {
+        auto args = import;
+        args.insert(args.end(), more.begin(), more.end());
+        return e2e::run(args);
+    };
+    ASSERT_EQ(with({first.string()}).exit_code, 0);
+    auto again = with({first.string()});
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.out.find("nothing new"), std::string::npos) << again.out;
+    auto refused = with({second.string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find("is stored with another answer, so this file is another run of "
+                               "the same requests; import it as further repeats with "
+                               "--first-repeat 1"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_EQ(query(im, "SELECT count(*) FROM responses"), "4");
+    auto more = with({"--first-repeat", "1", second.string()});
+    EXPECT_EQ(more.exit_code, 0) << more.err;
+    EXPECT_EQ(query(im, "SELECT count(*) FROM responses"), "8");
+    EXPECT_EQ(query(im, "SELECT count(DISTINCT repeat) FROM requests"), "2");
+}
