@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <tuple>
+#include <unistd.h>
 
 namespace diffeval::reports {
 
@@ -26,7 +27,13 @@ util::Result<void> write_file(const fs::path& path, const std::string& content) 
     f << content;
     f.close();
     if (!f) {
-        return util::make_error(util::ErrorKind::io, fmt::format("cannot write {}", path.string()));
+        // A path the user gave that cannot take files is theirs to change
+        // (exit 2); a write that fails where it could is the disk's (exit 1).
+        const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+        const bool writable = ::access(dir.c_str(), W_OK) == 0 && !fs::is_directory(path);
+        return util::make_error(writable ? util::ErrorKind::io : util::ErrorKind::usage,
+                                fmt::format("cannot write {}{}", path.string(),
+                                            writable ? "" : "; choose a writable --out"));
     }
     return {};
 }
@@ -35,8 +42,9 @@ util::Result<void> make_directory(const fs::path& dir) {
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-        return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("cannot create {}: {}; choose another --out", dir.string(), ec.message()));
     }
     return {};
 }

@@ -74,6 +74,14 @@ TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
     o = e2e::run({"report", "--db", db.string(), "--baseline", "nope", "--out", out.string()});
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_EQ(e2e::slurp(out / "keep.txt"), "mine");
+    // An --out that cannot be a directory is the user's to change: exit 2, as
+    // gate and export say of their outputs.
+    for (const auto& bad : {(out / "keep.txt").string(), std::string("/dev/null")}) {
+        o = e2e::run({"report", "--db", db.string(), "--out", bad});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("choose another --out"), std::string::npos) << o.err;
+    }
+    EXPECT_EQ(e2e::slurp(out / "keep.txt"), "mine");
 }
 
 } // namespace
