@@ -41,6 +41,8 @@ public:
     void on_event(const std::string& data, double at_ms);
     // Fill `row` from what arrived (call after the transfer ended with 2xx).
     void finish(store::ResponseRow& row) const;
+    // Whether [DONE] arrived: the answer is whole, however the transfer ends.
+    bool done() const { return m_done; }
 
 private:
     // Why `choice` cannot be read (a field of the wrong type), if it cannot.

@@ -345,13 +345,28 @@ struct Sender::Loop {
             (launched.dead[w.server] || ls->exited())) {
             return; // lost with its server: resent by the next run
         }
-        if (retried(w, resp, {})) {
+        // A 200 stream that sent [DONE] is a whole answer even when the
+        // server then neither ends the body nor closes (a timeout) or
+        // drops the connection: kept, not sent again.
+        std::optional<http::Response> whole;
+        if (w.stream && w.stream->acc.done() && resp.status == 200 &&
+            (resp.transport == http::Transport::timed_out ||
+             resp.transport == http::Transport::failed)) {
+            whole = resp;
+            whole->transport = http::Transport::ok;
+        }
+        const http::Response& got = whole ? *whole : resp;
+        if (retried(w, got, {})) {
             return;
         }
-        auto row = row_of(w, resp);
+        auto row = row_of(w, got);
+        if (whole) {
+            row.notes += fmt::format("{}the stream sent [DONE] but its transfer did not end: {}",
+                                     row.notes.empty() ? "" : "; ", resp.transport_error);
+        }
         // A 200 whose body was cut or carried an error event is the server
         // failing to deliver, like a 5xx: the policy may try again.
-        if (!row.ok && retried(w, resp, row.error_kind)) {
+        if (!row.ok && retried(w, got, row.error_kind)) {
             return;
         }
         redact_row(s.m_ctx.inputs.redactor, row);

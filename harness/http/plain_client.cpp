@@ -548,6 +548,11 @@ void PlainMulti::Impl::fail(Transfer& t, Transport how, std::string why) {
     t.response.transport = how;
     t.response.transport_error = std::move(why);
     t.response.ended_at = Clock::now();
+    // What arrived of the body is kept (a cut-off stream's events, a
+    // timed-out answer): bounded by the body limit, and stored with the error.
+    if (t.parser && !t.inflater && t.response.body.empty()) {
+        t.response.body = std::move(t.parser->get().body());
+    }
     finished.push_back(std::move(t.response));
     active.erase(t.serial); // may destroy `t`
 }

@@ -170,13 +170,29 @@ bool read_request(int fd, Parsed& r, const std::atomic<bool>& stop, Clock::time_
 } // namespace
 
 std::string name_of(Hostile m) {
-    static const char* names[] = {
-        "good",           "cut_mid_event", "no_finish",        "content_number",
-        "content_object", "content_null",  "message_empty",    "deep_json",
-        "gzip_bomb",      "endless",       "redirect_away",    "redirect_ftp",
-        "redirect_loop",  "echo_headers",  "retry_after_huge", "retry_after_nan",
-        "bad_tokens",     "partial_206",   "huge_header",      "huge_trailer",
-        "finish_abort",   "hang"};
+    static const char* names[] = {"good",
+                                  "cut_mid_event",
+                                  "no_finish",
+                                  "content_number",
+                                  "content_object",
+                                  "content_null",
+                                  "message_empty",
+                                  "deep_json",
+                                  "gzip_bomb",
+                                  "endless",
+                                  "redirect_away",
+                                  "redirect_ftp",
+                                  "redirect_loop",
+                                  "echo_headers",
+                                  "retry_after_huge",
+                                  "retry_after_nan",
+                                  "bad_tokens",
+                                  "partial_206",
+                                  "huge_header",
+                                  "huge_trailer",
+                                  "finish_abort",
+                                  "done_then_hold",
+                                  "hang"};
     return names[static_cast<int>(m)];
 }
 
@@ -321,6 +337,17 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                "chunked\r\nConnection: close\r\n\r\n" +
                size.str() + "\r\n" + body + "\r\n0\r\nX-Trailer: " + std::string(70'000, 'a') +
                "\r\n\r\n";
+    }
+    case Hostile::done_then_hold: {
+        const auto events = good_stream(usage);
+        std::ostringstream size;
+        size << std::hex << events.size();
+        send_all(fd,
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                 "chunked\r\n\r\n" +
+                     size.str() + "\r\n" + events + "\r\n",
+                 deadline);
+        return answer(Hostile::hang, r, chat, stream, fd, deadline);
     }
     case Hostile::hang:
         while (!stop.load() && Clock::now() < deadline) {

@@ -36,7 +36,9 @@ enum class Hostile {
     huge_header,      // a good body behind a 70,000-byte header field
     huge_trailer,     // a good chunked body, then a 70,000-byte trailer field
     finish_abort,     // a good text with finish_reason "abort"
-    hang,             // reads the request, never answers
+    done_then_hold, // stream: a whole answer and [DONE] in a chunk, then neither the last chunk nor
+                    // a close
+    hang,           // reads the request, never answers
 };
 
 // The mode's name, as counted by HostileServer::arrivals().

@@ -209,6 +209,25 @@ TEST(Hostile, CutOffStreamsAreErrorsNotAnswers) {
               8);
 }
 
+// A stream that sent its whole answer and [DONE] is an answer, even when the
+// server then neither ends the body nor closes: stored once, with a note,
+// not sent again after the timeout.
+TEST(Hostile, AStreamThatSentDoneIsKeptWhenItsTransferHangs) {
+    auto dir = e2e::scratch("hostile-done-hold");
+    HostileServer server(cycle({Hostile::done_then_hold}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(
+        server.url(), db,
+        {"--limit", "2", "--framing", "raw", "--stream", "--timeout", "0.3", "--retries", "2"}));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 2);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses v JOIN responses r USING "
+                           "(response_id) WHERE v.ok = 1 AND v.attempts = 1 AND r.notes LIKE "
+                           "'%the stream sent [DONE] but its transfer did not end%' AND "
+                           "instr(v.response_json, '[DONE]') > 0"),
+              2);
+}
+
 // 3. Chat content of the wrong type is no answer.
 TEST(Hostile, WrongTypesAreErrorsNotEmptyAnswers) {
     auto dir = e2e::scratch("hostile-types");
