@@ -17,6 +17,7 @@
 
 #include <harness/analysis/rng.hpp>
 
+#include <boost/math/distributions/binomial.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -129,50 +130,16 @@ SideNoise side_noise(const CorrectnessMatrix& m) {
     return noise;
 }
 
-// P(X <= x) for X ~ Binomial(n, p), summed in log space from k = 0.
-double binomial_cdf(std::uint64_t x, std::uint64_t n, double p) {
-    if (x >= n || p <= 0.0) {
-        return 1.0;
-    }
-    if (p >= 1.0) {
-        return 0.0;
-    }
-    const double log_ratio = std::log(p) - std::log1p(-p);
-    double log_pmf = static_cast<double>(n) * std::log1p(-p);
-    double sum = std::exp(log_pmf);
-    for (std::uint64_t k = 0; k < x; ++k) {
-        log_pmf +=
-            std::log(static_cast<double>(n - k)) - std::log(static_cast<double>(k + 1)) + log_ratio;
-        sum += std::exp(log_pmf);
-    }
-    return std::min(1.0, sum);
-}
-
 // Clopper-Pearson one-sided bounds at level `a` on a proportion with `x`
-// successes of `n`: the p at which seeing x or fewer (upper), or x or more
-// (lower), has probability a. By bisection on the binomial distribution.
+// successes of `n` (Boost.Math, by the inverse incomplete beta function).
 double clopper_pearson_upper(std::uint64_t x, std::uint64_t n, double a) {
-    if (x >= n) {
-        return 1.0;
-    }
-    double lo = static_cast<double>(x) / static_cast<double>(n), hi = 1.0;
-    for (int i = 0; i < 60; ++i) {
-        const double mid = 0.5 * (lo + hi);
-        (binomial_cdf(x, n, mid) > a ? lo : hi) = mid;
-    }
-    return hi;
+    return boost::math::binomial_distribution<>::find_upper_bound_on_p(static_cast<double>(n),
+                                                                       static_cast<double>(x), a);
 }
 
 double clopper_pearson_lower(std::uint64_t x, std::uint64_t n, double a) {
-    if (x == 0) {
-        return 0.0;
-    }
-    double lo = 0.0, hi = static_cast<double>(x) / static_cast<double>(n);
-    for (int i = 0; i < 60; ++i) {
-        const double mid = 0.5 * (lo + hi);
-        (1.0 - binomial_cdf(x - 1, n, mid) < a ? lo : hi) = mid;
-    }
-    return lo;
+    return boost::math::binomial_distribution<>::find_lower_bound_on_p(static_cast<double>(n),
+                                                                       static_cast<double>(x), a);
 }
 
 // A lower bound at one-sided level `a` on the mean per-question difference
