@@ -569,12 +569,14 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     }
     if (std::filesystem::is_directory(st)) {
         return make_error(ErrorKind::data,
-                          fmt::format("{} is a directory; pass a database file to --db", path));
+                          fmt::format("{} is a directory, not a database file; give the path of "
+                                      "a database file",
+                                      path));
     }
     if (!std::filesystem::is_regular_file(st)) {
         return make_error(
             ErrorKind::data,
-            fmt::format("{} is not a regular file; pass a database file to --db", path));
+            fmt::format("{} is not a regular file; give the path of a database file", path));
     }
     if (access(path.c_str(), R_OK) != 0) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
@@ -677,10 +679,14 @@ util::Result<void> Store::migrate(Mode mode) {
         }
     }
     if (mode == Mode::read_only) {
-        return make_error(ErrorKind::data,
-                          fmt::format("{} has schema version {}; run 'diffeval run' or "
-                                      "'diffeval rescore' once to migrate it",
-                                      m_path, from));
+        // Schema version 0 with no table: an empty file, which no command
+        // that reads results can do anything with.
+        return make_error(
+            ErrorKind::data,
+            from == 0 ? fmt::format("{} is empty: no diffeval results are stored in it", m_path)
+                      : fmt::format("{} has schema version {}; run 'diffeval run' or "
+                                    "'diffeval rescore' once to migrate it",
+                                    m_path, from));
     }
     Transaction tx(m_db);
     if (!tx.begun()) {

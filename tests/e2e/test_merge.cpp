@@ -154,6 +154,13 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find("nope.sqlite does not exist"), std::string::npos) << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
+    // An empty input says so, not "schema version 0; run rescore".
+    std::ofstream(dir / "empty.sqlite").close();
+    o = e2e::run({"merge", (dir / "out.sqlite").string(), (dir / "empty.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("empty.sqlite is empty: no diffeval results are stored in it"),
+              std::string::npos)
+        << o.err;
     auto s = e2e::run({"run", "--server", "x=http://127.0.0.1:1", "--shard", "3/3", "--db",
                        (dir / "r.sqlite").string()});
     EXPECT_EQ(s.exit_code, 2);
