@@ -588,6 +588,19 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
                                       "in it, so it must be writable",
                                       path, std::strerror(errno)));
     }
+    // SQLite's log and shared-memory files, left by a process of another
+    // user that read the database: writing it needs them writable too.
+    for (const char* suffix : {"-wal", "-shm"}) {
+        const auto side = path + suffix;
+        if (mode == Store::Mode::read_write && std::filesystem::exists(side, ec) &&
+            access(side.c_str(), W_OK) != 0) {
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot write {}: {} (another user's diffeval opened "
+                                          "the database and left it); run as that user, or "
+                                          "remove {}-wal and {}-shm when nothing has it open",
+                                          side, std::strerror(errno), path, path));
+        }
+    }
     return {};
 }
 

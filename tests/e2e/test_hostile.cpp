@@ -625,6 +625,27 @@ TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
     std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::none);
     auto unreadable = e2e::run_unprivileged({"summary", "--db", (dir / "ro.sqlite").string()});
     EXPECT_EQ(unreadable.exit_code, 2) << unreadable.err;
+    // A database another user may write, whose shared-memory file a reader
+    // of another user left behind: named, with what to do, nothing sent.
+    auto shared = dir / "shared.sqlite";
+    ASSERT_EQ(e2e::run(run_args(server.url(), shared, {"--limit", "1"})).exit_code, 0);
+    const auto sent = server.total_arrivals();
+    std::filesystem::permissions(shared, std::filesystem::perms::all &
+                                             ~(std::filesystem::perms::owner_exec |
+                                               std::filesystem::perms::group_exec |
+                                               std::filesystem::perms::others_exec));
+    std::ofstream(shared.string() + "-shm").close();
+    std::filesystem::permissions(shared.string() + "-shm", std::filesystem::perms::owner_read |
+                                                               std::filesystem::perms::owner_write |
+                                                               std::filesystem::perms::group_read |
+                                                               std::filesystem::perms::others_read);
+    auto left = e2e::run_unprivileged(run_args(server.url(), shared, {"--limit", "2"}));
+    EXPECT_EQ(left.exit_code, 2) << left.err;
+    EXPECT_NE(left.err.find("shared.sqlite-shm: Permission denied (another user's diffeval "
+                            "opened the database and left it)"),
+              std::string::npos)
+        << left.err;
+    EXPECT_EQ(server.total_arrivals(), sent);
 }
 
 // 10. A server echoing the Authorization header gets the key nowhere.
