@@ -49,32 +49,6 @@ util::Result<void> make_directory(const fs::path& dir) {
     return {};
 }
 
-// The transitions that carry a comparison's difference, largest first, as
-// "finished -> length_truncated (-40/+2)".
-std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells) {
-    std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
-            if (c.lost[i][j] + c.gained[i][j] > 0) {
-                cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
-            }
-        }
-    }
-    std::stable_sort(cells.begin(), cells.end(),
-                     [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
-    std::string out;
-    for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
-        auto [w, i, j] = cells[k];
-        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
-                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
-    }
-    return out.empty() ? "none" : out;
-}
-
-} // namespace
-
-namespace {
-
 std::string noise_cell(const analysis::SideNoise& n) {
     if (!n.measured) {
         return "n/a (1 repeat)";
@@ -381,15 +355,24 @@ std::string verdict_count_sentence(const ReportData& data) {
 std::string comparison_sentence(const analysis::Comparison& c) {
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
+    // As the verdict's sentence: a worse or better that the printed
+    // accuracies would show as 0.0 points gives the exact difference.
+    const bool alike = analysis::signed_points(shown) == "0.0" &&
+                       (c.verdict.kind == analysis::VerdictKind::worse ||
+                        c.verdict.kind == analysis::VerdictKind::better);
     const auto ci =
-        fmt::format("{} points, {:g}% CI {}", analysis::signed_points(shown), 100 * (1 - s.alpha),
-                    analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}));
+        alike ? fmt::format("{} points, {:g}% CI [{}, {}]", analysis::bound_text(s.diff, {0.0}),
+                            100 * (1 - s.alpha), analysis::bound_text(s.interval.lo, {0.0}),
+                            analysis::bound_text(s.interval.hi, {0.0}))
+              : fmt::format("{} points, {:g}% CI {}", analysis::signed_points(shown),
+                            100 * (1 - s.alpha),
+                            analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}));
     std::string line;
     switch (c.verdict.kind) {
     case analysis::VerdictKind::worse:
         line = fmt::format("{} regressed against {} ({} scorer): {}", c.b.text(), c.a.text(),
                            c.scorer, ci);
-        if (auto t = carrying_transitions(c, 1); t != "none") {
+        if (auto t = carrying_transitions(c, 1, -1); t != "none") {
             line += fmt::format(", mostly {}", t);
         }
         break;
@@ -447,6 +430,31 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
 }
 
 } // namespace
+
+// `toward` < 0 ranks the transitions by points lost net of those gained (what
+// carried a regression), > 0 by points gained net, 0 by pairs that changed.
+std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells, int toward) {
+    std::vector<std::tuple<int64_t, int, int>> cells;
+    for (int i = 0; i < scorers::k_outcome_count; ++i) {
+        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+            const int64_t weight = toward == 0  ? c.lost[i][j] + c.gained[i][j]
+                                   : toward < 0 ? c.lost[i][j] - c.gained[i][j]
+                                                : c.gained[i][j] - c.lost[i][j];
+            if (weight > 0) {
+                cells.emplace_back(weight, i, j);
+            }
+        }
+    }
+    std::stable_sort(cells.begin(), cells.end(),
+                     [](const auto& x, const auto& y) { return std::get<0>(x) > std::get<0>(y); });
+    std::string out;
+    for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
+        auto [w, i, j] = cells[k];
+        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
+                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
+    }
+    return out.empty() ? "none" : out;
+}
 
 std::vector<std::string> headline_sentences(const ReportData& data) {
     if (data.comparisons.empty()) {

@@ -72,6 +72,12 @@ inline constexpr size_t k_flips_shown = 10;
 // no detectable difference).
 std::vector<std::string> headline_sentences(const ReportData& data);
 
+// The outcome transitions that carried comparison `c`, at most `max_cells`,
+// as "finished -> length_truncated (-40/+2)": ranked by points lost net of
+// those gained when `toward` < 0 (a regression), gained net when > 0, by
+// pairs that changed when 0; "none" when nothing qualifies.
+std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells, int toward = 0);
+
 // The headline sentences joined into one paragraph.
 std::string headline(const ReportData& data);
 

@@ -2,6 +2,7 @@
 // responses went, from a summary computed on rows whose every count is known,
 // and the table renderer's alignment and escaping in each style.
 #include <harness/analysis/summary.hpp>
+#include <reports/report.hpp>
 #include <reports/tables.hpp>
 
 #include <gtest/gtest.h>
@@ -163,4 +164,22 @@ TEST(ReportTables, TailDifferencesAreThoseOfThePrintedValues) {
     ASSERT_TRUE(s.p99_diff_ci.has_value());
     EXPECT_LE(s.p99_diff_ci->lo, s.p99_diff);
     EXPECT_GE(s.p99_diff_ci->hi, s.p99_diff);
+}
+
+// A regression's headline names what lost it the most points net, not what
+// moved the most pairs: 137 lost and 169 gained between two truncations is
+// a net gain, beside 40 lost and none gained from finished to truncated.
+TEST(CarryingTransitions, ARegressionIsCarriedByItsLargestNetLoss) {
+    analysis::Comparison c;
+    const int finished = static_cast<int>(scorers::Outcome::finished);
+    const int length = static_cast<int>(scorers::Outcome::length_truncated);
+    c.lost[length][length] = 137;
+    c.gained[length][length] = 169;
+    c.lost[finished][length] = 40;
+    EXPECT_EQ(reports::carrying_transitions(c, 1, -1), "finished -> length_truncated (-40/+0)");
+    EXPECT_EQ(reports::carrying_transitions(c, 1, +1),
+              "length_truncated -> length_truncated (-137/+169)");
+    EXPECT_EQ(reports::carrying_transitions(c, 1),
+              "length_truncated -> length_truncated (-137/+169)");
+    EXPECT_EQ(reports::carrying_transitions(analysis::Comparison{}, 2), "none");
 }
