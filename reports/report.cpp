@@ -13,6 +13,7 @@
 #include <cmath>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <tuple>
 #include <unistd.h>
 
@@ -518,14 +519,23 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
                                            const ReportFormats& formats, ReportData* analysed) {
     // A report that fails (an unknown --baseline, an empty database) leaves
     // no directory behind that it created itself.
+    // The outermost directory it creates: `--out new/report` makes `new`
+    // too, and removes it again.
     std::error_code ec;
-    const bool created = !fs::exists(out_dir, ec);
+    std::optional<fs::path> created;
+    for (auto dir = fs::absolute(out_dir, ec); !dir.empty() && !fs::exists(dir, ec);
+         dir = dir.parent_path()) {
+        created = dir;
+        if (dir == dir.parent_path()) {
+            break;
+        }
+    }
     if (auto r = make_directory(out_dir); !r) {
         return r.error();
     }
     auto paths = write_all_reports(st, baseline, layout, out_dir, formats, analysed);
     if (!paths && created) {
-        fs::remove_all(out_dir, ec);
+        fs::remove_all(*created, ec);
     }
     return paths;
 }

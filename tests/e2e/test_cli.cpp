@@ -68,6 +68,11 @@ TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find("--baseline 'nope' is not in the database"), std::string::npos) << o.err;
     EXPECT_FALSE(fs::exists(out));
+    // Nor the parent it made on the way.
+    o = e2e::run({"report", "--db", db.string(), "--baseline", "nope", "--out",
+                  (dir / "new" / "report").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_FALSE(fs::exists(dir / "new"));
     // A directory the user already had is kept, with what it held.
     fs::create_directories(out);
     std::ofstream(out / "keep.txt") << "mine";
