@@ -432,6 +432,18 @@ Plan plan_run(const QuestionStats& stats, double drop, double alpha, double powe
         row.questions = var > 0.0 && drop > 0.0
                             ? static_cast<std::uint64_t>(std::ceil(z * z * var / (drop * drop)))
                             : 0;
+        // The share is the pilot's, at its own repeats: rows with fewer
+        // repeats would see fewer questions differ (their floor is low),
+        // rows with more would see more (their floor is high).
+        if (row.questions > 0 && stats.test.differing > 0) {
+            const double share =
+                static_cast<double>(stats.test.differing) / static_cast<double>(stats.questions);
+            const auto floor = static_cast<std::uint64_t>(std::ceil(k_min_differing / share));
+            if (row.questions < floor) {
+                row.questions = floor;
+                row.raised = true;
+            }
+        }
         plan.rows.push_back(row);
     }
     return plan;

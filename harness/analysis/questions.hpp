@@ -138,7 +138,16 @@ struct PlanRow {
     std::uint32_t repeats = 1;   // per side
     std::uint64_t questions = 0; // needed; 0 when the pilot shows no variance at all
     double sd_diff = 0;          // expected sd of per-question differences at these repeats
+    // Raised to k_min_differing / (the pilot's share of differing questions):
+    // the normal approximation asked for fewer questions than the exact
+    // test needs differing to have the power it promises.
+    bool raised = false;
 };
+// Questions expected to differ that the plan asks for at least: the normal
+// approximation of a sign test is fair from about ten (Agresti, Categorical
+// Data Analysis, 3rd ed., 2013, §1.4); with fewer the exact test's discrete
+// steps leave far less power than the formula says.
+inline constexpr double k_min_differing = 10.0;
 struct Plan {
     double between_variance = 0; // variance of the true per-question effect
     double within_a = 0, within_b = 0;

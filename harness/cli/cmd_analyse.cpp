@@ -254,12 +254,22 @@ int plan_command(const AnalyseFlags& f) {
                                    "sizes them",
                                    s.sd_diff * s.sd_diff, s.noise_a.repeats, s.noise_b.repeats));
         std::vector<std::vector<std::string>> rows = {{"repeats per side", "questions needed"}};
+        bool raised = false;
         for (const auto& r : plan.rows) {
             if (measured || r.repeats == 1) {
-                rows.push_back({std::to_string(r.repeats), std::to_string(r.questions)});
+                rows.push_back({std::to_string(r.repeats),
+                                std::to_string(r.questions) + (r.raised ? " *" : "")});
+                raised = raised || r.raised;
             }
         }
-        std::cout << reports::render_table(rows, reports::Style::text) << "\n";
+        std::cout << reports::render_table(rows, reports::Style::text);
+        if (raised) {
+            std::cout << fmt::format(
+                "* raised so that about {:.0f} questions differ: {} of the pilot's {} did, and the "
+                "exact test has far less power than the normal approximation says with fewer\n",
+                analysis::k_min_differing, s.test.differing, s.questions);
+        }
+        std::cout << "\n";
     }
     return k_exit_ok;
 }

@@ -329,5 +329,23 @@ TEST(PlanRun, MoreRepeatsNeedFewerQuestionsOnlyThroughTheNoise) {
     EXPECT_NEAR(z * plan.rows[2].sd_diff / std::sqrt(double(plan.rows[2].questions)), 0.02, 0.0005);
 }
 
+// A pilot where 2 of 200 questions differ, each by a whole point: the normal
+// approximation asks for a few dozen questions to see a 5-point drop, where
+// fewer than one would differ; the plan asks for enough that ten do.
+TEST(PlanRun, NeverAsksForFewerQuestionsThanTheExactTestNeedsDiffering) {
+    CorrectnessMatrix a(200, std::vector<std::uint8_t>{1});
+    CorrectnessMatrix b = a;
+    b[0][0] = b[1][0] = 0;
+    auto s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    const auto plan = plan_run(*s, 0.05, 0.05, 0.8);
+    const double z = normal_quantile(0.975) + normal_quantile(0.8);
+    ASSERT_LT(z * z * s->sd_diff * s->sd_diff / (0.05 * 0.05), 1000.0);
+    for (const auto& row : plan.rows) {
+        EXPECT_TRUE(row.raised);
+        EXPECT_EQ(row.questions, 1000u); // 10 / (2 / 200)
+    }
+}
+
 } // namespace
 } // namespace diffeval::analysis
