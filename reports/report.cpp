@@ -355,19 +355,7 @@ std::string verdict_count_sentence(const ReportData& data) {
 // One comparison in its verdict's words, with its interval.
 std::string comparison_sentence(const analysis::Comparison& c) {
     const auto& s = c.stats;
-    const double shown = analysis::shown_diff(s);
-    // As the verdict's sentence: a worse or better that the printed
-    // accuracies would show as 0.0 points gives the exact difference.
-    const bool alike = analysis::signed_points(shown) == "0.0" &&
-                       (c.verdict.kind == analysis::VerdictKind::worse ||
-                        c.verdict.kind == analysis::VerdictKind::better);
-    const auto ci =
-        alike ? fmt::format("{} points, {:g}% CI [{}, {}]", analysis::bound_text(s.diff, {0.0}),
-                            100 * (1 - s.alpha), analysis::bound_text(s.interval.lo, {0.0}),
-                            analysis::bound_text(s.interval.hi, {0.0}))
-              : fmt::format("{} points, {:g}% CI {}", analysis::signed_points(shown),
-                            100 * (1 - s.alpha),
-                            analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}));
+    const auto ci = analysis::difference_text(s, c.verdict.kind);
     std::string line;
     switch (c.verdict.kind) {
     case analysis::VerdictKind::worse:
@@ -396,8 +384,7 @@ std::string comparison_sentence(const analysis::Comparison& c) {
                               s.test.p_mid, c.verdict.p_adjusted)
                 : std::string(),
             s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
-            : s.test.differing == 0 ? std::string("; the sides agree on every question")
-                                    : "; " + analysis::no_spread_text(s));
+                  : "; " + analysis::no_spread_text(s));
         break;
     }
     return line + ".";
@@ -518,9 +505,8 @@ util::Result<ReportPaths> generate_reports(store::Store& st, const std::string& 
                                            const ReportLayout& layout, const fs::path& out_dir,
                                            const ReportFormats& formats, ReportData* analysed) {
     // A report that fails (an unknown --baseline, an empty database) leaves
-    // no directory behind that it created itself.
-    // The outermost directory it creates: `--out new/report` makes `new`
-    // too, and removes it again.
+    // no directory behind that it created itself: the outermost it creates
+    // (`--out new/report` makes `new` too) goes again.
     std::error_code ec;
     std::optional<fs::path> created;
     for (auto dir = fs::absolute(out_dir, ec); !dir.empty() && !fs::exists(dir, ec);

@@ -130,10 +130,7 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     c.why = margin.sentence + ". " + cmp.verdict.sentence;
     const bool too_small = st.mdd && *st.mdd * 100 > max_drop + k_epsilon;
     if (!st.mdd) {
-        c.note =
-            st.test.differing == 0
-                ? fmt::format("the two sides agree on every one of the {} questions", st.questions)
-                : no_spread_text(st);
+        c.note = no_spread_text(st);
     } else if (too_small) {
         c.note = fmt::format("this run is too small to detect a {:.2f}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({} questions, sd of "

@@ -380,14 +380,12 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                          count_lower_bound(s.b_better, s.questions, lattice, options.alpha / 2.0));
         iv.lo_one_sided = std::min(
             iv.lo_one_sided, count_lower_bound(s.b_better, s.questions, lattice, options.alpha));
-        s.count_bound_lo = true;
     }
     if (s.b_better == 0) {
         iv.hi = std::max(iv.hi,
                          -count_lower_bound(s.a_better, s.questions, lattice, options.alpha / 2.0));
         iv.hi_one_sided = std::max(
             iv.hi_one_sided, -count_lower_bound(s.a_better, s.questions, lattice, options.alpha));
-        s.count_bound_hi = true;
     }
 
     SignFlipOptions flip;

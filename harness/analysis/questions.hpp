@@ -96,10 +96,10 @@ struct QuestionStats {
     double diff = 0;                       // accuracy_b - accuracy_a
     std::uint64_t a_better = 0;            // questions whose mean is higher in A
     std::uint64_t b_better = 0;
-    BootstrapInterval interval; // B - A, at confidence 1 - alpha
-    // No question moved down (up): the lower (upper) bounds are the exact
-    // count bounds (docs/statistics.md), not the bootstrap's.
-    bool count_bound_lo = false, count_bound_hi = false;
+    // B - A, at confidence 1 - alpha. With no question better in A (in B),
+    // the lower (upper) bounds are at most (at least) the exact count bounds
+    // (docs/statistics.md), not the bootstrap's alone.
+    BootstrapInterval interval;
     double sd_diff = 0; // sample sd of the per-question differences
     double se = 0;      // clustered standard error of `diff`: sd_diff / sqrt(questions)
     SignFlipResult test;

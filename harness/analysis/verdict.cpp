@@ -61,6 +61,23 @@ std::string no_spread_text(const QuestionStats& s) {
                        s.questions);
 }
 
+std::string difference_text(const QuestionStats& s, VerdictKind kind) {
+    const double shown = shown_diff(s);
+    const std::string diff = signed_points(shown);
+    const auto& iv = s.interval;
+    // Accuracies that print alike leave a printed difference of 0.0, which
+    // would read as no change beside "worse": the exact difference then
+    // prints with as many decimals as it takes to show its sign, and so
+    // does the interval, unclamped.
+    if (diff == "0.0" && (kind == VerdictKind::worse || kind == VerdictKind::better)) {
+        return fmt::format("{} points, {} CI [{}, {}]", bound_text(s.diff, {0.0}),
+                           level(1.0 - s.alpha), bound_text(iv.lo, {0.0}),
+                           bound_text(iv.hi, {0.0}));
+    }
+    return fmt::format("{} points, {} CI {}", diff, level(1.0 - s.alpha),
+                       interval_text(iv.lo, iv.hi, shown, {0.0}));
+}
+
 std::string signed_points(double proportion) {
     auto s = fmt::format("{:+.1f}", 100.0 * proportion);
     return s == "+0.0" || s == "-0.0" ? std::string("0.0") : s;
@@ -139,7 +156,6 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     v.comparisons = comparisons;
     v.margin = margin;
     const auto& iv = s.interval;
-    const std::string two_sided = level(1.0 - s.alpha);
     const bool rejects = p_adjusted < s.alpha;
     const bool below = iv.hi < 0.0;
     const bool above = iv.lo > 0.0;
@@ -163,17 +179,8 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     if (rejects && (below || above)) {
         v.kind = below ? VerdictKind::worse : VerdictKind::better;
         v.words = verdict_name(v.kind);
-        // Accuracies that print alike leave a printed difference of 0.0,
-        // which would read as no change beside "worse": the exact
-        // difference then prints with as many decimals as it takes to show
-        // its sign, and so does the interval, unclamped.
-        const bool alike = diff == "0.0";
-        v.sentence = fmt::format(
-            "{} is {} than {}: {} points, {} CI {}, sign-flip mid-p {}{}.", b, v.words, a,
-            alike ? bound_text(s.diff, {0.0}) : diff, two_sided,
-            alike ? fmt::format("[{}, {}]", bound_text(iv.lo, {0.0}), bound_text(iv.hi, {0.0}))
-                  : interval_text(iv.lo, iv.hi, shown, {0.0}),
-            pvalue(s.test.p_mid), holm_clause(v));
+        v.sentence = fmt::format("{} is {} than {}: {}, sign-flip mid-p {}{}.", b, v.words, a,
+                                 difference_text(s, v.kind), pvalue(s.test.p_mid), holm_clause(v));
         return v;
     }
     v.kind = VerdictKind::no_detectable_difference;
@@ -193,10 +200,10 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     } else {
         ci_clause = "includes 0";
     }
-    v.sentence = fmt::format("No detectable difference between {} and {}: {} points, {} CI {} {}, "
-                             "sign-flip mid-p {}{}{}.",
-                             b, a, diff, two_sided, interval_text(iv.lo, iv.hi, shown, {0.0}),
-                             ci_clause, pvalue(s.test.p_mid), holm_clause(v), mdd_clause(s));
+    v.sentence = fmt::format("No detectable difference between {} and {}: {} {}, sign-flip "
+                             "mid-p {}{}{}.",
+                             b, a, difference_text(s, v.kind), ci_clause, pvalue(s.test.p_mid),
+                             holm_clause(v), mdd_clause(s));
     if (margin) {
         v.sentence += fmt::format(
             " Not shown equivalent within ±{} points: the {} interval {} "

@@ -69,13 +69,19 @@ MarginCheck non_inferiority(const QuestionStats& stats, double max_drop);
 // that repeat noise accounts for, when both were measured.
 std::string noise_sentence(const QuestionStats& stats, const std::string& a, const std::string& b);
 
-// A difference in points with its sign and one decimal, never "-0.0": "+1.2",
-// "-3.0", "0.0".
 // Why a comparison has no minimum detectable difference (no spread in its
 // per-question differences): the sides agree on every question, or every
 // question differs by the same amount.
 std::string no_spread_text(const QuestionStats& s);
 
+// "-5.5 points, 95% CI [-13.9, +2.1]": the difference and its two-sided
+// interval as every sentence of a comparison with verdict `kind` prints them.
+// A worse or better whose accuracies print alike gives the exact difference
+// and bounds with as many decimals as show their sign, never "0.0 points".
+std::string difference_text(const QuestionStats& s, VerdictKind kind);
+
+// A difference in points with its sign and one decimal, never "-0.0": "+1.2",
+// "-3.0", "0.0".
 std::string signed_points(double proportion);
 
 // An accuracy (a proportion) as every table and sentence prints it: percent

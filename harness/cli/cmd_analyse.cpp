@@ -231,12 +231,8 @@ int plan_command(const AnalyseFlags& f) {
             c.b.text(), c.a.text(), c.scorer, s.questions, s.noise_a.repeats, s.noise_b.repeats,
             s.sd_diff);
         if (plan.rows.front().questions == 0) {
-            std::cout << (s.test.differing == 0
-                              ? std::string("The two sides agree on every question of the pilot")
-                              : fmt::format("Every one of the pilot's {} questions differs by the "
-                                            "same amount",
-                                            s.questions))
-                      << ": there is no variance to size a run from.\n\n";
+            std::cout << fmt::format("There is no variance to size a run from: {}.\n\n",
+                                     analysis::no_spread_text(s));
             continue;
         }
         // With one repeat on a side the within-question variance is not

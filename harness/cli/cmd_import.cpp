@@ -29,13 +29,13 @@ struct ImportFlags {
 };
 
 int import_command(const ImportFlags& f) {
-    for (const auto& [flag, value] : {std::pair{"--name", &f.name}, {"--framing", &f.framing}}) {
-        // An empty --framing is the default: the framing the samples show.
-        if (auto problem = util::name_problem(*value);
-            problem && !(value == &f.framing && value->empty())) {
+    // An empty --framing is the default: the framing the samples show.
+    for (const auto& [flag, value] : {std::pair{"--name", f.name}, {"--framing", f.framing}}) {
+        auto problem = util::name_problem(value);
+        if (problem && !(flag == std::string_view("--framing") && value.empty())) {
             return report(util::make_error(
                 util::ErrorKind::usage,
-                fmt::format("{} '{}' {}", flag, util::one_line(*value, 80), *problem)));
+                fmt::format("{} '{}' {}", flag, util::one_line(value, 80), *problem)));
         }
     }
     // 1. Open (or create) the store, once the samples file is known to be

@@ -10,9 +10,11 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -409,6 +411,20 @@ util::Result<ServerSpec> parse_server_flag(const std::string& value) {
     return s;
 }
 
+namespace {
+
+// The first value of `values` that an earlier one equals.
+template <class T> std::optional<T> given_twice(const std::vector<T>& values) {
+    for (auto it = values.begin(); it != values.end(); ++it) {
+        if (std::find(values.begin(), it, *it) != it) {
+            return *it;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 util::Result<void> validate_settings(const RunConfig& c) {
     if (c.framings.empty()) {
         return make_error(ErrorKind::usage, "no framings: pass --framing raw,chat");
@@ -425,22 +441,15 @@ util::Result<void> validate_settings(const RunConfig& c) {
         }
     }
     // A value given twice would send every request of its group twice.
-    for (size_t i = 0; i < c.max_tokens.size(); ++i) {
-        if (std::find(c.max_tokens.begin(), c.max_tokens.begin() + static_cast<long>(i),
-                      c.max_tokens[i]) != c.max_tokens.begin() + static_cast<long>(i)) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("--max-tokens {} is given twice; give each token "
-                                          "limit once",
-                                          c.max_tokens[i]));
-        }
+    if (auto twice = given_twice(c.max_tokens)) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("--max-tokens {} is given twice; give each token limit once", *twice));
     }
-    for (size_t i = 0; i < c.framings.size(); ++i) {
-        if (std::find(c.framings.begin(), c.framings.begin() + static_cast<long>(i),
-                      c.framings[i]) != c.framings.begin() + static_cast<long>(i)) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("--framing {} is given twice; give each framing once", c.framings[i]));
-        }
+    if (auto twice = given_twice(c.framings)) {
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("--framing {} is given twice; give each framing once", *twice));
     }
     const double timeout_s = static_cast<double>(c.timeout.count()) / 1000.0;
     for (auto r :

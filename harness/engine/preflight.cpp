@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 
 namespace diffeval::engine {
 
@@ -37,10 +36,7 @@ util::Result<std::vector<std::string>> request_headers(const ServerSpec& s, cons
         }
         // A line end would split the header (every request then fails as
         // sent); other control characters no server takes either.
-        if (std::any_of(key, key + std::strlen(key), [](char ch) {
-                const auto u = static_cast<unsigned char>(ch);
-                return u < 0x20 || u == 0x7F;
-            })) {
+        if (util::has_control_character(key)) {
             return make_error(ErrorKind::usage,
                               fmt::format("server '{}': the API key in {} holds a line end or "
                                           "another control character; set it to the key alone",

@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
-#include <functional>
 #include <optional>
 #include <strings.h>
 #include <unordered_map>
@@ -252,7 +251,14 @@ struct PlainMulti::Impl {
     void shut(Connection& c);
     void expire();
     // Run `step` (the io_context), failing the transfer whose read threw.
-    void guarded(const std::function<void()>& step);
+    template <class Step> void guarded(Step&& step) {
+        try {
+            step();
+        } catch (const std::length_error&) {
+            fail_stuck_reads();
+        }
+    }
+    void fail_stuck_reads();
     void drop_idle_elsewhere(const std::string& key);
 };
 
@@ -668,25 +674,21 @@ void PlainMulti::submit(Request request) {
     m_impl->start(t);
 }
 
-void PlainMulti::Impl::guarded(const std::function<void()>& step) {
-    try {
-        step();
-    } catch (const std::length_error&) {
-        // Beast's fields threw out of a read (a chunked body's trailer field
-        // of 65,534 bytes or more; heads are capped below that): that read
-        // is abandoned and its transfer failed. It is the one whose buffer
-        // still holds the trailer it could not store.
-        std::vector<TransferPtr> stuck;
-        for (auto& [serial, t] : active) {
-            if (!t->ended && t->conn && t->parser && t->parser->is_header_done() &&
-                !t->parser->is_done() && t->conn->buffer.size() >= 65'000) {
-                stuck.push_back(t);
-            }
+// Beast's fields threw out of a read (a chunked body's trailer field of
+// 65,534 bytes or more; heads are capped below that): that read is abandoned
+// and its transfer failed. It is the one whose buffer still holds the
+// trailer it could not store.
+void PlainMulti::Impl::fail_stuck_reads() {
+    std::vector<TransferPtr> stuck;
+    for (auto& [serial, t] : active) {
+        if (!t->ended && t->conn && t->parser && t->parser->is_header_done() &&
+            !t->parser->is_done() && t->conn->buffer.size() >= k_header_limit) {
+            stuck.push_back(t);
         }
-        for (auto& t : stuck) {
-            fail(*t, Transport::failed,
-                 fmt::format("the response's trailer passed {} bytes", k_header_limit));
-        }
+    }
+    for (auto& t : stuck) {
+        fail(*t, Transport::failed,
+             fmt::format("the response's trailer passed {} bytes", k_header_limit));
     }
 }
 

@@ -368,13 +368,19 @@ int max_tokens_of(const Document& d) {
                : 256; // lm-eval's default max_gen_toks
 }
 
-// One document's requests and responses (one per repeat), skipping those
-// already stored.
+// An answer of the file to a request the store has answered already.
+struct AlreadyStored {
+    std::string key;
+    const Document* doc = nullptr;
+    size_t answer = 0; // index into doc->resps
+};
+
+// One document's requests and responses (one per repeat); those already
+// answered in the store go to `stored` instead, for check_same_answers.
 void add_document(const Document& d, const ImportOptions& o, const std::string& framing,
-                  int64_t run_id, const std::string& started_at,
-                  const std::unordered_set<std::string>& done, ImportSummary& summary,
-                  std::vector<store::RequestRow>& requests,
-                  std::vector<store::ResponseRow>& responses) {
+                  const std::string& started_at, const std::unordered_set<std::string>& done,
+                  ImportSummary& summary, std::vector<store::RequestRow>& requests,
+                  std::vector<store::ResponseRow>& responses, std::vector<AlreadyStored>& stored) {
     const int max_tokens = max_tokens_of(d);
     const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
     const auto body_sha = util::sha256_hex(body);
@@ -386,11 +392,11 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
         row.key = store::request_key(o.name, framing, max_tokens, rep, d.doc_id, body_sha);
         if (done.count(row.key)) {
             ++summary.already_stored;
+            stored.push_back({std::move(row.key), &d, i});
             continue;
         }
         store::ResponseRow resp;
         resp.key = row.key;
-        resp.run_id = run_id;
         resp.ok = true;
         resp.status = 200;
         resp.response_json = util::python_json_dumps(
@@ -408,31 +414,24 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
 // file's: the file is another run of the same requests, which taken as
 // "already stored" would be dropped without a word.
 util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
-                                      const std::string& framing,
-                                      const std::vector<Document>& docs) {
+                                      const std::vector<Document>& docs,
+                                      const std::vector<AlreadyStored>& stored) {
     std::vector<std::string> keys;
-    std::vector<std::pair<const Document*, size_t>> where;
-    for (const auto& d : docs) {
-        const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
-        const auto body_sha = util::sha256_hex(body);
-        for (size_t i = 0; i < d.resps.size(); ++i) {
-            keys.push_back(store::request_key(o.name, framing, max_tokens_of(d),
-                                              o.first_repeat + static_cast<int>(i), d.doc_id,
-                                              body_sha));
-            where.emplace_back(&d, i);
-        }
+    keys.reserve(stored.size());
+    for (const auto& s : stored) {
+        keys.push_back(s.key);
     }
-    auto stored = store::answered_texts(st, keys);
-    if (!stored) {
-        return stored.error();
+    auto texts = store::answered_texts(st, keys);
+    if (!texts) {
+        return texts.error();
     }
     size_t most = 0;
     for (const auto& d : docs) {
         most = std::max(most, d.resps.size());
     }
-    for (size_t k = 0; k < keys.size(); ++k) {
-        const auto& [d, i] = where[k];
-        if ((*stored)[k] && *(*stored)[k] != d->resps[i]) {
+    for (size_t k = 0; k < stored.size(); ++k) {
+        const auto& [key, d, i] = stored[k];
+        if ((*texts)[k] && *(*texts)[k] != d->resps[i]) {
             return make_error(
                 ErrorKind::data,
                 fmt::format("{}: document {} (repeat {}) is stored with another answer, so this "
@@ -458,12 +457,26 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (auto r = check_against_store(st, o, *docs); !r) {
         return r.error();
     }
-    // The same file again stores nothing; another run of the same requests
-    // (its answers differ) is refused unless given its own repeats.
-    if (auto r = check_same_answers(st, o, framing, *docs); !r) {
+    // 3. The rows to store: the same file again stores nothing; another run
+    //    of the same requests (its answers differ) is refused unless given
+    //    its own repeats.
+    auto done = st.completed_keys();
+    if (!done) {
+        return done.error();
+    }
+    ImportSummary summary;
+    std::vector<store::RequestRow> requests;
+    std::vector<store::ResponseRow> responses;
+    std::vector<AlreadyStored> stored;
+    const auto started_at = store::now_iso8601();
+    for (const auto& d : *docs) {
+        ++summary.documents;
+        add_document(d, o, framing, started_at, *done, summary, requests, responses, stored);
+    }
+    if (auto r = check_same_answers(st, o, *docs, stored); !r) {
         return r.error();
     }
-    // 3. Store the run, the server, the questions, the requests, then the
+    // 4. Store the run, the server, the questions, the requests, then the
     //    responses that are not stored yet.
     auto abs = fs::absolute(o.path).string();
     ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
@@ -479,17 +492,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (auto r = store_questions(st, o, *docs); !r) {
         return r.error();
     }
-    auto done = st.completed_keys();
-    if (!done) {
-        return done.error();
-    }
-    ImportSummary summary;
-    std::vector<store::RequestRow> requests;
-    std::vector<store::ResponseRow> responses;
-    const auto started_at = store::now_iso8601();
-    for (const auto& d : *docs) {
-        ++summary.documents;
-        add_document(d, o, framing, *run_id, started_at, *done, summary, requests, responses);
+    for (auto& resp : responses) {
+        resp.run_id = *run_id;
     }
     if (auto r = st.put_requests(requests); !r) {
         return r.error();

@@ -2,6 +2,7 @@
 #include <harness/store/lock.hpp>
 
 #include <harness/store/store.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 
@@ -37,9 +38,7 @@ std::string holder_of(int fd) {
 std::string RunLock::path_for(const std::string& db_path) {
     // One lock per file, however it is named: a symbolic link to the
     // database (or to its directory) locks the file it points to.
-    std::error_code ec;
-    auto resolved = std::filesystem::weakly_canonical(db_path, ec);
-    return (ec || resolved.empty() ? db_path : resolved.string()) + ".lock";
+    return util::resolved_path(db_path) + ".lock";
 }
 
 util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,

@@ -10,6 +10,7 @@
 
 #include <harness/store/sqlite.hpp>
 #include <harness/store/store.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 
@@ -397,9 +398,7 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
         return r.error();
     }
     // The file OUT names: a symbolic link stays a link to the merged file.
-    std::error_code ec;
-    const auto resolved = fs::weakly_canonical(out_arg, ec);
-    const std::string out = ec || resolved.empty() ? out_arg : resolved.string();
+    const std::string out = util::resolved_path(out_arg);
     // 2. Start from a copy of `out` (or an empty store) in a temporary file.
     const fs::path tmp = out + ".merge-tmp";
     remove_with_sidecars(tmp);
@@ -424,6 +423,7 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
     }
     // 4. Replace `out` in one step, with its permissions: a private
     // database stays private.
+    std::error_code ec;
     if (auto status = fs::status(out, ec); !ec && fs::exists(status)) {
         fs::permissions(tmp, status.permissions(), ec);
     }

@@ -592,7 +592,7 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     // user that read the database: writing it needs them writable too.
     for (const char* suffix : {"-wal", "-shm"}) {
         const auto side = path + suffix;
-        if (mode == Store::Mode::read_write && std::filesystem::exists(side, ec) &&
+        if (mode == Store::Mode::read_write && access(side.c_str(), F_OK) == 0 &&
             access(side.c_str(), W_OK) != 0) {
             return make_error(ErrorKind::data,
                               fmt::format("cannot write {}: {} (another user's diffeval opened "
@@ -1026,17 +1026,21 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
 util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
     // A group new to the database (a fresh run's every group) has no place
     // to take: one lookup for it, not one a request.
-    auto [known, added] = m_group_stored.try_emplace({r.server, r.framing, r.max_tokens}, false);
-    if (added) {
+    auto seen = std::find_if(m_groups_seen.begin(), m_groups_seen.end(), [&](const auto& g) {
+        return g.max_tokens == r.max_tokens && g.server == r.server && g.framing == r.framing;
+    });
+    if (seen == m_groups_seen.end()) {
         auto& stored = m_stmts[k_group_stored];
-        known->second = stored.bind(r.server, r.framing, r.max_tokens, id).step();
+        const bool before = stored.bind(r.server, r.framing, r.max_tokens, id).step();
         if (!stored.error().empty()) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot read requests: {}", stored.error()));
         }
         stored.reset();
+        seen =
+            m_groups_seen.insert(m_groups_seen.end(), {r.server, r.framing, r.max_tokens, before});
     }
-    if (!known->second) {
+    if (!seen->stored_before) {
         return {};
     }
     auto& taken = m_stmts[k_slot_taken];

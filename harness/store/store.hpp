@@ -12,14 +12,12 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -218,8 +216,14 @@ private:
     util::Result<void> check_slot(const RequestRow& r, int64_t id);
     // Per server, framing and token limit: whether the database held
     // requests of it before this store's first new one (only then can a
-    // new request's place be taken).
-    std::map<std::tuple<std::string, std::string, int>, bool> m_group_stored;
+    // new request's place be taken). A run has a few such groups: a list,
+    // searched without building a key for each request.
+    struct GroupSeen {
+        std::string server, framing;
+        int max_tokens = 0;
+        bool stored_before = false;
+    };
+    std::vector<GroupSeen> m_groups_seen;
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
                                        std::vector<Planned>* planned);
     // The id of the body `sha256` (`body`, of which the first `prefix_bytes`

@@ -43,4 +43,10 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     return text;
 }
 
+std::string resolved_path(const std::string& path) {
+    std::error_code ec;
+    auto resolved = std::filesystem::weakly_canonical(path, ec);
+    return ec || resolved.empty() ? path : resolved.string();
+}
+
 } // namespace diffeval::util

@@ -1,4 +1,5 @@
-// Reading a whole file, the one way every loader in diffeval does it.
+// Reading a whole file, the one way every loader in diffeval does it; the
+// file a path names.
 #pragma once
 
 #include <filesystem>
@@ -9,5 +10,10 @@ namespace diffeval::util {
 
 // The bytes of the file at `path`, or nullopt when it cannot be read.
 std::optional<std::string> read_file(const std::filesystem::path& path);
+
+// The file `path` names, its symbolic links followed (as far as they exist):
+// one file under every name, for its lock and for replacing it. `path`
+// itself when it cannot be resolved.
+std::string resolved_path(const std::string& path);
 
 } // namespace diffeval::util

@@ -82,6 +82,15 @@ inline std::string_view utf8_byte_prefix(std::string_view s, size_t max_bytes) {
     return s.substr(0, cut);
 }
 
+// Whether `text` holds a control character (a line end, a terminal escape's
+// ESC, DEL).
+inline bool has_control_character(std::string_view text) {
+    return std::any_of(text.begin(), text.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7F;
+    });
+}
+
 // What is wrong with `name` as a part of a group's name (a server, an
 // imported group, a framing), or nullopt: groups are written SERVER/FRAMING/
 // MAX_TOKENS on the command line, and names reach terminals, Markdown tables
@@ -91,11 +100,8 @@ inline std::optional<std::string> name_problem(std::string_view name) {
     if (name.empty()) {
         return std::string("must not be empty");
     }
-    for (char c : name) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '/' || c == ' ' || u < 0x20 || u == 0x7F) {
-            return std::string("must not contain '/', spaces or control characters");
-        }
+    if (name.find_first_of("/ ") != std::string_view::npos || has_control_character(name)) {
+        return std::string("must not contain '/', spaces or control characters");
     }
     return std::nullopt;
 }
