@@ -108,12 +108,20 @@ TEST(Run, ScoresStoredWithTheResponsesEqualARescore) {
     }
 }
 
+namespace {
+
+// A run of server "a" on the sample set's first five questions, raw framing.
+std::vector<std::string> five_raw_questions(const e2e::Sim& a, const std::string& db) {
+    return {"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "5", "--db", db};
+}
+
+} // namespace
+
 TEST(Run, RerunSendsNothingAndSaysSo) {
     auto dir = e2e::scratch("rerun");
     e2e::Sim a;
     auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {"run",     "--server", "a=" + a.url(), "--framing", "raw",
-                                     "--limit", "5",        "--db",         db};
+    const auto args = five_raw_questions(a, db);
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     auto again = e2e::run(args);
     ASSERT_EQ(again.exit_code, 0) << again.err;
@@ -128,8 +136,7 @@ TEST(Run, ChangedBodiesForStoredQuestionsAreRefused) {
     auto dir = e2e::scratch("changed-bodies");
     e2e::Sim a;
     auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {"run",     "--server", "a=" + a.url(), "--framing", "raw",
-                                     "--limit", "5",        "--db",         db};
+    const auto args = five_raw_questions(a, db);
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     const auto served = [&a] {
         return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
