@@ -404,7 +404,12 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         s.noise_share = std::min(1.0, (p.within_of_diff / n) / (s.sd_diff * s.sd_diff));
     }
     if (s.sd_diff > 0.0) {
-        s.mdd = minimum_detectable(s.se, options.alpha, options.power);
+        // Never below what the printed interval allows: where an end is an
+        // exact count bound (few questions moved), the standard error
+        // understates the uncertainty the interval shows.
+        const double interval_se =
+            (iv.hi - iv.lo) / (2.0 * normal_quantile(1.0 - options.alpha / 2.0));
+        s.mdd = minimum_detectable(std::max(s.se, interval_se), options.alpha, options.power);
     }
     return s;
 }
