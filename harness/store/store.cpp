@@ -1498,6 +1498,16 @@ size_t Writer::backlog() const {
     return m_queue.size();
 }
 
+void Writer::wait_below(size_t rows, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(m_mutex);
+    if (m_queue.size() < rows) {
+        return;
+    }
+    m_nudged = true;
+    m_wake.notify_one();
+    m_done.wait_for(lock, timeout, [&] { return m_queue.size() < rows || m_stop; });
+}
+
 void Writer::nudge() {
     {
         std::lock_guard lock(m_mutex);
@@ -1524,6 +1534,8 @@ void Writer::loop() {
         m_busy = true;
         m_nudged = false;
         lock.unlock();
+        // The queue is empty again: a sender held back by wait_below goes on.
+        m_done.notify_all();
         if (m_prepare) {
             for (auto& row : batch) {
                 m_prepare(row);

@@ -374,6 +374,9 @@ public:
     int64_t committed() const;
     // Rows pushed and waiting for the next batch (not the one being written).
     size_t backlog() const;
+    // Block until fewer than `rows` wait for the next batch (the writer takes
+    // them all when it starts one) or `timeout` passes, nudging the writer.
+    void wait_below(size_t rows, std::chrono::milliseconds timeout);
     // Commit what is queued now, without waiting for the batch window.
     void nudge();
 

@@ -365,6 +365,58 @@ TEST(Writer, ReportsAPersistentWriteFailure) {
     EXPECT_NE(w.error()->find("injected"), std::string::npos);
 }
 
+// The event loop, with nothing in flight and the writer's backlog at its
+// bound, waits for the writer to take its queue: not at all below the bound,
+// until the timeout while the writer cannot start a batch, and once it can,
+// until it has taken the queue rather than for the whole timeout.
+TEST(Writer, ASenderHeldBackGoesOnOnceTheWriterTakesItsQueue) {
+    auto s = Store::open(fresh_db("writer_below").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok());
+    std::vector<RequestRow> requests;
+    for (int i = 0; i < 64; ++i) {
+        requests.push_back(request(fmt::format("k{}", i), i));
+    }
+    ASSERT_TRUE((*s)->put_requests(requests).ok());
+    Writer w(**s);
+    std::optional<std::chrono::steady_clock::duration> waited;
+    {
+        // The writer is held at the store's turn: its batch cannot start
+        // until the turn is released, so the backlog stays where it is.
+        auto turn = (*s)->hold_turn();
+        w.push(response("k0", true)); // the writer takes this one and waits for the turn
+        while (w.backlog() > 0) {
+            std::this_thread::yield();
+        }
+        for (int i = 1; i < 64; ++i) {
+            w.push(response(fmt::format("k{}", i), true));
+        }
+        EXPECT_EQ(w.backlog(), 63u);
+        auto start = std::chrono::steady_clock::now();
+        w.wait_below(64, std::chrono::seconds(60));
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30))
+            << "below the bound already: no wait";
+        start = std::chrono::steady_clock::now();
+        w.wait_below(32, std::chrono::milliseconds(50));
+        EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50))
+            << "went on with the backlog at its bound";
+        EXPECT_EQ(w.backlog(), 63u);
+        std::thread sender([&] {
+            const auto at = std::chrono::steady_clock::now();
+            w.wait_below(32, std::chrono::seconds(60));
+            waited = std::chrono::steady_clock::now() - at;
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        EXPECT_FALSE(waited.has_value()) << "went on while the writer could not take its queue";
+        turn = {}; // the first batch commits; the writer takes the 63
+        sender.join();
+    }
+    ASSERT_TRUE(waited.has_value());
+    EXPECT_LT(*waited, std::chrono::seconds(30)) << "waited for the timeout";
+    w.close();
+    EXPECT_EQ(w.committed(), 64);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses"), 64);
+}
+
 TEST(Writer, KeepsTheWalBoundedWhileItWrites) {
     // A thread of the writer's checkpoints the WAL while commits go on, and
     // past four times SQLite's threshold (64 MB of 16 KiB pages) the writer
