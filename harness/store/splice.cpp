@@ -107,10 +107,124 @@ private:
     int m_in_pair = 0; // values seen in the current pair
 };
 
-// The object `top_json` rebuilds, as v_probe_responses writes it:
-// {"token":logprob,...} with each log-probability's JSON text; nullopt when
-// it is not [[string, float or null], ...] with plain tokens, or is empty.
-std::optional<std::string> top_object(std::string_view top_json) {
+// A JSON number with a fraction or an exponent at `s[at]`, as nlohmann reads
+// it into a float: its end, or 0 when there is none. Only exponents whose
+// value is plainly finite pass (at most 99, with up to 30 integer digits):
+// nlohmann refuses a number that overflows, and this reading never converts.
+size_t float_end(std::string_view s, size_t at) {
+    const auto digits = [&](size_t from) {
+        size_t i = from;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+            ++i;
+        }
+        return i - from;
+    };
+    size_t i = at;
+    if (i < s.size() && s[i] == '-') {
+        ++i;
+    }
+    const size_t whole = digits(i);
+    if (whole == 0 || whole > 30 || (whole > 1 && s[i] == '0')) {
+        return 0;
+    }
+    i += whole;
+    bool is_float = false;
+    if (i < s.size() && s[i] == '.') {
+        const size_t fraction = digits(i + 1);
+        if (fraction == 0) {
+            return 0;
+        }
+        i += 1 + fraction;
+        is_float = true;
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+            ++i;
+        }
+        const size_t exponent = digits(i);
+        if (exponent == 0 || exponent > 2) {
+            return 0;
+        }
+        i += exponent;
+        is_float = true;
+    }
+    return is_float ? i : 0;
+}
+
+// top_object() for top_json as top_json() writes it for plain tokens:
+// [["token",number or null],...] with no space, tokens escaping nothing but
+// " \\ \n \t \r, and float numbers. Each token's JSON text is then the
+// plain quoting of the token it reads as, and each number's is copied. The
+// outer nullopt: top_json is not of that shape, and the SAX reading decides.
+std::optional<std::optional<std::string>> plain_top_object(std::string_view top_json) {
+    if (!simdjson::validate_utf8(top_json)) {
+        return std::nullopt;
+    }
+    const auto at = [&](size_t i, char c) { return i < top_json.size() && top_json[i] == c; };
+    if (!at(0, '[')) {
+        return std::nullopt;
+    }
+    std::string out = "{";
+    size_t i = 1;
+    while (!at(i, ']')) {
+        if (!at(i, '[') || !at(i + 1, '"')) {
+            return std::nullopt;
+        }
+        const size_t token_start = i + 1;
+        i += 2;
+        for (;; ++i) {
+            if (i >= top_json.size()) {
+                return std::nullopt;
+            }
+            const auto c = static_cast<unsigned char>(top_json[i]);
+            if (c == '"') {
+                break;
+            }
+            if (c < 0x20 || c == 0x7f) {
+                return std::nullopt;
+            }
+            if (c == '\\') {
+                const char e = i + 1 < top_json.size() ? top_json[i + 1] : '\0';
+                if (e != '"' && e != '\\' && e != 'n' && e != 't' && e != 'r') {
+                    return std::nullopt;
+                }
+                ++i;
+            }
+        }
+        const size_t token_end = ++i; // past the closing quote
+        if (!at(i, ',')) {
+            return std::nullopt;
+        }
+        ++i;
+        size_t number_end = top_json.compare(i, 4, "null") == 0 ? i + 4 : float_end(top_json, i);
+        if (number_end == 0 || !at(number_end, ']')) {
+            return std::nullopt;
+        }
+        out += out.size() > 1 ? "," : "";
+        out.append(top_json.substr(token_start, token_end - token_start));
+        out += ':';
+        out.append(top_json.substr(i, number_end - i));
+        i = number_end + 1;
+        if (at(i, ',') && at(i + 1, '[')) {
+            ++i;
+        } else if (!at(i, ']')) {
+            return std::nullopt;
+        }
+    }
+    if (i + 1 != top_json.size()) {
+        return std::nullopt;
+    }
+    if (out.size() == 1) {
+        return std::optional<std::string>{}; // no pair
+    }
+    out += '}';
+    return std::optional<std::string>{std::move(out)};
+}
+
+} // namespace
+
+std::optional<std::string> top_object_parsed(std::string_view top_json) {
     TopReader reader;
     if (!nlohmann::json::sax_parse(top_json, &reader) || reader.pairs.empty()) {
         return std::nullopt;
@@ -130,7 +244,12 @@ std::optional<std::string> top_object(std::string_view top_json) {
     return out;
 }
 
-} // namespace
+std::optional<std::string> top_object(std::string_view top_json) {
+    if (auto plain = plain_top_object(top_json)) {
+        return std::move(*plain);
+    }
+    return top_object_parsed(top_json);
+}
 
 std::optional<std::string> plain_json_quote(std::string_view s) {
     if (!simdjson::validate_utf8(s)) {

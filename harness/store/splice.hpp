@@ -40,6 +40,16 @@ std::optional<std::string> splice_response(std::string_view body,
                                            const std::optional<std::string>& text,
                                            const std::optional<std::string>& reasoning);
 
+// The object of top alternatives that `top_json` ([[token, logprob], ...])
+// rebuilds, as v_probe_responses writes it: {"token":logprob,...} with each
+// log-probability's JSON text as top_json has it; nullopt when top_json is
+// not [[string, float or null], ...] with plain tokens (plain_json_quote),
+// or is empty. top_json as diffeval writes it is read by a scan that copies
+// each token's and number's text; anything else by a JSON parser,
+// top_object_parsed, which the scan is tested against.
+std::optional<std::string> top_object(std::string_view top_json);
+std::optional<std::string> top_object_parsed(std::string_view top_json);
+
 // The stored form of a probe body: the object of top alternatives that
 // `top_json` ([[token, logprob], ...]) rebuilds replaced by k_top_slot, when
 // v_probe_responses's expression gives `body` back exactly. nullopt when the

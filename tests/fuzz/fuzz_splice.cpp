@@ -1,7 +1,8 @@
 // libFuzzer target: spliced bodies (schema version 11). Whatever a server
 // sends and whatever text the row holds, a body diffeval splices must come
-// back byte for byte through the real views, computed by SQLite; and plain
-// quoting must be SQLite's json_quote.
+// back byte for byte through the real views, computed by SQLite; plain
+// quoting must be SQLite's json_quote; and the scan of a probe's top_json
+// must read the object the JSON parser reads.
 //
 // Input: a mode byte (even: a response, odd: a probe), then the body, then
 // 0xff, then the text (a probe's top_json), then 0xff, then the reasoning.
@@ -127,6 +128,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check_response(body, parts[1], parts[2]);
     } else {
         check_probe(body, parts[1]);
+        // The scan of top_json reads what the JSON parser reads.
+        if (parts[1] && top_object(*parts[1]) != top_object_parsed(*parts[1])) {
+            std::abort();
+        }
     }
     // Plain quoting is SQLite's.
     if (const auto q = plain_json_quote(body)) {

@@ -213,3 +213,48 @@ TEST(Splice, ProbeBodiesReadBackByteForByteThroughTheView) {
             << i;
     }
 }
+
+// The scan that reads top_json as diffeval writes it gives the object the
+// JSON parser gives, on top_json() of tokens of every kind and on text that
+// only looks like it; both decline what cannot be spliced.
+TEST(Splice, TheScanOfTopJsonReadsWhatTheParserReads) {
+    const std::vector<std::string> inputs = {
+        R"([[" ",-0.1604313388971044],["<think>",-1.9090326967458644],["\"q\\",-6.0],["é\n",1e-05]])",
+        R"([[" ",-0.5],["x",null]])",
+        R"([["\t\r",-0.5]])",
+        R"([])",
+        R"([[" ",-1]])",               // an integer: the parser declines
+        R"([[" ",-0.5], ["x",-1.0]])", // a space
+        R"([["\u00e9",-0.5]])",        // an escape plain quoting writes otherwise
+        R"([["\b",-0.5]])",
+        R"([["\/",-0.5]])",
+        R"([["a",1e400]])", // overflows: the parser refuses it
+        R"([["a",1.5e99]])",
+        R"([["a",01.5]])",
+        R"([["a",-.5]])",
+        R"([["a",1.]])",
+        R"([["a",1.5E+07]])",
+        R"([["a",-0.0]])",
+        R"([["a",-0.5,1]])",
+        R"([["a",-0.5]],)",
+        R"([["a",-0.5]] )",
+        R"([["a",-0.5],])",
+        R"([["a"]])",
+        R"([[1,-0.5]])",
+        "[[\"a\x7f\",-0.5]]",
+        "[[\"\xff\",-0.5]]",
+        "[[\"a\x01\",-0.5]]",
+        R"([["a",-0.5])",
+        R"([["a",nul]])",
+        R"([["a\",-0.5]])",
+        R"({"a":-0.5})",
+    };
+    for (const auto& in : inputs) {
+        EXPECT_EQ(top_object(in), top_object_parsed(in)) << in;
+    }
+    EXPECT_EQ(
+        top_object(inputs[0]),
+        R"({" ":-0.1604313388971044,"<think>":-1.9090326967458644,"\"q\\":-6.0,"é\n":1e-05})");
+    EXPECT_EQ(top_object(inputs[1]), R"({" ":-0.5,"x":null})");
+    EXPECT_FALSE(top_object("[]").has_value());
+}
