@@ -26,6 +26,19 @@ TEST(Redactor, ReplacesTheJsonEscapedSpelling) {
     EXPECT_EQ(body, R"({"echo": "Bearer [REDACTED]"})");
 }
 
+// A key with characters beyond ASCII, echoed by an encoder that writes
+// ASCII only (Python's json.dumps by default), in either case of hex.
+TEST(Redactor, ReplacesTheAsciiEscapedSpelling) {
+    Redactor r;
+    r.add("sk-\u20ac/clé-12345");
+    std::string lower = R"({"echo": "Bearer sk-\u20ac/cl\u00e9-12345"})";
+    EXPECT_TRUE(r.apply(lower));
+    EXPECT_EQ(lower, R"({"echo": "Bearer [REDACTED]"})");
+    std::string upper = R"({"echo": "sk-\u20AC\/cl\u00E9-12345"})";
+    EXPECT_TRUE(r.apply(upper));
+    EXPECT_EQ(upper, R"({"echo": "[REDACTED]"})");
+}
+
 TEST(Redactor, ShortValuesAreNotSecrets) {
     Redactor r;
     r.add("EMPTY");
