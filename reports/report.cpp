@@ -295,7 +295,7 @@ nlohmann::json report_json(const ReportData& data) {
              {"facts", std::move(fingerprint["facts"])},
              {"conflicts", std::move(fingerprint["conflicts"])}});
     }
-    return {{"schema", "diffeval.report/2"},
+    return {{"schema", "diffeval.report/3"},
             {"baseline", data.baseline},
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},

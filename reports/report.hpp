@@ -60,7 +60,7 @@ analyse_for_report(store::Store& store, const std::string& baseline, const Repor
 // The probe's part of summary.json: {"comparisons": [...], "skipped": [lines]}.
 nlohmann::json probes_json(const ReportData& data);
 
-// The "diffeval.report/2" JSON document: the headline, the summary and diff documents.
+// The "diffeval.report/3" JSON document: the headline, the summary and diff documents.
 nlohmann::json report_json(const ReportData& data);
 
 // Flipped questions shown per direction of a comparison (report.md lists the

@@ -255,12 +255,14 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
         // other, and with finished and errors they make the responses.
         const auto w =
             whole_parts({g.finished, g.stop_truncated, g.length_truncated, g.other, g.errors});
-        rows.push_back({g.label(), fmt::format("{:.0f}", g.started_reasoning),
-                        std::to_string(w[1] + w[2] + w[3]), std::to_string(w[1]),
-                        std::to_string(w[2]), std::to_string(w[3]), std::to_string(w[4]),
-                        std::to_string(w[0]), have ? pct(g.scorers[k].finished_accuracy.mean) : "-",
-                        have ? pct(g.scorers[k].spread.mean) : "-",
-                        fmt::format("{:.0f}", g.mean_completion_tokens)});
+        rows.push_back(
+            {g.label(), fmt::format("{:.0f}", g.started_reasoning),
+             std::to_string(w[1] + w[2] + w[3]), std::to_string(w[1]), std::to_string(w[2]),
+             std::to_string(w[3]), std::to_string(w[4]), std::to_string(w[0]),
+             have && g.scorers[k].finished_accuracy ? pct(g.scorers[k].finished_accuracy->mean)
+                                                    : "-",
+             have ? pct(g.scorers[k].spread.mean) : "-",
+             optional_cell(g.mean_completion_tokens, "{:.0f}")});
     }
     return render_table(rows, style);
 }

@@ -202,7 +202,8 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     return c;
 }
 
-GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pct) {
+GateCheck token_check(const Comparison& cmp, std::optional<double> a, std::optional<double> b,
+                      double limit_pct) {
     GateCheck c;
     c.kind = "tokens";
     c.name = fmt::format("tokens {} -> {}", cmp.a.text(), cmp.b.text());
@@ -211,20 +212,22 @@ GateCheck token_check(const Comparison& cmp, double a, double b, double limit_pc
     c.threshold_text = fmt::format("<= {:+.2f}%", limit_pct);
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
-                {"baseline_mean_completion_tokens", a},
-                {"candidate_mean_completion_tokens", b}};
-    if (a <= 0) {
-        // Without a baseline count there is nothing to hold the candidate to;
-        // a gate that cannot measure must not pass.
+                {"baseline_mean_completion_tokens", a ? nlohmann::json(*a) : nullptr},
+                {"candidate_mean_completion_tokens", b ? nlohmann::json(*b) : nullptr}};
+    if (!a || *a <= 0 || !b) {
+        // Without a count on either side there is nothing to compare (a
+        // candidate whose server reports no usage did not use 100% fewer
+        // tokens); a gate that cannot measure must not pass.
+        const char* side = !a || *a <= 0 ? "baseline" : "candidate";
         c.measured = 0;
-        c.measured_text = "no completion token counts in the baseline";
+        c.measured_text = fmt::format("no completion token counts in the {}", side);
         c.status = CheckStatus::fail;
-        c.why = "the baseline's responses carry no usage.completion_tokens";
+        c.why = fmt::format("the {}'s responses carry no usage.completion_tokens", side);
         return c;
     }
-    c.measured = (b - a) / a * 100;
+    c.measured = (*b - *a) / *a * 100;
     // Means to two decimals, so their ratio gives the percentage printed.
-    c.measured_text = fmt::format("{:+.2f}% ({:.2f} -> {:.2f} tokens)", c.measured, a, b);
+    c.measured_text = fmt::format("{:+.2f}% ({:.2f} -> {:.2f} tokens)", c.measured, *a, *b);
     const bool ok = c.measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
     c.why =

@@ -41,11 +41,15 @@ nlohmann::json optional_json(const std::optional<double>& v) {
 }
 
 nlohmann::json latency_json(const LatencySummary& l) {
+    // Without a successful response there is no latency to give.
+    const auto measured = [&](double v) {
+        return l.responses > 0 ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
     return {{"responses", l.responses},
-            {"p50_ms", l.p50_ms},
-            {"p90_ms", l.p90_ms},
-            {"p99_ms", l.p99_ms},
-            {"max_ms", l.max_ms},
+            {"p50_ms", measured(l.p50_ms)},
+            {"p90_ms", measured(l.p90_ms)},
+            {"p99_ms", measured(l.p99_ms)},
+            {"max_ms", measured(l.max_ms)},
             {"ttft_p50_ms", optional_json(l.ttft_p50_ms)},
             {"ttft_p99_ms", optional_json(l.ttft_p99_ms)},
             {"requests_per_s", optional_json(l.requests_per_s)}};
@@ -172,7 +176,16 @@ void average_repeats(GroupSummary& g) {
         g.other += static_cast<double>(b.other) / n;
         g.finished += static_cast<double>(b.finished) / n;
         g.errors += static_cast<double>(b.errors) / n;
-        g.mean_completion_tokens += b.mean_completion_tokens / n;
+    }
+    // Summed as the counts are, term by term, so a group whose every repeat
+    // has counts gives the mean version 1 gave.
+    const auto counted = std::count_if(g.repeats.begin(), g.repeats.end(),
+                                       [](const auto& b) { return b.mean_completion_tokens; });
+    for (const auto& b : g.repeats) {
+        if (b.mean_completion_tokens) {
+            g.mean_completion_tokens = g.mean_completion_tokens.value_or(0) +
+                                       *b.mean_completion_tokens / static_cast<double>(counted);
+        }
     }
 }
 
@@ -191,7 +204,9 @@ GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupC
     std::vector<int64_t> invalid(n_scorers, 0);
     for (auto& [rep, b] : counts.repeats) {
         const auto& t = counts.tokens[rep];
-        b.mean_completion_tokens = t.second ? t.first / static_cast<double>(t.second) : 0;
+        if (t.second > 0) {
+            b.mean_completion_tokens = t.first / static_cast<double>(t.second);
+        }
         g.questions = std::max(g.questions, b.responses);
         total += b.responses;
         for (size_t k = 0; k < n_scorers; ++k) {
@@ -208,7 +223,9 @@ GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupC
     average_repeats(g);
     for (size_t k = 0; k < n_scorers; ++k) {
         g.scorers[k].spread = spread_of(g.scorers[k].accuracy);
-        g.scorers[k].finished_accuracy = spread_of(fin_acc[k]);
+        if (!fin_acc[k].empty()) {
+            g.scorers[k].finished_accuracy = spread_of(fin_acc[k]);
+        }
         g.scorers[k].invalid_rate =
             total ? static_cast<double>(invalid[k]) / static_cast<double>(total) : 0;
     }
@@ -243,7 +260,9 @@ nlohmann::json to_json(const Summary& s) {
                                  {"min", sc.spread.min},
                                  {"max", sc.spread.max},
                                  {"invalid_rate", sc.invalid_rate},
-                                 {"finished_accuracy", spread_json(sc.finished_accuracy)}};
+                                 {"finished_accuracy", sc.finished_accuracy
+                                                           ? spread_json(*sc.finished_accuracy)
+                                                           : nlohmann::json(nullptr)}};
         }
         nlohmann::json reps = nlohmann::json::array();
         for (const auto& b : g.repeats) {
@@ -261,29 +280,30 @@ nlohmann::json to_json(const Summary& s) {
                             {"errors", b.errors},
                             {"finished", b.finished},
                             {"finished_correct", fc},
-                            {"mean_completion_tokens", b.mean_completion_tokens}});
+                            {"mean_completion_tokens", optional_json(b.mean_completion_tokens)}});
         }
-        groups.push_back({{"server", g.server},
-                          {"framing", g.framing},
-                          {"max_tokens", g.max_tokens},
-                          {"questions", g.questions},
-                          {"repeats", g.repeats.size()},
-                          {"accuracy", acc},
-                          {"breakdown",
-                           {{"per_repeat", reps},
-                            {"mean",
-                             {{"started_reasoning", g.started_reasoning},
-                              {"never_finished", g.never_finished},
-                              {"stop_truncated", g.stop_truncated},
-                              {"length_truncated", g.length_truncated},
-                              {"other", g.other},
-                              {"errors", g.errors},
-                              {"finished", g.finished},
-                              {"mean_completion_tokens", g.mean_completion_tokens}}}}},
-                          {"latency", latency_json(g.latency)},
-                          {"output_tokens", tokens_json(g.latency)}});
+        groups.push_back(
+            {{"server", g.server},
+             {"framing", g.framing},
+             {"max_tokens", g.max_tokens},
+             {"questions", g.questions},
+             {"repeats", g.repeats.size()},
+             {"accuracy", acc},
+             {"breakdown",
+              {{"per_repeat", reps},
+               {"mean",
+                {{"started_reasoning", g.started_reasoning},
+                 {"never_finished", g.never_finished},
+                 {"stop_truncated", g.stop_truncated},
+                 {"length_truncated", g.length_truncated},
+                 {"other", g.other},
+                 {"errors", g.errors},
+                 {"finished", g.finished},
+                 {"mean_completion_tokens", optional_json(g.mean_completion_tokens)}}}}},
+             {"latency", latency_json(g.latency)},
+             {"output_tokens", tokens_json(g.latency)}});
     }
-    return {{"schema", "diffeval.summary/1"},
+    return {{"schema", "diffeval.summary/2"},
             {"scorers", s.scorers},
             {"score_text", s.score_text},
             {"groups", groups}};

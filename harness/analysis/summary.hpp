@@ -28,7 +28,9 @@ struct RepeatBreakdown {
     std::vector<int64_t> correct;          // per scorer
     std::vector<int64_t> invalid;          // per scorer
     std::vector<int64_t> finished_correct; // per scorer
-    double mean_completion_tokens = 0;
+    // Over the responses that reported usage.completion_tokens; unset when
+    // none did.
+    std::optional<double> mean_completion_tokens;
     int64_t never_finished() const { return stop_truncated + length_truncated + other; }
 };
 
@@ -41,7 +43,8 @@ struct ScorerSummary {
     std::vector<double> accuracy; // per repeat
     Spread spread;
     double invalid_rate = 0; // over all repeats
-    Spread finished_accuracy;
+    // Over the repeats with a finished answer; unset when no repeat has one.
+    std::optional<Spread> finished_accuracy;
 };
 
 // Speed of a group over all its repeats. Latencies and tokens count
@@ -49,8 +52,8 @@ struct ScorerSummary {
 // not generation); percentiles interpolate like numpy. Optional fields are
 // unset when nothing was measured (TTFT exists only for --stream runs).
 struct LatencySummary {
-    int64_t responses = 0; // successful responses measured
-    double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+    int64_t responses = 0;                                 // successful responses measured
+    double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0; // meaningless when responses is 0
     std::optional<double> ttft_p50_ms, ttft_p99_ms;
     std::optional<double> tokens_p50, tokens_p99, tokens_mean; // completion tokens
     // All responses (errors too) over the wall span from the first request
@@ -72,7 +75,9 @@ struct GroupSummary {
     std::vector<ScorerSummary> scorers; // in Results::scorers order
     // Means over repeats of the breakdown counts.
     double started_reasoning = 0, never_finished = 0, stop_truncated = 0, length_truncated = 0,
-           other = 0, finished = 0, errors = 0, mean_completion_tokens = 0;
+           other = 0, finished = 0, errors = 0;
+    // The mean over the repeats that have one; unset when none has.
+    std::optional<double> mean_completion_tokens;
     LatencySummary latency;
 };
 
@@ -87,7 +92,7 @@ Summary summarize(const Results& results);
 // The latency summary of `rows` (any subset of one group's responses).
 LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows);
 
-// The documented JSON shape (docs/json.md, "diffeval.summary/1").
+// The documented JSON shape (docs/json.md, "diffeval.summary/2").
 nlohmann::json to_json(const Summary& summary);
 
 } // namespace diffeval::analysis

@@ -40,7 +40,7 @@ TEST_F(Analyse, SummaryJsonHasTheDocumentedShapeAndAddsUp) {
     auto o = e2e::run({"summary", "--db", *db, "--format", "json"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     auto j = json::parse(o.out);
-    EXPECT_EQ(j["schema"], "diffeval.summary/1");
+    EXPECT_EQ(j["schema"], "diffeval.summary/2");
     EXPECT_EQ(j["scorers"], json({"lm-eval-flexible", "lm-eval-strict", "vllm"}));
     ASSERT_EQ(j["groups"].size(), 4u);
     for (const auto& g : j["groups"]) {

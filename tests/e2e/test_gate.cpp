@@ -508,3 +508,27 @@ TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
     EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
 }
+
+// A candidate whose server reports no usage.completion_tokens answered, but
+// has no token count to compare: the token check fails saying so, never
+// "fell by 100%" from counts taken as 0.
+TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
+    auto dir = e2e::scratch("gate-no-usage");
+    e2e::Sim a;
+    e2e::Sim b;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--framing",
+                       "raw", "--limit", "4", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    e2e::exec(db, "UPDATE responses SET completion_tokens = NULL WHERE request_id IN "
+                  "(SELECT request_id FROM requests WHERE server = 'b')");
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
+                       "--max-token-increase", "10", "--json", (dir / "g.json").string()});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("no completion token counts in the candidate"), std::string::npos)
+        << o.out;
+    EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
+    const auto j = nlohmann::json::parse(e2e::slurp(dir / "g.json"));
+    EXPECT_TRUE(j["checks"][0]["detail"]["candidate_mean_completion_tokens"].is_null()) << j;
+    EXPECT_GT(j["checks"][0]["detail"]["baseline_mean_completion_tokens"].get<double>(), 0) << j;
+}

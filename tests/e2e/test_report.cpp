@@ -158,9 +158,9 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_FALSE(fs::exists(dir / "out" / "report.md"));
     auto j = json::parse(e2e::slurp(dir / "out" / "summary.json"));
-    EXPECT_EQ(j["schema"], "diffeval.report/2");
+    EXPECT_EQ(j["schema"], "diffeval.report/3");
     EXPECT_EQ(j["baseline"], "deepgemm");
-    EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/1");
+    EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/2");
     EXPECT_EQ(j["summary"]["groups"].size(), 4u);
     EXPECT_EQ(j["diff"]["schema"], "diffeval.diff/2");
     // vllm on raw and chat, then lm-eval-strict on chat.

@@ -183,3 +183,60 @@ TEST(CarryingTransitions, ARegressionIsCarriedByItsLargestNetLoss) {
               "length_truncated -> length_truncated (-137/+169)");
     EXPECT_EQ(reports::carrying_transitions(analysis::Comparison{}, 2), "none");
 }
+
+// A group whose every request failed in one repeat and whose server reports
+// no token counts: what nothing measured reads "-" in the tables and null in
+// the JSON, never 0 (a repeat without counts does not pull the mean of the
+// others down, and no finished answer is not 0% right).
+TEST(ReportTables, WhatNothingMeasuredIsBlankNotZero) {
+    auto results = two_repeats();
+    for (auto& row : results.rows) {
+        row.completion_tokens.reset(); // a server that sends no usage
+        if (row.repeat == 1) {
+            row.outcome = scorers::Outcome::error;
+            row.ok = false;
+            row.correct.set(0, false);
+            row.correct.set(1, false);
+        }
+    }
+    auto with_tokens = two_repeats();
+    for (auto& row : with_tokens.rows) {
+        if (row.repeat == 1) {
+            row.completion_tokens.reset();
+        }
+    }
+    const auto summary = analysis::summarize(results);
+    ASSERT_EQ(summary.groups.size(), 1u);
+    const auto j = analysis::to_json(summary);
+    EXPECT_EQ(j["schema"], "diffeval.summary/2");
+    const auto& g = j["groups"][0];
+    EXPECT_TRUE(g["breakdown"]["mean"]["mean_completion_tokens"].is_null());
+    EXPECT_TRUE(g["breakdown"]["per_repeat"][1]["mean_completion_tokens"].is_null());
+    // Repeat 0 finished 4 of 4, repeat 1 nothing: the finished accuracy is
+    // repeat 0's alone.
+    EXPECT_EQ(g["accuracy"]["s0"]["finished_accuracy"]["mean"], 1.0);
+    const auto lines = lines_of(reports::breakdown_table(summary, "s0", reports::Style::markdown));
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_TRUE(lines[2].ends_with("| 100.0 | 50.0 | - |")) << lines[2];
+
+    // Only the repeat with counts makes the mean: 100 tokens, not 50.
+    const auto counted = analysis::to_json(analysis::summarize(with_tokens));
+    EXPECT_EQ(counted["groups"][0]["breakdown"]["mean"]["mean_completion_tokens"], 100.0);
+
+    // Nothing finished and no success at all.
+    for (auto& row : results.rows) {
+        row.outcome = scorers::Outcome::error;
+        row.ok = false;
+        row.correct.set(0, false);
+        row.correct.set(1, false);
+    }
+    const auto none = analysis::summarize(results);
+    const auto jn = analysis::to_json(none);
+    EXPECT_TRUE(jn["groups"][0]["accuracy"]["s0"]["finished_accuracy"].is_null());
+    EXPECT_EQ(jn["groups"][0]["latency"]["responses"], 0);
+    for (const char* k : {"p50_ms", "p90_ms", "p99_ms", "max_ms"}) {
+        EXPECT_TRUE(jn["groups"][0]["latency"][k].is_null()) << k;
+    }
+    const auto row = lines_of(reports::breakdown_table(none, "s0", reports::Style::markdown))[2];
+    EXPECT_TRUE(row.ends_with("| 4 | 0 | - | 0.0 | - |")) << row;
+}
