@@ -179,8 +179,9 @@ void average_repeats(GroupSummary& g) {
     }
     // Summed as the counts are, term by term, so a group whose every repeat
     // has counts gives the mean version 1 gave.
-    const auto counted = std::count_if(g.repeats.begin(), g.repeats.end(),
-                                       [](const auto& b) { return b.mean_completion_tokens; });
+    const auto counted = std::count_if(g.repeats.begin(), g.repeats.end(), [](const auto& b) {
+        return b.mean_completion_tokens.has_value();
+    });
     for (const auto& b : g.repeats) {
         if (b.mean_completion_tokens) {
             g.mean_completion_tokens = g.mean_completion_tokens.value_or(0) +
