@@ -128,7 +128,8 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
                     (c.inconclusive && spec.inconclusive == InconclusiveAs::pass);
     c.status = status_of(ok);
     c.why = margin.sentence + ". " + cmp.verdict.sentence;
-    const bool too_small = st.mdd && *st.mdd * 100 > max_drop + k_epsilon;
+    const bool too_small =
+        (st.mdd && *st.mdd * 100 > max_drop + k_epsilon) || st.smallest_p.has_value();
     if (!st.mdd) {
         c.note = no_spread_text(st);
     } else if (too_small) {

@@ -411,6 +411,15 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
             (iv.hi - iv.lo) / (2.0 * normal_quantile(1.0 - options.alpha / 2.0));
         s.mdd = minimum_detectable(std::max(s.se, interval_se), options.alpha, options.power);
     }
+    // With n questions the test's mid-p is at least 2^-n: every question
+    // differing, all the same way, leaves two of the 2^n sign patterns as
+    // extreme, counted half. At alpha or above, nothing can be detected.
+    const double smallest =
+        std::ldexp(1.0, -static_cast<int>(std::min<std::uint64_t>(s.questions, 2000)));
+    if (smallest >= options.alpha) {
+        s.smallest_p = smallest;
+        s.mdd.reset();
+    }
     return s;
 }
 

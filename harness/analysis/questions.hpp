@@ -110,8 +110,13 @@ struct QuestionStats {
     double alpha = 0.05;
     double power = 0.8;
     // Smallest true difference detected with `power` at `alpha`; unset when
-    // the sides agree on every question (no variance to size it from).
+    // the sides agree on every question (no variance to size it from), or
+    // when `smallest_p` is set.
     std::optional<double> mdd;
+    // The sign-flip test's smallest attainable mid-p with these questions
+    // (every one differing, all the same way: 2^-questions), set when it is
+    // not below `alpha`: then no difference, however large, is detectable.
+    std::optional<double> smallest_p;
 };
 
 // Analyse `a` and `b` (the same questions in the same order). Fails when they

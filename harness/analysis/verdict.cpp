@@ -56,6 +56,11 @@ std::string no_spread_text(const QuestionStats& s) {
     if (s.test.differing == 0) {
         return "the two sides agree on every question";
     }
+    if (s.smallest_p) {
+        return fmt::format("with {} questions no difference can reach p < {:g}: the sign-flip "
+                           "test's mid-p is at least {:.3g}",
+                           s.questions, s.alpha, *s.smallest_p);
+    }
     return fmt::format("every one of the {} questions differs by the same amount, so their "
                        "spread sizes no test",
                        s.questions);

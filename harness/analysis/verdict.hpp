@@ -69,9 +69,10 @@ MarginCheck non_inferiority(const QuestionStats& stats, double max_drop);
 // that repeat noise accounts for, when both were measured.
 std::string noise_sentence(const QuestionStats& stats, const std::string& a, const std::string& b);
 
-// Why a comparison has no minimum detectable difference (no spread in its
-// per-question differences): the sides agree on every question, or every
-// question differs by the same amount.
+// Why a comparison has no minimum detectable difference: the sides agree on
+// every question, too few questions for the test to reach alpha at all
+// (QuestionStats::smallest_p), or every question differs by the same amount
+// (no spread in the per-question differences).
 std::string no_spread_text(const QuestionStats& s);
 
 // "-5.5 points, 95% CI [-13.9, +2.1]": the difference and its two-sided

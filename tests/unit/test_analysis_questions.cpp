@@ -7,6 +7,7 @@
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/verdict.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -346,6 +347,39 @@ TEST(PlanRun, NeverAsksForFewerQuestionsThanTheExactTestNeedsDiffering) {
     for (const auto& row : plan.rows) {
         EXPECT_TRUE(row.raised);
         EXPECT_EQ(row.questions, 1000u); // 10 / (2 / 200)
+    }
+}
+
+// With n questions the sign-flip test's mid-p is at least 2^-n: at four
+// questions (1/16) nothing can be declared at alpha 0.05, so no minimum
+// detectable difference is given and the sentence says why; at five (1/32),
+// with every question differing the same way, the test does reach it.
+TEST(AnalyseQuestions, TooFewQuestionsForTheTestToReachAlphaHaveNoDetectableDifference) {
+    for (std::uint64_t n : {2u, 4u, 5u}) {
+        CorrectnessMatrix ma, mb;
+        for (std::uint64_t q = 0; q < n; ++q) {
+            // Two repeats; B right in both on every question, A in one on
+            // the first and in none on the rest: a spread to size a test.
+            ma.push_back({static_cast<unsigned char>(q == 0 ? 1 : 0), 0});
+            mb.push_back({1, 1});
+        }
+        auto s = analyse_questions(ma, mb);
+        ASSERT_TRUE(s.ok()) << s.error().message;
+        EXPECT_EQ(s->test.differing, n);
+        if (n <= 4) {
+            ASSERT_TRUE(s->smallest_p.has_value()) << n;
+            EXPECT_DOUBLE_EQ(*s->smallest_p, std::ldexp(1.0, -static_cast<int>(n)));
+            EXPECT_FALSE(s->mdd.has_value()) << n;
+            EXPECT_GE(s->test.p_mid, *s->smallest_p) << n;
+            EXPECT_EQ(no_spread_text(*s),
+                      fmt::format("with {} questions no difference can reach p < 0.05: the "
+                                  "sign-flip test's mid-p is at least {:.3g}",
+                                  n, std::ldexp(1.0, -static_cast<int>(n))));
+        } else {
+            EXPECT_FALSE(s->smallest_p.has_value());
+            EXPECT_TRUE(s->mdd.has_value());
+            EXPECT_LT(s->test.p_mid, 0.05) << "all five the same way reaches alpha";
+        }
     }
 }
 
