@@ -142,31 +142,77 @@ double clopper_pearson_lower(std::uint64_t x, std::uint64_t n, double a) {
                                                                        static_cast<double>(x), a);
 }
 
+// A lower bound at one-sided level `a` on the mean size of a move, from the
+// sizes seen (each in [1 / lattice, 1]). The mean of a size X is
+// 1/L + the integral of P(X > t) for t from 1/L to 1; on a grid of
+// thresholds t_1 < ... < t_J each slice is at least (t_j - t_{j-1}) times
+// P(X >= t_j), which Clopper-Pearson bounds from the moves at least t_j in
+// size, each at a / J (a union bound). The grid is the lattice's own steps
+// k/L, or twelfths when the lattice is finer.
+double mean_size_lower_bound(std::span<const double> moves, std::uint64_t lattice, double a) {
+    constexpr std::uint64_t k_grid = 12;
+    const double least = 1.0 / static_cast<double>(lattice);
+    std::vector<double> grid;
+    if (lattice <= k_grid) {
+        for (std::uint64_t k = 2; k <= lattice; ++k) {
+            grid.push_back(static_cast<double>(k) / static_cast<double>(lattice));
+        }
+    } else {
+        for (std::uint64_t j = 1; j <= k_grid; ++j) {
+            const double t = static_cast<double>(j) / static_cast<double>(k_grid);
+            if (t > least) {
+                grid.push_back(t);
+            }
+        }
+    }
+    double size = least;
+    double below = least;
+    const double level = a / static_cast<double>(grid.size());
+    for (double t : grid) {
+        // Sizes are fractions of repeats: one within rounding of t reaches it.
+        const auto reach = static_cast<std::uint64_t>(
+            std::count_if(moves.begin(), moves.end(), [&](double x) { return x >= t - 1e-9; }));
+        if (reach > 0) {
+            size += (t - below) * clopper_pearson_lower(reach, moves.size(), level);
+        }
+        below = t;
+    }
+    return size;
+}
+
 // A lower bound at one-sided level `a` on the mean per-question difference
-// when no question of `n` went the other way and `moved` went this way, each
-// by at least 1 / `lattice`. Every bootstrap resample then lies on one side
-// of 0 and bounds nothing on the other. With no question moved, the share of
-// questions that differ is below 1 - a^(1/n) (Clopper-Pearson at 0), and so
-// is the size of the mean. Otherwise the larger of two bounds, each at level
-// a / 2 (a union bound keeps the level a):
+// when no question of `n` went the other way and `moves` (their sizes, each
+// at least 1 / `lattice`) went this way. Every bootstrap resample then lies
+// on one side of 0 and bounds nothing on the other. With no question moved,
+// the share of questions that differ is below 1 - a^(1/n) (Clopper-Pearson
+// at 0), and so is the size of the mean. Otherwise the larger of two bounds,
+// each at level a / 2 (a union bound keeps the level a):
 //   - no question went the other way, so that share is below
 //     1 - (a/2)^(1/n), and each such question moves the mean by at most 1;
 //   - the mean is P(moved) times the mean move of a question that moved,
-//     which is at least pi / lattice - (1 - pi) with pi the share of moves
-//     this way: Clopper-Pearson bounds on P(moved) and pi at a / 4 each.
+//     which is at least pi * size - (1 - pi) with pi the share of moves this
+//     way and size the mean size of a move this way: Clopper-Pearson bounds
+//     on P(moved) at a / 4 and on pi at a / 4, or, when moves come in
+//     several sizes (repeats), on pi at a / 8 and size at a / 8
+//     (mean_size_lower_bound).
 // The first is the tighter with few moves, the second with many.
-double count_lower_bound(std::uint64_t moved, std::uint64_t n, double lattice, double a) {
+double count_lower_bound(std::span<const double> moves, std::uint64_t n, std::uint64_t lattice,
+                         double a) {
     const auto questions = static_cast<double>(n);
-    if (moved == 0) {
+    if (moves.empty()) {
         return -(1.0 - std::pow(a, 1.0 / questions));
     }
     const double half = a / 2.0;
     const double other_way = -(1.0 - std::pow(half, 1.0 / questions));
     const double quarter = a / 4.0;
-    const double pi = std::pow(quarter, 1.0 / static_cast<double>(moved));
-    const double per_move = pi / lattice - (1.0 - pi);
-    const double by_share = per_move * (per_move >= 0.0 ? clopper_pearson_lower(moved, n, quarter)
-                                                        : clopper_pearson_upper(moved, n, quarter));
+    const auto m = static_cast<double>(moves.size());
+    const bool sized = lattice > 1;
+    const double pi = std::pow(sized ? quarter / 2.0 : quarter, 1.0 / m);
+    const double size = sized ? mean_size_lower_bound(moves, lattice, quarter / 2.0) : 1.0;
+    const double per_move = pi * size - (1.0 - pi);
+    const double by_share =
+        per_move * (per_move >= 0.0 ? clopper_pearson_lower(moves.size(), n, quarter)
+                                    : clopper_pearson_upper(moves.size(), n, quarter));
     return std::max(other_way, by_share);
 }
 
@@ -373,19 +419,26 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     s.interval = *interval;
     // A side no question moved towards: its bootstrap bound is the other
     // side of 0 by construction, so the exact count bound stands in.
-    const auto lattice = static_cast<double>(p.lattice);
     auto& iv = s.interval;
+    std::vector<double> towards_a, towards_b; // the sizes of the moves each way
+    for (double x : p.d) {
+        if (x < 0.0) {
+            towards_a.push_back(-x);
+        } else if (x > 0.0) {
+            towards_b.push_back(x);
+        }
+    }
     if (s.a_better == 0) {
         iv.lo = std::min(iv.lo,
-                         count_lower_bound(s.b_better, s.questions, lattice, options.alpha / 2.0));
+                         count_lower_bound(towards_b, s.questions, p.lattice, options.alpha / 2.0));
         iv.lo_one_sided = std::min(
-            iv.lo_one_sided, count_lower_bound(s.b_better, s.questions, lattice, options.alpha));
+            iv.lo_one_sided, count_lower_bound(towards_b, s.questions, p.lattice, options.alpha));
     }
     if (s.b_better == 0) {
         iv.hi = std::max(iv.hi,
-                         -count_lower_bound(s.a_better, s.questions, lattice, options.alpha / 2.0));
+                         -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha / 2.0));
         iv.hi_one_sided = std::max(
-            iv.hi_one_sided, -count_lower_bound(s.a_better, s.questions, lattice, options.alpha));
+            iv.hi_one_sided, -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha));
     }
 
     SignFlipOptions flip;

@@ -281,6 +281,41 @@ TEST(AnalyseQuestions, ASideNoQuestionMovedTowardsHasTheExactCountBound) {
     EXPECT_EQ(decide_verdict(*gains, "a", "b", gains->test.p_mid, 1).kind, VerdictKind::better);
 }
 
+// With repeats a move can be a third of a question, but the moves seen can
+// be whole ones: a side no question moved towards is bounded by the sizes
+// seen, not by the smallest possible. An audit's runs at 3 repeats: every
+// answer lost on 15 questions, and 17 of 150 questions lost whole with no
+// gain, were "no detectable difference" beside a sign-flip mid-p of 3e-5
+// and 8e-6.
+TEST(AnalyseQuestions, WholeQuestionsLostAtThreeRepeatsExcludeZero) {
+    const std::vector<std::uint8_t> right{1, 1, 1}, wrong{0, 0, 0};
+    CorrectnessMatrix a(15, right), b(15, wrong);
+    auto all = analyse_questions(a, b);
+    ASSERT_TRUE(all.ok());
+    EXPECT_LT(all->interval.hi, 0.0);
+    EXPECT_EQ(decide_verdict(*all, "a", "b", all->test.p_mid, 1).kind, VerdictKind::worse);
+
+    CorrectnessMatrix a2(150, right), b2(150, right);
+    for (size_t q = 0; q < 17; ++q) {
+        b2[q] = wrong;
+    }
+    auto some = analyse_questions(a2, b2);
+    ASSERT_TRUE(some.ok());
+    EXPECT_EQ(some->b_better, 0u);
+    EXPECT_LT(some->interval.hi, 0.0);
+    EXPECT_GT(some->interval.hi, some->diff);
+    EXPECT_EQ(decide_verdict(*some, "a", "b", some->test.p_mid, 1).kind, VerdictKind::worse);
+
+    // Moves of a third each bound no more than the lattice's step allows:
+    // the same 17 questions losing one answer in three stay undecided.
+    for (size_t q = 0; q < 17; ++q) {
+        b2[q] = {1, 1, 0};
+    }
+    auto thirds = analyse_questions(a2, b2);
+    ASSERT_TRUE(thirds.ok());
+    EXPECT_GT(thirds->interval.hi, 0.0);
+}
+
 TEST(AnalyseQuestions, RejectsWhatItCannotPair) {
     CorrectnessMatrix a{{1}}, b{{1}, {0}}, empty_row{{}}, two{{2}};
     EXPECT_FALSE(analyse_questions(a, b).ok());
