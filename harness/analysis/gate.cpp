@@ -49,8 +49,11 @@ CheckStatus status_of(bool ok) {
     return ok ? CheckStatus::pass : CheckStatus::fail;
 }
 
-util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& spec,
-                                       std::vector<GateCheck>& out) {
+// An accuracy counts every planned request, failed or unsent ones as wrong;
+// places a killed run never planned are in no group, so its why says so.
+util::Result<void> add_accuracy_checks(const Summary& summary,
+                                       const std::vector<store::GroupCompleteness>& groups,
+                                       const GateSpec& spec, std::vector<GateCheck>& out) {
     const double floor = *spec.expect - spec.tolerance;
     size_t matched = 0;
     for (const auto& g : summary.groups) {
@@ -85,6 +88,15 @@ util::Result<void> add_accuracy_checks(const Summary& summary, const GateSpec& s
                                  c.measured - c.threshold, d)
                    : fmt::format("mean accuracy over repeats is {:.{}f} points below the floor",
                                  c.threshold - c.measured, d);
+        for (const auto& gc : groups) {
+            if (gc.unplanned > 0 &&
+                group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+                c.why += fmt::format("; {} requests its run asked for were never planned (the run "
+                                     "stopped first) and are not in it: run the same command "
+                                     "again, or gate with --require-complete",
+                                     gc.unplanned);
+            }
+        }
         c.detail = {{"group", g.label()},
                     {"per_repeat", g.scorers[spec.scorer].accuracy},
                     {"expect", *spec.expect},
@@ -321,12 +333,14 @@ util::Result<GateCheck> completeness_check(store::Store& store) {
     if (!groups) {
         return groups.error();
     }
+    int64_t unplanned = 0;
     for (const auto& g : *groups) {
-        total += g.requests;
-        missing += g.missing;
-        if (g.missing > 0) {
-            where.push_back(
-                fmt::format("{} {}", group_label(g.server, g.framing, g.max_tokens), g.missing));
+        total += g.requests + g.unplanned;
+        missing += g.missing + g.unplanned;
+        unplanned += g.unplanned;
+        if (g.missing + g.unplanned > 0) {
+            where.push_back(fmt::format("{} {}", group_label(g.server, g.framing, g.max_tokens),
+                                        g.missing + g.unplanned));
         }
     }
     auto failures = store::failure_kinds(store);
@@ -336,6 +350,9 @@ util::Result<GateCheck> completeness_check(store::Store& store) {
     nlohmann::json kinds = nlohmann::json::object();
     for (const auto& [kind, n] : *failures) {
         kinds[kind] = n;
+    }
+    if (unplanned > 0) {
+        kinds["never planned"] = unplanned;
     }
     GateCheck c;
     c.kind = "complete";
@@ -357,6 +374,9 @@ util::Result<GateCheck> completeness_check(store::Store& store) {
         }
         c.why = fmt::format("failed or unsent requests ({}) in {}", fmt::join(kind_text, ", "),
                             fmt::join(where, ", "));
+        if (unplanned > 0) {
+            c.why += "; a run stopped before it planned them: run the same command again";
+        }
     }
     c.detail = {{"requests", total}, {"without_success", missing}, {"by_error_kind", kinds}};
     return c;
@@ -530,7 +550,11 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
         verdict.checks.push_back(std::move(*c));
     }
     if (spec.expect) {
-        if (auto r = add_accuracy_checks(verdict.summary, spec, verdict.checks); !r) {
+        auto groups = store::completeness(store);
+        if (!groups) {
+            return groups.error();
+        }
+        if (auto r = add_accuracy_checks(verdict.summary, *groups, spec, verdict.checks); !r) {
             return r.error();
         }
     }

@@ -435,8 +435,8 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
             iv.lo_one_sided, count_lower_bound(towards_b, s.questions, p.lattice, options.alpha));
     }
     if (s.b_better == 0) {
-        iv.hi = std::max(iv.hi,
-                         -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha / 2.0));
+        iv.hi = std::max(
+            iv.hi, -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha / 2.0));
         iv.hi_one_sided = std::max(
             iv.hi_one_sided, -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha));
     }

@@ -94,6 +94,25 @@ int summary_command(const AnalyseFlags& f) {
     if (!unknown->empty()) {
         std::cout << "\n";
     }
+    // Places a run asked but stopped before planning: in no group's counts.
+    auto groups = store::completeness(*opened->store);
+    if (!groups) {
+        return report(groups.error());
+    }
+    bool unplanned = false;
+    for (const auto& g : *groups) {
+        if (g.unplanned > 0) {
+            std::cout << fmt::format(
+                "{}{}: {} requests a run asked for were never planned (the run stopped "
+                "first) and count nowhere above: run the same command again\n",
+                md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
+                g.unplanned);
+            unplanned = true;
+        }
+    }
+    if (unplanned) {
+        std::cout << "\n";
+    }
     std::cout << (md ? "## Latency and tokens (successful responses, all repeats)\n\n"
                      : "Latency and tokens (successful responses, all repeats)\n\n");
     std::cout << reports::latency_table(summary, *style);

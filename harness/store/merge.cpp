@@ -455,6 +455,11 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
         if (auto r = h.exec(fmt::format(
                 "BEGIN IMMEDIATE; UPDATE servers SET name = {0} || name; "
                 "UPDATE requests SET server = {0} || server, request_key = {0} || request_key; "
+                // What the runs asked (store::completeness) names the servers too.
+                "UPDATE runs SET config_json = json_set(config_json, '$.servers', (SELECT "
+                "json_group_array(json_set(s.value, '$.name', {0} || json_extract(s.value, "
+                "'$.name'))) FROM json_each(runs.config_json, '$.servers') s)) WHERE "
+                "json_valid(config_json) AND json_type(config_json, '$.servers') = 'array'; "
                 "COMMIT",
                 p));
             !r) {

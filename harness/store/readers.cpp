@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace diffeval::store {
 
 using util::ErrorKind;
@@ -54,6 +56,44 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
     return out;
 }
 
+// The places (question, repeat) each run asked of each of its groups, from
+// its stored configuration (servers, framings and token limits; repeats;
+// --limit against the dataset's stored questions; --shard i/N), and how many
+// of them hold no request row: a run killed or failed while still planning
+// stopped before reaching them. A framing given as a file is known only by
+// the name its rows carry, so one whose run planned none of it is not
+// counted. Imports store no such configuration.
+constexpr std::string_view k_unplanned_sql = R"(
+WITH asked AS (
+  SELECT r.run_id,
+         json_extract(s.value, '$.name') AS server,
+         f.value AS framing,
+         m.value AS max_tokens,
+         json_extract(r.config_json, '$.repeats') AS repeats,
+         min(coalesce(json_extract(r.config_json, '$.limit'), 9223372036854775807),
+             (SELECT count(*) FROM questions q WHERE q.dataset = r.dataset)) AS n,
+         CAST(substr(json_extract(r.config_json, '$.shard'), 1,
+                     instr(json_extract(r.config_json, '$.shard'), '/') - 1) AS INTEGER) AS shard,
+         CAST(substr(json_extract(r.config_json, '$.shard'),
+                     instr(json_extract(r.config_json, '$.shard'), '/') + 1) AS INTEGER) AS shards
+  FROM runs r, json_each(r.config_json, '$.servers') s, json_each(r.config_json, '$.framings') f,
+       json_each(r.config_json, '$.max_tokens') m
+  WHERE json_valid(r.config_json) AND json_type(r.config_json, '$.repeats') = 'integer'
+    AND (instr(f.value, '/') = 0 AND f.value NOT LIKE '%.toml'
+         OR EXISTS (SELECT 1 FROM requests x WHERE x.framing = f.value))
+), counted AS (
+  SELECT server, framing, max_tokens,
+         repeats * CASE WHEN shards > 0 THEN n / shards + (shard < n % shards) ELSE n END
+         - (SELECT count(*) FROM requests q
+            WHERE q.server = a.server AND q.framing = a.framing AND q.max_tokens = a.max_tokens
+              AND q.repeat < a.repeats AND q.question_idx < a.n
+              AND (coalesce(a.shards, 0) = 0 OR q.question_idx % a.shards = a.shard)) AS unplanned
+  FROM asked a
+)
+SELECT server, framing, max_tokens, max(unplanned) FROM counted
+GROUP BY server, framing, max_tokens HAVING max(unplanned) > 0
+)";
+
 util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
     Statement s(st.handle(), "SELECT q.server, q.framing, q.max_tokens, count(*), "
                              "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END) FROM requests q "
@@ -63,10 +103,30 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
     std::vector<GroupCompleteness> out;
     while (s.step()) {
         out.push_back({s.column_text(0), s.column_text(1), static_cast<int>(s.column_int(2)),
-                       s.column_int(3), s.column_int(4)});
+                       s.column_int(3), s.column_int(4), 0});
     }
     if (!s.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
+    }
+    Statement u(st.handle(), k_unplanned_sql);
+    if (!u.valid()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));
+    }
+    while (u.step()) {
+        GroupCompleteness g{
+            u.column_text(0), u.column_text(1), static_cast<int>(u.column_int(2)), 0, 0,
+            u.column_int(3)};
+        auto it = std::find_if(out.begin(), out.end(), [&](const GroupCompleteness& o) {
+            return o.server == g.server && o.framing == g.framing && o.max_tokens == g.max_tokens;
+        });
+        if (it == out.end()) {
+            out.push_back(std::move(g));
+        } else {
+            it->unplanned = g.unplanned;
+        }
+    }
+    if (!u.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));
     }
     return out;
 }

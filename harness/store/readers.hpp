@@ -40,14 +40,17 @@ struct ServerRecord {
 util::Result<std::vector<ServerRecord>> server_records(Store& store,
                                                        const std::vector<std::string>& names);
 
-// Per group, in the order first planned: requests planned, and how many
-// have no successful response.
+// Per group, in the order first planned: requests planned, how many have no
+// successful response, and how many places a run asked of the group have no
+// request at all (the run stopped while still planning: killed or failed);
+// a group a run asked but never reached comes last, with no requests.
 struct GroupCompleteness {
     std::string server;
     std::string framing;
     int max_tokens = 0;
     int64_t requests = 0;
     int64_t missing = 0;
+    int64_t unplanned = 0;
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
 

@@ -246,6 +246,65 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
 }
 
+// A run reads its plan as it sends, so one killed early leaves places it
+// asked for with no request row: they are in no group's accuracy, and the
+// gate's completeness check and accuracy check and summary say so (an audit's
+// gate passed --expect on 57 of 150 questions with --require-complete's
+// count blind to the rest).
+TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
+    auto dir = e2e::scratch("unplanned");
+    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 20\n")});
+    auto db = dir / "r.sqlite";
+    // 48 questions x 60 repeats: more than the first read of the plan.
+    std::vector<std::string> args = {
+        "run",          "--server", "a=" + a.url(),  "--framing", "raw",  "--repeats", "60",
+        "--max-tokens", "32",       "--concurrency", "4",         "--db", db.string(), "--quiet"};
+    {
+        e2e::Child child(args);
+        for (int i = 0; i < 1000; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            try {
+                if (std::filesystem::exists(db) &&
+                    std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 8) {
+                    break;
+                }
+            } catch (const std::runtime_error&) {
+            }
+        }
+        child.stop(SIGKILL);
+    }
+    const int planned = std::stoi(query(db, "SELECT count(*) FROM requests"));
+    ASSERT_LT(planned, 2880) << "the run planned everything before it was killed";
+    const int unplanned = 2880 - planned;
+    auto gate = e2e::run({"gate", "--db", db.string(), "--require-complete"});
+    EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
+    EXPECT_NE(gate.out.find("of 2880 requests without a successful response"), std::string::npos)
+        << gate.out;
+    EXPECT_NE(gate.out.find("never planned " + std::to_string(unplanned)), std::string::npos)
+        << gate.out;
+    auto expect = e2e::run({"gate", "--db", db.string(), "--expect", "0", "--group", "a/raw/32"});
+    EXPECT_NE(expect.out.find(std::to_string(unplanned) + " requests its run asked for were never "
+                                                          "planned"),
+              std::string::npos)
+        << expect.out;
+    auto summary = e2e::run({"summary", "--db", db.string()});
+    EXPECT_NE(summary.out.find("a/raw/32: " + std::to_string(unplanned) +
+                               " requests a run asked "
+                               "for were never planned"),
+              std::string::npos)
+        << summary.out;
+
+    // Resumed to the end (with more connections: the same requests), nothing
+    // is missing.
+    args[10] = "256";
+    auto o = e2e::run(args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto done = e2e::run({"gate", "--db", db.string(), "--require-complete"});
+    EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
+    EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never planned"),
+              std::string::npos);
+}
+
 TEST(RunBadInput, MalformedDatasetLineNamesFileAndLine) {
     auto dir = e2e::scratch("malformed");
     auto test = dir / "test.jsonl";
