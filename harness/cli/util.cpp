@@ -109,6 +109,15 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     if (access(db.c_str(), W_OK) != 0) {
         return ro.error();
     }
+    // An SQLite file with no table (made by sqlite3 or another tool) would
+    // get diffeval's whole schema from a command that only reads.
+    if (store::Store::holds_no_schema(db)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("{} holds no diffeval results (an SQLite file with no "
+                                            "table, left as it is); run 'diffeval run --db {}' "
+                                            "first, or give the file it wrote",
+                                            db, db));
+    }
     auto rw = store::Store::open(db, store::Store::Mode::read_write);
     if (!rw) {
         return rw.error();

@@ -665,6 +665,16 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     return s;
 }
 
+bool Store::holds_no_schema(const std::string& path) {
+    Database db;
+    if (!db.open(path, Database::Create::read_only)) {
+        return false;
+    }
+    Statement v(db.handle(), "SELECT (SELECT user_version FROM pragma_user_version), "
+                             "(SELECT count(*) FROM sqlite_master)");
+    return v.valid() && v.step() && v.column_int(0) == 0 && v.column_int(1) == 0;
+}
+
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {

@@ -142,6 +142,11 @@ public:
     // from a newer diffeval is refused rather than touched.
     static util::Result<std::unique_ptr<Store>> open(const std::string& path, Mode mode);
 
+    // True when `path` is an SQLite file with no table and schema version 0
+    // (as `sqlite3 FILE` or another tool leaves it): opening it for writing
+    // would write diffeval's schema into it.
+    static bool holds_no_schema(const std::string& path);
+
     int schema_version() const { return m_version; }
     sqlite3* handle() const { return m_db.handle(); }
     const std::string& path() const { return m_path; }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include <cstdio>
 #include <fstream>
@@ -275,6 +276,24 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
                  "holds no responses");
     expect_usage(e2e::run({"gate", "--db", (*dir / "none.sqlite").string(), "--expect", "0.8"}),
                  "no database");
+    // An SQLite file with no table (as sqlite3 leaves one) is not given
+    // diffeval's schema by a command that only reads it.
+    auto bare = *dir / "bare.sqlite";
+    {
+        sqlite3* h = nullptr;
+        ASSERT_EQ(sqlite3_open(bare.c_str(), &h), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(h, "PRAGMA journal_mode=WAL; CREATE TABLE t (x); DROP TABLE t",
+                               nullptr, nullptr, nullptr),
+                  SQLITE_OK);
+        sqlite3_close(h);
+    }
+    const auto size = std::filesystem::file_size(bare);
+    expect_usage(e2e::run({"gate", "--db", bare.string(), "--expect", "0.8"}),
+                 "holds no diffeval results");
+    expect_usage(e2e::run({"summary", "--db", bare.string()}), "holds no diffeval results");
+    EXPECT_EQ(e2e::query(bare, "SELECT count(*) FROM sqlite_master"), "0");
+    EXPECT_EQ(e2e::query(bare, "PRAGMA user_version"), "0");
+    EXPECT_EQ(std::filesystem::file_size(bare), size);
 }
 
 TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsInconclusiveAndTheRunIsTooSmall) {
