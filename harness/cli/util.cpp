@@ -3,6 +3,7 @@
 
 #include <harness/analysis/rescore.hpp>
 #include <harness/analysis/stats.hpp>
+#include <harness/util/file.hpp>
 
 #include <fmt/format.h>
 
@@ -106,7 +107,7 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
                                           "writable copy",
                                           db, *missing, db));
     }
-    if (access(db.c_str(), W_OK) != 0) {
+    if (!util::may_write(db)) {
         return ro.error();
     }
     // An SQLite file with no table (made by sqlite3 or another tool) would

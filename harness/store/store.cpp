@@ -6,9 +6,9 @@
 #include <harness/store/store.hpp>
 
 #include <harness/store/derived_sql.hpp>
-
 #include <harness/store/schema.hpp>
 #include <harness/store/splice.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 
 #include <fmt/format.h>
@@ -582,11 +582,11 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
                                                        path, std::strerror(errno)));
     }
-    if (mode == Store::Mode::read_write && access(path.c_str(), W_OK) != 0) {
+    if (std::string why; mode == Store::Mode::read_write && !util::may_write(path, &why)) {
         return make_error(ErrorKind::data,
                           fmt::format("cannot write {}: {}; diffeval stores scores and responses "
                                       "in it, so it must be writable",
-                                      path, std::strerror(errno)));
+                                      path, why));
     }
     // SQLite's log and shared-memory files, left by a process of another
     // user that read the database: writing it needs them writable too.

@@ -1,7 +1,11 @@
 // Whole-file reads; see file.hpp.
 #include <harness/util/file.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 namespace diffeval::util {
@@ -41,6 +45,26 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     }
     text.resize(used);
     return text;
+}
+
+bool may_write(const std::string& path, std::string* error) {
+    if (access(path.c_str(), W_OK) != 0) {
+        if (error) {
+            *error = std::strerror(errno);
+        }
+        return false;
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto perms = fs::status(path, ec).permissions();
+    if (!ec && (perms & (fs::perms::owner_write | fs::perms::group_write |
+                         fs::perms::others_write)) == fs::perms::none) {
+        if (error) {
+            *error = "the file is read-only (no write permission for anyone)";
+        }
+        return false;
+    }
+    return true;
 }
 
 std::string resolved_path(const std::string& path) {

@@ -16,4 +16,10 @@ std::optional<std::string> read_file(const std::filesystem::path& path);
 // itself when it cannot be resolved.
 std::string resolved_path(const std::string& path);
 
+// Whether this process may write the file at `path`: access(2) allows it and
+// the file's mode gives someone write permission. root may write any file,
+// but a file nobody may write (chmod a-w) was made read-only on purpose.
+// `error` gets why not.
+bool may_write(const std::string& path, std::string* error = nullptr);
+
 } // namespace diffeval::util

@@ -622,6 +622,12 @@ TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
     std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::owner_read);
     auto ro = e2e::run_unprivileged(run_args(server.url(), dir / "ro.sqlite", {"--limit", "1"}));
     EXPECT_EQ(ro.exit_code, 2) << ro.err;
+    // A file nobody may write was made read-only on purpose: refused for
+    // root too (a CI container's usual user), which access(2) lets write.
+    auto as_is = e2e::run(run_args(server.url(), dir / "ro.sqlite", {"--limit", "1"}));
+    EXPECT_EQ(as_is.exit_code, 2) << as_is.err;
+    EXPECT_NE(as_is.err.find("read-only"), std::string::npos) << as_is.err;
+    EXPECT_EQ(std::filesystem::file_size(dir / "ro.sqlite"), 0u);
     std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::none);
     auto unreadable = e2e::run_unprivileged({"summary", "--db", (dir / "ro.sqlite").string()});
     EXPECT_EQ(unreadable.exit_code, 2) << unreadable.err;
