@@ -80,19 +80,45 @@ fs::path cache_dir() {
     return fs::path(home && *home ? home : ".") / ".cache" / "diffeval";
 }
 
-util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from) {
-    Dataset ds;
+util::Result<Dataset> open_test_set(const std::string& spec) {
     if (spec == "sample") {
         auto test = parse_jsonl(sample_test_jsonl(), "<sample>/test.jsonl");
-        auto train = parse_jsonl(sample_train_jsonl(), "<sample>/train.jsonl");
         if (!test) {
             return test.error();
         }
-        if (!train) {
-            return train.error();
+        return Dataset{"sample", "built-in sample set", std::move(*test), {}};
+    }
+    if (spec == "gsm8k") {
+        auto dir = cache_dir() / "gsm8k";
+        auto file = dir / k_gsm8k_files[0].name;
+        if (!fs::exists(file)) {
+            return make_error(ErrorKind::data,
+                              fmt::format("GSM8K is not in the cache ({} missing); run "
+                                          "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
+                                          file.string()));
         }
-        ds = Dataset{"sample", "built-in sample set", std::move(*test), std::move(*train)};
-    } else if (spec == "gsm8k") {
+        auto test = load_jsonl(file);
+        if (!test) {
+            return test.error();
+        }
+        return Dataset{"gsm8k", dir.string(), std::move(*test), {}};
+    }
+    auto test = load_jsonl(spec);
+    if (!test) {
+        if (!fs::exists(spec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' or a "
+                                          "path to a GSM8K-format .jsonl file",
+                                          spec));
+        }
+        return test.error();
+    }
+    return Dataset{spec, spec, std::move(*test), {}};
+}
+
+util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from) {
+    // The official set needs both files: say so before reading either.
+    if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
         for (const auto& f : k_gsm8k_files) {
             if (!fs::exists(dir / f.name)) {
@@ -102,50 +128,44 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
                                               (dir / f.name).string()));
             }
         }
-        auto test = load_jsonl(dir / "test.jsonl");
-        if (!test) {
-            return test.error();
-        }
-        auto train = load_jsonl(dir / "train.jsonl");
-        if (!train) {
-            return train.error();
-        }
-        ds = Dataset{"gsm8k", dir.string(), std::move(*test), std::move(*train)};
-    } else {
-        auto test = load_jsonl(spec);
-        if (!test) {
-            if (!fs::exists(spec)) {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' or a "
-                                              "path to a GSM8K-format .jsonl file",
-                                              spec));
-            }
-            return test.error();
-        }
-        ds.name = spec;
-        ds.source = spec;
-        ds.test = std::move(*test);
-        if (fewshot_from.empty()) {
-            auto sibling = fs::path(spec).parent_path() / "train.jsonl";
-            if (!fs::exists(sibling)) {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("no few-shot examples for {}: pass --fewshot-from "
-                                              "PATH.jsonl (or put train.jsonl beside it)",
-                                              spec));
-            }
-            auto train = load_jsonl(sibling);
-            if (!train) {
-                return train.error();
-            }
-            ds.fewshot = std::move(*train);
-        }
+    }
+    auto ds = open_test_set(spec);
+    if (!ds) {
+        return ds.error();
     }
     if (!fewshot_from.empty()) {
         auto train = load_jsonl(fewshot_from);
         if (!train) {
             return train.error();
         }
-        ds.fewshot = std::move(*train);
+        ds->fewshot = std::move(*train);
+        return ds;
+    }
+    if (spec == "sample") {
+        auto train = parse_jsonl(sample_train_jsonl(), "<sample>/train.jsonl");
+        if (!train) {
+            return train.error();
+        }
+        ds->fewshot = std::move(*train);
+    } else if (spec == "gsm8k") {
+        auto train = load_jsonl(cache_dir() / "gsm8k" / "train.jsonl");
+        if (!train) {
+            return train.error();
+        }
+        ds->fewshot = std::move(*train);
+    } else {
+        auto sibling = fs::path(spec).parent_path() / "train.jsonl";
+        if (!fs::exists(sibling)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("no few-shot examples for {}: pass --fewshot-from "
+                                          "PATH.jsonl (or put train.jsonl beside it)",
+                                          spec));
+        }
+        auto train = load_jsonl(sibling);
+        if (!train) {
+            return train.error();
+        }
+        ds->fewshot = std::move(*train);
     }
     return ds;
 }

@@ -46,6 +46,10 @@ std::filesystem::path cache_dir();
 // the default: the dataset's own train file, or the sample set's examples).
 util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from = "");
 
+// Resolve a `--dataset` value as open_dataset does, reading its test questions
+// only (`fewshot` stays empty): what `import lm-eval` checks documents against.
+util::Result<Dataset> open_test_set(const std::string& spec);
+
 // The sample set's raw JSONL texts, compiled into the binary.
 const std::string& sample_test_jsonl();
 const std::string& sample_train_jsonl();

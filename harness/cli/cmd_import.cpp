@@ -1,5 +1,6 @@
 // `diffeval import lm-eval`: store another tool's results as a group that
 // scorers, the classifier, `diff` and the gate read like diffeval's own.
+#include <datasets/dataset.hpp>
 #include <harness/analysis/rescore.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
@@ -55,6 +56,11 @@ int import_command(const ImportFlags& f) {
                         "--log_samples wrote",
                         f.path, std::strerror(errno))));
     }
+    // The dataset the documents are checked against (its test questions).
+    auto dataset = datasets::open_test_set(f.dataset);
+    if (!dataset) {
+        return report(dataset.error());
+    }
     // A database this command creates is removed again if the file turns out
     // not to be samples: a failed import leaves no empty database behind.
     const bool new_db = !std::filesystem::exists(f.db, ec);
@@ -63,7 +69,8 @@ int import_command(const ImportFlags& f) {
         return report(st.error());
     }
     // 2. Read the samples file and store it as one group.
-    auto r = interop::import_samples(**st, {f.path, f.name, f.framing, f.dataset, f.first_repeat});
+    auto r = interop::import_samples(
+        **st, {f.path, f.name, f.framing, std::move(*dataset), f.first_repeat});
     if (!r) {
         st->reset();
         if (new_db) {

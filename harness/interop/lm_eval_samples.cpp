@@ -12,6 +12,7 @@
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,7 @@
 #include <map>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 #include <unordered_set>
 
 namespace diffeval::interop {
@@ -215,6 +217,7 @@ namespace {
 
 struct Document {
     int64_t doc_id = 0;
+    int line = 0; // the first line that logged it
     std::string question;
     std::string answer;
     ordered_json arguments;
@@ -273,22 +276,23 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: doc_id {} is not a question index", where, id));
         }
+        Document read;
+        read.doc_id = id;
+        read.line = n;
+        read.question = doc["question"].get<std::string>();
+        read.answer = doc["answer"].get<std::string>();
+        read.arguments = j.value("arguments", ordered_json::object());
+        // resps: one list per request, one string per repeat.
+        for (const auto& per_request : j["resps"]) {
+            const auto& list =
+                per_request.is_array() ? per_request : ordered_json::array({per_request});
+            for (const auto& r : list) {
+                read.resps.push_back(r.is_string() ? r.get<std::string>() : r.dump());
+            }
+        }
         auto [it, fresh] = by_id.emplace(id, docs.size());
         if (fresh) {
-            Document d;
-            d.doc_id = id;
-            d.question = doc["question"].get<std::string>();
-            d.answer = doc["answer"].get<std::string>();
-            d.arguments = j.value("arguments", ordered_json::object());
-            // resps: one list per request, one string per repeat.
-            for (const auto& per_request : j["resps"]) {
-                const auto& list =
-                    per_request.is_array() ? per_request : ordered_json::array({per_request});
-                for (const auto& r : list) {
-                    d.resps.push_back(r.is_string() ? r.get<std::string>() : r.dump());
-                }
-            }
-            docs.push_back(std::move(d));
+            docs.push_back(std::move(read));
         }
         auto& d = docs[it->second];
         ordered_json verdict = ordered_json::object();
@@ -310,6 +314,41 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
 
 namespace {
 
+// Each document must be the dataset's question at its doc_id, with its
+// answer: the documents are stored as that question (and hashed as `run`
+// hashes it), so a wrong --dataset or an edited file would be compared in
+// `diff` with other questions under the same index.
+util::Result<void> check_against_dataset(const ImportOptions& o,
+                                         const std::vector<Document>& docs) {
+    const auto& ds = o.dataset;
+    const auto hint = "pass --dataset with the dataset lm-eval ran on ('gsm8k' for the official "
+                      "test set, 'sample', or the path of its test .jsonl)";
+    for (const auto& d : docs) {
+        const auto where = fmt::format("{}:{}: document {}", o.path, d.line, d.doc_id);
+        if (d.doc_id >= static_cast<int64_t>(ds.test.size())) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: doc_id {} is beyond dataset '{}' ({}), which has "
+                                          "{} questions; {}",
+                                          where, d.doc_id, ds.name, ds.source, ds.test.size(),
+                                          hint));
+        }
+        const auto& want = ds.test[static_cast<size_t>(d.doc_id)];
+        for (const auto& [field, got, expected] :
+             {std::tuple{"question", &d.question, &want.question},
+              std::tuple{"answer", &d.answer, &want.answer}}) {
+            if (*got != *expected) {
+                return make_error(
+                    ErrorKind::data,
+                    fmt::format("{}: its {} \"{}\" is not that of question {} of dataset '{}' "
+                                "({}): \"{}\"; {}",
+                                where, field, util::one_line(*got, 40), d.doc_id, ds.name,
+                                ds.source, util::one_line(*expected, 40), hint));
+            }
+        }
+    }
+    return {};
+}
+
 // The name must not be a server diffeval ran, and the questions must be the
 // stored ones.
 util::Result<void> check_against_store(store::Store& st, const ImportOptions& o,
@@ -328,32 +367,36 @@ util::Result<void> check_against_store(store::Store& st, const ImportOptions& o,
     for (const auto& d : docs) {
         idxs.push_back(d.doc_id);
     }
-    auto stored = store::stored_questions(st, o.dataset, idxs);
+    auto stored = store::stored_questions(st, o.dataset.name, idxs);
     if (!stored) {
         return stored.error();
     }
     for (size_t i = 0; i < docs.size(); ++i) {
         const auto& d = docs[i];
+        // The document is the dataset's question (check_against_dataset):
+        // the database holds another text under the same dataset name.
         if ((*stored)[i] && *(*stored)[i] != d.question) {
             return make_error(
                 ErrorKind::data,
-                fmt::format("{}: doc_id {} is not question {} of dataset '{}' in {}; pass "
-                            "--dataset with the name of the dataset lm-eval ran on",
-                            o.path, d.doc_id, d.doc_id, o.dataset, st.path()));
+                fmt::format("{}:{}: document {}: {} holds another text for question {} of "
+                            "dataset '{}' than {} (stored from other files under that name); "
+                            "import into another --db",
+                            o.path, d.line, d.doc_id, st.path(), d.doc_id, o.dataset.name,
+                            o.dataset.source));
         }
     }
     return {};
 }
 
-// The documents' questions at their doc_ids; questions already stored are
-// kept (check_against_store found them equal).
+// The documents' questions at their doc_ids, hashed as `run` hashes them;
+// questions already stored are kept (check_against_store found them equal).
 util::Result<void> store_questions(store::Store& st, const ImportOptions& o,
                                    const std::vector<Document>& docs) {
     std::vector<store::IndexedQuestion> questions;
     for (const auto& d : docs) {
         questions.push_back({d.doc_id, d.question, d.answer});
     }
-    return store::put_questions_at(st, o.dataset, questions);
+    return store::put_questions_at(st, o.dataset.name, questions);
 }
 
 // The max_tokens lm-eval ran a document with (its max_gen_toks).
@@ -386,9 +429,9 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
     const auto body_sha = util::sha256_hex(body);
     for (size_t i = 0; i < d.resps.size(); ++i) {
         const int rep = o.first_repeat + static_cast<int>(i);
-        store::RequestRow row{"",         o.name, framing,
-                              max_tokens, rep,    static_cast<int>(d.doc_id),
-                              o.dataset,  body,   body_sha};
+        store::RequestRow row{
+            "",   o.name,  framing, max_tokens, rep, static_cast<int>(d.doc_id), o.dataset.name,
+            body, body_sha};
         row.key = store::request_key(o.name, framing, max_tokens, rep, d.doc_id, body_sha);
         if (done.count(row.key)) {
             ++summary.already_stored;
@@ -453,7 +496,11 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         return docs.error();
     }
     const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
-    // 2. Check the name and the questions against the store.
+    // 2. Check the questions against the dataset, then the name and the
+    //    questions against the store.
+    if (auto r = check_against_dataset(o, *docs); !r) {
+        return r.error();
+    }
     if (auto r = check_against_store(st, o, *docs); !r) {
         return r.error();
     }
@@ -480,7 +527,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     //    responses that are not stored yet.
     auto abs = fs::absolute(o.path).string();
     ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
-    auto run_id = st.begin_run(config.dump(), o.dataset);
+    auto run_id = st.begin_run(config.dump(), o.dataset.name);
     if (!run_id) {
         return run_id.error();
     }

@@ -10,6 +10,7 @@
 // prompt_hash, target_hash, and the metric values (exact_match).
 #pragma once
 
+#include <datasets/dataset.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
@@ -38,7 +39,10 @@ struct ImportOptions {
     std::string path;    // the samples file
     std::string name;    // the server name the group gets
     std::string framing; // "" = the task name from the file name
-    std::string dataset; // the questions' dataset name in the store
+    // The dataset lm-eval ran on, its test questions read (open_test_set):
+    // each document must be its question at its doc_id, and is stored under
+    // its name with the question's hash, as `run` stores it.
+    datasets::Dataset dataset;
     // The repeat number of the file's first answer to each document: a file
     // of another run of the same requests is stored as further repeats.
     int first_repeat = 0;
@@ -55,8 +59,10 @@ struct ImportSummary {
 // questions from `doc`, the context and generation arguments as the
 // request, each of `resps` as a response (one repeat each) whose
 // response_json keeps lm-eval's filtered responses and verdicts per filter.
-// A malformed line, a document whose question differs from the stored one,
-// or a NAME used by a server diffeval ran are errors naming file and line.
+// A malformed line, a document whose doc_id is not a question of the
+// dataset or whose question or answer differs from the dataset's (or from
+// the stored one), or a NAME used by a server diffeval ran are errors naming
+// the file and document.
 // Importing the same file again stores nothing new.
 util::Result<ImportSummary> import_samples(store::Store& store, const ImportOptions& options);
 

@@ -124,12 +124,26 @@ stored_questions(Store& st, const std::string& dataset, const std::vector<int64_
 
 util::Result<void> put_questions_at(Store& st, const std::string& dataset,
                                     const std::vector<IndexedQuestion>& questions) {
-    Statement s(st.handle(), "INSERT OR IGNORE INTO questions (dataset, question_idx, question, "
-                             "answer) VALUES (?, ?, ?, ?)");
+    Statement s(st.handle(),
+                "INSERT INTO questions (dataset, question_idx, question, answer, question_sha256) "
+                "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (dataset, question_idx) DO UPDATE SET "
+                "question_sha256 = excluded.question_sha256 WHERE question_sha256 IS NULL AND "
+                "question = excluded.question AND answer = excluded.answer");
     for (const auto& q : questions) {
-        if (!s.bind(dataset, q.question_idx, q.question, q.answer).run()) {
+        if (!s.bind(dataset, q.question_idx, q.question, q.answer,
+                    question_hash(q.question, q.answer))
+                 .run()) {
             return make_error(ErrorKind::io, fmt::format("cannot store questions: {}", s.error()));
         }
+    }
+    // Requests an older import stored before their question had a hash.
+    Statement requests(st.handle(),
+                       "UPDATE requests SET question_sha256 = (SELECT q.question_sha256 FROM "
+                       "questions q WHERE q.dataset = requests.dataset AND q.question_idx = "
+                       "requests.question_idx) WHERE question_sha256 IS NULL AND dataset = ?");
+    if (!requests.bind(dataset).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot store questions' hashes: {}", requests.error()));
     }
     return {};
 }

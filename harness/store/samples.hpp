@@ -76,9 +76,10 @@ struct IndexedQuestion {
     std::string_view answer;
 };
 // Store `questions` in `dataset` at their own indexes (Store::put_questions
-// numbers them from 0); a question already stored at an index is kept as it
-// is. Unlike put_questions, question_sha256 is left NULL, as imports have
-// always stored it: their requests pair by dataset and index.
+// numbers them from 0) with their question_sha256 (question_hash), as a run
+// stores them; a question already stored at an index is kept as it is, and
+// takes its hash if an older import left it NULL (with its requests), so
+// analysis pairs it with a run's by content.
 util::Result<void> put_questions_at(Store& store, const std::string& dataset,
                                     const std::vector<IndexedQuestion>& questions);
 

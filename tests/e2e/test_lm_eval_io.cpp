@@ -7,7 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
 
 using e2e::query;
 using e2e::query_rows;
@@ -130,11 +134,15 @@ TEST(LmEvalSamples, ExportThenImportGivesIdenticalVerdicts) {
 
 TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     auto dir = e2e::scratch("lm-eval-bad");
+    // A dataset of one question, which the documents below are.
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A\"}\n";
     auto bad = dir / "samples_gsm8k_2026.jsonl";
     std::ofstream(bad) << "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A\"}, "
                           "\"resps\": [[\"x\"]]}\nnot json\n";
     auto db = dir / "r.sqlite";
-    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", bad.string()});
+    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                       dataset, bad.string()});
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find(bad.string() + ":2: not an lm-eval samples line"), std::string::npos)
         << o.err;
@@ -143,17 +151,20 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     for (const auto* suffix : {"", "-wal", "-shm", ".lock"}) {
         EXPECT_FALSE(std::filesystem::exists(db.string() + suffix)) << suffix;
     }
-    auto dir_given = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "/tmp"});
+    auto dir_given = e2e::run(
+        {"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset", dataset, "/tmp"});
     EXPECT_EQ(dir_given.exit_code, 2);
     EXPECT_NE(dir_given.err.find("/tmp is a directory"), std::string::npos) << dir_given.err;
     // A database that was there keeps what it held.
     auto good = dir / "samples_gsm8k_good.jsonl";
     std::ofstream(good) << "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A\"}, "
                            "\"resps\": [[\"x\"]]}\n";
-    ASSERT_EQ(e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", good.string()})
+    ASSERT_EQ(e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                        dataset, good.string()})
                   .exit_code,
               0);
-    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "y", bad.string()});
+    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "y", "--dataset", dataset,
+                  bad.string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "1");
     auto f = e2e::run({"export", "--db", db.string(), "--format", "csv", "--out", dir.string()});
@@ -215,3 +226,189 @@ TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
     EXPECT_EQ(query(im, "SELECT count(*) FROM responses"), "8");
     EXPECT_EQ(query(im, "SELECT count(DISTINCT repeat) FROM requests"), "2");
 }
+
+namespace {
+
+// The samples file export wrote for server `server` in `dir`.
+std::filesystem::path exported(const std::filesystem::path& dir, const std::string& server) {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        if (e.path().filename().string().starts_with("samples_gsm8k-" + server + "-")) {
+            return e.path();
+        }
+    }
+    return {};
+}
+
+// Samples `text` with `edit` applied to each line's JSON.
+std::string edited_lines(const std::string& text, const std::function<void(json&)>& edit) {
+    std::istringstream in(text);
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+        auto j = json::parse(line);
+        edit(j);
+        out += j.dump() + "\n";
+    }
+    return out;
+}
+
+// `text` with its first `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+    auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+}
+
+} // namespace
+
+// Each document is checked against the dataset named by --dataset: a
+// question edited in the file, a doc_id past the dataset's end, or the sample
+// set's questions imported as another dataset are refused with one line, and
+// nothing is stored. They used to be stored as the dataset's questions.
+TEST(LmEvalSamples, DocumentsThatAreNotTheDatasetsQuestionsAreRefused) {
+    auto dir = e2e::scratch("lm-eval-check");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "3",
+                        "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    const auto file = exported(out, "a");
+    ASSERT_FALSE(file.empty());
+    const auto text = e2e::slurp(file);
+    auto fresh = dir / "fresh.sqlite";
+    auto try_import = [&](const std::string& content, const std::string& dataset,
+                          const std::vector<std::string>& env = {}) {
+        auto f = dir / "samples_edited_2026.jsonl";
+        std::ofstream(f, std::ios::trunc) << content;
+        return e2e::run({"import", "lm-eval", "--db", fresh.string(), "--name", "lm", "--framing",
+                         "raw", "--dataset", dataset, f.string()},
+                        env);
+    };
+    auto refused = [&](const e2e::Outcome& o, const std::string& says) {
+        EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_FALSE(std::filesystem::exists(fresh)) << "a refused import left a database";
+    };
+    // The question replaced in both of document 0's lines.
+    auto edited = edited_lines(text, [](json& j) {
+        if (j["doc_id"] == 0) {
+            j["doc"]["question"] = "Something else?";
+        }
+    });
+    refused(try_import(edited, "sample"),
+            "document 0: its question \"Something else?\" is not that of question 0 of dataset "
+            "'sample'");
+    refused(try_import(edited, "sample"), "pass --dataset with the dataset lm-eval ran on");
+    // A doc_id the dataset does not have (the sample set has 48 questions).
+    auto beyond = edited_lines(text, [](json& j) {
+        if (j["doc_id"] == 2) {
+            j["doc_id"] = 99999;
+        }
+    });
+    refused(try_import(beyond, "sample"),
+            "document 99999: doc_id 99999 is beyond dataset 'sample' (built-in sample set), "
+            "which has 48 questions");
+    // The sample set's questions are not another dataset's: here a cache
+    // whose gsm8k holds other questions.
+    auto cache = dir / "cache";
+    std::filesystem::create_directories(cache / "gsm8k");
+    std::ofstream(cache / "gsm8k" / "test.jsonl")
+        << "{\"question\": \"Other 0\", \"answer\": \"#### 0\"}\n"
+           "{\"question\": \"Other 1\", \"answer\": \"#### 1\"}\n"
+           "{\"question\": \"Other 2\", \"answer\": \"#### 2\"}\n";
+    refused(try_import(text, "gsm8k", {"DIFFEVAL_DATA=" + cache.string()}),
+            "of question 0 of dataset 'gsm8k' (" + (cache / "gsm8k").string() + "): \"Other 0\"");
+    // Without the dataset there is nothing to check against.
+    refused(try_import(text, "gsm8k", {"DIFFEVAL_DATA=" + (dir / "empty").string()}),
+            "GSM8K is not in the cache");
+    // The file as exported imports, with its questions hashed as a run
+    // hashes them.
+    auto ok = try_import(text, "sample");
+    ASSERT_EQ(ok.exit_code, 0) << ok.err;
+    EXPECT_EQ(query(fresh, "SELECT count(*) FROM questions WHERE question_sha256 IS NULL"), "0");
+    EXPECT_EQ(query(fresh, "SELECT count(*) FROM requests WHERE question_sha256 IS NULL"), "0");
+    EXPECT_EQ(query(fresh, "SELECT group_concat(question_sha256) FROM (SELECT question_sha256 "
+                           "FROM questions ORDER BY question_idx)"),
+              query(db, "SELECT group_concat(question_sha256) FROM (SELECT question_sha256 FROM "
+                        "questions WHERE question_idx < 3 ORDER BY question_idx)"));
+    // What an older import left without hashes gets them when imported again.
+    e2e::exec(fresh, "UPDATE questions SET question_sha256 = NULL; UPDATE requests SET "
+                     "question_sha256 = NULL");
+    auto again = try_import(text, "sample");
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.out.find("0 responses stored, 3 already stored"), std::string::npos)
+        << again.out;
+    EXPECT_EQ(query(fresh, "SELECT count(*) FROM questions WHERE question_sha256 IS NULL"), "0");
+    EXPECT_EQ(query(fresh, "SELECT count(*) FROM requests WHERE question_sha256 IS NULL"), "0");
+}
+
+// A file imported as the official set (the cache `data fetch` fills) and a
+// run on the same official file by its path are one set of questions to
+// `diff`: the import's questions are hashed as the run's. The import's were
+// NULL, and diff refused ("3 of 3 questions differ") though the texts were
+// byte-identical.
+TEST(LmEvalSamples, ImportedOfficialQuestionsPairWithARunOnTheFile) {
+    const char* gsm = std::getenv("GSM8K_DIR");
+    if (!gsm || !*gsm) {
+        GTEST_SKIP() << "GSM8K_DIR not set: the official set's import is not checked";
+    }
+    const std::filesystem::path official(gsm);
+    auto dir = e2e::scratch("lm-eval-official");
+    auto cache = dir / "cache";
+    std::filesystem::create_directories(cache / "gsm8k");
+    for (const auto* name : {"test.jsonl", "train.jsonl"}) {
+        std::filesystem::copy_file(official / name, cache / "gsm8k" / name);
+    }
+    const std::vector<std::string> env = {"DIFFEVAL_DATA=" + cache.string()};
+    const auto test = (official / "test.jsonl").string();
+    e2e::Sim sim({"--dataset", test, "--fewshot-from", (official / "train.jsonl").string()});
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "3",
+                        "--dataset", test, "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    const auto file = exported(out, "a");
+    ASSERT_FALSE(file.empty());
+    auto im = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--framing",
+                        "raw", "--dataset", "gsm8k", file.string()},
+                       env);
+    ASSERT_EQ(im.exit_code, 0) << im.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM questions WHERE dataset = 'gsm8k' AND "
+                        "question_sha256 IS NOT NULL"),
+              "3");
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw/256", "lm/raw/256", "--format", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    auto dj = json::parse(d.out);
+    EXPECT_TRUE(dj["comparisons"][0]["flips"]["a_better"].empty()) << d.out;
+    EXPECT_TRUE(dj["comparisons"][0]["flips"]["b_better"].empty()) << d.out;
+    // The official set's questions: the sample set's under that name are refused.
+    auto sample_db = dir / "s.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--dataset", "sample", "--db", sample_db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto sample_out = dir / "sample-samples";
+    ASSERT_EQ(e2e::run({"export", "--db", sample_db.string(), "--format", "lm-eval-samples",
+                        "--out", sample_out.string()})
+                  .exit_code,
+              0);
+    auto wrong = e2e::run({"import", "lm-eval", "--db", (dir / "w.sqlite").string(), "--name", "lm",
+                           "--dataset", "gsm8k", exported(sample_out, "s").string()},
+                          env);
+    EXPECT_EQ(wrong.exit_code, 2) << wrong.err;
+    EXPECT_NE(wrong.err.find("is not that of question 0 of dataset 'gsm8k'"), std::string::npos)
+        << wrong.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "w.sqlite"));
+}
+
