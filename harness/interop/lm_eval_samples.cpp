@@ -86,13 +86,52 @@ std::string doc_dump(const std::string& question, const std::string& answer) {
            "\n}";
 }
 
-std::string sanitize(const std::string& s) {
+// `s` as part of a file name: ASCII letters, digits, '.' and '-' as they
+// are, any other byte as "_XX" (its hex), so names that differ give parts
+// that differ (servers `a_b` and `a-b` once both gave `a-b`, and one file
+// overwrote the other). lm-eval reads a task name between a samples file's
+// first and last '_', so '_' inside it is safe.
+std::string file_part(const std::string& s) {
     std::string out;
     for (char c : s) {
-        const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
-        out += keep ? c : '-';
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '.' || c == '-') {
+            out += c;
+        } else {
+            out += fmt::format("_{:02X}", u);
+        }
     }
     return out;
+}
+
+std::string lower(std::string s) {
+    for (auto& c : s) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return s;
+}
+
+// The task name of each of `groups`, in order: "gsm8k-SERVER-FRAMING-
+// MAX_TOKENS[-rN]". Names with '-' can still meet ("a-b"/"raw" and
+// "a"/"b-raw"), as can names differing in case on a case-insensitive file
+// system: such groups' tasks end in "-" and 8 hex digits of the group's hash.
+std::vector<std::string> task_names(const std::vector<store::AnsweredGroup>& groups) {
+    std::vector<std::string> tasks;
+    std::map<std::string, int> uses;
+    for (const auto& g : groups) {
+        tasks.push_back(fmt::format("gsm8k-{}-{}-{}{}", file_part(g.server), file_part(g.framing),
+                                    g.max_tokens, g.repeat ? fmt::format("-r{}", g.repeat) : ""));
+        ++uses[lower(tasks.back())];
+    }
+    for (size_t i = 0; i < groups.size(); ++i) {
+        if (uses[lower(tasks[i])] > 1) {
+            const auto& g = groups[i];
+            tasks[i] += "-" + util::sha256_hex(fmt::format("{}\n{}\n{}\n{}", g.server, g.framing,
+                                                           g.max_tokens, g.repeat))
+                                  .substr(0, 8);
+        }
+    }
+    return tasks;
 }
 
 // The context and generation arguments lm-eval would log for a stored body.
@@ -191,10 +230,22 @@ util::Result<ExportSummary> export_samples(store::Store& st, const std::string& 
         scorers.emplace_back(f.second);
     }
     ExportSummary summary;
-    for (const auto& g : *groups) {
-        auto task = sanitize(fmt::format("gsm8k-{}-{}-{}{}", g.server, g.framing, g.max_tokens,
-                                         g.repeat ? fmt::format("-r{}", g.repeat) : ""));
-        auto path = fs::path(dir) / fmt::format("samples_{}_{}.jsonl", task, date_id);
+    const auto tasks = task_names(*groups);
+    std::map<std::string, size_t> written; // lower-cased file name -> group
+    for (size_t i = 0; i < groups->size(); ++i) {
+        const auto& g = (*groups)[i];
+        auto name = fmt::format("samples_{}_{}.jsonl", tasks[i], date_id);
+        auto path = fs::path(dir) / name;
+        // Never one file for two groups, whatever the names.
+        if (auto [at, fresh] = written.emplace(lower(name), i); !fresh) {
+            const auto& other = (*groups)[at->second];
+            return make_error(ErrorKind::data,
+                              fmt::format("groups {}/{}/{} (repeat {}) and {}/{}/{} (repeat {}) "
+                                          "would both be written to {}; nothing more is written",
+                                          other.server, other.framing, other.max_tokens,
+                                          other.repeat, g.server, g.framing, g.max_tokens, g.repeat,
+                                          path.string()));
+        }
         std::string text;
         auto r = store::for_each_answered_request(
             st, g, scorers, [&](const store::AnsweredRequest& row) -> util::Result<void> {

@@ -27,7 +27,11 @@ struct ExportSummary {
 
 // Write one `samples_<task>_<date_id>.jsonl` per stored group (server,
 // framing, max_tokens, repeat) into `dir`; <task> is
-// "gsm8k-SERVER-FRAMING-MAX_TOKENS" (and "-rN" for repeat N > 0). Lines for
+// "gsm8k-SERVER-FRAMING-MAX_TOKENS" (and "-rN" for repeat N > 0), each byte
+// of a name other than an ASCII letter, digit, '.' or '-' written "_XX" (hex),
+// and "-" plus 8 hex digits of the group's hash appended where two groups'
+// tasks would still be equal ignoring case; two groups are never written to
+// one file (an error before that happens). Lines for
 // the filters "strict-match" and "flexible-extract" carry the lm-eval-strict
 // and lm-eval-flexible scorers' extractions and verdicts, so `store` must be
 // scored (the scoring stage, analysis::ensure_scored). `date_id` is lm-eval's

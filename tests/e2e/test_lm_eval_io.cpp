@@ -412,3 +412,40 @@ TEST(LmEvalSamples, ImportedOfficialQuestionsPairWithARunOnTheFile) {
     EXPECT_FALSE(std::filesystem::exists(dir / "w.sqlite"));
 }
 
+// Servers whose names differ only where a file name cannot show it (`a_b`
+// and `a-b`; `a-b` and `A-B` on a case-insensitive file system) get files
+// of their own. `a_b` and `a-b` were both written to `gsm8k-a-b-raw-256`:
+// "wrote 2 samples files" and one file on disk.
+TEST(LmEvalSamples, ExportWritesOneFilePerGroupWhateverTheNames) {
+    auto dir = e2e::scratch("lm-eval-names");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "a_b=" + sim.url(), "--server", "a-b=" + sim.url(),
+                        "--server", "A-B=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    auto ex = e2e::run(
+        {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+    ASSERT_EQ(ex.exit_code, 0) << ex.err;
+    EXPECT_NE(ex.err.find("wrote 3 samples files (12 lines)"), std::string::npos) << ex.err;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        names.push_back(e.path().filename().string());
+        EXPECT_EQ(read_lines(e.path()).size(), 4u) << names.back();
+    }
+    ASSERT_EQ(names.size(), 3u);
+    std::sort(names.begin(), names.end());
+    // a_b is spelled out; a-b and A-B, equal ignoring case, carry their hashes.
+    EXPECT_TRUE(names[0].starts_with("samples_gsm8k-A-B-raw-256-")) << names[0];
+    EXPECT_TRUE(names[1].starts_with("samples_gsm8k-a-b-raw-256-")) << names[1];
+    EXPECT_TRUE(names[2].starts_with("samples_gsm8k-a_5Fb-raw-256_")) << names[2];
+    std::set<std::string> lowered;
+    for (auto n : names) {
+        std::transform(n.begin(), n.end(), n.begin(), ::tolower);
+        lowered.insert(n);
+    }
+    EXPECT_EQ(lowered.size(), 3u);
+}
+
