@@ -346,6 +346,18 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             docs.push_back(std::move(read));
         }
         auto& d = docs[it->second];
+        // lm-eval logs a document once per filter, each line with the same
+        // answers; other answers are another run, which keeping the first
+        // line's would drop without a word.
+        if (!fresh &&
+            (read.resps != d.resps || read.question != d.question || read.answer != d.answer)) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("{}: document {} is logged again with other {} than on line {}; a "
+                            "samples file holds one run: put each run in its own file and import "
+                            "the second with --first-repeat",
+                            where, id, read.resps != d.resps ? "resps" : "doc", d.line));
+        }
         ordered_json verdict = ordered_json::object();
         verdict["filtered_resps"] = j.value("filtered_resps", ordered_json::array());
         for (const auto& m : j.value("metrics", ordered_json::array())) {

@@ -65,8 +65,8 @@ struct ImportSummary {
 // response_json keeps lm-eval's filtered responses and verdicts per filter.
 // A malformed line, a document whose doc_id is not a question of the
 // dataset or whose question or answer differs from the dataset's (or from
-// the stored one), or a NAME used by a server diffeval ran are errors naming
-// the file and document.
+// the stored one), a document logged twice with other answers, or a NAME
+// used by a server diffeval ran are errors naming the file and document.
 // Importing the same file again stores nothing new.
 util::Result<ImportSummary> import_samples(store::Store& store, const ImportOptions& options);
 

@@ -449,3 +449,35 @@ TEST(LmEvalSamples, ExportWritesOneFilePerGroupWhateverTheNames) {
     EXPECT_EQ(lowered.size(), 3u);
 }
 
+// A document logged twice with other answers is another run in the same
+// file: refused naming the document, where the first line's answers were
+// kept without a word.
+TEST(LmEvalSamples, ADocumentWithTwoSetsOfAnswersIsRefused) {
+    auto dir = e2e::scratch("lm-eval-twice");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    const std::string line0 = "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A "
+                              "#### 1\"}, \"filter\": \"strict-match\", \"resps\": [[\"#### 1\"]]}";
+    const std::string line1 = "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A "
+                              "#### 1\"}, \"filter\": \"flexible-extract\", \"resps\": [[\"#### "
+                              "2\"]]}";
+    auto file = dir / "samples_gsm8k_2026.jsonl";
+    std::ofstream(file) << line0 << "\n" << line1 << "\n";
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                       dataset, file.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+    EXPECT_NE(o.err.find(file.string() +
+                         ":2: document 0 is logged again with other resps than on line 1"),
+              std::string::npos)
+        << o.err;
+    EXPECT_FALSE(std::filesystem::exists(db));
+    // The same answers on both lines (one per filter) are one document.
+    std::ofstream(file, std::ios::trunc) << line0 << "\n"
+                                         << replaced(line1, "#### 2", "#### 1") << "\n";
+    auto same = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                          dataset, file.string()});
+    EXPECT_EQ(same.exit_code, 0) << same.err;
+    EXPECT_NE(same.out.find("1 documents, 1 responses stored"), std::string::npos) << same.out;
+}
+
