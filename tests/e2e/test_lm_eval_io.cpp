@@ -481,3 +481,29 @@ TEST(LmEvalSamples, ADocumentWithTwoSetsOfAnswersIsRefused) {
     EXPECT_NE(same.out.find("1 documents, 1 responses stored"), std::string::npos) << same.out;
 }
 
+// An exported file imported without --framing is named after its task, the
+// exported group's name; --framing gives the group its framing back.
+TEST(LmEvalSamples, AnExportedFileKeepsItsTaskAsFramingUnlessGivenOne) {
+    auto dir = e2e::scratch("lm-eval-framing");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    const auto file = exported(out, "a").string();
+    auto fresh = (dir / "fresh.sqlite").string();
+    auto by_task =
+        e2e::run({"import", "lm-eval", "--db", fresh, "--name", "a", "--dataset", "sample", file});
+    ASSERT_EQ(by_task.exit_code, 0) << by_task.err;
+    EXPECT_NE(by_task.out.find("as a/gsm8k-a-raw-256/256"), std::string::npos) << by_task.out;
+    auto given = e2e::run({"import", "lm-eval", "--db", fresh, "--name", "a", "--framing", "raw",
+                           "--dataset", "sample", file});
+    ASSERT_EQ(given.exit_code, 0) << given.err;
+    EXPECT_NE(given.out.find("as a/raw/256"), std::string::npos) << given.out;
+}
