@@ -2,6 +2,10 @@
 //
 // The child gets its own process group so that stopping it also stops what it
 // started (vLLM's engine core is a child process of the API server).
+//
+// A launch whose URL is on this machine is refused while its port already
+// answers: the new server could not bind it, and the health check would be
+// answered by whatever holds it (an orphan of a killed run, a kept server).
 #include <harness/engine/launcher.hpp>
 
 #include <harness/http/client.hpp>
@@ -12,6 +16,11 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -75,8 +84,125 @@ util::Result<std::vector<std::string>> split_command(const std::string& command)
     return words;
 }
 
+namespace {
+
+// How long a connect to a local port may take. One still pending then
+// (a firewall dropping it, a listener whose backlog is full) counts as free:
+// refusing a run for a port that may well be free would be worse than the
+// health check meeting a stuck process.
+constexpr auto k_port_probe_timeout = std::chrono::milliseconds{500};
+
+struct HostPort {
+    std::string host; // without IPv6 brackets
+    std::string port;
+};
+
+// The host and port of `url` (http[s]://host[:port][/...]), the port
+// defaulting to the scheme's; nothing when `url` has no such form.
+std::optional<HostPort> host_port(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) {
+        return std::nullopt;
+    }
+    const bool https = scheme_end == 5 && strncasecmp(url.data(), "https", 5) == 0;
+    auto authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (authority.empty() || authority.find('@') != std::string_view::npos) {
+        return std::nullopt;
+    }
+    HostPort hp{std::string(authority), https ? "443" : "80"};
+    if (authority.front() == '[') {
+        const auto close = authority.find(']');
+        if (close == std::string_view::npos) {
+            return std::nullopt;
+        }
+        hp.host = std::string(authority.substr(1, close - 1));
+        if (close + 1 < authority.size() && authority[close + 1] == ':') {
+            hp.port = std::string(authority.substr(close + 2));
+        }
+    } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
+        hp.host = std::string(authority.substr(0, colon));
+        hp.port = std::string(authority.substr(colon + 1));
+    }
+    return hp;
+}
+
+// Whether `a` is an address of this machine: it can be bound (loopback, the
+// wildcard, one of its interfaces).
+bool is_local(const addrinfo& a) {
+    sockaddr_storage any{};
+    std::memcpy(&any, a.ai_addr, a.ai_addrlen);
+    if (any.ss_family == AF_INET) {
+        reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;
+    } else if (any.ss_family == AF_INET6) {
+        reinterpret_cast<sockaddr_in6*>(&any)->sin6_port = 0;
+    }
+    const int fd = socket(a.ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return false;
+    }
+    const bool local = bind(fd, reinterpret_cast<sockaddr*>(&any), a.ai_addrlen) == 0;
+    ::close(fd);
+    return local;
+}
+
+// Whether a process accepts connections at `a`.
+bool answers(const addrinfo& a) {
+    const int fd = socket(a.ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return false;
+    }
+    bool taken = connect(fd, a.ai_addr, a.ai_addrlen) == 0;
+    if (!taken && errno == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        const int ready = poll(&p, 1, static_cast<int>(k_port_probe_timeout.count()));
+        int err = 0;
+        socklen_t len = sizeof err;
+        taken = ready == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+    ::close(fd);
+    return taken;
+}
+
+// A usage error when `spec.url` is on this machine and its port already
+// answers: the server about to start could not bind it. Only numeric
+// addresses and "localhost" are resolved: a launch on another machine is
+// not ours to check, and a DNS query could hang.
+util::Result<void> check_port_free(const ServerSpec& spec) {
+    const auto hp = host_port(spec.url);
+    if (!hp) {
+        return {};
+    }
+    const bool named_local = strcasecmp(hp->host.c_str(), "localhost") == 0;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = (named_local ? 0 : AI_NUMERICHOST) | AI_NUMERICSERV;
+    addrinfo* list = nullptr;
+    if (getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &list) != 0) {
+        return {};
+    }
+    bool taken = false;
+    for (const addrinfo* a = list; a && !taken; a = a->ai_next) {
+        taken = (named_local || is_local(*a)) && answers(*a);
+    }
+    freeaddrinfo(list);
+    if (taken) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': port {} is already in use by another process; "
+                                      "stop it or choose another port",
+                                      spec.name, hp->port));
+    }
+    return {};
+}
+
+} // namespace
+
 util::Result<std::unique_ptr<LaunchedServer>>
 LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path) {
+    if (auto free = check_port_free(spec); !free) {
+        return free.error();
+    }
     std::vector<std::string> argv;
     if (spec.launch_shell) {
         if (spec.launch.size() != 1) {
@@ -210,6 +336,14 @@ util::Result<void> LaunchedServer::wait_healthy(const std::atomic<bool>* stop) {
             }
             std::this_thread::sleep_for(std::chrono::milliseconds{50});
         }
+    }
+    // Answered, but not by our process if it is gone: whatever holds its
+    // port did (the port check runs only for URLs on this machine).
+    if (exited()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' {} before it was healthy (another process "
+                                      "answered on {}); last log lines:\n{}",
+                                      m_spec->name, m_exit, m_spec->url, log_tail(10)));
     }
     return {};
 }

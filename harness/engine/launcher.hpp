@@ -1,7 +1,8 @@
-// Launching the servers an experiment describes: start the command in its
-// own process group with the given environment and directory, capture its
-// output to a log file, wait until it is healthy, notice if it dies, and
-// stop it (SIGTERM to the group, SIGKILL after a grace period).
+// Launching the servers an experiment describes: refuse a local port
+// another process already answers on, start the command in its own process
+// group with the given environment and directory, capture its output to a
+// log file, wait until it is healthy, notice if it dies, and stop it
+// (SIGTERM to the group, SIGKILL after a grace period).
 #pragma once
 
 #include <harness/engine/config.hpp>
@@ -24,6 +25,8 @@ util::Result<std::vector<std::string>> split_command(const std::string& command)
 class LaunchedServer {
 public:
     // Start `spec.launch`, appending its stdout and stderr to `log_path`.
+    // A usage error when `spec.url` is on this host and its port already
+    // answers.
     static util::Result<std::unique_ptr<LaunchedServer>>
     start(const ServerSpec& spec, const std::filesystem::path& log_path);
     ~LaunchedServer();
@@ -31,7 +34,9 @@ public:
     LaunchedServer& operator=(const LaunchedServer&) = delete;
 
     // Poll the health paths until each answers 2xx, the process exits, the
-    // timeout passes, or `stop` is set. Errors carry the log's last lines.
+    // timeout passes, or `stop` is set. A process that has exited once they
+    // answer (another process answered them) is an error too. Errors carry
+    // the log's last lines.
     util::Result<void> wait_healthy(const std::atomic<bool>* stop);
     // The process has exited (reaped); `exit_description` says how.
     bool exited();

@@ -1,9 +1,11 @@
 // Launched servers: `diffeval run --config` starts each server from the
 // experiment file with its own environment, captures its log into a file
 // and the database, fingerprints it, and stops it; a server that dies
-// mid-run is reported with its log tail and the next run completes the job.
+// mid-run is reported with its log tail and the next run completes the job;
+// a port another process holds is refused before anything starts.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -30,6 +32,45 @@ bool listening(int port) {
 
 std::string quoted(const std::string& s) {
     return nlohmann::json(s).dump();
+}
+
+// A socket of the test's own listening on a loopback port the kernel chose;
+// it never accepts, but connections to it succeed.
+class Listener {
+public:
+    Listener() {
+        m_fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof addr;
+        if (bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+            listen(m_fd, 16) != 0 ||
+            getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+            throw std::runtime_error("cannot listen on a loopback port");
+        }
+        m_port = ntohs(addr.sin_port);
+    }
+    ~Listener() { close(m_fd); }
+    Listener(const Listener&) = delete;
+    Listener& operator=(const Listener&) = delete;
+    int port() const { return m_port; }
+
+private:
+    int m_fd = -1;
+    int m_port = 0;
+};
+
+// An experiment file in `dir` launching `diffeval sim` on `port` as server
+// `s` at `url`, for `limit` questions on the raw framing.
+std::filesystem::path sim_experiment(const std::filesystem::path& dir, int port,
+                                     const std::string& host, int limit) {
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = "
+                          << limit << "\n[[servers]]\nname = \"s\"\nurl = \"http://" << host << ":"
+                          << port << "\"\nready_timeout = 20\nlaunch = [" << quoted(e2e::binary())
+                          << ", \"sim\", \"--port\", \"" << port << "\"]\n";
+    return config;
 }
 
 } // namespace
@@ -156,6 +197,43 @@ TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+}
+
+// The launched server could not bind a port another process holds, and
+// that process would answer in its name: nothing starts, one line says why.
+TEST(Launch, PortAnotherProcessListensOnIsRefused) {
+    auto dir = e2e::scratch("launch_port_taken");
+    Listener held;
+    auto config = sim_experiment(dir, held.port(), "localhost", 4);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find(fmt::format("server 's': port {} is already in use by another process; "
+                                     "stop it or choose another port",
+                                     held.port())),
+              std::string::npos)
+        << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "r-logs" / "s.log")) << "nothing was started";
+    if (std::filesystem::exists(db)) {
+        EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+    }
+}
+
+// The defect as users met it: a server answering on the launched server's
+// port had its answers stored under the launched server's name (exit 0).
+TEST(Launch, PortAnotherServerAnswersOnStoresNothing) {
+    auto dir = e2e::scratch("launch_port_sim");
+    e2e::Sim other;
+    auto config = sim_experiment(dir, other.port(), "127.0.0.1", 4);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find(fmt::format("port {} is already in use by another process", other.port())),
+              std::string::npos)
+        << o.err;
+    if (std::filesystem::exists(db)) {
+        EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+    }
 }
 
 TEST(Launch, AttachedLogIsFingerprinted) {
