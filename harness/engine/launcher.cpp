@@ -3,9 +3,12 @@
 // The child gets its own process group so that stopping it also stops what it
 // started (vLLM's engine core is a child process of the API server).
 //
-// A launch whose URL is on this machine is refused while its port already
+// Two things keep diffeval from talking to a process it did not start. A
+// launch whose URL is on this machine is refused while its port already
 // answers: the new server could not bind it, and the health check would be
 // answered by whatever holds it (an orphan of a killed run, a kept server).
+// And the launched process gets SIGTERM from the kernel when diffeval dies,
+// even by SIGKILL, so a killed run leaves no such orphan behind.
 #include <harness/engine/launcher.hpp>
 
 #include <harness/http/client.hpp>
@@ -24,6 +27,9 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 namespace diffeval::engine {
 
@@ -199,7 +205,8 @@ util::Result<void> check_port_free(const ServerSpec& spec) {
 } // namespace
 
 util::Result<std::unique_ptr<LaunchedServer>>
-LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path) {
+LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path,
+                      Outlive outlive) {
     if (auto free = check_port_free(spec); !free) {
         return free.error();
     }
@@ -240,9 +247,24 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
         cargv.push_back(a.data());
     }
     cargv.push_back(nullptr);
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+#ifdef __linux__
+        // SIGTERM when diffeval dies, however it dies; the signal survives
+        // exec (not of a set-user-ID program). A parent that died before
+        // the request took effect would never send it: go at once.
+        if (outlive == Outlive::no) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != parent) {
+                _exit(127);
+            }
+        }
+#else
+        (void)parent;
+        (void)outlive;
+#endif
         int devnull = ::open("/dev/null", O_RDONLY);
         dup2(devnull, 0);
         dup2(log_fd, 1);

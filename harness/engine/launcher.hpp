@@ -2,7 +2,8 @@
 // another process already answers on, start the command in its own process
 // group with the given environment and directory, capture its output to a
 // log file, wait until it is healthy, notice if it dies, and stop it
-// (SIGTERM to the group, SIGKILL after a grace period).
+// (SIGTERM to the group, SIGKILL after a grace period; on Linux the kernel
+// sends SIGTERM when diffeval dies, so a killed run leaves no server behind).
 #pragma once
 
 #include <harness/engine/config.hpp>
@@ -22,13 +23,17 @@ namespace diffeval::engine {
 // '...' and "..." quotes and backslash escapes (no expansion of any kind).
 util::Result<std::vector<std::string>> split_command(const std::string& command);
 
+// Whether a launched server may outlive diffeval (--keep-servers).
+enum class Outlive { no, yes };
+
 class LaunchedServer {
 public:
     // Start `spec.launch`, appending its stdout and stderr to `log_path`.
     // A usage error when `spec.url` is on this host and its port already
-    // answers.
+    // answers. With `outlive` = Outlive::no the server gets SIGTERM when
+    // diffeval ends, however it ends (Linux).
     static util::Result<std::unique_ptr<LaunchedServer>>
-    start(const ServerSpec& spec, const std::filesystem::path& log_path);
+    start(const ServerSpec& spec, const std::filesystem::path& log_path, Outlive outlive);
     ~LaunchedServer();
     LaunchedServer(const LaunchedServer&) = delete;
     LaunchedServer& operator=(const LaunchedServer&) = delete;

@@ -327,7 +327,9 @@ util::Result<void> launch_servers(const RunContext& ctx, const std::vector<size_
         auto path = spec.log_path.empty() ? log_dir / (spec.name + ".log")
                                           : std::filesystem::path(spec.log_path);
         ctx.log << fmt::format("starting server '{}' (log: {})\n", spec.name, path.string());
-        auto ls = LaunchedServer::start(spec, path);
+        // A kept server must outlive the run; any other goes with it.
+        auto ls =
+            LaunchedServer::start(spec, path, ctx.config.keep_servers ? Outlive::yes : Outlive::no);
         if (!ls) {
             return ls.error();
         }

@@ -2,7 +2,8 @@
 // experiment file with its own environment, captures its log into a file
 // and the database, fingerprints it, and stops it; a server that dies
 // mid-run is reported with its log tail and the next run completes the job;
-// a port another process holds is refused before anything starts.
+// a port another process holds is refused before anything starts, and a
+// killed run takes its server with it.
 #include "e2e.hpp"
 
 #include <fmt/format.h>
@@ -10,9 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 
 using e2e::query;
@@ -60,6 +64,30 @@ private:
     int m_fd = -1;
     int m_port = 0;
 };
+
+// Whether process `pid` exists and is not a zombie (an orphan's zombie waits
+// for whichever process adopted it to reap it).
+bool running(int pid) {
+    auto stat = e2e::slurp("/proc/" + std::to_string(pid) + "/stat");
+    auto paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) {
+        return false;
+    }
+    const char state = stat[paren + 2];
+    return state != 'Z' && state != 'X';
+}
+
+// Polls `done` every 10 ms until it holds or `limit` passes; whether it held.
+template <typename F> bool within(std::chrono::milliseconds limit, F done) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+}
 
 // An experiment file in `dir` launching `diffeval sim` on `port` as server
 // `s` at `url`, for `limit` questions on the raw framing.
@@ -234,6 +262,57 @@ TEST(Launch, PortAnotherServerAnswersOnStoresNothing) {
     if (std::filesystem::exists(db)) {
         EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
     }
+}
+
+// diffeval killed by SIGKILL mid-run: the server it launched goes too, so
+// its port is free and the same command, run again, completes the job.
+TEST(Launch, ServerOfAKilledRunStopsAndTheNextRunCompletes) {
+    auto dir = e2e::scratch("launch_killed");
+    const int port = e2e::free_port();
+    auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 40\n";
+    auto pid_file = dir / "server.pid";
+    // The shell writes its pid and becomes the server: that pid is the server's.
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 20\n"
+                          << "concurrency = 1\n[[servers]]\nname = \"s\"\nurl = "
+                             "\"http://127.0.0.1:"
+                          << port << "\"\nready_timeout = 20\nshell = true\nlaunch = "
+                          << quoted("echo $$ > " + pid_file.string() + "; exec " + e2e::binary() +
+                                    " sim --port " + std::to_string(port) + " --profile " +
+                                    profile.string())
+                          << "\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> args = {"run", "--config", config.string(), "--db", db.string()};
+    int server = -1;
+    {
+        e2e::Child run(args);
+        // Mid-run: the server is up and has answered at least once.
+        ASSERT_TRUE(within(std::chrono::seconds(20), [&] {
+            try {
+                return query(db, "SELECT count(*) FROM responses") != "0";
+            } catch (const std::runtime_error&) {
+                return false; // no database, or no schema yet
+            }
+        })) << run.err();
+        server = std::stoi(e2e::slurp(pid_file));
+        ASSERT_TRUE(running(server));
+        EXPECT_EQ(run.stop(SIGKILL), 128 + SIGKILL);
+    }
+    const bool gone = within(std::chrono::seconds(10), [&] { return !running(server); });
+    if (!gone) {
+        kill(server, SIGKILL); // not left behind by a failing test
+    }
+    ASSERT_TRUE(gone) << "the launched server outlived the killed run";
+    EXPECT_TRUE(within(std::chrono::seconds(5), [&] { return !listening(port); }));
+    EXPECT_LT(std::stoi(query(db, "SELECT count(*) FROM responses")), 20)
+        << "killed before the end";
+
+    auto again = e2e::run(args);
+    ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "20");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "20");
+    EXPECT_FALSE(listening(port));
 }
 
 TEST(Launch, AttachedLogIsFingerprinted) {
