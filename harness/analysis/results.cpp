@@ -276,6 +276,13 @@ std::string answer_excerpt(store::Store& st, int64_t response_id, const std::str
 }
 
 util::Result<size_t> scorer_index(const Results& results, const std::string& scorer) {
+    // No score stored means no response is: say that, not "unknown scorer
+    // 'vllm' Known scorers: (none)".
+    if (results.scorers.empty()) {
+        return make_error(ErrorKind::data, "the database holds no response yet, so nothing is "
+                                           "scored; run 'diffeval run' (the same command again "
+                                           "resumes a killed run)");
+    }
     auto it = std::find(results.scorers.begin(), results.scorers.end(), scorer);
     if (it == results.scorers.end()) {
         return scorers::unknown_scorer(scorer, results.scorers);

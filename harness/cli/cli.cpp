@@ -81,6 +81,41 @@ CLI::App* deepest_parsed(CLI::App& app) {
     return at;
 }
 
+// What is wrong with the first value given empty to a flag or argument of
+// `sub` (or its parents), or nothing: no value falls back to a default, and
+// `--db ""` once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
+// (--gen-prefix, whose default is empty, aside).
+// A comma list (--framing, --max-tokens, --format) may not hold an empty
+// item either: `--max-tokens 256,,1024` read as 256,1024.
+std::string empty_value(const CLI::App& sub) {
+    for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
+        for (const auto* opt : at->get_options()) {
+            const bool list = opt->check_lname("framing") || opt->check_lname("max-tokens") ||
+                              opt->check_lname("format");
+            // --gen-prefix's default is the empty text, which a flag may
+            // give back over a file's.
+            if (opt->check_lname("gen-prefix")) {
+                continue;
+            }
+            const bool positional = opt->get_lnames().empty() && opt->get_snames().empty();
+            for (const auto& v : opt->results()) {
+                if (v.find_first_not_of(" \t") == std::string::npos) {
+                    return positional
+                               ? fmt::format("argument {} is empty; give a value", opt->get_name())
+                               : fmt::format("{} '{}': empty; give a value", opt->get_name(), v);
+                }
+                if (list &&
+                    (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)) {
+                    return fmt::format("{} '{}': an empty item in the list; give comma-separated "
+                                       "values",
+                                       opt->get_name(), v);
+                }
+            }
+        }
+    }
+    return {};
+}
+
 // "did you mean" for the first unexpected flag of `sub`, or nothing.
 std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
     std::vector<std::string> known;
@@ -197,6 +232,10 @@ int run_main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         std::cerr << fmt::format("diffeval: {}; {}\n", e.what(),
                                  help_hint(app, *deepest_parsed(app)));
+        return k_exit_usage;
+    }
+    if (auto empty = empty_value(*deepest_parsed(app)); !empty.empty()) {
+        std::cerr << fmt::format("diffeval: {}; {}\n", empty, help_hint(app, *deepest_parsed(app)));
         return k_exit_usage;
     }
     for (const auto* sub : app.get_subcommands()) {

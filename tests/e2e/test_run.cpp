@@ -253,32 +253,45 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
 // count blind to the rest).
 TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     auto dir = e2e::scratch("unplanned");
-    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 20\n")});
+    // Four requests in five stall, so the run stores a few answers and then
+    // waits on 32 stalled connections; its plan stops where the loop's queue
+    // is full (twice the in-flight limit of 2,048), short of 48 questions x
+    // 100 repeats, whatever the machine's speed.
+    auto stuck = std::make_unique<e2e::Sim>(std::vector<std::string>{
+        "--profile", profile_file(dir, "stuck", "[faults]\nstall = 0.8\nstall_ms = 600000\n")});
     auto db = dir / "r.sqlite";
-    // 48 questions x 60 repeats: more than the first read of the plan.
     std::vector<std::string> args = {
-        "run",          "--server", "a=" + a.url(),  "--framing", "raw",  "--repeats", "60",
-        "--max-tokens", "32",       "--concurrency", "4",         "--db", db.string(), "--quiet"};
+        "run",       "--server", "a=" + stuck->url(), "--framing", "raw",
+        "--repeats", "100",      "--max-tokens",      "32",        "--concurrency",
+        "32",        "--db",     db.string(),         "--quiet"};
     {
         e2e::Child child(args);
+        std::string last;
         for (int i = 0; i < 1000; ++i) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             try {
-                if (std::filesystem::exists(db) &&
-                    std::stoi("0" + query(db, "SELECT count(*) FROM responses")) >= 8) {
+                // The plan stopped growing, and an answer is stored.
+                const auto now = std::filesystem::exists(db)
+                                     ? query(db, "SELECT count(*) || ' ' || (SELECT count(*) "
+                                                 "FROM responses) FROM requests")
+                                     : std::string();
+                if (!now.empty() && std::stoi(now) >= 2048 && now == last &&
+                    now.substr(now.find(' ') + 1) != "0") {
                     break;
                 }
+                last = now;
             } catch (const std::runtime_error&) {
             }
         }
         child.stop(SIGKILL);
     }
+    stuck.reset();
     const int planned = std::stoi(query(db, "SELECT count(*) FROM requests"));
-    ASSERT_LT(planned, 2880) << "the run planned everything before it was killed";
-    const int unplanned = 2880 - planned;
+    ASSERT_LT(planned, 4800) << "the run planned everything before it was killed";
+    const int unplanned = 4800 - planned;
     auto gate = e2e::run({"gate", "--db", db.string(), "--require-complete"});
     EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
-    EXPECT_NE(gate.out.find("of 2880 requests without a successful response"), std::string::npos)
+    EXPECT_NE(gate.out.find("of 4800 requests without a successful response"), std::string::npos)
         << gate.out;
     EXPECT_NE(gate.out.find("never planned " + std::to_string(unplanned)), std::string::npos)
         << gate.out;
@@ -294,8 +307,10 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
               std::string::npos)
         << summary.out;
 
-    // Resumed to the end (with more connections: the same requests), nothing
-    // is missing.
+    // Resumed to the end on a server that answers (with more connections:
+    // the same requests), nothing is missing.
+    e2e::Sim a;
+    args[2] = "a=" + a.url();
     args[10] = "256";
     auto o = e2e::run(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -316,6 +331,37 @@ TEST(RunBadInput, MalformedDatasetLineNamesFileAndLine) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find(test.string() + ":2"), std::string::npos) << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite")) << "nothing may be sent or stored";
+}
+
+// No value falls back to a default: an empty one, or an empty item in a
+// comma list, is one line and exit 2, with nothing created. An audit's
+// `--db ""` wrote ./diffeval.sqlite, `--api-key-env ""` sent no key, and
+// `--max-tokens 256,,1024` ran 256 and 1024.
+TEST(RunBadInput, EmptyValuesAreRefusedNotDefaulted) {
+    auto dir = e2e::scratch("empty-values");
+    const std::string url = "a=http://127.0.0.1:9";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"run", "--server", url, "--db", ""}, "--db '': empty; give a value"},
+        {{"run", "--server", url, "--api-key-env", ""}, "--api-key-env '': empty"},
+        {{"run", "--server", url, "--repeats", ""}, "--repeats '': empty"},
+        {{"run", "--server", url, "--max-tokens", "256,,1024"},
+         "--max-tokens '256,,1024': an empty item in the list"},
+        {{"run", "--server", url, "--framing", ",raw"}, "--framing ',raw': an empty item"},
+        {{"summary", "--db", ""}, "--db '': empty"},
+        {{"report", "--format", "", "--out", (dir / "r").string()}, "--format '': empty"},
+        {{"diff", "", "b"}, "is empty; give a value"},
+    };
+    for (const auto& [args, says] : cases) {
+        auto with_db = args;
+        if (args[0] == "run" && std::find(args.begin(), args.end(), "--db") == args.end()) {
+            with_db.insert(with_db.end(), {"--db", (dir / "r.sqlite").string()});
+        }
+        auto o = e2e::run(with_db);
+        EXPECT_EQ(o.exit_code, 2) << args[1] << ": " << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << "nothing may be created";
 }
 
 TEST(RunBadInput, UnknownFramingListsKnownOnes) {
