@@ -359,6 +359,18 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     }
     p.rows_a.insert(p.rows_a.end(), reps_a.begin(), reps_a.end());
     p.rows_b.insert(p.rows_b.end(), reps_b.begin(), reps_b.end());
+    const auto tally = [](const Run& reps, Comparison::Behaviour& b) {
+        for (const auto* row : reps) {
+            ++b.responses;
+            if (row->ok) {
+                ++b.answered;
+                b.never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
+                b.started_reasoning += row->reasoning_started ? 1 : 0;
+            }
+        }
+    };
+    tally(reps_a, c.behaviour_a);
+    tally(reps_b, c.behaviour_b);
     for (const auto* ra : reps_a) {
         for (const auto* rb : reps_b) {
             auto oa = static_cast<size_t>(ra->outcome);

@@ -127,6 +127,13 @@ struct Comparison {
     int64_t lost[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     int64_t gained[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     std::optional<TailDifference> latency; // unset when a side has no successful response
+    // Each side's responses on the paired questions: the gate's behaviour
+    // checks compare rates among those answered, so neither a side's own
+    // extra questions nor its failed requests move them.
+    struct Behaviour {
+        int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0;
+    };
+    Behaviour behaviour_a, behaviour_b;
 };
 
 struct CompareOptions {

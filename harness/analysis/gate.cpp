@@ -179,12 +179,23 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     return c;
 }
 
+// The rise in responses that never finished, or started reasoning, from A
+// to B, over the questions both answered and among the responses each side
+// answered there (Comparison::Behaviour): a side's own extra questions, or
+// its failed requests, would change the count without any change in what
+// the model did. Per run it is that rate times the paired questions.
 GateCheck increase_check(const std::string& kind, const std::string& what, const Comparison& cmp,
-                         double a, double b, int64_t questions, const IncreaseLimit& limit) {
-    const double increase = b - a;
+                         int64_t count_a, int64_t count_b, const IncreaseLimit& limit) {
+    const auto rate = [](int64_t count, int64_t answered) {
+        return static_cast<double>(count) / static_cast<double>(answered);
+    };
+    const double rate_a = rate(count_a, cmp.behaviour_a.answered);
+    const double rate_b = rate(count_b, cmp.behaviour_b.answered);
+    const auto questions = static_cast<double>(cmp.questions);
+    const double a = rate_a * questions;
+    const double b = rate_b * questions;
     const bool pct = limit.unit == LimitUnit::percent;
-    const double measured =
-        pct ? (questions ? increase / static_cast<double>(questions) * 100 : 0) : increase;
+    const double measured = pct ? (rate_b - rate_a) * 100 : b - a;
     GateCheck c;
     c.kind = kind;
     c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
@@ -204,14 +215,18 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.threshold_text = fmt::format("<= {}", limit.text());
     const bool ok = measured <= limit.value + k_epsilon;
     c.status = status_of(ok);
-    c.why =
-        fmt::format("{} {} by {} per run (mean over repeats){}", what, shown >= 0 ? "rose" : "fell",
-                    shown_text, ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
+    c.why = fmt::format(
+        "{} {} by {} per run of the {} questions both answered ({:.1f}% -> {:.1f}% of the "
+        "responses each answered there){}",
+        what, shown >= 0 ? "rose" : "fell", shown_text, cmp.questions, rate_a * 100, rate_b * 100,
+        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
                 {"baseline_mean", a},
                 {"candidate_mean", b},
-                {"questions", questions}};
+                {"questions", cmp.questions},
+                {"baseline_answered", cmp.behaviour_a.answered},
+                {"candidate_answered", cmp.behaviour_b.answered}};
     return c;
 }
 
@@ -252,18 +267,18 @@ GateCheck token_check(const Comparison& cmp, std::optional<double> a, std::optio
 // A behaviour check of a pair where a side has no successful response:
 // nothing to measure, and a gate that cannot measure must not pass (an
 // absent count is not a count of 0).
-GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
-                           const GroupSummary& empty, const std::string& threshold_text) {
+GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp, const Selector& empty,
+                           const std::string& threshold_text) {
     GateCheck c;
     c.kind = kind;
     c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
     c.unit = kind == "tokens" ? "%" : "responses";
     c.threshold_text = threshold_text;
-    c.measured_text = fmt::format("{} has no successful response", empty.label());
+    c.measured_text = fmt::format("{} has no successful response", empty.text());
     c.status = CheckStatus::fail;
-    c.why = fmt::format("{} answered none of its {} questions, so its behaviour cannot be "
-                        "measured; see its errors (diffeval summary)",
-                        empty.label(), empty.questions);
+    c.why = fmt::format("{} answered none of the {} questions both sides were asked, so its "
+                        "behaviour cannot be measured; see its errors (diffeval summary)",
+                        empty.text(), cmp.questions);
     c.detail = {{"baseline", cmp.a.text()}, {"candidate", cmp.b.text()}, {"measured", false}};
     return c;
 }
@@ -288,10 +303,11 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         if (spec.max_drop_points) {
             out.push_back(paired_check(cmp, spec));
         }
-        // Every response of a side failed: no behaviour to compare.
-        const GroupSummary* empty = b->errors >= static_cast<double>(b->questions)   ? b
-                                    : a->errors >= static_cast<double>(a->questions) ? a
-                                                                                     : nullptr;
+        // Every response of a side on the paired questions failed: no
+        // behaviour to compare.
+        const Selector* empty = cmp.behaviour_b.answered == 0   ? &cmp.b
+                                : cmp.behaviour_a.answered == 0 ? &cmp.a
+                                                                : nullptr;
         if (empty) {
             if (spec.max_never_finished_increase) {
                 out.push_back(unmeasured_check("never_finished", cmp, *empty,
@@ -310,12 +326,14 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         }
         if (spec.max_never_finished_increase) {
             out.push_back(increase_check("never_finished", "responses that never finished", cmp,
-                                         a->never_finished, b->never_finished, a->questions,
+                                         cmp.behaviour_a.never_finished,
+                                         cmp.behaviour_b.never_finished,
                                          *spec.max_never_finished_increase));
         }
         if (spec.max_reasoning_start_increase) {
             out.push_back(increase_check("reasoning_start", "responses that started reasoning", cmp,
-                                         a->started_reasoning, b->started_reasoning, a->questions,
+                                         cmp.behaviour_a.started_reasoning,
+                                         cmp.behaviour_b.started_reasoning,
                                          *spec.max_reasoning_start_increase));
         }
         if (spec.max_token_increase_pct) {

@@ -522,7 +522,8 @@ TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
     auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "fail",
                        "--max-never-finished-increase", "5%", "--max-token-increase", "10"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
-    EXPECT_NE(o.out.find("fail/raw/256 answered none of its 4 questions"), std::string::npos)
+    EXPECT_NE(o.out.find("fail/raw/256 answered none of the 4 questions both sides were asked"),
+              std::string::npos)
         << o.out;
     EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
@@ -531,6 +532,44 @@ TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
 // A candidate whose server reports no usage.completion_tokens answered, but
 // has no token count to compare: the token check fails saying so, never
 // "fell by 100%" from counts taken as 0.
+// The behaviour checks compare the questions both sides answered, and rates
+// among the responses each answered there: an audit's gate failed a clean
+// candidate that ran three times the baseline's questions ("+26% of
+// questions") and passed one whose truncations rose among fewer answers
+// ("fell by 1.00 per run").
+TEST(GateBehaviour, OnlyThePairedQuestionsAndTheAnsweredResponsesCount) {
+    auto dir = e2e::scratch("gate-behaviour");
+    auto profile = dir / "flaky.toml";
+    std::ofstream(profile) << "version = 1\nname = \"flaky\"\n[faults]\nhttp_500 = 0.5\n";
+    e2e::Sim good;
+    e2e::Sim flaky({"--profile", profile.string()});
+    auto db = (dir / "r.sqlite").string();
+    // At 16 tokens every answer is cut by the length limit.
+    const std::vector<std::string> common = {
+        "--framing", "raw", "--max-tokens", "16", "--retries", "0", "--db", db, "--quiet"};
+    auto run = [&](std::vector<std::string> args) {
+        args.insert(args.end(), common.begin(), common.end());
+        return e2e::run(args);
+    };
+    ASSERT_EQ(run({"run", "--server", "a=" + good.url(), "--limit", "8"}).exit_code, 0);
+    ASSERT_EQ(run({"run", "--server", "more=" + good.url(), "--limit", "24"}).exit_code, 0);
+    ASSERT_EQ(run({"run", "--server", "errs=" + flaky.url(), "--limit", "8"}).exit_code, 1);
+    ASSERT_NE(e2e::query(db, "SELECT count(*) FROM v_responses WHERE server = 'errs' AND ok = 1"),
+              "0");
+    for (const std::string candidate : {"more", "errs"}) {
+        auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", candidate,
+                           "--max-never-finished-increase", "0", "--max-reasoning-start-increase",
+                           "0%"});
+        EXPECT_EQ(o.exit_code, 0) << candidate << ": " << o.out << o.err;
+        EXPECT_NE(o.out.find("(100.0% -> 100.0% of the responses each answered there)"),
+                  std::string::npos)
+            << o.out;
+    }
+    auto more = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "more",
+                          "--max-never-finished-increase", "0"});
+    EXPECT_NE(more.out.find("+0.00 per run (8.00 -> 8.00)"), std::string::npos) << more.out;
+}
+
 TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
     auto dir = e2e::scratch("gate-no-usage");
     e2e::Sim a;
