@@ -66,13 +66,10 @@ nlohmann::json tokens_json(const LatencySummary& l) {
 LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
     LatencySummary out;
     std::vector<double> latency, ttft, tokens;
-    double first_sent = 0, last_done = 0;
-    int64_t timed = 0;
+    std::vector<std::pair<double, double>> spans; // each timed request: sent, done
     for (const auto* r : rows) {
         if (r->started_ms > 0) {
-            first_sent = timed ? std::min(first_sent, r->started_ms) : r->started_ms;
-            last_done = std::max(last_done, r->started_ms + r->latency_ms);
-            ++timed;
+            spans.emplace_back(r->started_ms, r->started_ms + r->latency_ms);
         }
         if (!r->ok) {
             continue;
@@ -105,8 +102,23 @@ LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
         }
         out.tokens_mean = sum / static_cast<double>(tokens.size());
     }
-    if (timed > 0 && last_done > first_sent) {
-        out.requests_per_s = static_cast<double>(timed) / ((last_done - first_sent) / 1000.0);
+    // The time some request of the group was in flight: the union of their
+    // spans, so the hours between a killed run and its resume, or between
+    // the runs of a rerun, are not counted as serving time.
+    std::sort(spans.begin(), spans.end());
+    double busy_ms = 0, open_start = 0, open_end = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        if (i == 0 || spans[i].first > open_end) {
+            busy_ms += open_end - open_start;
+            open_start = spans[i].first;
+            open_end = spans[i].second;
+        } else {
+            open_end = std::max(open_end, spans[i].second);
+        }
+    }
+    busy_ms += open_end - open_start;
+    if (busy_ms > 0) {
+        out.requests_per_s = static_cast<double>(spans.size()) / (busy_ms / 1000.0);
     }
     return out;
 }

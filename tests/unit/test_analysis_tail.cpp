@@ -4,6 +4,7 @@
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/stats.hpp>
+#include <harness/analysis/summary.hpp>
 
 #include <gtest/gtest.h>
 
@@ -107,6 +108,27 @@ TEST(TailInterval, FewerThanTenResponsesBeyondTheP99GiveNoInterval) {
     const auto u = tail_difference(side(334, 3, spread).pointers(), side(334, 3, slow).pointers());
     ASSERT_TRUE(u);
     EXPECT_TRUE(u->p99_diff_ci); // 1,002 responses a side
+}
+
+// A group's rate counts the time its requests were in flight: an audit's
+// 12 requests ran at 7.74 req/s in one go and showed 0.19 req/s when the
+// run was interrupted and resumed a minute later.
+TEST(SummarizeLatency, TheRateLeavesOutTheGapBetweenARunAndItsResume) {
+    std::vector<ResultRow> rows(4);
+    const double t0 = 1.7e12;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].ok = true;
+        rows[i].latency_ms = 500;
+        // Two overlapping pairs a minute apart: each pair is busy for 0.75 s.
+        rows[i].started_ms = t0 + (i < 2 ? 0 : 60'000) + (i % 2 ? 250 : 0);
+    }
+    std::vector<const ResultRow*> ptrs;
+    for (const auto& r : rows) {
+        ptrs.push_back(&r);
+    }
+    const auto l = summarize_latency(ptrs);
+    ASSERT_TRUE(l.requests_per_s.has_value());
+    EXPECT_NEAR(*l.requests_per_s, 4 / 1.5, 1e-9);
 }
 
 } // namespace
