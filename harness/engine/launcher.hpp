@@ -48,6 +48,9 @@ public:
     std::string exit_description() const { return m_exit; }
     // SIGTERM the process group, then SIGKILL after `grace`.
     void stop(std::chrono::milliseconds grace = std::chrono::milliseconds{10'000});
+    // Let the process run on after this object and diffeval are gone
+    // (--keep-servers): the destructor no longer stops it.
+    void release() { m_pid = -1; }
     std::string log_text() const;
     // The last `lines` lines of the log.
     std::string log_tail(size_t lines) const;

@@ -424,6 +424,11 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
             ls->stop();
         }
         (void)record_server(ctx, si, st.infos[si], st.db, ls->log_path().string(), ls->log_text());
+        if (ctx.config.keep_servers) {
+            // The object's end would stop it: a kept server was stopped
+            // when diffeval exited, though cli.md says it is left running.
+            ls->release();
+        }
     }
 }
 

@@ -315,6 +315,30 @@ TEST(Launch, ServerOfAKilledRunStopsAndTheNextRunCompletes) {
     EXPECT_FALSE(listening(port));
 }
 
+// --keep-servers leaves the launched server running after the run, as
+// cli.md says: it was stopped when diffeval exited, and the next run's port
+// was free.
+TEST(Launch, AKeptServerRunsOnAfterTheRun) {
+    auto dir = e2e::scratch("launch_kept");
+    const int port = e2e::free_port();
+    auto pid_file = dir / "server.pid";
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 2\n"
+                          << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+                          << "\"\nready_timeout = 20\nshell = true\nlaunch = "
+                          << quoted("echo $$ > " + pid_file.string() + "; exec " + e2e::binary() +
+                                    " sim --port " + std::to_string(port))
+                          << "\n";
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--keep-servers"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const int server = std::stoi(e2e::slurp(pid_file));
+    const bool kept = running(server) && listening(port);
+    kill(server, SIGTERM); // not left behind by the test
+    EXPECT_TRUE(kept) << "the kept server was stopped with the run";
+    EXPECT_TRUE(within(std::chrono::seconds(10), [&] { return !running(server); }));
+}
+
 TEST(Launch, AttachedLogIsFingerprinted) {
     auto dir = e2e::scratch("attach");
     e2e::Sim a;
