@@ -498,10 +498,11 @@ util::Result<void> validate(const GateSpec& spec) {
                                       "from 0 to 100 (e.g. 1.5)",
                                       *spec.max_drop_points));
     }
-    if (spec.max_token_increase_pct && !std::isfinite(*spec.max_token_increase_pct)) {
+    if (spec.max_token_increase_pct &&
+        !(std::isfinite(*spec.max_token_increase_pct) && *spec.max_token_increase_pct >= 0)) {
         return make_error(ErrorKind::usage,
                           fmt::format("--max-token-increase {} is not a percentage; give a finite "
-                                      "number (e.g. 10)",
+                                      "number of 0 or more (e.g. 10)",
                                       *spec.max_token_increase_pct));
     }
     return check_alpha(spec.alpha);

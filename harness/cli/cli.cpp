@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -81,41 +84,6 @@ CLI::App* deepest_parsed(CLI::App& app) {
     return at;
 }
 
-// What is wrong with the first value given empty to a flag or argument of
-// `sub` (or its parents), or nothing: no value falls back to a default, and
-// `--db ""` once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
-// (--gen-prefix, whose default is empty, aside).
-// A comma list (--framing, --max-tokens, --format) may not hold an empty
-// item either: `--max-tokens 256,,1024` read as 256,1024.
-std::string empty_value(const CLI::App& sub) {
-    for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
-        for (const auto* opt : at->get_options()) {
-            const bool list = opt->check_lname("framing") || opt->check_lname("max-tokens") ||
-                              opt->check_lname("format");
-            // --gen-prefix's default is the empty text, which a flag may
-            // give back over a file's.
-            if (opt->check_lname("gen-prefix")) {
-                continue;
-            }
-            const bool positional = opt->get_lnames().empty() && opt->get_snames().empty();
-            for (const auto& v : opt->results()) {
-                if (v.find_first_not_of(" \t") == std::string::npos) {
-                    return positional
-                               ? fmt::format("argument {} is empty; give a value", opt->get_name())
-                               : fmt::format("{} '{}': empty; give a value", opt->get_name(), v);
-                }
-                if (list &&
-                    (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)) {
-                    return fmt::format("{} '{}': an empty item in the list; give comma-separated "
-                                       "values",
-                                       opt->get_name(), v);
-                }
-            }
-        }
-    }
-    return {};
-}
-
 // "did you mean" for the first unexpected flag of `sub`, or nothing.
 std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
     std::vector<std::string> known;
@@ -184,7 +152,92 @@ std::string help_hint(const CLI::App& app, const CLI::App& sub) {
     return fmt::format("see 'diffeval {} --help'", path);
 }
 
+// What is wrong with `text` as the number an option of CLI11 type `type`
+// takes, or nothing. CLI11 also reads "0x10" (16), " 3", "-1" for an
+// unsigned flag (2^64 - 1), "nan" and "1e400" (inf); the docs promise the
+// text as typed is a plain decimal number within range.
+std::string number_problem(const std::string& type, const std::string& text) {
+    const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
+    const bool real = type.rfind("FLOAT", 0) == 0;
+    if (!whole && !real) {
+        return {};
+    }
+    const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+    if (whole) {
+        if (text.size() <= digits ||
+            text.find_first_not_of("0123456789", digits) != std::string::npos) {
+            return "expected a whole number";
+        }
+        if (type.rfind("UINT", 0) == 0 && text[0] == '-') {
+            return "expected a whole number of 0 or more";
+        }
+        // Past 64 bits: said as typed, not as the bound CLI11 clamped it to.
+        errno = 0;
+        (void)std::strtoll(text.c_str(), nullptr, 10);
+        if (errno == ERANGE && text[0] != '-') {
+            errno = 0;
+            (void)std::strtoull(text.c_str(), nullptr, 10);
+        }
+        if (errno == ERANGE) {
+            return "too large a number for this flag";
+        }
+        return {};
+    }
+    if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos) {
+        return "expected a number";
+    }
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size()) {
+        return "expected a number";
+    }
+    if (!std::isfinite(v) || (errno == ERANGE && v != 0.0)) {
+        return "too large a number for this flag";
+    }
+    return {};
+}
+
 } // namespace
+
+// What is wrong with the first value given empty to a flag or argument of
+// `sub` (or its parents), or nothing: no value falls back to a default, and
+// `--db ""` once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
+// (--gen-prefix, whose default is empty, aside).
+// A comma list (--framing, --max-tokens, --format) may not hold an empty
+// item either: `--max-tokens 256,,1024` read as 256,1024.
+std::string value_problem(const CLI::App& sub) {
+    for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
+        for (const auto* opt : at->get_options()) {
+            const bool list = opt->check_lname("framing") || opt->check_lname("max-tokens") ||
+                              opt->check_lname("format");
+            // --gen-prefix's default is the empty text, which a flag may
+            // give back over a file's.
+            if (opt->check_lname("gen-prefix")) {
+                continue;
+            }
+            const bool positional = opt->get_lnames().empty() && opt->get_snames().empty();
+            const std::string type = opt->get_type_name();
+            for (const auto& v : opt->results()) {
+                if (v.find_first_not_of(" \t") == std::string::npos) {
+                    return positional
+                               ? fmt::format("argument {} is empty; give a value", opt->get_name())
+                               : fmt::format("{} '{}': empty; give a value", opt->get_name(), v);
+                }
+                if (auto bad = number_problem(type, v); !bad.empty()) {
+                    return fmt::format("{} '{}': {}", opt->get_name(), v, bad);
+                }
+                if (list &&
+                    (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos)) {
+                    return fmt::format("{} '{}': an empty item in the list; give comma-separated "
+                                       "values",
+                                       opt->get_name(), v);
+                }
+            }
+        }
+    }
+    return {};
+}
 
 int run_main(int argc, char** argv) {
     CLI::App app{"diffeval: differential accuracy evaluation of LLM inference servers"};
@@ -229,14 +282,28 @@ int run_main(int argc, char** argv) {
         std::cerr << fmt::format("diffeval: {}; {}\n", conversion_message(*sub, e.what()),
                                  help_hint(app, *sub));
         return k_exit_usage;
+    } catch (const CLI::ArgumentMismatch& e) {
+        // "--limit: At Most 1 required but received 2": a flag given twice.
+        const std::string what = e.what();
+        const auto at = what.find(": At Most 1 required but received ");
+        std::cerr << fmt::format(
+            "diffeval: {}; {}\n",
+            at == std::string::npos
+                ? what
+                : fmt::format("{} given more than once; give it once", what.substr(0, at)),
+            help_hint(app, *deepest_parsed(app)));
+        return k_exit_usage;
     } catch (const CLI::ParseError& e) {
         std::cerr << fmt::format("diffeval: {}; {}\n", e.what(),
                                  help_hint(app, *deepest_parsed(app)));
         return k_exit_usage;
     }
-    if (auto empty = empty_value(*deepest_parsed(app)); !empty.empty()) {
-        std::cerr << fmt::format("diffeval: {}; {}\n", empty, help_hint(app, *deepest_parsed(app)));
-        return k_exit_usage;
+    // `gate` asks value_problem itself, so that its JUnit file says why.
+    if (auto* sub = deepest_parsed(app); sub->get_name() != "gate") {
+        if (auto problem = value_problem(*sub); !problem.empty()) {
+            std::cerr << fmt::format("diffeval: {}; {}\n", problem, help_hint(app, *sub));
+            return k_exit_usage;
+        }
     }
     for (const auto* sub : app.get_subcommands()) {
         // Nested subcommands (data fetch) register the innermost one.

@@ -314,7 +314,7 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
     return {};
 }
 
-int gate_command(const GateFlags& flags) {
+int gate_command(const GateFlags& flags, const CLI::App& app) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
     auto cannot_run = [&](const util::Error& error) {
@@ -323,6 +323,9 @@ int gate_command(const GateFlags& flags) {
         }
         return report(error);
     };
+    if (auto problem = value_problem(app); !problem.empty()) {
+        return cannot_run(util::make_error(util::ErrorKind::usage, problem));
+    }
     if (auto r = check_paired_flags(flags.alpha.value_or(0.05), flags.resamples); !r) {
         return cannot_run(r.error());
     }
@@ -429,7 +432,7 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_option("--json", flags->json, "Write the verdict as JSON here");
     gate->add_option("--resamples", flags->resamples, "Bootstrap resamples (default 10000)");
     gate->add_option("--seed", flags->seed, "Bootstrap seed");
-    dispatch[gate] = [flags] { return gate_command(*flags); };
+    dispatch[gate] = [flags, gate] { return gate_command(*flags, *gate); };
 }
 
 } // namespace diffeval::cli

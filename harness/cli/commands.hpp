@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <string>
 
 namespace diffeval::cli {
 
@@ -25,5 +26,12 @@ void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
 void add_merge_command(CLI::App& root, Dispatch& dispatch);
 void add_export_command(CLI::App& root, Dispatch& dispatch);
 void add_import_command(CLI::App& root, Dispatch& dispatch);
+
+// What is wrong with the first value given to a flag or argument of `sub`
+// (or its parents) once parsed, or nothing: an empty value, an empty item
+// in a comma list, or a number that is not plain decimal text within its
+// type (cli.cpp). `run_main` asks it for every subcommand but `gate`, which
+// asks it itself so that its JUnit file says why.
+std::string value_problem(const CLI::App& sub);
 
 } // namespace diffeval::cli

@@ -212,7 +212,7 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
     EXPECT_EQ(eq["comparisons"][0]["verdict"]["margin"], 0.2);
     auto bad = e2e::run({"diff", "--db", *db, "default/chat", "deepgemm/chat", "--margin", "nan"});
     EXPECT_EQ(bad.exit_code, 2);
-    EXPECT_NE(bad.err.find("--margin nan"), std::string::npos) << bad.err;
+    EXPECT_NE(bad.err.find("--margin 'nan': expected a number"), std::string::npos) << bad.err;
 }
 
 // A reader subtracts the two printed accuracies and expects the printed

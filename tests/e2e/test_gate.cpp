@@ -268,6 +268,9 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
                        "--max-never-finished-increase", "5x"}),
                  "--max-never-finished-increase '5x'");
     expect_usage(gate({"--expect", "82"}), "--expect is a proportion");
+    expect_usage(
+        gate({"--baseline", "default", "--candidate", "deepgemm", "--max-token-increase", "-5"}),
+        "--max-token-increase -5 is not a percentage");
     expect_usage(gate({"--expect", "0.8", "--scorer", "vlm"}), "unknown scorer 'vlm'");
 
     auto empty = *dir / "empty.sqlite";
@@ -398,7 +401,12 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     expect_usage(with({"--max-drop", "1", "--inconclusive", "maybe"}), "--inconclusive 'maybe'");
     expect_usage(with({"--max-token-increase", "inf"}), "--max-token-increase");
     expect_usage(with({"--max-never-finished-increase", "inf"}), "--max-never-finished-increase");
-    expect_usage(gate({"--expect", "nan"}), "--expect is a proportion");
+    expect_usage(gate({"--expect", "nan"}), "--expect 'nan': expected a number");
+    expect_usage(gate({"--expect", "0x1"}), "--expect '0x1': expected a number");
+    // The number is checked before the gate runs, and its JUnit file says so.
+    auto nan_junit = *dir / "nan.xml";
+    expect_usage(gate({"--expect", "nan", "--junit", nan_junit.string()}), "--expect 'nan'");
+    EXPECT_NE(e2e::slurp(nan_junit).find("expected a number"), std::string::npos);
     expect_usage(gate({"--expect", "0.8", "--tolerance", "-0.1"}), "--tolerance");
     // Flags without their check.
     expect_usage(gate({"--require-complete", "--tolerance", "0.01"}),

@@ -364,6 +364,33 @@ TEST(RunBadInput, EmptyValuesAreRefusedNotDefaulted) {
     EXPECT_TRUE(std::filesystem::is_empty(dir)) << "nothing may be created";
 }
 
+// A number is the plain decimal text typed, within range, named as typed:
+// CLI11 alone read 0x10 as 16, -1 for an unsigned flag as 2^64 - 1, and
+// nan, and printed 1e400 as "inf"; a flag given twice said "At Most 1
+// required but received 2".
+TEST(RunBadInput, NumbersAreReadAsTyped) {
+    const std::string url = "a=http://127.0.0.1:9";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"run", "--server", url, "--repeats", "0x10"},
+         "--repeats '0x10': expected a whole number"},
+        {{"run", "--server", url, "--timeout", "nan"}, "--timeout 'nan': expected a number"},
+        {{"run", "--server", url, "--timeout", "1e400"},
+         "--timeout '1e400': too large a number for this flag"},
+        {{"run", "--server", url, "--max-response-bytes", "99999999999999999999"},
+         "--max-response-bytes '99999999999999999999': too large a number"},
+        {{"diff", "a", "b", "--seed", "-1"}, "--seed '-1': expected a whole number of 0 or more"},
+        {{"sim", "--fault-http-500", "nan"}, "--fault-http-500 'nan': expected a number"},
+        {{"run", "--server", url, "--limit", "3", "--limit", "4"},
+         "--limit given more than once; give it once"},
+    };
+    for (const auto& [args, says] : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+}
+
 TEST(RunBadInput, UnknownFramingListsKnownOnes) {
     auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--framing", "chta"});
     EXPECT_EQ(o.exit_code, 2);
