@@ -190,6 +190,28 @@ util::Result<Next> preflight_one(const RunContext& ctx, size_t si, ServerInfo& i
     return Next::go_on;
 }
 
+// Every framing whose bodies always name the model has one for each server:
+// configured, served (preflight), or to be asked of a launched server once
+// it is up. The message is the planner's (body_model_for in plan.cpp).
+util::Result<void> check_body_models(const RunContext& ctx, const std::vector<ServerInfo>& infos) {
+    for (size_t si = 0; si < ctx.config.servers.size(); ++si) {
+        const auto& spec = ctx.config.servers[si];
+        const bool asked_later = ctx.config.preflight && !spec.launch.empty();
+        if (ctx.configured_model(si) || infos[si].served_model || asked_later) {
+            continue;
+        }
+        for (const auto& f : ctx.inputs.framings) {
+            if (f.model == framing::ModelField::always) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("framing '{}' needs a model name for server '{}': "
+                                              "pass --model (preflight is off)",
+                                              f.name, spec.name));
+            }
+        }
+    }
+    return {};
+}
+
 // Pass 3: read the attached logs into `attached_logs` and preflight the
 // servers diffeval does not launch, into `infos`: fail fast. Launched ones
 // are checked once they are healthy, in their phase.
@@ -563,6 +585,12 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return r.error();
     } else if (*r == Next::stop) {
         return interrupted_early();
+    }
+    // A framing that always names the model needs one from --model or
+    // preflight: found out here, before the database is touched, not at
+    // planning with a failed run row and the questions stored.
+    if (auto r = check_body_models(ctx, infos); !r) {
+        return r.error();
     }
     // Record the run: open the store, the run row, its questions, what is answered.
     auto store = store::Store::open(config.db, store::Store::Mode::read_write);

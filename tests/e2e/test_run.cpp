@@ -391,6 +391,21 @@ TEST(RunBadInput, NumbersAreReadAsTyped) {
     }
 }
 
+// A framing that always names the model has none without preflight or
+// --model: exit 2 with nothing stored (an audit's run created a 416 KiB
+// database holding a failed run, a server and 48 questions).
+TEST(RunBadInput, AChatFramingWithoutAModelStoresNothing) {
+    auto dir = e2e::scratch("no-model");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "e=http://127.0.0.1:9", "--no-preflight", "--limit", "2",
+                       "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("framing 'chat' needs a model name for server 'e': pass --model"),
+              std::string::npos)
+        << o.err;
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 TEST(RunBadInput, UnknownFramingListsKnownOnes) {
     auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--framing", "chta"});
     EXPECT_EQ(o.exit_code, 2);
