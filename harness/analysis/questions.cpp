@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 namespace diffeval::analysis {
@@ -108,25 +109,39 @@ SignFlipResult monte_carlo_sign_flip(const std::vector<double>& moving, double t
     return r;
 }
 
+// The noise from the questions with two or more repeats: a killed run's
+// last question, answered once where the rest were answered three times,
+// made a side "1 repeat, noise not measured" and left the plan without its
+// repeat rows. `repeats` is the count most questions have (the larger on a
+// tie); the noise is measured when at least half the questions have 2+.
 SideNoise side_noise(const CorrectnessMatrix& m) {
     SideNoise noise;
-    noise.repeats = std::numeric_limits<std::uint32_t>::max();
-    double sum = 0.0;
+    std::map<std::uint32_t, size_t> counts;
     for (const auto& row : m) {
-        noise.repeats = std::min(noise.repeats, static_cast<std::uint32_t>(row.size()));
+        ++counts[static_cast<std::uint32_t>(row.size())];
     }
-    noise.measured = noise.repeats >= 2;
+    size_t most = 0, several = 0;
+    for (const auto& [repeats, questions] : counts) {
+        if (questions >= most) {
+            most = questions;
+            noise.repeats = repeats;
+        }
+        several += repeats >= 2 ? questions : 0;
+    }
+    noise.measured = several > 0 && 2 * several >= m.size();
     if (!noise.measured) {
         return noise;
     }
+    double sum = 0.0;
     for (const auto& row : m) {
-        const double c = std::accumulate(row.begin(), row.end(), 0.0);
-        sum += repeat_variance(c, static_cast<double>(row.size()));
+        if (row.size() >= 2) {
+            const double c = std::accumulate(row.begin(), row.end(), 0.0);
+            sum += repeat_variance(c, static_cast<double>(row.size()));
+        }
     }
-    const auto n = static_cast<double>(m.size());
-    noise.within_variance = sum / n;
+    noise.within_variance = sum / static_cast<double>(several);
     noise.deterministic = sum == 0.0;
-    noise.rerun_sd = std::sqrt(noise.within_variance / n);
+    noise.rerun_sd = std::sqrt(noise.within_variance / static_cast<double>(m.size()));
     return noise;
 }
 

@@ -72,8 +72,8 @@ util::Result<SignFlipResult> sign_flip_test(std::span<const double> d,
 
 // Run-to-run noise of one side.
 struct SideNoise {
-    std::uint32_t repeats = 0;  // fewest repeats of any question
-    bool measured = false;      // every question has 2+ repeats
+    std::uint32_t repeats = 0;  // the repeats most questions have
+    bool measured = false;      // at least half the questions have 2+ repeats
     bool deterministic = false; // measured, and every question's repeats agree
     double within_variance = 0; // mean over questions of the repeats' sample variance
     // Standard deviation of this side's accuracy over one re-run of the same

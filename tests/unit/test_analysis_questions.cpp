@@ -316,6 +316,27 @@ TEST(AnalyseQuestions, WholeQuestionsLostAtThreeRepeatsExcludeZero) {
     EXPECT_GT(thirds->interval.hi, 0.0);
 }
 
+// One question answered once among questions answered three times (a run
+// killed on its last question) leaves the noise measured at 3 repeats: an
+// audit's diff said "3 and 1 repeats", "not measured", and the plan lost
+// its repeat rows.
+TEST(AnalyseQuestions, OneQuestionShortOfRepeatsKeepsTheNoiseMeasured) {
+    CorrectnessMatrix a(20, std::vector<std::uint8_t>{1, 1, 0}), b = a;
+    b.back() = {1};
+    auto s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_b.measured);
+    EXPECT_EQ(s->noise_b.repeats, 3u);
+    EXPECT_NEAR(s->noise_b.within_variance, s->noise_a.within_variance, 1e-12);
+    // Most questions once: not measured.
+    CorrectnessMatrix c(20, std::vector<std::uint8_t>{1});
+    c.front() = {1, 0};
+    auto t = analyse_questions(a, c);
+    ASSERT_TRUE(t.ok());
+    EXPECT_FALSE(t->noise_b.measured);
+    EXPECT_EQ(t->noise_b.repeats, 1u);
+}
+
 TEST(AnalyseQuestions, RejectsWhatItCannotPair) {
     CorrectnessMatrix a{{1}}, b{{1}, {0}}, empty_row{{}}, two{{2}};
     EXPECT_FALSE(analyse_questions(a, b).ok());
