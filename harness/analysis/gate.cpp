@@ -115,7 +115,7 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
 GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     const double max_drop = *spec.max_drop_points;
     const auto& st = cmp.stats;
-    const double drop = -st.diff * 100;
+    const double drop = st.diff == 0.0 ? 0.0 : -st.diff * 100; // never -0 in JSON
     const MarginCheck margin = non_inferiority(st, max_drop / 100);
     GateCheck c;
     c.kind = "paired";
@@ -133,26 +133,44 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         accuracy_text(st.accuracy_b), one_sided,
         interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
         st.test.p_mid);
-    c.threshold_text =
-        fmt::format("non-inferiority: B-A lower bound above -{:.2f} points", max_drop);
+    c.threshold_text = fmt::format("non-inferiority: B-A lower bound above {}{:.2f} points",
+                                   max_drop > 0.0 ? "-" : "", max_drop);
     c.inconclusive = margin.outcome == MarginOutcome::inconclusive;
     const bool ok = margin.outcome == MarginOutcome::pass ||
                     (c.inconclusive && spec.inconclusive == InconclusiveAs::pass);
     c.status = status_of(ok);
-    c.why = margin.sentence + ". " + cmp.verdict.sentence;
+    c.why = margin.sentence;
+    // The margin is a one-sided check at alpha, the verdict two-sided: a
+    // drop past a 0-point margin can fail the one and not the other, which
+    // read as "worse than the margin" beside "No detectable difference".
+    if (margin.outcome == MarginOutcome::fail && cmp.verdict.kind != VerdictKind::worse) {
+        c.why += fmt::format(" (a one-sided check at {:g}%, stricter on this side than the "
+                             "two-sided verdict that follows)",
+                             100.0 * st.alpha);
+    }
+    c.why += ". " + cmp.verdict.sentence;
     const bool too_small =
         (st.mdd && *st.mdd * 100 > max_drop + k_epsilon) || st.smallest_p.has_value();
+    // What the MDD was computed from, so a reader can redo it
+    // (docs/statistics.md): the sd, or the printed interval where an exact
+    // count bound made it wider than the sd alone gives.
+    const std::string basis =
+        st.mdd_from_interval
+            ? fmt::format("{} questions; from the printed interval's width, wider than the sd "
+                          "of per-question differences {:.3f} alone gives",
+                          st.questions, st.sd_diff)
+            : fmt::format("{} questions, sd of per-question differences {:.3f}", st.questions,
+                          st.sd_diff);
     if (!st.mdd) {
         c.note = no_spread_text(st);
     } else if (too_small) {
         c.note = fmt::format("this run is too small to detect a {:.2f}-point drop: it detects "
-                             "{:.2f} points or more at {:.0f}% power ({} questions, sd of "
-                             "per-question differences {:.3f})",
-                             max_drop, *st.mdd * 100, st.power * 100, st.questions, st.sd_diff);
+                             "{:.2f} points or more at {:.0f}% power ({})",
+                             max_drop, *st.mdd * 100, st.power * 100, basis);
     } else {
         c.note = fmt::format("this run detects differences of {:.2f} points or more at {:.0f}% "
-                             "power ({} questions, sd of per-question differences {:.3f})",
-                             *st.mdd * 100, st.power * 100, st.questions, st.sd_diff);
+                             "power ({})",
+                             *st.mdd * 100, st.power * 100, basis);
     }
     const char* outcome = margin.outcome == MarginOutcome::pass   ? "pass"
                           : margin.outcome == MarginOutcome::fail ? "fail"

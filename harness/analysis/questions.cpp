@@ -478,6 +478,7 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         const double interval_se =
             (iv.hi - iv.lo) / (2.0 * normal_quantile(1.0 - options.alpha / 2.0));
         s.mdd = minimum_detectable(std::max(s.se, interval_se), options.alpha, options.power);
+        s.mdd_from_interval = interval_se > s.se;
     }
     // With n questions the test's mid-p is at least 2^-n: every question
     // differing, all the same way, leaves two of the 2^n sign patterns as

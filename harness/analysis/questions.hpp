@@ -113,6 +113,9 @@ struct QuestionStats {
     // the sides agree on every question (no variance to size it from), or
     // when `smallest_p` is set.
     std::optional<double> mdd;
+    // The MDD comes from the printed interval's width (an exact count bound
+    // at an end), not from the sd of the per-question differences.
+    bool mdd_from_interval = false;
     // The sign-flip test's smallest attainable mid-p with these questions
     // (every one differing, all the same way: 2^-questions), set when it is
     // not below `alpha`: then no difference, however large, is detectable.

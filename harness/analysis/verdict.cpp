@@ -247,13 +247,16 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
     const auto& iv = s.interval;
     const std::string one_sided = level(1.0 - s.alpha);
     const std::string x = margin_text(max_drop);
+    // The margin's side of 0 as printed: "0.0" for a margin of 0, never "-0.0".
+    const std::string below = max_drop > 0.0 ? "-" + x : x;
     const double shown = shown_diff(s);
     const std::string diff = signed_points(shown);
     if (iv.lo_one_sided > -max_drop + k_epsilon) {
         m.outcome = MarginOutcome::pass;
-        m.sentence = fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
-                                 "above -{} ({} points)",
-                                 x, one_sided, bound_text(iv.lo_one_sided, {-max_drop}), x, diff);
+        m.sentence =
+            fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "
+                        "above {} ({} points)",
+                        x, one_sided, bound_text(iv.lo_one_sided, {-max_drop}), below, diff);
     } else if (iv.hi_one_sided < -max_drop - k_epsilon &&
                !(s.diff < 0.0 && s.test.p_mid / 2.0 < s.alpha)) {
         // The bound says worse, the sign-flip test cannot tell a drop from
@@ -262,22 +265,23 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
         m.outcome = MarginOutcome::inconclusive;
         m.sentence = fmt::format(
             "inconclusive against the {}-point margin: the one-sided {} upper bound {} is below "
-            "-{} ({} points), but the one-sided sign-flip test does not show a drop (mid-p "
+            "{} ({} points), but the one-sided sign-flip test does not show a drop (mid-p "
             "{:.3g}, {} of {} questions differ)",
-            x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), x, diff, s.test.p_mid / 2.0,
+            x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), below, diff, s.test.p_mid / 2.0,
             s.test.differing, s.questions);
     } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
         m.outcome = MarginOutcome::fail;
-        m.sentence = fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "
-                                 "is below -{} ({} points)",
-                                 x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), x, diff);
+        m.sentence =
+            fmt::format("worse than the {}-point margin: the one-sided {} upper bound {} "
+                        "is below {} ({} points)",
+                        x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), below, diff);
     } else {
         m.outcome = MarginOutcome::inconclusive;
         m.sentence = fmt::format(
-            "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle -{} "
+            "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle {} "
             "({} points){}",
-            x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-max_drop}), x,
-            diff,
+            x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-max_drop}),
+            below, diff,
             s.mdd ? fmt::format("; this run detects differences of {} points or more at {:g}% "
                                 "power",
                                 points(*s.mdd), 100.0 * s.power)

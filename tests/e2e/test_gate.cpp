@@ -299,6 +299,14 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
     EXPECT_EQ(std::filesystem::file_size(bare), size);
 }
 
+// A margin of 0 is printed as 0, never "-0.0" or "above -0.00 points".
+TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
+    auto o = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "0"});
+    EXPECT_NE(o.out.find("lower bound above 0.00 points"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("against the 0.0-point margin"), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("-0.0"), std::string::npos) << o.out;
+}
+
 TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsInconclusiveAndTheRunIsTooSmall) {
     const std::vector<std::string> args = {"--baseline", "default/raw/256", "--candidate",
                                            "deepgemm",   "--max-drop",      "1"};

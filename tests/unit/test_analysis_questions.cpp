@@ -279,6 +279,10 @@ TEST(AnalyseQuestions, ASideNoQuestionMovedTowardsHasTheExactCountBound) {
     EXPECT_GT(gains->interval.lo, 0.0);
     EXPECT_LT(gains->interval.lo, gains->diff);
     EXPECT_EQ(decide_verdict(*gains, "a", "b", gains->test.p_mid, 1).kind, VerdictKind::better);
+    // Its MDD is sized from that interval, which says so (gate's note).
+    EXPECT_TRUE(gains->mdd_from_interval);
+    ASSERT_TRUE(gains->mdd.has_value());
+    EXPECT_GT(*gains->mdd, minimum_detectable(gains->se, 0.05, 0.8));
 }
 
 // With repeats a move can be a third of a question, but the moves seen can
