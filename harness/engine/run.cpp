@@ -55,15 +55,22 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
     if (need <= free_bytes) {
         return {};
     }
+    // Sizes in the unit that shows them: "0.0 GiB free" said nothing.
+    const auto size = [](long double bytes) {
+        return bytes >= (1 << 30)
+                   ? fmt::format("{:.1f} GiB", static_cast<double>(bytes / (1 << 30)))
+               : bytes >= (1 << 20)
+                   ? fmt::format("{:.1f} MiB", static_cast<double>(bytes / (1 << 20)))
+                   : fmt::format("{:.0f} KiB", static_cast<double>(bytes / (1 << 10)));
+    };
     return make_error(
         ErrorKind::usage,
         fmt::format("the plan has {:.0f} requests ({} servers x {} framings x {} token limits x "
-                    "{} repeats x {} questions), at least {:.1f} GiB once stored, more than the "
-                    "{:.1f} GiB free beside {}; lower --repeats or --limit, or split the run",
+                    "{} repeats x {} questions), at least {} once stored, more than the {} "
+                    "free beside {}; lower --repeats or --limit, or split the run",
                     static_cast<double>(planned), c.servers.size(), c.framings.size(),
-                    c.max_tokens.size(), c.repeats, n_questions,
-                    static_cast<double>(need / (1 << 30)),
-                    static_cast<double>(free_bytes / (1 << 30)), c.db));
+                    c.max_tokens.size(), c.repeats, n_questions, size(need), size(free_bytes),
+                    c.db));
 }
 
 } // namespace
