@@ -58,6 +58,16 @@ util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
 }
 
 int report(const util::Error& error) {
+    // SQLite's words for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB), from
+    // whichever statement met it: bad input (exit 2), with what to do.
+    for (const char* damaged : {"database disk image is malformed", "file is not a database"}) {
+        if (error.message.find(damaged) != std::string::npos) {
+            std::cerr << "diffeval: " << error.message
+                      << "; the database file is damaged: restore it from a copy (sqlite3's "
+                         ".recover may save what is left)\n";
+            return k_exit_usage;
+        }
+    }
     std::cerr << "diffeval: " << error.message << "\n";
     switch (error.kind) {
     case util::ErrorKind::usage:
