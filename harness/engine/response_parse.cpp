@@ -361,6 +361,7 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
 }
 
 void StreamAccumulator::on_event(const std::string& data, double at_ms) {
+    const size_t event = m_events++;
     if (!m_error.empty() || m_done) {
         return;
     }
@@ -396,26 +397,38 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         m_error = *why;
         return;
     }
+    // Only when asked (a body being redacted): the run's hot path pays a test.
+    auto record = [&](const char* key, bool reasoning, const std::string& into,
+                      const std::string& added) {
+        if (m_pieces && !added.empty()) {
+            m_pieces->push_back({event, key, reasoning, into.size() - added.size(), added.size()});
+        }
+    };
     std::string piece;
     if (m_endpoint == Endpoint::completion) {
         auto text = string_field(choice, "text");
         m_any_text |= text.has_value();
         piece = text.value_or("");
         m_text += piece;
+        record("text", false, m_text, piece);
     } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
         auto maybe_content = string_field(*delta, "content");
         m_any_text |= maybe_content.has_value();
         auto content = maybe_content.value_or("");
+        const char* reasoning_key = "reasoning";
         auto reasoning = string_field(*delta, "reasoning");
         if (!reasoning) {
+            reasoning_key = "reasoning_content";
             reasoning = string_field(*delta, "reasoning_content");
         }
         if (reasoning) {
             m_has_reasoning = true;
             m_reasoning += *reasoning;
+            record(reasoning_key, true, m_reasoning, *reasoning);
             piece += *reasoning;
         }
         m_text += content;
+        record("content", false, m_text, content);
         piece += content;
     }
     if (!piece.empty()) {

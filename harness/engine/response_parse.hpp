@@ -28,6 +28,17 @@ void parse_success_body(const std::string& body, Endpoint endpoint, store::Respo
 void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
                                  store::ResponseRow& row);
 
+// A string of one stream event that went into the assembled text or
+// reasoning: the event (counted from 0 over every event given to the
+// accumulator), its key, and where it lies in the assembled field.
+struct StreamPiece {
+    size_t event = 0;
+    const char* key = "";   // "text", "content", "reasoning" or "reasoning_content"
+    bool reasoning = false; // in the reasoning, else in the text
+    size_t begin = 0;
+    size_t size = 0;
+};
+
 // Accumulates a streamed (SSE) response chunk by chunk: text and reasoning
 // deltas, finish and stop reasons, usage, the time of the first token and
 // the gaps between content chunks. An error object mid-stream, a field of
@@ -43,6 +54,12 @@ public:
     void finish(store::ResponseRow& row) const;
     // Whether [DONE] arrived: the answer is whole, however the transfer ends.
     bool done() const { return m_done; }
+    // Record into `pieces` every non-empty string taken into the text or the
+    // reasoning from now on (redact_body.cpp maps a secret back to them).
+    void record_pieces(std::vector<StreamPiece>* pieces) { m_pieces = pieces; }
+    // The text and the reasoning assembled so far.
+    const std::string& text() const { return m_text; }
+    const std::string& reasoning() const { return m_reasoning; }
 
 private:
     // Why `choice` cannot be read (a field of the wrong type), if it cannot.
@@ -65,6 +82,8 @@ private:
     bool m_any_text = false; // some chunk had content (or text) as a string
     std::string m_error;
     std::string m_notes; // about the usage counts
+    size_t m_events = 0; // given to on_event so far
+    std::vector<StreamPiece>* m_pieces = nullptr;
 };
 
 // The message of an OpenAI-style error body ({"error": {"message": ...}} or

@@ -4,6 +4,7 @@
 // store's writer. It moves bytes and counts; it decides nothing itself.
 #include <harness/engine/run_parts.hpp>
 
+#include <harness/engine/redact_body.hpp>
 #include <harness/engine/retry.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
@@ -52,22 +53,31 @@ bool classify_failure(const http::Response& resp, store::ResponseRow& row) {
     return true;
 }
 
-// Cut the run's secrets out of every text field of `row`, flagging it.
-void redact_row(const util::Redactor& redactor, store::ResponseRow& row) {
+// Cut the run's secrets out of every text field of `row` (answered by
+// `endpoint`), flagging it. A decoded field that held one means the body
+// holds it too, perhaps split across stream events or in escapes of the
+// server's own: the body is then rewritten from its decoded strings.
+void redact_row(const util::Redactor& redactor, Endpoint endpoint, store::ResponseRow& row) {
     if (redactor.empty()) {
         return;
     }
-    bool hit = redactor.apply(row.response_json);
-    hit |= redactor.apply(row.error);
-    hit |= redactor.apply(row.notes);
+    bool decoded = redactor.apply(row.error);
     for (auto* field : {&row.text, &row.reasoning, &row.finish_reason}) {
         if (*field) {
-            hit |= redactor.apply(**field);
+            decoded |= redactor.apply(**field);
         }
     }
     if (auto* sr = std::get_if<std::string>(&row.stop_reason)) {
-        hit |= redactor.apply(*sr);
+        decoded |= redactor.apply(*sr);
     }
+    if (decoded) {
+        row.response_json =
+            redact_body(std::move(row.response_json),
+                        row.streamed ? BodyShape::stream : BodyShape::json, endpoint, redactor);
+    }
+    bool hit = decoded;
+    hit |= redactor.apply(row.response_json);
+    hit |= redactor.apply(row.notes);
     row.redacted = row.redacted || hit;
 }
 
@@ -369,7 +379,7 @@ struct Sender::Loop {
         if (!row.ok && retried(w, got, row.error_kind)) {
             return;
         }
-        redact_row(s.m_ctx.inputs.redactor, row);
+        redact_row(s.m_ctx.inputs.redactor, w.endpoint, row);
         if (row.ok) {
             ++summary.succeeded;
         } else {

@@ -67,16 +67,49 @@ void Redactor::add(std::string_view secret) {
     }
 }
 
-bool Redactor::apply(std::string& text) const {
-    bool changed = false;
+std::vector<Redactor::Span> Redactor::find(std::string_view text) const {
+    std::vector<Span> spans;
     for (const auto& s : m_secrets) {
-        for (size_t pos = text.find(s); pos != std::string::npos;
-             pos = text.find(s, pos + k_mark.size())) {
-            text.replace(pos, s.size(), k_mark);
-            changed = true;
+        for (size_t pos = text.find(s); pos != std::string_view::npos;
+             pos = text.find(s, pos + 1)) {
+            spans.push_back({pos, pos + s.size()});
         }
     }
-    return changed;
+    if (spans.size() < 2) {
+        return spans; // the common cases: no secret, or one
+    }
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.begin < b.begin; });
+    // Overlapping spellings (a key and its escaped form, a key overlapping
+    // itself) become one span, so no piece of a secret is left beside a mark.
+    size_t kept = 0;
+    for (size_t i = 1; i < spans.size(); ++i) {
+        if (spans[i].begin < spans[kept].end) {
+            spans[kept].end = std::max(spans[kept].end, spans[i].end);
+        } else {
+            spans[++kept] = spans[i];
+        }
+    }
+    spans.resize(kept + 1);
+    return spans;
+}
+
+bool Redactor::apply(std::string& text) const {
+    const auto spans = find(text);
+    if (spans.empty()) {
+        return false;
+    }
+    std::string out;
+    out.reserve(text.size());
+    size_t pos = 0;
+    for (const auto& span : spans) {
+        out.append(text, pos, span.begin - pos);
+        out += k_mark;
+        pos = span.end;
+    }
+    out.append(text, pos);
+    text = std::move(out);
+    return true;
 }
 
 std::string Redactor::redacted(std::string text) const {

@@ -3,6 +3,7 @@
 // key must not end up in the database, in report.html or on stderr.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,15 @@ public:
 
     // Redact `secret` from now on (also in its JSON-escaped spelling).
     void add(std::string_view secret);
-    // Replace every secret in `text`; true when something was replaced.
+    // Where a secret lies in `text`: [begin, end) byte ranges, in order,
+    // overlapping ones merged (so each holds one whole mark). Empty when none.
+    struct Span {
+        size_t begin = 0;
+        size_t end = 0;
+    };
+    std::vector<Span> find(std::string_view text) const;
+    // Replace every secret in `text` (each span of find() by one mark); true
+    // when something was replaced.
     bool apply(std::string& text) const;
     // `text` with every secret replaced.
     std::string redacted(std::string text) const;

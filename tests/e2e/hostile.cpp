@@ -170,29 +170,13 @@ bool read_request(int fd, Parsed& r, const std::atomic<bool>& stop, Clock::time_
 } // namespace
 
 std::string name_of(Hostile m) {
-    static const char* names[] = {"good",
-                                  "cut_mid_event",
-                                  "no_finish",
-                                  "content_number",
-                                  "content_object",
-                                  "content_null",
-                                  "message_empty",
-                                  "deep_json",
-                                  "gzip_bomb",
-                                  "endless",
-                                  "redirect_away",
-                                  "redirect_ftp",
-                                  "redirect_loop",
-                                  "echo_headers",
-                                  "retry_after_huge",
-                                  "retry_after_nan",
-                                  "bad_tokens",
-                                  "partial_206",
-                                  "huge_header",
-                                  "huge_trailer",
-                                  "finish_abort",
-                                  "done_then_hold",
-                                  "hang"};
+    static const char* names[] = {
+        "good",           "cut_mid_event",  "no_finish",        "content_number",
+        "content_object", "content_null",   "message_empty",    "deep_json",
+        "gzip_bomb",      "endless",        "redirect_away",    "redirect_ftp",
+        "redirect_loop",  "echo_headers",   "retry_after_huge", "retry_after_nan",
+        "bad_tokens",     "partial_206",    "huge_header",      "huge_trailer",
+        "finish_abort",   "done_then_hold", "echo_key_split",   "hang"};
     return names[static_cast<int>(m)];
 }
 
@@ -304,6 +288,43 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                                 "data: [DONE]\n\n");
         }
         return json_response(200, json_text(chat, echoed));
+    }
+    case Hostile::echo_key_split: {
+        std::string key;
+        if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
+            key = r.headers.substr(at + 7, r.headers.find("\r\n", at) - at - 7);
+        }
+        if (key.size() < 16) {
+            return json_response(400, R"({"error":{"message":"send a key of 16 or more"}})");
+        }
+        auto q = [](const std::string& s) { return "\"" + escape_json(s) + "\""; };
+        if (!stream) {
+            return json_response(200,
+                                 json_text(chat, "\"The key is \\u0073\\u006B" +
+                                                     escape_json(key.substr(2)) + ".\\n#### 42\""));
+        }
+        if (!chat) {
+            return sse_response(chunk(chat, q("The key is " + key.substr(0, 5))) +
+                                chunk(chat, q(key.substr(5, 6))) +
+                                chunk(chat, q(key.substr(11) + ".\n#### 42"), "\"stop\"") +
+                                "data: [DONE]\n\n");
+        }
+        auto reasoning = [&](const std::string& piece) {
+            return "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":" + q(piece) +
+                   "},\"finish_reason\":null}]}\n\n";
+        };
+        std::string escaped; // every character as \u00XX, in upper case hex
+        for (char c : key.substr(7, 5)) {
+            static const char* hex = "0123456789ABCDEF";
+            escaped += std::string("\\u00") + hex[(c >> 4) & 15] + hex[c & 15];
+        }
+        return sse_response(reasoning("I saw " + key.substr(0, 4)) + reasoning(key.substr(4, 8)) +
+                            reasoning(key.substr(12) + " in the headers") +
+                            chunk(chat, q("The key is " + key.substr(0, 7))) +
+                            chunk(chat,
+                                  "\"" + escaped + escape_json(key.substr(12)) + ".\\n#### 42\"",
+                                  "\"stop\"") +
+                            "data: [DONE]\n\n");
     }
     case Hostile::retry_after_huge:
         return json_response(429, R"({"error":{"message":"slow down"}})", "Retry-After: 1e308\r\n");

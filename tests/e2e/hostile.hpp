@@ -38,6 +38,10 @@ enum class Hostile {
     finish_abort,     // a good text with finish_reason "abort"
     done_then_hold, // stream: a whole answer and [DONE] in a chunk, then neither the last chunk nor
                     // a close
+    echo_key_split, // the request's API key in the answer, split: stream chat reasoning in 3
+                    // events and content in 2 (the second starting with 5 characters as \u00XX),
+                    // completion text in 3; not streamed, whole with its first two characters
+                    // escaped as \u0073\u006B (no spelling the redactor knows)
     hang,           // reads the request, never answers
 };
 

@@ -7,12 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
@@ -704,6 +707,80 @@ TEST(Hostile, TheApiKeyIsRedactedEverywhere) {
         EXPECT_EQ(
             count_of(id_db, "SELECT count(*) FROM servers WHERE instr(model, '" + key + "') > 0"),
             0);
+    }
+}
+
+// 10b. A key the server splits across stream events (text, reasoning; 2 or 3
+//      pieces, some escaped) or escapes as it likes leaves no piece stored:
+//      the text had it redacted, but the raw stream kept both halves.
+TEST(Hostile, AnApiKeySplitAcrossEventsLeavesNoPiece) {
+    auto dir = e2e::scratch("hostile-secret-split");
+    const std::string key = "sk-live-AbCdEf0123456789";
+    HostileServer server(cycle({Hostile::echo_key_split}));
+    // The delta strings of a stored stream, joined in order.
+    auto joined = [](const std::string& body) {
+        std::string all;
+        std::istringstream lines(body);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("data:", 0) != 0) {
+                continue;
+            }
+            auto j = nlohmann::json::parse(line.substr(5), nullptr, false);
+            if (!j.is_object() || !j.contains("choices") || j["choices"].empty()) {
+                continue;
+            }
+            const auto& c = j["choices"][0];
+            const auto& d = c.contains("delta") ? c["delta"] : c;
+            for (const char* k : {"reasoning", "reasoning_content", "content", "text"}) {
+                if (d.contains(k) && d[k].is_string()) {
+                    all += d[k].get<std::string>();
+                }
+            }
+        }
+        return all;
+    };
+    for (const std::string delivery : {"whole", "stream"}) {
+        SCOPED_TRACE(delivery);
+        auto db = dir / (delivery + ".sqlite");
+        std::vector<std::string> more = {"--limit",       "3",        "--framing", "raw,chat",
+                                         "--api-key-env", "SPLIT_KEY"};
+        if (delivery == "stream") {
+            more.push_back("--stream");
+        }
+        auto o = e2e::run(run_args(server.url(), db, more), {"SPLIT_KEY=" + key});
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        EXPECT_EQ(server.arrivals()["echo_key_split"], delivery == "stream" ? 12 : 6);
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND redacted = 1 AND "
+                               "text = 'The key is [REDACTED].' || char(10) || '#### 42'"),
+                  6);
+        if (delivery == "stream") {
+            EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE "
+                                   "reasoning = 'I saw [REDACTED] in the headers'"),
+                      3);
+        }
+        // Every stored byte: each table and view, every column.
+        std::string all;
+        for (const auto& name : e2e::query_rows(
+                 db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")) {
+            for (const auto& row : e2e::query_rows(db, "SELECT * FROM \"" + name + "\"")) {
+                all += row + "\n";
+            }
+        }
+        EXPECT_EQ(all.find(key), std::string::npos);
+        EXPECT_NE(all.find("[REDACTED]"), std::string::npos);
+        // No piece the server sent, in its spelling or joined with the others.
+        const auto bodies = e2e::query_rows(db, "SELECT response_json FROM v_responses");
+        ASSERT_EQ(bodies.size(), 6u);
+        for (const auto& body : bodies) {
+            const auto text = delivery == "stream" ? joined(body) : body;
+            EXPECT_EQ(text.find(key), std::string::npos) << body;
+            EXPECT_NE(text.find("[REDACTED]"), std::string::npos) << body;
+            for (const auto& piece :
+                 {std::string("sk-l"), std::string("e-Ab"), std::string("Ef0123456789"),
+                  std::string("\\u0041\\u0062"), std::string("\\u0073\\u006B")}) {
+                EXPECT_EQ(body.find(piece), std::string::npos) << piece << " in " << body;
+            }
+        }
     }
 }
 

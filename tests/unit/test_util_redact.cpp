@@ -46,3 +46,34 @@ TEST(Redactor, ShortValuesAreNotSecrets) {
     std::string text = "The answer is EMPTY";
     EXPECT_FALSE(r.apply(text));
 }
+
+TEST(RedactorFind, GivesEachSecretsRangeInOrder) {
+    Redactor r;
+    r.add("sk-live-AbCdEf");
+    EXPECT_TRUE(r.find("nothing here").empty());
+    const std::string text = "a sk-live-AbCdEf b sk-live-AbCdEf";
+    auto spans = r.find(text);
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_EQ(spans[0].begin, 2u);
+    EXPECT_EQ(spans[0].end, 16u);
+    EXPECT_EQ(spans[1].begin, 19u);
+    EXPECT_EQ(spans[1].end, text.size());
+}
+
+// A key that overlaps itself: one mark for the whole run, no piece left
+// beside it (replacing the first occurrence alone left "ab" behind).
+TEST(RedactorFind, MergesOverlappingOccurrences) {
+    Redactor r;
+    r.add("abababab");
+    auto spans = r.find("xababababab");
+    ASSERT_EQ(spans.size(), 1u);
+    EXPECT_EQ(spans[0].begin, 1u);
+    EXPECT_EQ(spans[0].end, 11u);
+    std::string text = "xabababababy";
+    EXPECT_TRUE(r.apply(text));
+    EXPECT_EQ(text, "x[REDACTED]y");
+    // Back to back they stay two.
+    std::string twice = "abababab abababab";
+    EXPECT_TRUE(r.apply(twice));
+    EXPECT_EQ(twice, "[REDACTED] [REDACTED]");
+}
