@@ -76,6 +76,19 @@ util::Redactor secrets_of(const RunConfig& c) {
     return redactor;
 }
 
+std::vector<std::string> unredactable_keys(const RunConfig& c) {
+    std::vector<std::string> vars;
+    for (const auto& s : c.servers) {
+        const auto& env = key_env_of(s, c);
+        const char* key = env.empty() ? nullptr : std::getenv(env.c_str());
+        if (key && *key && std::string_view(key).size() < util::Redactor::k_min_secret &&
+            std::find(vars.begin(), vars.end(), env) == vars.end()) {
+            vars.push_back(env);
+        }
+    }
+    return vars;
+}
+
 util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::string>& headers,
                                    const std::optional<std::string>& model,
                                    std::chrono::milliseconds timeout,

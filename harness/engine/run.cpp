@@ -577,6 +577,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return servers.error();
     }
     inputs->redactor = secrets_of(config);
+    if (auto vars = unredactable_keys(config); !vars.empty()) {
+        log << fmt::format("warning: the API key in {} is shorter than {} characters: it is sent, "
+                           "but cannot be redacted from what is stored and printed\n",
+                           fmt::join(vars, ", "), util::Redactor::k_min_secret);
+    }
     const RunContext ctx{config, options, log, *inputs};
     // Take the database lock: a second run sends nothing.
     auto lock = lock_database(ctx);

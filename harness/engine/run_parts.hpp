@@ -135,6 +135,10 @@ util::Result<std::vector<ServerState>> server_states(const RunConfig& config);
 // preflight.cpp: the API keys `config` sends, for redaction.
 util::Redactor secrets_of(const RunConfig& config);
 
+// preflight.cpp: the variables whose API key `config` sends but is too short
+// to redact (util::Redactor::k_min_secret), each once.
+std::vector<std::string> unredactable_keys(const RunConfig& config);
+
 // preflight.cpp: ask server `s` (with `headers`) what it serves (it must
 // serve `model` when set), its version and its published limits.
 util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::string>& headers,

@@ -784,6 +784,23 @@ TEST(Hostile, AnApiKeySplitAcrossEventsLeavesNoPiece) {
     }
 }
 
+// 10c. A key too short to redact is sent, and the run says so once, without it.
+TEST(Hostile, AnApiKeyTooShortToRedactIsWarnedAbout) {
+    auto dir = e2e::scratch("hostile-secret-short");
+    HostileServer good(cycle({Hostile::good}));
+    auto w = e2e::run(run_args(good.url(), dir / "short.sqlite",
+                               {"--limit", "1", "--framing", "raw", "--api-key-env", "SHORT_KEY"}),
+                      {"SHORT_KEY=Xy7q"});
+    EXPECT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_NE(w.err.find("warning: the API key in SHORT_KEY is shorter than 8 characters: it is "
+                         "sent, but cannot be redacted"),
+              std::string::npos)
+        << w.err;
+    EXPECT_EQ(w.err.find("warning: the API key"), w.err.rfind("warning: the API key")) << w.err;
+    EXPECT_EQ(w.err.find("Xy7q"), std::string::npos) << w.err;
+    EXPECT_NE(good.last_headers().find("Bearer Xy7q"), std::string::npos);
+}
+
 // 11. Ctrl-C during preflight stops at once with 130.
 TEST(Hostile, CtrlCDuringPreflightStopsAtOnce) {
     auto dir = e2e::scratch("hostile-preflight-int");
