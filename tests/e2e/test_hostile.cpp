@@ -618,6 +618,30 @@ TEST(Hostile, BadDatabaseFilesAreUsageErrors) {
     }
 }
 
+// A damaged database is bad input: exit 2, saying the file is damaged and
+// what to do (summary and rescore exited 1 with SQLite's words alone).
+TEST(Hostile, ADamagedDatabaseIsBadInputSaidSo) {
+    auto dir = e2e::scratch("hostile-damaged");
+    HostileServer server(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run(run_args(server.url(), db, {"--limit", "4"})).exit_code, 0);
+    const auto size = std::filesystem::file_size(db);
+    ASSERT_GT(size, 6u * 16384);
+    {
+        std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+        // Every page after the first (the header and the schema's root).
+        f.seekp(16384);
+        const std::string junk(size - 16384, '\xff');
+        f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    for (const std::string cmd : {"summary", "rescore"}) {
+        auto o = e2e::run({cmd, "--db", db.string()});
+        EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
+        EXPECT_NE(o.err.find("the database file is damaged"), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+}
+
 TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
     auto dir = e2e::scratch("hostile-db-perms");
     HostileServer server(cycle({Hostile::good}));
