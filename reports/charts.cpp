@@ -213,6 +213,15 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
     return out + "</svg>";
 }
 
+// The attributes that paint outcome `o`: its palette class; the unrecorded
+// outcome (only imports have it) is outside the stylesheet's palette, so a
+// report of runs alone keeps its stylesheet, and is painted a pale grey here.
+std::string outcome_paint(int o) {
+    return o == static_cast<int>(scorers::Outcome::unrecorded)
+               ? fmt::format(R"(class="o{}" fill="#dddddd")", o)
+               : fmt::format(R"(class="o{}")", o);
+}
+
 // Where the responses went: one 100% bar per group in the outcome palette,
 // the share written inside each segment wide enough to hold it.
 std::string outcome_chart(const std::vector<Row>& rows) {
@@ -220,15 +229,20 @@ std::string outcome_chart(const std::vector<Row>& rows) {
     std::string out = svg_open(l, "where the responses went, per group");
     // The legend, wrapped to the plot's width.
     double x = l.plot_x, y = 16;
-    for (int o = 0; o < scorers::k_outcome_count; ++o) {
+    // Imported answers record no finish state; their outcome is in the legend
+    // when some group has one.
+    const bool unrecorded =
+        std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.group->unrecorded > 0; });
+    const int outcomes = unrecorded ? scorers::k_outcome_count : scorers::k_outcome_count - 1;
+    for (int o = 0; o < outcomes; ++o) {
         const std::string name(scorers::outcome_name(o));
         const double w = 24 + k_char_px * static_cast<double>(name.size());
         if (x + w > l.plot_x + l.plot_w) {
             x = l.plot_x;
             y += 18;
         }
-        out += fmt::format(R"(<rect class="o{}" x="{:.1f}" y="{:.1f}" width="12" height="12"/>)", o,
-                           x, y - 10);
+        out += fmt::format(R"(<rect {} x="{:.1f}" y="{:.1f}" width="12" height="12"/>)",
+                           outcome_paint(o), x, y - 10);
         out += fmt::format(R"(<text x="{:.1f}" y="{:.1f}">{}</text>)", x + 16, y, name);
         x += w;
     }
@@ -236,8 +250,9 @@ std::string outcome_chart(const std::vector<Row>& rows) {
     out += row_labels(rows, l);
     for (size_t i = 0; i < rows.size(); ++i) {
         const auto& g = *rows[i].group;
-        const double parts[] = {g.finished, g.stop_truncated, g.length_truncated, g.other,
-                                g.errors};
+        const double parts[] = {g.finished, g.stop_truncated, g.length_truncated,
+                                g.other,    g.errors,         g.unrecorded};
+        static_assert(std::size(parts) == scorers::k_outcome_count);
         double total = 0;
         for (double p : parts) {
             total += p;
@@ -251,11 +266,12 @@ std::string outcome_chart(const std::vector<Row>& rows) {
             at += parts[o];
             const double x1 = x_of(l, 0, 100, 100 * at / total);
             const double share = 100 * parts[o] / total;
-            out += fmt::format(R"(<rect class="o{}" x="{:.1f}" y="{:.1f}" width="{:.1f}" )"
+            out += fmt::format(R"(<rect {} x="{:.1f}" y="{:.1f}" width="{:.1f}" )"
                                R"(height="{:.1f}"><title>{}: {} {:.1f}% ({:.1f} of {:.0f} )"
                                R"(per repeat)</title></rect>)",
-                               o, x0, l.row_y[i] - 8, x1 - x0, 16.0, util::xml_escape(g.label()),
-                               scorers::outcome_name(o), share, parts[o], total);
+                               outcome_paint(o), x0, l.row_y[i] - 8, x1 - x0, 16.0,
+                               util::xml_escape(g.label()), scorers::outcome_name(o), share,
+                               parts[o], total);
             const auto text = fmt::format("{:.0f}%", share);
             if (x1 - x0 > k_char_px * static_cast<double>(text.size()) + 6) {
                 out += fmt::format(R"(<text class="on-o" x="{:.1f}" y="{:.1f}" )"
@@ -363,8 +379,8 @@ std::string charts_section(const ReportData& data) {
         if (r.completion_tokens) {
             tokens[key].push_back(static_cast<double>(*r.completion_tokens));
         }
-        if (r.ok && r.latency_ms > 0) {
-            latency[key].push_back(r.latency_ms);
+        if (r.ok && r.latency_ms && *r.latency_ms > 0) {
+            latency[key].push_back(*r.latency_ms);
         }
     }
     for (auto* m : {&tokens, &latency}) {

@@ -421,10 +421,16 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
 
 // `toward` < 0 ranks the transitions by points lost net of those gained (what
 // carried a regression), > 0 by points gained net, 0 by pairs that changed.
+// A transition to or from an unrecorded outcome (an import's) is left out:
+// it says nothing about how the answer ended.
 std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells, int toward) {
+    constexpr int unrecorded = static_cast<int>(scorers::Outcome::unrecorded);
     std::vector<std::tuple<int64_t, int, int>> cells;
     for (int i = 0; i < scorers::k_outcome_count; ++i) {
         for (int j = 0; j < scorers::k_outcome_count; ++j) {
+            if (i == unrecorded || j == unrecorded) {
+                continue;
+            }
             const int64_t weight = toward == 0  ? c.lost[i][j] + c.gained[i][j]
                                    : toward < 0 ? c.lost[i][j] - c.gained[i][j]
                                                 : c.gained[i][j] - c.lost[i][j];

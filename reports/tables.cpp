@@ -246,15 +246,26 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
                             Style style) {
     auto k = static_cast<size_t>(std::find(summary.scorers.begin(), summary.scorers.end(), scorer) -
                                  summary.scorers.begin());
+    // Imported answers record no finish state: their column is there when
+    // some group holds one.
+    const bool unrecorded = analysis::any_unrecorded(summary);
     std::vector<std::vector<std::string>> rows;
     rows.push_back({"group", "reasoned", "never fin.", "stop", "length", "other", "err", "finished",
                     "fin. acc", "score", "tokens"});
+    if (unrecorded) {
+        rows.back().insert(rows.back().begin() + 7, "unrec.");
+    }
     for (const auto& g : summary.groups) {
         bool have = k < g.scorers.size();
         // The outcomes add up as printed: never finished is stop + length +
-        // other, and with finished and errors they make the responses.
-        const auto w =
-            whole_parts({g.finished, g.stop_truncated, g.length_truncated, g.other, g.errors});
+        // other, and with finished, errors and unrecorded they make the
+        // responses.
+        std::vector<double> parts = {g.finished, g.stop_truncated, g.length_truncated, g.other,
+                                     g.errors};
+        if (unrecorded) {
+            parts.push_back(g.unrecorded);
+        }
+        const auto w = whole_parts(parts);
         rows.push_back(
             {g.label(), fmt::format("{:.0f}", g.started_reasoning),
              std::to_string(w[1] + w[2] + w[3]), std::to_string(w[1]), std::to_string(w[2]),
@@ -263,6 +274,9 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
                                                     : "-",
              have ? pct(g.scorers[k].spread.mean) : "-",
              optional_cell(g.mean_completion_tokens, "{:.0f}")});
+        if (unrecorded) {
+            rows.back().insert(rows.back().begin() + 7, std::to_string(w[5]));
+        }
     }
     return render_table(rows, style);
 }

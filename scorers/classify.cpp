@@ -12,12 +12,13 @@ namespace diffeval::scorers {
 
 namespace {
 
-constexpr std::array<std::pair<Outcome, std::string_view>, 5> k_names = {{
+constexpr std::array<std::pair<Outcome, std::string_view>, k_outcome_count> k_names = {{
     {Outcome::finished, "finished"},
     {Outcome::stop_truncated, "stop_truncated"},
     {Outcome::length_truncated, "length_truncated"},
     {Outcome::other, "other"},
     {Outcome::error, "error"},
+    {Outcome::unrecorded, "unrecorded"},
 }};
 
 bool blank(std::string_view text) {
@@ -139,6 +140,8 @@ Classification classify(const ClassifyInput& input) {
         input.stop_field == "finish_reason" && (finish == "eos_token" || finish == "stop_sequence");
     if (input.failed || finish == "abort" || finish == "error") {
         c.outcome = Outcome::error;
+    } else if (finish.empty() && input.finish_unrecorded) {
+        c.outcome = Outcome::unrecorded;
     } else if (finish == "length") {
         c.outcome = Outcome::length_truncated;
     } else if (finish == "stop" || tgi_stop) {

@@ -23,13 +23,17 @@ enum class Outcome {
     length_truncated, // finish_reason "length": the output limit cut it
     other,            // any other finish_reason, or none at all
     error,            // no usable response: transport/HTTP failure, bad body, abort/error
+    // an answer from another tool's log that kept its text but not how it
+    // ended (an lm-eval samples import): neither finished nor cut, unknown
+    unrecorded,
 };
 
 // How many outcomes there are: Outcome values are 0 .. k_outcome_count - 1,
 // the indices of Comparison's transition tables.
-inline constexpr int k_outcome_count = 5;
+inline constexpr int k_outcome_count = 6;
 
-// "finished", "stop_truncated", "length_truncated", "other" or "error".
+// "finished", "stop_truncated", "length_truncated", "other", "error" or
+// "unrecorded".
 std::string_view outcome_name(Outcome outcome);
 
 // The name of the outcome with value `index` (0 .. k_outcome_count - 1).
@@ -41,7 +45,8 @@ inline std::string_view outcome_name(int index) {
 std::optional<Outcome> outcome_from_name(std::string_view name);
 
 // True for the outcomes the report counts as "never finished":
-// stop_truncated, length_truncated and other.
+// stop_truncated, length_truncated and other. An unrecorded outcome is not:
+// nothing says how that response ended.
 bool never_finished(Outcome outcome);
 
 // What ended a response whose finish_reason says it stopped: end-of-sequence,
@@ -66,6 +71,9 @@ struct ClassifyInput {
     // one of them was stopped by it.
     std::span<const std::string> stop_strings;
     bool failed = false; // transport or HTTP failure after retries, or an unparsable body
+    // The response was imported from a log that keeps no finish_reason (lm-eval
+    // --log_samples): with none, its outcome is unrecorded, not other.
+    bool finish_unrecorded = false;
     // The prompt itself ends inside an open `<think>` (a chat template that
     // opens the block for the model), so `text` starts as reasoning.
     bool prompt_opened_think = false;

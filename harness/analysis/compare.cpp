@@ -142,8 +142,8 @@ TailSide tail_side(const std::vector<const ResultRow*>& rows) {
         const auto q = static_cast<std::uint32_t>(side.per_question.size());
         side.per_question.push_back(0);
         for (size_t k = i; k < end; ++k) {
-            if (rows[k]->ok) {
-                side.slowest_first.emplace_back(rows[k]->latency_ms, q);
+            if (rows[k]->ok && rows[k]->latency_ms) {
+                side.slowest_first.emplace_back(*rows[k]->latency_ms, q);
                 ++side.per_question[q];
             }
         }
@@ -242,8 +242,8 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     auto ok_latencies = [](const std::vector<const ResultRow*>& rows) {
         std::vector<double> v;
         for (const auto* r : rows) {
-            if (r->ok) {
-                v.push_back(r->latency_ms);
+            if (r->ok && r->latency_ms) {
+                v.push_back(*r->latency_ms);
             }
         }
         return v;
@@ -266,13 +266,13 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     // Least squares over A's responses that report their token count.
     double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const auto* r : a) {
-        if (r->ok && r->completion_tokens) {
+        if (r->ok && r->completion_tokens && r->latency_ms) {
             const auto x = static_cast<double>(*r->completion_tokens);
             n += 1;
             sx += x;
-            sy += r->latency_ms;
+            sy += *r->latency_ms;
             sxx += x * x;
-            sxy += x * r->latency_ms;
+            sxy += x * *r->latency_ms;
         }
     }
     const double var = n * sxx - sx * sx;
@@ -365,6 +365,7 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
             if (row->ok) {
                 ++b.answered;
                 b.never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
+                b.finish_recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
                 b.started_reasoning += row->reasoning_started ? 1 : 0;
             }
         }

@@ -130,8 +130,11 @@ struct Comparison {
     // Each side's responses on the paired questions: the gate's behaviour
     // checks compare rates among those answered, so neither a side's own
     // extra questions nor its failed requests move them.
+    // `finish_recorded`: those answered whose finish state is known (not an
+    // import's), the never-finished rate's denominator.
     struct Behaviour {
-        int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0;
+        int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0,
+                finish_recorded = 0;
     };
     Behaviour behaviour_a, behaviour_b;
 };

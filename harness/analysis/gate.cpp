@@ -202,13 +202,17 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
 // answered there (Comparison::Behaviour): a side's own extra questions, or
 // its failed requests, would change the count without any change in what
 // the model did. Per run it is that rate times the paired questions.
+// `of_a` and `of_b` are the rates' denominators: the responses answered, or
+// for never finished those whose finish state was recorded (an import's is
+// not).
 GateCheck increase_check(const std::string& kind, const std::string& what, const Comparison& cmp,
-                         int64_t count_a, int64_t count_b, const IncreaseLimit& limit) {
+                         int64_t count_a, int64_t count_b, int64_t of_a, int64_t of_b,
+                         const IncreaseLimit& limit) {
     const auto rate = [](int64_t count, int64_t answered) {
         return static_cast<double>(count) / static_cast<double>(answered);
     };
-    const double rate_a = rate(count_a, cmp.behaviour_a.answered);
-    const double rate_b = rate(count_b, cmp.behaviour_b.answered);
+    const double rate_a = rate(count_a, of_a);
+    const double rate_b = rate(count_b, of_b);
     const auto questions = static_cast<double>(cmp.questions);
     const double a = rate_a * questions;
     const double b = rate_b * questions;
@@ -233,10 +237,13 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.threshold_text = fmt::format("<= {}", limit.text());
     const bool ok = measured <= limit.value + k_epsilon;
     c.status = status_of(ok);
+    const bool partly_recorded =
+        of_a != cmp.behaviour_a.answered || of_b != cmp.behaviour_b.answered;
     c.why = fmt::format(
         "{} {} by {} per run of the {} questions both answered ({:.1f}% -> {:.1f}% of the "
-        "responses each answered there){}",
+        "responses each answered there{}){}",
         what, shown >= 0 ? "rose" : "fell", shown_text, cmp.questions, rate_a * 100, rate_b * 100,
+        partly_recorded ? " whose finish was recorded" : "",
         ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
@@ -301,6 +308,30 @@ GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp, const
     return c;
 }
 
+// The never-finished check of a pair where a side answered but recorded
+// no finish state (imported from lm-eval samples, which keep no
+// finish_reason): whether its answers finished is unknown, and a gate that
+// cannot measure must not pass.
+GateCheck unrecorded_check(const Comparison& cmp, const Selector& side,
+                           const IncreaseLimit& limit) {
+    GateCheck c;
+    c.kind = "never_finished";
+    c.name = fmt::format("never_finished {} -> {}", cmp.a.text(), cmp.b.text());
+    c.unit = "responses";
+    c.threshold_text = "<= " + limit.text();
+    c.measured_text = fmt::format("{} recorded no finish state", side.text());
+    c.status = CheckStatus::fail;
+    c.why = fmt::format("{}'s answers were imported without how they ended (lm-eval samples "
+                        "keep no finish_reason), so whether they finished cannot be measured; "
+                        "leave --max-never-finished-increase out for an imported group",
+                        side.text());
+    c.detail = {{"baseline", cmp.a.text()},
+                {"candidate", cmp.b.text()},
+                {"measured", false},
+                {"finish_recorded", false}};
+    return c;
+}
+
 util::Result<void> add_pair_checks(const Results& results, const Summary& summary,
                                    const GateSpec& spec, std::vector<GateCheck>& out) {
     CompareOptions options;
@@ -343,15 +374,25 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
             continue;
         }
         if (spec.max_never_finished_increase) {
-            out.push_back(increase_check("never_finished", "responses that never finished", cmp,
-                                         cmp.behaviour_a.never_finished,
-                                         cmp.behaviour_b.never_finished,
-                                         *spec.max_never_finished_increase));
+            // Imported answers say nothing about how they ended: they are
+            // left out of the rate, and a side with no other cannot be
+            // measured.
+            const Selector* unrecorded = cmp.behaviour_b.finish_recorded == 0   ? &cmp.b
+                                         : cmp.behaviour_a.finish_recorded == 0 ? &cmp.a
+                                                                                : nullptr;
+            out.push_back(
+                unrecorded ? unrecorded_check(cmp, *unrecorded, *spec.max_never_finished_increase)
+                           : increase_check(
+                                 "never_finished", "responses that never finished", cmp,
+                                 cmp.behaviour_a.never_finished, cmp.behaviour_b.never_finished,
+                                 cmp.behaviour_a.finish_recorded, cmp.behaviour_b.finish_recorded,
+                                 *spec.max_never_finished_increase));
         }
         if (spec.max_reasoning_start_increase) {
             out.push_back(increase_check("reasoning_start", "responses that started reasoning", cmp,
                                          cmp.behaviour_a.started_reasoning,
                                          cmp.behaviour_b.started_reasoning,
+                                         cmp.behaviour_a.answered, cmp.behaviour_b.answered,
                                          *spec.max_reasoning_start_increase));
         }
         if (spec.max_token_increase_pct) {

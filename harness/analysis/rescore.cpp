@@ -128,6 +128,7 @@ store::DerivedRows ResponseScorer::derive(const store::ResponseToScore& r,
     in.failed = !r.ok;
     in.stop_field = r.stop_field;
     in.stop_reason = r.stop_reason;
+    in.finish_unrecorded = r.finish_unrecorded;
     if (needs_stop_strings(r)) {
         in.stop_strings = stops;
     }

@@ -48,10 +48,10 @@ struct ResultRow {
     bool reasoning_started = false;
     std::optional<int64_t> completion_tokens;
     bool ok = false; // a successful HTTP response (errors have no meaningful latency)
-    double latency_ms = 0;
-    std::optional<double> ttft_ms; // only for streamed responses
-    double started_ms = 0;         // when the request was sent, ms since the Unix epoch
-    ScorerFlags correct;           // per scorer, in Results::scorers order
+    std::optional<double> latency_ms; // unset when nothing timed it (an import)
+    std::optional<double> ttft_ms;    // only for streamed responses
+    double started_ms = 0;            // when the request was sent, ms since the Unix epoch
+    ScorerFlags correct;              // per scorer, in Results::scorers order
     ScorerFlags valid;
 };
 

@@ -63,18 +63,26 @@ nlohmann::json tokens_json(const LatencySummary& l) {
 
 } // namespace
 
+bool any_unrecorded(const Summary& summary) {
+    return std::any_of(summary.groups.begin(), summary.groups.end(),
+                       [](const GroupSummary& g) { return g.unrecorded > 0; });
+}
+
 LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
     LatencySummary out;
     std::vector<double> latency, ttft, tokens;
     std::vector<std::pair<double, double>> spans; // each timed request: sent, done
     for (const auto* r : rows) {
-        if (r->started_ms > 0) {
-            spans.emplace_back(r->started_ms, r->started_ms + r->latency_ms);
+        // An answer nothing timed (an import) has no span and no latency.
+        if (r->started_ms > 0 && r->latency_ms) {
+            spans.emplace_back(r->started_ms, r->started_ms + *r->latency_ms);
         }
         if (!r->ok) {
             continue;
         }
-        latency.push_back(r->latency_ms);
+        if (r->latency_ms) {
+            latency.push_back(*r->latency_ms);
+        }
         if (r->ttft_ms) {
             ttft.push_back(*r->ttft_ms);
         }
@@ -162,6 +170,9 @@ void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
     case scorers::Outcome::error:
         ++b.errors;
         break;
+    case scorers::Outcome::unrecorded:
+        ++b.unrecorded;
+        break;
     }
     for (size_t k = 0; k < n_scorers; ++k) {
         b.correct[k] += r.correct[k];
@@ -188,6 +199,7 @@ void average_repeats(GroupSummary& g) {
         g.other += static_cast<double>(b.other) / n;
         g.finished += static_cast<double>(b.finished) / n;
         g.errors += static_cast<double>(b.errors) / n;
+        g.unrecorded += static_cast<double>(b.unrecorded) / n;
     }
     // Summed as the counts are, term by term, so a group whose every repeat
     // has counts gives the mean version 1 gave.
@@ -263,6 +275,10 @@ Summary summarize(const Results& results) {
 }
 
 nlohmann::json to_json(const Summary& s) {
+    // Imported answers (lm-eval samples) record no finish state; the key
+    // that counts them is there when some group has one, so a summary of
+    // runs alone keeps the shape it had.
+    const bool unrecorded = any_unrecorded(s);
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : s.groups) {
         nlohmann::json acc = nlohmann::json::object();
@@ -283,38 +299,43 @@ nlohmann::json to_json(const Summary& s) {
             for (size_t k = 0; k < s.scorers.size(); ++k) {
                 fc[s.scorers[k]] = b.finished_correct[k];
             }
-            reps.push_back({{"repeat", b.repeat},
-                            {"responses", b.responses},
-                            {"started_reasoning", b.started_reasoning},
-                            {"never_finished", b.never_finished()},
-                            {"stop_truncated", b.stop_truncated},
-                            {"length_truncated", b.length_truncated},
-                            {"other", b.other},
-                            {"errors", b.errors},
-                            {"finished", b.finished},
-                            {"finished_correct", fc},
-                            {"mean_completion_tokens", optional_json(b.mean_completion_tokens)}});
+            nlohmann::json rep = {
+                {"repeat", b.repeat},
+                {"responses", b.responses},
+                {"started_reasoning", b.started_reasoning},
+                {"never_finished", b.never_finished()},
+                {"stop_truncated", b.stop_truncated},
+                {"length_truncated", b.length_truncated},
+                {"other", b.other},
+                {"errors", b.errors},
+                {"finished", b.finished},
+                {"finished_correct", fc},
+                {"mean_completion_tokens", optional_json(b.mean_completion_tokens)}};
+            if (unrecorded) {
+                rep["unrecorded"] = b.unrecorded;
+            }
+            reps.push_back(std::move(rep));
         }
-        groups.push_back(
-            {{"server", g.server},
-             {"framing", g.framing},
-             {"max_tokens", g.max_tokens},
-             {"questions", g.questions},
-             {"repeats", g.repeats.size()},
-             {"accuracy", acc},
-             {"breakdown",
-              {{"per_repeat", reps},
-               {"mean",
-                {{"started_reasoning", g.started_reasoning},
-                 {"never_finished", g.never_finished},
-                 {"stop_truncated", g.stop_truncated},
-                 {"length_truncated", g.length_truncated},
-                 {"other", g.other},
-                 {"errors", g.errors},
-                 {"finished", g.finished},
-                 {"mean_completion_tokens", optional_json(g.mean_completion_tokens)}}}}},
-             {"latency", latency_json(g.latency)},
-             {"output_tokens", tokens_json(g.latency)}});
+        nlohmann::json mean = {{"started_reasoning", g.started_reasoning},
+                               {"never_finished", g.never_finished},
+                               {"stop_truncated", g.stop_truncated},
+                               {"length_truncated", g.length_truncated},
+                               {"other", g.other},
+                               {"errors", g.errors},
+                               {"finished", g.finished},
+                               {"mean_completion_tokens", optional_json(g.mean_completion_tokens)}};
+        if (unrecorded) {
+            mean["unrecorded"] = g.unrecorded;
+        }
+        groups.push_back({{"server", g.server},
+                          {"framing", g.framing},
+                          {"max_tokens", g.max_tokens},
+                          {"questions", g.questions},
+                          {"repeats", g.repeats.size()},
+                          {"accuracy", acc},
+                          {"breakdown", {{"per_repeat", reps}, {"mean", mean}}},
+                          {"latency", latency_json(g.latency)},
+                          {"output_tokens", tokens_json(g.latency)}});
     }
     return {{"schema", "diffeval.summary/2"},
             {"scorers", s.scorers},

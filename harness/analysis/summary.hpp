@@ -25,6 +25,7 @@ struct RepeatBreakdown {
     int64_t length_truncated = 0;
     int64_t other = 0;
     int64_t errors = 0;
+    int64_t unrecorded = 0;                // imported answers whose finish state no one recorded
     std::vector<int64_t> correct;          // per scorer
     std::vector<int64_t> invalid;          // per scorer
     std::vector<int64_t> finished_correct; // per scorer
@@ -49,15 +50,16 @@ struct ScorerSummary {
 
 // Speed of a group over all its repeats. Latencies and tokens count
 // successful responses only (an error's latency is a timeout or a refusal,
-// not generation); percentiles interpolate like numpy. Optional fields are
-// unset when nothing was measured (TTFT exists only for --stream runs).
+// not generation), and latencies only those that were timed (an import's
+// were not); percentiles interpolate like numpy. Optional fields are unset
+// when nothing was measured (TTFT exists only for --stream runs).
 struct LatencySummary {
-    int64_t responses = 0;                                 // successful responses measured
+    int64_t responses = 0;                                 // successful responses timed
     double p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0; // meaningless when responses is 0
     std::optional<double> ttft_p50_ms, ttft_p99_ms;
     std::optional<double> tokens_p50, tokens_p99, tokens_mean; // completion tokens
-    // All responses (errors too) over the wall span from the first request
-    // sent to the last response received; unset when the span is empty.
+    // All timed responses (errors too) over the time some of them were in
+    // flight (the union of their spans); unset when that time is empty.
     std::optional<double> requests_per_s;
 };
 
@@ -75,7 +77,7 @@ struct GroupSummary {
     std::vector<ScorerSummary> scorers; // in Results::scorers order
     // Means over repeats of the breakdown counts.
     double started_reasoning = 0, never_finished = 0, stop_truncated = 0, length_truncated = 0,
-           other = 0, finished = 0, errors = 0;
+           other = 0, finished = 0, errors = 0, unrecorded = 0;
     // The mean over the repeats that have one; unset when none has.
     std::optional<double> mean_completion_tokens;
     LatencySummary latency;
@@ -88,6 +90,10 @@ struct Summary {
 };
 
 Summary summarize(const Results& results);
+
+// Whether some group of `summary` holds an answer whose finish state is
+// unrecorded (an import): tables and JSON then show that outcome.
+bool any_unrecorded(const Summary& summary);
 
 // The latency summary of `rows` (any subset of one group's responses).
 LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows);

@@ -533,7 +533,8 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
                                    row.ok,
                                    dataset.test[static_cast<size_t>(row.question_idx)].answer,
                                    row.stop_field,
-                                   0};
+                                   0,
+                                   false};
     if (!analysis::ResponseScorer::needs_stop_strings(r)) {
         row.derived = scorer.derive(r, {});
     }

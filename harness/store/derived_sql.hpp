@@ -19,4 +19,12 @@ inline constexpr std::string_view k_upsert_score =
     "SET scorer_version = excluded.scorer_version, score_text = excluded.score_text, "
     "extracted = excluded.extracted, valid = excluded.valid, correct = excluded.correct";
 
+// Whether response `r` was imported from a log that keeps no finish_reason
+// (an lm-eval samples document, stored as {"lm_eval": ...}), so how it ended
+// is unrecorded. Only a success without a finish_reason reads the start of its
+// body (a server's body starts otherwise), so a run's pass reads almost none.
+inline constexpr std::string_view k_finish_unrecorded =
+    "(CASE WHEN r.ok = 1 AND r.finish_reason IS NULL "
+    "THEN substr(r.response_json, 1, 11) = '{\"lm_eval\":' ELSE 0 END)";
+
 } // namespace diffeval::store

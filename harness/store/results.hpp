@@ -58,7 +58,8 @@ public:
     std::string_view outcome() const { return m_rows.column_view(6); }
     bool reasoning_started() const { return m_rows.column_int(7) != 0; }
     std::optional<int64_t> completion_tokens() const { return optional_int(8); }
-    double latency_ms() const { return m_rows.column_double(9); }
+    // NULL for an answer nothing timed (an import).
+    std::optional<double> latency_ms() const { return optional_double(9); }
     bool ok() const { return m_rows.column_int(10) != 0; }
     std::optional<double> ttft_ms() const { return optional_double(11); }
     // When the request was sent, ms since the Unix epoch; nullopt when the

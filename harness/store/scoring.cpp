@@ -21,7 +21,11 @@ namespace {
 // found through the counted-requests index and the classifications' keys.
 constexpr std::string_view k_select_responses =
     "SELECT r.response_id, q.dataset, q.question_idx, r.text, r.reasoning, r.finish_reason, "
-    "r.stop_reason, r.ok, g.answer, r.stop_field, q.request_id FROM requests q "
+    "r.stop_reason, r.ok, g.answer, r.stop_field, q.request_id, ";
+// ... whether the response's finish state is unrecorded (k_finish_unrecorded),
+// then the tables.
+constexpr std::string_view k_select_responses_from =
+    " FROM requests q "
     "JOIN responses r ON r.response_id = q.response_id "
     "LEFT JOIN classifications c ON c.response_id = r.response_id "
     "LEFT JOIN questions g ON g.dataset = q.dataset AND g.question_idx = q.question_idx";
@@ -87,6 +91,8 @@ util::Result<void> clear_derived(Store& st) {
 
 util::Result<ResponsesToScore> ResponsesToScore::open(Store& st, Pending which) {
     std::string sql(k_select_responses);
+    sql += k_finish_unrecorded;
+    sql += k_select_responses_from;
     if (which == Pending::unclassified) {
         sql += k_only_unclassified;
     }
@@ -109,7 +115,7 @@ util::Result<std::optional<ResponseToScore>> ResponsesToScore::next() {
     return std::optional<ResponseToScore>{ResponseToScore{
         s.column_int(0), s.column_text(1), s.column_int(2), s.column_text(3), s.column_text(4),
         s.column_text(5), s.column_stop_reason(6), s.column_int(7) != 0, s.column_text(8),
-        s.column_text(9), s.column_int(10)}};
+        s.column_text(9), s.column_int(10), s.column_int(11) != 0}};
 }
 
 util::Result<RequestStops> RequestStops::prepare(Store& st) {

@@ -57,6 +57,9 @@ struct ResponseToScore {
     std::string answer;     // the question's gold answer; "" without a question row
     std::string stop_field; // the response field that named the stop; "" for none
     int64_t request_id = 0;
+    // Imported from a log that keeps no finish_reason (an lm-eval samples
+    // document, whose body is {"lm_eval": ...}): how it ended is unrecorded.
+    bool finish_unrecorded = false;
 };
 
 // Which responses a pass reads.

@@ -448,6 +448,21 @@ JOIN v_request_bodies b ON b.body_id = q.body_id
 LEFT JOIN classifications c ON c.response_id = r.response_id;
 )sql";
 
+// Version 13: an answer imported from lm-eval samples was timed by nothing
+// and records no finish state. responses.latency_ms may be NULL (docs/json.md:
+// a value nothing measured is null, never 0); dropping its NOT NULL is a
+// change to the table's stored definition alone (allow_null_latency). The
+// imports stored before get NULL for the 0 they were given, and the outcome
+// `unrecorded` for `other`, as their scoring now gives.
+constexpr std::string_view k_latency_not_null = "latency_ms        REAL NOT NULL";
+constexpr std::string_view k_latency_nullable = "latency_ms        REAL";
+constexpr std::string_view k_schema_v13_imports = R"sql(
+UPDATE responses AS r SET latency_ms = NULL WHERE latency_ms = 0 AND {unrecorded};
+UPDATE classifications SET outcome = 'unrecorded', stop_cause = ''
+    WHERE outcome = 'other' AND response_id IN
+    (SELECT r.response_id FROM responses r WHERE {unrecorded});
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -790,6 +805,54 @@ util::Result<void> Store::climb(int from, int to) {
         if (auto r = m_db.exec(k_schema_v12); !r) {
             return r.error();
         }
+    }
+    if (from < 13 && to >= 13) {
+        if (auto r = allow_null_latency(); !r) {
+            return r.error();
+        }
+        if (auto r = m_db.exec(fmt::format(fmt::runtime(k_schema_v13_imports),
+                                           fmt::arg("unrecorded", k_finish_unrecorded)));
+            !r) {
+            return r.error();
+        }
+    }
+    return {};
+}
+
+util::Result<void> Store::allow_null_latency() {
+    // SQLite's documented procedure for dropping a NOT NULL constraint, which
+    // changes nothing stored in the table (lang_altertable.html, "Making
+    // Other Kinds Of Table Schema Changes"): inside the migration's
+    // transaction, edit the table's definition in sqlite_schema and bump the
+    // schema version, so every connection reads the new definition. Rebuilding
+    // the table instead would copy every response, and the tables that refer
+    // to it would have to be dropped and rebuilt with it.
+    Statement version(m_db.handle(), "PRAGMA schema_version");
+    if (!version.valid() || !version.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the schema version of {}: {}",
+                                                     m_path, m_db.last_error()));
+    }
+    const int64_t schema_version = version.column_int(0);
+    version.reset();
+    if (auto r = m_db.exec("PRAGMA writable_schema = ON"); !r) {
+        return r.error();
+    }
+    Statement edit(m_db.handle(), "UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) WHERE "
+                                  "type = 'table' AND name = 'responses' AND instr(sql, ?1) > 0");
+    const bool edited = edit.valid() && edit.bind(k_latency_not_null, k_latency_nullable).run() &&
+                        sqlite3_changes(m_db.handle()) == 1;
+    const auto why = m_db.last_error();
+    edit = Statement();
+    if (auto r = m_db.exec(fmt::format("PRAGMA schema_version = {}; PRAGMA writable_schema = OFF",
+                                       schema_version + 1));
+        !r) {
+        return r.error();
+    }
+    if (!edited) {
+        return make_error(ErrorKind::data,
+                          fmt::format("cannot migrate {}: its responses table does not declare "
+                                      "'{}' as diffeval created it ({})",
+                                      m_path, k_latency_not_null, why));
     }
     return {};
 }
@@ -1274,8 +1337,9 @@ util::Result<void> Store::write_probe_response(const ResponseRow& r) {
     }
     const auto spliced = g ? splice_probe(r.response_json, g->top_json) : std::nullopt;
     ins.bind(**id, r.run_id > 0 ? std::optional<int64_t>(r.run_id) : std::nullopt, r.ok ? 1 : 0,
-             r.status, spliced ? *spliced : r.response_json, r.attempts, r.latency_ms, r.started_at,
-             opt(r.error), opt(r.error_kind),
+             // A probe is always sent, so always timed.
+             r.status, spliced ? *spliced : r.response_json, r.attempts, r.latency_ms.value_or(0),
+             r.started_at, opt(r.error), opt(r.error_kind),
              g ? std::optional<std::string>(g->chosen) : std::nullopt,
              g ? std::optional<std::string>(g->top_json) : std::nullopt,
              g ? std::optional<double>(g->p_marker) : std::nullopt,

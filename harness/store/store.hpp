@@ -109,7 +109,9 @@ struct ResponseRow {
     std::optional<int64_t> prompt_tokens;
     std::optional<int64_t> completion_tokens;
     int attempts = 0;
-    double latency_ms = 0;
+    // From the request leaving to the answer's last byte; unset when nothing
+    // measured it (an answer imported from lm-eval samples).
+    std::optional<double> latency_ms;
     std::optional<double> ttft_ms;
     bool streamed = false;
     std::optional<std::string> token_gaps_json; // streamed: ms between content chunks
@@ -245,6 +247,9 @@ private:
     util::Result<void> write_probe_response(const ResponseRow& row);
     // Schema v3: hash every stored question and give each request its hash.
     util::Result<void> backfill_question_hashes();
+    // Version 13's rung: responses.latency_ms loses its NOT NULL; see
+    // k_schema_v13.
+    util::Result<void> allow_null_latency();
 
     enum StatementId {
         k_insert_run,

@@ -24,6 +24,9 @@
   const PAGE = 50;
   const SVG = 'http://www.w3.org/2000/svg';
   const OUTCOMES = ['finished', 'stop_truncated', 'length_truncated', 'other', 'error'];
+  // Answers imported from lm-eval samples record no finish state: their
+  // outcome gets a row and a column when some response has it.
+  if (D.responses.some((r) => r[10] === 'unrecorded')) OUTCOMES.push('unrecorded');
   const $ = (id) => document.getElementById(id);
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
@@ -234,8 +237,9 @@
       const w = 1 / (ra.length * rb.length);
       for (const a of ra) {
         for (const b of rb) {
-          const c = cells[OUTCOMES.indexOf(a[10]) * n + OUTCOMES.indexOf(b[10])];
-          if (!c) continue;
+          const ia = OUTCOMES.indexOf(a[10]), ib = OUTCOMES.indexOf(b[10]);
+          if (ia < 0 || ib < 0) continue; // not classified
+          const c = cells[ia * n + ib];
           c.count += w;
           c.points += w * ((correct(b) ? 1 : 0) - (correct(a) ? 1 : 0));
         }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <fstream>
@@ -506,4 +507,91 @@ TEST(LmEvalSamples, AnExportedFileKeepsItsTaskAsFramingUnlessGivenOne) {
                            "--dataset", "sample", file});
     ASSERT_EQ(given.exit_code, 0) << given.err;
     EXPECT_NE(given.out.find("as a/raw/256"), std::string::npos) << given.out;
+}
+
+// lm-eval's samples keep each answer's text, not how it ended nor how long
+// it took. An imported run of diffeval's own answers showed "never fin.
+// 30/30" where the run had 22 finished, diff "finished -> other" and "p50 240
+// -> 0 ms", the report "regressed ... mostly finished -> other", and the
+// gate's never-finished check failed on an increase nobody measured. Now the
+// answers are `unrecorded` (not never finished), their latency is NULL and
+// shown as "-", and the gate says the check cannot be measured.
+TEST(LmEvalSamples, AnImportRecordsNoFinishStateAndNoLatency) {
+    auto dir = e2e::scratch("lm-eval-unrecorded");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "30",
+                        "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    auto im = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--framing",
+                        "raw", "--dataset", "sample", exported(out, "a").string()});
+    ASSERT_EQ(im.exit_code, 0) << im.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE server = 'lm' AND "
+                        "latency_ms IS NULL AND outcome = 'unrecorded'"),
+              "30");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE server = 'a' AND "
+                        "(latency_ms IS NULL OR outcome = 'unrecorded')"),
+              "0");
+
+    // The summary: none of the import never finished; 30 unrecorded; no latency.
+    auto sj = e2e::run({"summary", "--db", db.string(), "--format", "json"});
+    ASSERT_EQ(sj.exit_code, 0) << sj.err;
+    const auto groups = json::parse(sj.out)["groups"];
+    ASSERT_EQ(groups.size(), 2u) << sj.out;
+    const auto& lm = groups[1];
+    ASSERT_EQ(lm["server"], "lm");
+    EXPECT_EQ(lm["breakdown"]["mean"]["never_finished"], 0.0) << sj.out;
+    EXPECT_EQ(lm["breakdown"]["mean"]["unrecorded"], 30.0) << sj.out;
+    EXPECT_EQ(lm["breakdown"]["per_repeat"][0]["unrecorded"], 30) << sj.out;
+    EXPECT_EQ(lm["latency"]["responses"], 0) << sj.out;
+    EXPECT_TRUE(lm["latency"]["p50_ms"].is_null()) << sj.out;
+    EXPECT_TRUE(lm["latency"]["requests_per_s"].is_null()) << sj.out;
+    EXPECT_EQ(groups[0]["breakdown"]["mean"]["unrecorded"], 0.0) << sj.out;
+    EXPECT_GT(groups[0]["latency"]["responses"], 0) << sj.out;
+    auto st = e2e::run({"summary", "--db", db.string()});
+    ASSERT_EQ(st.exit_code, 0) << st.err;
+    EXPECT_NE(st.out.find("unrec."), std::string::npos) << st.out;
+    // The import's rows: never finished 0, unrecorded 30; latency "-".
+    EXPECT_TRUE(RE2::PartialMatch(st.out, R"((?m)^lm/raw/256 +\d+ +0 +0 +0 +0 +0 +30 +0 )"))
+        << st.out;
+    EXPECT_TRUE(RE2::PartialMatch(st.out, R"((?m)^lm/raw/256 +0 +- +- +- +- )")) << st.out;
+
+    // diff: no transition to `other`, no latency compared with 0 ms.
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw/256", "lm/raw/256"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(d.out.find("-> other"), std::string::npos) << d.out;
+    EXPECT_EQ(d.out.find("Latency p50"), std::string::npos) << d.out;
+    auto dj =
+        e2e::run({"diff", "--db", db.string(), "a/raw/256", "lm/raw/256", "--format", "json"});
+    ASSERT_EQ(dj.exit_code, 0) << dj.err;
+    const auto cmp = json::parse(dj.out)["comparisons"][0];
+    EXPECT_TRUE(cmp["latency"].is_null()) << dj.out;
+    for (const auto& t : cmp["transitions"]) {
+        EXPECT_EQ(t["b"], "unrecorded") << dj.out;
+    }
+
+    // The report's headline and tables blame no outcome on the import.
+    auto rep = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
+    ASSERT_EQ(rep.exit_code, 0) << rep.err;
+    const auto md = e2e::slurp(dir / "report/report.md");
+    EXPECT_EQ(md.find("-> other"), std::string::npos) << md;
+    EXPECT_EQ(md.find("regressed"), std::string::npos) << md;
+
+    // The gate: the never-finished check says it cannot measure the import
+    // (a gate that cannot measure does not pass), not that it rose; the
+    // import's reasoning starts are measured as any answers are.
+    auto g =
+        e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "lm",
+                  "--max-never-finished-increase", "0", "--max-reasoning-start-increase", "0"});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("lm/raw/256 recorded no finish state"), std::string::npos) << g.out;
+    EXPECT_EQ(g.out.find("never finished rose"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("PASS  reasoning_start a/raw/256 -> lm/raw/256"), std::string::npos)
+        << g.out;
 }

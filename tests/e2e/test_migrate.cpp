@@ -9,9 +9,11 @@
 //   left out of its stored body), scores WITHOUT ROWID, and body_sha256 read
 //   from request_bodies. Its rows keep their whole bodies; what the resumed
 //   run adds is spliced.
-// - Version 11, the previous one, goes to 12: request bodies stored after a
-//   shared prefix. Its bodies stay whole; what a later run plans is stored
-//   after its prefix, and every view shows the exact bytes either way.
+// - Version 11 goes to 12: request bodies stored after a shared prefix. Its
+//   bodies stay whole; what a later run plans is stored after its prefix, and
+//   every view shows the exact bytes either way. Then to 13: latency_ms may
+//   be NULL (answers imported from lm-eval samples were timed by nothing;
+//   tests/unit/test_store_store.cpp migrates such an import).
 #include "e2e.hpp"
 
 #include <harness/store/schema.hpp>
@@ -337,7 +339,7 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
 
     auto rescore = e2e::run({"rescore", "--db", db.string()});
     ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
-    EXPECT_EQ(query(db, "PRAGMA user_version"), "12");
+    EXPECT_EQ(query(db, "PRAGMA user_version"), k_current_version);
     // Stored bodies stay whole, and read as before.
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NULL"), "14");

@@ -77,8 +77,8 @@ TEST(TailInterval, IsTheSeededResamplesOfQuestionsTakenWhole) {
         for (int i = 0; i < 600; ++i) {
             const auto q = static_cast<int>(rng.below(600));
             for (int r = 0; r < 2; ++r) {
-                la.push_back(a.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
-                lb.push_back(b.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
+                la.push_back(*a.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
+                lb.push_back(*b.rows[static_cast<size_t>(q * 2 + r)].latency_ms);
             }
         }
         diffs.push_back(percentile(lb, 99) - percentile(la, 99));

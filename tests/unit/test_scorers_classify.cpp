@@ -129,6 +129,24 @@ TEST(Classify, OtherFinishReasonsAndMissingOnesAreOther) {
     EXPECT_TRUE(never_finished(Outcome::other));
 }
 
+// An answer imported from lm-eval samples keeps its text but not how it
+// ended: it is neither finished nor never finished.
+TEST(Classify, AnImportWithoutFinishReasonIsUnrecorded) {
+    auto imported = response(" #### 36", "");
+    imported.stop_field = "";
+    imported.finish_unrecorded = true;
+    const auto c = classify(imported);
+    EXPECT_EQ(c.outcome, Outcome::unrecorded);
+    EXPECT_EQ(c.stop_cause, StopCause::none);
+    EXPECT_FALSE(never_finished(Outcome::unrecorded));
+    // What a response does say still decides.
+    imported.finish_reason = "length";
+    EXPECT_EQ(classify(imported).outcome, Outcome::length_truncated);
+    imported.finish_reason = "";
+    imported.failed = true;
+    EXPECT_EQ(classify(imported).outcome, Outcome::error);
+}
+
 TEST(Classify, LeadingWhitespaceBeforeTheTagStillOpens) {
     const auto c = classify(response("\n <think>\nPens.\n</think>\n#### 36", "stop"));
     EXPECT_TRUE(c.opened);
@@ -182,7 +200,7 @@ TEST(Classify, PromptThatOpenedTheBlock) {
 
 TEST(OutcomeName, RoundTripsEveryOutcome) {
     for (Outcome o : {Outcome::finished, Outcome::stop_truncated, Outcome::length_truncated,
-                      Outcome::other, Outcome::error}) {
+                      Outcome::other, Outcome::error, Outcome::unrecorded}) {
         EXPECT_EQ(outcome_from_name(outcome_name(o)), o);
     }
     EXPECT_EQ(outcome_name(Outcome::stop_truncated), "stop_truncated");

@@ -214,6 +214,66 @@ TEST(Store, MigratesAVersionNineFileWithAnEmptyScorersTable) {
     EXPECT_EQ(count(**s, "SELECT count(*) FROM v_requests WHERE request_json = 'body zero'"), 1);
 }
 
+// Version 13: an answer imported from lm-eval samples was timed by nothing
+// and records no finish state. The file keeps every row, latency_ms may be
+// NULL, the imports stored before get NULL for their 0 and `unrecorded` for
+// `other`, and SQLite finds the file sound.
+TEST(Store, MigratesAVersionTwelveFileSoImportsHaveNoLatency) {
+    const auto path = fresh_db("v12").string();
+    ASSERT_TRUE(Store::create_at_version(path, 12).ok());
+    ASSERT_TRUE(exec_raw(path, R"(INSERT INTO request_bodies (body_sha256, request_json) VALUES
+                 ('s0', '{"prompt": "x"}'), ('s1', '{"lm_eval_arguments": {}}');
+             INSERT INTO requests (request_key, server, framing, max_tokens, repeat,
+                 question_idx, dataset, body_id) VALUES
+                 ('k1', 'a', 'raw', 256, 0, 0, 'sample', 1),
+                 ('k2', 'lm', 'raw', 256, 0, 0, 'sample', 2),
+                 ('k3', 'a', 'raw', 256, 0, 1, 'sample', 1);
+             INSERT INTO responses (request_id, ok, status, response_json, text, finish_reason,
+                 attempts, latency_ms, started_at) VALUES
+                 (1, 1, 200, '{"choices": []}', '#### 3', 'stop', 1, 12.5, 'now'),
+                 (2, 1, 200, '{"lm_eval": {"resps": "#### 3", "filters": {}}}', '#### 3', NULL,
+                  1, 0.0, 'now'),
+                 (3, 1, 200, '{"choices": []}', '#### 3', NULL, 1, 0.0, 'now');
+             UPDATE requests SET response_id = request_id;
+             INSERT INTO classifications (response_id, opened, closed, reasoning_started,
+                 outcome, stop_cause) VALUES (1, 0, 0, 0, 'finished', 'eos'),
+                 (2, 0, 0, 0, 'other', ''), (3, 0, 0, 0, 'other', '');)"));
+    auto s = Store::open(path, Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_table_info('responses') WHERE "
+                         "name = 'latency_ms' AND \"notnull\" = 0"),
+              1);
+    // The import's latency is NULL and its outcome unrecorded; the run's
+    // rows, one of them a server's answer without a finish_reason, keep theirs.
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE latency_ms IS NULL"), 1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE server = 'lm' AND "
+                         "latency_ms IS NULL AND outcome = 'unrecorded'"),
+              1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE request_key = 'k1' AND "
+                         "latency_ms = 12.5 AND outcome = 'finished'"),
+              1);
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE request_key = 'k3' AND "
+                         "latency_ms = 0 AND outcome = 'other'"),
+              1);
+    Statement integrity((*s)->handle(), "PRAGMA integrity_check");
+    ASSERT_TRUE(integrity.step());
+    EXPECT_EQ(integrity.column_text(0), "ok");
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    // A new response with nothing timed stores NULL.
+    ASSERT_TRUE((*s)->put_requests({request("k4", 2)}).ok());
+    auto untimed = response("k4", true);
+    ASSERT_TRUE((*s)->write_batch({untimed}).ok());
+    EXPECT_EQ(count(**s, "SELECT count(*) FROM v_responses WHERE latency_ms IS NULL"), 2);
+    // Another connection reads the new definition too.
+    s->reset();
+    auto again = Store::open(path, Store::Mode::read_only);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(count(**again, "SELECT count(*) FROM pragma_table_info('responses') WHERE "
+                             "name = 'latency_ms' AND \"notnull\" = 0"),
+              1);
+}
+
 TEST(Store, StoresEachDistinctBodyOnce) {
     auto s = Store::open(fresh_db("bodies").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
