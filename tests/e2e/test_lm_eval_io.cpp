@@ -240,6 +240,21 @@ std::filesystem::path exported(const std::filesystem::path& dir, const std::stri
     return {};
 }
 
+// Run server "a" on `sim` over `limit` questions of `dataset` (raw
+// framing) into `db`, export it to `out`, and give the samples file written.
+std::filesystem::path run_and_export(const e2e::Sim& sim, const std::filesystem::path& db,
+                                     const std::filesystem::path& out, int limit,
+                                     const std::string& dataset = "sample") {
+    const auto ran =
+        e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit",
+                  std::to_string(limit), "--dataset", dataset, "--db", db.string(), "--quiet"});
+    EXPECT_EQ(ran.exit_code, 0) << ran.err;
+    const auto exp = e2e::run(
+        {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+    EXPECT_EQ(exp.exit_code, 0) << exp.err;
+    return exported(out, "a");
+}
+
 // Samples `text` with `edit` applied to each line's JSON.
 std::string edited_lines(const std::string& text, const std::function<void(json&)>& edit) {
     std::istringstream in(text);
@@ -269,16 +284,8 @@ TEST(LmEvalSamples, DocumentsThatAreNotTheDatasetsQuestionsAreRefused) {
     auto dir = e2e::scratch("lm-eval-check");
     e2e::Sim sim;
     auto db = dir / "r.sqlite";
-    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "3",
-                        "--dataset", "sample", "--db", db.string(), "--quiet"})
-                  .exit_code,
-              0);
     auto out = dir / "samples";
-    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
-                        out.string()})
-                  .exit_code,
-              0);
-    const auto file = exported(out, "a");
+    const auto file = run_and_export(sim, db, out, 3);
     ASSERT_FALSE(file.empty());
     const auto text = e2e::slurp(file);
     auto fresh = dir / "fresh.sqlite";
@@ -370,16 +377,8 @@ TEST(LmEvalSamples, ImportedOfficialQuestionsPairWithARunOnTheFile) {
     const auto test = (official / "test.jsonl").string();
     e2e::Sim sim({"--dataset", test, "--fewshot-from", (official / "train.jsonl").string()});
     auto db = dir / "r.sqlite";
-    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "3",
-                        "--dataset", test, "--db", db.string(), "--quiet"})
-                  .exit_code,
-              0);
     auto out = dir / "samples";
-    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
-                        out.string()})
-                  .exit_code,
-              0);
-    const auto file = exported(out, "a");
+    const auto file = run_and_export(sim, db, out, 3, test);
     ASSERT_FALSE(file.empty());
     auto im = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--framing",
                         "raw", "--dataset", "gsm8k", file.string()},
@@ -488,16 +487,8 @@ TEST(LmEvalSamples, AnExportedFileKeepsItsTaskAsFramingUnlessGivenOne) {
     auto dir = e2e::scratch("lm-eval-framing");
     e2e::Sim sim;
     auto db = dir / "r.sqlite";
-    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
-                        "--dataset", "sample", "--db", db.string(), "--quiet"})
-                  .exit_code,
-              0);
     auto out = dir / "samples";
-    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
-                        out.string()})
-                  .exit_code,
-              0);
-    const auto file = exported(out, "a").string();
+    const auto file = run_and_export(sim, db, out, 2).string();
     auto fresh = (dir / "fresh.sqlite").string();
     auto by_task =
         e2e::run({"import", "lm-eval", "--db", fresh, "--name", "a", "--dataset", "sample", file});
@@ -520,15 +511,8 @@ TEST(LmEvalSamples, AnImportRecordsNoFinishStateAndNoLatency) {
     auto dir = e2e::scratch("lm-eval-unrecorded");
     e2e::Sim sim;
     auto db = dir / "r.sqlite";
-    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "30",
-                        "--dataset", "sample", "--db", db.string(), "--quiet"})
-                  .exit_code,
-              0);
     auto out = dir / "samples";
-    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
-                        out.string()})
-                  .exit_code,
-              0);
+    run_and_export(sim, db, out, 30);
     auto im = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--framing",
                         "raw", "--dataset", "sample", exported(out, "a").string()});
     ASSERT_EQ(im.exit_code, 0) << im.err;
