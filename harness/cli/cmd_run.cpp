@@ -420,7 +420,8 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                     "Environment variable holding the API key");
     cmd->add_option("--timeout", flags->timeout, "Per-request timeout in seconds (default 600)");
     cmd->add_option("--retries", flags->retries,
-                    "Retries on connection errors, 429 and 5xx (default 3)");
+                    "Retries on connection errors, timeouts, 429, 500, 502, 503, 504 and "
+                    "unparsable answers (default 3)");
     cmd->add_option("--retry-backoff-ms", flags->retry_backoff_ms,
                     "First retry delay (default 500)");
     cmd->add_flag("--no-preflight", flags->no_preflight, "Skip the GET /v1/models check");
