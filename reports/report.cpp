@@ -208,7 +208,21 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
     other.get();
     for (auto& job : jobs) {
         if (!job.out) {
-            if (job.required) {
+            // A server whose groups all differ from the baseline's in framing
+            // or token limit pairs with none: the rest of the report stands
+            // (it refused the whole database), and the headline says so.
+            const bool unpaired = job.out.error().message.starts_with("no pair of groups");
+            if (unpaired) {
+                auto note = fmt::format("{} has no group with the framing and token limit of one "
+                                        "of the baseline {}'s, so it is not compared; compare it "
+                                        "with 'diffeval diff' or another --baseline",
+                                        job.b.server, data.baseline);
+                if (std::find(data.comparison_notes.begin(), data.comparison_notes.end(), note) ==
+                    data.comparison_notes.end()) {
+                    data.comparison_notes.push_back(std::move(note));
+                }
+            }
+            if (job.required && !unpaired) {
                 return job.out.error();
             }
             continue;
@@ -452,10 +466,20 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
 
 std::vector<std::string> headline_sentences(const ReportData& data) {
     if (data.comparisons.empty()) {
+        if (!data.comparison_notes.empty()) {
+            std::vector<std::string> notes;
+            for (const auto& n : data.comparison_notes) {
+                notes.push_back(n + ".");
+            }
+            return notes;
+        }
         return {fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
                             data.baseline)};
     }
     std::vector<std::string> out = {verdict_count_sentence(data)};
+    for (const auto& n : data.comparison_notes) {
+        out.push_back(n + ".");
+    }
     for (const auto& c : data.comparisons) {
         out.push_back(comparison_sentence(c));
     }

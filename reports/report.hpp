@@ -28,7 +28,10 @@ struct ReportData {
     analysis::Results results;
     analysis::Summary summary;
     std::vector<analysis::Comparison> comparisons; // in the layout's order
-    std::vector<analysis::ServerFacts> servers;    // what each server said it ran
+    // One line per server with no group paired with the baseline's (other
+    // framings or token limits): it is not compared, and the headline says so.
+    std::vector<std::string> comparison_notes;
+    std::vector<analysis::ServerFacts> servers; // what each server said it ran
     // The decision-point probe (docs/probe.md): every server against the
     // baseline per framing, and one line per server it was skipped for.
     std::vector<analysis::ProbeComparison> probes;

@@ -430,3 +430,28 @@ TEST(Report, HtmlExplorerShowsFlipsSideBySideAndRunsNoModelMarkup) {
     ASSERT_TRUE(fs::exists(shot)) << e2e::slurp(dir / "shot.err");
     EXPECT_GT(fs::file_size(shot), 10000u);
 }
+
+// A server whose groups share no framing and token limit with the
+// baseline's is not compared, and the report says so; the rest is written
+// (an audit's report refused the whole database: "no pair of groups
+// matches a and b", exit 2, nothing written).
+TEST(Report, AServerWithNoGroupLikeTheBaselinesIsNamedNotFatal) {
+    auto dir = e2e::scratch("report_unpaired");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    for (const auto& [server, framing] :
+         std::vector<std::pair<std::string, std::string>>{{"a", "raw"}, {"b", "chat"}}) {
+        auto r = e2e::run({"run", "--server", server + "=" + sim.url(), "--framing", framing,
+                           "--limit", "5", "--db", db.string(), "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("b has no group with the framing and token limit of one of the baseline "
+                      "a's, so it is not compared"),
+              std::string::npos)
+        << md.substr(0, 2000);
+    EXPECT_EQ(md.find("Only one server"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(dir / "out" / "report.html"));
+}
