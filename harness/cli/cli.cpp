@@ -200,12 +200,13 @@ std::string number_problem(const std::string& type, const std::string& text) {
 
 } // namespace
 
-// What is wrong with the first value given empty to a flag or argument of
-// `sub` (or its parents), or nothing: no value falls back to a default, and
-// `--db ""` once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
-// (--gen-prefix, whose default is empty, aside).
-// A comma list (--framing, --max-tokens, --format) may not hold an empty
-// item either: `--max-tokens 256,,1024` read as 256,1024.
+// What is wrong with the first value given to a flag or argument of `sub`
+// (or its parents), or nothing. No value falls back to a default: `--db ""`
+// once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
+// (--gen-prefix, whose default is empty, aside). A comma list (--framing,
+// --max-tokens, --format) may not hold an empty item either: `--max-tokens
+// 256,,1024` read as 256,1024. And a number is plain decimal text
+// (number_problem).
 std::string value_problem(const CLI::App& sub) {
     for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
         for (const auto* opt : at->get_options()) {
