@@ -289,46 +289,47 @@ GateCheck token_check(const Comparison& cmp, std::optional<double> a, std::optio
     return c;
 }
 
-// A behaviour check of a pair where a side has no successful response:
-// nothing to measure, and a gate that cannot measure must not pass (an
-// absent count is not a count of 0).
-GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp, const Selector& empty,
-                           const std::string& threshold_text) {
+// A behaviour check of a pair that cannot be measured on one side:
+// `measured_text` and `why` say what is missing (no successful response, or
+// answers imported with no finish state), and a gate that cannot measure
+// must not pass (an absent count is not a count of 0).
+GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
+                           const std::string& threshold_text, std::string measured_text,
+                           std::string why) {
     GateCheck c;
     c.kind = kind;
     c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
     c.unit = kind == "tokens" ? "%" : "responses";
     c.threshold_text = threshold_text;
-    c.measured_text = fmt::format("{} has no successful response", empty.text());
+    c.measured_text = std::move(measured_text);
     c.status = CheckStatus::fail;
-    c.why = fmt::format("{} answered none of the {} questions both sides were asked, so its "
-                        "behaviour cannot be measured; see its errors (diffeval summary)",
-                        empty.text(), cmp.questions);
+    c.why = std::move(why);
     c.detail = {{"baseline", cmp.a.text()}, {"candidate", cmp.b.text()}, {"measured", false}};
     return c;
 }
 
-// The never-finished check of a pair where a side answered but recorded
-// no finish state (imported from lm-eval samples, which keep no
-// finish_reason): whether its answers finished is unknown, and a gate that
-// cannot measure must not pass.
+// A side with no successful response on the paired questions.
+GateCheck unanswered_check(const std::string& kind, const Comparison& cmp, const Selector& empty,
+                           const std::string& threshold_text) {
+    return unmeasured_check(
+        kind, cmp, threshold_text, fmt::format("{} has no successful response", empty.text()),
+        fmt::format("{} answered none of the {} questions both sides were asked, so its "
+                    "behaviour cannot be measured; see its errors (diffeval summary)",
+                    empty.text(), cmp.questions));
+}
+
+// The never-finished check where a side answered but recorded no finish
+// state (imported from lm-eval samples, which keep no finish_reason).
 GateCheck unrecorded_check(const Comparison& cmp, const Selector& side,
                            const IncreaseLimit& limit) {
-    GateCheck c;
-    c.kind = "never_finished";
-    c.name = fmt::format("never_finished {} -> {}", cmp.a.text(), cmp.b.text());
-    c.unit = "responses";
-    c.threshold_text = "<= " + limit.text();
-    c.measured_text = fmt::format("{} recorded no finish state", side.text());
-    c.status = CheckStatus::fail;
-    c.why = fmt::format("{}'s answers were imported without how they ended (lm-eval samples "
-                        "keep no finish_reason), so whether they finished cannot be measured; "
-                        "leave --max-never-finished-increase out for an imported group",
-                        side.text());
-    c.detail = {{"baseline", cmp.a.text()},
-                {"candidate", cmp.b.text()},
-                {"measured", false},
-                {"finish_recorded", false}};
+    auto c = unmeasured_check(
+        "never_finished", cmp, "<= " + limit.text(),
+        fmt::format("{} recorded no finish state", side.text()),
+        fmt::format("{}'s answers were imported without how they ended (lm-eval samples keep "
+                    "no finish_reason), so whether they finished cannot be measured; leave "
+                    "--max-never-finished-increase out for an imported group",
+                    side.text()));
+    c.detail["finish_recorded"] = false;
     return c;
 }
 
@@ -359,16 +360,16 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
                                                                 : nullptr;
         if (empty) {
             if (spec.max_never_finished_increase) {
-                out.push_back(unmeasured_check("never_finished", cmp, *empty,
+                out.push_back(unanswered_check("never_finished", cmp, *empty,
                                                "<= " + spec.max_never_finished_increase->text()));
             }
             if (spec.max_reasoning_start_increase) {
-                out.push_back(unmeasured_check("reasoning_start", cmp, *empty,
+                out.push_back(unanswered_check("reasoning_start", cmp, *empty,
                                                "<= " + spec.max_reasoning_start_increase->text()));
             }
             if (spec.max_token_increase_pct) {
                 out.push_back(
-                    unmeasured_check("tokens", cmp, *empty,
+                    unanswered_check("tokens", cmp, *empty,
                                      fmt::format("<= {:+.2f}%", *spec.max_token_increase_pct)));
             }
             continue;
@@ -403,15 +404,12 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
     return {};
 }
 
-util::Result<GateCheck> completeness_check(store::Store& store) {
+util::Result<GateCheck> completeness_check(store::Store& store,
+                                           const std::vector<store::GroupCompleteness>& groups) {
     int64_t total = 0, missing = 0;
     std::vector<std::string> where;
-    auto groups = store::completeness(store);
-    if (!groups) {
-        return groups.error();
-    }
     int64_t unplanned = 0;
-    for (const auto& g : *groups) {
+    for (const auto& g : groups) {
         total += g.requests + g.unplanned;
         missing += g.missing + g.unplanned;
         unplanned += g.unplanned;
@@ -611,9 +609,19 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
     GateVerdict verdict;
     verdict.scorer = results.scorers.at(spec.scorer);
     verdict.summary = summarize(results);
+    // What each group planned and answered, read once for the checks that
+    // need it (completeness, and the accuracy check's never-planned note).
+    std::vector<store::GroupCompleteness> groups;
+    if (spec.require_complete == RequireComplete::yes || spec.expect) {
+        auto read = store::completeness(store);
+        if (!read) {
+            return read.error();
+        }
+        groups = std::move(*read);
+    }
     // Completeness first: errors are a failure of the run, not noise to drop.
     if (spec.require_complete == RequireComplete::yes) {
-        auto c = completeness_check(store);
+        auto c = completeness_check(store, groups);
         if (!c) {
             return c.error();
         }
@@ -628,11 +636,7 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
         verdict.checks.push_back(std::move(*c));
     }
     if (spec.expect) {
-        auto groups = store::completeness(store);
-        if (!groups) {
-            return groups.error();
-        }
-        if (auto r = add_accuracy_checks(verdict.summary, *groups, spec, verdict.checks); !r) {
+        if (auto r = add_accuracy_checks(verdict.summary, groups, spec, verdict.checks); !r) {
             return r.error();
         }
     }

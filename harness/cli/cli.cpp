@@ -109,49 +109,6 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
     return {};
 }
 
-// CLI11's "Could not convert: --limit = 1e3" in our own words, naming what
-// the flag takes: "--limit '1e3': expected a whole number". Other
-// conversion messages are kept as CLI11 words them.
-std::string conversion_message(const CLI::App& sub, const std::string& what) {
-    constexpr std::string_view k_prefix = "Could not convert: ";
-    const auto equals = what.find(" = ");
-    if (what.rfind(k_prefix, 0) != 0 || equals == std::string::npos) {
-        return what;
-    }
-    const std::string name = what.substr(k_prefix.size(), equals - k_prefix.size());
-    const std::string value = what.substr(equals + 3);
-    std::string expected = "a valid value";
-    if (const CLI::Option* opt = sub.get_option_no_throw(name)) {
-        const std::string type = opt->get_type_name();
-        const bool whole = type == "INT" || type == "UINT";
-        // A whole number CLI11 refused is out of its type's range.
-        const size_t sign = value.find_first_not_of("+-") == 1 ? 1 : 0;
-        const bool integral = whole && value.size() > sign &&
-                              value.find_first_not_of("0123456789", sign) == std::string::npos;
-        if (integral && type == "UINT" && value[0] == '-') {
-            expected = "a whole number of 0 or more";
-        } else if (integral) {
-            return fmt::format("{} {}: too large a number for this flag", name, value);
-        } else if (whole) {
-            expected = "a whole number";
-        } else if (type == "FLOAT") {
-            expected = "a number";
-        }
-    }
-    return fmt::format("{} '{}': expected {}", name, value, expected);
-}
-
-std::string help_hint(const CLI::App& app, const CLI::App& sub) {
-    if (&sub == &app) {
-        return "see 'diffeval --help'";
-    }
-    std::string path = sub.get_name();
-    for (const CLI::App* p = sub.get_parent(); p != nullptr && p != &app; p = p->get_parent()) {
-        path = p->get_name() + " " + path;
-    }
-    return fmt::format("see 'diffeval {} --help'", path);
-}
-
 // What is wrong with `text` as the number an option of CLI11 type `type`
 // takes, or nothing. CLI11 also reads "0x10" (16), " 3", "-1" for an
 // unsigned flag (2^64 - 1), "nan" and "1e400" (inf); the docs promise the
@@ -196,6 +153,40 @@ std::string number_problem(const std::string& type, const std::string& text) {
         return "too large a number for this flag";
     }
     return {};
+}
+
+// CLI11's "Could not convert: --limit = 1e3" in our own words, naming what
+// the flag takes: "--limit '1e3': expected a whole number". Other
+// conversion messages are kept as CLI11 words them.
+std::string conversion_message(const CLI::App& sub, const std::string& what) {
+    constexpr std::string_view k_prefix = "Could not convert: ";
+    const auto equals = what.find(" = ");
+    if (what.rfind(k_prefix, 0) != 0 || equals == std::string::npos) {
+        return what;
+    }
+    const std::string name = what.substr(k_prefix.size(), equals - k_prefix.size());
+    const std::string value = what.substr(equals + 3);
+    const CLI::Option* opt = sub.get_option_no_throw(name);
+    const std::string type = opt ? opt->get_type_name() : "";
+    std::string problem = number_problem(type, value);
+    // Plain decimal text CLI11 refused is out of the flag's type's range.
+    if (problem.empty() &&
+        (type.starts_with("INT") || type.starts_with("UINT") || type.starts_with("FLOAT"))) {
+        problem = "too large a number for this flag";
+    }
+    return fmt::format("{} '{}': {}", name, value,
+                       problem.empty() ? "expected a valid value" : problem);
+}
+
+std::string help_hint(const CLI::App& app, const CLI::App& sub) {
+    if (&sub == &app) {
+        return "see 'diffeval --help'";
+    }
+    std::string path = sub.get_name();
+    for (const CLI::App* p = sub.get_parent(); p != nullptr && p != &app; p = p->get_parent()) {
+        path = p->get_name() + " " + path;
+    }
+    return fmt::format("see 'diffeval {} --help'", path);
 }
 
 } // namespace
