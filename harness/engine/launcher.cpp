@@ -98,41 +98,6 @@ namespace {
 // health check meeting a stuck process.
 constexpr auto k_port_probe_timeout = std::chrono::milliseconds{500};
 
-struct HostPort {
-    std::string host; // without IPv6 brackets
-    std::string port;
-};
-
-// The host and port of `url` (http[s]://host[:port][/...]), the port
-// defaulting to the scheme's; nothing when `url` has no such form.
-std::optional<HostPort> host_port(std::string_view url) {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos) {
-        return std::nullopt;
-    }
-    const bool https = scheme_end == 5 && strncasecmp(url.data(), "https", 5) == 0;
-    auto authority = url.substr(scheme_end + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
-    if (authority.empty() || authority.find('@') != std::string_view::npos) {
-        return std::nullopt;
-    }
-    HostPort hp{std::string(authority), https ? "443" : "80"};
-    if (authority.front() == '[') {
-        const auto close = authority.find(']');
-        if (close == std::string_view::npos) {
-            return std::nullopt;
-        }
-        hp.host = std::string(authority.substr(1, close - 1));
-        if (close + 1 < authority.size() && authority[close + 1] == ':') {
-            hp.port = std::string(authority.substr(close + 2));
-        }
-    } else if (const auto colon = authority.rfind(':'); colon != std::string_view::npos) {
-        hp.host = std::string(authority.substr(0, colon));
-        hp.port = std::string(authority.substr(colon + 1));
-    }
-    return hp;
-}
-
 // Whether `a` is an address of this machine: it can be bound (loopback, the
 // wildcard, one of its interfaces).
 bool is_local(const addrinfo& a) {
@@ -175,7 +140,7 @@ bool answers(const addrinfo& a) {
 // addresses and "localhost" are resolved: a launch on another machine is
 // not ours to check, and a DNS query could hang.
 util::Result<void> check_port_free(const ServerSpec& spec) {
-    const auto hp = host_port(spec.url);
+    const auto hp = http::host_port(spec.url);
     if (!hp) {
         return {};
     }

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 #include <unordered_map>
@@ -513,6 +514,44 @@ bool looks_like_http_url(const std::string& url) {
         }
     }
     return true;
+}
+
+std::optional<HostPort> host_port(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) {
+        return std::nullopt;
+    }
+    const bool https = scheme_end == 5 && strncasecmp(url.data(), "https", 5) == 0;
+    if (!https && !(scheme_end == 4 && strncasecmp(url.data(), "http", 4) == 0)) {
+        return std::nullopt;
+    }
+    std::string_view host = url.substr(scheme_end + 3);
+    host = host.substr(0, host.find_first_of("/?#"));
+    if (host.empty() || host.find('@') != std::string_view::npos) {
+        return std::nullopt;
+    }
+    std::string_view port = https ? "443" : "80";
+    if (host.front() == '[') {
+        const auto close = host.find(']');
+        if (close == std::string_view::npos) {
+            return std::nullopt;
+        }
+        if (close + 1 < host.size()) {
+            if (host[close + 1] != ':') {
+                return std::nullopt;
+            }
+            port = host.substr(close + 2);
+        }
+        host = host.substr(1, close - 1);
+    } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+        port = host.substr(colon + 1);
+        host = host.substr(0, colon);
+    }
+    if (host.empty() || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return std::nullopt;
+    }
+    return HostPort{std::string(host), std::string(port)};
 }
 
 } // namespace diffeval::http

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace diffeval::http {
@@ -88,5 +89,14 @@ Response fetch(const Request& request);
 
 // Percent-encoding-free check that `url` looks like http(s)://host[:port][/path].
 bool looks_like_http_url(const std::string& url);
+
+// The host (without IPv6 brackets) and the port (digits) of an http:// or
+// https:// `url`, the port defaulting to the scheme's; nothing when `url`
+// has no such authority (no scheme, user info, an empty host or port).
+struct HostPort {
+    std::string host;
+    std::string port;
+};
+std::optional<HostPort> host_port(std::string_view url);
 
 } // namespace diffeval::http

@@ -74,35 +74,14 @@ std::optional<std::string_view> authority_of(std::string_view url) {
 
 std::optional<Target> parse_target(const std::string& url) {
     auto authority = authority_of(url);
-    if (!authority || authority->empty() || authority->find('@') != std::string_view::npos) {
+    auto hp = host_port(url);
+    if (!authority || !hp) {
         return std::nullopt;
     }
     Target t;
     t.host_header = std::string(*authority);
-    std::string_view host = *authority;
-    std::string_view port = "80";
-    if (host.front() == '[') {
-        const auto close = host.find(']');
-        if (close == std::string_view::npos) {
-            return std::nullopt;
-        }
-        if (close + 1 < host.size()) {
-            if (host[close + 1] != ':') {
-                return std::nullopt;
-            }
-            port = host.substr(close + 2);
-        }
-        host = host.substr(1, close - 1);
-    } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
-        port = host.substr(colon + 1);
-        host = host.substr(0, colon);
-    }
-    if (host.empty() || port.empty() || port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-        return std::nullopt;
-    }
-    t.host = std::string(host);
-    t.port = std::string(port);
+    t.host = std::move(hp->host);
+    t.port = std::move(hp->port);
     t.key = t.host + ":" + t.port;
     std::string_view rest = std::string_view(url).substr(url.find("//") + 2 + authority->size());
     rest = rest.substr(0, rest.find('#'));

@@ -345,7 +345,7 @@ TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
          "one resample; pass --resamples 2000000000 or more"},
         {{"gate", "--max-drop", "1", "--resamples", "10"},
          "--alpha 0.05 with --resamples 10: each end of the interval"},
-        {{"diff", "a", "b", "--resamples", "99999999999"}, "--resamples 99999999999: too large"},
+        {{"diff", "a", "b", "--resamples", "99999999999"}, "--resamples '99999999999': too large"},
         {{"diff", "a", "b", "--resamples", "0"}, "--resamples 0: must be at least 1"},
         {{"diff", "a", "b", "--alpha", "2"}, "--alpha 2: must be in (0, 0.5]"},
         {{"gate", "--baseline", "a", "--candidate", "b", "--max-drop", "1", "--alpha", "0.7"},
