@@ -68,15 +68,42 @@ bool any_unrecorded(const Summary& summary) {
                        [](const GroupSummary& g) { return g.unrecorded > 0; });
 }
 
-LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
-    LatencySummary out;
-    std::vector<double> latency, ttft, tokens;
-    std::vector<std::pair<double, double>> spans; // each timed request: sent, done
+namespace {
+
+// Each timed request of `rows`: when it was sent, and when answered.
+std::vector<std::pair<double, double>> timed_spans(const std::vector<const ResultRow*>& rows) {
+    std::vector<std::pair<double, double>> spans;
     for (const auto* r : rows) {
-        // An answer nothing timed (an import) has no span and no latency.
         if (r->started_ms > 0 && r->latency_ms) {
             spans.emplace_back(r->started_ms, r->started_ms + *r->latency_ms);
         }
+    }
+    return spans;
+}
+
+} // namespace
+
+std::vector<std::pair<double, double>> idle_gaps(const std::vector<const ResultRow*>& rows) {
+    auto spans = timed_spans(rows);
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<double, double>> gaps;
+    double open_end = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        if (i > 0 && spans[i].first > open_end) {
+            gaps.emplace_back(open_end, spans[i].first);
+        }
+        open_end = i == 0 ? spans[i].second : std::max(open_end, spans[i].second);
+    }
+    return gaps;
+}
+
+LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows,
+                                 const std::vector<std::pair<double, double>>& idle) {
+    LatencySummary out;
+    std::vector<double> latency, ttft, tokens;
+    // An answer nothing timed (an import) has no span and no latency.
+    const auto spans = timed_spans(rows);
+    for (const auto* r : rows) {
         if (!r->ok) {
             continue;
         }
@@ -110,23 +137,23 @@ LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows) {
         }
         out.tokens_mean = sum / static_cast<double>(tokens.size());
     }
-    // The time some request of the group was in flight: the union of their
-    // spans, so the hours between a killed run and its resume, or between
-    // the runs of a rerun, are not counted as serving time.
-    std::sort(spans.begin(), spans.end());
-    double busy_ms = 0, open_start = 0, open_end = 0;
-    for (size_t i = 0; i < spans.size(); ++i) {
-        if (i == 0 || spans[i].first > open_end) {
-            busy_ms += open_end - open_start;
-            open_start = spans[i].first;
-            open_end = spans[i].second;
-        } else {
-            open_end = std::max(open_end, spans[i].second);
+    // The wall span from the group's first request sent to its last answer,
+    // less the stretches when no request of the database was in flight (the
+    // hours between a killed run and its resume): groups run side by side
+    // each show the rate they got, and an idle gap is not serving time.
+    if (!spans.empty()) {
+        double first = spans.front().first, last = spans.front().second;
+        for (const auto& [sent, done] : spans) {
+            first = std::min(first, sent);
+            last = std::max(last, done);
         }
-    }
-    busy_ms += open_end - open_start;
-    if (busy_ms > 0) {
-        out.requests_per_s = static_cast<double>(spans.size()) / (busy_ms / 1000.0);
+        double wall_ms = last - first;
+        for (const auto& [from, to] : idle) {
+            wall_ms -= std::max(0.0, std::min(to, last) - std::max(from, first));
+        }
+        if (wall_ms > 0) {
+            out.requests_per_s = static_cast<double>(spans.size()) / (wall_ms / 1000.0);
+        }
     }
     return out;
 }
@@ -216,13 +243,14 @@ void average_repeats(GroupSummary& g) {
 
 // One group's summary from its counts: accuracy per repeat and scorer, its
 // spread, accuracy on finished answers, the invalid rate and the means.
-GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupCounts& counts) {
+GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupCounts& counts,
+                             const std::vector<std::pair<double, double>>& idle) {
     const size_t n_scorers = results.scorers.size();
     GroupSummary g;
     g.server = results.servers[static_cast<size_t>(std::get<0>(key))];
     g.framing = results.framings[static_cast<size_t>(std::get<1>(key))];
     g.max_tokens = std::get<2>(key);
-    g.latency = summarize_latency(counts.members);
+    g.latency = summarize_latency(counts.members, idle);
     g.scorers.resize(n_scorers);
     std::vector<std::vector<double>> fin_acc(n_scorers);
     int64_t total = 0;
@@ -268,8 +296,14 @@ Summary summarize(const Results& results) {
         count_response(r, results.scorers.size(),
                        groups[std::make_tuple(r.server, r.framing, r.max_tokens)]);
     }
+    std::vector<const ResultRow*> all;
+    all.reserve(results.rows.size());
+    for (const auto& r : results.rows) {
+        all.push_back(&r);
+    }
+    const auto idle = idle_gaps(all);
     for (auto& [key, counts] : groups) {
-        out.groups.push_back(summarize_group(results, key, counts));
+        out.groups.push_back(summarize_group(results, key, counts, idle));
     }
     return out;
 }

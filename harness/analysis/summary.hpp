@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -96,7 +97,13 @@ Summary summarize(const Results& results);
 bool any_unrecorded(const Summary& summary);
 
 // The latency summary of `rows` (any subset of one group's responses).
-LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows);
+// The stretches between `rows`' timed requests when none was in flight
+// (sent to answered), in order: the idle time between runs of a database.
+std::vector<std::pair<double, double>> idle_gaps(const std::vector<const ResultRow*>& rows);
+// One group's latency, tokens and rate; its requests per second leave out
+// the `idle` stretches (idle_gaps of the whole database).
+LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows,
+                                 const std::vector<std::pair<double, double>>& idle = {});
 
 // The documented JSON shape (docs/json.md, "diffeval.summary/2").
 nlohmann::json to_json(const Summary& summary);

@@ -126,9 +126,22 @@ TEST(SummarizeLatency, TheRateLeavesOutTheGapBetweenARunAndItsResume) {
     for (const auto& r : rows) {
         ptrs.push_back(&r);
     }
-    const auto l = summarize_latency(ptrs);
+    const auto l = summarize_latency(ptrs, idle_gaps(ptrs));
     ASSERT_TRUE(l.requests_per_s.has_value());
     EXPECT_NEAR(*l.requests_per_s, 4 / 1.5, 1e-9);
+    // A group's own gaps while another group's requests were in flight
+    // count: here the whole minute is busy elsewhere, so the rate is over
+    // the wall span (the demo's groups showed up to 11,000 req/s each where
+    // the run stored 15,000 a second in all).
+    ResultRow other;
+    other.ok = true;
+    other.started_ms = t0;
+    other.latency_ms = 61'000;
+    std::vector<const ResultRow*> all = ptrs;
+    all.push_back(&other);
+    const auto busy = summarize_latency(ptrs, idle_gaps(all));
+    ASSERT_TRUE(busy.requests_per_s.has_value());
+    EXPECT_NEAR(*busy.requests_per_s, 4 / 60.75, 1e-9);
 }
 
 } // namespace
