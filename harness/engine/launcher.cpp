@@ -358,12 +358,22 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
     m_exit = "killed after the grace period";
 }
 
+std::optional<std::string> read_server_log(const std::filesystem::path& path) {
+    auto ends = util::read_file_ends(path, k_log_head, k_log_tail);
+    if (!ends) {
+        return std::nullopt;
+    }
+    return std::move(ends->text);
+}
+
 std::string LaunchedServer::log_text() const {
-    return util::read_file(m_log_path).value_or("");
+    return read_server_log(m_log_path).value_or("");
 }
 
 std::string LaunchedServer::log_tail(size_t lines) const {
-    auto text = log_text();
+    // The end alone: what a failure's account prints is the last few lines.
+    auto ends = util::read_file_ends(m_log_path, 0, k_log_tail);
+    auto text = ends ? std::move(ends->text) : std::string();
     size_t pos = text.size();
     if (pos > 0 && text[pos - 1] == '\n') {
         --pos;

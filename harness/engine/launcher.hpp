@@ -26,6 +26,17 @@ util::Result<std::vector<std::string>> split_command(const std::string& command)
 // Whether a launched server may outlive diffeval (--keep-servers).
 enum class Outlive { no, yes };
 
+// What diffeval keeps of a server's log (launched, or attached with
+// --server-log): its first k_log_head and last k_log_tail bytes in whole
+// lines, with a line for what was left out between them. A log grows with
+// every request a verbose server serves, and what is read is held in memory
+// and stored in `servers.log_text`; the facts fingerprinting reads are
+// stated at start-up, and a failure's account at the end. nullopt when the
+// file cannot be read.
+constexpr size_t k_log_head = size_t{2} << 20;
+constexpr size_t k_log_tail = size_t{512} << 10;
+std::optional<std::string> read_server_log(const std::filesystem::path& path);
+
 class LaunchedServer {
 public:
     // Start `spec.launch`, appending its stdout and stderr to `log_path`.
@@ -51,6 +62,7 @@ public:
     // Let the process run on after this object and diffeval are gone
     // (--keep-servers): the destructor no longer stops it.
     void release() { m_pid = -1; }
+    // What is kept of the log: read_server_log's.
     std::string log_text() const;
     // The last `lines` lines of the log.
     std::string log_tail(size_t lines) const;

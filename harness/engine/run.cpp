@@ -228,7 +228,7 @@ util::Result<Next> preflight_servers(const RunContext& ctx, std::vector<ServerSt
     for (size_t i = 0; i < servers.size(); ++i) {
         const auto& spec = ctx.config.servers[i];
         if (!spec.attached_log.empty()) {
-            auto text = util::read_file(spec.attached_log);
+            auto text = read_server_log(spec.attached_log);
             if (!text) {
                 return make_error(ErrorKind::usage,
                                   fmt::format("--server-log: cannot read {}", spec.attached_log));

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <vector>
+
+#include <fmt/format.h>
 
 namespace diffeval::util {
 
@@ -45,6 +48,75 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     }
     text.resize(used);
     return text;
+}
+
+std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head,
+                                       size_t tail) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return std::nullopt;
+    }
+    constexpr size_t k_block = 1 << 20;
+    std::string first;
+    std::string last; // the bytes after `first`, trimmed to `tail` from time to time
+    uint64_t after_first = 0;
+    std::vector<char> block(k_block);
+    // A regular file longer than what is kept: past its start, straight to
+    // its end (a pipe, or a size that cannot be read, is read through).
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    const bool seek = !ec && std::filesystem::is_regular_file(path, ec) && !ec &&
+                      size > static_cast<uint64_t>(head) + tail;
+    for (;;) {
+        if (seek && first.size() == head && after_first == 0) {
+            in.seekg(static_cast<std::streamoff>(size - tail));
+            if (!in) {
+                return std::nullopt;
+            }
+            after_first = size - tail - head;
+        }
+        // The start is read to its exact length, so the seek below comes
+        // right after it.
+        const size_t want = first.size() < head ? std::min(k_block, head - first.size()) : k_block;
+        in.read(block.data(), static_cast<std::streamsize>(want));
+        const auto got = static_cast<size_t>(in.gcount());
+        size_t used = 0;
+        if (first.size() < head) {
+            used = std::min(got, head - first.size());
+            first.append(block.data(), used);
+        }
+        last.append(block.data() + used, got - used);
+        after_first += got - used;
+        if (last.size() > 2 * tail + k_block) {
+            last.erase(0, last.size() - tail);
+        }
+        if (!in) {
+            break;
+        }
+    }
+    if (in.bad()) {
+        return std::nullopt;
+    }
+    FileEnds ends;
+    if (after_first <= tail) {
+        ends.text = std::move(first) + last;
+        return ends;
+    }
+    if (last.size() > tail) {
+        last.erase(0, last.size() - tail);
+    }
+    // Whole lines only: the start up to its last line break, the end from
+    // past its first (the byte before `last` began no line when it is cut).
+    const auto head_end = first.rfind('\n');
+    first.resize(head_end == std::string::npos ? 0 : head_end + 1);
+    const auto tail_start = last.find('\n');
+    last.erase(0, tail_start == std::string::npos ? last.size() : tail_start + 1);
+    ends.left_out = static_cast<uint64_t>(head) + after_first - first.size() - last.size();
+    ends.text = std::move(first);
+    ends.text += fmt::format("[diffeval: {} bytes of this file left out here: {}]\n", ends.left_out,
+                             path.string());
+    ends.text += last;
+    return ends;
 }
 
 bool may_write(const std::string& path, std::string* error) {

@@ -354,3 +354,54 @@ TEST(Launch, AttachedLogIsFingerprinted) {
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("no server named 'other'"), std::string::npos) << bad.err;
 }
+
+TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
+    // A verbose server writes lines per request for as long as it runs: what
+    // is held and stored is its start (the facts fingerprinting reads) and
+    // its end (what it said last), with a line for what was left out.
+    auto dir = e2e::scratch("chatty");
+    const int port = e2e::free_port();
+    const auto bin = e2e::binary();
+    auto config = dir / "experiment.toml";
+    std::ofstream(config)
+        << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 2\n\n"
+        << "[[servers]]\nname = \"chatty\"\nurl = \"http://127.0.0.1:" << port
+        << "\"\nshell = true\nlaunch = "
+        << quoted("echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
+                  "0.28.0\"; yes 'INFO request served in 12 ms' | head -c 6000000; exec " +
+                  bin + " sim --port " + std::to_string(port))
+        << "\nready_timeout = 20\n";
+    // An attached log the same way: a start, chatter, an end.
+    auto log = dir / "attached.log";
+    {
+        std::ofstream out(log);
+        out << "INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version 0.29.1\n";
+        for (int i = 0; i < 200'000; ++i) {
+            out << "INFO request " << i << " served\n";
+        }
+        out << "ERROR the last thing the server said\n";
+    }
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT length(log_text) <= 2621440 + 200 FROM servers"), "1");
+    EXPECT_EQ(query(db, "SELECT instr(log_text, 'bytes of this file left out here') > 0 AND "
+                        "instr(log_text, 'listening on') > 0 FROM servers"),
+              "1");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "0.28.0");
+
+    e2e::Sim a;
+    auto attached_db = dir / "a.sqlite";
+    auto a_run =
+        e2e::run({"run", "--server", "s=" + a.url(), "--server-log", "s=" + log.string(), "--limit",
+                  "1", "--framing", "raw", "--db", attached_db.string(), "--quiet"});
+    ASSERT_EQ(a_run.exit_code, 0) << a_run.err;
+    EXPECT_EQ(query(attached_db, "SELECT instr(log_text, 'bytes of this file left out here') > 0 "
+                                 "AND instr(log_text, 'the last thing the server said') > 0 AND "
+                                 "instr(log_text, 'request 100000 served') = 0 FROM servers"),
+              "1");
+    EXPECT_EQ(query(attached_db,
+                    "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "0.29.1");
+}

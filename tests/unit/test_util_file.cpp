@@ -1,14 +1,19 @@
 // Whole-file reads: every byte of a regular file whatever its size against
 // the read's blocks, a file whose reported size is not what it holds, and a
-// missing file.
+// missing file. Reads of a file's ends: whole lines, what was left out said,
+// a pipe like a file.
 #include <harness/util/file.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace diffeval;
 
@@ -49,4 +54,104 @@ TEST(ReadFile, ReadsToTheEndWhenTheReportedSizeIsWrong) {
 
 TEST(ReadFile, AMissingFileIsNoText) {
     EXPECT_FALSE(util::read_file("/nonexistent/diffeval-unit-file").has_value());
+}
+
+namespace {
+
+// Numbered lines of uneven length, `bytes` or a little more in all.
+std::string numbered_lines(size_t bytes) {
+    std::string text;
+    for (size_t i = 0; text.size() < bytes; ++i) {
+        text += "line " + std::to_string(i) + std::string(i % 37, 'x') + "\n";
+    }
+    return text;
+}
+
+// `text` split after each line break.
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    size_t start = 0;
+    while (start < text.size()) {
+        auto end = text.find('\n', start);
+        end = end == std::string::npos ? text.size() : end + 1;
+        lines.push_back(text.substr(start, end - start));
+        start = end;
+    }
+    return lines;
+}
+
+} // namespace
+
+TEST(ReadFileEnds, AFileWithinWhatIsKeptIsReadWhole) {
+    const auto text = numbered_lines(5000);
+    const auto path = temp_file("ends-whole", text);
+    const auto ends = util::read_file_ends(path, 4000, text.size() - 4000);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(ends.has_value());
+    EXPECT_EQ(ends->left_out, 0u);
+    EXPECT_TRUE(ends->text == text);
+}
+
+TEST(ReadFileEnds, ALongFileKeepsWholeLinesOfItsStartAndEndAndSaysWhatWasLeftOut) {
+    // Longer than the 1 MiB read block, so the end is reached by a seek.
+    const auto text = numbered_lines(size_t{3} << 20);
+    const auto path = temp_file("ends-long", text);
+    const auto ends = util::read_file_ends(path, 1000, 500);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(ends.has_value());
+    const auto kept = lines_of(ends->text);
+    const auto all = lines_of(text);
+    // The kept lines: the file's first lines, one line naming what was left
+    // out, the file's last lines; nothing else and no piece of a line.
+    size_t marker = 0;
+    while (marker < kept.size() && kept[marker] == all[marker]) {
+        ++marker;
+    }
+    ASSERT_LT(marker, kept.size());
+    EXPECT_GT(marker, 10u);
+    EXPECT_EQ(kept[marker], fmt::format("[diffeval: {} bytes of this file left out here: {}]\n",
+                                        ends->left_out, path.string()));
+    const size_t tail_lines = kept.size() - marker - 1;
+    EXPECT_GT(tail_lines, 5u);
+    for (size_t i = 0; i < tail_lines; ++i) {
+        EXPECT_EQ(kept[marker + 1 + i], all[all.size() - tail_lines + i]);
+    }
+    // Everything is either kept or counted as left out.
+    EXPECT_EQ(ends->text.size() - kept[marker].size() + ends->left_out, text.size());
+    EXPECT_LE(ends->text.size() - kept[marker].size(), 1500u);
+}
+
+TEST(ReadFileEnds, APipeKeepsWhatTheSameFileKeeps) {
+    // A pipe cannot seek: it is read through, and keeps the same lines.
+    const auto text = numbered_lines((size_t{5} << 20) / 2);
+    const auto path = temp_file("ends-file", text);
+    const auto from_file = util::read_file_ends(path, 3000, 2000);
+    std::filesystem::remove(path);
+    const auto fifo = std::filesystem::temp_directory_path() /
+                      ("diffeval-unit-file-" + std::to_string(::getpid()) + "-fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << text; });
+    const auto from_pipe = util::read_file_ends(fifo, 3000, 2000);
+    writer.join();
+    std::filesystem::remove(fifo);
+    ASSERT_TRUE(from_file.has_value());
+    ASSERT_TRUE(from_pipe.has_value());
+    EXPECT_EQ(from_pipe->left_out, from_file->left_out);
+    auto unnamed = [](std::string s, const std::filesystem::path& p) {
+        const auto at = s.find(p.string());
+        return at == std::string::npos ? s : s.erase(at, p.string().size());
+    };
+    EXPECT_TRUE(unnamed(from_pipe->text, fifo) == unnamed(from_file->text, path));
+}
+
+TEST(ReadFileEnds, ALineLongerThanWhatIsKeptIsLeftOutWhole) {
+    // A key in a line is never cut in two: no piece of a line is kept.
+    const std::string text = std::string(5000, 'k') + "\n" + std::string(5000, 'e') + "\n";
+    const auto path = temp_file("ends-one-line", text);
+    const auto ends = util::read_file_ends(path, 1000, 1000);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(ends.has_value());
+    EXPECT_EQ(ends->left_out, text.size());
+    EXPECT_EQ(ends->text.find('k'), std::string::npos);
+    EXPECT_EQ(ends->text.find("ee"), std::string::npos);
 }
