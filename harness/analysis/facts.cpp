@@ -15,8 +15,9 @@ namespace {
 
 using nlohmann::json;
 
-// The version string a server reported: vLLM's /version body, else its
-// Server header.
+// The version string a server reported: vLLM's /version body, else
+// llama.cpp's build in /props, else its Server header (which names the
+// engine, not its version: the last resort).
 std::string version_of(const json& info) {
     if (auto v = info.find("version"); v != info.end()) {
         if (v->is_string()) {
@@ -24,6 +25,11 @@ std::string version_of(const json& info) {
         }
         if (v->is_object() && v->contains("version") && (*v)["version"].is_string()) {
             return (*v)["version"].get<std::string>();
+        }
+    }
+    if (auto p = info.find("props"); p != info.end() && p->is_object()) {
+        if (auto b = p->find("build_info"); b != p->end() && b->is_string() && !b->empty()) {
+            return b->get<std::string>();
         }
     }
     if (auto h = info.find("server_header"); h != info.end() && h->is_string()) {

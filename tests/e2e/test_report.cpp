@@ -455,3 +455,20 @@ TEST(Report, AServerWithNoGroupLikeTheBaselinesIsNamedNotFatal) {
     EXPECT_EQ(md.find("Only one server"), std::string::npos);
     EXPECT_TRUE(std::filesystem::exists(dir / "out" / "report.html"));
 }
+
+TEST(Report, ALlamaCppServersVersionIsItsBuildNotItsServerHeader) {
+    // llama.cpp has no /version: its Server header names the engine
+    // ("llama.cpp"), and /props its build. The version row shows the build.
+    auto dir = e2e::scratch("report_llama_version");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"}, "4");
+    e2e::exec(db, R"(UPDATE servers SET info_json = '{"server_header": "llama.cpp", "props": )"
+                  R"({"build_info": "b11669-Debian", "total_slots": 1}}' WHERE name = 'default')");
+    e2e::exec(db, R"(UPDATE servers SET info_json = '{"server_header": "llama.cpp", "props": )"
+                  R"({"build_info": "b11700-Debian", "total_slots": 1}}' WHERE name = 'deepgemm')");
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("| version | b11669-Debian | b11700-Debian | yes |"), std::string::npos)
+        << md;
+}
