@@ -2,6 +2,7 @@
 // resolve relative to themselves, and mistakes name the file and line.
 #include <harness/engine/vllm_config.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -105,4 +106,31 @@ TEST(VllmConfig, MistakesNameFileAndLine) {
     ASSERT_FALSE(list.ok());
     EXPECT_NE(list.error().message.find("list.txt:1: no config"), std::string::npos)
         << list.error().message;
+}
+
+// vLLM's gsm8k_eval.py asks min(num_questions, 1319) questions, so 0 asks
+// none and the CI check of their accuracy (NaN) always fails: the config is
+// refused naming the field, not run or reported as a `--limit 0` the user
+// never typed.
+TEST(VllmConfig, NoQuestionsIsRefusedAsTheCiWouldFailIt) {
+    for (const char* n : {"0", "-3"}) {
+        auto c = engine::load_vllm_config(
+            write("Zero.yaml",
+                  fmt::format("model_name: m\naccuracy_threshold: 0.5\nnum_questions: {}\n", n)));
+        ASSERT_FALSE(c.ok()) << n;
+        EXPECT_EQ(c.error().kind, util::ErrorKind::usage);
+        EXPECT_NE(c.error().message.find(fmt::format("Zero.yaml:3: num_questions is {}: vLLM's "
+                                                     "gsm8k_eval.py then asks no questions",
+                                                     n)),
+                  std::string::npos)
+            << c.error().message;
+        EXPECT_EQ(c.error().message.find("--limit"), std::string::npos) << c.error().message;
+    }
+    // More than the test split asks for all of it, there and here.
+    auto all = engine::load_vllm_config(
+        write("All.yaml", "model_name: m\naccuracy_threshold: 0.5\nnum_questions: 5000\n"));
+    ASSERT_TRUE(all.ok()) << all.error().message;
+    engine::RunConfig run;
+    ASSERT_TRUE(engine::apply_vllm_configs({*all}, "vllm", run).ok());
+    EXPECT_EQ(run.limit, 5000);
 }
