@@ -75,7 +75,17 @@ int fingerprint_command(const FingerprintFlags& f) {
             std::cout << "  no known facts found in this log\n";
         }
         for (const auto& [k, v] : fp->facts) {
-            std::cout << fmt::format("  {:<24} {}\n", k, v);
+            auto stated = fp->stated.find(k);
+            std::cout << fmt::format(
+                "  {:<24} {}{}\n", k, v,
+                stated == fp->stated.end() ? "" : fmt::format(" (stated: {})", stated->second));
+        }
+        // Said but not resolved: flash attention `auto` in a log cut before
+        // the server placed its layers.
+        for (const auto& [k, v] : fp->stated) {
+            if (!fp->facts.count(k)) {
+                std::cout << fmt::format("  {:<24} (stated: {})\n", k, v);
+            }
         }
         for (const auto& c : fp->conflicts) {
             std::cout << fmt::format("CONFLICT {}: {} ({})\n", c.name, c.message,

@@ -287,7 +287,7 @@ nlohmann::json server_facts(const std::string& name, const std::string& log_text
     // both speak.
     const auto props_facts = limit_facts(limits);
     if (!props_facts.empty() && !fp) {
-        fp = fingerprint::Fingerprint{limits.engine, {}, {}};
+        fp = fingerprint::Fingerprint{limits.engine, {}, {}, {}};
     }
     for (const auto& [k, v] : props_facts.items()) {
         fp->facts.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());

@@ -22,6 +22,8 @@ struct Rules::Impl {
     struct Fact {
         std::string name;
         std::unique_ptr<RE2> re;
+        std::string value;   // a rewrite of the groups (`\2`), or "" for group 1 as written
+        bool stated = false; // group 1 is only what the server stated, not the fact
     };
     struct ConflictRule {
         std::string name;
@@ -81,7 +83,16 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
                                 "in a group ({})",
                                 where(f), *name, re->ok() ? "no group" : re->error()));
             }
-            impl->facts.push_back({*name, std::move(re)});
+            Impl::Fact fact{*name, std::move(re), (*t)["value"].value_or(std::string{}),
+                            (*t)["stated"].value_or(false)};
+            if (std::string why;
+                !fact.value.empty() && !fact.re->CheckRewriteString(fact.value, &why)) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: fact '{}': value '{}' does not fit the "
+                                              "pattern's groups ({})",
+                                              where(f), *name, fact.value, why));
+            }
+            impl->facts.push_back(std::move(fact));
         }
     }
     if (auto* conflicts = tbl["conflict"].as_array()) {
@@ -134,11 +145,29 @@ Fingerprint Rules::apply(std::string_view log) const {
         re2::StringPiece line(log.data() + pos, end - pos);
         for (const auto& f : m_impl->facts) {
             std::string value;
-            if (RE2::PartialMatch(line, *f.re, &value)) {
-                fp.facts[f.name] = value;
+            if (!RE2::PartialMatch(line, *f.re, &value)) {
+                continue;
             }
+            if (f.stated) {
+                fp.stated[f.name] = std::move(value);
+                continue;
+            }
+            if (!f.value.empty()) {
+                std::string rewritten;
+                RE2::Extract(line, *f.re, f.value, &rewritten);
+                fp.stated[f.name] = std::move(value);
+                value = std::move(rewritten);
+            }
+            fp.facts[f.name] = std::move(value);
         }
         pos = end + 1;
+    }
+    // The server's words are kept only where they say something the fact
+    // does not.
+    for (auto it = fp.stated.begin(); it != fp.stated.end();) {
+        auto fact = fp.facts.find(it->first);
+        it = fact != fp.facts.end() && fact->second == it->second ? fp.stated.erase(it)
+                                                                  : std::next(it);
     }
     for (const auto& rule : m_impl->conflicts) {
         Conflict c{rule.name, rule.message, {}};

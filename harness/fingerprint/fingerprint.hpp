@@ -26,7 +26,12 @@ struct Conflict {
 
 struct Fingerprint {
     std::string engine;                       // which rules matched best; "" when none found a fact
-    std::map<std::string, std::string> facts; // name -> value (last match wins)
+    std::map<std::string, std::string> facts; // name -> value (last match wins); compared
+    // name -> the server's own words where they are not the fact's value: a
+    // version as its log writes it ("11669 (Debian)" for "b11669-Debian"), a
+    // setting as requested before the server resolved it (flash attention
+    // "auto"). Recorded, never compared.
+    std::map<std::string, std::string> stated;
     std::vector<Conflict> conflicts;
 };
 
@@ -54,8 +59,8 @@ private:
 
 // `fp` as JSON, the one shape a fingerprint is stored in (servers.facts_json)
 // and printed in (`diffeval fingerprint --format json` adds its schema):
-// {"engine": "...", "facts": {name: value}, "conflicts": [{"name", "message",
-// "evidence": [...]}]}.
+// {"engine": "...", "facts": {name: value}, "stated": {name: text} (only when
+// not empty), "conflicts": [{"name", "message", "evidence": [...]}]}.
 nlohmann::json to_json(const Fingerprint& fp);
 
 // Read back what to_json wrote, or an older diffeval did: a value that is

@@ -35,7 +35,12 @@ json to_json(const Fingerprint& fp) {
     for (const auto& c : fp.conflicts) {
         conflicts.push_back({{"name", c.name}, {"message", c.message}, {"evidence", c.evidence}});
     }
-    return {{"engine", fp.engine}, {"facts", fp.facts}, {"conflicts", std::move(conflicts)}};
+    json out = {{"engine", fp.engine}, {"facts", fp.facts}};
+    if (!fp.stated.empty()) {
+        out["stated"] = fp.stated;
+    }
+    out["conflicts"] = std::move(conflicts);
+    return out;
 }
 
 std::optional<Fingerprint> fingerprint_from_json(std::string_view text) {
@@ -50,6 +55,11 @@ std::optional<Fingerprint> fingerprint_from_json(std::string_view text) {
     if (auto f = j.find("facts"); f != j.end() && f->is_object()) {
         for (const auto& [k, v] : f->items()) {
             out.facts[k] = text_of(v);
+        }
+    }
+    if (auto f = j.find("stated"); f != j.end() && f->is_object()) {
+        for (const auto& [k, v] : f->items()) {
+            out.stated[k] = text_of(v);
         }
     }
     if (auto c = j.find("conflicts"); c != j.end() && c->is_array()) {

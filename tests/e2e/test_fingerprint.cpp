@@ -42,3 +42,21 @@ TEST(FingerprintCli, ConsistentLogPassesAndMissingFileIsUsage) {
     EXPECT_NE(missing.err.find("cannot read log file /no/such.log"), std::string::npos)
         << missing.err;
 }
+
+// llama-server started with `-fa auto` (its default): the facts are what it
+// runs, the log's own words beside them.
+TEST(FingerprintCli, LlamaServerShowsWhatAutoResolvedToAndWhatWasStated) {
+    auto o = e2e::run({"fingerprint", log_path("llamacpp-b11669-fa-auto.log")});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("engine_version           b11669-Debian (stated: 11669 (Debian))"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("flash_attention          enabled (stated: auto)"), std::string::npos)
+        << o.out;
+    auto json =
+        e2e::run({"fingerprint", log_path("llamacpp-b11669-fa-auto.log"), "--format", "json"});
+    auto j = nlohmann::json::parse(json.out);
+    EXPECT_EQ(j["facts"]["flash_attention"], "enabled");
+    EXPECT_EQ(j["stated"]["flash_attention"], "auto");
+    EXPECT_EQ(j["facts"]["engine_version"], "b11669-Debian");
+}

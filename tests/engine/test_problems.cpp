@@ -140,7 +140,11 @@ TEST(EngineFingerprint, LlamaServerIsRecognisedWithItsBuildSlotsAndKvCache) {
         return query(db, "SELECT json_extract(facts_json, '$.facts." + name + "') FROM servers");
     };
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
-    EXPECT_EQ(fact("engine_version"), "11669 (Debian)");
+    // The log's "build 11669 (Debian)" as /props writes it, so a launched and
+    // an attached server of one build are one build.
+    EXPECT_EQ(fact("engine_version"), "b11669-Debian");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.stated.engine_version') FROM servers"),
+              "11669 (Debian)");
     EXPECT_EQ(fact("kv_cache_type_k"), "q8_0");
     EXPECT_EQ(fact("flash_attention"), "enabled");
     EXPECT_EQ(fact("slots"), "2");

@@ -2,7 +2,13 @@
 // which error answers no retry can fix (llama.cpp's, vLLM's, TGI's wording).
 #include <harness/engine/capacity.hpp>
 
+#include <harness/analysis/facts.hpp>
+#include <harness/fingerprint/fingerprint.hpp>
+
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 namespace diffeval::engine {
 namespace {
@@ -67,6 +73,40 @@ TEST(LimitFacts, PropsBecomeServerFacts) {
     EXPECT_EQ(facts["slots"], "2");
     EXPECT_EQ(facts["context_per_slot"], "2048");
     EXPECT_TRUE(limit_facts(ServerLimits{}).empty());
+}
+
+// A server diffeval launched has its build from its log ("build 11669
+// (Debian)"); one it only attached to, from /props ("b11669-Debian"). The
+// same build is one build in the report's table, not two.
+TEST(LimitFacts, PropsBuildAndLogBuildCompareAsOne) {
+    ServerLimits l = with_slots(1);
+    l.props = {{"build_info", "b11669-Debian"}, {"total_slots", 1}};
+    analysis::ServerFacts attached;
+    attached.name = "attached";
+    attached.fingerprinted = true;
+    attached.fingerprint.engine = "llamacpp";
+    const auto props_facts = limit_facts(l);
+    for (const auto& [k, v] : props_facts.items()) {
+        attached.fingerprint.facts[k] = v.get<std::string>();
+    }
+    analysis::ServerFacts launched;
+    launched.name = "launched";
+    launched.fingerprinted = true;
+    auto fp = fingerprint::fingerprint_log(
+        "0.00.096.801 I cmn  common_param: common_params_print_info: build 11669 (Debian) with "
+        "GNU 16.2.0 for Linux x86_64\n"
+        "0.00.022.078 I srv    load_model: initializing, n_slots = 1, n_ctx_slot = 4096\n");
+    ASSERT_TRUE(fp.ok());
+    launched.fingerprint = *fp;
+    bool seen = false;
+    for (const auto& row : analysis::fact_rows({launched, attached})) {
+        if (row.name == "engine_version") {
+            seen = true;
+            EXPECT_FALSE(row.differs);
+            EXPECT_EQ(row.values, (std::vector<std::string>{"b11669-Debian", "b11669-Debian"}));
+        }
+    }
+    EXPECT_TRUE(seen);
 }
 
 } // namespace

@@ -7,6 +7,9 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace diffeval::fingerprint;
 
@@ -67,11 +70,13 @@ TEST(Fingerprint, LlamaServerLogIsRecognisedWithItsSettings) {
     auto verbose = fingerprint_log(read_log("llamacpp-b11669-lv4.log"));
     ASSERT_TRUE(verbose.ok());
     EXPECT_EQ(verbose->engine, "llamacpp");
-    EXPECT_EQ(verbose->facts["engine_version"], "11669 (Debian)");
+    EXPECT_EQ(verbose->facts["engine_version"], "b11669-Debian");
+    EXPECT_EQ(verbose->stated["engine_version"], "11669 (Debian)");
     EXPECT_EQ(verbose->facts["backend"], "CPU");
     EXPECT_EQ(verbose->facts["kv_cache_type_k"], "q8_0");
     EXPECT_EQ(verbose->facts["kv_cache_type_v"], "q8_0");
     EXPECT_EQ(verbose->facts["flash_attention"], "enabled");
+    EXPECT_EQ(verbose->stated.count("flash_attention"), 0U); // `-fa on`: as requested
     EXPECT_EQ(verbose->facts["threads"], "1");
     EXPECT_EQ(verbose->facts["threads_batch"], "1");
     EXPECT_EQ(verbose->facts["slots"], "2");
@@ -91,4 +96,63 @@ TEST(Fingerprint, LogNoRulesKnowRecognisesNoEngine) {
     ASSERT_TRUE(fp.ok());
     EXPECT_EQ(fp->engine, "");
     EXPECT_TRUE(fp->facts.empty());
+}
+
+// llama.cpp writes its build in the log as "build 11669 (Debian) with ..."
+// and at /props as "b11669-Debian" (common/build-info.cpp: "b" + number +
+// "-" + commit); the fact is the /props form, the log's words are stated.
+TEST(Fingerprint, LlamaServerBuildIsWrittenAsPropsWritesIt) {
+    auto fp = fingerprint_log("0.00.096.801 I cmn  common_param: common_params_print_info: build "
+                              "11669 (Debian) with GNU 16.2.0 for Linux x86_64\n");
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->facts["engine_version"], "b11669-Debian");
+    EXPECT_EQ(fp->stated["engine_version"], "11669 (Debian)");
+    auto older = fingerprint_log("build: 4000 (a1b2c3d4) with cc (GCC) 13.2.0 for "
+                                 "x86_64-redhat-linux\nllama_context: flash_attn    = auto\n");
+    ASSERT_TRUE(older.ok());
+    EXPECT_EQ(older->facts["engine_version"], "b4000-a1b2c3d4");
+}
+
+// `-fa auto` (llama-server's default): the log's llama_context line says
+// "auto", and the server resolves it once it has placed the layers. The
+// fact is what it resolved; the request is kept as stated.
+TEST(Fingerprint, LlamaServerFlashAttentionIsWhatAutoResolvedTo) {
+    auto fp = fingerprint_log(read_log("llamacpp-b11669-fa-auto.log"));
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->engine, "llamacpp");
+    EXPECT_EQ(fp->facts["flash_attention"], "enabled");
+    EXPECT_EQ(fp->stated["flash_attention"], "auto");
+
+    // The other words llama.cpp resolves with: a fused op placed on another
+    // device than its layer, and older builds' one line.
+    const std::string asked = "llama_context: flash_attn            = auto\n";
+    for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
+             {"resolve_fused_ops: Flash Attention not supported, set to disabled", "disabled"},
+             {"sched_reserve: Flash Attention was auto, set to disabled", "disabled"},
+             {"llama_context: Flash Attention was auto, set to enabled", "enabled"}}) {
+        auto r = fingerprint_log(asked + line + "\n");
+        ASSERT_TRUE(r.ok());
+        EXPECT_EQ(r->facts["flash_attention"], want) << line;
+        EXPECT_EQ(r->stated["flash_attention"], "auto") << line;
+    }
+    // A log cut before the server resolved it: only the request is known.
+    auto cut = fingerprint_log(asked);
+    ASSERT_TRUE(cut.ok());
+    EXPECT_EQ(cut->facts.count("flash_attention"), 0U);
+    EXPECT_EQ(cut->stated["flash_attention"], "auto");
+    // `-fa off` is what it says.
+    auto off = fingerprint_log("llama_context: flash_attn            = disabled\n");
+    ASSERT_TRUE(off.ok());
+    EXPECT_EQ(off->facts["flash_attention"], "disabled");
+    EXPECT_TRUE(off->stated.empty());
+}
+
+TEST(Fingerprint, ValueThatNamesAMissingGroupIsRefused) {
+    auto r = Rules::parse("version = 1\n[[fact]]\nname = \"x\"\npattern = 'a (b)'\n"
+                          "value = 'v\\3'\n",
+                          "my.toml");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("my.toml:2: fact 'x': value 'v\\3' does not fit"),
+              std::string::npos)
+        << r.error().message;
 }

@@ -1,0 +1,62 @@
+// facts.hpp: the report's "What actually ran" table compares what each
+// server runs, not how it was asked for.
+#include <harness/analysis/facts.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace diffeval;
+
+namespace {
+
+analysis::ServerFacts server(const std::string& name, const std::string& log) {
+    analysis::ServerFacts s;
+    s.name = name;
+    auto fp = fingerprint::fingerprint_log(log);
+    if (fp.ok()) {
+        s.fingerprinted = true;
+        s.fingerprint = *fp;
+    }
+    return s;
+}
+
+const analysis::FactRow* row_named(const std::vector<analysis::FactRow>& rows,
+                                   const std::string& name) {
+    for (const auto& r : rows) {
+        if (r.name == name) {
+            return &r;
+        }
+    }
+    return nullptr;
+}
+
+} // namespace
+
+// One llama-server started with `-fa auto` (resolved to enabled), one with
+// `-fa on`: both run flash attention, so the table does not flag them; one
+// whose auto resolved to disabled differs.
+TEST(FactRows, FlashAttentionComparesWhatTheServerResolved) {
+    const std::string build = "common_params_print_info: build 11669 (Debian) with GNU\n";
+    auto auto_on = server("auto", build + "llama_context: flash_attn            = auto\n"
+                                          "resolve_fused_ops: Flash Attention enabled\n");
+    auto on = server("on", build + "llama_context: flash_attn            = enabled\n");
+    auto auto_off = server(
+        "auto-off", build + "llama_context: flash_attn            = auto\n"
+                            "resolve_fused_ops: Flash Attention not supported, set to disabled\n");
+    auto rows = analysis::fact_rows({auto_on, on});
+    const auto* fa = row_named(rows, "flash_attention");
+    ASSERT_NE(fa, nullptr);
+    EXPECT_EQ(fa->values, (std::vector<std::string>{"enabled", "enabled"}));
+    EXPECT_FALSE(fa->differs);
+    // The request is recorded beside the fact, never compared.
+    EXPECT_EQ(auto_on.fingerprint.stated.at("flash_attention"), "auto");
+    EXPECT_EQ(row_named(rows, "flash_attention_requested"), nullptr);
+
+    auto apart = analysis::fact_rows({auto_on, auto_off});
+    fa = row_named(apart, "flash_attention");
+    ASSERT_NE(fa, nullptr);
+    EXPECT_TRUE(fa->differs);
+    EXPECT_EQ(fa->values, (std::vector<std::string>{"enabled", "disabled"}));
+}
