@@ -362,7 +362,8 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
 
 void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     const size_t event = m_events++;
-    if (!m_error.empty() || m_done) {
+    if ((!m_error.empty() || m_done) && !m_past_end) {
+        ++m_unread;
         return;
     }
     if (data == "[DONE]") {

@@ -57,6 +57,12 @@ public:
     // Record into `pieces` every non-empty string taken into the text or the
     // reasoning from now on (redact_body.cpp maps a secret back to them).
     void record_pieces(std::vector<StreamPiece>* pieces) { m_pieces = pieces; }
+    // Read on past [DONE] and past an error: the text and reasoning then go
+    // on with what a server sent after its answer ended (redact_body.cpp
+    // looks for a secret there too; the answer itself is never read so).
+    void read_past_end() { m_past_end = true; }
+    // Events that arrived after [DONE] or an error and were not read.
+    size_t unread_events() const { return m_unread; }
     // The text and the reasoning assembled so far.
     const std::string& text() const { return m_text; }
     const std::string& reasoning() const { return m_reasoning; }
@@ -84,6 +90,8 @@ private:
     std::string m_notes; // about the usage counts
     size_t m_events = 0; // given to on_event so far
     std::vector<StreamPiece>* m_pieces = nullptr;
+    bool m_past_end = false;
+    size_t m_unread = 0;
 };
 
 // The message of an OpenAI-style error body ({"error": {"message": ...}} or

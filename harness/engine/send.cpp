@@ -6,6 +6,7 @@
 
 #include <harness/engine/redact_body.hpp>
 #include <harness/engine/retry.hpp>
+#include <harness/http/sse.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
 
@@ -53,11 +54,24 @@ bool classify_failure(const http::Response& resp, store::ResponseRow& row) {
     return true;
 }
 
+// What a body is, for redaction: its shape, whether the transfer cut it
+// short, and how many events a stream sent after its answer ended.
+struct BodyKind {
+    BodyShape shape = BodyShape::json;
+    util::TextEnd end = util::TextEnd::whole;
+    size_t unread_events = 0;
+};
+
 // Cut the run's secrets out of every text field of `row` (answered by
-// `endpoint`), flagging it. A decoded field that held one means the body
-// holds it too, perhaps split across stream events or in escapes of the
-// server's own: the body is then rewritten from its decoded strings.
-void redact_row(const util::Redactor& redactor, Endpoint endpoint, store::ResponseRow& row) {
+// `endpoint`, its body of `kind`), flagging it. A decoded field that held one
+// means the body holds it too, perhaps split across stream events or in
+// escapes of the server's own; a body cut short may end in its first part,
+// and events after a stream's end are read by no field: in each case the
+// body is rewritten from its decoded strings, and a stream's text and
+// reasoning are read again from it (a key that crossed the answer's end
+// leaves its mark inside the answer).
+void redact_row(const util::Redactor& redactor, Endpoint endpoint, const BodyKind& kind,
+                store::ResponseRow& row) {
     if (redactor.empty()) {
         return;
     }
@@ -70,12 +84,27 @@ void redact_row(const util::Redactor& redactor, Endpoint endpoint, store::Respon
     if (auto* sr = std::get_if<std::string>(&row.stop_reason)) {
         decoded |= redactor.apply(*sr);
     }
-    if (decoded) {
-        row.response_json =
-            redact_body(std::move(row.response_json),
-                        row.streamed ? BodyShape::stream : BodyShape::json, endpoint, redactor);
-    }
     bool hit = decoded;
+    if (decoded || kind.end == util::TextEnd::cut || kind.unread_events > 0) {
+        auto body = redact_body(row.response_json, kind.shape, endpoint, redactor, kind.end);
+        if (body != row.response_json) {
+            hit = true;
+            row.response_json = std::move(body);
+            if (row.streamed) {
+                http::SseParser parser;
+                StreamAccumulator acc(endpoint);
+                for (const auto& e : parser.feed(row.response_json)) {
+                    acc.on_event(e, 0);
+                }
+                if (row.text) {
+                    row.text = redactor.redacted(acc.text());
+                }
+                if (row.reasoning) {
+                    row.reasoning = redactor.redacted(acc.reasoning());
+                }
+            }
+        }
+    }
     hit |= redactor.apply(row.response_json);
     hit |= redactor.apply(row.notes);
     row.redacted = row.redacted || hit;
@@ -379,7 +408,15 @@ struct Sender::Loop {
         if (!row.ok && retried(w, got, row.error_kind)) {
             return;
         }
-        redact_row(s.m_ctx.inputs.redactor, w.endpoint, row);
+        BodyKind kind;
+        if (w.stream) {
+            kind.shape = BodyShape::stream;
+            kind.unread_events = w.stream->acc.unread_events();
+        }
+        if (resp.transport != http::Transport::ok) {
+            kind.end = util::TextEnd::cut;
+        }
+        redact_row(s.m_ctx.inputs.redactor, w.endpoint, kind, row);
         if (row.ok) {
             ++summary.succeeded;
         } else {

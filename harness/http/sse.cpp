@@ -11,7 +11,8 @@ constexpr std::string_view k_bom = "\xEF\xBB\xBF";
 
 std::vector<std::string> SseParser::feed(std::string_view chunk) {
     std::vector<std::string> events;
-    for (char c : chunk) {
+    for (size_t i = 0; i < chunk.size(); ++i) {
+        const char c = chunk[i];
         // A CR ends a line; an LF right after it belongs to the same ending,
         // in this chunk or the next.
         if (m_after_cr) {
@@ -22,11 +23,16 @@ std::vector<std::string> SseParser::feed(std::string_view chunk) {
         }
         if (c == '\r' || c == '\n') {
             m_after_cr = c == '\r';
+            const size_t before = events.size();
             end_line(events);
+            if (events.size() != before) {
+                m_complete_bytes = m_fed + i + 1;
+            }
             continue;
         }
         m_line += c;
     }
+    m_fed += chunk.size();
     return events;
 }
 

@@ -15,6 +15,9 @@ public:
     // Feed `chunk`; returns the data of every event completed by it (multiple
     // `data:` lines of one event joined by '\n').
     std::vector<std::string> feed(std::string_view chunk);
+    // Bytes fed up to the end of the line that completed the last event: what
+    // follows is an event not yet ended (a stream cut short keeps it there).
+    size_t complete_bytes() const { return m_complete_bytes; }
 
 private:
     void end_line(std::vector<std::string>& events);
@@ -24,6 +27,8 @@ private:
     bool m_first_line = true; // no line has ended yet
     std::string m_data;
     bool m_has_data = false;
+    size_t m_fed = 0; // bytes fed before the current chunk
+    size_t m_complete_bytes = 0;
 };
 
 } // namespace diffeval::http

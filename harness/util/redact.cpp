@@ -67,12 +67,28 @@ void Redactor::add(std::string_view secret) {
     }
 }
 
-std::vector<Redactor::Span> Redactor::find(std::string_view text) const {
+std::vector<Redactor::Span> Redactor::find(std::string_view text, TextEnd end) const {
     std::vector<Span> spans;
     for (const auto& s : m_secrets) {
         for (size_t pos = text.find(s); pos != std::string_view::npos;
              pos = text.find(s, pos + 1)) {
             spans.push_back({pos, pos + s.size()});
+        }
+    }
+    if (end == TextEnd::cut) {
+        // The longest end of the text that a spelling starts with, from
+        // k_min_cut_piece bytes: "s" ending a cut answer is no piece of a key.
+        size_t longest = k_min_cut_piece - 1;
+        for (const auto& s : m_secrets) {
+            for (size_t n = std::min(s.size() - 1, text.size()); n > longest; --n) {
+                if (text.compare(text.size() - n, n, s, 0, n) == 0) {
+                    longest = n;
+                    break;
+                }
+            }
+        }
+        if (longest >= k_min_cut_piece) {
+            spans.push_back({text.size() - longest, text.size()});
         }
     }
     if (spans.size() < 2) {
@@ -94,8 +110,8 @@ std::vector<Redactor::Span> Redactor::find(std::string_view text) const {
     return spans;
 }
 
-bool Redactor::apply(std::string& text) const {
-    const auto spans = find(text);
+bool Redactor::apply(std::string& text, TextEnd end) const {
+    const auto spans = find(text, end);
     if (spans.empty()) {
         return false;
     }

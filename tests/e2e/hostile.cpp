@@ -176,7 +176,8 @@ std::string name_of(Hostile m) {
         "gzip_bomb",      "endless",        "redirect_away",    "redirect_ftp",
         "redirect_loop",  "echo_headers",   "retry_after_huge", "retry_after_nan",
         "bad_tokens",     "partial_206",    "huge_header",      "huge_trailer",
-        "finish_abort",   "done_then_hold", "echo_key_split",   "hang"};
+        "finish_abort",   "done_then_hold", "echo_key_split",   "hang",
+        "key_after_done", "key_cut"};
     return names[static_cast<int>(m)];
 }
 
@@ -325,6 +326,44 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                                   "\"" + escaped + escape_json(key.substr(12)) + ".\\n#### 42\"",
                                   "\"stop\"") +
                             "data: [DONE]\n\n");
+    }
+    case Hostile::key_after_done:
+    case Hostile::key_cut: {
+        std::string key;
+        if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
+            key = r.headers.substr(at + 7, r.headers.find("\r\n", at) - at - 7);
+        }
+        if (key.size() < 16) {
+            return json_response(400, R"({"error":{"message":"send a key of 16 or more"}})");
+        }
+        auto q = [](const std::string& s) { return "\"" + escape_json(s) + "\""; };
+        if (mode == Hostile::key_after_done) {
+            if (!stream) {
+                return json_response(200, json_text(chat, good));
+            }
+            return sse_response(chunk(chat, q("The answer is 42.\n#### 42 " + key.substr(0, 8))) +
+                                chunk(chat, "\"\"", "\"stop\"") + "data: [DONE]\n\n" +
+                                chunk(chat, q(key.substr(8, 8))) + chunk(chat, q(key.substr(16))));
+        }
+        std::string start;
+        if (stream) {
+            start = chunk(chat, q("The key is " + key.substr(0, 10))) +
+                    "data: {\"choices\":[{\"index\":0," +
+                    (chat ? "\"delta\":{\"content\"" : "\"text\"") + ":\"" +
+                    escape_json(key.substr(10, 6));
+        } else {
+            start = json_text(chat, q("The key is " + key));
+            start.resize(start.find(key) + 12);
+        }
+        std::ostringstream size;
+        size << std::hex << start.size();
+        send_all(fd,
+                 std::string("HTTP/1.1 200 OK\r\nContent-Type: ") +
+                     (stream ? "text/event-stream" : "application/json") +
+                     "\r\nTransfer-Encoding: chunked\r\n\r\n" + size.str() + "\r\n" + start +
+                     "\r\n",
+                 deadline);
+        return answer(Hostile::hang, r, chat, stream, fd, deadline);
     }
     case Hostile::retry_after_huge:
         return json_response(429, R"({"error":{"message":"slow down"}})", "Retry-After: 1e308\r\n");

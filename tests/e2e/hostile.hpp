@@ -43,6 +43,12 @@ enum class Hostile {
                     // completion text in 3; not streamed, whole with its first two characters
                     // escaped as \u0073\u006B (no spelling the redactor knows)
     hang,           // reads the request, never answers
+    key_after_done, // stream: a good answer ending in the request's API key's first 8
+                    // characters, [DONE], then the rest of the key in two more content
+                    // events (not streamed: a good answer)
+    key_cut,        // the start of an answer quoting the request's API key, cut inside the key
+                    // (streamed: 10 characters in a whole event, 6 in an unfinished one), then
+                    // nothing until the client gives up
 };
 
 // The mode's name, as counted by HostileServer::arrivals().

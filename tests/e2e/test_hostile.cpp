@@ -825,6 +825,56 @@ TEST(Hostile, AnApiKeyTooShortToRedactIsWarnedAbout) {
     EXPECT_NE(good.last_headers().find("Bearer Xy7q"), std::string::npos);
 }
 
+// 10d. Pieces of the key sent after a stream's [DONE], or in a body a timeout
+//      cut inside the key, are not stored: no field reads them, but the raw
+//      body kept them as they came.
+TEST(Hostile, AnApiKeyAfterTheAnswerOrCutByATimeoutLeavesNoPiece) {
+    auto dir = e2e::scratch("hostile-secret-end");
+    const std::string key = "sk-live-AbCdEf0123456789";
+    for (const auto mode : {Hostile::key_after_done, Hostile::key_cut}) {
+        for (const std::string delivery : {"whole", "stream"}) {
+            SCOPED_TRACE(name_of(mode) + " " + delivery);
+            HostileServer server(cycle({mode}));
+            auto db = dir / (name_of(mode) + "-" + delivery + ".sqlite");
+            std::vector<std::string> more = {"--limit",       "2",       "--framing", "raw,chat",
+                                             "--api-key-env", "END_KEY", "--timeout", "0.3"};
+            if (delivery == "stream") {
+                more.push_back("--stream");
+            }
+            auto o = e2e::run(run_args(server.url(), db, more), {"END_KEY=" + key});
+            ASSERT_NE(o.exit_code, 2) << o.err;
+            EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses"), 4);
+            if (mode == Hostile::key_after_done && delivery == "stream") {
+                // The answer keeps its text, the mark where the key started.
+                EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND "
+                                       "redacted = 1 AND text = 'The answer is 42.' || char(10) "
+                                       "|| '#### 42 [REDACTED]'"),
+                          4);
+            } else if (mode == Hostile::key_after_done) {
+                EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), 4);
+            } else {
+                EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE error_kind = "
+                                       "'timeout' AND redacted = 1"),
+                          4);
+            }
+            // Every stored byte: each table and view, every column.
+            std::string all;
+            for (const auto& name : e2e::query_rows(
+                     db, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")) {
+                for (const auto& row : e2e::query_rows(db, "SELECT * FROM \"" + name + "\"")) {
+                    all += row + "\n";
+                }
+            }
+            for (size_t i = 0; i + 6 <= key.size(); ++i) {
+                EXPECT_EQ(all.find(key.substr(i, 6)), std::string::npos) << key.substr(i, 6);
+            }
+            if (delivery == "stream" || mode == Hostile::key_cut) {
+                EXPECT_NE(all.find("[REDACTED]"), std::string::npos);
+            }
+        }
+    }
+}
+
 // 11. Ctrl-C during preflight stops at once with 130.
 TEST(Hostile, CtrlCDuringPreflightStopsAtOnce) {
     auto dir = e2e::scratch("hostile-preflight-int");

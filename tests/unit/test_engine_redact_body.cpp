@@ -181,3 +181,108 @@ TEST(RedactBody, EverySplitIntoThreeEventsAssemblesToTheRedactedText) {
         }
     }
 }
+
+// What a server sends after [DONE] is read by no field, but the raw stream
+// keeps it: a key split across such events, or across the answer's end,
+// leaves no piece, and the answer keeps its text (the mark where a key that
+// crossed its end started).
+TEST(RedactBody, AKeySplitAfterDoneLeavesNoPiece) {
+    const std::string answer = chat_event("content", quoted("x #### 5")) +
+                               "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+                               "\"stop\"}]}\n\ndata: [DONE]\n\n";
+    const std::string after = chat_event("content", quoted(k_key.substr(0, 10))) +
+                              chat_event("content", quoted(k_key.substr(10)));
+    auto out = engine::redact_body(answer + after, BodyShape::stream, Endpoint::chat, redactor());
+    EXPECT_EQ(out.find(k_key.substr(0, 10)), std::string::npos) << out;
+    EXPECT_EQ(out.find(k_key.substr(10)), std::string::npos) << out;
+    EXPECT_EQ(joined_strings(out), "x #### 5[REDACTED]");
+    auto row = assembled(out, Endpoint::chat);
+    EXPECT_TRUE(row.ok);
+    EXPECT_EQ(row.text, "x #### 5");
+
+    // Across the end: the answer's last characters were the key's first.
+    const std::string across = chat_event("content", quoted("say " + k_key.substr(0, 7))) +
+                               "data: [DONE]\n\n" + chat_event("content", quoted(k_key.substr(7)));
+    out = engine::redact_body(across, BodyShape::stream, Endpoint::chat, redactor());
+    EXPECT_EQ(joined_strings(out), "say [REDACTED]");
+    EXPECT_EQ(assembled(out, Endpoint::chat).text, "say [REDACTED]");
+
+    // After an error event, as after [DONE].
+    const std::string error = chat_event("content", quoted("x")) +
+                              "data: {\"error\":{\"message\":\"overloaded\"}}\n\n" + after;
+    out = engine::redact_body(error, BodyShape::stream, Endpoint::chat, redactor());
+    EXPECT_EQ(joined_strings(out), "x[REDACTED]");
+}
+
+// A key whose first part ends the reasoning and whose rest starts the
+// content: neither field holds it, the order they arrived in does.
+TEST(RedactBody, AKeySplitBetweenReasoningAndContentLeavesNoPiece) {
+    const std::string body = chat_event("reasoning", quoted("I saw " + k_key.substr(0, 9))) +
+                             chat_event("content", quoted(k_key.substr(9) + " #### 5")) +
+                             "data: [DONE]\n\n";
+    auto out = engine::redact_body(body, BodyShape::stream, Endpoint::chat, redactor());
+    auto row = assembled(out, Endpoint::chat);
+    EXPECT_EQ(row.reasoning, "I saw [REDACTED]");
+    EXPECT_EQ(row.text, " #### 5");
+    EXPECT_EQ(out.find(k_key.substr(0, 9)), std::string::npos) << out;
+    EXPECT_EQ(out.find(k_key.substr(9)), std::string::npos) << out;
+
+    // Pieces of it that spell it in no order (neither field, nor the two as
+    // they came): as they came, byte for byte.
+    const std::string clean = chat_event("reasoning", quoted("sk-live-Ab")) +
+                              chat_event("content", quoted("Ef0123456789")) + "data: [DONE]\n\n";
+    EXPECT_EQ(engine::redact_body(clean, BodyShape::stream, Endpoint::chat, redactor()), clean);
+}
+
+// A body cut by a timeout (or a dropped connection, or the size limit) may
+// stop inside the key: its first characters are a piece of it too.
+TEST(RedactBody, ACutBodyLosesTheKeysStartItEndsIn) {
+    const auto cut = util::TextEnd::cut;
+    // Streamed: 10 characters in a whole event, 6 in the unfinished one.
+    const std::string stream = chat_event("content", quoted("The key is " + k_key.substr(0, 10))) +
+                               "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" +
+                               k_key.substr(10, 6);
+    auto out = engine::redact_body(stream, BodyShape::stream, Endpoint::chat, redactor(), cut);
+    for (size_t i = 0; i + 4 <= 16; ++i) {
+        EXPECT_EQ(out.find(k_key.substr(i, 4)), std::string::npos) << k_key.substr(i, 4) << out;
+    }
+    EXPECT_EQ(assembled(out, Endpoint::chat).text, "The key is [REDACTED]");
+    // The unfinished event stays unfinished.
+    EXPECT_EQ(out.substr(out.size() - 11), "\"content\":\"") << out;
+
+    // The unfinished event's text whole, the event cut after it.
+    const std::string after_text =
+        chat_event("content", quoted("The key is " + k_key.substr(0, 10))) +
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + k_key.substr(10, 6) +
+        "\"},\"finish_reason\":nu";
+    out = engine::redact_body(after_text, BodyShape::stream, Endpoint::chat, redactor(), cut);
+    for (size_t i = 0; i + 4 <= 16; ++i) {
+        EXPECT_EQ(out.find(k_key.substr(i, 4)), std::string::npos) << k_key.substr(i, 4) << out;
+    }
+    EXPECT_EQ(out.substr(out.size() - 32), "\"content\":\"\"},\"finish_reason\":nu") << out;
+
+    // The unfinished event cut in a key's name: the text ended in the key.
+    const std::string in_name =
+        chat_event("content", quoted("The key is " + k_key.substr(0, 10))) + "data: {\"choi";
+    out = engine::redact_body(in_name, BodyShape::stream, Endpoint::chat, redactor(), cut);
+    EXPECT_EQ(assembled(out, Endpoint::chat).text, "The key is [REDACTED]");
+    EXPECT_EQ(out.substr(out.size() - 12), "data: {\"choi") << out;
+
+    // Whole JSON cut inside the key, raw and in a server's own escapes.
+    const std::string json =
+        R"({"choices":[{"message":{"content":"The key is )" + k_key.substr(0, 12);
+    EXPECT_EQ(engine::redact_body(json, BodyShape::json, Endpoint::chat, redactor(), cut),
+              R"({"choices":[{"message":{"content":"The key is [REDACTED])");
+    const std::string escaped =
+        R"({"error":{"message":"bad key \u0073\u006B)" + k_key.substr(2) + R"(", "type": "au)";
+    out = engine::redact_body(escaped, BodyShape::json, Endpoint::chat, redactor(), cut);
+    EXPECT_EQ(out, R"({"error":{"message":"bad key [REDACTED]", "type": "au)");
+
+    // A cut body that neither holds the key nor ends in its start is as it came.
+    const std::string clean = chat_event("content", quoted("The answer")) +
+                              "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" is";
+    EXPECT_EQ(engine::redact_body(clean, BodyShape::stream, Endpoint::chat, redactor(), cut),
+              clean);
+    const std::string half = R"({"choices":[{"message":{"content":"The ans)";
+    EXPECT_EQ(engine::redact_body(half, BodyShape::json, Endpoint::chat, redactor(), cut), half);
+}

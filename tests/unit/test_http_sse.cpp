@@ -43,3 +43,15 @@ TEST(SseParser, CrLineEndingsAndALeadingByteOrderMark) {
     }
     EXPECT_EQ(events, expected);
 }
+
+// Where the last complete event ended: what follows is the event a cut
+// stream stopped in, kept by redaction as it came.
+TEST(SseParser, CompleteBytesEndWhereTheLastEventDid) {
+    SseParser p;
+    const std::string whole = "data: {\"a\":1}\r\n\r\n: comment\n\n";
+    const std::string cut = "data: {\"b\":";
+    EXPECT_EQ(p.feed(whole.substr(0, 7)).size(), 0u);
+    EXPECT_EQ(p.complete_bytes(), 0u);
+    EXPECT_EQ(p.feed(whole.substr(7) + cut).size(), 1u);
+    EXPECT_EQ((whole + cut).substr(p.complete_bytes()), "\n: comment\n\n" + cut);
+}

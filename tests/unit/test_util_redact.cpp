@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 using diffeval::util::Redactor;
+using diffeval::util::TextEnd;
 
 TEST(Redactor, ReplacesEveryOccurrenceAndSaysSo) {
     Redactor r;
@@ -75,5 +76,30 @@ TEST(RedactorFind, MergesOverlappingOccurrences) {
     // Back to back they stay two.
     std::string twice = "abababab abababab";
     EXPECT_TRUE(r.apply(twice));
+    EXPECT_EQ(twice, "[REDACTED] [REDACTED]");
+}
+
+// A text cut short (a body a timeout stopped) that ends in a key's first
+// characters holds a piece of it; a whole text, or fewer than 4 characters,
+// does not count.
+TEST(RedactorFind, ACutTextLosesTheKeysStartItEndsIn) {
+    Redactor r;
+    r.add("sk-live-AbCdEf0123456789");
+    std::string cut = "The key is sk-live-AbC";
+    EXPECT_FALSE(r.apply(cut));
+    EXPECT_TRUE(r.apply(cut, TextEnd::cut));
+    EXPECT_EQ(cut, "The key is [REDACTED]");
+    Redactor e;
+    e.add("sk-live-\xC3\xA9tAbCdEf0123456789");
+    std::string both = "key sk-live-\\u00e9tAbCd";
+    EXPECT_TRUE(e.apply(both, TextEnd::cut));
+    EXPECT_EQ(both, "key [REDACTED]");
+    std::string common = "The answer is";
+    EXPECT_FALSE(r.apply(common, TextEnd::cut));
+    std::string three = "call sk-";
+    EXPECT_FALSE(r.apply(three, TextEnd::cut));
+    // The whole key and then its start again: both go.
+    std::string twice = "sk-live-AbCdEf0123456789 sk-live";
+    EXPECT_TRUE(r.apply(twice, TextEnd::cut));
     EXPECT_EQ(twice, "[REDACTED] [REDACTED]");
 }
