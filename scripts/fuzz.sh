@@ -12,7 +12,7 @@ shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(sse response dataset pyjson scorers fingerprint splice framing_toml scorer_toml
+    targets=(sse response dataset pyjson scorers fingerprint splice redact framing_toml scorer_toml
              profile_toml fingerprint_toml experiment_toml)
 fi
 
@@ -24,6 +24,7 @@ seeds_of() {
     scorers) echo "$root"/tests/fuzz/corpus/scorers/* ;;
     fingerprint) echo "$root"/tests/data/*.log ;;
     splice) echo "$root"/tests/fuzz/corpus/splice/* ;;
+    redact) echo "$root"/tests/fuzz/corpus/redact/* ;;
     framing_toml) echo "$root"/prompts/*.toml ;;
     scorer_toml) echo "$root"/scorers/*.toml ;;
     profile_toml) echo "$root"/harness/sim/profiles/*.toml ;;

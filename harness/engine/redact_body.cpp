@@ -398,15 +398,16 @@ std::string redact_stream(std::string body, Endpoint endpoint, const util::Redac
     }
     if (!changed) {
         // Keeping the stream's bytes but for the marks.
-        if (rest_is_event) {
-            redactor.apply(body, end);
-            return body;
+        if (!rest_is_event) {
+            body.resize(complete);
+            body += rest;
         }
-        body.resize(complete);
-        redactor.apply(body);
-        return body + rest;
+    } else {
+        body = write_events(events) + rest;
     }
-    return write_events(events) + rest;
+    // A spelling across an event's end and the next one's start.
+    redactor.apply(body, end);
+    return body;
 }
 
 } // namespace
