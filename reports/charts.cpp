@@ -345,8 +345,9 @@ std::string box_chart(const ReportData& data, const std::vector<Row>& rows,
                      p75 = percentile(v, 0.75), p95 = percentile(v, 0.95);
         auto x = [&](double value) { return x_of(l, 0, hi, value); };
         out += fmt::format(R"(<g><title>{}: p5 {:.0f}, p25 {:.0f}, median {:.0f}, p75 )"
-                           R"({:.0f}, p95 {:.0f} ({} responses)</title>)",
-                           util::xml_escape(g.label()), p5, p25, p50, p75, p95, v.size());
+                           R"({:.0f}, p95 {:.0f} ({})</title>)",
+                           util::xml_escape(g.label()), p5, p25, p50, p75, p95,
+                           util::counted(v.size(), "response"));
         out += fmt::format(R"(<line class="whisker" x1="{0:.1f}" x2="{1:.1f}" y1="{2:.1f}" )"
                            R"(y2="{2:.1f}"/>)",
                            x(p5), x(p95), y);

@@ -3,6 +3,8 @@
 
 #include <reports/tables.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -158,14 +160,14 @@ std::string render_markdown(const ReportData& data) {
             "## Against the baseline\n\nDifferences in points (candidate minus baseline) with "
             "the question as the unit: each side's repeats of a question are averaged. {:g}% "
             "paired bootstrap interval over questions ({} resamples); mid-p of the sign-flip "
-            "permutation test over questions, and Holm-adjusted over the {} comparisons; A/B "
+            "permutation test over questions, and Holm-adjusted over the {}; A/B "
             "better = questions right more often on that side; noise SD = the standard deviation "
             "of a side's accuracy on a re-run, from the spread between its repeats; MDD = the "
             "smallest difference the run detects at {:g}% power. The verdict is worse or better "
             "when the adjusted mid-p is below {:g} and the interval excludes 0 "
             "(docs/statistics.md).\n\n",
-            100 * (1 - first.alpha), first.interval.resamples, data.comparisons.size(),
-            100 * first.power, first.alpha);
+            100 * (1 - first.alpha), first.interval.resamples,
+            util::counted(data.comparisons.size(), "comparison"), 100 * first.power, first.alpha);
         out += comparison_table(data, Style::markdown) + "\n";
         const auto* lead = lead_comparison(data);
         out += fmt::format("## Top flipped questions: {} vs {} ({})\n\n", md_text(lead->b.text()),

@@ -356,10 +356,10 @@ std::string verdict_count_sentence(const ReportData& data) {
             break;
         }
     }
-    std::string overview = fmt::format(
-        "Of {} accuracy comparisons against {}: {} worse, {} better, {} with no detectable "
-        "difference",
-        data.comparisons.size(), data.baseline, worse, better, none);
+    std::string overview =
+        fmt::format("Of {} against {}: {} worse, {} better, {} with no detectable difference",
+                    util::counted(data.comparisons.size(), "accuracy comparison"), data.baseline,
+                    worse, better, none);
     if (equivalent > 0) {
         overview += fmt::format(", {} equivalent within the margin", equivalent);
     }
@@ -423,10 +423,9 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
         }
         out.push_back(fmt::format(
             "The decision-point probe separates {} from {} on {} before any answer is written: "
-            "P(open) logit shift {:+.3f}, 95% CI [{:+.3f}, {:+.3f}], sign-flip p {} over {} "
-            "questions{}.",
-            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, analysis::probe_p_text(d), d.questions,
-            numerics));
+            "P(open) logit shift {:+.3f}, 95% CI [{:+.3f}, {:+.3f}], sign-flip p {} over {}{}.",
+            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, analysis::probe_p_text(d),
+            util::counted(d.questions, "question"), numerics));
     }
     return out;
 }

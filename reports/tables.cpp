@@ -347,20 +347,21 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
     out += fmt::format(
-        "{} questions ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
+        "{} ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
         "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
-        c.questions, s.noise_a.repeats, s.noise_b.repeats, analysis::accuracy_text(s.accuracy_a),
-        analysis::accuracy_text(s.accuracy_b), analysis::signed_points(shown), 100 * (1 - s.alpha),
+        util::counted(c.questions, "question"), s.noise_a.repeats, s.noise_b.repeats,
+        analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
+        analysis::signed_points(shown), 100 * (1 - s.alpha),
         analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,
         s.interval.seed, 100.0 * s.se);
-    out += fmt::format(
-        "Sign-flip test over questions ({}): {} questions right more often in A, {} in B;\n"
-        "mid-p = {:.3g} (p = {:.3g}){}.\n",
-        s.test.method == analysis::SignFlipMethod::exact ? "exact" : "Monte Carlo", s.a_better,
-        s.b_better, s.test.p_mid, s.test.p,
-        c.verdict.comparisons > 1 ? fmt::format(", Holm-adjusted {:.3g} over {} comparisons",
-                                                c.verdict.p_adjusted, c.verdict.comparisons)
-                                  : std::string());
+    out += fmt::format("Sign-flip test over questions ({}): {} right more often in A, {} in B;\n"
+                       "mid-p = {:.3g} (p = {:.3g}){}.\n",
+                       s.test.method == analysis::SignFlipMethod::exact ? "exact" : "Monte Carlo",
+                       util::counted(s.a_better, "question"), s.b_better, s.test.p_mid, s.test.p,
+                       c.verdict.comparisons > 1
+                           ? fmt::format(", Holm-adjusted {:.3g} over {} comparisons",
+                                         c.verdict.p_adjusted, c.verdict.comparisons)
+                           : std::string());
     const auto prose = [&](const std::string& text) {
         return md ? markdown_escape(text) + "\n" : wrap(text, 100) + "\n";
     };
@@ -398,9 +399,10 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
             return;
         }
         // Say when the table shows fewer questions than the count above it.
-        const auto count = v.size() > max_flips ? fmt::format("{} questions, the first {} shown",
-                                                              v.size(), max_flips)
-                                                : fmt::format("{} questions", v.size());
+        const auto count = v.size() > max_flips
+                               ? fmt::format("{}, the first {} shown",
+                                             util::counted(v.size(), "question"), max_flips)
+                               : util::counted(v.size(), "question");
         out += md ? fmt::format("\n**{}** ({})\n\n", label, count)
                   : fmt::format("\n{} ({}):\n", label, count);
         std::vector<std::vector<std::string>> fr = {

@@ -8,6 +8,7 @@
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/summary.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -468,11 +469,11 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     if (p.differing > 0) {
         return make_error(
             ErrorKind::data,
-            fmt::format("cannot pair {} with {}: {} of {} questions differ (first: question "
-                        "{}); {} ran dataset '{}' and {} ran '{}'. Compare groups that ran "
-                        "the same questions",
-                        c.b.text(), c.a.text(), p.differing, p.ma.size(), p.first_differing,
-                        c.a.text(), c.dataset_a, c.b.text(), c.dataset_b));
+            fmt::format("cannot pair {} with {}: {} of {} {} (first: question {}); {} ran "
+                        "dataset '{}' and {} ran '{}'. Compare groups that ran the same questions",
+                        c.b.text(), c.a.text(), p.differing, util::counted(p.ma.size(), "question"),
+                        p.differing == 1 ? "differs" : "differ", p.first_differing, c.a.text(),
+                        c.dataset_a, c.b.text(), c.dataset_b));
     }
     if (p.ma.empty()) {
         return std::optional<Comparison>{};
@@ -550,9 +551,10 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
                                    margin);
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
             c.verdict.sentence += fmt::format(
-                " Paired on the {} questions both answered: {} answered {} and {} answered {}; "
-                "each group's own accuracy elsewhere is over its own questions.",
-                c.questions, c.a.text(), c.questions_a, c.b.text(), c.questions_b);
+                " Paired on the {} both answered: {} answered {} and {} answered {}; each "
+                "group's own accuracy elsewhere is over its own questions.",
+                util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
+                c.questions_b);
         }
     }
 }

@@ -78,8 +78,9 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                     fmt::format("{:.{}f}", 0.0, d))) {
             ++d;
         }
-        c.measured_text = fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {} repeats)", c.measured,
-                                      d, acc.min * 100, acc.max * 100, g.repeats.size());
+        c.measured_text =
+            fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {})", c.measured, d, acc.min * 100,
+                        acc.max * 100, util::counted(g.repeats.size(), "repeat"));
         c.threshold_text =
             fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
         const bool ok = acc.mean + k_epsilon >= floor;
@@ -91,10 +92,12 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
-                c.why += fmt::format("; {} requests its run asked for were never planned (the run "
-                                     "stopped first) and are not in it: run the same command "
-                                     "again, or gate with --require-complete",
-                                     gc.unplanned);
+                c.why += fmt::format("; {} its run asked for {} never planned (the run stopped "
+                                     "first) and {} not in it: run the same command again, or "
+                                     "gate with --require-complete",
+                                     util::counted(gc.unplanned, "request"),
+                                     gc.unplanned == 1 ? "was" : "were",
+                                     gc.unplanned == 1 ? "is" : "are");
             }
         }
         c.detail = {{"group", g.label()},
@@ -156,11 +159,11 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     // count bound made it wider than the sd alone gives.
     const std::string basis =
         st.mdd_from_interval
-            ? fmt::format("{} questions; from the printed interval's width, wider than the sd "
-                          "of per-question differences {:.3f} alone gives",
-                          st.questions, st.sd_diff)
-            : fmt::format("{} questions, sd of per-question differences {:.3f}", st.questions,
-                          st.sd_diff);
+            ? fmt::format("{}; from the printed interval's width, wider than the sd of "
+                          "per-question differences {:.3f} alone gives",
+                          util::counted(st.questions, "question"), st.sd_diff)
+            : fmt::format("{}, sd of per-question differences {:.3f}",
+                          util::counted(st.questions, "question"), st.sd_diff);
     if (!st.mdd) {
         c.note = no_spread_text(st);
     } else if (too_small) {
@@ -313,9 +316,9 @@ GateCheck unanswered_check(const std::string& kind, const Comparison& cmp, const
                            const std::string& threshold_text) {
     return unmeasured_check(
         kind, cmp, threshold_text, fmt::format("{} has no successful response", empty.text()),
-        fmt::format("{} answered none of the {} questions both sides were asked, so its "
-                    "behaviour cannot be measured; see its errors (diffeval summary)",
-                    empty.text(), cmp.questions));
+        fmt::format("{} answered none of the {} both sides were asked, so its behaviour "
+                    "cannot be measured; see its errors (diffeval summary)",
+                    empty.text(), util::counted(cmp.questions, "question")));
 }
 
 // The never-finished check where a side answered but recorded no finish
@@ -435,13 +438,15 @@ util::Result<GateCheck> completeness_check(store::Store& store,
     c.unit = "requests";
     c.measured = static_cast<double>(missing);
     c.threshold = 0;
-    c.measured_text =
-        fmt::format("{} of {} requests without a successful response", missing, total);
+    c.measured_text = fmt::format("{} of {} without a successful response", missing,
+                                  util::counted(total, "request"));
     c.threshold_text = "0";
     c.status = status_of(missing == 0);
     if (missing == 0) {
-        c.why =
-            fmt::format("every one of the {} planned requests has a successful response", total);
+        c.why = total == 1 ? std::string("the one planned request has a successful response")
+                           : fmt::format("every one of the {} planned requests has a successful "
+                                         "response",
+                                         total);
     } else {
         std::vector<std::string> kind_text;
         for (const auto& [k, v] : kinds.items()) {
@@ -502,8 +507,9 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         }
     }
     c.measured = static_cast<double>(found.size());
-    c.measured_text = fmt::format("{} conflicts on {} fingerprinted of {} servers", found.size(),
-                                  fingerprinted.size(), servers->size());
+    c.measured_text =
+        fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
+                    fingerprinted.size(), util::counted(servers->size(), "server"));
     c.status = status_of(found.empty());
     if (!found.empty()) {
         c.why = fmt::format("a server log contradicts itself: {}", fmt::join(found, "; "));

@@ -6,6 +6,7 @@
 #include <harness/analysis/stats.hpp>
 #include <harness/probe/reading.hpp>
 #include <harness/store/readers.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -424,9 +425,10 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
 std::string probe_line(const ProbeComparison& c) {
     const auto& d = c.direction;
     if (d.questions == 0) {
-        return fmt::format("probe {} on {}: {} vs {}: not measurable ({} questions list no "
-                           "marker on either side)",
-                           c.probe, c.framing, c.b, c.a, c.both_bounded);
+        return fmt::format("probe {} on {}: {} vs {}: not measurable ({} {} no marker on "
+                           "either side)",
+                           c.probe, c.framing, c.b, c.a, util::counted(c.both_bounded, "question"),
+                           c.both_bounded == 1 ? "lists" : "list");
     }
     std::string needed = d.questions_needed ? fmt::format("{}", *d.questions_needed) : "-";
     std::string acc;
@@ -440,25 +442,27 @@ std::string probe_line(const ProbeComparison& c) {
     std::string numerics = "numerics: one probe per question, no A/A spread";
     if (c.perturbation) {
         const auto& p = *c.perturbation;
-        numerics = p.differ ? fmt::format("numerics differ after {} questions (mean |delta| {:.3f} "
-                                          "against A/A {:.3f})",
-                                          p.questions_to_differ.value_or(p.questions),
+        numerics = p.differ ? fmt::format("numerics differ after {} (mean |delta| {:.3f} against "
+                                          "A/A {:.3f})",
+                                          util::counted(p.questions_to_differ.value_or(p.questions),
+                                                        "question"),
                                           p.mean_abs_ab, p.mean_abs_aa)
-                            : fmt::format("numerics within the A/A spread over {} questions (mean "
-                                          "|delta| {:.3f} against A/A {:.3f})",
-                                          p.questions, p.mean_abs_ab, p.mean_abs_aa);
+                            : fmt::format("numerics within the A/A spread over {} (mean |delta| "
+                                          "{:.3f} against A/A {:.3f})",
+                                          util::counted(p.questions, "question"), p.mean_abs_ab,
+                                          p.mean_abs_aa);
     }
     return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {:+.3f} [{:+.3f}, {:+.3f}] "
-                       "over {} questions, sign-flip p {}; questions needed at 80% power {}{}; "
-                       "{}",
-                       c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi, d.questions,
-                       probe_p_text(d), needed, acc, numerics);
+                       "over {}, sign-flip p {}; questions needed at 80% power {}{}; {}",
+                       c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi,
+                       util::counted(d.questions, "question"), probe_p_text(d), needed, acc,
+                       numerics);
 }
 
 std::string probe_p_text(const ProbeDirection& d) {
     if (d.p_at_floor) {
-        return fmt::format("{:.2g} (the floor: none of {} sign flips as extreme)", d.p_value,
-                           d.resamples);
+        return fmt::format("{:.2g} (the floor: none of {} as extreme)", d.p_value,
+                           util::counted(d.resamples, "sign flip"));
     }
     return fmt::format("{:.2g}", d.p_value);
 }

@@ -1,6 +1,8 @@
 // The probe's gate checks; see probe_gate.hpp.
 #include <harness/analysis/probe_gate.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -31,8 +33,9 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.measured = d.mean_shift;
             k.threshold = x;
             k.measured_text = fmt::format("P(open) logit shift {:+.3f} (95% CI [{:+.3f}, {:+.3f}], "
-                                          "{} questions, sign-flip p {:.2g})",
-                                          d.mean_shift, d.lo, d.hi, d.questions, d.p_value);
+                                          "{}, sign-flip p {:.2g})",
+                                          d.mean_shift, d.lo, d.hi,
+                                          util::counted(d.questions, "question"), d.p_value);
             k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;
@@ -55,15 +58,19 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.unit = "logits";
             k.measured = p.mean_abs_ab;
             k.threshold = p.mean_abs_aa;
-            k.measured_text = fmt::format("mean |delta logit P(open)| {:.4f} over {} questions "
-                                          "(one-sided sign test p {:.2g})",
-                                          p.mean_abs_ab, p.questions, p.p_value);
+            k.measured_text =
+                fmt::format("mean |delta logit P(open)| {:.4f} over {} (one-sided "
+                            "sign test p {:.2g})",
+                            p.mean_abs_ab, util::counted(p.questions, "question"), p.p_value);
             k.threshold_text = fmt::format("within the A/A spread ({:.4f})", p.mean_abs_aa);
             k.status = p.differ ? CheckStatus::fail : CheckStatus::pass;
-            k.why = p.differ ? fmt::format("the numerics differ: {} moved the probe beyond {}'s "
-                                           "own repeats after {} questions",
-                                           c.b, c.a, p.questions_to_differ.value_or(p.questions))
-                             : "the probe moved no more than between the baseline's own repeats";
+            k.why = p.differ
+                        ? fmt::format("the numerics differ: {} moved the probe beyond {}'s "
+                                      "own repeats after {}",
+                                      c.b, c.a,
+                                      util::counted(p.questions_to_differ.value_or(p.questions),
+                                                    "question"))
+                        : "the probe moved no more than between the baseline's own repeats";
             k.detail = to_json(c);
             checks.push_back(std::move(k));
         }

@@ -45,9 +45,11 @@ std::string mdd_clause(const QuestionStats& s) {
     if (!s.mdd) {
         return "; " + no_spread_text(s);
     }
-    return fmt::format("; {} of {} questions differ, and the run detects differences of {} "
-                       "points or more at {:g}% power",
-                       s.test.differing, s.questions, points(*s.mdd), 100.0 * s.power);
+    return fmt::format("; {} of {} {}, and the run detects differences of {} points or more at "
+                       "{:g}% power",
+                       s.test.differing, util::counted(s.questions, "question"),
+                       s.test.differing == 1 ? "differs" : "differ", points(*s.mdd),
+                       100.0 * s.power);
 }
 
 } // namespace
@@ -57,9 +59,9 @@ std::string no_spread_text(const QuestionStats& s) {
         return "the two sides agree on every question";
     }
     if (s.smallest_p) {
-        return fmt::format("with {} questions no difference can reach p < {:g}: the sign-flip "
-                           "test's mid-p is at least {:.3g}",
-                           s.questions, s.alpha, *s.smallest_p);
+        return fmt::format("with {} no difference can reach p < {:g}: the sign-flip test's "
+                           "mid-p is at least {:.3g}",
+                           util::counted(s.questions, "question"), s.alpha, *s.smallest_p);
     }
     return fmt::format("every one of the {} questions differs by the same amount, so their "
                        "spread sizes no test",
@@ -266,9 +268,10 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
         m.sentence = fmt::format(
             "inconclusive against the {}-point margin: the one-sided {} upper bound {} is below "
             "{} ({} points), but the one-sided sign-flip test does not show a drop (mid-p "
-            "{:.3g}, {} of {} questions differ)",
+            "{:.3g}, {} of {} {})",
             x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), below, diff, s.test.p_mid / 2.0,
-            s.test.differing, s.questions);
+            s.test.differing, util::counted(s.questions, "question"),
+            s.test.differing == 1 ? "differs" : "differ");
     } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
         m.outcome = MarginOutcome::fail;
         m.sentence =

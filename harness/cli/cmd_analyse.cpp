@@ -9,6 +9,7 @@
 #include <harness/analysis/rescore.hpp>
 #include <harness/analysis/summary.hpp>
 #include <harness/store/readers.hpp>
+#include <harness/util/text.hpp>
 #include <reports/tables.hpp>
 #include <scorers/score_text.hpp>
 
@@ -103,10 +104,11 @@ int summary_command(const AnalyseFlags& f) {
     for (const auto& g : *groups) {
         if (g.unplanned > 0) {
             std::cout << fmt::format(
-                "{}{}: {} requests a run asked for were never planned (the run stopped "
-                "first) and count nowhere above: run the same command again\n",
+                "{}{}: {} a run asked for {} never planned (the run stopped first) and {} "
+                "nowhere above: run the same command again\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
-                g.unplanned);
+                util::counted(g.unplanned, "request"), g.unplanned == 1 ? "was" : "were",
+                g.unplanned == 1 ? "counts" : "count");
             unplanned = true;
         }
     }
@@ -245,10 +247,10 @@ int plan_command(const AnalyseFlags& f) {
         const auto& s = c.stats;
         const auto plan = analysis::plan_run(s, f.drop / 100, f.alpha, s.power);
         std::cout << fmt::format(
-            "{} vs {} ({} scorer): pilot of {} questions x {} and {} repeats, sd of "
-            "per-question differences {:.3f}.\n",
-            c.b.text(), c.a.text(), c.scorer, s.questions, s.noise_a.repeats, s.noise_b.repeats,
-            s.sd_diff);
+            "{} vs {} ({} scorer): pilot of {} x {} and {} repeats, sd of per-question "
+            "differences {:.3f}.\n",
+            c.b.text(), c.a.text(), c.scorer, util::counted(s.questions, "question"),
+            s.noise_a.repeats, s.noise_b.repeats, s.sd_diff);
         if (plan.rows.front().questions == 0) {
             std::cout << fmt::format("There is no variance to size a run from: {}.\n\n",
                                      analysis::no_spread_text(s));
@@ -310,8 +312,9 @@ int rescore_command(const AnalyseFlags& f) {
     if (!r) {
         return report(r.error());
     }
-    std::cout << fmt::format("rescored {} responses ({} scores, text: {})\n", r->responses,
-                             r->scores, f.score_text);
+    std::cout << fmt::format("rescored {} ({}, text: {})\n",
+                             util::counted(r->responses, "response"),
+                             util::counted(r->scores, "score"), f.score_text);
     std::cout << stored_scorer_lines(*r, f.db);
     return k_exit_ok;
 }

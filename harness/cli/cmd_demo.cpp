@@ -12,6 +12,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/engine/run.hpp>
 #include <harness/sim/server.hpp>
+#include <harness/util/text.hpp>
 #include <reports/report.hpp>
 #include <reports/tables.hpp>
 
@@ -46,7 +47,7 @@ util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& 
         return dataset.error();
     }
     std::cout << fmt::format(
-        "dataset: {} ({} questions{}){}\n", dataset->name, dataset->test.size(),
+        "dataset: {} ({}{}){}\n", dataset->name, util::counted(dataset->test.size(), "question"),
         f.limit ? fmt::format(", first {} used", f.limit) : "",
         spec == "sample" && f.dataset.empty()
             ? "; official GSM8K is not cached, run 'diffeval data fetch gsm8k' "
@@ -170,8 +171,9 @@ int demo_command(const DemoFlags& f) {
     if (auto r = score_stored(config.db); !r) {
         return report(r.error());
     }
-    std::cout << fmt::format("stored {} responses in {} ({:.1f}s)\n\n",
-                             run->succeeded + run->failed, config.db, run->seconds);
+    std::cout << fmt::format("stored {} in {} ({:.1f}s)\n\n",
+                             util::counted(run->succeeded + run->failed, "response"), config.db,
+                             run->seconds);
 
     // 4. The three reports, and from the same analysis the tables.
     auto st = store::Store::open(config.db, store::Store::Mode::read_only);

@@ -3,6 +3,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -37,8 +38,9 @@ int export_command(const ExportFlags& f) {
     for (const auto& file : r->files) {
         std::cout << file << "\n";
     }
-    std::cerr << fmt::format("wrote {} samples files ({} lines) to {}\n", r->files.size(), r->lines,
-                             f.out);
+    std::cerr << fmt::format("wrote {} ({}) to {}\n",
+                             util::counted(r->files.size(), "samples file"),
+                             util::counted(r->lines, "line"), f.out);
     return k_exit_ok;
 }
 

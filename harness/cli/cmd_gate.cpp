@@ -6,6 +6,7 @@
 #include <harness/cli/gate_sources.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
+#include <harness/util/text.hpp>
 
 #include <harness/analysis/gate.hpp>
 #include <harness/analysis/probe_gate.hpp>
@@ -56,14 +57,18 @@ std::string status_word(const analysis::GateCheck& c) {
 std::string overall_line(const analysis::GateVerdict& v) {
     const std::string undecided =
         v.inconclusive() > 0 ? fmt::format(", {} inconclusive", v.inconclusive()) : "";
-    return v.passed() ? fmt::format("PASS: all {} checks passed{}", v.checks.size(), undecided)
-                      : fmt::format("FAIL: {} of {} checks failed{}", v.failures(), v.checks.size(),
-                                    undecided);
+    if (v.passed()) {
+        return v.checks.size() == 1
+                   ? "PASS: the one check passed" + undecided
+                   : fmt::format("PASS: all {} checks passed{}", v.checks.size(), undecided);
+    }
+    return fmt::format("FAIL: {} of {} failed{}", v.failures(),
+                       util::counted(v.checks.size(), "check"), undecided);
 }
 
 std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) {
-    std::string out = fmt::format("diffeval gate: {} checks on {} (scorer {})\n\n", v.checks.size(),
-                                  db, v.scorer);
+    std::string out = fmt::format("diffeval gate: {} on {} (scorer {})\n\n",
+                                  util::counted(v.checks.size(), "check"), db, v.scorer);
     for (const auto& c : v.checks) {
         out += fmt::format("{}  {}\n", status_word(c), c.name);
         out += fmt::format("      measured:  {}\n", c.measured_text);

@@ -82,9 +82,9 @@ int import_command(const ImportFlags& f) {
     if (auto scored = analysis::ensure_scored(**st); !scored) {
         return report(scored.error());
     }
-    std::cout << fmt::format("imported {} as {}: {} documents, {} responses stored, {} already "
-                             "stored\n",
-                             f.path, r->group, r->documents, r->responses, r->already_stored);
+    std::cout << fmt::format("imported {} as {}: {}, {} stored, {} already stored\n", f.path,
+                             r->group, util::counted(r->documents, "document"),
+                             util::counted(r->responses, "response"), r->already_stored);
     if (r->responses == 0 && r->already_stored > 0) {
         std::cout << fmt::format("nothing new: every answer in the file is stored already; a file "
                                  "of another run of the same requests is stored as further "

@@ -3,6 +3,7 @@
 #include <harness/cli/util.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/store/merge.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -32,10 +33,11 @@ int merge_command(const MergeFlags& f) {
     if (auto scored = score_stored(f.out); !scored) {
         return report(scored.error());
     }
-    std::cout << fmt::format("merged {} file(s) into {}: {} requests and {} responses added, {} "
-                             "requests and {} responses already there\n",
-                             f.inputs.size(), f.out, r->requests_added, r->responses_added,
-                             r->requests_known, r->responses_known);
+    std::cout << fmt::format(
+        "merged {} into {}: {} and {} added, {} and {} already there\n",
+        util::counted(f.inputs.size(), "file"), f.out, util::counted(r->requests_added, "request"),
+        util::counted(r->responses_added, "response"), util::counted(r->requests_known, "request"),
+        util::counted(r->responses_known, "response"));
     return k_exit_ok;
 }
 

@@ -4,6 +4,7 @@
 #include <harness/cli/util.hpp>
 #include <harness/engine/run.hpp>
 #include <harness/engine/vllm_config.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -315,9 +316,9 @@ util::Result<engine::RunConfig> build_config(const RunFlags& f) {
 // What was stored and what to do next; the exit code.
 int report_outcome(const engine::RunSummary& s, const std::string& db) {
     std::cout << fmt::format(
-        "stored {} responses in {} ({} ok, {} failed, {} retries, {} skipped as "
-        "already stored) in {:.1f}s\n",
-        s.succeeded + s.failed, db, s.succeeded, s.failed, s.retries, s.skipped, s.seconds);
+        "stored {} in {} ({} ok, {} failed, {}, {} skipped as already stored) in {:.1f}s\n",
+        util::counted(s.succeeded + s.failed, "response"), db, s.succeeded, s.failed,
+        util::counted(s.retries, "retry", "retries"), s.skipped, s.seconds);
     if (!s.crashed.empty()) {
         std::cout << fmt::format(
             "server(s) {} crashed; their unanswered requests were not sent: run the "
@@ -330,9 +331,10 @@ int report_outcome(const engine::RunSummary& s, const std::string& db) {
         return k_exit_interrupted;
     }
     if (s.failed) {
-        std::cout << fmt::format("{} requests have no successful response; run the same command "
-                                 "again to retry them\n",
-                                 s.failed);
+        std::cout << fmt::format("{} {} no successful response; run the same command again to "
+                                 "retry {}\n",
+                                 util::counted(s.failed, "request"), s.failed == 1 ? "has" : "have",
+                                 s.failed == 1 ? "it" : "them");
         // Why, most frequent first: the whole story is in the database.
         std::vector<std::pair<int64_t, std::string>> why;
         for (const auto& [what, n] : s.failures) {

@@ -4,6 +4,7 @@
 #include <harness/analysis/rescore.hpp>
 #include <harness/analysis/stats.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -112,10 +113,9 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
             return ro;
         }
         ro = util::make_error(util::ErrorKind::data,
-                              fmt::format("{} holds {} responses not scored yet, and is not "
-                                          "writable; run 'diffeval rescore --db {}' on a "
-                                          "writable copy",
-                                          db, *missing, db));
+                              fmt::format("{} holds {} not scored yet, and is not writable; "
+                                          "run 'diffeval rescore --db {}' on a writable copy",
+                                          db, util::counted(*missing, "response"), db));
     }
     if (!util::may_write(db)) {
         return ro.error();
@@ -148,17 +148,26 @@ score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& ad
     return analysis::ensure_scored(**st, added);
 }
 
+namespace {
+
+// "all 3 responses", "the one response".
+std::string all_responses(int64_t n) {
+    return n == 1 ? std::string("the one response") : fmt::format("all {} responses", n);
+}
+
+} // namespace
+
 std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& db) {
     std::string out;
     for (const auto& name : pass.added) {
-        out += fmt::format("scorer '{}' is stored in {} now: all {} responses are scored with it, "
-                           "and later runs, imports and merges into {} score with it too\n",
-                           name, db, pass.responses, db);
+        out += fmt::format("scorer '{}' is stored in {} now: {} {} scored with it, and later "
+                           "runs, imports and merges into {} score with it too\n",
+                           name, db, all_responses(pass.responses),
+                           pass.responses == 1 ? "is" : "are", db);
     }
     for (const auto& name : pass.replaced) {
-        out += fmt::format("scorer '{}' has a new definition in {}: all {} responses were scored "
-                           "again\n",
-                           name, db, pass.responses);
+        out += fmt::format("scorer '{}' has a new definition in {}: {} {} scored again\n", name, db,
+                           all_responses(pass.responses), pass.responses == 1 ? "was" : "were");
     }
     return out;
 }

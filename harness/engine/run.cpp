@@ -251,9 +251,10 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     if (auto killed = db.mark_stale_runs_killed(); !killed) {
         return killed.error();
     } else if (*killed > 0) {
-        ctx.log << fmt::format("note: {} earlier run(s) were still marked running though their "
-                               "process is gone; marked killed\n",
-                               *killed);
+        ctx.log << fmt::format("note: {} {} still marked running though {} process is gone; "
+                               "marked killed\n",
+                               util::counted(*killed, "earlier run"), *killed == 1 ? "was" : "were",
+                               *killed == 1 ? "its" : "their");
     }
     const auto& dataset = ctx.inputs.dataset;
     auto run_id = db.begin_run(to_json(ctx.config).dump(), dataset.name);
@@ -422,9 +423,9 @@ util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t
         planned += (*planner)->total();
         st.servers[si].planner = std::move(*planner);
     }
-    ctx.log << fmt::format("diffeval run: {} requests planned{}; those already stored are skipped "
-                           "as the plan is read\n",
-                           planned, phase_names(ctx, phase, n_phases));
+    ctx.log << fmt::format("diffeval run: {} planned{}; those already stored are skipped as the "
+                           "plan is read\n",
+                           util::counted(planned, "request"), phase_names(ctx, phase, n_phases));
     return planned;
 }
 
@@ -436,10 +437,10 @@ void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase,
     const bool whole = std::all_of(phase.begin(), phase.end(),
                                    [&](size_t si) { return st.servers[si].planner->read_all(); });
     const int64_t read = s.planned - before.planned;
-    ctx.log << fmt::format("diffeval run: {} requests planned, {} already stored (skipped), {} "
-                           "sent{}\n",
+    ctx.log << fmt::format("diffeval run: {} {} planned, {} already stored (skipped), {} sent{}\n",
                            whole ? fmt::format("{}", read) : fmt::format("{} of {}", read, total),
-                           s.skipped - before.skipped, sent, phase_names(ctx, phase, n_phases));
+                           util::noun(whole ? read : total, "request"), s.skipped - before.skipped,
+                           sent, phase_names(ctx, phase, n_phases));
 }
 
 // Stop `phase`'s launched servers (unless kept) and record them with their logs.
@@ -552,9 +553,11 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
         return make_error(
             ErrorKind::io,
             fmt::format("writing responses to {} failed: {}; stopped sending at once. {} "
-                        "response(s) received were not stored; the run is {}. Free space or fix "
-                        "the file, then rerun the same command to send what has no response",
-                        ctx.config.db, *err, lost,
+                        "not stored; the run is {}. Free space or fix the file, then rerun "
+                        "the same command to send what has no response",
+                        ctx.config.db, *err,
+                        fmt::format("{} received {}", util::counted(lost, "response"),
+                                    lost == 1 ? "was" : "were"),
                         marked ? "marked failed"
                                : "still marked running (the next run marks it killed)"));
     }

@@ -137,15 +137,15 @@ public:
         if (m_style == ProgressStyle::bar) {
             constexpr int k_width = 30;
             int filled = m_total > 0 ? static_cast<int>(k_width * done / m_total) : k_width;
-            m_log << fmt::format("\r[{}{}] {}/{} {:.0f} req/s, {} errors, ETA {}  ",
+            m_log << fmt::format("\r[{}{}] {}/{} {:.0f} req/s, {}, ETA {}  ",
                                  std::string(filled, '#'), std::string(k_width - filled, '.'), done,
-                                 m_total, rate, errors, eta);
+                                 m_total, rate, util::counted(errors, "error"), eta);
             if (final) {
                 m_log << "\n";
             }
         } else {
-            m_log << fmt::format("progress: {}/{} done, {:.0f} req/s, {} errors, ETA {}\n", done,
-                                 m_total, rate, errors, eta);
+            m_log << fmt::format("progress: {}/{} done, {:.0f} req/s, {}, ETA {}\n", done, m_total,
+                                 rate, util::counted(errors, "error"), eta);
         }
         m_log.flush();
     }

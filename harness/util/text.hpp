@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace diffeval::util {
 
@@ -58,6 +59,26 @@ inline std::string with_commas(std::string_view plain) {
     }
     out += plain.substr(dot);
     return out;
+}
+
+// `singular` when `n` is 1, else its plural: `plural` when given, else
+// `singular` + "s" (noun(1, "question") is "question", noun(0, "question")
+// "questions"): for a count printed apart from its noun.
+template <typename N>
+requires std::is_integral_v<N> std::string noun(N n, std::string_view singular,
+                                                std::string_view plural = {}) {
+    if (n == 1) {
+        return std::string(singular);
+    }
+    return plural.empty() ? std::string(singular) + "s" : std::string(plural);
+}
+
+// `n`, a space and its noun (`noun`'s rule): counted(1, "question") is
+// "1 question", counted(3, "repeat") "3 repeats".
+template <typename N>
+requires std::is_integral_v<N> std::string counted(N n, std::string_view singular,
+                                                   std::string_view plural = {}) {
+    return std::to_string(n) + " " + noun(n, singular, plural);
 }
 
 // The first `chars` characters of `s`, never cutting a sequence in two.

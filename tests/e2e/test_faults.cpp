@@ -167,7 +167,9 @@ TEST_P(FaultKind, WithoutRetriesFaultsAreStoredAsErrorsAndARerunCompletesThem) {
     }
     const int failed = injected - resent;
     ASSERT_GT(failed, 0);
-    EXPECT_NE(first.out.find(std::to_string(failed) + " requests have no successful response"),
+    EXPECT_NE(first.out.find(failed == 1 ? std::string("1 request has no successful response")
+                                         : std::to_string(failed) +
+                                               " requests have no successful response"),
               std::string::npos)
         << first.out;
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = '" +

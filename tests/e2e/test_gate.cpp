@@ -125,7 +125,8 @@ TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
     auto pass = gate({"--expect", low, "--tolerance", "0", "--group", "default/raw/256"});
     EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
     EXPECT_NE(pass.out.find("PASS  accuracy default/raw/256"), std::string::npos) << pass.out;
-    EXPECT_NE(pass.out.find("PASS: all 1 checks passed"), std::string::npos) << pass.out;
+    EXPECT_NE(pass.out.find("PASS: the one check passed"), std::string::npos) << pass.out;
+    EXPECT_NE(pass.out.find("diffeval gate: 1 check on"), std::string::npos) << pass.out;
 
     auto fail = gate({"--expect", high, "--tolerance", "0.02", "--group", "default/raw/256"});
     EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
@@ -364,7 +365,7 @@ TEST_F(Gate, PairedFailsWhenTheDropIsShownBeyondTheMargin) {
     EXPECT_NE(o.out.find("worse than the 1.0-point margin"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("worse/raw/256 is worse than default/raw/256"), std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("FAIL: 1 of 1 checks failed"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("FAIL: 1 of 1 check failed"), std::string::npos) << o.out;
     auto j =
         gate_json({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1"});
     const auto& c = j["checks"][0];

@@ -478,7 +478,7 @@ TEST(LmEvalSamples, ADocumentWithTwoSetsOfAnswersIsRefused) {
     auto same = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
                           dataset, file.string()});
     EXPECT_EQ(same.exit_code, 0) << same.err;
-    EXPECT_NE(same.out.find("1 documents, 1 responses stored"), std::string::npos) << same.out;
+    EXPECT_NE(same.out.find("1 document, 1 response stored"), std::string::npos) << same.out;
 }
 
 // An exported file imported without --framing is named after its task, the

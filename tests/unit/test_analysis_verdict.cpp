@@ -223,5 +223,18 @@ TEST(SignedPoints, NeverPrintsMinusZero) {
     EXPECT_EQ(signed_points(0.123), "+12.3");
 }
 
+// One differing question takes the singular, with its verb: "1 of 400
+// questions differ" read as a count of several.
+TEST(NonInferiority, OneDifferingQuestionIsSingular) {
+    auto s = stats(-0.0025, -0.0075, 0.0, -0.005, -0.0026, 0.5);
+    s.test.differing = 1;
+    s.mdd = 0.01;
+    const auto m = non_inferiority(s, 0.001);
+    EXPECT_EQ(m.outcome, MarginOutcome::inconclusive) << m.sentence;
+    EXPECT_NE(m.sentence.find("1 of 400 questions differs)"), std::string::npos) << m.sentence;
+    auto v = decide_verdict(s, "a", "b", 0.5, 1);
+    EXPECT_NE(v.sentence.find("1 of 400 questions differs,"), std::string::npos) << v.sentence;
+}
+
 } // namespace
 } // namespace diffeval::analysis

@@ -240,3 +240,37 @@ TEST(ReportTables, WhatNothingMeasuredIsBlankNotZero) {
     const auto row = lines_of(reports::breakdown_table(none, "s0", reports::Style::markdown))[2];
     EXPECT_TRUE(row.ends_with("| 4 | 0 | - | 0.0 | - |")) << row;
 }
+
+// A count of one takes the singular: a comparison whose one flipped question
+// printed "A better (1 questions)" and "1 questions right more often in A".
+TEST(ReportTables, ACountOfOneIsSingular) {
+    analysis::Results r;
+    r.servers = {"a", "b"};
+    r.framings = {"raw"};
+    r.datasets = {"sample"};
+    r.scorers = {"s0"};
+    r.score_text = "full";
+    int64_t id = 1;
+    for (int server = 0; server < 2; ++server) {
+        for (int q = 0; q < 6; ++q) {
+            analysis::ResultRow row;
+            row.response_id = id++;
+            row.server = server;
+            row.max_tokens = 256;
+            row.question_idx = q;
+            row.ok = true;
+            row.outcome = scorers::Outcome::finished;
+            row.correct.set(0, !(server == 1 && q == 0));
+            row.valid.set(0, true);
+            r.rows.push_back(row);
+        }
+    }
+    auto cmp = analysis::compare(r, {"a", {}, {}}, {"b", {}, {}}, 0);
+    ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+    analysis::assign_verdicts(*cmp);
+    const auto text = reports::comparison_text(cmp->front(), reports::Style::text, 10);
+    EXPECT_NE(text.find("Right more often in a/raw/256 (1 question):"), std::string::npos) << text;
+    EXPECT_NE(text.find("1 question right more often in A, 0 in B"), std::string::npos) << text;
+    EXPECT_NE(text.find("6 questions (1 and 1 repeats)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("1 questions"), std::string::npos) << text;
+}

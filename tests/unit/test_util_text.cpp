@@ -1,6 +1,8 @@
 // util::with_commas: the simulator writes GSM8K answers with it ("1,319")
 // and the reports write counts with it; both read it as GSM8K does. And
 // util::printed_value, from which differences beside printed numbers come.
+// And util::counted and util::noun, which every count printed with its noun
+// goes through.
 #include <harness/util/text.hpp>
 
 #include <gtest/gtest.h>
@@ -33,4 +35,13 @@ TEST(PrintedValue, IsTheNumberAsPrinted) {
     EXPECT_DOUBLE_EQ(printed_value("83.3") - printed_value("77.8"), 83.3 - 77.8);
     EXPECT_DOUBLE_EQ(printed_value("-0"), 0.0);
     EXPECT_DOUBLE_EQ(printed_value("+12"), 12.0);
+}
+
+TEST(Counted, IsSingularForOneAndPluralOtherwise) {
+    EXPECT_EQ(diffeval::util::counted(1, "question"), "1 question");
+    EXPECT_EQ(diffeval::util::counted(0, "question"), "0 questions");
+    EXPECT_EQ(diffeval::util::counted(size_t{3}, "repeat"), "3 repeats");
+    EXPECT_EQ(diffeval::util::counted(int64_t{1}, "response"), "1 response");
+    EXPECT_EQ(diffeval::util::noun(2, "match", "matches"), "matches");
+    EXPECT_EQ(diffeval::util::noun(1, "match", "matches"), "match");
 }
