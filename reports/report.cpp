@@ -51,6 +51,9 @@ util::Result<void> make_directory(const fs::path& dir) {
 }
 
 std::string noise_cell(const analysis::SideNoise& n) {
+    if (n.gap == analysis::NoiseGap::too_few_answers) {
+        return "n/a (failed requests)";
+    }
     if (!n.measured) {
         return "n/a (1 repeat)";
     }

@@ -338,6 +338,7 @@ util::Result<void> check_selectors(const Results& results, const Selector& a, co
 // responses and how many questions' texts differ between the sides.
 struct Paired {
     CorrectnessMatrix ma, mb;
+    AnsweredCounts answered_a, answered_b; // each question's successful repeats
     std::vector<const ResultRow*> rows_a, rows_b;
     int64_t differing = 0;
     int first_differing = -1;
@@ -396,6 +397,12 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     }
     p.ma.push_back(std::move(row_a));
     p.mb.push_back(std::move(row_b));
+    const auto answered = [](const Run& reps) {
+        return static_cast<std::uint32_t>(
+            std::count_if(reps.begin(), reps.end(), [](const ResultRow* r) { return r->ok; }));
+    };
+    p.answered_a.push_back(answered(reps_a));
+    p.answered_b.push_back(answered(reps_b));
 }
 
 // Walk both groups (each sorted by question) together, pairing the
@@ -420,7 +427,7 @@ Paired pair_groups(const GroupRows& ga, const GroupRows& gb, size_t scorer, Comp
 // The statistics, the latency tail and the flips ordered by their gap.
 util::Result<void> finish_comparison(Comparison& c, const Paired& p,
                                      const CompareOptions& options) {
-    auto stats = analyse_questions(p.ma, p.mb, options.paired);
+    auto stats = analyse_questions(p.ma, p.mb, options.paired, p.answered_a, p.answered_b);
     if (!stats) {
         return stats.error();
     }
@@ -578,6 +585,10 @@ namespace {
 nlohmann::json noise_json(const SideNoise& n) {
     return {{"repeats", n.repeats},
             {"measured", n.measured},
+            {"not_measured", n.gap == NoiseGap::one_repeat ? nlohmann::json("one_repeat")
+                             : n.gap == NoiseGap::too_few_answers
+                                 ? nlohmann::json("too_few_answers")
+                                 : nlohmann::json(nullptr)},
             {"deterministic", n.deterministic},
             {"within_question_variance",
              n.measured ? nlohmann::json(n.within_variance) : nlohmann::json(nullptr)},

@@ -114,7 +114,11 @@ SignFlipResult monte_carlo_sign_flip(const std::vector<double>& moving, double t
 // made a side "1 repeat, noise not measured" and left the plan without its
 // repeat rows. `repeats` is the count most questions have (the larger on a
 // tie); the noise is measured when at least half the questions have 2+.
-SideNoise side_noise(const CorrectnessMatrix& m) {
+// Repeats that agree are a measurement only where they were answered: a side
+// whose every request failed agreed on every question (all wrong) and was
+// called a deterministic server. `answered` counts each question's answered
+// repeats (empty: all).
+SideNoise side_noise(const CorrectnessMatrix& m, const AnsweredCounts& answered) {
     SideNoise noise;
     std::map<std::uint32_t, size_t> counts;
     for (const auto& row : m) {
@@ -133,12 +137,21 @@ SideNoise side_noise(const CorrectnessMatrix& m) {
         return noise;
     }
     double sum = 0.0;
-    for (const auto& row : m) {
+    size_t compared = 0; // questions with 2+ answered repeats
+    for (size_t i = 0; i < m.size(); ++i) {
+        const auto& row = m[i];
         if (row.size() >= 2) {
             const double c = std::accumulate(row.begin(), row.end(), 0.0);
             sum += repeat_variance(c, static_cast<double>(row.size()));
         }
+        compared += (answered.empty() ? row.size() : answered[i]) >= 2 ? 1 : 0;
     }
+    if (sum == 0.0 && 2 * compared < m.size()) {
+        noise.measured = false;
+        noise.gap = NoiseGap::too_few_answers;
+        return noise;
+    }
+    noise.gap = NoiseGap::none;
     noise.within_variance = sum / static_cast<double>(several);
     noise.deterministic = sum == 0.0;
     noise.rerun_sd = std::sqrt(noise.within_variance / static_cast<double>(m.size()));
@@ -414,9 +427,18 @@ PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
 
 util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                                               const CorrectnessMatrix& b,
-                                              const PairedOptions& options) {
+                                              const PairedOptions& options,
+                                              const AnsweredCounts& answered_a,
+                                              const AnsweredCounts& answered_b) {
     if (auto ok = check_inputs(a, b, options); !ok) {
         return ok.error();
+    }
+    for (const auto* answered : {&answered_a, &answered_b}) {
+        if (!answered->empty() && answered->size() != a.size()) {
+            return make_error(ErrorKind::internal,
+                              fmt::format("answered counts for {} questions, not {}",
+                                          answered->size(), a.size()));
+        }
     }
     QuestionStats s;
     s.questions = a.size();
@@ -466,8 +488,8 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     }
     s.test = *test;
 
-    s.noise_a = side_noise(a);
-    s.noise_b = side_noise(b);
+    s.noise_a = side_noise(a, answered_a);
+    s.noise_b = side_noise(b, answered_b);
     if (s.noise_a.measured && s.noise_b.measured && s.sd_diff > 0.0) {
         s.noise_share = std::min(1.0, (p.within_of_diff / n) / (s.sd_diff * s.sd_diff));
     }

@@ -70,12 +70,24 @@ struct SignFlipResult {
 util::Result<SignFlipResult> sign_flip_test(std::span<const double> d,
                                             const SignFlipOptions& options = {});
 
+// Why a side's run-to-run noise is not measured.
+enum class NoiseGap {
+    none,            // measured
+    one_repeat,      // fewer than half the questions have 2+ repeats
+    too_few_answers, // repeats agree, but fewer than half the questions have
+                     // 2+ answered ones (the rest failed): nothing was compared
+};
+
 // Run-to-run noise of one side.
 struct SideNoise {
-    std::uint32_t repeats = 0;  // the repeats most questions have
-    bool measured = false;      // at least half the questions have 2+ repeats
-    bool deterministic = false; // measured, and every question's repeats agree
-    double within_variance = 0; // mean over questions of the repeats' sample variance
+    std::uint32_t repeats = 0; // the repeats most questions have
+    // At least half the questions have 2+ repeats, and when no question's
+    // repeats disagree, at least half have 2+ answered ones: failed requests
+    // that agree because they all count as wrong measure no server.
+    bool measured = false;
+    NoiseGap gap = NoiseGap::one_repeat; // why not `measured`
+    bool deterministic = false;          // measured, and every question's repeats agree
+    double within_variance = 0;          // mean over questions of the repeats' sample variance
     // Standard deviation of this side's accuracy over one re-run of the same
     // questions: sqrt(within_variance / questions), as a proportion.
     double rerun_sd = 0;
@@ -122,11 +134,18 @@ struct QuestionStats {
     std::optional<double> smallest_p;
 };
 
-// Analyse `a` and `b` (the same questions in the same order). Fails when they
-// differ in length, are empty, a question has no repeat, or a value is not 0/1.
+// Answered (successful) repeats per question, in a matrix's order.
+using AnsweredCounts = std::vector<std::uint32_t>;
+
+// Analyse `a` and `b` (the same questions in the same order); `answered_a`
+// and `answered_b` count each question's answered repeats for the noise
+// (empty: every repeat answered). Fails when they differ in length, are
+// empty, a question has no repeat, or a value is not 0/1.
 util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                                               const CorrectnessMatrix& b,
-                                              const PairedOptions& options = {});
+                                              const PairedOptions& options = {},
+                                              const AnsweredCounts& answered_a = {},
+                                              const AnsweredCounts& answered_b = {});
 
 // Power of the two-sided test at `alpha` to detect a true difference `delta`
 // when the estimate has standard error `se` (normal approximation).

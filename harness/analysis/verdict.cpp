@@ -223,6 +223,11 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
 
 std::string noise_sentence(const QuestionStats& s, const std::string& a, const std::string& b) {
     auto side = [&](const SideNoise& n, const std::string& name) {
+        if (n.gap == NoiseGap::too_few_answers) {
+            return fmt::format("{} not measured: fewer than half its questions have two "
+                               "successful repeats to compare (see its errors)",
+                               name);
+        }
         if (!n.measured) {
             return fmt::format("{} not measured (1 repeat)", name);
         }

@@ -266,10 +266,14 @@ int plan_command(const AnalyseFlags& f) {
             measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
                                    plan.between_variance, plan.within_a, plan.within_b)
                      : fmt::format("variance of per-question differences {:.4f}; run-to-run "
-                                   "noise not measured with {} and {} repeats, so what more "
-                                   "repeats would gain is unknown: a pilot with 2 or more a side "
-                                   "sizes them",
-                                   s.sd_diff * s.sd_diff, s.noise_a.repeats, s.noise_b.repeats));
+                                   "noise not measured with {} and {} repeats{}, so what more "
+                                   "repeats would gain is unknown: a pilot with 2 or more "
+                                   "successful a side sizes them",
+                                   s.sd_diff * s.sd_diff, s.noise_a.repeats, s.noise_b.repeats,
+                                   s.noise_a.gap == analysis::NoiseGap::too_few_answers ||
+                                           s.noise_b.gap == analysis::NoiseGap::too_few_answers
+                                       ? " (too few of them successful)"
+                                       : ""));
         std::vector<std::vector<std::string>> rows = {{"repeats per side", "questions needed"}};
         bool raised = false;
         for (const auto& r : plan.rows) {

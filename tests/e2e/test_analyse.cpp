@@ -465,3 +465,39 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
     EXPECT_EQ(p.out.find("within 0.0000"), std::string::npos) << p.out;
     EXPECT_EQ(p.out.find("\n10 "), std::string::npos) << p.out;
 }
+
+// A side whose every request failed agreed with itself on every question
+// (each failure counts as wrong) and was called "a deterministic server":
+// nothing it answered was compared, and every output says it is not measured.
+TEST(AnalyseNoise, ASideThatAnsweredNothingIsNotMeasured) {
+    auto dir = e2e::scratch("noise-unanswered");
+    auto profile = dir / "fail.toml";
+    std::ofstream(profile) << "version = 1\nname = \"fail\"\n[faults]\nhttp_500 = 1.0\n";
+    e2e::Sim good;
+    e2e::Sim failing({"--profile", profile.string()});
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + good.url(), "--server", "fail=" + failing.url(),
+                       "--framing", "raw", "--limit", "4", "--repeats", "2", "--retries", "0",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 1) << r.err;
+    auto text = e2e::run({"diff", "--db", db, "a", "fail"});
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    std::replace(text.out.begin(), text.out.end(), '\n', ' '); // diff wraps its prose
+    EXPECT_NE(text.out.find("fail/raw/256 not measured: fewer than half its questions have two "
+                            "successful repeats to compare (see its errors)"),
+              std::string::npos)
+        << text.out;
+    EXPECT_EQ(text.out.find("fail/raw/256 none seen"), std::string::npos) << text.out;
+    auto j = json::parse(e2e::run({"diff", "--db", db, "a", "fail", "--format", "json"}).out);
+    const auto& noise = j["comparisons"][0]["noise"]["b"];
+    EXPECT_EQ(noise["measured"], false) << noise;
+    EXPECT_EQ(noise["deterministic"], false) << noise;
+    EXPECT_EQ(noise["not_measured"], "too_few_answers") << noise;
+    EXPECT_TRUE(noise["rerun_sd"].is_null()) << noise;
+    EXPECT_TRUE(j["comparisons"][0]["noise"]["a"]["not_measured"].is_null()) << j;
+    auto o = e2e::run({"report", "--db", db, "--out", (dir / "out").string(), "--baseline", "a"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("n/a (failed requests)"), std::string::npos) << md;
+    EXPECT_EQ(md.find("fail/raw/256 none seen"), std::string::npos) << md;
+}

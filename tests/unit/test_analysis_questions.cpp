@@ -341,6 +341,46 @@ TEST(AnalyseQuestions, OneQuestionShortOfRepeatsKeepsTheNoiseMeasured) {
     EXPECT_EQ(t->noise_b.repeats, 1u);
 }
 
+// Repeats that agree because they failed (every error counts as wrong)
+// compare no answers: a side whose every request failed was "a
+// deterministic server". Failed repeats that disagree with an answer are
+// still noise in its accuracy.
+TEST(AnalyseQuestions, RepeatsThatFailedMeasureNoNoise) {
+    const CorrectnessMatrix good{{1, 1, 1}, {0, 0, 0}, {1, 1, 1}, {1, 1, 1}};
+    const CorrectnessMatrix failed(4, std::vector<std::uint8_t>{0, 0, 0});
+    auto s = analyse_questions(good, failed, {}, {3, 3, 3, 3}, {0, 0, 0, 0});
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_a.measured);
+    EXPECT_TRUE(s->noise_a.deterministic);
+    EXPECT_EQ(s->noise_a.gap, NoiseGap::none);
+    EXPECT_FALSE(s->noise_b.measured);
+    EXPECT_FALSE(s->noise_b.deterministic);
+    EXPECT_EQ(s->noise_b.gap, NoiseGap::too_few_answers);
+    EXPECT_EQ(s->noise_b.repeats, 3u);
+    EXPECT_FALSE(s->noise_share.has_value());
+    EXPECT_EQ(noise_sentence(*s, "a", "b"),
+              "Run-to-run noise: a none seen: its 3 repeats gave the same answers on every "
+              "question (a deterministic server); b not measured: fewer than half its questions "
+              "have two successful repeats to compare (see its errors).");
+    // One answer a question, the other repeats failed: nothing compared.
+    s = analyse_questions(good, failed, {}, {}, {1, 1, 1, 1});
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->noise_b.gap, NoiseGap::too_few_answers);
+    // Half the questions with two answers that agree: measured, none seen.
+    s = analyse_questions(good, failed, {}, {}, {2, 3, 1, 0});
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_b.deterministic);
+    // A failure beside a right answer is accuracy noise, measured.
+    const CorrectnessMatrix flaky{{1, 0, 1}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+    s = analyse_questions(good, flaky, {}, {}, {2, 0, 0, 0});
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_b.measured);
+    EXPECT_FALSE(s->noise_b.deterministic);
+    EXPECT_GT(s->noise_b.rerun_sd, 0.0);
+    // Counts that do not match the matrix are refused.
+    EXPECT_FALSE(analyse_questions(good, failed, {}, {3}, {}).ok());
+}
+
 TEST(AnalyseQuestions, RejectsWhatItCannotPair) {
     CorrectnessMatrix a{{1}}, b{{1}, {0}}, empty_row{{}}, two{{2}};
     EXPECT_FALSE(analyse_questions(a, b).ok());
