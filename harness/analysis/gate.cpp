@@ -200,6 +200,43 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     return c;
 }
 
+// `value` printed with `decimals` decimals.
+std::string fixed(double value, int decimals) {
+    return fmt::format("{:.{}f}", value, decimals);
+}
+
+// The decimals, from `least` up to 9, at which a change printed as the
+// difference of the printed `from` and `to` says what the exact change
+// decides: a change beyond k_epsilon never prints as 0 ("rose by 0.00"), and
+// one the check compares with `limit` never prints as equal to it, or on its
+// other side ("rose by 1.00, more than the limit of 1"). At 9 decimals the
+// printed change is within k_epsilon of the exact one.
+int change_decimals(double from, double to, std::optional<double> limit, int least) {
+    const double exact = to - from;
+    for (int d = least; d < 9; ++d) {
+        const double shown =
+            util::printed_value(fixed(to, d)) - util::printed_value(fixed(from, d));
+        const bool zero_ok =
+            std::abs(exact) <= k_epsilon || fixed(std::abs(shown), d) != fixed(0.0, d);
+        const bool limit_ok =
+            !limit || std::abs(exact - *limit) <= k_epsilon ||
+            (fixed(shown, d) != fixed(*limit, d) && (shown > *limit) == (exact > *limit));
+        if (zero_ok && limit_ok) {
+            return d;
+        }
+    }
+    return 9;
+}
+
+// "rose by 1.67", "fell by 0.33", or "did not change" for a change that
+// prints as 0 (`shown_text` is its absolute value as printed).
+std::string change_words(double shown, const std::string& shown_text, const std::string& unit) {
+    if (util::printed_value(shown_text) == 0.0) {
+        return "did not change";
+    }
+    return fmt::format("{} by {}{}", shown > 0 ? "rose" : "fell", shown_text, unit);
+}
+
 // The rise in responses that never finished, or started reasoning, from A
 // to B, over the questions both answered and among the responses each side
 // answered there (Comparison::Behaviour): a side's own extra questions, or
@@ -227,14 +264,24 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.unit = pct ? "%" : "responses";
     c.measured = measured;
     c.threshold = limit.value;
-    // The means as printed, and the change per run a reader gets from them:
-    // "(6.33 -> 8.00)" with "+1.67", never "(6.3 -> 8.0)" with "+1.67".
-    const std::string a_text = fmt::format("{:.2f}", a);
-    const std::string b_text = fmt::format("{:.2f}", b);
+    // The means and rates as printed, and the change a reader gets from
+    // them: "(6.33 -> 8.00)" with "+1.67", never "(6.3 -> 8.0)" with "+1.67";
+    // with as many decimals as it takes for a change the check counts not to
+    // print as 0, nor as the limit it is compared with.
+    const int run_decimals =
+        change_decimals(a, b, pct ? std::nullopt : std::optional(limit.value), 2);
+    const std::string a_text = fixed(a, run_decimals);
+    const std::string b_text = fixed(b, run_decimals);
     const double shown = util::printed_value(b_text) - util::printed_value(a_text);
-    const std::string shown_text = fmt::format("{:.2f}", std::abs(shown));
+    const std::string shown_text = fixed(std::abs(shown), run_decimals);
+    const int rate_decimals = change_decimals(rate_a * 100, rate_b * 100,
+                                              pct ? std::optional(limit.value) : std::nullopt, 1);
+    const std::string rate_a_text = fixed(rate_a * 100, rate_decimals);
+    const std::string rate_b_text = fixed(rate_b * 100, rate_decimals);
+    const double shown_pct = util::printed_value(rate_b_text) - util::printed_value(rate_a_text);
     c.measured_text =
-        pct ? fmt::format("{:+.2f}% of questions ({} -> {} per run)", measured, a_text, b_text)
+        pct ? fmt::format("{}{}% of questions ({} -> {} per run)", shown_pct < 0 ? "-" : "+",
+                          fixed(std::abs(shown_pct), rate_decimals), a_text, b_text)
             : fmt::format("{}{} per run ({} -> {})", shown < 0 ? "-" : "+", shown_text, a_text,
                           b_text);
     c.threshold_text = fmt::format("<= {}", limit.text());
@@ -242,12 +289,13 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.status = status_of(ok);
     const bool partly_recorded =
         of_a != cmp.behaviour_a.answered || of_b != cmp.behaviour_b.answered;
-    c.why = fmt::format(
-        "{} {} by {} per run of the {} questions both answered ({:.1f}% -> {:.1f}% of the "
-        "responses each answered there{}){}",
-        what, shown >= 0 ? "rose" : "fell", shown_text, cmp.questions, rate_a * 100, rate_b * 100,
-        partly_recorded ? " whose finish was recorded" : "",
-        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
+    const std::string change = change_words(shown, shown_text, "");
+    c.why = fmt::format("{} {} {} the {} both answered ({}% -> {}% of the responses each answered "
+                        "there{}){}",
+                        what, change, change == "did not change" ? "over" : "per run of",
+                        util::counted(cmp.questions, "question"), rate_a_text, rate_b_text,
+                        partly_recorded ? " whose finish was recorded" : "",
+                        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
                 {"baseline_mean", a},
@@ -282,13 +330,16 @@ GateCheck token_check(const Comparison& cmp, std::optional<double> a, std::optio
         return c;
     }
     c.measured = (*b - *a) / *a * 100;
-    // Means to two decimals, so their ratio gives the percentage printed.
-    c.measured_text = fmt::format("{:+.2f}% ({:.2f} -> {:.2f} tokens)", c.measured, *a, *b);
+    // Means to two decimals; the percentage with as many as it takes not to
+    // print as 0, nor as the limit, when it is not.
+    const int pct_decimals = change_decimals(0.0, c.measured, limit_pct, 2);
+    const std::string pct_text = fixed(std::abs(c.measured), pct_decimals);
+    c.measured_text = fmt::format("{}{}% ({:.2f} -> {:.2f} tokens)", c.measured < 0 ? "-" : "+",
+                                  pct_text, *a, *b);
     const bool ok = c.measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
-    c.why =
-        fmt::format("mean completion tokens {} by {:.2f}%{}", c.measured >= 0 ? "rose" : "fell",
-                    std::abs(c.measured), ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
+    c.why = fmt::format("mean completion tokens {}{}", change_words(c.measured, pct_text, "%"),
+                        ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
     return c;
 }
 

@@ -585,6 +585,12 @@ TEST(GateBehaviour, OnlyThePairedQuestionsAndTheAnsweredResponsesCount) {
     auto more = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "more",
                           "--max-never-finished-increase", "0"});
     EXPECT_NE(more.out.find("+0.00 per run (8.00 -> 8.00)"), std::string::npos) << more.out;
+    // A change that prints as 0 is no rise.
+    EXPECT_NE(more.out.find("responses that never finished did not change over the 8 questions "
+                            "both answered (100.0% -> 100.0%"),
+              std::string::npos)
+        << more.out;
+    EXPECT_EQ(more.out.find("rose by 0.00"), std::string::npos) << more.out;
 }
 
 TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
@@ -606,4 +612,45 @@ TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
     const auto j = nlohmann::json::parse(e2e::slurp(dir / "g.json"));
     EXPECT_TRUE(j["checks"][0]["detail"]["candidate_mean_completion_tokens"].is_null()) << j;
     EXPECT_GT(j["checks"][0]["detail"]["baseline_mean_completion_tokens"].get<double>(), 0) << j;
+}
+
+// A change the check counts never prints as 0: the baseline's 141 of 143
+// and the candidate's 142 of 144 responses that never finished are 47.329
+// and 47.333 per run of 48 questions, which printed "+0.00 per run (47.33
+// -> 47.33)" and "rose by 0.00 per run ..., more than the limit of 0 per
+// run" beside FAIL.
+TEST(GateBehaviour, AChangeTheCheckCountsNeverPrintsAsZero) {
+    auto dir = e2e::scratch("gate-rounding");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    // At 16 tokens every answer is cut by the length limit.
+    auto r =
+        e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(), "--framing",
+                  "raw", "--max-tokens", "16", "--repeats", "3", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(
+        e2e::query(db, "SELECT count(*) FROM v_responses WHERE outcome != 'length_truncated'"),
+        "0");
+    const auto place = [](const std::string& server, int question) {
+        return fmt::format("(SELECT response_id FROM requests WHERE server = '{}' AND "
+                           "question_idx = {} AND repeat = 0)",
+                           server, question);
+    };
+    e2e::exec(db, fmt::format("UPDATE responses SET ok = 0, status = 500, error = 'HTTP 500' "
+                              "WHERE response_id = {0};"
+                              "UPDATE classifications SET outcome = 'error' WHERE response_id = "
+                              "{0};"
+                              "UPDATE classifications SET outcome = 'finished' WHERE response_id "
+                              "IN ({1}, {2}, {3}, {4})",
+                              place("a", 0), place("a", 1), place("a", 2), place("b", 1),
+                              place("b", 2)));
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
+                       "--max-never-finished-increase", "0"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("+0.004 per run (47.329 -> 47.333)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("responses that never finished rose by 0.004 per run of the 48 "
+                         "questions both answered (98.60% -> 98.61%"),
+              std::string::npos)
+        << o.out;
+    EXPECT_EQ(o.out.find("by 0.00 "), std::string::npos) << o.out;
 }
