@@ -361,7 +361,11 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     }
     p.rows_a.insert(p.rows_a.end(), reps_a.begin(), reps_a.end());
     p.rows_b.insert(p.rows_b.end(), reps_b.begin(), reps_b.end());
+    // Each side's behaviour counts, and the mean completion tokens of its
+    // answers to this question (unset when none reports a count).
     const auto tally = [](const Run& reps, Comparison::Behaviour& b) {
+        double tokens = 0;
+        int64_t counted = 0;
         for (const auto* row : reps) {
             ++b.responses;
             if (row->ok) {
@@ -369,11 +373,23 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
                 b.never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
                 b.finish_recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
                 b.started_reasoning += row->reasoning_started ? 1 : 0;
+                if (row->completion_tokens) {
+                    tokens += static_cast<double>(*row->completion_tokens);
+                    ++counted;
+                }
             }
         }
+        b.token_counted += counted;
+        return counted > 0 ? std::optional<double>(tokens / static_cast<double>(counted))
+                           : std::nullopt;
     };
-    tally(reps_a, c.behaviour_a);
-    tally(reps_b, c.behaviour_b);
+    const auto tokens_a = tally(reps_a, c.behaviour_a);
+    const auto tokens_b = tally(reps_b, c.behaviour_b);
+    if (tokens_a && tokens_b) {
+        ++c.token_questions;
+        c.tokens_a += *tokens_a;
+        c.tokens_b += *tokens_b;
+    }
     for (const auto* ra : reps_a) {
         for (const auto* rb : reps_b) {
             auto oa = static_cast<size_t>(ra->outcome);
@@ -468,6 +484,10 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     c.dataset_b = dataset_of(gb);
     const Paired p = pair_groups(ga, gb, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
+    if (c.token_questions > 0) {
+        c.tokens_a /= static_cast<double>(c.token_questions);
+        c.tokens_b /= static_cast<double>(c.token_questions);
+    }
     for (auto [g, n] : {std::pair{&ga, &c.questions_a}, std::pair{&gb, &c.questions_b}}) {
         for (size_t i = 0; i < g->rows.size(); i = run_end(g->rows, i)) {
             ++*n;

@@ -131,12 +131,21 @@ struct Comparison {
     // checks compare rates among those answered, so neither a side's own
     // extra questions nor its failed requests move them.
     // `finish_recorded`: those answered whose finish state is known (not an
-    // import's), the never-finished rate's denominator.
+    // import's), the never-finished rate's denominator. `token_counted`:
+    // those answered that report usage.completion_tokens.
     struct Behaviour {
         int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0,
-                finish_recorded = 0;
+                finish_recorded = 0, token_counted = 0;
     };
     Behaviour behaviour_a, behaviour_b;
+    // Mean completion tokens of each side over the paired questions where
+    // both have an answer that reports usage.completion_tokens (per question
+    // the mean of its counted answers, then the mean over those questions):
+    // the gate's token check compares these, so a side that failed on its
+    // longest questions, or ran other questions, does not look cheaper.
+    // Both 0 when `token_questions` is 0.
+    int64_t token_questions = 0;
+    double tokens_a = 0, tokens_b = 0;
 };
 
 struct CompareOptions {

@@ -306,40 +306,74 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     return c;
 }
 
-GateCheck token_check(const Comparison& cmp, std::optional<double> a, std::optional<double> b,
-                      double limit_pct) {
+// The change in mean completion tokens from A to B over the paired
+// questions where both answered with a token count (Comparison::tokens_a):
+// each side's own mean over its own questions made a candidate that failed
+// on its longest questions look cheaper.
+GateCheck token_check(const Comparison& cmp, double limit_pct) {
     GateCheck c;
     c.kind = "tokens";
     c.name = fmt::format("tokens {} -> {}", cmp.a.text(), cmp.b.text());
     c.unit = "%";
     c.threshold = limit_pct;
     c.threshold_text = fmt::format("<= {:+.2f}%", limit_pct);
+    const bool compared = cmp.token_questions > 0;
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
-                {"baseline_mean_completion_tokens", a ? nlohmann::json(*a) : nullptr},
-                {"candidate_mean_completion_tokens", b ? nlohmann::json(*b) : nullptr}};
-    if (!a || *a <= 0 || !b) {
+                {"questions", cmp.token_questions},
+                {"baseline_counted", cmp.behaviour_a.token_counted},
+                {"candidate_counted", cmp.behaviour_b.token_counted},
+                {"baseline_mean_completion_tokens",
+                 compared ? nlohmann::json(cmp.tokens_a) : nlohmann::json(nullptr)},
+                {"candidate_mean_completion_tokens",
+                 compared ? nlohmann::json(cmp.tokens_b) : nlohmann::json(nullptr)}};
+    if (!compared || cmp.tokens_a <= 0) {
         // Without a count on either side there is nothing to compare (a
         // candidate whose server reports no usage did not use 100% fewer
         // tokens); a gate that cannot measure must not pass.
-        const char* side = !a || *a <= 0 ? "baseline" : "candidate";
         c.measured = 0;
-        c.measured_text = fmt::format("no completion token counts in the {}", side);
         c.status = CheckStatus::fail;
-        c.why = fmt::format("the {}'s responses carry no usage.completion_tokens", side);
+        const char* side = cmp.behaviour_a.token_counted == 0   ? "baseline"
+                           : cmp.behaviour_b.token_counted == 0 ? "candidate"
+                                                                : nullptr;
+        if (side) {
+            c.measured_text = fmt::format("no completion token counts in the {}", side);
+            c.why = fmt::format("the {}'s responses carry no usage.completion_tokens", side);
+        } else if (!compared) {
+            c.measured_text = "no question with a token count on both sides";
+            c.why = fmt::format("no question of the {} both answered has an answer reporting "
+                                "usage.completion_tokens on both sides, so no mean can be "
+                                "compared",
+                                util::counted(cmp.questions, "question"));
+        } else {
+            c.measured_text = "the baseline's answers report 0 completion tokens";
+            c.why = "the baseline's mean is 0 completion tokens, of which no increase is a "
+                    "percentage";
+        }
         return c;
     }
-    c.measured = (*b - *a) / *a * 100;
-    // Means to two decimals; the percentage with as many as it takes not to
-    // print as 0, nor as the limit, when it is not.
+    c.measured = (cmp.tokens_b - cmp.tokens_a) / cmp.tokens_a * 100;
+    // Means to two decimals (more when they print alike but differ); the
+    // percentage with as many as it takes not to print as 0, nor as the
+    // limit, when it is not.
+    const int mean_decimals = change_decimals(cmp.tokens_a, cmp.tokens_b, std::nullopt, 2);
     const int pct_decimals = change_decimals(0.0, c.measured, limit_pct, 2);
     const std::string pct_text = fixed(std::abs(c.measured), pct_decimals);
-    c.measured_text = fmt::format("{}{}% ({:.2f} -> {:.2f} tokens)", c.measured < 0 ? "-" : "+",
-                                  pct_text, *a, *b);
+    const std::string questions = util::counted(cmp.token_questions, "question");
+    c.measured_text = fmt::format(
+        "{}{}% ({} -> {} tokens per answer, over {})", c.measured < 0 ? "-" : "+", pct_text,
+        fixed(cmp.tokens_a, mean_decimals), fixed(cmp.tokens_b, mean_decimals), questions);
     const bool ok = c.measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
-    c.why = fmt::format("mean completion tokens {}{}", change_words(c.measured, pct_text, "%"),
-                        ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
+    const bool all_paired = cmp.token_questions == cmp.questions;
+    c.why = fmt::format(
+        "mean completion tokens {} over the {} both answered with a token count{}{}",
+        change_words(c.measured, pct_text, "%"), questions,
+        all_paired ? ""
+                   : fmt::format(" (of the {} both were asked: a question a side failed, or "
+                                 "answered without a count, is left out)",
+                                 cmp.questions),
+        ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
     return c;
 }
 
@@ -451,8 +485,7 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
                                          *spec.max_reasoning_start_increase));
         }
         if (spec.max_token_increase_pct) {
-            out.push_back(token_check(cmp, a->mean_completion_tokens, b->mean_completion_tokens,
-                                      *spec.max_token_increase_pct));
+            out.push_back(token_check(cmp, *spec.max_token_increase_pct));
         }
     }
     return {};

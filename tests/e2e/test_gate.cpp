@@ -611,7 +611,48 @@ TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
     EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
     const auto j = nlohmann::json::parse(e2e::slurp(dir / "g.json"));
     EXPECT_TRUE(j["checks"][0]["detail"]["candidate_mean_completion_tokens"].is_null()) << j;
-    EXPECT_GT(j["checks"][0]["detail"]["baseline_mean_completion_tokens"].get<double>(), 0) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["candidate_counted"], 0) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["baseline_counted"], 4) << j;
+}
+
+// The token check compares the questions both sides answered with a count:
+// each side's mean over its own answers passed a candidate that wrote 20%
+// more on every question it answered and failed on the baseline's longest
+// half ("fell by 52.00%").
+TEST(GateBehaviour, TheTokenCheckComparesTheQuestionsBothAnswered) {
+    auto dir = e2e::scratch("gate-tokens");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--limit", "16", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // A writes 50 tokens on questions 0-7 and 200 on 8-15; B writes 60 on
+    // 0-7 and fails on 8-15.
+    e2e::exec(db, "UPDATE responses SET completion_tokens = CASE WHEN (SELECT question_idx FROM "
+                  "requests q WHERE q.request_id = responses.request_id) < 8 THEN 50 ELSE 200 END "
+                  "WHERE request_id IN (SELECT request_id FROM requests WHERE server = 'a');"
+                  "UPDATE responses SET completion_tokens = 60 WHERE request_id IN (SELECT "
+                  "request_id FROM requests WHERE server = 'b' AND question_idx < 8);"
+                  "UPDATE responses SET ok = 0, status = 500, completion_tokens = NULL, error = "
+                  "'HTTP 500' WHERE request_id IN (SELECT request_id FROM requests WHERE server = "
+                  "'b' AND question_idx >= 8);"
+                  "UPDATE classifications SET outcome = 'error' WHERE response_id IN (SELECT "
+                  "response_id FROM responses WHERE ok = 0)");
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
+                       "--max-token-increase", "10", "--json", (dir / "g.json").string()});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL  tokens a/raw/256 -> b/raw/256"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("+20.00% (50.00 -> 60.00 tokens per answer, over 8 questions)"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("mean completion tokens rose by 20.00% over the 8 questions both "
+                         "answered with a token count (of the 16 both were asked"),
+              std::string::npos)
+        << o.out;
+    const auto j = nlohmann::json::parse(e2e::slurp(dir / "g.json"));
+    EXPECT_EQ(j["checks"][0]["detail"]["questions"], 8) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["baseline_mean_completion_tokens"], 50.0) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["candidate_mean_completion_tokens"], 60.0) << j;
 }
 
 // A change the check counts never prints as 0: the baseline's 141 of 143
