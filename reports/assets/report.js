@@ -107,6 +107,8 @@
     return out;
   }
   const pct = (v) => v === null ? '-' : Math.round(100 * v) + '%';
+  // A count and its noun, singular for 1 (util::counted's rule).
+  const counted = (n, noun) => n + ' ' + noun + (n === 1 ? '' : 's');
   function renderList() {
     const list = rows();
     const pages = Math.max(1, Math.ceil(list.length / PAGE));
@@ -127,8 +129,9 @@
       tr.addEventListener('click', () => { open(row.q); $('detail').scrollIntoView(); });
       tb.appendChild(tr);
     }
-    $('count').textContent = list.length + ' questions' +
-      (selShow.value === 'flips' ? ' flip between ' + D.servers[+selA.value] + ' and ' +
+    $('count').textContent = counted(list.length, 'question') +
+      (selShow.value === 'flips' ? (list.length === 1 ? ' flips' : ' flip') + ' between ' +
+       D.servers[+selA.value] + ' and ' +
        D.servers[+selB.value] : '');
     $('pageinfo').textContent = 'page ' + (page + 1) + ' of ' + pages;
     $('prev').disabled = page === 0;
@@ -279,14 +282,16 @@
       const cls = c.points < -0.05 * c.count ? 'lost' : c.points > 0.05 * c.count ? 'gained' : 'same';
       const g = svgEl('g', {});
       g.appendChild(svgEl('title', {}, OUTCOMES[i] + ' \u2192 ' + OUTCOMES[j] + ': ' +
-        fmtCount(c.count) + ' questions, ' + (c.points >= 0 ? '+' : '') + c.points.toFixed(1) +
+        fmtCount(c.count) + (fmtCount(c.count) === '1' ? ' question, ' : ' questions, ') +
+        (c.points >= 0 ? '+' : '') + c.points.toFixed(1) +
         ' points'));
       g.appendChild(svgEl('rect', { x: x + 8, y: y + (ch - side) / 2, width: side, height: side,
         class: cls }));
       g.appendChild(svgEl('text', { x: x + 14 + side, y: y + ch / 2 + 4 }, fmtCount(c.count)));
       svg.appendChild(g);
     });
-    svg.appendChild(svgEl('text', { x: left, y: h - 12 }, questions + ' questions in both; ' +
+    svg.appendChild(svgEl('text', { x: left, y: h - 12 }, counted(questions, 'question') +
+      ' in both; ' +
       lost.toFixed(1) + ' points lost, ' + gained.toFixed(1) + ' gained (squares: count; ' +
       'colour: lost, gained or unchanged points)'));
     host.appendChild(svg);
