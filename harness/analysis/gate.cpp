@@ -267,15 +267,18 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     // The means and rates as printed, and the change a reader gets from
     // them: "(6.33 -> 8.00)" with "+1.67", never "(6.3 -> 8.0)" with "+1.67";
     // with as many decimals as it takes for a change the check counts not to
-    // print as 0, nor as the limit it is compared with.
+    // print as 0, nor as the limit it is compared with. Means start at two
+    // decimals, rates at one, or two when the limit is a percentage: the
+    // change printed is then theirs ("6.25% -> 14.58%" and "+8.33%", not
+    // "6.2% -> 14.6%" and "+8.4%" for 8.33).
     const int run_decimals =
         change_decimals(a, b, pct ? std::nullopt : std::optional(limit.value), 2);
     const std::string a_text = fixed(a, run_decimals);
     const std::string b_text = fixed(b, run_decimals);
     const double shown = util::printed_value(b_text) - util::printed_value(a_text);
     const std::string shown_text = fixed(std::abs(shown), run_decimals);
-    const int rate_decimals = change_decimals(rate_a * 100, rate_b * 100,
-                                              pct ? std::optional(limit.value) : std::nullopt, 1);
+    const int rate_decimals = change_decimals(
+        rate_a * 100, rate_b * 100, pct ? std::optional(limit.value) : std::nullopt, pct ? 2 : 1);
     const std::string rate_a_text = fixed(rate_a * 100, rate_decimals);
     const std::string rate_b_text = fixed(rate_b * 100, rate_decimals);
     const double shown_pct = util::printed_value(rate_b_text) - util::printed_value(rate_a_text);
@@ -353,22 +356,35 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
         return c;
     }
     c.measured = (cmp.tokens_b - cmp.tokens_a) / cmp.tokens_a * 100;
-    // Means to two decimals (more when they print alike but differ); the
-    // percentage with as many as it takes not to print as 0, nor as the
-    // limit, when it is not.
-    const int mean_decimals = change_decimals(cmp.tokens_a, cmp.tokens_b, std::nullopt, 2);
-    const int pct_decimals = change_decimals(0.0, c.measured, limit_pct, 2);
-    const std::string pct_text = fixed(std::abs(c.measured), pct_decimals);
+    // The means and the percentage a reader gets from them, with two
+    // decimals or as many more as it takes for the percentage not to print
+    // as 0, nor as the limit or on its other side, when the exact one does
+    // not: "(92.83 -> 104.71)" with "+12.80%", never "+12.79%".
+    std::string a_text, b_text, pct_text;
+    double shown = c.measured;
+    for (int d = 2; d <= 9; ++d) {
+        a_text = fixed(cmp.tokens_a, d);
+        b_text = fixed(cmp.tokens_b, d);
+        const double pa = util::printed_value(a_text);
+        shown = pa > 0 ? (util::printed_value(b_text) - pa) / pa * 100 : c.measured;
+        pct_text = fixed(std::abs(shown), d);
+        const bool zero_ok = std::abs(c.measured) <= k_epsilon || pct_text != fixed(0.0, d);
+        const bool limit_ok = std::abs(c.measured - limit_pct) <= k_epsilon ||
+                              (fixed(shown, d) != fixed(limit_pct, d) &&
+                               (shown > limit_pct) == (c.measured > limit_pct));
+        if (zero_ok && limit_ok) {
+            break;
+        }
+    }
     const std::string questions = util::counted(cmp.token_questions, "question");
-    c.measured_text = fmt::format(
-        "{}{}% ({} -> {} tokens per answer, over {})", c.measured < 0 ? "-" : "+", pct_text,
-        fixed(cmp.tokens_a, mean_decimals), fixed(cmp.tokens_b, mean_decimals), questions);
+    c.measured_text = fmt::format("{}{}% ({} -> {} tokens per answer, over {})",
+                                  shown < 0 ? "-" : "+", pct_text, a_text, b_text, questions);
     const bool ok = c.measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
     const bool all_paired = cmp.token_questions == cmp.questions;
     c.why = fmt::format(
         "mean completion tokens {} over the {} both answered with a token count{}{}",
-        change_words(c.measured, pct_text, "%"), questions,
+        change_words(shown, pct_text, "%"), questions,
         all_paired ? ""
                    : fmt::format(" (of the {} both were asked: a question a side failed, or "
                                  "answered without a count, is left out)",

@@ -470,6 +470,27 @@ TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
     EXPECT_NE(j["checks"][1]["why"].get<std::string>().find(fmt::format("rose by {:.2f}", b - a)),
               std::string::npos)
         << j["checks"][1]["why"];
+    // A change in percent is that of the two rates printed in its why, within
+    // a rounding of the exact one ("+8.4%" beside "6.2% -> 14.6%" was 8.33).
+    const std::string pct_text = j["checks"][0]["measured_text"];
+    const std::string pct_why = j["checks"][0]["why"];
+    double pct = 0, rate_a = 0, rate_b = 0;
+    ASSERT_EQ(std::sscanf(pct_text.c_str(), "%lf%% of questions", &pct), 1) << pct_text;
+    const auto open = pct_why.find(" (");
+    ASSERT_NE(open, std::string::npos) << pct_why;
+    ASSERT_EQ(std::sscanf(pct_why.c_str() + open, " (%lf%% -> %lf%%", &rate_a, &rate_b), 2)
+        << pct_why;
+    EXPECT_NEAR(pct, rate_b - rate_a, 1e-9) << pct_text << " / " << pct_why;
+    EXPECT_NEAR(pct, j["checks"][0]["measured"].get<double>(), 0.01) << pct_text;
+    // So is a change in tokens, of the two means printed beside it.
+    const std::string tokens_text = j["checks"][2]["measured_text"];
+    double tokens_pct = 0, tokens_a = 0, tokens_b = 0;
+    ASSERT_EQ(
+        std::sscanf(tokens_text.c_str(), "%lf%% (%lf -> %lf", &tokens_pct, &tokens_a, &tokens_b), 3)
+        << tokens_text;
+    EXPECT_EQ(fmt::format("{:+.2f}", tokens_pct),
+              fmt::format("{:+.2f}", (tokens_b - tokens_a) / tokens_a * 100))
+        << tokens_text;
 
     auto chat_args = limits;
     chat_args.insert(chat_args.end(), {"--baseline", "default/chat", "--candidate", "deepgemm"});
