@@ -417,7 +417,17 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_option("--max-reasoning-start-increase", flags->max_reasoning_start,
                      "Per run (3) or percent of questions (5%)");
     gate->add_option("--max-token-increase", flags->max_token_increase,
-                     "Largest increase of mean completion tokens, in percent");
+                     "Largest increase of mean completion tokens, in percent (10 or 10%)")
+        // In percent either way: "10%" as the other --max-*-increase flags
+        // write a percentage.
+        ->transform(
+            [](std::string v) {
+                if (v.size() > 1 && v.back() == '%') {
+                    v.pop_back();
+                }
+                return v;
+            },
+            "", "");
     gate->add_flag("--require-complete", flags->require_complete,
                    "Fail when any request lacks a successful response");
     gate->add_flag("--fail-on-conflict", flags->fail_on_conflict,

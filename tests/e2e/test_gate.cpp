@@ -409,6 +409,8 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     expect_usage(with({"--max-drop", "1", "--alpha", "0.7"}), "--alpha");
     expect_usage(with({"--max-drop", "1", "--inconclusive", "maybe"}), "--inconclusive 'maybe'");
     expect_usage(with({"--max-token-increase", "inf"}), "--max-token-increase");
+    expect_usage(with({"--max-token-increase", "%"}), "--max-token-increase");
+    expect_usage(with({"--max-token-increase", "10%%"}), "--max-token-increase");
     expect_usage(with({"--max-never-finished-increase", "inf"}), "--max-never-finished-increase");
     expect_usage(gate({"--expect", "nan"}), "--expect 'nan': expected a number");
     expect_usage(gate({"--expect", "0x1"}), "--expect '0x1': expected a number");
@@ -456,6 +458,12 @@ TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
     EXPECT_NE(raw.out.find("FAIL  reasoning_start"), std::string::npos) << raw.out;
     EXPECT_NE(raw.out.find("FAIL  tokens"), std::string::npos) << raw.out;
     auto j = gate_json(raw_args);
+    // The token limit is a percentage, also written as one, like the
+    // behaviour limits beside it.
+    auto pct_args = raw_args;
+    pct_args[5] = "10%";
+    const auto j_pct = gate_json(pct_args);
+    EXPECT_EQ(j_pct["checks"], j["checks"]) << j_pct.dump();
     for (const auto& c : j["checks"]) {
         EXPECT_GT(c["measured"].get<double>(), c["threshold"].get<double>()) << c["name"];
     }
