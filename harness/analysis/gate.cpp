@@ -130,9 +130,11 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     // The drop as the two printed accuracies give it, as every sentence
     // prints it; `measured` keeps the exact one.
     const double shown = shown_diff(st);
+    // A rise is called one, never "drop -0.7 points".
+    const double shown_drop = std::abs(100.0 * shown) < 0.05 ? 0.0 : -100.0 * shown;
     c.measured_text = fmt::format(
-        "drop {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {:.3g})",
-        std::abs(100.0 * shown) < 0.05 ? 0.0 : -100.0 * shown, accuracy_text(st.accuracy_a),
+        "{} {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {:.3g})",
+        shown_drop < 0 ? "rise" : "drop", std::abs(shown_drop), accuracy_text(st.accuracy_a),
         accuracy_text(st.accuracy_b), one_sided,
         interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
         st.test.p_mid);
@@ -238,10 +240,11 @@ std::string change_words(double shown, const std::string& shown_text, const std:
 }
 
 // The rise in responses that never finished, or started reasoning, from A
-// to B, over the questions both answered and among the responses each side
-// answered there (Comparison::Behaviour): a side's own extra questions, or
-// its failed requests, would change the count without any change in what
-// the model did. Per run it is that rate times the paired questions.
+// to B, over the paired questions (each side has a response there, answered
+// or failed: the sentence calls them paired, not answered) and among the
+// responses each side answered there (Comparison::Behaviour): a side's own
+// extra questions, or its failed requests, would change the count without
+// any change in what the model did. Per run it is that rate times the paired questions.
 // `of_a` and `of_b` are the rates' denominators: the responses answered, or
 // for never finished those whose finish state was recorded (an import's is
 // not).
@@ -293,11 +296,11 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const bool partly_recorded =
         of_a != cmp.behaviour_a.answered || of_b != cmp.behaviour_b.answered;
     const std::string change = change_words(shown, shown_text, "");
-    c.why = fmt::format("{} {} {} the {} both answered ({}% -> {}% of the responses each answered "
+    c.why = fmt::format("{} {} {} the {} paired {} ({}% -> {}% of the responses each answered "
                         "there{}){}",
                         what, change, change == "did not change" ? "over" : "per run of",
-                        util::counted(cmp.questions, "question"), rate_a_text, rate_b_text,
-                        partly_recorded ? " whose finish was recorded" : "",
+                        cmp.questions, util::noun(cmp.questions, "question"), rate_a_text,
+                        rate_b_text, partly_recorded ? " whose finish was recorded" : "",
                         ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},

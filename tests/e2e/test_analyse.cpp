@@ -4,6 +4,7 @@
 #include "e2e.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <regex>
 
@@ -248,8 +249,10 @@ TEST_F(Analyse, PrintedDifferenceIsThatOfThePrintedAccuracies) {
             const auto checks = json::parse(in)["checks"];
             ASSERT_EQ(checks.size(), 1u) << checks.dump();
             const std::string measured = checks[0]["measured_text"];
+            // A rise is called one: "rise 0.7 points", never "drop -0.7 points".
             const double drop = d == 0 ? 0.0 : -d;
-            EXPECT_EQ(measured.rfind(fmt::format("drop {:.1f} points ({}% -> {}%;", drop,
+            EXPECT_EQ(measured.rfind(fmt::format("{} {:.1f} points ({}% -> {}%;",
+                                                 drop < 0 ? "rise" : "drop", std::abs(drop),
                                                  std::string(m[1]), std::string(m[2])),
                                      0),
                       0u)

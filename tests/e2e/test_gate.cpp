@@ -615,9 +615,10 @@ TEST(GateBehaviour, OnlyThePairedQuestionsAndTheAnsweredResponsesCount) {
                           "--max-never-finished-increase", "0"});
     EXPECT_NE(more.out.find("+0.00 per run (8.00 -> 8.00)"), std::string::npos) << more.out;
     // A change that prints as 0 is no rise.
-    EXPECT_NE(more.out.find("responses that never finished did not change over the 8 questions "
-                            "both answered (100.0% -> 100.0%"),
-              std::string::npos)
+    EXPECT_NE(
+        more.out.find("responses that never finished did not change over the 8 paired questions "
+                      "(100.0% -> 100.0%"),
+        std::string::npos)
         << more.out;
     EXPECT_EQ(more.out.find("rose by 0.00"), std::string::npos) << more.out;
 }
@@ -719,7 +720,7 @@ TEST(GateBehaviour, AChangeTheCheckCountsNeverPrintsAsZero) {
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("+0.004 per run (47.329 -> 47.333)"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("responses that never finished rose by 0.004 per run of the 48 "
-                         "questions both answered (98.60% -> 98.61%"),
+                         "paired questions (98.60% -> 98.61%"),
               std::string::npos)
         << o.out;
     EXPECT_EQ(o.out.find("by 0.00 "), std::string::npos) << o.out;
