@@ -39,6 +39,13 @@ const std::map<std::string, std::string>& examples() {
                  "--candidate deepgemm/raw --max-drop 1.0"},
         {"report", "diffeval report --db results.sqlite --out report/"},
         {"fingerprint", "diffeval fingerprint server.log"},
+        {"plan", "diffeval plan --db pilot.sqlite default deepgemm --drop 2"},
+        {"merge", "diffeval merge results.sqlite shard0.sqlite shard1.sqlite"},
+        {"export", "diffeval export --db results.sqlite --format lm-eval-samples --out samples/"},
+        {"import", "diffeval import lm-eval --db results.sqlite --name hf "
+                   "samples_gsm8k_2026-11-30T12-00-00.jsonl"},
+        {"lm-eval", "diffeval import lm-eval --db results.sqlite --name hf "
+                    "samples_gsm8k_2026-11-30T12-00-00.jsonl"},
     };
     return k_examples;
 }

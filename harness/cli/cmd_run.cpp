@@ -403,20 +403,24 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     auto* cmd =
         root.add_subcommand("run", "Send every request of the experiment and store the responses");
     cmd->add_option("--config", flags->config, "Experiment file (TOML); flags override it");
+    // A list's captured default would show as "=[]": none is shown.
     cmd->add_option("--server", flags->servers,
-                    "NAME=URL of an OpenAI-compatible server (repeatable)");
+                    "NAME=URL of an OpenAI-compatible server (repeatable)")
+        ->default_str("");
     cmd->add_option("--model", flags->model, "Model name sent to every server");
     cmd->add_option("--framing", flags->framings,
-                    "Framings, comma-separated: raw,chat or TOML paths");
-    cmd->add_option("--max-tokens", flags->max_tokens,
-                    "Token limits, comma-separated (default 256)");
+                    "Framings, comma-separated: built-in names or TOML paths")
+        ->default_str("raw,chat");
+    cmd->add_option("--max-tokens", flags->max_tokens, "Token limits, comma-separated")
+        ->default_str("256");
     cmd->add_option("--repeats", flags->repeats, "Repeats of every request (default 1)");
     cmd->add_option("--limit", flags->limit, "Only the first N test questions");
     cmd->add_option("--concurrency", flags->concurrency,
                     "In-flight requests per server, or 'auto': the server's published "
                     "slots (default 64; never more than the slots a server publishes)");
     cmd->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
-    cmd->add_option("--dataset", flags->dataset, "sample, gsm8k, or a GSM8K-format .jsonl path");
+    cmd->add_option("--dataset", flags->dataset, "sample, gsm8k, or a GSM8K-format .jsonl path")
+        ->default_str("sample");
     cmd->add_option("--fewshot-from", flags->fewshot_from, "JSONL file of few-shot examples");
     cmd->add_option("--api-key-env", flags->api_key_env,
                     "Environment variable holding the API key");
@@ -430,13 +434,15 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_flag("--stream", flags->stream,
                   "Stream responses (SSE) and record time to first token");
     cmd->add_option("--server-log", flags->server_logs,
-                    "NAME=PATH: fingerprint an existing log of a server diffeval does not launch");
+                    "NAME=PATH: fingerprint an existing log of a server diffeval does not launch")
+        ->default_str("");
     cmd->add_flag("--keep-servers", flags->keep_servers, "Leave launched servers running");
     cmd->add_flag("--sequential-servers", flags->sequential_servers,
                   "Run one server configuration at a time (one GPU, several configurations)");
     cmd->add_option("--scorer-file", flags->scorer_files,
                     "A scorer file of your own (repeatable): stored in the database and used "
-                    "by every scoring pass of it, this run's and later ones");
+                    "by every scoring pass of it, this run's and later ones")
+        ->default_str("");
     cmd->add_option("--probe", flags->probe,
                     "Also send the decision-point probe: think-open (docs/probe.md)");
     cmd->add_option("--max-response-bytes", flags->max_response_bytes,

@@ -43,15 +43,26 @@ TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
 }
 
 TEST(Cli, HelpShowsDefaultsAndAnExample) {
-    for (const char* cmd : {"run", "summary", "diff", "report", "gate", "demo", "sim"}) {
+    for (const char* cmd : {"run", "summary", "diff", "plan", "rescore", "report", "gate",
+                            "fingerprint", "merge", "export", "import", "demo", "sim"}) {
         auto o = e2e::run({cmd, "--help"});
         EXPECT_EQ(o.exit_code, 0) << cmd;
         EXPECT_NE(o.out.find("Example:\n  diffeval " + std::string(cmd)), std::string::npos)
             << cmd << ":\n"
             << o.out;
     }
+    auto lm = e2e::run({"import", "lm-eval", "--help"});
+    EXPECT_NE(lm.out.find("Example:\n  diffeval import lm-eval "), std::string::npos) << lm.out;
     auto report = e2e::run({"report", "--help"});
     EXPECT_NE(report.out.find("--db TEXT=diffeval.sqlite"), std::string::npos) << report.out;
+    // The defaults cli.md's table gives, where the flag alone does not hold
+    // them (a file's value may replace them); no list shows an empty "[]".
+    auto run = e2e::run({"run", "--help"});
+    for (const char* shown :
+         {"--framing TEXT=raw,chat", "--max-tokens TEXT=256", "--dataset TEXT=sample"}) {
+        EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
+    }
+    EXPECT_EQ(run.out.find("=[]"), std::string::npos) << run.out;
 }
 
 TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
