@@ -458,7 +458,9 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                     "does and run its raw framing");
     cmd->add_option("--vllm-bin", flags->vllm_bin,
                     "The vllm executable for --vllm-config (default: vllm from PATH)");
-    cmd->add_option("--num-shots", flags->num_shots, "Few-shot examples per question");
+    cmd->add_option("--num-shots", flags->num_shots,
+                    "Few-shot examples per question (default: the framing's; at most as many "
+                    "as the few-shot pool holds)");
     cmd->add_option("--gen-prefix", flags->gen_prefix,
                     "Text after \"Answer:\" ({gen_prefix} in framing templates)");
     cmd->add_option("--temperature", flags->temperature, "Send this temperature");

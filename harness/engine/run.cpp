@@ -73,6 +73,27 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
                     c.db));
 }
 
+// Refuse shots asked for (--num-shots, a vLLM config's num_fewshot) that the
+// few-shot pool cannot give: the renderer would send as many as the pool
+// holds (8 of the sample set's for --num-shots 100), while the run records
+// the number asked for.
+util::Result<void> check_shots(const RunConfig& c, const datasets::Dataset& dataset) {
+    const auto& asked = c.framing_overrides.fewshot;
+    const size_t pool = dataset.fewshot.size();
+    if (!asked || *asked < 0 || static_cast<size_t>(*asked) <= pool) {
+        return {};
+    }
+    const auto from = c.fewshot_from.empty()
+                          ? fmt::format("dataset '{}' has {} few-shot example{} (its train set)",
+                                        dataset.name, pool, pool == 1 ? "" : "s")
+                          : fmt::format("--fewshot-from {} has {} example{}", c.fewshot_from, pool,
+                                        pool == 1 ? "" : "s");
+    return make_error(ErrorKind::usage,
+                      fmt::format("--num-shots {}: {}; pass --num-shots {} or fewer, or "
+                                  "--fewshot-from a file with {} or more examples",
+                                  *asked, from, pool, *asked));
+}
+
 } // namespace
 
 // Pass 1: check the configuration and load everything that can be wrong
@@ -107,6 +128,9 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
             }
         }
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
+    }
+    if (auto r = check_shots(config, in.dataset); !r) {
+        return r.error();
     }
     in.n_questions = in.dataset.test.size();
     if (config.limit) {

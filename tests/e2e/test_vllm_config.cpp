@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -216,4 +217,48 @@ TEST(VllmConfig, ScriptOptionsAsRunFlagsReachTheBodyInScriptOrder) {
     EXPECT_NE(bad.err.find("--chat-template-kwargs '[1]': expected a JSON object"),
               std::string::npos)
         << bad.err;
+}
+
+// More shots than the few-shot pool holds are refused before anything is
+// sent: the sample set's 8 examples made --num-shots 100 send 8 while the
+// run recorded num_shots 100. As many as the pool holds are sent.
+TEST(VllmConfig, NumShotsBeyondThePoolAreRefusedNamingThePool) {
+    auto dir = e2e::scratch("num-shots-pool");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "s=http://127.0.0.1:9", "--dataset", "sample",
+                       "--num-shots", "100", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: --num-shots 100: dataset 'sample' has 8 few-shot examples (its "
+                     "train set); pass --num-shots 8 or fewer, or --fewshot-from a file with 100 "
+                     "or more examples\n");
+    EXPECT_FALSE(std::filesystem::exists(db));
+
+    e2e::Sim sim;
+    o = e2e::run({"run", "--server", "s=" + sim.url(), "--dataset", "sample", "--framing", "raw",
+                  "--limit", "1", "--num-shots", "8", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto raw = query(db, "SELECT request_json FROM v_requests");
+    EXPECT_EQ(count(raw, "Question: "), 9u) << raw; // 8 shots and the question
+    EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.num_shots') FROM runs"), "8");
+}
+
+// The official set's 7,473 training questions give 100 shots.
+TEST(VllmConfig, NumShotsFromTheOfficialTrainSet) {
+    const char* gsm8k = std::getenv("GSM8K_DIR");
+    if (!gsm8k || !*gsm8k) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; the official-set shots test needs it";
+    }
+    const std::string test = std::string(gsm8k) + "/test.jsonl";
+    auto dir = e2e::scratch("num-shots-official");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "s=http://127.0.0.1:9", "--dataset", test, "--num-shots",
+                       "7474", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("has 7473 few-shot examples"), std::string::npos) << o.err;
+    e2e::Sim sim({"--dataset", test});
+    o = e2e::run({"run", "--server", "s=" + sim.url(), "--dataset", test, "--framing", "raw",
+                  "--limit", "1", "--num-shots", "100", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto raw = query(db, "SELECT request_json FROM v_requests");
+    EXPECT_EQ(count(raw, "Question: "), 101u);
 }
