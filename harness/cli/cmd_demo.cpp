@@ -12,6 +12,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/engine/run.hpp>
 #include <harness/sim/server.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 #include <reports/report.hpp>
 #include <reports/tables.hpp>
@@ -80,6 +81,35 @@ start_servers(const datasets::Dataset& dataset, engine::RunConfig& config) {
     return servers;
 }
 
+// Whether --out `out` can take the demo's database and reports: checked
+// before anything starts, since the whole experiment runs before they are
+// written. A missing directory is fine when the nearest directory above it
+// that exists may be written.
+util::Result<void> check_out(const std::string& out) {
+    std::error_code ec;
+    fs::path at = fs::absolute(out, ec);
+    // Up to what exists: the directory itself, or the one it would be made in.
+    while (!fs::exists(fs::symlink_status(at, ec)) && at.has_relative_path()) {
+        at = at.parent_path();
+    }
+    const bool itself = at == fs::absolute(out, ec);
+    if (!fs::is_directory(at, ec)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--out {}: {} is {}, not a directory; choose another --out (the demo "
+                        "writes its database and reports into it)",
+                        out, itself ? "it" : at.string(),
+                        fs::exists(at, ec) ? "a file" : "a link to nowhere"));
+    }
+    if (std::string why; !util::may_write(at.string(), &why)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("--out {}: cannot write in {}: {}; choose a writable "
+                                            "--out",
+                                            out, at.string(), why));
+    }
+    return {};
+}
+
 // The experiment's settings, checked as a run checks them, before anything
 // starts (0 is --limit's "all questions").
 util::Result<engine::RunConfig> demo_settings(const DemoFlags& f) {
@@ -139,10 +169,13 @@ void print_tables(const reports::ReportData& data) {
 }
 
 int demo_command(const DemoFlags& f) {
-    // 0. The experiment's settings.
+    // 0. The experiment's settings, and where its results go.
     auto settings = demo_settings(f);
     if (!settings) {
         return report(settings.error());
+    }
+    if (auto r = check_out(f.out); !r) {
+        return report(r.error());
     }
     engine::RunConfig& config = *settings;
     // 1. Choose the dataset.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 
 using nlohmann::json;
@@ -144,4 +145,30 @@ TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
     const auto forest = html.substr(forest_at, html.find("</figure>", forest_at) - forest_at);
     EXPECT_EQ(count_of(forest, "<circle cx="), report["diff"]["comparisons"].size());
     EXPECT_NE(o.out.find("Run-to-run noise: "), std::string::npos) << o.out;
+}
+
+// An --out that cannot take the results is refused before the experiment
+// runs (it ran the whole demo, then failed on the path): one line, exit 2.
+TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
+    auto dir = e2e::scratch("demo-bad-out");
+    std::ofstream(dir / "a-file") << "mine\n";
+    std::filesystem::create_directories(dir / "locked");
+    std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_read |
+                                                     std::filesystem::perms::owner_exec);
+    const std::vector<std::pair<std::filesystem::path, std::string>> cases = {
+        {dir / "a-file", "it is a file, not a directory; choose another --out"},
+        {dir / "a-file" / "sub", (dir / "a-file").string() + " is a file, not a directory"},
+        {dir / "locked" / "new", "cannot write in " + (dir / "locked").string()},
+    };
+    for (const auto& [out, says] : cases) {
+        auto o = e2e::run({"demo", "--dataset", "sample", "--limit", "2", "--out", out.string()});
+        EXPECT_EQ(o.exit_code, 2) << out << ": " << o.err;
+        EXPECT_EQ(count_of(o.err, "\n"), 1u) << o.err;
+        EXPECT_NE(o.err.find("diffeval: --out " + out.string() + ": "), std::string::npos) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(o.out.find("simulated server"), std::string::npos) << "nothing started";
+    }
+    EXPECT_EQ(e2e::slurp(dir / "a-file"), "mine\n");
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "locked"));
+    std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
 }
