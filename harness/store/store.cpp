@@ -646,6 +646,11 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     if (auto r = s->m_db.open(path, create); !r) {
         return make_error(existed ? ErrorKind::data : ErrorKind::usage, r.error().message);
     }
+    // Whose file it is, read before anything is written: setting WAL mode
+    // below rewrites the header of a file that is not diffeval's.
+    if (auto r = s->identify(); !r) {
+        return r.error();
+    }
     // A new file gets 16 KiB pages: a request body or a response of a few
     // KiB then shares its page instead of leaving most of a 4 KiB page
     // empty. An existing file keeps its page size (WAL mode cannot change
@@ -690,6 +695,73 @@ bool Store::holds_no_schema(const std::string& path) {
     return v.valid() && v.step() && v.column_int(0) == 0 && v.column_int(1) == 0;
 }
 
+util::Result<void> Store::identify() {
+    const auto not_ours = [&](const std::string& why) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is not a diffeval database ({}); the file was left as "
+                                      "it is: give the .sqlite file 'diffeval run' wrote, or "
+                                      "choose another --db file",
+                                      m_path, why));
+    };
+    // A damaged file says so in SQLite's words, which the CLI turns into
+    // what to do; a file that is not SQLite at all (a JSON file given as
+    // --db) is not diffeval's. Both are bad input, not a failure of the
+    // machine.
+    const auto unreadable = [&](const std::string& why) {
+        return (sqlite3_errcode(m_db.handle()) & 0xff) == SQLITE_CORRUPT
+                   ? make_error(ErrorKind::data, fmt::format("cannot read {}: {}", m_path, why))
+                   : not_ours(why);
+    };
+    Statement v(m_db.handle(), "SELECT user_version FROM pragma_user_version");
+    if (!v.valid() || !v.step()) {
+        return unreadable(v.error());
+    }
+    const int64_t version = v.column_int(0);
+    std::vector<std::string> tables;
+    Statement t(m_db.handle(), "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+    while (t.valid() && t.step()) {
+        tables.push_back(t.column_text(0));
+    }
+    if (!t.valid() || !t.error().empty()) {
+        return unreadable(t.error());
+    }
+    if (version > k_schema_version) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} has schema version {}, newer than this diffeval ({}): "
+                                      "a newer diffeval wrote it, or another program did; the "
+                                      "file was left as it is: upgrade diffeval to read it, or "
+                                      "choose another --db file",
+                                      m_path, version, k_schema_version));
+    }
+    // Versions 6 and 7 were never used: no diffeval wrote them.
+    if (version < 0 || version == 6 || version == 7) {
+        return not_ours(fmt::format("its schema version {} is one no diffeval writes", version));
+    }
+    if (version == 0) {
+        if (!tables.empty()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{} is a SQLite database but not diffeval's; choose "
+                                          "another --db file",
+                                          m_path));
+        }
+        return {};
+    }
+    // Every schema since the first has these; another program's file with
+    // a schema version of its own has not.
+    for (const char* name :
+         {"runs", "servers", "questions", "requests", "responses", "classifications", "scores"}) {
+        if (std::find(tables.begin(), tables.end(), name) == tables.end()) {
+            std::vector<std::string> shown(tables.begin(),
+                                           tables.begin() + std::min<size_t>(tables.size(), 5));
+            return not_ours(fmt::format(
+                "schema version {}, but no table '{}'; its tables: {}{}", version, name,
+                tables.empty() ? std::string("none") : fmt::format("{}", fmt::join(shown, ", ")),
+                tables.size() > shown.size() ? ", ..." : ""));
+        }
+    }
+    return {};
+}
+
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {
@@ -697,24 +769,10 @@ util::Result<void> Store::migrate(Mode mode) {
     }
     int from = static_cast<int>(v.column_int(0));
     v.reset();
-    if (from > k_schema_version) {
-        return make_error(ErrorKind::data,
-                          fmt::format("{} has schema version {}, newer than this diffeval ({}); "
-                                      "upgrade diffeval",
-                                      m_path, from, k_schema_version));
-    }
+    // identify() refused every version this diffeval cannot climb from.
     if (from == k_schema_version) {
         m_version = from;
         return {};
-    }
-    if (from == 0) {
-        Statement tables(m_db.handle(), "SELECT count(*) FROM sqlite_master WHERE type = 'table'");
-        if (tables.step() && tables.column_int(0) > 0) {
-            return make_error(ErrorKind::data,
-                              fmt::format("{} is a SQLite database but not diffeval's; choose "
-                                          "another --db file",
-                                          m_path));
-        }
     }
     if (mode == Mode::read_only) {
         // Schema version 0 with no table: an empty file, which no command

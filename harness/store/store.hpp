@@ -141,7 +141,8 @@ public:
     enum class Mode { read_write, read_only };
 
     // Open or create `path`, migrating its schema to k_schema_version. A file
-    // from a newer diffeval is refused rather than touched.
+    // from a newer diffeval, or another program's, is refused rather than
+    // touched.
     static util::Result<std::unique_ptr<Store>> open(const std::string& path, Mode mode);
 
     // True when `path` is an SQLite file with no table and schema version 0
@@ -213,6 +214,10 @@ public:
 
 private:
     Store() = default;
+    // Refuse a file that is not diffeval's (another program's tables, a
+    // schema version no diffeval wrote) or is newer than this diffeval,
+    // before anything writes to it.
+    util::Result<void> identify();
     util::Result<void> migrate(Mode mode);
     util::Result<void> prepare();
     // Run the migration ladder from schema `from` up to `to` (no transaction

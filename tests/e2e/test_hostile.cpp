@@ -559,6 +559,56 @@ TEST(Hostile, AFullDiskStopsTheRunAtOnce) {
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses"), 1200);
 }
 
+// Another program's SQLite file, or one with a schema version no diffeval
+// writes, is refused in one line, exit 2, byte for byte as it was: run
+// wrote diffeval's WAL header into it and failed on a missing table in
+// SQLite's words (exit 1).
+TEST(Hostile, ForeignOrUnknownDatabasesAreRefusedUntouched) {
+    auto dir = e2e::scratch("hostile-foreign-db");
+    HostileServer server(cycle({Hostile::good}));
+    struct Case {
+        std::string name, sql, says;
+    };
+    const std::vector<Case> cases = {
+        {"minus-one", "PRAGMA user_version = -1",
+         "is not a diffeval database (its schema version -1 is one no diffeval writes)"},
+        {"minus-one-tables", "CREATE TABLE notes (x); PRAGMA user_version = -1",
+         "is not a diffeval database (its schema version -1 is one no diffeval writes)"},
+        {"foreign-12",
+         "CREATE TABLE notes (x); INSERT INTO notes VALUES (1); PRAGMA user_version = 12",
+         "is not a diffeval database (schema version 12, but no table 'runs'; its tables: notes)"},
+        {"foreign-13", "CREATE TABLE notes (x); PRAGMA user_version = 13",
+         "is not a diffeval database (schema version 13, but no table 'runs'"},
+        {"version-6", "CREATE TABLE notes (x); PRAGMA user_version = 6",
+         "is not a diffeval database (its schema version 6 is one no diffeval writes)"},
+        {"newer", "CREATE TABLE notes (x); PRAGMA user_version = 99",
+         "has schema version 99, newer than this diffeval"},
+    };
+    for (const auto& c : cases) {
+        auto db = dir / (c.name + ".sqlite");
+        e2e::exec(db, c.sql);
+        const auto bytes = e2e::slurp(db);
+        const std::vector<std::vector<std::string>> commands = {
+            run_args(server.url(), db, {"--limit", "1"}),
+            {"summary", "--db", db.string()},
+            {"rescore", "--db", db.string()},
+            {"merge", (dir / "out.sqlite").string(), db.string()},
+        };
+        for (const auto& args : commands) {
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << c.name << " " << args[0] << ": " << o.err;
+            EXPECT_EQ(lines(o.err), 1) << c.name << " " << args[0] << ": " << o.err;
+            EXPECT_NE(o.err.find(db.string() + " " + c.says), std::string::npos)
+                << c.name << " " << args[0] << ": " << o.err;
+            EXPECT_NE(o.err.find("the file was left as it is"), std::string::npos) << o.err;
+            EXPECT_EQ(e2e::slurp(db), bytes) << c.name << " " << args[0];
+            EXPECT_FALSE(std::filesystem::exists(db.string() + "-wal")) << c.name;
+        }
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
+}
+
 // 7. Bodies over --max-response-bytes (after decompression) are errors, and
 //    memory stays bounded.
 TEST(Hostile, OversizedBodiesAreErrorsAndMemoryStaysBounded) {
