@@ -69,6 +69,15 @@ int report(const util::Error& error) {
             return k_exit_usage;
         }
     }
+    // A write the disk (or the file-size limit) refused: SQLite's words
+    // alone do not say what to do.
+    if (store::is_disk_full(error)) {
+        auto message = error.message;
+        const auto at = message.find(store::k_disk_full);
+        message.replace(at, store::k_disk_full.size(), "the disk (or the file-size limit) is full");
+        std::cerr << "diffeval: " << message << "; free space, then run the same command again\n";
+        return k_exit_failed;
+    }
     std::cerr << "diffeval: " << error.message << "\n";
     switch (error.kind) {
     case util::ErrorKind::usage:

@@ -280,11 +280,9 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
                                util::counted(*killed, "earlier run"), *killed == 1 ? "was" : "were",
                                *killed == 1 ? "its" : "their");
     }
+    // The questions first: when they cannot be stored (a full disk), no run
+    // row is left `running` for the next run to call killed.
     const auto& dataset = ctx.inputs.dataset;
-    auto run_id = db.begin_run(to_json(ctx.config).dump(), dataset.name);
-    if (!run_id) {
-        return run_id.error();
-    }
     std::vector<std::pair<std::string, std::string>> qa;
     qa.reserve(dataset.test.size());
     for (const auto& s : dataset.test) {
@@ -293,7 +291,7 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     if (auto r = db.put_questions(dataset.name, qa); !r) {
         return r.error();
     }
-    return *run_id;
+    return db.begin_run(to_json(ctx.config).dump(), dataset.name);
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave
@@ -493,7 +491,7 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
     const auto fail = [&](util::Error e) -> util::Result<Next> {
         stop_launched(ctx, phase, st);
         st.writer.close();
-        (void)st.db.end_run(st.run_id, "failed");
+        (void)st.db.mark_run_failed(st.run_id);
         return e;
     };
     if (auto r = launch_servers(ctx, phase, st.launched); !r) {
@@ -565,6 +563,9 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
     }
 }
 
+// The words for a write the disk (or the process's file-size limit) refused.
+constexpr std::string_view k_full_words = "the disk (or the file-size limit) is full";
+
 // Pass 6: flush and close the writer, close the run with its status, and
 // report a store failure with what it lost.
 util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::Writer& writer,
@@ -573,22 +574,114 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
     summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (auto err = writer.error()) {
         const int64_t lost = pushed - writer.committed();
-        const bool marked = db.end_run(summary.run_id, "failed").ok();
+        const bool marked = db.mark_run_failed(summary.run_id);
+        const bool full = err->find(store::k_disk_full) != std::string::npos;
         return make_error(
             ErrorKind::io,
             fmt::format("writing responses to {} failed: {}; stopped sending at once. {} "
-                        "not stored; the run is {}. Free space or fix the file, then rerun "
-                        "the same command to send what has no response",
-                        ctx.config.db, *err,
+                        "not stored; the run is {}. {}, then rerun the same command to send "
+                        "what has no response",
+                        ctx.config.db, full ? std::string(k_full_words) : *err,
                         fmt::format("{} received {}", util::counted(lost, "response"),
                                     lost == 1 ? "was" : "were"),
                         marked ? "marked failed"
-                               : "still marked running (the next run marks it killed)"));
+                               : "still marked running (the next run marks it killed)",
+                        full ? "Free space" : "Free space or fix the file"));
     }
     (void)db.end_run(summary.run_id, summary.interrupted                          ? "interrupted"
                                      : summary.failed || !summary.crashed.empty() ? "incomplete"
                                                                                   : "complete");
     return summary;
+}
+
+// How far a run that stopped with an error got: its run row (0: none was
+// recorded), and whether it reached its finish, whose message says all.
+struct Recorded {
+    int64_t run_id = 0;
+    bool finished = false;
+};
+
+// Passes 4 to 6 on the open store `db`: record the run (into `recorded`),
+// then per phase launch, plan, send and store, then finish.
+util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db,
+                                         std::vector<ServerState>& servers,
+                                         std::vector<ServerInfo>& infos,
+                                         const std::vector<std::string>& attached_logs,
+                                         Recorded& recorded) {
+    const auto& config = ctx.config;
+    // The ids a run writes come from this database (a request's row, the
+    // response just inserted, the run's row), so SQLite need not look each
+    // up again; tests run PRAGMA foreign_key_check after killed and resumed
+    // runs.
+    if (auto r = db.check_references(false); !r) {
+        return r.error();
+    }
+    auto run_id = record_run(ctx, db);
+    if (!run_id) {
+        return run_id.error();
+    }
+    recorded.run_id = *run_id;
+    // Per phase: launch and check servers, plan, send and store, stop them.
+    RunSummary summary;
+    summary.run_id = *run_id;
+    auto scoring = scoring_as_stored(ctx, db);
+    store::Writer::Prepare prepare;
+    if (scoring) {
+        prepare = [&ctx, &scoring](store::ResponseRow& row) {
+            derive(ctx.inputs.dataset, scoring->scorer(), row);
+        };
+    }
+    store::Writer writer(db, std::move(prepare));
+    Sender sender(ctx, *run_id);
+    const auto start = Clock::now();
+    Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers.size()),
+                      std::vector<bool>(servers.size(), false)};
+    RunState st{servers, infos, attached_logs, launched, db, writer, sender, *run_id, summary};
+    const auto phases = phases_of(config);
+    for (const auto& phase : phases) {
+        if (ctx.stopped()) {
+            summary.interrupted = true;
+            break;
+        }
+        auto next = run_phase(ctx, phase, phases.size(), st);
+        if (!next) {
+            return next.error();
+        } else if (*next == Next::stop) {
+            break;
+        }
+    }
+    // Finish: close the writer and the run, report a store failure.
+    recorded.finished = true;
+    return finish(ctx, db, writer, sender.pushed(), start, summary);
+}
+
+// The one line for a run stopped by a full disk before it could store what
+// it planned (opening or migrating the database, recording the run,
+// planning): what became of the database `store` (null: never opened),
+// which the run `created` itself, and of its run row `run_id` (0: none).
+// A database the run created that holds no response goes: everything in it
+// (the schema, the dataset's questions, the plan) the next run writes again.
+util::Error full_while_planning(const RunContext& ctx, std::unique_ptr<store::Store> store,
+                                bool created, int64_t run_id) {
+    const auto& db = ctx.config.db;
+    std::string became;
+    if (created && (!store || store->holds_no_responses())) {
+        store.reset();
+        store::remove_with_sidecars(db);
+        became = fmt::format("{} held nothing yet and was removed", db);
+    } else if (run_id > 0) {
+        // The phase tried already, while the disk was as full as now.
+        const bool marked = store->mark_run_failed(run_id);
+        became = marked ? "the run is marked failed and what was stored before is kept"
+                        : "what was stored before is kept; the run is still marked running "
+                          "(the next run marks it killed)";
+    } else {
+        became = "nothing stored in it changed";
+    }
+    return make_error(ErrorKind::io,
+                      fmt::format("cannot write {}: {}, so the run stopped while planning its "
+                                  "requests; {}. Free space, then run the same command again",
+                                  db, k_full_words, became));
 }
 
 } // namespace
@@ -632,54 +725,21 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     if (auto r = check_body_models(ctx, infos); !r) {
         return r.error();
     }
-    // Record the run: open the store, the run row, its questions, what is answered.
+    // Record the run: open the store, the run row, its questions, what is
+    // answered; then send and store. A full disk is said in one line, with
+    // what became of the database.
+    const bool created = !std::filesystem::exists(std::filesystem::symlink_status(config.db));
     auto store = store::Store::open(config.db, store::Store::Mode::read_write);
     if (!store) {
-        return store.error();
+        return store::is_disk_full(store.error()) ? full_while_planning(ctx, nullptr, created, 0)
+                                                  : store.error();
     }
-    auto& db = **store;
-    // The ids a run writes come from this database (a request's row, the
-    // response just inserted, the run's row), so SQLite need not look each
-    // up again; tests run PRAGMA foreign_key_check after killed and resumed
-    // runs.
-    if (auto r = db.check_references(false); !r) {
-        return r.error();
+    Recorded recorded;
+    auto result = record_and_send(ctx, **store, *servers, infos, attached_logs, recorded);
+    if (result || recorded.finished || !store::is_disk_full(result.error())) {
+        return result;
     }
-    auto run_id = record_run(ctx, db);
-    if (!run_id) {
-        return run_id.error();
-    }
-    // Per phase: launch and check servers, plan, send and store, stop them.
-    RunSummary summary;
-    summary.run_id = *run_id;
-    auto scoring = scoring_as_stored(ctx, db);
-    store::Writer::Prepare prepare;
-    if (scoring) {
-        prepare = [&ctx, &scoring](store::ResponseRow& row) {
-            derive(ctx.inputs.dataset, scoring->scorer(), row);
-        };
-    }
-    store::Writer writer(db, std::move(prepare));
-    Sender sender(ctx, *run_id);
-    const auto start = Clock::now();
-    Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers->size()),
-                      std::vector<bool>(servers->size(), false)};
-    RunState st{*servers, infos, attached_logs, launched, db, writer, sender, *run_id, summary};
-    const auto phases = phases_of(config);
-    for (const auto& phase : phases) {
-        if (ctx.stopped()) {
-            summary.interrupted = true;
-            break;
-        }
-        auto next = run_phase(ctx, phase, phases.size(), st);
-        if (!next) {
-            return next.error();
-        } else if (*next == Next::stop) {
-            break;
-        }
-    }
-    // Finish: close the writer and the run, report a store failure.
-    return finish(ctx, db, writer, sender.pushed(), start, summary);
+    return full_while_planning(ctx, std::move(*store), created, recorded.run_id);
 }
 
 } // namespace diffeval::engine

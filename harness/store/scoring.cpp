@@ -48,7 +48,7 @@ constexpr std::string_view k_put_scorer =
 
 util::Result<void> exec(Store& st, const char* sql) {
     if (sqlite3_exec(st.handle(), sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-        return make_error(ErrorKind::io, sqlite3_errmsg(st.handle()));
+        return make_error(ErrorKind::io, error_message(st.handle()));
     }
     return {};
 }
@@ -144,7 +144,7 @@ util::Result<ScoreWriter> ScoreWriter::prepare(Store& st) {
     Statement score(st.handle(), k_upsert_score);
     if (!classification.valid() || !score.valid()) {
         return make_error(ErrorKind::io,
-                          fmt::format("cannot write scores: {}", sqlite3_errmsg(st.handle())));
+                          fmt::format("cannot write scores: {}", error_message(st.handle())));
     }
     return ScoreWriter(std::move(classification), std::move(score));
 }

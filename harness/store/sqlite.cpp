@@ -3,14 +3,61 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <mutex>
+#include <sys/resource.h>
 
 namespace diffeval::store {
+
+namespace {
+
+// Whether the process may not write files past some size (RLIMIT_FSIZE).
+bool file_size_limited() {
+    rlimit limit{};
+    return getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
+
+// Whether the last error on `db` is a write the disk or the file-size limit
+// refused. SQLite says SQLITE_FULL when a write stopped short or failed with
+// ENOSPC; a write, truncation or growth of the shared-memory file that
+// failed otherwise is an I/O error, whose system error SQLite keeps for the
+// last (ENOSPC, EDQUOT, EFBIG) but not for the others: under a file-size
+// limit, they are taken for it.
+bool disk_full(sqlite3* db) {
+    const int rc = sqlite3_errcode(db);
+    if (rc == SQLITE_FULL) {
+        return true;
+    }
+    if (rc != SQLITE_IOERR) {
+        return false;
+    }
+    const int os = sqlite3_system_errno(db);
+    if (os == ENOSPC || os == EDQUOT || os == EFBIG) {
+        return true;
+    }
+    const int ext = sqlite3_extended_errcode(db);
+    return (ext == SQLITE_IOERR_WRITE || ext == SQLITE_IOERR_TRUNCATE ||
+            ext == SQLITE_IOERR_SHMSIZE) &&
+           file_size_limited();
+}
+
+} // namespace
+
+std::string error_message(sqlite3* db) {
+    if (db == nullptr) {
+        return "not open";
+    }
+    return disk_full(db) ? std::string(k_disk_full) : std::string(sqlite3_errmsg(db));
+}
+
+bool is_disk_full(const util::Error& error) {
+    return error.message.find(k_disk_full) != std::string::npos;
+}
 
 Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {
     if (sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
                            &m_stmt, nullptr) != SQLITE_OK) {
-        m_error = sqlite3_errmsg(db);
+        m_error = error_message(db);
         m_stmt = nullptr;
     }
 }
@@ -53,7 +100,7 @@ bool Statement::step() {
         return true;
     }
     if (rc != SQLITE_DONE) {
-        m_error = sqlite3_errmsg(m_db);
+        m_error = error_message(m_db);
     } else {
         m_error.clear();
     }
@@ -184,7 +231,10 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
 util::Result<void> Database::exec(std::string_view sql) {
     char* err = nullptr;
     if (sqlite3_exec(m_db, std::string(sql).c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string msg = err ? err : "unknown error";
+        std::string msg = error_message(m_db);
+        if (msg != k_disk_full && err != nullptr) {
+            msg = err;
+        }
         sqlite3_free(err);
         return util::make_error(util::ErrorKind::io, fmt::format("database error: {}", msg));
     }
@@ -192,7 +242,7 @@ util::Result<void> Database::exec(std::string_view sql) {
 }
 
 std::string Database::last_error() const {
-    return m_db ? sqlite3_errmsg(m_db) : "not open";
+    return error_message(m_db);
 }
 
 } // namespace diffeval::store

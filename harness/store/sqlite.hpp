@@ -16,6 +16,20 @@
 
 namespace diffeval::store {
 
+// The words every error of a write the disk had no room for carries:
+// SQLite's own for SQLITE_FULL, also given to the I/O errors ("disk I/O
+// error") of a write past the process's file-size limit (EFBIG) or of a
+// shared-memory file the disk had no room for.
+inline constexpr std::string_view k_disk_full = "database or disk is full";
+
+// SQLite's message for the last error on `db`, in k_disk_full's words when
+// the disk (or the file-size limit) refused a write.
+std::string error_message(sqlite3* db);
+
+// True when `error` came from a write the disk or the file-size limit
+// refused (its message holds k_disk_full).
+bool is_disk_full(const util::Error& error);
+
 // A value SQLite keeps with its type: NULL, integer, real or text.
 using Value = std::variant<std::monostate, int64_t, double, std::string>;
 

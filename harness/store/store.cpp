@@ -467,8 +467,8 @@ UPDATE classifications SET outcome = 'unrecorded', stop_cause = ''
 constexpr std::string_view k_statements[] = {
     // k_insert_run
     "INSERT INTO runs (started_at, dataset, config_json, diffeval_version) VALUES (?, ?, ?, ?)",
-    // k_end_run
-    "UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?",
+    // k_end_run: once; a run whose end is recorded keeps it
+    "UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ? AND status = 'running'",
     // k_put_server
     "INSERT INTO servers (name, url, model, info_json) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET url = excluded.url, model = excluded.model, "
@@ -640,6 +640,20 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     if (auto r = check_db_file(path, mode); !r) {
         return r.error();
     }
+    // A symbolic link to nowhere was there before: it stays.
+    const bool link_or_file = std::filesystem::exists(std::filesystem::symlink_status(path));
+    auto opened = open_at(path, mode, existed);
+    if (!opened && !link_or_file && mode == Mode::read_write) {
+        // A file this call created and could not finish (the disk filled
+        // while the schema was written: a 16 KiB file with no table) holds
+        // nothing: it goes, so the next command starts afresh.
+        remove_with_sidecars(path);
+    }
+    return opened;
+}
+
+util::Result<std::unique_ptr<Store>> Store::open_at(const std::string& path, Mode mode,
+                                                    bool existed) {
     std::unique_ptr<Store> s(new Store());
     s->m_path = path;
     auto create = mode == Mode::read_write ? Database::Create::yes : Database::Create::read_only;
@@ -669,6 +683,11 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
                               : "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; "
                                 "PRAGMA schema_version;";
     if (auto r = s->m_db.exec(pragmas); !r) {
+        // Switching a new file to WAL writes its first page: the disk may
+        // be full.
+        if (is_disk_full(r.error())) {
+            return r.error();
+        }
         // A file that is not SQLite at all (a JSON file given as --db) is
         // bad input, not a failure of the machine.
         return make_error(ErrorKind::data,
@@ -708,6 +727,12 @@ util::Result<void> Store::identify() {
     // --db) is not diffeval's. Both are bad input, not a failure of the
     // machine.
     const auto unreadable = [&](const std::string& why) {
+        // Reading a database in WAL mode needs its shared-memory file,
+        // which a full disk (or file-size limit) refuses: not the file's
+        // fault.
+        if (why == k_disk_full) {
+            return make_error(ErrorKind::io, fmt::format("cannot read {}: {}", m_path, why));
+        }
         return (sqlite3_errcode(m_db.handle()) & 0xff) == SQLITE_CORRUPT
                    ? make_error(ErrorKind::data, fmt::format("cannot read {}: {}", m_path, why))
                    : not_ours(why);
@@ -765,6 +790,11 @@ util::Result<void> Store::identify() {
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {
+        // identify() read a new file before it was in WAL mode: reading it
+        // now needs the shared-memory file, which a full disk refuses.
+        if (v.error() == k_disk_full) {
+            return make_error(ErrorKind::io, fmt::format("cannot read {}: {}", m_path, v.error()));
+        }
         return make_error(ErrorKind::data, fmt::format("{} is not a SQLite database", m_path));
     }
     int from = static_cast<int>(v.column_int(0));
@@ -1003,6 +1033,23 @@ util::Result<void> Store::end_run(int64_t run_id, const std::string& status) {
                           fmt::format("cannot record run end: {}", m_db.last_error()));
     }
     return {};
+}
+
+bool Store::mark_run_failed(int64_t run_id) {
+    if (end_run(run_id, "failed")) {
+        return true;
+    }
+    // What the log holds was committed; pages the file already has take
+    // it without growing, and the emptied log then has room for the row.
+    (void)sqlite3_wal_checkpoint_v2(m_db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr,
+                                    nullptr);
+    return end_run(run_id, "failed").ok();
+}
+
+bool Store::holds_no_responses() {
+    Statement none(m_db.handle(), "SELECT NOT EXISTS (SELECT 1 FROM responses) AND NOT EXISTS "
+                                  "(SELECT 1 FROM probe_responses)");
+    return none.valid() && none.step() && none.column_int(0) == 1;
 }
 
 util::Result<int64_t> Store::mark_stale_runs_killed() {

@@ -142,7 +142,7 @@ public:
 
     // Open or create `path`, migrating its schema to k_schema_version. A file
     // from a newer diffeval, or another program's, is refused rather than
-    // touched.
+    // touched; a file this call created and could not finish is removed.
     static util::Result<std::unique_ptr<Store>> open(const std::string& path, Mode mode);
 
     // True when `path` is an SQLite file with no table and schema version 0
@@ -156,7 +156,17 @@ public:
 
     // Record a run's start with its effective configuration (no secrets).
     util::Result<int64_t> begin_run(const std::string& config_json, const std::string& dataset);
+    // Record the end of run `run_id` with `status`, unless its end is
+    // recorded already.
     util::Result<void> end_run(int64_t run_id, const std::string& status);
+    // True when no response (nor probe response) is stored; false also when
+    // that cannot be read.
+    bool holds_no_responses();
+    // Record that run `run_id` failed (end_run) on a disk that may be full:
+    // when the row cannot be written, the write-ahead log is checkpointed
+    // into the file and emptied, which gives the row room, and it is
+    // written again. False when it still could not be.
+    bool mark_run_failed(int64_t run_id);
     // Mark every run still `running` as `killed`; returns how many. Call only
     // while holding the database's RunLock: then no such run has a process.
     util::Result<int64_t> mark_stale_runs_killed();
@@ -214,6 +224,10 @@ public:
 
 private:
     Store() = default;
+    // open's work on `path`, which `existed` before it (what a failure to
+    // open is called depends on it).
+    static util::Result<std::unique_ptr<Store>> open_at(const std::string& path, Mode mode,
+                                                        bool existed);
     // Refuse a file that is not diffeval's (another program's tables, a
     // schema version no diffeval wrote) or is newer than this diffeval,
     // before anything writes to it.

@@ -559,6 +559,99 @@ TEST(Hostile, AFullDiskStopsTheRunAtOnce) {
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses"), 1200);
 }
 
+// The last line of `err`.
+std::string last_line(const std::string& err) {
+    const auto end = err.size() > 0 && err.back() == '\n' ? err.size() - 1 : err.size();
+    const auto start = err.rfind('\n', end == 0 ? 0 : end - 1);
+    return err.substr(start == std::string::npos ? 0 : start + 1, end - (start + 1));
+}
+
+// A disk that fills while the run creates its database or plans: one line
+// naming the database, saying the disk is full and what to do; a database
+// the run created and that holds nothing goes (it was left as 16 KiB with
+// no table, or with the run's rows and no response), and the next run
+// starts cleanly.
+TEST(Hostile, AFullDiskWhileCreatingTheDatabaseLeavesNothing) {
+    auto dir = e2e::scratch("hostile-full-create");
+    HostileServer server(cycle({Hostile::good}));
+    const std::vector<std::string> more = {"--repeats", "25", "--framing", "raw"};
+    // 16 KiB: the file's first page and no more; 256 KiB: not its schema
+    // (24 pages of 16 KiB); 448 KiB: the schema and little more; 560 KiB:
+    // the run's rows but not its plan (it printed "1200 requests planned").
+    for (const long limit : {16L * 1024, 256L * 1024, 448L * 1024, 560L * 1024}) {
+        auto db = dir / ("r" + std::to_string(limit / 1024) + ".sqlite");
+        const int sent = server.total_arrivals();
+        auto m = run_measured(run_args(server.url(), db, more), {}, limit);
+        EXPECT_EQ(m.exit_code, 1) << limit << ": " << m.err;
+        EXPECT_EQ(last_line(m.err), "diffeval: cannot write " + db.string() +
+                                        ": the disk (or the file-size limit) is full, so the run "
+                                        "stopped while planning its requests; " +
+                                        db.string() +
+                                        " held nothing yet and was removed. Free space, then "
+                                        "run the same command again")
+            << limit << ": " << m.err;
+        EXPECT_EQ(m.err.find("database or disk is full"), std::string::npos) << m.err;
+        for (const char* side : {"", "-wal", "-shm", "-journal"}) {
+            EXPECT_FALSE(std::filesystem::exists(db.string() + side)) << limit << side;
+        }
+        EXPECT_EQ(server.total_arrivals(), sent) << limit;
+        // With room again, the same command runs as on a new database.
+        auto again = e2e::run(run_args(server.url(), db, {"--limit", "2", "--framing", "raw"}));
+        EXPECT_EQ(again.exit_code, 0) << again.err;
+        EXPECT_EQ(again.err.find("marked killed"), std::string::npos) << again.err;
+        EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete");
+    }
+}
+
+// The same disk filling while a run plans into a database that holds a
+// run's results: the file keeps what it held, the failed run is marked
+// failed (not left running for the next run to call killed), and the next
+// run resumes.
+TEST(Hostile, AFullDiskWhilePlanningMarksTheRunFailedAndKeepsTheDatabase) {
+    auto dir = e2e::scratch("hostile-full-plan");
+    HostileServer server(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    auto first = e2e::run(run_args(server.url(), db, {"--limit", "2", "--framing", "raw"}));
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const int sent = server.total_arrivals();
+    // 1,200 requests to plan, with room for a few pages of log only.
+    const std::vector<std::string> more = {"--repeats", "25", "--framing", "raw"};
+    auto m = run_measured(run_args(server.url(), db, more), {}, 64 * 1024);
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_EQ(last_line(m.err), "diffeval: cannot write " + db.string() +
+                                    ": the disk (or the file-size limit) is full, so the run "
+                                    "stopped while planning its requests; the run is marked "
+                                    "failed and what was stored before is kept. Free space, "
+                                    "then run the same command again")
+        << m.err;
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM (SELECT status FROM runs ORDER BY "
+                        "run_id)"),
+              "complete,failed");
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), 2);
+    EXPECT_EQ(server.total_arrivals(), sent) << "nothing is sent before the plan is stored";
+    // With room again: nothing to call killed, the 2 answers kept, the rest sent.
+    auto again = e2e::run(run_args(server.url(), db, more));
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(again.err.find("marked killed"), std::string::npos) << again.err;
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM (SELECT status FROM runs ORDER BY "
+                        "run_id)"),
+              "complete,failed,complete");
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), 1200);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+    // Another command that writes says what to do too, not SQLite's words
+    // alone ("disk I/O error").
+    auto rescore = run_measured({"rescore", "--db", db.string()}, {}, 16 * 1024);
+    EXPECT_EQ(rescore.exit_code, 1) << rescore.err;
+    EXPECT_EQ(lines(rescore.err), 1) << rescore.err;
+    EXPECT_EQ(rescore.err.find("not a diffeval database"), std::string::npos) << rescore.err;
+    EXPECT_NE(rescore.err.find("the disk (or the file-size limit) is full; free space, then run "
+                               "the same command again"),
+              std::string::npos)
+        << rescore.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_scores"), 1200 * 3) << "nothing lost";
+}
+
 // Another program's SQLite file, or one with a schema version no diffeval
 // writes, is refused in one line, exit 2, byte for byte as it was: run
 // wrote diffeval's WAL header into it and failed on a missing table in
