@@ -643,10 +643,12 @@ util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode m
     // A symbolic link to nowhere was there before: it stays.
     const bool link_or_file = std::filesystem::exists(std::filesystem::symlink_status(path));
     auto opened = open_at(path, mode, existed);
-    if (!opened && !link_or_file && mode == Mode::read_write) {
+    if (!opened && !link_or_file && mode == Mode::read_write && is_disk_full(opened.error())) {
         // A file this call created and could not finish (the disk filled
         // while the schema was written: a 16 KiB file with no table) holds
-        // nothing: it goes, so the next command starts afresh.
+        // nothing: it goes, so the next command starts afresh. Only then:
+        // a command that does not take the run lock (import) may have lost
+        // a race to create the file to another, whose file this would be.
         remove_with_sidecars(path);
     }
     return opened;
