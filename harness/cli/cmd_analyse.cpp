@@ -247,10 +247,10 @@ int plan_command(const AnalyseFlags& f) {
         const auto& s = c.stats;
         const auto plan = analysis::plan_run(s, f.drop / 100, f.alpha, s.power);
         std::cout << fmt::format(
-            "{} vs {} ({} scorer): pilot of {} x {} and {} repeats, sd of per-question "
-            "differences {:.3f}.\n",
+            "{} vs {} ({} scorer): pilot of {} x {}, sd of per-question differences "
+            "{:.3f}.\n",
             c.b.text(), c.a.text(), c.scorer, util::counted(s.questions, "question"),
-            s.noise_a.repeats, s.noise_b.repeats, s.sd_diff);
+            util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats), s.sd_diff);
         if (plan.rows.front().questions == 0) {
             std::cout << fmt::format("There is no variance to size a run from: {}.\n\n",
                                      analysis::no_spread_text(s));
@@ -266,10 +266,11 @@ int plan_command(const AnalyseFlags& f) {
             measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
                                    plan.between_variance, plan.within_a, plan.within_b)
                      : fmt::format("variance of per-question differences {:.4f}; run-to-run "
-                                   "noise not measured with {} and {} repeats{}, so what more "
+                                   "noise not measured with {}{}, so what more "
                                    "repeats would gain is unknown: a pilot with 2 or more "
                                    "successful a side sizes them",
-                                   s.sd_diff * s.sd_diff, s.noise_a.repeats, s.noise_b.repeats,
+                                   s.sd_diff * s.sd_diff,
+                                   util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats),
                                    s.noise_a.gap == analysis::NoiseGap::too_few_answers ||
                                            s.noise_b.gap == analysis::NoiseGap::too_few_answers
                                        ? " (too few of them successful)"
@@ -364,9 +365,11 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
         root.add_subcommand("rescore", "Recompute classifications and scores from stored text");
     rescore->add_option("--db", flags->db, "Results database");
     rescore->add_option("--score-text", flags->score_text, "full (default) or after-think");
-    rescore->add_option("--scorer-file", flags->scorer_files,
-                        "A scorer file of your own (repeatable): stored in the database and "
-                        "used by every later scoring pass");
+    rescore
+        ->add_option("--scorer-file", flags->scorer_files,
+                     "A scorer file of your own (repeatable): stored in the database and "
+                     "used by every later scoring pass")
+        ->default_str(""); // a list's captured default would show as "=[]"
     dispatch[rescore] = [flags] { return rescore_command(*flags); };
 }
 

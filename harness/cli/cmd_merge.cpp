@@ -48,7 +48,9 @@ void add_merge_command(CLI::App& root, Dispatch& dispatch) {
     auto* cmd = root.add_subcommand(
         "merge", "Merge results databases (shards of a run, or separate runs) into OUT");
     cmd->add_option("OUT", flags->out, "The merged database (created, or added to)")->required();
-    cmd->add_option("IN", flags->inputs, "Databases to merge")->required();
+    cmd->add_option("IN", flags->inputs, "Databases to merge")
+        ->required()
+        ->default_str(""); // a list's captured default would show as "=[]"
     dispatch[cmd] = [flags] { return merge_command(*flags); };
 }
 

@@ -50,6 +50,8 @@ TEST(Cli, HelpShowsDefaultsAndAnExample) {
         EXPECT_NE(o.out.find("Example:\n  diffeval " + std::string(cmd)), std::string::npos)
             << cmd << ":\n"
             << o.out;
+        // A list flag's default is shown as nothing, never as "=[]".
+        EXPECT_EQ(o.out.find("=[]"), std::string::npos) << cmd << ":\n" << o.out;
     }
     auto lm = e2e::run({"import", "lm-eval", "--help"});
     EXPECT_NE(lm.out.find("Example:\n  diffeval import lm-eval "), std::string::npos) << lm.out;
