@@ -347,9 +347,10 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
     out += fmt::format(
-        "{} ({} and {} repeats). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
+        "{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
         "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
-        util::counted(c.questions, "question"), s.noise_a.repeats, s.noise_b.repeats,
+        util::counted(c.questions, "question"),
+        util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats),
         analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
         analysis::signed_points(shown), 100 * (1 - s.alpha),
         analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,

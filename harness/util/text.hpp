@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -79,6 +80,13 @@ template <typename N>
 requires std::is_integral_v<N> std::string counted(N n, std::string_view singular,
                                                    std::string_view plural = {}) {
     return std::to_string(n) + " " + noun(n, singular, plural);
+}
+
+// Two sides' repeat counts: "1 repeat each" when they match, else "1 and 3
+// repeats".
+inline std::string repeats_of_two(int64_t a, int64_t b) {
+    return a == b ? counted(a, "repeat") + " each"
+                  : std::to_string(a) + " and " + std::to_string(b) + " repeats";
 }
 
 // The first `chars` characters of `s`, never cutting a sequence in two.

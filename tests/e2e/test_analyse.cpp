@@ -266,7 +266,7 @@ TEST_F(Analyse, PrintedDifferenceIsThatOfThePrintedAccuracies) {
 TEST_F(Analyse, PlanSizesARunFromThePilot) {
     auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "2"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
-    EXPECT_NE(o.out.find("pilot of 48 questions x 3 and 3 repeats"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("pilot of 48 questions x 3 repeats each"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("To detect a 2.00-point drop at alpha 0.05 with 80% power"),
               std::string::npos)
         << o.out;
@@ -463,7 +463,7 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
                   "response_id FROM requests WHERE server = 'c' AND question_idx < 2)");
     auto p = e2e::run({"plan", "--db", db, "a", "c"});
     ASSERT_EQ(p.exit_code, 0) << p.err;
-    EXPECT_NE(p.out.find("run-to-run noise not measured with 1 and 1 repeats"), std::string::npos)
+    EXPECT_NE(p.out.find("run-to-run noise not measured with 1 repeat each"), std::string::npos)
         << p.out;
     EXPECT_EQ(p.out.find("within 0.0000"), std::string::npos) << p.out;
     EXPECT_EQ(p.out.find("\n10 "), std::string::npos) << p.out;

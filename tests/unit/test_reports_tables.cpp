@@ -271,6 +271,6 @@ TEST(ReportTables, ACountOfOneIsSingular) {
     const auto text = reports::comparison_text(cmp->front(), reports::Style::text, 10);
     EXPECT_NE(text.find("Right more often in a/raw/256 (1 question):"), std::string::npos) << text;
     EXPECT_NE(text.find("1 question right more often in A, 0 in B"), std::string::npos) << text;
-    EXPECT_NE(text.find("6 questions (1 and 1 repeats)"), std::string::npos) << text;
+    EXPECT_NE(text.find("6 questions (1 repeat each)"), std::string::npos) << text;
     EXPECT_EQ(text.find("1 questions"), std::string::npos) << text;
 }

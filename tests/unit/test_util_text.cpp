@@ -45,3 +45,10 @@ TEST(Counted, IsSingularForOneAndPluralOtherwise) {
     EXPECT_EQ(diffeval::util::noun(2, "match", "matches"), "matches");
     EXPECT_EQ(diffeval::util::noun(1, "match", "matches"), "match");
 }
+
+TEST(Counted, TwoSidesRepeatsReadAsOneCountWhenEqual) {
+    // "40 questions (1 repeat each)", never "(1 and 1 repeats)".
+    EXPECT_EQ(diffeval::util::repeats_of_two(1, 1), "1 repeat each");
+    EXPECT_EQ(diffeval::util::repeats_of_two(3, 3), "3 repeats each");
+    EXPECT_EQ(diffeval::util::repeats_of_two(3, 1), "3 and 1 repeats");
+}
