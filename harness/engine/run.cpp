@@ -73,25 +73,36 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
                     c.db));
 }
 
-// Refuse shots asked for (--num-shots, a vLLM config's num_fewshot) that the
-// few-shot pool cannot give: the renderer would send as many as the pool
-// holds (8 of the sample set's for --num-shots 100), while the run records
-// the number asked for.
-util::Result<void> check_shots(const RunConfig& c, const datasets::Dataset& dataset) {
-    const auto& asked = c.framing_overrides.fewshot;
+// Refuse shots asked for (--num-shots, a vLLM config's num_fewshot, or a
+// framing's own `fewshot`, 5 in the built-in ones) that the few-shot pool
+// cannot give: the renderer would send as many as the pool holds (8 of the
+// sample set's for --num-shots 100), while the run records the number
+// asked for.
+util::Result<void> check_shots(const RunConfig& c, const datasets::Dataset& dataset,
+                               const std::vector<framing::Framing>& framings) {
     const size_t pool = dataset.fewshot.size();
-    if (!asked || *asked < 0 || static_cast<size_t>(*asked) <= pool) {
-        return {};
-    }
     const auto from = c.fewshot_from.empty()
-                          ? fmt::format("dataset '{}' has {} few-shot example{} (its train set)",
-                                        dataset.name, pool, pool == 1 ? "" : "s")
-                          : fmt::format("--fewshot-from {} has {} example{}", c.fewshot_from, pool,
-                                        pool == 1 ? "" : "s");
-    return make_error(ErrorKind::usage,
-                      fmt::format("--num-shots {}: {}; pass --num-shots {} or fewer, or "
-                                  "--fewshot-from a file with {} or more examples",
-                                  *asked, from, pool, *asked));
+                          ? fmt::format("dataset '{}' has {} (its train set)", dataset.name,
+                                        util::counted(pool, "few-shot example"))
+                          : fmt::format("--fewshot-from {} has {}", c.fewshot_from,
+                                        util::counted(pool, "example"));
+    const auto& asked = c.framing_overrides.fewshot;
+    if (asked && *asked >= 0 && static_cast<size_t>(*asked) > pool) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--num-shots {}: {}; pass --num-shots {} or fewer, or "
+                                      "--fewshot-from a file with {} or more examples",
+                                      *asked, from, pool, *asked));
+    }
+    for (const auto& f : framings) {
+        if (f.fewshot > 0 && static_cast<size_t>(f.fewshot) > pool) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("framing '{}' asks for {} shots, but {}; pass "
+                                          "--num-shots {} or fewer, or --fewshot-from a file "
+                                          "with {} or more examples",
+                                          f.name, f.fewshot, from, pool, f.fewshot));
+        }
+    }
+    return {};
 }
 
 } // namespace
@@ -129,7 +140,7 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         }
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
-    if (auto r = check_shots(config, in.dataset); !r) {
+    if (auto r = check_shots(config, in.dataset, in.framings); !r) {
         return r.error();
     }
     in.n_questions = in.dataset.test.size();

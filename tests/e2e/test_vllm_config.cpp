@@ -4,6 +4,7 @@
 // launched and what it sent, as vLLM's CI would.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -240,6 +241,39 @@ TEST(VllmConfig, NumShotsBeyondThePoolAreRefusedNamingThePool) {
     auto raw = query(db, "SELECT request_json FROM v_requests");
     EXPECT_EQ(count(raw, "Question: "), 9u) << raw; // 8 shots and the question
     EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.num_shots') FROM runs"), "8");
+}
+
+// A framing's own count is held to the same rule: the built-in framings' 5
+// shots from a 3-example --fewshot-from file sent 3 while the framing said
+// 5. With --num-shots 3 the run goes ahead and sends 3.
+TEST(VllmConfig, AFramingsOwnShotsBeyondThePoolAreRefusedNamingTheFraming) {
+    auto dir = e2e::scratch("framing-shots-pool");
+    auto pool = dir / "three.jsonl";
+    {
+        std::ofstream out(pool);
+        for (int i = 0; i < 3; ++i) {
+            out << "{\"question\": \"What is " << i << " + 1?\", \"answer\": \"" << i
+                << " + 1 = " << i + 1 << "\\n#### " << i + 1 << "\"}\n";
+        }
+    }
+    auto db = dir / "r.sqlite";
+    auto o =
+        e2e::run({"run", "--server", "s=http://127.0.0.1:9", "--dataset", "sample", "--framing",
+                  "raw", "--fewshot-from", pool.string(), "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, fmt::format("diffeval: framing 'raw' asks for 5 shots, but --fewshot-from {} "
+                                 "has 3 examples; pass --num-shots 3 or fewer, or --fewshot-from "
+                                 "a file with 5 or more examples\n",
+                                 pool.string()));
+    EXPECT_FALSE(std::filesystem::exists(db));
+
+    e2e::Sim sim;
+    o = e2e::run({"run", "--server", "s=" + sim.url(), "--dataset", "sample", "--framing", "raw",
+                  "--fewshot-from", pool.string(), "--num-shots", "3", "--limit", "1", "--db",
+                  db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto raw = query(db, "SELECT request_json FROM v_requests");
+    EXPECT_EQ(count(raw, "Question: "), 4u) << raw; // 3 shots and the question
 }
 
 // The official set's 7,473 training questions give 100 shots.
