@@ -75,23 +75,28 @@ std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_co
 
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
-    // A server is what it served: its model, its version, and the facts its
+    // A server is what it served: its model, its version, and each fact its
     // log showed, each compared when both files know it. URLs may differ
-    // (shards on different machines).
-    auto server =
-        first_row(db,
-                  "WITH pairs AS (SELECT s.name, "
-                  "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
-                  "json_extract(m.info_json, '$.version') AS va, "
-                  "json_extract(s.info_json, '$.version') AS vb, "
-                  "json_extract(m.facts_json, '$.facts') AS fa, "
-                  "json_extract(s.facts_json, '$.facts') AS fb "
-                  "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
-                  "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
-                  "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
-                  "UNION ALL SELECT name, 'fingerprint facts', fa, fb FROM pairs WHERE fa != fb "
-                  "LIMIT 1",
-                  4);
+    // (shards on different machines), and so may the facts one file knows
+    // and the other does not: a shard whose server diffeval launched has
+    // its log's, one attached to a running server only /props's.
+    auto server = first_row(
+        db,
+        "WITH pairs AS (SELECT s.name, "
+        "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
+        "json_extract(m.info_json, '$.version') AS va, "
+        "json_extract(s.info_json, '$.version') AS vb, "
+        "CASE WHEN json_valid(m.facts_json) THEN json_extract(m.facts_json, '$.facts') END AS fa, "
+        "CASE WHEN json_valid(s.facts_json) THEN json_extract(s.facts_json, '$.facts') END AS fb "
+        "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
+        "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
+        "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
+        "UNION ALL SELECT p.name, 'fingerprint fact ' || a.key, a.value, b.value "
+        "FROM pairs p, json_each(CASE WHEN json_type(p.fa) = 'object' THEN p.fa END) a "
+        "JOIN json_each(CASE WHEN json_type(p.fb) = 'object' THEN p.fb END) b ON b.key = a.key "
+        "WHERE a.value IS NOT b.value "
+        "LIMIT 1",
+        4);
     if (!server.empty()) {
         return fmt::format("server '{}' has {} {} there but {} here; give different runs "
                            "different server names",

@@ -166,3 +166,39 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     EXPECT_EQ(s.exit_code, 2);
     EXPECT_NE(s.err.find("--shard '3/3'"), std::string::npos) << s.err;
 }
+
+// Shards of one server agree on each fact both fingerprints hold; a fact
+// only one of them holds (a launched server's log tells more than an
+// attached one's /props) is no conflict, a fact they hold with two values is.
+TEST(Merge, FingerprintsAreComparedFactByFact) {
+    auto dir = e2e::scratch("merge-facts");
+    e2e::Sim sim;
+    auto shard = [&](const std::string& name, const std::string& which) {
+        auto path = dir / name;
+        auto args = run_args(sim, path);
+        args.insert(args.end(), {"--shard", which});
+        EXPECT_EQ(e2e::run(args).exit_code, 0);
+        return path;
+    };
+    const auto one = shard("one.sqlite", "0/2");
+    const auto two = shard("two.sqlite", "1/2");
+    e2e::exec(one, R"(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )"
+                   R"({"engine_version": "b11669-Debian"}, "conflicts": []}')");
+    e2e::exec(two, R"(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )"
+                   R"({"engine_version": "b11669-Debian", "kv_cache_type_k": "q4_0"}, )"
+                   R"("conflicts": []}')");
+    auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), one.string(), two.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
+
+    e2e::exec(two, R"(UPDATE servers SET facts_json = json_set(facts_json, )"
+                   R"('$.facts.engine_version', 'b11700-Debian'))");
+    auto clash = dir / "clash.sqlite";
+    o = e2e::run({"merge", clash.string(), one.string(), two.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.err.find("server 'default' has fingerprint fact engine_version b11669-Debian "
+                         "there but b11700-Debian here"),
+              std::string::npos)
+        << o.err;
+}
