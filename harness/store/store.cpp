@@ -662,6 +662,16 @@ util::Result<std::unique_ptr<Store>> Store::open_at(const std::string& path, Mod
     if (auto r = s->m_db.open(path, create); !r) {
         return make_error(existed ? ErrorKind::data : ErrorKind::usage, r.error().message);
     }
+    // A new file's page size, set before its first read: that read sizes
+    // the page cache for the default 4 KiB pages, and the 2 MiB cache then
+    // held 4 KiB's number of 16 KiB pages (a 100,000-request run's peak RSS
+    // grew by 8 MiB). It writes nothing, and an existing file keeps its own.
+    if (mode == Mode::read_write && !s->m_db.exec("PRAGMA page_size=16384")) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is not a diffeval database; give the .sqlite file "
+                                      "'diffeval run' wrote",
+                                      path));
+    }
     // Whose file it is, read before anything is written: setting WAL mode
     // below rewrites the header of a file that is not diffeval's.
     if (auto r = s->identify(); !r) {
