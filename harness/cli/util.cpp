@@ -74,7 +74,7 @@ int report(const util::Error& error) {
     if (store::is_disk_full(error)) {
         auto message = error.message;
         const auto at = message.find(store::k_disk_full);
-        message.replace(at, store::k_disk_full.size(), "the disk (or the file-size limit) is full");
+        message.replace(at, store::k_disk_full.size(), store::k_disk_full_words);
         std::cerr << "diffeval: " << message << "; free space, then run the same command again\n";
         return k_exit_failed;
     }

@@ -574,9 +574,6 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
     }
 }
 
-// The words for a write the disk (or the process's file-size limit) refused.
-constexpr std::string_view k_full_words = "the disk (or the file-size limit) is full";
-
 // Pass 6: flush and close the writer, close the run with its status, and
 // report a store failure with what it lost.
 util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::Writer& writer,
@@ -586,13 +583,13 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
     if (auto err = writer.error()) {
         const int64_t lost = pushed - writer.committed();
         const bool marked = db.mark_run_failed(summary.run_id);
-        const bool full = err->find(store::k_disk_full) != std::string::npos;
+        const bool full = store::is_disk_full(*err);
         return make_error(
             ErrorKind::io,
             fmt::format("writing responses to {} failed: {}; stopped sending at once. {} "
                         "not stored; the run is {}. {}, then rerun the same command to send "
                         "what has no response",
-                        ctx.config.db, full ? std::string(k_full_words) : *err,
+                        ctx.config.db, full ? std::string(store::k_disk_full_words) : *err,
                         fmt::format("{} received {}", util::counted(lost, "response"),
                                     lost == 1 ? "was" : "were"),
                         marked ? "marked failed"
@@ -692,7 +689,7 @@ util::Error full_while_planning(const RunContext& ctx, std::unique_ptr<store::St
     return make_error(ErrorKind::io,
                       fmt::format("cannot write {}: {}, so the run stopped while planning its "
                                   "requests; {}. Free space, then run the same command again",
-                                  db, k_full_words, became));
+                                  db, store::k_disk_full_words, became));
 }
 
 } // namespace

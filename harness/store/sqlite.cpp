@@ -50,8 +50,8 @@ std::string error_message(sqlite3* db) {
     return disk_full(db) ? std::string(k_disk_full) : std::string(sqlite3_errmsg(db));
 }
 
-bool is_disk_full(const util::Error& error) {
-    return error.message.find(k_disk_full) != std::string::npos;
+bool is_disk_full(std::string_view message) {
+    return message.find(k_disk_full) != std::string_view::npos;
 }
 
 Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {

@@ -26,9 +26,15 @@ inline constexpr std::string_view k_disk_full = "database or disk is full";
 // the disk (or the file-size limit) refused a write.
 std::string error_message(sqlite3* db);
 
+// How diffeval says it to a user, with what SQLite's words leave out.
+inline constexpr std::string_view k_disk_full_words = "the disk (or the file-size limit) is full";
+
 // True when `error` came from a write the disk or the file-size limit
 // refused (its message holds k_disk_full).
-bool is_disk_full(const util::Error& error);
+bool is_disk_full(std::string_view message);
+inline bool is_disk_full(const util::Error& error) {
+    return is_disk_full(error.message);
+}
 
 // A value SQLite keeps with its type: NULL, integer, real or text.
 using Value = std::variant<std::monostate, int64_t, double, std::string>;
