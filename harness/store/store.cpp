@@ -19,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 namespace diffeval::store {
@@ -694,18 +695,37 @@ util::Result<std::unique_ptr<Store>> Store::open_at(const std::string& path, Mod
                                 "PRAGMA temp_store=MEMORY;"
                               : "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY; "
                                 "PRAGMA schema_version;";
-    if (auto r = s->m_db.exec(pragmas); !r) {
+    auto set = s->m_db.exec(pragmas);
+    // Switching a file that is not in WAL mode yet (an old one, or one that
+    // another tool rewrote) needs it alone: while a second command
+    // migrates it, SQLite answers "database is locked" at once instead of
+    // waiting, as waiting while holding a read lock could deadlock. Each
+    // try lets go of the file; the other command's commit ends the wait.
+    for (int tries = 0;
+         !set && (sqlite3_errcode(s->m_db.handle()) & 0xff) == SQLITE_BUSY && tries < 1000;
+         ++tries) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        set = s->m_db.exec(pragmas);
+    }
+    if (!set) {
         // Switching a new file to WAL writes its first page: the disk may
         // be full.
-        if (is_disk_full(r.error())) {
-            return r.error();
+        if (is_disk_full(set.error())) {
+            return set.error();
+        }
+        if ((sqlite3_errcode(s->m_db.handle()) & 0xff) == SQLITE_BUSY) {
+            return make_error(ErrorKind::io,
+                              fmt::format("{} stayed locked by another process for 10 s; the "
+                                          "file was left as it is: run again when that "
+                                          "process has finished",
+                                          path));
         }
         // A file that is not SQLite at all (a JSON file given as --db) is
         // bad input, not a failure of the machine.
         return make_error(ErrorKind::data,
                           fmt::format("{} is not a diffeval database ({}); give the .sqlite file "
                                       "'diffeval run' wrote",
-                                      path, r.error().message));
+                                      path, set.error().message));
     }
     if (auto r = s->migrate(mode); !r) {
         return r.error();
@@ -830,6 +850,26 @@ util::Result<void> Store::migrate(Mode mode) {
     if (!tx.begun()) {
         return make_error(ErrorKind::io,
                           fmt::format("cannot lock {}: {}", m_path, m_db.last_error()));
+    }
+    // Read again under the write lock: another process (a second CI job's
+    // command on the same file) may have migrated it while this one waited
+    // for the lock, and climbing again from the version read above would
+    // fail half-way ("table request_bodies already exists").
+    if (!v.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read {}: {}", m_path, v.error()));
+    }
+    from = static_cast<int>(v.column_int(0));
+    v.reset();
+    if (from == k_schema_version) {
+        m_version = from;
+        return {}; // the transaction rolls back: it wrote nothing
+    }
+    if (from > k_schema_version) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} was migrated to schema version {} by a newer diffeval "
+                                      "while this one opened it; the file was left as it is: "
+                                      "upgrade diffeval to read it",
+                                      m_path, from));
     }
     if (auto r = climb(from, k_schema_version); !r) {
         return r.error();

@@ -274,6 +274,40 @@ TEST(Store, MigratesAVersionTwelveFileSoImportsHaveNoLatency) {
               1);
 }
 
+// Two commands opening one old file at once (two CI jobs' reports on a shared
+// database): one migrates it, the other waits for that and finds it current,
+// instead of climbing again from the version it read before the first one's
+// commit ("table request_bodies already exists"), or calling a file it found
+// locked "not a diffeval database".
+TEST(Store, TwoOpeningAnOldFileAtOnceMigrateItOnce) {
+    for (int round = 0; round < 8; ++round) {
+        const auto path = fresh_db("race").string();
+        ASSERT_TRUE(Store::create_at_version(path, 8).ok());
+        ASSERT_TRUE(
+            exec_raw(path, R"(INSERT INTO requests (request_key, server, framing, max_tokens,
+                     repeat, question_idx, dataset, body_sha256, request_json) VALUES
+                     ('k1', 'a', 'raw', 256, 0, 0, 'sample', 's0', 'body zero'),
+                     ('k2', 'a', 'raw', 256, 0, 1, 'sample', 's1', 'body one');)"));
+        // Every diffeval has left its files in WAL mode; another tool's copy
+        // may not be, and switching it needs the file alone.
+        if (round % 2 == 1) {
+            ASSERT_TRUE(exec_raw(path, "PRAGMA journal_mode=WAL"));
+        }
+        std::optional<diffeval::util::Result<std::unique_ptr<Store>>> first;
+        std::optional<diffeval::util::Result<std::unique_ptr<Store>>> second;
+        std::thread other([&] { second = Store::open(path, Store::Mode::read_write); });
+        first = Store::open(path, Store::Mode::read_write);
+        other.join();
+        for (auto* opened : {&first, &second}) {
+            ASSERT_TRUE(opened->has_value() && (*opened)->ok())
+                << "round " << round << ": " << (**opened).error().message;
+        }
+        EXPECT_EQ(count(***first, "PRAGMA user_version"), k_schema_version);
+        EXPECT_EQ(count(***second, "SELECT count(*) FROM request_bodies"), 2);
+        EXPECT_EQ(count(***second, "SELECT count(*) FROM v_requests"), 2);
+    }
+}
+
 TEST(Store, StoresEachDistinctBodyOnce) {
     auto s = Store::open(fresh_db("bodies").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
