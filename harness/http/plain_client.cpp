@@ -4,8 +4,9 @@
 // writes its request head and body in one gather write, and reads with
 // Beast's response parser until the message is done. A connection that had
 // carried an earlier transfer may have been closed by the server while idle:
-// when it fails before any byte of the answer, the request goes once more on
-// a fresh connection, as libcurl does. Timeouts are deadlines checked by
+// one that shows an end of stream or unasked bytes when taken is closed
+// unused, and when one fails before any byte of the answer, the request goes
+// once more on a fresh connection, as libcurl does. Timeouts are deadlines checked by
 // poll(), not a timer per transfer. Bodies are decoded from gzip or deflate
 // (zlib) when the server compressed them, and the body limit counts decoded
 // bytes, so a small compressed body cannot expand without bound.
@@ -24,9 +25,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unordered_map>
 
 namespace diffeval::http::detail {
@@ -159,6 +162,17 @@ struct Connection {
     bool closed = false; // shut: counted out of the open connections
 };
 
+// Whether an idle connection may carry the next request: nothing arrived on
+// it since its last answer. Bytes there are an answer nobody asked for (a
+// server's bug), which the next request would read as its own; an end of
+// stream is a server that hung up while it was idle. One non-blocking peek,
+// as libcurl checks a connection before reusing it.
+bool still_quiet(Connection& c) {
+    char byte = 0;
+    const ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 struct Transfer {
     uint64_t serial = 0; // its key in PlainMulti's transfers in flight
     Request request;
@@ -263,9 +277,14 @@ void PlainMulti::Impl::drop_idle_elsewhere(const std::string& key) {
 
 void PlainMulti::Impl::start(const TransferPtr& t) {
     auto& list = idle[t->target->key];
-    if (!list.empty()) {
-        t->conn = std::move(list.back());
+    while (!list.empty()) {
+        auto conn = std::move(list.back());
         list.pop_back();
+        if (!still_quiet(*conn)) {
+            shut(*conn);
+            continue;
+        }
+        t->conn = std::move(conn);
         send(t);
         return;
     }

@@ -29,6 +29,7 @@ struct Reply {
     std::string bytes;  // sent as they are
     bool close = false; // then close the connection
     bool hang = false;  // send nothing and keep the connection open
+    std::string later;  // sent 20 ms after `bytes`, unasked (a server's bug)
 };
 
 // A loopback server answering each request with `script(n, request)`, n
@@ -130,6 +131,10 @@ private:
                 break;
             }
             ::send(fd, r.bytes.data(), r.bytes.size(), MSG_NOSIGNAL);
+            if (!r.later.empty()) {
+                std::this_thread::sleep_for(20ms);
+                ::send(fd, r.later.data(), r.later.size(), MSG_NOSIGNAL);
+            }
             if (r.close) {
                 break;
             }
@@ -240,6 +245,26 @@ TEST(MultiClient, AConnectionTheServerClosedWhileIdleIsReplacedAndTheRequestSent
     client.submit(post(server.url(), 1));
     ASSERT_EQ(wait_for(client, 1).size(), 1u);
     std::this_thread::sleep_for(50ms); // the close reaches the client
+    client.submit(post(server.url(), 2));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, "1");
+    EXPECT_EQ(server.requests(), 2);
+    EXPECT_EQ(server.connections(), 2);
+}
+
+// A server that sends a second, unasked answer on an idle keep-alive
+// connection: that answer must not be taken for the next request's, which
+// would store another question's answer as this one's success.
+TEST(MultiClient, BytesAnIdleConnectionReceivedUnaskedAreNotTheNextAnswer) {
+    ScriptedServer server([](int n, const std::string&) {
+        return Reply{ok(std::to_string(n)), false, false, n == 0 ? ok("stale") : ""};
+    });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    ASSERT_EQ(wait_for(client, 1).size(), 1u);
+    std::this_thread::sleep_for(50ms); // the unasked answer reaches the client
     client.submit(post(server.url(), 2));
     auto got = wait_for(client, 1);
     ASSERT_EQ(got.size(), 1u);
