@@ -61,6 +61,13 @@ int import_command(const ImportFlags& f) {
     if (!dataset) {
         return report(dataset.error());
     }
+    // One writer at a time, as for run and merge: a merge into this file
+    // would replace it by another and lose what is imported meanwhile.
+    auto lock = store::RunLock::acquire(f.db, store::RunLock::Wait::no, nullptr,
+                                        "wait for it to finish, then import again");
+    if (!lock) {
+        return report(lock.error());
+    }
     // A database this command creates is removed again if the file turns out
     // not to be samples: a failed import leaves no empty database behind.
     const bool new_db = !std::filesystem::exists(f.db, ec);

@@ -8,6 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <re2/re2.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -168,6 +172,21 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
                   bad.string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "1");
+    // While another diffeval writes the file (a run, or a merge that will
+    // replace it), an import is refused and stores nothing.
+    {
+        const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+        ASSERT_GE(held, 0);
+        ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+        auto busy = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "z", "--dataset",
+                              dataset, good.string()});
+        ::close(held);
+        EXPECT_EQ(busy.exit_code, 2);
+        EXPECT_NE(busy.err.find("in use by another diffeval run"), std::string::npos) << busy.err;
+        EXPECT_NE(busy.err.find("then import again"), std::string::npos) << busy.err;
+        EXPECT_EQ(std::count(busy.err.begin(), busy.err.end(), '\n'), 1) << busy.err;
+        EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "1");
+    }
     auto f = e2e::run({"export", "--db", db.string(), "--format", "csv", "--out", dir.string()});
     EXPECT_EQ(f.exit_code, 2);
     EXPECT_NE(f.err.find("lm-eval-samples"), std::string::npos) << f.err;
