@@ -8,6 +8,7 @@
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/rescore.hpp>
 #include <harness/analysis/summary.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/store/readers.hpp>
 #include <harness/util/text.hpp>
 #include <reports/tables.hpp>
@@ -312,6 +313,14 @@ int rescore_command(const AnalyseFlags& f) {
     auto st = open_existing_store(f.db, true);
     if (!st) {
         return report(st.error());
+    }
+    // One writer at a time, as for run, merge and import: a run would score
+    // its later responses without a scorer stored meanwhile, and a merge
+    // into the file would replace it, losing the stored scorers.
+    auto lock = store::RunLock::acquire(f.db, store::RunLock::Wait::no, nullptr,
+                                        "wait for it to finish, then rescore again");
+    if (!lock) {
+        return report(lock.error());
     }
     auto r = analysis::rescore(**st, *mode, analysis::Scope::all, *added);
     if (!r) {

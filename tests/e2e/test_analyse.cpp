@@ -8,6 +8,10 @@
 #include <fstream>
 #include <regex>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -429,6 +433,19 @@ TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {
                   "1 0 lm-eval-flexible=0 lm-eval-strict=0 vllm=0",
                   "1 1 lm-eval-flexible=0 lm-eval-strict=0 vllm=0",
               }));
+
+    // While another diffeval writes the file (a run, a merge into it), a
+    // rescore is refused and changes no score.
+    const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    e2e::exec(db, "UPDATE scores SET correct = 1 WHERE scorer = 'vllm'"); // what rescore redoes
+    auto busy = e2e::run({"rescore", "--db", db.string()});
+    ::close(held);
+    EXPECT_EQ(busy.exit_code, 2);
+    EXPECT_NE(busy.err.find("in use by another diffeval run"), std::string::npos) << busy.err;
+    EXPECT_NE(busy.err.find("then rescore again"), std::string::npos) << busy.err;
+    EXPECT_EQ(e2e::query(db, "SELECT sum(correct) FROM scores WHERE scorer = 'vllm'"), "4");
 }
 
 // Groups that ran different subsets of the same questions are compared on
