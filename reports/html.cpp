@@ -9,6 +9,7 @@
 #include <harness/store/readers.hpp>
 #include <harness/util/embedded.hpp>
 #include <harness/util/escape.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/pyjson.hpp>
 
 #include <reports/charts.hpp>
@@ -539,26 +540,28 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
     const std::string after = std::string("]}</script>\n<script>\n") +
                               std::string(asset("reports/assets/report.js")) +
                               "</script>\n</body>\n</html>\n";
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(path.c_str(), "wb"),
-                                                        &std::fclose);
+    // Written beside and renamed into place: a report killed half-way, or
+    // written by two jobs at once, is never left as half a page.
+    auto out = util::ReplacingFile::create(path.string());
+    if (!out) {
+        return out.error();
+    }
     auto failed = [&] {
         return util::make_error(
             util::ErrorKind::io,
             fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
     };
-    if (!out) {
+    if (!out->write(before) || std::fflush(out->stream()) != 0) {
         return failed();
     }
-    if (std::fwrite(before.data(), 1, before.size(), out.get()) != before.size() ||
-        std::fflush(out.get()) != 0) {
-        return failed();
-    }
-    if (auto r = rows.copy_to(fileno(out.get())); !r) {
+    if (auto r = rows.copy_to(fileno(out->stream())); !r) {
         return r;
     }
-    if (std::fwrite(after.data(), 1, after.size(), out.get()) != after.size() ||
-        std::fclose(out.release()) != 0) {
+    if (!out->write(after)) {
         return failed();
+    }
+    if (auto r = out->commit(); !r) {
+        return r;
     }
     return {};
 }

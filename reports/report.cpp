@@ -4,6 +4,7 @@
 #include <reports/html.hpp>
 #include <reports/markdown.hpp>
 
+#include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -24,10 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 
 util::Result<void> write_file(const fs::path& path, const std::string& content) {
-    std::ofstream f(path, std::ios::binary);
-    f << content;
-    f.close();
-    if (!f) {
+    auto f = util::ReplacingFile::create(path.string());
+    if (!f || !f->write(content) || !f->commit()) {
         // A path the user gave that cannot take files is theirs to change
         // (exit 2); a write that fails where it could is the disk's (exit 1).
         const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");

@@ -6,6 +6,7 @@
 #include <harness/cli/gate_sources.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
+#include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 
 #include <harness/analysis/gate.hpp>
@@ -171,10 +172,19 @@ std::string verdict_junit(const analysis::GateVerdict& v, const Clock& clock) {
 
 util::Result<void> write_file(const std::string& path, const std::string& text,
                               std::ios::openmode mode, const char* what) {
-    std::ofstream f(path, std::ios::binary | mode);
-    f << text;
-    f.close();
-    if (!f) {
+    // The step summary is appended to (GitHub's file, shared by the job's
+    // steps); every other file is replaced whole.
+    bool written = false;
+    if (mode & std::ios::app) {
+        std::ofstream f(path, std::ios::binary | mode);
+        f << text;
+        f.close();
+        written = static_cast<bool>(f);
+    } else {
+        auto f = util::ReplacingFile::create(path);
+        written = f && f->write(text) && f->commit();
+    }
+    if (!written) {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("cannot write {} to {}", what, path));
     }

@@ -254,10 +254,13 @@ util::Result<ExportSummary> export_samples(store::Store& st, const std::string& 
         if (!r) {
             return r.error();
         }
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        out << text;
-        if (!out.flush()) {
-            return make_error(ErrorKind::io, fmt::format("cannot write {}", path.string()));
+        auto out = util::ReplacingFile::create(path.string());
+        if (!out) {
+            return out.error();
+        }
+        out->write(text);
+        if (auto done = out->commit(); !done) {
+            return done.error();
         }
         summary.files.push_back(path.string());
     }

@@ -1,9 +1,12 @@
 // Whole-file reads; see file.hpp.
 #include <harness/util/file.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -143,6 +146,95 @@ std::string resolved_path(const std::string& path) {
     std::error_code ec;
     auto resolved = std::filesystem::weakly_canonical(path, ec);
     return ec || resolved.empty() ? path : resolved.string();
+}
+
+namespace {
+
+Error write_error(const std::string& path, int err) {
+    return make_error(ErrorKind::io, fmt::format("cannot write {}: {}", path, std::strerror(err)));
+}
+
+} // namespace
+
+Result<ReplacingFile> ReplacingFile::create(const std::string& path) {
+    static std::atomic<unsigned> serial{0};
+    ReplacingFile f;
+    f.m_path = path;
+    f.m_target = resolved_path(path);
+    const std::filesystem::path target(f.m_target);
+    struct stat old {};
+    const bool existed = ::stat(f.m_target.c_str(), &old) == 0;
+    if (existed && S_ISDIR(old.st_mode)) {
+        return write_error(path, EISDIR);
+    }
+    f.m_tmp = (target.parent_path() /
+               fmt::format(".{}.{}-{}.tmp", target.filename().string(), ::getpid(), serial++))
+                  .string();
+    int fd = ::open(f.m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    const int err = errno;
+    if (fd < 0 && existed && (err == EACCES || err == EROFS || err == EPERM)) {
+        // No new file beside it: write this one in place.
+        f.m_tmp.clear();
+        fd = ::open(f.m_target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        return write_error(path, f.m_tmp.empty() ? errno : err);
+    }
+    if (existed && !f.m_tmp.empty()) {
+        (void)::fchmod(fd, old.st_mode & 07777);
+    }
+    f.m_file = ::fdopen(fd, "wb");
+    if (!f.m_file) {
+        const int e = errno;
+        ::close(fd);
+        if (!f.m_tmp.empty()) {
+            ::unlink(f.m_tmp.c_str());
+        }
+        return write_error(path, e);
+    }
+    return f;
+}
+
+ReplacingFile::ReplacingFile(ReplacingFile&& other) noexcept
+    : m_path(std::move(other.m_path)), m_target(std::move(other.m_target)),
+      m_tmp(std::move(other.m_tmp)), m_file(other.m_file), m_committed(other.m_committed) {
+    other.m_file = nullptr;
+    other.m_tmp.clear();
+    other.m_committed = true;
+}
+
+ReplacingFile::~ReplacingFile() {
+    if (m_file) {
+        std::fclose(m_file);
+    }
+    if (!m_committed && !m_tmp.empty()) {
+        ::unlink(m_tmp.c_str());
+    }
+}
+
+bool ReplacingFile::write(std::string_view bytes) {
+    return m_file && std::fwrite(bytes.data(), 1, bytes.size(), m_file) == bytes.size();
+}
+
+Result<void> ReplacingFile::commit() {
+    if (!m_file) {
+        return write_error(m_path, EBADF);
+    }
+    const bool flushed = std::fflush(m_file) == 0 && !std::ferror(m_file);
+    int err = errno;
+    const bool closed = std::fclose(m_file) == 0;
+    m_file = nullptr;
+    if (!flushed || !closed) {
+        return write_error(m_path, flushed ? errno : err);
+    }
+    if (!m_tmp.empty() && ::rename(m_tmp.c_str(), m_target.c_str()) != 0) {
+        err = errno;
+        ::unlink(m_tmp.c_str());
+        m_tmp.clear();
+        return write_error(m_path, err);
+    }
+    m_committed = true;
+    return {};
 }
 
 } // namespace diffeval::util

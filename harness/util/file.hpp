@@ -2,10 +2,14 @@
 // file a path names.
 #pragma once
 
+#include <harness/util/result.hpp>
+
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace diffeval::util {
 
@@ -37,5 +41,40 @@ std::string resolved_path(const std::string& path);
 // but a file nobody may write (chmod a-w) was made read-only on purpose.
 // `error` gets why not.
 bool may_write(const std::string& path, std::string* error = nullptr);
+
+// An output file (a report, a JUnit file, a samples file) written whole or
+// not at all. The bytes go to a new file beside the one `path` names
+// (".NAME.PID-N.tmp"), which commit() renames over it: a reader (a CI job
+// uploading artifacts, a browser) finds the old file or the new one, never
+// half of one; two processes writing one path each leave a whole file; a
+// failure leaves the old file as it was and removes the new one. A symbolic
+// link stays one (the file it names is replaced) and an existing file's
+// permissions are kept. Where no new file can be made beside it (a directory
+// that is not writable, holding a writable file) the file is written in
+// place, as before.
+class ReplacingFile {
+public:
+    // Errors are ErrorKind::io, "cannot write PATH: REASON".
+    static Result<ReplacingFile> create(const std::string& path);
+    ReplacingFile(ReplacingFile&& other) noexcept;
+    ReplacingFile& operator=(ReplacingFile&&) = delete;
+    ReplacingFile(const ReplacingFile&) = delete;
+    ReplacingFile& operator=(const ReplacingFile&) = delete;
+    ~ReplacingFile(); // an uncommitted file's new bytes are removed
+
+    std::FILE* stream() const { return m_file; }
+    // Whether all of `bytes` went to the stream.
+    bool write(std::string_view bytes);
+    // Flush, close and put the new file in the old one's place.
+    Result<void> commit();
+
+private:
+    ReplacingFile() = default;
+    std::string m_path;   // as the caller named it, for messages
+    std::string m_target; // the file replaced (links followed)
+    std::string m_tmp;    // the new file; empty when writing in place
+    std::FILE* m_file = nullptr;
+    bool m_committed = false;
+};
 
 } // namespace diffeval::util

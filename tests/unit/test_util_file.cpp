@@ -155,3 +155,111 @@ TEST(ReadFileEnds, ALineLongerThanWhatIsKeptIsLeftOutWhole) {
     EXPECT_EQ(ends->text.find('k'), std::string::npos);
     EXPECT_EQ(ends->text.find("ee"), std::string::npos);
 }
+
+namespace {
+
+std::filesystem::path fresh_dir(const std::string& name) {
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("diffeval-unit-replace-" + std::to_string(::getpid()) + "-" + name);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
+}
+
+std::string contents(const std::filesystem::path& p) {
+    return util::read_file(p).value_or("<unreadable>");
+}
+
+size_t entries(const std::filesystem::path& dir) {
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(dir),
+                                             std::filesystem::directory_iterator()));
+}
+
+} // namespace
+
+// A report being written is never seen half-written: the old file stays
+// until commit, then the new one is there whole, with the old one's mode.
+TEST(ReplacingFile, TheOldFileStaysWholeUntilTheNewOneIsCommitted) {
+    const auto dir = fresh_dir("commit");
+    const auto path = dir / "report.html";
+    std::ofstream(path) << "old report";
+    ::chmod(path.c_str(), 0640);
+    auto f = util::ReplacingFile::create(path.string());
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    ASSERT_TRUE(f->write("new "));
+    std::fflush(f->stream());
+    EXPECT_EQ(contents(path), "old report");
+    ASSERT_TRUE(f->write("report"));
+    ASSERT_TRUE(f->commit().ok());
+    EXPECT_EQ(contents(path), "new report");
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0640u);
+    EXPECT_EQ(entries(dir), 1u); // no temporary left beside it
+}
+
+// A write that fails or is abandoned (an error half-way) leaves the old file
+// and no temporary.
+TEST(ReplacingFile, AnAbandonedWriteLeavesTheOldFileAndNoTemporary) {
+    const auto dir = fresh_dir("abandon");
+    const auto path = dir / "junit.xml";
+    std::ofstream(path) << "old";
+    {
+        auto f = util::ReplacingFile::create(path.string());
+        ASSERT_TRUE(f.ok());
+        ASSERT_TRUE(f->write("half of a new"));
+    }
+    EXPECT_EQ(contents(path), "old");
+    EXPECT_EQ(entries(dir), 1u);
+}
+
+// A symbolic link to the output stays a link; the file it names is replaced.
+TEST(ReplacingFile, ALinkStaysALinkAndItsFileIsReplaced) {
+    const auto dir = fresh_dir("link");
+    const auto real = dir / "real.md";
+    const auto link = dir / "link.md";
+    std::ofstream(real) << "old";
+    std::filesystem::create_symlink(real, link);
+    auto f = util::ReplacingFile::create(link.string());
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->write("new"));
+    ASSERT_TRUE(f->commit().ok());
+    EXPECT_TRUE(std::filesystem::is_symlink(link));
+    EXPECT_EQ(contents(real), "new");
+}
+
+// A directory in the output's place, or a missing parent, is an error
+// naming the path, and nothing is created.
+TEST(ReplacingFile, ADirectoryOrAMissingParentIsAnErrorNamingThePath) {
+    const auto dir = fresh_dir("bad");
+    std::filesystem::create_directories(dir / "report.html");
+    auto taken = util::ReplacingFile::create((dir / "report.html").string());
+    ASSERT_FALSE(taken.ok());
+    EXPECT_NE(taken.error().message.find("report.html: Is a directory"), std::string::npos)
+        << taken.error().message;
+    auto missing = util::ReplacingFile::create((dir / "no" / "x.json").string());
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().message.find("x.json: No such file"), std::string::npos)
+        << missing.error().message;
+    EXPECT_EQ(entries(dir), 1u);
+}
+
+// Two writers of one path (two CI jobs): each leaves a whole file, never a
+// mix of both.
+TEST(ReplacingFile, TwoWritersOfOnePathEachLeaveAWholeFile) {
+    const auto dir = fresh_dir("two");
+    const auto path = dir / "summary.json";
+    const std::string a(1 << 20, 'a');
+    const std::string b(1 << 20, 'b');
+    auto fa = util::ReplacingFile::create(path.string());
+    auto fb = util::ReplacingFile::create(path.string());
+    ASSERT_TRUE(fa.ok() && fb.ok());
+    ASSERT_TRUE(fa->write(a.substr(0, a.size() / 2)));
+    ASSERT_TRUE(fb->write(b));
+    ASSERT_TRUE(fa->write(a.substr(a.size() / 2)));
+    ASSERT_TRUE(fb->commit().ok());
+    EXPECT_EQ(contents(path), b);
+    ASSERT_TRUE(fa->commit().ok());
+    EXPECT_EQ(contents(path), a);
+    EXPECT_EQ(entries(dir), 1u);
+}
