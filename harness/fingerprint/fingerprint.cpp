@@ -22,8 +22,9 @@ struct Rules::Impl {
     struct Fact {
         std::string name;
         std::unique_ptr<RE2> re;
-        std::string value;   // a rewrite of the groups (`\2`), or "" for group 1 as written
-        bool stated = false; // group 1 is only what the server stated, not the fact
+        std::unique_ptr<RE2> form; // group 1 in the words the fact is rewritten from, or null
+        std::string value;         // the rewrite of `form`'s groups (`b\1-\2`)
+        bool stated = false;       // group 1 is only what the server stated, not the fact
     };
     struct ConflictRule {
         std::string name;
@@ -33,6 +34,16 @@ struct Rules::Impl {
     std::string engine;
     std::vector<Fact> facts;
     std::vector<ConflictRule> conflicts;
+
+    // `f`'s value for what the server stated (`text`): the rewrite when
+    // `text` is in `f`'s form, else nullopt (the text is the value).
+    static std::optional<std::string> rewritten(const Fact& f, std::string_view text) {
+        std::string out;
+        if (!f.form || !RE2::Extract(text, *f.form, f.value, &out)) {
+            return std::nullopt;
+        }
+        return out;
+    }
 };
 
 Rules::Rules(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -83,14 +94,32 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
                                 "in a group ({})",
                                 where(f), *name, re->ok() ? "no group" : re->error()));
             }
-            Impl::Fact fact{*name, std::move(re), (*t)["value"].value_or(std::string{}),
+            Impl::Fact fact{*name, std::move(re), nullptr, (*t)["value"].value_or(std::string{}),
                             (*t)["stated"].value_or(false)};
-            if (std::string why;
-                !fact.value.empty() && !fact.re->CheckRewriteString(fact.value, &why)) {
+            auto form = (*t)["form"].value<std::string>();
+            if (form.has_value() != !fact.value.empty()) {
                 return make_error(ErrorKind::usage,
-                                  fmt::format("{}: fact '{}': value '{}' does not fit the "
-                                              "pattern's groups ({})",
-                                              where(f), *name, fact.value, why));
+                                  fmt::format("{}: fact '{}': give `form` and `value` together "
+                                              "(the stated words' pattern and its rewrite)",
+                                              where(f), *name));
+            }
+            if (form) {
+                // Compiled alone first: a form such as 'a)|(b' would
+                // otherwise escape the anchors put around it.
+                if (RE2 alone(*form, RE2::Quiet); !alone.ok()) {
+                    return make_error(ErrorKind::usage,
+                                      fmt::format("{}: fact '{}': form '{}' must compile ({})",
+                                                  where(f), *name, *form, alone.error()));
+                }
+                // Anchored: the stated words are the form, not a part of it.
+                fact.form = std::make_unique<RE2>("\\A(?:" + *form + ")\\z", RE2::Quiet);
+                std::string why;
+                if (!fact.form->CheckRewriteString(fact.value, &why)) {
+                    return make_error(ErrorKind::usage,
+                                      fmt::format("{}: fact '{}': value '{}' does not fit the "
+                                                  "groups of form '{}' ({})",
+                                                  where(f), *name, fact.value, *form, why));
+                }
             }
             impl->facts.push_back(std::move(fact));
         }
@@ -133,6 +162,35 @@ util::Result<Rules> Rules::load(const std::string& name_or_path) {
     return parse(*text, name_or_path);
 }
 
+namespace {
+
+// The server's words are kept only where they say something the fact does
+// not.
+void drop_stated_facts(Fingerprint& fp) {
+    for (auto it = fp.stated.begin(); it != fp.stated.end();) {
+        auto fact = fp.facts.find(it->first);
+        it = fact != fp.facts.end() && fact->second == it->second ? fp.stated.erase(it)
+                                                                  : std::next(it);
+    }
+}
+
+} // namespace
+
+void Rules::normalize(Fingerprint& fp) const {
+    for (const auto& f : m_impl->facts) {
+        auto it = fp.facts.find(f.name);
+        if (it == fp.facts.end()) {
+            continue;
+        }
+        if (auto fact = Impl::rewritten(f, it->second)) {
+            // The words a newer diffeval would have kept, unless it did.
+            fp.stated.try_emplace(f.name, it->second);
+            it->second = std::move(*fact);
+        }
+    }
+    drop_stated_facts(fp);
+}
+
 Fingerprint Rules::apply(std::string_view log) const {
     Fingerprint fp;
     fp.engine = m_impl->engine;
@@ -152,23 +210,15 @@ Fingerprint Rules::apply(std::string_view log) const {
                 fp.stated[f.name] = std::move(value);
                 continue;
             }
-            if (!f.value.empty()) {
-                std::string rewritten;
-                RE2::Extract(line, *f.re, f.value, &rewritten);
+            if (auto fact = Impl::rewritten(f, value)) {
                 fp.stated[f.name] = std::move(value);
-                value = std::move(rewritten);
+                value = std::move(*fact);
             }
             fp.facts[f.name] = std::move(value);
         }
         pos = end + 1;
     }
-    // The server's words are kept only where they say something the fact
-    // does not.
-    for (auto it = fp.stated.begin(); it != fp.stated.end();) {
-        auto fact = fp.facts.find(it->first);
-        it = fact != fp.facts.end() && fact->second == it->second ? fp.stated.erase(it)
-                                                                  : std::next(it);
-    }
+    drop_stated_facts(fp);
     for (const auto& rule : m_impl->conflicts) {
         Conflict c{rule.name, rule.message, {}};
         bool all = true;
@@ -207,6 +257,18 @@ const util::Result<std::vector<Rules>>& builtin_rules() {
 }
 
 } // namespace
+
+void normalize(Fingerprint& fp) {
+    const auto& all = builtin_rules();
+    if (!all) {
+        return;
+    }
+    for (const auto& rules : *all) {
+        if (rules.engine() == fp.engine) {
+            rules.normalize(fp);
+        }
+    }
+}
 
 util::Result<Fingerprint> fingerprint_log(std::string_view log) {
     const auto& all = builtin_rules();

@@ -50,6 +50,11 @@ public:
     const std::string& engine() const;
     // Facts and conflicts of the log text `log`.
     Fingerprint apply(std::string_view log) const;
+    // Rewrite each fact of `fp` that is still in the words the server stated
+    // (a rule's `form`) into the fact's one form, as apply() does, keeping
+    // the words as stated: a fact an older diffeval stored before its rule
+    // had a rewrite reads as this one writes it. Other facts are kept.
+    void normalize(Fingerprint& fp) const;
 
 private:
     struct Impl;
@@ -64,9 +69,16 @@ private:
 nlohmann::json to_json(const Fingerprint& fp);
 
 // Read back what to_json wrote, or an older diffeval did: a value that is
-// not a string reads as its JSON text, a part of the wrong type as absent;
-// nullopt when `text` is not a JSON object.
+// not a string reads as its JSON text, a part of the wrong type as absent,
+// and facts are normalized (below), so a database written before a rule
+// gained its rewrite compares as one written after; nullopt when `text` is
+// not a JSON object.
 std::optional<Fingerprint> fingerprint_from_json(std::string_view text);
+
+// Rules::normalize with the built-in rules of `fp`'s engine (none for an
+// engine they do not name): llama.cpp's build stored as its log writes it,
+// "11669 (Debian)", reads "b11669-Debian" with the words as stated.
+void normalize(Fingerprint& fp);
 
 // Apply every built-in rules file and keep the one that found most facts;
 // its engine is "" when no rules found any.

@@ -69,6 +69,7 @@ std::optional<Fingerprint> fingerprint_from_json(std::string_view text) {
             }
         }
     }
+    normalize(out);
     return out;
 }
 

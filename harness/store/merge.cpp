@@ -8,6 +8,7 @@
 // (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
 
+#include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/sqlite.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
@@ -73,6 +74,32 @@ std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_co
     return out;
 }
 
+// The first fingerprint fact a server of `src` and main's server of that
+// name both hold with two values: its name, the fact, main's value and
+// src's; empty when none. Each is read back as every reader reads it
+// (fingerprint_from_json), so a fact an older diffeval stored in the
+// server's own words (llama.cpp's build "11669 (Debian)") matches the same
+// fact stored in its one form ("b11669-Debian").
+std::vector<std::string> differing_fact(sqlite3* db) {
+    Statement st(db, "SELECT s.name, m.facts_json, s.facts_json FROM src.servers s "
+                     "JOIN main.servers m ON m.name = s.name "
+                     "WHERE m.facts_json IS NOT NULL AND s.facts_json IS NOT NULL ORDER BY s.name");
+    while (st.step()) {
+        auto a = fingerprint::fingerprint_from_json(st.column_text(1));
+        auto b = fingerprint::fingerprint_from_json(st.column_text(2));
+        if (!a || !b) {
+            continue;
+        }
+        for (const auto& [fact, value] : a->facts) {
+            auto other = b->facts.find(fact);
+            if (other != b->facts.end() && other->second != value) {
+                return {st.column_text(0), "fingerprint fact " + fact, value, other->second};
+            }
+        }
+    }
+    return {};
+}
+
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
     // A server is what it served: its model, its version, and each fact its
@@ -80,23 +107,19 @@ std::string find_conflict(sqlite3* db) {
     // (shards on different machines), and so may the facts one file knows
     // and the other does not: a shard whose server diffeval launched has
     // its log's, one attached to a running server only /props's.
-    auto server = first_row(
-        db,
-        "WITH pairs AS (SELECT s.name, "
-        "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
-        "json_extract(m.info_json, '$.version') AS va, "
-        "json_extract(s.info_json, '$.version') AS vb, "
-        "CASE WHEN json_valid(m.facts_json) THEN json_extract(m.facts_json, '$.facts') END AS fa, "
-        "CASE WHEN json_valid(s.facts_json) THEN json_extract(s.facts_json, '$.facts') END AS fb "
-        "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
-        "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
-        "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
-        "UNION ALL SELECT p.name, 'fingerprint fact ' || a.key, a.value, b.value "
-        "FROM pairs p, json_each(CASE WHEN json_type(p.fa) = 'object' THEN p.fa END) a "
-        "JOIN json_each(CASE WHEN json_type(p.fb) = 'object' THEN p.fb END) b ON b.key = a.key "
-        "WHERE a.value IS NOT b.value "
-        "LIMIT 1",
-        4);
+    auto server = first_row(db,
+                            "WITH pairs AS (SELECT s.name, "
+                            "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
+                            "json_extract(m.info_json, '$.version') AS va, "
+                            "json_extract(s.info_json, '$.version') AS vb "
+                            "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
+                            "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
+                            "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
+                            "LIMIT 1",
+                            4);
+    if (server.empty()) {
+        server = differing_fact(db);
+    }
     if (!server.empty()) {
         return fmt::format("server '{}' has {} {} there but {} here; give different runs "
                            "different server names",

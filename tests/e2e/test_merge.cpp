@@ -202,3 +202,44 @@ TEST(Merge, FingerprintsAreComparedFactByFact) {
               std::string::npos)
         << o.err;
 }
+
+// A shard written before the build fact was rewritten holds it as
+// llama.cpp's log writes it ("11669 (Debian)"); merged with a shard of the
+// same server written since ("b11669-Debian"), it is the same build, and
+// merged with another build it is refused naming both in one form.
+TEST(Merge, ABuildStoredInTheLogsWordsMatchesTheSameBuildInItsOneForm) {
+    auto dir = e2e::scratch("merge-old-build");
+    e2e::Sim sim;
+    auto shard = [&](const std::string& name, const std::string& which) {
+        auto path = dir / name;
+        auto args = run_args(sim, path);
+        args.insert(args.end(), {"--shard", which});
+        EXPECT_EQ(e2e::run(args).exit_code, 0);
+        return path;
+    };
+    const auto old_shard = shard("old.sqlite", "0/2");
+    const auto new_shard = shard("new.sqlite", "1/2");
+    e2e::exec(old_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                         R"x({"engine_version": "11669 (Debian)", "slots": "2"}, )x"
+                         R"x("conflicts": []}')x");
+    e2e::exec(new_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                         R"x({"engine_version": "b11669-Debian", "slots": "2"}, "stated": )x"
+                         R"x({"engine_version": "11669 (Debian)"}, "conflicts": []}')x");
+    auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), old_shard.string(), new_shard.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
+    // The stored row is what the first file held, not rewritten.
+    EXPECT_EQ(query(out, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "11669 (Debian)");
+
+    e2e::exec(new_shard, R"(UPDATE servers SET facts_json = json_set(facts_json, )"
+                         R"('$.facts.engine_version', 'b11700-Debian'))");
+    auto clash = dir / "clash.sqlite";
+    o = e2e::run({"merge", clash.string(), old_shard.string(), new_shard.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.err.find("server 'default' has fingerprint fact engine_version b11669-Debian "
+                         "there but b11700-Debian here"),
+              std::string::npos)
+        << o.err;
+}

@@ -472,3 +472,37 @@ TEST(Report, ALlamaCppServersVersionIsItsBuildNotItsServerHeader) {
     EXPECT_NE(md.find("| version | b11669-Debian | b11700-Debian | yes |"), std::string::npos)
         << md;
 }
+
+// A database written before the build fact was rewritten holds it as
+// llama.cpp's log writes it; beside a server fingerprinted since, the same
+// build reads as one value, not two, and the other build still differs.
+TEST(Report, ALlamaCppBuildStoredInTheLogsWordsIsTheSameBuild) {
+    auto dir = e2e::scratch("report_old_build");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"}, "4");
+    e2e::exec(db, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                  R"x({"engine_version": "11669 (Debian)"}, "conflicts": []}' )x"
+                  R"x(WHERE name = 'default')x");
+    e2e::exec(db, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                  R"x({"engine_version": "b11669-Debian"}, "stated": {"engine_version": )x"
+                  R"x("11669 (Debian)"}, "conflicts": []}' WHERE name = 'deepgemm')x");
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string(), "--format",
+                       "md,html,json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("| engine\\_version | b11669-Debian | b11669-Debian |  |"), std::string::npos)
+        << md;
+    auto html = e2e::slurp(dir / "out" / "report.html");
+    EXPECT_NE(html.find("<tr><td>engine_version</td><td>b11669-Debian"), std::string::npos);
+    auto j = json::parse(e2e::slurp(dir / "out" / "summary.json"));
+    EXPECT_EQ(j["servers"][0]["facts"]["engine_version"], "b11669-Debian");
+
+    e2e::exec(db, R"(UPDATE servers SET facts_json = json_set(facts_json, )"
+                  R"('$.facts.engine_version', 'b11700-Debian') WHERE name = 'deepgemm')");
+    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("| engine\\_version | b11669-Debian | b11700-Debian | yes |"),
+              std::string::npos)
+        << md;
+}

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <string>
+
 using namespace diffeval;
 
 TEST(FingerprintJson, WhatIsStoredReadsBackTheSame) {
@@ -43,4 +46,33 @@ TEST(FingerprintJson, OlderAndDamagedRowsReadWhatTheyCan) {
 
     EXPECT_FALSE(fingerprint::fingerprint_from_json("[1, 2]"));
     EXPECT_FALSE(fingerprint::fingerprint_from_json("{not json"));
+}
+
+// A database written before llama.cpp's build fact was rewritten holds it as
+// the log writes it; it reads back as a newer diffeval writes it, the log's
+// words as stated. A fact already in its one form, or another engine's
+// version, reads as stored.
+TEST(FingerprintJson, ALlamaCppBuildStoredInTheLogsWordsReadsInItsOneForm) {
+    auto old = fingerprint::fingerprint_from_json(
+        R"x({"engine":"llamacpp","facts":{"engine_version":"11669 (Debian)","slots":"2"}})x");
+    ASSERT_TRUE(old);
+    EXPECT_EQ(old->facts.at("engine_version"), "b11669-Debian");
+    EXPECT_EQ(old->facts.at("slots"), "2");
+    EXPECT_EQ(old->stated,
+              (std::map<std::string, std::string>{{"engine_version", "11669 (Debian)"}}));
+
+    auto written = fingerprint::fingerprint_log(
+        "common_params_print_info: build 11669 (Debian) with GNU 16.2.0 for Linux x86_64\n"
+        "load_model: initializing, n_slots = 2, n_ctx_slot = 4096\n");
+    ASSERT_TRUE(written.ok());
+    auto fresh = fingerprint::fingerprint_from_json(fingerprint::to_json(*written).dump());
+    ASSERT_TRUE(fresh);
+    EXPECT_EQ(fresh->facts.at("engine_version"), old->facts.at("engine_version"));
+    EXPECT_EQ(fresh->stated, old->stated);
+
+    auto other = fingerprint::fingerprint_from_json(
+        R"x({"engine":"vllm","facts":{"engine_version":"11669 (Debian)"}})x");
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->facts.at("engine_version"), "11669 (Debian)");
+    EXPECT_TRUE(other->stated.empty());
 }

@@ -148,11 +148,54 @@ TEST(Fingerprint, LlamaServerFlashAttentionIsWhatAutoResolvedTo) {
 }
 
 TEST(Fingerprint, ValueThatNamesAMissingGroupIsRefused) {
-    auto r = Rules::parse("version = 1\n[[fact]]\nname = \"x\"\npattern = 'a (b)'\n"
-                          "value = 'v\\3'\n",
+    auto r = Rules::parse("version = 1\n[[fact]]\nname = \"x\"\npattern = 'a (b+)'\n"
+                          "form = '(b)b'\nvalue = 'v\\3'\n",
                           "my.toml");
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.error().message.find("my.toml:2: fact 'x': value 'v\\3' does not fit"),
+    EXPECT_NE(r.error().message.find("my.toml:2: fact 'x': value 'v\\3' does not fit the groups "
+                                     "of form '(b)b'"),
               std::string::npos)
         << r.error().message;
+    for (const auto* half : {"form = '(b)b'\n", "value = 'v\\1'\n"}) {
+        auto alone = Rules::parse(
+            std::string("version = 1\n[[fact]]\nname = \"x\"\npattern = 'a (b+)'\n") + half,
+            "my.toml");
+        ASSERT_FALSE(alone.ok()) << half;
+        EXPECT_NE(alone.error().message.find("give `form` and `value` together"), std::string::npos)
+            << alone.error().message;
+    }
+    // A form that does not compile on its own is refused, not wrapped into
+    // one that does ('\\A(?:b)|(b)\\z' would match any text ending in b).
+    auto open = Rules::parse("version = 1\n[[fact]]\nname = \"x\"\npattern = 'a (b+)'\n"
+                             "form = 'b)|(b'\nvalue = 'v\\1'\n",
+                             "my.toml");
+    ASSERT_FALSE(open.ok());
+    EXPECT_NE(open.error().message.find("my.toml:2: fact 'x': form 'b)|(b' must compile"),
+              std::string::npos)
+        << open.error().message;
+}
+
+// The stated words are rewritten only when they are all in the form; words
+// in another shape are the fact as written.
+TEST(Fingerprint, AFactIsRewrittenOnlyWhenItsWordsAreAllInTheForm) {
+    auto rules = Rules::parse("version = 1\nengine = \"t\"\n[[fact]]\nname = \"v\"\n"
+                              "pattern = 'version (\\S+)'\nform = '(\\d+)-(\\w+)'\n"
+                              "value = 'b\\1-\\2'\n",
+                              "t.toml");
+    ASSERT_TRUE(rules.ok()) << rules.error().message;
+    auto fp = rules->apply("version 12-ab\n");
+    EXPECT_EQ(fp.facts["v"], "b12-ab");
+    EXPECT_EQ(fp.stated["v"], "12-ab");
+    auto partly = rules->apply("version x12-ab\n");
+    EXPECT_EQ(partly.facts["v"], "x12-ab");
+    EXPECT_TRUE(partly.stated.empty());
+    // Stored in the words, read back in the form.
+    Fingerprint stored;
+    stored.engine = "t";
+    stored.facts = {{"v", "12-ab"}};
+    rules->normalize(stored);
+    EXPECT_EQ(stored.facts["v"], "b12-ab");
+    EXPECT_EQ(stored.stated["v"], "12-ab");
+    rules->normalize(stored);
+    EXPECT_EQ(stored.facts["v"], "b12-ab");
 }
