@@ -76,8 +76,8 @@ std::string what_ran(const ReportData& data) {
     for (const auto& f : analysis::fact_rows(data.servers)) {
         out += f.differs ? "<tr class=\"differs\" title=\"differs between servers\">" : "<tr>";
         out += "<td>" + util::xml_escape(f.name) + "</td>";
-        for (const auto& v : f.values) {
-            out += "<td>" + util::xml_escape(v.empty() ? "-" : v) + "</td>";
+        for (size_t i = 0; i < f.values.size(); ++i) {
+            out += "<td>" + util::xml_escape(fact_cell(f.values[i], f.stated[i])) + "</td>";
         }
         out += "</tr>\n";
     }

@@ -69,8 +69,8 @@ std::string servers_section(const ReportData& data) {
     rows[0].push_back("differs");
     for (const auto& f : analysis::fact_rows(data.servers)) {
         std::vector<std::string> row = {markdown_cell(f.name)};
-        for (const auto& v : f.values) {
-            row.push_back(markdown_cell(v.empty() ? "-" : v));
+        for (size_t i = 0; i < f.values.size(); ++i) {
+            row.push_back(markdown_cell(fact_cell(f.values[i], f.stated[i])));
         }
         row.push_back(f.differs ? "yes" : "");
         rows.push_back(std::move(row));

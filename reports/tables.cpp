@@ -117,6 +117,14 @@ std::string markdown_escape(const std::string& text) {
     return out;
 }
 
+std::string fact_cell(const std::string& value, const std::string& stated) {
+    std::string out = value.empty() ? "-" : value;
+    if (!stated.empty()) {
+        out += " (stated: " + util::one_line(stated, util::k_server_words_bytes) + ")";
+    }
+    return out;
+}
+
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style) {
     if (rows.empty()) {
         return "";

@@ -21,6 +21,13 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
 // `text` with Markdown's markup characters (| \ ` * _ < > [ ]) backslash-escaped.
 std::string markdown_escape(const std::string& text);
 
+// One server's cell of "What actually ran": its `value` ("-" when it reports
+// none), and its own words `stated` beside it when there are any, as
+// `diffeval fingerprint` prints them ("enabled (stated: auto)"); the words,
+// untrusted, as one line of at most util::k_server_words_bytes. Plain text:
+// escape it for the report's format.
+std::string fact_cell(const std::string& value, const std::string& stated);
+
 // The harness verdicts: accuracy per group and scorer, mean (min-max) over
 // repeats, in percent.
 std::string verdict_table(const analysis::Summary& summary, Style style);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace diffeval::analysis {
@@ -87,8 +88,8 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
 
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     std::vector<FactRow> rows;
-    auto add = [&](const std::string& name, auto value_of) {
-        FactRow row{name, {}, false};
+    auto add = [&](const std::string& name, auto value_of) -> FactRow& {
+        FactRow row{name, {}, std::vector<std::string>(servers.size()), false};
         std::set<std::string> seen;
         for (const auto& s : servers) {
             row.values.push_back(value_of(s));
@@ -98,6 +99,7 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
         }
         row.differs = seen.size() > 1;
         rows.push_back(std::move(row));
+        return rows.back();
     };
     add("engine", [](const ServerFacts& s) { return s.fingerprint.engine; });
     add("version", [](const ServerFacts& s) { return s.version; });
@@ -110,12 +112,19 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
         for (const auto& [k, v] : s.fingerprint.facts) {
             names.insert(k);
         }
+        for (const auto& [k, v] : s.fingerprint.stated) {
+            names.insert(k);
+        }
     }
     for (const auto& name : names) {
-        add(name, [&](const ServerFacts& s) {
-            auto it = s.fingerprint.facts.find(name);
-            return it == s.fingerprint.facts.end() ? std::string() : it->second;
-        });
+        auto in = [&](const std::map<std::string, std::string>& m) {
+            auto it = m.find(name);
+            return it == m.end() ? std::string() : it->second;
+        };
+        auto& row = add(name, [&](const ServerFacts& s) { return in(s.fingerprint.facts); });
+        for (size_t i = 0; i < servers.size(); ++i) {
+            row.stated[i] = in(servers[i].fingerprint.stated);
+        }
     }
     return rows;
 }

@@ -36,11 +36,15 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& store,
 struct FactRow {
     std::string name;
     std::vector<std::string> values; // per server, in `servers` order
-    bool differs = false;            // two servers report different values
+    // Per server, its own words where they are not the value (the
+    // fingerprint's `stated`: "auto" for flash attention it resolved), else
+    // "". Untrusted and of any length: bound it to print it.
+    std::vector<std::string> stated;
+    bool differs = false; // two servers report different values; stated words never count
 };
 
 // Rows for engine, version, model, max_model_len, then every fingerprint
-// fact any server reports, in name order.
+// fact any server reports or only stated, in name order.
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
 
 } // namespace diffeval::analysis

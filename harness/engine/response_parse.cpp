@@ -546,8 +546,7 @@ std::string raw_error_message(const std::string& body) {
 std::string error_message(const std::string& body) {
     // Printed and stored as one line: a server's control characters must not
     // forge lines of diffeval's own, and it may send a message of any length.
-    constexpr size_t k_max_message = 1000;
-    return util::one_line(raw_error_message(body), k_max_message);
+    return util::one_line(raw_error_message(body), util::k_server_words_bytes);
 }
 
 } // namespace diffeval::engine

@@ -135,6 +135,11 @@ inline std::optional<std::string> name_problem(std::string_view name) {
     return std::nullopt;
 }
 
+// The most bytes of a server's own words diffeval prints as one line (an
+// error message, what a fingerprint's server stated): a server may send any
+// length.
+inline constexpr size_t k_server_words_bytes = 1000;
+
 // Untrusted text (model output, a server's message) as one line of at most
 // `max_bytes` bytes plus "..." when cut: control characters (line ends,
 // terminal escapes) become spaces, runs of spaces one space, and a cut never

@@ -490,7 +490,10 @@ TEST(Report, ALlamaCppBuildStoredInTheLogsWordsIsTheSameBuild) {
                        "md,html,json"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     auto md = e2e::slurp(dir / "out" / "report.md");
-    EXPECT_NE(md.find("| engine\\_version | b11669-Debian | b11669-Debian |  |"), std::string::npos)
+    // The same words as stated, as a newer diffeval would have kept them.
+    EXPECT_NE(md.find("| engine\\_version | b11669-Debian (stated: 11669 (Debian)) | "
+                      "b11669-Debian (stated: 11669 (Debian)) |  |"),
+              std::string::npos)
         << md;
     auto html = e2e::slurp(dir / "out" / "report.html");
     EXPECT_NE(html.find("<tr><td>engine_version</td><td>b11669-Debian"), std::string::npos);
@@ -502,7 +505,42 @@ TEST(Report, ALlamaCppBuildStoredInTheLogsWordsIsTheSameBuild) {
     o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     md = e2e::slurp(dir / "out" / "report.md");
-    EXPECT_NE(md.find("| engine\\_version | b11669-Debian | b11700-Debian | yes |"),
+    EXPECT_NE(md.find("| engine\\_version | b11669-Debian (stated: 11669 (Debian)) | "
+                      "b11700-Debian (stated: 11669 (Debian)) | yes |"),
               std::string::npos)
         << md;
+}
+
+// A server's stated words show beside its fact in both reports, as
+// `diffeval fingerprint` prints them, escaped like every server-supplied
+// text and cut to one line: 1 MB of them does not reach the report.
+TEST(Report, WhatAServerStatedIsShownBesideItsFactEscapedAndBounded) {
+    auto dir = e2e::scratch("report_stated");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"}, "4");
+    e2e::exec(db, R"(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )"
+                  R"({"flash_attention": "enabled"}, "stated": {"flash_attention": "auto"}, )"
+                  R"("conflicts": []}' WHERE name = 'default')");
+    e2e::exec(db,
+              R"(UPDATE servers SET facts_json = json_set('{"engine": "llamacpp", "facts": )"
+              R"({"flash_attention": "enabled"}, "conflicts": []}', '$.stated.flash_attention', )"
+              R"('<b>on</b> | x' || char(10) || '| y & z ' || replace(hex(zeroblob(500000)), )"
+              R"('0', 'a')) WHERE name = 'deepgemm')");
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const std::string cut = std::string(900, 'a');
+    auto md = e2e::slurp(dir / "out" / "report.md");
+    const auto at = md.find("| flash\\_attention | enabled (stated: auto) | enabled (stated: "
+                            "\\<b\\>on\\</b\\> \\| x \\| y &amp; z aaaa");
+    ASSERT_NE(at, std::string::npos) << md.substr(md.find("## What actually ran"), 2000);
+    const auto line = md.substr(at, md.find('\n', at) - at);
+    EXPECT_NE(line.find(cut + "...) |  |"), std::string::npos) << line.substr(line.size() - 40);
+    EXPECT_LT(line.size(), 1200U);
+    EXPECT_LT(md.size(), 100'000U);
+    auto html = e2e::slurp(dir / "out" / "report.html");
+    const auto cell = html.find("<tr><td>flash_attention</td><td>enabled (stated: auto)</td><td>"
+                                "enabled (stated: &lt;b&gt;on&lt;/b&gt; | x | y &amp; z aaaa");
+    ASSERT_NE(cell, std::string::npos);
+    EXPECT_NE(html.find(cut + "...)</td></tr>", cell), std::string::npos);
+    EXPECT_EQ(html.find(std::string(1100, 'a')), std::string::npos);
 }

@@ -60,3 +60,32 @@ TEST(FactRows, FlashAttentionComparesWhatTheServerResolved) {
     EXPECT_TRUE(fa->differs);
     EXPECT_EQ(fa->values, (std::vector<std::string>{"enabled", "disabled"}));
 }
+
+// What a server stated rides beside its value, never in it: the table shows
+// it and `differs` ignores it; a fact a server only stated (a log cut before
+// flash attention was resolved) still gets its row.
+TEST(FactRows, StatedWordsRideBesideTheValue) {
+    const std::string build = "common_params_print_info: build 11669 (Debian) with GNU\n";
+    auto auto_on = server("auto", build + "llama_context: flash_attn            = auto\n"
+                                          "resolve_fused_ops: Flash Attention enabled\n");
+    auto on = server("on", "llama_context: flash_attn            = enabled\n");
+    auto rows = analysis::fact_rows({auto_on, on});
+    const auto* fa = row_named(rows, "flash_attention");
+    ASSERT_NE(fa, nullptr);
+    EXPECT_EQ(fa->stated, (std::vector<std::string>{"auto", ""}));
+    EXPECT_FALSE(fa->differs);
+    const auto* build_row = row_named(rows, "engine_version");
+    ASSERT_NE(build_row, nullptr);
+    EXPECT_EQ(build_row->values, (std::vector<std::string>{"b11669-Debian", ""}));
+    EXPECT_EQ(build_row->stated, (std::vector<std::string>{"11669 (Debian)", ""}));
+    // The rows every server has say nothing stated.
+    EXPECT_EQ(row_named(rows, "version")->stated, (std::vector<std::string>{"", ""}));
+
+    auto cut = server("cut", "llama_context: flash_attn            = auto\n"
+                             "load_model: initializing, n_slots = 1, n_ctx_slot = 512\n");
+    auto only_stated = analysis::fact_rows({cut});
+    fa = row_named(only_stated, "flash_attention");
+    ASSERT_NE(fa, nullptr);
+    EXPECT_EQ(fa->values, std::vector<std::string>{""});
+    EXPECT_EQ(fa->stated, std::vector<std::string>{"auto"});
+}
