@@ -98,12 +98,12 @@ void make_deterministic_with_conflict(const fs::path& db) {
                   "q.question_idx) || ' seconds') FROM requests q WHERE q.request_id = "
                   "responses.request_id)");
     e2e::exec(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
-                  R"({"engine_version": "0.26.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": )"
+                  R"({"engine_version": "0.28.0", "fp8_moe_backend": "DEEPGEMM"}, "conflicts": )"
                   R"([{"name": "backend", "message": "log selects DeepGEMM but )"
                   R"(VLLM_USE_DEEP_GEMM=0", "evidence": ["Using DeepGEMM for FP8 MoE"]}]}' )"
                   R"(WHERE name = 'deepgemm')");
     e2e::exec(db, R"(UPDATE servers SET facts_json = '{"engine": "vllm", "facts": )"
-                  R"({"engine_version": "0.26.0", "fp8_moe_backend": "TRITON"}, "conflicts": []}' )"
+                  R"({"engine_version": "0.28.0", "fp8_moe_backend": "TRITON"}, "conflicts": []}' )"
                   R"(WHERE name = 'default')");
 }
 
