@@ -198,18 +198,27 @@ std::string help_hint(const CLI::App& app, const CLI::App& sub) {
 
 } // namespace
 
+CLI::Option* add_list_option(CLI::App& cmd, const std::string& name,
+                             std::vector<std::string>& values, const std::string& description,
+                             const std::string& default_shown) {
+    // The type marks the flag for value_problem; the default is set as text
+    // because a list's captured default would show as "=[]".
+    return cmd.add_option(name, values, description)
+        ->type_name(k_list_type)
+        ->default_str(default_shown);
+}
+
 // What is wrong with the first value given to a flag or argument of `sub`
 // (or its parents), or nothing. No value falls back to a default: `--db ""`
 // once meant ./diffeval.sqlite, `--api-key-env ""` no key at all
-// (--gen-prefix, whose default is empty, aside). A comma list (--framing,
-// --max-tokens, --format) may not hold an empty item either: `--max-tokens
-// 256,,1024` read as 256,1024. And a number is plain decimal text
-// (number_problem).
+// (--gen-prefix, whose default is empty, aside). A comma list (any flag of
+// type k_list_type: add_list_option) may not hold an empty item either:
+// `--max-tokens 256,,1024` read as 256,1024. And a number is plain decimal
+// text (number_problem).
 std::string value_problem(const CLI::App& sub) {
     for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
         for (const auto* opt : at->get_options()) {
-            const bool list = opt->check_lname("framing") || opt->check_lname("max-tokens") ||
-                              opt->check_lname("format");
+            const bool list = opt->get_type_name() == k_list_type;
             // --gen-prefix's default is the empty text, which a flag may
             // give back over a file's.
             if (opt->check_lname("gen-prefix")) {

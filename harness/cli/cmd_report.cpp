@@ -75,7 +75,8 @@ void add_report_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--out", flags->out, "Output directory (default ./diffeval-report)");
     cmd->add_option("--baseline", flags->baseline,
                     "Server the others are compared with (default: the first stored)");
-    cmd->add_option("--format", flags->formats, "md, html, json, comma-separated (default all)");
+    add_list_option(*cmd, "--format", flags->formats, "md, html, json, comma-separated",
+                    "md,html,json");
     cmd->add_option("--layout", flags->layout,
                     "TOML file: the lead scorer and the comparisons (default: the built-in "
                     "reports/layout.toml, docs/reports.md)");

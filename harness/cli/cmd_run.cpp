@@ -408,11 +408,10 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                     "NAME=URL of an OpenAI-compatible server (repeatable)")
         ->default_str("");
     cmd->add_option("--model", flags->model, "Model name sent to every server");
-    cmd->add_option("--framing", flags->framings,
-                    "Framings, comma-separated: built-in names or TOML paths")
-        ->default_str("raw,chat");
-    cmd->add_option("--max-tokens", flags->max_tokens, "Token limits, comma-separated")
-        ->default_str("256");
+    add_list_option(*cmd, "--framing", flags->framings,
+                    "Framings, comma-separated: built-in names or TOML paths", "raw,chat");
+    add_list_option(*cmd, "--max-tokens", flags->max_tokens, "Token limits, comma-separated",
+                    "256");
     cmd->add_option("--repeats", flags->repeats, "Repeats of every request (default 1)");
     cmd->add_option("--limit", flags->limit, "Only the first N test questions");
     cmd->add_option("--concurrency", flags->concurrency,

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace diffeval::cli {
 
@@ -27,11 +28,24 @@ void add_merge_command(CLI::App& root, Dispatch& dispatch);
 void add_export_command(CLI::App& root, Dispatch& dispatch);
 void add_import_command(CLI::App& root, Dispatch& dispatch);
 
+// The type --help shows for a flag that takes a comma-separated list
+// (`--framing LIST=raw,chat`); value_problem refuses an empty item in any
+// flag of this type.
+inline constexpr const char* k_list_type = "LIST";
+
+// Add to `cmd` the flag `name` that takes a comma-separated list into
+// `values` (split_list splits it; repeating the flag adds to it), of type
+// k_list_type, described by `description` and showing `default_shown` as
+// its default ("" shows none). Every comma-list flag is added with this.
+CLI::Option* add_list_option(CLI::App& cmd, const std::string& name,
+                             std::vector<std::string>& values, const std::string& description,
+                             const std::string& default_shown);
+
 // What is wrong with the first value given to a flag or argument of `sub`
 // (or its parents) once parsed, or nothing: an empty value, an empty item
-// in a comma list, or a number that is not plain decimal text within its
-// type (cli.cpp). `run_main` asks it for every subcommand but `gate`, which
-// asks it itself so that its JUnit file says why.
+// in a comma list (a flag of type k_list_type), or a number that is not
+// plain decimal text within its type (cli.cpp). `run_main` asks it for every subcommand but `gate`,
+// which asks it itself so that its JUnit file says why.
 std::string value_problem(const CLI::App& sub);
 
 } // namespace diffeval::cli

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 
 namespace {
 
@@ -61,10 +62,69 @@ TEST(Cli, HelpShowsDefaultsAndAnExample) {
     // them (a file's value may replace them); no list shows an empty "[]".
     auto run = e2e::run({"run", "--help"});
     for (const char* shown :
-         {"--framing TEXT=raw,chat", "--max-tokens TEXT=256", "--dataset TEXT=sample"}) {
+         {"--framing LIST=raw,chat", "--max-tokens LIST=256", "--dataset TEXT=sample"}) {
         EXPECT_NE(run.out.find(shown), std::string::npos) << shown << "\n" << run.out;
     }
     EXPECT_EQ(run.out.find("=[]"), std::string::npos) << run.out;
+}
+
+// Every flag that takes a comma list says so in --help (LIST), and every
+// such flag refuses an empty item, naming the flag: one line, exit 2. The
+// check once named its flags, so the next list flag would have read
+// `a,,b` as a,b.
+TEST(Cli, EveryCommaListRefusesAnEmptyItem) {
+    std::vector<std::pair<std::vector<std::string>, std::string>> lists;
+    const std::vector<std::vector<std::string>> commands = {
+        {"run"},  {"summary"},     {"diff"},  {"plan"},   {"rescore"},           {"report"},
+        {"gate"}, {"fingerprint"}, {"merge"}, {"export"}, {"import", "lm-eval"}, {"data", "fetch"},
+        {"demo"}, {"sim"}};
+    for (const auto& cmd : commands) {
+        auto args = cmd;
+        args.push_back("--help");
+        auto help = e2e::run(args).out;
+        // One entry per flag: its line, and the description CLI11 puts on
+        // the next line when the flag's column is full.
+        std::vector<std::string> entries;
+        std::istringstream lines(help);
+        for (std::string line; std::getline(lines, line);) {
+            const auto text = line.find_first_not_of(' ');
+            if (text == std::string::npos || text == 0) {
+                continue;
+            }
+            if (line.compare(text, 2, "--") == 0) {
+                entries.push_back(line.substr(text));
+            } else if (!entries.empty()) {
+                entries.back() += " " + line.substr(text);
+            }
+        }
+        for (const auto& entry : entries) {
+            const std::string flag = entry.substr(0, entry.find(' '));
+            const bool list = entry.find(flag + " LIST") == 0;
+            EXPECT_EQ(entry.find("comma-separated") != std::string::npos, list)
+                << "a comma-separated flag's type is LIST: " << entry;
+            if (list) {
+                lists.emplace_back(cmd, flag);
+            }
+        }
+    }
+    const std::vector<std::pair<std::vector<std::string>, std::string>> known = {
+        {{"run"}, "--framing"}, {{"run"}, "--max-tokens"}, {{"report"}, "--format"}};
+    for (const auto& k : known) {
+        EXPECT_NE(std::find(lists.begin(), lists.end(), k), lists.end()) << k.second;
+    }
+    for (const auto& [cmd, flag] : lists) {
+        for (const std::string bad : {"a,,b", ",a", "a,"}) {
+            auto args = cmd;
+            args.insert(args.end(), {flag, bad});
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << flag << " " << bad << ": " << o.err;
+            EXPECT_NE(o.err.find("diffeval: " + flag + " '" + bad +
+                                 "': an empty item in the list; give comma-separated values"),
+                      std::string::npos)
+                << o.err;
+            EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        }
+    }
 }
 
 TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
