@@ -494,6 +494,26 @@ std::string headline(const ReportData& data) {
     return fmt::format("{}", fmt::join(sentences, " "));
 }
 
+namespace {
+
+constexpr const char* k_markdown_file = "report.md";
+constexpr const char* k_json_file = "summary.json";
+constexpr const char* k_html_file = "report.html";
+
+} // namespace
+
+std::vector<std::string> report_files(const ReportFormats& formats) {
+    std::vector<std::string> names;
+    for (auto [chosen, name] :
+         {std::pair{formats.markdown, k_markdown_file}, std::pair{formats.json, k_json_file},
+          std::pair{formats.html, k_html_file}}) {
+        if (chosen) {
+            names.emplace_back(name);
+        }
+    }
+    return names;
+}
+
 util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& out_dir,
                                         const ReportFormats& formats, ExplorerRows* rows) {
     if (auto r = make_directory(out_dir); !r) {
@@ -501,14 +521,14 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     }
     ReportPaths paths;
     if (formats.markdown) {
-        auto p = out_dir / "report.md";
+        auto p = out_dir / k_markdown_file;
         if (auto r = write_file(p, render_markdown(data)); !r) {
             return r.error();
         }
         paths.written.push_back(p);
     }
     if (formats.json) {
-        auto p = out_dir / "summary.json";
+        auto p = out_dir / k_json_file;
         if (auto r = write_file(p, report_json(data).dump(2) + "\n"); !r) {
             return r.error();
         }
@@ -519,7 +539,7 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
             return util::make_error(util::ErrorKind::internal,
                                     "report.html needs the rows collected while loading");
         }
-        auto p = out_dir / "report.html";
+        auto p = out_dir / k_html_file;
         if (auto r = write_html(data, *rows, p); !r) {
             return r.error();
         }

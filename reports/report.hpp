@@ -45,6 +45,11 @@ struct ReportFormats {
     bool json = true;
 };
 
+// The names of the files `formats` has write_reports write into its
+// output directory (report.md, summary.json, report.html), in that order:
+// what a command checks can be written before its work starts.
+std::vector<std::string> report_files(const ReportFormats& formats);
+
 // Paths of the files written.
 struct ReportPaths {
     std::vector<std::filesystem::path> written;

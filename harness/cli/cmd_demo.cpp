@@ -37,6 +37,9 @@ struct DemoFlags {
 
 constexpr const char* k_profiles[] = {"default", "deepgemm", "no-deepgemm"};
 
+// The database the demo writes into --out.
+constexpr const char* k_db_file = "diffeval-demo.sqlite";
+
 // The dataset: the official set when cached, else our sample.
 util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& spec) {
     spec = f.dataset;
@@ -81,33 +84,15 @@ start_servers(const datasets::Dataset& dataset, engine::RunConfig& config) {
     return servers;
 }
 
-// Whether --out `out` can take the demo's database and reports: checked
-// before anything starts, since the whole experiment runs before they are
-// written. A missing directory is fine when the nearest directory above it
-// that exists may be written.
-util::Result<void> check_out(const std::string& out) {
-    std::error_code ec;
-    fs::path at = fs::absolute(out, ec);
-    // Up to what exists: the directory itself, or the one it would be made in.
-    while (!fs::exists(fs::symlink_status(at, ec)) && at.has_relative_path()) {
-        at = at.parent_path();
+// Whether --out can take the demo's database and reports: checked before
+// anything starts, since the whole experiment runs before they are written.
+util::Result<void> check_out(const DemoFlags& f) {
+    std::vector<std::string> files = {k_db_file};
+    for (auto& name : reports::report_files(reports::ReportFormats{})) {
+        files.push_back(std::move(name));
     }
-    const bool itself = at == fs::absolute(out, ec);
-    if (!fs::is_directory(at, ec)) {
-        return util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("--out {}: {} is {}, not a directory; choose another --out (the demo "
-                        "writes its database and reports into it)",
-                        out, itself ? "it" : at.string(),
-                        fs::exists(at, ec) ? "a file" : "a link to nowhere"));
-    }
-    if (std::string why; !util::may_write(at.string(), &why)) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("--out {}: cannot write in {}: {}; choose a writable "
-                                            "--out",
-                                            out, at.string(), why));
-    }
-    return {};
+    return check_output_dir("--out", f.out, files,
+                            "the demo writes its database and reports into it");
 }
 
 // The experiment's settings, checked as a run checks them, before anything
@@ -135,7 +120,7 @@ util::Result<void> set_up_db(const DemoFlags& f, engine::RunConfig& config) {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("cannot create {}: {}", f.out, ec.message()));
     }
-    config.db = (fs::path(f.out) / "diffeval-demo.sqlite").string();
+    config.db = (fs::path(f.out) / k_db_file).string();
     store::remove_with_sidecars(config.db);
     return {};
 }
@@ -174,7 +159,7 @@ int demo_command(const DemoFlags& f) {
     if (!settings) {
         return report(settings.error());
     }
-    if (auto r = check_out(f.out); !r) {
+    if (auto r = check_out(f); !r) {
         return report(r.error());
     }
     engine::RunConfig& config = *settings;

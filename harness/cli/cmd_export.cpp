@@ -25,6 +25,12 @@ int export_command(const ExportFlags& f) {
             util::ErrorKind::usage,
             fmt::format("--format '{}': the only export format is lm-eval-samples", f.format)));
     }
+    // The files are written after what is not scored yet is scored: a
+    // --out that cannot take them is refused first.
+    if (auto r = check_output_dir("--out", f.out, {}, "export writes its samples files into it");
+        !r) {
+        return report(r.error());
+    }
     // 1. Open and score what is not scored yet (the lines carry verdicts).
     auto opened = open_results(f.db);
     if (!opened) {

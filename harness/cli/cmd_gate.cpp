@@ -344,6 +344,18 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
     if (auto r = check_paired_flags(flags.alpha.value_or(0.05), flags.resamples); !r) {
         return cannot_run(r.error());
     }
+    // The files are written after the verdict is printed: a path that
+    // cannot take them is refused before (a gate printed PASS, then exited 2
+    // on its --junit).
+    for (auto [flag, path] :
+         {std::pair{"--junit", &flags.junit}, std::pair{"--json", &flags.json}}) {
+        if (path->empty()) {
+            continue;
+        }
+        if (auto r = check_output_file(flag, *path); !r) {
+            return cannot_run(r.error());
+        }
+    }
     // A baseline from another database: gate one database combining both,
     // the baseline's servers renamed "baseline:NAME".
     GateFlags f = flags;

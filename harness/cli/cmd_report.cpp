@@ -46,6 +46,13 @@ int report_command(const ReportFlags& f) {
     if (!formats) {
         return report(formats.error());
     }
+    // The files are written after the whole analysis: a path that cannot
+    // take them is refused first.
+    if (auto r = check_output_dir("--out", f.out, reports::report_files(*formats),
+                                  "report writes its files into it");
+        !r) {
+        return report(r.error());
+    }
     auto layout = reports::load_layout(f.layout);
     if (!layout) {
         return report(layout.error());

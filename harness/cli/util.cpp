@@ -58,6 +58,97 @@ util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
     return {};
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// What `path` (which exists, or is a link) is, said of one that is not a
+// directory: "is a file, not a directory".
+std::string is_not_a_directory(const fs::path& path) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+        return "is a link to nowhere, not a directory";
+    }
+    return fs::is_regular_file(path, ec) ? "is a file, not a directory" : "is not a directory";
+}
+
+} // namespace
+
+util::Result<void> check_output_dir(const std::string& flag, const std::string& dir,
+                                    const std::vector<std::string>& files,
+                                    const std::string& writes) {
+    std::error_code ec;
+    const fs::path wanted = fs::absolute(dir, ec);
+    // Up to what exists: the directory itself, or the one it would be made in.
+    fs::path at = wanted;
+    while (!fs::exists(fs::symlink_status(at, ec)) && at.has_relative_path()) {
+        at = at.parent_path();
+    }
+    const bool itself = at == wanted;
+    if (!fs::is_directory(at, ec)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("{} {}: {} {}; choose another {} ({})", flag, dir,
+                                            itself ? "it" : at.string(), is_not_a_directory(at),
+                                            flag, writes));
+    }
+    if (std::string why; !util::may_write(at.string(), &why)) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("{} {}: cannot write in {}: {}; choose a writable {}",
+                                            flag, dir, at.string(), why, flag));
+    }
+    if (!itself) {
+        return {};
+    }
+    for (const auto& name : files) {
+        const auto file = (fs::path(dir) / name).string();
+        if (fs::is_directory(file, ec)) {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("{} {}: {} is a directory, where a file goes; "
+                                                "remove it or choose another {}",
+                                                flag, dir, file, flag));
+        }
+        if (std::string why; fs::exists(file, ec) && !util::may_write(file, &why)) {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("{} {}: cannot write {}: {}; choose another {}",
+                                                flag, dir, file, why, flag));
+        }
+    }
+    return {};
+}
+
+util::Result<void> check_output_file(const std::string& flag, const std::string& path) {
+    std::error_code ec;
+    const auto refuse = [&](const std::string& why) {
+        return util::make_error(util::ErrorKind::usage, fmt::format("{} {}: {}", flag, path, why));
+    };
+    if (fs::is_directory(path, ec)) {
+        return refuse(fmt::format("it is a directory; give the path of a file, or choose "
+                                  "another {}",
+                                  flag));
+    }
+    if (fs::exists(path, ec)) {
+        if (std::string why; !util::may_write(path, &why)) {
+            return refuse(fmt::format("cannot write it: {}; choose another {}", why, flag));
+        }
+        return {};
+    }
+    const fs::path parent =
+        fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+    if (!fs::exists(fs::symlink_status(parent, ec))) {
+        return refuse(fmt::format("there is no directory {}; create it or choose another {}",
+                                  parent.string(), flag));
+    }
+    if (!fs::is_directory(parent, ec)) {
+        return refuse(fmt::format("{} {}; choose another {}", parent.string(),
+                                  is_not_a_directory(parent), flag));
+    }
+    if (std::string why; !util::may_write(parent.string(), &why)) {
+        return refuse(fmt::format("cannot write in {}: {}; choose a writable {}", parent.string(),
+                                  why, flag));
+    }
+    return {};
+}
+
 int report(const util::Error& error) {
     // SQLite's words for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB), from
     // whichever statement met it: bad input (exit 2), with what to do.

@@ -22,6 +22,23 @@ std::vector<std::string> split_list(const std::vector<std::string>& values);
 // before any data is read: "--alpha 2: must be in (0, 0.5] (e.g. 0.05)".
 util::Result<void> check_paired_flags(double alpha, uint32_t resamples);
 
+// Whether the directory `dir` given as `flag` ("--out") can take the files
+// `files` (names in it) a command writes when its work is done: checked
+// before the work starts. A missing directory is fine when the nearest
+// directory above it that exists may be written (it is created); a file
+// named in `files` may not be a directory, nor a file nobody may write.
+// `writes` says what goes there ("the demo writes its database and reports
+// into it"). A usage error naming the path and what to do.
+util::Result<void> check_output_dir(const std::string& flag, const std::string& dir,
+                                    const std::vector<std::string>& files,
+                                    const std::string& writes);
+
+// Whether the file `path` given as `flag` ("--junit") can be written when
+// the command's work is done: not a directory, and in a directory that
+// exists and may be written (or a file that may be). A usage error naming
+// the path and what to do.
+util::Result<void> check_output_file(const std::string& flag, const std::string& path);
+
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);
 

@@ -135,7 +135,7 @@ bool may_write(const std::string& path, std::string* error) {
     if (!ec && (perms & (fs::perms::owner_write | fs::perms::group_write |
                          fs::perms::others_write)) == fs::perms::none) {
         if (error) {
-            *error = "the file is read-only (no write permission for anyone)";
+            *error = "it is read-only (no write permission for anyone)";
         }
         return false;
     }

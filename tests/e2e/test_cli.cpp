@@ -162,6 +162,127 @@ TEST(Cli, FailedReportLeavesNoDirectoryBehind) {
     EXPECT_EQ(e2e::slurp(out / "keep.txt"), "mine");
 }
 
+// A results database of two servers, two questions each, in `dir`.
+fs::path two_server_db(const fs::path& dir) {
+    auto db = dir / "r.sqlite";
+    e2e::Sim a({"--profile", "default"});
+    auto o =
+        e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + a.url(), "--dataset",
+                  "sample", "--limit", "2", "--framing", "raw", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    return db;
+}
+
+// A directory nobody may write (root included: diffeval refuses it).
+fs::path locked_dir(const fs::path& dir) {
+    auto locked = dir / "locked";
+    fs::create_directories(locked);
+    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
+    return locked;
+}
+
+// The files report writes at the end of its analysis are checked before it:
+// a report.html in the way as a directory let report.md and summary.json be
+// written first, then failed.
+TEST(Cli, ReportRefusesAnOutItCannotWriteBeforeItsWork) {
+    auto dir = e2e::scratch("cli_report_out_checked");
+    auto db = two_server_db(dir);
+    auto out = dir / "out";
+    fs::create_directories(out / "report.html");
+    auto locked = locked_dir(dir);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--out", out.string()},
+         "--out " + out.string() + ": " + (out / "report.html").string() +
+             " is a directory, where a file goes; remove it or choose "
+             "another --out"},
+        {{"--out", out.string(), "--format", "md"}, ""},
+        {{"--out", (locked / "new").string()},
+         "--out " + (locked / "new").string() + ": cannot write in " + locked.string()},
+    };
+    for (const auto& [args, says] : cases) {
+        std::vector<std::string> cmd = {"report", "--db", db.string()};
+        cmd.insert(cmd.end(), args.begin(), args.end());
+        auto o = e2e::run(cmd);
+        if (says.empty()) {
+            // Without report.html, the directory in its place is no matter.
+            EXPECT_EQ(o.exit_code, 0) << o.err;
+            fs::remove(out / "report.md");
+            continue;
+        }
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("diffeval: " + says), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_EQ(o.out, "") << "nothing written";
+    }
+    EXPECT_FALSE(fs::exists(out / "report.md"));
+    EXPECT_FALSE(fs::exists(out / "summary.json"));
+    EXPECT_TRUE(fs::is_empty(locked));
+    fs::permissions(locked, fs::perms::owner_all);
+}
+
+// gate's --junit and --json are written after its verdict is printed: it
+// printed PASS, then exited 2 on a --junit that was a directory. Now it is
+// refused first, and a --junit that can be written says why.
+TEST(Cli, GateRefusesAnOutputFileItCannotWriteBeforeItsVerdict) {
+    auto dir = e2e::scratch("cli_gate_outputs_checked");
+    auto db = two_server_db(dir);
+    fs::create_directories(dir / "a-dir.xml");
+    std::ofstream(dir / "a-file") << "mine\n";
+    auto locked = locked_dir(dir);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--junit", (dir / "a-dir.xml").string()},
+         "--junit " + (dir / "a-dir.xml").string() +
+             ": it is a directory; give the path of a file, or choose another --junit"},
+        {{"--junit", (dir / "nodir" / "j.xml").string()},
+         "there is no directory " + (dir / "nodir").string() +
+             "; create it or choose another "
+             "--junit"},
+        {{"--json", (dir / "a-file" / "g.json").string()},
+         (dir / "a-file").string() + " is a file, not a directory; choose another --json"},
+        {{"--json", (locked / "g.json").string(), "--junit", (dir / "j.xml").string()},
+         "--json " + (locked / "g.json").string() + ": cannot write in " + locked.string()},
+    };
+    for (const auto& [args, says] : cases) {
+        std::vector<std::string> cmd = {"gate", "--db", db.string(), "--expect", "0.1"};
+        cmd.insert(cmd.end(), args.begin(), args.end());
+        auto o = e2e::run(cmd);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_EQ(o.out, "") << "no verdict before the refusal";
+    }
+    // The --junit that can be written says why the gate did not run.
+    EXPECT_NE(e2e::slurp(dir / "j.xml").find("--json " + (locked / "g.json").string()),
+              std::string::npos);
+    EXPECT_EQ(e2e::slurp(dir / "a-file"), "mine\n");
+    EXPECT_TRUE(fs::is_empty(locked));
+    fs::permissions(locked, fs::perms::owner_all);
+}
+
+// export writes its files after scoring what is not scored yet: an --out
+// that cannot take them is refused first, naming --out.
+TEST(Cli, ExportRefusesAnOutItCannotWriteBeforeItsWork) {
+    auto dir = e2e::scratch("cli_export_out_checked");
+    auto db = two_server_db(dir);
+    std::ofstream(dir / "a-file") << "mine\n";
+    auto locked = locked_dir(dir);
+    const std::vector<std::pair<fs::path, std::string>> cases = {
+        {dir / "a-file", "it is a file, not a directory; choose another --out"},
+        {locked / "new", "cannot write in " + locked.string() + ": "},
+    };
+    for (const auto& [out, says] : cases) {
+        auto o = e2e::run(
+            {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("diffeval: --out " + out.string() + ": " + says), std::string::npos)
+            << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+    EXPECT_EQ(e2e::slurp(dir / "a-file"), "mine\n");
+    EXPECT_TRUE(fs::is_empty(locked));
+    fs::permissions(locked, fs::perms::owner_all);
+}
+
 } // namespace
 
 namespace {

@@ -149,6 +149,8 @@ TEST(Demo, SampleComparisonIsTheQuestionLevelTestAndNeverSaysWithinNoise) {
 
 // An --out that cannot take the results is refused before the experiment
 // runs (it ran the whole demo, then failed on the path): one line, exit 2.
+// So is one where a file the demo writes is a directory (report.html: the
+// whole demo ran, then 'cannot write out/report.html: Is a directory', exit 1).
 TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
     auto dir = e2e::scratch("demo-bad-out");
     std::ofstream(dir / "a-file") << "mine\n";
@@ -159,7 +161,15 @@ TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
         {dir / "a-file", "it is a file, not a directory; choose another --out"},
         {dir / "a-file" / "sub", (dir / "a-file").string() + " is a file, not a directory"},
         {dir / "locked" / "new", "cannot write in " + (dir / "locked").string()},
+        // A file the demo writes at the end, in the way as a directory.
+        {dir / "html-is-a-dir",
+         (dir / "html-is-a-dir" / "report.html").string() +
+             " is a directory, where a file goes; remove it or choose another --out"},
+        {dir / "db-is-a-dir", (dir / "db-is-a-dir" / "diffeval-demo.sqlite").string() +
+                                  " is a directory, where a file goes"},
     };
+    std::filesystem::create_directories(dir / "html-is-a-dir" / "report.html");
+    std::filesystem::create_directories(dir / "db-is-a-dir" / "diffeval-demo.sqlite" / "x");
     for (const auto& [out, says] : cases) {
         auto o = e2e::run({"demo", "--dataset", "sample", "--limit", "2", "--out", out.string()});
         EXPECT_EQ(o.exit_code, 2) << out << ": " << o.err;
@@ -170,5 +180,7 @@ TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
     }
     EXPECT_EQ(e2e::slurp(dir / "a-file"), "mine\n");
     EXPECT_TRUE(std::filesystem::is_empty(dir / "locked"));
+    EXPECT_TRUE(std::filesystem::is_empty(dir / "html-is-a-dir" / "report.html"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "html-is-a-dir" / "diffeval-demo.sqlite"));
     std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
 }
