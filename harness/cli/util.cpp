@@ -150,15 +150,14 @@ util::Result<void> check_output_file(const std::string& flag, const std::string&
 }
 
 int report(const util::Error& error) {
-    // SQLite's words for a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB), from
-    // whichever statement met it: bad input (exit 2), with what to do.
-    for (const char* damaged : {"database disk image is malformed", "file is not a database"}) {
-        if (error.message.find(damaged) != std::string::npos) {
-            std::cerr << "diffeval: " << error.message
-                      << "; the database file is damaged: restore it from a copy (sqlite3's "
-                         ".recover may save what is left)\n";
-            return k_exit_usage;
-        }
+    // A damaged file (SQLITE_CORRUPT), from whichever statement met it: bad
+    // input (exit 2), with what to do. A file that is not SQLite at all is
+    // said so where it is opened ("not a diffeval database"), with its own.
+    if (store::is_damaged(error)) {
+        std::cerr << "diffeval: " << error.message
+                  << "; the database file is damaged: restore it from a copy (sqlite3's "
+                     ".recover may save what is left)\n";
+        return k_exit_usage;
     }
     // A write the disk (or the file-size limit) refused: SQLite's words
     // alone do not say what to do.
@@ -172,6 +171,7 @@ int report(const util::Error& error) {
     std::cerr << "diffeval: " << error.message << "\n";
     switch (error.kind) {
     case util::ErrorKind::usage:
+    case util::ErrorKind::no_match:
     case util::ErrorKind::data:
         return k_exit_usage;
     default:

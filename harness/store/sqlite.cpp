@@ -41,17 +41,35 @@ bool disk_full(sqlite3* db) {
            file_size_limited();
 }
 
+// diffeval's words for the last error on `db` when they are not SQLite's
+// message: a full disk (k_disk_full), a damaged file (k_damaged); empty
+// otherwise.
+std::string_view own_words(sqlite3* db) {
+    if (disk_full(db)) {
+        return k_disk_full;
+    }
+    if ((sqlite3_errcode(db) & 0xff) == SQLITE_CORRUPT) {
+        return k_damaged;
+    }
+    return {};
+}
+
 } // namespace
 
 std::string error_message(sqlite3* db) {
     if (db == nullptr) {
         return "not open";
     }
-    return disk_full(db) ? std::string(k_disk_full) : std::string(sqlite3_errmsg(db));
+    const auto own = own_words(db);
+    return own.empty() ? std::string(sqlite3_errmsg(db)) : std::string(own);
 }
 
 bool is_disk_full(std::string_view message) {
     return message.find(k_disk_full) != std::string_view::npos;
+}
+
+bool is_damaged(std::string_view message) {
+    return message.find(k_damaged) != std::string_view::npos;
 }
 
 Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {
@@ -231,8 +249,9 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
 util::Result<void> Database::exec(std::string_view sql) {
     char* err = nullptr;
     if (sqlite3_exec(m_db, std::string(sql).c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        // sqlite3_exec's message, unless diffeval has its own words for it.
         std::string msg = error_message(m_db);
-        if (msg != k_disk_full && err != nullptr) {
+        if (own_words(m_db).empty() && err != nullptr) {
             msg = err;
         }
         sqlite3_free(err);

@@ -23,7 +23,8 @@ namespace diffeval::store {
 inline constexpr std::string_view k_disk_full = "database or disk is full";
 
 // SQLite's message for the last error on `db`, in k_disk_full's words when
-// the disk (or the file-size limit) refused a write.
+// the disk (or the file-size limit) refused a write, in k_damaged's when
+// the file is damaged.
 std::string error_message(sqlite3* db);
 
 // How diffeval says it to a user, with what SQLite's words leave out.
@@ -34,6 +35,18 @@ inline constexpr std::string_view k_disk_full_words = "the disk (or the file-siz
 bool is_disk_full(std::string_view message);
 inline bool is_disk_full(const util::Error& error) {
     return is_disk_full(error.message);
+}
+
+// The words every error from reading a damaged database file carries:
+// SQLite's own for SQLITE_CORRUPT, given by error_message from the error
+// code, so that is_damaged does not depend on how SQLite words it.
+inline constexpr std::string_view k_damaged = "database disk image is malformed";
+
+// True when `error` came from a database file SQLite found damaged
+// (SQLITE_CORRUPT: its message holds k_damaged).
+bool is_damaged(std::string_view message);
+inline bool is_damaged(const util::Error& error) {
+    return is_damaged(error.message);
 }
 
 // A value SQLite keeps with its type: NULL, integer, real or text.

@@ -785,6 +785,24 @@ TEST(Hostile, ADamagedDatabaseIsBadInputSaidSo) {
     }
 }
 
+// A file that is not SQLite at all is not called damaged: a JSON file given
+// as --db was told "the database file is damaged: restore it from a copy",
+// after "not a diffeval database", because SQLite's words for it ("file is
+// not a database") were searched for as those of a damaged file.
+TEST(Hostile, AFileThatIsNotSQLiteIsNotCalledDamaged) {
+    auto dir = e2e::scratch("hostile-not-sqlite");
+    const auto json = dir / "results.json";
+    std::ofstream(json) << std::string(4096, ' ') << "{\"a\": 1}\n";
+    for (const std::string cmd : {"summary", "rescore"}) {
+        auto o = e2e::run({cmd, "--db", json.string()});
+        EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
+        EXPECT_NE(o.err.find(json.string() + " is not a diffeval database"), std::string::npos)
+            << o.err;
+        EXPECT_EQ(o.err.find("damaged"), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+}
+
 TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
     auto dir = e2e::scratch("hostile-db-perms");
     HostileServer server(cycle({Hostile::good}));
