@@ -213,7 +213,7 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
             // A server whose groups all differ from the baseline's in framing
             // or token limit pairs with none: the rest of the report stands
             // (it refused the whole database), and the headline says so.
-            const bool unpaired = job.out.error().message.starts_with("no pair of groups");
+            const bool unpaired = job.out.error().kind == util::ErrorKind::no_match;
             if (unpaired) {
                 auto note = fmt::format("{} has no group with the framing and token limit of one "
                                         "of the baseline {}'s, so it is not compared; compare it "

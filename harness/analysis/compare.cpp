@@ -559,7 +559,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                        results.framings[static_cast<size_t>(std::get<1>(key))],
                                        std::get<2>(key)));
         }
-        return make_error(ErrorKind::usage,
+        return make_error(ErrorKind::no_match,
                           fmt::format("no pair of groups matches {} and {}; groups: {}", a.text(),
                                       b.text(), fmt::join(present, ", ")));
     }

@@ -153,9 +153,10 @@ struct CompareOptions {
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions
-// `b` leaves open are matched to A's). No matching pair is a usage error that
-// lists the groups present. A pure function of `results` (flips come without
-// excerpts; see fill_excerpts), so comparisons can run on several threads.
+// `b` leaves open are matched to A's). No matching pair is a usage error of
+// kind no_match (a report passes over it) that lists the groups present. A pure function of
+// `results` (flips come without excerpts; see fill_excerpts), so comparisons can run on several
+// threads.
 util::Result<std::vector<Comparison>> compare(const Results& results, const Selector& a,
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});

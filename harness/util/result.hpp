@@ -13,7 +13,9 @@
 namespace diffeval::util {
 
 // What went wrong, coarse enough for the CLI to choose an exit code.
-enum class ErrorKind { usage, data, io, transport, timeout, internal };
+// `no_match` is a usage error a caller may pass over: a selection (of
+// groups) that matches nothing stored, where the caller tries several.
+enum class ErrorKind { usage, no_match, data, io, transport, timeout, internal };
 
 struct Error {
     ErrorKind kind = ErrorKind::internal;

@@ -315,6 +315,14 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
                          "lm-eval-flexible, lm-eval-strict, vllm"),
               std::string::npos)
         << s.err;
+    // Selections that name groups but pair none: one line listing the groups.
+    auto unpaired = e2e::run({"diff", "--db", *db, "default/raw/128", "deepgemm/raw/999"});
+    EXPECT_EQ(unpaired.exit_code, 2);
+    EXPECT_NE(unpaired.err.find("diffeval: no pair of groups matches default/raw/128 and "
+                                "deepgemm/raw/999; groups: "),
+              std::string::npos)
+        << unpaired.err;
+    EXPECT_EQ(std::count(unpaired.err.begin(), unpaired.err.end(), '\n'), 1) << unpaired.err;
     auto bad_scorer = e2e::run({"summary", "--db", *db, "--scorer", "vlm"});
     EXPECT_EQ(bad_scorer.exit_code, 2);
     EXPECT_EQ(bad_scorer.out, "") << "an error must not come after half a table";
