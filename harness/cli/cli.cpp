@@ -185,6 +185,19 @@ std::string conversion_message(const CLI::App& sub, const std::string& what) {
                        problem.empty() ? "expected a valid value" : problem);
 }
 
+// The option of `sub` (or its parents) that takes one value and was given
+// more than once, or nullptr.
+const CLI::Option* given_twice(const CLI::App& sub) {
+    for (const CLI::App* at = &sub; at != nullptr; at = at->get_parent()) {
+        for (const auto* opt : at->get_options()) {
+            if (opt->get_items_expected_max() == 1 && opt->count() > 1) {
+                return opt;
+            }
+        }
+    }
+    return nullptr;
+}
+
 std::string help_hint(const CLI::App& app, const CLI::App& sub) {
     if (&sub == &app) {
         return "see 'diffeval --help'";
@@ -291,15 +304,15 @@ int run_main(int argc, char** argv) {
                                  help_hint(app, *sub));
         return k_exit_usage;
     } catch (const CLI::ArgumentMismatch& e) {
-        // "--limit: At Most 1 required but received 2": a flag given twice.
-        const std::string what = e.what();
-        const auto at = what.find(": At Most 1 required but received ");
+        // A flag that takes one value given twice (CLI11: "--limit: At Most
+        // 1 required but received 2"), told from what the parser holds.
+        const auto* sub = deepest_parsed(app);
+        const auto* twice = given_twice(*sub);
         std::cerr << fmt::format(
             "diffeval: {}; {}\n",
-            at == std::string::npos
-                ? what
-                : fmt::format("{} given more than once; give it once", what.substr(0, at)),
-            help_hint(app, *deepest_parsed(app)));
+            twice ? fmt::format("{} given more than once; give it once", twice->get_name())
+                  : std::string(e.what()),
+            help_hint(app, *sub));
         return k_exit_usage;
     } catch (const CLI::ParseError& e) {
         std::cerr << fmt::format("diffeval: {}; {}\n", e.what(),

@@ -43,6 +43,28 @@ TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
     EXPECT_NE(o.err.find("did you mean '--format'?"), std::string::npos) << o.err;
 }
 
+// A flag that takes one value, given twice, is named as such in every
+// command, nested ones too (CLI11 says "At Most 1 required but received 2").
+TEST(Cli, AFlagGivenTwiceIsNamed) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"gate", "--junit", "a.xml", "--junit", "b.xml"}, "--junit"},
+        {{"diff", "x", "y", "--db", "a", "--db", "b"}, "--db"},
+        {{"import", "lm-eval", "--name", "a", "--name", "b", "f.jsonl"}, "--name"},
+        {{"sim", "--port", "1", "--port", "2"}, "--port"},
+    };
+    for (const auto& [args, flag] : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("diffeval: " + flag +
+                             " given more than once; give it once; see "
+                             "'diffeval " +
+                             (args[0] == "import" ? "import lm-eval" : args[0]) + " --help'"),
+                  std::string::npos)
+            << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    }
+}
+
 TEST(Cli, HelpShowsDefaultsAndAnExample) {
     for (const char* cmd : {"run", "summary", "diff", "plan", "rescore", "report", "gate",
                             "fingerprint", "merge", "export", "import", "demo", "sim"}) {
