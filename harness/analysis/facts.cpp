@@ -2,6 +2,7 @@
 #include <harness/analysis/facts.hpp>
 
 #include <harness/store/readers.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,34 @@ void read_info(const std::string& text, ServerFacts& f) {
     }
 }
 
+// Every text of a server record is the server's words (a log line a rule
+// matched, a /props build, a model id), shown in reports and JSON: one line
+// of at most util::k_server_words_bytes each, as its error messages are.
+void bound(ServerFacts& f) {
+    const auto cut = [](std::string& text) {
+        const bool control = std::any_of(text.begin(), text.end(), [](char c) {
+            return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+        });
+        if (control || text.size() > util::k_server_words_bytes) {
+            text = util::one_line(text, util::k_server_words_bytes);
+        }
+    };
+    cut(f.model);
+    cut(f.version);
+    cut(f.fingerprint.engine);
+    for (auto* words : {&f.fingerprint.facts, &f.fingerprint.stated}) {
+        for (auto& [name, value] : *words) {
+            cut(value);
+        }
+    }
+    for (auto& c : f.fingerprint.conflicts) {
+        cut(c.message);
+        for (auto& e : c.evidence) {
+            cut(e);
+        }
+    }
+}
+
 } // namespace
 
 util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
@@ -81,6 +110,7 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
                 f.fingerprint = std::move(*fp);
             }
         }
+        bound(f);
         out.push_back(std::move(f));
     }
     return out;

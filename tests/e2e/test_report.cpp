@@ -544,3 +544,28 @@ TEST(Report, WhatAServerStatedIsShownBesideItsFactEscapedAndBounded) {
     EXPECT_NE(html.find(cut + "...)</td></tr>", cell), std::string::npos);
     EXPECT_EQ(html.find(std::string(1100, 'a')), std::string::npos);
 }
+
+// A fact's value is the server's words too (a log line a rule matched, a
+// /props build, a model id): 1 MB of it reaches no report as more than one
+// bounded line, in report.md, report.html or summary.json.
+TEST(Report, AServersLongFactValuesAreCutToOneBoundedLine) {
+    auto dir = e2e::scratch("report_long_fact");
+    auto db = dir / "r.sqlite";
+    build_db(db, {"--profile", "deepgemm"}, "4");
+    e2e::exec(db,
+              R"(UPDATE servers SET facts_json = json_set('{"engine": "llamacpp", "facts": {}, )"
+              R"("conflicts": []}', '$.facts.model_file_type', 'q4' || char(10) || )"
+              R"(replace(hex(zeroblob(500000)), '0', 'b')), )"
+              R"(model = 'm' || replace(hex(zeroblob(500000)), '0', 'c') WHERE name = 'deepgemm')");
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    for (const char* name : {"report.md", "report.html", "summary.json"}) {
+        const auto text = e2e::slurp(dir / "out" / name);
+        EXPECT_EQ(text.find(std::string(1100, 'b')), std::string::npos) << name;
+        EXPECT_EQ(text.find(std::string(1100, 'c')), std::string::npos) << name;
+        EXPECT_NE(text.find(std::string(900, 'b')), std::string::npos) << name;
+    }
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("| model\\_file\\_type | - | q4 bbbb"), std::string::npos)
+        << md.substr(md.find("## What actually ran"), 600);
+}
