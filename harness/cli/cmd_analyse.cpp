@@ -317,7 +317,7 @@ int rescore_command(const AnalyseFlags& f) {
     // One writer at a time, as for run, merge and import: a run would score
     // its later responses without a scorer stored meanwhile, and a merge
     // into the file would replace it, losing the stored scorers.
-    auto lock = store::RunLock::acquire(f.db, store::RunLock::Wait::no, nullptr,
+    auto lock = store::RunLock::acquire(f.db, "rescore", store::RunLock::Wait::no, nullptr,
                                         "wait for it to finish, then rescore again");
     if (!lock) {
         return report(lock.error());

@@ -63,7 +63,7 @@ int import_command(const ImportFlags& f) {
     }
     // One writer at a time, as for run and merge: a merge into this file
     // would replace it by another and lose what is imported meanwhile.
-    auto lock = store::RunLock::acquire(f.db, store::RunLock::Wait::no, nullptr,
+    auto lock = store::RunLock::acquire(f.db, "import", store::RunLock::Wait::no, nullptr,
                                         "wait for it to finish, then import again");
     if (!lock) {
         return report(lock.error());

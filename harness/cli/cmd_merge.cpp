@@ -21,7 +21,7 @@ struct MergeFlags {
 int merge_command(const MergeFlags& f) {
     // OUT is replaced by a new file at the end: a run (or another merge)
     // writing it meanwhile would write to the replaced file and lose it all.
-    auto lock = store::RunLock::acquire(f.out, store::RunLock::Wait::no, nullptr,
+    auto lock = store::RunLock::acquire(f.out, "merge", store::RunLock::Wait::no, nullptr,
                                         "wait for it to finish, then merge again");
     if (!lock) {
         return report(lock.error());

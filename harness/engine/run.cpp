@@ -168,9 +168,10 @@ util::Result<std::optional<store::RunLock>> lock_database(const RunContext& ctx)
     if (auto r = store::check_db_file(ctx.config.db, store::Store::Mode::read_write); !r) {
         return r.error();
     }
-    auto lock = store::RunLock::acquire(
-        ctx.config.db, ctx.config.wait_lock ? store::RunLock::Wait::yes : store::RunLock::Wait::no,
-        ctx.options.stop_requested);
+    auto lock = store::RunLock::acquire(ctx.config.db, "run",
+                                        ctx.config.wait_lock ? store::RunLock::Wait::yes
+                                                             : store::RunLock::Wait::no,
+                                        ctx.options.stop_requested);
     if (!lock) {
         if (ctx.stopped()) {
             return std::optional<store::RunLock>{};

@@ -33,6 +33,19 @@ std::string holder_of(int fd) {
     return text;
 }
 
+// Who holds the lock, for a message: "diffeval merge (pid 1234, started
+// ...)" from what this diffeval writes ("pid 1234, started ..., diffeval
+// merge"); what an older one wrote ("pid 1234, started ...") was a run's or
+// a merge's.
+std::string holder_words(const std::string& text) {
+    const auto at = text.rfind(", diffeval ");
+    if (at != std::string::npos) {
+        return fmt::format("{} ({})", text.substr(at + 2), text.substr(0, at));
+    }
+    return fmt::format("another diffeval process ({})",
+                       text.empty() ? std::string("which did not say who it is") : text);
+}
+
 } // namespace
 
 std::string RunLock::path_for(const std::string& db_path) {
@@ -41,8 +54,9 @@ std::string RunLock::path_for(const std::string& db_path) {
     return util::resolved_path(db_path) + ".lock";
 }
 
-util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
-                                       const std::atomic<bool>* stop, std::string_view advice) {
+util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_view command,
+                                       Wait wait, const std::atomic<bool>* stop,
+                                       std::string_view advice) {
     const auto path = path_for(db_path);
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -58,17 +72,13 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
             return make_error(ErrorKind::io,
                               fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
         }
-        auto holder = holder_of(fd);
-        if (holder.empty()) {
-            holder = "another process";
-        }
+        const auto holder = holder_words(holder_of(fd));
         if (wait == Wait::no) {
             return make_error(ErrorKind::usage,
-                              fmt::format("{} is in use by another diffeval run ({}); {}", db_path,
-                                          holder, advice));
+                              fmt::format("{} is in use by {}; {}", db_path, holder, advice));
         }
         if (!told) {
-            fmt::print(stderr, "diffeval: waiting for the run writing {} ({})\n", db_path, holder);
+            fmt::print(stderr, "diffeval: waiting for {}, which writes {}\n", holder, db_path);
             told = true;
         }
         if (stop && stop->load()) {
@@ -77,7 +87,8 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, Wait wait,
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    const auto me = fmt::format("pid {}, started {}\n", getpid(), now_iso8601());
+    const auto me =
+        fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
     if (ftruncate(fd, 0) != 0 ||
         pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
         // Only the message of a later run would lack the PID; the lock holds.

@@ -18,12 +18,14 @@ class RunLock {
 public:
     enum class Wait { no, yes };
 
-    // Take the lock of the database at `db_path`. Held by another process:
-    // a usage error naming its PID and start time, or with Wait::yes poll
-    // until it is free or `stop` is set (then an error saying so).
-    // `advice` ends the message when it is held.
+    // Take the lock of the database at `db_path` for diffeval's `command`
+    // ("run", "merge", ...). Held by another process: a usage error naming
+    // its command, PID and start time, or with Wait::yes poll until it is
+    // free or `stop` is set (then an error saying so). `advice` ends the
+    // message when it is held.
     static util::Result<RunLock>
-    acquire(const std::string& db_path, Wait wait, const std::atomic<bool>* stop,
+    acquire(const std::string& db_path, std::string_view command, Wait wait,
+            const std::atomic<bool>* stop,
             std::string_view advice = "wait for it to finish or pass --wait-lock");
 
     RunLock(RunLock&& other) noexcept;

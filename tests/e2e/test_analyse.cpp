@@ -444,14 +444,16 @@ TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {
 
     // While another diffeval writes the file (a run, a merge into it), a
     // rescore is refused and changes no score.
-    const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
     ASSERT_GE(held, 0);
     ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
     e2e::exec(db, "UPDATE scores SET correct = 1 WHERE scorer = 'vllm'"); // what rescore redoes
     auto busy = e2e::run({"rescore", "--db", db.string()});
     ::close(held);
     EXPECT_EQ(busy.exit_code, 2);
-    EXPECT_NE(busy.err.find("in use by another diffeval run"), std::string::npos) << busy.err;
+    EXPECT_NE(busy.err.find("in use by another diffeval process (which did not say who it is)"),
+              std::string::npos)
+        << busy.err;
     EXPECT_NE(busy.err.find("then rescore again"), std::string::npos) << busy.err;
     EXPECT_EQ(e2e::query(db, "SELECT sum(correct) FROM scores WHERE scorer = 'vllm'"), "4");
 }

@@ -175,14 +175,16 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     // While another diffeval writes the file (a run, or a merge that will
     // replace it), an import is refused and stores nothing.
     {
-        const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+        const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
         ASSERT_GE(held, 0);
         ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
         auto busy = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "z", "--dataset",
                               dataset, good.string()});
         ::close(held);
         EXPECT_EQ(busy.exit_code, 2);
-        EXPECT_NE(busy.err.find("in use by another diffeval run"), std::string::npos) << busy.err;
+        EXPECT_NE(busy.err.find("in use by another diffeval process (which did not say who it is)"),
+                  std::string::npos)
+            << busy.err;
         EXPECT_NE(busy.err.find("then import again"), std::string::npos) << busy.err;
         EXPECT_EQ(std::count(busy.err.begin(), busy.err.end(), '\n'), 1) << busy.err;
         EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "1");

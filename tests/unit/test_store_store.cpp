@@ -1,6 +1,7 @@
 // The store keeps every request and response with their types, points each
 // request at the response that counts, refuses files it must not touch, and
 // loses nothing when a write fails.
+#include <harness/store/lock.hpp>
 #include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <thread>
+#include <unistd.h>
 
 using namespace diffeval::store;
 namespace fs = std::filesystem;
@@ -623,4 +625,20 @@ TEST(Store, ProbesAreStoredApartFromAnswersAndResume) {
     EXPECT_NEAR(st.column_double(1), 0.05, 1e-12);
     EXPECT_EQ(st.column_int(2), 1);
     EXPECT_EQ(count(**s, "SELECT count(*) FROM probe_responses"), 4);
+}
+
+// Whoever holds a database's lock is named by its command, so a run refused
+// while a merge writes the file is not told "another diffeval run".
+TEST(RunLock, ARefusalNamesTheCommandThatHoldsTheLock) {
+    const auto path = fresh_db("lock").string();
+    auto merge = RunLock::acquire(path, "merge", RunLock::Wait::no, nullptr);
+    ASSERT_TRUE(merge.ok()) << merge.error().message;
+    auto run = RunLock::acquire(path, "run", RunLock::Wait::no, nullptr);
+    ASSERT_FALSE(run.ok());
+    EXPECT_NE(run.error().message.find(fmt::format(
+                  "{} is in use by diffeval merge (pid {}, started ", path, ::getpid())),
+              std::string::npos)
+        << run.error().message;
+    EXPECT_NE(run.error().message.find("; wait for it to finish or pass --wait-lock"),
+              std::string::npos);
 }
