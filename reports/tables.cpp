@@ -120,7 +120,7 @@ std::string markdown_escape(const std::string& text) {
 std::string fact_cell(const std::string& value, const std::string& stated) {
     std::string out = value.empty() ? "-" : value;
     if (!stated.empty()) {
-        out += " (stated: " + util::one_line(stated, util::k_server_words_bytes) + ")";
+        out += " (stated: " + stated + ")";
     }
     return out;
 }

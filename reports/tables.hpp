@@ -23,9 +23,10 @@ std::string markdown_escape(const std::string& text);
 
 // One server's cell of "What actually ran": its `value` ("-" when it reports
 // none), and its own words `stated` beside it when there are any, as
-// `diffeval fingerprint` prints them ("enabled (stated: auto)"); the words,
-// untrusted, as one line of at most util::k_server_words_bytes. Plain text:
-// escape it for the report's format.
+// `diffeval fingerprint` prints them ("enabled (stated: auto)"). Both come
+// bounded from analysis::load_server_facts (one line of at most
+// util::k_server_words_bytes each). Plain text: escape it for the report's
+// format.
 std::string fact_cell(const std::string& value, const std::string& stated);
 
 // The harness verdicts: accuracy per group and scorer, mean (min-max) over

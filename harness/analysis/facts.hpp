@@ -27,7 +27,9 @@ struct ServerFacts {
 };
 
 // The records of `names`, in that order; a name missing from the table gets
-// an empty record. Malformed JSON columns read as absent.
+// an empty record. Malformed JSON columns read as absent. Every text in them
+// is the server's words, given as one line of at most
+// util::k_server_words_bytes, so each place that prints them need not.
 util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& store,
                                                          const std::vector<std::string>& names);
 
@@ -38,7 +40,8 @@ struct FactRow {
     std::vector<std::string> values; // per server, in `servers` order
     // Per server, its own words where they are not the value (the
     // fingerprint's `stated`: "auto" for flash attention it resolved), else
-    // "". Untrusted and of any length: bound it to print it.
+    // "". The server's words, as bounded as every text of a record that
+    // load_server_facts read.
     std::vector<std::string> stated;
     bool differs = false; // two servers report different values; stated words never count
 };
