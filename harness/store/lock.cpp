@@ -61,9 +61,11 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         return make_error(ErrorKind::usage,
-                          fmt::format("cannot create the lock file {}: {}; choose a --db in a "
-                                      "writable directory",
-                                      path, std::strerror(errno)));
+                          fmt::format("cannot create the lock file {}: {}; choose {} in a "
+                                      "directory that exists and you can write",
+                                      path, std::strerror(errno),
+                                      // merge names its database OUT, the others --db
+                                      command == "merge" ? "an OUT" : "a --db"));
     }
     RunLock lock(fd);
     bool told = false;
