@@ -4,6 +4,7 @@
 
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,13 @@ std::string engine_display_name(const std::string& engine) {
         return "llama.cpp server";
     }
     return engine;
+}
+
+// A log's words as the terminal shows them: one line, bounded, without the
+// escapes a log may hold (colour codes, or worse); --format json keeps them
+// whole, escaped.
+std::string words(std::string_view text) {
+    return util::one_line(text, util::k_server_words_bytes);
 }
 
 struct FingerprintFlags {
@@ -76,20 +84,25 @@ int fingerprint_command(const FingerprintFlags& f) {
         }
         for (const auto& [k, v] : fp->facts) {
             auto stated = fp->stated.find(k);
-            std::cout << fmt::format(
-                "  {:<24} {}{}\n", k, v,
-                stated == fp->stated.end() ? "" : fmt::format(" (stated: {})", stated->second));
+            std::cout << fmt::format("  {:<24} {}{}\n", words(k), words(v),
+                                     stated == fp->stated.end()
+                                         ? ""
+                                         : fmt::format(" (stated: {})", words(stated->second)));
         }
         // Said but not resolved: flash attention `auto` in a log cut before
         // the server placed its layers.
         for (const auto& [k, v] : fp->stated) {
             if (!fp->facts.count(k)) {
-                std::cout << fmt::format("  {:<24} (stated: {})\n", k, v);
+                std::cout << fmt::format("  {:<24} (stated: {})\n", words(k), words(v));
             }
         }
         for (const auto& c : fp->conflicts) {
-            std::cout << fmt::format("CONFLICT {}: {} ({})\n", c.name, c.message,
-                                     fmt::join(c.evidence, ", "));
+            std::vector<std::string> evidence;
+            for (const auto& e : c.evidence) {
+                evidence.push_back(words(e));
+            }
+            std::cout << fmt::format("CONFLICT {}: {} ({})\n", words(c.name), words(c.message),
+                                     fmt::join(evidence, ", "));
         }
     }
     return f.fail_on_conflict && !fp->conflicts.empty() ? k_exit_failed : k_exit_ok;

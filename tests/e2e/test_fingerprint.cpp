@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <string>
+
 namespace {
 
 std::string log_path(const std::string& name) {
@@ -59,4 +62,26 @@ TEST(FingerprintCli, LlamaServerShowsWhatAutoResolvedToAndWhatWasStated) {
     EXPECT_EQ(j["facts"]["flash_attention"], "enabled");
     EXPECT_EQ(j["stated"]["flash_attention"], "auto");
     EXPECT_EQ(j["facts"]["engine_version"], "b11669-Debian");
+}
+
+// A log is the server's words: a model path with terminal escapes and 5,000
+// bytes reaches the terminal as one bounded line without the escapes, and
+// --format json keeps it whole.
+TEST(FingerprintCli, ALogsEscapesAndLongValuesReachTheTerminalAsOneBoundedLine) {
+    auto dir = e2e::scratch("fingerprint-hostile");
+    const std::string model = "/opt/" + std::string(5000, 'x') + "\x1b[31mred\x1b]0;title\x07.gguf";
+    {
+        std::ofstream log(dir / "server.log");
+        log << "0.00.012.227 I srv    load_model: loading model '" << model << "'\n"
+            << "0.00.023.848 I srv  llama_server: model loaded\n";
+    }
+    auto o = e2e::run({"fingerprint", (dir / "server.log").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.find('\x1b'), std::string::npos);
+    EXPECT_EQ(o.out.find('\x07'), std::string::npos);
+    EXPECT_NE(o.out.find("  model                    /opt/xxx"), std::string::npos) << o.out;
+    EXPECT_LT(o.out.size(), 1200U);
+    auto json = e2e::run({"fingerprint", (dir / "server.log").string(), "--format", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    EXPECT_EQ(nlohmann::json::parse(json.out)["facts"]["model"], model);
 }
