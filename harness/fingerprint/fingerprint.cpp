@@ -18,6 +18,74 @@ namespace diffeval::fingerprint {
 using util::ErrorKind;
 using util::make_error;
 
+namespace {
+
+// The text of `pattern`'s first capturing group (`enabled|disabled` in
+// 'flash_attn\s+= (enabled|disabled)'), or nullopt where a flag such as
+// `(?i)` would change what it matches alone or no group is found. Escapes
+// and character classes are stepped over, `(?:` and `(?=` are not captures,
+// `(?P<name>` is.
+std::optional<std::string> first_group(std::string_view pattern) {
+    if (pattern.find("(?") != std::string_view::npos) {
+        // Only `(?:` and `(?P<` are read here; anything else may be a flag.
+        for (size_t at = pattern.find("(?"); at != std::string_view::npos;
+             at = pattern.find("(?", at + 2)) {
+            const auto rest = pattern.substr(at + 2);
+            if (!rest.starts_with(':') && !rest.starts_with("P<")) {
+                return std::nullopt;
+            }
+        }
+    }
+    size_t start = std::string_view::npos;
+    int depth = 0; // groups open inside the first capture
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        const char c = pattern[i];
+        if (c == '\\') {
+            ++i;
+        } else if (c == '[') {
+            // A class: `]` first is a member, `[:alpha:]` is one.
+            ++i;
+            if (i < pattern.size() && pattern[i] == '^') {
+                ++i;
+            }
+            if (i < pattern.size() && pattern[i] == ']') {
+                ++i;
+            }
+            for (; i < pattern.size() && pattern[i] != ']'; ++i) {
+                if (pattern[i] == '\\') {
+                    ++i;
+                } else if (pattern.substr(i).starts_with("[:")) {
+                    const auto end = pattern.find(":]", i + 2);
+                    if (end == std::string_view::npos) {
+                        return std::nullopt;
+                    }
+                    i = end + 1;
+                }
+            }
+        } else if (c == '(') {
+            if (start != std::string_view::npos) {
+                ++depth;
+            } else if (pattern.substr(i).starts_with("(?P<")) {
+                const auto end = pattern.find('>', i);
+                if (end == std::string_view::npos) {
+                    return std::nullopt;
+                }
+                start = end + 1;
+            } else if (!pattern.substr(i).starts_with("(?")) {
+                start = i + 1;
+            }
+        } else if (c == ')' && start != std::string_view::npos) {
+            if (depth == 0) {
+                return std::string(pattern.substr(start, i - start));
+            }
+            --depth;
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 struct Rules::Impl {
     struct Fact {
         std::string name;
@@ -25,6 +93,10 @@ struct Rules::Impl {
         std::unique_ptr<RE2> form; // group 1 in the words the fact is rewritten from, or null
         std::string value;         // the rewrite of `form`'s groups (`b\1-\2`)
         bool stated = false;       // group 1 is only what the server stated, not the fact
+        // Group 1 alone, anchored: the words this rule can capture, or null
+        // when the pattern does not say (flags, or a group the scan below
+        // cannot find).
+        std::unique_ptr<RE2> captures;
     };
     struct ConflictRule {
         std::string name;
@@ -34,6 +106,12 @@ struct Rules::Impl {
     std::string engine;
     std::vector<Fact> facts;
     std::vector<ConflictRule> conflicts;
+
+    // Whether `f` could have made `value` a fact: its group's words, or any
+    // value when they are not known or the fact is a rewrite of them.
+    static bool may_yield(const Fact& f, const std::string& value) {
+        return !f.captures || f.form || RE2::FullMatch(value, *f.captures);
+    }
 
     // `f`'s value for what the server stated (`text`): the rewrite when
     // `text` is in `f`'s form, else nullopt (the text is the value).
@@ -94,8 +172,18 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
                                 "in a group ({})",
                                 where(f), *name, re->ok() ? "no group" : re->error()));
             }
-            Impl::Fact fact{*name, std::move(re), nullptr, (*t)["value"].value_or(std::string{}),
-                            (*t)["stated"].value_or(false)};
+            Impl::Fact fact{*name,
+                            std::move(re),
+                            nullptr,
+                            (*t)["value"].value_or(std::string{}),
+                            (*t)["stated"].value_or(false),
+                            nullptr};
+            if (auto group = first_group(*pattern)) {
+                auto captures = std::make_unique<RE2>("\\A(?:" + *group + ")\\z", RE2::Quiet);
+                if (captures->ok()) {
+                    fact.captures = std::move(captures);
+                }
+            }
             auto form = (*t)["form"].value<std::string>();
             if (form.has_value() != !fact.value.empty()) {
                 return make_error(ErrorKind::usage,
@@ -186,6 +274,30 @@ void Rules::normalize(Fingerprint& fp) const {
             // The words a newer diffeval would have kept, unless it did.
             fp.stated.try_emplace(f.name, it->second);
             it->second = std::move(*fact);
+        }
+    }
+    // A value only a stated rule captures was, when an older diffeval
+    // stored it as the fact, what the server was asked (llama.cpp's
+    // `flash_attn = auto`), not what it ran: it reads back as stated, and
+    // the fact as unknown, as a newer diffeval would have written it.
+    for (auto it = fp.facts.begin(); it != fp.facts.end();) {
+        bool stated = false;
+        bool resolved = false;
+        for (const auto& f : m_impl->facts) {
+            if (f.name != it->first) {
+                continue;
+            }
+            if (f.stated) {
+                stated = stated || (f.captures && RE2::FullMatch(it->second, *f.captures));
+            } else {
+                resolved = resolved || Impl::may_yield(f, it->second);
+            }
+        }
+        if (stated && !resolved) {
+            fp.stated.try_emplace(it->first, it->second);
+            it = fp.facts.erase(it);
+        } else {
+            ++it;
         }
     }
     drop_stated_facts(fp);

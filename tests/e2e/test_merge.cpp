@@ -250,3 +250,29 @@ TEST(Merge, ABuildStoredInTheLogsWordsMatchesTheSameBuildInItsOneForm) {
               std::string::npos)
         << o.err;
 }
+
+// A shard written when llama.cpp's flash attention fact was what the server
+// was asked (`auto`) merges with a shard of the same server written since,
+// which holds what it resolved (`enabled`, `auto` as stated).
+TEST(Merge, AFlashAttentionStoredAsAskedIsNoConflictWithWhatTheServerResolved) {
+    auto dir = e2e::scratch("merge-old-flash");
+    e2e::Sim sim;
+    auto shard = [&](const std::string& name, const std::string& which) {
+        auto path = dir / name;
+        auto args = run_args(sim, path);
+        args.insert(args.end(), {"--shard", which});
+        EXPECT_EQ(e2e::run(args).exit_code, 0);
+        return path;
+    };
+    const auto old_shard = shard("old.sqlite", "0/2");
+    const auto new_shard = shard("new.sqlite", "1/2");
+    e2e::exec(old_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                         R"x({"flash_attention": "auto", "slots": "2"}, "conflicts": []}')x");
+    e2e::exec(new_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
+                         R"x({"flash_attention": "enabled", "slots": "2"}, "stated": )x"
+                         R"x({"flash_attention": "auto"}, "conflicts": []}')x");
+    auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), old_shard.string(), new_shard.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
+}

@@ -76,3 +76,38 @@ TEST(FingerprintJson, ALlamaCppBuildStoredInTheLogsWordsReadsInItsOneForm) {
     EXPECT_EQ(other->facts.at("engine_version"), "11669 (Debian)");
     EXPECT_TRUE(other->stated.empty());
 }
+
+// A database written before llama.cpp's flash attention fact was what the
+// server resolved holds what it was asked (`-fa auto` logs "flash_attn =
+// auto"); it reads back as a newer diffeval writes that log: stated, the fact
+// unknown, so it differs from no server's "enabled". A resolved value, and a
+// fact no stated rule captures, read as stored.
+TEST(FingerprintJson, AFlashAttentionStoredAsAskedReadsAsStatedNotAsTheFact) {
+    auto old = fingerprint::fingerprint_from_json(
+        R"x({"engine":"llamacpp","facts":{"flash_attention":"auto","slots":"2",)x"
+        R"x("context_per_slot":"4096"}})x");
+    ASSERT_TRUE(old);
+    EXPECT_EQ(old->facts,
+              (std::map<std::string, std::string>{{"context_per_slot", "4096"}, {"slots", "2"}}));
+    EXPECT_EQ(old->stated, (std::map<std::string, std::string>{{"flash_attention", "auto"}}));
+
+    auto cut =
+        fingerprint::fingerprint_log("0.00.318.009 I llama_context: flash_attn            = auto\n"
+                                     "load_model: initializing, n_slots = 2, n_ctx_slot = 4096\n");
+    ASSERT_TRUE(cut.ok());
+    auto fresh = fingerprint::fingerprint_from_json(fingerprint::to_json(*cut).dump());
+    ASSERT_TRUE(fresh);
+    EXPECT_EQ(fresh->facts, old->facts);
+    EXPECT_EQ(fresh->stated, old->stated);
+
+    auto resolved = fingerprint::fingerprint_from_json(
+        R"x({"engine":"llamacpp","facts":{"flash_attention":"enabled"}})x");
+    ASSERT_TRUE(resolved);
+    EXPECT_EQ(resolved->facts.at("flash_attention"), "enabled");
+    EXPECT_TRUE(resolved->stated.empty());
+
+    auto other = fingerprint::fingerprint_from_json(
+        R"x({"engine":"vllm","facts":{"flash_attention":"auto"}})x");
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->facts.at("flash_attention"), "auto");
+}

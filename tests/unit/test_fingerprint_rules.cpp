@@ -199,3 +199,37 @@ TEST(Fingerprint, AFactIsRewrittenOnlyWhenItsWordsAreAllInTheForm) {
     rules->normalize(stored);
     EXPECT_EQ(stored.facts["v"], "b12-ab");
 }
+
+// A stored fact only a stated rule could capture reads as stated. What a
+// resolving rule captures is read from its first group, stepping over
+// classes, non-capturing and named groups; a flag that would change what the
+// group matches alone leaves the value a fact.
+TEST(Fingerprint, AStoredValueOnlyAStatedRuleCapturesReadsAsStated) {
+    const auto rules_with = [](const std::string& resolving) {
+        auto r = Rules::parse("version = 1\nengine = \"e\"\n"
+                              "[[fact]]\nname = \"x\"\npattern = 'x = (\\w+)'\nstated = true\n"
+                              "[[fact]]\nname = \"x\"\npattern = '" +
+                                  resolving + "'\n",
+                              "my.toml");
+        EXPECT_TRUE(r.ok());
+        return std::move(*r);
+    };
+    const auto read = [](const Rules& rules, const std::string& value) {
+        Fingerprint fp;
+        fp.engine = "e";
+        fp.facts["x"] = value;
+        rules.normalize(fp);
+        return std::make_pair(fp.facts.count("x") ? fp.facts["x"] : "-",
+                              fp.stated.count("x") ? fp.stated["x"] : "-");
+    };
+    for (const std::string resolving :
+         {"(?:set|now) [(](on|off)[)]", "x [[:alpha:]]+ (?P<v>on|off)$", "x is (on|o(?:ff))"}) {
+        const auto rules = rules_with(resolving);
+        EXPECT_EQ(read(rules, "on"), std::make_pair(std::string("on"), std::string("-")))
+            << resolving;
+        EXPECT_EQ(read(rules, "auto"), std::make_pair(std::string("-"), std::string("auto")))
+            << resolving;
+    }
+    const auto flagged = rules_with("(?i)x is (on|off)");
+    EXPECT_EQ(read(flagged, "ON"), std::make_pair(std::string("ON"), std::string("-")));
+}
