@@ -356,6 +356,13 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
             return cannot_run(r.error());
         }
     }
+    // So is the step summary, named by the environment (a stale export in a
+    // shell, a step whose runner removed the file's directory).
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
+        if (auto r = check_output_file("$GITHUB_STEP_SUMMARY", summary); !r) {
+            return cannot_run(r.error());
+        }
+    }
     // A baseline from another database: gate one database combining both,
     // the baseline's servers renamed "baseline:NAME".
     GateFlags f = flags;

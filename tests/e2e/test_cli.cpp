@@ -276,6 +276,15 @@ TEST(Cli, GateRefusesAnOutputFileItCannotWriteBeforeItsVerdict) {
     // The --junit that can be written says why the gate did not run.
     EXPECT_NE(e2e::slurp(dir / "j.xml").find("--json " + (locked / "g.json").string()),
               std::string::npos);
+    // The step summary is a file the environment names: refused alike.
+    auto o = e2e::run({"gate", "--db", db.string(), "--expect", "0.1"},
+                      {"GITHUB_STEP_SUMMARY=" + (dir / "gone" / "summary.md").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("$GITHUB_STEP_SUMMARY " + (dir / "gone" / "summary.md").string() +
+                         ": there is no directory " + (dir / "gone").string()),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(o.out, "") << "no verdict before the refusal";
     EXPECT_EQ(e2e::slurp(dir / "a-file"), "mine\n");
     EXPECT_TRUE(fs::is_empty(locked));
     fs::permissions(locked, fs::perms::owner_all);
