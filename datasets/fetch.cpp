@@ -9,8 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-
 namespace diffeval::datasets {
 
 namespace fs = std::filesystem;
@@ -58,19 +56,19 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
                                           "official GSM8K file",
                                           req.url, got, f.sha256));
         }
-        auto tmp = target;
-        tmp += ".part";
-        {
-            std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-            out.write(r.body.data(), static_cast<std::streamsize>(r.body.size()));
-            if (!out) {
-                return make_error(ErrorKind::io, fmt::format("cannot write {}", tmp.string()));
-            }
+        // A name of its own beside the target (util::ReplacingFile): two
+        // fetches into one cache at once (two CI jobs) each rename a whole
+        // file into place, where a shared ".part" let one rename a file the
+        // other was still truncating and writing.
+        auto out = util::ReplacingFile::create(target.string());
+        if (!out) {
+            return out.error();
         }
-        fs::rename(tmp, target, ec);
-        if (ec) {
-            return make_error(ErrorKind::io,
-                              fmt::format("cannot write {}: {}", target.string(), ec.message()));
+        if (!out->write(r.body)) {
+            return make_error(ErrorKind::io, fmt::format("cannot write {}", target.string()));
+        }
+        if (auto done = out->commit(); !done) {
+            return done.error();
         }
         log.push_back(fmt::format("{}: downloaded and verified ({} bytes)", f.name, r.body.size()));
     }

@@ -160,6 +160,16 @@ int Child::stop(int sig) {
     return decode(status);
 }
 
+int Child::wait() {
+    if (m_pid <= 0) {
+        return -1;
+    }
+    int status = 0;
+    waitpid(m_pid, &status, 0);
+    m_pid = -1;
+    return decode(status);
+}
+
 std::string Child::out() const {
     return slurp(m_out_path);
 }

@@ -36,6 +36,8 @@ public:
     int pid() const { return m_pid; }
     // Send `sig` and wait for exit; returns the exit status as run() would.
     int stop(int sig);
+    // Wait for exit without a signal; returns the exit status as run() would.
+    int wait();
     std::string out() const;
     std::string err() const;
 

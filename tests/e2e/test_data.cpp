@@ -7,21 +7,37 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <condition_variable>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
 namespace {
 
-// Serves `files` (name -> content) on a free loopback port.
+// Serves `files` (name -> content) on a free loopback port. With `together`
+// above 1, each file's first `together` requests are answered at once, when
+// the last of them has come (or after 10 s).
 class FileServer {
 public:
-    explicit FileServer(std::map<std::string, std::string> files) : m_files(std::move(files)) {
+    explicit FileServer(std::map<std::string, std::string> files, int together = 1)
+        : m_files(std::move(files)), m_together(together) {
         m_server.Get(R"(/data/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
             auto it = m_files.find(req.matches[1]);
             if (it == m_files.end()) {
                 res.status = 404;
                 return;
+            }
+            {
+                std::unique_lock lock(m_mutex);
+                const int mine = ++m_asked[it->first];
+                m_came.notify_all();
+                if (mine <= m_together) {
+                    m_came.wait_for(lock, std::chrono::seconds(10),
+                                    [&] { return m_asked[it->first] >= m_together; });
+                }
             }
             res.set_content(it->second, "application/octet-stream");
         });
@@ -37,6 +53,10 @@ public:
 
 private:
     std::map<std::string, std::string> m_files;
+    int m_together;
+    std::mutex m_mutex;
+    std::condition_variable m_came;
+    std::map<std::string, int> m_asked;
     httplib::Server m_server;
     std::thread m_thread;
     int m_port = 0;
@@ -84,4 +104,38 @@ TEST(DataFetch, OfficialFilesAreDownloadedVerifiedAndUsable) {
                         env);
     ASSERT_EQ(run.exit_code, 0) << run.err;
     EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM questions WHERE dataset = 'gsm8k'"), "1319");
+}
+
+// Two fetches into one cache at once (two CI jobs sharing a runner's cache),
+// their downloads answered together: each puts a whole, verified file in
+// place. With one ".part" name for both, one renamed the file the other was
+// still writing and the other failed ("cannot write ...").
+TEST(DataFetch, TwoFetchesIntoOneCacheAtOnceBothSucceed) {
+    const char* gsm = std::getenv("GSM8K_DIR");
+    if (!gsm || !*gsm) {
+        GTEST_SKIP() << "GSM8K_DIR not set: the official files' download is not checked";
+    }
+    const auto test = e2e::slurp(std::filesystem::path(gsm) / "test.jsonl");
+    const auto train = e2e::slurp(std::filesystem::path(gsm) / "train.jsonl");
+    for (int round = 0; round < 3; ++round) {
+        auto dir = e2e::scratch("fetch_twice_" + std::to_string(round));
+        FileServer server({{"test.jsonl", test}, {"train.jsonl", train}}, 2);
+        const std::vector<std::string> args = {"data", "fetch", "gsm8k", "--data-url-base",
+                                               server.base()};
+        const std::vector<std::string> env = {"DIFFEVAL_DATA=" + dir.string()};
+        std::vector<std::unique_ptr<e2e::Child>> fetches;
+        fetches.push_back(std::make_unique<e2e::Child>(args, env));
+        fetches.push_back(std::make_unique<e2e::Child>(args, env));
+        for (auto& f : fetches) {
+            EXPECT_EQ(f->wait(), 0) << "round " << round << ": " << f->err();
+        }
+        EXPECT_EQ(e2e::slurp(dir / "gsm8k" / "test.jsonl"), test) << "round " << round;
+        EXPECT_EQ(e2e::slurp(dir / "gsm8k" / "train.jsonl"), train) << "round " << round;
+        // Nothing of either download is left beside the files.
+        size_t entries = 0;
+        for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir / "gsm8k")) {
+            ++entries;
+        }
+        EXPECT_EQ(entries, 2U) << "round " << round;
+    }
 }
