@@ -12,6 +12,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/engine/run.hpp>
 #include <harness/sim/server.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 #include <reports/report.hpp>
@@ -121,6 +122,13 @@ util::Result<void> set_up_db(const DemoFlags& f, engine::RunConfig& config) {
                                 fmt::format("cannot create {}: {}", f.out, ec.message()));
     }
     config.db = (fs::path(f.out) / k_db_file).string();
+    // Another demo (or a run) writing this --out's database keeps it: the
+    // file is removed only under its lock, which the run then takes again.
+    auto lock = store::RunLock::acquire(config.db, "demo", store::RunLock::Wait::no, nullptr,
+                                        "wait for it to finish, or give another --out");
+    if (!lock) {
+        return lock.error();
+    }
     store::remove_with_sidecars(config.db);
     return {};
 }

@@ -10,6 +10,10 @@
 #include <fstream>
 #include <map>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 using nlohmann::json;
 
 namespace {
@@ -183,4 +187,25 @@ TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
     EXPECT_TRUE(std::filesystem::is_empty(dir / "html-is-a-dir" / "report.html"));
     EXPECT_FALSE(std::filesystem::exists(dir / "html-is-a-dir" / "diffeval-demo.sqlite"));
     std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
+}
+
+// Two demos into one --out (two CI jobs): the second removed the database
+// the first was writing. While another diffeval holds that database's lock
+// the demo is refused, exit 2, and the file is left as it is.
+TEST(Demo, AnOutWhoseDatabaseAnotherProcessWritesIsRefusedAndKept) {
+    auto dir = e2e::scratch("demo-busy-out");
+    const auto db = dir / "diffeval-demo.sqlite";
+    std::ofstream(db) << "another job's results\n";
+    const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(held, 0);
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    auto o = e2e::run({"demo", "--dataset", "sample", "--limit", "2", "--out", dir.string()});
+    ::close(held);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(count_of(o.err, "\n"), 1u) << o.err;
+    EXPECT_NE(o.err.find(db.string() + " is in use by another diffeval process"), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("give another --out"), std::string::npos) << o.err;
+    EXPECT_EQ(e2e::slurp(db), "another job's results\n");
+    EXPECT_FALSE(std::filesystem::exists(dir / "report.md"));
 }
