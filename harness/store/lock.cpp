@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -54,48 +55,68 @@ std::string RunLock::path_for(const std::string& db_path) {
     return util::resolved_path(db_path) + ".lock";
 }
 
+namespace {
+
+// Whether `fd` is still the file `path` names: a holder may remove the lock
+// file it created (an import that created its database and failed leaves
+// nothing behind), and a lock taken on the removed file locks nothing
+// another process can see.
+bool still_named(int fd, const std::string& path) {
+    struct stat held {};
+    struct stat named {};
+    return fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+           held.st_ino == named.st_ino && held.st_dev == named.st_dev;
+}
+
+} // namespace
+
 util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_view command,
                                        Wait wait, const std::atomic<bool>* stop,
                                        std::string_view advice) {
     const auto path = path_for(db_path);
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("cannot create the lock file {}: {}; choose {} in a "
-                                      "directory that exists and you can write",
-                                      path, std::strerror(errno),
-                                      // merge names its database OUT, the others --db
-                                      command == "merge" ? "an OUT" : "a --db"));
-    }
-    RunLock lock(fd);
     bool told = false;
-    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK && errno != EINTR) {
-            return make_error(ErrorKind::io,
-                              fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
-        }
-        const auto holder = holder_words(holder_of(fd));
-        if (wait == Wait::no) {
+    for (;;) {
+        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
             return make_error(ErrorKind::usage,
-                              fmt::format("{} is in use by {}; {}", db_path, holder, advice));
+                              fmt::format("cannot create the lock file {}: {}; choose {} in a "
+                                          "directory that exists and you can write",
+                                          path, std::strerror(errno),
+                                          // merge names its database OUT, the others --db
+                                          command == "merge" ? "an OUT" : "a --db"));
         }
-        if (!told) {
-            fmt::print(stderr, "diffeval: waiting for {}, which writes {}\n", holder, db_path);
-            told = true;
+        RunLock lock(fd);
+        while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno != EWOULDBLOCK && errno != EINTR) {
+                return make_error(ErrorKind::io,
+                                  fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+            }
+            const auto holder = holder_words(holder_of(fd));
+            if (wait == Wait::no) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{} is in use by {}; {}", db_path, holder, advice));
+            }
+            if (!told) {
+                fmt::print(stderr, "diffeval: waiting for {}, which writes {}\n", holder, db_path);
+                told = true;
+            }
+            if (stop && stop->load()) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("interrupted while waiting for {}", db_path));
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        if (stop && stop->load()) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("interrupted while waiting for {}", db_path));
+        if (!still_named(fd, path)) {
+            continue; // its holder removed it meanwhile: lock the file named now
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const auto me =
+            fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
+        if (ftruncate(fd, 0) != 0 ||
+            pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
+            // Only the message of a later run would lack the PID; the lock holds.
+        }
+        return lock;
     }
-    const auto me =
-        fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
-    if (ftruncate(fd, 0) != 0 ||
-        pwrite(fd, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
-        // Only the message of a later run would lack the PID; the lock holds.
-    }
-    return lock;
 }
 
 RunLock::RunLock(RunLock&& other) noexcept : m_fd(other.m_fd) {

@@ -4,7 +4,10 @@
 // The lock is flock() on "<db>.lock" beside the database: the kernel releases
 // it when its process ends, however it ends, so a crashed or SIGKILLed run
 // leaves no stale lock. The file holds the holder's PID and start time for
-// the message the next run prints; its mere presence means nothing.
+// the message the next run prints; its mere presence means nothing. Its
+// holder may remove it (an import that created its database and failed):
+// a lock taken on a file no longer under that name is let go and the file
+// named then is locked instead.
 #pragma once
 
 #include <harness/util/result.hpp>

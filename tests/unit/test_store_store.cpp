@@ -642,3 +642,32 @@ TEST(RunLock, ARefusalNamesTheCommandThatHoldsTheLock) {
     EXPECT_NE(run.error().message.find("; wait for it to finish or pass --wait-lock"),
               std::string::npos);
 }
+
+// A holder may remove the lock file (an import that created its database and
+// failed leaves nothing behind). A waiter that then takes the lock on the
+// removed file locked nothing another process can see: a third command
+// created a new lock file and wrote alongside it. The waiter now locks the
+// file named at that moment, so the third is refused.
+TEST(RunLock, AWaiterWhoseLockFileWasRemovedLocksTheFileNamedNow) {
+    const auto path = fresh_db("lock-removed").string();
+    auto acquired = RunLock::acquire(path, "import", RunLock::Wait::no, nullptr);
+    ASSERT_TRUE(acquired.ok()) << acquired.error().message;
+    std::optional<RunLock> first(std::move(acquired.value()));
+    std::optional<diffeval::util::Result<RunLock>> waiter;
+    std::thread waiting(
+        [&] { waiter.emplace(RunLock::acquire(path, "run", RunLock::Wait::yes, nullptr)); });
+    // The waiter has opened the lock file once it is told who holds it; give
+    // it time to open the file (it polls every 50 ms).
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::filesystem::remove(RunLock::path_for(path));
+    first.reset(); // the import ends
+    waiting.join();
+    ASSERT_TRUE(waiter && waiter->ok()) << (waiter ? waiter->error().message : "no result");
+    EXPECT_TRUE(std::filesystem::exists(RunLock::path_for(path)));
+    auto third = RunLock::acquire(path, "merge", RunLock::Wait::no, nullptr);
+    EXPECT_FALSE(third.ok()) << "two commands hold the lock of " << path;
+    if (!third.ok()) {
+        EXPECT_NE(third.error().message.find("in use by diffeval run"), std::string::npos)
+            << third.error().message;
+    }
+}
