@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <unistd.h>
 
@@ -20,10 +23,31 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
                 fmt::format("no database {}; run 'diffeval run --db {}' first", p, p));
         }
     }
+    // A directory of its own (mkdtemp): a name made of the PID alone is
+    // the same for two gates in two containers sharing a /tmp, each
+    // combining into the other's file.
+    std::error_code ec;
+    const auto tmp = std::filesystem::temp_directory_path(ec);
+    if (ec) {
+        const char* named = std::getenv("TMPDIR");
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--baseline-db needs a temporary directory, and {} is none ({}); set "
+                        "TMPDIR to a writable directory",
+                        named && *named ? fmt::format("TMPDIR {}", named) : std::string("/tmp"),
+                        ec.message()));
+    }
+    const auto pattern = (tmp / "diffeval-gate-XXXXXX").string();
+    auto dir = pattern;
+    if (!::mkdtemp(dir.data())) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("cannot create a directory like {} for --baseline-db: "
+                                            "{}; set TMPDIR to a writable directory",
+                                            pattern, std::strerror(errno)));
+    }
     std::unique_ptr<CombinedDb> out(new CombinedDb());
-    out->m_path =
-        (std::filesystem::temp_directory_path() / fmt::format("diffeval-gate-{}.sqlite", getpid()))
-            .string();
+    out->m_dir = dir;
+    out->m_path = (std::filesystem::path(dir) / "combined.sqlite").string();
     if (auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
         !r) {
         return r.error();
@@ -33,8 +57,9 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
 
 CombinedDb::~CombinedDb() {
     std::error_code ec;
-    store::remove_with_sidecars(m_path);
-    std::filesystem::remove(m_path + ".merge-tmp", ec);
+    if (!m_dir.empty()) {
+        std::filesystem::remove_all(m_dir, ec);
+    }
 }
 
 util::Result<void> add_vllm_ci_checks(const std::string& path, const analysis::Results& results,

@@ -27,6 +27,7 @@ public:
 
 private:
     CombinedDb() = default;
+    std::string m_dir; // a directory of its own under the temporary directory
     std::string m_path;
 };
 

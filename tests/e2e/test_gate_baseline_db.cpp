@@ -33,9 +33,14 @@ TEST(GateBaselineDb, RegressionAgainstAnotherDatabaseFailsAndRerunPasses) {
 
     // 48 questions bound a drop to within 6.1 points when none differs
     // (docs/statistics.md), so the rerun is checked against a 7-point margin.
+    // The combined database goes in a directory of its own under TMPDIR,
+    // and goes with it.
+    const auto tmp = dir / "tmp";
+    std::filesystem::create_directories(tmp);
     auto gate = [&](const std::string& db, const char* max_drop) {
         return e2e::run({"gate", "--db", db, "--baseline-db", main_db, "--baseline", "vllm/raw",
-                         "--candidate", "vllm/raw", "--max-drop", max_drop, "--resamples", "2000"});
+                         "--candidate", "vllm/raw", "--max-drop", max_drop, "--resamples", "2000"},
+                        {"TMPDIR=" + tmp.string()});
     };
     auto bad = gate(worse_db, "1");
     EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
@@ -46,6 +51,7 @@ TEST(GateBaselineDb, RegressionAgainstAnotherDatabaseFailsAndRerunPasses) {
     EXPECT_NE(good.out.find("PASS  paired baseline:vllm/raw/256 -> vllm/raw/256"),
               std::string::npos)
         << good.out;
+    EXPECT_TRUE(std::filesystem::is_empty(tmp));
     // Neither input is touched.
     EXPECT_EQ(e2e::slurp(main_db), main_before);
     EXPECT_EQ(e2e::query(worse_db, "SELECT count(*) FROM servers WHERE name LIKE 'baseline:%'"),
@@ -68,4 +74,15 @@ TEST(GateBaselineDb, DifferentQuestionsUnderOneDatasetNameAreRefused) {
                              "--baseline", "vllm", "--candidate", "vllm", "--max-drop", "1"});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("no database"), std::string::npos) << missing.err;
+    // A TMPDIR that is no directory is the user's to mend (it was an
+    // "internal error ... please report it").
+    auto no_tmp = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm",
+                            "--candidate", "vllm", "--max-drop", "1"},
+                           {"TMPDIR=" + (dir / "no-such-dir").string()});
+    EXPECT_EQ(no_tmp.exit_code, 2) << no_tmp.err;
+    EXPECT_EQ(std::count(no_tmp.err.begin(), no_tmp.err.end(), '\n'), 1) << no_tmp.err;
+    EXPECT_NE(no_tmp.err.find("--baseline-db needs a temporary directory, and TMPDIR " +
+                              (dir / "no-such-dir").string() + " is none"),
+              std::string::npos)
+        << no_tmp.err;
 }
