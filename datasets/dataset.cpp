@@ -91,11 +91,12 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
         auto file = dir / k_gsm8k_files[0].name;
-        if (!fs::exists(file)) {
+        std::error_code ec;
+        if (!fs::exists(file, ec)) {
             return make_error(ErrorKind::data,
-                              fmt::format("GSM8K is not in the cache ({} missing); run "
+                              fmt::format("GSM8K is not in the cache ({}{}); run "
                                           "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
-                                          file.string()));
+                                          file.string(), ec ? ": " + ec.message() : " missing"));
         }
         auto test = load_jsonl(file);
         if (!test) {
@@ -121,11 +122,13 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
     if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
         for (const auto& f : k_gsm8k_files) {
-            if (!fs::exists(dir / f.name)) {
+            std::error_code ec;
+            if (!fs::exists(dir / f.name, ec)) {
                 return make_error(ErrorKind::data,
-                                  fmt::format("GSM8K is not in the cache ({} missing); run "
+                                  fmt::format("GSM8K is not in the cache ({}{}); run "
                                               "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
-                                              (dir / f.name).string()));
+                                              (dir / f.name).string(),
+                                              ec ? ": " + ec.message() : " missing"));
             }
         }
     }
@@ -155,7 +158,8 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
         ds->fewshot = std::move(*train);
     } else {
         auto sibling = fs::path(spec).parent_path() / "train.jsonl";
-        if (!fs::exists(sibling)) {
+        std::error_code ec;
+        if (!fs::exists(sibling, ec)) {
             return make_error(ErrorKind::usage,
                               fmt::format("no few-shot examples for {}: pass --fewshot-from "
                                           "PATH.jsonl (or put train.jsonl beside it)",

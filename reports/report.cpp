@@ -30,7 +30,8 @@ util::Result<void> write_file(const fs::path& path, const std::string& content) 
         // A path the user gave that cannot take files is theirs to change
         // (exit 2); a write that fails where it could is the disk's (exit 1).
         const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-        const bool writable = ::access(dir.c_str(), W_OK) == 0 && !fs::is_directory(path);
+        std::error_code ec;
+        const bool writable = ::access(dir.c_str(), W_OK) == 0 && !fs::is_directory(path, ec);
         return util::make_error(writable ? util::ErrorKind::io : util::ErrorKind::usage,
                                 fmt::format("cannot write {}{}", path.string(),
                                             writable ? "" : "; choose a writable --out"));

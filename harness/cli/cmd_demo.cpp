@@ -45,7 +45,8 @@ constexpr const char* k_db_file = "diffeval-demo.sqlite";
 util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& spec) {
     spec = f.dataset;
     if (spec.empty()) {
-        spec = fs::exists(datasets::cache_dir() / "gsm8k" / "test.jsonl") ? "gsm8k" : "sample";
+        std::error_code ec; // a cache this process may not read is none
+        spec = fs::exists(datasets::cache_dir() / "gsm8k" / "test.jsonl", ec) ? "gsm8k" : "sample";
     }
     auto dataset = datasets::open_dataset(spec);
     if (!dataset) {

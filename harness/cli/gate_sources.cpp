@@ -1,5 +1,6 @@
 // --baseline-db and --vllm-config for `diffeval gate`; see gate_sources.hpp.
 #include <harness/cli/gate_sources.hpp>
+#include <harness/cli/util.hpp>
 
 #include <harness/engine/vllm_config.hpp>
 #include <harness/store/merge.hpp>
@@ -17,10 +18,8 @@ namespace diffeval::cli {
 util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& db,
                                                              const std::string& baseline_db) {
     for (const auto& p : {db, baseline_db}) {
-        if (!std::filesystem::exists(p)) {
-            return util::make_error(
-                util::ErrorKind::usage,
-                fmt::format("no database {}; run 'diffeval run --db {}' first", p, p));
+        if (auto r = check_existing_db(p); !r) {
+            return r.error();
         }
     }
     // A directory of its own (mkdtemp): a name made of the PID alone is

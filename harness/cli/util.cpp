@@ -179,12 +179,27 @@ int report(const util::Error& error) {
     }
 }
 
-util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
-                                                                bool for_writing) {
-    if (!std::filesystem::exists(db)) {
+util::Result<void> check_existing_db(const std::string& db) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(db, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+        return util::make_error(util::ErrorKind::usage,
+                                fmt::format("cannot read {}: {}; check the permissions of the "
+                                            "directories on its path",
+                                            db, ec.message()));
+    }
+    if (!std::filesystem::exists(st)) {
         return util::make_error(
             util::ErrorKind::usage,
             fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
+    }
+    return {};
+}
+
+util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
+                                                                bool for_writing) {
+    if (auto r = check_existing_db(db); !r) {
+        return r.error();
     }
     // Opening for writing would create the schema in an empty file; a
     // command that only reads results must leave it as it found it.

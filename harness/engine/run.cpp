@@ -737,7 +737,8 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     // Record the run: open the store, the run row, its questions, what is
     // answered; then send and store. A full disk is said in one line, with
     // what became of the database.
-    const bool created = !std::filesystem::exists(std::filesystem::symlink_status(config.db));
+    std::error_code ec;
+    const bool created = !std::filesystem::exists(std::filesystem::symlink_status(config.db, ec));
     auto store = store::Store::open(config.db, store::Store::Mode::read_write);
     if (!store) {
         return store::is_disk_full(store.error()) ? full_while_planning(ctx, nullptr, created, 0)

@@ -222,9 +222,12 @@ util::Result<std::vector<VllmConfig>> load_vllm_configs(const std::string& path)
             continue;
         }
         auto entry = fs::path(path).parent_path() / line.substr(b, e - b + 1);
-        if (!fs::exists(entry)) {
+        std::error_code ec;
+        if (!fs::exists(entry, ec)) {
             return make_error(ErrorKind::usage,
-                              fmt::format("{}:{}: no config {}", path, n, entry.string()));
+                              ec ? fmt::format("{}:{}: cannot read config {}: {}", path, n,
+                                               entry.string(), ec.message())
+                                 : fmt::format("{}:{}: no config {}", path, n, entry.string()));
         }
         auto c = load_vllm_config(entry.string());
         if (!c) {

@@ -591,7 +591,11 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     }
     // 4. Store the run, the server, the questions, the requests, then the
     //    responses that are not stored yet.
-    auto abs = fs::absolute(o.path).string();
+    std::error_code ec; // no working directory: the path as given
+    auto abs = fs::absolute(o.path, ec).string();
+    if (abs.empty()) {
+        abs = o.path;
+    }
     ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
     auto run_id = st.begin_run(config.dump(), o.dataset.name);
     if (!run_id) {

@@ -356,8 +356,11 @@ util::Result<void> check_inputs(const std::vector<std::string>& inputs) {
         return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
     }
     for (const auto& in : inputs) {
-        if (!fs::exists(in)) {
-            return make_error(ErrorKind::usage, fmt::format("merge: {} does not exist", in));
+        std::error_code ec;
+        if (!fs::exists(in, ec)) {
+            return make_error(ErrorKind::usage,
+                              ec ? fmt::format("merge: cannot read {}: {}", in, ec.message())
+                                 : fmt::format("merge: {} does not exist", in));
         }
         auto s = Store::open(in, Store::Mode::read_only);
         if (!s) {
@@ -369,7 +372,8 @@ util::Result<void> check_inputs(const std::vector<std::string>& inputs) {
 
 // `tmp` as a copy of `out` (when it exists), made with VACUUM INTO.
 util::Result<void> copy_output(const std::string& out, const fs::path& tmp) {
-    if (fs::exists(out)) {
+    std::error_code ec; // an OUT that cannot be seen is one the lock could not be taken for
+    if (fs::exists(out, ec)) {
         auto existing = Store::open(out, Store::Mode::read_only);
         if (!existing) {
             return existing.error();

@@ -637,12 +637,13 @@ std::string now_iso8601() {
 util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode mode) {
     // A --db that cannot be a database is the user's to fix (exit 2), found
     // before SQLite tries and fails with a less helpful message.
-    const bool existed = std::filesystem::exists(path);
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(path, ec);
     if (auto r = check_db_file(path, mode); !r) {
         return r.error();
     }
     // A symbolic link to nowhere was there before: it stays.
-    const bool link_or_file = std::filesystem::exists(std::filesystem::symlink_status(path));
+    const bool link_or_file = std::filesystem::exists(std::filesystem::symlink_status(path, ec));
     auto opened = open_at(path, mode, existed);
     if (!opened && !link_or_file && mode == Mode::read_write && is_disk_full(opened.error())) {
         // A file this call created and could not finish (the disk filled

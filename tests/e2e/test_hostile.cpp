@@ -821,6 +821,28 @@ TEST(Hostile, UnreadableOrReadOnlyDatabasesAreUsageErrors) {
     std::filesystem::permissions(dir / "ro.sqlite", std::filesystem::perms::none);
     auto unreadable = e2e::run_unprivileged({"summary", "--db", (dir / "ro.sqlite").string()});
     EXPECT_EQ(unreadable.exit_code, 2) << unreadable.err;
+    // A database behind a directory this user may not search: one line
+    // saying so, exit 2 (it was "internal error: filesystem error ...
+    // please report it", exit 1), from every command that reads one.
+    const auto hidden = dir / "hidden";
+    std::filesystem::create_directories(hidden);
+    std::filesystem::permissions(hidden, std::filesystem::perms::none);
+    const auto behind = (hidden / "r.sqlite").string();
+    const auto outputs = dir / "outputs"; // where that user may write
+    std::filesystem::create_directories(outputs);
+    std::filesystem::permissions(outputs, std::filesystem::perms::all);
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"summary", "--db", behind},
+             {"report", "--db", behind, "--out", (outputs / "report").string()},
+             {"gate", "--db", behind, "--expect", "0.5"},
+             {"merge", (outputs / "merged.sqlite").string(), behind}}) {
+        auto o = e2e::run_unprivileged(args);
+        EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find("cannot read " + behind + ": Permission denied"), std::string::npos)
+            << args[0] << ": " << o.err;
+    }
+    std::filesystem::permissions(hidden, std::filesystem::perms::owner_all);
     // A database another user may write, whose shared-memory file a reader
     // of another user left behind: named, with what to do, nothing sent.
     auto shared = dir / "shared.sqlite";
