@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -154,12 +157,67 @@ Error write_error(const std::string& path, int err) {
     return make_error(ErrorKind::io, fmt::format("cannot write {}: {}", path, std::strerror(err)));
 }
 
+// The descriptor a path names by number: /dev/stdout, /dev/stderr,
+// /dev/fd/N and /proc/self/fd/N (a CI step's `--json /dev/stdout`).
+std::optional<int> descriptor_named(std::string_view path) {
+    if (path == "/dev/stdout") {
+        return 1;
+    }
+    if (path == "/dev/stderr") {
+        return 2;
+    }
+    for (std::string_view dir : {"/dev/fd/", "/proc/self/fd/"}) {
+        if (!path.starts_with(dir)) {
+            continue;
+        }
+        const auto digits = path.substr(dir.size());
+        int n = 0;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        if (ec == std::errc{} && end == digits.data() + digits.size() && !digits.empty()) {
+            return n;
+        }
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 Result<ReplacingFile> ReplacingFile::create(const std::string& path) {
     static std::atomic<unsigned> serial{0};
     ReplacingFile f;
     f.m_path = path;
+    // A stream or a device is written as it is, never replaced: renaming a
+    // file over /dev/stdout or /dev/full (which root may) replaced the
+    // device node with a regular file for every later process. A stream
+    // named by number is written through that descriptor, after what the
+    // process wrote to it before.
+    if (const auto n = descriptor_named(path)) {
+        const int fd = ::fcntl(*n, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0) {
+            return write_error(path, errno);
+        }
+        f.m_file = ::fdopen(fd, "wb"); // "ab" would set O_APPEND on the shared stream
+        if (!f.m_file) {
+            const int e = errno;
+            ::close(fd);
+            return write_error(path, e);
+        }
+        return f;
+    }
+    struct stat named {};
+    if (::stat(path.c_str(), &named) == 0 && !S_ISREG(named.st_mode) && !S_ISDIR(named.st_mode)) {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return write_error(path, errno);
+        }
+        f.m_file = ::fdopen(fd, "wb");
+        if (!f.m_file) {
+            const int e = errno;
+            ::close(fd);
+            return write_error(path, e);
+        }
+        return f;
+    }
     f.m_target = resolved_path(path);
     const std::filesystem::path target(f.m_target);
     struct stat old {};

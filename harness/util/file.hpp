@@ -51,7 +51,10 @@ bool may_write(const std::string& path, std::string* error = nullptr);
 // link stays one (the file it names is replaced) and an existing file's
 // permissions are kept. Where no new file can be made beside it (a directory
 // that is not writable, holding a writable file) the file is written in
-// place, as before.
+// place, as before. What is not a regular file is written as it is and never
+// replaced: a device or FIFO in place, and a stream named by its descriptor
+// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) through that
+// descriptor, after what the process wrote to it.
 class ReplacingFile {
 public:
     // Errors are ErrorKind::io, "cannot write PATH: REASON".

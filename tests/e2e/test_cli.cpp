@@ -4,6 +4,8 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
@@ -276,6 +278,25 @@ TEST(Cli, GateRefusesAnOutputFileItCannotWriteBeforeItsVerdict) {
     // The --junit that can be written says why the gate did not run.
     EXPECT_NE(e2e::slurp(dir / "j.xml").find("--json " + (locked / "g.json").string()),
               std::string::npos);
+    // `--json /dev/stdout` (a CI step piping the verdict on): the JSON
+    // follows the printed verdict on standard output, and /dev/stdout stays
+    // what it was. Replacing it, as a report file is replaced, made it a
+    // regular file for every later process on the machine (as root).
+    struct stat before {};
+    const bool had_stdout = ::lstat("/dev/stdout", &before) == 0;
+    auto piped =
+        e2e::run({"gate", "--db", db.string(), "--expect", "0.1", "--json", "/dev/stdout"});
+    EXPECT_EQ(piped.exit_code, 0) << piped.err;
+    const auto json_at = piped.out.find("{\n  \"checks\"");
+    ASSERT_NE(json_at, std::string::npos) << piped.out;
+    EXPECT_NE(piped.out.rfind("PASS", json_at), std::string::npos) << piped.out;
+    EXPECT_EQ(nlohmann::json::parse(piped.out.substr(json_at))["schema"], "diffeval.gate/2");
+    if (had_stdout) {
+        struct stat after {};
+        ASSERT_EQ(::lstat("/dev/stdout", &after), 0);
+        EXPECT_EQ(after.st_mode, before.st_mode);
+        EXPECT_EQ(after.st_ino, before.st_ino);
+    }
     // The step summary is a file the environment names: refused alike.
     auto o = e2e::run({"gate", "--db", db.string(), "--expect", "0.1"},
                       {"GITHUB_STEP_SUMMARY=" + (dir / "gone" / "summary.md").string()});

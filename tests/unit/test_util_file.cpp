@@ -4,6 +4,7 @@
 // a pipe like a file.
 #include <harness/util/file.hpp>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -262,4 +263,73 @@ TEST(ReplacingFile, TwoWritersOfOnePathEachLeaveAWholeFile) {
     ASSERT_TRUE(fa->commit().ok());
     EXPECT_EQ(contents(path), a);
     EXPECT_EQ(entries(dir), 1u);
+}
+
+// `--json /dev/stdout` in a CI step: a stream named by its descriptor is
+// written through it, after what the process wrote there before, and the
+// name is left as it was. Renaming a new file over it (which root may)
+// replaced /dev/stdout, a link every process uses, with a regular file.
+TEST(ReplacingFile, AStreamNamedByItsDescriptorIsWrittenThroughIt) {
+    const auto dir = fresh_dir("descriptor");
+    const auto path = dir / "stdout.txt";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "verdict\n", 8), 8);
+    struct stat before {};
+    ASSERT_EQ(::fstat(fd, &before), 0);
+    for (const auto& name : {fmt::format("/dev/fd/{}", fd), fmt::format("/proc/self/fd/{}", fd)}) {
+        auto f = util::ReplacingFile::create(name);
+        ASSERT_TRUE(f.ok()) << name << ": " << f.error().message;
+        ASSERT_TRUE(f->write("{}\n"));
+        ASSERT_TRUE(f->commit().ok()) << name;
+    }
+    ::close(fd);
+    EXPECT_EQ(contents(path), "verdict\n{}\n{}\n");
+    struct stat after {};
+    ASSERT_EQ(::stat(path.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_EQ(entries(dir), 1u);
+    // A descriptor that is not open is an error naming the path.
+    auto closed = util::ReplacingFile::create("/dev/fd/987");
+    ASSERT_FALSE(closed.ok());
+    EXPECT_EQ(closed.error().message, "cannot write /dev/fd/987: Bad file descriptor");
+}
+
+// A FIFO (or a device) is written in place and stays what it is.
+TEST(ReplacingFile, AFifoIsWrittenInPlaceAndStaysAFifo) {
+    const auto dir = fresh_dir("fifo");
+    const auto path = dir / "pipe";
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    std::string got;
+    std::thread reader([&] { got = contents(path); });
+    auto f = util::ReplacingFile::create(path.string());
+    ASSERT_TRUE(f.ok()) << f.error().message;
+    ASSERT_TRUE(f->write("through the pipe"));
+    ASSERT_TRUE(f->commit().ok());
+    reader.join();
+    EXPECT_EQ(got, "through the pipe");
+    struct stat st {};
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    EXPECT_EQ(entries(dir), 1u);
+}
+
+// A device: /dev/full refuses the bytes (the error is the caller's), and
+// /dev/null takes them; both stay devices.
+TEST(ReplacingFile, ADeviceIsWrittenInPlaceAndStaysADevice) {
+    auto full = util::ReplacingFile::create("/dev/full");
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    ASSERT_TRUE(full->write("x"));
+    auto done = full->commit();
+    ASSERT_FALSE(done.ok());
+    EXPECT_EQ(done.error().message, "cannot write /dev/full: No space left on device");
+    auto null = util::ReplacingFile::create("/dev/null");
+    ASSERT_TRUE(null.ok()) << null.error().message;
+    ASSERT_TRUE(null->write("x"));
+    EXPECT_TRUE(null->commit().ok());
+    for (const char* device : {"/dev/full", "/dev/null"}) {
+        struct stat st {};
+        ASSERT_EQ(::lstat(device, &st), 0);
+        EXPECT_TRUE(S_ISCHR(st.st_mode)) << device;
+    }
 }
