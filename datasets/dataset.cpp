@@ -62,9 +62,9 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
 }
 
 util::Result<std::vector<Sample>> load_jsonl(const fs::path& path) {
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_data_bytes);
     if (!text) {
-        return make_error(ErrorKind::data, fmt::format("cannot read {}", path.string()));
+        return make_error(ErrorKind::data, fmt::format("cannot read {}", text.error().message));
     }
     return parse_jsonl(*text, path.string());
 }

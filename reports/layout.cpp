@@ -64,10 +64,11 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
     if (path.empty()) {
         text = std::string(*util::embedded_file("reports/layout.toml"));
     } else {
-        auto read = util::read_file(path);
+        auto read = util::read_input(path, util::k_max_config_bytes);
         if (!read) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("cannot read layout file {}; check the path", path));
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("cannot read layout file {}; check the path", read.error().message));
         }
         text = std::move(*read);
     }

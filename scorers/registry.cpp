@@ -79,11 +79,11 @@ util::Result<const Scorer*> Registry::add_source(const ScorerSource& source) {
 }
 
 util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path) {
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
         return make_error(
             ErrorKind::usage,
-            fmt::format("cannot read scorer file '{}': check the path", path.string()));
+            fmt::format("cannot read scorer file {}; check the path", text.error().message));
     }
     return ScorerSource{path.stem().string(), std::move(*text), path.string()};
 }

@@ -469,10 +469,11 @@ util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::s
 }
 
 util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::io, fmt::format("cannot read scorer file '{}': check the path",
-                                                     path.string()));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("cannot read scorer file {}; check the path", text.error().message));
     }
     return load_scorer(*text, path.stem().string(), path.string());
 }

@@ -2,6 +2,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 
+#include <harness/engine/launcher.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -44,7 +46,15 @@ struct FingerprintFlags {
 };
 
 int fingerprint_command(const FingerprintFlags& f) {
-    auto text = util::read_file(f.log);
+    // What `run --server-log` keeps of a log, so both read the same facts:
+    // its first 2 MiB and last 512 KiB, in memory whatever the log's size.
+    std::error_code ec;
+    if (std::filesystem::is_directory(f.log, ec)) {
+        return report(
+            util::make_error(util::ErrorKind::usage,
+                             fmt::format("cannot read log file {}: it is a directory", f.log)));
+    }
+    auto text = engine::read_server_log(f.log);
     if (!text) {
         return report(util::make_error(util::ErrorKind::usage,
                                        fmt::format("cannot read log file {}", f.log)));

@@ -366,10 +366,11 @@ const KeyTable<RunConfig>& experiment_keys() {
 } // namespace
 
 util::Result<void> load_experiment(const std::string& path, RunConfig& config) {
-    const auto text = util::read_file(path);
+    const auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("cannot read experiment file {}; check the path", path));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("cannot read experiment file {}; check the path", text.error().message));
     }
     auto parsed = util::parse_toml(*text, path);
     if (!parsed) {

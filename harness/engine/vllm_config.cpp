@@ -64,9 +64,10 @@ namespace {
 
 // The file as a YAML mapping.
 util::Result<YAML::Node> read_yaml_map(const std::string& path) {
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::usage, fmt::format("--vllm-config: cannot read {}", path));
+        return make_error(ErrorKind::usage,
+                          fmt::format("--vllm-config: cannot read {}", text.error().message));
     }
     YAML::Node root;
     try {
@@ -208,9 +209,10 @@ util::Result<std::vector<VllmConfig>> load_vllm_configs(const std::string& path)
         }
         return std::vector<VllmConfig>{std::move(*c)};
     }
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::usage, fmt::format("--vllm-config: cannot read {}", path));
+        return make_error(ErrorKind::usage,
+                          fmt::format("--vllm-config: cannot read {}", text.error().message));
     }
     std::vector<VllmConfig> out;
     std::istringstream in(*text);

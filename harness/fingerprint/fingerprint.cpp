@@ -239,13 +239,18 @@ util::Result<Rules> Rules::load(const std::string& name_or_path) {
     if (auto text = util::embedded_file(fmt::format("fingerprints/{}.toml", name_or_path))) {
         return parse(*text, fmt::format("fingerprints/{}.toml", name_or_path));
     }
-    auto text = util::read_file(name_or_path);
-    if (!text) {
+    std::error_code ec;
+    if (!std::filesystem::exists(name_or_path, ec)) {
         return make_error(
             ErrorKind::usage,
             fmt::format(
                 "unknown fingerprint rules '{}': use vllm, sglang, llamacpp or a .toml path",
                 name_or_path));
+    }
+    auto text = util::read_input(name_or_path, util::k_max_config_bytes);
+    if (!text) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot read rules file {}", text.error().message));
     }
     return parse(*text, name_or_path);
 }

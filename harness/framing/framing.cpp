@@ -281,10 +281,10 @@ util::Result<Framing> load_framing(const std::string& name_or_path) {
         return parse(*text, fmt::format("prompts/{}.toml", name_or_path), name_or_path);
     }
     if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".toml")) {
-        auto text = util::read_file(name_or_path);
+        auto text = util::read_input(name_or_path, util::k_max_config_bytes);
         if (!text) {
             return make_error(ErrorKind::usage,
-                              fmt::format("cannot read framing file {}", name_or_path));
+                              fmt::format("cannot read framing file {}", text.error().message));
         }
         return parse(*text, name_or_path, std::filesystem::path(name_or_path).stem().string());
     }

@@ -292,9 +292,9 @@ std::string task_of(const std::string& path) {
 }
 
 util::Result<std::vector<Document>> parse_samples(const std::string& path) {
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_data_bytes);
     if (!text) {
-        return make_error(ErrorKind::usage, fmt::format("cannot read {}", path));
+        return make_error(ErrorKind::usage, fmt::format("cannot read {}", text.error().message));
     }
     std::vector<Document> docs;
     std::map<int64_t, size_t> by_id;

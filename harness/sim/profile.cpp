@@ -334,9 +334,9 @@ util::Result<Profile> load_profile(std::string_view name_or_path) {
                                       "the path of a profile .toml file",
                                       name_or_path, known));
     }
-    auto text = util::read_file(path);
+    auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::io, fmt::format("cannot read {}", path.string()));
+        return make_error(ErrorKind::usage, fmt::format("cannot read {}", text.error().message));
     }
     return parse_profile(*text, path.string());
 }

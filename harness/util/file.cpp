@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,45 @@
 
 namespace diffeval::util {
 
+namespace {
+
+// read_file's loop, stopping once more than `max_bytes` are read (nullopt
+// then, with `too_big` set).
+std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
+                                        bool* too_big);
+
+} // namespace
+
 std::optional<std::string> read_file(const std::filesystem::path& path) {
+    return read_at_most(path, std::numeric_limits<size_t>::max(), nullptr);
+}
+
+Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
+    }
+    errno = 0;
+    bool too_big = false;
+    auto text = read_at_most(path, max_bytes, &too_big);
+    if (too_big) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: it holds more than {} MiB, more than any file of this "
+                                      "kind diffeval reads",
+                                      path.string(), max_bytes >> 20));
+    }
+    if (!text) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: {}", path.string(),
+                                      errno != 0 ? std::strerror(errno) : "cannot be read"));
+    }
+    return std::move(*text);
+}
+
+namespace {
+
+std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
+                                        bool* too_big) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         return std::nullopt;
@@ -32,7 +71,12 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     // The size a regular file reports is room to reserve, so the string is
     // not regrown (and its fresh pages touched again) block by block.
     std::error_code ec;
-    if (const auto size = std::filesystem::file_size(path, ec); !ec && size < (size_t{1} << 32)) {
+    if (const auto size = std::filesystem::file_size(path, ec); !ec && size > max_bytes) {
+        if (too_big) {
+            *too_big = true;
+        }
+        return std::nullopt;
+    } else if (!ec && size < (size_t{1} << 32)) {
         text.reserve(static_cast<size_t>(size) + 1);
     }
     constexpr size_t k_block = 1 << 20;
@@ -45,6 +89,12 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
         text.resize(used + want);
         in.read(text.data() + used, static_cast<std::streamsize>(want));
         used += static_cast<size_t>(in.gcount());
+        if (used > max_bytes) {
+            if (too_big) {
+                *too_big = true;
+            }
+            return std::nullopt;
+        }
         if (!in) {
             break;
         }
@@ -55,6 +105,8 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     text.resize(used);
     return text;
 }
+
+} // namespace
 
 std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head,
                                        size_t tail) {

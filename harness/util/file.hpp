@@ -16,6 +16,18 @@ namespace diffeval::util {
 // The bytes of the file at `path`, or nullopt when it cannot be read.
 std::optional<std::string> read_file(const std::filesystem::path& path);
 
+// The most bytes read_input reads of a file a user names, by what it is: a
+// dataset or a samples file (the official train set is 4 MB), and a
+// configuration (a framing, an experiment, a scorer, a profile, rules).
+inline constexpr size_t k_max_data_bytes = size_t{1} << 30;
+inline constexpr size_t k_max_config_bytes = size_t{16} << 20;
+
+// A file a user names, read whole when it holds at most `max_bytes`: an
+// ErrorKind::usage error "PATH: REASON" otherwise (cannot be opened, is a
+// directory, or holds more, as /dev/zero or a mistyped multi-gigabyte path
+// does, which reading whole would take all memory for).
+Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes);
+
 // What read_file_ends keeps of a file.
 struct FileEnds {
     std::string text;      // the kept lines, with a line for what was left out

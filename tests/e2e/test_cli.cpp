@@ -360,3 +360,32 @@ TEST(Cli, PipedVerdictsCarryNoColourCodes) {
 }
 
 } // namespace
+
+// A file a user names that is no file of its kind (a mistyped /dev/zero, a
+// directory) is one line, exit 2, before anything is stored: reading
+// /dev/zero whole took all memory until the kernel killed the process.
+TEST(Cli, AnInputThatIsNoFileOfItsKindIsOneLine) {
+    auto dir = e2e::scratch("cli_input_kinds");
+    const auto db = (dir / "r.sqlite").string();
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--framing", "/dev/zero"},
+         "cannot read framing file /dev/zero: it holds more than 16 MiB"},
+        {{"--scorer-file", "/dev/zero"}, "cannot read scorer file /dev/zero: it holds more than"},
+        {{"--config", dir.string()},
+         "cannot read experiment file " + dir.string() + ": it is a directory"},
+    };
+    for (const auto& [args, says] : cases) {
+        std::vector<std::string> cmd = {"run", "--server", "a=http://127.0.0.1:9", "--db", db};
+        cmd.insert(cmd.end(), args.begin(), args.end());
+        auto o = e2e::run(cmd);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_FALSE(fs::exists(db)) << args[0];
+    }
+    auto log = e2e::run({"fingerprint", dir.string()});
+    EXPECT_EQ(log.exit_code, 2);
+    EXPECT_NE(log.err.find("cannot read log file " + dir.string() + ": it is a directory"),
+              std::string::npos)
+        << log.err;
+}

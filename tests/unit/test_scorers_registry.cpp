@@ -147,8 +147,12 @@ TEST(Registry, MissingFileNamesThePath) {
     Registry registry;
     auto added = registry.add_file("/nonexistent/dir/my-scorer.toml");
     ASSERT_FALSE(added.ok());
-    EXPECT_EQ(added.error().kind, util::ErrorKind::io);
-    EXPECT_NE(added.error().message.find("/nonexistent/dir/my-scorer.toml"), std::string::npos);
+    // The user's path to fix (exit 2), with why it cannot be read.
+    EXPECT_EQ(added.error().kind, util::ErrorKind::usage);
+    EXPECT_NE(added.error().message.find("/nonexistent/dir/my-scorer.toml: No such file or "
+                                         "directory"),
+              std::string::npos)
+        << added.error().message;
 }
 
 // A user's scorer as text (what the store keeps) loads like its file, and a

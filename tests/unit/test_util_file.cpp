@@ -57,6 +57,35 @@ TEST(ReadFile, AMissingFileIsNoText) {
     EXPECT_FALSE(util::read_file("/nonexistent/diffeval-unit-file").has_value());
 }
 
+// A file a user names is read whole only up to its kind's bound: /dev/zero
+// (or a mistyped multi-gigabyte path) took all memory until the kernel
+// killed the process. Each failure is the path and why.
+TEST(ReadInput, AFileOverItsBoundOrUnreadableIsOneReason) {
+    const auto path = temp_file("bounded", std::string(3000, 'x'));
+    auto whole = util::read_input(path, 3000);
+    ASSERT_TRUE(whole.ok()) << whole.error().message;
+    EXPECT_EQ(whole->size(), 3000U);
+    auto over = util::read_input(path, 2999);
+    std::filesystem::remove(path);
+    ASSERT_FALSE(over.ok());
+    EXPECT_EQ(over.error().kind, util::ErrorKind::usage);
+    EXPECT_NE(over.error().message.find(path.string() + ": it holds more than"), std::string::npos)
+        << over.error().message;
+    // A stream whose size says nothing is cut off at the bound too.
+    auto zero = util::read_input("/dev/zero", size_t{4} << 20);
+    ASSERT_FALSE(zero.ok());
+    EXPECT_EQ(zero.error().message,
+              "/dev/zero: it holds more than 4 MiB, more than any file of this kind diffeval "
+              "reads");
+    auto missing = util::read_input("/nonexistent/diffeval-unit-file", 100);
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.error().message,
+              "/nonexistent/diffeval-unit-file: No such file or directory");
+    auto dir = util::read_input("/tmp", 100);
+    ASSERT_FALSE(dir.ok());
+    EXPECT_EQ(dir.error().message, "/tmp: it is a directory");
+}
+
 namespace {
 
 // Numbered lines of uneven length, `bytes` or a little more in all.
