@@ -337,7 +337,7 @@ util::Result<void> record_server(const RunContext& ctx, size_t si, const ServerI
                                  const std::string& log_text) {
     const auto& spec = ctx.config.servers[si];
     const auto& redactor = ctx.inputs.redactor;
-    store::ServerRow row{spec.name, spec.url,
+    store::ServerRow row{spec.name, redactor.redacted(spec.url),
                          ctx.configured_model(si).value_or(info.served_model.value_or("")),
                          redactor.redacted(info.info.dump())};
     if (auto r = db.put_server(row); !r) {

@@ -132,11 +132,13 @@ util::Result<Inputs> load_inputs(const RunConfig& config);
 // from the environment variable `config` names); an error when it is unset.
 util::Result<std::vector<ServerState>> server_states(const RunConfig& config);
 
-// preflight.cpp: the API keys `config` sends, for redaction.
+// preflight.cpp: the API keys `config` sends, and the passwords in its
+// servers' URLs, for redaction.
 util::Redactor secrets_of(const RunConfig& config);
 
 // preflight.cpp: the variables whose API key `config` sends but is too short
-// to redact (util::Redactor::k_min_secret), each once.
+// to redact (util::Redactor::k_min_secret), each once, and "the URL of
+// server 'NAME'" for such a password in a URL.
 std::vector<std::string> unredactable_keys(const RunConfig& config);
 
 // preflight.cpp: ask server `s` (with `headers`) what it serves (it must

@@ -335,6 +335,25 @@ TEST_F(Plan, LoadingInputsRefusesAnUnknownFramingAndCapsTheLimitAtTheDataset) {
     EXPECT_EQ(in->n_questions, in->dataset.test.size());
 }
 
+// A password in a server's URL (`http://user:PASSWORD@host`, sent by libcurl
+// as Basic authentication) is a secret like an API key: cut from what is
+// stored and printed, the URL included; one too short to cut is named.
+TEST(ServerStates, APasswordInAServersUrlIsRedactedLikeAKey) {
+    engine::RunConfig config;
+    config.servers = {engine::ServerSpec{}, engine::ServerSpec{}, engine::ServerSpec{}};
+    config.servers[0].name = "a";
+    config.servers[0].url = "https://ci:hunter2-long-password@gpu.example:8000/";
+    config.servers[1].name = "b";
+    config.servers[1].url = "http://tok-0123456789@127.0.0.1:9";
+    config.servers[2].name = "c";
+    config.servers[2].url = "http://ci:short@127.0.0.1:9";
+    const auto redactor = engine::secrets_of(config);
+    EXPECT_EQ(redactor.redacted(config.servers[0].url), "https://ci:[REDACTED]@gpu.example:8000/");
+    EXPECT_EQ(redactor.redacted(config.servers[1].url), "http://[REDACTED]@127.0.0.1:9");
+    EXPECT_EQ(engine::unredactable_keys(config),
+              (std::vector<std::string>{"the URL of server 'c'"}));
+}
+
 TEST(ServerStates, AnUnsetKeyVariableIsNamedAndASetKeyIsSentAndRedacted) {
     engine::RunConfig config;
     config.servers = {engine::ServerSpec{}};
