@@ -303,7 +303,7 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     if (auto r = db.put_questions(dataset.name, qa); !r) {
         return r.error();
     }
-    return db.begin_run(to_json(ctx.config).dump(), dataset.name);
+    return db.begin_run(ctx.inputs.redactor.redacted(to_json(ctx.config).dump()), dataset.name);
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave

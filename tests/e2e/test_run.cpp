@@ -529,3 +529,26 @@ TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
 }
+
+// A password in a server's URL is sent (Basic authentication) and kept out
+// of the database: the stored URL and the run's configuration hold
+// [REDACTED] where it was.
+TEST(Run, APasswordInAServersUrlIsNotStored) {
+    e2e::Sim sim;
+    auto dir = e2e::scratch("run-url-password");
+    auto db = dir / "r.sqlite";
+    const std::string password = "pw-0123456789-secret";
+    auto url = sim.url();
+    url.insert(url.find("://") + 3, "ci:" + password + "@");
+    auto o = e2e::run({"run", "--server", "a=" + url, "--framing", "raw", "--limit", "2", "--db",
+                       db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM responses WHERE ok = 1"), "2");
+    EXPECT_EQ(e2e::query(db, "SELECT url LIKE '%ci:[REDACTED]@%' FROM servers"), "1");
+    EXPECT_EQ(
+        e2e::query(db, "SELECT count(*) FROM runs WHERE config_json LIKE '%" + password + "%'"),
+        "0");
+    EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM servers WHERE url LIKE '%" + password + "%'"),
+              "0");
+    EXPECT_EQ(o.err.find(password), std::string::npos) << o.err;
+}
