@@ -20,9 +20,10 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-        return make_error(ErrorKind::io, fmt::format("cannot create {}: {}; set DIFFEVAL_DATA to a "
-                                                     "writable directory",
-                                                     dir.string(), ec.message()));
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot create {}: {}; set DIFFEVAL_DATA to a "
+                                      "writable directory",
+                                      dir.string(), ec.message()));
     }
     std::string base = url_base;
     while (!base.empty() && base.back() == '/') {

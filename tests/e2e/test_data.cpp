@@ -74,6 +74,14 @@ TEST(DataFetch, TamperedFileIsRefusedAndTheCacheStaysEmpty) {
     EXPECT_NE(o.err.find("expected 3730d312"), std::string::npos) << o.err;
     EXPECT_NE(o.err.find("not the official GSM8K file"), std::string::npos) << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "gsm8k" / "test.jsonl"));
+    // A DIFFEVAL_DATA that cannot hold the cache is the user's to change.
+    auto not_a_dir = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()},
+                              {"DIFFEVAL_DATA=/dev/null"});
+    EXPECT_EQ(not_a_dir.exit_code, 2) << not_a_dir.err;
+    EXPECT_NE(not_a_dir.err.find("cannot create /dev/null/gsm8k: Not a directory; set "
+                                 "DIFFEVAL_DATA to a writable directory"),
+              std::string::npos)
+        << not_a_dir.err;
     auto missing = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--dataset", "gsm8k"},
                             {"DIFFEVAL_DATA=" + dir.string()});
     EXPECT_EQ(missing.exit_code, 2);
