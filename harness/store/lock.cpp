@@ -82,8 +82,11 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
                               fmt::format("cannot create the lock file {}: {}; choose {} in a "
                                           "directory that exists and you can write",
                                           path, std::strerror(errno),
-                                          // merge names its database OUT, the others --db
-                                          command == "merge" ? "an OUT" : "a --db"));
+                                          // merge names its database OUT, demo --out,
+                                          // the others --db
+                                          command == "merge"  ? "an OUT"
+                                          : command == "demo" ? "an --out"
+                                                              : "a --db"));
         }
         RunLock lock(fd);
         while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
