@@ -352,6 +352,10 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const auto title = fmt::format("{} vs {} ({} scorer)", c.b.text(), c.a.text(), c.scorer);
     out += md ? "### " + markdown_escape(title) + "\n\n"
               : title + "\n" + std::string(title.size(), '=') + "\n";
+    // The title names B first (the candidate against its baseline); every
+    // line below says A and B, so which is which is said once, plainly.
+    const auto sides = fmt::format("A is {}, B is {}.", c.a.text(), c.b.text());
+    out += md ? markdown_escape(sides) + "\n" : sides + "\n";
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
     out += fmt::format(

@@ -114,6 +114,13 @@ TEST_F(Analyse, DiffSplitsTheTailDifferenceIntoOutputLengthAndSpeed) {
                 l["b_p99_ms"].get<double>() - l["a_p99_ms"].get<double>(), 1e-9);
     auto text = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw"});
     EXPECT_NE(text.out.find("ms follows from output lengths"), std::string::npos) << text.out;
+    // The title names B first; the line under it says which side is A and
+    // which B, which every later line ("right more often in A", "A % B %")
+    // counts on.
+    EXPECT_EQ(text.out.rfind("deepgemm/raw/128 vs default/raw/128 (vllm scorer)\n", 0), 0U)
+        << text.out;
+    EXPECT_NE(text.out.find("=\nA is default/raw/128, B is deepgemm/raw/128.\n"), std::string::npos)
+        << text.out;
 }
 
 TEST_F(Analyse, TailPutsNothingDownToOutputLengthsWhenLongerIsNotSlower) {
