@@ -160,9 +160,10 @@ std::string render_markdown(const ReportData& data) {
             "## Against the baseline\n\nDifferences in points (candidate minus baseline) with "
             "the question as the unit: each side's repeats of a question are averaged. {:g}% "
             "paired bootstrap interval over questions ({} resamples); mid-p of the sign-flip "
-            "permutation test over questions, and Holm-adjusted over the {}; A/B "
-            "better = questions right more often on that side; noise SD = the standard deviation "
-            "of a side's accuracy on a re-run, from the spread between its repeats; MDD = the "
+            "permutation test over questions, and Holm-adjusted over the {}; A is the baseline "
+            "and B the candidate; A/B better = questions right more often on that side; noise SD "
+            "= the standard deviation of a side's accuracy on a re-run, from the spread between "
+            "its repeats; MDD = the "
             "smallest difference the run detects at {:g}% power. The verdict is worse or better "
             "when the adjusted mid-p is below {:g} and the interval excludes 0 "
             "(docs/statistics.md).\n\n",
