@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -388,4 +389,49 @@ TEST(Cli, AnInputThatIsNoFileOfItsKindIsOneLine) {
     EXPECT_NE(log.err.find("cannot read log file " + dir.string() + ": it is a directory"),
               std::string::npos)
         << log.err;
+}
+
+// A --junit file another user may write, in a directory that user may not
+// write (a CI workspace owned by root, the file made writable for the job):
+// no new file can be made beside it, so it is written in place, whole, and
+// no temporary is left.
+TEST(Cli, AnOutputFileInADirectoryItsUserMayNotWriteIsWrittenInPlace) {
+    if (::geteuid() != 0) {
+        GTEST_SKIP() << "needs root, to run diffeval as another user";
+    }
+    auto dir = e2e::scratch("cli_output_in_place");
+    const auto data = dir / "data";
+    fs::create_directories(data);
+    auto db = two_server_db(data);
+    fs::permissions(dir, fs::perms::all);
+    fs::permissions(data, fs::perms::all);
+    for (const auto& f : fs::directory_iterator(data)) {
+        fs::permissions(f.path(), fs::perms::all & ~fs::perms::owner_exec & ~fs::perms::group_exec &
+                                      ~fs::perms::others_exec);
+    }
+    const auto shared = dir / "shared";
+    fs::create_directories(shared);
+    fs::permissions(shared, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
+    const auto junit = shared / "junit.xml";
+    std::ofstream(junit) << "an earlier job's file\n";
+    fs::permissions(junit, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                               fs::perms::group_write | fs::perms::others_read |
+                               fs::perms::others_write);
+    struct stat before {};
+    ASSERT_EQ(::stat(junit.c_str(), &before), 0);
+    auto o = e2e::run_unprivileged(
+        {"gate", "--db", db.string(), "--expect", "0.1", "--junit", junit.string()});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    const auto xml = e2e::slurp(junit);
+    EXPECT_EQ(xml.rfind("<?xml", 0), 0U) << xml;
+    EXPECT_NE(xml.find("</testsuites>"), std::string::npos) << xml;
+    struct stat after {};
+    ASSERT_EQ(::stat(junit.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino) << "written in place";
+    size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(shared)) {
+        ++entries;
+    }
+    EXPECT_EQ(entries, 1U);
 }
