@@ -21,19 +21,19 @@ using util::make_error;
 namespace {
 
 // The text of `pattern`'s first capturing group (`enabled|disabled` in
-// 'flash_attn\s+= (enabled|disabled)'), or nullopt where a flag such as
-// `(?i)` would change what it matches alone or no group is found. Escapes
-// and character classes are stepped over, `(?:` and `(?=` are not captures,
-// `(?P<name>` is.
+// 'flash_attn\s+= (enabled|disabled)'), or nullopt where it cannot be told
+// for sure: no group, a flag such as `(?i)` that would change what the group
+// matches alone, or a `\Q...\E` quote. Escapes and character classes are
+// stepped over; `(?:` is no capture and `(?P<name>` is one.
 std::optional<std::string> first_group(std::string_view pattern) {
-    if (pattern.find("(?") != std::string_view::npos) {
-        // Only `(?:` and `(?P<` are read here; anything else may be a flag.
-        for (size_t at = pattern.find("(?"); at != std::string_view::npos;
-             at = pattern.find("(?", at + 2)) {
-            const auto rest = pattern.substr(at + 2);
-            if (!rest.starts_with(':') && !rest.starts_with("P<")) {
-                return std::nullopt;
-            }
+    if (pattern.find("\\Q") != std::string_view::npos) {
+        return std::nullopt;
+    }
+    for (size_t at = pattern.find("(?"); at != std::string_view::npos;
+         at = pattern.find("(?", at + 2)) {
+        const auto rest = pattern.substr(at + 2);
+        if (!rest.starts_with(':') && !rest.starts_with("P<")) {
+            return std::nullopt; // a flag, or an escaped "(" before a "?": unknown either way
         }
     }
     size_t start = std::string_view::npos;

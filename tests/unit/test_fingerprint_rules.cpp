@@ -232,4 +232,8 @@ TEST(Fingerprint, AStoredValueOnlyAStatedRuleCapturesReadsAsStated) {
     }
     const auto flagged = rules_with("(?i)x is (on|off)");
     EXPECT_EQ(read(flagged, "ON"), std::make_pair(std::string("ON"), std::string("-")));
+    // A quoted "(" is no group: what the resolving rule captures is not
+    // known, so nothing is moved.
+    const auto quoted = rules_with("x \\Q(a)\\E is (on|off)");
+    EXPECT_EQ(read(quoted, "auto"), std::make_pair(std::string("auto"), std::string("-")));
 }
