@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -201,6 +202,12 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
                           fmt::format("server '{}': cannot write log {}: {}", spec.name,
                                       log_path.string(), std::strerror(errno)));
     }
+    // What an earlier launch appended stays in the file, not in this
+    // launch's facts: a setting only the earlier server logged was read as
+    // this one's, and with a long log the head kept was the earlier start.
+    struct stat logged {};
+    const uint64_t log_from =
+        ::fstat(log_fd, &logged) == 0 ? static_cast<uint64_t>(logged.st_size) : 0;
     // An exec failure is reported through this pipe, closed on success.
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -268,6 +275,7 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
     s->m_spec = &spec;
     s->m_pid = pid;
     s->m_log_path = log_path;
+    s->m_log_from = log_from;
     return s;
 }
 
@@ -367,12 +375,13 @@ std::optional<std::string> read_server_log(const std::filesystem::path& path) {
 }
 
 std::string LaunchedServer::log_text() const {
-    return read_server_log(m_log_path).value_or("");
+    auto ends = util::read_file_ends(m_log_path, k_log_head, k_log_tail, m_log_from);
+    return ends ? std::move(ends->text) : std::string();
 }
 
 std::string LaunchedServer::log_tail(size_t lines) const {
     // The end alone: what a failure's account prints is the last few lines.
-    auto ends = util::read_file_ends(m_log_path, 0, k_log_tail);
+    auto ends = util::read_file_ends(m_log_path, 0, k_log_tail, m_log_from);
     auto text = ends ? std::move(ends->text) : std::string();
     size_t pos = text.size();
     if (pos > 0 && text[pos - 1] == '\n') {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -62,9 +63,11 @@ public:
     // Let the process run on after this object and diffeval are gone
     // (--keep-servers): the destructor no longer stops it.
     void release() { m_pid = -1; }
-    // What is kept of the log: read_server_log's.
+    // What is kept of the log this launch wrote (the file is appended to,
+    // and an earlier run's server said what that server ran): its first
+    // k_log_head and last k_log_tail bytes, as read_server_log keeps a log.
     std::string log_text() const;
-    // The last `lines` lines of the log.
+    // The last `lines` lines of the log this launch wrote.
     std::string log_tail(size_t lines) const;
     const std::filesystem::path& log_path() const { return m_log_path; }
     int pid() const { return m_pid; }
@@ -76,6 +79,7 @@ private:
     bool m_reaped = false;
     std::string m_exit;
     std::filesystem::path m_log_path;
+    uint64_t m_log_from = 0; // the log's size when this launch began
 };
 
 } // namespace diffeval::engine

@@ -108,8 +108,8 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
 
 } // namespace
 
-std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head,
-                                       size_t tail) {
+std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
+                                       uint64_t from) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         return std::nullopt;
@@ -123,15 +123,27 @@ std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t
     // its end (a pipe, or a size that cannot be read, is read through).
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
-    const bool seek = !ec && std::filesystem::is_regular_file(path, ec) && !ec &&
-                      size > static_cast<uint64_t>(head) + tail;
+    const bool regular = !ec && std::filesystem::is_regular_file(path, ec) && !ec;
+    if (from > 0) {
+        if (!regular) {
+            return std::nullopt;
+        }
+        if (from >= size) {
+            return FileEnds{}; // nothing written since
+        }
+        in.seekg(static_cast<std::streamoff>(from));
+        if (!in) {
+            return std::nullopt;
+        }
+    }
+    const bool seek = regular && size - from > static_cast<uint64_t>(head) + tail;
     for (;;) {
         if (seek && first.size() == head && after_first == 0) {
             in.seekg(static_cast<std::streamoff>(size - tail));
             if (!in) {
                 return std::nullopt;
             }
-            after_first = size - tail - head;
+            after_first = size - from - tail - head;
         }
         // The start is read to its exact length, so the seek below comes
         // right after it.

@@ -41,7 +41,10 @@ struct FileEnds {
 // nothing in `text` is a piece of a line. The whole file when it is no
 // longer than head + tail. Memory stays within head + 2 * tail + 1 MiB
 // whatever the file's size, also for a pipe; nullopt when it cannot be read.
-std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail);
+// With `from`, the file is read from that byte (a log this launch appended
+// to): nothing when it has no more, nullopt when it is no regular file.
+std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
+                                       uint64_t from = 0);
 
 // The file `path` names, its symbolic links followed (as far as they exist):
 // one file under every name, for its lock and for replacing it. `path`

@@ -405,3 +405,51 @@ TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
                     "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
               "0.29.1");
 }
+
+// A resumed run launches its server again into the same log file, which
+// keeps every launch. What the server ran is what this launch logged: a
+// setting only the earlier server logged (DeepGEMM on) was read as this
+// one's, so the report said the resumed server ran it.
+TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
+    auto dir = e2e::scratch("launch-twice");
+    const int port = e2e::free_port();
+    const auto bin = e2e::binary();
+    auto config = [&](const std::string& name, const std::string& echoes, int limit) {
+        auto path = dir / name;
+        std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = "
+                            << limit
+                            << "\n\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+                            << "\"\nshell = true\nlaunch = "
+                            << quoted(echoes + " exec " + bin + " sim --port " +
+                                      std::to_string(port))
+                            << "\nready_timeout = 20\n";
+        return path;
+    };
+    const auto first = config("first.toml",
+                              "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server "
+                              "version 0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=1\";",
+                              2);
+    const auto second = config("second.toml",
+                               "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server "
+                               "version 0.29.0\";",
+                               4);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", first.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(
+        query(db, "SELECT json_extract(facts_json, '$.facts.use_deep_gemm_env') FROM servers"),
+        "1");
+    o = e2e::run({"run", "--config", second.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "4");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "0.29.0");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.use_deep_gemm_env') IS NULL "
+                        "FROM servers"),
+              "1");
+    EXPECT_EQ(query(db, "SELECT instr(log_text, '0.28.0') FROM servers"), "0");
+    // The file keeps both launches.
+    const auto log = e2e::slurp(dir / "r-logs" / "s.log");
+    EXPECT_NE(log.find("version 0.28.0"), std::string::npos);
+    EXPECT_NE(log.find("version 0.29.0"), std::string::npos);
+}

@@ -151,6 +151,31 @@ TEST(ReadFileEnds, ALongFileKeepsWholeLinesOfItsStartAndEndAndSaysWhatWasLeftOut
     EXPECT_LE(ends->text.size() - kept[marker].size(), 1500u);
 }
 
+// Read from a byte on (the part of a log this launch appended): the same
+// ends of that part, with what was before it neither kept nor counted.
+TEST(ReadFileEnds, FromAByteOnKeepsTheEndsOfWhatFollowsIt) {
+    const auto earlier = std::string(5000, 'e') + "\n";
+    const auto later = numbered_lines(size_t{3} << 20);
+    const auto path = temp_file("ends-from", earlier + later);
+    const auto alone = temp_file("ends-from-alone", later);
+    const auto from = util::read_file_ends(path, 1000, 500, earlier.size());
+    const auto expected = util::read_file_ends(alone, 1000, 500);
+    const auto whole = earlier + later;
+    const auto short_part = util::read_file_ends(path, 1000, 500, whole.size() - 1200);
+    const auto past_end = util::read_file_ends(path, 1000, 500, whole.size());
+    std::filesystem::remove(path);
+    std::filesystem::remove(alone);
+    ASSERT_TRUE(from && expected && short_part && past_end);
+    EXPECT_EQ(from->left_out, expected->left_out);
+    EXPECT_EQ(from->text.rfind(later.substr(0, 100), 0), 0U);
+    EXPECT_EQ(from->text.substr(0, 200), expected->text.substr(0, 200));
+    EXPECT_EQ(from->text.substr(from->text.size() - 200),
+              expected->text.substr(expected->text.size() - 200));
+    EXPECT_EQ(short_part->text, whole.substr(whole.size() - 1200)); // within what is kept
+    EXPECT_EQ(past_end->text, "");
+    EXPECT_EQ(past_end->left_out, 0U);
+}
+
 TEST(ReadFileEnds, APipeKeepsWhatTheSameFileKeeps) {
     // A pipe cannot seek: it is read through, and keeps the same lines.
     const auto text = numbered_lines((size_t{5} << 20) / 2);
