@@ -33,6 +33,15 @@ std::vector<std::string> run_args(const e2e::Sim& sim, const std::filesystem::pa
             db.string(), "--quiet"};
 }
 
+// Shard `which` ("I/N") of run_args' run into `db`.
+std::filesystem::path run_shard(const e2e::Sim& sim, const std::filesystem::path& db,
+                                const std::string& which) {
+    auto args = run_args(sim, db);
+    args.insert(args.end(), {"--shard", which});
+    EXPECT_EQ(e2e::run(args).exit_code, 0);
+    return db;
+}
+
 } // namespace
 
 TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
@@ -180,15 +189,8 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
 TEST(Merge, FingerprintsAreComparedFactByFact) {
     auto dir = e2e::scratch("merge-facts");
     e2e::Sim sim;
-    auto shard = [&](const std::string& name, const std::string& which) {
-        auto path = dir / name;
-        auto args = run_args(sim, path);
-        args.insert(args.end(), {"--shard", which});
-        EXPECT_EQ(e2e::run(args).exit_code, 0);
-        return path;
-    };
-    const auto one = shard("one.sqlite", "0/2");
-    const auto two = shard("two.sqlite", "1/2");
+    const auto one = run_shard(sim, dir / "one.sqlite", "0/2");
+    const auto two = run_shard(sim, dir / "two.sqlite", "1/2");
     e2e::exec(one, R"(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )"
                    R"({"engine_version": "b11669-Debian"}, "conflicts": []}')");
     e2e::exec(two, R"(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )"
@@ -217,15 +219,8 @@ TEST(Merge, FingerprintsAreComparedFactByFact) {
 TEST(Merge, ABuildStoredInTheLogsWordsMatchesTheSameBuildInItsOneForm) {
     auto dir = e2e::scratch("merge-old-build");
     e2e::Sim sim;
-    auto shard = [&](const std::string& name, const std::string& which) {
-        auto path = dir / name;
-        auto args = run_args(sim, path);
-        args.insert(args.end(), {"--shard", which});
-        EXPECT_EQ(e2e::run(args).exit_code, 0);
-        return path;
-    };
-    const auto old_shard = shard("old.sqlite", "0/2");
-    const auto new_shard = shard("new.sqlite", "1/2");
+    const auto old_shard = run_shard(sim, dir / "old.sqlite", "0/2");
+    const auto new_shard = run_shard(sim, dir / "new.sqlite", "1/2");
     e2e::exec(old_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
                          R"x({"engine_version": "11669 (Debian)", "slots": "2"}, )x"
                          R"x("conflicts": []}')x");
@@ -257,15 +252,8 @@ TEST(Merge, ABuildStoredInTheLogsWordsMatchesTheSameBuildInItsOneForm) {
 TEST(Merge, AFlashAttentionStoredAsAskedIsNoConflictWithWhatTheServerResolved) {
     auto dir = e2e::scratch("merge-old-flash");
     e2e::Sim sim;
-    auto shard = [&](const std::string& name, const std::string& which) {
-        auto path = dir / name;
-        auto args = run_args(sim, path);
-        args.insert(args.end(), {"--shard", which});
-        EXPECT_EQ(e2e::run(args).exit_code, 0);
-        return path;
-    };
-    const auto old_shard = shard("old.sqlite", "0/2");
-    const auto new_shard = shard("new.sqlite", "1/2");
+    const auto old_shard = run_shard(sim, dir / "old.sqlite", "0/2");
+    const auto new_shard = run_shard(sim, dir / "new.sqlite", "1/2");
     e2e::exec(old_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
                          R"x({"flash_attention": "auto", "slots": "2"}, "conflicts": []}')x");
     e2e::exec(new_shard, R"x(UPDATE servers SET facts_json = '{"engine": "llamacpp", "facts": )x"
