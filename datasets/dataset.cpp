@@ -80,6 +80,23 @@ fs::path cache_dir() {
     return fs::path(home && *home ? home : ".") / ".cache" / "diffeval";
 }
 
+namespace {
+
+// Why the cached official file `file` cannot be read: missing, or on a path
+// this user may not search; nullopt when it is there.
+std::optional<util::Error> not_cached(const fs::path& file) {
+    std::error_code ec;
+    if (fs::exists(file, ec)) {
+        return std::nullopt;
+    }
+    return util::Error{ErrorKind::data,
+                       fmt::format("GSM8K is not in the cache ({}{}); run 'diffeval data fetch "
+                                   "gsm8k' or set DIFFEVAL_DATA",
+                                   file.string(), ec ? ": " + ec.message() : " missing")};
+}
+
+} // namespace
+
 util::Result<Dataset> open_test_set(const std::string& spec) {
     if (spec == "sample") {
         auto test = parse_jsonl(sample_test_jsonl(), "<sample>/test.jsonl");
@@ -91,12 +108,8 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
         auto file = dir / k_gsm8k_files[0].name;
-        std::error_code ec;
-        if (!fs::exists(file, ec)) {
-            return make_error(ErrorKind::data,
-                              fmt::format("GSM8K is not in the cache ({}{}); run "
-                                          "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
-                                          file.string(), ec ? ": " + ec.message() : " missing"));
+        if (auto missing = not_cached(file)) {
+            return *missing;
         }
         auto test = load_jsonl(file);
         if (!test) {
@@ -106,7 +119,8 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     }
     auto test = load_jsonl(spec);
     if (!test) {
-        if (!fs::exists(spec)) {
+        std::error_code ec;
+        if (!fs::exists(spec, ec) && !ec) {
             return make_error(ErrorKind::usage,
                               fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' or a "
                                           "path to a GSM8K-format .jsonl file",
@@ -122,13 +136,8 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
     if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
         for (const auto& f : k_gsm8k_files) {
-            std::error_code ec;
-            if (!fs::exists(dir / f.name, ec)) {
-                return make_error(ErrorKind::data,
-                                  fmt::format("GSM8K is not in the cache ({}{}); run "
-                                              "'diffeval data fetch gsm8k' or set DIFFEVAL_DATA",
-                                              (dir / f.name).string(),
-                                              ec ? ": " + ec.message() : " missing"));
+            if (auto missing = not_cached(dir / f.name)) {
+                return *missing;
             }
         }
     }

@@ -78,16 +78,6 @@ util::Result<const Scorer*> Registry::add_source(const ScorerSource& source) {
     return add(std::move(*scorer));
 }
 
-util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path) {
-    auto text = util::read_input(path, util::k_max_config_bytes);
-    if (!text) {
-        return make_error(
-            ErrorKind::usage,
-            fmt::format("cannot read scorer file {}; check the path", text.error().message));
-    }
-    return ScorerSource{path.stem().string(), std::move(*text), path.string()};
-}
-
 util::Result<const Scorer*> Registry::find(std::string_view name) const {
     for (const auto& scorer : m_scorers) {
         if (scorer->name() == name) {

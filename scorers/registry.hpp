@@ -18,19 +18,6 @@
 
 namespace diffeval::scorers {
 
-// A user's scorer as text: what a scorer file says, the name it gives the
-// scorer (the file's stem) and where it was read from (for messages). The
-// store keeps this text, so later scoring passes use the same rules.
-struct ScorerSource {
-    std::string name;
-    std::string text;
-    std::string origin;
-};
-
-// Read the scorer file at `path` (not yet parsed); a file that cannot be
-// read is a usage error naming the path.
-util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path);
-
 class Registry {
 public:
     // A registry holding the built-in scorers (scorers/*.toml in the source

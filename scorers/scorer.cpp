@@ -468,14 +468,22 @@ util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::s
     return Scorer::create(std::move(*definition));
 }
 
-util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {
+util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path) {
     auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
         return make_error(
             ErrorKind::usage,
             fmt::format("cannot read scorer file {}; check the path", text.error().message));
     }
-    return load_scorer(*text, path.stem().string(), path.string());
+    return ScorerSource{path.stem().string(), std::move(*text), path.string()};
+}
+
+util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {
+    auto source = read_scorer_source(path);
+    if (!source) {
+        return source.error();
+    }
+    return load_scorer(source->text, source->name, source->origin);
 }
 
 } // namespace diffeval::scorers

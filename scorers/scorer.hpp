@@ -79,8 +79,22 @@ private:
 // the source in messages.
 util::Result<Scorer> load_scorer(std::string_view text, std::string name, std::string origin);
 
-// Read, parse and compile the scorer file at `path`; the scorer is named
-// after the file's stem ("my-scorer.toml" -> "my-scorer").
+// A user's scorer as text: what a scorer file says, the name it gives the
+// scorer (the file's stem) and where it was read from (for messages). The
+// store keeps this text, so later scoring passes use the same rules.
+struct ScorerSource {
+    std::string name;
+    std::string text;
+    std::string origin;
+};
+
+// Read the scorer file at `path` (not yet parsed); a file that cannot be
+// read is a usage error naming the path.
+util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path);
+
+// Read, parse and compile the scorer file at `path` (read_scorer_source,
+// then load_scorer); the scorer is named after the file's stem
+// ("my-scorer.toml" -> "my-scorer").
 util::Result<Scorer> load_scorer_file(const std::filesystem::path& path);
 
 } // namespace diffeval::scorers

@@ -64,28 +64,10 @@ void read_info(const std::string& text, ServerFacts& f) {
 // matched, a /props build, a model id), shown in reports and JSON: one line
 // of at most util::k_server_words_bytes each, as its error messages are.
 void bound(ServerFacts& f) {
-    const auto cut = [](std::string& text) {
-        const bool control = std::any_of(text.begin(), text.end(), [](char c) {
-            return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
-        });
-        if (control || text.size() > util::k_server_words_bytes) {
-            text = util::one_line(text, util::k_server_words_bytes);
-        }
-    };
-    cut(f.model);
-    cut(f.version);
-    cut(f.fingerprint.engine);
-    for (auto* words : {&f.fingerprint.facts, &f.fingerprint.stated}) {
-        for (auto& [name, value] : *words) {
-            cut(value);
-        }
-    }
-    for (auto& c : f.fingerprint.conflicts) {
-        cut(c.message);
-        for (auto& e : c.evidence) {
-            cut(e);
-        }
-    }
+    fingerprint::bound_words(f.model);
+    fingerprint::bound_words(f.version);
+    fingerprint::bound_words(f.fingerprint.engine);
+    fingerprint::bound_words(f.fingerprint);
 }
 
 } // namespace

@@ -4,13 +4,10 @@
 
 #include <harness/engine/launcher.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
-#include <harness/util/file.hpp>
-#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -31,13 +28,6 @@ std::string engine_display_name(const std::string& engine) {
     return engine;
 }
 
-// A log's words as the terminal shows them: one line, bounded, without the
-// escapes a log may hold (colour codes, or worse); --format json keeps them
-// whole, escaped.
-std::string words(std::string_view text) {
-    return util::one_line(text, util::k_server_words_bytes);
-}
-
 struct FingerprintFlags {
     std::string log;
     std::string rules;
@@ -48,16 +38,10 @@ struct FingerprintFlags {
 int fingerprint_command(const FingerprintFlags& f) {
     // What `run --server-log` keeps of a log, so both read the same facts:
     // its first 2 MiB and last 512 KiB, in memory whatever the log's size.
-    std::error_code ec;
-    if (std::filesystem::is_directory(f.log, ec)) {
-        return report(
-            util::make_error(util::ErrorKind::usage,
-                             fmt::format("cannot read log file {}: it is a directory", f.log)));
-    }
     auto text = engine::read_server_log(f.log);
     if (!text) {
-        return report(util::make_error(util::ErrorKind::usage,
-                                       fmt::format("cannot read log file {}", f.log)));
+        return report(util::make_error(
+            util::ErrorKind::usage, fmt::format("cannot read log file {}", text.error().message)));
     }
     const std::string& log = *text;
     util::Result<fingerprint::Fingerprint> fp = fingerprint::Fingerprint{};
@@ -81,6 +65,10 @@ int fingerprint_command(const FingerprintFlags& f) {
         }
         std::cout << out.dump(2) << "\n";
     } else {
+        // A log's words as the terminal shows them: one line, bounded,
+        // without the escapes a log may hold (colour codes, or worse);
+        // --format json keeps them whole, escaped.
+        fingerprint::bound_words(*fp);
         if (fp->engine.empty()) {
             std::cout << fmt::format("{}: no engine recognised (no rules found a known fact; "
                                      "built-in rules: vllm, sglang, llamacpp)\n",
@@ -94,25 +82,20 @@ int fingerprint_command(const FingerprintFlags& f) {
         }
         for (const auto& [k, v] : fp->facts) {
             auto stated = fp->stated.find(k);
-            std::cout << fmt::format("  {:<24} {}{}\n", words(k), words(v),
-                                     stated == fp->stated.end()
-                                         ? ""
-                                         : fmt::format(" (stated: {})", words(stated->second)));
+            std::cout << fmt::format(
+                "  {:<24} {}{}\n", k, v,
+                stated == fp->stated.end() ? "" : fmt::format(" (stated: {})", stated->second));
         }
         // Said but not resolved: flash attention `auto` in a log cut before
         // the server placed its layers.
         for (const auto& [k, v] : fp->stated) {
             if (!fp->facts.count(k)) {
-                std::cout << fmt::format("  {:<24} (stated: {})\n", words(k), words(v));
+                std::cout << fmt::format("  {:<24} (stated: {})\n", k, v);
             }
         }
         for (const auto& c : fp->conflicts) {
-            std::vector<std::string> evidence;
-            for (const auto& e : c.evidence) {
-                evidence.push_back(words(e));
-            }
-            std::cout << fmt::format("CONFLICT {}: {} ({})\n", words(c.name), words(c.message),
-                                     fmt::join(evidence, ", "));
+            std::cout << fmt::format("CONFLICT {}: {} ({})\n", c.name, c.message,
+                                     fmt::join(c.evidence, ", "));
         }
     }
     return f.fail_on_conflict && !fp->conflicts.empty() ? k_exit_failed : k_exit_ok;

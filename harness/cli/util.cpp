@@ -180,20 +180,15 @@ int report(const util::Error& error) {
 }
 
 util::Result<void> check_existing_db(const std::string& db) {
-    std::error_code ec;
-    const auto st = std::filesystem::status(db, ec);
-    if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
-        return util::make_error(util::ErrorKind::usage,
-                                fmt::format("cannot read {}: {}; check the permissions of the "
-                                            "directories on its path",
-                                            db, ec.message()));
+    std::error_code ec; // set only when whether it exists cannot be told
+    if (std::filesystem::exists(db, ec)) {
+        return {};
     }
-    if (!std::filesystem::exists(st)) {
-        return util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
-    }
-    return {};
+    return util::make_error(
+        util::ErrorKind::usage,
+        ec ? fmt::format("cannot read {}: {}; check the permissions of the directories on its path",
+                         db, ec.message())
+           : fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
 }
 
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,

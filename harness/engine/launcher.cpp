@@ -366,17 +366,24 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
     m_exit = "killed after the grace period";
 }
 
-std::optional<std::string> read_server_log(const std::filesystem::path& path) {
-    auto ends = util::read_file_ends(path, k_log_head, k_log_tail);
+util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
+    }
+    errno = 0;
+    auto ends = util::read_file_ends(path, k_log_head, k_log_tail, from);
     if (!ends) {
-        return std::nullopt;
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: {}", path.string(),
+                                      errno != 0 ? std::strerror(errno) : "cannot be read"));
     }
     return std::move(ends->text);
 }
 
 std::string LaunchedServer::log_text() const {
-    auto ends = util::read_file_ends(m_log_path, k_log_head, k_log_tail, m_log_from);
-    return ends ? std::move(ends->text) : std::string();
+    auto text = read_server_log(m_log_path, m_log_from);
+    return text ? std::move(*text) : std::string();
 }
 
 std::string LaunchedServer::log_tail(size_t lines) const {

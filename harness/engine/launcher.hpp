@@ -32,11 +32,13 @@ enum class Outlive { no, yes };
 // lines, with a line for what was left out between them. A log grows with
 // every request a verbose server serves, and what is read is held in memory
 // and stored in `servers.log_text`; the facts fingerprinting reads are
-// stated at start-up, and a failure's account at the end. nullopt when the
-// file cannot be read.
+// stated at start-up, and a failure's account at the end. From byte `from`
+// on, for a launched server (its file keeps every launch's lines). A usage
+// error "PATH: REASON" when the file cannot be read (a directory, no such
+// file).
 constexpr size_t k_log_head = size_t{2} << 20;
 constexpr size_t k_log_tail = size_t{512} << 10;
-std::optional<std::string> read_server_log(const std::filesystem::path& path);
+util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from = 0);
 
 class LaunchedServer {
 public:

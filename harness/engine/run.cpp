@@ -266,8 +266,8 @@ util::Result<Next> preflight_servers(const RunContext& ctx, std::vector<ServerSt
         if (!spec.attached_log.empty()) {
             auto text = read_server_log(spec.attached_log);
             if (!text) {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("--server-log: cannot read {}", spec.attached_log));
+                return make_error(ErrorKind::usage, fmt::format("--server-log: cannot read {}",
+                                                                text.error().message));
             }
             attached_logs[i] = std::move(*text);
         }

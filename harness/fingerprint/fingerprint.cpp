@@ -3,12 +3,14 @@
 
 #include <harness/util/embedded.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 #include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
 #include <re2/re2.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <vector>
@@ -383,6 +385,29 @@ void normalize(Fingerprint& fp) {
     for (const auto& rules : *all) {
         if (rules.engine() == fp.engine) {
             rules.normalize(fp);
+        }
+    }
+}
+
+void bound_words(std::string& text) {
+    const bool control = std::any_of(text.begin(), text.end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+    });
+    if (control || text.size() > util::k_server_words_bytes) {
+        text = util::one_line(text, util::k_server_words_bytes);
+    }
+}
+
+void bound_words(Fingerprint& fp) {
+    for (auto* words : {&fp.facts, &fp.stated}) {
+        for (auto& [name, value] : *words) {
+            bound_words(value);
+        }
+    }
+    for (auto& c : fp.conflicts) {
+        bound_words(c.message);
+        for (auto& e : c.evidence) {
+            bound_words(e);
         }
     }
 }

@@ -80,6 +80,14 @@ std::optional<Fingerprint> fingerprint_from_json(std::string_view text);
 // "11669 (Debian)", reads "b11669-Debian" with the words as stated.
 void normalize(Fingerprint& fp);
 
+// The server's words, as whatever prints or reports them shows them: `text`
+// as one line of at most util::k_server_words_bytes (left as it is when it
+// already is one).
+void bound_words(std::string& text);
+// bound_words on each value, stated text, conflict message and evidence of
+// `fp` (the words a log gave; the names are the rules').
+void bound_words(Fingerprint& fp);
+
 // Apply every built-in rules file and keep the one that found most facts;
 // its engine is "" when no rules found any.
 util::Result<Fingerprint> fingerprint_log(std::string_view log);

@@ -79,14 +79,9 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
         int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) {
             return make_error(ErrorKind::usage,
-                              fmt::format("cannot create the lock file {}: {}; choose {} in a "
-                                          "directory that exists and you can write",
-                                          path, std::strerror(errno),
-                                          // merge names its database OUT, demo --out,
-                                          // the others --db
-                                          command == "merge"  ? "an OUT"
-                                          : command == "demo" ? "an --out"
-                                                              : "a --db"));
+                              fmt::format("cannot create the lock file {}: {}; put the database "
+                                          "{} in a directory that exists and you can write",
+                                          path, std::strerror(errno), db_path));
         }
         RunLock lock(fd);
         while (flock(fd, LOCK_EX | LOCK_NB) != 0) {

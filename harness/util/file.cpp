@@ -250,62 +250,46 @@ Result<ReplacingFile> ReplacingFile::create(const std::string& path) {
     static std::atomic<unsigned> serial{0};
     ReplacingFile f;
     f.m_path = path;
-    // A stream or a device is written as it is, never replaced: renaming a
-    // file over /dev/stdout or /dev/full (which root may) replaced the
-    // device node with a regular file for every later process. A stream
-    // named by number is written through that descriptor, after what the
-    // process wrote to it before.
-    if (const auto n = descriptor_named(path)) {
-        const int fd = ::fcntl(*n, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0) {
-            return write_error(path, errno);
-        }
-        f.m_file = ::fdopen(fd, "wb"); // "ab" would set O_APPEND on the shared stream
-        if (!f.m_file) {
-            const int e = errno;
-            ::close(fd);
-            return write_error(path, e);
-        }
-        return f;
-    }
+    int fd = -1;
+    int err = 0; // why the new file beside the target could not be made
     struct stat named {};
-    if (::stat(path.c_str(), &named) == 0 && !S_ISREG(named.st_mode) && !S_ISDIR(named.st_mode)) {
-        const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-        if (fd < 0) {
-            return write_error(path, errno);
+    if (const auto n = descriptor_named(path)) {
+        // A stream or a device is written as it is, never replaced: renaming
+        // a file over /dev/stdout or /dev/full (which root may) replaced the
+        // device node with a regular file for every later process. A stream
+        // named by number is written through that descriptor, after what the
+        // process wrote to it before (not opened again: that would start at
+        // its first byte).
+        fd = ::fcntl(*n, F_DUPFD_CLOEXEC, 3);
+    } else if (::stat(path.c_str(), &named) == 0 && !S_ISREG(named.st_mode) &&
+               !S_ISDIR(named.st_mode)) {
+        fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    } else {
+        f.m_target = resolved_path(path);
+        const std::filesystem::path target(f.m_target);
+        struct stat old {};
+        const bool existed = ::stat(f.m_target.c_str(), &old) == 0;
+        if (existed && S_ISDIR(old.st_mode)) {
+            return write_error(path, EISDIR);
         }
-        f.m_file = ::fdopen(fd, "wb");
-        if (!f.m_file) {
-            const int e = errno;
-            ::close(fd);
-            return write_error(path, e);
+        f.m_tmp = (target.parent_path() /
+                   fmt::format(".{}.{}-{}.tmp", target.filename().string(), ::getpid(), serial++))
+                      .string();
+        fd = ::open(f.m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd < 0 && existed && (err == EACCES || err == EROFS || err == EPERM)) {
+            // No new file beside it: write this one in place.
+            f.m_tmp.clear();
+            fd = ::open(f.m_target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
         }
-        return f;
-    }
-    f.m_target = resolved_path(path);
-    const std::filesystem::path target(f.m_target);
-    struct stat old {};
-    const bool existed = ::stat(f.m_target.c_str(), &old) == 0;
-    if (existed && S_ISDIR(old.st_mode)) {
-        return write_error(path, EISDIR);
-    }
-    f.m_tmp = (target.parent_path() /
-               fmt::format(".{}.{}-{}.tmp", target.filename().string(), ::getpid(), serial++))
-                  .string();
-    int fd = ::open(f.m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    const int err = errno;
-    if (fd < 0 && existed && (err == EACCES || err == EROFS || err == EPERM)) {
-        // No new file beside it: write this one in place.
-        f.m_tmp.clear();
-        fd = ::open(f.m_target.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+        if (fd >= 0 && existed && !f.m_tmp.empty()) {
+            (void)::fchmod(fd, old.st_mode & 07777);
+        }
     }
     if (fd < 0) {
         return write_error(path, f.m_tmp.empty() ? errno : err);
     }
-    if (existed && !f.m_tmp.empty()) {
-        (void)::fchmod(fd, old.st_mode & 07777);
-    }
-    f.m_file = ::fdopen(fd, "wb");
+    f.m_file = ::fdopen(fd, "wb"); // "ab" would set O_APPEND on a shared stream
     if (!f.m_file) {
         const int e = errno;
         ::close(fd);

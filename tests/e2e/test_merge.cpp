@@ -170,12 +170,15 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     EXPECT_NE(o.err.find("empty.sqlite is empty: no diffeval results are stored in it"),
               std::string::npos)
         << o.err;
-    // OUT in a directory that does not exist: the advice names OUT, which
-    // merge takes, not --db, which it has not.
+    // OUT in a directory that does not exist: the advice names the database
+    // as merge was given it, not --db, which merge has not.
     o = e2e::run(
         {"merge", (dir / "absent" / "out.sqlite").string(), (dir / "empty.sqlite").string()});
     EXPECT_EQ(o.exit_code, 2);
-    EXPECT_NE(o.err.find("choose an OUT in a directory that exists"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("; put the database " + (dir / "absent" / "out.sqlite").string() +
+                         " in a directory that exists"),
+              std::string::npos)
+        << o.err;
     EXPECT_EQ(o.err.find("--db"), std::string::npos) << o.err;
     auto s = e2e::run({"run", "--server", "x=http://127.0.0.1:1", "--shard", "3/3", "--db",
                        (dir / "r.sqlite").string()});
