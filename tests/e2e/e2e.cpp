@@ -43,6 +43,17 @@ namespace {
 
 int spawn(const std::vector<std::string>& args, const std::vector<std::string>& env,
           const std::string& out, const std::string& err, bool unprivileged = false) {
+    // Everything that can throw happens before the fork: an exception in the
+    // child would return into the test runner, which would go on running
+    // tests (and forking) in two processes. Run outside ctest without
+    // DIFFEVAL_BIN, that made thousands of test_e2e processes.
+    std::string bin = binary();
+    std::vector<char*> argv;
+    argv.push_back(bin.data());
+    for (const auto& a : args) {
+        argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
@@ -61,13 +72,6 @@ int spawn(const std::vector<std::string>& args, const std::vector<std::string>& 
             (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) {
             _exit(126);
         }
-        std::vector<char*> argv;
-        std::string bin = binary();
-        argv.push_back(bin.data());
-        for (const auto& a : args) {
-            argv.push_back(const_cast<char*>(a.c_str()));
-        }
-        argv.push_back(nullptr);
         execv(bin.c_str(), argv.data());
         _exit(127);
     }

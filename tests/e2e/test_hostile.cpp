@@ -64,6 +64,13 @@ Measured run_measured(const std::vector<std::string>& args, const std::vector<st
                       long file_limit = 0) {
     auto base = e2e::scratch("measured") / "child";
     std::string out = base.string() + ".out", err = base.string() + ".err";
+    // Before the fork, as e2e's spawn: nothing may throw in the child.
+    std::string bin = e2e::binary();
+    std::vector<char*> argv{bin.data()};
+    for (const auto& a : args) {
+        argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
     pid_t pid = fork();
     if (pid == 0) {
         int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -78,12 +85,6 @@ Measured run_measured(const std::vector<std::string>& args, const std::vector<st
             rlimit lim{static_cast<rlim_t>(file_limit), static_cast<rlim_t>(file_limit)};
             setrlimit(RLIMIT_FSIZE, &lim);
         }
-        std::string bin = e2e::binary();
-        std::vector<char*> argv{bin.data()};
-        for (const auto& a : args) {
-            argv.push_back(const_cast<char*>(a.c_str()));
-        }
-        argv.push_back(nullptr);
         execv(bin.c_str(), argv.data());
         _exit(127);
     }

@@ -97,17 +97,18 @@ std::string experiment(const fs::path& root, std::vector<Server> servers,
 RunningServer::RunningServer(const fs::path& root, Server spec, const fs::path& log) {
     auto argv = server_argv(root, spec);
     m_port = spec.port;
+    // Built before the fork: nothing may throw in the child.
+    std::vector<char*> args;
+    for (auto& a : argv) {
+        args.push_back(a.data());
+    }
+    args.push_back(nullptr);
     m_pid = fork();
     if (m_pid == 0) {
         setpgid(0, 0);
         int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fd, 1);
         dup2(fd, 2);
-        std::vector<char*> args;
-        for (auto& a : argv) {
-            args.push_back(a.data());
-        }
-        args.push_back(nullptr);
         execvp(args[0], args.data());
         _exit(127);
     }
