@@ -198,8 +198,7 @@ int demo_command(const DemoFlags& f) {
     if (auto r = score_stored(config.db); !r) {
         return report(r.error());
     }
-    std::cout << fmt::format("stored {} in {} ({:.1f}s)\n\n",
-                             util::counted(run->succeeded + run->failed, "response"), config.db,
+    std::cout << fmt::format("stored {} in {} ({:.1f}s)\n\n", engine::stored_words(*run), config.db,
                              run->seconds);
 
     // 4. The three reports, and from the same analysis the tables.

@@ -695,6 +695,15 @@ util::Error full_while_planning(const RunContext& ctx, std::unique_ptr<store::St
 
 } // namespace
 
+std::string stored_words(const RunSummary& s) {
+    const int64_t all = s.succeeded + s.failed;
+    if (s.probe_readings == 0) {
+        return util::counted(all, "response");
+    }
+    return fmt::format("{} and {}", util::counted(all - s.probe_readings, "response"),
+                       util::counted(s.probe_readings, "probe reading"));
+}
+
 util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                              std::ostream& log) {
     // Load inputs: everything that can be wrong before anything is sent.

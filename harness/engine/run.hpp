@@ -32,7 +32,10 @@ struct RunSummary {
     int64_t skipped = 0;   // already answered in the store
     int64_t succeeded = 0; // answered in this run
     int64_t failed = 0;    // ended in an error in this run
-    int64_t retries = 0;   // extra attempts made
+    // Of succeeded + failed, the decision-point probe's readings (stored in
+    // probe_responses, not responses).
+    int64_t probe_readings = 0;
+    int64_t retries = 0; // extra attempts made
     bool interrupted = false;
     std::vector<std::string> crashed; // launched servers that died mid-run
     double seconds = 0;
@@ -40,6 +43,10 @@ struct RunSummary {
     // one line of at most 160 bytes), for the closing summary.
     std::map<std::string, int64_t> failures;
 };
+
+// What `s` stored, in words: "48 responses", or "1728 responses and 1296
+// probe readings" when the run read the decision-point probe.
+std::string stored_words(const RunSummary& s);
 
 // Run `config`, writing to its database; progress and notes go to `log`.
 // Errors before any request is sent (bad input, unreachable server) come

@@ -417,6 +417,9 @@ struct Sender::Loop {
             kind.end = util::TextEnd::cut;
         }
         redact_row(s.m_ctx.inputs.redactor, w.endpoint, kind, row);
+        if (row.probe) {
+            ++summary.probe_readings;
+        }
         if (row.ok) {
             ++summary.succeeded;
         } else {

@@ -29,6 +29,10 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses"), "10");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "30");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses WHERE ok = 1"), "30");
+    // The closing line counts each table's rows apart: a reviewer counting
+    // `responses` finds the number it gives.
+    EXPECT_NE(o.out.find("stored 10 responses and 30 probe readings in "), std::string::npos)
+        << o.out;
     // The measured bodies are those of a run without the probe.
     auto p = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "5",
                        "--dataset", "sample", "--db", plain.string()});
@@ -66,6 +70,8 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
         << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE response_id IS NULL"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "10");
+    EXPECT_NE(again.out.find("stored 0 responses and 3 probe readings in "), std::string::npos)
+        << again.out;
 }
 
 TEST(Probe, UnknownProbeIsAUsageError) {
