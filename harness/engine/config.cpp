@@ -488,10 +488,11 @@ util::Result<void> validate(const RunConfig& c) {
             return make_error(ErrorKind::usage,
                               fmt::format("server name '{}' is given twice", s.name));
         }
-        if (!http::looks_like_http_url(s.url)) {
-            return make_error(
-                ErrorKind::usage,
-                fmt::format("server '{}': '{}' is not an http:// or https:// URL", s.name, s.url));
+        if (const auto problem = http::http_url_problem(s.url)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': '{}' {}", s.name,
+                                          util::one_line(http::url_without_secret(s.url), 200),
+                                          *problem));
         }
     }
     return validate_settings(c);

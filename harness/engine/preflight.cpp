@@ -65,29 +65,6 @@ util::Result<std::vector<ServerState>> server_states(const RunConfig& config) {
     return servers;
 }
 
-namespace {
-
-// The secret in a server URL's user information (`http://user:PASSWORD@host`,
-// or `http://TOKEN@host`), as typed: libcurl sends it as Basic
-// authentication, and the URL is printed and stored.
-std::string_view url_secret(std::string_view url) {
-    const auto scheme = url.find("://");
-    if (scheme == std::string_view::npos) {
-        return {};
-    }
-    auto authority = url.substr(scheme + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
-    const auto at = authority.rfind('@');
-    if (at == std::string_view::npos) {
-        return {};
-    }
-    const auto userinfo = authority.substr(0, at);
-    const auto colon = userinfo.find(':');
-    return colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
-}
-
-} // namespace
-
 util::Redactor secrets_of(const RunConfig& c) {
     util::Redactor redactor;
     for (const auto& s : c.servers) {
@@ -95,7 +72,7 @@ util::Redactor secrets_of(const RunConfig& c) {
         if (const char* key = env.empty() ? nullptr : std::getenv(env.c_str())) {
             redactor.add(key);
         }
-        redactor.add(url_secret(s.url));
+        redactor.add(http::url_secret(s.url));
     }
     return redactor;
 }
@@ -109,7 +86,7 @@ std::vector<std::string> unredactable_keys(const RunConfig& c) {
             std::find(vars.begin(), vars.end(), env) == vars.end()) {
             vars.push_back(env);
         }
-        const auto in_url = url_secret(s.url);
+        const auto in_url = http::url_secret(s.url);
         const auto named = fmt::format("the URL of server '{}'", s.name);
         if (!in_url.empty() && in_url.size() < util::Redactor::k_min_secret &&
             std::find(vars.begin(), vars.end(), named) == vars.end()) {

@@ -15,6 +15,7 @@
 // either is due or the wait ends with no socket ready.
 #include <harness/http/client.hpp>
 #include <harness/http/plain_client.hpp>
+#include <harness/util/redact.hpp>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -489,31 +490,67 @@ Response fetch(const Request& request) {
     return std::move(t.response);
 }
 
-bool looks_like_http_url(const std::string& url) {
-    auto scheme_end = url.find("://");
-    if (scheme_end == std::string::npos) {
-        return false;
+std::string_view url_secret(std::string_view url) {
+    const auto scheme = url.find("://");
+    if (scheme == std::string_view::npos) {
+        return {};
     }
-    auto scheme = url.substr(0, scheme_end);
+    auto authority = url.substr(scheme + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    const auto at = authority.rfind('@');
+    if (at == std::string_view::npos) {
+        return {};
+    }
+    const auto userinfo = authority.substr(0, at);
+    const auto colon = userinfo.find(':');
+    return colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
+}
+
+std::string url_without_secret(std::string_view url) {
+    const auto secret = url_secret(url);
+    if (secret.empty()) {
+        return std::string(url);
+    }
+    const auto at = static_cast<size_t>(secret.data() - url.data());
+    return fmt::format("{}{}{}", url.substr(0, at), util::Redactor::k_mark,
+                       url.substr(at + secret.size()));
+}
+
+std::optional<std::string> http_url_problem(const std::string& url) {
+    const auto scheme_end = url.find("://");
+    const std::string_view scheme = scheme_end == std::string::npos
+                                        ? std::string_view()
+                                        : std::string_view(url).substr(0, scheme_end);
     if (scheme != "http" && scheme != "https") {
-        return false;
+        return "is not an http:// or https:// URL";
     }
-    auto rest = url.substr(scheme_end + 3);
-    auto host_end = rest.find_first_of("/?#");
-    auto host = rest.substr(0, host_end);
-    if (host.empty() || host.front() == ':') {
-        return false;
+    // libcurl's own parser, which sends every https:// request: its words
+    // say what is wrong (a port past 65535, an unclosed IPv6 bracket).
+    std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), curl_url_cleanup);
+    if (!parsed) {
+        return "could not be parsed: out of memory";
     }
-    auto colon = host.rfind(':');
-    if (colon != std::string::npos && host.find(']') == std::string::npos) {
-        auto port = host.substr(colon + 1);
-        if (port.empty() || port.size() > 5 ||
-            !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
-            std::stoi(port) > 65535) {
-            return false;
+    if (const CURLUcode c = curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0);
+        c != CURLUE_OK) {
+        return fmt::format("is not a valid URL: {}", curl_url_strerror(c));
+    }
+    char* port = nullptr;
+    if (curl_url_get(parsed.get(), CURLUPART_PORT, &port, 0) == CURLUE_OK && port) {
+        const bool zero =
+            std::all_of(port, port + std::strlen(port), [](char c) { return c == '0'; });
+        curl_free(port);
+        if (zero) {
+            return "is not a valid URL: port 0 cannot be connected to";
         }
     }
-    return true;
+    // What the plain http:// client reads of it must be there too: a host,
+    // and a port that is a number (libcurl takes ":" alone as the default).
+    const std::string_view rest = std::string_view(url).substr(scheme_end + 3);
+    const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+    if (authority.find('@') == std::string_view::npos && !host_port(url)) {
+        return "is not a valid URL: give http://HOST:PORT, e.g. http://localhost:8000";
+    }
+    return std::nullopt;
 }
 
 std::optional<HostPort> host_port(std::string_view url) {

@@ -87,8 +87,20 @@ private:
 // never followed, here or in MultiClient: a 3xx comes back as it is.
 Response fetch(const Request& request);
 
-// Percent-encoding-free check that `url` looks like http(s)://host[:port][/path].
-bool looks_like_http_url(const std::string& url);
+// The secret in a URL's user information (`http://user:PASSWORD@host`, or
+// `http://TOKEN@host`), as typed: libcurl sends it as Basic authentication,
+// and the URL is printed and stored. Empty when there is none.
+std::string_view url_secret(std::string_view url);
+
+// `url` with url_secret() replaced by "[REDACTED]", however short it is: for
+// a message about the URL itself.
+std::string url_without_secret(std::string_view url);
+
+// What is wrong with `url` as a server's address, in words that follow the
+// URL in a message ("is not an http:// or https:// URL", "is not a valid
+// URL: Port number was not a decimal number between 0 and 65535"); nothing
+// when it is an http(s)://host[:port][/path] URL that libcurl parses.
+std::optional<std::string> http_url_problem(const std::string& url);
 
 // The host (without IPv6 brackets) and the port (digits) of an http:// or
 // https:// `url`, the port defaulting to the scheme's; nothing when `url`

@@ -129,6 +129,20 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
 
+// A server URL no connection can be made to is a usage error naming what is
+// wrong (it said "unreachable ... start the server"), with the password it
+// carries masked however short, and nothing stored.
+TEST(Run, AMalformedServerUrlSaysWhatIsWrongAndHidesItsPassword) {
+    auto dir = e2e::scratch("bad-url");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=http://me:pw@127.0.0.1:99999", "--dataset", "sample",
+                       "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: server 'a': 'http://me:[REDACTED]@127.0.0.1:99999' is not a valid "
+                     "URL: Port number was not a decimal number between 0 and 65535\n");
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 // The same group sent again with other bodies (a sampling flag changed, a
 // framing given twice) would count its questions twice: refused, exit 2,
 // nothing sent; more questions of the same configuration are still welcome.

@@ -432,5 +432,34 @@ TEST(MultiClient, CancelAllDropsTransfersInFlight) {
     EXPECT_TRUE(client.poll(10ms).empty());
 }
 
+TEST(ServerUrl, AUrlAConnectionCannotBeMadeToSaysWhatIsWrongWithIt) {
+    EXPECT_EQ(http_url_problem("http://localhost:8000"), std::nullopt);
+    EXPECT_EQ(http_url_problem("https://api.example.com/v1"), std::nullopt);
+    EXPECT_EQ(http_url_problem("http://[::1]:8000/x?y#z"), std::nullopt);
+    EXPECT_EQ(http_url_problem("http://user:pass@localhost:8000"), std::nullopt);
+    EXPECT_EQ(http_url_problem("localhost:8000"), "is not an http:// or https:// URL");
+    EXPECT_EQ(http_url_problem("ftp://localhost"), "is not an http:// or https:// URL");
+    // Each once passed as a URL: preflight then said the server was
+    // unreachable, and to start it.
+    EXPECT_EQ(http_url_problem("http://127.0.0.1:99999"),
+              "is not a valid URL: Port number was not a decimal number between 0 and 65535");
+    EXPECT_EQ(http_url_problem("http://[::1:8000"), "is not a valid URL: Bad IPv6 address");
+    EXPECT_EQ(http_url_problem("http://127.0.0.1:0"),
+              "is not a valid URL: port 0 cannot be connected to");
+    EXPECT_EQ(http_url_problem("http://exa mple.com"), "is not a valid URL: Bad hostname");
+    EXPECT_EQ(http_url_problem("http://:80"), "is not a valid URL: No host part in the URL");
+    EXPECT_EQ(http_url_problem("http://localhost:"),
+              "is not a valid URL: give http://HOST:PORT, e.g. http://localhost:8000");
+}
+
+TEST(ServerUrl, APasswordInTheUrlIsMaskedHoweverShort) {
+    EXPECT_EQ(url_secret("http://user:hunter2@host:1/p"), "hunter2");
+    EXPECT_EQ(url_secret("http://token@host"), "token");
+    EXPECT_EQ(url_secret("http://host/p@q"), "");
+    EXPECT_EQ(url_without_secret("http://user:pw@host:1/p"), "http://user:[REDACTED]@host:1/p");
+    EXPECT_EQ(url_without_secret("http://t@[::1"), "http://[REDACTED]@[::1");
+    EXPECT_EQ(url_without_secret("http://host:1"), "http://host:1");
+}
+
 } // namespace
 } // namespace diffeval::http
