@@ -95,9 +95,11 @@ util::Error unknown_scorer(std::string_view name, const std::vector<std::string>
     const std::string names = fmt::format("{}", fmt::join(known, ", "));
     std::string message = fmt::format("unknown scorer '{}'", name);
     if (auto suggestion = util::closest_name(name, known)) {
-        message += fmt::format("; did you mean '{}'?", *suggestion);
+        message += fmt::format("; did you mean '{}'? Known scorers: ", *suggestion);
+    } else {
+        message += "; known scorers: ";
     }
-    message += fmt::format(" Known scorers: {}", names.empty() ? "(none)" : names);
+    message += names.empty() ? "(none)" : names;
     return make_error(ErrorKind::usage, std::move(message));
 }
 

@@ -331,6 +331,17 @@ util::Result<void> check_selectors(const Results& results, const Selector& a, co
                                           *sel->framing, fmt::join(results.framings, ", ")));
         }
     }
+    // B's framing and token limit default to each A group's own: with the
+    // same server and nothing else set apart, every group would be compared
+    // with itself (it said "no pair of groups matches").
+    const auto same = [](const auto& in_a, const auto& in_b) { return !in_b || in_a == in_b; };
+    if (a.server == b.server && same(a.framing, b.framing) && same(a.max_tokens, b.max_tokens)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} and {} select the same groups, so each would be "
+                                      "compared with itself: name another server, framing or "
+                                      "token limit for one of them",
+                                      a.text(), b.text()));
+    }
     return {};
 }
 

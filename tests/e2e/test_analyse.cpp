@@ -330,6 +330,23 @@ TEST_F(Analyse, BadSelectorsAndScorersAreUsageErrors) {
               std::string::npos)
         << unpaired.err;
     EXPECT_EQ(std::count(unpaired.err.begin(), unpaired.err.end(), '\n'), 1) << unpaired.err;
+    // A group against itself, in diff and in the gate.
+    auto self = e2e::run({"diff", "--db", *db, "default/raw", "default/raw"});
+    EXPECT_EQ(self.exit_code, 2);
+    EXPECT_EQ(self.err, "diffeval: default/raw and default/raw select the same groups, so each "
+                        "would be compared with itself: name another server, framing or token "
+                        "limit for one of them\n");
+    self = e2e::run({"gate", "--db", *db, "--baseline", "default", "--candidate", "default",
+                     "--max-drop", "1"});
+    EXPECT_EQ(self.exit_code, 2);
+    EXPECT_NE(self.err.find("default and default select the same groups"), std::string::npos)
+        << self.err;
+    // One server's two framings are two groups.
+    EXPECT_EQ(e2e::run({"diff", "--db", *db, "default/raw", "default/chat"}).exit_code, 0);
+    auto none = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--scorer", "nosuch"});
+    EXPECT_NE(none.err.find("unknown scorer 'nosuch'; known scorers: lm-eval-flexible, "),
+              std::string::npos)
+        << none.err;
     auto bad_scorer = e2e::run({"summary", "--db", *db, "--scorer", "vlm"});
     EXPECT_EQ(bad_scorer.exit_code, 2);
     EXPECT_EQ(bad_scorer.out, "") << "an error must not come after half a table";

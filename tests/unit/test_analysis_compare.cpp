@@ -46,6 +46,24 @@ TEST(AnalysisCompare, NoPairOfGroupsIsANoMatchErrorListingTheGroups) {
     EXPECT_TRUE(analysis::compare(r, {"a", {}, {}}, {"b", std::string("chat"), {}}, 0).ok());
 }
 
+// With nothing set apart, every group would be compared with itself: said so,
+// where it said that no pair of groups matches (the group it named is there).
+TEST(AnalysisCompare, SelectingTheSameGroupsTwiceIsAUsageErrorSayingSo) {
+    const auto r = two_framings();
+    for (const auto& [a, b] : std::vector<std::pair<analysis::Selector, analysis::Selector>>{
+             {{"a", {}, {}}, {"a", {}, {}}},
+             {{"a", std::string("raw"), {}}, {"a", {}, {}}},
+             {{"a", std::string("raw"), 256}, {"a", std::string("raw"), 256}}}) {
+        auto cmp = analysis::compare(r, a, b, 0);
+        ASSERT_FALSE(cmp.ok());
+        EXPECT_EQ(cmp.error().kind, util::ErrorKind::usage);
+        EXPECT_EQ(cmp.error().message,
+                  a.text() + " and " + b.text() +
+                      " select the same groups, so each would be compared with itself: name "
+                      "another server, framing or token limit for one of them");
+    }
+}
+
 TEST(AnalysisCompare, AnUnknownServerIsAUsageErrorNotANoMatch) {
     auto cmp = analysis::compare(two_framings(), {"a", {}, {}}, {"nosuch", {}, {}}, 0);
     ASSERT_FALSE(cmp.ok());
