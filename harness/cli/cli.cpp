@@ -93,10 +93,11 @@ CLI::App* deepest_parsed(CLI::App& app) {
 
 // "did you mean" for the first unexpected flag of `sub`, or nothing.
 std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
-    std::vector<std::string> known;
+    std::vector<std::string> known, words; // "--max-tokens", and "max-tokens" to compare
     for (const auto* opt : sub.get_options()) {
         for (const auto& l : opt->get_lnames()) {
             known.push_back("--" + l);
+            words.push_back(l);
         }
     }
     for (const auto& extra : extras) {
@@ -109,9 +110,14 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
         if (std::find(known.begin(), known.end(), dashed) != known.end()) {
             return fmt::format("unknown flag '{}': did you mean '{}'?", flag, dashed);
         }
-        auto close = util::closest_name(flag, known);
+        // Compared without the dashes, which every name shares: with them,
+        // '--power' was within reach of '--scorer' and '--group' of '--help'.
+        const auto word = std::string_view(flag).substr(
+            flag.find_first_not_of('-') == std::string::npos ? flag.size()
+                                                             : flag.find_first_not_of('-'));
+        auto close = util::closest_name(word, words);
         return fmt::format("unknown flag '{}': {}", flag,
-                           close ? fmt::format("did you mean '{}'?", *close) : "no such flag");
+                           close ? fmt::format("did you mean '--{}'?", *close) : "no such flag");
     }
     return {};
 }
@@ -295,8 +301,10 @@ int run_main(int argc, char** argv) {
     } catch (const CLI::ExtrasError& e) {
         auto* sub = deepest_parsed(app);
         auto hint = flag_suggestion(*sub, sub->remaining());
-        std::cerr << fmt::format("diffeval: {}; {}\n", hint.empty() ? e.what() : hint,
-                                 help_hint(app, *sub));
+        // After a question ("did you mean '--format'?") the hint follows as
+        // it does for a mistyped command.
+        std::cerr << fmt::format("diffeval: {}{} {}\n", hint.empty() ? e.what() : hint,
+                                 hint.ends_with('?') ? "" : ";", help_hint(app, *sub));
         return k_exit_usage;
     } catch (const CLI::ConversionError& e) {
         const auto* sub = deepest_parsed(app);

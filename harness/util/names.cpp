@@ -7,16 +7,19 @@
 namespace diffeval::util {
 
 size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<size_t> row(b.size() + 1);
+    // Three rows of the optimal string alignment table: i-2, i-1 and i.
+    std::vector<size_t> before(b.size() + 1), above(b.size() + 1), row(b.size() + 1);
     std::iota(row.begin(), row.end(), size_t{0});
     for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diagonal = row[0];
+        before.swap(above);
+        above.swap(row);
         row[0] = i;
         for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t above = row[j];
-            row[j] =
-                std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
+            row[j] = std::min(
+                {above[j] + 1, row[j - 1] + 1, above[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+                row[j] = std::min(row[j], before[j - 2] + 1);
+            }
         }
     }
     return row[b.size()];
@@ -29,7 +32,9 @@ std::optional<std::string> closest_name(std::string_view name,
     for (const auto& candidate : known) {
         const size_t distance = edit_distance(name, candidate);
         const bool prefix = candidate.starts_with(name) || name.starts_with(candidate);
-        const size_t limit = (std::max(name.size(), candidate.size()) + 1) / 2;
+        // A third of the longer name, at least one edit: with half, 'power'
+        // was taken for 'scorer' and 'group' for 'help'.
+        const size_t limit = std::max<size_t>(1, std::max(name.size(), candidate.size()) / 3);
         if ((distance <= limit || prefix) && (!best || distance < best_distance)) {
             best = candidate;
             best_distance = distance;

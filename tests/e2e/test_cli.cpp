@@ -43,7 +43,14 @@ TEST(Cli, UnderscoreFlagSuggestsTheDashedOne) {
 TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
     auto o = e2e::run({"report", "--fromat", "md"});
     EXPECT_EQ(o.exit_code, 2);
-    EXPECT_NE(o.err.find("did you mean '--format'?"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err, "diffeval: unknown flag '--fromat': did you mean '--format'? see 'diffeval "
+                     "report --help'\n");
+    // A flag no known one resembles is no typo of one: it was taken for
+    // '--scorer', its dashes making every flag look alike.
+    o = e2e::run({"plan", "--db", "x.sqlite", "a", "b", "--power", "0.9"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err,
+              "diffeval: unknown flag '--power': no such flag; see 'diffeval plan --help'\n");
 }
 
 // A flag that takes one value, given twice, is named as such in every

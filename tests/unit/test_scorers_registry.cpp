@@ -1,5 +1,6 @@
 // The scorer registry and scorer files: built-ins, user files, duplicate and
 // unknown names, and the errors a malformed file produces.
+#include <harness/util/names.hpp>
 #include <scorers/registry.hpp>
 
 #include <gtest/gtest.h>
@@ -272,6 +273,22 @@ TEST(EditDistance, CountsSingleCharacterEdits) {
     EXPECT_EQ(edit_distance("vlm", "vllm"), 1u);
     EXPECT_EQ(edit_distance("", "abc"), 3u);
     EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+    // A swap of two neighbours is one typo, not two.
+    EXPECT_EQ(edit_distance("rwa", "raw"), 1u);
+    EXPECT_EQ(edit_distance("fromat", "format"), 1u);
+    EXPECT_EQ(edit_distance("ca", "abc"), 3u);
+}
+
+TEST(ClosestName, SuggestsATypoNotAnotherWord) {
+    const std::vector<std::string> flags = {"db", "scorer", "help", "format", "max-tokens"};
+    EXPECT_EQ(util::closest_name("fromat", flags), "format");
+    EXPECT_EQ(util::closest_name("max_tokens", flags), "max-tokens");
+    EXPECT_EQ(util::closest_name("max-token", flags), "max-tokens");
+    EXPECT_EQ(util::closest_name("rwa", {"raw", "chat"}), "raw");
+    EXPECT_EQ(util::closest_name("vlm", {"vllm", "lm-eval-strict"}), "vllm");
+    // Suggested once, when any name within half the length was close enough.
+    EXPECT_EQ(util::closest_name("power", flags), std::nullopt);
+    EXPECT_EQ(util::closest_name("group", flags), std::nullopt);
 }
 
 } // namespace
