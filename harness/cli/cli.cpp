@@ -323,8 +323,19 @@ int run_main(int argc, char** argv) {
             help_hint(app, *sub));
         return k_exit_usage;
     } catch (const CLI::ParseError& e) {
-        std::cerr << fmt::format("diffeval: {}; {}\n", e.what(),
-                                 help_hint(app, *deepest_parsed(app)));
+        const auto* sub = deepest_parsed(app);
+        std::string what = e.what();
+        // CLI11's "A subcommand is required", said with the subcommands.
+        if (sub != &app && !sub->get_subcommands({}).empty() && sub->get_subcommands().empty() &&
+            what == "A subcommand is required") {
+            std::vector<std::string> names;
+            for (const auto* s : sub->get_subcommands({})) {
+                names.push_back(s->get_name());
+            }
+            what =
+                fmt::format("'{}' needs a subcommand: {}", sub->get_name(), fmt::join(names, ", "));
+        }
+        std::cerr << fmt::format("diffeval: {}; {}\n", what, help_hint(app, *sub));
         return k_exit_usage;
     }
     // `gate` asks value_problem itself, so that its JUnit file says why.

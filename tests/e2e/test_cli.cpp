@@ -40,6 +40,18 @@ TEST(Cli, UnderscoreFlagSuggestsTheDashedOne) {
     EXPECT_NE(o.err.find("see 'diffeval run --help'"), std::string::npos) << o.err;
 }
 
+// A command of commands given alone names them (CLI11: "A subcommand is
+// required").
+TEST(Cli, ACommandOfCommandsGivenAloneNamesThem) {
+    auto o = e2e::run({"data"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err, "diffeval: 'data' needs a subcommand: fetch; see 'diffeval data --help'\n");
+    o = e2e::run({"import"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err,
+              "diffeval: 'import' needs a subcommand: lm-eval; see 'diffeval import --help'\n");
+}
+
 TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
     auto o = e2e::run({"report", "--fromat", "md"});
     EXPECT_EQ(o.exit_code, 2);
