@@ -81,8 +81,7 @@ int import_command(const ImportFlags& f) {
     if (!r) {
         st->reset();
         if (new_db) {
-            store::remove_with_sidecars(f.db);
-            std::filesystem::remove(store::RunLock::path_for(f.db), ec);
+            store::remove_with_sidecars(f.db); // and the lock its file, when let go
         }
         return report(r.error());
     }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 namespace diffeval::store {
 
@@ -83,7 +84,7 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
                                           "{} in a directory that exists and you can write",
                                           path, std::strerror(errno), db_path));
         }
-        RunLock lock(fd);
+        RunLock lock(fd, path);
         while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             if (errno != EWOULDBLOCK && errno != EINTR) {
                 return make_error(ErrorKind::io,
@@ -117,25 +118,36 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     }
 }
 
-RunLock::RunLock(RunLock&& other) noexcept : m_fd(other.m_fd) {
-    other.m_fd = -1;
-}
+RunLock::RunLock(RunLock&& other) noexcept
+    : m_fd(std::exchange(other.m_fd, -1)), m_path(std::move(other.m_path)) {}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
     if (this != &other) {
-        if (m_fd >= 0) {
-            ::close(m_fd);
-        }
-        m_fd = other.m_fd;
-        other.m_fd = -1;
+        release();
+        m_fd = std::exchange(other.m_fd, -1);
+        m_path = std::move(other.m_path);
     }
     return *this;
 }
 
 RunLock::~RunLock() {
-    if (m_fd >= 0) {
-        ::close(m_fd); // releases the flock
+    release();
+}
+
+void RunLock::release() {
+    if (m_fd < 0) {
+        return;
     }
+    // Removed while still held, and only if it is still the file named: a
+    // process waiting on it then finds it gone and locks the file named
+    // next (still_named).
+    const std::string db = m_path.substr(0, m_path.size() - std::string_view(".lock").size());
+    struct stat st {};
+    if (::stat(db.c_str(), &st) != 0 && errno == ENOENT && still_named(m_fd, m_path)) {
+        ::unlink(m_path.c_str());
+    }
+    ::close(m_fd); // releases the flock
+    m_fd = -1;
 }
 
 } // namespace diffeval::store

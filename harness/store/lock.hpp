@@ -7,7 +7,9 @@
 // the message the next run prints; its mere presence means nothing. Its
 // holder may remove it (an import that created its database and failed):
 // a lock taken on a file no longer under that name is let go and the file
-// named then is locked instead.
+// named then is locked instead. A lock let go while its database does not
+// exist (a command that failed before creating it) removes its file: a
+// mistyped --server left "new.sqlite.lock" and nothing else.
 #pragma once
 
 #include <harness/util/result.hpp>
@@ -41,8 +43,10 @@ public:
     static std::string path_for(const std::string& db_path);
 
 private:
-    explicit RunLock(int fd) : m_fd(fd) {}
+    void release();
+    RunLock(int fd, std::string path) : m_fd(fd), m_path(std::move(path)) {}
     int m_fd = -1;
+    std::string m_path; // the lock file's
 };
 
 } // namespace diffeval::store

@@ -752,7 +752,7 @@ util::Result<void> Store::identify() {
         return make_error(ErrorKind::data,
                           fmt::format("{} is not a diffeval database ({}); the file was left as "
                                       "it is: give the .sqlite file 'diffeval run' wrote, or "
-                                      "choose another --db file",
+                                      "choose another database file",
                                       m_path, why));
     };
     // A damaged file says so in SQLite's words, which the CLI turns into
@@ -788,7 +788,7 @@ util::Result<void> Store::identify() {
                           fmt::format("{} has schema version {}, newer than this diffeval ({}): "
                                       "a newer diffeval wrote it, or another program did; the "
                                       "file was left as it is: upgrade diffeval to read it, or "
-                                      "choose another --db file",
+                                      "choose another database file",
                                       m_path, version, k_schema_version));
     }
     // Versions 6 and 7 were never used: no diffeval wrote them.
@@ -799,7 +799,7 @@ util::Result<void> Store::identify() {
         if (!tables.empty()) {
             return make_error(ErrorKind::data,
                               fmt::format("{} is a SQLite database but not diffeval's; choose "
-                                          "another --db file",
+                                          "another database file",
                                           m_path));
         }
         return {};

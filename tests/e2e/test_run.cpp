@@ -143,6 +143,21 @@ TEST(Run, AMalformedServerUrlSaysWhatIsWrongAndHidesItsPassword) {
     EXPECT_FALSE(std::filesystem::exists(db));
 }
 
+// Commands that fail before creating their database leave nothing in its
+// directory: each left "<db>.lock", the lock it took.
+TEST(Run, ACommandThatFailsBeforeItsDatabaseLeavesNoFileBehind) {
+    auto dir = e2e::scratch("no-leftovers");
+    const auto port = std::to_string(e2e::free_port());
+    auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:" + port, "--dataset", "sample",
+                       "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("is unreachable"), std::string::npos) << o.err;
+    o = e2e::run({"merge", (dir / "m.sqlite").string(), "/etc/passwd"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("/etc/passwd is not a diffeval database"), std::string::npos) << o.err;
+    EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
 // The same group sent again with other bodies (a sampling flag changed, a
 // framing given twice) would count its questions twice: refused, exit 2,
 // nothing sent; more questions of the same configuration are still welcome.
