@@ -30,17 +30,47 @@ std::string where(const std::string& path, const toml::node& node) {
     return util::toml_where(path, node);
 }
 
+// What a TOML value is, in words: "a string", "a list".
+std::string_view kind_of(const toml::node& node) {
+    switch (node.type()) {
+    case toml::node_type::string:
+        return "a string";
+    case toml::node_type::integer:
+        return "an integer";
+    case toml::node_type::floating_point:
+        return "a number with a fraction";
+    case toml::node_type::boolean:
+        return "true or false";
+    case toml::node_type::array:
+        return "a list";
+    case toml::node_type::table:
+        return "a table";
+    default:
+        return "a date or time";
+    }
+}
+
 template <typename T>
 util::Result<T> get(const std::string& path, const toml::node& node, const char* what) {
     std::optional<T> v;
+    std::string_view wanted;
     if constexpr (std::is_same_v<T, int64_t>) {
         v = util::toml_integer(node);
-    } else {
+        wanted = "a whole number";
+    } else if constexpr (std::is_same_v<T, bool>) {
         v = node.value<T>();
+        wanted = "true or false";
+    } else {
+        static_assert(std::is_same_v<T, std::string>);
+        v = node.value<T>();
+        wanted = "a string";
     }
     if (!v) {
+        // "'repeats' must be a whole number, not a string": it said "has the
+        // wrong type", leaving the reader to guess which.
         return make_error(ErrorKind::usage,
-                          fmt::format("{}: '{}' has the wrong type", where(path, node), what));
+                          fmt::format("{}: '{}' must be {}, not {}", where(path, node), what,
+                                      wanted, kind_of(node)));
     }
     return *v;
 }
@@ -90,6 +120,10 @@ std::string shown(double v) {
 util::Result<void> check_range(const std::string& what, double value, double lo, double hi) {
     if (std::isfinite(value) && value >= lo && value <= hi) {
         return {};
+    }
+    if (lo == hi) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} {}: must be {}", what, shown(value), shown(lo)));
     }
     return make_error(ErrorKind::usage, fmt::format("{} {}: must be between {} and {}", what,
                                                     shown(value), shown(lo), shown(hi)));

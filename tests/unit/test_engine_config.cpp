@@ -105,7 +105,30 @@ TEST(ExperimentFile, UnknownKeysAndVersionsAreRefusedWithTheKnownKeys) {
         << r.error().message;
     EXPECT_NE(r.error().message.find("repeats"), std::string::npos) << r.error().message;
     auto v2 = write_temp("v2.toml", "version = 2\n");
-    EXPECT_FALSE(engine::load_experiment(v2, c));
+    auto bad = engine::load_experiment(v2, c);
+    ASSERT_FALSE(bad);
+    // Not "must be between 1 and 1".
+    EXPECT_EQ(bad.error().message, v2 + ":1: 'version' 2: must be 1");
     std::filesystem::remove(path);
     std::filesystem::remove(v2);
+}
+
+// A value of the wrong kind names the kind wanted and the kind given: it said
+// "'repeats' has the wrong type".
+TEST(ExperimentFile, AValueOfTheWrongKindSaysWhichKindIsWanted) {
+    for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+             {"repeats = \"3\"", ":2: 'repeats' must be a whole number, not a string"},
+             {"repeats = 2.5",
+              ":2: 'repeats' must be a whole number, not a number with a fraction"},
+             {"[[servers]]\nname = 5\nurl = \"http://h:1\"",
+              ":3: 'name' must be a string, not an integer"},
+             {"[[servers]]\nname = [\"a\"]\nurl = \"http://h:1\"",
+              ":3: 'name' must be a string, not a list"}}) {
+        auto path = write_temp("kind.toml", "version = 1\n" + text + "\n");
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        ASSERT_FALSE(r) << text;
+        EXPECT_EQ(r.error().message, path + message);
+        std::filesystem::remove(path);
+    }
 }
