@@ -247,7 +247,25 @@ const KeyTable<ServerSpec>& server_keys() {
         {"api_key_env", string_into(&ServerSpec::api_key_env, "api_key_env")},
         {"cwd", string_into(&ServerSpec::cwd, "cwd")},
         {"log", string_into(&ServerSpec::log_path, "log")},
-        {"launch", into(&ServerSpec::launch, "launch", string_list)},
+        {"launch",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             auto v = string_list(path, n, "launch");
+             if (!v) {
+                 return v.error();
+             }
+             // An empty one read as "not launched", and the run went on to
+             // ask a server nobody started.
+             if (v->empty() || v->front().empty()) {
+                 return make_error(ErrorKind::usage,
+                                   fmt::format("{}: 'launch' is empty; give the command that "
+                                               "starts the server, e.g. [\"vllm\", \"serve\", "
+                                               "\"MODEL\"], or leave the key out for a server "
+                                               "already running",
+                                               where(path, n)));
+             }
+             s.launch = std::move(*v);
+             return {};
+         }},
         {"health", into(&ServerSpec::health, "health", string_list)},
         {"ready_timeout", into(&ServerSpec::ready_timeout, "ready_timeout", get_seconds)},
         {"shell", bool_into(&ServerSpec::launch_shell, "shell")},

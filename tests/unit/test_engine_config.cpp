@@ -116,19 +116,39 @@ TEST(ExperimentFile, UnknownKeysAndVersionsAreRefusedWithTheKnownKeys) {
 // A value of the wrong kind names the kind wanted and the kind given: it said
 // "'repeats' has the wrong type".
 TEST(ExperimentFile, AValueOfTheWrongKindSaysWhichKindIsWanted) {
-    for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
-             {"repeats = \"3\"", ":2: 'repeats' must be a whole number, not a string"},
-             {"repeats = 2.5",
-              ":2: 'repeats' must be a whole number, not a number with a fraction"},
-             {"[[servers]]\nname = 5\nurl = \"http://h:1\"",
-              ":3: 'name' must be a string, not an integer"},
-             {"[[servers]]\nname = [\"a\"]\nurl = \"http://h:1\"",
-              ":3: 'name' must be a string, not a list"}}) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"repeats = \"3\"", ":2: 'repeats' must be a whole number, not a string"},
+        {"repeats = 2.5", ":2: 'repeats' must be a whole number, not a number with a fraction"},
+        {"[[servers]]\nname = 5\nurl = \"http://h:1\"",
+         ":3: 'name' must be a string, not an integer"},
+        {"[[servers]]\nname = [\"a\"]\nurl = \"http://h:1\"",
+         ":3: 'name' must be a string, not a list"},
+    };
+    for (const auto& [text, message] : cases) {
         auto path = write_temp("kind.toml", "version = 1\n" + text + "\n");
         engine::RunConfig c;
         auto r = engine::load_experiment(path, c);
         ASSERT_FALSE(r) << text;
         EXPECT_EQ(r.error().message, path + message);
+        std::filesystem::remove(path);
+    }
+}
+
+// An empty launch command was read as "not launched", and the run went on to
+// ask a server nobody started.
+TEST(ExperimentFile, AnEmptyLaunchCommandIsRefused) {
+    for (const char* launch : {"[]", "\"\"", "[\"\", \"x\"]"}) {
+        auto path =
+            write_temp("launch.toml", std::string("version = 1\n[[servers]]\nname = \"a\"\nurl = "
+                                                  "\"http://h:1\"\nlaunch = ") +
+                                          launch + "\n");
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        ASSERT_FALSE(r) << launch;
+        EXPECT_EQ(r.error().message,
+                  path + ":5: 'launch' is empty; give the command that starts the server, e.g. "
+                         "[\"vllm\", \"serve\", \"MODEL\"], or leave the key out for a server "
+                         "already running");
         std::filesystem::remove(path);
     }
 }
