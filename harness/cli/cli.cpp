@@ -112,9 +112,9 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
         }
         // Compared without the dashes, which every name shares: with them,
         // '--power' was within reach of '--scorer' and '--group' of '--help'.
-        const auto word = std::string_view(flag).substr(
-            flag.find_first_not_of('-') == std::string::npos ? flag.size()
-                                                             : flag.find_first_not_of('-'));
+        const auto first = flag.find_first_not_of('-');
+        const auto word =
+            first == std::string::npos ? std::string_view() : std::string_view(flag).substr(first);
         auto close = util::closest_name(word, words);
         return fmt::format("unknown flag '{}': {}", flag,
                            close ? fmt::format("did you mean '--{}'?", *close) : "no such flag");

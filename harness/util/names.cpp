@@ -28,6 +28,9 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 std::optional<std::string> closest_name(std::string_view name,
                                         const std::vector<std::string>& known) {
     std::optional<std::string> best;
+    if (name.empty()) {
+        return best; // a prefix of every name, a typo of none
+    }
     size_t best_distance = 0;
     for (const auto& candidate : known) {
         const size_t distance = edit_distance(name, candidate);

@@ -289,6 +289,7 @@ TEST(ClosestName, SuggestsATypoNotAnotherWord) {
     // Suggested once, when any name within half the length was close enough.
     EXPECT_EQ(util::closest_name("power", flags), std::nullopt);
     EXPECT_EQ(util::closest_name("group", flags), std::nullopt);
+    EXPECT_EQ(util::closest_name("", flags), std::nullopt);
 }
 
 } // namespace
