@@ -7,8 +7,9 @@
 # Usage: bench/goals.sh [BIN]   (BIN defaults to build/diffeval)
 # Needs GSM8K_DIR (the official set); wrk for the wrk comparison
 # (apt-get install wrk), strace for the first-request time, perf (linux-perf)
-# for the client's CPU to the microsecond; BENCH_LARGE=0 skips the
-# 100,000-request plans.
+# for the client's CPU to the microsecond, valgrind for its instructions
+# (BENCH_CALLGRIND=0 skips them); BENCH_LARGE=0 skips the 100,000-request
+# plans.
 set -euo pipefail
 
 bin=$(realpath "${1:-build/diffeval}")
@@ -109,6 +110,28 @@ done
 rm -f "$work"/rep4.sqlite*
 row "  of which a further repeat's response (us)" \
     "$(printf '%.1f' "$(printf '%s\n' "${reps[@]}" | sort -g | sed -n 2p)")" "(the rest: per question)"
+# The same difference in user-space instructions (callgrind): a count the
+# host's other work does not move, to tell a change of a few percent from
+# noise. Under callgrind the client runs some 50 times slower, so it batches
+# differently; the figure is for comparing binaries, not a time.
+if command -v valgrind >/dev/null && [ "${BENCH_CALLGRIND:-1}" != 0 ]; then
+    irs=()
+    for args in "--limit 1" "--concurrency 64"; do
+        rm -f "$work"/cg.sqlite*
+        # shellcheck disable=SC2086 # $args is two words on purpose
+        taskset -c 1 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" run \
+            --server s="$url" --dataset "$test_set" --db "$work/cg.sqlite" --quiet \
+            "${matrix[@]}" $args >/dev/null 2>"$work/cg.err" || true
+        irs+=("$(sed -n 's/^summary: //p' "$work/cg.out")"
+              "$(sqlite3 "$work/cg.sqlite" "SELECT count(*) FROM responses")")
+    done
+    row "  user-space instructions per stored response (callgrind)" \
+        "$(echo "(${irs[2]} - ${irs[0]}) / (${irs[3]} - ${irs[1]})" | bc)" "(to compare binaries)"
+    rm -f "$work"/cg.sqlite* "$work/cg.out"
+else
+    row "  user-space instructions per stored response (callgrind)" "skipped" \
+        "(apt-get install valgrind)"
+fi
 rm -f "$work"/full.sqlite*
 s0=$(ticks "$sim_pid")
 client "$work/full.sqlite" "${matrix[@]}" --concurrency 64
