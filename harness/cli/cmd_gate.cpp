@@ -332,8 +332,12 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
 int gate_command(const GateFlags& flags, const CLI::App& app) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
+    // Never over a database, not even to say why the gate cannot run.
+    const bool junit_writable =
+        !flags.junit.empty() && !names_database(flags.junit, flags.db) &&
+        (flags.baseline_db.empty() || !names_database(flags.junit, flags.baseline_db));
     auto cannot_run = [&](const util::Error& error) {
-        if (!flags.junit.empty()) {
+        if (junit_writable) {
             (void)write_file(flags.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
         }
         return report(error);
@@ -352,14 +356,23 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
         if (path->empty()) {
             continue;
         }
-        if (auto r = check_output_file(flag, *path); !r) {
+        if (auto r = check_output_file(flag, *path, {flags.db, flags.baseline_db}); !r) {
             return cannot_run(r.error());
         }
+    }
+    // Both written, one after the other: the second would replace the first.
+    if (!flags.junit.empty() && !flags.json.empty() &&
+        util::resolved_path(flags.junit) == util::resolved_path(flags.json)) {
+        return cannot_run(util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--junit and --json both name {}; give each its own file", flags.json)));
     }
     // So is the step summary, named by the environment (a stale export in a
     // shell, a step whose runner removed the file's directory).
     if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY"); summary && *summary) {
-        if (auto r = check_output_file("$GITHUB_STEP_SUMMARY", summary); !r) {
+        if (auto r =
+                check_output_file("$GITHUB_STEP_SUMMARY", summary, {flags.db, flags.baseline_db});
+            !r) {
             return cannot_run(r.error());
         }
     }

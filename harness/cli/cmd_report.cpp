@@ -49,7 +49,7 @@ int report_command(const ReportFlags& f) {
     // The files are written after the whole analysis: a path that cannot
     // take them is refused first.
     if (auto r = check_output_dir("--out", f.out, reports::report_files(*formats),
-                                  "report writes its files into it");
+                                  "report writes its files into it", {f.db});
         !r) {
         return report(r.error());
     }

@@ -12,6 +12,8 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace diffeval::cli {
@@ -72,11 +74,45 @@ std::string is_not_a_directory(const fs::path& path) {
     return fs::is_regular_file(path, ec) ? "is a file, not a directory" : "is not a directory";
 }
 
+// The one of `databases` that writing `file` would write, if any.
+std::optional<std::string> database_at(const std::string& file,
+                                       const std::vector<std::string>& databases) {
+    for (const auto& db : databases) {
+        if (!db.empty() && names_database(file, db)) {
+            return db;
+        }
+    }
+    return std::nullopt;
+}
+
+// Why an output may not go where a database is.
+std::string replaces_database(const std::string& db, const std::string& flag) {
+    return fmt::format("the database {} or one of its files; writing there would replace the "
+                       "stored results: choose another {}",
+                       db, flag);
+}
+
 } // namespace
+
+bool names_database(const std::string& path, const std::string& db) {
+    const std::string file = util::resolved_path(path);
+    const std::string base = util::resolved_path(db);
+    for (const char* side : {"", "-wal", "-shm", "-journal", ".lock"}) {
+        if (file == base + side) {
+            return true;
+        }
+    }
+    // Another name for the same file (a hard link).
+    struct stat a {};
+    struct stat b {};
+    return ::stat(path.c_str(), &a) == 0 && ::stat(db.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
 
 util::Result<void> check_output_dir(const std::string& flag, const std::string& dir,
                                     const std::vector<std::string>& files,
-                                    const std::string& writes) {
+                                    const std::string& writes,
+                                    const std::vector<std::string>& databases) {
     std::error_code ec;
     const fs::path wanted = fs::absolute(dir, ec);
     // Up to what exists: the directory itself, or the one it would be made in.
@@ -101,6 +137,11 @@ util::Result<void> check_output_dir(const std::string& flag, const std::string& 
     }
     for (const auto& name : files) {
         const auto file = (fs::path(dir) / name).string();
+        if (const auto db = database_at(file, databases)) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("{} {}: {} is {}", flag, dir, file, replaces_database(*db, flag)));
+        }
         if (fs::is_directory(file, ec)) {
             return util::make_error(util::ErrorKind::usage,
                                     fmt::format("{} {}: {} is a directory, where a file goes; "
@@ -116,11 +157,15 @@ util::Result<void> check_output_dir(const std::string& flag, const std::string& 
     return {};
 }
 
-util::Result<void> check_output_file(const std::string& flag, const std::string& path) {
+util::Result<void> check_output_file(const std::string& flag, const std::string& path,
+                                     const std::vector<std::string>& databases) {
     std::error_code ec;
     const auto refuse = [&](const std::string& why) {
         return util::make_error(util::ErrorKind::usage, fmt::format("{} {}: {}", flag, path, why));
     };
+    if (const auto db = database_at(path, databases)) {
+        return refuse("it is " + replaces_database(*db, flag));
+    }
     if (fs::is_directory(path, ec)) {
         return refuse(fmt::format("it is a directory; give the path of a file, or choose "
                                   "another {}",

@@ -29,15 +29,23 @@ util::Result<void> check_paired_flags(double alpha, uint32_t resamples);
 // named in `files` may not be a directory, nor a file nobody may write.
 // `writes` says what goes there ("the demo writes its database and reports
 // into it"). A usage error naming the path and what to do.
+// None of `files` may be one of `databases` (or their side files).
 util::Result<void> check_output_dir(const std::string& flag, const std::string& dir,
                                     const std::vector<std::string>& files,
-                                    const std::string& writes);
+                                    const std::string& writes,
+                                    const std::vector<std::string>& databases = {});
 
 // Whether the file `path` given as `flag` ("--junit") can be written when
 // the command's work is done: not a directory, and in a directory that
 // exists and may be written (or a file that may be). A usage error naming
-// the path and what to do.
-util::Result<void> check_output_file(const std::string& flag, const std::string& path);
+// the path and what to do. Nor may it be one of `databases`: `gate --junit
+// r.sqlite --db r.sqlite` replaced the results with XML.
+util::Result<void> check_output_file(const std::string& flag, const std::string& path,
+                                     const std::vector<std::string>& databases = {});
+
+// Whether writing `path` would write the database `db`: its own file, its
+// WAL, shared-memory, journal or lock file, by name or by a link to it.
+bool names_database(const std::string& path, const std::string& db);
 
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);

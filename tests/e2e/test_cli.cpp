@@ -331,6 +331,53 @@ TEST(Cli, GateRefusesAnOutputFileItCannotWriteBeforeItsVerdict) {
     fs::permissions(locked, fs::perms::owner_all);
 }
 
+// An output named like the database, its side files or a link to it would
+// replace the stored results: `gate --junit r.sqlite` left XML where the
+// database was. Refused, and the database is still one afterwards.
+TEST(Cli, AnOutputNamedLikeTheDatabaseIsRefusedAndTheDatabaseKept) {
+    auto dir = e2e::scratch("cli_output_is_db");
+    auto db = two_server_db(dir);
+    fs::create_hard_link(db, dir / "hard.sqlite");
+    fs::create_symlink(db, dir / "soft.sqlite");
+    const auto says = [&](const std::string& flag, const std::string& path) {
+        return "diffeval: " + flag + " " + path + ": it is the database " + db.string() +
+               " or one of its files; writing there would replace the stored results: choose "
+               "another " +
+               flag + "\n";
+    };
+    const std::vector<std::pair<std::string, std::string>> outputs = {
+        {"--junit", db.string()},
+        {"--json", db.string() + "-wal"},
+        {"--json", (dir / "hard.sqlite").string()},
+        {"--junit", (dir / "soft.sqlite").string()},
+    };
+    for (const auto& [flag, path] : outputs) {
+        auto o = e2e::run({"gate", "--db", db.string(), "--expect", "0.1", flag, path});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(o.err, says(flag, path));
+        EXPECT_EQ(o.out, "");
+    }
+    auto o = e2e::run({"gate", "--db", db.string(), "--expect", "0.1"},
+                      {"GITHUB_STEP_SUMMARY=" + db.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, says("$GITHUB_STEP_SUMMARY", db.string()));
+    // Both files at one path: the second would replace the first.
+    o = e2e::run({"gate", "--db", db.string(), "--expect", "0.1", "--junit",
+                  (dir / "o.xml").string(), "--json", (dir / "o.xml").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("--junit and --json both name"), std::string::npos) << o.err;
+    // A report whose file would be the database.
+    auto named = dir / "r" / "report.md";
+    fs::create_directories(named.parent_path());
+    fs::copy_file(db, named);
+    o = e2e::run({"report", "--db", named.string(), "--out", (dir / "r").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find(" is the database " + named.string()), std::string::npos) << o.err;
+    for (const auto& file : {db, named}) {
+        EXPECT_EQ(e2e::query(file, "SELECT count(*) > 0 FROM responses"), "1") << file;
+    }
+}
+
 // export writes its files after scoring what is not scored yet: an --out
 // that cannot take them is refused first, naming --out.
 TEST(Cli, ExportRefusesAnOutItCannotWriteBeforeItsWork) {
