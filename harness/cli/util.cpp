@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace diffeval::cli {
@@ -78,7 +77,7 @@ std::string is_not_a_directory(const fs::path& path) {
 std::optional<std::string> database_at(const std::string& file,
                                        const std::vector<std::string>& databases) {
     for (const auto& db : databases) {
-        if (!db.empty() && names_database(file, db)) {
+        if (!db.empty() && store::names_database(file, db)) {
             return db;
         }
     }
@@ -93,21 +92,6 @@ std::string replaces_database(const std::string& db, const std::string& flag) {
 }
 
 } // namespace
-
-bool names_database(const std::string& path, const std::string& db) {
-    const std::string file = util::resolved_path(path);
-    const std::string base = util::resolved_path(db);
-    for (const char* side : {"", "-wal", "-shm", "-journal", ".lock"}) {
-        if (file == base + side) {
-            return true;
-        }
-    }
-    // Another name for the same file (a hard link).
-    struct stat a {};
-    struct stat b {};
-    return ::stat(path.c_str(), &a) == 0 && ::stat(db.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino;
-}
 
 util::Result<void> check_output_dir(const std::string& flag, const std::string& dir,
                                     const std::vector<std::string>& files,

@@ -43,10 +43,6 @@ util::Result<void> check_output_dir(const std::string& flag, const std::string& 
 util::Result<void> check_output_file(const std::string& flag, const std::string& path,
                                      const std::vector<std::string>& databases = {});
 
-// Whether writing `path` would write the database `db`: its own file, its
-// WAL, shared-memory, journal or lock file, by name or by a link to it.
-bool names_database(const std::string& path, const std::string& db);
-
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);
 

@@ -3,6 +3,7 @@
 
 #include <harness/engine/probe_plan.hpp>
 #include <harness/http/client.hpp>
+#include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 #include <harness/util/toml_json.hpp>
@@ -539,6 +540,14 @@ util::Result<void> validate(const RunConfig& c) {
         if (!names.insert(s.name).second) {
             return make_error(ErrorKind::usage,
                               fmt::format("server name '{}' is given twice", s.name));
+        }
+        // A launched server appends its log there: over the database, it
+        // would write into the stored results.
+        if (!s.launch.empty() && !s.log_path.empty() && store::names_database(s.log_path, c.db)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': its log {} is the database {} or one of "
+                                          "its files; give 'log' another path",
+                                          s.name, s.log_path, c.db));
         }
         if (const auto problem = http::http_url_problem(s.url)) {
             return make_error(ErrorKind::usage,

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -1019,6 +1020,28 @@ void remove_with_sidecars(const std::string& path) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
         std::filesystem::remove(path + suffix, ec);
     }
+}
+
+bool names_database(const std::string& path, const std::string& db) {
+    // Absolute first: a relative path none of whose parts exists resolves
+    // to itself, so "r.sqlite" and "./r.sqlite-wal" were not compared alike.
+    const auto resolved = [](const std::string& p) {
+        std::error_code ec;
+        const auto absolute = std::filesystem::absolute(p, ec);
+        return util::resolved_path(ec ? p : absolute.string());
+    };
+    const std::string file = resolved(path);
+    const std::string base = resolved(db);
+    for (const char* side : {"", "-wal", "-shm", "-journal", ".lock"}) {
+        if (file == base + side) {
+            return true;
+        }
+    }
+    // Another name for the same file (a hard link).
+    struct stat a {};
+    struct stat b {};
+    return ::stat(path.c_str(), &a) == 0 && ::stat(db.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
 }
 
 std::string request_key(std::string_view server, std::string_view framing, int max_tokens,

@@ -31,6 +31,11 @@ std::string question_hash(std::string_view question, std::string_view answer);
 // files that are not there are no error.
 void remove_with_sidecars(const std::string& path);
 
+// Whether writing `path` would write the database `db`: its own file, its
+// -wal, -shm, -journal or lock file, by name or by a link to it. An output
+// there (`gate --junit r.sqlite`) would replace the stored results.
+bool names_database(const std::string& path, const std::string& db);
+
 // A request's identity (requests.request_key): the sha256 of what identifies
 // it and its body's bytes, so a changed body is a new request and an
 // unchanged one resumes. diffeval's runs and imported results key alike.

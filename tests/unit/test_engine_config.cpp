@@ -152,3 +152,26 @@ TEST(ExperimentFile, AnEmptyLaunchCommandIsRefused) {
         std::filesystem::remove(path);
     }
 }
+
+// A launched server appends its log to `log`: over the database (or its
+// WAL) it would write into the stored results.
+TEST(ExperimentFile, ALaunchedServersLogThatIsTheDatabaseIsRefused) {
+    engine::RunConfig c;
+    c.db = "r.sqlite";
+    engine::ServerSpec s;
+    s.name = "a";
+    s.url = "http://127.0.0.1:8000";
+    s.launch = {"llama-server"};
+    for (const char* log : {"r.sqlite", "./r.sqlite-wal"}) {
+        s.log_path = log;
+        c.servers = {s};
+        auto r = engine::validate(c);
+        ASSERT_FALSE(r) << log;
+        EXPECT_EQ(r.error().message, std::string("server 'a': its log ") + log +
+                                         " is the database r.sqlite or one of its files; give "
+                                         "'log' another path");
+    }
+    s.log_path = "a.log";
+    c.servers = {s};
+    EXPECT_TRUE(engine::validate(c)) << "another file is a log";
+}
