@@ -13,6 +13,7 @@
 #include <harness/engine/run.hpp>
 #include <harness/sim/server.hpp>
 #include <harness/store/lock.hpp>
+#include <harness/store/readers.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 #include <reports/report.hpp>
@@ -20,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -129,6 +131,31 @@ util::Result<void> set_up_db(const DemoFlags& f, engine::RunConfig& config) {
                                         "wait for it to finish, or give another --out");
     if (!lock) {
         return lock.error();
+    }
+    // Only the demo's own database is replaced: one holding other servers'
+    // results (a run into this file) or another program's file is kept.
+    if (fs::exists(config.db, ec)) {
+        const auto keep = [&](const std::string& why) {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("{} {}; the demo replaces only its own database, "
+                                                "so it was left as it is: give another --out",
+                                                config.db, why));
+        };
+        auto names = store::servers_named_in(config.db);
+        if (!names) {
+            return keep("is not a database the demo wrote");
+        }
+        std::vector<std::string> others;
+        for (const auto& name : *names) {
+            if (std::find(std::begin(k_profiles), std::end(k_profiles), name) ==
+                std::end(k_profiles)) {
+                others.push_back(name);
+            }
+        }
+        if (!others.empty()) {
+            return keep(fmt::format("holds results of servers the demo does not run ({})",
+                                    fmt::join(others, ", ")));
+        }
     }
     store::remove_with_sidecars(config.db);
     return {};

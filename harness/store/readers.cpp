@@ -12,6 +12,27 @@ namespace diffeval::store {
 using util::ErrorKind;
 using util::make_error;
 
+util::Result<std::vector<std::string>> servers_named_in(const std::string& path) {
+    Database db;
+    if (auto r = db.open(path, Database::Create::read_only); !r) {
+        return r.error();
+    }
+    // Both tables are in every schema a diffeval wrote.
+    Statement s(db.handle(), "SELECT name FROM servers UNION SELECT server FROM requests");
+    if (!s.valid()) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is not a diffeval database ({})", path, s.error()));
+    }
+    std::vector<std::string> out;
+    while (s.step()) {
+        out.push_back(s.column_text(0));
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::data, fmt::format("cannot read {}: {}", path, s.error()));
+    }
+    return out;
+}
+
 util::Result<std::vector<StopCauseCounts>> unknown_stop_causes(Store& st) {
     Statement s(st.handle(),
                 "SELECT server, framing, max_tokens, sum(stop_cause = 'unknown'), count(*) FROM "

@@ -40,6 +40,12 @@ struct ServerRecord {
 util::Result<std::vector<ServerRecord>> server_records(Store& store,
                                                        const std::vector<std::string>& names);
 
+// Every server the database file at `path` names (its servers and its
+// requests), read without migrating or writing it, so a file of any
+// diffeval's schema can be asked before it is replaced. An error when it is
+// no diffeval database.
+util::Result<std::vector<std::string>> servers_named_in(const std::string& path);
+
 // Per group, in the order first planned: requests planned, how many have no
 // successful response, and how many places a run asked of the group have no
 // request at all (the run stopped while still planning: killed or failed);

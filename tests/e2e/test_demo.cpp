@@ -209,3 +209,35 @@ TEST(Demo, AnOutWhoseDatabaseAnotherProcessWritesIsRefusedAndKept) {
     EXPECT_EQ(e2e::slurp(db), "another job's results\n");
     EXPECT_FALSE(std::filesystem::exists(dir / "report.md"));
 }
+
+// The demo replaces its own database in --out, and nothing else of that name:
+// a file a run wrote other servers into, or another program's, was deleted.
+TEST(Demo, AnOutWhoseDatabaseHoldsOtherResultsIsRefusedAndKept) {
+    auto dir = e2e::scratch("demo-other-db");
+    const auto db = dir / "diffeval-demo.sqlite";
+    const std::vector<std::string> demo = {"demo", "--dataset", "sample",    "--limit",
+                                           "2",    "--out",     dir.string()};
+    // Its own database, from an earlier demo, is replaced.
+    ASSERT_EQ(e2e::run(demo).exit_code, 0);
+    ASSERT_EQ(e2e::run(demo).exit_code, 0);
+    // Results of another server in the same file are kept.
+    e2e::Sim mine;
+    ASSERT_EQ(e2e::run({"run", "--server", "mine=" + mine.url(), "--dataset", "sample", "--limit",
+                        "2", "--framing", "raw", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto o = e2e::run(demo);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: " + db.string() +
+                         " holds results of servers the demo does not run (mine); the demo "
+                         "replaces only its own database, so it was left as it is: give "
+                         "another --out\n");
+    EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM v_responses WHERE server = 'mine'"), "2");
+    // Another program's file of that name is kept too.
+    std::filesystem::remove(db);
+    std::ofstream(db) << "not ours\n";
+    o = e2e::run(demo);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("is not a database the demo wrote"), std::string::npos) << o.err;
+    EXPECT_EQ(e2e::slurp(db), "not ours\n");
+}
