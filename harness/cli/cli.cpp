@@ -93,10 +93,9 @@ CLI::App* deepest_parsed(CLI::App& app) {
 
 // "did you mean" for the first unexpected flag of `sub`, or nothing.
 std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
-    std::vector<std::string> known, words; // "--max-tokens", and "max-tokens" to compare
+    std::vector<std::string> words; // "max-tokens" for --max-tokens
     for (const auto* opt : sub.get_options()) {
         for (const auto& l : opt->get_lnames()) {
-            known.push_back("--" + l);
             words.push_back(l);
         }
     }
@@ -107,14 +106,14 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
         std::string flag = extra.substr(0, extra.find('='));
         std::string dashed = flag;
         std::replace(dashed.begin(), dashed.end(), '_', '-');
-        if (std::find(known.begin(), known.end(), dashed) != known.end()) {
-            return fmt::format("unknown flag '{}': did you mean '{}'?", flag, dashed);
-        }
         // Compared without the dashes, which every name shares: with them,
         // '--power' was within reach of '--scorer' and '--group' of '--help'.
-        const auto first = flag.find_first_not_of('-');
-        const auto word =
-            first == std::string::npos ? std::string_view() : std::string_view(flag).substr(first);
+        const auto first = dashed.find_first_not_of('-');
+        const std::string word = first == std::string::npos ? "" : dashed.substr(first);
+        if (dashed.starts_with("--") &&
+            std::find(words.begin(), words.end(), word) != words.end()) {
+            return fmt::format("unknown flag '{}': did you mean '{}'?", flag, dashed);
+        }
         auto close = util::closest_name(word, words);
         return fmt::format("unknown flag '{}': {}", flag,
                            close ? fmt::format("did you mean '--{}'?", *close) : "no such flag");
@@ -326,8 +325,7 @@ int run_main(int argc, char** argv) {
         const auto* sub = deepest_parsed(app);
         std::string what = e.what();
         // CLI11's "A subcommand is required", said with the subcommands.
-        if (sub != &app && !sub->get_subcommands({}).empty() && sub->get_subcommands().empty() &&
-            what == "A subcommand is required") {
+        if (what == "A subcommand is required" && !sub->get_subcommands({}).empty()) {
             std::vector<std::string> names;
             for (const auto* s : sub->get_subcommands({})) {
                 names.push_back(s->get_name());

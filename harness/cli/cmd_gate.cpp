@@ -333,9 +333,9 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
     const Clock clock;
     // A gate that cannot run still leaves a JUnit file saying why.
     // Never over a database, not even to say why the gate cannot run.
-    const bool junit_writable =
-        !flags.junit.empty() && !store::names_database(flags.junit, flags.db) &&
-        (flags.baseline_db.empty() || !store::names_database(flags.junit, flags.baseline_db));
+    const bool junit_writable = !flags.junit.empty() &&
+                                !store::names_database(flags.junit, flags.db) &&
+                                !store::names_database(flags.junit, flags.baseline_db);
     auto cannot_run = [&](const util::Error& error) {
         if (junit_writable) {
             (void)write_file(flags.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");

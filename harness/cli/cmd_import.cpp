@@ -81,7 +81,7 @@ int import_command(const ImportFlags& f) {
     if (!r) {
         st->reset();
         if (new_db) {
-            store::remove_with_sidecars(f.db); // and the lock its file, when let go
+            store::remove_with_sidecars(f.db); // the lock file goes when the lock is let go
         }
         return report(r.error());
     }

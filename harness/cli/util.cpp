@@ -77,7 +77,7 @@ std::string is_not_a_directory(const fs::path& path) {
 std::optional<std::string> database_at(const std::string& file,
                                        const std::vector<std::string>& databases) {
     for (const auto& db : databases) {
-        if (!db.empty() && store::names_database(file, db)) {
+        if (store::names_database(file, db)) {
             return db;
         }
     }

@@ -490,13 +490,23 @@ Response fetch(const Request& request) {
     return std::move(t.response);
 }
 
-std::string_view url_secret(std::string_view url) {
+namespace {
+
+// What follows a URL's "scheme://" up to its path, query or fragment: the
+// user information, host and port. Empty without a scheme.
+std::string_view authority_of(std::string_view url) {
     const auto scheme = url.find("://");
     if (scheme == std::string_view::npos) {
         return {};
     }
-    auto authority = url.substr(scheme + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
+    const auto rest = url.substr(scheme + 3);
+    return rest.substr(0, rest.find_first_of("/?#"));
+}
+
+} // namespace
+
+std::string_view url_secret(std::string_view url) {
+    const auto authority = authority_of(url);
     const auto at = authority.rfind('@');
     if (at == std::string_view::npos) {
         return {};
@@ -545,9 +555,8 @@ std::optional<std::string> http_url_problem(const std::string& url) {
     }
     // What the plain http:// client reads of it must be there too: a host,
     // and a port that is a number (libcurl takes ":" alone as the default).
-    const std::string_view rest = std::string_view(url).substr(scheme_end + 3);
-    const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
-    if (authority.find('@') == std::string_view::npos && !host_port(url)) {
+    // A URL with user information goes to libcurl, which parsed it above.
+    if (authority_of(url).find('@') == std::string_view::npos && !host_port(url)) {
         return "is not a valid URL: give http://HOST:PORT, e.g. http://localhost:8000";
     }
     return std::nullopt;
@@ -562,8 +571,7 @@ std::optional<HostPort> host_port(std::string_view url) {
     if (!https && !(scheme_end == 4 && strncasecmp(url.data(), "http", 4) == 0)) {
         return std::nullopt;
     }
-    std::string_view host = url.substr(scheme_end + 3);
-    host = host.substr(0, host.find_first_of("/?#"));
+    std::string_view host = authority_of(url);
     if (host.empty() || host.find('@') != std::string_view::npos) {
         return std::nullopt;
     }

@@ -53,7 +53,7 @@ std::string holder_words(const std::string& text) {
 std::string RunLock::path_for(const std::string& db_path) {
     // One lock per file, however it is named: a symbolic link to the
     // database (or to its directory) locks the file it points to.
-    return util::resolved_path(db_path) + ".lock";
+    return util::resolved_path(db_path) + std::string(k_suffix);
 }
 
 namespace {
@@ -141,7 +141,7 @@ void RunLock::release() {
     // Removed while still held, and only if it is still the file named: a
     // process waiting on it then finds it gone and locks the file named
     // next (still_named).
-    const std::string db = m_path.substr(0, m_path.size() - std::string_view(".lock").size());
+    const std::string db = m_path.substr(0, m_path.size() - k_suffix.size());
     struct stat st {};
     if (::stat(db.c_str(), &st) != 0 && errno == ENOENT && still_named(m_fd, m_path)) {
         ::unlink(m_path.c_str());

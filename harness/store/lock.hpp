@@ -43,6 +43,7 @@ public:
     static std::string path_for(const std::string& db_path);
 
 private:
+    static constexpr std::string_view k_suffix = ".lock"; // path_for's
     void release();
     RunLock(int fd, std::string path) : m_fd(fd), m_path(std::move(path)) {}
     int m_fd = -1;

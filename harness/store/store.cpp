@@ -1023,15 +1023,11 @@ void remove_with_sidecars(const std::string& path) {
 }
 
 bool names_database(const std::string& path, const std::string& db) {
-    // Absolute first: a relative path none of whose parts exists resolves
-    // to itself, so "r.sqlite" and "./r.sqlite-wal" were not compared alike.
-    const auto resolved = [](const std::string& p) {
-        std::error_code ec;
-        const auto absolute = std::filesystem::absolute(p, ec);
-        return util::resolved_path(ec ? p : absolute.string());
-    };
-    const std::string file = resolved(path);
-    const std::string base = resolved(db);
+    if (db.empty()) {
+        return false; // no database given (gate without --baseline-db)
+    }
+    const std::string file = util::resolved_path(path);
+    const std::string base = util::resolved_path(db);
     for (const char* side : {"", "-wal", "-shm", "-journal", ".lock"}) {
         if (file == base + side) {
             return true;

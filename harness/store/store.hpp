@@ -33,7 +33,8 @@ void remove_with_sidecars(const std::string& path);
 
 // Whether writing `path` would write the database `db`: its own file, its
 // -wal, -shm, -journal or lock file, by name or by a link to it. An output
-// there (`gate --junit r.sqlite`) would replace the stored results.
+// there (`gate --junit r.sqlite`) would replace the stored results. An
+// empty `db` names none.
 bool names_database(const std::string& path, const std::string& db);
 
 // A request's identity (requests.request_key): the sha256 of what identifies

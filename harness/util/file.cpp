@@ -210,8 +210,14 @@ bool may_write(const std::string& path, std::string* error) {
 }
 
 std::string resolved_path(const std::string& path) {
+    // Absolute first: a relative path none of whose parts exists resolved
+    // to itself, so "r.sqlite" and "./r.sqlite-wal" were not named alike.
     std::error_code ec;
-    auto resolved = std::filesystem::weakly_canonical(path, ec);
+    const auto absolute = std::filesystem::absolute(path, ec);
+    if (ec) {
+        return path;
+    }
+    auto resolved = std::filesystem::weakly_canonical(absolute, ec);
     return ec || resolved.empty() ? path : resolved.string();
 }
 

@@ -387,3 +387,15 @@ TEST(ReplacingFile, ADeviceIsWrittenInPlaceAndStaysADevice) {
         EXPECT_TRUE(S_ISCHR(st.st_mode)) << device;
     }
 }
+
+// One file, one resolved name, whether or not it exists yet: a relative path
+// none of whose parts existed resolved to itself, so "o.xml" and "./o.xml"
+// (gate's --junit and --json) were two files.
+TEST(ResolvedPath, TwoNamesOfOneFileResolveAlikeBeforeItExists) {
+    const std::string name = "diffeval-unit-no-such-" + std::to_string(::getpid()) + ".xml";
+    ASSERT_FALSE(std::filesystem::exists(name));
+    EXPECT_EQ(util::resolved_path(name), util::resolved_path("./" + name));
+    EXPECT_EQ(util::resolved_path(name),
+              (std::filesystem::current_path() / name).lexically_normal().string());
+    EXPECT_TRUE(std::filesystem::path(util::resolved_path("a/../b")).is_absolute());
+}
