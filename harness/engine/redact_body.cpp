@@ -303,8 +303,9 @@ std::string redact_stream(std::string body, Endpoint endpoint, const util::Redac
         auto lits = string_literals(rest);
         for (size_t k = 0; k < lits.size(); ++k) {
             if (bool reasoning = false; answer_value(rest, lits, k, reasoning)) {
+                // Copied: the next literal may read this one as its name.
                 continued.push_back({now.size(), k, reasoning});
-                now.push_back(std::move(lits[k].decoded));
+                now.push_back(lits[k].decoded);
             }
         }
     }

@@ -286,3 +286,16 @@ TEST(RedactBody, ACutBodyLosesTheKeysStartItEndsIn) {
     const std::string half = R"({"choices":[{"message":{"content":"The ans)";
     EXPECT_EQ(engine::redact_body(half, BodyShape::json, Endpoint::chat, redactor(), cut), half);
 }
+
+// A cut stream's unfinished event read leniently: a string that is the value
+// of one answer field and the name of the next ("content":"text":"...") is
+// both, and the text it names still loses the key's start it ends in. (The
+// first string's value was moved out before it was read as the next one's
+// name; libFuzzer found it.)
+TEST(RedactBody, AStringThatIsBothAValueAndANameStillCutsTheKeysStart) {
+    const std::string body = R"("content":"text":")" + k_key.substr(0, 4) + "\"";
+    const auto out = engine::redact_body(body, BodyShape::stream, Endpoint::chat, redactor(),
+                                         util::TextEnd::cut);
+    EXPECT_EQ(out.find(k_key.substr(0, 4)), std::string::npos) << out;
+    EXPECT_EQ(out, R"("content":"text":"[REDACTED]")");
+}
