@@ -440,11 +440,13 @@ std::vector<std::string> redact_pieces(std::string_view whole,
     return out;
 }
 
-std::string redact_body(std::string body, BodyShape shape, Endpoint endpoint,
+namespace {
+
+// Passes over one body at most (see redact_body).
+constexpr int k_max_passes = 16;
+
+std::string redact_once(std::string body, BodyShape shape, Endpoint endpoint,
                         const util::Redactor& redactor, util::TextEnd end) {
-    if (redactor.empty()) {
-        return body;
-    }
     if (shape == BodyShape::stream) {
         return redact_stream(std::move(body), endpoint, redactor, end);
     }
@@ -463,6 +465,29 @@ std::string redact_body(std::string body, BodyShape shape, Endpoint endpoint,
     }
     // A cut body that parses all the same (a number) may still end in a start.
     redactor.apply(body, end);
+    return body;
+}
+
+} // namespace
+
+std::string redact_body(std::string body, BodyShape shape, Endpoint endpoint,
+                        const util::Redactor& redactor, util::TextEnd end) {
+    if (redactor.empty()) {
+        return body;
+    }
+    // A secret holding a quote or a backslash, cut out of the bytes, moves
+    // where the string literals begin and end, so the body read again can
+    // hold strings (an answer's field, the key's start at the end) that were
+    // not there: the result is read again until it stands. A pass that moves
+    // them takes a quote or a backslash away, and the mark has none, so the
+    // passes are few; a body with nothing to cut takes one.
+    for (int pass = 0; pass < k_max_passes; ++pass) {
+        auto next = redact_once(body, shape, endpoint, redactor, end);
+        if (next == body) {
+            break;
+        }
+        body = std::move(next);
+    }
     return body;
 }
 

@@ -34,8 +34,9 @@ enum class BodyShape { json, stream };
 // when a decoded string still holds a secret once its known spellings are
 // replaced; one that does not parse has its string literals read one by one.
 // A cut body, and the text a cut stream assembles to, lose the end that
-// begins a secret. Otherwise `body` comes back with at most the known
-// spellings replaced.
+// begins a secret. The result is read again until nothing more is cut (a
+// secret holding a quote moves the strings). Otherwise `body` comes back
+// with at most the known spellings replaced.
 std::string redact_body(std::string body, BodyShape shape, Endpoint endpoint,
                         const util::Redactor& redactor, util::TextEnd end = util::TextEnd::whole);
 

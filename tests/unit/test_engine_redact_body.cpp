@@ -299,3 +299,15 @@ TEST(RedactBody, AStringThatIsBothAValueAndANameStillCutsTheKeysStart) {
     EXPECT_EQ(out.find(k_key.substr(0, 4)), std::string::npos) << out;
     EXPECT_EQ(out, R"("content":"text":"[REDACTED]")");
 }
+
+// A key holding quotes, cut out of the bytes, moves where the strings begin
+// and end: read again, the body's unfinished event holds a text field ending
+// in the key's start, which is cut too (libFuzzer found it).
+TEST(RedactBody, AKeyWithQuotesCutFromTheBytesLeavesNoStartInTheStringsItReveals) {
+    util::Redactor r;
+    r.add(R"(sg-l"s"")");
+    const std::string body = R"(sg-l"s"""text":"sg-l"")";
+    const auto out =
+        engine::redact_body(body, BodyShape::stream, Endpoint::chat, r, util::TextEnd::cut);
+    EXPECT_EQ(out, R"([REDACTED]"text":"[REDACTED]"")");
+}
