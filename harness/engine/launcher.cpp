@@ -13,10 +13,14 @@
 
 #include <harness/http/client.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <netdb.h>
@@ -170,13 +174,7 @@ util::Result<void> check_port_free(const ServerSpec& spec) {
 
 } // namespace
 
-util::Result<std::unique_ptr<LaunchedServer>>
-LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path,
-                      Outlive outlive) {
-    if (auto free = check_port_free(spec); !free) {
-        return free.error();
-    }
-    std::vector<std::string> argv;
+util::Result<std::vector<std::string>> launch_argv(const ServerSpec& spec) {
     if (spec.launch_shell) {
         if (spec.launch.size() != 1) {
             return make_error(
@@ -184,16 +182,94 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
                 fmt::format("server '{}': shell = true needs launch as one command string",
                             spec.name));
         }
-        argv = {"/bin/sh", "-c", spec.launch[0]};
-    } else if (spec.launch.size() == 1) {
+        return std::vector<std::string>{"/bin/sh", "-c", spec.launch[0]};
+    }
+    if (spec.launch.size() == 1) {
         auto words = split_command(spec.launch[0]);
         if (!words) {
-            return words.error();
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': {}", spec.name, words.error().message));
         }
-        argv = std::move(*words);
-    } else {
-        argv = spec.launch;
+        return std::move(*words);
     }
+    return spec.launch;
+}
+
+util::Result<void> check_launchable(const ServerSpec& spec) {
+    auto argv = launch_argv(spec);
+    if (!argv) {
+        return argv.error();
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path cwd = spec.cwd;
+    if (!cwd.empty() && !fs::is_directory(cwd, ec)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': its cwd '{}' is not a directory; give the "
+                                      "directory the server is to start in",
+                                      spec.name, spec.cwd));
+    }
+    const std::string& program = argv->front();
+    // What execvp would run (from the directory the child changes to): 0, or
+    // why not as an errno.
+    auto why_not = [&](const fs::path& p) {
+        const fs::path at = p.is_relative() && !cwd.empty() ? cwd / p : p;
+        if (::access(at.c_str(), X_OK) != 0) {
+            return errno;
+        }
+        return fs::is_directory(at, ec) ? EISDIR : 0;
+    };
+    if (program.find('/') != std::string::npos) {
+        if (const int err = why_not(program); err != 0) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': cannot run '{}'{}: {}; give the path of "
+                                          "the server's program in 'launch'",
+                                          spec.name, util::one_line(program, 200),
+                                          spec.cwd.empty() ? "" : fmt::format(" in {}", spec.cwd),
+                                          std::strerror(err)));
+        }
+        return {};
+    }
+    // The PATH the child runs with: the server's env, else diffeval's, else
+    // execvp's default.
+    std::string path;
+    if (auto it = std::find_if(spec.env.rbegin(), spec.env.rend(),
+                               [](const auto& kv) { return kv.first == "PATH"; });
+        it != spec.env.rend()) {
+        path = it->second;
+    } else if (const char* p = std::getenv("PATH")) {
+        path = p;
+    } else {
+        path = "/bin:/usr/bin";
+    }
+    for (size_t at = 0;;) {
+        const size_t colon = path.find(':', at);
+        const std::string dir = path.substr(at, colon == std::string::npos ? colon : colon - at);
+        if (why_not(fs::path(dir.empty() ? "." : dir) / program) == 0) {
+            return {};
+        }
+        if (colon == std::string::npos) {
+            break;
+        }
+        at = colon + 1;
+    }
+    return make_error(ErrorKind::usage,
+                      fmt::format("server '{}': cannot run '{}': no such program in PATH; "
+                                  "install it, or give its full path in 'launch'",
+                                  spec.name, util::one_line(program, 200)));
+}
+
+util::Result<std::unique_ptr<LaunchedServer>>
+LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_path,
+                      Outlive outlive) {
+    if (auto free = check_port_free(spec); !free) {
+        return free.error();
+    }
+    auto launched = launch_argv(spec);
+    if (!launched) {
+        return launched.error();
+    }
+    auto& argv = *launched;
     std::error_code ec;
     std::filesystem::create_directories(log_path.parent_path(), ec);
     int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -24,6 +24,19 @@ namespace diffeval::engine {
 // '...' and "..." quotes and backslash escapes (no expansion of any kind).
 util::Result<std::vector<std::string>> split_command(const std::string& command);
 
+// The argv `spec.launch` starts: its words (a list, or one string split as
+// above), or /bin/sh -c with the string when `spec.launch_shell`. A usage
+// error naming the server when the string cannot be split or holds nothing.
+util::Result<std::vector<std::string>> launch_argv(const ServerSpec& spec);
+
+// Whether `spec`'s launch can start before anything else does (the run
+// checks every launched server before it opens the database): its words
+// split, its `cwd` is a directory, and its program is an executable file
+// where execvp would look for it (the path given, from `cwd`; else each
+// directory of the PATH in the server's `env`, or in diffeval's). A shell
+// launch's program is the shell's to find. A usage error saying which.
+util::Result<void> check_launchable(const ServerSpec& spec);
+
 // Whether a launched server may outlive diffeval (--keep-servers).
 enum class Outlive { no, yes };
 

@@ -113,6 +113,15 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
     if (auto r = validate(config); !r) {
         return r.error();
     }
+    // A launch that cannot start is found before the database is opened:
+    // found at its phase, it left a failed run and a logs directory behind.
+    for (const auto& spec : config.servers) {
+        if (!spec.launch.empty()) {
+            if (auto r = check_launchable(spec); !r) {
+                return r.error();
+            }
+        }
+    }
     Inputs in;
     auto dataset = datasets::open_dataset(config.dataset, config.fewshot_from);
     if (!dataset) {

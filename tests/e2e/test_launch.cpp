@@ -174,6 +174,34 @@ TEST(Launch, CommandThatCannotRunIsOneClearLine) {
     EXPECT_NE(o.err.find("server 'x': cannot run '/no/such/vllm': No such file or directory"),
               std::string::npos)
         << o.err;
+    // Found before the database is opened: no file, no failed run, no logs.
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
+    EXPECT_FALSE(std::filesystem::exists(dir / "r-logs"));
+
+    // A program name looked up in PATH: the server's own, when its env sets
+    // one. A mistyped name is refused; the same name found there starts.
+    const auto port = e2e::free_port();
+    auto write = [&](const std::string& program, const std::string& path) {
+        std::ofstream(config) << "version = 1\n[[servers]]\nname = \"x\"\nurl = \"http://127.0.0.1:"
+                              << port << "\"\nready_timeout = 1\nlaunch = [\"" << program
+                              << "\"]\nenv = { PATH = " << quoted(path) << " }\n";
+    };
+    write("no-such-vllm", (dir / "bin").string() + ":/usr/bin:/bin");
+    o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(
+        o.err,
+        "diffeval: server 'x': cannot run 'no-such-vllm': no such program in PATH; install it, "
+        "or give its full path in 'launch'\n");
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
+    // Now in the server's PATH (it exits at once: the run gets past the check).
+    std::filesystem::create_directories(dir / "bin");
+    std::ofstream(dir / "bin" / "no-such-vllm") << "#!/bin/sh\nexit 3\n";
+    std::filesystem::permissions(dir / "bin" / "no-such-vllm", std::filesystem::perms::owner_all);
+    o = e2e::run({"run", "--config", config.string(), "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("server 'x' exited with code 3 before it was healthy"), std::string::npos)
+        << o.err;
 }
 
 TEST(Launch, ServerThatDiesBeforeHealthyShowsItsLogTail) {
