@@ -209,6 +209,10 @@ int report(const util::Error& error) {
 }
 
 util::Result<void> check_existing_db(const std::string& db) {
+    // r.sqlite-wal: say whose file it is, not that a run should create it.
+    if (store::database_of_side_file(db)) {
+        return store::check_db_file(db, store::Store::Mode::read_only);
+    }
     std::error_code ec; // set only when whether it exists cannot be told
     if (std::filesystem::exists(db, ec)) {
         return {};

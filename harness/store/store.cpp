@@ -14,11 +14,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <string_view>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -578,7 +581,39 @@ private:
 
 } // namespace
 
+namespace {
+
+// The files SQLite and the run lock keep beside a database, by suffix.
+constexpr std::array<std::string_view, 4> k_side_suffixes = {"-wal", "-shm", "-journal", ".lock"};
+
+} // namespace
+
+std::optional<std::string> database_of_side_file(const std::string& path) {
+    for (const auto side : k_side_suffixes) {
+        if (path.size() <= side.size() || !std::string_view(path).ends_with(side)) {
+            continue;
+        }
+        const std::string db = path.substr(0, path.size() - side.size());
+        std::ifstream in(db, std::ios::binary);
+        char head[16] = {};
+        if (in.read(head, sizeof head) &&
+            std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16)) {
+            return db;
+        }
+    }
+    return std::nullopt;
+}
+
 util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
+    // SQLite would take the file for the database's own: a new database
+    // written as r.sqlite-wal is thrown away the next time r.sqlite is
+    // opened, and an old one there is read as no database.
+    if (auto db = database_of_side_file(path)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} is the {} file of the database {}, not a database; give "
+                                      "the database's own path, or another name",
+                                      path, path.substr(db->size()), *db));
+    }
     std::error_code ec;
     const auto st = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(st)) {
@@ -1028,8 +1063,11 @@ bool names_database(const std::string& path, const std::string& db) {
     }
     const std::string file = util::resolved_path(path);
     const std::string base = util::resolved_path(db);
-    for (const char* side : {"", "-wal", "-shm", "-journal", ".lock"}) {
-        if (file == base + side) {
+    if (file == base) {
+        return true;
+    }
+    for (const auto side : k_side_suffixes) {
+        if (file == base + std::string(side)) {
             return true;
         }
     }

@@ -434,9 +434,14 @@ private:
     std::thread m_thread;
 };
 
-// Whether `path` can be opened as a database in `mode`: a data error when it
-// is a directory, not a regular file, unreadable, or (read_write) read-only.
-// A missing file passes (it will be created).
+// The database whose -wal, -shm, -journal or lock file `path` names (an
+// SQLite file beside it by that name without the suffix), or nullopt.
+std::optional<std::string> database_of_side_file(const std::string& path);
+
+// Whether `path` can be opened as a database in `mode`: a usage error when it
+// names another database's side file (database_of_side_file); a data error
+// when it is a directory, not a regular file, unreadable, or (read_write)
+// read-only. A missing file passes (it will be created).
 util::Result<void> check_db_file(const std::string& path, Store::Mode mode);
 
 // Current UTC time as ISO 8601 with milliseconds.

@@ -267,3 +267,36 @@ TEST(Merge, AFlashAttentionStoredAsAskedIsNoConflictWithWhatTheServerResolved) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(out, "SELECT count(*) FROM requests"), "28");
 }
+
+// A database written as another's -wal file (`merge r.sqlite-wal ...`) was
+// taken by SQLite for r.sqlite's log and thrown away the next time r.sqlite
+// was written; merge said "merged" and exited 0. Any command given such a
+// name is refused before it writes anything, lock file included.
+TEST(Merge, ADatabasesSideFileIsNoDatabaseName) {
+    e2e::Sim sim;
+    auto dir = e2e::scratch("merge-side");
+    const auto db = dir / "r.sqlite";
+    run_shard(sim, db, "1/2");
+    const auto before = query(db, k_rows);
+    for (const char* side : {"-wal", "-shm", "-journal", ".lock"}) {
+        const auto out = db.string() + side;
+        auto o = e2e::run({"merge", out, db.string()});
+        EXPECT_EQ(o.exit_code, 2) << side;
+        EXPECT_EQ(o.err, "diffeval: " + out + " is the " + side + " file of the database " +
+                             db.string() +
+                             ", not a database; give the database's own path, or another name\n");
+        EXPECT_FALSE(std::filesystem::exists(out + ".lock")) << side;
+    }
+    EXPECT_FALSE(std::filesystem::exists(db.string() + "-wal.merge-tmp"));
+    // The same for a run, an import and a reading command.
+    auto args = run_args(sim, dir / "r.sqlite-wal");
+    EXPECT_EQ(e2e::run(args).exit_code, 2);
+    auto o = e2e::run({"summary", "--db", db.string() + "-shm"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("is the -shm file of the database"), std::string::npos) << o.err;
+    EXPECT_EQ(query(db, k_rows), before);
+    // A name with such a suffix beside a file that is no database is a name.
+    std::ofstream(dir / "notes") << "not a database\n";
+    o = e2e::run({"merge", (dir / "notes-journal").string(), db.string()});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+}
