@@ -579,10 +579,6 @@ private:
     bool m_committed = false;
 };
 
-} // namespace
-
-namespace {
-
 // The files SQLite and the run lock keep beside a database, by suffix.
 constexpr std::array<std::string_view, 4> k_side_suffixes = {"-wal", "-shm", "-journal", ".lock"};
 
