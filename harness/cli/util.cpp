@@ -229,6 +229,11 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     if (auto r = check_existing_db(db); !r) {
         return r.error();
     }
+    // A directory, a device or a pipe is said to be one before anything
+    // opens it (opening a pipe waits for a writer that never comes).
+    if (auto r = store::check_db_file(db, store::Store::Mode::read_only); !r) {
+        return r.error();
+    }
     // Opening for writing would create the schema in an empty file; a
     // command that only reads results must leave it as it found it.
     std::error_code ec;

@@ -590,6 +590,10 @@ std::optional<std::string> database_of_side_file(const std::string& path) {
             continue;
         }
         const std::string db = path.substr(0, path.size() - side.size());
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(db, ec)) {
+            continue; // a pipe would block the read below
+        }
         std::ifstream in(db, std::ios::binary);
         char head[16] = {};
         if (in.read(head, sizeof head) &&

@@ -174,6 +174,22 @@ int Child::wait() {
     return decode(status);
 }
 
+std::optional<int> Child::wait_for(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (m_pid > 0) {
+        int status = 0;
+        if (waitpid(m_pid, &status, WNOHANG) == m_pid) {
+            m_pid = -1;
+            return decode(status);
+        }
+        if (std::chrono::steady_clock::now() > deadline) {
+            return std::nullopt;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+    return std::nullopt;
+}
+
 std::string Child::out() const {
     return slurp(m_out_path);
 }

@@ -4,7 +4,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,9 @@ public:
     int stop(int sig);
     // Wait for exit without a signal; returns the exit status as run() would.
     int wait();
+    // The exit status as wait() gives it, if the child exits within `limit`
+    // (looked at every 10 ms); nullopt while it still runs.
+    std::optional<int> wait_for(std::chrono::milliseconds limit);
     std::string out() const;
     std::string err() const;
 

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <sstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -762,6 +763,39 @@ TEST(Hostile, BadDatabaseFilesAreUsageErrors) {
         EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
         EXPECT_EQ(std::filesystem::file_size(dir / "empty.sqlite"), 0u) << cmd;
     }
+}
+
+// A pipe or a device as --db is one line, never waited on: summary opened a
+// named pipe and waited for a writer that never came, and read /dev/null as
+// "an SQLite file with no table"; import left a lock file beside the pipe.
+TEST(Hostile, APipeOrADeviceAsTheDatabaseIsOneLineAndNoWait) {
+    auto dir = e2e::scratch("hostile-pipe");
+    const auto pipe = (dir / "r.sqlite").string();
+    ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+    const auto samples = dir / "samples_gsm8k.jsonl";
+    std::ofstream(samples) << "{}\n";
+    for (const auto& db : {pipe, std::string("/dev/null")}) {
+        const std::vector<std::vector<std::string>> commands = {
+            {"summary", "--db", db},
+            {"report", "--db", db, "--out", (dir / "out").string()},
+            {"gate", "--db", db, "--expect", "0.5"},
+            {"rescore", "--db", db},
+            {"merge", db, (dir / "none.sqlite").string()},
+            {"import", "lm-eval", "--db", db, "--name", "x", "--dataset", "sample",
+             samples.string()},
+        };
+        for (const auto& args : commands) {
+            e2e::Child c(args);
+            const auto code = c.wait_for(std::chrono::seconds{30});
+            ASSERT_TRUE(code) << args[0] << " " << db << " is still waiting";
+            EXPECT_EQ(*code, 2) << args[0] << " " << db << ": " << c.err();
+            EXPECT_EQ(c.err(), "diffeval: " + db +
+                                   " is not a regular file; give the path of a "
+                                   "database file\n")
+                << args[0];
+        }
+    }
+    EXPECT_FALSE(std::filesystem::exists(pipe + ".lock"));
 }
 
 // A damaged database is bad input: exit 2, saying the file is damaged and
