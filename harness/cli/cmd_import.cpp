@@ -6,7 +6,6 @@
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
 #include <harness/store/lock.hpp>
-#include <harness/store/store.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -61,10 +60,6 @@ int import_command(const ImportFlags& f) {
     auto dataset = datasets::open_test_set(f.dataset);
     if (!dataset) {
         return report(dataset.error());
-    }
-    // A --db that can be no database is said before the lock's file is made.
-    if (auto r = store::check_db_file(f.db, store::Store::Mode::read_write); !r) {
-        return report(r.error());
     }
     // One writer at a time, as for run and merge: a merge into this file
     // would replace it by another and lose what is imported meanwhile.

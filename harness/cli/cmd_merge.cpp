@@ -3,7 +3,6 @@
 #include <harness/cli/util.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/store/merge.hpp>
-#include <harness/store/store.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -20,10 +19,6 @@ struct MergeFlags {
 };
 
 int merge_command(const MergeFlags& f) {
-    // Before the lock, whose file would sit beside a name OUT cannot have.
-    if (auto r = store::check_db_file(f.out, store::Store::Mode::read_write); !r) {
-        return report(r.error());
-    }
     // OUT is replaced by a new file at the end: a run (or another merge)
     // writing it meanwhile would write to the replaced file and lose it all.
     auto lock = store::RunLock::acquire(f.out, "merge", store::RunLock::Wait::no, nullptr,

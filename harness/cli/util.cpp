@@ -209,9 +209,11 @@ int report(const util::Error& error) {
 }
 
 util::Result<void> check_existing_db(const std::string& db) {
-    // r.sqlite-wal: say whose file it is, not that a run should create it.
-    if (store::database_of_side_file(db)) {
-        return store::check_db_file(db, store::Store::Mode::read_only);
+    // Its kind first: a pipe is said to be one before anything opens it
+    // (opening waits for a writer that never comes), and r.sqlite-wal is
+    // named as r.sqlite's file, not as one a run should create.
+    if (auto r = store::check_db_file(db, store::Store::Mode::read_only); !r) {
+        return r.error();
     }
     std::error_code ec; // set only when whether it exists cannot be told
     if (std::filesystem::exists(db, ec)) {
@@ -227,11 +229,6 @@ util::Result<void> check_existing_db(const std::string& db) {
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
                                                                 bool for_writing) {
     if (auto r = check_existing_db(db); !r) {
-        return r.error();
-    }
-    // A directory, a device or a pipe is said to be one before anything
-    // opens it (opening a pipe waits for a writer that never comes).
-    if (auto r = store::check_db_file(db, store::Store::Mode::read_only); !r) {
         return r.error();
     }
     // Opening for writing would create the schema in an empty file; a

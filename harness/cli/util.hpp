@@ -46,8 +46,10 @@ util::Result<void> check_output_file(const std::string& flag, const std::string&
 // Print `error` as one line on stderr and return its exit code.
 int report(const util::Error& error);
 
-// A usage error when the results database `db` is not there to read: none
-// ("run first"), or a directory on its path this process may not search.
+// A usage error when the results database `db` is not there to read: what
+// store::check_db_file refuses to read (a directory, a pipe, another
+// database's -wal file), none ("run first"), or a directory on its path this
+// process may not search.
 util::Result<void> check_existing_db(const std::string& db);
 
 // Open the results database `db` that a run wrote; a missing file is a usage

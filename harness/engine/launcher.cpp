@@ -172,6 +172,14 @@ util::Result<void> check_port_free(const ServerSpec& spec) {
     return {};
 }
 
+// "server 'x': cannot run 'vllm' in /srv: No such file or directory": what
+// the check before the run and the exec at launch both say.
+std::string cannot_run(const ServerSpec& spec, const std::string& program, int err) {
+    return fmt::format("server '{}': cannot run '{}'{}: {}", spec.name,
+                       util::one_line(program, 200),
+                       spec.cwd.empty() ? "" : fmt::format(" in {}", spec.cwd), std::strerror(err));
+}
+
 } // namespace
 
 util::Result<std::vector<std::string>> launch_argv(const ServerSpec& spec) {
@@ -222,11 +230,8 @@ util::Result<void> check_launchable(const ServerSpec& spec) {
     if (program.find('/') != std::string::npos) {
         if (const int err = why_not(program); err != 0) {
             return make_error(ErrorKind::usage,
-                              fmt::format("server '{}': cannot run '{}'{}: {}; give the path of "
-                                          "the server's program in 'launch'",
-                                          spec.name, util::one_line(program, 200),
-                                          spec.cwd.empty() ? "" : fmt::format(" in {}", spec.cwd),
-                                          std::strerror(err)));
+                              cannot_run(spec, program, err) +
+                                  "; give the path of the server's program in 'launch'");
         }
         return {};
     }
@@ -342,10 +347,7 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
     ::close(pipe_fds[0]);
     if (n == sizeof child_errno) {
         waitpid(pid, nullptr, 0);
-        return make_error(ErrorKind::usage,
-                          fmt::format("server '{}': cannot run '{}'{}: {}", spec.name, argv[0],
-                                      spec.cwd.empty() ? "" : fmt::format(" in {}", spec.cwd),
-                                      std::strerror(child_errno)));
+        return make_error(ErrorKind::usage, cannot_run(spec, argv[0], child_errno));
     }
     std::unique_ptr<LaunchedServer> s(new LaunchedServer());
     s->m_spec = &spec;

@@ -174,9 +174,6 @@ RunSummary interrupted_early() {
 // Pass 2: one run per database. The lock is taken before anything is sent,
 // so a second run sends nothing; nullopt when Ctrl-C stopped the wait.
 util::Result<std::optional<store::RunLock>> lock_database(const RunContext& ctx) {
-    if (auto r = store::check_db_file(ctx.config.db, store::Store::Mode::read_write); !r) {
-        return r.error();
-    }
     auto lock = store::RunLock::acquire(ctx.config.db, "run",
                                         ctx.config.wait_lock ? store::RunLock::Wait::yes
                                                              : store::RunLock::Wait::no,

@@ -74,6 +74,11 @@ bool still_named(int fd, const std::string& path) {
 util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_view command,
                                        Wait wait, const std::atomic<bool>* stop,
                                        std::string_view advice) {
+    // What can be no database is said before the lock's file is made
+    // beside it (a pipe, a directory, another database's -wal file).
+    if (auto r = check_db_file(db_path, Store::Mode::read_write); !r) {
+        return r.error();
+    }
     const auto path = path_for(db_path);
     bool told = false;
     for (;;) {

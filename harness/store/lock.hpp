@@ -24,7 +24,8 @@ public:
     enum class Wait { no, yes };
 
     // Take the lock of the database at `db_path` for diffeval's `command`
-    // ("run", "merge", ...). Held by another process: a usage error naming
+    // ("run", "merge", ...), once check_db_file finds `db_path` may be a
+    // database written (its error otherwise). Held by another process: a usage error naming
     // its command, PID and start time, or with Wait::yes poll until it is
     // free or `stop` is set (then an error saying so). `advice` ends the
     // message when it is held.
