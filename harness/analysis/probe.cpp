@@ -2,6 +2,7 @@
 // from a seeded Rng, so a printed interval or p-value can be recomputed.
 #include <harness/analysis/probe.hpp>
 
+#include <harness/analysis/questions.hpp>
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/stats.hpp>
 #include <harness/probe/reading.hpp>
@@ -322,17 +323,6 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
     return c;
 }
 
-std::optional<int64_t> accuracy_questions_needed(double diff, double discordant_rate) {
-    const double d2 = diff * diff;
-    if (d2 <= 0 || discordant_rate <= 0 || d2 > discordant_rate) {
-        return std::nullopt;
-    }
-    const double za = normal_quantile(1 - k_power_alpha / 2);
-    const double zb = normal_quantile(k_power);
-    const double root = za * std::sqrt(discordant_rate) + zb * std::sqrt(discordant_rate - d2);
-    return at_least_min(root * root / d2);
-}
-
 void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
     ProbeAccuracy acc;
     acc.scorer = accuracy.scorer;
@@ -345,7 +335,12 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
             ? static_cast<double>(accuracy.stats.a_better + accuracy.stats.b_better) /
                   static_cast<double>(accuracy.stats.questions)
             : 0.0;
-    acc.questions_needed = accuracy_questions_needed(acc.diff, acc.discordant_rate);
+    // As `plan` and the verdict's detectable difference count them: the
+    // run's own per-question variance at its repeats.
+    if (const auto n = questions_needed(accuracy.stats, std::abs(acc.diff), k_power_alpha, k_power);
+        n > 0) {
+        acc.questions_needed = static_cast<int64_t>(n);
+    }
     probe.accuracy = acc;
     std::map<int, int> flipped;
     for (const auto& f : accuracy.a_better) {

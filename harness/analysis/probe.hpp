@@ -94,7 +94,7 @@ struct ProbeAccuracy {
     double diff = 0;                         // accuracy B - A
     double shown_diff = 0;                   // as printed (analysis::shown_diff)
     double discordant_rate = 0;              // questions whose accuracy differs / questions
-    std::optional<int64_t> questions_needed; // nullopt when the difference is zero
+    std::optional<int64_t> questions_needed; // analysis::questions_needed; nullopt at zero
 };
 
 struct ProbeComparison {
@@ -125,11 +125,6 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
 // Attach the accuracy comparison of the same servers and framing: its
 // questions needed and the flips that colour the scatter.
 void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy);
-
-// Questions needed for a paired accuracy difference `diff` with discordant
-// rate `discordant_rate` at 80% power and alpha 0.05 (Connor's formula);
-// nullopt when the difference is zero or exceeds what the rate allows.
-std::optional<int64_t> accuracy_questions_needed(double diff, double discordant_rate);
 
 // `b` against `a` on every framing (or only `framing`, when set) that both
 // have probe readings for, each with the first of `accuracy` on the same

@@ -514,6 +514,43 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     return s;
 }
 
+namespace {
+
+// Questions needed at per-question variance `var` to detect `drop` with
+// z = z(1 - alpha/2) + z(power), raised to k_min_differing over the pilot's
+// share of differing questions (`raised` says so: also when every question
+// moved alike, `var` 0); 0 when `drop` is 0 or no question differed.
+std::uint64_t needed(const QuestionStats& stats, double var, double drop, double z, bool& raised) {
+    raised = false;
+    if (drop <= 0.0) {
+        return 0;
+    }
+    std::uint64_t questions =
+        var > 0.0 ? static_cast<std::uint64_t>(std::ceil(z * z * var / (drop * drop))) : 0;
+    // The share is the pilot's, at its own repeats: rows with fewer
+    // repeats would see fewer questions differ (their floor is low), rows
+    // with more would see more (their floor is high).
+    if (stats.test.differing > 0) {
+        const double share =
+            static_cast<double>(stats.test.differing) / static_cast<double>(stats.questions);
+        const auto floor = static_cast<std::uint64_t>(std::ceil(k_min_differing / share));
+        if (questions < floor) {
+            questions = floor;
+            raised = true;
+        }
+    }
+    return questions;
+}
+
+} // namespace
+
+std::uint64_t questions_needed(const QuestionStats& stats, double drop, double alpha,
+                               double power) {
+    const double z = normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power);
+    bool raised = false;
+    return needed(stats, stats.sd_diff * stats.sd_diff, drop, z, raised);
+}
+
 Plan plan_run(const QuestionStats& stats, double drop, double alpha, double power) {
     Plan plan;
     const double total = stats.sd_diff * stats.sd_diff;
@@ -532,21 +569,7 @@ Plan plan_run(const QuestionStats& stats, double drop, double alpha, double powe
         row.repeats = k;
         const double var = plan.between_variance + (plan.within_a + plan.within_b) / k;
         row.sd_diff = std::sqrt(var);
-        row.questions = var > 0.0 && drop > 0.0
-                            ? static_cast<std::uint64_t>(std::ceil(z * z * var / (drop * drop)))
-                            : 0;
-        // The share is the pilot's, at its own repeats: rows with fewer
-        // repeats would see fewer questions differ (their floor is low),
-        // rows with more would see more (their floor is high).
-        if (row.questions > 0 && stats.test.differing > 0) {
-            const double share =
-                static_cast<double>(stats.test.differing) / static_cast<double>(stats.questions);
-            const auto floor = static_cast<std::uint64_t>(std::ceil(k_min_differing / share));
-            if (row.questions < floor) {
-                row.questions = floor;
-                row.raised = true;
-            }
-        }
+        row.questions = needed(stats, var, drop, z, row.raised);
         plan.rows.push_back(row);
     }
     return plan;

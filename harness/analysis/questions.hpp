@@ -163,7 +163,7 @@ std::vector<double> holm_adjust(std::span<const double> p);
 // average away (within-question noise) and what they do not.
 struct PlanRow {
     std::uint32_t repeats = 1;   // per side
-    std::uint64_t questions = 0; // needed; 0 when the pilot shows no variance at all
+    std::uint64_t questions = 0; // needed; 0 when no question of the pilot differed
     double sd_diff = 0;          // expected sd of per-question differences at these repeats
     // Raised to k_min_differing / (the pilot's share of differing questions):
     // the normal approximation asked for fewer questions than the exact
@@ -180,6 +180,13 @@ struct Plan {
     double within_a = 0, within_b = 0;
     std::vector<PlanRow> rows; // for 1, 2, 3, 5 and 10 repeats
 };
+
+// Questions needed to detect `drop` (a proportion) at two-sided `alpha` with
+// `power` in a run like the pilot's, at its own repeats per side: the
+// pilot's variance of per-question differences as measured, raised as a
+// PlanRow is. 0 when `drop` is 0 or no question differed. The verdict's smallest
+// detectable difference (minimum_detectable) and `plan` agree with it.
+std::uint64_t questions_needed(const QuestionStats& stats, double drop, double alpha, double power);
 
 // The plan from a pilot's `stats` (both sides' noise measured, else the
 // within variance is taken as 0 and every row shows the pilot's sd).

@@ -1,7 +1,9 @@
 // The probe's two measures: direction (a shift of the logit of P(open) with
 // its interval, sign-flip test and questions needed) and perturbation ("the
 // numerics differ" against the A/A spread, with how many questions it took).
+#include <harness/analysis/compare.hpp>
 #include <harness/analysis/probe.hpp>
+#include <harness/analysis/questions.hpp>
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/stats.hpp>
 #include <harness/probe/reading.hpp>
@@ -155,12 +157,49 @@ TEST(ProbePerturbation, NoisyRepeatsRaiseTheBar) {
     EXPECT_FALSE(c->perturbation->differ);
 }
 
-TEST(ProbeAccuracy, QuestionsNeededFollowConnorsFormula) {
-    auto n = accuracy_questions_needed(0.1, 0.2);
-    ASSERT_TRUE(n);
-    EXPECT_EQ(*n, 155);
-    EXPECT_FALSE(accuracy_questions_needed(0.0, 0.2));
-    EXPECT_FALSE(accuracy_questions_needed(0.1, 0.0));
+// The accuracy figure beside the probe's is the one `plan` gives at the
+// run's own repeats, and the verdict's detectable difference implies: the
+// demo printed 316 questions (Connor's formula for one response per side)
+// beside a verdict whose 48 questions detect 11.6 points, so 213 for 5.5.
+TEST(ProbeAccuracy, QuestionsNeededAreThePlansAtTheRunsRepeats) {
+    CorrectnessMatrix a(48, std::vector<std::uint8_t>{1, 1, 1});
+    CorrectnessMatrix b = a;
+    b[0] = {0, 0, 0};
+    b[1] = {0, 1, 0};
+    b[2] = {1, 1, 0};
+    a[3] = {0, 0, 1};
+    auto s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    const double drop = std::abs(s->diff);
+    const auto plan = plan_run(*s, drop, 0.05, 0.8);
+    ASSERT_EQ(plan.rows[2].repeats, 3u);
+    const auto n = questions_needed(*s, drop, 0.05, 0.8);
+    EXPECT_EQ(n, plan.rows[2].questions);
+    const double z = normal_quantile(0.975) + normal_quantile(0.8);
+    EXPECT_EQ(
+        n, static_cast<std::uint64_t>(std::ceil(z * z * s->sd_diff * s->sd_diff / (drop * drop))));
+    // Attached to a probe comparison, as the line prints it.
+    Comparison c;
+    c.stats = *s;
+    c.accuracy_a = s->accuracy_a;
+    c.accuracy_b = s->accuracy_b;
+    ProbeComparison probe;
+    attach_accuracy(probe, c);
+    ASSERT_TRUE(probe.accuracy && probe.accuracy->questions_needed);
+    EXPECT_EQ(*probe.accuracy->questions_needed, static_cast<int64_t>(n));
+    // No difference, or no question that differs: none.
+    EXPECT_EQ(questions_needed(*s, 0.0, 0.05, 0.8), 0u);
+    auto same = analyse_questions(a, a);
+    ASSERT_TRUE(same.ok());
+    EXPECT_EQ(questions_needed(*same, 0.1, 0.05, 0.8), 0u);
+    // Every question moved alike (no variance): the exact test still needs
+    // ten of them differing, not "not reachable".
+    const CorrectnessMatrix right(4, std::vector<std::uint8_t>{1});
+    const CorrectnessMatrix wrong(4, std::vector<std::uint8_t>{0});
+    auto alike = analyse_questions(right, wrong);
+    ASSERT_TRUE(alike.ok());
+    ASSERT_EQ(alike->sd_diff, 0.0);
+    EXPECT_EQ(questions_needed(*alike, 1.0, 0.05, 0.8), 10u);
 }
 
 TEST(ProbeJson, CarriesBothMeasuresAndThePoints) {
