@@ -11,6 +11,7 @@
 #include <harness/store/samples.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/json_text.hpp>
 #include <harness/util/pyjson.hpp>
 #include <harness/util/text.hpp>
 
@@ -46,42 +47,69 @@ constexpr std::pair<const char*, const char*> k_filters[] = {
     {"flexible-extract", "lm-eval-flexible"},
 };
 
-// A JSON string as json.dumps(s, ensure_ascii=False) writes it.
-std::string py_string(const std::string& s) {
-    return ordered_json(s).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+// `s` as json.dumps(s, ensure_ascii=False) writes it, appended to `out`:
+// nlohmann's escapes (util::append_dump_string) are Python's for valid
+// UTF-8, and invalid bytes become U+FFFD, as a Python str never holds them.
+// Building an nlohmann value to dump for every string was half of an
+// export's CPU.
+void append_py_string(std::string& out, std::string_view s) {
+    util::append_dump_string(out, s);
 }
 
-// json.dumps(value, ensure_ascii=False).
-std::string py_dumps(const ordered_json& v) {
+std::string py_string(std::string_view s) {
+    std::string out;
+    append_py_string(out, s);
+    return out;
+}
+
+// json.dumps(value, ensure_ascii=False), appended to `out`.
+void append_py_dumps(std::string& out, const ordered_json& v) {
     switch (v.type()) {
     case ordered_json::value_t::object: {
-        std::string out = "{";
+        out += '{';
         bool first = true;
         for (const auto& [k, x] : v.items()) {
-            out += (first ? "" : ", ") + py_string(k) + ": " + py_dumps(x);
+            if (!first) {
+                out += ", ";
+            }
+            append_py_string(out, k);
+            out += ": ";
+            append_py_dumps(out, x);
             first = false;
         }
-        return out + "}";
+        out += '}';
+        return;
     }
-    case ordered_json::value_t::array: {
-        std::string out = "[";
+    case ordered_json::value_t::array:
+        out += '[';
         for (size_t i = 0; i < v.size(); ++i) {
-            out += (i ? ", " : "") + py_dumps(v[i]);
+            if (i) {
+                out += ", ";
+            }
+            append_py_dumps(out, v[i]);
         }
-        return out + "]";
-    }
+        out += ']';
+        return;
     case ordered_json::value_t::string:
-        return py_string(v.get<std::string>());
+        append_py_string(out, v.get_ref<const std::string&>());
+        return;
     case ordered_json::value_t::number_float:
-        return util::python_float_repr(v.get<double>());
+        out += util::python_float_repr(v.get<double>());
+        return;
     default:
-        return v.dump();
+        out += v.dump();
     }
+}
+
+std::string py_dumps(const ordered_json& v) {
+    std::string out;
+    append_py_dumps(out, v);
+    return out;
 }
 
 // lm-eval's doc_hash input: json.dumps(doc, indent=2, ensure_ascii=False)
 // for a doc of two strings.
-std::string doc_dump(const std::string& question, const std::string& answer) {
+std::string doc_dump(std::string_view question, std::string_view answer) {
     return "{\n  \"question\": " + py_string(question) + ",\n  \"answer\": " + py_string(answer) +
            "\n}";
 }
@@ -164,12 +192,26 @@ ordered_json arguments_for(std::string_view request_json, int max_tokens) {
 util::Result<void> append_lines(const store::AnsweredRequest& row, int max_tokens,
                                 const std::string& db_path, std::string& text, int64_t& lines) {
     const auto args = arguments_for(row.request_json, max_tokens);
-    const std::string response(row.text);
-    const std::string question(row.question);
-    const std::string answer(row.answer);
     const auto& context = args["gen_args_0"]["arg_0"];
-    const auto prompt_hash =
-        util::sha256_hex(context.is_string() ? context.get<std::string>() : py_dumps(context));
+    const auto prompt_hash = util::sha256_hex(
+        context.is_string() ? context.get_ref<const std::string&>() : py_dumps(context));
+    // What both filters' lines share, dumped once: the line is the object
+    // {doc_id, doc, target, arguments, resps, filtered_resps, filter,
+    // metrics, doc_hash, prompt_hash, target_hash, exact_match} as
+    // json.dumps writes it (", " and ": " separators).
+    const auto answer = py_string(row.answer);
+    std::string head = fmt::format("{{\"doc_id\": {}, \"doc\": {{\"question\": ", row.question_idx);
+    append_py_string(head, row.question);
+    head += ", \"answer\": " + answer + "}, \"target\": " + answer + ", \"arguments\": ";
+    append_py_dumps(head, args);
+    head += ", \"resps\": [[";
+    append_py_string(head, row.text);
+    head += "]], \"filtered_resps\": [";
+    const auto hashes = fmt::format(
+        ", \"metrics\": [\"exact_match\"], \"doc_hash\": \"{}\", \"prompt_hash\": \"{}\", "
+        "\"target_hash\": \"{}\", \"exact_match\": ",
+        util::sha256_hex(doc_dump(row.question, row.answer)), prompt_hash,
+        util::sha256_hex(row.answer));
     for (size_t i = 0; i < std::size(k_filters); ++i) {
         const auto& [filter, scorer] = k_filters[i];
         const auto& verdict = row.verdicts.at(i);
@@ -179,20 +221,13 @@ util::Result<void> append_lines(const store::AnsweredRequest& row, int max_token
                                           "rescore --db {}' first",
                                           row.response_id, scorer, db_path));
         }
-        ordered_json line;
-        line["doc_id"] = row.question_idx;
-        line["doc"] = {{"question", question}, {"answer", answer}};
-        line["target"] = answer;
-        line["arguments"] = args;
-        line["resps"] = ordered_json::array({ordered_json::array({response})});
-        line["filtered_resps"] = ordered_json::array({verdict->extracted});
-        line["filter"] = filter;
-        line["metrics"] = ordered_json::array({"exact_match"});
-        line["doc_hash"] = util::sha256_hex(doc_dump(question, answer));
-        line["prompt_hash"] = prompt_hash;
-        line["target_hash"] = util::sha256_hex(answer);
-        line["exact_match"] = verdict->correct ? 1.0 : 0.0;
-        text += py_dumps(line) + "\n";
+        text += head;
+        append_py_string(text, verdict->extracted);
+        text += "], \"filter\": ";
+        append_py_string(text, filter);
+        text += hashes;
+        text += util::python_float_repr(verdict->correct ? 1.0 : 0.0);
+        text += "}\n";
         ++lines;
     }
     return {};

@@ -14,10 +14,10 @@
 // instead.
 #include <harness/sim/request.hpp>
 
-#include <harness/sim/json_text.hpp>
 #include <harness/sim/recent_prefixes.hpp>
 #include <harness/sim/tokenizer.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/json_text.hpp>
 #include <harness/util/simdjson_member.hpp>
 #include <harness/util/text.hpp>
 
@@ -222,7 +222,7 @@ template <typename Skip> void append_object(std::string& out, const Members& mem
             out += ',';
         }
         first = false;
-        append_valid_json_string(out, f.key);
+        util::append_valid_dump_string(out, f.key);
         out += ':';
         append_canonical(out, f.value);
     }
@@ -251,16 +251,16 @@ void append_canonical(std::string& out, element v) {
         return;
     }
     case element_type::STRING:
-        append_valid_json_string(out, string_of(v));
+        util::append_valid_dump_string(out, string_of(v));
         return;
     case element_type::INT64:
-        append_json_int(out, v.get_int64().value_unsafe());
+        util::append_dump_int(out, v.get_int64().value_unsafe());
         return;
     case element_type::UINT64:
-        append_json_uint(out, v.get_uint64().value_unsafe());
+        util::append_dump_uint(out, v.get_uint64().value_unsafe());
         return;
     case element_type::DOUBLE:
-        append_json_double(out, v.get_double().value_unsafe());
+        util::append_dump_double(out, v.get_double().value_unsafe());
         return;
     case element_type::BOOL:
         out += v.get_bool().value_unsafe() ? "true" : "false";
@@ -667,17 +667,17 @@ std::string render_chat_prompt(const std::vector<ChatMessage>& messages, Thinkin
 
 std::string error_body(const ApiError& error) {
     std::string out = R"({"error":{"message":)";
-    append_json_string(out, error.message);
+    util::append_dump_string(out, error.message);
     out += R"(,"type":)";
-    append_json_string(out, error.type);
+    util::append_dump_string(out, error.type);
     out += R"(,"param":)";
     if (error.param) {
-        append_json_string(out, *error.param);
+        util::append_dump_string(out, *error.param);
     } else {
         out += "null";
     }
     out += R"(,"code":)";
-    append_json_int(out, error.status);
+    util::append_dump_int(out, error.status);
     out += "}}";
     return out;
 }

@@ -9,9 +9,9 @@
 // per token).
 #include <harness/sim/response.hpp>
 
-#include <harness/sim/json_text.hpp>
 #include <harness/sim/logprobs.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/json_text.hpp>
 
 #include <fmt/format.h>
 
@@ -32,7 +32,7 @@ size_t code_points(std::string_view s) {
 // A string value, or null.
 void append_string_or_null(std::string& out, const std::optional<std::string_view>& s) {
     if (s) {
-        append_json_string(out, *s);
+        util::append_dump_string(out, *s);
     } else {
         out += "null";
     }
@@ -43,7 +43,7 @@ void append_stop_reason(std::string& out, const nlohmann::json& stop) {
     if (stop.is_null()) {
         out += "null";
     } else if (stop.is_string()) {
-        append_json_string(out, stop.get_ref<const std::string&>());
+        util::append_dump_string(out, stop.get_ref<const std::string&>());
     } else {
         out += stop.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
@@ -55,11 +55,11 @@ enum class Details { null, omitted };
 
 void append_usage(std::string& out, int prompt, int completion, Details details) {
     out += R"({"prompt_tokens":)";
-    append_json_int(out, prompt);
+    util::append_dump_int(out, prompt);
     out += R"(,"total_tokens":)";
-    append_json_int(out, prompt + completion);
+    util::append_dump_int(out, prompt + completion);
     out += R"(,"completion_tokens":)";
-    append_json_int(out, completion);
+    util::append_dump_int(out, completion);
     if (details == Details::null) {
         out += R"(,"prompt_tokens_details":null)";
     }
@@ -72,7 +72,7 @@ void append_bytes(std::string& out, std::string_view s) {
         if (i > 0) {
             out += ',';
         }
-        append_json_uint(out, static_cast<unsigned char>(s[i]));
+        util::append_dump_uint(out, static_cast<unsigned char>(s[i]));
     }
     out += ']';
 }
@@ -87,7 +87,7 @@ void append_completion_logprobs(std::string& out, const Generation& g, size_t be
         if (i > 0) {
             out += ',';
         }
-        append_json_uint(out, offset);
+        util::append_dump_uint(out, offset);
         offset += code_points(tokens[i].token);
     }
     out += R"(],"token_logprobs":[)";
@@ -95,14 +95,14 @@ void append_completion_logprobs(std::string& out, const Generation& g, size_t be
         if (i > 0) {
             out += ',';
         }
-        append_json_double(out, tokens[i].logprob);
+        util::append_dump_double(out, tokens[i].logprob);
     }
     out += R"(],"tokens":[)";
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (i > 0) {
             out += ',';
         }
-        append_json_string(out, tokens[i].token);
+        util::append_dump_string(out, tokens[i].token);
     }
     out += R"(],"top_logprobs":[)";
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -123,9 +123,9 @@ void append_completion_logprobs(std::string& out, const Generation& g, size_t be
                 out += ',';
             }
             first = false;
-            append_json_string(out, top[k].token);
+            util::append_dump_string(out, top[k].token);
             out += ':';
-            append_json_double(out, top[k].logprob);
+            util::append_dump_double(out, top[k].logprob);
         }
         out += '}';
     }
@@ -135,9 +135,9 @@ void append_completion_logprobs(std::string& out, const Generation& g, size_t be
 // {"token", "logprob", "bytes"} of one token, without the closing brace.
 void append_chat_token(std::string& out, std::string_view token, double logprob) {
     out += R"({"token":)";
-    append_json_string(out, token);
+    util::append_dump_string(out, token);
     out += R"(,"logprob":)";
-    append_json_double(out, logprob);
+    util::append_dump_double(out, logprob);
     out += R"(,"bytes":)";
     append_bytes(out, token);
 }
@@ -202,13 +202,13 @@ void append_message(std::string& out, const Profile& profile, const ParsedReques
 // "choices": `{"id":...,"object":...,"created":...,"model":...`.
 std::string envelope(const ResponseMeta& meta, std::string_view object) {
     std::string out = R"({"id":)";
-    append_json_string(out, meta.id);
+    util::append_dump_string(out, meta.id);
     out += R"(,"object":)";
-    append_json_string(out, object);
+    util::append_dump_string(out, object);
     out += R"(,"created":)";
-    append_json_int(out, meta.created);
+    util::append_dump_int(out, meta.created);
     out += R"(,"model":)";
-    append_json_string(out, meta.model);
+    util::append_dump_string(out, meta.model);
     return out;
 }
 
@@ -290,15 +290,15 @@ void completion_stream(const ParsedRequest& r, const Generation& g, size_t index
     std::string choice;
     for (const auto& d : deltas_of(g, r)) {
         choice = R"({"index":)";
-        append_json_uint(choice, index);
+        util::append_dump_uint(choice, index);
         choice += R"(,"text":)";
         std::string_view text = std::string_view(g.text).substr(d.from, d.to - d.from);
         if (!echoed) {
-            append_json_string(choice, r.prompts[index / static_cast<size_t>(r.n)].text +
-                                           std::string(text));
+            util::append_dump_string(choice, r.prompts[index / static_cast<size_t>(r.n)].text +
+                                                 std::string(text));
             echoed = true;
         } else {
-            append_json_string(choice, text);
+            util::append_dump_string(choice, text);
         }
         choice += R"(,"logprobs":)";
         if (r.logprobs) {
@@ -320,7 +320,7 @@ void chat_stream(const Profile& profile, const ParsedRequest& r, const Generatio
                  const ResponseMeta& meta, std::vector<StreamEvent>& out) {
     const std::string head = envelope(meta, "chat.completion.chunk");
     std::string choice = R"({"index":)";
-    append_json_uint(choice, index);
+    util::append_dump_uint(choice, index);
     choice += R"(,"delta":{"role":"assistant","content":""},"logprobs":null,)"
               R"("finish_reason":null})";
     out.push_back(chunk_event(head, choice, 0));
@@ -349,8 +349,8 @@ void chat_stream(const Profile& profile, const ParsedRequest& r, const Generatio
             size_t from = std::max(d.from, c_begin);
             if (from < d.to || !split) {
                 delta += delta.size() > 1 ? R"(,"content":)" : R"("content":)";
-                append_json_string(delta, from < d.to ? text.substr(from, d.to - from)
-                                                      : std::string_view());
+                util::append_dump_string(delta, from < d.to ? text.substr(from, d.to - from)
+                                                            : std::string_view());
             }
         }
         delta += '}';
@@ -358,7 +358,7 @@ void chat_stream(const Profile& profile, const ParsedRequest& r, const Generatio
             continue;
         }
         choice = R"({"index":)";
-        append_json_uint(choice, index);
+        util::append_dump_uint(choice, index);
         choice += R"(,"delta":)";
         choice += delta;
         choice += R"(,"logprobs":)";
@@ -400,7 +400,7 @@ std::string response_body(const Profile& profile, const ParsedRequest& r,
             out += ',';
         }
         out += R"({"index":)";
-        append_json_uint(out, i);
+        util::append_dump_uint(out, i);
         if (chat) {
             out += R"(,"message":)";
             append_message(out, profile, r, g);
@@ -413,9 +413,10 @@ std::string response_body(const Profile& profile, const ParsedRequest& r,
         } else {
             out += R"(,"text":)";
             if (r.echo) {
-                append_json_string(out, r.prompts[i / static_cast<size_t>(r.n)].text + g.text);
+                util::append_dump_string(out,
+                                         r.prompts[i / static_cast<size_t>(r.n)].text + g.text);
             } else {
-                append_json_string(out, g.text);
+                util::append_dump_string(out, g.text);
             }
             out += R"(,"logprobs":)";
             size_t offset = 0;
@@ -426,7 +427,7 @@ std::string response_body(const Profile& profile, const ParsedRequest& r,
             }
         }
         out += R"(,"finish_reason":)";
-        append_json_string(out, g.finish_reason);
+        util::append_dump_string(out, g.finish_reason);
         out += R"(,"stop_reason":)";
         append_stop_reason(out, g.stop_reason);
         if (!chat) {

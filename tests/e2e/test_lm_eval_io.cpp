@@ -470,6 +470,60 @@ TEST(LmEvalSamples, ExportWritesOneFilePerGroupWhateverTheNames) {
     EXPECT_EQ(lowered.size(), 3u);
 }
 
+// The bytes of a line are json.dumps(..., ensure_ascii=False)'s: a text
+// with quotes, a backslash, control characters, DEL and non-ASCII is written
+// as CPython writes it (the expected strings are what CPython 3.11 prints),
+// and invalid UTF-8 becomes U+FFFD, as a Python str never holds it.
+TEST(LmEvalSamples, ExportedTextsAreEscapedAsPythonWritesThem) {
+    auto dir = e2e::scratch("lm-eval-escapes");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    // json.dumps('a"b\\c\x01\x1f\x7f\tn\u00e9 \u201cq\u201d \U0001F600\n', ensure_ascii=False)
+    const std::string of_question =
+        " WHERE response_id = (SELECT response_id FROM requests WHERE question_idx = ";
+    e2e::exec(db, "UPDATE responses SET text = 'a\"b\\c' || char(1) || char(31) || char(127) || "
+                  "char(9) || 'né “q” 😀' || char(10)" +
+                      of_question + "0)");
+    e2e::exec(db, "UPDATE responses SET text = CAST(x'41ff42c3' AS TEXT)" + of_question + "1)");
+    auto out = dir / "samples";
+    auto ex = e2e::run(
+        {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+    ASSERT_EQ(ex.exit_code, 0) << ex.err;
+    std::vector<std::string> lines;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        std::ifstream in(e.path());
+        for (std::string line; std::getline(in, line);) {
+            lines.push_back(line);
+        }
+    }
+    ASSERT_EQ(lines.size(), 4u);
+    const auto resps = [](const std::string& line) {
+        const auto from = line.find("\"resps\": ");
+        const auto to = line.find(", \"filtered_resps\"");
+        return from == std::string::npos || to == std::string::npos ? std::string()
+                                                                    : line.substr(from, to - from);
+    };
+    EXPECT_EQ(resps(lines[0]), "\"resps\": [[\"a\\\"b\\\\c\\u0001\\u001f\x7f\\tné “q” 😀\\n\"]]");
+    EXPECT_EQ(resps(lines[1]), resps(lines[0])) << "both filters' lines carry the response";
+    EXPECT_EQ(resps(lines[2]), "\"resps\": [[\"A\xef\xbf\xbd"
+                               "B\xef\xbf\xbd\"]]");
+    // Every line is one JSON object with lm-eval's keys in lm-eval's order.
+    for (const auto& line : lines) {
+        auto j = nlohmann::ordered_json::parse(line);
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : j.items()) {
+            keys.push_back(k);
+        }
+        EXPECT_EQ(keys, (std::vector<std::string>{"doc_id", "doc", "target", "arguments", "resps",
+                                                  "filtered_resps", "filter", "metrics", "doc_hash",
+                                                  "prompt_hash", "target_hash", "exact_match"}));
+    }
+}
+
 // A document logged twice with other answers is another run in the same
 // file: refused naming the document, where the first line's answers were
 // kept without a word.

@@ -1,6 +1,6 @@
-// nlohmann's JSON text written directly (harness/sim/json_text.cpp): strings
+// nlohmann's JSON text written directly (harness/util/json_text.cpp): strings
 // and doubles byte for byte as nlohmann::json's dump() writes them.
-#include <harness/sim/json_text.hpp>
+#include <harness/util/json_text.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace diffeval::sim {
+namespace diffeval::util {
 namespace {
 
 using nlohmann::json;
@@ -21,7 +21,7 @@ std::string dumped(const json& j) {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-TEST(SimJsonText, StringsAreEscapedAsNlohmannEscapesThem) {
+TEST(DumpText, StringsAreEscapedAsNlohmannEscapesThem) {
     // Pieces that need an escape, pieces that do not, and invalid UTF-8, at
     // every offset of the eight-byte blocks the writer skips through.
     const std::vector<std::string> pieces = {"a",
@@ -55,12 +55,12 @@ TEST(SimJsonText, StringsAreEscapedAsNlohmannEscapesThem) {
             s += pieces[rng() % pieces.size()];
         }
         std::string out;
-        append_json_string(out, s);
+        append_dump_string(out, s);
         ASSERT_EQ(out, dumped(json(s))) << s;
     }
 }
 
-TEST(SimJsonText, DoublesAreWrittenAsNlohmannWritesThem) {
+TEST(DumpText, DoublesAreWrittenAsNlohmannWritesThem) {
     std::vector<double> values = {0.0,
                                   -0.0,
                                   1.0,
@@ -94,22 +94,22 @@ TEST(SimJsonText, DoublesAreWrittenAsNlohmannWritesThem) {
     }
     for (double x : values) {
         std::string out;
-        append_json_double(out, x);
+        append_dump_double(out, x);
         ASSERT_EQ(out, dumped(json(x))) << x;
     }
 }
 
-TEST(SimJsonText, IntegersAreDecimal) {
+TEST(DumpText, IntegersAreDecimal) {
     for (int64_t n : {int64_t{0}, int64_t{-1}, int64_t{42}, std::numeric_limits<int64_t>::min(),
                       std::numeric_limits<int64_t>::max()}) {
         std::string out;
-        append_json_int(out, n);
+        append_dump_int(out, n);
         EXPECT_EQ(out, dumped(json(n)));
     }
     std::string out;
-    append_json_uint(out, std::numeric_limits<uint64_t>::max());
+    append_dump_uint(out, std::numeric_limits<uint64_t>::max());
     EXPECT_EQ(out, dumped(json(std::numeric_limits<uint64_t>::max())));
 }
 
 } // namespace
-} // namespace diffeval::sim
+} // namespace diffeval::util

@@ -2,30 +2,32 @@
 // ensure_ascii off, invalid UTF-8 replaced): the bytes the simulator's
 // response bodies and request content hashes were defined by. Appending
 // them to a string directly costs a fraction of building a DOM and dumping
-// it, which was a sixth of the simulator's CPU per request.
+// it, which was a sixth of the simulator's CPU per request. For valid UTF-8
+// these strings are also Python's json.dumps(s, ensure_ascii=False), the
+// form of lm-eval's samples files that `diffeval export` writes.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace diffeval::sim {
+namespace diffeval::util {
 
 // Append `s` to `out` as a quoted JSON string, escaped as nlohmann escapes
 // it: `"` and `\`, \b \f \n \r \t, other control characters as \u00xx
 // (lower-case hex), everything else as it is; invalid UTF-8 is replaced by
 // U+FFFD as error_handler_t::replace does.
-void append_json_string(std::string& out, std::string_view s);
+void append_dump_string(std::string& out, std::string_view s);
 
 // The same for `s` known to be valid UTF-8 (simdjson checked it): no check.
-void append_valid_json_string(std::string& out, std::string_view s);
+void append_valid_dump_string(std::string& out, std::string_view s);
 
 // Append `x` as nlohmann writes a double: the shortest text that reads back
 // as `x` ("0.0", "0.95", "1e-05", "-9999.0"), "null" when not finite.
-void append_json_double(std::string& out, double x);
+void append_dump_double(std::string& out, double x);
 
 // Append `n` in decimal.
-void append_json_int(std::string& out, int64_t n);
-void append_json_uint(std::string& out, uint64_t n);
+void append_dump_int(std::string& out, int64_t n);
+void append_dump_uint(std::string& out, uint64_t n);
 
-} // namespace diffeval::sim
+} // namespace diffeval::util

@@ -3,8 +3,9 @@
 // come from its own Grisu2 formatter, called here for the one number. A
 // string that is not valid UTF-8 goes to nlohmann itself, whose
 // replacement of bad bytes is not worth restating; the simulator's texts
-// come from JSON that was valid UTF-8 and never take that path.
-#include <harness/sim/json_text.hpp>
+// come from JSON that was valid UTF-8 and never take that path, and the
+// texts an export writes rarely do.
+#include <harness/util/json_text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,7 +15,7 @@
 #include <cmath>
 #include <cstring>
 
-namespace diffeval::sim {
+namespace diffeval::util {
 
 namespace {
 
@@ -46,7 +47,7 @@ bool needs_escape(uint64_t w) {
 
 } // namespace
 
-void append_valid_json_string(std::string& out, std::string_view s) {
+void append_valid_dump_string(std::string& out, std::string_view s) {
     out += '"';
     size_t run = 0; // start of the bytes not yet copied
     size_t i = 0;
@@ -71,16 +72,16 @@ void append_valid_json_string(std::string& out, std::string_view s) {
     out += '"';
 }
 
-void append_json_string(std::string& out, std::string_view s) {
+void append_dump_string(std::string& out, std::string_view s) {
     if (simdjson::validate_utf8(s.data(), s.size())) {
-        append_valid_json_string(out, s);
+        append_valid_dump_string(out, s);
         return;
     }
     out += nlohmann::json(std::string(s))
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void append_json_double(std::string& out, double x) {
+void append_dump_double(std::string& out, double x) {
     if (!std::isfinite(x)) {
         out += "null";
         return;
@@ -90,14 +91,14 @@ void append_json_double(std::string& out, double x) {
     out.append(buffer.data(), end);
 }
 
-void append_json_int(std::string& out, int64_t n) {
+void append_dump_int(std::string& out, int64_t n) {
     fmt::format_int text(n);
     out.append(text.data(), text.size());
 }
 
-void append_json_uint(std::string& out, uint64_t n) {
+void append_dump_uint(std::string& out, uint64_t n) {
     fmt::format_int text(n);
     out.append(text.data(), text.size());
 }
 
-} // namespace diffeval::sim
+} // namespace diffeval::util
