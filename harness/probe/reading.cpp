@@ -3,6 +3,7 @@
 // probability of 0, and nothing here throws.
 #include <harness/probe/reading.hpp>
 
+#include <harness/util/json_text.hpp>
 #include <harness/util/simdjson_member.hpp>
 #include <harness/util/untrusted_json.hpp>
 
@@ -340,11 +341,19 @@ double logit(double p) {
 }
 
 std::string top_json(const std::vector<Alternative>& top) {
-    json out = json::array();
-    for (const auto& a : top) {
-        out.push_back(json::array({a.token, std::isfinite(a.logprob) ? json(a.logprob) : json()}));
+    // nlohmann's compact dump of [[token, logprob or null], ...], written
+    // directly: building and dumping the array was a sixth of the run's
+    // event loop in the official demo (35,613 probe readings).
+    std::string out = "[";
+    for (size_t i = 0; i < top.size(); ++i) {
+        out += i ? ",[" : "[";
+        util::append_dump_string(out, top[i].token);
+        out += ',';
+        util::append_dump_double(out, top[i].logprob); // "null" when not finite
+        out += ']';
     }
-    return out.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += ']';
+    return out;
 }
 
 } // namespace diffeval::probe

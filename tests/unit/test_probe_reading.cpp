@@ -3,6 +3,7 @@
 #include <harness/probe/reading.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -148,6 +149,24 @@ TEST(ProbeLogit, StaysFiniteAtTheEnds) {
 
 TEST(ProbeTopJson, KeepsTokensAndLogprobs) {
     EXPECT_EQ(top_json({{" ", -0.5}, {"<think>", -1.0}}), R"([[" ",-0.5],["<think>",-1.0]])");
+    EXPECT_EQ(top_json({}), "[]");
+}
+
+// The text is what nlohmann's dump of the same array was (stored rows and
+// their splicing were defined by it): awkward tokens, and logprobs that are
+// not finite, tiny, whole or negative zero.
+TEST(ProbeTopJson, IsNlohmannsDumpOfTheArray) {
+    const std::vector<Alternative> top = {
+        {"\"q\"\\", -1e-300}, {std::string("\x01\x1f\x7f\n\t", 5), -0.0},
+        {"é 😀", -12345.678},  {"\xff\xfe bad", -INFINITY},
+        {"", std::nan("")},   {"x", -3.0},
+        {"y", -0.1 - 0.2}};
+    nlohmann::json want = nlohmann::json::array();
+    for (const auto& a : top) {
+        want.push_back(nlohmann::json::array(
+            {a.token, std::isfinite(a.logprob) ? nlohmann::json(a.logprob) : nlohmann::json()}));
+    }
+    EXPECT_EQ(top_json(top), want.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 // simdjson reads what nlohmann reads: every shape, and the awkward bodies a
