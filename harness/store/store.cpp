@@ -657,17 +657,30 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
 }
 
 std::string now_iso8601() {
-    // The calendar from <chrono> rather than gmtime_r and strftime: every
-    // request is stamped, and those took a microsecond of its CPU.
+    // The calendar from <chrono> rather than gmtime_r and strftime, and the
+    // digits written by hand rather than by fmt::format: every request is
+    // stamped on the event loop's thread, and those took a microsecond of
+    // its CPU, then 2% of the loop's time in the official demo.
     using namespace std::chrono;
     const auto now = floor<milliseconds>(system_clock::now());
     const auto day = floor<days>(now);
     const year_month_day ymd{day};
     const hh_mm_ss hms{now - day};
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", static_cast<int>(ymd.year()),
-                       static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
-                       hms.hours().count(), hms.minutes().count(), hms.seconds().count(),
-                       hms.subseconds().count());
+    char text[] = "0000-00-00T00:00:00.000Z";
+    const auto put = [&text](size_t at, size_t width, long long value) {
+        for (size_t i = at + width; i > at; --i) {
+            text[i - 1] = static_cast<char>('0' + value % 10);
+            value /= 10;
+        }
+    };
+    put(0, 4, static_cast<int>(ymd.year()));
+    put(5, 2, static_cast<unsigned>(ymd.month()));
+    put(8, 2, static_cast<unsigned>(ymd.day()));
+    put(11, 2, hms.hours().count());
+    put(14, 2, hms.minutes().count());
+    put(17, 2, hms.seconds().count());
+    put(20, 3, hms.subseconds().count());
+    return std::string(text, sizeof text - 1);
 }
 
 util::Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode mode) {

@@ -671,3 +671,26 @@ TEST(RunLock, AWaiterWhoseLockFileWasRemovedLocksTheFileNamedNow) {
             << third.error().message;
     }
 }
+
+// Every stored time is UTC in ISO 8601 with milliseconds, and is now.
+TEST(StoreTime, NowIsUtcIso8601WithMilliseconds) {
+    using namespace std::chrono;
+    const auto before = floor<milliseconds>(system_clock::now());
+    const auto text = now_iso8601();
+    const auto after = system_clock::now();
+    ASSERT_EQ(text.size(), 24u) << text;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char want = std::string_view("0000-00-00T00:00:00.000Z")[i];
+        if (want == '0') {
+            EXPECT_TRUE(text[i] >= '0' && text[i] <= '9') << text;
+        } else {
+            EXPECT_EQ(text[i], want) << text;
+        }
+    }
+    std::tm tm{};
+    ASSERT_NE(strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << text;
+    const auto at =
+        system_clock::from_time_t(timegm(&tm)) + milliseconds(std::stoi(text.substr(20, 3)));
+    EXPECT_LE(before, at) << text;
+    EXPECT_LE(at, after) << text;
+}
