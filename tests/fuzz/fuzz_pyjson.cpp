@@ -1,17 +1,28 @@
 // libFuzzer target: Python-exact JSON. Whatever parses (depth-bounded) must
 // come out of python_json_dumps as JSON that parses back to the same value.
+// And any bytes, written as one JSON string by util/json_text (the
+// simulator's bodies, export's lines, the probe's stored alternatives), must
+// be nlohmann's dump of them byte for byte.
+#include <harness/util/json_text.hpp>
 #include <harness/util/pyjson.hpp>
 #include <harness/util/untrusted_json.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 using diffeval::util::parse_untrusted_json;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view text(reinterpret_cast<const char*>(data), size);
+    std::string direct;
+    diffeval::util::append_dump_string(direct, text);
+    if (direct != nlohmann::json(std::string(text))
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) {
+        std::abort();
+    }
     if (!diffeval::util::json_depth_within(text)) {
         return 0;
     }
