@@ -342,7 +342,7 @@ double logit(double p) {
 
 std::string top_json(const std::vector<Alternative>& top) {
     // nlohmann's compact dump of [[token, logprob or null], ...], written
-    // directly: building and dumping the array was a sixth of the run's
+    // directly: building and dumping the array was 9% of the run's
     // event loop in the official demo (35,613 probe readings).
     std::string out = "[";
     for (size_t i = 0; i < top.size(); ++i) {
