@@ -47,18 +47,13 @@ constexpr std::pair<const char*, const char*> k_filters[] = {
     {"flexible-extract", "lm-eval-flexible"},
 };
 
-// `s` as json.dumps(s, ensure_ascii=False) writes it, appended to `out`:
-// nlohmann's escapes (util::append_dump_string) are Python's for valid
-// UTF-8, and invalid bytes become U+FFFD, as a Python str never holds them.
-// Building an nlohmann value to dump for every string was half of an
-// export's CPU.
-void append_py_string(std::string& out, std::string_view s) {
-    util::append_dump_string(out, s);
-}
-
+// `s` as json.dumps(s, ensure_ascii=False) writes it: nlohmann's escapes
+// (util::append_dump_string) are Python's for valid UTF-8, and invalid bytes
+// become U+FFFD, as a Python str never holds them. Building an nlohmann
+// value to dump for every string was half of an export's CPU.
 std::string py_string(std::string_view s) {
     std::string out;
-    append_py_string(out, s);
+    util::append_dump_string(out, s);
     return out;
 }
 
@@ -72,7 +67,7 @@ void append_py_dumps(std::string& out, const ordered_json& v) {
             if (!first) {
                 out += ", ";
             }
-            append_py_string(out, k);
+            util::append_dump_string(out, k);
             out += ": ";
             append_py_dumps(out, x);
             first = false;
@@ -91,7 +86,7 @@ void append_py_dumps(std::string& out, const ordered_json& v) {
         out += ']';
         return;
     case ordered_json::value_t::string:
-        append_py_string(out, v.get_ref<const std::string&>());
+        util::append_dump_string(out, v.get_ref<const std::string&>());
         return;
     case ordered_json::value_t::number_float:
         out += util::python_float_repr(v.get<double>());
@@ -108,10 +103,9 @@ std::string py_dumps(const ordered_json& v) {
 }
 
 // lm-eval's doc_hash input: json.dumps(doc, indent=2, ensure_ascii=False)
-// for a doc of two strings.
-std::string doc_dump(std::string_view question, std::string_view answer) {
-    return "{\n  \"question\": " + py_string(question) + ",\n  \"answer\": " + py_string(answer) +
-           "\n}";
+// for a doc of two strings, given as py_string wrote them.
+std::string doc_dump(std::string_view question_json, std::string_view answer_json) {
+    return fmt::format("{{\n  \"question\": {},\n  \"answer\": {}\n}}", question_json, answer_json);
 }
 
 // `s` as part of a file name: ASCII letters, digits, '.' and '-' as they
@@ -199,19 +193,20 @@ util::Result<void> append_lines(const store::AnsweredRequest& row, int max_token
     // {doc_id, doc, target, arguments, resps, filtered_resps, filter,
     // metrics, doc_hash, prompt_hash, target_hash, exact_match} as
     // json.dumps writes it (", " and ": " separators).
+    const auto question = py_string(row.question);
     const auto answer = py_string(row.answer);
-    std::string head = fmt::format("{{\"doc_id\": {}, \"doc\": {{\"question\": ", row.question_idx);
-    append_py_string(head, row.question);
-    head += ", \"answer\": " + answer + "}, \"target\": " + answer + ", \"arguments\": ";
+    std::string head =
+        fmt::format("{{\"doc_id\": {}, \"doc\": {{\"question\": {}, \"answer\": {}}}, "
+                    "\"target\": {}, \"arguments\": ",
+                    row.question_idx, question, answer, answer);
     append_py_dumps(head, args);
     head += ", \"resps\": [[";
-    append_py_string(head, row.text);
+    util::append_dump_string(head, row.text);
     head += "]], \"filtered_resps\": [";
     const auto hashes = fmt::format(
         ", \"metrics\": [\"exact_match\"], \"doc_hash\": \"{}\", \"prompt_hash\": \"{}\", "
         "\"target_hash\": \"{}\", \"exact_match\": ",
-        util::sha256_hex(doc_dump(row.question, row.answer)), prompt_hash,
-        util::sha256_hex(row.answer));
+        util::sha256_hex(doc_dump(question, answer)), prompt_hash, util::sha256_hex(row.answer));
     for (size_t i = 0; i < std::size(k_filters); ++i) {
         const auto& [filter, scorer] = k_filters[i];
         const auto& verdict = row.verdicts.at(i);
@@ -222,9 +217,9 @@ util::Result<void> append_lines(const store::AnsweredRequest& row, int max_token
                                           row.response_id, scorer, db_path));
         }
         text += head;
-        append_py_string(text, verdict->extracted);
+        util::append_dump_string(text, verdict->extracted);
         text += "], \"filter\": ";
-        append_py_string(text, filter);
+        util::append_dump_string(text, filter);
         text += hashes;
         text += util::python_float_repr(verdict->correct ? 1.0 : 0.0);
         text += "}\n";
