@@ -24,11 +24,11 @@ public:
     enum class Wait { no, yes };
 
     // Take the lock of the database at `db_path` for diffeval's `command`
-    // ("run", "merge", ...), once check_db_file finds `db_path` may be a
-    // database written (its error otherwise). Held by another process: a usage error naming
-    // its command, PID and start time, or with Wait::yes poll until it is
-    // free or `stop` is set (then an error saying so). `advice` ends the
-    // message when it is held.
+    // ("run", "merge", ...), once check_db_file finds `db_path` can be a
+    // database to write (its error otherwise). Held by another process: a
+    // usage error naming its command, PID and start time, or with Wait::yes
+    // poll until it is free or `stop` is set (then an error saying so).
+    // `advice` ends the message when it is held.
     static util::Result<RunLock>
     acquire(const std::string& db_path, std::string_view command, Wait wait,
             const std::atomic<bool>* stop,
