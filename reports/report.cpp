@@ -134,25 +134,6 @@ std::string tail_table(const ReportData& data, Style style) {
     return rows.size() > 1 ? render_table(rows, style) : "";
 }
 
-// The probe's comparisons against the baseline (nothing when no probe was
-// sent).
-util::Result<void> add_probes(store::Store& st, ReportData& data) {
-    auto probes = analysis::load_probes(st);
-    if (!probes) {
-        return probes.error();
-    }
-    for (const auto& server : data.results.servers) {
-        if (server == data.baseline) {
-            continue;
-        }
-        auto more = analysis::probe_comparisons(*probes, data.baseline, server, std::nullopt,
-                                                data.comparisons);
-        data.probes.insert(data.probes.end(), more.begin(), more.end());
-    }
-    data.probe_notes = analysis::probe_skipped_notes(*probes, data.results.servers);
-    return {};
-}
-
 namespace {
 
 // One comparison job: B against A under one scorer; its result once run.
@@ -242,7 +223,16 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
 util::Result<ReportData> analyse_for_report(store::Store& st, const std::string& baseline,
                                             const ReportLayout& layout,
                                             const std::array<analysis::ResponseVisitor, 2>& visit) {
-    // 1. Load what is stored.
+    // 1. Load what is stored; the probe's readings on their own connection
+    // meanwhile.
+    auto probes_read =
+        std::async(std::launch::async, [path = st.path()]() -> util::Result<analysis::ProbeData> {
+            auto own = store::Store::open(path, store::Store::Mode::read_only);
+            if (!own) {
+                return own.error();
+            }
+            return analysis::load_probes(**own);
+        });
     auto results = analysis::load_results(st, visit);
     if (!results) {
         return results.error();
@@ -270,14 +260,37 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     if (!jobs) {
         return jobs.error();
     }
+    // 4. The decision-point probe's comparisons against the baseline
+    // (none when no probe was sent), beside step 3; the accuracy of the same
+    // servers and framing is attached once both are done.
+    std::vector<analysis::ServerPair> pairs;
+    for (const auto& server : servers) {
+        if (server != data.baseline) {
+            pairs.emplace_back(data.baseline, server);
+        }
+    }
+    struct Probes {
+        std::vector<analysis::ProbeComparison> comparisons;
+        std::vector<std::string> notes;
+    };
+    auto probes_compared = std::async(std::launch::async, [&]() -> util::Result<Probes> {
+        auto probes = probes_read.get();
+        if (!probes) {
+            return probes.error();
+        }
+        return Probes{analysis::probe_comparisons(*probes, pairs, std::nullopt, {}),
+                      analysis::probe_skipped_notes(*probes, servers)};
+    });
     if (auto r = compare_all(st, *jobs, data); !r) {
         return r.error();
     }
-
-    // 4. The decision-point probe, when the run sent it.
-    if (auto r = add_probes(st, data); !r) {
-        return r.error();
+    auto probes = probes_compared.get();
+    if (!probes) {
+        return probes.error();
     }
+    data.probes = std::move(probes->comparisons);
+    data.probe_notes = std::move(probes->notes);
+    analysis::attach_accuracies(data.probes, data.comparisons);
 
     // 5. What the servers said about themselves.
     auto facts = analysis::load_server_facts(st, servers);

@@ -361,26 +361,42 @@ std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std:
                                                const std::optional<std::string>& framing,
                                                const std::vector<Comparison>& accuracy,
                                                const ProbeOptions& options) {
-    std::vector<std::string> framings;
-    for (const auto& [key, series] : data.series) {
-        const auto& [server, f] = key;
-        if (server == a && (!framing || *framing == f) && data.series.count({b, f})) {
-            framings.push_back(f);
+    return probe_comparisons(data, {{a, b}}, framing, accuracy, options);
+}
+
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data,
+                                               const std::vector<ServerPair>& pairs,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options) {
+    struct Job {
+        const ServerPair* pair;
+        std::string framing;
+    };
+    std::vector<Job> jobs;
+    for (const auto& pair : pairs) {
+        for (const auto& [key, series] : data.series) {
+            const auto& [server, f] = key;
+            if (server == pair.first && (!framing || *framing == f) &&
+                data.series.count({pair.second, f})) {
+                jobs.push_back({&pair, f});
+            }
         }
     }
-    // Each framing's comparison is independent and seeded alike, so the
-    // machine's second core takes every other one (10,000 bootstrap
-    // resamples and sign-flips of every question each); the results are
-    // the same as one after the other.
-    std::vector<util::Result<ProbeComparison>> done(framings.size(), ProbeComparison{});
+    // Each comparison is independent and seeded alike, so the machine's
+    // second core takes every other one (10,000 bootstrap resamples and
+    // sign-flips of every question each); the results are the same as one
+    // after the other.
+    std::vector<util::Result<ProbeComparison>> done(jobs.size(), ProbeComparison{});
     std::atomic<size_t> next{0};
     auto work = [&] {
-        for (size_t i = next++; i < framings.size(); i = next++) {
-            done[i] = compare_probes(data, a, b, framings[i], options);
+        for (size_t i = next++; i < jobs.size(); i = next++) {
+            done[i] = compare_probes(data, jobs[i].pair->first, jobs[i].pair->second,
+                                     jobs[i].framing, options);
         }
     };
     std::future<void> other;
-    if (framings.size() > 1) {
+    if (jobs.size() > 1) {
         other = std::async(std::launch::async, work);
     }
     work();
@@ -388,20 +404,26 @@ std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std:
         other.get();
     }
     std::vector<ProbeComparison> out;
-    for (size_t i = 0; i < framings.size(); ++i) {
-        auto& c = done[i];
-        if (!c) {
-            continue;
+    for (auto& c : done) {
+        if (c) {
+            out.push_back(std::move(*c));
         }
+    }
+    attach_accuracies(out, accuracy);
+    return out;
+}
+
+void attach_accuracies(std::vector<ProbeComparison>& probes,
+                       const std::vector<Comparison>& accuracy) {
+    for (auto& probe : probes) {
         for (const auto& acc : accuracy) {
-            if (acc.a.server == a && acc.b.server == b && acc.a.framing == framings[i]) {
-                attach_accuracy(*c, acc);
+            if (acc.a.server == probe.a && acc.b.server == probe.b &&
+                acc.a.framing == probe.framing) {
+                attach_accuracy(probe, acc);
                 break;
             }
         }
-        out.push_back(std::move(*c));
     }
-    return out;
 }
 
 std::vector<std::string> probe_skipped_notes(const ProbeData& data,

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace diffeval::analysis {
@@ -134,6 +135,22 @@ std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std:
                                                const std::optional<std::string>& framing,
                                                const std::vector<Comparison>& accuracy,
                                                const ProbeOptions& options = {});
+
+// Servers A and B of one probe comparison.
+using ServerPair = std::pair<std::string, std::string>;
+
+// The same for every pair, in their order: one call shares the comparisons
+// of them all between the machine's two cores.
+std::vector<ProbeComparison> probe_comparisons(const ProbeData& data,
+                                               const std::vector<ServerPair>& pairs,
+                                               const std::optional<std::string>& framing,
+                                               const std::vector<Comparison>& accuracy,
+                                               const ProbeOptions& options = {});
+
+// attach_accuracy for each of `probes`: the first of `accuracy` on the same
+// servers and framing, if any.
+void attach_accuracies(std::vector<ProbeComparison>& probes,
+                       const std::vector<Comparison>& accuracy);
 
 // One line per server among `servers` whose engine answered probes without
 // log-probabilities: the probe is skipped for it.

@@ -275,3 +275,61 @@ TEST(ProbeDirection, IntervalAndPValueAreTheSeededDrawsTakenOneAtATime) {
     // changes the count.
     EXPECT_GT(c->direction.p_value, 0.5);
 }
+
+// The report compares every server with the baseline in one call, shared
+// between two threads: the same comparisons, in the same order (server,
+// then framing), as one call a server, each with the accuracy comparison
+// of its own servers and framing attached, and none for a pair without
+// readings on both sides.
+TEST(ProbeComparisons, EveryPairAtOnceIsEachPairInTurn) {
+    ProbeData d;
+    d.probe = "think-open";
+    const std::vector<std::string> framings = {"chat", "raw"};
+    for (const auto& f : framings) {
+        const double fs = f == "raw" ? 0.3 : 0.0;
+        d.series[{"a", f}] = series(20, 2, [](int i, int) { return base(i); });
+        d.series[{"b", f}] = series(20, 2, [&](int i, int) { return base(i) + fs + 0.1; });
+        d.series[{"c", f}] =
+            series(20, 2, [&](int i, int) { return base(i) - fs + 0.2 * std::sin(i); });
+    }
+    d.series[{"d", "raw"}] = series(20, 2, [](int i, int) { return base(i) + 1; });
+    ProbeOptions options;
+    options.resamples = 501;
+
+    auto accuracy_of = [](const std::string& b, const std::string& framing, double acc_b) {
+        Comparison c;
+        c.a = {"a", framing, 256};
+        c.b = {b, framing, 256};
+        c.accuracy_a = 0.9;
+        c.accuracy_b = acc_b;
+        return c;
+    };
+    const std::vector<Comparison> accuracy = {
+        accuracy_of("b", "raw", 0.8), accuracy_of("c", "chat", 0.7), accuracy_of("b", "raw", 0.1)};
+
+    const std::vector<ServerPair> pairs = {{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "e"}};
+    auto all = probe_comparisons(d, pairs, std::nullopt, accuracy, options);
+    std::vector<ProbeComparison> each;
+    for (const auto& [a, b] : pairs) {
+        auto more = probe_comparisons(d, a, b, std::nullopt, accuracy, options);
+        each.insert(each.end(), more.begin(), more.end());
+    }
+    ASSERT_EQ(all.size(), 5u); // b and c on both framings, d on raw, e on none
+    ASSERT_EQ(each.size(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(all[i].b, each[i].b);
+        EXPECT_EQ(all[i].framing, each[i].framing);
+        EXPECT_EQ(to_json(all[i]).dump(), to_json(each[i]).dump());
+    }
+    EXPECT_EQ(all[0].b + "/" + all[0].framing, "b/chat");
+    EXPECT_EQ(all[1].b + "/" + all[1].framing, "b/raw");
+    EXPECT_EQ(all[4].b + "/" + all[4].framing, "d/raw");
+    // The first accuracy comparison of the same servers and framing.
+    EXPECT_FALSE(all[0].accuracy);
+    ASSERT_TRUE(all[1].accuracy);
+    EXPECT_NEAR(all[1].accuracy->diff, -0.1, 1e-12);
+    ASSERT_TRUE(all[2].accuracy);
+    EXPECT_NEAR(all[2].accuracy->diff, -0.2, 1e-12);
+    EXPECT_FALSE(all[3].accuracy);
+}
