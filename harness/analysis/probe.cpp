@@ -103,18 +103,12 @@ double sign_flip_p(const std::vector<double>& d, const ProbeOptions& o, bool& ex
     return static_cast<double>(extreme + 1) / static_cast<double>(o.resamples + 1);
 }
 
-// One-sided sign test: P(X >= pos) for X ~ Binomial(pos + neg, 1/2).
+// One-sided sign test: P(X >= pos) for X ~ Binomial(pos + neg, 1/2). Not
+// through std::lgamma: the report compares probes on two threads, and glibc's
+// lgamma writes the global `signgam` (ThreadSanitizer reported the race).
 double sign_test_p(int64_t pos, int64_t neg) {
-    const int64_t m = pos + neg;
-    if (m == 0) {
-        return 1.0;
-    }
-    double p = 0;
-    for (int64_t k = pos; k <= m; ++k) {
-        p += std::exp(std::lgamma(m + 1.0) - std::lgamma(k + 1.0) - std::lgamma(m - k + 1.0) -
-                      static_cast<double>(m) * std::log(2.0));
-    }
-    return std::min(1.0, p);
+    return binomial_half_at_least(static_cast<std::uint64_t>(pos),
+                                  static_cast<std::uint64_t>(pos + neg));
 }
 
 std::optional<int64_t> at_least_min(double n) {

@@ -274,6 +274,22 @@ McNemarResult mcnemar(std::uint64_t b, std::uint64_t c) {
     return result;
 }
 
+double binomial_half_at_least(std::uint64_t k, std::uint64_t n) {
+    if (k == 0) {
+        return 1.0;
+    }
+    if (k > n) {
+        return 0.0;
+    }
+    // By symmetry P(X >= k) = P(X <= n - k): a lower tail summed from its
+    // point when n - k is at most the middle, else one minus the lower tail
+    // below k, which then is.
+    if (const std::uint64_t j = n - k; 2 * j <= n) {
+        return std::min(1.0, binomial_half_pmf(j, n) * lower_tail_over_point(j, n));
+    }
+    return 1.0 - binomial_half_pmf(k - 1, n) * lower_tail_over_point(k - 1, n);
+}
+
 util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
                                                  std::span<const double> b,
                                                  const BootstrapOptions& options) {

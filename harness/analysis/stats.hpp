@@ -44,6 +44,11 @@ struct McNemarResult {
 // p_mid = min(1, 2 (P(X <= k) - P(X = k) / 2)). No discordant pairs gives p = 1.
 McNemarResult mcnemar(std::uint64_t b, std::uint64_t c);
 
+// P(X >= k) for X ~ Binomial(n, 1/2): the one-sided sign test's p-value for k
+// positive signs of n. Safe to call from several threads (std::lgamma is not:
+// glibc's writes the global `signgam`).
+double binomial_half_at_least(std::uint64_t k, std::uint64_t n);
+
 // How a bootstrap interval is drawn.
 struct BootstrapOptions {
     std::uint32_t resamples = k_default_resamples; // at least 1
