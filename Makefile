@@ -16,8 +16,11 @@ SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ 
 	-DDIFFEVAL_SANITIZE=ON -DDIFFEVAL_FUZZ=ON
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS ?=
+# ThreadSanitizer needs a tree of its own (it cannot share objects with
+# AddressSanitizer); only the diffeval binary is built in it.
+TSAN_DIR ?= build-tsan
 
-.PHONY: all deps build demo demo-engine test test-sanitize fuzz bench clean
+.PHONY: all deps build demo demo-engine test test-sanitize fuzz tsan-smoke bench clean
 
 all: build
 
@@ -63,6 +66,16 @@ fuzz: deps
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
 	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# The commands that run several threads (the demo, a run against a failing
+# simulator, its resume and report, a run stopped by SIGINT, the official demo
+# when GSM8K_DIR is set), with a ThreadSanitizer build: any race fails it.
+tsan-smoke: deps
+	@scripts/install-deps.sh --fuzz
+	@cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+		-DDIFFEVAL_TSAN=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target diffeval
+	@scripts/tsan-smoke.sh $(TSAN_DIR)/diffeval
+
 bench: build
 	$(BUILD_DIR)/bench_run_engine
 	$(BUILD_DIR)/bench_report
@@ -72,4 +85,4 @@ bench: build
 	else echo "bench/goals.sh: set GSM8K_DIR to the official GSM8K directory for the figures beside their goals"; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(SANITIZE_DIR) $(FUZZ_DIR) $(TSAN_DIR)
