@@ -23,6 +23,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=../scripts/sim-listening.sh
+. "$here/../scripts/sim-listening.sh"
 
 row() { printf '%-58s %16s   %s\n' "$1" "$2" "$3"; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -35,11 +37,7 @@ start_sim() {
     rm -f "$work/sim.out"
     taskset -c 0 "$bin" sim --port 0 --dataset "$test_set" "$@" >"$work/sim.out" 2>&1 &
     sim_pid=$!
-    for _ in $(seq 200); do
-        grep -q listening "$work/sim.out" 2>/dev/null && break
-        sleep 0.05
-    done
-    url=$(sed -n 's/.* listening on //p' "$work/sim.out")
+    url=$(wait_listening "$work/sim.out")
 }
 
 # Run the client on CPU 1: client DB ARGS...; leaves "wall user sys maxrss_kb" in $work/time.

@@ -25,6 +25,8 @@ else
 fi
 work=$(mktemp -d)
 trap 'kill "$sim_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+# shellcheck source=../scripts/sim-listening.sh
+. "$(dirname "$0")/../scripts/sim-listening.sh"
 
 # user+sys clock ticks of process $1
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -32,11 +34,7 @@ hz=$(getconf CLK_TCK)
 
 taskset -c 0 "$sim_bin" sim --port 0 --dataset "$dataset" >"$work/sim.out" 2>&1 &
 sim_pid=$!
-for _ in $(seq 100); do
-    grep -q listening "$work/sim.out" 2>/dev/null && break
-    sleep 0.05
-done
-url=$(sed -n 's/.* listening on //p' "$work/sim.out")
+url=$(wait_listening "$work/sim.out")
 
 printf '%-12s %8s %10s %14s %14s %9s %9s\n' concurrency requests wall_s client_us/req \
     sim_us/req p50_ms p99_ms

@@ -11,11 +11,9 @@ set -euo pipefail
 bin=$(realpath "$1")
 work=$(mktemp -d)
 sim_pid=
-cleanup() {
-    [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
+trap '[ -z "$sim_pid" ] || kill "$sim_pid" 2>/dev/null; rm -rf "$work"' EXIT
+# shellcheck source=sim-listening.sh
+. "$(dirname "$0")/sim-listening.sh"
 
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 # Kernels that randomise mmap with more bits than clang 14's ThreadSanitizer
@@ -27,20 +25,25 @@ if "$bin" --version 2>&1 | grep -q "unexpected memory mapping"; then
 fi
 
 failed=0
-# check NAME ALLOWED_CODES CMD...: runs CMD under ThreadSanitizer; a report
-# or an exit code outside ALLOWED_CODES (e.g. "0 1") fails it.
+# judge NAME ALLOWED_CODES RC OUTPUT: a ThreadSanitizer report in the file
+# OUTPUT, or an exit code RC outside ALLOWED_CODES (e.g. "0 1"), fails NAME.
+judge() {
+    local name=$1 allowed=$2 rc=$3 output=$4
+    if grep -q "ThreadSanitizer" "$output" || [[ " $allowed " != *" $rc "* ]]; then
+        echo "tsan-smoke: $name: FAILED (exit $rc)"
+        grep -A40 "ThreadSanitizer" "$output" | head -80 || tail -20 "$output"
+        failed=1
+    else
+        echo "tsan-smoke: $name: no race reported (exit $rc)"
+    fi
+}
+# check NAME ALLOWED_CODES CMD...: runs CMD under ThreadSanitizer and judges it.
 check() {
     local name=$1 allowed=$2
     shift 2
     local rc=0
     "${prefix[@]}" "$@" >"$work/out" 2>&1 || rc=$?
-    if grep -q "ThreadSanitizer" "$work/out" || [[ " $allowed " != *" $rc "* ]]; then
-        echo "tsan-smoke: $name: FAILED (exit $rc)"
-        grep -A40 "ThreadSanitizer" "$work/out" | head -80 || tail -20 "$work/out"
-        failed=1
-    else
-        echo "tsan-smoke: $name: no race reported (exit $rc)"
-    fi
+    judge "$name" "$allowed" "$rc" "$work/out"
 }
 
 check "demo (sample set)" "0" "$bin" demo --out "$work/demo"
@@ -51,11 +54,7 @@ check "demo (sample set)" "0" "$bin" demo --out "$work/demo"
     --stall-ms 300 --fault-malformed-json 0.05 --fault-stream-error 0.05 --fault-markup 0.05 \
     >"$work/sim.out" 2>&1 &
 sim_pid=$!
-for _ in $(seq 200); do
-    grep -q listening "$work/sim.out" 2>/dev/null && break
-    sleep 0.05
-done
-url=$(sed -n 's/.* listening on //p' "$work/sim.out")
+url=$(wait_listening "$work/sim.out")
 [ -n "$url" ] || { echo "tsan-smoke: the simulator did not start"; cat "$work/sim.out"; exit 1; }
 faulty=("$bin" run --server "s=$url" --dataset sample --db "$work/faulty.sqlite" --quiet
         --concurrency 256 --timeout 0.2 --retries 1 --repeats 2 --probe think-open --stream)
@@ -71,21 +70,13 @@ sleep 2
 kill -INT "$run_pid" 2>/dev/null || true
 rc=0
 wait "$run_pid" || rc=$?
-if grep -q "ThreadSanitizer" "$work/out" || [[ " 0 1 130 " != *" $rc "* ]]; then
-    echo "tsan-smoke: run stopped by SIGINT: FAILED (exit $rc)"
-    grep -A40 "ThreadSanitizer" "$work/out" | head -80 || tail -20 "$work/out"
-    failed=1
-else
-    echo "tsan-smoke: run stopped by SIGINT: no race reported (exit $rc)"
-fi
+judge "run stopped by SIGINT" "0 1 130" "$rc" "$work/out"
 kill "$sim_pid" 2>/dev/null || true
-wait "$sim_pid" 2>/dev/null || true
+rc=0
+wait "$sim_pid" 2>/dev/null || rc=$?
 sim_pid=
-if grep -q "ThreadSanitizer" "$work/sim.out"; then
-    echo "tsan-smoke: simulator: FAILED"
-    grep -A40 "ThreadSanitizer" "$work/sim.out" | head -80
-    failed=1
-fi
+# It exits 0 on SIGTERM (143: killed before its handler was set).
+judge "simulator" "0 143" "$rc" "$work/sim.out"
 
 if [ -n "${GSM8K_DIR:-}" ] && [ -f "$GSM8K_DIR/test.jsonl" ]; then
     check "demo (official set)" "0" "$bin" demo --dataset "$GSM8K_DIR/test.jsonl" \
