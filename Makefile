@@ -67,8 +67,9 @@ fuzz: deps
 	@scripts/fuzz.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The commands that run several threads (the demo, a run against a failing
-# simulator, its resume and report, a run stopped by SIGINT, the official demo
-# when GSM8K_DIR is set), with a ThreadSanitizer build: any race fails it.
+# simulator, its resume and report, a run stopped by SIGINT, the simulator, the
+# official demo when GSM8K_DIR is set), with a ThreadSanitizer build: any race
+# fails it.
 tsan-smoke: deps
 	@scripts/install-deps.sh --fuzz
 	@cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
