@@ -232,16 +232,24 @@ Script build_script(const Profile& profile, const QuestionBank& bank, const Pars
 }
 
 // The earliest stop string (in list order, as vLLM checks them) that ends
-// within the characters [new_begin, end) of `text`.
+// within the characters [new_begin, end) of `text`, as text.substr(0, end)
+// searched for each from where it could start would find it. `next[i]` is
+// where stop string i first occurs at or after an earlier call's start, or
+// npos: the calls' `new_begin` only grow, so one search serves every token up
+// to the occurrence instead of one search per token and stop string.
 std::optional<std::pair<size_t, size_t>> find_stop(std::string_view text, size_t new_begin,
-                                                   size_t end,
-                                                   const std::vector<std::string>& stop) {
+                                                   size_t end, const std::vector<std::string>& stop,
+                                                   std::vector<size_t>& next) {
     for (size_t i = 0; i < stop.size(); ++i) {
         const auto& s = stop[i];
-        size_t from = new_begin + 1 > s.size() ? new_begin + 1 - s.size() : 0;
-        size_t at = text.substr(0, end).find(s, from);
-        if (at != std::string_view::npos) {
-            return std::make_pair(i, at);
+        const size_t from = new_begin + 1 > s.size() ? new_begin + 1 - s.size() : 0;
+        if (next[i] != std::string_view::npos && next[i] < from) {
+            next[i] = text.find(s, from);
+        }
+        // The first occurrence from `from` on is the one the search within
+        // [0, end) finds, when it ends by `end`; a later one ends later.
+        if (next[i] != std::string_view::npos && next[i] + s.size() <= end) {
+            return std::make_pair(i, next[i]);
         }
     }
     return std::nullopt;
@@ -255,6 +263,11 @@ void cut(const Script& s, const ParsedRequest& req, Generation& g) {
     g.stop_reason = nullptr;
     if (req.max_tokens <= 0) {
         return;
+    }
+    std::vector<size_t> next_stop;
+    next_stop.reserve(req.stop.size());
+    for (const auto& str : req.stop) {
+        next_stop.push_back(std::string_view(s.text).find(str));
     }
     while (true) {
         if (pos >= s.text.size()) {
@@ -274,7 +287,7 @@ void cut(const Script& s, const ParsedRequest& req, Generation& g) {
         size_t begin = pos;
         pos += len;
         ++count;
-        if (auto hit = find_stop(s.text, begin, pos, req.stop)) {
+        if (auto hit = find_stop(s.text, begin, pos, req.stop, next_stop)) {
             const auto& str = req.stop[hit->first];
             g.finish_reason = "stop";
             g.stop_reason = str;

@@ -205,6 +205,67 @@ TEST(SimGenerate, UnknownQuestionsGetAPlausibleAnswer) {
     EXPECT_NE(g.content->find("#### 7"), std::string::npos) << *g.content;
 }
 
+// vLLM checks the stop strings after each token, in list order, for one that
+// ends in the characters that token added; the first found cuts the text
+// where it starts. The simulator's cut is checked here against that rule
+// written out plainly, one search per token and stop string, on the same
+// answer generated without stop strings.
+TEST(SimGenerate, StopStringsCutWhereThePerTokenCheckWould) {
+    datasets::Dataset empty;
+    QuestionBank bank(empty);
+    Profile p = load_profile("default").value();
+    json body = {{"messages",
+                  {{{"role", "user"}, {"content", "Tom has 4 cats and 3 dogs. How many pets?"}}}},
+                 {"chat_template_kwargs", {{"enable_thinking", false}}},
+                 {"max_tokens", 200}};
+    const Generation whole = generate(p, bank, body, Endpoint::chat, 0);
+    ASSERT_EQ(whole.finish_reason, "stop");
+    ASSERT_GT(whole.token_spans.size(), 10u);
+    const std::string_view out = whole.output;
+    const std::vector<std::vector<std::string>> lists = {
+        {"7"},       {"#### 7", "7"}, {"7", "#### 7"},  {"4", "3"},         {"3", "4"},
+        {" ", "a"},  {"ss", "s"},     {"<<4+3", "+"},   {"amounts", "two"}, {"zzz"},
+        {"#", "##"}, {"\n", "s"},     {"=7>>7", "7>>"},
+    };
+    int stopped = 0;
+    for (const auto& stops : lists) {
+        // The rule: after token k (characters [begin, end)), the first stop
+        // string in list order found in out[0, end) at or after the first
+        // place from which it could end past `begin`.
+        std::optional<std::pair<std::string, size_t>> expected;
+        size_t tokens = 0;
+        for (const auto& [offset, length] : whole.token_spans) {
+            ++tokens;
+            const size_t begin = offset;
+            const size_t end = offset + length;
+            for (const auto& s : stops) {
+                const size_t from = begin + 1 > s.size() ? begin + 1 - s.size() : 0;
+                if (size_t at = out.substr(0, end).find(s, from); at != std::string_view::npos) {
+                    expected = {s, at};
+                    break;
+                }
+            }
+            if (expected) {
+                break;
+            }
+        }
+        body["stop"] = stops;
+        const Generation g = generate(p, bank, body, Endpoint::chat, 0);
+        const std::string list = json(stops).dump();
+        if (!expected) {
+            EXPECT_EQ(g.text, whole.text) << list;
+            EXPECT_TRUE(g.stop_reason.is_null()) << list;
+            continue;
+        }
+        ++stopped;
+        EXPECT_EQ(g.finish_reason, "stop") << list;
+        EXPECT_EQ(g.stop_reason, expected->first) << list;
+        EXPECT_EQ(g.text, std::string(out.substr(0, expected->second))) << list;
+        EXPECT_EQ(static_cast<size_t>(g.completion_tokens), tokens) << list;
+    }
+    EXPECT_EQ(stopped, static_cast<int>(lists.size()) - 1) << out; // all but "zzz" stop it
+}
+
 TEST(SimGenerate, ProfilesShareTheQuestionLatents) {
     // deepgemm reasons on (nearly) every question default reasons on.
     auto ds = datasets::open_dataset("sample");
