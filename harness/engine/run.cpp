@@ -313,16 +313,12 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave
-// (`limits`) where the log says nothing; null when there are none. Conflicts
-// are printed to `log` under server `name`.
-nlohmann::json server_facts(const std::string& name, const std::string& log_text,
-                            const ServerLimits& limits, std::ostream& log) {
+// (`limits`) where the log says nothing; nullopt when there are none.
+std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& log_text,
+                                                           const ServerLimits& limits) {
     std::optional<fingerprint::Fingerprint> fp;
     if (auto found = fingerprint::fingerprint_log(log_text); found && !found->facts.empty()) {
         fp = std::move(*found);
-        for (const auto& c : fp->conflicts) {
-            log << fmt::format("server '{}': CONFLICT {}: {}\n", name, c.name, c.message);
-        }
     }
     // What /props said counts like what the log said; the log wins where
     // both speak.
@@ -333,11 +329,52 @@ nlohmann::json server_facts(const std::string& name, const std::string& log_text
     for (const auto& [k, v] : props_facts.items()) {
         fp->facts.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
     }
-    return fp ? fingerprint::to_json(*fp) : nlohmann::json(nullptr);
+    return fp;
+}
+
+// What server `si` is now, as record_server stores it: its model, what
+// preflight learned (`info`), its fingerprint `fp` (redacted).
+store::ServerIdentity identity_now(const RunContext& ctx, size_t si, const ServerInfo& info,
+                                   const std::optional<fingerprint::Fingerprint>& fp) {
+    const auto& redactor = ctx.inputs.redactor;
+    return store::server_identity(ctx.configured_model(si).value_or(info.served_model.value_or("")),
+                                  redactor.redacted(info.info.dump()),
+                                  fp ? redactor.redacted(fingerprint::to_json(*fp).dump())
+                                     : std::string());
+}
+
+// A usage error when `db` holds responses under server `si`'s name from
+// another server: the model, the version or a fingerprint fact both know
+// differs (as merge compares them). Resumed, the run would count this
+// server's answers with theirs in one group, and the database would say the
+// newer server gave them all. `log_text` is the server's log so far.
+util::Result<void> check_same_server(const RunContext& ctx, size_t si, const ServerInfo& info,
+                                     store::Store& db, const std::string& log_text) {
+    const auto& name = ctx.config.servers[si].name;
+    auto stored = db.answered_server(name);
+    if (!stored) {
+        return stored.error();
+    }
+    if (!*stored) {
+        return {};
+    }
+    const auto now = identity_now(ctx, si, info, server_fingerprint(log_text, info.limits));
+    const auto d = store::first_difference(**stored, now);
+    if (!d) {
+        return {};
+    }
+    return make_error(ErrorKind::usage,
+                      fmt::format("server '{}' has {} {}, but the responses {} holds under that "
+                                  "name came from a server with {}; counting its answers with "
+                                  "theirs would mix two servers in one group: give it another "
+                                  "name, or another --db",
+                                  name, d->what, util::one_line(d->b, 200), ctx.config.db,
+                                  util::one_line(d->a, 200)));
 }
 
 // Records in `db` what server `si` is, from preflight (`info`), and its log
-// (`log_path`, `log_text`) with the facts fingerprinting finds in it.
+// (`log_path`, `log_text`) with the facts fingerprinting finds in it; the
+// conflicts among them are printed.
 util::Result<void> record_server(const RunContext& ctx, size_t si, const ServerInfo& info,
                                  store::Store& db, const std::string& log_path,
                                  const std::string& log_text) {
@@ -349,12 +386,17 @@ util::Result<void> record_server(const RunContext& ctx, size_t si, const ServerI
     if (auto r = db.put_server(row); !r) {
         return r;
     }
-    const auto facts = server_facts(spec.name, log_text, info.limits, ctx.log);
-    if (log_text.empty() && facts.is_null()) {
+    const auto fp = server_fingerprint(log_text, info.limits);
+    if (fp) {
+        for (const auto& c : fp->conflicts) {
+            ctx.log << fmt::format("server '{}': CONFLICT {}: {}\n", spec.name, c.name, c.message);
+        }
+    }
+    if (log_text.empty() && !fp) {
         return util::Result<void>{};
     }
     return db.put_server_log(spec.name, log_path, redactor.redacted(log_text),
-                             facts.is_null() ? "" : redactor.redacted(facts.dump()));
+                             fp ? redactor.redacted(fingerprint::to_json(*fp).dump()) : "");
 }
 
 // The phases: all servers at once, or one at a time (--sequential-servers).
@@ -426,6 +468,18 @@ util::Result<Next> check_launched(const RunContext& ctx, const std::vector<size_
             if (!r || *r == Next::stop) {
                 return r;
             }
+        }
+        if (auto r = check_same_server(ctx, si, st.infos[si], st.db,
+                                       st.launched.servers[si]->log_text());
+            !r) {
+            // Not recorded on the way out: the database goes on saying
+            // what the server its responses came from was. Ending the
+            // object stops the server, unless it is to be kept.
+            if (ctx.config.keep_servers) {
+                st.launched.servers[si]->release();
+            }
+            st.launched.servers[si].reset();
+            return r.error();
         }
     }
     return Next::go_on;
@@ -630,6 +684,16 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     // runs.
     if (auto r = db.check_references(false); !r) {
         return r.error();
+    }
+    // A server diffeval does not launch is what it is already: one that is
+    // not the server whose responses its name holds is refused before the
+    // run is recorded. A launched one is checked once it is up.
+    for (size_t si = 0; si < servers.size(); ++si) {
+        if (config.servers[si].launch.empty()) {
+            if (auto r = check_same_server(ctx, si, infos[si], db, attached_logs[si]); !r) {
+                return r.error();
+            }
+        }
     }
     auto run_id = record_run(ctx, db);
     if (!run_id) {

@@ -8,7 +8,7 @@
 // (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
 
-#include <harness/fingerprint/fingerprint.hpp>
+#include <harness/store/server_identity.hpp>
 #include <harness/store/sqlite.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
@@ -74,27 +74,20 @@ std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_co
     return out;
 }
 
-// The first fingerprint fact a server of `src` and main's server of that
-// name both hold with two values: its name, the fact, main's value and
-// src's; empty when none. Each is read back as every reader reads it
-// (fingerprint_from_json), so a fact an older diffeval stored in the
-// server's own words (llama.cpp's build "11669 (Debian)") matches the same
-// fact stored in its one form ("b11669-Debian").
-std::vector<std::string> differing_fact(sqlite3* db) {
-    Statement st(db, "SELECT s.name, m.facts_json, s.facts_json FROM src.servers s "
-                     "JOIN main.servers m ON m.name = s.name "
-                     "WHERE m.facts_json IS NOT NULL AND s.facts_json IS NOT NULL ORDER BY s.name");
+// The first server `src` and main both hold under one name whose rows
+// differ (first_difference): its name, what differs, main's value and src's;
+// empty when none.
+std::vector<std::string> differing_server(sqlite3* db) {
+    Statement st(db, "SELECT s.name, m.model, m.info_json, m.facts_json, s.model, s.info_json, "
+                     "s.facts_json FROM src.servers s JOIN main.servers m ON m.name = s.name "
+                     "ORDER BY s.name");
     while (st.step()) {
-        auto a = fingerprint::fingerprint_from_json(st.column_text(1));
-        auto b = fingerprint::fingerprint_from_json(st.column_text(2));
-        if (!a || !b) {
-            continue;
-        }
-        for (const auto& [fact, value] : a->facts) {
-            auto other = b->facts.find(fact);
-            if (other != b->facts.end() && other->second != value) {
-                return {st.column_text(0), "fingerprint fact " + fact, value, other->second};
-            }
+        const auto main_server =
+            server_identity(st.column_text(1), st.column_text(2), st.column_text(3));
+        const auto src_server =
+            server_identity(st.column_text(4), st.column_text(5), st.column_text(6));
+        if (auto d = first_difference(main_server, src_server)) {
+            return {st.column_text(0), d->what, d->a, d->b};
         }
     }
     return {};
@@ -102,24 +95,7 @@ std::vector<std::string> differing_fact(sqlite3* db) {
 
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
-    // A server is what it served: its model, its version, and each fact its
-    // log showed, each compared when both files know it. URLs may differ
-    // (shards on different machines), and so may the facts one file knows
-    // and the other does not: a shard whose server diffeval launched has
-    // its log's, one attached to a running server only /props's.
-    auto server = first_row(db,
-                            "WITH pairs AS (SELECT s.name, "
-                            "nullif(m.model, '') AS ma, nullif(s.model, '') AS mb, "
-                            "json_extract(m.info_json, '$.version') AS va, "
-                            "json_extract(s.info_json, '$.version') AS vb "
-                            "FROM src.servers s JOIN main.servers m ON m.name = s.name) "
-                            "SELECT name, 'model', ma, mb FROM pairs WHERE ma != mb "
-                            "UNION ALL SELECT name, 'version', va, vb FROM pairs WHERE va != vb "
-                            "LIMIT 1",
-                            4);
-    if (server.empty()) {
-        server = differing_fact(db);
-    }
+    auto server = differing_server(db);
     if (!server.empty()) {
         return fmt::format("server '{}' has {} {} there but {} here; give different runs "
                            "different server names",

@@ -1191,6 +1191,24 @@ util::Result<void> Store::put_server(const ServerRow& s) {
     return {};
 }
 
+util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::string& name) {
+    std::lock_guard turn(m_turn);
+    Statement st(m_db.handle(),
+                 "SELECT model, info_json, facts_json FROM servers WHERE name = ?1 AND "
+                 "(EXISTS (SELECT 1 FROM requests WHERE server = ?1 AND response_id IS NOT NULL) "
+                 "OR EXISTS (SELECT 1 FROM probe_requests WHERE server = ?1 AND "
+                 "response_id IS NOT NULL))");
+    if (!st.valid() || !st.bind(name).step()) {
+        if (!st.valid() || !st.error().empty()) {
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot read servers: {}", m_db.last_error()));
+        }
+        return std::optional<ServerIdentity>{};
+    }
+    return std::optional<ServerIdentity>{
+        server_identity(st.column_text(0), st.column_view(1), st.column_text(2))};
+}
+
 util::Result<void> Store::put_server_log(const std::string& name, const std::string& log_path,
                                          const std::string& log_text,
                                          const std::string& facts_json) {

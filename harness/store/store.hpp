@@ -3,6 +3,7 @@
 // gate) read. Opening migrates an older schema forward.
 #pragma once
 
+#include <harness/store/server_identity.hpp>
 #include <harness/store/sqlite.hpp>
 #include <harness/util/result.hpp>
 #include <harness/util/stop_reason.hpp>
@@ -178,6 +179,9 @@ public:
     util::Result<int64_t> mark_stale_runs_killed();
 
     util::Result<void> put_server(const ServerRow& server);
+    // What this database recorded of server `name`, when it holds a response
+    // to one of its requests or probe requests; nullopt otherwise.
+    util::Result<std::optional<ServerIdentity>> answered_server(const std::string& name);
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
     util::Result<void> put_server_log(const std::string& name, const std::string& log_path,
                                       const std::string& log_text, const std::string& facts_json);

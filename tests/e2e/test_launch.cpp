@@ -89,6 +89,20 @@ template <typename F> bool within(std::chrono::milliseconds limit, F done) {
     return true;
 }
 
+// An experiment file at `path` whose server `s` is `diffeval sim` on `port`,
+// launched by a shell that first runs `echoes` (the lines a server's log
+// starts with), for `limit` questions on the raw framing at 64 tokens.
+std::filesystem::path launch_config(const std::filesystem::path& path, int port,
+                                    const std::string& echoes, int limit) {
+    std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = " << limit
+                        << "\n\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+                        << "\"\nshell = true\nlaunch = "
+                        << quoted(echoes + " exec " + e2e::binary() + " sim --port " +
+                                  std::to_string(port))
+                        << "\nready_timeout = 20\n";
+    return path;
+}
+
 // An experiment file in `dir` launching `diffeval sim` on `port` as server
 // `s` at `url`, for `limit` questions on the raw framing.
 std::filesystem::path sim_experiment(const std::filesystem::path& dir, int port,
@@ -383,6 +397,53 @@ TEST(Launch, AttachedLogIsFingerprinted) {
     EXPECT_NE(bad.err.find("no server named 'other'"), std::string::npos) << bad.err;
 }
 
+// A server diffeval attaches to is checked before the run is recorded: its
+// log naming another engine than the one the database's responses under its
+// name came from stops the run with nothing stored changed. What only one
+// side knows is not a difference: without a log, the same server resumes.
+TEST(Launch, AnAttachedServerUnlikeTheOneItsNameAnsweredWithIsRefused) {
+    auto dir = e2e::scratch("attach-other");
+    e2e::Sim a;
+    auto db = dir / "r.sqlite";
+    auto log = [&](const std::string& name, const std::string& version) {
+        auto path = dir / name;
+        std::ofstream(path) << "INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
+                            << version << "\n";
+        return path.string();
+    };
+    const auto old_log = log("old.log", "0.28.0");
+    const auto new_log = log("new.log", "0.29.0");
+    auto run = [&](const std::vector<std::string>& extra, int limit) {
+        std::vector<std::string> args = {
+            "run",       "--server", "s=" + a.url(), "--limit",   std::to_string(limit),
+            "--framing", "raw",      "--db",         db.string(), "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return e2e::run(args);
+    };
+    auto o = run({"--server-log", "s=" + old_log}, 2);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(db);
+    o = run({"--server-log", "s=" + new_log}, 4);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find("server 's' has fingerprint fact engine_version 0.29.0, but the "
+                         "responses " +
+                         db.string() + " holds under that name came from a server with 0.28.0"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(e2e::slurp(db), before);
+    EXPECT_EQ(query(db, "SELECT count(*) || ' ' || (SELECT count(*) FROM runs) FROM responses"),
+              "2 1");
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
+              "0.28.0");
+    o = run({}, 4);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
+    o = run({"--server-log", "s=" + old_log}, 6);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "6");
+}
+
 TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
     // A verbose server writes lines per request for as long as it runs: what
     // is held and stored is its start (the facts fingerprinting reads) and
@@ -441,26 +502,14 @@ TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
 TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
     auto dir = e2e::scratch("launch-twice");
     const int port = e2e::free_port();
-    const auto bin = e2e::binary();
-    auto config = [&](const std::string& name, const std::string& echoes, int limit) {
-        auto path = dir / name;
-        std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = "
-                            << limit
-                            << "\n\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
-                            << "\"\nshell = true\nlaunch = "
-                            << quoted(echoes + " exec " + bin + " sim --port " +
-                                      std::to_string(port))
-                            << "\nready_timeout = 20\n";
-        return path;
-    };
-    const auto first = config("first.toml",
-                              "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server "
-                              "version 0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=1\";",
-                              2);
-    const auto second = config("second.toml",
-                               "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server "
-                               "version 0.29.0\";",
-                               4);
+    const auto first = launch_config(dir / "first.toml", port,
+                                     "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API "
+                                     "server version 0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=1\";",
+                                     2);
+    const auto second = launch_config(dir / "second.toml", port,
+                                      "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API "
+                                      "server version 0.28.0\";",
+                                      4);
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", first.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -471,13 +520,58 @@ TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "4");
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
-              "0.29.0");
+              "0.28.0");
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.use_deep_gemm_env') IS NULL "
                         "FROM servers"),
               "1");
-    EXPECT_EQ(query(db, "SELECT instr(log_text, '0.28.0') FROM servers"), "0");
+    EXPECT_EQ(query(db, "SELECT instr(log_text, 'VLLM_USE_DEEP_GEMM') FROM servers"), "0");
     // The file keeps both launches.
     const auto log = e2e::slurp(dir / "r-logs" / "s.log");
-    EXPECT_NE(log.find("version 0.28.0"), std::string::npos);
-    EXPECT_NE(log.find("version 0.29.0"), std::string::npos);
+    EXPECT_NE(log.find("VLLM_USE_DEEP_GEMM=1"), std::string::npos);
+    EXPECT_NE(log.find("version 0.28.0", log.find("VLLM_USE_DEEP_GEMM=1")), std::string::npos);
+}
+
+// A run resumed into a database whose responses under a server's name came
+// from another server (here a newer engine) would count the two servers'
+// answers in one group and record the newer one as having given them all:
+// it stops once the launched server is up, before anything is sent to it,
+// and the database keeps what it held.
+TEST(Launch, AResumedRunRefusesAnotherServerUnderTheSameName) {
+    auto dir = e2e::scratch("launch-other");
+    const int port = e2e::free_port();
+    const auto old_engine = launch_config(dir / "old.toml", port,
+                                          "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM "
+                                          "API server version 0.28.0\";",
+                                          2);
+    const auto new_engine = launch_config(dir / "new.toml", port,
+                                          "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM "
+                                          "API server version 0.29.0\";",
+                                          4);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", old_engine.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const std::string k_kept = "SELECT (SELECT count(*) FROM responses) || ' ' || "
+                               "(SELECT count(*) FROM requests) || ' ' || "
+                               "(SELECT json_extract(facts_json, '$.facts.engine_version') || ' ' "
+                               "|| length(log_text) FROM servers)";
+    const auto before = query(db, k_kept);
+    EXPECT_EQ(before.substr(0, 4), "2 2 ") << before;
+    o = e2e::run({"run", "--config", new_engine.string(), "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("diffeval: server 's' has fingerprint fact engine_version 0.29.0, but the "
+                         "responses " +
+                         db.string() +
+                         " holds under that name came from a server with 0.28.0; counting its "
+                         "answers with theirs would mix two servers in one group: give it another "
+                         "name, or another --db\n"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, k_kept), before);
+    EXPECT_EQ(query(db, "SELECT group_concat(status, ' ') FROM runs ORDER BY run_id"),
+              "complete failed");
+    // The server it launched was stopped: the port is free for the next one.
+    EXPECT_TRUE(within(std::chrono::seconds(10), [&] { return !listening(port); }));
+    // The engine the database's responses came from resumes the run.
+    o = e2e::run({"run", "--config", old_engine.string(), "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
 }

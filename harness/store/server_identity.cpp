@@ -1,0 +1,50 @@
+// Comparing two rows of one server name; see server_identity.hpp.
+#include <harness/store/server_identity.hpp>
+
+#include <harness/fingerprint/fingerprint.hpp>
+#include <harness/util/untrusted_json.hpp>
+
+#include <nlohmann/json.hpp>
+
+namespace diffeval::store {
+
+ServerIdentity server_identity(std::string model, std::string_view info_json,
+                               std::string facts_json) {
+    ServerIdentity id{std::move(model), "", std::move(facts_json)};
+    const auto info = util::parse_untrusted_json(info_json);
+    if (info.is_object()) {
+        // vLLM answers {"version": "0.11.0"}: its text; another shape as JSON.
+        if (auto v = info.find("version"); v != info.end() && !v->is_null()) {
+            const auto inner = v->is_object() ? v->find("version") : v->end();
+            id.version = v->is_string()                            ? v->get<std::string>()
+                         : inner != v->end() && inner->is_string() ? inner->get<std::string>()
+                                                                   : v->dump();
+        }
+    }
+    return id;
+}
+
+std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b) {
+    if (!a.model.empty() && !b.model.empty() && a.model != b.model) {
+        return ServerDifference{"model", a.model, b.model};
+    }
+    if (!a.version.empty() && !b.version.empty() && a.version != b.version) {
+        return ServerDifference{"version", a.version, b.version};
+    }
+    if (a.facts_json.empty() || b.facts_json.empty()) {
+        return std::nullopt;
+    }
+    const auto fa = fingerprint::fingerprint_from_json(a.facts_json);
+    const auto fb = fingerprint::fingerprint_from_json(b.facts_json);
+    if (!fa || !fb) {
+        return std::nullopt;
+    }
+    for (const auto& [fact, value] : fa->facts) {
+        if (auto other = fb->facts.find(fact); other != fb->facts.end() && other->second != value) {
+            return ServerDifference{"fingerprint fact " + fact, value, other->second};
+        }
+    }
+    return std::nullopt;
+}
+
+} // namespace diffeval::store

@@ -1,0 +1,40 @@
+// What a server row says a server was, compared between two rows of one
+// name: a run resumed into a database (engine/run.cpp) and a file merged
+// into another (merge.cpp) must not put two servers' answers under one name.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace diffeval::store {
+
+// A server as its row of table servers tells it; "" where it says nothing.
+struct ServerIdentity {
+    std::string model;      // servers.model
+    std::string version;    // what GET /version answered (servers.info_json's "version")
+    std::string facts_json; // servers.facts_json
+};
+
+// The identity a row's columns give: `info_json` is read for its "version".
+ServerIdentity server_identity(std::string model, std::string_view info_json,
+                               std::string facts_json);
+
+// One thing two servers of one name both know and hold different values of.
+struct ServerDifference {
+    std::string what; // "model", "version" or "fingerprint fact NAME"
+    std::string a;    // the first server's value
+    std::string b;    // the second's
+};
+
+// The first difference of `a` and `b`: the model, then the version, then
+// each fingerprint fact by name; nullopt when none. Only what both know is
+// compared: URLs differ for the same server restarted or sharded over
+// machines, and so do the facts each knows (a server diffeval launched has
+// its log's, one it attached to only what /props said). Facts are read back
+// as every reader reads them (fingerprint_from_json), so a fact an older
+// diffeval stored in the server's own words ("11669 (Debian)") is the same
+// fact in its one form ("b11669-Debian").
+std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b);
+
+} // namespace diffeval::store
