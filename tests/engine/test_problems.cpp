@@ -154,6 +154,20 @@ TEST(EngineFingerprint, LlamaServerIsRecognisedWithItsBuildSlotsAndKvCache) {
     auto fp = e2e::run({"fingerprint", (dir / "r-logs" / "llama.log").string()});
     EXPECT_EQ(fp.exit_code, 0) << fp.err;
     EXPECT_NE(fp.out.find("llama.cpp server (llamacpp rules)"), std::string::npos) << fp.out;
+    // The same model under the same name with another KV cache type is
+    // another server: the run resumed with it stops once it is up, and the
+    // database still says what gave its responses.
+    server.extra_args = {"-ctk", "f16", "-ctv", "f16", "-fa", "on", "-lv", "4"};
+    std::ofstream(config) << engine_test::experiment(root, {server},
+                                                     outcome_settings(dir, "max_tokens = [8]"));
+    const auto responses = query(db, "SELECT count(*) FROM responses");
+    o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("has fingerprint fact kv_cache_type_k f16, but the responses"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(fact("kv_cache_type_k"), "q8_0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), responses);
 }
 
 // A server diffeval does not launch and whose log it never sees still has
