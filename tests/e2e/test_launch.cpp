@@ -89,6 +89,12 @@ template <typename F> bool within(std::chrono::milliseconds limit, F done) {
     return true;
 }
 
+// The shell command echoing the line vLLM's log states its `version` in.
+std::string vllm_says(const std::string& version) {
+    return "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version " + version +
+           "\";";
+}
+
 // An experiment file at `path` whose server `s` is `diffeval sim` on `port`,
 // launched by a shell that first runs `echoes` (the lines a server's log
 // starts with), for `limit` questions on the raw framing at 64 tokens.
@@ -502,14 +508,9 @@ TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
 TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
     auto dir = e2e::scratch("launch-twice");
     const int port = e2e::free_port();
-    const auto first = launch_config(dir / "first.toml", port,
-                                     "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API "
-                                     "server version 0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=1\";",
-                                     2);
-    const auto second = launch_config(dir / "second.toml", port,
-                                      "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API "
-                                      "server version 0.28.0\";",
-                                      4);
+    const auto first = launch_config(
+        dir / "first.toml", port, vllm_says("0.28.0") + " echo \"env VLLM_USE_DEEP_GEMM=1\";", 2);
+    const auto second = launch_config(dir / "second.toml", port, vllm_says("0.28.0"), 4);
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", first.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -539,14 +540,8 @@ TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
 TEST(Launch, AResumedRunRefusesAnotherServerUnderTheSameName) {
     auto dir = e2e::scratch("launch-other");
     const int port = e2e::free_port();
-    const auto old_engine = launch_config(dir / "old.toml", port,
-                                          "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM "
-                                          "API server version 0.28.0\";",
-                                          2);
-    const auto new_engine = launch_config(dir / "new.toml", port,
-                                          "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM "
-                                          "API server version 0.29.0\";",
-                                          4);
+    const auto old_engine = launch_config(dir / "old.toml", port, vllm_says("0.28.0"), 2);
+    const auto new_engine = launch_config(dir / "new.toml", port, vllm_says("0.29.0"), 4);
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", old_engine.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;

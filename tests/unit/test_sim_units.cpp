@@ -190,14 +190,19 @@ TEST(SimRequest, ExtractsTheLastQuestion) {
     EXPECT_EQ(extract_question("just text"), "just text");
 }
 
+// A chat body asking a question no dataset holds, without thinking.
+json pets_question() {
+    return {{"messages",
+             {{{"role", "user"}, {"content", "Tom has 4 cats and 3 dogs. How many pets?"}}}},
+            {"chat_template_kwargs", {{"enable_thinking", false}}},
+            {"max_tokens", 200}};
+}
+
 TEST(SimGenerate, UnknownQuestionsGetAPlausibleAnswer) {
     datasets::Dataset empty;
     QuestionBank bank(empty);
     Profile p = load_profile("default").value();
-    json body = {{"messages",
-                  {{{"role", "user"}, {"content", "Tom has 4 cats and 3 dogs. How many pets?"}}}},
-                 {"chat_template_kwargs", {{"enable_thinking", false}}},
-                 {"max_tokens", 200}};
+    json body = pets_question();
     Generation g = generate(p, bank, body, Endpoint::chat, 0);
     EXPECT_FALSE(g.decisions.known_question);
     EXPECT_EQ(g.finish_reason, "stop");
@@ -214,10 +219,7 @@ TEST(SimGenerate, StopStringsCutWhereThePerTokenCheckWould) {
     datasets::Dataset empty;
     QuestionBank bank(empty);
     Profile p = load_profile("default").value();
-    json body = {{"messages",
-                  {{{"role", "user"}, {"content", "Tom has 4 cats and 3 dogs. How many pets?"}}}},
-                 {"chat_template_kwargs", {{"enable_thinking", false}}},
-                 {"max_tokens", 200}};
+    json body = pets_question();
     const Generation whole = generate(p, bank, body, Endpoint::chat, 0);
     ASSERT_EQ(whole.finish_reason, "stop");
     ASSERT_GT(whole.token_spans.size(), 10u);
