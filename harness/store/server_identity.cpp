@@ -39,6 +39,11 @@ std::optional<ServerDifference> first_difference(const ServerIdentity& a, const 
     if (!fa || !fb) {
         return std::nullopt;
     }
+    // Rules of another engine matched best: another server, whatever facts
+    // the two rules files happen to share.
+    if (!fa->engine.empty() && !fb->engine.empty() && fa->engine != fb->engine) {
+        return ServerDifference{"engine", fa->engine, fb->engine};
+    }
     for (const auto& [fact, value] : fa->facts) {
         if (auto other = fb->facts.find(fact); other != fb->facts.end() && other->second != value) {
             return ServerDifference{"fingerprint fact " + fact, value, other->second};

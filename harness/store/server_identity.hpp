@@ -22,13 +22,14 @@ ServerIdentity server_identity(std::string model, std::string_view info_json,
 
 // One thing two servers of one name both know and hold different values of.
 struct ServerDifference {
-    std::string what; // "model", "version" or "fingerprint fact NAME"
+    std::string what; // "model", "version", "engine" or "fingerprint fact NAME"
     std::string a;    // the first server's value
     std::string b;    // the second's
 };
 
-// The first difference of `a` and `b`: the model, then the version, then
-// each fingerprint fact by name; nullopt when none. Only what both know is
+// The first difference of `a` and `b`: the model, then the version, then the
+// engine whose fingerprint rules matched, then each fingerprint fact by name;
+// nullopt when none. Only what both know is
 // compared: URLs differ for the same server restarted or sharded over
 // machines, and so do the facts each knows (a server diffeval launched has
 // its log's, one it attached to only what /props said). Facts are read back

@@ -40,6 +40,14 @@ TEST(ServerIdentity, TheModelThenTheVersionThenEachFactIsCompared) {
     EXPECT_EQ(differs(b, a), "fingerprint fact attention_backend: TRITON_ATTN / FLASH_ATTN");
 }
 
+TEST(ServerIdentity, AnotherEngineIsAnotherServerWhateverFactsTheyShare) {
+    const ServerIdentity vllm{"", "", facts("vllm", R"("quantization": "fp8")")};
+    const ServerIdentity sglang{"", "", facts("sglang", R"("kv_cache_dtype": "auto")")};
+    EXPECT_EQ(differs(vllm, sglang), "engine: vllm / sglang");
+    const ServerIdentity props_only{"", "", facts("", R"("slots": "4")")};
+    EXPECT_EQ(differs(vllm, props_only), "");
+}
+
 TEST(ServerIdentity, WhatOnlyOneSideKnowsIsNoDifference) {
     const ServerIdentity a{"qwen", "0.11.0", facts("vllm", R"("quantization": "fp8")")};
     EXPECT_EQ(differs(a, ServerIdentity{}), "");
