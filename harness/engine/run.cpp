@@ -344,10 +344,10 @@ store::ServerIdentity identity_now(const RunContext& ctx, size_t si, const Serve
 }
 
 // A usage error when `db` holds responses under server `si`'s name from
-// another server: the model, the version or a fingerprint fact both know
-// differs (as merge compares them). Resumed, the run would count this
-// server's answers with theirs in one group, and the database would say the
-// newer server gave them all. `log_text` is the server's log so far.
+// another server: the model, the version, the fingerprint's engine or a fact
+// both know differs (store::first_difference, as merge compares them). Resumed, the run would count
+// this server's answers with theirs in one group, and the database would say the newer server gave
+// them all. `log_text` is the server's log so far.
 util::Result<void> check_same_server(const RunContext& ctx, size_t si, const ServerInfo& info,
                                      store::Store& db, const std::string& log_text) {
     const auto& name = ctx.config.servers[si].name;

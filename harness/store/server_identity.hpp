@@ -29,13 +29,13 @@ struct ServerDifference {
 
 // The first difference of `a` and `b`: the model, then the version, then the
 // engine whose fingerprint rules matched, then each fingerprint fact by name;
-// nullopt when none. Only what both know is
-// compared: URLs differ for the same server restarted or sharded over
-// machines, and so do the facts each knows (a server diffeval launched has
-// its log's, one it attached to only what /props said). Facts are read back
-// as every reader reads them (fingerprint_from_json), so a fact an older
-// diffeval stored in the server's own words ("11669 (Debian)") is the same
-// fact in its one form ("b11669-Debian").
+// nullopt when none. Only what both know is compared: URLs differ for the
+// same server restarted or sharded over machines, and so do the facts each
+// knows (a server diffeval launched has its log's, one it attached to only
+// what /props said). Facts are read back as every reader reads them
+// (fingerprint_from_json), so a fact an older diffeval stored in the server's
+// own words ("11669 (Debian)") is the same fact in its one form
+// ("b11669-Debian").
 std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b);
 
 } // namespace diffeval::store
