@@ -333,6 +333,14 @@ int run_main(int argc, char** argv) {
             what =
                 fmt::format("'{}' needs a subcommand: {}", sub->get_name(), fmt::join(names, ", "));
         }
+        // CLI11's "A is required" for an argument given by its place: which
+        // argument is missing, and what it holds.
+        for (const auto* o : sub->get_options()) {
+            if (!o->nonpositional() && what == o->get_name() + " is required") {
+                what = fmt::format("missing {}: {}", o->get_name(), o->get_description());
+                break;
+            }
+        }
         std::cerr << fmt::format("diffeval: {}; {}\n", what, help_hint(app, *sub));
         return k_exit_usage;
     }

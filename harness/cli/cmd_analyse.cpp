@@ -346,8 +346,8 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
 
     auto* diff =
         root.add_subcommand("diff", "Compare group B against group A question by question");
-    diff->add_option("a", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
-    diff->add_option("b", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    diff->add_option("A", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    diff->add_option("B", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
     diff->add_option("--db", flags->db, "Results database");
     diff->add_option("--format", flags->format, "text, md or json");
     diff->add_option("--scorer", flags->scorer, "vllm, lm-eval-strict or lm-eval-flexible");
@@ -362,8 +362,8 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
 
     auto* plan = root.add_subcommand(
         "plan", "From a pilot run, the questions and repeats that would detect a drop");
-    plan->add_option("a", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
-    plan->add_option("b", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    plan->add_option("A", flags->a, "Baseline: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
+    plan->add_option("B", flags->b, "Candidate: SERVER[/FRAMING[/MAX_TOKENS]]")->required();
     plan->add_option("--db", flags->db, "Results database of the pilot run");
     plan->add_option("--scorer", flags->scorer, "vllm, lm-eval-strict or lm-eval-flexible");
     plan->add_option("--drop", flags->drop, "Drop to detect, in points (default 1.0)");

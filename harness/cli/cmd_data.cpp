@@ -17,7 +17,7 @@ void add_data_command(CLI::App& root, Dispatch& dispatch) {
     auto* fetch = data->add_subcommand("fetch", "Download a dataset into the cache");
     auto name = std::make_shared<std::string>();
     auto url_base = std::make_shared<std::string>(datasets::k_gsm8k_url_base);
-    fetch->add_option("name", *name, "Dataset to fetch (gsm8k)")->required();
+    fetch->add_option("NAME", *name, "Dataset to fetch (gsm8k)")->required();
     fetch->add_option("--data-url-base", *url_base, "Where to download the files from");
     dispatch[fetch] = [name, url_base] {
         if (*name != "gsm8k") {

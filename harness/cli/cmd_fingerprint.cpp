@@ -106,7 +106,7 @@ int fingerprint_command(const FingerprintFlags& f) {
 void add_fingerprint_command(CLI::App& root, Dispatch& dispatch) {
     auto flags = std::make_shared<FingerprintFlags>();
     auto* cmd = root.add_subcommand("fingerprint", "Show what a server log says it actually ran");
-    cmd->add_option("log", flags->log, "Server log file")->required();
+    cmd->add_option("LOG", flags->log, "Server log file")->required();
     cmd->add_option("--rules", flags->rules,
                     "vllm, sglang, llamacpp or a rules .toml (default: best match)");
     cmd->add_option("--format", flags->format, "text or json")

@@ -52,6 +52,21 @@ TEST(Cli, ACommandOfCommandsGivenAloneNamesThem) {
               "diffeval: 'import' needs a subcommand: lm-eval; see 'diffeval import --help'\n");
 }
 
+// An argument given by its place and left out is named with what it holds
+// (CLI11: "a is required"); a missing flag keeps CLI11's words.
+TEST(Cli, AMissingArgumentIsNamedWithWhatItHolds) {
+    auto o = e2e::run({"diff", "--db", "x.sqlite", "default"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err, "diffeval: missing B: Candidate: SERVER[/FRAMING[/MAX_TOKENS]]; see "
+                     "'diffeval diff --help'\n");
+    o = e2e::run({"merge", "out.sqlite"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err, "diffeval: missing IN: Databases to merge; see 'diffeval merge --help'\n");
+    o = e2e::run({"import", "lm-eval", "samples.jsonl"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(o.err, "diffeval: --name is required; see 'diffeval import lm-eval --help'\n");
+}
+
 TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
     auto o = e2e::run({"report", "--fromat", "md"});
     EXPECT_EQ(o.exit_code, 2);
