@@ -333,7 +333,7 @@ int run_main(int argc, char** argv) {
             what =
                 fmt::format("'{}' needs a subcommand: {}", sub->get_name(), fmt::join(names, ", "));
         }
-        // CLI11's "A is required" for an argument given by its place: which
+        // CLI11's "NAME is required" for an argument given by its place: which
         // argument is missing, and what it holds.
         for (const auto* o : sub->get_options()) {
             if (!o->nonpositional() && what == o->get_name() + " is required") {
