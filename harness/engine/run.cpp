@@ -337,7 +337,8 @@ std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& lo
 store::ServerIdentity identity_now(const RunContext& ctx, size_t si, const ServerInfo& info,
                                    const std::optional<fingerprint::Fingerprint>& fp) {
     const auto& redactor = ctx.inputs.redactor;
-    return store::server_identity(ctx.configured_model(si).value_or(info.served_model.value_or("")),
+    return store::server_identity(redactor.redacted(ctx.config.servers[si].url),
+                                  ctx.configured_model(si).value_or(info.served_model.value_or("")),
                                   redactor.redacted(info.info.dump()),
                                   fp ? redactor.redacted(fingerprint::to_json(*fp).dump())
                                      : std::string());
@@ -365,10 +366,10 @@ util::Result<void> check_same_server(const RunContext& ctx, size_t si, const Ser
     }
     return make_error(ErrorKind::usage,
                       fmt::format("server '{}' has {} {}, but the responses {} holds under that "
-                                  "name came from a server with {}; counting its answers with "
+                                  "name came from one with {} {}; counting its answers with "
                                   "theirs would mix two servers in one group: give it another "
                                   "name, or another --db",
-                                  name, d->what, util::one_line(d->b, 200), ctx.config.db,
+                                  name, d->what, util::one_line(d->b, 200), ctx.config.db, d->what,
                                   util::one_line(d->a, 200)));
 }
 

@@ -453,7 +453,7 @@ util::Result<void> check_against_store(store::Store& st, const ImportOptions& o,
     if (!url) {
         return url.error();
     }
-    if (*url && !(*url)->starts_with("lm-eval:")) {
+    if (*url && !(*url)->starts_with(store::k_imported_url_prefix)) {
         return make_error(ErrorKind::usage,
                           fmt::format("--name '{}' is a server diffeval ran ({}); choose "
                                       "another name for the imported group",
@@ -631,8 +631,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (!run_id) {
         return run_id.error();
     }
-    if (auto r = st.put_server(
-            {o.name, "lm-eval:" + abs, "", ordered_json{{"imported_from", abs}}.dump()});
+    if (auto r = st.put_server({o.name, std::string(store::k_imported_url_prefix) + abs, "",
+                                ordered_json{{"imported_from", abs}}.dump()});
         !r) {
         return r.error();
     }

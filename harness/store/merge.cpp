@@ -78,14 +78,14 @@ std::vector<std::string> first_row(sqlite3* db, const std::string& sql, int n_co
 // differ (first_difference): its name, what differs, main's value and src's;
 // empty when none.
 std::vector<std::string> differing_server(sqlite3* db) {
-    Statement st(db, "SELECT s.name, m.model, m.info_json, m.facts_json, s.model, s.info_json, "
-                     "s.facts_json FROM src.servers s JOIN main.servers m ON m.name = s.name "
-                     "ORDER BY s.name");
+    Statement st(db, "SELECT s.name, m.url, m.model, m.info_json, m.facts_json, s.url, s.model, "
+                     "s.info_json, s.facts_json FROM src.servers s JOIN main.servers m "
+                     "ON m.name = s.name ORDER BY s.name");
     while (st.step()) {
-        const auto main_server =
-            server_identity(st.column_text(1), st.column_text(2), st.column_text(3));
-        const auto src_server =
-            server_identity(st.column_text(4), st.column_text(5), st.column_text(6));
+        const auto main_server = server_identity(st.column_view(1), st.column_text(2),
+                                                 st.column_view(3), st.column_text(4));
+        const auto src_server = server_identity(st.column_view(5), st.column_text(6),
+                                                st.column_view(7), st.column_text(8));
         if (auto d = first_difference(main_server, src_server)) {
             return {st.column_text(0), d->what, d->a, d->b};
         }

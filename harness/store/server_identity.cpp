@@ -8,9 +8,12 @@
 
 namespace diffeval::store {
 
-ServerIdentity server_identity(std::string model, std::string_view info_json,
+ServerIdentity server_identity(std::string_view url, std::string model, std::string_view info_json,
                                std::string facts_json) {
-    ServerIdentity id{std::move(model), "", std::move(facts_json)};
+    ServerIdentity id{"", std::move(model), "", std::move(facts_json)};
+    if (!url.empty()) {
+        id.origin = url.starts_with(k_imported_url_prefix) ? "lm-eval import" : "live server";
+    }
     const auto info = util::parse_untrusted_json(info_json);
     if (info.is_object()) {
         // vLLM answers {"version": "0.11.0"}: its text; another shape as JSON.
@@ -25,6 +28,9 @@ ServerIdentity server_identity(std::string model, std::string_view info_json,
 }
 
 std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b) {
+    if (!a.origin.empty() && !b.origin.empty() && a.origin != b.origin) {
+        return ServerDifference{"origin", a.origin, b.origin};
+    }
     if (!a.model.empty() && !b.model.empty() && a.model != b.model) {
         return ServerDifference{"model", a.model, b.model};
     }

@@ -9,25 +9,32 @@
 
 namespace diffeval::store {
 
+// The start of servers.url for a server whose responses were imported from
+// an lm-eval samples file ("lm-eval:" and the file's path).
+inline constexpr std::string_view k_imported_url_prefix = "lm-eval:";
+
 // A server as its row of table servers tells it; "" where it says nothing.
 struct ServerIdentity {
+    std::string origin;     // "lm-eval import" or "live server", from servers.url
     std::string model;      // servers.model
     std::string version;    // what GET /version answered (servers.info_json's "version")
     std::string facts_json; // servers.facts_json
 };
 
-// The identity a row's columns give: `info_json` is read for its "version".
-ServerIdentity server_identity(std::string model, std::string_view info_json,
+// The identity a row's columns give: `url` is read for the origin,
+// `info_json` for its "version".
+ServerIdentity server_identity(std::string_view url, std::string model, std::string_view info_json,
                                std::string facts_json);
 
 // One thing two servers of one name both know and hold different values of.
 struct ServerDifference {
-    std::string what; // "model", "version", "engine" or "fingerprint fact NAME"
+    std::string what; // "origin", "model", "version", "engine" or "fingerprint fact NAME"
     std::string a;    // the first server's value
     std::string b;    // the second's
 };
 
-// The first difference of `a` and `b`: the model, then the version, then the
+// The first difference of `a` and `b`: the origin (answers imported from
+// lm-eval are not a live server's), the model, then the version, then the
 // engine whose fingerprint rules matched, then each fingerprint fact by name;
 // nullopt when none. Only what both know is compared: URLs differ for the
 // same server restarted or sharded over machines, and so do the facts each

@@ -1194,7 +1194,7 @@ util::Result<void> Store::put_server(const ServerRow& s) {
 util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::string& name) {
     std::lock_guard turn(m_turn);
     Statement st(m_db.handle(),
-                 "SELECT model, info_json, facts_json FROM servers WHERE name = ?1 AND "
+                 "SELECT url, model, info_json, facts_json FROM servers WHERE name = ?1 AND "
                  "(EXISTS (SELECT 1 FROM requests WHERE server = ?1 AND response_id IS NOT NULL) "
                  "OR EXISTS (SELECT 1 FROM probe_requests WHERE server = ?1 AND "
                  "response_id IS NOT NULL))");
@@ -1205,8 +1205,8 @@ util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::st
         }
         return std::optional<ServerIdentity>{};
     }
-    return std::optional<ServerIdentity>{
-        server_identity(st.column_text(0), st.column_view(1), st.column_text(2))};
+    return std::optional<ServerIdentity>{server_identity(st.column_view(0), st.column_text(1),
+                                                         st.column_view(2), st.column_text(3))};
 }
 
 util::Result<void> Store::put_server_log(const std::string& name, const std::string& log_path,

@@ -432,10 +432,13 @@ TEST(Launch, AnAttachedServerUnlikeTheOneItsNameAnsweredWithIsRefused) {
     o = run({"--server-log", "s=" + new_log}, 4);
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
-    EXPECT_NE(o.err.find("server 's' has fingerprint fact engine_version 0.29.0, but the "
-                         "responses " +
-                         db.string() + " holds under that name came from a server with 0.28.0"),
-              std::string::npos)
+    EXPECT_NE(
+        o.err.find(
+            "server 's' has fingerprint fact engine_version 0.29.0, but the "
+            "responses " +
+            db.string() +
+            " holds under that name came from one with fingerprint fact engine_version 0.28.0"),
+        std::string::npos)
         << o.err;
     EXPECT_EQ(e2e::slurp(db), before);
     EXPECT_EQ(query(db, "SELECT count(*) || ' ' || (SELECT count(*) FROM runs) FROM responses"),
@@ -556,7 +559,8 @@ TEST(Launch, AResumedRunRefusesAnotherServerUnderTheSameName) {
     EXPECT_NE(o.err.find("diffeval: server 's' has fingerprint fact engine_version 0.29.0, but the "
                          "responses " +
                          db.string() +
-                         " holds under that name came from a server with 0.28.0; counting its "
+                         " holds under that name came from one with fingerprint fact "
+                         "engine_version 0.28.0; counting its "
                          "answers with theirs would mix two servers in one group: give it another "
                          "name, or another --db\n"),
               std::string::npos)

@@ -382,6 +382,30 @@ TEST(LmEvalSamples, DocumentsThatAreNotTheDatasetsQuestionsAreRefused) {
 // `diff`: the import's questions are hashed as the run's. The import's were
 // NULL, and diff refused ("3 of 3 questions differ") though the texts were
 // byte-identical.
+// A name that holds answers imported from lm-eval is not a live server's: a
+// run under it would count the server's answers with the file's and
+// rewrite the row saying where they came from. It is refused, as an import
+// under a name diffeval ran is.
+TEST(LmEvalSamples, ARunUnderAnImportedNameIsRefused) {
+    auto dir = e2e::scratch("lm-eval-then-run");
+    e2e::Sim sim;
+    const auto file = run_and_export(sim, dir / "r.sqlite", dir / "samples", 3);
+    ASSERT_FALSE(file.empty());
+    auto db = dir / "im.sqlite";
+    auto im = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--framing",
+                        "raw", "--dataset", "sample", file.string()});
+    ASSERT_EQ(im.exit_code, 0) << im.err;
+    auto o = e2e::run({"run", "--server", "lm=" + sim.url(), "--framing", "raw", "--limit", "5",
+                       "--dataset", "sample", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("server 'lm' has origin live server, but the responses " + db.string() +
+                         " holds under that name came from one with origin lm-eval import"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) || ' ' || substr(url, 1, 8) FROM responses, servers"),
+              "3 lm-eval:");
+}
+
 TEST(LmEvalSamples, ImportedOfficialQuestionsPairWithARunOnTheFile) {
     const char* gsm = std::getenv("GSM8K_DIR");
     if (!gsm || !*gsm) {

@@ -18,15 +18,20 @@ std::string differs(const ServerIdentity& a, const ServerIdentity& b) {
 }
 
 TEST(ServerIdentity, TheVersionIsWhatGetVersionAnswered) {
-    EXPECT_EQ(server_identity("m", R"({"version": {"version": "0.11.0"}})", "").version, "0.11.0");
-    EXPECT_EQ(server_identity("m", R"({"version": "1.2"})", "").version, "1.2");
-    EXPECT_EQ(server_identity("m", R"({"version": {"build": 7}})", "").version, R"({"build":7})");
-    EXPECT_EQ(server_identity("m", R"({"models": []})", "").version, "");
-    EXPECT_EQ(server_identity("m", "not json", "").version, "");
+    EXPECT_EQ(server_identity("http://gpu1:8000", "m", R"({"version": {"version": "0.11.0"}})", "")
+                  .version,
+              "0.11.0");
+    EXPECT_EQ(server_identity("http://gpu1:8000", "m", R"({"version": "1.2"})", "").version, "1.2");
+    EXPECT_EQ(server_identity("http://gpu1:8000", "m", R"({"version": {"build": 7}})", "").version,
+              R"({"build":7})");
+    EXPECT_EQ(server_identity("http://gpu1:8000", "m", R"({"models": []})", "").version, "");
+    EXPECT_EQ(server_identity("http://gpu1:8000", "m", "not json", "").version, "");
 }
 
 TEST(ServerIdentity, TheModelThenTheVersionThenEachFactIsCompared) {
-    const ServerIdentity a{"qwen", "0.11.0", facts("vllm", R"("attention_backend": "FLASH_ATTN")")};
+    const ServerIdentity a{.model = "qwen",
+                           .version = "0.11.0",
+                           .facts_json = facts("vllm", R"("attention_backend": "FLASH_ATTN")")};
     EXPECT_EQ(differs(a, a), "");
     auto b = a;
     b.model = "llama";
@@ -41,29 +46,47 @@ TEST(ServerIdentity, TheModelThenTheVersionThenEachFactIsCompared) {
 }
 
 TEST(ServerIdentity, AnotherEngineIsAnotherServerWhateverFactsTheyShare) {
-    const ServerIdentity vllm{"", "", facts("vllm", R"("quantization": "fp8")")};
-    const ServerIdentity sglang{"", "", facts("sglang", R"("kv_cache_dtype": "auto")")};
+    const ServerIdentity vllm{.facts_json = facts("vllm", R"("quantization": "fp8")")};
+    const ServerIdentity sglang{.facts_json = facts("sglang", R"("kv_cache_dtype": "auto")")};
     EXPECT_EQ(differs(vllm, sglang), "engine: vllm / sglang");
-    const ServerIdentity props_only{"", "", facts("", R"("slots": "4")")};
+    const ServerIdentity props_only{.facts_json = facts("", R"("slots": "4")")};
     EXPECT_EQ(differs(vllm, props_only), "");
 }
 
+// Answers imported from an lm-eval samples file are not a live server's,
+// whatever else the two rows leave unsaid.
+TEST(ServerIdentity, AnImportIsNotALiveServer) {
+    const auto imported = server_identity("lm-eval:/runs/samples_gsm8k.jsonl", "",
+                                          R"({"imported_from": "/runs/samples_gsm8k.jsonl"})", "");
+    const auto live = server_identity("http://gpu1:8000", "qwen", "{}", "");
+    EXPECT_EQ(imported.origin, "lm-eval import");
+    EXPECT_EQ(live.origin, "live server");
+    EXPECT_EQ(differs(imported, live), "origin: lm-eval import / live server");
+    EXPECT_EQ(differs(imported, server_identity("lm-eval:/other.jsonl", "", "{}", "")), "");
+    EXPECT_EQ(differs(live, server_identity("http://gpu2:9000", "qwen", "{}", "")), "");
+}
+
 TEST(ServerIdentity, WhatOnlyOneSideKnowsIsNoDifference) {
-    const ServerIdentity a{"qwen", "0.11.0", facts("vllm", R"("quantization": "fp8")")};
+    const ServerIdentity a{.model = "qwen",
+                           .version = "0.11.0",
+                           .facts_json = facts("vllm", R"("quantization": "fp8")")};
     EXPECT_EQ(differs(a, ServerIdentity{}), "");
     EXPECT_EQ(differs(ServerIdentity{}, a), "");
-    const ServerIdentity other_facts{"", "", facts("vllm", R"("kv_cache_dtype": "fp8")")};
+    const ServerIdentity other_facts{.facts_json = facts("vllm", R"("kv_cache_dtype": "fp8")")};
     EXPECT_EQ(differs(a, other_facts), "");
-    EXPECT_EQ(differs(a, ServerIdentity{"qwen", "0.11.0", "not json"}), "");
+    EXPECT_EQ(
+        differs(a, ServerIdentity{.model = "qwen", .version = "0.11.0", .facts_json = "not json"}),
+        "");
 }
 
 TEST(ServerIdentity, AFactStoredInTheServersWordsIsTheSameFactInItsOneForm) {
-    const ServerIdentity old_row{"", "",
-                                 facts("llamacpp", R"x("engine_version": "11669 (Debian)")x")};
-    const ServerIdentity new_row{"", "",
-                                 facts("llamacpp", R"x("engine_version": "b11669-Debian")x")};
+    const ServerIdentity old_row{.facts_json =
+                                     facts("llamacpp", R"x("engine_version": "11669 (Debian)")x")};
+    const ServerIdentity new_row{.facts_json =
+                                     facts("llamacpp", R"x("engine_version": "b11669-Debian")x")};
     EXPECT_EQ(differs(old_row, new_row), "");
-    const ServerIdentity newer{"", "", facts("llamacpp", R"x("engine_version": "b11700-Debian")x")};
+    const ServerIdentity newer{.facts_json =
+                                   facts("llamacpp", R"x("engine_version": "b11700-Debian")x")};
     EXPECT_EQ(differs(old_row, newer),
               "fingerprint fact engine_version: b11669-Debian / b11700-Debian");
 }
