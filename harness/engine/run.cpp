@@ -332,26 +332,39 @@ std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& lo
     return fp;
 }
 
-// What server `si` is now, as record_server stores it: its model, what
-// preflight learned (`info`), its fingerprint `fp` (redacted).
-store::ServerIdentity identity_now(const RunContext& ctx, size_t si, const ServerInfo& info,
-                                   const std::optional<fingerprint::Fingerprint>& fp) {
+// What record_server stores of server `si`: its row, from preflight
+// (`info`), and the fingerprint of its log with what /props said (`fp`), as
+// stored (`facts_json`, "" for none); redacted. Built once per log text: an
+// attached server's is checked before the run and recorded in its phase.
+struct ServerRecord {
+    store::ServerRow row;
+    std::optional<fingerprint::Fingerprint> fp;
+    std::string facts_json;
+};
+
+ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& info,
+                           const std::string& log_text) {
+    const auto& spec = ctx.config.servers[si];
     const auto& redactor = ctx.inputs.redactor;
-    return store::server_identity(redactor.redacted(ctx.config.servers[si].url),
-                                  ctx.configured_model(si).value_or(info.served_model.value_or("")),
-                                  redactor.redacted(info.info.dump()),
-                                  fp ? redactor.redacted(fingerprint::to_json(*fp).dump())
-                                     : std::string());
+    ServerRecord r{{spec.name, redactor.redacted(spec.url),
+                    ctx.configured_model(si).value_or(info.served_model.value_or("")),
+                    redactor.redacted(info.info.dump())},
+                   server_fingerprint(log_text, info.limits),
+                   ""};
+    if (r.fp) {
+        r.facts_json = redactor.redacted(fingerprint::to_json(*r.fp).dump());
+    }
+    return r;
 }
 
-// A usage error when `db` holds responses under server `si`'s name from
-// another server: the model, the version, the fingerprint's engine or a fact
-// both know differs (store::first_difference, as merge compares them). Resumed, the run would count
-// this server's answers with theirs in one group, and the database would say the newer server gave
-// them all. `log_text` is the server's log so far.
-util::Result<void> check_same_server(const RunContext& ctx, size_t si, const ServerInfo& info,
-                                     store::Store& db, const std::string& log_text) {
-    const auto& name = ctx.config.servers[si].name;
+// A usage error when `db` holds responses under the name of server `now`
+// from another server (store::first_difference, as merge compares them: its
+// origin, model, version, fingerprint engine or a fact both know). Resumed,
+// the run would count this server's answers with theirs in one group, and
+// the database would say the newer server gave them all.
+util::Result<void> check_same_server(const RunContext& ctx, const ServerRecord& now,
+                                     store::Store& db) {
+    const auto& name = now.row.name;
     auto stored = db.answered_server(name);
     if (!stored) {
         return stored.error();
@@ -359,8 +372,9 @@ util::Result<void> check_same_server(const RunContext& ctx, size_t si, const Ser
     if (!*stored) {
         return {};
     }
-    const auto now = identity_now(ctx, si, info, server_fingerprint(log_text, info.limits));
-    const auto d = store::first_difference(**stored, now);
+    const auto d = store::first_difference(
+        **stored,
+        store::server_identity(now.row.url, now.row.model, now.row.info_json, now.facts_json));
     if (!d) {
         return {};
     }
@@ -373,31 +387,23 @@ util::Result<void> check_same_server(const RunContext& ctx, size_t si, const Ser
                                   util::one_line(d->a, 200)));
 }
 
-// Records in `db` what server `si` is, from preflight (`info`), and its log
-// (`log_path`, `log_text`) with the facts fingerprinting finds in it; the
-// conflicts among them are printed.
-util::Result<void> record_server(const RunContext& ctx, size_t si, const ServerInfo& info,
-                                 store::Store& db, const std::string& log_path,
-                                 const std::string& log_text) {
-    const auto& spec = ctx.config.servers[si];
-    const auto& redactor = ctx.inputs.redactor;
-    store::ServerRow row{spec.name, redactor.redacted(spec.url),
-                         ctx.configured_model(si).value_or(info.served_model.value_or("")),
-                         redactor.redacted(info.info.dump())};
-    if (auto r = db.put_server(row); !r) {
-        return r;
+// Records server `r` in `db` with its log (`log_path`, `log_text`), and
+// prints the conflicts among its facts.
+util::Result<void> record_server(const RunContext& ctx, const ServerRecord& r, store::Store& db,
+                                 const std::string& log_path, const std::string& log_text) {
+    if (auto put = db.put_server(r.row); !put) {
+        return put;
     }
-    const auto fp = server_fingerprint(log_text, info.limits);
-    if (fp) {
-        for (const auto& c : fp->conflicts) {
-            ctx.log << fmt::format("server '{}': CONFLICT {}: {}\n", spec.name, c.name, c.message);
+    if (r.fp) {
+        for (const auto& c : r.fp->conflicts) {
+            ctx.log << fmt::format("server '{}': CONFLICT {}: {}\n", r.row.name, c.name, c.message);
         }
     }
-    if (log_text.empty() && !fp) {
+    if (log_text.empty() && !r.fp) {
         return util::Result<void>{};
     }
-    return db.put_server_log(spec.name, log_path, redactor.redacted(log_text),
-                             fp ? redactor.redacted(fingerprint::to_json(*fp).dump()) : "");
+    return db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
+                             r.facts_json);
 }
 
 // The phases: all servers at once, or one at a time (--sequential-servers).
@@ -418,6 +424,9 @@ struct RunState {
     std::vector<ServerState>& servers;
     std::vector<ServerInfo>& infos;
     const std::vector<std::string>& attached_logs;
+    // The record of each server diffeval does not launch (checked before
+    // the run); nullopt for a launched one.
+    const std::vector<std::optional<ServerRecord>>& attached;
     Launched& launched;
     store::Store& db;
     store::Writer& writer;
@@ -470,8 +479,9 @@ util::Result<Next> check_launched(const RunContext& ctx, const std::vector<size_
                 return r;
             }
         }
-        if (auto r = check_same_server(ctx, si, st.infos[si], st.db,
-                                       st.launched.servers[si]->log_text());
+        if (auto r = check_same_server(
+                ctx, server_record(ctx, si, st.infos[si], st.launched.servers[si]->log_text()),
+                st.db);
             !r) {
             // Not recorded on the way out: the database goes on saying
             // what the server its responses came from was. Ending the
@@ -505,7 +515,7 @@ util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t
     int64_t planned = 0;
     for (size_t si : phase) {
         if (!st.launched.servers[si]) {
-            if (auto r = record_server(ctx, si, st.infos[si], st.db,
+            if (auto r = record_server(ctx, *st.attached[si], st.db,
                                        ctx.config.servers[si].attached_log, st.attached_logs[si]);
                 !r) {
                 return r.error();
@@ -548,7 +558,9 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
         if (!ctx.config.keep_servers) {
             ls->stop();
         }
-        (void)record_server(ctx, si, st.infos[si], st.db, ls->log_path().string(), ls->log_text());
+        const auto log_text = ls->log_text();
+        (void)record_server(ctx, server_record(ctx, si, st.infos[si], log_text), st.db,
+                            ls->log_path().string(), log_text);
         if (ctx.config.keep_servers) {
             // The object's end would stop it: a kept server was stopped
             // when diffeval exited, though cli.md says it is left running.
@@ -689,9 +701,11 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     // A server diffeval does not launch is what it is already: one that is
     // not the server whose responses its name holds is refused before the
     // run is recorded. A launched one is checked once it is up.
+    std::vector<std::optional<ServerRecord>> attached(servers.size());
     for (size_t si = 0; si < servers.size(); ++si) {
         if (config.servers[si].launch.empty()) {
-            if (auto r = check_same_server(ctx, si, infos[si], db, attached_logs[si]); !r) {
+            attached[si] = server_record(ctx, si, infos[si], attached_logs[si]);
+            if (auto r = check_same_server(ctx, *attached[si], db); !r) {
                 return r.error();
             }
         }
@@ -716,7 +730,8 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     const auto start = Clock::now();
     Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers.size()),
                       std::vector<bool>(servers.size(), false)};
-    RunState st{servers, infos, attached_logs, launched, db, writer, sender, *run_id, summary};
+    RunState st{servers, infos,  attached_logs, attached, launched,
+                db,      writer, sender,        *run_id,  summary};
     const auto phases = phases_of(config);
     for (const auto& phase : phases) {
         if (ctx.stopped()) {
