@@ -89,10 +89,14 @@ template <typename F> bool within(std::chrono::milliseconds limit, F done) {
     return true;
 }
 
-// The shell command echoing the line vLLM's log states its `version` in.
+// The line vLLM's log states its `version` in.
+std::string vllm_version_line(const std::string& version) {
+    return "INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version " + version;
+}
+
+// The shell command echoing it.
 std::string vllm_says(const std::string& version) {
-    return "echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version " + version +
-           "\";";
+    return "echo \"" + vllm_version_line(version) + "\";";
 }
 
 // An experiment file at `path` whose server `s` is `diffeval sim` on `port`,
@@ -128,18 +132,19 @@ TEST(Launch, StartsServersWithTheirEnvRecordsLogsAndStopsThem) {
     const int pa = e2e::free_port(), pb = e2e::free_port();
     const auto bin = e2e::binary();
     auto config = dir / "experiment.toml";
-    std::ofstream(config)
-        << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = 4\n\n"
-        << "[[servers]]\nname = \"nodg\"\nurl = \"http://127.0.0.1:" << pa << "\"\nshell = true\n"
-        << "launch = "
-        << quoted("echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
-                  "0.28.0\"; echo \"env VLLM_USE_DEEP_GEMM=$VLLM_USE_DEEP_GEMM\"; exec " +
-                  bin + " sim --port " + std::to_string(pa) + " --profile no-deepgemm")
-        << "\nenv = { VLLM_USE_DEEP_GEMM = \"0\" }\nready_timeout = 20\n\n"
-        << "[[servers]]\nname = \"dg\"\nurl = \"http://127.0.0.1:" << pb << "\"\n"
-        << "launch = [" << quoted(bin) << ", \"sim\", \"--port\", \"" << pb
-        << "\", \"--profile\", \"deepgemm\"]\n"
-        << "cwd = " << quoted(dir.string()) << "\nready_timeout = 20\n";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = 4\n\n"
+                          << "[[servers]]\nname = \"nodg\"\nurl = \"http://127.0.0.1:" << pa
+                          << "\"\nshell = true\n"
+                          << "launch = "
+                          << quoted(vllm_says("0.28.0") +
+                                    " echo \"env VLLM_USE_DEEP_GEMM=$VLLM_USE_DEEP_GEMM\"; exec " +
+                                    bin + " sim --port " + std::to_string(pa) +
+                                    " --profile no-deepgemm")
+                          << "\nenv = { VLLM_USE_DEEP_GEMM = \"0\" }\nready_timeout = 20\n\n"
+                          << "[[servers]]\nname = \"dg\"\nurl = \"http://127.0.0.1:" << pb << "\"\n"
+                          << "launch = [" << quoted(bin) << ", \"sim\", \"--port\", \"" << pb
+                          << "\", \"--profile\", \"deepgemm\"]\n"
+                          << "cwd = " << quoted(dir.string()) << "\nready_timeout = 20\n";
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
@@ -413,8 +418,7 @@ TEST(Launch, AnAttachedServerUnlikeTheOneItsNameAnsweredWithIsRefused) {
     auto db = dir / "r.sqlite";
     auto log = [&](const std::string& name, const std::string& version) {
         auto path = dir / name;
-        std::ofstream(path) << "INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
-                            << version << "\n";
+        std::ofstream(path) << vllm_version_line(version) << "\n";
         return path.string();
     };
     const auto old_log = log("old.log", "0.28.0");
@@ -461,19 +465,18 @@ TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
     const int port = e2e::free_port();
     const auto bin = e2e::binary();
     auto config = dir / "experiment.toml";
-    std::ofstream(config)
-        << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 2\n\n"
-        << "[[servers]]\nname = \"chatty\"\nurl = \"http://127.0.0.1:" << port
-        << "\"\nshell = true\nlaunch = "
-        << quoted("echo \"INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version "
-                  "0.28.0\"; yes 'INFO request served in 12 ms' | head -c 6000000; exec " +
-                  bin + " sim --port " + std::to_string(port))
-        << "\nready_timeout = 20\n";
+    std::ofstream(config) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = 2\n\n"
+                          << "[[servers]]\nname = \"chatty\"\nurl = \"http://127.0.0.1:" << port
+                          << "\"\nshell = true\nlaunch = "
+                          << quoted(vllm_says("0.28.0") +
+                                    " yes 'INFO request served in 12 ms' | head -c 6000000; exec " +
+                                    bin + " sim --port " + std::to_string(port))
+                          << "\nready_timeout = 20\n";
     // An attached log the same way: a start, chatter, an end.
     auto log = dir / "attached.log";
     {
         std::ofstream out(log);
-        out << "INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server version 0.29.1\n";
+        out << vllm_version_line("0.29.1") << "\n";
         for (int i = 0; i < 200'000; ++i) {
             out << "INFO request " << i << " served\n";
         }
