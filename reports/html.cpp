@@ -119,6 +119,7 @@ const char* verdict_colour(analysis::VerdictKind k) {
         return "#1e8449";
     case analysis::VerdictKind::equivalent:
         return "#2874a6";
+    case analysis::VerdictKind::no_evidence:
     case analysis::VerdictKind::no_detectable_difference:
         break;
     }

@@ -336,10 +336,12 @@ nlohmann::json report_json(const ReportData& data) {
 }
 
 const analysis::Comparison* lead_comparison(const ReportData& data) {
+    // A side with nothing answered leads: every other sentence rests on answers.
     auto rank = [](const analysis::Comparison& c) {
-        return c.verdict.kind == analysis::VerdictKind::worse    ? 0
-               : c.verdict.kind == analysis::VerdictKind::better ? 1
-                                                                 : 2;
+        return c.verdict.kind == analysis::VerdictKind::no_evidence ? 0
+               : c.verdict.kind == analysis::VerdictKind::worse     ? 1
+               : c.verdict.kind == analysis::VerdictKind::better    ? 2
+                                                                    : 3;
     };
     const analysis::Comparison* top = nullptr;
     for (const auto& c : data.comparisons) {
@@ -355,7 +357,7 @@ namespace {
 
 // The first sentence: the verdicts counted.
 std::string verdict_count_sentence(const ReportData& data) {
-    size_t worse = 0, better = 0, equivalent = 0, none = 0;
+    size_t worse = 0, better = 0, equivalent = 0, none = 0, unanswered = 0;
     for (const auto& c : data.comparisons) {
         switch (c.verdict.kind) {
         case analysis::VerdictKind::worse:
@@ -370,6 +372,9 @@ std::string verdict_count_sentence(const ReportData& data) {
         case analysis::VerdictKind::no_detectable_difference:
             ++none;
             break;
+        case analysis::VerdictKind::no_evidence:
+            ++unanswered;
+            break;
         }
     }
     std::string overview =
@@ -378,6 +383,10 @@ std::string verdict_count_sentence(const ReportData& data) {
                     worse, better, none);
     if (equivalent > 0) {
         overview += fmt::format(", {} equivalent within the margin", equivalent);
+    }
+    if (unanswered > 0) {
+        overview += fmt::format(", {} with no evidence (a side without one successful response)",
+                                unanswered);
     }
     return overview + ".";
 }
@@ -404,6 +413,9 @@ std::string comparison_sentence(const analysis::Comparison& c) {
                            c.b.text(), c.verdict.words, 100.0 * c.verdict.margin.value_or(0),
                            c.a.text(), c.scorer, ci);
         break;
+    case analysis::VerdictKind::no_evidence:
+        return fmt::format("{} against {} ({} scorer): {}", c.b.text(), c.a.text(), c.scorer,
+                           c.verdict.sentence);
     case analysis::VerdictKind::no_detectable_difference:
         line = fmt::format(
             "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(), c.a.text(),
@@ -411,6 +423,10 @@ std::string comparison_sentence(const analysis::Comparison& c) {
             s.interval.lo > 0 || s.interval.hi < 0
                 ? fmt::format(" excludes 0, but the sign-flip test does not reject (mid-p "
                               "{:.3g}, Holm-adjusted {:.3g})",
+                              s.test.p_mid, c.verdict.p_adjusted)
+            : c.verdict.borderline
+                ? fmt::format(" includes 0, though the sign-flip test alone would reject (mid-p "
+                              "{:.3g}, Holm-adjusted {:.3g}): a borderline case",
                               s.test.p_mid, c.verdict.p_adjusted)
                 : std::string(),
             s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)

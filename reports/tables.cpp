@@ -206,15 +206,26 @@ std::string verdict_table(const analysis::Summary& summary, Style style) {
         header.push_back(s);
     }
     rows.push_back(header);
+    bool uneven = false;
     for (const auto& g : summary.groups) {
+        uneven = uneven || g.uneven;
         std::vector<std::string> row = {g.label(), std::to_string(g.questions),
-                                        std::to_string(g.repeats.size())};
+                                        std::to_string(g.repeats.size()) + (g.uneven ? "*" : "")};
         for (const auto& sc : g.scorers) {
             row.push_back(pct_spread(sc.spread));
         }
         rows.push_back(row);
     }
-    return render_table(rows, style);
+    if (!uneven) {
+        return render_table(rows, style);
+    }
+    const std::string note =
+        "* its repeats ran different questions (a later run added repeats on fewer of them): "
+        "its mean is over its questions, each question's repeats averaged first, and so are its "
+        "breakdown's counts; min-max is over repeats.";
+    return render_table(rows, style) +
+           (style == Style::html ? "<p class=\"note\">" + util::xml_escape(note) + "</p>\n"
+                                 : "\n" + note + "\n");
 }
 
 namespace {

@@ -587,6 +587,26 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
         auto& c = comparisons[i];
         c.verdict = decide_verdict(c.stats, c.a.text(), c.b.text(), adjusted[i], comparisons.size(),
                                    margin);
+        // A difference that failures make is not the model's: say how many
+        // of each side's requests here have no answer (no evidence says it
+        // of a side with none).
+        if (c.verdict.kind != VerdictKind::no_evidence) {
+            std::vector<std::string> unanswered;
+            for (const auto& [name, side] :
+                 {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
+                if (side->answered < side->responses) {
+                    unanswered.push_back(fmt::format("{} of {}'s {} here",
+                                                     side->responses - side->answered, name,
+                                                     util::counted(side->responses, "request")));
+                }
+            }
+            if (!unanswered.empty()) {
+                c.verdict.sentence += fmt::format(
+                    " Without a successful response (failed or never sent), each counted as a "
+                    "wrong answer: {}.",
+                    fmt::join(unanswered, "; "));
+            }
+        }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
             c.verdict.sentence += fmt::format(
                 " Paired on the {} both answered: {} answered {} and {} answered {}; each "
@@ -636,8 +656,11 @@ nlohmann::json flips_json(const std::vector<Flip>& v) {
         arr.push_back({{"question_idx", f.question_idx},
                        {"a", f.a},
                        {"b", f.b},
-                       {"a_response_id", f.a_response_id},
-                       {"b_response_id", f.b_response_id},
+                       // 0: a planned request never sent, with no response row
+                       {"a_response_id", f.a_response_id > 0 ? nlohmann::json(f.a_response_id)
+                                                             : nlohmann::json(nullptr)},
+                       {"b_response_id", f.b_response_id > 0 ? nlohmann::json(f.b_response_id)
+                                                             : nlohmann::json(nullptr)},
                        {"a_excerpt", f.a_excerpt},
                        {"b_excerpt", f.b_excerpt}});
     }

@@ -85,9 +85,12 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
             fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
         const bool ok = acc.mean + k_epsilon >= floor;
         c.status = status_of(ok);
-        c.why = ok ? fmt::format("mean accuracy over repeats is {:.{}f} points above the floor",
+        // Repeats that ran different questions are averaged per question.
+        const char* mean = g.uneven ? "accuracy over questions (each question's repeats averaged)"
+                                    : "mean accuracy over repeats";
+        c.why = ok ? fmt::format("{} is {:.{}f} points above the floor", mean,
                                  c.measured - c.threshold, d)
-                   : fmt::format("mean accuracy over repeats is {:.{}f} points below the floor",
+                   : fmt::format("{} is {:.{}f} points below the floor", mean,
                                  c.threshold - c.measured, d);
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
@@ -141,6 +144,7 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     c.threshold_text = fmt::format("non-inferiority: B-A lower bound above {}{:.2f} points",
                                    max_drop > 0.0 ? "-" : "", max_drop);
     c.inconclusive = margin.outcome == MarginOutcome::inconclusive;
+    // No evidence is never taken as a pass, whatever --inconclusive says.
     const bool ok = margin.outcome == MarginOutcome::pass ||
                     (c.inconclusive && spec.inconclusive == InconclusiveAs::pass);
     c.status = status_of(ok);
@@ -153,7 +157,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
                              "two-sided verdict that follows)",
                              100.0 * st.alpha);
     }
-    c.why += ". " + cmp.verdict.sentence;
+    // The verdict would say again why there is no evidence.
+    if (margin.outcome != MarginOutcome::no_evidence) {
+        c.why += ". " + cmp.verdict.sentence;
+    }
     const bool too_small =
         (st.mdd && *st.mdd * 100 > max_drop + k_epsilon) || st.smallest_p.has_value();
     // What the MDD was computed from, so a reader can redo it
@@ -177,9 +184,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
                              "power ({})",
                              *st.mdd * 100, st.power * 100, basis);
     }
-    const char* outcome = margin.outcome == MarginOutcome::pass   ? "pass"
-                          : margin.outcome == MarginOutcome::fail ? "fail"
-                                                                  : "inconclusive";
+    const char* outcome = margin.outcome == MarginOutcome::pass          ? "pass"
+                          : margin.outcome == MarginOutcome::fail        ? "fail"
+                          : margin.outcome == MarginOutcome::no_evidence ? "no evidence"
+                                                                         : "inconclusive";
     c.detail = {
         {"baseline", cmp.a.text()},
         {"candidate", cmp.b.text()},
@@ -187,7 +195,13 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"accuracy_baseline", cmp.accuracy_a},
         {"accuracy_candidate", cmp.accuracy_b},
         {"outcome", outcome},
-        {"ci95_points", {st.interval.lo * 100, st.interval.hi * 100}},
+        {"ci_points", {st.interval.lo * 100, st.interval.hi * 100}},
+        {"ci_confidence", 1.0 - st.alpha},
+        // Named for the default --alpha: null at any other, where the
+        // interval is not the 95% one (ci_points and ci_confidence are).
+        {"ci95_points", std::abs(st.alpha - 0.05) < k_epsilon
+                            ? nlohmann::json{st.interval.lo * 100, st.interval.hi * 100}
+                            : nlohmann::json(nullptr)},
         {"one_sided_points", {st.interval.lo_one_sided * 100, st.interval.hi_one_sided * 100}},
         {"p_mid", st.test.p_mid},
         {"p_mid_holm", cmp.verdict.p_adjusted},

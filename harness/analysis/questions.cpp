@@ -490,6 +490,15 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
 
     s.noise_a = side_noise(a, answered_a);
     s.noise_b = side_noise(b, answered_b);
+    const auto answered_of = [](const CorrectnessMatrix& m, const AnsweredCounts& answered) {
+        std::uint64_t total = 0;
+        for (size_t q = 0; q < m.size(); ++q) {
+            total += answered.empty() ? m[q].size() : answered[q];
+        }
+        return total;
+    };
+    s.answered_a = answered_of(a, answered_a);
+    s.answered_b = answered_of(b, answered_b);
     if (s.noise_a.measured && s.noise_b.measured && s.sd_diff > 0.0) {
         s.noise_share = std::min(1.0, (p.within_of_diff / n) / (s.sd_diff * s.sd_diff));
     }

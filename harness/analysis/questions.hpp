@@ -132,6 +132,11 @@ struct QuestionStats {
     // (every one differing, all the same way: 2^-questions), set when it is
     // not below `alpha`: then no difference, however large, is detectable.
     std::optional<double> smallest_p;
+    // Successful responses on these questions per side (from the answered
+    // counts; every repeat when none were given). A side with none has no
+    // answer to compare: its every response failed or was never sent, and
+    // counts as wrong, so its accuracy says nothing of the model.
+    std::uint64_t answered_a = 0, answered_b = 0;
 };
 
 // Answered (successful) repeats per question, in a matrix's order.

@@ -28,14 +28,24 @@ int index_of(const std::vector<std::string>& names, std::string_view name) {
     return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
 }
 
-// One counted response's row from the rows cursor.
-void read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
-    r.response_id = rows.response_id();
+// A row's place in the matrix (group, repeat, question) from either cursor
+// (counted responses, or requests never sent), which name them alike.
+template <typename Rows> void read_place(const Rows& rows, const Results& out, ResultRow& r) {
     r.server = index_of(out.servers, rows.server());
     r.framing = index_of(out.framings, rows.framing());
     r.max_tokens = static_cast<int>(rows.max_tokens());
     r.repeat = static_cast<int>(rows.repeat());
     r.question_idx = static_cast<int>(rows.question_idx());
+    r.dataset = index_of(out.datasets, rows.dataset());
+    // A question without a stored hash is known only by dataset and index.
+    const auto sha = rows.question_sha256();
+    r.question_key = sha ? util::hash64(*sha) : 0;
+}
+
+// One counted response's row from the rows cursor.
+void read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
+    r.response_id = rows.response_id();
+    read_place(rows, out, r);
     r.outcome = scorers::outcome_from_name(rows.outcome()).value_or(scorers::Outcome::error);
     r.reasoning_started = rows.reasoning_started();
     r.completion_tokens = rows.completion_tokens();
@@ -44,10 +54,6 @@ void read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
     r.ttft_ms = rows.ttft_ms();
     // An unparseable start time leaves the row out of the throughput span.
     r.started_ms = rows.started_ms().value_or(0);
-    r.dataset = index_of(out.datasets, rows.dataset());
-    // A question without a stored hash is known only by dataset and index.
-    const auto sha = rows.question_sha256();
-    r.question_key = sha ? util::hash64(*sha) : 0;
 }
 
 // The scores of response `r` from the scores cursor, which advances in
@@ -192,6 +198,36 @@ void merge_parts(Results& out, std::array<Results, 2>& parts) {
     parts[1].rows = {};
 }
 
+// The planned requests never sent, appended to `out.rows` as failed
+// responses (response_id 0, no scores: wrong for every scorer), so a group's
+// accuracy and its errors count them as docs/ci.md says.
+util::Result<void> read_unsent(store::Store& st, Results& out, const ResponseVisitor& visit) {
+    store::UnsentRows rows(st);
+    if (auto r = rows.status(); !r) {
+        return r;
+    }
+    ResponseDetail detail;
+    detail.scorers = &out.scorers;
+    detail.extracted.resize(out.scorers.size());
+    detail.scored.assign(out.scorers.size(), 0);
+    detail.error = k_never_sent;
+    while (rows.next()) {
+        ResultRow r;
+        read_place(rows, out, r);
+        r.outcome = scorers::Outcome::error;
+        if (visit) {
+            if (auto v = visit(r, detail); !v) {
+                return v.error();
+            }
+        }
+        out.rows.push_back(r);
+    }
+    if (!rows.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read results: {}", rows.error()));
+    }
+    return {};
+}
+
 } // namespace
 
 util::Result<int64_t> unscored_count(store::Store& st) {
@@ -251,6 +287,9 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
         return upper_done.error();
     }
     merge_parts(out, parts);
+    if (auto r = read_unsent(st, out, visit[0]); !r) {
+        return r.error();
+    }
     return out;
 }
 

@@ -35,6 +35,12 @@ private:
     std::uint64_t m_bits = 0;
 };
 
+// The error a planned request never sent shows in place of a response's.
+inline constexpr std::string_view k_never_sent =
+    "never sent: the run stopped before sending this request; run the same command again";
+
+// One counted response, or (response_id 0) a planned request never sent,
+// which counts as a failed, wrong answer.
 struct ResultRow {
     int64_t response_id = 0;
     int server = 0; // index into Results::servers

@@ -239,9 +239,11 @@ double horner(const std::array<double, 8>& coefficients, double x) {
 } // namespace
 
 util::Result<void> check_options(const BootstrapOptions& options) {
-    if (options.resamples == 0) {
+    if (options.resamples == 0 || options.resamples > k_max_resamples) {
         return util::make_error(util::ErrorKind::usage,
-                                "--resamples 0: must be at least 1 (default 10000)");
+                                fmt::format("--resamples {}: must be between 1 and {} (default {})",
+                                            options.resamples, k_max_resamples,
+                                            k_default_resamples));
     }
     if (!(options.confidence > 0.0 && options.confidence < 1.0)) {
         return util::make_error(

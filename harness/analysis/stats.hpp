@@ -29,6 +29,9 @@ namespace diffeval::analysis {
 inline constexpr std::uint64_t k_default_bootstrap_seed = 20250101;
 // Bootstrap resamples used when the caller gives none.
 inline constexpr std::uint32_t k_default_resamples = 10'000;
+// At most this many: a comparison keeps every resample's mean (8 bytes
+// each), and 4,000,000,000 grew to 23 GB before the kernel killed it.
+inline constexpr std::uint32_t k_max_resamples = 10'000'000;
 
 // McNemar's test on the discordant pairs of a paired comparison.
 struct McNemarResult {

@@ -162,17 +162,17 @@ namespace {
 
 using GroupKey = std::tuple<int, int, int>; // server, framing, max_tokens
 
-// One group's responses counted per repeat, and its tokens per repeat.
+// One group's responses counted per repeat and per question (dataset,
+// index), and its tokens per repeat.
 struct GroupCounts {
     std::map<int, RepeatBreakdown> repeats;
+    std::map<std::pair<int, int>, RepeatBreakdown> questions;
     std::map<int, std::pair<double, int64_t>> tokens; // sum, count
     std::vector<const ResultRow*> members;
 };
 
-// Add response `r` to its repeat's counts.
-void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
-    auto& b = group.repeats[r.repeat];
-    group.members.push_back(&r);
+// Add response `r` to the counts `b` (of a repeat or of a question).
+void tally(const ResultRow& r, size_t n_scorers, RepeatBreakdown& b) {
     if (b.correct.empty()) {
         b.repeat = r.repeat;
         b.correct.assign(n_scorers, 0);
@@ -208,6 +208,13 @@ void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
             b.finished_correct[k] += r.correct[k];
         }
     }
+}
+
+// Add response `r` to its repeat's and its question's counts.
+void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
+    group.members.push_back(&r);
+    tally(r, n_scorers, group.repeats[r.repeat]);
+    tally(r, n_scorers, group.questions[{r.dataset, r.question_idx}]);
     if (r.completion_tokens) {
         auto& t = group.tokens[r.repeat];
         t.first += static_cast<double>(*r.completion_tokens);
@@ -215,18 +222,23 @@ void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
     }
 }
 
+// Add the counts of `b` divided by `n` to the breakdown's means of `g`.
+void add_shares(GroupSummary& g, const RepeatBreakdown& b, double n) {
+    g.started_reasoning += static_cast<double>(b.started_reasoning) / n;
+    g.never_finished += static_cast<double>(b.never_finished()) / n;
+    g.stop_truncated += static_cast<double>(b.stop_truncated) / n;
+    g.length_truncated += static_cast<double>(b.length_truncated) / n;
+    g.other += static_cast<double>(b.other) / n;
+    g.finished += static_cast<double>(b.finished) / n;
+    g.errors += static_cast<double>(b.errors) / n;
+    g.unrecorded += static_cast<double>(b.unrecorded) / n;
+}
+
 // The breakdown's means over repeats.
 void average_repeats(GroupSummary& g) {
     const double n = static_cast<double>(g.repeats.size());
     for (const auto& b : g.repeats) {
-        g.started_reasoning += static_cast<double>(b.started_reasoning) / n;
-        g.never_finished += static_cast<double>(b.never_finished()) / n;
-        g.stop_truncated += static_cast<double>(b.stop_truncated) / n;
-        g.length_truncated += static_cast<double>(b.length_truncated) / n;
-        g.other += static_cast<double>(b.other) / n;
-        g.finished += static_cast<double>(b.finished) / n;
-        g.errors += static_cast<double>(b.errors) / n;
-        g.unrecorded += static_cast<double>(b.unrecorded) / n;
+        add_shares(g, b, n);
     }
     // Summed as the counts are, term by term, so a group whose every repeat
     // has counts gives the mean version 1 gave.
@@ -238,6 +250,26 @@ void average_repeats(GroupSummary& g) {
             g.mean_completion_tokens = g.mean_completion_tokens.value_or(0) +
                                        *b.mean_completion_tokens / static_cast<double>(counted);
         }
+    }
+}
+
+// A group whose repeats ran different questions: its accuracy means and its
+// breakdown's means per question (each question's share of its responses),
+// over the questions, so a question with three repeats weighs what one with
+// two does.
+void average_questions(const GroupCounts& counts, size_t n_scorers, GroupSummary& g) {
+    g.started_reasoning = g.never_finished = g.stop_truncated = g.length_truncated = g.other =
+        g.finished = g.errors = g.unrecorded = 0;
+    std::vector<double> accuracy(n_scorers, 0.0);
+    for (const auto& [question, b] : counts.questions) {
+        const auto n = static_cast<double>(b.responses);
+        add_shares(g, b, n);
+        for (size_t k = 0; k < n_scorers; ++k) {
+            accuracy[k] += static_cast<double>(b.correct[k]) / n;
+        }
+    }
+    for (size_t k = 0; k < n_scorers; ++k) {
+        g.scorers[k].spread.mean = accuracy[k] / static_cast<double>(counts.questions.size());
     }
 }
 
@@ -260,7 +292,6 @@ GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupC
         if (t.second > 0) {
             b.mean_completion_tokens = t.first / static_cast<double>(t.second);
         }
-        g.questions = std::max(g.questions, b.responses);
         total += b.responses;
         for (size_t k = 0; k < n_scorers; ++k) {
             g.scorers[k].accuracy.push_back(static_cast<double>(b.correct[k]) /
@@ -281,6 +312,13 @@ GroupSummary summarize_group(const Results& results, const GroupKey& key, GroupC
         }
         g.scorers[k].invalid_rate =
             total ? static_cast<double>(invalid[k]) / static_cast<double>(total) : 0;
+    }
+    // Every question in every repeat: the means over repeats are the means
+    // over questions. Otherwise they are taken per question.
+    g.questions = static_cast<int64_t>(counts.questions.size());
+    g.uneven = total != g.questions * static_cast<int64_t>(g.repeats.size());
+    if (g.uneven) {
+        average_questions(counts, n_scorers, g);
     }
     return g;
 }
@@ -366,6 +404,7 @@ nlohmann::json to_json(const Summary& s) {
                           {"max_tokens", g.max_tokens},
                           {"questions", g.questions},
                           {"repeats", g.repeats.size()},
+                          {"uneven_repeats", g.uneven},
                           {"accuracy", acc},
                           {"breakdown", {{"per_repeat", reps}, {"mean", mean}}},
                           {"latency", latency_json(g.latency)},

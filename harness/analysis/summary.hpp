@@ -73,10 +73,19 @@ struct GroupSummary {
     std::string framing;
     int max_tokens = 0;
     std::string label() const { return group_label(server, framing, max_tokens); }
-    int64_t questions = 0;
+    int64_t questions = 0; // distinct questions answered or planned
     std::vector<RepeatBreakdown> repeats;
     std::vector<ScorerSummary> scorers; // in Results::scorers order
-    // Means over repeats of the breakdown counts.
+    // Some question has fewer responses than the group has repeats: its
+    // repeats ran different questions (a later run added repeats on a
+    // --limit). The unit is the question, so the accuracy mean and the
+    // breakdown's means are then taken per question (the share of its
+    // repeats) and summed or averaged over the questions, not over repeats
+    // of different questions; with every question in every repeat the two
+    // are the same.
+    bool uneven = false;
+    // Means over repeats of the breakdown counts (per question when uneven:
+    // each question's share of its responses, summed over the questions).
     double started_reasoning = 0, never_finished = 0, stop_truncated = 0, length_truncated = 0,
            other = 0, finished = 0, errors = 0, unrecorded = 0;
     // The mean over the repeats that have one; unset when none has.

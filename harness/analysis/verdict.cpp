@@ -52,9 +52,46 @@ std::string mdd_clause(const QuestionStats& s) {
                        100.0 * s.power);
 }
 
+// Whether the bounds on each side of the interval can be trusted to decide:
+// with so few questions that no test reaches alpha (`smallest_p`), a
+// bootstrap bound on a side some question moved towards is no bound.
+bool lower_bound_decides(const QuestionStats& s) {
+    return !s.smallest_p || s.a_better == 0;
+}
+
+bool upper_bound_decides(const QuestionStats& s) {
+    return !s.smallest_p || s.b_better == 0;
+}
+
+// "a has no successful response on these 100 questions", or both sides.
+std::string unanswered_text(const QuestionStats& s, const std::string& a, const std::string& b) {
+    const std::string questions = util::counted(s.questions, "question");
+    if (s.answered_a == 0 && s.answered_b == 0) {
+        return fmt::format("neither {} nor {} has a successful response on these {}", a, b,
+                           questions);
+    }
+    return fmt::format("{} has no successful response on these {}", s.answered_a == 0 ? a : b,
+                       questions);
+}
+
+std::string thin_bound_text(const QuestionStats& s) {
+    return fmt::format(
+        "with {} no test can reach p < {:g} (the sign-flip test's mid-p is at least "
+        "{:.3g}), and a bootstrap bound over so few is little more than the most extreme "
+        "of them",
+        util::counted(s.questions, "question"), s.alpha, s.smallest_p.value_or(1.0));
+}
+
 } // namespace
 
+bool has_no_evidence(const QuestionStats& s) {
+    return s.answered_a == 0 || s.answered_b == 0;
+}
+
 std::string no_spread_text(const QuestionStats& s) {
+    if (has_no_evidence(s)) {
+        return "no successful response on a side to size a difference from";
+    }
     if (s.test.differing == 0) {
         return "the two sides agree on every question";
     }
@@ -150,6 +187,8 @@ const char* verdict_name(VerdictKind kind) {
         return "better";
     case VerdictKind::equivalent:
         return "equivalent";
+    case VerdictKind::no_evidence:
+        return "no evidence";
     case VerdictKind::no_detectable_difference:
         break;
     }
@@ -169,9 +208,20 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     const double shown = shown_diff(s);
     const std::string diff = signed_points(shown);
 
+    // A side without one successful response: its accuracy is its failures.
+    if (has_no_evidence(s)) {
+        v.kind = VerdictKind::no_evidence;
+        v.words = verdict_name(v.kind);
+        v.sentence = fmt::format("No evidence either way: {} (each request failed or was never "
+                                 "sent), and such a request counts as a wrong answer, so the {} "
+                                 "points between them say nothing of the model.",
+                                 unanswered_text(s, a, b), diff);
+        return v;
+    }
     // Equivalence first: a user who gives a margin says smaller differences
     // do not matter.
-    if (margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon) {
+    if (margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon &&
+        lower_bound_decides(s) && upper_bound_decides(s)) {
         v.kind = VerdictKind::equivalent;
         const std::string m = margin_text(*margin);
         v.words = fmt::format("equivalent within ±{} points", m);
@@ -212,11 +262,13 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
                              b, a, difference_text(s, v.kind), ci_clause, pvalue(s.test.p_mid),
                              holm_clause(v), mdd_clause(s));
     if (margin) {
+        const bool inside =
+            iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon;
         v.sentence += fmt::format(
-            " Not shown equivalent within ±{} points: the {} interval {} "
-            "reaches past the margin.",
-            margin_text(*margin), level(1.0 - 2.0 * s.alpha),
-            interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-*margin, *margin}));
+            " Not shown equivalent within ±{} points: the {} interval {} {}.", margin_text(*margin),
+            level(1.0 - 2.0 * s.alpha),
+            interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-*margin, *margin}),
+            inside ? "lies inside it, but " + thin_bound_text(s) : "reaches past the margin");
     }
     return v;
 }
@@ -258,7 +310,18 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
     const std::string below = max_drop > 0.0 ? "-" + x : x;
     const double shown = shown_diff(s);
     const std::string diff = signed_points(shown);
-    if (iv.lo_one_sided > -max_drop + k_epsilon) {
+    if (has_no_evidence(s)) {
+        m.outcome = MarginOutcome::no_evidence;
+        m.sentence = fmt::format("no evidence against the {}-point margin: {} (each request "
+                                 "failed or was never sent)",
+                                 x, unanswered_text(s, "A", "B"));
+    } else if (iv.lo_one_sided > -max_drop + k_epsilon && !lower_bound_decides(s)) {
+        m.outcome = MarginOutcome::inconclusive;
+        m.sentence = fmt::format("inconclusive against the {}-point margin: the one-sided {} lower "
+                                 "bound {} is above {} ({} points), but {}",
+                                 x, one_sided, bound_text(iv.lo_one_sided, {-max_drop}), below,
+                                 diff, thin_bound_text(s));
+    } else if (iv.lo_one_sided > -max_drop + k_epsilon) {
         m.outcome = MarginOutcome::pass;
         m.sentence =
             fmt::format("within the {}-point margin: the one-sided {} lower bound {} is "

@@ -11,10 +11,17 @@
 //     precedence): the two one-sided tests at alpha both reject, i.e. the
 //     (1 - 2 alpha) interval lies inside (-m, +m);
 //   - no detectable difference: anything else; the sentence gives the
-//     interval and the minimum detectable difference.
+//     interval and the minimum detectable difference;
+//   - no evidence, before all of these: a side has no successful response
+//     on the compared questions (every request failed or was never sent), so
+//     its accuracy, all wrong answers, says nothing of the model.
+// With at most four questions no sign-flip test reaches p < 0.05, and the
+// percentile bootstrap's bound on a side some question moved towards is the
+// most extreme question itself: such a bound decides neither equivalence nor
+// a margin's pass (the exact count bound, used where no question moved, does).
 // The gate's margin check is a non-inferiority test at one-sided alpha:
 // pass when the one-sided lower bound is above -X, fail when the one-sided
-// upper bound is below -X, inconclusive otherwise.
+// upper bound is below -X, inconclusive otherwise; no evidence fails it.
 #pragma once
 
 #include <harness/analysis/questions.hpp>
@@ -26,7 +33,7 @@
 
 namespace diffeval::analysis {
 
-enum class VerdictKind { worse, better, no_detectable_difference, equivalent };
+enum class VerdictKind { worse, better, no_detectable_difference, equivalent, no_evidence };
 
 struct Verdict {
     VerdictKind kind = VerdictKind::no_detectable_difference;
@@ -46,11 +53,12 @@ Verdict decide_verdict(const QuestionStats& stats, const std::string& a, const s
                        double p_adjusted, std::size_t comparisons,
                        std::optional<double> margin = {});
 
-// The word of `kind` ("worse", "better", "no detectable difference", "equivalent").
+// The word of `kind` ("worse", "better", "no detectable difference", "equivalent",
+// "no evidence").
 const char* verdict_name(VerdictKind kind);
 
 // Outcome of a non-inferiority test against a largest tolerated drop.
-enum class MarginOutcome { pass, fail, inconclusive };
+enum class MarginOutcome { pass, fail, inconclusive, no_evidence };
 
 struct MarginCheck {
     MarginOutcome outcome = MarginOutcome::inconclusive;
@@ -76,6 +84,10 @@ std::string noise_sentence(const QuestionStats& stats, const std::string& a, con
 // (QuestionStats::smallest_p), or every question differs by the same amount
 // (no spread in the per-question differences).
 std::string no_spread_text(const QuestionStats& s);
+
+// Whether a side of `s` has no successful response on the compared
+// questions: the verdict is then "no evidence", and the margin check fails.
+bool has_no_evidence(const QuestionStats& s);
 
 // "-5.5 points, 95% CI [-13.9, +2.1]": the difference and its two-sided
 // interval as every sentence of a comparison with verdict `kind` prints them.

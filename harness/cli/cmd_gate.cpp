@@ -82,14 +82,13 @@ std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) 
     return out + "\n" + overall_line(v) + "\n";
 }
 
-// Group names and texts come from the database; keep them from breaking a
-// Markdown table cell.
+// Group names and texts come from the database; keep them on one line of a
+// Markdown table (render_table escapes '|' and the other markup: escaping
+// here too printed "b\\\|x" for a server "b|x").
 std::string md_cell(const std::string& s) {
     std::string out;
     for (char c : s) {
-        if (c == '|') {
-            out += "\\|";
-        } else if (c == '\n' || c == '\r') {
+        if (c == '\n' || c == '\r') {
             out += ' ';
         } else {
             out += c;

@@ -49,12 +49,21 @@ util::Result<void> check_paired_flags(double alpha, uint32_t resamples) {
     // Each end of the interval is a percentile of the resamples: with fewer
     // than one resample beyond it, it is only the most extreme one drawn.
     if (static_cast<double>(resamples) * alpha / 2.0 < 1.0) {
+        const double needed = std::ceil(2.0 / alpha);
+        if (needed > analysis::k_max_resamples) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("--alpha {:g}: each end of the interval would rest on less than one "
+                            "of the {} resamples diffeval draws at most; pass --alpha {:g} or "
+                            "larger",
+                            alpha, analysis::k_max_resamples, 2.0 / analysis::k_max_resamples));
+        }
         return util::make_error(
             util::ErrorKind::usage,
             fmt::format("--alpha {:g} with --resamples {}: each end of the interval would rest "
                         "on less than one resample; pass --resamples {:.0f} or more, or a larger "
                         "--alpha",
-                        alpha, resamples, std::ceil(2.0 / alpha)));
+                        alpha, resamples, needed));
     }
     return {};
 }

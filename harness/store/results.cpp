@@ -139,6 +139,18 @@ util::Result<void> ScoreRows::status() const {
     return {};
 }
 
+UnsentRows::UnsentRows(Store& store)
+    : m_rows(store.handle(), "SELECT server, framing, max_tokens, repeat, question_idx, dataset, "
+                             "question_sha256 FROM requests WHERE response_id IS NULL "
+                             "ORDER BY request_id") {}
+
+util::Result<void> UnsentRows::status() const {
+    if (!m_rows.valid()) {
+        return read_error(m_rows.error());
+    }
+    return {};
+}
+
 util::Result<ScoredAnswer> scored_answer(Store& store, int64_t response_id,
                                          const std::string& scorer) {
     Statement s(store.handle(),

@@ -107,6 +107,29 @@ private:
     Statement m_scores;
 };
 
+// The planned requests no response answers (a run stopped before sending
+// them), in request order: they count as failed, wrong answers.
+class UnsentRows {
+public:
+    explicit UnsentRows(Store& store);
+    util::Result<void> status() const;
+    bool next() { return m_rows.step(); }
+    const std::string& error() const { return m_rows.error(); }
+
+    std::string_view server() const { return m_rows.column_view(0); }
+    std::string_view framing() const { return m_rows.column_view(1); }
+    int64_t max_tokens() const { return m_rows.column_int(2); }
+    int64_t repeat() const { return m_rows.column_int(3); }
+    int64_t question_idx() const { return m_rows.column_int(4); }
+    std::string_view dataset() const { return m_rows.column_view(5); }
+    std::optional<std::string_view> question_sha256() const {
+        return m_rows.column_null(6) ? std::nullopt : std::optional(m_rows.column_view(6));
+    }
+
+private:
+    Statement m_rows;
+};
+
 // One response's answer as `scorer` saw it, for an excerpt.
 struct ScoredAnswer {
     bool found = false;    // the response exists

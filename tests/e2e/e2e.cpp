@@ -265,4 +265,13 @@ void exec(const fs::path& db, const std::string& sql) {
     sqlite3_close(h);
 }
 
+void unsend(const fs::path& db, const std::string& where) {
+    const std::string ids = "(SELECT response_id FROM requests WHERE " + where + ")";
+    exec(db, "DELETE FROM scores WHERE response_id IN " + ids +
+                 "; DELETE FROM classifications WHERE response_id IN " + ids +
+                 "; UPDATE requests SET response_id = NULL WHERE " + where +
+                 "; DELETE FROM responses WHERE response_id NOT IN (SELECT response_id FROM "
+                 "requests WHERE response_id IS NOT NULL)");
+}
+
 } // namespace e2e

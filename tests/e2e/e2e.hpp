@@ -78,6 +78,10 @@ std::string query(const std::filesystem::path& db, const std::string& sql);
 std::vector<std::string> query_rows(const std::filesystem::path& db, const std::string& sql);
 // Run `sql` (any statements) on the database at `db`; a failure fails the test.
 void exec(const std::filesystem::path& db, const std::string& sql);
+// Make the requests `where` (a condition on table requests) planned and
+// never sent, as a run killed before sending them leaves them: no response,
+// classification or score.
+void unsend(const std::filesystem::path& db, const std::string& where);
 // The bytes of the file at `path` ("" when it cannot be read).
 std::string slurp(const std::filesystem::path& path);
 

@@ -520,6 +520,46 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
     EXPECT_EQ(p.out.find("\n10 "), std::string::npos) << p.out;
 }
 
+// Repeats added later on fewer questions: the accuracy averaged repeats of
+// different question sets (a server right on 80% of every set printed 78.3
+// and failed a 79% floor), and n was the largest repeat's count. The unit is
+// the question: each question's repeats are averaged, then the questions.
+TEST(AnalyseSubsets, RepeatsOnDifferentQuestionsAreAveragedPerQuestion) {
+    auto dir = e2e::scratch("analyse-uneven");
+    auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    for (const auto& [repeats, limit] : {std::pair{"2", "8"}, std::pair{"3", "3"}}) {
+        auto o = e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit",
+                           limit, "--repeats", repeats, "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    // Make the repeats disagree, so the two means differ: repeat 2 (on three
+    // questions only) is wrong everywhere.
+    e2e::exec(db, "UPDATE scores SET correct = 0 WHERE response_id IN (SELECT response_id FROM "
+                  "requests WHERE repeat = 2)");
+    const double per_question = std::stod(e2e::query(
+        db, "SELECT avg(a) FROM (SELECT avg(correct) AS a FROM v_scores WHERE scorer = 'vllm' "
+            "GROUP BY question_idx)"));
+    const double finished = std::stod(
+        e2e::query(db, "SELECT sum(f) FROM (SELECT avg(outcome = 'finished') AS f FROM v_responses "
+                       "GROUP BY question_idx)"));
+    auto s = e2e::run({"summary", "--db", db, "--format", "json"});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const auto g = json::parse(s.out)["groups"][0];
+    EXPECT_EQ(g["questions"], 8) << s.out;
+    EXPECT_EQ(g["repeats"], 3) << s.out;
+    EXPECT_EQ(g["uneven_repeats"], true) << s.out;
+    EXPECT_NEAR(g["accuracy"]["vllm"]["mean"].get<double>(), per_question, 1e-12) << s.out;
+    EXPECT_NEAR(g["breakdown"]["mean"]["finished"].get<double>(), finished, 1e-12) << s.out;
+    auto t = e2e::run({"summary", "--db", db});
+    EXPECT_NE(t.out.find("* its repeats ran different questions"), std::string::npos) << t.out;
+    auto o = e2e::run({"gate", "--db", db, "--expect", fmt::format("{}", per_question - 0.001)});
+    EXPECT_EQ(o.exit_code, 0) << o.out;
+    EXPECT_NE(o.out.find("accuracy over questions (each question's repeats averaged)"),
+              std::string::npos)
+        << o.out;
+}
+
 // A side whose every request failed agreed with itself on every question
 // (each failure counts as wrong) and was called "a deterministic server":
 // nothing it answered was compared, and every output says it is not measured.

@@ -251,6 +251,25 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     EXPECT_EQ(count(e2e::slurp(path), "## diffeval gate:"), 2u);
 }
 
+// A '|' in a server's name is escaped once in the step summary's checks
+// table, as in its breakdown table: escaped twice, GitHub showed "b\\|x".
+TEST(GateStepSummary, APipeInANameIsEscapedOnce) {
+    auto dir = e2e::scratch("gate-pipe");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "b|x=" + sim.url(), "--framing", "raw", "--limit", "3",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto path = dir / "summary.md";
+    auto o =
+        e2e::run({"gate", "--db", db, "--expect", "0.0"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    const auto md = e2e::slurp(path);
+    EXPECT_NE(md.find("| accuracy b\\|x/raw/256 | PASS |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| b\\|x/raw/256 |"), std::string::npos) << md;
+    EXPECT_EQ(md.find("\\\\"), std::string::npos) << md;
+}
+
 TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
     auto expect_usage = [](const e2e::Outcome& o, const std::string& says) {
         EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
@@ -552,19 +571,31 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
     EXPECT_NE(o.out.find("this run detects differences of"), std::string::npos) << o.out;
 }
 
+namespace {
+
+// A database in scratch directory `name` where server `good` answered
+// `limit` questions and `dead` failed every request with an HTTP 500.
+std::string with_a_dead_server(const std::string& name, const std::string& good,
+                               const std::string& dead, const std::string& limit) {
+    auto dir = e2e::scratch(name);
+    auto profile = dir / "fail.toml";
+    std::ofstream(profile) << "version = 1\nname = \"fail\"\n[faults]\nhttp_500 = 1.0\n";
+    e2e::Sim answering;
+    e2e::Sim failing({"--profile", profile.string()});
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", good + "=" + answering.url(), "--server",
+                       dead + "=" + failing.url(), "--framing", "raw", "--limit", limit,
+                       "--retries", "0", "--db", db, "--quiet"});
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    return db;
+}
+
+} // namespace
+
 // A candidate that answered nothing has no behaviour to compare: its checks
 // fail saying so, never "fell by 100%" from an absent count taken as 0.
 TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
-    auto dir = e2e::scratch("gate-unmeasured");
-    auto profile = dir / "fail.toml";
-    std::ofstream(profile) << "version = 1\nname = \"fail\"\n[faults]\nhttp_500 = 1.0\n";
-    e2e::Sim good;
-    e2e::Sim failing({"--profile", profile.string()});
-    auto db = (dir / "r.sqlite").string();
-    auto r =
-        e2e::run({"run", "--server", "a=" + good.url(), "--server", "fail=" + failing.url(),
-                  "--framing", "raw", "--limit", "4", "--retries", "0", "--db", db, "--quiet"});
-    ASSERT_EQ(r.exit_code, 1) << r.err;
+    const auto db = with_a_dead_server("gate-unmeasured", "a", "fail", "4");
     auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "fail",
                        "--max-never-finished-increase", "5%", "--max-token-increase", "10"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
@@ -573,6 +604,52 @@ TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
         << o.out;
     EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
+}
+
+// A server that never answered gives no evidence: its failures count as
+// wrong answers, so a dead baseline made any candidate "better" and passed
+// the margin, and two dead servers were "equivalent" and passed it too.
+TEST(GateUnmeasured, ASideThatNeverAnsweredPassesNoMarginWhateverInconclusiveSays) {
+    const auto db = with_a_dead_server("gate-no-evidence", "good", "dead", "6");
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "dead", "--candidate", "good",
+                       "--max-drop", "5", "--inconclusive", "pass"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("no evidence against the 5.0-point margin: A has no successful response "
+                         "on these 6 questions"),
+              std::string::npos)
+        << o.out;
+    EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
+    auto d = e2e::run({"diff", "dead", "good", "--db", db, "--format", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const auto j = json::parse(d.out);
+    EXPECT_EQ(j["comparisons"][0]["verdict"]["kind"], "no evidence") << d.out;
+    auto self = e2e::run({"diff", "dead", "dead", "--db", db});
+    EXPECT_EQ(self.exit_code, 2) << self.out; // a group against itself stays refused
+}
+
+// Requests a run planned and never sent (it was killed first) count as
+// failed, wrong answers, as docs/ci.md says: the summary dropped them, so
+// a killed run's accuracy was that of the answers that came back first.
+TEST(GateUnmeasured, PlannedRequestsNeverSentCountAsWrongAnswersAndAsErrors) {
+    auto dir = e2e::scratch("gate-unsent");
+    e2e::Sim good;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "s=" + good.url(), "--framing", "raw", "--limit", "10",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // What a run killed after sending five of its ten leaves: request rows
+    // without a response.
+    e2e::unsend(db, "question_idx >= 5");
+    const int right = std::stoi(
+        e2e::query(db, "SELECT count(*) FROM v_scores WHERE scorer = 'vllm' AND correct = 1"));
+    auto s = e2e::run({"summary", "--db", db, "--format", "json"});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const auto g = json::parse(s.out)["groups"][0];
+    EXPECT_EQ(g["questions"], 10) << s.out;
+    EXPECT_EQ(g["breakdown"]["mean"]["errors"], 5.0) << s.out;
+    EXPECT_DOUBLE_EQ(g["accuracy"]["vllm"]["mean"].get<double>(), right / 10.0) << s.out;
+    auto o = e2e::run({"gate", "--db", db, "--expect", fmt::format("{}", right / 10.0 + 0.01)});
+    EXPECT_EQ(o.exit_code, 1) << o.out;
 }
 
 // A candidate whose server reports no usage.completion_tokens answered, but

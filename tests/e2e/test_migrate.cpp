@@ -85,6 +85,13 @@ std::string summary_as_version_2(const std::string& v1) {
                 g["latency"][k] = nullptr;
             }
         }
+        // A key added on 2026-12-04: whether some question missed a repeat.
+        int64_t responses = 0;
+        for (auto& r : g["breakdown"]["per_repeat"]) {
+            responses += r["responses"].get<int64_t>();
+        }
+        g["uneven_repeats"] = responses != g["questions"].get<int64_t>() *
+                                               static_cast<int64_t>(g["repeats"].get<size_t>());
     }
     return j.dump(2) + "\n";
 }

@@ -26,6 +26,8 @@ QuestionStats stats(double diff, double lo, double hi, double lo1, double hi1, d
     s.sd_diff = 0.3;
     s.se = 0.015;
     s.mdd = 0.042;
+    s.answered_a = 400;
+    s.answered_b = 400;
     return s;
 }
 
@@ -234,6 +236,67 @@ TEST(NonInferiority, OneDifferingQuestionIsSingular) {
     EXPECT_NE(m.sentence.find("1 of 400 questions differs)"), std::string::npos) << m.sentence;
     auto v = decide_verdict(s, "a", "b", 0.5, 1);
     EXPECT_NE(v.sentence.find("1 of 400 questions differs,"), std::string::npos) << v.sentence;
+}
+
+// A side with no successful response: its accuracy is its failures, so no
+// verdict and no margin check rests on it. Two dead servers "agreed on every
+// question" at 0% and were called equivalent, and the gate passed them.
+TEST(DecideVerdict, ASideWithoutAnAnswerIsNoEvidence) {
+    auto s = stats(0.0, -0.036, 0.036, -0.03, 0.03, 1.0);
+    s.accuracy_a = s.accuracy_b = 0.0;
+    s.test.differing = 0;
+    s.answered_a = 0;
+    s.answered_b = 0;
+    const auto v = decide_verdict(s, "a", "b", 1.0, 1, 0.05);
+    EXPECT_EQ(v.kind, VerdictKind::no_evidence);
+    EXPECT_EQ(v.sentence, "No evidence either way: neither a nor b has a successful response on "
+                          "these 400 questions (each request failed or was never sent), and such "
+                          "a request counts as a wrong answer, so the 0.0 points between them say "
+                          "nothing of the model.");
+    const auto m = non_inferiority(s, 0.05);
+    EXPECT_EQ(m.outcome, MarginOutcome::no_evidence) << m.sentence;
+    EXPECT_EQ(no_spread_text(s), "no successful response on a side to size a difference from");
+
+    // A dead baseline does not make the candidate better, nor pass it.
+    auto dead_a = stats(0.8, 0.75, 0.85, 0.76, 0.84, 0.0001);
+    dead_a.answered_a = 0;
+    EXPECT_EQ(decide_verdict(dead_a, "a", "b", 0.0001, 1).kind, VerdictKind::no_evidence);
+    EXPECT_EQ(non_inferiority(dead_a, 0.01).outcome, MarginOutcome::no_evidence);
+    auto dead_b = stats(-0.8, -0.85, -0.75, -0.84, -0.76, 0.0001);
+    dead_b.answered_b = 0;
+    const auto vb = decide_verdict(dead_b, "a", "b", 0.0001, 1);
+    EXPECT_EQ(vb.kind, VerdictKind::no_evidence);
+    EXPECT_NE(vb.sentence.find("b has no successful response on these 400 questions"),
+              std::string::npos)
+        << vb.sentence;
+}
+
+// With two questions no test can reject, and the bootstrap's lower bound on
+// the side a question moved towards is that question: d = {0, -0.5} passed a
+// 55-point margin. Neither a margin's pass nor equivalence rests on it; the
+// exact count bound, on a side no question moved towards, still decides.
+TEST(NonInferiority, FourQuestionsOrFewerNeverPassOnABootstrapBound) {
+    auto s = stats(-0.25, -0.5, 0.0, -0.5, 0.0, 0.5);
+    s.questions = 2;
+    s.test.differing = 1;
+    s.a_better = 1;
+    s.b_better = 0;
+    s.smallest_p = 0.25;
+    s.mdd.reset();
+    const auto m = non_inferiority(s, 0.55);
+    EXPECT_EQ(m.outcome, MarginOutcome::inconclusive) << m.sentence;
+    EXPECT_NE(m.sentence.find("with 2 questions no test can reach p < 0.05"), std::string::npos)
+        << m.sentence;
+    const auto v = decide_verdict(s, "a", "b", 0.5, 1, 0.6);
+    EXPECT_NE(v.kind, VerdictKind::equivalent) << v.sentence;
+    EXPECT_NE(v.sentence.find("lies inside it, but with 2 questions"), std::string::npos)
+        << v.sentence;
+
+    // No question moved towards A: the lower bound is the exact count bound.
+    s.a_better = 0;
+    s.b_better = 1;
+    s.interval.lo_one_sided = -0.3;
+    EXPECT_EQ(non_inferiority(s, 0.55).outcome, MarginOutcome::pass);
 }
 
 } // namespace
