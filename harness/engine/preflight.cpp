@@ -4,6 +4,7 @@
 // key or model.
 #include <harness/engine/run_parts.hpp>
 
+#include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
 
@@ -153,7 +154,9 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
     out.served_model = ids.front();
     out.info["models"] = j["data"];
     if (!r.server_header.empty()) {
-        out.info["server_header"] = r.server_header;
+        // Any bytes a server sends: invalid UTF-8 would throw when the
+        // record is dumped.
+        out.info["server_header"] = util::valid_utf8(r.server_header);
     }
     // /version is vLLM's; other engines may not have it.
     req.url = s.url + "/version";

@@ -5,6 +5,7 @@
 #include <harness/probe/reading.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
+#include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
 
@@ -78,13 +79,43 @@ std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
     return out;
 }
 
+namespace {
+
+// Why `body`, which holds no first position, is not an answer at all (not
+// JSON, not an object, an error object, no choice; "" when first_position's
+// own message says why); nullopt for an answer that merely lacks
+// log-probabilities.
+std::optional<std::string> not_an_answer(const std::string& body) {
+    auto j = util::parse_untrusted_json(body);
+    if (j.is_discarded()) {
+        return std::string();
+    }
+    if (!j.is_object()) {
+        return "the response body is not a JSON object";
+    }
+    if (is_error_object(j)) {
+        return "the server answered with an error object: " + error_message(body);
+    }
+    auto choices = j.find("choices");
+    if (choices == j.end() || !choices->is_array() || choices->empty() ||
+        !(*choices)[0].is_object()) {
+        return "the response has no choices";
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 void parse_probe_body(const std::string& body, const ProbeTarget& target, store::ResponseRow& row) {
     auto position = probe::first_position(body);
     if (!position) {
-        const bool json = nlohmann::json::accept(body);
-        row.ok = json;
-        row.error_kind = json ? "no-logprobs" : "parse";
-        row.error = position.error().message;
+        // Only an answer the engine gave without log-probabilities is
+        // "no-logprobs", kept and not sent again; anything else is the
+        // server failing to answer, retried like a cut body.
+        const auto why = not_an_answer(body);
+        row.ok = !why;
+        row.error_kind = row.ok ? "no-logprobs" : "parse";
+        row.error = why && !why->empty() ? *why : position.error().message;
         return;
     }
     auto reading = probe::read(*position, target.marker, target.chain);

@@ -74,7 +74,8 @@ std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
 // Fill `row` from a probe's HTTP 2xx `body`: ok with its reading; ok without
 // a reading (error_kind "no-logprobs") when the engine ignored the logprobs
 // options, since sending again would not change that; error_kind "parse"
-// when the body is not JSON (retried like any cut body).
+// when the body is not an answer: not JSON, not an object, an error object,
+// no choice (retried like any cut body).
 void parse_probe_body(const std::string& body, const ProbeTarget& target, store::ResponseRow& row);
 
 } // namespace diffeval::engine

@@ -57,9 +57,13 @@ bool string_or_null(const nlohmann::json& obj, const char* key) {
     return it == obj.end() || it->is_null() || it->is_string();
 }
 
-// A stop value with its JSON type: a stop string, a token id, or NULL (any
-// other type, or a token id beyond int64, counts as none).
-util::StopReason stop_value(const nlohmann::json& v) {
+// A stop value with its JSON type: a stop string, a token id, or null (the
+// end of sequence); nothing for any other type or a token id beyond int64,
+// which no engine sends: such a field is of the wrong type, not a null.
+std::optional<util::StopReason> stop_value(const nlohmann::json& v) {
+    if (v.is_null()) {
+        return util::StopReason{};
+    }
     if (v.is_string()) {
         return v.get<std::string>();
     }
@@ -69,7 +73,13 @@ util::StopReason stop_value(const nlohmann::json& v) {
     if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{INT64_MAX}) {
         return static_cast<int64_t>(v.get<uint64_t>());
     }
-    return std::monostate{};
+    return std::nullopt;
+}
+
+// What is wrong with the stop field `key`: the wording of the other
+// wrong-typed fields.
+std::string wrong_stop(std::string_view whose, std::string_view key) {
+    return fmt::format("{} {} is not a string, a token id or null", whose, key);
 }
 
 // The stop a choice names, and the field that named it: vLLM's stop_reason
@@ -77,26 +87,31 @@ util::StopReason stop_value(const nlohmann::json& v) {
 // finish_reason eos_token / stop_sequence (before TGI 2.2), llama.cpp's own
 // `__verbose` object of the response `body` (only from a server started with
 // --verbose: stop_type "word" with its stopping_word, "eos", "limit"). A field
-// that is absent leaves `field` as it was.
-void read_stop(const nlohmann::json& body, const nlohmann::json& choice, util::StopReason& stop,
-               std::string& field) {
+// that is absent leaves `field` as it was. Returns the key of a stop field
+// of the wrong type, leaving both as they were.
+std::optional<std::string_view> read_stop(const nlohmann::json& body, const nlohmann::json& choice,
+                                          util::StopReason& stop, std::string& field) {
     for (const char* key : {"stop_reason", "matched_stop"}) {
         auto it = choice.find(key);
         if (it == choice.end()) {
             continue;
         }
+        auto value = stop_value(*it);
+        if (!value) {
+            return key;
+        }
         field = key;
-        stop = stop_value(*it);
-        return;
+        stop = std::move(*value);
+        return std::nullopt;
     }
     if (auto fr = string_field(choice, "finish_reason");
         fr && (*fr == "eos_token" || *fr == "stop_sequence")) {
         field = "finish_reason";
-        return;
+        return std::nullopt;
     }
     auto verbose = body.find("__verbose");
     if (verbose == body.end() || !verbose->is_object()) {
-        return;
+        return std::nullopt;
     }
     auto type = string_field(*verbose, "stop_type");
     if (type == "word") {
@@ -105,6 +120,7 @@ void read_stop(const nlohmann::json& body, const nlohmann::json& choice, util::S
     } else if (type == "eos") {
         field = "__verbose.stop_type";
     }
+    return std::nullopt;
 }
 
 // The common answer read with simdjson, several times faster than the DOM
@@ -162,36 +178,45 @@ bool count_field(object usage, std::string_view key, std::optional<int64_t>& out
 }
 
 // stop_value() of the JSON types simdjson gives: an integer that does not
-// fit int64 fails its parse, a fraction is a double, neither is a stop.
-util::StopReason stop_value(const element& v) {
+// fit int64 fails its parse, a fraction is a double; nothing for those and
+// every other type, which the DOM parser names.
+std::optional<util::StopReason> stop_value(const element& v) {
     std::string_view text;
     int64_t n = 0;
+    if (v.is_null()) {
+        return util::StopReason{};
+    }
     if (v.get_string().get(text) == simdjson::SUCCESS) {
         return std::string(text);
     }
     if (v.type() == simdjson::dom::element_type::INT64 && !v.get_int64().get(n)) {
         return n;
     }
-    return std::monostate{};
+    return std::nullopt;
 }
 
-// read_stop() above, member for member.
-void read_stop(object body, object choice, const std::optional<std::string>& finish_reason,
+// read_stop() above, member for member; false for a stop field of the wrong
+// type.
+bool read_stop(object body, object choice, const std::optional<std::string>& finish_reason,
                util::StopReason& stop, std::string& field) {
     for (const char* key : {"stop_reason", "matched_stop"}) {
         if (auto v = last_member(choice, key)) {
+            auto value = stop_value(*v);
+            if (!value) {
+                return false;
+            }
             field = key;
-            stop = stop_value(*v);
-            return;
+            stop = std::move(*value);
+            return true;
         }
     }
     if (finish_reason && (*finish_reason == "eos_token" || *finish_reason == "stop_sequence")) {
         field = "finish_reason";
-        return;
+        return true;
     }
     object verbose;
     if (auto v = last_member(body, "__verbose"); !v || v->get_object().get(verbose)) {
-        return;
+        return true;
     }
     auto type = string_field(verbose, "stop_type");
     if (type == "word") {
@@ -200,6 +225,7 @@ void read_stop(object body, object choice, const std::optional<std::string>& fin
     } else if (type == "eos") {
         field = "__verbose.stop_type";
     }
+    return true;
 }
 
 bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) {
@@ -220,6 +246,9 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
         return false;
     }
     if (auto e = last_member(top, "error"); e && !e->is_null()) {
+        return false;
+    }
+    if (string_field(top, "object") == "error") {
         return false;
     }
     simdjson::dom::array choices;
@@ -267,11 +296,17 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
                     !count_field(usage, "completion_tokens", completion_tokens))) {
         return false;
     }
+    util::StopReason stop = row.stop_reason;
+    std::string stop_field = row.stop_field;
+    if (!read_stop(top, choice, finish_reason, stop, stop_field)) {
+        return false;
+    }
     row.text = std::move(text);
     if (endpoint == Endpoint::chat) {
         row.reasoning = std::move(reasoning);
     }
-    read_stop(top, choice, finish_reason, row.stop_reason, row.stop_field);
+    row.stop_reason = std::move(stop);
+    row.stop_field = std::move(stop_field);
     row.finish_reason = std::move(finish_reason);
     if (counted) {
         row.prompt_tokens = prompt_tokens;
@@ -310,7 +345,7 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
     if (!j.is_object()) {
         return fail("the response body is not a JSON object");
     }
-    if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
+    if (is_error_object(j)) {
         return fail("the server answered with an error object: " + error_message(body));
     }
     auto choices = j.find("choices");
@@ -350,7 +385,9 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
         return fail("the choice's finish_reason is not a string");
     }
     row.finish_reason = string_field(choice, "finish_reason");
-    read_stop(j, choice, row.stop_reason, row.stop_field);
+    if (auto key = read_stop(j, choice, row.stop_reason, row.stop_field)) {
+        return fail(wrong_stop("the choice's", *key));
+    }
     if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
         row.prompt_tokens = count_field(*usage, "prompt_tokens", row.notes);
         row.completion_tokens = count_field(*usage, "completion_tokens", row.notes);
@@ -378,7 +415,7 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
                 : fmt::format("a stream event nests deeper than {} levels", util::k_max_json_depth);
         return;
     }
-    if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
+    if (is_error_object(j)) {
         m_error = "the server sent an error mid-stream: " + error_message(data);
         return;
     }
@@ -398,6 +435,10 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         m_error = *why;
         return;
     }
+    if (auto key = read_stop(j, choice, m_stop_reason, m_stop_field)) {
+        m_error = wrong_stop("a stream chunk's", *key);
+        return;
+    }
     // Only when asked (a body being redacted): the run's hot path pays a test.
     auto record = [&](const char* key, bool reasoning, const std::string& into,
                       const std::string& added) {
@@ -409,6 +450,7 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     if (m_endpoint == Endpoint::completion) {
         auto text = string_field(choice, "text");
         m_any_text |= text.has_value();
+        m_text_field |= choice.contains("text");
         piece = text.value_or("");
         m_text += piece;
         record("text", false, m_text, piece);
@@ -443,7 +485,6 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     if (auto fr = string_field(choice, "finish_reason")) {
         m_finish_reason = fr;
     }
-    read_stop(j, choice, m_stop_reason, m_stop_field);
 }
 
 std::optional<std::string> StreamAccumulator::wrong_type_in(const nlohmann::json& choice) const {
@@ -493,6 +534,13 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
         row.ok = false;
         row.error_kind = "parse";
         row.error = "the stream carried no choices";
+    } else if (m_endpoint == Endpoint::completion && !m_text_field) {
+        // Chunks of another shape (a chat delta) ending with a bare
+        // finish_reason: no completion at all, as the same body unstreamed
+        // is no answer. `"text": ""` would be an empty one.
+        row.ok = false;
+        row.error_kind = "parse";
+        row.error = "no stream chunk's choice had a text field";
     } else if (!m_any_text && !m_has_reasoning && !m_finish_reason) {
         // Like a message with neither content nor reasoning: no answer. (A
         // stream that ends with a finish_reason and nothing before it is an
@@ -542,6 +590,14 @@ std::string raw_error_message(const std::string& body) {
 }
 
 } // namespace
+
+bool is_error_object(const nlohmann::json& j) {
+    if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
+        return true;
+    }
+    auto o = j.find("object");
+    return o != j.end() && o->is_string() && o->get_ref<const std::string&>() == "error";
+}
 
 std::string error_message(const std::string& body) {
     // Printed and stored as one line: a server's control characters must not

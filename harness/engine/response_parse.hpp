@@ -42,8 +42,9 @@ struct StreamPiece {
 // Accumulates a streamed (SSE) response chunk by chunk: text and reasoning
 // deltas, finish and stop reasons, usage, the time of the first token and
 // the gaps between content chunks. An error object mid-stream, a field of
-// the wrong type, or a stream that ends with neither a finish_reason nor
-// [DONE] makes the response an error, keeping what arrived before it.
+// the wrong type, a completion none of whose chunks had a `text` field, or a
+// stream that ends with neither a finish_reason nor [DONE] makes the
+// response an error, keeping what arrived before it.
 class StreamAccumulator {
 public:
     explicit StreamAccumulator(Endpoint endpoint) : m_endpoint(endpoint) {}
@@ -85,7 +86,8 @@ private:
     std::vector<double> m_gaps_ms;
     bool m_done = false;
     bool m_any_choice = false;
-    bool m_any_text = false; // some chunk had content (or text) as a string
+    bool m_any_text = false;   // some chunk had content (or text) as a string
+    bool m_text_field = false; // a completion chunk's choice had `text` (a string or null)
     std::string m_error;
     std::string m_notes; // about the usage counts
     size_t m_events = 0; // given to on_event so far
@@ -93,6 +95,10 @@ private:
     bool m_past_end = false;
     size_t m_unread = 0;
 };
+
+// Whether `j` (a JSON object) is a server's error rather than an answer: an
+// OpenAI-style `error` member, or vLLM's {"object": "error", "message": ...}.
+bool is_error_object(const nlohmann::json& j);
 
 // The message of an OpenAI-style error body ({"error": {"message": ...}} or
 // {"message": ...}), else the body itself cut to a readable length.

@@ -432,9 +432,10 @@ struct Sender::Loop {
         ++s.m_pushed;
     }
 
-    // Stop at once: nothing in flight is kept.
+    // Stop at once: nothing in flight is kept (counted: those were sent).
     void abandon() {
         s.m_client.cancel_all();
+        summary.dropped_in_flight += static_cast<int64_t>(in_flight.size());
         in_flight.clear();
     }
 

@@ -5,8 +5,11 @@
 // Beast's response parser until the message is done. A connection that had
 // carried an earlier transfer may have been closed by the server while idle:
 // one that shows an end of stream or unasked bytes when taken is closed
-// unused, and when one fails before any byte of the answer, the request goes
-// once more on a fresh connection, as libcurl does. Timeouts are deadlines checked by
+// unused, and when writing the request on one fails, the request goes once
+// more on a fresh connection. Once the request is written, a close without
+// an answer is a failed attempt like any other: the server may have read
+// the request and be working on it, and nothing is sent twice but as the
+// retry policy decides. Timeouts are deadlines checked by
 // poll(), not a timer per transfer. Bodies are decoded from gzip or deflate
 // (zlib) when the server compressed them, and the body limit counts decoded
 // bytes, so a small compressed body cannot expand without bound.
@@ -27,6 +30,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <strings.h>
 #include <sys/socket.h>
@@ -109,8 +113,13 @@ public:
     Inflater& operator=(const Inflater&) = delete;
 
     // Decode `in`, handing each decoded piece to `out`; false when the
-    // stream is corrupt, or `out` returned false.
+    // stream is corrupt, bytes follow its end (`trailing`), or `out`
+    // returned false.
     template <class Out> bool feed(std::string_view in, Out&& out) {
+        if (m_ended && !in.empty()) {
+            m_trailing = true;
+            return false;
+        }
         m_z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
         m_z.avail_in = static_cast<uInt>(in.size());
         std::array<char, k_inflate_chunk> buf;
@@ -140,14 +149,24 @@ public:
                 break;
             }
         }
+        // A second gzip member or junk after the end: decoding only the
+        // first would store a part of the body as the whole (libcurl fails
+        // such a body too).
+        if (m_ended && m_z.avail_in > 0) {
+            m_trailing = true;
+            return false;
+        }
         return true;
     }
+    // Whether bytes followed the end of the compressed stream.
+    bool trailing() const { return m_trailing; }
 
 private:
     z_stream m_z{};
     Encoding m_encoding;
     bool m_raw = false;
     bool m_ended = false;
+    bool m_trailing = false;
 };
 
 struct Connection {
@@ -167,6 +186,18 @@ struct Connection {
 // server's bug), which the next request would read as its own; an end of
 // stream is a server that hung up while it was idle. One non-blocking peek,
 // as libcurl checks a connection before reusing it.
+// What Beast may read of a body: `--max-response-bytes` counts decoded bytes,
+// and a compressed body of incompressible text is a little longer than the
+// text (gzip's stored blocks: 5 bytes in 64 KiB, and its header and
+// trailer), so the wire gets a 64th and 64 KiB more. take_body holds a body
+// sent as it is to the exact limit, and the inflater a compressed one.
+uint64_t wire_limit(size_t max_body_bytes) {
+    const uint64_t max = max_body_bytes;
+    const uint64_t room = max / 64 + (uint64_t{64} << 10);
+    return max > std::numeric_limits<uint64_t>::max() - room ? std::numeric_limits<uint64_t>::max()
+                                                             : max + room;
+}
+
 bool still_quiet(Connection& c) {
     char byte = 0;
     const ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -190,9 +221,14 @@ struct Transfer {
     Clock::time_point deadline;
     size_t seen_body = 0; // body bytes already handed on (on_data, the inflater)
     bool connecting = false;
-    bool got_bytes = false; // a byte of the answer arrived
-    bool resent = false;    // sent again on a fresh connection once
-    bool ended = false;     // finished, failed or cancelled: late handlers return
+    bool resent = false; // sent again on a fresh connection once
+    // The head's Content-Length passed the body limit: the body's start is
+    // being read raw into response.body (`keep_start`), `left` bytes of it
+    // still to come, through `scratch`.
+    bool keeping = false;
+    uint64_t left = 0;
+    std::string scratch;
+    bool ended = false; // finished, failed or cancelled: late handlers return
 };
 
 using TransferPtr = std::shared_ptr<Transfer>;
@@ -233,9 +269,13 @@ struct PlainMulti::Impl {
     void on_read(const TransferPtr& t, boost::system::error_code ec);
     bool on_head(Transfer& t);
     bool take_body(Transfer& t);
-    // Send `t` again on a fresh connection when its reused one failed
-    // before answering; false when that does not apply.
+    // Send `t` again on a fresh connection when writing it on a reused one
+    // failed (the server had closed it); false when that does not apply.
     bool resend(const TransferPtr& t);
+    // Read on the start of a body whose Content-Length passed the limit
+    // (Beast reads none of it), then fail `t` as too large with it.
+    void keep_start(const TransferPtr& t);
+    void keep(Transfer& t, std::string_view raw);
     void complete(Transfer& t);
     void fail(Transfer& t, Transport how, std::string why);
     void too_large(Transfer& t, std::string_view kept);
@@ -370,7 +410,7 @@ void PlainMulti::Impl::send(const TransferPtr& t) {
         }
         t->parser.emplace();
         t->parser->header_limit(k_header_limit);
-        t->parser->body_limit(t->request.max_body_bytes);
+        t->parser->body_limit(wire_limit(t->request.max_body_bytes));
         read(t);
     });
 }
@@ -381,7 +421,7 @@ void PlainMulti::Impl::read(const TransferPtr& t) {
 }
 
 bool PlainMulti::Impl::resend(const TransferPtr& t) {
-    if (!t->conn->reused || t->got_bytes || t->resent) {
+    if (!t->conn->reused || t->resent) {
         return false;
     }
     t->resent = true;
@@ -436,6 +476,12 @@ bool PlainMulti::Impl::take_body(Transfer& t) {
     const std::string_view fresh = std::string_view(raw).substr(t.seen_body);
     t.seen_body = raw.size();
     if (!t.inflater) {
+        // The wire's limit leaves room for compression's overhead; a body
+        // sent as it is counts exactly.
+        if (raw.size() > t.request.max_body_bytes) {
+            too_large(t, raw);
+            return false;
+        }
         if (t.request.on_data) {
             t.request.on_data(fresh);
         }
@@ -458,7 +504,10 @@ bool PlainMulti::Impl::take_body(Transfer& t) {
         return false;
     }
     if (!ok) {
-        fail(t, Transport::failed, "the response body is not valid gzip or deflate data");
+        fail(t, Transport::failed,
+             t.inflater->trailing()
+                 ? "the response body goes on after the end of its gzip or deflate data"
+                 : "the response body is not valid gzip or deflate data");
         return false;
     }
     return true;
@@ -468,19 +517,26 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
     if (t->ended) {
         return;
     }
-    if (!t->got_bytes && (t->conn->buffer.size() > 0 || t->parser->got_some())) {
-        t->got_bytes = true;
-    }
     if (ec == bhttp::error::body_limit) {
+        // The status and Retry-After decide a retry, as on libcurl's path:
+        // read them even when the head itself said the body is too large.
+        if (t->parser->is_header_done() && t->response.status == 0 && !on_head(*t)) {
+            return;
+        }
+        if (t->parser->is_header_done() && t->parser->get().body().empty()) {
+            if (auto length = t->parser->content_length_remaining()) {
+                t->keeping = true;
+                t->left = *length;
+                keep_start(t);
+                return;
+            }
+        }
         too_large(*t, t->parser->get().body());
         return;
     }
     if (ec) {
-        if ((ec == bhttp::error::end_of_stream || ec == net::error::connection_reset ||
-             ec == net::error::broken_pipe) &&
-            resend(t)) {
-            return;
-        }
+        // Not sent again, even on a reused connection: the request was
+        // written, and a server that read it may be answering it still.
         std::string why;
         if (ec == bhttp::error::end_of_stream) {
             why = "the server closed the connection without answering";
@@ -507,7 +563,7 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
             // An interim answer (100 Continue, 103 Early Hints): the real one follows.
             t->parser.emplace();
             t->parser->header_limit(k_header_limit);
-            t->parser->body_limit(t->request.max_body_bytes);
+            t->parser->body_limit(wire_limit(t->request.max_body_bytes));
             read(t);
             return;
         }
@@ -523,6 +579,49 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
         return;
     }
     complete(*t);
+}
+
+void PlainMulti::Impl::keep(Transfer& t, std::string_view raw) {
+    const size_t cap = std::min(k_kept_of_too_large, t.request.max_body_bytes);
+    auto& body = t.response.body;
+    if (!t.inflater) {
+        body.append(raw.substr(0, std::min(raw.size(), cap - std::min(cap, body.size()))));
+        return;
+    }
+    // Decoded as a body that fits is: a corrupt stream keeps what decoded.
+    t.inflater->feed(raw, [&](std::string_view piece) {
+        body.append(piece.substr(0, std::min(piece.size(), cap - std::min(cap, body.size()))));
+        return body.size() < cap;
+    });
+}
+
+void PlainMulti::Impl::keep_start(const TransferPtr& t) {
+    const size_t cap = std::min(k_kept_of_too_large, t->request.max_body_bytes);
+    auto& buffer = t->conn->buffer;
+    if (buffer.size() > 0) {
+        const auto n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), t->left));
+        keep(*t, std::string_view(static_cast<const char*>(buffer.data().data()), n));
+        buffer.consume(n);
+        t->left -= n;
+    }
+    if (t->response.body.size() >= cap || t->left == 0) {
+        too_large(*t, t->response.body);
+        return;
+    }
+    t->scratch.resize(static_cast<size_t>(std::min<uint64_t>(k_inflate_chunk, t->left)));
+    t->conn->socket.async_read_some(net::buffer(t->scratch),
+                                    [this, t](const boost::system::error_code& ec, size_t n) {
+                                        if (t->ended) {
+                                            return;
+                                        }
+                                        keep(*t, std::string_view(t->scratch.data(), n));
+                                        t->left -= n;
+                                        if (ec) {
+                                            too_large(*t, t->response.body);
+                                            return;
+                                        }
+                                        keep_start(t);
+                                    });
 }
 
 void PlainMulti::Impl::complete(Transfer& t) {
@@ -589,7 +688,10 @@ void PlainMulti::Impl::expire() {
         {
             const auto after =
                 std::chrono::duration_cast<std::chrono::milliseconds>(now - t->start);
-            if (t->connecting) {
+            if (t->keeping) {
+                // Already too large: what arrived of its start is kept.
+                too_large(*t, t->response.body);
+            } else if (t->connecting) {
                 fail(*t, Transport::timed_out,
                      fmt::format("timed out after {} ms connecting to {} port {}", after.count(),
                                  t->target->host, t->target->port));

@@ -1,6 +1,9 @@
 // SSE parsing; see sse.hpp.
 #include <harness/http/sse.hpp>
 
+#include <harness/util/json_text.hpp>
+#include <harness/util/text.hpp>
+
 namespace diffeval::http {
 
 namespace {
@@ -45,11 +48,22 @@ void SseParser::end_line(std::vector<std::string>& events) {
         }
     }
     if (m_line.empty()) {
-        if (m_has_data) {
+        if (m_has_error) {
+            // The event is the failure, whatever data it also carried.
+            std::string event = "{\"error\":";
+            if (util::trim(m_error).starts_with('{')) {
+                event += m_error;
+            } else {
+                util::append_dump_string(event, m_error);
+            }
+            events.push_back(event + "}");
+        } else if (m_has_data) {
             events.push_back(std::move(m_data));
         }
         m_data.clear();
         m_has_data = false;
+        m_error.clear();
+        m_has_error = false;
     } else if (m_line[0] != ':') {
         auto colon = m_line.find(':');
         std::string_view field(m_line.data(), colon == std::string::npos ? m_line.size() : colon);
@@ -66,6 +80,12 @@ void SseParser::end_line(std::vector<std::string>& events) {
             }
             m_data += value;
             m_has_data = true;
+        } else if (field == "error") {
+            if (m_has_error) {
+                m_error += '\n';
+            }
+            m_error += value;
+            m_has_error = true;
         }
     }
     m_line.clear();

@@ -81,6 +81,15 @@ void append_dump_string(std::string& out, std::string_view s) {
                .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string valid_utf8(std::string_view s) {
+    if (simdjson::validate_utf8(s.data(), s.size())) {
+        return std::string(s);
+    }
+    std::string quoted;
+    append_dump_string(quoted, s);
+    return nlohmann::json::parse(quoted).get<std::string>();
+}
+
 void append_dump_double(std::string& out, double x) {
     if (!std::isfinite(x)) {
         out += "null";

@@ -22,6 +22,11 @@ void append_dump_string(std::string& out, std::string_view s);
 // The same for `s` known to be valid UTF-8 (simdjson checked it): no check.
 void append_valid_dump_string(std::string& out, std::string_view s);
 
+// `s` with its invalid UTF-8 replaced by U+FFFD as append_dump_string
+// replaces it: untrusted bytes (a server's header) made fit for a
+// nlohmann::json string, whose dump() throws on invalid UTF-8.
+std::string valid_utf8(std::string_view s);
+
 // Append `x` as nlohmann writes a double: the shortest text that reads back
 // as `x` ("0.0", "0.95", "1e-05", "-9999.0"), "null" when not finite.
 void append_dump_double(std::string& out, double x);

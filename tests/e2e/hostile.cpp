@@ -104,6 +104,21 @@ const std::string& gzip_bomb() {
     return bomb;
 }
 
+// `data` as one gzip member.
+std::string gzip(const std::string& data) {
+    z_stream z{};
+    deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+    std::string out(deflateBound(&z, static_cast<uLong>(data.size())), '\0');
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+    z.avail_in = static_cast<uInt>(data.size());
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    deflate(&z, Z_FINISH);
+    out.resize(out.size() - z.avail_out);
+    deflateEnd(&z);
+    return out;
+}
+
 bool send_all(int fd, const std::string& data, Clock::time_point deadline) {
     size_t off = 0;
     while (off < data.size()) {
@@ -170,14 +185,40 @@ bool read_request(int fd, Parsed& r, const std::atomic<bool>& stop, Clock::time_
 } // namespace
 
 std::string name_of(Hostile m) {
-    static const char* names[] = {
-        "good",           "cut_mid_event",  "no_finish",        "content_number",
-        "content_object", "content_null",   "message_empty",    "deep_json",
-        "gzip_bomb",      "endless",        "redirect_away",    "redirect_ftp",
-        "redirect_loop",  "echo_headers",   "retry_after_huge", "retry_after_nan",
-        "bad_tokens",     "partial_206",    "huge_header",      "huge_trailer",
-        "finish_abort",   "done_then_hold", "echo_key_split",   "hang",
-        "key_after_done", "key_cut"};
+    static const char* names[] = {"good",
+                                  "cut_mid_event",
+                                  "no_finish",
+                                  "content_number",
+                                  "content_object",
+                                  "content_null",
+                                  "message_empty",
+                                  "deep_json",
+                                  "gzip_bomb",
+                                  "endless",
+                                  "redirect_away",
+                                  "redirect_ftp",
+                                  "redirect_loop",
+                                  "echo_headers",
+                                  "retry_after_huge",
+                                  "retry_after_nan",
+                                  "bad_tokens",
+                                  "partial_206",
+                                  "huge_header",
+                                  "huge_trailer",
+                                  "finish_abort",
+                                  "done_then_hold",
+                                  "echo_key_split",
+                                  "hang",
+                                  "key_after_done",
+                                  "key_cut",
+                                  "error_line",
+                                  "object_error",
+                                  "chat_shaped",
+                                  "stop_reason_true",
+                                  "probe_error",
+                                  "gzip_members",
+                                  "close_after_read",
+                                  "oversize_503"};
     return names[static_cast<int>(m)];
 }
 
@@ -196,6 +237,7 @@ struct HostileServer::Impl {
     std::map<std::string, int> per_body;
     std::string last_headers;
     std::atomic<int>* models = nullptr;
+    std::atomic<int> probe_errors{0};
 
     void serve(int fd);
     std::string answer(Hostile mode, const Parsed& r, bool chat, bool stream, int fd,
@@ -365,6 +407,59 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                  deadline);
         return answer(Hostile::hang, r, chat, stream, fd, deadline);
     }
+    case Hostile::error_line: {
+        const std::string error =
+            R"({"code":500,"message":"Invalid input batch.","type":"server_error"})";
+        if (!stream) {
+            return json_response(500, R"({"error":)" + error + "}");
+        }
+        return sse_response(chunk(chat, "\"The answer is\"") + "error: " + error +
+                            "\n\ndata: [DONE]\n\n");
+    }
+    case Hostile::object_error: {
+        const std::string error =
+            R"({"object":"error","message":"engine dead","type":"InternalServerError","code":500})";
+        if (!stream) {
+            return json_response(200, error);
+        }
+        return sse_response(chunk(chat, "\"The answer is\"") + "data: " + error +
+                            "\n\ndata: [DONE]\n\n");
+    }
+    case Hostile::chat_shaped:
+        if (!stream) {
+            return json_response(200, json_text(true, good));
+        }
+        return sse_response(chunk(true, good) + chunk(true, "\"\"", "\"stop\"") +
+                            "data: [DONE]\n\n");
+    case Hostile::stop_reason_true: {
+        if (stream) {
+            return sse_response(chunk(chat, good) +
+                                "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"delta\":{},"
+                                "\"finish_reason\":\"stop\",\"stop_reason\":true}]}\n\n"
+                                "data: [DONE]\n\n");
+        }
+        auto body = json_text(chat, good);
+        body.replace(body.find("\"finish_reason\":\"stop\""), 22,
+                     "\"finish_reason\":\"stop\",\"stop_reason\":true");
+        return json_response(200, body);
+    }
+    case Hostile::probe_error: {
+        if (r.body.find("\"max_tokens\": 1,") == std::string::npos &&
+            r.body.find("\"max_tokens\": 1}") == std::string::npos) {
+            return answer(Hostile::good, r, chat, stream, fd, deadline);
+        }
+        static const char* bodies[] = {R"({"error":{"message":"CUDA out of memory","code":500}})",
+                                       "[]", "42"};
+        return json_response(200, bodies[probe_errors.fetch_add(1) % 3]);
+    }
+    case Hostile::gzip_members:
+        return head(200, "OK", "Content-Type: application/json\r\nContent-Encoding: gzip\r\n",
+                    gzip(json_text(chat, good)) + gzip(R"({"error":"second member"})"));
+    case Hostile::close_after_read:
+        return "";
+    case Hostile::oversize_503:
+        return json_response(503, R"({"error":{"message":")" + std::string(200'000, 'x') + "\"}}",
+                             "Retry-After: 0\r\n");
     case Hostile::retry_after_huge:
         return json_response(429, R"({"error":{"message":"slow down"}})", "Retry-After: 1e308\r\n");
     case Hostile::retry_after_nan:
@@ -424,8 +519,7 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
 
 void HostileServer::Impl::serve(int fd) {
     const auto deadline = Clock::now() + k_connection_deadline;
-    Parsed r;
-    if (read_request(fd, r, stop, deadline)) {
+    for (Parsed r; read_request(fd, r, stop, deadline); r = Parsed{}) {
         if (r.method == "GET") {
             models->fetch_add(1);
             if (options.models == ModelsReply::deep) {
@@ -456,11 +550,14 @@ void HostileServer::Impl::serve(int fd) {
             } else if (options.models == ModelsReply::hang) {
                 answer(Hostile::hang, r, false, false, fd, deadline);
             } else {
-                send_all(
-                    fd,
-                    json_response(
-                        200, R"({"object":"list","data":[{"id":"hostile","object":"model"}]})"),
-                    deadline);
+                const std::string server = options.models == ModelsReply::server_bad_utf8
+                                               ? "Server: \xff\xfe-srv\r\n"
+                                               : "";
+                send_all(fd,
+                         json_response(
+                             200, R"({"object":"list","data":[{"id":"hostile","object":"model"}]})",
+                             server),
+                         deadline);
             }
         } else {
             Hostile mode;
@@ -477,7 +574,19 @@ void HostileServer::Impl::serve(int fd) {
             }
             const bool chat = r.path.find("/chat/") != std::string::npos;
             const bool stream = r.body.find("\"stream\": true") != std::string::npos;
-            send_all(fd, answer(mode, r, chat, stream, fd, deadline), deadline);
+            auto reply = answer(mode, r, chat, stream, fd, deadline);
+            if (options.keep_alive) {
+                if (auto at = reply.find("Connection: close\r\n"); at != std::string::npos) {
+                    reply.erase(at, 19);
+                }
+            }
+            send_all(fd, reply, deadline);
+            if (reply.empty()) {
+                break;
+            }
+        }
+        if (!options.keep_alive || r.method == "GET") {
+            break;
         }
     }
     shutdown(fd, SHUT_WR);

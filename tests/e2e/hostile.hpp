@@ -49,6 +49,18 @@ enum class Hostile {
     key_cut,        // the start of an answer quoting the request's API key, cut inside the key
                     // (streamed: 10 characters in a whole event, 6 in an unfinished one), then
                     // nothing until the client gives up
+    error_line,     // stream: content, then llama.cpp's `error: {...}` line, then [DONE]
+                    // (not streamed: HTTP 500 with that error)
+    object_error,   // vLLM's {"object":"error",...}: stream: after content, as a data event;
+                    // not streamed: the whole body of a 200
+    chat_shaped,    // /v1/completions answered in chat's shape: streamed, delta chunks and a
+                    // bare finish_reason, no `text` anywhere; not streamed, a message
+    stop_reason_true, // a good answer whose stop_reason is `true`
+    probe_error,      // a probe's request (max_tokens 1) gets a 200 whose body is no answer:
+                      // in turn an error object, `[]` and `42`; others a good answer
+    gzip_members,     // Content-Encoding: gzip, two members: a good answer, then an error
+    close_after_read, // reads the request (counted) and closes without answering
+    oversize_503,     // 503 with Retry-After: 0 and a 200,000-byte body sent with its length
 };
 
 // The mode's name, as counted by HostileServer::arrivals().
@@ -57,8 +69,18 @@ std::string name_of(Hostile mode);
 // How GET /v1/models answers (echo_error: HTTP 500 quoting the request
 // headers; echo_id: a model whose id is the request's Authorization value),
 // or, for the last two, how llama.cpp's GET /props does (nested 300,000
-// deep; total_slots 2^32) beside a normal model list.
-enum class ModelsReply { normal, deep, hang, echo_error, echo_id, props_deep, props_huge_slots };
+// deep; total_slots 2^32) beside a normal model list; server_bad_utf8: a
+// normal list whose Server header holds bytes that are not UTF-8.
+enum class ModelsReply {
+    normal,
+    deep,
+    hang,
+    echo_error,
+    echo_id,
+    props_deep,
+    props_huge_slots,
+    server_bad_utf8
+};
 
 class HostileServer {
 public:
@@ -69,6 +91,9 @@ public:
         // Answer the first N arrivals of each request body with the cycle,
         // later ones with `good` (0: always the cycle).
         int hostile_arrivals_per_body = 0;
+        // Keep connections open after an answer (no "Connection: close") and
+        // read the next request on them.
+        bool keep_alive = false;
     };
     explicit HostileServer(Options options);
     ~HostileServer();

@@ -135,6 +135,22 @@ TEST(Hostile, UnusablePropsRepliesAreIgnored) {
     }
 }
 
+// A Server header that is not UTF-8 is stored with U+FFFD in place of its
+// bad bytes; it used to end the run in preflight with "internal error".
+TEST(Hostile, AServerHeaderThatIsNotUtf8IsStoredReplaced) {
+    auto dir = e2e::scratch("hostile-server-utf8");
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::server_bad_utf8;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "2", "--framing", "raw"}));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), 2);
+    EXPECT_EQ(query(db, "SELECT json_extract(info_json, '$.server_header') FROM servers"),
+              "\xEF\xBF\xBD\xEF\xBF\xBD-srv");
+}
+
 // finish_reason "abort" is the server giving up on the answer: retried,
 // stored as a failure (never as a success), and sent again by the rerun.
 TEST(Hostile, AnAbortedAnswerIsAFailureToRetry) {
@@ -257,6 +273,77 @@ TEST(Hostile, WrongTypesAreErrorsNotEmptyAnswers) {
     }
 }
 
+// A streamed completion in chat's shape (no `text` field in any chunk) is
+// no answer, as it is not streamed: neither is stored as an empty success.
+TEST(Hostile, ACompletionWithoutTextIsNoAnswerStreamedOrNot) {
+    auto dir = e2e::scratch("hostile-chat-shaped");
+    HostileServer server(cycle({Hostile::chat_shaped}));
+    for (const char* stream : {"", "--stream"}) {
+        auto db = dir / (*stream ? "stream.sqlite" : "r.sqlite");
+        std::vector<std::string> more = {"--limit", "2", "--framing", "raw"};
+        if (*stream) {
+            more.push_back(stream);
+        }
+        auto o = e2e::run(run_args(server.url(), db, more));
+        EXPECT_EQ(o.exit_code, 1) << o.err;
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = "
+                               "'parse'"),
+                  2)
+            << stream;
+    }
+}
+
+// A stop_reason of a type no engine sends is no end of sequence: the
+// answer is an error of the wrong-typed kind, never stored with cause eos.
+TEST(Hostile, AStopReasonOfTheWrongTypeIsAnError) {
+    auto dir = e2e::scratch("hostile-stop-type");
+    HostileServer server(cycle({Hostile::stop_reason_true}));
+    for (const char* stream : {"", "--stream"}) {
+        auto db = dir / (*stream ? "stream.sqlite" : "r.sqlite");
+        std::vector<std::string> more = {"--limit", "2", "--framing", "raw,chat"};
+        if (*stream) {
+            more.push_back(stream);
+        }
+        auto o = e2e::run(run_args(server.url(), db, more));
+        EXPECT_EQ(o.exit_code, 1) << o.err;
+        const std::string kind = *stream ? "stream" : "parse";
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = '" +
+                                   kind +
+                                   "' AND error LIKE '%stop_reason is not a string, a token id "
+                                   "or null'"),
+                  4)
+            << stream;
+    }
+}
+
+// A probe's 200 that is no answer (an error object, a body that is not a
+// JSON object) is an error to send again, not an engine without
+// log-probabilities: the report would say the engine returned none.
+TEST(Hostile, AProbeAnsweredWithAnErrorIsSentAgain) {
+    auto dir = e2e::scratch("hostile-probe-error");
+    HostileServer server(cycle({Hostile::probe_error}));
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> more = {"--limit", "1",       "--framing",
+                                           "raw",     "--probe", "think-open"};
+    auto o = e2e::run(run_args(server.url(), db, more));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    const int probes = count_of(db, "SELECT count(*) FROM probe_responses");
+    EXPECT_GE(probes, 3);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM probe_responses WHERE ok = 0 AND error_kind = "
+                           "'parse'"),
+              probes);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM probe_responses WHERE error = 'the server "
+                           "answered with an error object: CUDA out of memory'"),
+              (probes + 2) / 3);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1"), 1);
+    // The rerun sends every probe again, and only them.
+    const int sent = server.total_arrivals();
+    EXPECT_EQ(sent, probes + 1);
+    auto again = e2e::run(run_args(server.url(), db, more));
+    EXPECT_EQ(again.exit_code, 1) << again.err;
+    EXPECT_EQ(server.total_arrivals(), sent + probes);
+}
+
 // 4. Every numeric flag outside its range is one line and exit 2, before
 //    anything is sent or any file is created.
 TEST(Hostile, OutOfRangeFlagsAreRefusedUpFront) {
@@ -342,13 +429,19 @@ TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> paired = {
         {{"gate", "--max-drop", "two"}, "--max-drop 'two': expected a number"},
         {{"diff", "a", "b", "--resamples", "-2"}, "--resamples '-2': expected a whole number of 0"},
+        {{"diff", "a", "b", "--alpha", "1e-5"},
+         "--alpha 1e-05 with --resamples 10000: each end of the interval would rest on less than "
+         "one resample; pass --resamples 200000 or more"},
+        // Not what no resample count diffeval draws can give (it crashed).
         {{"diff", "a", "b", "--alpha", "1e-9"},
-         "--alpha 1e-09 with --resamples 10000: each end of the interval would rest on less than "
-         "one resample; pass --resamples 2000000000 or more"},
+         "--alpha 1e-09: each end of the interval would rest on less than one of the 10000000 "
+         "resamples diffeval draws at most; pass --alpha 2e-07 or larger"},
+        {{"gate", "--max-drop", "1", "--resamples", "4000000000"},
+         "--resamples 4000000000: must be between 1 and 10000000"},
         {{"gate", "--max-drop", "1", "--resamples", "10"},
          "--alpha 0.05 with --resamples 10: each end of the interval"},
         {{"diff", "a", "b", "--resamples", "99999999999"}, "--resamples '99999999999': too large"},
-        {{"diff", "a", "b", "--resamples", "0"}, "--resamples 0: must be at least 1"},
+        {{"diff", "a", "b", "--resamples", "0"}, "--resamples 0: must be between 1 and"},
         {{"diff", "a", "b", "--alpha", "2"}, "--alpha 2: must be in (0, 0.5]"},
         {{"gate", "--baseline", "a", "--candidate", "b", "--max-drop", "1", "--alpha", "0.7"},
          "--alpha 0.7: must be in (0, 0.5]"}};
@@ -720,6 +813,55 @@ TEST(Hostile, OversizedBodiesAreErrorsAndMemoryStaysBounded) {
                            "length(response_json) <= 65536"),
               4);
     EXPECT_LT(m.max_rss_kb, 512 * 1024) << "peak RSS " << m.max_rss_kb << " KiB";
+}
+
+// A gzip body that goes on after its first member is not cut to that
+// member and stored as the answer: it fails its transfer, as with libcurl.
+TEST(Hostile, GzipDataAfterTheEndIsATransportError) {
+    auto dir = e2e::scratch("hostile-gzip-members");
+    HostileServer server(cycle({Hostile::gzip_members}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "2", "--framing", "raw"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = "
+                           "'transport' AND error LIKE '%goes on after the end of its gzip%'"),
+              2);
+}
+
+// A server that reads a request on a kept-alive connection and closes it
+// without answering may have acted on it: that is a failed attempt, and
+// with --retries 0 the server sees each request exactly once.
+TEST(Hostile, ARequestReadThenDroppedIsNotSentAgainSilently) {
+    auto dir = e2e::scratch("hostile-close-after-read");
+    auto opts = cycle({Hostile::good, Hostile::close_after_read});
+    opts.keep_alive = true;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(
+        run_args(server.url(), db, {"--limit", "4", "--framing", "raw", "--concurrency", "1"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 4);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1 AND attempts = 1"), 2);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND attempts = 1 AND "
+                           "error_kind = 'transport' AND error LIKE '%closed the connection%'"),
+              2);
+}
+
+// A 503 whose body is over the limit keeps its status and the body's first
+// 64 KiB, and is retried as a 503 is, whichever client carried it.
+TEST(Hostile, AnOversized503KeepsItsStatusAndIsRetried) {
+    auto dir = e2e::scratch("hostile-oversize-503");
+    HostileServer server(cycle({Hostile::oversize_503}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db,
+                               {"--limit", "2", "--framing", "raw", "--max-response-bytes",
+                                "100000", "--retries", "1", "--retry-backoff-ms", "1"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 4);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND status = 503 AND "
+                           "error_kind = 'size' AND attempts = 2 AND length(response_json) = "
+                           "65536 AND response_json LIKE '{\"error\":{\"message\":\"xxx%'"),
+              2);
 }
 
 // 8. Redirects are stored as errors naming where they pointed, never followed.

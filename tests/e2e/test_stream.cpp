@@ -2,6 +2,7 @@
 // to first token and the gaps between chunks; an error object mid-stream is
 // stored as an error, not as a short answer.
 #include "e2e.hpp"
+#include "hostile.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -59,4 +60,50 @@ TEST(Stream, ErrorObjectMidStreamIsAnError) {
                         "AND error LIKE "
                         "'the server sent an error mid-stream%'"),
               "3");
+}
+
+// Errors in the two other shapes engines send mid-stream: llama.cpp's
+// `error:` line (then [DONE]) and vLLM's {"object":"error"} event. Both are
+// errors of kind stream, never the partial text stored as an answer, and
+// are retried like any failed delivery.
+TEST(Stream, LlamaCppAndVllmErrorEventsAreErrors) {
+    auto dir = e2e::scratch("stream_error_shapes");
+    e2e::HostileServer::Options opts;
+    opts.cycle = {e2e::Hostile::error_line, e2e::Hostile::object_error};
+    opts.hostile_arrivals_per_body = 1;
+    e2e::HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    std::vector<std::string> args = {"run",       "--server",  "h=" + server.url(),
+                                     "--framing", "raw,chat",  "--limit",
+                                     "2",         "--stream",  "--dataset",
+                                     "sample",    "--retries", "0",
+                                     "--db",      db.string(), "--quiet"};
+    auto o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = 'stream' "
+                        "AND (error = 'the server sent an error mid-stream: Invalid input batch.' "
+                        "OR error = 'the server sent an error mid-stream: engine dead')"),
+              "4");
+    EXPECT_EQ(query(db, "SELECT count(DISTINCT error) FROM v_responses"), "2");
+    // Sent again, each body is answered well the second time.
+    auto again = e2e::run(args);
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(server.total_arrivals(), 8);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "4");
+}
+
+// Not streamed, vLLM's error object in a 200 is an error too, named so.
+TEST(Stream, AnErrorObjectAsA200BodyIsAnError) {
+    auto dir = e2e::scratch("object_error_body");
+    e2e::HostileServer::Options opts;
+    opts.cycle = {e2e::Hostile::object_error};
+    e2e::HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o =
+        e2e::run({"run", "--server", "h=" + server.url(), "--framing", "raw,chat", "--limit", "2",
+                  "--dataset", "sample", "--retries", "0", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND error_kind = 'parse' "
+                        "AND error = 'the server answered with an error object: engine dead'"),
+              "4");
 }

@@ -91,6 +91,78 @@ TEST(ParseStop, LlamaCppStreamNamesNoStop) {
     EXPECT_EQ(row.stop_field, "");
 }
 
+// A stop field of a type no engine sends is of the wrong type, like any
+// other field: an error, not a null read as the end of sequence.
+TEST(ParseStop, AStopReasonOfTheWrongTypeIsAParseError) {
+    for (const char* value :
+         {"true", "1.5", "{\"a\":1}", "18446744073709551616", "9223372036854775808"}) {
+        const std::string choice =
+            std::string(R"({"text":"","finish_reason":"stop","stop_reason":)") + value + "}";
+        store::ResponseRow row;
+        parse_success_body(R"({"choices":[)" + choice + "]}", Endpoint::completion, row);
+        EXPECT_FALSE(row.ok) << value;
+        EXPECT_EQ(row.error_kind, "parse") << value;
+        EXPECT_EQ(row.error, "the choice's stop_reason is not a string, a token id or null");
+        StreamAccumulator acc(Endpoint::completion);
+        acc.on_event(R"({"choices":[)" + choice + "]}", 1);
+        acc.on_event("[DONE]", 2);
+        store::ResponseRow streamed;
+        acc.finish(streamed);
+        EXPECT_FALSE(streamed.ok) << value;
+        EXPECT_EQ(streamed.error_kind, "stream") << value;
+        EXPECT_EQ(streamed.error,
+                  "a stream chunk's stop_reason is not a string, a token id or null");
+    }
+    // null is the end of sequence, and stays an answer.
+    auto eos = parse(R"({"choices":[{"text":"","finish_reason":"stop","stop_reason":null}]})");
+    EXPECT_EQ(eos.stop_field, "stop_reason");
+}
+
+// Error events in the shapes other than {"error": ...}: vLLM's
+// {"object": "error"} as a stream event or as a whole 200 body.
+TEST(ParseBody, VllmErrorObjectsAreErrors) {
+    const std::string error =
+        R"({"object":"error","message":"engine dead","type":"InternalServerError","code":500})";
+    store::ResponseRow row;
+    parse_success_body(error, Endpoint::completion, row);
+    EXPECT_FALSE(row.ok);
+    EXPECT_EQ(row.error_kind, "parse");
+    EXPECT_EQ(row.error, "the server answered with an error object: engine dead");
+    StreamAccumulator acc(Endpoint::completion);
+    acc.on_event(R"({"choices":[{"text":"The answer is","finish_reason":null}]})", 1);
+    acc.on_event(error, 2);
+    acc.on_event("[DONE]", 3);
+    store::ResponseRow streamed;
+    acc.finish(streamed);
+    EXPECT_FALSE(streamed.ok);
+    EXPECT_EQ(streamed.error_kind, "stream");
+    EXPECT_EQ(streamed.error, "the server sent an error mid-stream: engine dead");
+}
+
+// A streamed completion whose chunks are chat-shaped (no `text` anywhere)
+// is no answer, as the same body unstreamed is not; an empty `text` is.
+TEST(ParseBody, AStreamedCompletionWithNoTextFieldIsNoAnswer) {
+    auto finish = [](const std::vector<std::string>& events) {
+        StreamAccumulator acc(Endpoint::completion);
+        for (const auto& e : events) {
+            acc.on_event(e, 1);
+        }
+        store::ResponseRow row;
+        acc.finish(row);
+        return row;
+    };
+    auto chat_shaped =
+        finish({R"({"choices":[{"index":0,"delta":{"content":"42"},"finish_reason":null}]})",
+                R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})", "[DONE]"});
+    EXPECT_FALSE(chat_shaped.ok);
+    EXPECT_EQ(chat_shaped.error_kind, "parse");
+    EXPECT_EQ(chat_shaped.error, "no stream chunk's choice had a text field");
+    auto empty = finish({R"({"choices":[{"index":0,"text":"","finish_reason":null}]})",
+                         R"({"choices":[{"index":0,"finish_reason":"stop"}]})", "[DONE]"});
+    EXPECT_TRUE(empty.ok) << empty.error;
+    EXPECT_EQ(empty.text, "");
+}
+
 // The simdjson path and the DOM parser it stands in for agree field by field
 // on answers at the edges of what each parser holds; duplicate keys resolve
 // to the last one in both.
@@ -113,6 +185,13 @@ TEST(ParseBody, FastPathAgreesWithTheDomParser) {
         R"({"choices":[],"usage":{}})",
         "\xef\xbb\xbf{\"choices\":[{\"text\":\"bom\"}]}",
         "{\"choices\":[{\"text\":\"\xff\"}]}",
+        R"({"object":"error","message":"m","choices":[{"text":"t"}]})",
+        R"({"object":"error","object":"text_completion","choices":[{"text":"t"}]})",
+        R"({"choices":[{"text":"t","stop_reason":true}]})",
+        R"({"choices":[{"text":"t","stop_reason":1.5}]})",
+        R"({"choices":[{"text":"t","stop_reason":{"a":1}}]})",
+        R"({"choices":[{"text":"t","stop_reason":18446744073709551616}]})",
+        R"({"choices":[{"text":"t","matched_stop":[]}]})",
     };
     for (const char* body : bodies) {
         for (Endpoint e : {Endpoint::completion, Endpoint::chat}) {

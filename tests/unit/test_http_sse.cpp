@@ -55,3 +55,14 @@ TEST(SseParser, CompleteBytesEndWhereTheLastEventDid) {
     EXPECT_EQ(p.feed(whole.substr(7) + cut).size(), 1u);
     EXPECT_EQ((whole + cut).substr(p.complete_bytes()), "\n: comment\n\n" + cut);
 }
+
+// llama.cpp reports a failure mid-stream as an `error:` line; it comes out
+// as an error event (a JSON object as sent, other text as a JSON string),
+// which WHATWG's rules alone would drop.
+TEST(SseParser, AnErrorFieldIsAnErrorEvent) {
+    SseParser p;
+    EXPECT_EQ(p.feed("data: {\"a\":1}\n\nerror: {\"code\":500,\"message\":\"m\"}\n\n"
+                     "error: out of \"memory\"\n\ndata: [DONE]\n\n"),
+              (std::vector<std::string>{"{\"a\":1}", "{\"error\":{\"code\":500,\"message\":\"m\"}}",
+                                        "{\"error\":\"out of \\\"memory\\\"\"}", "[DONE]"}));
+}
