@@ -44,18 +44,19 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
             return make_error(ErrorKind::io,
                               fmt::format("cannot download {}: {}; check the network "
                                           "or pass --data-url-base",
-                                          req.url, r.transport_error));
+                                          http::url_without_secret(req.url), r.transport_error));
         }
         if (r.status != 200) {
             return make_error(ErrorKind::io,
-                              fmt::format("cannot download {}: HTTP {}", req.url, r.status));
+                              fmt::format("cannot download {}: HTTP {}",
+                                          http::url_without_secret(req.url), r.status));
         }
         auto got = util::sha256_hex(r.body);
         if (got != f.sha256) {
             return make_error(ErrorKind::data,
                               fmt::format("{} has sha256 {}, expected {}; the source is not the "
                                           "official GSM8K file",
-                                          req.url, got, f.sha256));
+                                          http::url_without_secret(req.url), got, f.sha256));
         }
         // A name of its own beside the target (util::ReplacingFile): two
         // fetches into one cache at once (two CI jobs) each rename a whole

@@ -121,17 +121,19 @@ std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extra
     return {};
 }
 
-// What is wrong with `text` as the number an option of CLI11 type `type`
-// takes, or nothing. CLI11 also reads "0x10" (16), " 3", "-1" for an
-// unsigned flag (2^64 - 1), "nan" and "1e400" (inf); the docs promise the
-// text as typed is a plain decimal number within range.
+} // namespace
+
+// CLI11 also reads "0x10" (16), " 3", "+3", "-1" for an unsigned flag
+// (2^64 - 1), "nan" and "1e400" (inf); the docs promise the text as typed is
+// a plain decimal number within range.
 std::string number_problem(const std::string& type, const std::string& text) {
     const bool whole = type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0;
     const bool real = type.rfind("FLOAT", 0) == 0;
     if (!whole && !real) {
         return {};
     }
-    const size_t digits = text.find_first_not_of("+-") == 1 ? 1 : 0;
+    // A sign is a minus alone: "+3" is no plain decimal text.
+    const size_t digits = text.starts_with('-') ? 1 : 0;
     if (whole) {
         if (text.size() <= digits ||
             text.find_first_not_of("0123456789", digits) != std::string::npos) {
@@ -152,7 +154,8 @@ std::string number_problem(const std::string& type, const std::string& text) {
         }
         return {};
     }
-    if (text.empty() || text.find_first_not_of("0123456789+-.eE") != std::string::npos) {
+    if (text.empty() || text.starts_with('+') ||
+        text.find_first_not_of("0123456789+-.eE") != std::string::npos) {
         return "expected a number";
     }
     char* end = nullptr;
@@ -166,6 +169,8 @@ std::string number_problem(const std::string& type, const std::string& text) {
     }
     return {};
 }
+
+namespace {
 
 // CLI11's "Could not convert: --limit = 1e3" in our own words, naming what
 // the flag takes: "--limit '1e3': expected a whole number". Other

@@ -4,6 +4,7 @@
 #include <harness/cli/util.hpp>
 
 #include <datasets/dataset.hpp>
+#include <harness/http/client.hpp>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,14 @@ void add_data_command(CLI::App& root, Dispatch& dispatch) {
             return report(util::make_error(
                 util::ErrorKind::usage,
                 fmt::format("unknown dataset '{}'; only 'gsm8k' can be fetched", *name)));
+        }
+        // A URL no download can use is the flag's error, not the network's.
+        if (const auto problem = http::http_url_problem(*url_base)) {
+            return report(util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("--data-url-base {} {}; give the http:// or https:// address of a "
+                            "directory holding test.jsonl and train.jsonl",
+                            http::url_without_secret(*url_base), *problem)));
         }
         std::vector<std::string> log;
         auto dir = datasets::fetch_gsm8k(*url_base, log);

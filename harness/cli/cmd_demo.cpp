@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 namespace diffeval::cli {
 
@@ -34,7 +35,7 @@ namespace fs = std::filesystem;
 struct DemoFlags {
     std::string out = "diffeval-demo";
     std::string dataset;
-    int limit = 0;
+    std::optional<int> limit; // none: all questions
     int repeats = 3;
 };
 
@@ -56,7 +57,7 @@ util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& 
     }
     std::cout << fmt::format(
         "dataset: {} ({}{}){}\n", dataset->name, util::counted(dataset->test.size(), "question"),
-        f.limit ? fmt::format(", first {} used", f.limit) : "",
+        f.limit ? fmt::format(", first {} used", *f.limit) : "",
         spec == "sample" && f.dataset.empty()
             ? "; official GSM8K is not cached, run 'diffeval data fetch gsm8k' "
               "for the full experiment"
@@ -100,16 +101,15 @@ util::Result<void> check_out(const DemoFlags& f) {
 }
 
 // The experiment's settings, checked as a run checks them, before anything
-// starts (0 is --limit's "all questions").
+// starts. All questions is --limit's absence: 0 is refused as -1 is (it
+// once meant all, 83,097 requests on the official set).
 util::Result<engine::RunConfig> demo_settings(const DemoFlags& f) {
     engine::RunConfig config;
     config.framings = {"raw", "chat"};
     config.max_tokens = {256, 1024};
     config.repeats = f.repeats;
     config.probe = "think-open"; // beside the measured requests (docs/probe.md)
-    if (f.limit) {
-        config.limit = f.limit;
-    }
+    config.limit = f.limit;
     if (auto r = engine::validate_settings(config); !r) {
         return r.error();
     }
@@ -266,7 +266,7 @@ void add_demo_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--out", flags->out, "Output directory (default ./diffeval-demo)");
     cmd->add_option("--dataset", flags->dataset,
                     "sample, gsm8k or a .jsonl path (default: gsm8k if cached)");
-    cmd->add_option("--limit", flags->limit, "Only the first N questions");
+    cmd->add_option("--limit", flags->limit, "Only the first N questions (default: all)");
     cmd->add_option("--repeats", flags->repeats, "Repeats (default 3)");
     dispatch[cmd] = [flags] { return demo_command(*flags); };
 }

@@ -41,6 +41,15 @@ int export_command(const ExportFlags& f) {
     if (!r) {
         return report(r.error());
     }
+    // Planned requests and no response (a run killed while planning): as
+    // summary, report and gate say, there is nothing to give.
+    if (r->files.empty()) {
+        return report(util::make_error(
+            util::ErrorKind::data,
+            fmt::format("{} holds no response to export; run 'diffeval run' (the same command "
+                        "again resumes a killed run)",
+                        f.db)));
+    }
     for (const auto& file : r->files) {
         std::cout << file << "\n";
     }

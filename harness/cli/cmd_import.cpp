@@ -13,8 +13,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+
+#include <unistd.h>
 
 namespace diffeval::cli {
 
@@ -49,7 +50,7 @@ int import_command(const ImportFlags& f) {
                         "wrote in it",
                         f.path)));
     }
-    if (std::ifstream probe(f.path); !probe) {
+    if (::access(f.path.c_str(), R_OK) != 0) {
         return report(util::make_error(
             util::ErrorKind::usage,
             fmt::format("cannot read {}: {}; give the samples_*.jsonl file lm-eval "

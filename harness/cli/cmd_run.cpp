@@ -159,17 +159,17 @@ util::Result<void> load_config_files(const RunFlags& f, engine::RunConfig& confi
     return {};
 }
 
-// --max-tokens: comma-separated integers, each within its range.
+// --max-tokens: comma-separated integers, each plain decimal text (stoll
+// alone read " 256" and "+256") within its range.
 util::Result<std::vector<int>> parse_max_tokens(const std::vector<std::string>& values) {
     std::vector<int> out;
     for (const auto& m : split_list(values)) {
         int64_t v = 0;
         try {
-            size_t used = 0;
-            v = std::stoll(m, &used);
-            if (used != m.size()) {
+            if (!number_problem("INT", m).empty()) {
                 throw std::invalid_argument(m);
             }
+            v = std::stoll(m);
         } catch (const std::exception&) {
             return util::make_error(
                 util::ErrorKind::usage,
@@ -191,9 +191,10 @@ util::Result<void> apply_concurrency(const std::string& value, engine::RunConfig
         config.concurrency_auto = true;
         return {};
     }
-    char* end = nullptr;
-    long n = std::strtol(value.c_str(), &end, 10);
-    if (*end != '\0' || end == value.c_str() || n < 1 || n > engine::Limits::max_concurrency) {
+    // Plain decimal text, as every number flag: strtol alone read " 4" and "+4".
+    const bool plain = number_problem("INT", value).empty();
+    const long n = plain ? std::strtol(value.c_str(), nullptr, 10) : 0;
+    if (!plain || n < 1 || n > engine::Limits::max_concurrency) {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("--concurrency: '{}' is not a number from 1 to {} or "
                                             "'auto'",

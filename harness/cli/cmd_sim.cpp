@@ -122,10 +122,12 @@ void add_sim_command(CLI::App& root, Dispatch& dispatch) {
         ->capture_default_str();
     cmd->add_option("--model", f->model, "Served model id")->capture_default_str();
     auto share = CLI::Range(0.0, 1.0);
+    // The ranges a profile's keys take (sim/profile.cpp): CLI11's
+    // NonNegativeNumber printed the largest double, 309 digits, as the bound.
     cmd->add_option("--ttft-ms", f->ttft_ms, "Simulated time to first token")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 600000));
     cmd->add_option("--per-token-ms", f->per_token_ms, "Simulated time per generated token")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 60000));
     cmd->add_option("--fault-http-500", f->http_500, "Share of requests answered 500")
         ->check(share);
     cmd->add_option("--fault-http-503", f->http_503, "Share of requests answered 503")
@@ -133,7 +135,7 @@ void add_sim_command(CLI::App& root, Dispatch& dispatch) {
     cmd->add_option("--fault-http-429", f->http_429, "Share answered 429 with Retry-After")
         ->check(share);
     cmd->add_option("--retry-after-s", f->retry_after_s, "Retry-After seconds of a 429")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 3600));
     cmd->add_option("--fault-reset-before-body", f->reset_before_body,
                     "Share of connections closed before any response byte")
         ->check(share);
@@ -142,7 +144,7 @@ void add_sim_command(CLI::App& root, Dispatch& dispatch) {
         ->check(share);
     cmd->add_option("--fault-stall", f->stall, "Share of requests that stall")->check(share);
     cmd->add_option("--stall-ms", f->stall_ms, "How long a stalled request waits")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 3600000));
     cmd->add_option("--fault-malformed-json", f->malformed_json,
                     "Share of responses with truncated JSON")
         ->check(share);

@@ -41,6 +41,13 @@ CLI::Option* add_list_option(CLI::App& cmd, const std::string& name,
                              std::vector<std::string>& values, const std::string& description,
                              const std::string& default_shown);
 
+// What is wrong with `text` as the number a flag of CLI11 type `type`
+// ("INT", "UINT", "FLOAT"...; any other type: nothing) takes, or nothing: a
+// number is plain decimal text, an optional minus and digits, within the
+// type's range. Flags CLI11 reads as text (a list, "auto", I/N) ask it of
+// each number they hold.
+std::string number_problem(const std::string& type, const std::string& text);
+
 // What is wrong with the first value given to a flag or argument of `sub`
 // (or its parents) once parsed, or nothing: an empty value, an empty item
 // in a comma list (a flag of type k_list_type), or a number that is not

@@ -9,15 +9,19 @@
 #include <harness/util/toml_json.hpp>
 
 #include <fmt/format.h>
+
+#include <filesystem>
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
+#include <string_view>
 #include <type_traits>
 
 namespace diffeval::engine {
@@ -175,6 +179,41 @@ string_table(const std::string& path, const toml::node& n, const char* what) {
     return out;
 }
 
+// What is wrong with the header `name: value` a config file gives, or
+// nothing. Each is sent as written: a line break in a value began another
+// header (or a whole second request), a name with a space or a
+// Content-Length the server refused with a misleading error.
+std::optional<std::string> header_problem(std::string_view name, std::string_view value) {
+    // RFC 9110's token: one or more tchar.
+    const auto tchar = [](unsigned char c) {
+        return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) !=
+                                      std::string_view::npos;
+    };
+    if (name.empty() || !std::all_of(name.begin(), name.end(), tchar)) {
+        return "is no header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces); "
+               "rename it";
+    }
+    for (const auto* framing : {"content-length", "transfer-encoding", "host", "connection"}) {
+        const std::string_view f = framing;
+        if (name.size() == f.size() &&
+            std::equal(name.begin(), name.end(), f.begin(), [](char a, char b) {
+                return std::tolower(static_cast<unsigned char>(a)) == b;
+            })) {
+            return "is set by diffeval for each request (it frames the request or names the "
+                   "server); remove it from headers";
+        }
+    }
+    // Field values may hold tabs, never CR, LF, NUL or another control.
+    if (std::any_of(value.begin(), value.end(), [](char c) {
+            const auto u = static_cast<unsigned char>(c);
+            return (u < 0x20 && u != '\t') || u == 0x7f;
+        })) {
+        return "has a line break or control character in its value, which would begin another "
+               "header; remove it";
+    }
+    return std::nullopt;
+}
+
 // How one key of a table is read into `Target`: the tables below list every
 // key a file may hold, so the allowed keys and their readers cannot drift.
 template <typename Target>
@@ -217,9 +256,23 @@ KeyReader<Target> into(Member Target::*member, const char* what, Read read) {
     };
 }
 
+// A string key's value, which may not be empty (or blank), as no flag's
+// may: `db = ""` stored into SQLite's temporary database and lost the run,
+// `api_key_env = ""` sent no key.
+util::Result<std::string> nonempty_string(const std::string& path, const toml::node& n,
+                                          const char* what) {
+    auto v = get<std::string>(path, n, what);
+    if (v && v->find_first_not_of(" \t") == std::string::npos) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: '{}' is empty; give a value, or leave the key out",
+                                      where(path, n), what));
+    }
+    return v;
+}
+
 template <typename Target, typename Member>
 KeyReader<Target> string_into(Member Target::*member, const char* what) {
-    return into(member, what, get<std::string>);
+    return into(member, what, nonempty_string);
 }
 
 template <typename Target> KeyReader<Target> bool_into(bool Target::*member, const char* what) {
@@ -277,6 +330,11 @@ const KeyTable<ServerSpec>& server_keys() {
                  return v.error();
              }
              for (const auto& [k, value] : *v) {
+                 if (const auto problem = header_problem(k, value)) {
+                     return make_error(ErrorKind::usage,
+                                       fmt::format("{}: header '{}' {}", where(path, n),
+                                                   util::one_line(k, 100), *problem));
+                 }
                  s.headers.push_back(fmt::format("{}: {}", k, value));
              }
              return {};
@@ -299,6 +357,20 @@ const KeyTable<ServerSpec>& server_keys() {
              auto body = util::toml_to_json(n, path, "body");
              if (!body) {
                  return body.error();
+             }
+             // Fields the framing and the run write: replaced, the request
+             // asked another question, or for another limit, stored and
+             // scored as the group's own.
+             for (const char* owned :
+                  {"prompt", "messages", "max_tokens", "model", "stream", "stream_options"}) {
+                 if (body->contains(owned)) {
+                     return make_error(
+                         ErrorKind::usage,
+                         fmt::format("{}: body sets '{}', which the framing and the run write "
+                                     "(the question, --max-tokens, the model, --stream); leave "
+                                     "it out of body",
+                                     where(path, n), owned));
+                 }
              }
              s.extra_body = std::move(*body);
              return {};
@@ -549,6 +621,15 @@ util::Result<void> validate(const RunConfig& c) {
                                           "its files; give 'log' another path",
                                           s.name, s.log_path, c.db));
         }
+        // Checked with the other launch settings, before the database is
+        // opened: found when the server started, it failed the run (exit 1).
+        if (std::error_code ec; !s.launch.empty() && !s.log_path.empty() &&
+                                std::filesystem::is_directory(s.log_path, ec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("server '{}': its log {} is a directory; give 'log' "
+                                          "the path of a file",
+                                          s.name, s.log_path));
+        }
         if (const auto problem = http::http_url_problem(s.url)) {
             return make_error(ErrorKind::usage,
                               fmt::format("server '{}': '{}' {}", s.name,
@@ -560,11 +641,18 @@ util::Result<void> validate(const RunConfig& c) {
 }
 
 util::Result<Shard> parse_shard(const std::string& value) {
+    // Each number plain decimal digits, as every number flag's: a stream
+    // read " 0/3", "0 /3" and "+0/+3" alike.
+    auto whole = [](std::string_view text, int& out) {
+        const auto* end = text.data() + text.size();
+        return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
+               std::from_chars(text.data(), end, out).ptr == end;
+    };
     Shard s;
-    char slash = 0;
-    std::istringstream in(value);
-    if (!(in >> s.index >> slash >> s.count) || slash != '/' || !in.eof() || s.count < 1 ||
-        s.index < 0 || s.index >= s.count) {
+    const auto slash = value.find('/');
+    const std::string_view text = value;
+    if (slash == std::string::npos || !whole(text.substr(0, slash), s.index) ||
+        !whole(text.substr(slash + 1), s.count) || s.count < 1 || s.index >= s.count) {
         return make_error(
             ErrorKind::usage,
             fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4", value));

@@ -449,12 +449,9 @@ util::Result<std::string> read_server_log(const std::filesystem::path& path, uin
     if (std::filesystem::is_directory(path, ec)) {
         return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
     }
-    errno = 0;
     auto ends = util::read_file_ends(path, k_log_head, k_log_tail, from);
     if (!ends) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: {}", path.string(),
-                                      errno != 0 ? std::strerror(errno) : "cannot be read"));
+        return ends.error();
     }
     return std::move(ends->text);
 }

@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <chrono>
 #include <ctime>
@@ -26,6 +28,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <tuple>
@@ -222,6 +225,15 @@ util::Result<void> append_lines(const store::AnsweredRequest& row, int max_token
         util::append_dump_string(text, filter);
         text += hashes;
         text += util::python_float_repr(verdict->correct ? 1.0 : 0.0);
+        // A failed request is exported as lm-eval counts it (no answer,
+        // exact_match 0), marked so that an import stores it as the failure
+        // it was: imported as an answer "", it became a stored success.
+        if (!row.ok) {
+            text += ", \"diffeval_error_kind\": ";
+            util::append_dump_string(text, row.error_kind);
+            text += ", \"diffeval_error\": ";
+            util::append_dump_string(text, row.error);
+        }
         text += "}\n";
         ++lines;
     }
@@ -299,14 +311,22 @@ util::Result<ExportSummary> export_samples(store::Store& st, const std::string& 
 
 namespace {
 
+// The error kinds a response row may carry (docs/schema.md).
+constexpr std::array<std::string_view, 7> k_error_kinds = {
+    "http", "transport", "timeout", "parse", "stream", "size", "finish"};
+
 struct Document {
     int64_t doc_id = 0;
     int line = 0; // the first line that logged it
     std::string question;
     std::string answer;
     ordered_json arguments;
+    int max_tokens = 256; // its max_gen_toks (max_gen_toks_of)
     std::vector<std::string> resps;
     ordered_json filters = ordered_json::object(); // filter -> {filtered_resps, metrics}
+    // Set for a request diffeval's export marked failed (diffeval_error):
+    // its kind and error, stored as a failure, not as an answer.
+    std::optional<std::pair<std::string, std::string>> failure;
 };
 
 // The task name in "samples_<task>_<date_id>.jsonl" (lm-eval's own rule:
@@ -319,6 +339,36 @@ std::string task_of(const std::string& path) {
         return stem;
     }
     return stem.substr(first + 1, last - first - 1);
+}
+
+// The most tokens a request may ask for: --max-tokens's bound
+// (engine::Limits::max_max_tokens), which this folder may not include.
+constexpr int64_t k_max_gen_toks = 10'000'000;
+
+// The max_tokens lm-eval ran a document with: its max_gen_toks (in
+// `arguments`, on line `where`), lm-eval's default 256 without one; an error
+// for one that is no token limit (-5 made the group lm/raw/-5, and "abc" or
+// 1e20 became 256 without a word).
+util::Result<int> max_gen_toks_of(const ordered_json& arguments, const std::string& where) {
+    if (!arguments.is_object() || !arguments.contains("gen_args_0") ||
+        !arguments["gen_args_0"].is_object() || !arguments["gen_args_0"].contains("arg_1") ||
+        !arguments["gen_args_0"]["arg_1"].is_object() ||
+        !arguments["gen_args_0"]["arg_1"].contains("max_gen_toks")) {
+        return 256;
+    }
+    const auto& v = arguments["gen_args_0"]["arg_1"]["max_gen_toks"];
+    const bool in_range =
+        v.is_number_unsigned()  ? v.get<uint64_t>() >= 1 && v.get<uint64_t>() <= k_max_gen_toks
+        : v.is_number_integer() ? v.get<int64_t>() >= 1 && v.get<int64_t>() <= k_max_gen_toks
+                                : false;
+    if (!in_range) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{}: max_gen_toks {} is no token limit (a whole number from "
+                                      "1 to {}); correct it, or remove it for lm-eval's default "
+                                      "256",
+                                      where, util::one_line(v.dump(), 40), k_max_gen_toks));
+    }
+    return static_cast<int>(v.get<int64_t>());
 }
 
 util::Result<std::vector<Document>> parse_samples(const std::string& path) {
@@ -366,6 +416,24 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
         read.question = doc["question"].get<std::string>();
         read.answer = doc["answer"].get<std::string>();
         read.arguments = j.value("arguments", ordered_json::object());
+        auto max_tokens = max_gen_toks_of(read.arguments, where);
+        if (!max_tokens) {
+            return max_tokens.error();
+        }
+        read.max_tokens = *max_tokens;
+        if (j.contains("diffeval_error")) {
+            const auto& kind = j.value("diffeval_error_kind", ordered_json());
+            const auto& error = j["diffeval_error"];
+            if (!error.is_string() || !kind.is_string() ||
+                !std::count(k_error_kinds.begin(), k_error_kinds.end(),
+                            kind.get_ref<const std::string&>())) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("{}: diffeval_error needs a string and "
+                                              "diffeval_error_kind one of {}",
+                                              where, fmt::join(k_error_kinds, ", ")));
+            }
+            read.failure.emplace(kind.get<std::string>(), error.get<std::string>());
+        }
         // resps: one list per request, one string per repeat.
         for (const auto& per_request : j["resps"]) {
             const auto& list =
@@ -495,18 +563,6 @@ util::Result<void> store_questions(store::Store& st, const ImportOptions& o,
     return store::put_questions_at(st, o.dataset.name, questions);
 }
 
-// The max_tokens lm-eval ran a document with (its max_gen_toks).
-int max_tokens_of(const Document& d) {
-    const auto& gen = d.arguments.contains("gen_args_0") &&
-                              d.arguments["gen_args_0"].contains("arg_1") &&
-                              d.arguments["gen_args_0"]["arg_1"].is_object()
-                          ? d.arguments["gen_args_0"]["arg_1"]
-                          : ordered_json::object();
-    return gen.contains("max_gen_toks") && gen["max_gen_toks"].is_number_integer()
-               ? gen["max_gen_toks"].get<int>()
-               : 256; // lm-eval's default max_gen_toks
-}
-
 // An answer of the file to a request the store has answered already.
 struct AlreadyStored {
     std::string key;
@@ -520,7 +576,7 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
                   const std::string& started_at, const std::unordered_set<std::string>& done,
                   ImportSummary& summary, std::vector<store::RequestRow>& requests,
                   std::vector<store::ResponseRow>& responses, std::vector<AlreadyStored>& stored) {
-    const int max_tokens = max_tokens_of(d);
+    const int max_tokens = d.max_tokens;
     const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
     const auto body_sha = util::sha256_hex(body);
     for (size_t i = 0; i < d.resps.size(); ++i) {
@@ -536,8 +592,12 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
         }
         store::ResponseRow resp;
         resp.key = row.key;
-        resp.ok = true;
-        resp.status = 200;
+        resp.ok = !d.failure;
+        resp.status = d.failure ? 0 : 200;
+        if (d.failure) {
+            resp.error_kind = d.failure->first;
+            resp.error = d.failure->second;
+        }
         resp.response_json = util::python_json_dumps(
             ordered_json{{"lm_eval", {{"resps", d.resps[i]}, {"filters", d.filters}}}});
         resp.text = d.resps[i];
@@ -650,7 +710,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     }
     (void)st.end_run(*run_id, "complete");
     summary.group =
-        fmt::format("{}/{}/{}", o.name, framing, docs->empty() ? 0 : max_tokens_of(docs->back()));
+        fmt::format("{}/{}/{}", o.name, framing, docs->empty() ? 0 : docs->back().max_tokens);
     return summary;
 }
 

@@ -82,7 +82,16 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     const auto path = path_for(db_path);
     bool told = false;
     for (;;) {
-        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        // Never through a link: the lock is truncated and written, and a
+        // planted r.sqlite.lock -> /etc/passwd (or -> r.sqlite) was.
+        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (fd < 0 && errno == ELOOP) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("the lock file {} is a symbolic link, which diffeval "
+                                          "never writes through; remove it (diffeval makes the "
+                                          "lock file itself) and run again",
+                                          path));
+        }
         if (fd < 0) {
             return make_error(ErrorKind::usage,
                               fmt::format("cannot create the lock file {}: {}; put the database "
@@ -90,6 +99,13 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
                                           path, std::strerror(errno), db_path));
         }
         RunLock lock(fd, path);
+        if (struct stat st{}; fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("the lock file {} is not a file of its own (another "
+                                          "kind of file, or another name of one); remove it "
+                                          "(diffeval makes the lock file itself) and run again",
+                                          path));
+        }
         while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
             if (errno != EWOULDBLOCK && errno != EINTR) {
                 return make_error(ErrorKind::io,

@@ -30,8 +30,9 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
     Statement rows(
         st.handle(),
         "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
-        "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id "
-        "FROM requests q JOIN responses r ON r.response_id = q.response_id "
+        "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id, r.ok, "
+        "coalesce(r.error_kind, ''), coalesce(r.error, '') FROM requests q JOIN responses r ON "
+        "r.response_id = q.response_id "
         "JOIN v_request_bodies b ON b.body_id = q.body_id "
         "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
         "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
@@ -47,6 +48,9 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
         r.question = rows.column_view(3);
         r.answer = rows.column_view(4);
         r.response_id = rows.column_int(5);
+        r.ok = rows.column_int(6) == 1;
+        r.error_kind = rows.column_view(7);
+        r.error = rows.column_view(8);
         r.verdicts.clear();
         for (const auto& scorer : scorers) {
             score.bind(r.response_id, scorer);

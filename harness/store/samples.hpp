@@ -42,6 +42,10 @@ struct AnsweredRequest {
     std::string_view text; // "" when the response has none
     std::string_view question;
     std::string_view answer;
+    // A failed response (no successful answer): its error kind and error.
+    bool ok = true;
+    std::string_view error_kind;
+    std::string_view error;
     // One per scorer asked for, in that order; nullopt where that scorer has
     // no score for the response.
     std::vector<std::optional<StoredVerdict>> verdicts;

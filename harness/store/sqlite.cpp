@@ -200,7 +200,12 @@ util::Result<void> Database::open(const std::string& path, Create create) {
     if (create == Create::yes) {
         flags |= SQLITE_OPEN_CREATE;
     }
-    if (auto r = open_as(path, flags, path); !r) {
+    // SQLite takes "file:..." for a URI (Debian builds it so) and ":memory:"
+    // for no file at all: a path is a path, so such a name is made plainly
+    // relative. Data written to ":memory:" was lost, and "file:r.sqlite"
+    // wrote r.sqlite under another name's lock.
+    const bool special = path.starts_with("file:") || path == ":memory:";
+    if (auto r = open_as(special ? "./" + path : path, flags, path); !r) {
         return r;
     }
     if (create == Create::read_only) {

@@ -605,6 +605,10 @@ std::optional<std::string> database_of_side_file(const std::string& path) {
 }
 
 util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
+    if (path.empty()) {
+        return make_error(ErrorKind::usage,
+                          "the database path is empty; give the path of a database file");
+    }
     // SQLite would take the file for the database's own: a new database
     // written as r.sqlite-wal is thrown away the next time r.sqlite is
     // opened, and an old one there is read as no database.
@@ -633,6 +637,16 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     if (access(path.c_str(), R_OK) != 0) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
                                                        path, std::strerror(errno)));
+    }
+    // Under another name a second run would take another lock and write
+    // the same file at once (the lock goes by the name, a link resolved).
+    if (struct stat links{}; mode == Store::Mode::read_write && ::stat(path.c_str(), &links) == 0 &&
+                             links.st_nlink > 1) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} has {} names (hard links), and a run writing it through "
+                                      "another name would not see this one's lock; keep one name "
+                                      "(remove the other links) and run again",
+                                      path, links.st_nlink));
     }
     if (std::string why; mode == Store::Mode::read_write && !util::may_write(path, &why)) {
         return make_error(ErrorKind::data,

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -21,6 +20,63 @@
 namespace diffeval::util {
 
 namespace {
+
+// A descriptor open on `path`, closed when it goes.
+class ReadFd {
+public:
+    explicit ReadFd(const std::filesystem::path& path);
+    ~ReadFd() {
+        if (m_fd >= 0) {
+            ::close(m_fd);
+        }
+    }
+    ReadFd(const ReadFd&) = delete;
+    ReadFd& operator=(const ReadFd&) = delete;
+    int get() const { return m_fd; }
+    explicit operator bool() const { return m_fd >= 0; }
+
+private:
+    int m_fd = -1;
+};
+
+ReadFd::ReadFd(const std::filesystem::path& path) {
+    // Without waiting: a FIFO no process writes to held open(2) until one
+    // did, forever for a mistyped `mkfifo` name (SIGINT's handler ran and the
+    // open went on waiting). Once open, reads wait again, so a pipe with a
+    // writer (`<(cat file)`) streams as before; one without reads as empty.
+    m_fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (m_fd < 0) {
+        return;
+    }
+    const int flags = ::fcntl(m_fd, F_GETFL);
+    if (flags < 0 || ::fcntl(m_fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        const int err = errno;
+        ::close(m_fd);
+        m_fd = -1;
+        errno = err;
+    }
+}
+
+// Up to `size` bytes of `fd` into `out`: how many, 0 at the end, -1 on an
+// error (errno says which).
+ssize_t read_some(int fd, char* out, size_t size) {
+    for (;;) {
+        const auto got = ::read(fd, out, size);
+        if (got >= 0 || errno != EINTR) {
+            return got;
+        }
+    }
+}
+
+// The size of the regular file `fd` is open on; nullopt for anything else
+// (a pipe, a device), whose size says nothing of what it holds.
+std::optional<uint64_t> regular_size(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        return std::nullopt;
+    }
+    return static_cast<uint64_t>(st.st_size);
+}
 
 // read_file's loop, stopping once more than `max_bytes` are read (nullopt
 // then, with `too_big` set).
@@ -59,48 +115,48 @@ namespace {
 
 std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
                                         bool* too_big) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    const ReadFd fd(path);
+    if (!fd) {
         return std::nullopt;
     }
     // Read in large blocks into a string grown geometrically: a stream
     // buffer copied into an ostringstream cost 5 ms for the 4 MB train file.
     // The size is not trusted (a pipe or /proc file reports 0 or less than
-    // it holds): reading goes on until the end.
+    // it holds): reading goes on until the end, or one byte past the bound.
     std::string text;
     // The size a regular file reports is room to reserve, so the string is
     // not regrown (and its fresh pages touched again) block by block.
-    std::error_code ec;
-    if (const auto size = std::filesystem::file_size(path, ec); !ec && size > max_bytes) {
+    if (const auto size = regular_size(fd.get()); size && *size > max_bytes) {
         if (too_big) {
             *too_big = true;
         }
         return std::nullopt;
-    } else if (!ec && size < (size_t{1} << 32)) {
-        text.reserve(static_cast<size_t>(size) + 1);
+    } else if (size && *size < (uint64_t{1} << 32)) {
+        text.reserve(static_cast<size_t>(*size) + 1);
     }
+    const size_t limit = max_bytes < std::numeric_limits<size_t>::max() ? max_bytes + 1 : max_bytes;
     constexpr size_t k_block = 1 << 20;
     size_t used = 0;
     for (;;) {
         // Within what is reserved while it lasts (its last byte is where the
         // end shows), then a block at a time.
         const size_t room = text.capacity() > used ? text.capacity() - used : 0;
-        const size_t want = room > 0 ? std::min(room, k_block) : k_block;
+        const size_t want = std::min(room > 0 ? std::min(room, k_block) : k_block, limit - used);
         text.resize(used + want);
-        in.read(text.data() + used, static_cast<std::streamsize>(want));
-        used += static_cast<size_t>(in.gcount());
+        const auto got = read_some(fd.get(), text.data() + used, want);
+        if (got < 0) {
+            return std::nullopt;
+        }
+        used += static_cast<size_t>(got);
         if (used > max_bytes) {
             if (too_big) {
                 *too_big = true;
             }
             return std::nullopt;
         }
-        if (!in) {
+        if (got == 0) {
             break;
         }
-    }
-    if (in.bad()) {
-        return std::nullopt;
     }
     text.resize(used);
     return text;
@@ -108,11 +164,17 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
 
 } // namespace
 
-std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
-                                       uint64_t from) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        return std::nullopt;
+Result<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
+                                uint64_t from) {
+    auto cannot_read = [&] {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: {}", path.string(),
+                                      errno != 0 ? std::strerror(errno) : "cannot be read"));
+    };
+    errno = 0;
+    const ReadFd fd(path);
+    if (!fd) {
+        return cannot_read();
     }
     constexpr size_t k_block = 1 << 20;
     std::string first;
@@ -120,36 +182,48 @@ std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t
     uint64_t after_first = 0;
     std::vector<char> block(k_block);
     // A regular file longer than what is kept: past its start, straight to
-    // its end (a pipe, or a size that cannot be read, is read through).
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    const bool regular = !ec && std::filesystem::is_regular_file(path, ec) && !ec;
+    // its end. Anything else (a pipe, a device) is read through, up to a
+    // bound: /dev/zero never ends.
+    const auto size = regular_size(fd.get());
     if (from > 0) {
-        if (!regular) {
-            return std::nullopt;
+        if (!size) {
+            errno = 0;
+            return cannot_read();
         }
-        if (from >= size) {
+        if (from >= *size) {
             return FileEnds{}; // nothing written since
         }
-        in.seekg(static_cast<std::streamoff>(from));
-        if (!in) {
-            return std::nullopt;
+        if (::lseek(fd.get(), static_cast<off_t>(from), SEEK_SET) < 0) {
+            return cannot_read();
         }
     }
-    const bool seek = regular && size - from > static_cast<uint64_t>(head) + tail;
+    const bool seek = size && *size - from > static_cast<uint64_t>(head) + tail;
+    uint64_t streamed = 0;
     for (;;) {
         if (seek && first.size() == head && after_first == 0) {
-            in.seekg(static_cast<std::streamoff>(size - tail));
-            if (!in) {
-                return std::nullopt;
+            if (::lseek(fd.get(), static_cast<off_t>(*size - tail), SEEK_SET) < 0) {
+                return cannot_read();
             }
-            after_first = size - from - tail - head;
+            after_first = *size - from - tail - head;
         }
         // The start is read to its exact length, so the seek below comes
         // right after it.
         const size_t want = first.size() < head ? std::min(k_block, head - first.size()) : k_block;
-        in.read(block.data(), static_cast<std::streamsize>(want));
-        const auto got = static_cast<size_t>(in.gcount());
+        const auto read = read_some(fd.get(), block.data(), want);
+        if (read < 0) {
+            return cannot_read();
+        }
+        if (read == 0) {
+            break;
+        }
+        const auto got = static_cast<size_t>(read);
+        streamed += got;
+        if (!size && streamed > k_max_data_bytes) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: it is no regular file and streams more than {} "
+                                          "MiB; save it to a file and give that",
+                                          path.string(), k_max_data_bytes >> 20));
+        }
         size_t used = 0;
         if (first.size() < head) {
             used = std::min(got, head - first.size());
@@ -160,12 +234,6 @@ std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t
         if (last.size() > 2 * tail + k_block) {
             last.erase(0, last.size() - tail);
         }
-        if (!in) {
-            break;
-        }
-    }
-    if (in.bad()) {
-        return std::nullopt;
     }
     FileEnds ends;
     if (after_first <= tail) {

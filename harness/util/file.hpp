@@ -13,7 +13,8 @@
 
 namespace diffeval::util {
 
-// The bytes of the file at `path`, or nullopt when it cannot be read.
+// The bytes of the file at `path`, or nullopt when it cannot be read. Reads
+// here never wait for a FIFO's writer: one no process writes to is empty.
 std::optional<std::string> read_file(const std::filesystem::path& path);
 
 // The most bytes read_input reads of a file a user names, by what it is: a
@@ -25,7 +26,8 @@ inline constexpr size_t k_max_config_bytes = size_t{16} << 20;
 // A file a user names, read whole when it holds at most `max_bytes`: an
 // ErrorKind::usage error "PATH: REASON" otherwise (cannot be opened, is a
 // directory, or holds more, as /dev/zero or a mistyped multi-gigabyte path
-// does, which reading whole would take all memory for).
+// does, which reading whole would take all memory for; a stream is read up
+// to the bound and no further).
 Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes);
 
 // What read_file_ends keeps of a file.
@@ -40,11 +42,14 @@ struct FileEnds {
 // out. A line longer than what is kept of its end is left out whole, so
 // nothing in `text` is a piece of a line. The whole file when it is no
 // longer than head + tail. Memory stays within head + 2 * tail + 1 MiB
-// whatever the file's size, also for a pipe; nullopt when it cannot be read.
+// whatever the file's size, also for a pipe; what is no regular file (a
+// pipe, a device) is read through up to k_max_data_bytes, an error past it
+// (/dev/zero never ends). A FIFO no process writes to reads as empty.
 // With `from`, the file is read from that byte (a log this launch appended
-// to): nothing when it has no more, nullopt when it is no regular file.
-std::optional<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
-                                       uint64_t from = 0);
+// to): nothing when it has no more, an error when it is no regular file.
+// Errors are ErrorKind::usage, "PATH: REASON".
+Result<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
+                                uint64_t from = 0);
 
 // The file `path` names, absolute, its symbolic links followed (as far as
 // they exist): one file under every name, for its lock, for replacing it and

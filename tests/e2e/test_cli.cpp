@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -78,6 +79,23 @@ TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_EQ(o.err,
               "diffeval: unknown flag '--power': no such flag; see 'diffeval plan --help'\n");
+}
+
+// The simulator's timing flags take the ranges its profile's keys take; a
+// value outside printed the largest double, 309 digits, as the bound.
+TEST(Cli, SimulatorFlagsOutOfRangeNameTheirRange) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"sim", "--ttft-ms", "-5"}, "--ttft-ms: Value -5 not in range 0 to 600000"},
+        {{"sim", "--per-token-ms", "60001"}, "--per-token-ms: Value 60001 not in range 0 to 60000"},
+        {{"sim", "--retry-after-s", "-1"}, "--retry-after-s: Value -1 not in range 0 to 3600"},
+        {{"sim", "--stall-ms", "-1"}, "--stall-ms: Value -1 not in range 0 to 3600000"},
+    };
+    for (const auto& [args, says] : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_LT(o.err.size(), 120u) << o.err;
+    }
 }
 
 // A flag that takes one value, given twice, is named as such in every
@@ -470,6 +488,73 @@ TEST(Cli, AnInputThatIsNoFileOfItsKindIsOneLine) {
     EXPECT_NE(log.err.find("cannot read log file " + dir.string() + ": it is a directory"),
               std::string::npos)
         << log.err;
+}
+
+// A FIFO no process writes to (a mistyped `mkfifo` name) held open(2)
+// forever, deaf to Ctrl-C: now it reads at once as an empty file does, and
+// each command says what it says of one (a run's in one line, exit 2).
+TEST(Cli, AFifoNoProcessWritesToReadsAsAnEmptyFileAtOnce) {
+    auto dir = e2e::scratch("cli_fifo");
+    const auto jsonl = (dir / "f.jsonl").string();
+    const auto toml = (dir / "f.toml").string();
+    const auto log = (dir / "f.log").string();
+    for (const auto& fifo : {jsonl, toml, log}) {
+        ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    }
+    const auto db = (dir / "r.sqlite").string();
+    auto run = [&](std::vector<std::string> args) {
+        std::vector<std::string> cmd = {"run", "--db", db};
+        cmd.insert(cmd.end(), args.begin(), args.end());
+        return cmd;
+    };
+    const std::string server = "a=http://127.0.0.1:9";
+    struct Case {
+        std::vector<std::string> args;
+        int exit_code;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {run({"--server", server, "--dataset", jsonl}), 2, jsonl + ": no questions in the file"},
+        {run({"--config", toml}), 2, "no servers: pass --server NAME=URL"},
+        {run({"--server", server, "--framing", toml}), 2,
+         toml + ": endpoint must be a path such as"},
+        {run({"--server", server, "--scorer-file", toml}), 2, toml + ":1: missing key 'version'"},
+        // An empty log is no error: the run goes on to ask the server.
+        {run({"--server", server, "--server-log", "a=" + log}), 2,
+         "server 'a' at http://127.0.0.1:9 is unreachable"},
+        {{"import", "lm-eval", "--name", "x", "--dataset", "sample", "--db", db, jsonl},
+         2,
+         jsonl + " holds no samples"},
+        {{"fingerprint", log}, 0, log + ": no engine recognised"},
+    };
+    for (const auto& c : cases) {
+        e2e::Child child(c.args);
+        const auto code = child.wait_for(std::chrono::seconds{20});
+        if (!code) {
+            child.stop(SIGKILL);
+        }
+        ASSERT_TRUE(code.has_value()) << c.says << ": still waiting";
+        const auto said = child.out() + child.err();
+        EXPECT_EQ(*code, c.exit_code) << said;
+        EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+        EXPECT_NE(said.find(c.says), std::string::npos) << said;
+    }
+    EXPECT_FALSE(fs::exists(db));
+}
+
+// A log that is no file and never ends (/dev/zero) was read forever at
+// full CPU: a stream is read up to 1 GiB, then refused in one line.
+TEST(Cli, ALogThatNeverEndsIsRefused) {
+    auto dir = e2e::scratch("cli_endless_log");
+    const std::string says = "/dev/zero: it is no regular file and streams more than 1024 MiB; "
+                             "save it to a file and give that";
+    auto log = e2e::run({"fingerprint", "/dev/zero"});
+    EXPECT_EQ(log.exit_code, 2) << log.err;
+    EXPECT_EQ(log.err, "diffeval: cannot read log file " + says + "\n");
+    auto run = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--server-log", "a=/dev/zero",
+                         "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_EQ(run.err, "diffeval: --server-log: cannot read " + says + "\n");
 }
 
 // A --junit file another user may write, in a directory that user may not

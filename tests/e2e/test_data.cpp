@@ -89,6 +89,26 @@ TEST(DataFetch, TamperedFileIsRefusedAndTheCacheStaysEmpty) {
         << missing.err;
 }
 
+// A base URL no download can use is the flag's mistake (exit 2, before the
+// network); a password in it is never printed.
+TEST(DataFetch, ABaseUrlNoDownloadCanUseIsAUsageError) {
+    auto dir = e2e::scratch("fetch_url");
+    for (const std::string url : {"ftp://x/y", "http://[::1", "gsm8k.example"}) {
+        auto o = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", url},
+                          {"DIFFEVAL_DATA=" + dir.string()});
+        EXPECT_EQ(o.exit_code, 2) << url << o.err;
+        EXPECT_NE(o.err.find("--data-url-base " + url), std::string::npos) << o.err;
+    }
+    FileServer server({});
+    auto base = server.base();
+    base.insert(base.find("//") + 2, "user:hunter2@");
+    auto o = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", base},
+                      {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_EQ(o.err.find("hunter2"), std::string::npos) << o.err;
+    EXPECT_EQ(o.out.find("hunter2"), std::string::npos) << o.out;
+}
+
 TEST(DataFetch, OfficialFilesAreDownloadedVerifiedAndUsable) {
     const char* gsm = std::getenv("GSM8K_DIR");
     if (!gsm || !*gsm) {

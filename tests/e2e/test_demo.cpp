@@ -189,6 +189,27 @@ TEST(Demo, AnOutThatCannotTakeTheResultsIsRefusedFirst) {
     std::filesystem::permissions(dir / "locked", std::filesystem::perms::owner_all);
 }
 
+// --limit 0 ran every question (83,097 requests on the official set) while
+// -1 was refused: 0 is refused alike, all questions is the flag's absence,
+// and --help shows no default of 0.
+TEST(Demo, ALimitOfZeroIsRefusedAsMinusOneIs) {
+    auto dir = e2e::scratch("demo-limit-0");
+    for (const std::string limit : {"0", "-1"}) {
+        auto o = e2e::run(
+            {"demo", "--dataset", "sample", "--limit", limit, "--out", (dir / "out").string()});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(o.err, "diffeval: --limit " + limit + ": must be between 1 and 2147483647\n");
+        EXPECT_EQ(o.out.find("simulated server"), std::string::npos) << "nothing started";
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+    auto help = e2e::run({"demo", "--help"});
+    const auto line_at = help.out.find("--limit");
+    ASSERT_NE(line_at, std::string::npos) << help.out;
+    const auto line = help.out.substr(line_at, help.out.find('\n', line_at) - line_at);
+    EXPECT_EQ(line.find("=0"), std::string::npos) << line;
+    EXPECT_NE(line.find("default: all"), std::string::npos) << line;
+}
+
 // Two demos into one --out (two CI jobs): the second removed the database
 // the first was writing. While another diffeval holds that database's lock
 // the demo is refused, exit 2, and the file is left as it is.

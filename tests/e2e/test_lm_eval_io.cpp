@@ -580,6 +580,42 @@ TEST(LmEvalSamples, ADocumentWithTwoSetsOfAnswersIsRefused) {
     EXPECT_NE(same.out.find("1 document, 1 response stored"), std::string::npos) << same.out;
 }
 
+// A max_gen_toks that is no token limit: -5 made the group lm/raw/-5, and
+// "abc" or 1e20 became 256 without a word. Each is one line naming the file
+// and line, exit 2, nothing stored; a document without one takes lm-eval's
+// default 256.
+TEST(LmEvalSamples, AMaxGenToksThatIsNoTokenLimitIsRefused) {
+    auto dir = e2e::scratch("lm-eval-max-gen-toks");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    auto line = [](const std::string& gen) {
+        return "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A #### 1\"}, "
+               "\"arguments\": {\"gen_args_0\": {\"arg_0\": \"Q\", \"arg_1\": {" +
+               gen + "}}}, \"resps\": [[\"#### 1\"]]}\n";
+    };
+    auto file = dir / "samples_gsm8k_2026.jsonl";
+    auto db = dir / "r.sqlite";
+    for (const std::string value : {"-5", "0", "\"abc\"", "1e20", "256.0", "20000000"}) {
+        std::ofstream(file, std::ios::trunc)
+            << line("\"until\": [], \"max_gen_toks\": 256") << line("\"max_gen_toks\": " + value);
+        auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                           dataset, file.string()});
+        EXPECT_EQ(o.exit_code, 2) << value << ": " << o.out << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find(file.string() + ":2: max_gen_toks "), std::string::npos) << o.err;
+        EXPECT_NE(o.err.find(" is no token limit (a whole number from 1 to 10000000); correct "
+                             "it, or remove it for lm-eval's default 256"),
+                  std::string::npos)
+            << o.err;
+        EXPECT_FALSE(std::filesystem::exists(db)) << value;
+    }
+    std::ofstream(file, std::ios::trunc) << line("\"until\": []");
+    auto none = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                          dataset, file.string()});
+    EXPECT_EQ(none.exit_code, 0) << none.err;
+    EXPECT_EQ(query(db, "SELECT DISTINCT max_tokens FROM requests"), "256");
+}
+
 // An exported file imported without --framing is named after its task, the
 // exported group's name; --framing gives the group its framing back.
 TEST(LmEvalSamples, AnExportedFileKeepsItsTaskAsFramingUnlessGivenOne) {
@@ -677,4 +713,63 @@ TEST(LmEvalSamples, AnImportRecordsNoFinishStateAndNoLatency) {
     EXPECT_EQ(g.out.find("never finished rose"), std::string::npos) << g.out;
     EXPECT_NE(g.out.find("PASS  reasoning_start a/raw/256 -> lm/raw/256"), std::string::npos)
         << g.out;
+}
+
+// A request that failed is exported as lm-eval counts it (no answer,
+// exact_match 0) and marked, so an import stores the failure: imported as
+// an answer "", five HTTP 500s became stored successes and the imported
+// database passed --require-complete.
+TEST(LmEvalSamples, AFailedRequestStaysAFailureThroughExportAndImport) {
+    auto dir = e2e::scratch("lm-eval-failed");
+    auto profile = dir / "flaky.toml";
+    std::ofstream(profile) << "version = 1\nname = \"flaky\"\n[faults]\nhttp_500 = 0.5\n";
+    e2e::Sim sim({"--profile", profile.string()});
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "12",
+                       "--dataset", "sample", "--retries", "0", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 1) << o.err;
+    const auto failed = e2e::query(db, "SELECT count(*) FROM v_responses WHERE ok = 0");
+    ASSERT_NE(failed, "0");
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    const auto file = std::filesystem::directory_iterator(out)->path();
+    size_t marked = 0;
+    for (const auto& line : read_lines(file)) {
+        if (line.contains("diffeval_error")) {
+            ++marked;
+            EXPECT_EQ(line["diffeval_error_kind"], "http") << line.dump();
+            EXPECT_EQ(line["exact_match"], 0.0) << line.dump();
+        }
+    }
+    EXPECT_EQ(marked, 2 * std::stoul(failed)); // a line per filter
+    auto imported = dir / "imported.sqlite";
+    auto i = e2e::run({"import", "lm-eval", "--db", imported.string(), "--name", "lm", "--framing",
+                       "raw", "--dataset", "sample", file.string()});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    EXPECT_EQ(e2e::query(imported, "SELECT count(*) FROM v_responses WHERE ok = 0 AND "
+                                   "error_kind = 'http' AND error LIKE '%500%'"),
+              failed);
+    auto gate = e2e::run({"gate", "--db", imported.string(), "--require-complete"});
+    EXPECT_EQ(gate.exit_code, 1) << gate.out;
+}
+
+// A database with planned requests and no response (a run killed while
+// planning) has nothing to export: said, exit 2, as summary and gate say.
+TEST(LmEvalSamples, ExportingADatabaseWithoutResponsesIsADataError) {
+    auto dir = e2e::scratch("lm-eval-empty-export");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    e2e::unsend(db, "1");
+    auto o = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                       (dir / "out").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("holds no response to export"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
 }

@@ -4,11 +4,14 @@
 // was.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 using e2e::query;
@@ -411,6 +414,25 @@ TEST(RunBadInput, NumbersAreReadAsTyped) {
         {{"sim", "--fault-http-500", "nan"}, "--fault-http-500 'nan': expected a number"},
         {{"run", "--server", url, "--limit", "3", "--limit", "4"},
          "--limit given more than once; give it once"},
+        // A sign is a minus alone, and no number is padded: flags read as
+        // text (a list, "auto", I/N) took " 256", "+4" and "0 /3".
+        {{"run", "--server", url, "--limit", "+3"}, "--limit '+3': expected a whole number"},
+        {{"run", "--server", url, "--timeout", "+5"}, "--timeout '+5': expected a number"},
+        {{"run", "--server", url, "--max-tokens", " 256"},
+         "--max-tokens ' 256': expected integers such as 256,1024"},
+        {{"run", "--server", url, "--max-tokens", "256, 512"},
+         "--max-tokens ' 512': expected integers such as 256,1024"},
+        {{"run", "--server", url, "--max-tokens", "+256"},
+         "--max-tokens '+256': expected integers such as 256,1024"},
+        {{"run", "--server", url, "--concurrency", " 4"},
+         "--concurrency: ' 4' is not a number from 1 to"},
+        {{"run", "--server", url, "--concurrency", "+4"},
+         "--concurrency: '+4' is not a number from 1 to"},
+        {{"run", "--server", url, "--shard", " 0/3"}, "--shard ' 0/3': expected I/N"},
+        {{"run", "--server", url, "--shard", "0 /3"}, "--shard '0 /3': expected I/N"},
+        {{"run", "--server", url, "--shard", "0/ 3"}, "--shard '0/ 3': expected I/N"},
+        {{"run", "--server", url, "--shard", "+0/+3"}, "--shard '+0/+3': expected I/N"},
+        {{"run", "--server", url, "--shard", "-0/3"}, "--shard '-0/3': expected I/N"},
     };
     for (const auto& [args, says] : cases) {
         auto o = e2e::run(args);
@@ -550,6 +572,17 @@ TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
     EXPECT_EQ(child.stop(SIGINT), 130) << child.err();
     EXPECT_NE(child.out().find("interrupted: run the same command again"), std::string::npos)
         << child.out();
+    // What it says it sent is what the server received, those in flight
+    // when it stopped included.
+    const auto counts = nlohmann::json::parse(a.stats())["requests"];
+    const int received = counts.value("completions", 0) + counts.value("chat", 0);
+    // (A request handed to the client as the run stopped may not have
+    // left: the count is at least what the server received.)
+    std::smatch m;
+    const std::string err = child.err();
+    ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(\(skipped\), (\d+) sent)"))) << err;
+    EXPECT_GE(std::stoi(m[1]), received) << err;
+    EXPECT_LE(std::stoi(m[1]), received + 2) << err; // at most --concurrency unsent
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "interrupted");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0");
     EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
@@ -580,4 +613,55 @@ TEST(Run, APasswordInAServersUrlIsNotStored) {
     EXPECT_EQ(e2e::query(db, "SELECT count(*) FROM servers WHERE url LIKE '%" + password + "%'"),
               "0");
     EXPECT_EQ(o.err.find(password), std::string::npos) << o.err;
+}
+
+// Database names SQLite reads as something else, and files planted where
+// the lock goes: a run stored into ':memory:' and lost everything, one
+// through 'file:r.sqlite' wrote r.sqlite under another name's lock, and a
+// lock file linked elsewhere (/etc/passwd, the database itself) was
+// truncated and written over.
+TEST(Run, SpecialDatabaseNamesAndPlantedLockFilesLoseNothing) {
+    auto dir = e2e::scratch("run-db-names");
+    e2e::Sim sim;
+    // Relative names, as a user types them: run from the scratch directory.
+    const auto run_in = [&](const std::string& db) {
+        const auto here = std::filesystem::current_path();
+        std::filesystem::current_path(dir);
+        auto o = e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
+                           "--db", db, "--quiet"});
+        std::filesystem::current_path(here);
+        return o;
+    };
+    // ':memory:' and 'file:' are file names like any other.
+    for (const std::string name : {":memory:", "file:u.sqlite"}) {
+        auto o = run_in(name);
+        ASSERT_EQ(o.exit_code, 0) << name << o.err;
+        EXPECT_EQ(e2e::query(dir / name, "SELECT count(*) FROM responses"), "2") << name;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "u.sqlite"));
+
+    // A lock file that is a link, or another name of a file, is refused and
+    // the file it names is left as it was.
+    const auto victim = dir / "victim.txt";
+    std::ofstream(victim) << "precious\n";
+    std::filesystem::create_symlink(victim, dir / "l.sqlite.lock");
+    auto linked = run_in("l.sqlite");
+    EXPECT_EQ(linked.exit_code, 2) << linked.err;
+    EXPECT_NE(linked.err.find("the lock file"), std::string::npos) << linked.err;
+    EXPECT_NE(linked.err.find("is a symbolic link"), std::string::npos) << linked.err;
+    EXPECT_EQ(e2e::slurp(victim), "precious\n");
+    std::filesystem::create_hard_link(victim, dir / "h.sqlite.lock");
+    auto hard = run_in("h.sqlite");
+    EXPECT_EQ(hard.exit_code, 2) << hard.err;
+    EXPECT_EQ(e2e::slurp(victim), "precious\n");
+
+    // A database with two names would take two locks: refused for writing.
+    ASSERT_EQ(run_in("one.sqlite").exit_code, 0);
+    std::filesystem::create_hard_link(dir / "one.sqlite", dir / "two.sqlite");
+    auto twice = run_in("two.sqlite");
+    EXPECT_EQ(twice.exit_code, 2) << twice.err;
+    EXPECT_NE(twice.err.find("has 2 names (hard links)"), std::string::npos) << twice.err;
+    EXPECT_EQ(std::count(twice.err.begin(), twice.err.end(), '\n'), 1) << twice.err;
+    auto read = e2e::run({"summary", "--db", (dir / "two.sqlite").string()});
+    EXPECT_EQ(read.exit_code, 0) << read.err; // reading it is no harm
 }

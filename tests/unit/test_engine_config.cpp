@@ -3,12 +3,14 @@
 // undefined behaviour. Each must be one usage error naming the line.
 #include <harness/engine/config.hpp>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 using namespace diffeval;
 
@@ -153,6 +155,93 @@ TEST(ExperimentFile, AnEmptyLaunchCommandIsRefused) {
     }
 }
 
+// body's fields go after the framing's and replace them: a body with a
+// prompt asked another question, stored and scored as the group's own.
+TEST(ExperimentFile, ABodyFieldTheFramingWritesIsRefused) {
+    for (const char* key : {"prompt", "messages", "max_tokens", "model", "stream"}) {
+        auto path = write_temp("body.toml", fmt::format("version = 1\n[[servers]]\nname = \"a\"\n"
+                                                        "url = \"http://h:1\"\nbody = {{ {} = 5, "
+                                                        "top_k = 1 }}\n",
+                                                        key));
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        ASSERT_FALSE(r) << key;
+        EXPECT_EQ(r.error().message,
+                  fmt::format("{}:5: body sets '{}', which the framing and the run write (the "
+                              "question, --max-tokens, the model, --stream); leave it out of body",
+                              path, key));
+        std::filesystem::remove(path);
+    }
+}
+
+// Headers are sent as written: a line break in a value injected headers
+// (even a second request), a name with a space or a Content-Length made
+// the server answer with a misleading error. Each is refused at load.
+TEST(ExperimentFile, AHeaderThatWouldBreakTheRequestIsRefused) {
+    const std::string says_name = "is no header name (letters, digits and !#$%&'*+-.^_`|~ only, "
+                                  "no spaces); rename it";
+    const std::string says_framing = "is set by diffeval for each request (it frames the "
+                                     "request or names the server); remove it from headers";
+    const std::string says_value = "has a line break or control character in its value, which "
+                                   "would begin another header; remove it";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {R"("X Team" = "a")", "header 'X Team' " + says_name},
+        {R"("X:Team" = "a")", "header 'X:Team' " + says_name},
+        {R"("" = "a")", "header '' " + says_name},
+        {R"("Content-Length" = "5")", "header 'Content-Length' " + says_framing},
+        {R"("transfer-encoding" = "chunked")", "header 'transfer-encoding' " + says_framing},
+        {R"(Host = "elsewhere")", "header 'Host' " + says_framing},
+        {R"(CONNECTION = "close")", "header 'CONNECTION' " + says_framing},
+        {R"("X-Team" = "a\r\nX-Admin: 1")", "header 'X-Team' " + says_value},
+        {R"("X-Team" = "a\nb")", "header 'X-Team' " + says_value},
+        {R"("X-Team" = "a\u0000b")", "header 'X-Team' " + says_value},
+        {R"("X-Team" = "a\u001bb")", "header 'X-Team' " + says_value},
+    };
+    for (const auto& [entry, says] : cases) {
+        auto path = write_temp("headers.toml", "version = 1\n[[servers]]\nname = \"a\"\nurl = "
+                                               "\"http://h:1\"\nheaders = { " +
+                                                   entry + " }\n");
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        std::filesystem::remove(path);
+        ASSERT_FALSE(r) << entry;
+        EXPECT_EQ(r.error().kind, util::ErrorKind::usage);
+        EXPECT_EQ(r.error().message, path + ":5: " + says);
+    }
+    // A tab is a value's own, and any token a name.
+    auto path = write_temp("headers-ok.toml", "version = 1\n[[servers]]\nname = \"a\"\nurl = "
+                                              "\"http://h:1\"\nheaders = { \"X-A_b.c~1!\" = "
+                                              "\"x\\ty\" }\n");
+    engine::RunConfig c;
+    auto r = engine::load_experiment(path, c);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(c.servers.size(), 1U);
+    EXPECT_EQ(c.servers[0].headers, std::vector<std::string>{"X-A_b.c~1!: x\ty"});
+}
+
+// An empty value in a file is refused as the same flag given empty is:
+// `db = ""` stored a run into SQLite's temporary database and lost it.
+TEST(ExperimentFile, AnEmptyValueIsRefusedAsAnEmptyFlagIs) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"db = \"\"", "db"},
+        {"api_key_env = \"\"", "api_key_env"},
+        {"fewshot_from = \" \"", "fewshot_from"},
+        {"[[servers]]\napi_key_env = \"\"", "api_key_env"},
+    };
+    for (const auto& [entry, key] : cases) {
+        auto path = write_temp("empty.toml", "version = 1\n" + entry + "\n");
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        std::filesystem::remove(path);
+        ASSERT_FALSE(r) << entry;
+        EXPECT_EQ(r.error().kind, util::ErrorKind::usage);
+        const auto line = entry.find('\n') == std::string::npos ? ":2: '" : ":3: '";
+        EXPECT_EQ(r.error().message,
+                  path + line + key + "' is empty; give a value, or leave the key out");
+    }
+}
+
 // A launched server appends its log to `log`: over the database (or its
 // WAL) it would write into the stored results.
 TEST(ExperimentFile, ALaunchedServersLogThatIsTheDatabaseIsRefused) {
@@ -174,4 +263,12 @@ TEST(ExperimentFile, ALaunchedServersLogThatIsTheDatabaseIsRefused) {
     s.log_path = "a.log";
     c.servers = {s};
     EXPECT_TRUE(engine::validate(c)) << "another file is a log";
+    // A directory was found only when the server started: exit 1, a run
+    // marked failed. It is a setting like the others.
+    s.log_path = std::filesystem::temp_directory_path().string();
+    c.servers = {s};
+    auto dir = engine::validate(c);
+    ASSERT_FALSE(dir);
+    EXPECT_EQ(dir.error().message, "server 'a': its log " + s.log_path +
+                                       " is a directory; give 'log' the path of a file");
 }

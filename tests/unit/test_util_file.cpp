@@ -117,7 +117,7 @@ TEST(ReadFileEnds, AFileWithinWhatIsKeptIsReadWhole) {
     const auto path = temp_file("ends-whole", text);
     const auto ends = util::read_file_ends(path, 4000, text.size() - 4000);
     std::filesystem::remove(path);
-    ASSERT_TRUE(ends.has_value());
+    ASSERT_TRUE(ends.ok());
     EXPECT_EQ(ends->left_out, 0u);
     EXPECT_TRUE(ends->text == text);
 }
@@ -128,7 +128,7 @@ TEST(ReadFileEnds, ALongFileKeepsWholeLinesOfItsStartAndEndAndSaysWhatWasLeftOut
     const auto path = temp_file("ends-long", text);
     const auto ends = util::read_file_ends(path, 1000, 500);
     std::filesystem::remove(path);
-    ASSERT_TRUE(ends.has_value());
+    ASSERT_TRUE(ends.ok());
     const auto kept = lines_of(ends->text);
     const auto all = lines_of(text);
     // The kept lines: the file's first lines, one line naming what was left
@@ -185,12 +185,28 @@ TEST(ReadFileEnds, APipeKeepsWhatTheSameFileKeeps) {
     const auto fifo = std::filesystem::temp_directory_path() /
                       ("diffeval-unit-file-" + std::to_string(::getpid()) + "-fifo");
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-    std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << text; });
+    // The writer is there before the read opens the FIFO (a FIFO no process
+    // writes to reads as empty): a reader held meanwhile lets it open.
+    const int holder = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    ASSERT_GE(holder, 0);
+    const int out = ::open(fifo.c_str(), O_WRONLY);
+    ASSERT_GE(out, 0);
+    std::thread writer([&] {
+        for (size_t at = 0; at < text.size();) {
+            const auto n = ::write(out, text.data() + at, text.size() - at);
+            if (n <= 0) {
+                break;
+            }
+            at += static_cast<size_t>(n);
+        }
+        ::close(out);
+    });
     const auto from_pipe = util::read_file_ends(fifo, 3000, 2000);
     writer.join();
+    ::close(holder);
     std::filesystem::remove(fifo);
-    ASSERT_TRUE(from_file.has_value());
-    ASSERT_TRUE(from_pipe.has_value());
+    ASSERT_TRUE(from_file.ok());
+    ASSERT_TRUE(from_pipe.ok()) << from_pipe.error().message;
     EXPECT_EQ(from_pipe->left_out, from_file->left_out);
     auto unnamed = [](std::string s, const std::filesystem::path& p) {
         const auto at = s.find(p.string());
@@ -199,13 +215,31 @@ TEST(ReadFileEnds, APipeKeepsWhatTheSameFileKeeps) {
     EXPECT_TRUE(unnamed(from_pipe->text, fifo) == unnamed(from_file->text, path));
 }
 
+// A FIFO no process writes to held open(2) forever (and the run with it,
+// deaf to SIGINT): now it reads as empty, at once.
+TEST(ReadFileEnds, AFifoNoProcessWritesToReadsAsEmpty) {
+    const auto fifo = std::filesystem::temp_directory_path() /
+                      ("diffeval-unit-file-" + std::to_string(::getpid()) + "-lone-fifo");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const auto ends = util::read_file_ends(fifo, 3000, 2000);
+    const auto whole = util::read_input(fifo, 100);
+    const auto plain = util::read_file(fifo);
+    std::filesystem::remove(fifo);
+    ASSERT_TRUE(ends.ok()) << ends.error().message;
+    EXPECT_EQ(ends->text, "");
+    ASSERT_TRUE(whole.ok()) << whole.error().message;
+    EXPECT_EQ(*whole, "");
+    ASSERT_TRUE(plain.has_value());
+    EXPECT_EQ(*plain, "");
+}
+
 TEST(ReadFileEnds, ALineLongerThanWhatIsKeptIsLeftOutWhole) {
     // A key in a line is never cut in two: no piece of a line is kept.
     const std::string text = std::string(5000, 'k') + "\n" + std::string(5000, 'e') + "\n";
     const auto path = temp_file("ends-one-line", text);
     const auto ends = util::read_file_ends(path, 1000, 1000);
     std::filesystem::remove(path);
-    ASSERT_TRUE(ends.has_value());
+    ASSERT_TRUE(ends.ok());
     EXPECT_EQ(ends->left_out, text.size());
     EXPECT_EQ(ends->text.find('k'), std::string::npos);
     EXPECT_EQ(ends->text.find("ee"), std::string::npos);
@@ -355,7 +389,13 @@ TEST(ReplacingFile, AFifoIsWrittenInPlaceAndStaysAFifo) {
     const auto path = dir / "pipe";
     ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
     std::string got;
-    std::thread reader([&] { got = contents(path); });
+    // A blocking open, which waits for the writer: util::read_file reads a
+    // FIFO nobody writes to yet as empty (it must not hang), and this
+    // reader may well open first.
+    std::thread reader([&] {
+        std::ifstream in(path, std::ios::binary);
+        got.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    });
     auto f = util::ReplacingFile::create(path.string());
     ASSERT_TRUE(f.ok()) << f.error().message;
     ASSERT_TRUE(f->write("through the pipe"));
