@@ -257,6 +257,13 @@ nlohmann::json limit_facts(const ServerLimits& limits) {
     if (limits.props.contains("n_ctx")) {
         facts["context_per_slot"] = std::to_string(limits.props["n_ctx"].get<int64_t>());
     }
+    // The file served, in the words of the log's "loading model '...'" line:
+    // /v1/models names the model by its alias (`--alias`), which two GGUF
+    // files can share.
+    if (limits.props.contains("model_path") &&
+        !limits.props["model_path"].get<std::string>().empty()) {
+        facts["model"] = limits.props["model_path"];
+    }
     return facts;
 }
 

@@ -75,6 +75,22 @@ TEST(LimitFacts, PropsBecomeServerFacts) {
     EXPECT_TRUE(limit_facts(ServerLimits{}).empty());
 }
 
+// llama-server serves a model under its alias (`--alias`, else the path), so
+// /v1/models can name two GGUF files alike: /props model_path tells them
+// apart, as the log's "loading model '...'" line does for a launched server.
+TEST(LimitFacts, PropsModelPathIsTheModelFact) {
+    ServerLimits l = with_slots(1);
+    l.props = {{"build_info", "b11669-Debian"},
+               {"total_slots", 1},
+               {"model_alias", "tiny"},
+               {"model_path", "/opt/diffeval/models/random.gguf"}};
+    EXPECT_EQ(limit_facts(l)["model"], "/opt/diffeval/models/random.gguf");
+    auto logged = fingerprint::fingerprint_log(
+        "0.00.050.282 I srv    load_model: loading model '/opt/diffeval/models/random.gguf'\n");
+    ASSERT_TRUE(logged.ok());
+    EXPECT_EQ(logged->facts.at("model"), limit_facts(l)["model"].get<std::string>());
+}
+
 // A server diffeval launched has its build from its log ("build 11669
 // (Debian)"); one it only attached to, from /props ("b11669-Debian"). The
 // same build is one build in the report's table, not two.
