@@ -70,7 +70,8 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
 bool permanent_error(long status, const std::string& body);
 
 // The server facts /props gives (engine version, slots, context per slot,
-// the model file), as fingerprint facts; an empty object when it gave none.
+// the model file, `default_` + each sampling default kept under `sampling`),
+// as fingerprint facts; an empty object when it gave none.
 nlohmann::json limit_facts(const ServerLimits& limits);
 
 } // namespace diffeval::engine

@@ -91,6 +91,20 @@ TEST(LimitFacts, PropsModelPathIsTheModelFact) {
     EXPECT_EQ(logged->facts.at("model"), limit_facts(l)["model"].get<std::string>());
 }
 
+// llama-server's sampling defaults act on every request that does not set
+// them, at temperature 0 too (penalties, DRY, XTC, mirostat, ignore_eos):
+// each is a fact, in JSON's words.
+TEST(LimitFacts, SamplingDefaultsAreFacts) {
+    ServerLimits l = with_slots(1);
+    l.props = {
+        {"total_slots", 1},
+        {"sampling", {{"repeat_penalty", 1.5}, {"repeat_last_n", 64}, {"ignore_eos", false}}}};
+    auto facts = limit_facts(l);
+    EXPECT_EQ(facts["default_repeat_penalty"], "1.5");
+    EXPECT_EQ(facts["default_repeat_last_n"], "64");
+    EXPECT_EQ(facts["default_ignore_eos"], "false");
+}
+
 // A server diffeval launched has its build from its log ("build 11669
 // (Debian)"); one it only attached to, from /props ("b11669-Debian"). The
 // same build is one build in the report's table, not two.
