@@ -322,8 +322,8 @@ int report_outcome(const engine::RunSummary& s, const std::string& db) {
         util::counted(s.retries, "retry", "retries"), s.skipped, s.seconds);
     if (!s.crashed.empty()) {
         std::cout << fmt::format(
-            "server(s) {} crashed; their unanswered requests were not sent: run the "
-            "same command again to send them\n",
+            "server(s) {} crashed; their unanswered requests are kept for the next run: run "
+            "the same command again to send them\n",
             fmt::join(s.crashed, ", "));
         return k_exit_failed;
     }

@@ -92,6 +92,12 @@ std::optional<int64_t> count_tokens(const std::string& base_url,
     return t.is_discarded() ? std::nullopt : positive_int(t, "count");
 }
 
+// llama-server's sampling defaults (/props default_generation_settings
+// .params) that change what a request at temperature 0 gets back.
+constexpr std::array<const char*, 8> k_sampling_defaults = {
+    "repeat_penalty", "repeat_last_n",   "presence_penalty", "frequency_penalty",
+    "dry_multiplier", "xtc_probability", "mirostat",         "ignore_eos"};
+
 std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -132,6 +138,22 @@ ServerLimits read_limits(const std::string& base_url, const std::vector<std::str
     for (const char* key : {"build_info", "model_path", "model_alias"}) {
         if (props.contains(key) && props[key].is_string()) {
             out.props[key] = props[key];
+        }
+    }
+    // The server's defaults for what a request leaves unset, where they
+    // change a greedy answer (the samplers before the temperature's, and
+    // whether end-of-sequence ends it): `--repeat-penalty 1.5` changes every
+    // text, and llama-server's log never says so.
+    if (auto settings = props.find("default_generation_settings");
+        settings != props.end() && settings->is_object()) {
+        if (auto params = settings->find("params");
+            params != settings->end() && params->is_object()) {
+            for (const char* key : k_sampling_defaults) {
+                auto v = params->find(key);
+                if (v != params->end() && (v->is_number() || v->is_boolean())) {
+                    out.props["sampling"][key] = *v;
+                }
+            }
         }
     }
     if (out.props.contains("build_info") || out.slots) {
@@ -256,6 +278,19 @@ nlohmann::json limit_facts(const ServerLimits& limits) {
     }
     if (limits.props.contains("n_ctx")) {
         facts["context_per_slot"] = std::to_string(limits.props["n_ctx"].get<int64_t>());
+    }
+    if (auto sampling = limits.props.find("sampling");
+        sampling != limits.props.end() && sampling->is_object()) {
+        for (const auto& [key, value] : sampling->items()) {
+            facts["default_" + key] = value.dump();
+        }
+    }
+    // The file served, in the words of the log's "loading model '...'" line:
+    // /v1/models names the model by its alias (`--alias`), which two GGUF
+    // files can share.
+    if (limits.props.contains("model_path") &&
+        !limits.props["model_path"].get<std::string>().empty()) {
+        facts["model"] = limits.props["model_path"];
     }
     return facts;
 }

@@ -69,7 +69,8 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
 // request is malformed. Such errors are stored at once.
 bool permanent_error(long status, const std::string& body);
 
-// The server facts /props gives (engine version, slots, context per slot),
+// The server facts /props gives (engine version, slots, context per slot,
+// the model file, `default_` + each sampling default kept under `sampling`),
 // as fingerprint facts; an empty object when it gave none.
 nlohmann::json limit_facts(const ServerLimits& limits);
 

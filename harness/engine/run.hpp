@@ -37,7 +37,8 @@ struct RunSummary {
     int64_t probe_readings = 0;
     int64_t retries = 0; // extra attempts made
     // Sent and still unanswered when the run stopped (interrupted, or the
-    // store failed): dropped, and sent again by the next run.
+    // store failed) or their launched server died: dropped, and sent again
+    // by the next run.
     int64_t dropped_in_flight = 0;
     bool interrupted = false;
     std::vector<std::string> crashed; // launched servers that died mid-run

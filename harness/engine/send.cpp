@@ -209,6 +209,8 @@ struct Sender::Loop {
         auto& st = servers[w.server];
         if (w.attempts == 0) {
             w.started_at = store::now_iso8601();
+        } else {
+            ++summary.retries; // counted when made, not when scheduled
         }
         ++w.attempts;
         w.attempt_start = Clock::now();
@@ -248,6 +250,8 @@ struct Sender::Loop {
             retries.pop();
             if (!launched.dead[w.server]) {
                 servers[w.server].queue.push_front(std::move(w));
+            } else {
+                drop(w);
             }
         }
         if (writer.backlog() >= backlog_limit) {
@@ -296,6 +300,9 @@ struct Sender::Loop {
                 continue;
             }
             launched.dead[si] = true;
+            for (const auto& w : servers[si].queue) {
+                drop(w);
+            }
             servers[si].queue.clear();
             if (servers[si].planner) {
                 servers[si].planner->abandon();
@@ -331,7 +338,6 @@ struct Sender::Loop {
             return false;
         }
         s.m_jitter_state = next_jitter;
-        ++summary.retries;
         retries.push(Retry{Clock::now() + d.delay, std::move(w)});
         return true;
     }
@@ -382,7 +388,8 @@ struct Sender::Loop {
         const auto& ls = launched.servers[w.server];
         if (resp.transport != http::Transport::ok && ls &&
             (launched.dead[w.server] || ls->exited())) {
-            return; // lost with its server: resent by the next run
+            drop(w); // lost with its server: resent by the next run
+            return;
         }
         // A 200 stream that sent [DONE] is a whole answer even when the
         // server then neither ends the body nor closes (a timeout) or
@@ -432,11 +439,28 @@ struct Sender::Loop {
         ++s.m_pushed;
     }
 
-    // Stop at once: nothing in flight is kept (counted: those were sent).
+    // Stop at once: nothing in flight is kept (counted: those were sent),
+    // nor a retry that waits (sent too).
     void abandon() {
         s.m_client.cancel_all();
         summary.dropped_in_flight += static_cast<int64_t>(in_flight.size());
         in_flight.clear();
+        for (; !retries.empty(); retries.pop()) {
+            drop(retries.top().work);
+        }
+        for (auto& st : servers) {
+            for (const auto& w : st.queue) {
+                drop(w);
+            }
+        }
+    }
+
+    // `w` is dropped unanswered: counted when it was sent at least once
+    // (the server may have read it; the next run sends it again).
+    void drop(const Work& w) {
+        if (w.attempts > 0) {
+            ++summary.dropped_in_flight;
+        }
     }
 
     // How long to wait for transfers: at most 100 ms, less when a retry is due.

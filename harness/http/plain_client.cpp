@@ -9,7 +9,9 @@
 // more on a fresh connection. Once the request is written, a close without
 // an answer is a failed attempt like any other: the server may have read
 // the request and be working on it, and nothing is sent twice but as the
-// retry policy decides. Timeouts are deadlines checked by
+// retry policy decides. A host seen closing connections after streamed
+// (chunked) answers, though their heads kept them alive, gets a fresh one
+// after each such answer. Timeouts are deadlines checked by
 // poll(), not a timer per transfer. Bodies are decoded from gzip or deflate
 // (zlib) when the server compressed them, and the body limit counts decoded
 // bytes, so a small compressed body cannot expand without bound.
@@ -35,6 +37,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace diffeval::http::detail {
 
@@ -178,6 +181,8 @@ struct Connection {
     // It carried a transfer before, so the server may have closed it while
     // it was idle.
     bool reused = false;
+    // Its last answer was chunked (a stream): see closes_after_chunked.
+    bool after_chunked = false;
     bool closed = false; // shut: counted out of the open connections
 };
 
@@ -256,6 +261,11 @@ struct PlainMulti::Impl {
     std::unordered_map<std::string, std::shared_ptr<const Target>> targets;
     std::unordered_map<std::string, tcp::resolver::results_type> resolved;
     std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
+    // Hosts seen closing a connection after a chunked answer whose head kept
+    // it alive (llama-server closes after every stream): a request written
+    // on one before the close arrives is never read, so such a host's
+    // connections are not kept after a chunked answer.
+    std::unordered_set<std::string> closes_after_chunked;
     size_t n_open = 0; // connections open, busy and idle
     size_t max_open = 1024;
     std::optional<Clock::time_point> next_deadline;
@@ -321,6 +331,9 @@ void PlainMulti::Impl::start(const TransferPtr& t) {
         auto conn = std::move(list.back());
         list.pop_back();
         if (!still_quiet(*conn)) {
+            if (conn->after_chunked) {
+                closes_after_chunked.insert(t->target->key);
+            }
             shut(*conn);
             continue;
         }
@@ -537,6 +550,11 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
     if (ec) {
         // Not sent again, even on a reused connection: the request was
         // written, and a server that read it may be answering it still.
+        // But a host that closed one after a stream without a word of
+        // answer closes them so: its next ones are not kept.
+        if (t->conn->reused && t->conn->after_chunked && !t->parser->is_header_done()) {
+            closes_after_chunked.insert(t->target->key);
+        }
         std::string why;
         if (ec == bhttp::error::end_of_stream) {
             why = "the server closed the connection without answering";
@@ -633,8 +651,11 @@ void PlainMulti::Impl::complete(Transfer& t) {
     }
     // Reused only when the server keeps it open and sent nothing beyond the
     // answer (nothing is pipelined, so extra bytes are the server's error).
-    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open) {
+    const bool chunked = t.parser->chunked();
+    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open &&
+        !(chunked && closes_after_chunked.contains(t.target->key))) {
         t.conn->reused = true;
+        t.conn->after_chunked = chunked;
         idle[t.target->key].push_back(std::move(t.conn));
     } else {
         shut(*t.conn);

@@ -575,6 +575,18 @@ void HostileServer::Impl::serve(int fd) {
             const bool chat = r.path.find("/chat/") != std::string::npos;
             const bool stream = r.body.find("\"stream\": true") != std::string::npos;
             auto reply = answer(mode, r, chat, stream, fd, deadline);
+            if (options.close_after_stream && stream && mode == Hostile::good) {
+                const auto events = reply.substr(reply.find("\r\n\r\n") + 4);
+                std::ostringstream size;
+                size << std::hex << events.size();
+                send_all(fd,
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                         "chunked\r\nKeep-Alive: timeout=5, max=100\r\n\r\n" +
+                             size.str() + "\r\n" + events + "\r\n0\r\n\r\n",
+                         deadline);
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                break;
+            }
             if (options.keep_alive) {
                 if (auto at = reply.find("Connection: close\r\n"); at != std::string::npos) {
                     reply.erase(at, 19);

@@ -94,6 +94,10 @@ public:
         // Keep connections open after an answer (no "Connection: close") and
         // read the next request on them.
         bool keep_alive = false;
+        // As llama-server does: a good streamed answer is sent chunked with
+        // a Keep-Alive header and no "Connection: close", and then the
+        // connection is closed unread, 20 ms later.
+        bool close_after_stream = false;
     };
     explicit HostileServer(Options options);
     ~HostileServer();

@@ -847,6 +847,25 @@ TEST(Hostile, ARequestReadThenDroppedIsNotSentAgainSilently) {
               2);
 }
 
+// llama-server closes the connection after every streamed answer, though
+// its head says Keep-Alive; a request written on it before the close arrives
+// is never read. Once a server was seen doing so, a connection is not kept
+// after its streamed answers: with --retries 0, at most the first reuse fails,
+// where every streamed request after the first failed.
+TEST(Hostile, AServerThatClosesAfterStreamsGetsAFreshConnectionEachTime) {
+    auto dir = e2e::scratch("hostile-close-after-stream");
+    HostileServer::Options opts;
+    opts.keep_alive = true;
+    opts.close_after_stream = true;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(
+        server.url(), db,
+        {"--limit", "8", "--framing", "raw", "--concurrency", "1", "--stream", "--retries", "0"}));
+    EXPECT_LE(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0"), 1) << o.out;
+    EXPECT_GE(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), 7) << o.out;
+}
+
 // A 503 whose body is over the limit keeps its status and the body's first
 // 64 KiB, and is retried as a 503 is, whichever client carried it.
 TEST(Hostile, AnOversized503KeepsItsStatusAndIsRetried) {

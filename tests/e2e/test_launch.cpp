@@ -280,6 +280,33 @@ TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
 }
 
+// Requests the server had read when it died were sent: the phase's count
+// says so, and the closing line does not claim they never left. Each answer
+// takes a minute; the server dies a second after it starts, with both of the
+// run's requests in flight.
+TEST(Launch, RequestsInFlightWhenTheServerDiesCountAsSent) {
+    auto dir = e2e::scratch("launch_crash_in_flight");
+    const int port = e2e::free_port();
+    auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 60000\n";
+    const std::string sim =
+        e2e::binary() + " sim --port " + std::to_string(port) + " --profile " + profile.string();
+    std::ofstream(dir / "experiment.toml")
+        << "version = 1\nframings = [\"raw\"]\nlimit = 1\nrepeats = 2\nconcurrency = 2\n"
+        << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+        << "\"\nshell = true\nlaunch = " << quoted(sim + " & pid=$!; sleep 1; kill -9 $pid; wait")
+        << "\n";
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", (dir / "experiment.toml").string(), "--db", db.string()});
+    EXPECT_EQ(o.exit_code, 1) << o.err << o.out;
+    EXPECT_NE(o.err.find("2 sent (2 of them unanswered"), std::string::npos) << o.err;
+    EXPECT_NE(o.out.find("server(s) s crashed; their unanswered requests are kept for the next "
+                         "run"),
+              std::string::npos)
+        << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+}
+
 // The launched server could not bind a port another process holds, and
 // that process would answer in its name: nothing starts, one line says why.
 TEST(Launch, PortAnotherProcessListensOnIsRefused) {

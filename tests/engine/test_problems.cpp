@@ -187,3 +187,76 @@ TEST(EngineFingerprint, VersionOfAnAttachedServerComesFromProps) {
               "b11669-Debian");
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
 }
+
+// llama-server names its model by `--alias` in /v1/models, so another GGUF
+// behind the same alias looks like the same model there. Restarted with it
+// under the same name, the attached server is refused before anything is
+// sent: /props model_path says which file gives the answers.
+TEST(EngineFingerprint, AnotherModelBehindTheSameAliasIsAnotherServer) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-alias");
+    auto test = engine_test::write_outcome_dataset(dir);
+    auto db = dir / "r.sqlite";
+    auto run = [&](const engine_test::RunningServer& server, const std::string& limit) {
+        return e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw",
+                         "--max-tokens", "8", "--limit", limit, "--dataset", test.string(),
+                         "--fewshot-from", (dir / "train.jsonl").string(), "--db", db.string(),
+                         "--quiet"});
+    };
+    engine_test::Server spec;
+    spec.extra_args = {"--alias", "tiny"};
+    {
+        engine_test::RunningServer first(root, spec, dir / "first.log");
+        ASSERT_TRUE(first.healthy()) << e2e::slurp(dir / "first.log");
+        auto o = run(first, "3");
+        ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    }
+    spec.model = "/opt/diffeval/models/random.gguf";
+    engine_test::RunningServer second(root, spec, dir / "second.log");
+    ASSERT_TRUE(second.healthy()) << e2e::slurp(dir / "second.log");
+    auto o = run(second, "6");
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("has fingerprint fact model /opt/diffeval/models/random.gguf, but the "
+                         "responses"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+    EXPECT_EQ(query(db, "SELECT json_extract(info_json, '$.props.model_path') FROM servers"),
+              "/opt/diffeval/models/outcomes.gguf");
+}
+
+// A server-side sampling default that no request overrides changes greedy
+// answers: with --repeat-penalty 1.5 every text of the tiny model's first
+// questions differs. llama-server states it only in /props, never in its
+// log; restarted with it under the same name, the server is refused.
+TEST(EngineFingerprint, ServerSamplingDefaultsBelongToTheServer) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-sampling-defaults");
+    auto test = engine_test::write_outcome_dataset(dir);
+    auto db = dir / "r.sqlite";
+    auto run = [&](const engine_test::RunningServer& server, const std::string& limit) {
+        return e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw",
+                         "--max-tokens", "8", "--limit", limit, "--dataset", test.string(),
+                         "--fewshot-from", (dir / "train.jsonl").string(), "--db", db.string(),
+                         "--quiet"});
+    };
+    engine_test::Server spec;
+    {
+        engine_test::RunningServer first(root, spec, dir / "first.log");
+        ASSERT_TRUE(first.healthy()) << e2e::slurp(dir / "first.log");
+        auto o = run(first, "3");
+        ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    }
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.default_repeat_penalty') FROM "
+                        "servers"),
+              "1.0");
+    spec.extra_args = {"--repeat-penalty", "1.5"};
+    engine_test::RunningServer second(root, spec, dir / "second.log");
+    ASSERT_TRUE(second.healthy()) << e2e::slurp(dir / "second.log");
+    auto o = run(second, "6");
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("has fingerprint fact default_repeat_penalty 1.5, but the responses"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+}

@@ -75,6 +75,36 @@ TEST(LimitFacts, PropsBecomeServerFacts) {
     EXPECT_TRUE(limit_facts(ServerLimits{}).empty());
 }
 
+// llama-server serves a model under its alias (`--alias`, else the path), so
+// /v1/models can name two GGUF files alike: /props model_path tells them
+// apart, as the log's "loading model '...'" line does for a launched server.
+TEST(LimitFacts, PropsModelPathIsTheModelFact) {
+    ServerLimits l = with_slots(1);
+    l.props = {{"build_info", "b11669-Debian"},
+               {"total_slots", 1},
+               {"model_alias", "tiny"},
+               {"model_path", "/opt/diffeval/models/random.gguf"}};
+    EXPECT_EQ(limit_facts(l)["model"], "/opt/diffeval/models/random.gguf");
+    auto logged = fingerprint::fingerprint_log(
+        "0.00.050.282 I srv    load_model: loading model '/opt/diffeval/models/random.gguf'\n");
+    ASSERT_TRUE(logged.ok());
+    EXPECT_EQ(logged->facts.at("model"), limit_facts(l)["model"].get<std::string>());
+}
+
+// llama-server's sampling defaults act on every request that does not set
+// them, at temperature 0 too (penalties, DRY, XTC, mirostat, ignore_eos):
+// each is a fact, in JSON's words.
+TEST(LimitFacts, SamplingDefaultsAreFacts) {
+    ServerLimits l = with_slots(1);
+    l.props = {
+        {"total_slots", 1},
+        {"sampling", {{"repeat_penalty", 1.5}, {"repeat_last_n", 64}, {"ignore_eos", false}}}};
+    auto facts = limit_facts(l);
+    EXPECT_EQ(facts["default_repeat_penalty"], "1.5");
+    EXPECT_EQ(facts["default_repeat_last_n"], "64");
+    EXPECT_EQ(facts["default_ignore_eos"], "false");
+}
+
 // A server diffeval launched has its build from its log ("build 11669
 // (Debian)"); one it only attached to, from /props ("b11669-Debian"). The
 // same build is one build in the report's table, not two.
