@@ -67,7 +67,11 @@ int summary_command(const AnalyseFlags& f) {
     }
     auto summary = analysis::summarize(opened->results);
     if (json) {
-        std::cout << analysis::to_json(summary).dump(2) << "\n";
+        // A name an older diffeval stored may not be UTF-8: U+FFFD, as
+        // report.html writes it, rather than no document at all.
+        std::cout << analysis::to_json(summary).dump(2, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace)
+                  << "\n";
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
@@ -193,7 +197,7 @@ int diff_command(const AnalyseFlags& f) {
             out["probes"].push_back(analysis::to_json(p));
         }
         out["probes_skipped"] = probes->second;
-        std::cout << out.dump(2) << "\n";
+        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return k_exit_ok;
     }
     for (const auto& c : *cmp) {

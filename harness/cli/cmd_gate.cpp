@@ -322,8 +322,11 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
         }
     }
     if (!f.json.empty()) {
-        return write_file(f.json, analysis::to_json(verdict).dump(2) + "\n", std::ios::trunc,
-                          "the JSON verdict");
+        return write_file(f.json,
+                          analysis::to_json(verdict).dump(
+                              2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                              "\n",
+                          std::ios::trunc, "the JSON verdict");
     }
     return {};
 }
