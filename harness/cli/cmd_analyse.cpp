@@ -215,7 +215,10 @@ int diff_command(const AnalyseFlags& f) {
 // `diffeval plan`: from a pilot run, how many questions and repeats would
 // detect a drop of `--drop` points at `--alpha` with 80% power.
 int plan_command(const AnalyseFlags& f) {
-    if (auto r = check_paired_flags(f.alpha, analysis::k_default_resamples); !r) {
+    // Only the level: the plan draws no interval (its few resamples give
+    // variances), so the resamples each end of one needs are not asked of
+    // it, nor --resamples, a flag plan does not take.
+    if (auto r = analysis::check_alpha(f.alpha); !r) {
         return report(r.error());
     }
     if (!(std::isfinite(f.drop) && f.drop > 0 && f.drop <= 100)) {

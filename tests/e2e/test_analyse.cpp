@@ -298,6 +298,18 @@ TEST_F(Analyse, PlanSizesARunFromThePilot) {
     EXPECT_NE(bad.err.find("--drop -1"), std::string::npos) << bad.err;
 }
 
+// plan draws no interval and takes no --resamples: a strict --alpha was
+// refused with "pass --resamples 200000 or more", a flag plan refuses.
+TEST_F(Analyse, PlanTakesAStrictAlphaWithoutAskingForResamples) {
+    auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--alpha", "1e-05"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("at alpha 1e-05 with 80% power"), std::string::npos) << o.out;
+    auto loose = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--alpha", "0.6"});
+    EXPECT_EQ(loose.exit_code, 2);
+    EXPECT_NE(loose.err.find("--alpha 0.6: must be in (0, 0.5]"), std::string::npos) << loose.err;
+    EXPECT_EQ(loose.err.find("--resamples"), std::string::npos) << loose.err;
+}
+
 TEST_F(Analyse, RescoreGivesIdenticalNumbers) {
     auto before = e2e::run({"summary", "--db", *db, "--format", "json"});
     auto diff_before = e2e::run(
