@@ -473,6 +473,31 @@ TEST(Cli, PipedVerdictsCarryNoColourCodes) {
 
 } // namespace
 
+// Every error is one line: a path or a word as typed, holding a line end
+// or a terminal escape (a name pasted from elsewhere, a generated path),
+// split the message over lines and reached the terminal as an escape.
+TEST(Cli, AnErrorNamingTextWithControlCharactersIsOneLine) {
+    auto dir = e2e::scratch("cli_error_line");
+    const std::string odd = (dir / "x\x1b[2Jy\nz").string();
+    const std::vector<std::vector<std::string>> cases = {
+        {"summary", "--db", odd},
+        {"fingerprint", odd},
+        {"run", "--server", "a=http://127.0.0.1:9", "--db", (dir / "r.sqlite").string(),
+         "--dataset", odd},
+        {"report", "--db", odd, "--out", (dir / "out").string()},
+        {"import", "lm-eval", "--db", (dir / "i.sqlite").string(), "--name", "a", odd},
+        {"summary", "--format", "x\x1b[2J\nmd"},
+        {"x\x1b[2J\nsummary"},
+    };
+    for (const auto& args : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_TRUE(o.err.starts_with("diffeval: ")) << o.err;
+        EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
+    }
+}
+
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
 // directory) is one line, exit 2, before anything is stored: reading
 // /dev/zero whole took all memory until the kernel killed the process.
