@@ -41,7 +41,7 @@ std::string flips_section(const analysis::Comparison& c) {
         }
         rows.push_back({std::to_string(f->question_idx), f->a > f->b ? c.a.text() : c.b.text(),
                         fmt::format("{:.0f}", 100.0 * f->a), fmt::format("{:.0f}", 100.0 * f->b),
-                        markdown_cell(f->a_excerpt), markdown_cell(f->b_excerpt)});
+                        f->a_excerpt, f->b_excerpt});
         ++shown;
     }
     std::string out = render_table(rows, Style::markdown);
@@ -56,7 +56,7 @@ std::string flips_section(const analysis::Comparison& c) {
 
 // `text` for running prose or a heading: markup characters backslash-escaped.
 std::string md_text(const std::string& text) {
-    return markdown_escape(markdown_cell(text));
+    return markdown_escape(text);
 }
 
 // What actually ran: one row per fact, one column per server; differing
@@ -64,13 +64,13 @@ std::string md_text(const std::string& text) {
 std::string servers_section(const ReportData& data) {
     std::vector<std::vector<std::string>> rows = {{"fact"}};
     for (const auto& s : data.servers) {
-        rows[0].push_back(markdown_cell(s.name));
+        rows[0].push_back(s.name);
     }
     rows[0].push_back("differs");
     for (const auto& f : analysis::fact_rows(data.servers)) {
-        std::vector<std::string> row = {markdown_cell(f.name)};
+        std::vector<std::string> row = {f.name};
         for (size_t i = 0; i < f.values.size(); ++i) {
-            row.push_back(markdown_cell(fact_cell(f.values[i], f.stated[i])));
+            row.push_back(fact_cell(f.values[i], f.stated[i]));
         }
         row.push_back(f.differs ? "yes" : "");
         rows.push_back(std::move(row));
@@ -96,19 +96,6 @@ std::string servers_section(const ReportData& data) {
 }
 
 } // namespace
-
-std::string markdown_cell(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        auto u = static_cast<unsigned char>(c);
-        if (c == '&') {
-            out += "&amp;";
-        } else {
-            out += u < 0x20 || u == 0x7F ? ' ' : c;
-        }
-    }
-    return out;
-}
 
 namespace {
 
@@ -141,16 +128,15 @@ std::string render_markdown(const ReportData& data) {
         out += "- " + md_text(sentences[i]) + "\n";
     }
     out += sentences.size() > 1 ? "\n" : "";
-    out += fmt::format("Baseline: `{}`. Charts, every question and every response side by side: "
+    out += fmt::format("Baseline: {}. Charts, every question and every response side by side: "
                        "`report.html` next to this file.\n\n",
-                       markdown_cell(data.baseline));
+                       markdown_code(data.baseline));
 
     // 2. The harness verdicts and where the responses went.
     out += "## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats.\n\n";
     out += verdict_table(data.summary, Style::markdown) + "\n";
-    out +=
-        fmt::format("## Where the responses went\n\nMean responses per run; accuracy by `{}`.\n\n",
-                    markdown_cell(data.layout.lead_scorer));
+    out += fmt::format("## Where the responses went\n\nMean responses per run; accuracy by {}.\n\n",
+                       markdown_code(data.layout.lead_scorer));
     out += breakdown_table(data.summary, data.layout.lead_scorer, Style::markdown) + "\n";
 
     // 3. Every server against the baseline.
@@ -172,7 +158,7 @@ std::string render_markdown(const ReportData& data) {
         out += comparison_table(data, Style::markdown) + "\n";
         const auto* lead = lead_comparison(data);
         out += fmt::format("## Top flipped questions: {} vs {} ({})\n\n", md_text(lead->b.text()),
-                           md_text(lead->a.text()), lead->scorer);
+                           md_text(lead->a.text()), md_text(lead->scorer));
         out += md_text(lead->verdict.sentence) + "\n\n" +
                md_text(analysis::noise_sentence(lead->stats, lead->a.text(), lead->b.text())) +
                "\n\n";

@@ -12,9 +12,4 @@ namespace diffeval::reports {
 // The whole report.md for `data`.
 std::string render_markdown(const ReportData& data);
 
-// `text` prepared for a cell of `render_table` (which backslash-escapes
-// < > | ` * _ [ ] and backslash): one line, control characters as spaces and
-// & as &amp; so no entity in model output turns into markup.
-std::string markdown_cell(const std::string& text);
-
 } // namespace diffeval::reports

@@ -559,7 +559,10 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     }
     if (formats.json) {
         auto p = out_dir / k_json_file;
-        if (auto r = write_file(p, report_json(data).dump(2) + "\n"); !r) {
+        if (auto r = write_file(
+                p, report_json(data).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                       "\n");
+            !r) {
             return r.error();
         }
         paths.written.push_back(p);

@@ -108,6 +108,15 @@ ShownTail shown_tail(const analysis::TailDifference& t) {
 std::string markdown_escape(const std::string& text) {
     std::string out;
     for (char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7F) {
+            out += ' ';
+            continue;
+        }
+        if (c == '&') {
+            out += "&amp;";
+            continue;
+        }
         if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
             c == '[' || c == ']') {
             out += '\\';
@@ -115,6 +124,22 @@ std::string markdown_escape(const std::string& text) {
         out += c;
     }
     return out;
+}
+
+std::string markdown_code(const std::string& text) {
+    std::string body;
+    size_t run = 0, longest = 0;
+    for (char c : text) {
+        const auto u = static_cast<unsigned char>(c);
+        body += u < 0x20 || u == 0x7F ? ' ' : c;
+        run = c == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+    }
+    // A span opened by more backticks than any run inside it ends only at
+    // its own fence; a space pads a body that starts or ends with one.
+    const std::string fence(longest + 1, '`');
+    const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+    return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
 }
 
 std::string fact_cell(const std::string& value, const std::string& stated) {

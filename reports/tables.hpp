@@ -18,8 +18,16 @@ enum class Style { text, markdown, html };
 // each style escapes them (Markdown markup characters, HTML entities).
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style);
 
-// `text` with Markdown's markup characters (| \ ` * _ < > [ ]) backslash-escaped.
+// `text` (untrusted: a name, a server's words, model output) as Markdown that
+// renders as that text on one line: markup characters (| \ ` * _ < > [ ])
+// backslash-escaped, & as &amp; (so no entity turns into another character
+// or markup) and control characters (line ends, terminal escapes) as spaces.
 std::string markdown_escape(const std::string& text);
+
+// `text` as a Markdown code span, shown as written (inside one, backslashes
+// and entities are literal): fenced by more backticks than any run in it, so
+// a backtick in a name cannot end the span; control characters as spaces.
+std::string markdown_code(const std::string& text);
 
 // One server's cell of "What actually ran": its `value` ("-" when it reports
 // none), and its own words `stated` beside it when there are any, as

@@ -475,7 +475,18 @@ util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path)
             ErrorKind::usage,
             fmt::format("cannot read scorer file {}; check the path", text.error().message));
     }
-    return ScorerSource{path.stem().string(), std::move(*text), path.string()};
+    // The stem names the scorer in every table, terminal line and JSON
+    // document: a line end or a terminal escape in it would reach them all,
+    // and bytes that are not UTF-8 would make each JSON output fail.
+    auto name = path.stem().string();
+    if (!util::is_utf8(name) || util::has_control_character(name)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: the scorer's name is the file's name without "
+                                      "'.toml', which must be UTF-8 text without control "
+                                      "characters (line ends, terminal escapes); rename the file",
+                                      util::one_line(path.string(), util::k_server_words_bytes)));
+    }
+    return ScorerSource{std::move(name), std::move(*text), path.string()};
 }
 
 util::Result<Scorer> load_scorer_file(const std::filesystem::path& path) {

@@ -89,7 +89,8 @@ struct ScorerSource {
 };
 
 // Read the scorer file at `path` (not yet parsed); a file that cannot be
-// read is a usage error naming the path.
+// read, or whose stem is no UTF-8 text or holds a control character, is a
+// usage error naming the path.
 util::Result<ScorerSource> read_scorer_source(const std::filesystem::path& path);
 
 // Read, parse and compile the scorer file at `path` (read_scorer_source,

@@ -5,6 +5,7 @@
 #include <harness/cli/cli.hpp>
 
 #include <harness/cli/commands.hpp>
+#include <harness/cli/util.hpp>
 #include <harness/util/names.hpp>
 
 #include <fmt/format.h>
@@ -291,7 +292,7 @@ int run_main(int argc, char** argv) {
     add_examples(app);
     app.footer("Run 'diffeval COMMAND --help' for a command's flags, defaults and an example.");
     if (auto unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
-        std::cerr << "diffeval: " << unknown << "\n";
+        print_error(unknown);
         return k_exit_usage;
     }
     try {
@@ -307,24 +308,24 @@ int run_main(int argc, char** argv) {
         auto hint = flag_suggestion(*sub, sub->remaining());
         // After a question ("did you mean '--format'?") the hint follows as
         // it does for a mistyped command.
-        std::cerr << fmt::format("diffeval: {}{} {}\n", hint.empty() ? e.what() : hint,
-                                 hint.ends_with('?') ? "" : ";", help_hint(app, *sub));
+        print_error(fmt::format("{}{} {}", hint.empty() ? e.what() : hint,
+                                hint.ends_with('?') ? "" : ";", help_hint(app, *sub)));
         return k_exit_usage;
     } catch (const CLI::ConversionError& e) {
         const auto* sub = deepest_parsed(app);
-        std::cerr << fmt::format("diffeval: {}; {}\n", conversion_message(*sub, e.what()),
-                                 help_hint(app, *sub));
+        print_error(
+            fmt::format("{}; {}", conversion_message(*sub, e.what()), help_hint(app, *sub)));
         return k_exit_usage;
     } catch (const CLI::ArgumentMismatch& e) {
         // A flag that takes one value given twice (CLI11: "--limit: At Most
         // 1 required but received 2"), told from what the parser holds.
         const auto* sub = deepest_parsed(app);
         const auto* twice = given_twice(*sub);
-        std::cerr << fmt::format(
-            "diffeval: {}; {}\n",
+        print_error(fmt::format(
+            "{}; {}",
             twice ? fmt::format("{} given more than once; give it once", twice->get_name())
                   : std::string(e.what()),
-            help_hint(app, *sub));
+            help_hint(app, *sub)));
         return k_exit_usage;
     } catch (const CLI::ParseError& e) {
         const auto* sub = deepest_parsed(app);
@@ -346,13 +347,13 @@ int run_main(int argc, char** argv) {
                 break;
             }
         }
-        std::cerr << fmt::format("diffeval: {}; {}\n", what, help_hint(app, *sub));
+        print_error(fmt::format("{}; {}", what, help_hint(app, *sub)));
         return k_exit_usage;
     }
     // `gate` asks value_problem itself, so that its JUnit file says why.
     if (auto* sub = deepest_parsed(app); sub->get_name() != "gate") {
         if (auto problem = value_problem(*sub); !problem.empty()) {
-            std::cerr << fmt::format("diffeval: {}; {}\n", problem, help_hint(app, *sub));
+            print_error(fmt::format("{}; {}", problem, help_hint(app, *sub)));
             return k_exit_usage;
         }
     }
@@ -366,8 +367,7 @@ int run_main(int argc, char** argv) {
             try {
                 return it->second();
             } catch (const std::exception& e) {
-                std::cerr << fmt::format("diffeval: internal error: {}; please report it\n",
-                                         e.what());
+                print_error(fmt::format("internal error: {}; please report it", e.what()));
                 return k_exit_failed;
             }
         }

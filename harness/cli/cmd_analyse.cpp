@@ -67,7 +67,11 @@ int summary_command(const AnalyseFlags& f) {
     }
     auto summary = analysis::summarize(opened->results);
     if (json) {
-        std::cout << analysis::to_json(summary).dump(2) << "\n";
+        // A name an older diffeval stored may not be UTF-8: U+FFFD, as
+        // report.html writes it, rather than no document at all.
+        std::cout << analysis::to_json(summary).dump(2, ' ', false,
+                                                     nlohmann::json::error_handler_t::replace)
+                  << "\n";
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
@@ -193,7 +197,7 @@ int diff_command(const AnalyseFlags& f) {
             out["probes"].push_back(analysis::to_json(p));
         }
         out["probes_skipped"] = probes->second;
-        std::cout << out.dump(2) << "\n";
+        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         return k_exit_ok;
     }
     for (const auto& c : *cmp) {
@@ -211,7 +215,10 @@ int diff_command(const AnalyseFlags& f) {
 // `diffeval plan`: from a pilot run, how many questions and repeats would
 // detect a drop of `--drop` points at `--alpha` with 80% power.
 int plan_command(const AnalyseFlags& f) {
-    if (auto r = check_paired_flags(f.alpha, analysis::k_default_resamples); !r) {
+    // Only the level: the plan draws no interval (its few resamples give
+    // variances), so the resamples each end of one needs are not asked of
+    // it, nor --resamples, a flag plan does not take.
+    if (auto r = analysis::check_alpha(f.alpha); !r) {
         return report(r.error());
     }
     if (!(std::isfinite(f.drop) && f.drop > 0 && f.drop <= 100)) {

@@ -63,7 +63,7 @@ int fingerprint_command(const FingerprintFlags& f) {
         if (fp->engine.empty()) {
             out["engine"] = nullptr;
         }
-        std::cout << out.dump(2) << "\n";
+        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         // A log's words as the terminal shows them: one line, bounded,
         // without the escapes a log may hold (colour codes, or worse);

@@ -82,21 +82,9 @@ std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) 
     return out + "\n" + overall_line(v) + "\n";
 }
 
-// Group names and texts come from the database; keep them on one line of a
-// Markdown table (render_table escapes '|' and the other markup: escaping
-// here too printed "b\\\|x" for a server "b|x").
-std::string md_cell(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '\n' || c == '\r') {
-            out += ' ';
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-
+// Group names and texts come from the database: render_table's escaping
+// keeps each on one line of the table, as the text it is (escaping here too
+// printed "b\\\|x" for a server "b|x").
 std::string verdict_markdown(const analysis::GateVerdict& v) {
     std::string out = fmt::format("## diffeval gate: {}\n\n", overall_line(v));
     std::vector<std::vector<std::string>> rows{{"check", "result", "measured", "threshold", "why"}};
@@ -105,12 +93,11 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
         if (!c.note.empty()) {
             why += "; " + c.note;
         }
-        rows.push_back({md_cell(c.name), status_word(c), md_cell(c.measured_text),
-                        md_cell(c.threshold_text), md_cell(why)});
+        rows.push_back({c.name, status_word(c), c.measured_text, c.threshold_text, why});
     }
     out += reports::render_table(rows, reports::Style::markdown);
-    out += fmt::format("\n### Where the responses went (mean per run; accuracy by `{}`)\n\n",
-                       v.scorer);
+    out += fmt::format("\n### Where the responses went (mean per run; accuracy by {})\n\n",
+                       reports::markdown_code(v.scorer));
     out += reports::breakdown_table(v.summary, v.scorer, reports::Style::markdown);
     return out + "\n";
 }
@@ -322,8 +309,11 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
         }
     }
     if (!f.json.empty()) {
-        return write_file(f.json, analysis::to_json(verdict).dump(2) + "\n", std::ios::trunc,
-                          "the JSON verdict");
+        return write_file(f.json,
+                          analysis::to_json(verdict).dump(
+                              2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                              "\n",
+                          std::ios::trunc, "the JSON verdict");
     }
     return {};
 }

@@ -4,6 +4,7 @@
 #include <harness/analysis/rescore.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
+#include <harness/engine/config.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/util/text.hpp>
@@ -31,6 +32,11 @@ struct ImportFlags {
 };
 
 int import_command(const ImportFlags& f) {
+    // In the words of every number flag (CLI11's Range also answered "abc"
+    // with "Value abc not in range").
+    if (auto r = engine::check_range("--first-repeat", f.first_repeat, 0, 1'000'000); !r) {
+        return report(r.error());
+    }
     // An empty --framing is the default: the framing the samples show.
     for (const auto& [flag, value] : {std::pair{"--name", f.name}, {"--framing", f.framing}}) {
         auto problem = util::name_problem(value);
@@ -116,8 +122,8 @@ void add_import_command(CLI::App& root, Dispatch& dispatch) {
                    "Dataset the documents come from (default gsm8k; sample for the sample set)");
     lm->add_option("--first-repeat", flags->first_repeat,
                    "Repeat number of the file's first answer to each document (default 0); a "
-                   "file of another run of the same requests is further repeats")
-        ->check(CLI::Range(0, 1'000'000));
+                   "file of another run of the same requests is further repeats (0 to "
+                   "1000000)");
     lm->add_option("PATH", flags->path, "samples_<task>_<date>.jsonl")->required();
     dispatch[lm] = [flags] { return import_command(*flags); };
 }

@@ -187,14 +187,24 @@ util::Result<void> check_output_file(const std::string& flag, const std::string&
     return {};
 }
 
+void print_error(std::string_view message) {
+    std::string line = "diffeval: ";
+    line.reserve(line.size() + message.size() + 1);
+    for (char c : message) {
+        const auto u = static_cast<unsigned char>(c);
+        line += u < 0x20 || u == 0x7F ? ' ' : c;
+    }
+    std::cerr << line << "\n";
+}
+
 int report(const util::Error& error) {
     // A damaged file (SQLITE_CORRUPT), from whichever statement met it: bad
     // input (exit 2), with what to do. A file that is not SQLite at all is
     // said so where it is opened ("not a diffeval database"), with its own.
     if (store::is_damaged(error)) {
-        std::cerr << "diffeval: " << error.message
-                  << "; the database file is damaged: restore it from a copy (sqlite3's "
-                     ".recover may save what is left)\n";
+        print_error(error.message +
+                    "; the database file is damaged: restore it from a copy (sqlite3's "
+                    ".recover may save what is left)");
         return k_exit_usage;
     }
     // A write the disk (or the file-size limit) refused: SQLite's words
@@ -203,10 +213,10 @@ int report(const util::Error& error) {
         auto message = error.message;
         const auto at = message.find(store::k_disk_full);
         message.replace(at, store::k_disk_full.size(), store::k_disk_full_words);
-        std::cerr << "diffeval: " << message << "; free space, then run the same command again\n";
+        print_error(message + "; free space, then run the same command again");
         return k_exit_failed;
     }
-    std::cerr << "diffeval: " << error.message << "\n";
+    print_error(error.message);
     switch (error.kind) {
     case util::ErrorKind::usage:
     case util::ErrorKind::no_match:

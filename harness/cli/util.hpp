@@ -11,6 +11,7 @@
 #include <memory>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace diffeval::cli {
@@ -43,7 +44,12 @@ util::Result<void> check_output_dir(const std::string& flag, const std::string& 
 util::Result<void> check_output_file(const std::string& flag, const std::string& path,
                                      const std::vector<std::string>& databases = {});
 
-// Print `error` as one line on stderr and return its exit code.
+// Print `message` on stderr as the one line every error is, after
+// "diffeval: ": a control character in it (a line end or a terminal escape
+// in a path or a name as the user typed it) is printed as a space.
+void print_error(std::string_view message);
+
+// Print `error` as one line on stderr (print_error) and return its exit code.
 int report(const util::Error& error);
 
 // A usage error when the results database `db` is not there to read: what

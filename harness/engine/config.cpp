@@ -549,9 +549,66 @@ template <class T> std::optional<T> given_twice(const std::vector<T>& values) {
     return std::nullopt;
 }
 
+// The first text of `c` that is not UTF-8, with the flag that gave it:
+// request bodies, the stored configuration (`runs.config_json`) and the
+// dataset's stored name are JSON, which holds only UTF-8 text (nlohmann's
+// dump() throws on anything else, which ended the run as an internal error
+// after it had created the database).
+std::optional<std::pair<std::string, std::string>> not_utf8(const RunConfig& c) {
+    std::vector<std::pair<std::string, std::string>> texts = {{"--dataset", c.dataset},
+                                                              {"--fewshot-from", c.fewshot_from},
+                                                              {"--api-key-env", c.api_key_env}};
+    if (c.model) {
+        texts.emplace_back("--model", *c.model);
+    }
+    if (c.probe) {
+        texts.emplace_back("--probe", *c.probe);
+    }
+    for (const auto& f : c.framings) {
+        texts.emplace_back("--framing", f);
+    }
+    for (const auto& f : c.scorer_files) {
+        texts.emplace_back("--scorer-file", f);
+    }
+    if (c.framing_overrides.gen_prefix) {
+        texts.emplace_back("--gen-prefix", *c.framing_overrides.gen_prefix);
+    }
+    for (const auto& [key, value] : c.framing_overrides.fields.items()) {
+        if (value.is_string()) {
+            std::string flag = "--" + key;
+            std::replace(flag.begin(), flag.end(), '_', '-');
+            texts.emplace_back(std::move(flag), value.get<std::string>());
+        }
+    }
+    for (const auto& s : c.servers) {
+        texts.emplace_back("--server", s.url);
+        if (s.model) {
+            texts.emplace_back("--model", *s.model);
+        }
+        texts.emplace_back("--api-key-env", s.api_key_env);
+    }
+    for (auto& t : texts) {
+        if (!util::is_utf8(t.second)) {
+            return std::move(t);
+        }
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 util::Result<void> validate_settings(const RunConfig& c) {
+    if (auto bad = not_utf8(c)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} '{}' is not UTF-8 text, and diffeval sends and stores "
+                                      "it as JSON, which holds only UTF-8; give it in UTF-8 (a "
+                                      "file: rename it)",
+                                      bad->first,
+                                      util::one_line(bad->first == "--server"
+                                                         ? http::url_without_secret(bad->second)
+                                                         : bad->second,
+                                                     200)));
+    }
     if (c.framings.empty()) {
         return make_error(ErrorKind::usage, "no framings: pass --framing raw,chat");
     }

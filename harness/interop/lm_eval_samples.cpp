@@ -652,6 +652,16 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         return docs.error();
     }
     const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
+    // A task read from the file's name names the group as --framing would,
+    // so it is held to the same rule: a line end or a terminal escape in a
+    // file name reached every table and terminal as the group's framing.
+    if (auto problem = util::name_problem(framing); problem && o.framing.empty()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: the task in its name, '{}', would be the group's "
+                                      "framing, which {}; pass --framing NAME",
+                                      util::one_line(o.path, util::k_server_words_bytes),
+                                      util::one_line(framing, 80), *problem));
+    }
     // 2. Check the questions against the dataset, then the name and the
     //    questions against the store.
     if (auto r = check_against_dataset(o, *docs); !r) {
@@ -686,6 +696,10 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (abs.empty()) {
         abs = o.path;
     }
+    // Kept as JSON (and shown as the server's url): a file name in another
+    // encoding is stored with U+FFFD, where dump() threw and the import
+    // ended as an internal error.
+    abs = util::valid_utf8(abs);
     ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
     auto run_id = st.begin_run(config.dump(), o.dataset.name);
     if (!run_id) {

@@ -298,6 +298,18 @@ TEST_F(Analyse, PlanSizesARunFromThePilot) {
     EXPECT_NE(bad.err.find("--drop -1"), std::string::npos) << bad.err;
 }
 
+// plan draws no interval and takes no --resamples: a strict --alpha was
+// refused with "pass --resamples 200000 or more", a flag plan refuses.
+TEST_F(Analyse, PlanTakesAStrictAlphaWithoutAskingForResamples) {
+    auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--alpha", "1e-05"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("at alpha 1e-05 with 80% power"), std::string::npos) << o.out;
+    auto loose = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--alpha", "0.6"});
+    EXPECT_EQ(loose.exit_code, 2);
+    EXPECT_NE(loose.err.find("--alpha 0.6: must be in (0, 0.5]"), std::string::npos) << loose.err;
+    EXPECT_EQ(loose.err.find("--resamples"), std::string::npos) << loose.err;
+}
+
 TEST_F(Analyse, RescoreGivesIdenticalNumbers) {
     auto before = e2e::run({"summary", "--db", *db, "--format", "json"});
     auto diff_before = e2e::run(
@@ -594,4 +606,34 @@ TEST(AnalyseNoise, ASideThatAnsweredNothingIsNotMeasured) {
     const auto md = e2e::slurp(dir / "out" / "report.md");
     EXPECT_NE(md.find("n/a (failed requests)"), std::string::npos) << md;
     EXPECT_EQ(md.find("fail/raw/256 none seen"), std::string::npos) << md;
+}
+
+// A database an older diffeval wrote may hold a name that is not UTF-8 (a
+// server, or a scorer named after its file): every JSON output was then an
+// internal error, exit 1, and no document. The bytes are written as U+FFFD,
+// as report.html already wrote them.
+TEST(AnalyseJson, ANameStoredAsInvalidUtf8StillGivesEveryJsonDocument) {
+    auto dir = e2e::scratch("json-not-utf8");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + a.url(), "--framing",
+                       "raw", "--limit", "4", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    e2e::exec(db, "UPDATE servers SET name = CAST(X'62ff' AS TEXT) WHERE name = 'b';"
+                  "UPDATE requests SET server = CAST(X'62ff' AS TEXT) WHERE server = 'b';");
+    const std::string b = "b\xff";
+    const std::string shown = "b\xef\xbf\xbd"; // U+FFFD
+    auto summary = e2e::run({"summary", "--db", db, "--format", "json"});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_NE(json::parse(summary.out).dump().find(shown), std::string::npos) << summary.out;
+    auto diff = e2e::run({"diff", "--db", db, "a", b, "--format", "json"});
+    ASSERT_EQ(diff.exit_code, 0) << diff.err;
+    EXPECT_EQ(json::parse(diff.out)["comparisons"][0]["b"]["server"], shown);
+    const auto verdict = dir / "gate.json";
+    auto gate = e2e::run({"gate", "--db", db, "--expect", "0", "--json", verdict.string()});
+    ASSERT_EQ(gate.exit_code, 0) << gate.err;
+    EXPECT_TRUE(json::accept(e2e::slurp(verdict)));
+    auto report = e2e::run({"report", "--db", db, "--out", (dir / "out").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_TRUE(json::accept(e2e::slurp(dir / "out" / "summary.json")));
 }

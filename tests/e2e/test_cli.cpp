@@ -82,18 +82,30 @@ TEST(Cli, MistypedFlagSuggestsTheClosestOne) {
 }
 
 // The simulator's timing flags take the ranges its profile's keys take; a
-// value outside printed the largest double, 309 digits, as the bound.
+// value outside printed the largest double, 309 digits, as the bound. They
+// are said as every number flag's are (docs/cli.md): the flag, the value and
+// both bounds; and text that is no number is named as such, where CLI11's
+// Range answered "--port: Value abc not in range 0 to 65535".
 TEST(Cli, SimulatorFlagsOutOfRangeNameTheirRange) {
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-        {{"sim", "--ttft-ms", "-5"}, "--ttft-ms: Value -5 not in range 0 to 600000"},
-        {{"sim", "--per-token-ms", "60001"}, "--per-token-ms: Value 60001 not in range 0 to 60000"},
-        {{"sim", "--retry-after-s", "-1"}, "--retry-after-s: Value -1 not in range 0 to 3600"},
-        {{"sim", "--stall-ms", "-1"}, "--stall-ms: Value -1 not in range 0 to 3600000"},
+        {{"sim", "--ttft-ms", "-5"}, "--ttft-ms -5: must be between 0 and 600000"},
+        {{"sim", "--per-token-ms", "60001"}, "--per-token-ms 60001: must be between 0 and 60000"},
+        {{"sim", "--retry-after-s", "-1"}, "--retry-after-s -1: must be between 0 and 3600"},
+        {{"sim", "--stall-ms", "-1"}, "--stall-ms -1: must be between 0 and 3600000"},
+        {{"sim", "--port", "70000"}, "--port 70000: must be between 0 and 65535"},
+        {{"sim", "--fault-http-500", "2"}, "--fault-http-500 2: must be between 0 and 1"},
+        {{"sim", "--port", "abc"}, "--port 'abc': expected a whole number"},
+        {{"sim", "--fault-markup", "lots"}, "--fault-markup 'lots': expected a number"},
+        {{"import", "lm-eval", "--name", "x", "--first-repeat", "abc", "f.jsonl"},
+         "--first-repeat 'abc': expected a whole number"},
+        {{"import", "lm-eval", "--name", "x", "--first-repeat", "1000001", "f.jsonl"},
+         "--first-repeat 1000001: must be between 0 and 1000000"},
     };
     for (const auto& [args, says] : cases) {
         auto o = e2e::run(args);
         EXPECT_EQ(o.exit_code, 2) << o.err;
         EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+        EXPECT_EQ(o.err.find("not in range"), std::string::npos) << o.err;
         EXPECT_LT(o.err.size(), 120u) << o.err;
     }
 }
@@ -460,6 +472,31 @@ TEST(Cli, PipedVerdictsCarryNoColourCodes) {
 }
 
 } // namespace
+
+// Every error is one line: a path or a word as typed, holding a line end
+// or a terminal escape (a name pasted from elsewhere, a generated path),
+// split the message over lines and reached the terminal as an escape.
+TEST(Cli, AnErrorNamingTextWithControlCharactersIsOneLine) {
+    auto dir = e2e::scratch("cli_error_line");
+    const std::string odd = (dir / "x\x1b[2Jy\nz").string();
+    const std::vector<std::vector<std::string>> cases = {
+        {"summary", "--db", odd},
+        {"fingerprint", odd},
+        {"run", "--server", "a=http://127.0.0.1:9", "--db", (dir / "r.sqlite").string(),
+         "--dataset", odd},
+        {"report", "--db", odd, "--out", (dir / "out").string()},
+        {"import", "lm-eval", "--db", (dir / "i.sqlite").string(), "--name", "a", odd},
+        {"summary", "--format", "x\x1b[2J\nmd"},
+        {"x\x1b[2J\nsummary"},
+    };
+    for (const auto& args : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_TRUE(o.err.starts_with("diffeval: ")) << o.err;
+        EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
+    }
+}
 
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
 // directory) is one line, exit 2, before anything is stored: reading

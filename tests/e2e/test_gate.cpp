@@ -460,6 +460,17 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     EXPECT_NE(xml.find("errors=\"1\""), std::string::npos) << xml;
     EXPECT_NE(xml.find(" time=\""), std::string::npos) << xml;
     EXPECT_NE(xml.find(" timestamp=\""), std::string::npos) << xml;
+
+    // A --db path with a terminal escape: XML 1.0 holds no such character,
+    // not even as a reference, and the file a CI parses was no XML at all.
+    auto odd = *dir / "odd\x1b[2J.sqlite";
+    auto odd_junit = *dir / "odd.xml";
+    expect_usage(
+        e2e::run({"gate", "--db", odd.string(), "--expect", "0.8", "--junit", odd_junit.string()}),
+        "no database");
+    const auto odd_xml = e2e::slurp(odd_junit);
+    EXPECT_NE(odd_xml.find("<error message=\"no database"), std::string::npos) << odd_xml;
+    EXPECT_EQ(odd_xml.find('\x1b'), std::string::npos) << odd_xml;
 }
 
 TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {

@@ -410,6 +410,40 @@ TEST(Hostile, NamesWithControlCharactersAreRefused) {
     EXPECT_FALSE(std::filesystem::exists(dir / "i.sqlite"));
 }
 
+// Names, the model, the texts a framing sends and the paths a run stores go
+// into request bodies and the stored configuration, which are JSON: bytes
+// that are not UTF-8 ended the run as an internal error (exit 1) after it
+// had created the database and its lock file. Refused in one line, exit 2,
+// before anything is sent or created.
+TEST(Hostile, TextThatIsNotUtf8IsRefusedBeforeAnythingIsCreated) {
+    auto dir = e2e::scratch("hostile-not-utf8");
+    HostileServer server(cycle({Hostile::good}));
+    const auto db = dir / "r.sqlite";
+    const std::string latin1 = "caf\xe9";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+        {{"--server", latin1 + "=" + server.url()}, "must be UTF-8 text"},
+        {{"--model", latin1}, "--model 'caf"},
+        {{"--gen-prefix", latin1}, "--gen-prefix 'caf"},
+        {{"--framing", "chat", "--reasoning-effort", latin1}, "--reasoning-effort 'caf"},
+        {{"--dataset", (dir / (latin1 + ".jsonl")).string()}, "--dataset '"}};
+    for (const auto& [flags, words] : bad) {
+        std::vector<std::string> args = {"run", "--db", db.string(), "--limit", "1"};
+        if (flags[0] != "--server") {
+            args.insert(args.end(), {"--server", "a=" + server.url()});
+        }
+        args.insert(args.end(), flags.begin(), flags.end());
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << flags[0] << ": " << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(words), std::string::npos) << o.err;
+        EXPECT_EQ(o.err.find("internal error"), std::string::npos) << o.err;
+        EXPECT_FALSE(std::filesystem::exists(db)) << flags[0];
+        EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite.lock")) << flags[0];
+    }
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_EQ(server.model_listings(), 0);
+}
+
 TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
     auto dir = e2e::scratch("hostile-mistyped");
     HostileServer server(cycle({Hostile::good}));

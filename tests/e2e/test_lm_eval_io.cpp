@@ -635,6 +635,40 @@ TEST(LmEvalSamples, AnExportedFileKeepsItsTaskAsFramingUnlessGivenOne) {
     EXPECT_NE(given.out.find("as a/raw/256"), std::string::npos) << given.out;
 }
 
+// The task in a file's name is the group's framing when --framing is not
+// given, so it is held to the names' rule: a terminal escape or a space in
+// the file name became a group "a/gsm8k\x1b[2J x/256" in every table. And
+// a path in another encoding, kept as JSON, ended the import as an internal
+// error with an empty database left behind.
+TEST(LmEvalSamples, AFileNameThatMakesNoGroupNameIsRefusedAndAnyPathIsStored) {
+    auto dir = e2e::scratch("lm-eval-file-name");
+    e2e::Sim sim;
+    const auto file = run_and_export(sim, dir / "r.sqlite", dir / "samples", 2);
+    const auto escaped = dir / "samples_gsm8k\x1b[2J x_2026.jsonl";
+    std::filesystem::copy_file(file, escaped);
+    const auto db = (dir / "i.sqlite").string();
+    auto bad = e2e::run(
+        {"import", "lm-eval", "--db", db, "--name", "a", "--dataset", "sample", escaped.string()});
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    EXPECT_NE(bad.err.find("pass --framing NAME"), std::string::npos) << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(db));
+    auto given = e2e::run({"import", "lm-eval", "--db", db, "--name", "a", "--framing", "raw",
+                           "--dataset", "sample", escaped.string()});
+    EXPECT_EQ(given.exit_code, 0) << given.err;
+
+    const auto latin1 = dir / "samples_gsm8k_caf\xe9.jsonl";
+    std::filesystem::copy_file(file, latin1);
+    const auto db2 = (dir / "i2.sqlite").string();
+    auto other = e2e::run(
+        {"import", "lm-eval", "--db", db2, "--name", "a", "--dataset", "sample", latin1.string()});
+    ASSERT_EQ(other.exit_code, 0) << other.err;
+    auto summary = e2e::run({"summary", "--db", db2, "--format", "json"});
+    EXPECT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_NE(e2e::query(db2, "SELECT config_json FROM runs").find("caf\xef\xbf\xbd"),
+              std::string::npos);
+}
+
 // lm-eval's samples keep each answer's text, not how it ended nor how long
 // it took. An imported run of diffeval's own answers showed "never fin.
 // 30/30" where the run had 22 finished, diff "finished -> other" and "p50 240

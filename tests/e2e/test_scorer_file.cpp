@@ -210,6 +210,42 @@ TEST(ScorerFileFlag, ANameClashOrAMalformedFileIsOneLineAndChangesNothing) {
     EXPECT_EQ(query(v8, "PRAGMA user_version"), "8");
 }
 
+// The scorer's name is its file's stem, and it reaches every table, terminal
+// line and JSON document: a stem with a terminal escape or a line end, or
+// with bytes that are not UTF-8 (which made every later `summary --format
+// json` and `report` of the database an internal error), is refused.
+TEST(ScorerFileFlag, ANameWithControlCharactersOrNotUtf8IsRefused) {
+    auto dir = e2e::scratch("scorer-file-name");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(run_sim(sim, db, "default", 2).exit_code, 0);
+    e2e::exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    const auto before = e2e::slurp(db);
+
+    for (const std::string name : {"clear\x1b[2J", "two\nlines", "latin1-\xff\xfe"}) {
+        const auto file = first_number_scorer(dir, name, 1);
+        auto r = e2e::run({"rescore", "--db", db.string(), "--scorer-file", file.string()});
+        EXPECT_EQ(r.exit_code, 2) << name;
+        expect_one_line(r);
+        EXPECT_NE(r.err.find("must be UTF-8 text without control characters"), std::string::npos)
+            << r.err;
+        EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+        auto run = run_sim(sim, db, "default", 3, {"--scorer-file", file.string()});
+        EXPECT_EQ(run.exit_code, 2) << name;
+        expect_one_line(run);
+    }
+    EXPECT_TRUE(before == e2e::slurp(db)) << "a refused scorer file changed the database";
+    EXPECT_EQ(query(db, "SELECT count(*) FROM scorers"), "0");
+
+    // A name of other scripts and punctuation is a name.
+    const auto fine = first_number_scorer(dir, "erste-Zahl_ü", 1);
+    auto ok = e2e::run({"rescore", "--db", db.string(), "--scorer-file", fine.string()});
+    EXPECT_EQ(ok.exit_code, 0) << ok.err;
+    auto json = e2e::run({"summary", "--db", db.string(), "--format", "json"});
+    EXPECT_EQ(json.exit_code, 0) << json.err;
+    EXPECT_NE(json.out.find("\"erste-Zahl_ü\""), std::string::npos);
+}
+
 TEST(ScorerFileFlag, MergeCarriesItAndRefusesTwoDefinitionsOfOneName) {
     auto dir = e2e::scratch("scorer-file-merge");
     e2e::Sim sim;

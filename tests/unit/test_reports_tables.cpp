@@ -99,6 +99,27 @@ TEST(ReportTables, BreakdownCountsAreMeansPerRepeat) {
               std::string::npos);
 }
 
+// A name or a model's text renders in Markdown as the text it is: an entity
+// in it stays those characters (a server "b&amp;" showed as "b&" in every
+// table while the headline showed it whole), and a line end or a terminal
+// escape cannot break the row.
+TEST(ReportTables, MarkdownCellsKeepEntitiesAndControlCharactersAsText) {
+    const std::vector<std::vector<std::string>> rows = {{"name"}, {"b&amp;\nc\x1b[2J"}};
+    const auto md = reports::render_table(rows, reports::Style::markdown);
+    EXPECT_NE(md.find("| b&amp;amp; c \\[2J |"), std::string::npos) << md;
+    EXPECT_EQ(reports::markdown_escape("a&b <c>"), "a&amp;b \\<c\\>");
+}
+
+// Inside a code span nothing is escaped, so the fence outgrows the name's
+// own backticks rather than let one of them end the span.
+TEST(ReportTables, MarkdownCodeSpansHoldAnyName) {
+    EXPECT_EQ(reports::markdown_code("default"), "`default`");
+    EXPECT_EQ(reports::markdown_code("a&b<c>"), "`a&b<c>`");
+    EXPECT_EQ(reports::markdown_code("x`y``z"), "```x`y``z```");
+    EXPECT_EQ(reports::markdown_code("`x"), "`` `x ``");
+    EXPECT_EQ(reports::markdown_code("a\nb"), "`a b`");
+}
+
 TEST(ReportTables, CellsAreEscapedForEachStyle) {
     const std::vector<std::vector<std::string>> rows = {{"name", "value"}, {"a|b <x>", "`1`"}};
     const auto md = reports::render_table(rows, reports::Style::markdown);
