@@ -7,9 +7,10 @@
 // texts an export writes rarely do.
 #include <harness/util/json_text.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
 
 #include <array>
 #include <cmath>
@@ -73,7 +74,7 @@ void append_valid_dump_string(std::string& out, std::string_view s) {
 }
 
 void append_dump_string(std::string& out, std::string_view s) {
-    if (simdjson::validate_utf8(s.data(), s.size())) {
+    if (is_utf8(s)) {
         append_valid_dump_string(out, s);
         return;
     }
@@ -82,7 +83,7 @@ void append_dump_string(std::string& out, std::string_view s) {
 }
 
 std::string valid_utf8(std::string_view s) {
-    if (simdjson::validate_utf8(s.data(), s.size())) {
+    if (is_utf8(s)) {
         return std::string(s);
     }
     std::string quoted;

@@ -123,46 +123,8 @@ inline bool has_control_character(std::string_view text) {
 // Whether `text` is valid UTF-8 (RFC 3629: no stray continuation byte,
 // overlong form, surrogate or code point past U+10FFFF), which every JSON
 // text diffeval writes must be: nlohmann's dump() throws on anything else.
-inline bool is_utf8(std::string_view text) {
-    size_t i = 0;
-    while (i < text.size()) {
-        const auto b = static_cast<unsigned char>(text[i]);
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        // The lead byte gives the length and the range of the second byte.
-        size_t n = 0;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            n = 2;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            n = 3;
-            lo = b == 0xE0 ? 0xA0 : 0x80;
-            hi = b == 0xED ? 0x9F : 0xBF;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            n = 4;
-            lo = b == 0xF0 ? 0x90 : 0x80;
-            hi = b == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return false;
-        }
-        if (i + n > text.size()) {
-            return false;
-        }
-        const auto second = static_cast<unsigned char>(text[i + 1]);
-        if (second < lo || second > hi) {
-            return false;
-        }
-        for (size_t k = 2; k < n; ++k) {
-            if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) {
-                return false;
-            }
-        }
-        i += n;
-    }
-    return true;
-}
+// simdjson's validator (text.cpp).
+bool is_utf8(std::string_view text);
 
 // What is wrong with `name` as a part of a group's name (a server, an
 // imported group, a framing), or nullopt: groups are written SERVER/FRAMING/

@@ -52,3 +52,17 @@ TEST(Counted, TwoSidesRepeatsReadAsOneCountWhenEqual) {
     EXPECT_EQ(diffeval::util::repeats_of_two(3, 3), "3 repeats each");
     EXPECT_EQ(diffeval::util::repeats_of_two(3, 1), "3 and 1 repeats");
 }
+
+// What JSON output may hold (RFC 3629): names and paths that fail it are
+// refused or replaced before nlohmann's dump() would throw on them.
+TEST(IsUtf8, AcceptsUtf8AndRefusesWhatJsonCannotHold) {
+    using diffeval::util::is_utf8;
+    EXPECT_TRUE(is_utf8(""));
+    EXPECT_TRUE(is_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+    EXPECT_FALSE(is_utf8("caf\xe9"));                   // Latin-1
+    EXPECT_FALSE(is_utf8("\xc0\xaf"));                  // overlong '/'
+    EXPECT_FALSE(is_utf8("\xed\xa0\x80"));              // a surrogate
+    EXPECT_FALSE(is_utf8("\xf4\x90\x80\x80"));          // past U+10FFFF
+    EXPECT_FALSE(is_utf8("\xe2\x82"));                  // cut short
+    EXPECT_FALSE(is_utf8(std::string_view("\x80", 1))); // a stray continuation byte
+}
