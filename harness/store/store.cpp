@@ -1502,6 +1502,11 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
         --m_fail_writes;
         return make_error(ErrorKind::io, "database write failed (injected by test)");
     }
+    // Rows written into a file no longer named would be lost with it, and
+    // the log it leaves under the name would be replayed into the file there.
+    if (moved()) {
+        return make_error(ErrorKind::io, fmt::format("{} {}", m_path, k_moved));
+    }
     Transaction tx(m_db);
     if (!tx.begun()) {
         return make_error(ErrorKind::io,
@@ -1657,6 +1662,11 @@ Checkpointer::Checkpointer(Store& store) : m_store(store) {
     if (!m_db.open(store.path(), Database::Create::no) ||
         !m_db.exec("SELECT count(*) FROM sqlite_master")) {
         return; // the store keeps its automatic checkpoints
+    }
+    // A file put in the store's place would get the store's log copied
+    // into it: both must still be the file the path names.
+    if (has_moved(m_store.handle()) || has_moved(m_db.handle())) {
+        return;
     }
     sqlite3_wal_hook(m_store.handle(), &Checkpointer::on_commit, this);
     m_hooked = true;

@@ -278,6 +278,56 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
 }
 
+// A database renamed while a run writes it, and another put in its place
+// (`mv r.sqlite keep.sqlite; mv other.sqlite r.sqlite`): the run used to
+// finish with exit 0 saying it stored everything in r.sqlite, and the next
+// open of r.sqlite replayed the run's log, left under that name, over the
+// other database, whose results were gone.
+TEST(Run, DatabaseReplacedWhileARunWritesItIsLeftAsItIs) {
+    auto dir = e2e::scratch("replaced");
+    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 20\n")});
+    auto other = dir / "other.sqlite";
+    auto o = e2e::run({"run", "--server", "b=" + a.url(), "--framing", "raw", "--max-tokens", "32",
+                       "--limit", "3", "--db", other.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto other_bytes = e2e::slurp(other);
+    ASSERT_FALSE(other_bytes.empty());
+
+    auto db = dir / "r.sqlite";
+    auto kept = dir / "kept.sqlite";
+    e2e::Child child({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--max-tokens",
+                      "32", "--repeats", "2", "--concurrency", "4", "--db", db.string(),
+                      "--quiet"});
+    int seen = 0;
+    for (int i = 0; i < 1000 && seen < 20; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        try {
+            if (std::filesystem::exists(db)) {
+                seen = std::stoi("0" + query(db, "SELECT count(*) FROM responses"));
+            }
+        } catch (const std::runtime_error&) {
+        }
+    }
+    ASSERT_GE(seen, 20);
+    std::filesystem::rename(db, kept);
+    std::filesystem::rename(other, db);
+    const int code = child.wait();
+    EXPECT_EQ(code, 1) << child.err() << child.out();
+    EXPECT_NE(child.err().find("r.sqlite was removed or replaced while this run wrote it"),
+              std::string::npos)
+        << child.err();
+    EXPECT_EQ(child.out().find("stored"), std::string::npos) << child.out();
+    // The database now under the name is as it was, and still reads so.
+    EXPECT_TRUE(e2e::slurp(db) == other_bytes) << "r.sqlite's bytes changed";
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT group_concat(DISTINCT server) FROM requests"), "b");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+    // The renamed file holds what the run stored, its run marked failed.
+    EXPECT_EQ(query(kept, "PRAGMA integrity_check"), "ok");
+    EXPECT_GE(std::stoi(query(kept, "SELECT count(*) FROM responses")), seen);
+    EXPECT_EQ(query(kept, "SELECT status FROM runs"), "failed");
+}
+
 // A run reads its plan as it sends, so one killed early leaves places it
 // asked for with no request row: they are in no group's accuracy, and the
 // gate's completeness check and accuracy check and summary say so (an audit's
