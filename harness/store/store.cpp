@@ -858,6 +858,22 @@ util::Result<void> Store::identify() {
     if (version < 0 || version == 6 || version == 7) {
         return not_ours(fmt::format("its schema version {} is one no diffeval writes", version));
     }
+    // diffeval sets no application id; a file with one is another
+    // program's (GeoPackage, MBTiles), tables or not.
+    Statement app(m_db.handle(), "SELECT application_id FROM pragma_application_id");
+    if (!app.valid() || !app.step()) {
+        return unreadable(app.error());
+    }
+    Statement objects(m_db.handle(), "SELECT count(*) FROM sqlite_master");
+    if (!objects.valid() || !objects.step()) {
+        return unreadable(objects.error());
+    }
+    if (app.column_int(0) != 0 || (version == 0 && objects.column_int(0) > 0)) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is a SQLite database but not diffeval's; choose "
+                                      "another database file",
+                                      m_path));
+    }
     if (version == 0) {
         if (!tables.empty()) {
             return make_error(ErrorKind::data,
