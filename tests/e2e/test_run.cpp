@@ -161,6 +161,37 @@ TEST(Run, ACommandThatFailsBeforeItsDatabaseLeavesNoFileBehind) {
     EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
+// A file that is no diffeval database, given to a command that writes: it is
+// refused, and no "<file>.lock" is left beside it (each of them left one,
+// beside another program's database or a text file).
+TEST(Run, AFileRefusedForWritingGetsNoLockFileBeside) {
+    auto dir = e2e::scratch("refused-no-lock");
+    e2e::Sim a;
+    auto theirs = dir / "theirs.sqlite";
+    e2e::exec(theirs, "CREATE TABLE mine(x); INSERT INTO mine VALUES (1)");
+    auto text = dir / "notes.txt";
+    std::ofstream(text) << "not a database\n";
+    auto ours = dir / "ours.sqlite";
+    ASSERT_EQ(e2e::run(five_raw_questions(a, ours.string())).exit_code, 0);
+    for (const auto& file : {theirs, text}) {
+        const auto before = e2e::slurp(file);
+        for (const auto& args :
+             std::vector<std::vector<std::string>>{five_raw_questions(a, file.string()),
+                                                   {"rescore", "--db", file.string()},
+                                                   {"merge", file.string(), ours.string()}}) {
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+            EXPECT_TRUE(o.err.find("not a diffeval database") != std::string::npos ||
+                        o.err.find("not diffeval's") != std::string::npos)
+                << args[0] << ": " << o.err;
+            EXPECT_FALSE(std::filesystem::exists(file.string() + ".lock")) << args[0];
+        }
+        EXPECT_TRUE(e2e::slurp(file) == before) << file;
+    }
+    // A database diffeval wrote keeps its lock file, as before.
+    EXPECT_TRUE(std::filesystem::exists(ours.string() + ".lock"));
+}
+
 // The same group sent again with other bodies (a sampling flag changed, a
 // framing given twice) would count its questions twice: refused, exit 2,
 // nothing sent; more questions of the same configuration are still welcome.
