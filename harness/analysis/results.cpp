@@ -30,7 +30,7 @@ int index_of(const std::vector<std::string>& names, std::string_view name) {
 
 // A row's place in the matrix (group, repeat, question) from either cursor
 // (counted responses, or requests never sent), which name them alike.
-template <typename Rows> void read_place(const Rows& rows, const Results& out, ResultRow& r) {
+template <typename Rows> bool read_place(const Rows& rows, const Results& out, ResultRow& r) {
     r.server = index_of(out.servers, rows.server());
     r.framing = index_of(out.framings, rows.framing());
     r.max_tokens = static_cast<int>(rows.max_tokens());
@@ -40,12 +40,18 @@ template <typename Rows> void read_place(const Rows& rows, const Results& out, R
     // A question without a stored hash is known only by dataset and index.
     const auto sha = rows.question_sha256();
     r.question_key = sha ? util::hash64(*sha) : 0;
+    // A name the load did not read first: a row from a later state of the
+    // file than the names (see k_changed).
+    return r.server < static_cast<int>(out.servers.size()) &&
+           r.framing < static_cast<int>(out.framings.size()) &&
+           r.dataset < static_cast<int>(out.datasets.size());
 }
 
-// One counted response's row from the rows cursor.
-void read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
+// One counted response's row from the rows cursor; false when its names
+// are not the load's (read_place).
+bool read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
     r.response_id = rows.response_id();
-    read_place(rows, out, r);
+    const bool known = read_place(rows, out, r);
     r.outcome = scorers::outcome_from_name(rows.outcome()).value_or(scorers::Outcome::error);
     r.reasoning_started = rows.reasoning_started();
     r.completion_tokens = rows.completion_tokens();
@@ -54,6 +60,18 @@ void read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
     r.ttft_ms = rows.ttft_ms();
     // An unparseable start time leaves the row out of the throughput span.
     r.started_ms = rows.started_ms().value_or(0);
+    return known;
+}
+
+// A second connection's half that is not the half the first connection's
+// snapshot holds: the file changed between the two reads (a run retried a
+// request, a rescore or merge finished), and the halves would mix two
+// states of it.
+util::Error changed_error(const store::Store& st) {
+    return util::Error{ErrorKind::io,
+                       fmt::format("cannot read results: {} changed while it was read (another "
+                                   "diffeval wrote it); run the command again",
+                                   st.path())};
 }
 
 // The scores of response `r` from the scores cursor, which advances in
@@ -113,7 +131,9 @@ util::Result<void> read_rows(store::Store& st, Results& out, const ResponseVisit
     detail.scorers = &out.scorers;
     ResultRow r;
     while (rows.next()) {
-        read_row(rows, out, r);
+        if (!read_row(rows, out, r)) {
+            return changed_error(st);
+        }
         r.correct.clear();
         r.valid.clear();
         std::fill(detail.scored.begin(), detail.scored.end(), 0);
@@ -141,6 +161,7 @@ util::Result<void> read_rows(store::Store& st, Results& out, const ResponseVisit
 struct Split {
     int64_t count = 0;
     std::optional<int64_t> at;
+    int64_t end = 0; // past the last counted response_id
 };
 
 util::Result<Split> split_point(store::Store& st) {
@@ -158,6 +179,11 @@ util::Result<Split> split_point(store::Store& st) {
         return at.error();
     }
     out.at = *at;
+    auto last = store::last_counted_response(st);
+    if (!last) {
+        return last.error();
+    }
+    out.end = last->value_or(0) + 1;
     return out;
 }
 
@@ -213,7 +239,9 @@ util::Result<void> read_unsent(store::Store& st, Results& out, const ResponseVis
     detail.error = k_never_sent;
     while (rows.next()) {
         ResultRow r;
-        read_place(rows, out, r);
+        if (!read_place(rows, out, r)) {
+            return changed_error(st);
+        }
         r.outcome = scorers::Outcome::error;
         if (visit) {
             if (auto v = visit(r, detail); !v) {
@@ -240,6 +268,13 @@ util::Result<Results> load_results(store::Store& st) {
 
 util::Result<Results> load_results(store::Store& st, const std::array<ResponseVisitor, 2>& visit) {
     Results out;
+    // Names, halves and unsent requests from one state of the file, though
+    // a run commits meanwhile: a row of a server or framing the names never
+    // saw, or a request both answered and unsent, would be counted wrong.
+    store::ReadSnapshot snapshot(st);
+    if (auto r = snapshot.status(); !r) {
+        return r.error();
+    }
     auto names = store::result_names(st);
     if (!names) {
         return names.error();
@@ -267,7 +302,12 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
     }
     // The first part's vector will hold every row (no copy when merging).
     parts[0].rows.reserve(static_cast<size_t>(split->count));
-    // Large runs: the upper half on a second connection and core.
+    // Large runs: the upper half on a second connection and core, up to the
+    // last response the snapshot holds. That connection's snapshot begins
+    // later: what a run committed meanwhile to that half (a retried
+    // request's new response) makes it another half than the snapshot's,
+    // which is then read again here, or refused to a visitor that has seen
+    // it.
     std::future<util::Result<void>> upper;
     if (split->at) {
         upper = std::async(std::launch::async, [&]() -> util::Result<void> {
@@ -275,13 +315,22 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
             if (!second) {
                 return second.error();
             }
-            return read_rows(**second, parts[1], visit[1], *split->at, highest);
+            return read_rows(**second, parts[1], visit[1], *split->at, split->end);
         });
     }
     auto lower = read_rows(st, parts[0], visit[0], lowest, split->at.value_or(highest));
     auto upper_done = upper.valid() ? upper.get() : util::Result<void>{};
     if (!lower) {
         return lower.error();
+    }
+    const auto in_upper = static_cast<size_t>(split->count) - parts[0].rows.size();
+    if (split->at && (!upper_done || parts[1].rows.size() != in_upper)) {
+        if (visit[1]) {
+            return upper_done ? changed_error(st) : upper_done.error();
+        }
+        parts[1].rows.clear();
+        parts[1].scorers.clear();
+        upper_done = read_rows(st, parts[1], {}, *split->at, split->end);
     }
     if (!upper_done) {
         return upper_done.error();

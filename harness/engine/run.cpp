@@ -656,12 +656,29 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
     }
 }
 
+// The database file was deleted, renamed or replaced while the run wrote
+// it. What the run stored is in the file it opened (the store copies its
+// log there when it closes); the file now under the name is not written,
+// not even by the scoring stage, which the error skips.
+util::Result<RunSummary> moved_away(const RunContext& ctx, store::Store& db, int64_t run_id) {
+    (void)db.mark_run_failed(run_id);
+    return make_error(ErrorKind::io,
+                      fmt::format("{} {}; the run stopped sending at once and wrote nothing into "
+                                  "the file now under that name. What it stored is in the file "
+                                  "it opened: under its new name if that was renamed, else "
+                                  "gone. Run the same command again to store into {}",
+                                  ctx.config.db, store::k_moved, ctx.config.db));
+}
+
 // Pass 6: flush and close the writer, close the run with its status, and
 // report a store failure with what it lost.
 util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::Writer& writer,
                                 int64_t pushed, Clock::time_point start, RunSummary summary) {
     writer.close();
     summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (db.moved() || (writer.error() && store::is_moved(*writer.error()))) {
+        return moved_away(ctx, db, summary.run_id);
+    }
     if (auto err = writer.error()) {
         const int64_t lost = pushed - writer.committed();
         const bool marked = db.mark_run_failed(summary.run_id);

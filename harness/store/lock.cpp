@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <optional>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
@@ -58,6 +59,22 @@ std::string RunLock::path_for(const std::string& db_path) {
 
 namespace {
 
+// The database the lock file at `lock_path` locks.
+std::string db_of(const std::string& lock_path) {
+    return lock_path.substr(0, lock_path.size() - std::string_view(".lock").size());
+}
+
+// What tells a file's content changed: device, inode, size, modification
+// time; nullopt when nothing is at `path`.
+std::optional<RunLock::FileState> file_state(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        return std::nullopt;
+    }
+    return RunLock::FileState{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec,
+                              st.st_mtim.tv_nsec};
+}
+
 // Whether `fd` is still the file `path` names: a holder may remove the lock
 // file it created (an import that created its database and failed leaves
 // nothing behind), and a lock taken on the removed file locks nothing
@@ -84,7 +101,15 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     for (;;) {
         // Never through a link: the lock is truncated and written, and a
         // planted r.sqlite.lock -> /etc/passwd (or -> r.sqlite) was.
-        int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        constexpr int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+        int fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, 0644);
+        const bool created = fd >= 0;
+        if (fd < 0 && errno == EEXIST) {
+            fd = ::open(path.c_str(), flags);
+            if (fd < 0 && errno == ENOENT) {
+                continue; // its holder removed it meanwhile
+            }
+        }
         if (fd < 0 && errno == ELOOP) {
             return make_error(ErrorKind::usage,
                               fmt::format("the lock file {} is a symbolic link, which diffeval "
@@ -129,6 +154,8 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
         if (!still_named(fd, path)) {
             continue; // its holder removed it meanwhile: lock the file named now
         }
+        lock.m_created = created;
+        lock.m_db_at_lock = file_state(db_of(path));
         const auto me =
             fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
         if (ftruncate(fd, 0) != 0 ||
@@ -140,13 +167,16 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
 }
 
 RunLock::RunLock(RunLock&& other) noexcept
-    : m_fd(std::exchange(other.m_fd, -1)), m_path(std::move(other.m_path)) {}
+    : m_fd(std::exchange(other.m_fd, -1)), m_path(std::move(other.m_path)),
+      m_created(other.m_created), m_db_at_lock(other.m_db_at_lock) {}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
     if (this != &other) {
         release();
         m_fd = std::exchange(other.m_fd, -1);
         m_path = std::move(other.m_path);
+        m_created = other.m_created;
+        m_db_at_lock = other.m_db_at_lock;
     }
     return *this;
 }
@@ -161,10 +191,12 @@ void RunLock::release() {
     }
     // Removed while still held, and only if it is still the file named: a
     // process waiting on it then finds it gone and locks the file named
-    // next (still_named).
-    const std::string db = m_path.substr(0, m_path.size() - k_suffix.size());
-    struct stat st {};
-    if (::stat(db.c_str(), &st) != 0 && errno == ENOENT && still_named(m_fd, m_path)) {
+    // next (still_named). Kept beside a database only once written: one
+    // refused as another program's, or left as it was, keeps no lock file
+    // this lock made.
+    const auto now = file_state(db_of(m_path));
+    const bool untouched = m_created && now && m_db_at_lock == now;
+    if ((!now || untouched) && still_named(m_fd, m_path)) {
         ::unlink(m_path.c_str());
     }
     ::close(m_fd); // releases the flock

@@ -9,12 +9,16 @@
 // a lock taken on a file no longer under that name is let go and the file
 // named then is locked instead. A lock let go while its database does not
 // exist (a command that failed before creating it) removes its file: a
-// mistyped --server left "new.sqlite.lock" and nothing else.
+// mistyped --server left "new.sqlite.lock" and nothing else. So does a lock
+// that made its file and whose database was not written meanwhile (a file
+// refused as another program's, or not SQLite).
 #pragma once
 
 #include <harness/util/result.hpp>
 
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace diffeval::store {
@@ -43,12 +47,25 @@ public:
     // "<db>.lock" for the database at `db_path`.
     static std::string path_for(const std::string& db_path);
 
+    // A file's identity and last change, to tell whether the database was
+    // written while the lock was held.
+    struct FileState {
+        uint64_t dev = 0;
+        uint64_t ino = 0;
+        int64_t size = 0;
+        int64_t mtime_s = 0;
+        int64_t mtime_ns = 0;
+        bool operator==(const FileState&) const = default;
+    };
+
 private:
     static constexpr std::string_view k_suffix = ".lock"; // path_for's
     void release();
     RunLock(int fd, std::string path) : m_fd(fd), m_path(std::move(path)) {}
     int m_fd = -1;
-    std::string m_path; // the lock file's
+    std::string m_path;                    // the lock file's
+    bool m_created = false;                // this lock made the file
+    std::optional<FileState> m_db_at_lock; // the database when locked
 };
 
 } // namespace diffeval::store

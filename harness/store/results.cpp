@@ -51,6 +51,28 @@ util::Result<void> column_values(Store& store, const char* sql, std::vector<std:
 
 } // namespace
 
+ReadSnapshot::ReadSnapshot(Store& store) : m_store(store) {
+    if (sqlite3_get_autocommit(store.handle()) == 0) {
+        return; // a transaction is open already, and is the snapshot
+    }
+    Statement begin(store.handle(), "BEGIN");
+    if (!begin.valid() || !begin.run()) {
+        m_status = read_error(begin.error());
+        return;
+    }
+    m_began = true;
+    // BEGIN alone takes no snapshot; the first read does.
+    if (auto r = count_of(store, "SELECT count(*) FROM sqlite_master"); !r) {
+        m_status = r.error();
+    }
+}
+
+ReadSnapshot::~ReadSnapshot() {
+    if (m_began) {
+        (void)sqlite3_exec(m_store.handle(), "COMMIT", nullptr, nullptr, nullptr);
+    }
+}
+
 util::Result<ResultNames> result_names(Store& store) {
     ResultNames out;
     std::vector<std::string> mode;
@@ -93,6 +115,14 @@ util::Result<std::optional<int64_t>> counted_response_at(Store& store, int64_t o
         return read_error(s.error());
     }
     return std::optional<int64_t>();
+}
+
+util::Result<std::optional<int64_t>> last_counted_response(Store& store) {
+    Statement s(store.handle(), "SELECT max(response_id) FROM requests");
+    if (!s.step()) {
+        return read_error(s.error().empty() ? "no row" : s.error());
+    }
+    return s.column_null(0) ? std::optional<int64_t>() : std::optional(s.column_int(0));
 }
 
 util::Result<int64_t> unclassified_responses(Store& store) {

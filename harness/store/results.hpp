@@ -16,6 +16,24 @@
 
 namespace diffeval::store {
 
+// One read transaction on `store` while it lives: everything read through
+// `store` meanwhile sees the database as it was at the first read, however
+// many commits a run makes in between.
+class ReadSnapshot {
+public:
+    explicit ReadSnapshot(Store& store);
+    ~ReadSnapshot();
+    ReadSnapshot(const ReadSnapshot&) = delete;
+    ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+    // Whether the transaction began, or why not.
+    util::Result<void> status() const { return m_status; }
+
+private:
+    Store& m_store;
+    bool m_began = false;
+    util::Result<void> m_status;
+};
+
 // Servers in the order first stored, framings and datasets sorted, and the
 // stored score-text mode ("full" when nothing is scored yet).
 struct ResultNames {
@@ -31,6 +49,8 @@ util::Result<int64_t> counted_responses(Store& store);
 // The response_id of the counted response at position `offset` in
 // response_id order (0-based); nullopt past the end.
 util::Result<std::optional<int64_t>> counted_response_at(Store& store, int64_t offset);
+// The highest response_id a counted response has; nullopt when none counts.
+util::Result<std::optional<int64_t>> last_counted_response(Store& store);
 // Counted responses not classified yet: what the scoring stage still has to
 // do.
 util::Result<int64_t> unclassified_responses(Store& store);

@@ -72,6 +72,17 @@ bool is_damaged(std::string_view message) {
     return message.find(k_damaged) != std::string_view::npos;
 }
 
+bool has_moved(sqlite3* db) {
+    int moved = 0;
+    return db != nullptr &&
+           sqlite3_file_control(db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+           moved != 0;
+}
+
+bool is_moved(std::string_view message) {
+    return message.find(k_moved) != std::string_view::npos;
+}
+
 Statement::Statement(sqlite3* db, std::string_view sql) : m_db(db) {
     if (sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
                            &m_stmt, nullptr) != SQLITE_OK) {
@@ -177,6 +188,15 @@ util::StopReason Statement::column_stop_reason(int col) const {
 }
 
 Database::~Database() {
+    // SQLite does not copy a moved file's log into it on close, and leaves
+    // the log under the old name, where the next connection to that name
+    // would replay it into the file now there. Copied here, what was
+    // written stays with the file it was written to (all of it, if that
+    // was renamed), and the log left under the name is empty.
+    if (has_moved(m_db)) {
+        (void)sqlite3_wal_checkpoint_v2(m_db, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr,
+                                        nullptr);
+    }
     sqlite3_close_v2(m_db);
 }
 

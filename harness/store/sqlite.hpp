@@ -49,6 +49,21 @@ inline bool is_damaged(const util::Error& error) {
     return is_damaged(error.message);
 }
 
+// The words of the error a write gets once its database file's name no
+// longer names the file the connection opened (the file was deleted,
+// renamed, or replaced by another, such as a `mv` over it).
+inline constexpr std::string_view k_moved = "was removed or replaced while this run wrote it";
+
+// True when the main database file `db` opened is no longer the file its
+// path names. SQLite then keeps writing the file it opened, but leaves its
+// write-ahead log under the old name on close, where the next connection to
+// that name replays it into whatever file is there now.
+bool has_moved(sqlite3* db);
+
+// True when `error` came from a write refused because has_moved (its
+// message holds k_moved).
+bool is_moved(std::string_view message);
+
 // A value SQLite keeps with its type: NULL, integer, real or text.
 using Value = std::variant<std::monostate, int64_t, double, std::string>;
 

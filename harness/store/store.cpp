@@ -858,6 +858,22 @@ util::Result<void> Store::identify() {
     if (version < 0 || version == 6 || version == 7) {
         return not_ours(fmt::format("its schema version {} is one no diffeval writes", version));
     }
+    // diffeval sets no application id; a file with one is another
+    // program's (GeoPackage, MBTiles), tables or not.
+    Statement app(m_db.handle(), "SELECT application_id FROM pragma_application_id");
+    if (!app.valid() || !app.step()) {
+        return unreadable(app.error());
+    }
+    Statement objects(m_db.handle(), "SELECT count(*) FROM sqlite_master");
+    if (!objects.valid() || !objects.step()) {
+        return unreadable(objects.error());
+    }
+    if (app.column_int(0) != 0 || (version == 0 && objects.column_int(0) > 0)) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} is a SQLite database but not diffeval's; choose "
+                                      "another database file",
+                                      m_path));
+    }
     if (version == 0) {
         if (!tables.empty()) {
             return make_error(ErrorKind::data,
@@ -1502,6 +1518,11 @@ util::Result<void> Store::write_batch(const std::vector<ResponseRow>& rows) {
         --m_fail_writes;
         return make_error(ErrorKind::io, "database write failed (injected by test)");
     }
+    // Rows written into a file no longer named would be lost with it, and
+    // the log it leaves under the name would be replayed into the file there.
+    if (moved()) {
+        return make_error(ErrorKind::io, fmt::format("{} {}", m_path, k_moved));
+    }
     Transaction tx(m_db);
     if (!tx.begun()) {
         return make_error(ErrorKind::io,
@@ -1657,6 +1678,11 @@ Checkpointer::Checkpointer(Store& store) : m_store(store) {
     if (!m_db.open(store.path(), Database::Create::no) ||
         !m_db.exec("SELECT count(*) FROM sqlite_master")) {
         return; // the store keeps its automatic checkpoints
+    }
+    // A file put in the store's place would get the store's log copied
+    // into it: both must still be the file the path names.
+    if (has_moved(m_store.handle()) || has_moved(m_db.handle())) {
+        return;
     }
     sqlite3_wal_hook(m_store.handle(), &Checkpointer::on_commit, this);
     m_hooked = true;

@@ -160,6 +160,9 @@ public:
     int schema_version() const { return m_version; }
     sqlite3* handle() const { return m_db.handle(); }
     const std::string& path() const { return m_path; }
+    // True when path() no longer names the file this store opened (it was
+    // deleted, renamed or replaced): write_batch then refuses (k_moved).
+    bool moved() const { return has_moved(m_db.handle()); }
 
     // Record a run's start with its effective configuration (no secrets).
     util::Result<int64_t> begin_run(const std::string& config_json, const std::string& dataset);

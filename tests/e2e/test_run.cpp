@@ -161,6 +161,37 @@ TEST(Run, ACommandThatFailsBeforeItsDatabaseLeavesNoFileBehind) {
     EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
+// A file that is no diffeval database, given to a command that writes: it is
+// refused, and no "<file>.lock" is left beside it (each of them left one,
+// beside another program's database or a text file).
+TEST(Run, AFileRefusedForWritingGetsNoLockFileBeside) {
+    auto dir = e2e::scratch("refused-no-lock");
+    e2e::Sim a;
+    auto theirs = dir / "theirs.sqlite";
+    e2e::exec(theirs, "CREATE TABLE mine(x); INSERT INTO mine VALUES (1)");
+    auto text = dir / "notes.txt";
+    std::ofstream(text) << "not a database\n";
+    auto ours = dir / "ours.sqlite";
+    ASSERT_EQ(e2e::run(five_raw_questions(a, ours.string())).exit_code, 0);
+    for (const auto& file : {theirs, text}) {
+        const auto before = e2e::slurp(file);
+        for (const auto& args :
+             std::vector<std::vector<std::string>>{five_raw_questions(a, file.string()),
+                                                   {"rescore", "--db", file.string()},
+                                                   {"merge", file.string(), ours.string()}}) {
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+            EXPECT_TRUE(o.err.find("not a diffeval database") != std::string::npos ||
+                        o.err.find("not diffeval's") != std::string::npos)
+                << args[0] << ": " << o.err;
+            EXPECT_FALSE(std::filesystem::exists(file.string() + ".lock")) << args[0];
+        }
+        EXPECT_TRUE(e2e::slurp(file) == before) << file;
+    }
+    // A database diffeval wrote keeps its lock file, as before.
+    EXPECT_TRUE(std::filesystem::exists(ours.string() + ".lock"));
+}
+
 // The same group sent again with other bodies (a sampling flag changed, a
 // framing given twice) would count its questions twice: refused, exit 2,
 // nothing sent; more questions of the same configuration are still welcome.
@@ -276,6 +307,56 @@ TEST(Run, KilledRunResumesWithNothingLostOrDuplicated) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "192");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
+}
+
+// A database renamed while a run writes it, and another put in its place
+// (`mv r.sqlite keep.sqlite; mv other.sqlite r.sqlite`): the run used to
+// finish with exit 0 saying it stored everything in r.sqlite, and the next
+// open of r.sqlite replayed the run's log, left under that name, over the
+// other database, whose results were gone.
+TEST(Run, DatabaseReplacedWhileARunWritesItIsLeftAsItIs) {
+    auto dir = e2e::scratch("replaced");
+    e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 20\n")});
+    auto other = dir / "other.sqlite";
+    auto o = e2e::run({"run", "--server", "b=" + a.url(), "--framing", "raw", "--max-tokens", "32",
+                       "--limit", "3", "--db", other.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto other_bytes = e2e::slurp(other);
+    ASSERT_FALSE(other_bytes.empty());
+
+    auto db = dir / "r.sqlite";
+    auto kept = dir / "kept.sqlite";
+    e2e::Child child({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--max-tokens",
+                      "32", "--repeats", "2", "--concurrency", "4", "--db", db.string(),
+                      "--quiet"});
+    int seen = 0;
+    for (int i = 0; i < 1000 && seen < 20; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        try {
+            if (std::filesystem::exists(db)) {
+                seen = std::stoi("0" + query(db, "SELECT count(*) FROM responses"));
+            }
+        } catch (const std::runtime_error&) {
+        }
+    }
+    ASSERT_GE(seen, 20);
+    std::filesystem::rename(db, kept);
+    std::filesystem::rename(other, db);
+    const int code = child.wait();
+    EXPECT_EQ(code, 1) << child.err() << child.out();
+    EXPECT_NE(child.err().find("r.sqlite was removed or replaced while this run wrote it"),
+              std::string::npos)
+        << child.err();
+    EXPECT_EQ(child.out().find("stored"), std::string::npos) << child.out();
+    // The database now under the name is as it was, and still reads so.
+    EXPECT_TRUE(e2e::slurp(db) == other_bytes) << "r.sqlite's bytes changed";
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query(db, "SELECT group_concat(DISTINCT server) FROM requests"), "b");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+    // The renamed file holds what the run stored, its run marked failed.
+    EXPECT_EQ(query(kept, "PRAGMA integrity_check"), "ok");
+    EXPECT_GE(std::stoi(query(kept, "SELECT count(*) FROM responses")), seen);
+    EXPECT_EQ(query(kept, "SELECT status FROM runs"), "failed");
 }
 
 // A run reads its plan as it sends, so one killed early leaves places it

@@ -433,6 +433,30 @@ TEST(Store, RefusesNewerSchemaAndForeignDatabases) {
     EXPECT_EQ(st.column_int(0), 1);
 }
 
+// Another program's file that holds no table yet: one marked with its
+// application id (GeoPackage and MBTiles set one), or holding only a view.
+// diffeval sets no application id; it wrote its schema into both.
+TEST(Store, RefusesAnotherProgramsFileWithoutTables) {
+    for (const char* sql : {"PRAGMA application_id = 1196444487", "CREATE VIEW v AS SELECT 1"}) {
+        auto path = fresh_db("marked");
+        {
+            Database db;
+            ASSERT_TRUE(db.open(path.string(), Database::Create::yes).ok());
+            ASSERT_TRUE(db.exec(sql).ok());
+        }
+        const auto before = fs::file_size(path);
+        auto s = Store::open(path.string(), Store::Mode::read_write);
+        ASSERT_FALSE(s.ok()) << sql;
+        EXPECT_NE(s.error().message.find("not diffeval's"), std::string::npos) << s.error().message;
+        EXPECT_EQ(fs::file_size(path), before) << sql;
+        Database check;
+        ASSERT_TRUE(check.open(path.string(), Database::Create::no).ok());
+        Statement st(check.handle(), "SELECT count(*) FROM sqlite_master WHERE name = 'runs'");
+        ASSERT_TRUE(st.step());
+        EXPECT_EQ(st.column_int(0), 0) << sql;
+    }
+}
+
 TEST(Writer, RetriesAFailedBatchAndLosesNothing) {
     auto s = Store::open(fresh_db("writer").string(), Store::Mode::read_write);
     ASSERT_TRUE(s.ok());
