@@ -66,20 +66,21 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         c.kind = "accuracy";
         c.name = "accuracy " + g.label();
         c.unit = "%";
-        c.measured = acc.mean * 100;
+        const double measured = acc.mean * 100;
+        c.measured = measured;
         c.threshold = floor * 100;
         // Two decimals, or as many more (up to six) as it takes for the
         // accuracy and its floor to print apart when they differ: never
         // "83.33% ... >= 83.33%" beside FAIL.
         int d = 2;
-        while (d < 6 && c.measured != c.threshold &&
-               (fmt::format("{:.{}f}", c.measured, d) == fmt::format("{:.{}f}", c.threshold, d) ||
-                fmt::format("{:.{}f}", std::abs(c.measured - c.threshold), d) ==
+        while (d < 6 && measured != c.threshold &&
+               (fmt::format("{:.{}f}", measured, d) == fmt::format("{:.{}f}", c.threshold, d) ||
+                fmt::format("{:.{}f}", std::abs(measured - c.threshold), d) ==
                     fmt::format("{:.{}f}", 0.0, d))) {
             ++d;
         }
         c.measured_text =
-            fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {})", c.measured, d, acc.min * 100,
+            fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {})", measured, d, acc.min * 100,
                         acc.max * 100, util::counted(g.repeats.size(), "repeat"));
         c.threshold_text =
             fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
@@ -89,9 +90,9 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         const char* mean = g.uneven ? "accuracy over questions (each question's repeats averaged)"
                                     : "mean accuracy over repeats";
         c.why = ok ? fmt::format("{} is {:.{}f} points above the floor", mean,
-                                 c.measured - c.threshold, d)
+                                 measured - c.threshold, d)
                    : fmt::format("{} is {:.{}f} points below the floor", mean,
-                                 c.threshold - c.measured, d);
+                                 c.threshold - measured, d);
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
@@ -351,7 +352,6 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
         // Without a count on either side there is nothing to compare (a
         // candidate whose server reports no usage did not use 100% fewer
         // tokens); a gate that cannot measure must not pass.
-        c.measured = 0;
         c.status = CheckStatus::fail;
         const char* side = cmp.behaviour_a.token_counted == 0   ? "baseline"
                            : cmp.behaviour_b.token_counted == 0 ? "candidate"
@@ -372,23 +372,24 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
         }
         return c;
     }
-    c.measured = (cmp.tokens_b - cmp.tokens_a) / cmp.tokens_a * 100;
+    const double measured = (cmp.tokens_b - cmp.tokens_a) / cmp.tokens_a * 100;
+    c.measured = measured;
     // The means and the percentage a reader gets from them, with two
     // decimals or as many more as it takes for the percentage not to print
     // as 0, nor as the limit or on its other side, when the exact one does
     // not: "(92.83 -> 104.71)" with "+12.80%", never "+12.79%".
     std::string a_text, b_text, pct_text;
-    double shown = c.measured;
+    double shown = measured;
     for (int d = 2; d <= 9; ++d) {
         a_text = fixed(cmp.tokens_a, d);
         b_text = fixed(cmp.tokens_b, d);
         const double pa = util::printed_value(a_text);
-        shown = pa > 0 ? (util::printed_value(b_text) - pa) / pa * 100 : c.measured;
+        shown = pa > 0 ? (util::printed_value(b_text) - pa) / pa * 100 : measured;
         pct_text = fixed(std::abs(shown), d);
-        const bool zero_ok = std::abs(c.measured) <= k_epsilon || pct_text != fixed(0.0, d);
-        const bool limit_ok = std::abs(c.measured - limit_pct) <= k_epsilon ||
+        const bool zero_ok = std::abs(measured) <= k_epsilon || pct_text != fixed(0.0, d);
+        const bool limit_ok = std::abs(measured - limit_pct) <= k_epsilon ||
                               (fixed(shown, d) != fixed(limit_pct, d) &&
-                               (shown > limit_pct) == (c.measured > limit_pct));
+                               (shown > limit_pct) == (measured > limit_pct));
         if (zero_ok && limit_ok) {
             break;
         }
@@ -396,7 +397,7 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
     const std::string questions = util::counted(cmp.token_questions, "question");
     c.measured_text = fmt::format("{}{}% ({} -> {} tokens per answer, over {})",
                                   shown < 0 ? "-" : "+", pct_text, a_text, b_text, questions);
-    const bool ok = c.measured <= limit_pct + k_epsilon;
+    const bool ok = measured <= limit_pct + k_epsilon;
     c.status = status_of(ok);
     const bool all_paired = cmp.token_questions == cmp.questions;
     c.why = fmt::format(
@@ -779,7 +780,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
              {"name", c.name},
              {"status", c.status == CheckStatus::pass ? "pass" : "fail"},
              {"inconclusive", c.inconclusive},
-             {"measured", c.measured},
+             {"measured", c.measured ? nlohmann::json(*c.measured) : nlohmann::json(nullptr)},
              {"threshold", c.threshold},
              {"unit", c.unit},
              {"measured_text", c.measured_text},

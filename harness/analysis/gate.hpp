@@ -70,10 +70,12 @@ enum class CheckStatus { pass, fail };
 
 // One check of the verdict.
 struct GateCheck {
-    std::string kind;     // accuracy, paired, never_finished, reasoning_start, tokens, complete,
-                          // conflict
-    std::string name;     // kind plus the group(s) it is about, e.g. "paired default/raw/256"
-    double measured = 0;  // in `unit`
+    std::string kind; // accuracy, paired, never_finished, reasoning_start, tokens, complete,
+                      // conflict
+    std::string name; // kind plus the group(s) it is about, e.g. "paired default/raw/256"
+    // In `unit`; nullopt when nothing could be measured (no count on a
+    // side is not a count of 0): JSON's null.
+    std::optional<double> measured;
     double threshold = 0; // in `unit`
     std::string unit;     // "%", "points", "responses", "requests", "conflicts"
     std::string measured_text;

@@ -731,6 +731,8 @@ TEST(GateUnmeasured, ACandidateWithoutTokenCountsFailsTheTokenCheck) {
     EXPECT_TRUE(j["checks"][0]["detail"]["candidate_mean_completion_tokens"].is_null()) << j;
     EXPECT_EQ(j["checks"][0]["detail"]["candidate_counted"], 0) << j;
     EXPECT_EQ(j["checks"][0]["detail"]["baseline_counted"], 4) << j;
+    // Nothing was measured: null, not a 0% change that reads as within the limit.
+    EXPECT_TRUE(j["checks"][0]["measured"].is_null()) << j;
 }
 
 // The token check compares the questions both sides answered with a count:
