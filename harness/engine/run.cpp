@@ -65,12 +65,14 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
     };
     return make_error(
         ErrorKind::usage,
-        fmt::format("the plan has {:.0f} requests ({} servers x {} framings x {} token limits x "
-                    "{} repeats x {} questions), at least {} once stored, more than the {} "
-                    "free beside {}; lower --repeats or --limit, or split the run",
-                    static_cast<double>(planned), c.servers.size(), c.framings.size(),
-                    c.max_tokens.size(), c.repeats, n_questions, size(need), size(free_bytes),
-                    c.db));
+        fmt::format("the plan has {:.0f} requests ({} x {} x {} x {} x {}), at least {} once "
+                    "stored, more than the {} free beside {}; lower --repeats or --limit, or "
+                    "split the run",
+                    static_cast<double>(planned), util::counted(c.servers.size(), "server"),
+                    util::counted(c.framings.size(), "framing"),
+                    util::counted(c.max_tokens.size(), "token limit"),
+                    util::counted(c.repeats, "repeat"), util::counted(n_questions, "question"),
+                    size(need), size(free_bytes), c.db));
 }
 
 // Refuse shots asked for (--num-shots, a vLLM config's num_fewshot, or a
