@@ -169,8 +169,9 @@ std::string render_markdown(const ReportData& data) {
     out += probe_section(data);
 
     // 5. How fast, and how much of a slower tail longer outputs explain.
-    out += "## Latency and tokens\n\nSuccessful responses over all repeats; ms, completion "
-           "tokens, requests per second achieved.\n\n";
+    out += "## Latency and tokens\n\nSuccessful responses over all repeats, those with a latency "
+           "(`timed`: imported answers have none); ms, completion tokens, requests per second "
+           "achieved.\n\n";
     out += latency_table(data.summary, Style::markdown) + "\n";
     if (auto tail = tail_table(data, Style::markdown); !tail.empty()) {
         out += "Tail against the baseline on the paired questions. \"From longer outputs\" "

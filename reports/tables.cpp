@@ -328,8 +328,8 @@ std::string breakdown_table(const analysis::Summary& summary, const std::string&
 std::string latency_table(const analysis::Summary& summary, Style style) {
     std::vector<std::vector<std::string>> rows;
     // Short headers keep the text table within 100 columns; ms throughout.
-    rows.push_back({"group", "ok", "p50", "p90", "p99", "max", "ttft50", "ttft99", "tok50", "tok99",
-                    "tokavg", "req/s"});
+    rows.push_back({"group", "timed", "p50", "p90", "p99", "max", "ttft50", "ttft99", "tok50",
+                    "tok99", "tokavg", "req/s"});
     for (const auto& g : summary.groups) {
         const auto& l = g.latency;
         const bool any = l.responses > 0;

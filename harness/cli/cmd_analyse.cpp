@@ -120,8 +120,9 @@ int summary_command(const AnalyseFlags& f) {
     if (unplanned) {
         std::cout << "\n";
     }
-    std::cout << (md ? "## Latency and tokens (successful responses, all repeats)\n\n"
-                     : "Latency and tokens (successful responses, all repeats)\n\n");
+    std::cout
+        << (md ? "## Latency and tokens (successful responses with a latency, all repeats)\n\n"
+               : "Latency and tokens (successful responses with a latency, all repeats)\n\n");
     std::cout << reports::latency_table(summary, *style);
     return k_exit_ok;
 }
