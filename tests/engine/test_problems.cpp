@@ -25,6 +25,16 @@ std::string outcome_settings(const std::filesystem::path& dir, const std::string
            "\nfewshot_from = " + q((dir / "train.jsonl").string()) + "\n" + more;
 }
 
+// `diffeval run` of the first `limit` questions of `test` (few-shots from
+// `dir`/train.jsonl) against `server` under the name "llama", into `db`.
+e2e::Outcome run_as_llama(const engine_test::RunningServer& server,
+                          const std::filesystem::path& dir, const std::filesystem::path& test,
+                          const std::filesystem::path& db, const std::string& limit) {
+    return e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw", "--max-tokens",
+                     "8", "--limit", limit, "--dataset", test.string(), "--fewshot-from",
+                     (dir / "train.jsonl").string(), "--db", db.string(), "--quiet"});
+}
+
 } // namespace
 
 // At concurrency 64, 48 requests against a server with 2 slots (4 HTTP
@@ -198,10 +208,7 @@ TEST(EngineFingerprint, AnotherModelBehindTheSameAliasIsAnotherServer) {
     auto test = engine_test::write_outcome_dataset(dir);
     auto db = dir / "r.sqlite";
     auto run = [&](const engine_test::RunningServer& server, const std::string& limit) {
-        return e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw",
-                         "--max-tokens", "8", "--limit", limit, "--dataset", test.string(),
-                         "--fewshot-from", (dir / "train.jsonl").string(), "--db", db.string(),
-                         "--quiet"});
+        return run_as_llama(server, dir, test, db, limit);
     };
     engine_test::Server spec;
     spec.extra_args = {"--alias", "tiny"};
@@ -235,10 +242,7 @@ TEST(EngineFingerprint, ServerSamplingDefaultsBelongToTheServer) {
     auto test = engine_test::write_outcome_dataset(dir);
     auto db = dir / "r.sqlite";
     auto run = [&](const engine_test::RunningServer& server, const std::string& limit) {
-        return e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw",
-                         "--max-tokens", "8", "--limit", limit, "--dataset", test.string(),
-                         "--fewshot-from", (dir / "train.jsonl").string(), "--db", db.string(),
-                         "--quiet"});
+        return run_as_llama(server, dir, test, db, limit);
     };
     engine_test::Server spec;
     {
