@@ -5,6 +5,7 @@
 #include <reports/markdown.hpp>
 
 #include <harness/util/file.hpp>
+#include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -559,10 +560,7 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     }
     if (formats.json) {
         auto p = out_dir / k_json_file;
-        if (auto r = write_file(
-                p, report_json(data).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                       "\n");
-            !r) {
+        if (auto r = write_file(p, util::document_text(report_json(data))); !r) {
             return r.error();
         }
         paths.written.push_back(p);

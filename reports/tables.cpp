@@ -108,8 +108,7 @@ ShownTail shown_tail(const analysis::TailDifference& t) {
 std::string markdown_escape(const std::string& text) {
     std::string out;
     for (char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7F) {
+        if (util::is_control(c)) {
             out += ' ';
             continue;
         }
@@ -127,11 +126,9 @@ std::string markdown_escape(const std::string& text) {
 }
 
 std::string markdown_code(const std::string& text) {
-    std::string body;
+    const std::string body = util::controls_as_spaces(text);
     size_t run = 0, longest = 0;
-    for (char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        body += u < 0x20 || u == 0x7F ? ' ' : c;
+    for (char c : body) {
         run = c == '`' ? run + 1 : 0;
         longest = std::max(longest, run);
     }

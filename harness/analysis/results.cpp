@@ -41,7 +41,7 @@ template <typename Rows> bool read_place(const Rows& rows, const Results& out, R
     const auto sha = rows.question_sha256();
     r.question_key = sha ? util::hash64(*sha) : 0;
     // A name the load did not read first: a row from a later state of the
-    // file than the names (see k_changed).
+    // file than the names (changed_error).
     return r.server < static_cast<int>(out.servers.size()) &&
            r.framing < static_cast<int>(out.framings.size()) &&
            r.dataset < static_cast<int>(out.datasets.size());

@@ -220,8 +220,9 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     }
     // Equivalence first: a user who gives a margin says smaller differences
     // do not matter.
-    if (margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon &&
-        lower_bound_decides(s) && upper_bound_decides(s)) {
+    const bool inside =
+        margin && iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon;
+    if (inside && lower_bound_decides(s) && upper_bound_decides(s)) {
         v.kind = VerdictKind::equivalent;
         const std::string m = margin_text(*margin);
         v.words = fmt::format("equivalent within ±{} points", m);
@@ -262,8 +263,6 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
                              b, a, difference_text(s, v.kind), ci_clause, pvalue(s.test.p_mid),
                              holm_clause(v), mdd_clause(s));
     if (margin) {
-        const bool inside =
-            iv.lo_one_sided > -*margin + k_epsilon && iv.hi_one_sided < *margin - k_epsilon;
         v.sentence += fmt::format(
             " Not shown equivalent within ±{} points: the {} interval {} {}.", margin_text(*margin),
             level(1.0 - 2.0 * s.alpha),

@@ -10,6 +10,7 @@
 #include <harness/analysis/summary.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/store/readers.hpp>
+#include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
 #include <reports/tables.hpp>
 #include <scorers/score_text.hpp>
@@ -67,11 +68,7 @@ int summary_command(const AnalyseFlags& f) {
     }
     auto summary = analysis::summarize(opened->results);
     if (json) {
-        // A name an older diffeval stored may not be UTF-8: U+FFFD, as
-        // report.html writes it, rather than no document at all.
-        std::cout << analysis::to_json(summary).dump(2, ' ', false,
-                                                     nlohmann::json::error_handler_t::replace)
-                  << "\n";
+        std::cout << util::document_text(analysis::to_json(summary));
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
@@ -198,7 +195,7 @@ int diff_command(const AnalyseFlags& f) {
             out["probes"].push_back(analysis::to_json(p));
         }
         out["probes_skipped"] = probes->second;
-        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        std::cout << util::document_text(out);
         return k_exit_ok;
     }
     for (const auto& c : *cmp) {

@@ -4,6 +4,7 @@
 
 #include <harness/engine/launcher.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
+#include <harness/util/json_text.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -63,7 +64,7 @@ int fingerprint_command(const FingerprintFlags& f) {
         if (fp->engine.empty()) {
             out["engine"] = nullptr;
         }
-        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        std::cout << util::document_text(out);
     } else {
         // A log's words as the terminal shows them: one line, bounded,
         // without the escapes a log may hold (colour codes, or worse);

@@ -7,6 +7,7 @@
 #include <harness/cli/util.hpp>
 #include <harness/util/escape.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
 
 #include <harness/analysis/gate.hpp>
@@ -309,11 +310,8 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
         }
     }
     if (!f.json.empty()) {
-        return write_file(f.json,
-                          analysis::to_json(verdict).dump(
-                              2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                              "\n",
-                          std::ios::trunc, "the JSON verdict");
+        return write_file(f.json, util::document_text(analysis::to_json(verdict)), std::ios::trunc,
+                          "the JSON verdict");
     }
     return {};
 }

@@ -188,13 +188,7 @@ util::Result<void> check_output_file(const std::string& flag, const std::string&
 }
 
 void print_error(std::string_view message) {
-    std::string line = "diffeval: ";
-    line.reserve(line.size() + message.size() + 1);
-    for (char c : message) {
-        const auto u = static_cast<unsigned char>(c);
-        line += u < 0x20 || u == 0x7F ? ' ' : c;
-    }
-    std::cerr << line << "\n";
+    std::cerr << "diffeval: " + util::controls_as_spaces(message) + "\n";
 }
 
 int report(const util::Error& error) {

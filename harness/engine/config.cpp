@@ -204,10 +204,8 @@ std::optional<std::string> header_problem(std::string_view name, std::string_vie
         }
     }
     // Field values may hold tabs, never CR, LF, NUL or another control.
-    if (std::any_of(value.begin(), value.end(), [](char c) {
-            const auto u = static_cast<unsigned char>(c);
-            return (u < 0x20 && u != '\t') || u == 0x7f;
-        })) {
+    if (std::any_of(value.begin(), value.end(),
+                    [](char c) { return util::is_control(c) && c != '\t'; })) {
         return "has a line break or control character in its value, which would begin another "
                "header; remove it";
     }

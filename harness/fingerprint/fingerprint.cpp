@@ -390,10 +390,7 @@ void normalize(Fingerprint& fp) {
 }
 
 void bound_words(std::string& text) {
-    const bool control = std::any_of(text.begin(), text.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
-    });
-    if (control || text.size() > util::k_server_words_bytes) {
+    if (util::has_control_character(text) || text.size() > util::k_server_words_bytes) {
         text = util::one_line(text, util::k_server_words_bytes);
     }
 }

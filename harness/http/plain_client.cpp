@@ -186,11 +186,6 @@ struct Connection {
     bool closed = false; // shut: counted out of the open connections
 };
 
-// Whether an idle connection may carry the next request: nothing arrived on
-// it since its last answer. Bytes there are an answer nobody asked for (a
-// server's bug), which the next request would read as its own; an end of
-// stream is a server that hung up while it was idle. One non-blocking peek,
-// as libcurl checks a connection before reusing it.
 // What Beast may read of a body: `--max-response-bytes` counts decoded bytes,
 // and a compressed body of incompressible text is a little longer than the
 // text (gzip's stored blocks: 5 bytes in 64 KiB, and its header and
@@ -203,6 +198,11 @@ uint64_t wire_limit(size_t max_body_bytes) {
                                                              : max + room;
 }
 
+// Whether an idle connection may carry the next request: nothing arrived on
+// it since its last answer. Bytes there are an answer nobody asked for (a
+// server's bug), which the next request would read as its own; an end of
+// stream is a server that hung up while it was idle. One non-blocking peek,
+// as libcurl checks a connection before reusing it.
 bool still_quiet(Connection& c) {
     char byte = 0;
     const ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -599,22 +599,33 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
     complete(*t);
 }
 
+namespace {
+
+// How much of a too-large body's start `t` keeps.
+size_t kept_cap(const Transfer& t) {
+    return std::min(k_kept_of_too_large, t.request.max_body_bytes);
+}
+
+} // namespace
+
 void PlainMulti::Impl::keep(Transfer& t, std::string_view raw) {
-    const size_t cap = std::min(k_kept_of_too_large, t.request.max_body_bytes);
+    const size_t cap = kept_cap(t);
     auto& body = t.response.body;
+    // Appends what fits under the cap; false once it is reached.
+    auto append = [&](std::string_view piece) {
+        body.append(piece.substr(0, cap - std::min(cap, body.size())));
+        return body.size() < cap;
+    };
     if (!t.inflater) {
-        body.append(raw.substr(0, std::min(raw.size(), cap - std::min(cap, body.size()))));
+        append(raw);
         return;
     }
     // Decoded as a body that fits is: a corrupt stream keeps what decoded.
-    t.inflater->feed(raw, [&](std::string_view piece) {
-        body.append(piece.substr(0, std::min(piece.size(), cap - std::min(cap, body.size()))));
-        return body.size() < cap;
-    });
+    t.inflater->feed(raw, append);
 }
 
 void PlainMulti::Impl::keep_start(const TransferPtr& t) {
-    const size_t cap = std::min(k_kept_of_too_large, t->request.max_body_bytes);
+    const size_t cap = kept_cap(*t);
     auto& buffer = t->conn->buffer;
     if (buffer.size() > 0) {
         const auto n = static_cast<size_t>(std::min<uint64_t>(buffer.size(), t->left));

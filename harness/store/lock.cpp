@@ -57,12 +57,11 @@ std::string RunLock::path_for(const std::string& db_path) {
     return util::resolved_path(db_path) + std::string(k_suffix);
 }
 
-namespace {
-
-// The database the lock file at `lock_path` locks.
-std::string db_of(const std::string& lock_path) {
-    return lock_path.substr(0, lock_path.size() - std::string_view(".lock").size());
+std::string RunLock::database_of(const std::string& lock_path) {
+    return lock_path.substr(0, lock_path.size() - k_suffix.size());
 }
+
+namespace {
 
 // What tells a file's content changed: device, inode, size, modification
 // time; nullopt when nothing is at `path`.
@@ -155,7 +154,7 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
             continue; // its holder removed it meanwhile: lock the file named now
         }
         lock.m_created = created;
-        lock.m_db_at_lock = file_state(db_of(path));
+        lock.m_db_at_lock = file_state(database_of(path));
         const auto me =
             fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
         if (ftruncate(fd, 0) != 0 ||
@@ -194,7 +193,7 @@ void RunLock::release() {
     // next (still_named). Kept beside a database only once written: one
     // refused as another program's, or left as it was, keeps no lock file
     // this lock made.
-    const auto now = file_state(db_of(m_path));
+    const auto now = file_state(database_of(m_path));
     const bool untouched = m_created && now && m_db_at_lock == now;
     if ((!now || untouched) && still_named(m_fd, m_path)) {
         ::unlink(m_path.c_str());

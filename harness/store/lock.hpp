@@ -60,6 +60,8 @@ public:
 
 private:
     static constexpr std::string_view k_suffix = ".lock"; // path_for's
+    // The database the lock file at `lock_path` locks (path_for's inverse).
+    static std::string database_of(const std::string& lock_path);
     void release();
     RunLock(int fd, std::string path) : m_fd(fd), m_path(std::move(path)) {}
     int m_fd = -1;

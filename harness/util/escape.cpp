@@ -17,8 +17,7 @@ std::string xml_escape(std::string_view text) {
     std::string out;
     out.reserve(text.size());
     for (char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        if ((u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7F) {
+        if (is_control(c) && c != '\t' && c != '\n' && c != '\r') {
             out += ' ';
             continue;
         }

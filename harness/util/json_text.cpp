@@ -91,6 +91,10 @@ std::string valid_utf8(std::string_view s) {
     return nlohmann::json::parse(quoted).get<std::string>();
 }
 
+std::string document_text(const nlohmann::json& j) {
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 void append_dump_double(std::string& out, double x) {
     if (!std::isfinite(x)) {
         out += "null";

@@ -7,6 +7,8 @@
 // form of lm-eval's samples files that `diffeval export` writes.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -26,6 +28,12 @@ void append_valid_dump_string(std::string& out, std::string_view s);
 // replaces it: untrusted bytes (a server's header) made fit for a
 // nlohmann::json string, whose dump() throws on invalid UTF-8.
 std::string valid_utf8(std::string_view s);
+
+// `j` as every JSON document diffeval writes it (summary, diff, gate and
+// fingerprint output, report summary.json): two-space indent, a final line
+// end, and text that is not UTF-8 (a name an older diffeval stored) as
+// U+FFFD, where dump() would throw and leave no document at all.
+std::string document_text(const nlohmann::json& j);
 
 // Append `x` as nlohmann writes a double: the shortest text that reads back
 // as `x` ("0.0", "0.95", "1e-05", "-9999.0"), "null" when not finite.

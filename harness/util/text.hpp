@@ -111,13 +111,24 @@ inline std::string_view utf8_byte_prefix(std::string_view s, size_t max_bytes) {
     return s.substr(0, cut);
 }
 
-// Whether `text` holds a control character (a line end, a terminal escape's
-// ESC, DEL).
+// Whether `c` is a control character (C0 or DEL: a line end, a tab, a
+// terminal escape's ESC).
+inline bool is_control(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+}
+
+// Whether `text` holds a control character.
 inline bool has_control_character(std::string_view text) {
-    return std::any_of(text.begin(), text.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u < 0x20 || u == 0x7F;
-    });
+    return std::any_of(text.begin(), text.end(), is_control);
+}
+
+// `text` with each control character as a space: one line, no terminal
+// escapes, its length and every other byte as they were.
+inline std::string controls_as_spaces(std::string_view text) {
+    std::string out(text);
+    std::replace_if(out.begin(), out.end(), is_control, ' ');
+    return out;
 }
 
 // Whether `text` is valid UTF-8 (RFC 3629: no stray continuation byte,
@@ -158,8 +169,7 @@ inline std::string one_line(std::string_view text, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(text.size(), max_bytes + 3));
     for (char c : text) {
-        const auto u = static_cast<unsigned char>(c);
-        const char kept = u < 0x20 || u == 0x7F ? ' ' : c;
+        const char kept = is_control(c) ? ' ' : c;
         if (kept == ' ' && !out.empty() && out.back() == ' ') {
             continue;
         }
