@@ -4,6 +4,7 @@
 #include <reports/html.hpp>
 #include <reports/markdown.hpp>
 
+#include <harness/store/lock.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
@@ -234,11 +235,15 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
             }
             return analysis::load_probes(**own);
         });
+    // Who writes the file, asked before it is read: a run that ends
+    // meanwhile still left the report a partial result.
+    auto writing = store::RunLock::holder(st.path());
     auto results = analysis::load_results(st, visit);
     if (!results) {
         return results.error();
     }
     ReportData data;
+    data.writing = std::move(writing);
     data.layout = layout;
     data.results = std::move(*results);
     const auto& servers = data.results.servers;
@@ -497,18 +502,24 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
 }
 
 std::vector<std::string> headline_sentences(const ReportData& data) {
-    if (data.comparisons.empty()) {
-        if (!data.comparison_notes.empty()) {
-            std::vector<std::string> notes;
-            for (const auto& n : data.comparison_notes) {
-                notes.push_back(n + ".");
-            }
-            return notes;
-        }
-        return {fmt::format("Only one server ({}) is stored, so there is nothing to compare.",
-                            data.baseline)};
+    std::vector<std::string> out;
+    if (data.writing) {
+        out.push_back(fmt::format(
+            "This report was made while {} was still writing the database: it shows what was "
+            "stored by then, and requests with no response yet count as failed.",
+            *data.writing));
     }
-    std::vector<std::string> out = {verdict_count_sentence(data)};
+    if (data.comparisons.empty()) {
+        for (const auto& n : data.comparison_notes) {
+            out.push_back(n + ".");
+        }
+        if (data.comparison_notes.empty()) {
+            out.push_back(fmt::format(
+                "Only one server ({}) is stored, so there is nothing to compare.", data.baseline));
+        }
+        return out;
+    }
+    out.push_back(verdict_count_sentence(data));
     for (const auto& n : data.comparison_notes) {
         out.push_back(n + ".");
     }

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct ReportData {
     // baseline per framing, and one line per server it was skipped for.
     std::vector<analysis::ProbeComparison> probes;
     std::vector<std::string> probe_notes;
+    // The command still writing the database as it was read ("diffeval run
+    // (pid 1234, started ...)"), if any: the headline's first sentence says
+    // the report shows a partial result.
+    std::optional<std::string> writing;
 };
 
 // Which files `write_reports` produces.

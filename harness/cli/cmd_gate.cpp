@@ -363,6 +363,16 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
             return cannot_run(r.error());
         }
     }
+    // Not on a database a run is still writing: its unanswered requests
+    // would fail the gate, or a partial result pass it.
+    for (const auto* db : {&flags.db, &flags.baseline_db}) {
+        if (db->empty()) {
+            continue;
+        }
+        if (auto r = refuse_if_written(*db); !r) {
+            return cannot_run(r.error());
+        }
+    }
     // A baseline from another database: gate one database combining both,
     // the baseline's servers renamed "baseline:NAME".
     GateFlags f = flags;

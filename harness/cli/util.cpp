@@ -3,6 +3,7 @@
 
 #include <harness/analysis/rescore.hpp>
 #include <harness/analysis/stats.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 
@@ -239,10 +240,34 @@ util::Result<void> check_existing_db(const std::string& db) {
            : fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
 }
 
+void note_if_written(const std::string& db) {
+    if (auto who = store::RunLock::holder(db)) {
+        print_error(fmt::format("{} is still being written by {}: what follows is what it has "
+                                "stored so far, and its requests with no response yet count as "
+                                "failed",
+                                db, *who));
+    }
+}
+
+util::Result<void> refuse_if_written(const std::string& db) {
+    if (auto who = store::RunLock::holder(db)) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("{} is still being written by {}, and a gate judges finished results "
+                        "(its requests with no response yet would count as failed); gate once "
+                        "it has ended",
+                        db, *who));
+    }
+    return {};
+}
+
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
                                                                 bool for_writing) {
     if (auto r = check_existing_db(db); !r) {
         return r.error();
+    }
+    if (!for_writing) {
+        note_if_written(db);
     }
     // Opening for writing would create the schema in an empty file; a
     // command that only reads results must leave it as it found it.

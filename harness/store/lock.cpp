@@ -11,7 +11,9 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <thread>
@@ -57,6 +59,39 @@ std::string RunLock::path_for(const std::string& db_path) {
     return util::resolved_path(db_path) + std::string(k_suffix);
 }
 
+namespace {
+
+// The lock files this process holds: its own lock is no other writer's.
+std::mutex g_held_mutex;
+std::set<std::string> g_held;
+
+} // namespace
+
+std::optional<std::string> RunLock::holder(const std::string& db_path) {
+    const auto path = path_for(db_path);
+    {
+        std::lock_guard lock(g_held_mutex);
+        if (g_held.count(path) > 0) {
+            return std::nullopt;
+        }
+    }
+    // Never through a link, and never a FIFO's open that waits for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    std::optional<std::string> who;
+    if (struct stat st{}; fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+            (void)flock(fd, LOCK_UN);
+        } else if (errno == EWOULDBLOCK) {
+            who = holder_words(holder_of(fd));
+        }
+    }
+    ::close(fd);
+    return who;
+}
+
 std::string RunLock::database_of(const std::string& lock_path) {
     return lock_path.substr(0, lock_path.size() - k_suffix.size());
 }
@@ -97,6 +132,10 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     }
     const auto path = path_for(db_path);
     bool told = false;
+    // A reader's test (holder) holds a shared lock for microseconds: a lock
+    // refused only that long is not held by another writer.
+    constexpr auto k_grace = std::chrono::milliseconds(20);
+    const auto refused_after = std::chrono::steady_clock::now() + k_grace;
     for (;;) {
         // Never through a link: the lock is truncated and written, and a
         // planted r.sqlite.lock -> /etc/passwd (or -> r.sqlite) was.
@@ -135,6 +174,10 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
                 return make_error(ErrorKind::io,
                                   fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
             }
+            if (wait == Wait::no && std::chrono::steady_clock::now() < refused_after) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                continue;
+            }
             const auto holder = holder_words(holder_of(fd));
             if (wait == Wait::no) {
                 return make_error(ErrorKind::usage,
@@ -154,6 +197,11 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
             continue; // its holder removed it meanwhile: lock the file named now
         }
         lock.m_created = created;
+        {
+            std::lock_guard held(g_held_mutex);
+            g_held.insert(path);
+            lock.m_held = true;
+        }
         lock.m_db_at_lock = file_state(database_of(path));
         const auto me =
             fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
@@ -167,7 +215,8 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
 
 RunLock::RunLock(RunLock&& other) noexcept
     : m_fd(std::exchange(other.m_fd, -1)), m_path(std::move(other.m_path)),
-      m_created(other.m_created), m_db_at_lock(other.m_db_at_lock) {}
+      m_created(other.m_created), m_held(std::exchange(other.m_held, false)),
+      m_db_at_lock(other.m_db_at_lock) {}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
     if (this != &other) {
@@ -175,6 +224,7 @@ RunLock& RunLock::operator=(RunLock&& other) noexcept {
         m_fd = std::exchange(other.m_fd, -1);
         m_path = std::move(other.m_path);
         m_created = other.m_created;
+        m_held = std::exchange(other.m_held, false);
         m_db_at_lock = other.m_db_at_lock;
     }
     return *this;
@@ -200,6 +250,10 @@ void RunLock::release() {
     }
     ::close(m_fd); // releases the flock
     m_fd = -1;
+    if (std::exchange(m_held, false)) {
+        std::lock_guard held(g_held_mutex);
+        g_held.erase(m_path);
+    }
 }
 
 } // namespace diffeval::store

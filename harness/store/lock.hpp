@@ -47,6 +47,13 @@ public:
     // "<db>.lock" for the database at `db_path`.
     static std::string path_for(const std::string& db_path);
 
+    // Who holds the lock of the database at `db_path` now, in a message's
+    // words ("diffeval run (pid 1234, started ...)"); nullopt when nobody
+    // does, or no lock file is there. A command that reads the database
+    // says it is still being written. The test takes a shared lock for a
+    // moment, which acquire with Wait::no waits out.
+    static std::optional<std::string> holder(const std::string& db_path);
+
     // A file's identity and last change, to tell whether the database was
     // written while the lock was held.
     struct FileState {
@@ -67,6 +74,7 @@ private:
     int m_fd = -1;
     std::string m_path;                    // the lock file's
     bool m_created = false;                // this lock made the file
+    bool m_held = false;                   // locked, and in holder()'s list
     std::optional<FileState> m_db_at_lock; // the database when locked
 };
 

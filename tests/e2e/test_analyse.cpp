@@ -453,6 +453,63 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
     EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
 }
 
+// While another command still writes the database (a run, a merge into
+// it), its unanswered requests count as failed: a read command says so in
+// one line on stderr, the report's headline says so, and the gate refuses
+// (exit 2) rather than judge a partial result. Once it ends, nothing is said.
+TEST(ReadWhileWritten, ReadCommandsSaySoAndTheGateWaitsForTheEnd) {
+    auto dir = e2e::scratch("read-while-written");
+    const auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    for (const char* name : {"a", "b"}) {
+        auto o = e2e::run({"run", "--server", std::string(name) + "=" + sim.url(), "--framing",
+                           "raw", "--limit", "4", "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    const std::vector<std::string> gate = {"gate", "--db", db, "--baseline", "a", "--candidate",
+                                           "b", "--max-drop", "50", "--inconclusive", "pass",
+                                           "--junit",
+                                           (dir / "junit.xml").string()};
+    const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(held, 0);
+    const std::string who = "pid 4242, started 2026-12-05T00:00:00.000Z, diffeval run\n";
+    ASSERT_EQ(::write(held, who.data(), who.size()), static_cast<ssize_t>(who.size()));
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    const std::string words = "diffeval run (pid 4242, started 2026-12-05T00:00:00.000Z)";
+
+    auto summary = e2e::run({"summary", "--db", db});
+    EXPECT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_EQ(summary.err, fmt::format("diffeval: {} is still being written by {}: what follows "
+                                       "is what it has stored so far, and its requests with no "
+                                       "response yet count as failed\n",
+                                       db, words));
+    auto report = e2e::run({"report", "--db", db, "--out", (dir / "report").string()});
+    EXPECT_EQ(report.exit_code, 0) << report.err;
+    const auto md = e2e::slurp(dir / "report" / "report.md");
+    EXPECT_NE(md.find("This report was made while " + words + " was still writing the database"),
+              std::string::npos)
+        << md.substr(0, 600);
+    const auto headline = json::parse(e2e::slurp(dir / "report" / "summary.json"))["headline"];
+    EXPECT_NE(headline.get<std::string>().find("while " + words), std::string::npos) << headline;
+    auto refused = e2e::run(gate);
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_EQ(refused.out, "");
+    EXPECT_NE(refused.err.find(db + " is still being written by " + words +
+                               ", and a gate judges finished results"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_NE(e2e::slurp(dir / "junit.xml").find("still being written"), std::string::npos);
+
+    ::close(held);
+    auto after = e2e::run({"summary", "--db", db});
+    EXPECT_EQ(after.exit_code, 0);
+    EXPECT_EQ(after.err, "");
+    auto passed = e2e::run(gate);
+    EXPECT_EQ(passed.exit_code, 0) << passed.out << passed.err;
+    report = e2e::run({"report", "--db", db, "--out", (dir / "report").string()});
+    EXPECT_EQ(e2e::slurp(dir / "report" / "report.md").find("still writing"), std::string::npos);
+}
+
 // A rescore scores each distinct answer of a question once; the same answer
 // to another question is still scored against that question's own gold.
 TEST(Rescore, TheSameAnswerToTwoQuestionsIsScoredAgainstEachGold) {

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <optional>
 #include <thread>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 using namespace diffeval::store;
@@ -694,6 +696,45 @@ TEST(RunLock, AWaiterWhoseLockFileWasRemovedLocksTheFileNamedNow) {
         EXPECT_NE(third.error().message.find("in use by diffeval run"), std::string::npos)
             << third.error().message;
     }
+}
+
+// A read command asks who writes the database: nobody without a lock file
+// or once it is let go, the holder by its command while another process
+// (here a lock taken outside RunLock) holds it, and nobody when the asking
+// process holds it itself (a demo reports on the database it wrote).
+TEST(RunLock, HolderNamesAnotherProcessWritingTheDatabase) {
+    const auto path = fresh_db("holder").string();
+    EXPECT_EQ(RunLock::holder(path), std::nullopt);
+    const int held = ::open(RunLock::path_for(path).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(held, 0);
+    const std::string text = "pid 4242, started 2026-12-05T00:00:00.000Z, diffeval run\n";
+    ASSERT_EQ(::write(held, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    EXPECT_EQ(RunLock::holder(path), std::nullopt) << "a lock file alone is nobody's lock";
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    EXPECT_EQ(RunLock::holder(path),
+              std::optional<std::string>("diffeval run (pid 4242, started 2026-12-05T00:00:00.000Z)"));
+    ::close(held);
+    EXPECT_EQ(RunLock::holder(path), std::nullopt);
+    auto own = RunLock::acquire(path, "demo", RunLock::Wait::no, nullptr);
+    ASSERT_TRUE(own.ok()) << own.error().message;
+    EXPECT_EQ(RunLock::holder(path), std::nullopt);
+}
+
+// holder() tests with a shared lock held for a moment: a run starting in
+// that moment waits it out instead of being refused as if a writer held
+// the file.
+TEST(RunLock, AReadersMomentaryTestDoesNotRefuseARun) {
+    const auto path = fresh_db("holder-moment").string();
+    const int reader = ::open(RunLock::path_for(path).c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(reader, 0);
+    ASSERT_EQ(::flock(reader, LOCK_SH | LOCK_NB), 0);
+    std::thread let_go([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        ::close(reader);
+    });
+    auto run = RunLock::acquire(path, "run", RunLock::Wait::no, nullptr);
+    let_go.join();
+    EXPECT_TRUE(run.ok()) << run.error().message;
 }
 
 // Every stored time is UTC in ISO 8601 with milliseconds, and is now.
