@@ -26,6 +26,16 @@ int merge_command(const MergeFlags& f) {
     if (!lock) {
         return report(lock.error());
     }
+    // A shard a run still writes is merged as it stands; merging it again
+    // later adds what its run stores meanwhile.
+    for (const auto& in : f.inputs) {
+        if (auto who = store::RunLock::holder(in)) {
+            print_error(fmt::format("{} is still being written by {}: merging what it has stored "
+                                    "so far (its requests with no response yet count as failed); "
+                                    "merge it again once that has ended to add the rest",
+                                    in, *who));
+        }
+    }
     auto r = store::merge(f.out, f.inputs);
     if (!r) {
         return report(r.error());

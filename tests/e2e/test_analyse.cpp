@@ -454,9 +454,10 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
 }
 
 // While another command still writes the database (a run, a merge into
-// it), its unanswered requests count as failed: a read command says so in
-// one line on stderr, the report's headline says so, and the gate refuses
-// (exit 2) rather than judge a partial result. Once it ends, nothing is said.
+// it), its unanswered requests count as failed: a read command (and a merge
+// of it) says so in one line on stderr, the report's headline says so, and
+// the gate refuses (exit 2) rather than judge a partial result. Once it
+// ends, nothing is said.
 TEST(ReadWhileWritten, ReadCommandsSaySoAndTheGateWaitsForTheEnd) {
     auto dir = e2e::scratch("read-while-written");
     const auto db = (dir / "r.sqlite").string();
@@ -499,6 +500,12 @@ TEST(ReadWhileWritten, ReadCommandsSaySoAndTheGateWaitsForTheEnd) {
               std::string::npos)
         << refused.err;
     EXPECT_NE(e2e::slurp(dir / "junit.xml").find("still being written"), std::string::npos);
+    auto merged = e2e::run({"merge", (dir / "m.sqlite").string(), db});
+    EXPECT_EQ(merged.exit_code, 0) << merged.err;
+    EXPECT_NE(merged.err.find(db + " is still being written by " + words +
+                              ": merging what it has stored so far"),
+              std::string::npos)
+        << merged.err;
 
     ::close(held);
     auto after = e2e::run({"summary", "--db", db});
