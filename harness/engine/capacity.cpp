@@ -186,7 +186,7 @@ size_t in_flight_limit(int concurrency, bool concurrency_auto, const ServerLimit
     return static_cast<size_t>(concurrency);
 }
 
-util::Result<void> check_context(const std::string& server_name, const std::string& base_url,
+util::Result<bool> check_context(const std::string& server_name, const std::string& base_url,
                                  const std::vector<std::string>& headers,
                                  const ServerLimits& limits,
                                  const std::vector<framing::Framing>& framings,
@@ -194,8 +194,9 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
                                  int max_tokens, const std::optional<std::string>& model,
                                  std::chrono::milliseconds timeout, std::ostream& log) {
     if (!limits.context) {
-        return {};
+        return false;
     }
+    bool fits_alone = true;
     for (const auto& f : framings) {
         // The longest prompt of this framing, by bytes (the last of equals);
         // only its body is built.
@@ -215,6 +216,7 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
                                            nlohmann::ordered_json::object());
         auto tokens = count_tokens(base_url, headers, limits, longest, model, timeout);
         if (!tokens) {
+            fits_alone = false;
             continue;
         }
         if (*tokens >= *limits.context) {
@@ -227,6 +229,7 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
                             limits.context_source));
         }
         if (*tokens + max_tokens > *limits.context) {
+            fits_alone = false;
             log << fmt::format("server '{}': warning: the longest {} prompt (question {}) is {} "
                                "tokens; with max_tokens {} an answer can outgrow its context of "
                                "{} tokens ({})\n",
@@ -234,10 +237,21 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
                                *limits.context, limits.context_source);
         }
     }
-    return {};
+    return fits_alone;
 }
 
-bool permanent_error(long status, const std::string& body) {
+namespace {
+
+// llama-server's answer that outgrew its context, lower-cased.
+constexpr std::string_view k_outgrown = "context size has been exceeded";
+
+} // namespace
+
+bool outgrew_context(long status, const std::string& body) {
+    return status == 500 && lower(body).find(k_outgrown) != std::string::npos;
+}
+
+bool permanent_error(long status, const std::string& body, bool fits_alone) {
     if (status == 429 || status == 503) {
         return false; // busy: worth waiting for
     }
@@ -249,10 +263,14 @@ bool permanent_error(long status, const std::string& body) {
             text += " " + lower(e["type"].get<std::string>());
         }
     }
+    // A request that fits alone met others in a cache they share.
+    if (fits_alone && text.find(k_outgrown) != std::string::npos) {
+        return false;
+    }
     // The messages and error types of llama.cpp, vLLM, SGLang and TGI for
     // requests that can never succeed as sent.
     static constexpr std::array<std::string_view, 9> k_permanent = {
-        "context size has been exceeded",
+        k_outgrown,
         "exceeds the available context size",
         "exceed_context_size_error",
         "maximum context length",

@@ -55,8 +55,10 @@ size_t in_flight_limit(int concurrency, bool concurrency_auto, const ServerLimit
 // its context. An error (usage) names the server, the prompt and both sizes;
 // a prompt that fits but leaves less than `max_tokens` for the answer is one
 // warning line on `log`. Passes silently when the server publishes no
-// context or cannot count tokens.
-util::Result<void> check_context(const std::string& server_name, const std::string& base_url,
+// context or cannot count tokens. True when every framing's longest prompt
+// was counted and, with `max_tokens`, fits the context: then every request
+// fits it alone (permanent_error's `fits_alone`).
+util::Result<bool> check_context(const std::string& server_name, const std::string& base_url,
                                  const std::vector<std::string>& headers,
                                  const ServerLimits& limits,
                                  const std::vector<framing::Framing>& framings,
@@ -66,8 +68,17 @@ util::Result<void> check_context(const std::string& server_name, const std::stri
 
 // True when an HTTP error answer (`status`, `body`) says something no retry
 // can change: the prompt exceeds the context, the model does not exist, the
-// request is malformed. Such errors are stored at once.
-bool permanent_error(long status, const std::string& body);
+// request is malformed. Such errors are stored at once. With `fits_alone`
+// (every request of the server fits its context alone, check_context), an
+// answer that outgrew the context ("Context size has been exceeded") did so
+// because requests share the server's cache (llama-server -kvu), which frees
+// as they end: that one is worth another attempt.
+bool permanent_error(long status, const std::string& body, bool fits_alone = false);
+
+// True when an HTTP error answer is llama-server's "Context size has been
+// exceeded.": an answer that outgrew the context (with `fits_alone`, one
+// that met other requests in a shared cache).
+bool outgrew_context(long status, const std::string& body);
 
 // The server facts /props gives (engine version, slots, context per slot,
 // the model file, `default_` + each sampling default kept under `sampling`),

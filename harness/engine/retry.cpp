@@ -23,7 +23,8 @@ bool transfer_retryable(const RetryInput& in) {
     // A body over the limit is not retried as such, but a status that asks
     // for a retry still is (the status line arrived before the body was cut).
     static const std::string k_empty;
-    return retryable_status(in.status) && !permanent_error(in.status, in.body ? *in.body : k_empty);
+    return retryable_status(in.status) &&
+           !permanent_error(in.status, in.body ? *in.body : k_empty, in.fits_alone);
 }
 
 // A 200 whose body could not be used as delivered.

@@ -26,6 +26,8 @@ struct RetryInput {
     std::chrono::milliseconds timeout{600'000}; // the run's, bounds Retry-After
     std::chrono::milliseconds backoff_base{500};
     double jitter = 1.0; // 0.5 .. 1.5, drawn by the caller
+    // Every request fits the server's context alone (permanent_error).
+    bool fits_alone = false;
 };
 
 struct RetryDecision {

@@ -79,6 +79,11 @@ struct ServerState {
     std::deque<Work> queue;
     size_t in_flight = 0;
     size_t limit = 0; // in flight at most (capacity.hpp)
+    // Every request fits the server's context alone (check_context): an
+    // answer that outgrew it met others in a shared cache and is retried,
+    // and `limit` lowered by one, once for the attempts sent before then.
+    bool fits_alone = false;
+    Clock::time_point limit_lowered{};
 };
 
 // What the preflight learned about one server.

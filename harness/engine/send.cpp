@@ -333,9 +333,26 @@ struct Sender::Loop {
         in.timeout = config.timeout;
         in.backoff_base = config.retry_backoff;
         in.jitter = 0.5 + util::unit_interval(next_jitter); // 0.5x .. 1.5x
+        auto& server = servers[w.server];
+        in.fits_alone = server.fits_alone;
         const auto d = retry_policy(in);
         if (!d.retry) {
             return false;
+        }
+        // Requests that fit alone overflowed a cache they share: fewer at
+        // once, or the retries meet the same crowd (four slots of a default
+        // llama-server share 4,096 cells; with 1,024 tokens to answer, most
+        // attempts failed until they ran out).
+        // Those sent together overflow together: one step for all of them.
+        if (server.fits_alone && server.limit > 1 && w.attempt_start > server.limit_lowered &&
+            resp.transport == http::Transport::ok && outgrew_context(resp.status, resp.body)) {
+            --server.limit;
+            server.limit_lowered = Clock::now();
+            s.m_ctx.log << fmt::format(
+                "server '{}': an answer outgrew the context its requests share (HTTP 500 "
+                "\"Context size has been exceeded.\"); retried, with at most {} in flight from "
+                "now on\n",
+                server.spec->name, server.limit);
         }
         s.m_jitter_state = next_jitter;
         retries.push(Retry{Clock::now() + d.delay, std::move(w)});

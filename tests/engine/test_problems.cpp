@@ -106,6 +106,37 @@ TEST(EngineErrors, ContextExceededIsStoredAtOnceNotRetried) {
               "0");
 }
 
+// Four slots sharing one KV cache of 1,024 cells (-kvu), as a default
+// llama-server shares 4,096 among four: every request (a prompt of at most
+// 436 tokens and 64 to answer) fits it alone, four at once do not, and
+// llama-server answers some HTTP 500 "Context size has been exceeded." as
+// their answers grow. Those are retried with fewer in flight, and every
+// request ends answered (before: 16 of 20 stored as failed, each a wrong
+// answer in every accuracy).
+TEST(EngineErrors, ContextExceededInACacheSharedByRequestsThatFitAloneIsRetried) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-context-shared");
+    engine_test::Server server;
+    server.slots = 4;
+    server.context = 1024;
+    server.extra_args = {"-kvu"};
+    auto config = dir / "experiment.toml";
+    std::ofstream(config) << engine_test::experiment(
+        root, {server},
+        outcome_settings(dir, "max_tokens = [64]\nrepeats = 4\nlimit = 5\nconcurrency = 4"));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--quiet",
+                       "--retry-backoff-ms", "50"});
+    EXPECT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_NE(o.err.find("server 'llama': an answer outgrew the context its requests share "
+                         "(HTTP 500 \"Context size has been exceeded.\"); retried, with at most "
+                         "3 in flight from now on"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "20");
+    EXPECT_NE(query(db, "SELECT count(*) FROM v_responses WHERE attempts > 1"), "0");
+}
+
 // A context of 256 tokens (llama-server's smallest) cannot hold a 5-shot
 // prompt of this byte-level model: one line before anything is sent, exit 2,
 // no response stored.

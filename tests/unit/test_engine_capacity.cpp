@@ -57,6 +57,24 @@ TEST(PermanentError, ContextAndModelErrorsAreNeverRetried) {
     }
 }
 
+// llama-server's "Context size has been exceeded." is an answer that
+// outgrew the context. When every request of the run fits it alone, the
+// answer met others in a cache they share (-kvu), which frees as they end:
+// retried. A prompt that does not fit, and the other engines' words, stay
+// permanent either way.
+TEST(PermanentError, AnAnswerThatOutgrewASharedCacheIsRetriedWhenEveryRequestFitsAlone) {
+    const char* outgrown =
+        R"j({"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}})j";
+    EXPECT_TRUE(permanent_error(500, outgrown, false));
+    EXPECT_FALSE(permanent_error(500, outgrown, true));
+    for (const char* body : {
+             R"j({"error":{"message":"request (3001 tokens) exceeds the available context size (2048 tokens)","type":"exceed_context_size_error"}})j",
+             R"j({"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError"})j",
+         }) {
+        EXPECT_TRUE(permanent_error(400, body, true)) << body;
+    }
+}
+
 TEST(PermanentError, OverloadAndUnknownFailuresStayRetriable) {
     EXPECT_FALSE(permanent_error(500, R"({"error":{"message":"internal error"}})"));
     EXPECT_FALSE(permanent_error(

@@ -72,6 +72,18 @@ TEST(RetryPolicy, PermanentErrorsAreFinalEvenOnA5xx) {
     EXPECT_TRUE(busy.decide().retry);
 }
 
+// The policy passes the server's fits_alone on: the same answer that
+// outgrew the context is final for a server some request may not fit, and
+// retried for one every request fits alone.
+TEST(RetryPolicy, AnAnswerThatOutgrewTheContextIsRetriedWhenEveryRequestFitsAlone) {
+    Attempt outgrown(http::Transport::ok, 500,
+                     R"({"error":{"code":500,"message":"Context size has been exceeded.",)"
+                     R"("type":"server_error"}})");
+    EXPECT_FALSE(outgrown.decide().retry);
+    outgrown.in.fits_alone = true;
+    EXPECT_TRUE(outgrown.decide().retry);
+}
+
 TEST(RetryPolicy, StopsWhenTheAttemptsAreExhausted) {
     Attempt a(http::Transport::ok, 503);
     a.in.attempt = 3;
