@@ -406,6 +406,9 @@ struct Sender::Loop {
         if (resp.transport != http::Transport::ok && ls &&
             (launched.dead[w.server] || ls->exited())) {
             drop(w); // lost with its server: resent by the next run
+            // Said now: when this was the last work, the loop ends before
+            // its next check, and the run called the crash a clean end.
+            check_crashes();
             return;
         }
         // A 200 stream that sent [DONE] is a whole answer even when the
