@@ -468,6 +468,43 @@ UPDATE classifications SET outcome = 'unrecorded', stop_cause = ''
     (SELECT r.response_id FROM responses r WHERE {unrecorded});
 )sql";
 
+// Version 14: a chain whose second request has no reading (it failed after
+// its retries, was not sent yet when a run was killed, or came back without
+// log-probabilities) measured nothing. Version 8 gave such a reading the
+// first request's smallest listed probability as an upper bound, but the
+// whitespace that leads to the marker was listed, so P(open) can be far
+// above it: one server's failed chain requests read as a shift of several
+// logits against an identical server. p_open and bounded are NULL then, as
+// for an engine that returned no log-probabilities.
+constexpr std::string_view k_schema_v14 = R"sql(
+DROP VIEW v_probes;
+CREATE VIEW v_probes AS
+SELECT q.probe, q.server, q.framing, q.repeat, q.question_idx, q.dataset,
+       r.p_marker AS p_direct,
+       r.p_whitespace,
+       r2.p_marker AS p_after_whitespace,
+       CASE WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed IS NULL THEN NULL
+            WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN min(1.0, CASE WHEN r.marker_listed = 1 THEN r.p_marker ELSE 0 END +
+                 CASE WHEN r.whitespace_listed = 1 AND r2.marker_listed = 1
+                      THEN r.p_whitespace * r2.p_marker ELSE 0 END)
+            ELSE r.floor END AS p_open,
+       CASE WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed IS NULL THEN NULL
+            WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN 0 ELSE 1 END AS bounded,
+       r.chosen, r.top_json, r2.top_json AS top_after_whitespace,
+       r.response_id, r2.response_id AS response_id_after_whitespace
+FROM probe_requests q
+JOIN probe_responses r ON r.response_id = q.response_id AND r.ok = 1
+LEFT JOIN probe_requests q2 ON q2.probe = q.probe AND q2.step = 1 AND q2.server = q.server
+     AND q2.framing = q.framing AND q2.repeat = q.repeat AND q2.question_idx = q.question_idx
+     AND q2.dataset = q.dataset
+LEFT JOIN probe_responses r2 ON r2.response_id = q2.response_id AND r2.ok = 1
+WHERE q.step = 0;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -1033,6 +1070,11 @@ util::Result<void> Store::climb(int from, int to) {
         if (auto r = m_db.exec(fmt::format(fmt::runtime(k_schema_v13_imports),
                                            fmt::arg("unrecorded", k_finish_unrecorded)));
             !r) {
+            return r.error();
+        }
+    }
+    if (from < 14 && to >= 14) {
+        if (auto r = m_db.exec(k_schema_v14); !r) {
             return r.error();
         }
     }

@@ -257,3 +257,32 @@ TEST(Probe, ExperimentFilesTurnItOnAndStreamingLeavesProbesWhole) {
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("unknown probe 'think-close'"), std::string::npos) << bad.err;
 }
+
+// A chain whose second request has no answer (failed after its retries, or
+// not yet sent when the run was killed) has not measured P(open): the first
+// request's smallest listed probability is no bound on it, since the
+// whitespace that leads to the marker was listed. Such a reading is left
+// out, not taken as a tiny P(open) that moves the shift by logits.
+TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
+    auto dir = e2e::scratch("probe_chain_missing");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "default", "12");
+    // What a run killed between the two steps, or a step 1 that kept
+    // failing, leaves: b's chains on 6 questions have no second answer.
+    e2e::exec(db, "UPDATE probe_requests SET response_id = NULL WHERE server = 'b' AND step = 1 "
+                  "AND question_idx < 6");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE server = 'b' AND question_idx < 6 "
+                        "AND p_open IS NOT NULL"),
+              "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE server = 'b' AND p_open IS NOT NULL"),
+              "12");
+    // An A/A pair: no shift, whatever is missing.
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("P(open) logit shift +0.000 [+0.000, +0.000] over 6 questions"),
+              std::string::npos)
+        << d.out;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "0.2"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+}
