@@ -290,6 +290,13 @@ std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_seri
     pert.mean_abs_aa = sum_aa / static_cast<double>(pert.questions);
     pert.p_value = sign_test_p(pos, neg);
     pert.differ = pert.p_value < options.alpha;
+    pert.moved_more = pos;
+    pert.moved_less = neg;
+    pert.alpha = options.alpha;
+    pert.questions_to_tell = 1;
+    while (sign_test_p(pert.questions_to_tell, 0) >= options.alpha) {
+        ++pert.questions_to_tell;
+    }
     if (!pert.differ) {
         pert.questions_to_differ.reset();
     }
@@ -450,24 +457,36 @@ std::string probe_line(const ProbeComparison& c) {
                               ? fmt::format("{}", *c.accuracy->questions_needed)
                               : std::string("not reachable"));
     }
-    std::string numerics = "numerics: one probe per question, no A/A spread";
-    if (c.perturbation) {
-        const auto& p = *c.perturbation;
-        numerics = p.differ ? fmt::format("numerics differ after {} (mean |delta| {:.3f} against "
-                                          "A/A {:.3f})",
-                                          util::counted(p.questions_to_differ.value_or(p.questions),
-                                                        "question"),
-                                          p.mean_abs_ab, p.mean_abs_aa)
-                            : fmt::format("numerics within the A/A spread over {} (mean |delta| "
-                                          "{:.3f} against A/A {:.3f})",
-                                          util::counted(p.questions, "question"), p.mean_abs_ab,
-                                          p.mean_abs_aa);
-    }
+    const std::string numerics = c.perturbation ? numerics_text(*c.perturbation)
+                                                : "numerics: one probe per question, no A/A spread";
     return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {:+.3f} [{:+.3f}, {:+.3f}] "
                        "over {}, sign-flip p {}; questions needed at 80% power {}{}; {}",
                        c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi,
                        util::counted(d.questions, "question"), probe_p_text(d), needed, acc,
                        numerics);
+}
+
+std::string numerics_text(const ProbePerturbation& p) {
+    const auto means =
+        fmt::format("mean |delta| {:.3f} against A/A {:.3f}", p.mean_abs_ab, p.mean_abs_aa);
+    if (p.differ) {
+        return fmt::format("numerics differ after {} ({})",
+                           util::counted(p.questions_to_differ.value_or(p.questions), "question"),
+                           means);
+    }
+    if (p.moved_more == 0) {
+        return fmt::format("numerics within the A/A spread over {} ({})",
+                           util::counted(p.questions, "question"), means);
+    }
+    const auto moved = fmt::format("{} of {} moved beyond the A/A spread, {} less", p.moved_more,
+                                   util::counted(p.questions, "question"), p.moved_less);
+    if (p.too_few()) {
+        return fmt::format("numerics cannot be told from the A/A spread: {} ({}), and a sign test "
+                           "needs {} to reach p < {:g}",
+                           moved, means, util::counted(p.questions_to_tell, "question"), p.alpha);
+    }
+    return fmt::format("numerics not shown to differ: {} ({}, one-sided sign test p {:.2g})", moved,
+                       means, p.p_value);
 }
 
 std::string probe_p_text(const ProbeDirection& d) {

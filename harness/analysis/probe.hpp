@@ -86,7 +86,21 @@ struct ProbePerturbation {
     double p_value = 1;                         // one-sided sign test: |B - A| exceeds |A' - A|
     bool differ = false;                        // "numerics differ"
     std::optional<int64_t> questions_to_differ; // the first prefix of questions that showed it
+    int64_t moved_more = 0; // questions where |B - A| exceeds |A' - A| (beyond ties)
+    int64_t moved_less = 0; // ... where it falls below
+    // The fewest questions with which the sign test can reach alpha at all
+    // (7 at 0.01): with fewer, "numerics differ" cannot be shown, and that
+    // it was not says nothing.
+    int64_t questions_to_tell = 0;
+    double alpha = 0.01; // the test's level
+    bool too_few() const { return questions < questions_to_tell; }
 };
+
+// The numerics' clause of the probe's line: "numerics differ after 7
+// questions (...)", "numerics within the A/A spread over ..." (no question
+// moved more than A's own repeats), "numerics not shown to differ ..." or,
+// on too few questions, that they cannot be told apart.
+std::string numerics_text(const ProbePerturbation& p);
 
 // The accuracy side of the comparison, for "questions needed" beside it.
 struct ProbeAccuracy {

@@ -63,14 +63,28 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                             "sign test p {:.2g})",
                             p.mean_abs_ab, util::counted(p.questions, "question"), p.p_value);
             k.threshold_text = fmt::format("within the A/A spread ({:.4f})", p.mean_abs_aa);
-            k.status = p.differ ? CheckStatus::fail : CheckStatus::pass;
-            k.why = p.differ
-                        ? fmt::format("the numerics differ: {} moved the probe beyond {}'s "
-                                      "own repeats after {}",
-                                      c.b, c.a,
-                                      util::counted(p.questions_to_differ.value_or(p.questions),
-                                                    "question"))
-                        : "the probe moved no more than between the baseline's own repeats";
+            // Fewer questions than the sign test needs to reach its level
+            // cannot show a change, so passing on them would pass anything.
+            k.status = p.differ || p.too_few() ? CheckStatus::fail : CheckStatus::pass;
+            if (p.differ) {
+                k.why = fmt::format(
+                    "the numerics differ: {} moved the probe beyond {}'s own repeats after {}", c.b,
+                    c.a, util::counted(p.questions_to_differ.value_or(p.questions), "question"));
+            } else if (p.too_few()) {
+                k.why = fmt::format("cannot tell: {} cannot show the numerics differ (a "
+                                    "one-sided sign test needs {} to reach p < {:g}); run more "
+                                    "questions",
+                                    util::counted(p.questions, "question"), p.questions_to_tell,
+                                    p.alpha);
+            } else if (p.moved_more == 0) {
+                k.why = "the probe moved no more than between the baseline's own repeats";
+            } else {
+                k.why = fmt::format("not shown: the probe moved more than between {}'s own "
+                                    "repeats on {} of {} and less on {}, which a one-sided sign "
+                                    "test does not show at {:g} (p {:.2g})",
+                                    c.a, p.moved_more, util::counted(p.questions, "question"),
+                                    p.moved_less, p.alpha, p.p_value);
+            }
             k.detail = to_json(c);
             checks.push_back(std::move(k));
         }

@@ -286,3 +286,24 @@ TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
                        "--max-probe-shift", "0.2"});
     EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
 }
+
+// With fewer questions than its sign test needs to reach 0.01, the numerics
+// check cannot fail: it says it cannot tell and fails, rather than pass
+// saying the probe moved no more than the baseline's repeats beside a mean
+// |delta| of 0.48 against 0.
+TEST(Probe, TheNumericsCheckOnTooFewQuestionsCannotTell) {
+    auto dir = e2e::scratch("probe_numerics_few");
+    auto db = dir / "p.sqlite";
+    probe_run(db, "default", "deepgemm", "5");
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--expect-same-numerics"});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("cannot tell: 5 questions cannot show the numerics differ (a one-sided "
+                         "sign test needs 7 to reach p < 0.01); run more questions"),
+              std::string::npos)
+        << g.out;
+    EXPECT_EQ(g.out.find("moved no more than"), std::string::npos) << g.out;
+    auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(d.out.find("numerics within the A/A spread"), std::string::npos) << d.out;
+}

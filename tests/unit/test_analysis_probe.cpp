@@ -157,6 +157,49 @@ TEST(ProbePerturbation, NoisyRepeatsRaiseTheBar) {
     EXPECT_FALSE(c->perturbation->differ);
 }
 
+// Five questions that all moved, against bit-identical repeats: a sign test
+// cannot reach 0.01 with fewer than 7, so nothing is shown either way, and
+// the line says so rather than "within the A/A spread" beside a mean |delta|
+// of 0.5 against 0.
+TEST(ProbePerturbation, TooFewQuestionsCannotBeToldApart) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(5, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(5, 2, [](int i, int) { return base(i) + 0.5; });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->perturbation);
+    EXPECT_FALSE(c->perturbation->differ);
+    EXPECT_TRUE(c->perturbation->too_few());
+    EXPECT_EQ(c->perturbation->questions_to_tell, 7);
+    EXPECT_EQ(c->perturbation->moved_more, 5);
+    const auto line = probe_line(*c);
+    EXPECT_EQ(line.find("within the A/A spread"), std::string::npos) << line;
+    EXPECT_NE(line.find("numerics cannot be told from the A/A spread: 5 of 5 questions moved "
+                        "beyond the A/A spread, 0 less (mean |delta| 0.500 against A/A 0.000), "
+                        "and a sign test needs 7 questions to reach p < 0.01"),
+              std::string::npos)
+        << line;
+}
+
+// Enough questions, some moved more, not significant: "not shown", with the
+// counts, never "within the spread".
+TEST(ProbePerturbation, AMoveTheTestDoesNotShowIsNotCalledWithinTheSpread) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(30, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] =
+        series(30, 2, [](int i, int) { return base(i) + (i < 4 ? 0.5 : 0.0); });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(c->perturbation);
+    EXPECT_FALSE(c->perturbation->differ);
+    EXPECT_FALSE(c->perturbation->too_few());
+    const auto line = probe_line(*c);
+    EXPECT_NE(line.find("numerics not shown to differ: 4 of 30 questions moved beyond the A/A "
+                        "spread, 0 less"),
+              std::string::npos)
+        << line;
+}
+
 // The accuracy figure beside the probe's is the one `plan` gives at the
 // run's own repeats, and the verdict's detectable difference implies: the
 // demo printed 316 questions (Connor's formula for one response per side)
