@@ -34,9 +34,7 @@ constexpr size_t k_exact_sign_flip = 20;
 // Power calculations: two-sided alpha 0.05 at 80% power.
 constexpr double k_power_alpha = 0.05;
 constexpr double k_power = 0.8;
-// The fewest questions with which a two-sided sign-flip (or McNemar) test
-// can reach alpha 0.05 at all: 2 x 2^-6 < 0.05.
-constexpr int64_t k_min_questions = 6;
+constexpr int64_t k_min_questions = k_probe_min_questions;
 
 double mean(const std::vector<double>& v) {
     return v.empty() ? 0.0

@@ -29,6 +29,10 @@
 
 namespace diffeval::analysis {
 
+// The fewest questions with which the direction's two-sided sign-flip test
+// (or McNemar's) can reach 0.05 at all: 2 x 2^-6 < 0.05.
+inline constexpr int64_t k_probe_min_questions = 6;
+
 // One probe reading of one question (a step-0 response and its chain).
 struct ProbeValue {
     double p_open = 0;

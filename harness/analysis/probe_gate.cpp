@@ -12,6 +12,13 @@ namespace diffeval::analysis {
 using util::ErrorKind;
 using util::make_error;
 
+namespace {
+
+// The level of the shift's 95% interval, at which its test must show it.
+constexpr double k_shift_alpha = 0.05;
+
+} // namespace
+
 util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                                                        const ProbeGateSpec& spec) {
     if (spec.max_probe_shift && !(*spec.max_probe_shift >= 0)) {
@@ -39,14 +46,34 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;
-            k.status = up || down ? CheckStatus::fail : CheckStatus::pass;
-            k.why = up     ? fmt::format("{} opens the think block more often than {}: the whole "
-                                             "interval lies above +{:.3f} logits",
-                                         c.b, c.a, x)
-                    : down ? fmt::format("{} opens the think block less often than {}: the whole "
-                                         "interval lies below -{:.3f} logits",
-                                         c.b, c.a, x)
-                           : "the shift's interval reaches within the limit";
+            // On few questions the percentile bootstrap's interval is
+            // narrower than the exact test allows: a shift beyond the limit
+            // needs the sign-flip test to show a shift too, as "worse than
+            // the margin" does (docs/statistics.md), and too few questions
+            // for that test to reach 0.05 decide nothing either way.
+            const bool too_few = d.questions < k_probe_min_questions;
+            const bool shown = d.p_value < k_shift_alpha;
+            k.status = too_few || up || down ? CheckStatus::fail : CheckStatus::pass;
+            if (too_few) {
+                k.why = fmt::format("cannot tell: {} cannot show a shift (a two-sided sign-flip "
+                                    "test needs {} to reach p < {:g}); run more questions",
+                                    util::counted(d.questions, "question"), k_probe_min_questions,
+                                    k_shift_alpha);
+            } else if ((up || down) && !shown) {
+                k.why = fmt::format("cannot tell: the interval lies {} {}{:.3f} logits, but the "
+                                    "sign-flip test does not show a shift (p {:.2g}, not below "
+                                    "{:g})",
+                                    up ? "above" : "below", up ? "+" : "-", x, d.p_value,
+                                    k_shift_alpha);
+            } else {
+                k.why = up     ? fmt::format("{} opens the think block more often than {}: the "
+                                                 "whole interval lies above +{:.3f} logits",
+                                             c.b, c.a, x)
+                        : down ? fmt::format("{} opens the think block less often than {}: the "
+                                             "whole interval lies below -{:.3f} logits",
+                                             c.b, c.a, x)
+                               : "the shift's interval reaches within the limit";
+            }
             k.detail = to_json(c);
             checks.push_back(std::move(k));
         }

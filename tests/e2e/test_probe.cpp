@@ -307,3 +307,22 @@ TEST(Probe, TheNumericsCheckOnTooFewQuestionsCannotTell) {
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_EQ(d.out.find("numerics within the A/A spread"), std::string::npos) << d.out;
 }
+
+// Five questions cannot show a shift (a two-sided sign-flip test needs six
+// to reach 0.05): the shift check said a 0.48-logit shift lay beyond 0.2
+// beside sign-flip p 0.062, and passed an A/A pair on nothing. Both cannot
+// tell now.
+TEST(Probe, TheShiftCheckOnTooFewQuestionsCannotTell) {
+    auto dir = e2e::scratch("probe_shift_few");
+    for (const char* b : {"deepgemm", "default"}) {
+        auto db = dir / (std::string(b) + ".sqlite");
+        probe_run(db, "default", b, "5");
+        auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                           "--max-probe-shift", "0.2"});
+        EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+        EXPECT_NE(g.out.find("cannot tell: 5 questions cannot show a shift (a two-sided "
+                             "sign-flip test needs 6 to reach p < 0.05); run more questions"),
+                  std::string::npos)
+            << g.out;
+    }
+}

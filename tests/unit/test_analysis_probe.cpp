@@ -3,6 +3,7 @@
 // numerics differ" against the A/A spread, with how many questions it took).
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/probe.hpp>
+#include <harness/analysis/probe_gate.hpp>
 #include <harness/analysis/questions.hpp>
 #include <harness/analysis/rng.hpp>
 #include <harness/analysis/stats.hpp>
@@ -375,4 +376,56 @@ TEST(ProbeComparisons, EveryPairAtOnceIsEachPairInTurn) {
     ASSERT_TRUE(all[2].accuracy);
     EXPECT_NEAR(all[2].accuracy->diff, -0.2, 1e-12);
     EXPECT_FALSE(all[3].accuracy);
+}
+
+namespace {
+
+std::vector<GateCheck> shift_checks(const ProbeData& d, double limit) {
+    ProbeGateSpec spec{{"a", std::nullopt, std::nullopt},
+                       {"b", std::nullopt, std::nullopt},
+                       limit,
+                       ExpectSameNumerics::no};
+    auto checks = probe_gate_checks(d, spec);
+    EXPECT_TRUE(checks);
+    return checks ? *checks : std::vector<GateCheck>{};
+}
+
+} // namespace
+
+// Six questions, five shifted by a logit and one by -0.01: the bootstrap's
+// interval lies above +0.2, but the sign-flip test gives p 0.0625, so the
+// shift is not shown, and the check says it cannot tell (as "worse than the
+// margin" needs both).
+TEST(ProbeGate, AnIntervalBeyondTheLimitTheTestDoesNotShowCannotTell) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] =
+        series(6, 2, [](int i, int) { return base(i) + (i < 5 ? 1.0 : -0.01); });
+    auto checks = shift_checks(d, 0.2);
+    ASSERT_EQ(checks.size(), 1U);
+    EXPECT_GT(checks[0].detail["direction"]["ci"][0].get<double>(), 0.2);
+    EXPECT_NEAR(checks[0].detail["direction"]["p_value"].get<double>(), 0.0625, 1e-12);
+    EXPECT_EQ(checks[0].status, CheckStatus::fail);
+    EXPECT_NE(checks[0].why.find("cannot tell: the interval lies above +0.200 logits, but the "
+                                 "sign-flip test does not show a shift (p 0.062, not below 0.05)"),
+              std::string::npos)
+        << checks[0].why;
+}
+
+// Five questions: no sign-flip test can reach 0.05, so neither a pass nor a
+// shift beyond the limit is shown.
+TEST(ProbeGate, TooFewQuestionsForTheShiftCannotTell) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(5, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(5, 2, [](int i, int) { return base(i); });
+    auto checks = shift_checks(d, 0.2);
+    ASSERT_EQ(checks.size(), 1U);
+    EXPECT_EQ(checks[0].status, CheckStatus::fail);
+    EXPECT_NE(checks[0].why.find("cannot tell: 5 questions cannot show a shift (a two-sided "
+                                 "sign-flip test needs 6 to reach p < 0.05)"),
+              std::string::npos)
+        << checks[0].why;
+    d.series[{"a", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
+    EXPECT_EQ(shift_checks(d, 0.2).at(0).status, CheckStatus::pass);
 }
