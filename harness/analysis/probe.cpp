@@ -429,11 +429,20 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
                                              const std::vector<std::string>& servers) {
     std::vector<std::string> out;
     for (const auto& s : servers) {
-        if (auto it = data.without_logprobs.find(s); it != data.without_logprobs.end()) {
-            out.push_back(fmt::format("probe skipped for {}: its engine returned no "
-                                      "log-probabilities ({} probe responses)",
-                                      s, it->second));
+        auto it = data.without_logprobs.find(s);
+        if (it == data.without_logprobs.end()) {
+            continue;
         }
+        // A server measured on its other probes is compared: saying the
+        // probe was skipped for it would contradict its comparison's line.
+        const bool measured = std::any_of(data.series.begin(), data.series.end(),
+                                          [&](const auto& kv) { return kv.first.first == s; });
+        out.push_back(measured ? fmt::format("probe readings of {} left out: {} carried no "
+                                             "log-probabilities",
+                                             s, util::counted(it->second, "probe response"))
+                               : fmt::format("probe skipped for {}: its engine returned no "
+                                             "log-probabilities ({} probe responses)",
+                                             s, it->second));
     }
     return out;
 }

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace diffeval::analysis {
@@ -117,6 +118,23 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
         }
     }
     if (checks.empty()) {
+        // A server whose engine answered every probe without
+        // log-probabilities was probed: running with --probe again would
+        // not help.
+        for (const auto* server : {&spec.baseline.server, &spec.candidate.server}) {
+            auto none = data.without_logprobs.find(*server);
+            const bool measured =
+                std::any_of(data.series.begin(), data.series.end(),
+                            [&](const auto& kv) { return kv.first.first == *server; });
+            if (none != data.without_logprobs.end() && !measured) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("cannot measure the probe for {}: its engine "
+                                              "returned no log-probabilities ({} probe "
+                                              "responses); the probe checks need an engine "
+                                              "that honours the logprobs options",
+                                              *server, none->second));
+            }
+        }
         return make_error(
             ErrorKind::data,
             fmt::format("no probe readings to check for {} against {}{}; run 'diffeval run "

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -178,12 +179,25 @@ namespace {
 // engines and proxies do: every completion is " 42" without log-probabilities.
 class NoLogprobsServer {
 public:
-    NoLogprobsServer() {
+    // `every_other`: every second probe answer (max_tokens 1) lists " <think>"
+    // among its log-probabilities, the others none, as an engine that drops
+    // them now and then.
+    explicit NoLogprobsServer(bool every_other = false) {
         m_server.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
             res.set_content(R"({"object":"list","data":[{"id":"m","object":"model"}]})",
                             "application/json");
         });
-        m_server.Post("/v1/completions", [](const httplib::Request&, httplib::Response& res) {
+        m_server.Post("/v1/completions", [this, every_other](const httplib::Request& req,
+                                                             httplib::Response& res) {
+            if (every_other && req.body.find("\"max_tokens\": 1,") != std::string::npos &&
+                m_probes++ % 2 == 0) {
+                res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
+                                R"("text":" <think>","logprobs":{"tokens":[" <think>"],)"
+                                R"("token_logprobs":[-0.5],"top_logprobs":[{" <think>":-0.5,)"
+                                R"(" 42":-1.0}]},"finish_reason":"length"}]})",
+                                "application/json");
+                return;
+            }
             res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
                             R"("text":" 42","logprobs":null,"finish_reason":"length"}],)"
                             R"("usage":{"prompt_tokens":9,"completion_tokens":1}})",
@@ -202,6 +216,7 @@ private:
     httplib::Server m_server;
     std::thread m_thread;
     int m_port = 0;
+    std::atomic<int> m_probes{0};
 };
 
 } // namespace
@@ -325,4 +340,57 @@ TEST(Probe, TheShiftCheckOnTooFewQuestionsCannotTell) {
                   std::string::npos)
             << g.out;
     }
+}
+
+// An engine that returned log-probabilities for some probes and not others
+// was measured on those: the line says how many it left out, not that the
+// probe was skipped for it beside its comparison. One that returned none is
+// named as such by the gate, which is not told to run with --probe again.
+TEST(Probe, AServerMeasuredOnSomeProbesIsNotSaidToBeSkipped) {
+    auto dir = e2e::scratch("probe_some_lp");
+    NoLogprobsServer half(true);
+    NoLogprobsServer plain;
+    e2e::Sim sim({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run",
+                       "--server",
+                       "sim=" + sim.url(),
+                       "--server",
+                       "half=" + half.url(),
+                       "--server",
+                       "plain=" + plain.url(),
+                       "--framing",
+                       "raw",
+                       "--limit",
+                       "3",
+                       "--dataset",
+                       "sample",
+                       "--db",
+                       db.string(),
+                       "--probe",
+                       "think-open",
+                       "--concurrency",
+                       "1",
+                       "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    const auto left_out = query(db, "SELECT count(*) FROM probe_responses r JOIN probe_requests q "
+                                    "ON q.response_id = r.response_id WHERE q.server = 'half' "
+                                    "AND r.error_kind = 'no-logprobs'");
+    ASSERT_EQ(left_out, "6");
+    auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "half/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("probe think-open on raw: half vs sim"), std::string::npos) << d.out;
+    EXPECT_EQ(d.out.find("probe skipped for half"), std::string::npos) << d.out;
+    EXPECT_NE(d.out.find("probe readings of half left out: 6 probe responses carried no "
+                         "log-probabilities"),
+              std::string::npos)
+        << d.out;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "sim", "--candidate", "plain",
+                       "--max-probe-shift", "1"});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_NE(g.err.find("cannot measure the probe for plain: its engine returned no "
+                         "log-probabilities (12 probe responses)"),
+              std::string::npos)
+        << g.err;
+    EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
 }
