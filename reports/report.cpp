@@ -284,8 +284,11 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
         if (!probes) {
             return probes.error();
         }
-        return Probes{analysis::probe_comparisons(*probes, pairs, std::nullopt, {}),
-                      analysis::probe_skipped_notes(*probes, servers)};
+        auto comparisons = analysis::probe_comparisons(*probes, pairs, std::nullopt, {});
+        if (!comparisons) {
+            return comparisons.error();
+        }
+        return Probes{std::move(*comparisons), analysis::probe_skipped_notes(*probes, servers)};
     });
     if (auto r = compare_all(st, *jobs, data); !r) {
         return r.error();

@@ -164,6 +164,7 @@ util::Result<ProbeData> load_probes(store::Store& st) {
             reps.resize(k + 1);
         }
         reps[k] = ProbeValue{r.p_open, r.bounded};
+        data.questions[{r.server, r.framing}][r.question_idx] = {r.dataset, r.question_sha256};
     }
     auto none = store::probes_without_logprobs(st);
     if (!none) {
@@ -303,6 +304,52 @@ std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_seri
 
 } // namespace
 
+namespace {
+
+// Whether `a` and `b` read the same question at every index both read on
+// `framing`: by content hash where both have one, else by dataset name, as
+// the accuracy comparison pairs questions (docs/statistics.md).
+util::Result<void> check_same_questions(const ProbeData& data, const std::string& a,
+                                        const std::string& b, const std::string& framing) {
+    auto ia = data.questions.find({a, framing});
+    auto ib = data.questions.find({b, framing});
+    if (ia == data.questions.end() || ib == data.questions.end()) {
+        return {};
+    }
+    int64_t paired = 0;
+    int64_t differing = 0;
+    const std::pair<std::string, std::string>* first_a = nullptr;
+    const std::pair<std::string, std::string>* first_b = nullptr;
+    int first = 0;
+    for (const auto& [q, qa] : ia->second) {
+        auto jb = ib->second.find(q);
+        if (jb == ib->second.end()) {
+            continue;
+        }
+        const auto& qb = jb->second;
+        ++paired;
+        const bool same = !qa.second.empty() && !qb.second.empty() ? qa.second == qb.second
+                                                                   : qa.first == qb.first;
+        if (!same && differing++ == 0) {
+            first = q;
+            first_a = &qa;
+            first_b = &qb;
+        }
+    }
+    if (differing == 0) {
+        return {};
+    }
+    return make_error(ErrorKind::data,
+                      fmt::format("cannot pair the probe of {} with {} on {}: {} of {} {} (first: "
+                                  "question {}); {} ran dataset '{}' and {} ran '{}'. Compare "
+                                  "servers that ran the same questions",
+                                  b, a, framing, differing, util::counted(paired, "question"),
+                                  differing == 1 ? "differs" : "differ", first, a, first_a->first,
+                                  b, first_b->first));
+}
+
+} // namespace
+
 util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
                                              const std::string& b, const std::string& framing,
                                              const ProbeOptions& options) {
@@ -311,6 +358,9 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
     if (ia == data.series.end() || ib == data.series.end()) {
         return make_error(ErrorKind::data, fmt::format("no probe readings for {} on framing {}",
                                                        ia == data.series.end() ? a : b, framing));
+    }
+    if (auto r = check_same_questions(data, a, b, framing); !r) {
+        return r.error();
     }
     ProbeComparison c;
     c.probe = data.probe;
@@ -355,19 +405,17 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy) {
     }
 }
 
-std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
-                                               const std::string& b,
-                                               const std::optional<std::string>& framing,
-                                               const std::vector<Comparison>& accuracy,
-                                               const ProbeOptions& options) {
+util::Result<std::vector<ProbeComparison>>
+probe_comparisons(const ProbeData& data, const std::string& a, const std::string& b,
+                  const std::optional<std::string>& framing,
+                  const std::vector<Comparison>& accuracy, const ProbeOptions& options) {
     return probe_comparisons(data, {{a, b}}, framing, accuracy, options);
 }
 
-std::vector<ProbeComparison> probe_comparisons(const ProbeData& data,
-                                               const std::vector<ServerPair>& pairs,
-                                               const std::optional<std::string>& framing,
-                                               const std::vector<Comparison>& accuracy,
-                                               const ProbeOptions& options) {
+util::Result<std::vector<ProbeComparison>>
+probe_comparisons(const ProbeData& data, const std::vector<ServerPair>& pairs,
+                  const std::optional<std::string>& framing,
+                  const std::vector<Comparison>& accuracy, const ProbeOptions& options) {
     struct Job {
         const ServerPair* pair;
         std::string framing;
@@ -404,9 +452,10 @@ std::vector<ProbeComparison> probe_comparisons(const ProbeData& data,
     }
     std::vector<ProbeComparison> out;
     for (auto& c : done) {
-        if (c) {
-            out.push_back(std::move(*c));
+        if (!c) {
+            return c.error();
         }
+        out.push_back(std::move(*c));
     }
     attach_accuracies(out, accuracy);
     return out;

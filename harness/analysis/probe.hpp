@@ -49,6 +49,12 @@ struct ProbeData {
     std::map<std::pair<std::string, std::string>, ProbeSeries> series;
     // server -> probe responses that carried no log-probabilities
     std::map<std::string, int64_t> without_logprobs;
+    // (server, framing) -> question -> its dataset and content hash ("" when
+    // its row is missing): two servers' readings are paired only where they
+    // are of one question.
+    std::map<std::pair<std::string, std::string>,
+             std::map<int, std::pair<std::string, std::string>>>
+        questions;
 };
 
 // Read every probe reading stored (schema v8's v_probes).
@@ -136,7 +142,9 @@ struct ProbeOptions {
 };
 
 // Compare server `b` with `a` on `framing`; an error when either has no
-// readings there.
+// readings there, or when they read different questions under one index
+// (different datasets, or a dataset file that changed), as compare refuses
+// to pair their answers.
 util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::string& a,
                                              const std::string& b, const std::string& framing,
                                              const ProbeOptions& options = {});
@@ -147,23 +155,21 @@ void attach_accuracy(ProbeComparison& probe, const Comparison& accuracy);
 
 // `b` against `a` on every framing (or only `framing`, when set) that both
 // have probe readings for, each with the first of `accuracy` on the same
-// servers and framing attached.
-std::vector<ProbeComparison> probe_comparisons(const ProbeData& data, const std::string& a,
-                                               const std::string& b,
-                                               const std::optional<std::string>& framing,
-                                               const std::vector<Comparison>& accuracy,
-                                               const ProbeOptions& options = {});
+// servers and framing attached; the first comparison's error, if any.
+util::Result<std::vector<ProbeComparison>>
+probe_comparisons(const ProbeData& data, const std::string& a, const std::string& b,
+                  const std::optional<std::string>& framing,
+                  const std::vector<Comparison>& accuracy, const ProbeOptions& options = {});
 
 // Servers A and B of one probe comparison.
 using ServerPair = std::pair<std::string, std::string>;
 
 // The same for every pair, in their order: one call shares the comparisons
 // of them all between the machine's two cores.
-std::vector<ProbeComparison> probe_comparisons(const ProbeData& data,
-                                               const std::vector<ServerPair>& pairs,
-                                               const std::optional<std::string>& framing,
-                                               const std::vector<Comparison>& accuracy,
-                                               const ProbeOptions& options = {});
+util::Result<std::vector<ProbeComparison>>
+probe_comparisons(const ProbeData& data, const std::vector<ServerPair>& pairs,
+                  const std::optional<std::string>& framing,
+                  const std::vector<Comparison>& accuracy, const ProbeOptions& options = {});
 
 // attach_accuracy for each of `probes`: the first of `accuracy` on the same
 // servers and framing, if any.

@@ -28,8 +28,11 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
     auto framing = spec.baseline.framing ? spec.baseline.framing : spec.candidate.framing;
     auto comparisons =
         probe_comparisons(data, spec.baseline.server, spec.candidate.server, framing, {});
+    if (!comparisons) {
+        return comparisons.error();
+    }
     std::vector<GateCheck> checks;
-    for (const auto& c : comparisons) {
+    for (const auto& c : *comparisons) {
         const std::string pair = fmt::format("{}/{} -> {}/{}", c.a, c.framing, c.b, c.framing);
         const auto& d = c.direction;
         if (spec.max_probe_shift && d.questions > 0) {

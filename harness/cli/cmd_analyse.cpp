@@ -134,7 +134,11 @@ diff_probes(store::Store& st, const analysis::Selector& a, const analysis::Selec
         return data.error();
     }
     auto framing = a.framing ? a.framing : b.framing;
-    return std::make_pair(analysis::probe_comparisons(*data, a.server, b.server, framing, accuracy),
+    auto comparisons = analysis::probe_comparisons(*data, a.server, b.server, framing, accuracy);
+    if (!comparisons) {
+        return comparisons.error();
+    }
+    return std::make_pair(std::move(*comparisons),
                           analysis::probe_skipped_notes(*data, {a.server, b.server}));
 }
 

@@ -178,9 +178,14 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& 
 }
 
 util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
-    Statement s(st.handle(), "SELECT probe, server, framing, repeat, question_idx, p_open, "
-                             "bounded FROM v_probes WHERE p_open IS NOT NULL "
-                             "ORDER BY server, framing, question_idx, repeat");
+    // Each reading's question by its content hash, so analysis pairs two
+    // servers' questions as it pairs their answers.
+    Statement s(st.handle(),
+                "SELECT v.probe, v.server, v.framing, v.repeat, v.question_idx, v.p_open, "
+                "v.bounded, v.dataset, coalesce(qs.question_sha256, '') FROM v_probes v "
+                "LEFT JOIN questions qs ON qs.dataset = v.dataset AND "
+                "qs.question_idx = v.question_idx WHERE v.p_open IS NOT NULL "
+                "ORDER BY v.server, v.framing, v.question_idx, v.repeat");
     if (!s.valid()) {
         return make_error(ErrorKind::data,
                           fmt::format("{} has no probe tables: {}", st.path(), s.error()));
@@ -189,7 +194,8 @@ util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
     while (s.step()) {
         out.push_back({s.column_text(0), s.column_text(1), s.column_text(2),
                        static_cast<int>(s.column_int(3)), static_cast<int>(s.column_int(4)),
-                       s.column_double(5), s.column_int(6) != 0});
+                       s.column_double(5), s.column_int(6) != 0, s.column_text(7),
+                       s.column_text(8)});
     }
     if (!s.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read probes: {}", s.error()));

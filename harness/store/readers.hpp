@@ -74,6 +74,8 @@ struct ProbeReading {
     int question_idx = 0;
     double p_open = 0;
     bool bounded = false;
+    std::string dataset;
+    std::string question_sha256; // "" when the question's row is missing
 };
 util::Result<std::vector<ProbeReading>> probe_readings(Store& store);
 

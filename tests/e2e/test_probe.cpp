@@ -394,3 +394,36 @@ TEST(Probe, AServerMeasuredOnSomeProbesIsNotSaidToBeSkipped) {
         << g.err;
     EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
 }
+
+// The gate's probe checks alone read the probe, not the answers: one server
+// probed on the sample set and another on other questions were paired by
+// index and a shift between different questions failed the gate.
+TEST(Probe, TheGateRefusesProbesOfDifferentQuestions) {
+    auto dir = e2e::scratch("probe_other_questions");
+    auto db = dir / "p.sqlite";
+    auto other = dir / "other.jsonl";
+    {
+        std::ofstream f(other);
+        for (int i = 0; i < 8; ++i) {
+            f << R"({"question": "Tom has )" << i + 3
+              << R"( apples and buys 2 more. How many now?", "answer": "#### )" << i + 5 << "\"}\n";
+        }
+    }
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b(
+        {"--profile", "default", "--dataset", other.string(), "--fewshot-from", other.string()});
+    auto one =
+        e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "8",
+                  "--dataset", "sample", "--db", db.string(), "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto two = e2e::run({"run", "--server", "b=" + b.url(), "--framing", "raw", "--dataset",
+                         other.string(), "--fewshot-from", other.string(), "--db", db.string(),
+                         "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "0.2"});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_NE(g.err.find("cannot pair the probe of b with a on raw: 8 of 8 questions differ"),
+              std::string::npos)
+        << g.err;
+}

@@ -352,11 +352,14 @@ TEST(ProbeComparisons, EveryPairAtOnceIsEachPairInTurn) {
         accuracy_of("b", "raw", 0.8), accuracy_of("c", "chat", 0.7), accuracy_of("b", "raw", 0.1)};
 
     const std::vector<ServerPair> pairs = {{"a", "b"}, {"a", "c"}, {"a", "d"}, {"a", "e"}};
-    auto all = probe_comparisons(d, pairs, std::nullopt, accuracy, options);
+    auto all_read = probe_comparisons(d, pairs, std::nullopt, accuracy, options);
+    ASSERT_TRUE(all_read);
+    const auto& all = *all_read;
     std::vector<ProbeComparison> each;
     for (const auto& [a, b] : pairs) {
         auto more = probe_comparisons(d, a, b, std::nullopt, accuracy, options);
-        each.insert(each.end(), more.begin(), more.end());
+        ASSERT_TRUE(more);
+        each.insert(each.end(), more->begin(), more->end());
     }
     ASSERT_EQ(all.size(), 5u); // b and c on both framings, d on raw, e on none
     ASSERT_EQ(each.size(), all.size());
@@ -428,4 +431,30 @@ TEST(ProbeGate, TooFewQuestionsForTheShiftCannotTell) {
     d.series[{"a", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
     d.series[{"b", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
     EXPECT_EQ(shift_checks(d, 0.2).at(0).status, CheckStatus::pass);
+}
+
+// Two servers that read different questions under the same indexes (one ran
+// the sample set, the other GSM8K) are refused, as their answers are.
+TEST(ProbeComparisons, DifferentQuestionsUnderOneIndexAreRefused) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(6, 2, [](int i, int) { return base(i) + 1; });
+    for (int q = 0; q < 6; ++q) {
+        d.questions[{"a", "raw"}][q] = {"sample", "hash-a-" + std::to_string(q)};
+        d.questions[{"b", "raw"}][q] = {"gsm8k", q < 2 ? "hash-a-" + std::to_string(q)
+                                                       : "hash-b-" + std::to_string(q)};
+    }
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error().message,
+              "cannot pair the probe of b with a on raw: 4 of 6 questions differ (first: question "
+              "2); a ran dataset 'sample' and b ran 'gsm8k'. Compare servers that ran the same "
+              "questions");
+    EXPECT_FALSE(probe_comparisons(d, "a", "b", std::nullopt, {}));
+    // Without hashes (rows missing), the dataset names decide.
+    for (int q = 0; q < 6; ++q) {
+        d.questions[{"a", "raw"}][q] = {"sample", ""};
+        d.questions[{"b", "raw"}][q] = {"sample", ""};
+    }
+    EXPECT_TRUE(compare_probes(d, "a", "b", "raw"));
 }
