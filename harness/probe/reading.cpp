@@ -1,6 +1,7 @@
 // The probe's arithmetic; see reading.hpp. Server output is untrusted: every
-// field is type-checked, a missing or null log-probability counts as a
-// probability of 0, and nothing here throws.
+// field is type-checked, a token whose log-probability is missing or not a
+// number is not listed (its probability is unknown, not 0: counted as 0, a
+// marker read as a logit of -20.7), and nothing here throws.
 #include <harness/probe/reading.hpp>
 
 #include <harness/util/json_text.hpp>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace diffeval::probe {
@@ -25,6 +27,9 @@ namespace {
 
 constexpr double k_logit_clamp = 1e-9;
 
+// What a log-probability that is missing or not a JSON number reads as.
+constexpr double k_no_number = std::numeric_limits<double>::quiet_NaN();
+
 double number_or(const json& v, double fallback) {
     return v.is_number() ? v.get<double>() : fallback;
 }
@@ -34,13 +39,17 @@ double prob(double logprob) {
 }
 
 // Adds `token` unless listed already (the chosen token appears in both the
-// position and its alternatives); a listed null takes the other's number.
+// position and its alternatives), or unless `logprob` is no number: the
+// token's other listing, if any, gives it its number.
 // Alternatives kept at the first position: the probe asks for 20, a server
 // listing 100,000 would make this linear search quadratic (minutes of CPU
 // and megabytes stored a response); past this many, the rest are ignored.
 constexpr size_t k_max_alternatives = 1000;
 
 void add(FirstPosition& p, std::string token, double logprob) {
+    if (std::isnan(logprob)) {
+        return;
+    }
     if (p.top.size() >= k_max_alternatives && token != p.chosen) {
         return;
     }
@@ -71,12 +80,12 @@ std::optional<FirstPosition> read_content_shape(const json& lp) {
         for (const auto& alt : *tl) {
             if (alt.is_object() && alt.contains("token") && alt["token"].is_string()) {
                 add(p, alt["token"].get<std::string>(),
-                    number_or(alt.value("logprob", json()), -INFINITY));
+                    number_or(alt.value("logprob", json()), k_no_number));
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(first.value("logprob", json()), -INFINITY));
+        add(p, p.chosen, number_or(first.value("logprob", json()), k_no_number));
     }
     return p;
 }
@@ -93,12 +102,12 @@ std::optional<FirstPosition> read_legacy_shape(const json& lp) {
     if (auto tl = lp.find("top_logprobs");
         tl != lp.end() && tl->is_array() && !tl->empty() && (*tl)[0].is_object()) {
         for (const auto& [token, value] : (*tl)[0].items()) {
-            add(p, token, number_or(value, -INFINITY));
+            add(p, token, number_or(value, k_no_number));
         }
     }
-    double chosen_lp = -INFINITY;
+    double chosen_lp = k_no_number;
     if (auto tlp = lp.find("token_logprobs"); tlp != lp.end() && tlp->is_array() && !tlp->empty()) {
-        chosen_lp = number_or((*tlp)[0], -INFINITY);
+        chosen_lp = number_or((*tlp)[0], k_no_number);
     }
     add(p, p.chosen, chosen_lp);
     return p;
@@ -176,12 +185,12 @@ std::optional<FirstPosition> read_content_items(const std::optional<element>& co
                 continue;
             }
             if (auto token = string_of(last_member(o, "token"))) {
-                add(p, std::string(*token), number_or(last_member(o, "logprob"), -INFINITY));
+                add(p, std::string(*token), number_or(last_member(o, "logprob"), k_no_number));
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(last_member(first, "logprob"), -INFINITY));
+        add(p, p.chosen, number_or(last_member(first, "logprob"), k_no_number));
     }
     return p;
 }
@@ -201,10 +210,10 @@ std::optional<FirstPosition> read_legacy_shape(object lp) {
             sorted.insert_or_assign(field.key, field.value);
         }
         for (const auto& [key, value] : sorted) {
-            add(p, std::string(key), number_or(value, -INFINITY));
+            add(p, std::string(key), number_or(value, k_no_number));
         }
     }
-    add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), -INFINITY));
+    add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), k_no_number));
     return p;
 }
 

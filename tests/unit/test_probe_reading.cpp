@@ -73,10 +73,33 @@ TEST(ProbeFirstPosition, NoLogprobsIsAnErrorNamingTheCause) {
     EXPECT_FALSE(first_position(R"({"choices":[{"logprobs":{"content":[]}}]})"));
 }
 
-TEST(ProbeFirstPosition, NullAndNonNumericLogprobsCountAsZero) {
+TEST(ProbeFirstPosition, NullAndNonNumericLogprobsAreNotListed) {
     auto r = read_body(legacy_body(" <think>", -0.1, R"({" <think>": null, " Jan": "x"})"));
     EXPECT_TRUE(r.marker_listed);
     EXPECT_NEAR(r.p_marker, std::exp(-0.1), 1e-9); // the chosen token's own logprob is kept
+    EXPECT_EQ(r.top.size(), 1u);                   // " Jan" has no number: not listed
+    EXPECT_NEAR(r.floor, std::exp(-0.1), 1e-9);
+}
+
+// A marker whose only log-probability is not a number was not measured: it
+// read as a probability of 0, a logit of -20.7 that moved a comparison's
+// shift by logits. It is left unlisted, so P(open) is bounded by what was.
+TEST(ProbeFirstPosition, AMarkerWithoutANumberIsNotMeasuredAsZero) {
+    const std::string body =
+        R"({"choices":[{"index":0,"text":" <think>","logprobs":{"tokens":[" <think>"],)"
+        R"("token_logprobs":[null],"top_logprobs":[{" <think>":"-0.1"," Jan":-2.0}]}}]})";
+    for (const auto& p : {first_position(body), first_position_nlohmann(body)}) {
+        ASSERT_TRUE(p);
+        auto r = read(*p, "<think>", " ");
+        EXPECT_FALSE(r.marker_listed);
+        EXPECT_NEAR(r.floor, std::exp(-2.0), 1e-9);
+        auto e = combine(r, std::nullopt);
+        EXPECT_TRUE(e.bounded);
+        EXPECT_NEAR(e.p_open, std::exp(-2.0), 1e-9);
+    }
+    // Nothing with a number: nothing listed, which is no reading at all.
+    EXPECT_FALSE(first_position(
+        R"({"choices":[{"logprobs":{"content":[{"token":" ","logprob":"x","top_logprobs":[]}]}}]})"));
 }
 
 TEST(ProbeRead, OneTokenMarkerWithLeadingWhitespaceNeedsOneRequest) {
