@@ -1,6 +1,6 @@
 // The probe's arithmetic; see reading.hpp. Server output is untrusted: every
-// field is type-checked, a token whose log-probability is missing or not a
-// number is not listed (its probability is unknown, not 0: counted as 0, a
+// field is type-checked, a token whose log-probability is missing, not a
+// number or above 0 is not listed (its probability is unknown, not 0: counted as 0, a
 // marker read as a logit of -20.7), and nothing here throws.
 #include <harness/probe/reading.hpp>
 
@@ -29,6 +29,10 @@ constexpr double k_logit_clamp = 1e-9;
 
 // What a log-probability that is missing or not a JSON number reads as.
 constexpr double k_no_number = std::numeric_limits<double>::quiet_NaN();
+// The largest log-probability taken as one: engines compute log(p) in float,
+// and a p that rounded to just above 1 gives 1.2e-7; anything above this is
+// no probability at all and, like a value that is not a number, not listed.
+constexpr double k_max_logprob = 1e-4;
 
 double number_or(const json& v, double fallback) {
     return v.is_number() ? v.get<double>() : fallback;
@@ -47,7 +51,7 @@ double prob(double logprob) {
 constexpr size_t k_max_alternatives = 1000;
 
 void add(FirstPosition& p, std::string token, double logprob) {
-    if (std::isnan(logprob)) {
+    if (std::isnan(logprob) || logprob > k_max_logprob) {
         return;
     }
     if (p.top.size() >= k_max_alternatives && token != p.chosen) {

@@ -102,6 +102,18 @@ TEST(ProbeFirstPosition, AMarkerWithoutANumberIsNotMeasuredAsZero) {
         R"({"choices":[{"logprobs":{"content":[{"token":" ","logprob":"x","top_logprobs":[]}]}}]})"));
 }
 
+// A log-probability above 0 is no probability: " <think>" at +5 read as
+// P(open) = 1, measured. Above rounding's reach it is left unlisted like a
+// value that is not a number; a float-rounded 1.2e-7 still reads as 1.
+TEST(ProbeFirstPosition, ALogprobAboveZeroIsNotListed) {
+    auto r =
+        read_body(legacy_body(" Jan", -0.1, R"({" <think>": 5.0, " Jan": -0.1, " In": 1.2e-7})"));
+    EXPECT_FALSE(r.marker_listed);
+    ASSERT_EQ(r.top.size(), 2u);
+    EXPECT_EQ(r.top[0].token, " In");
+    EXPECT_NEAR(r.floor, std::exp(-0.1), 1e-9);
+}
+
 TEST(ProbeRead, OneTokenMarkerWithLeadingWhitespaceNeedsOneRequest) {
     auto r = read_body(
         legacy_body(" <think>", std::log(0.7), R"({" <think>": -0.35667494, " Jan": -1.2039728})"));
