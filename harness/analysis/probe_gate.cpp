@@ -138,6 +138,31 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                                               *server, none->second));
             }
         }
+        // Readings were stored, but none the checks can use: say why, per
+        // framing, rather than that there are none.
+        std::vector<std::string> why;
+        for (const auto& c : *comparisons) {
+            if (c.direction.questions == 0) {
+                why.push_back(fmt::format("on {} no question lists the marker on either side "
+                                          "({})",
+                                          c.framing, util::counted(c.both_bounded, "question")));
+            } else if (!c.perturbation) {
+                why.push_back(fmt::format("on {} {} has one probe reading per question, so no "
+                                          "A/A spread to compare with",
+                                          c.framing, c.a));
+            }
+        }
+        if (!why.empty()) {
+            std::string joined;
+            for (const auto& w : why) {
+                joined += (joined.empty() ? "" : "; ") + w;
+            }
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot measure the probe for {} against {}: {}; a "
+                                          "chat prompt that closed the think block lists no "
+                                          "marker, so probe a completion framing such as raw",
+                                          spec.candidate.server, spec.baseline.server, joined));
+        }
         return make_error(
             ErrorKind::data,
             fmt::format("no probe readings to check for {} against {}{}; run 'diffeval run "

@@ -427,3 +427,25 @@ TEST(Probe, TheGateRefusesProbesOfDifferentQuestions) {
               std::string::npos)
         << g.err;
 }
+
+// A probe that was sent but cannot be measured on the framing (chat: the
+// prompt closed the think block) is not "no probe readings; run with
+// --probe", which the user did.
+TEST(Probe, TheGateSaysWhyAProbeOnChatCannotBeMeasured) {
+    auto dir = e2e::scratch("probe_chat_gate");
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--framing",
+                       "chat", "--limit", "6", "--dataset", "sample", "--db", db.string(),
+                       "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "0.2"});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_NE(g.err.find("cannot measure the probe for b against a: on chat no question lists "
+                         "the marker on either side (6 questions)"),
+              std::string::npos)
+        << g.err;
+    EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
+}
