@@ -117,7 +117,8 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
         p->m_total += static_cast<int64_t>(config.max_tokens.size()) *
                       questions_in_shard(config, n) * config.repeats;
         if (config.probe) {
-            p->m_total += static_cast<int64_t>(n) * probe_requests_per_question(f, config.repeats);
+            p->m_total +=
+                questions_in_shard(config, n) * probe_requests_per_question(f, config.repeats);
         }
     }
     return p;
@@ -172,7 +173,12 @@ void Planner::read_question(std::vector<Read>& out) {
     const Part& part = m_parts[m_part];
     const auto& framing = part.renderer.framing().name;
     const size_t q = m_question;
-    if (m_stage == config.max_tokens.size()) {
+    // A shard holds every request of its questions, the probe's too, and
+    // none of the others'.
+    const bool in_shard =
+        !config.shard ||
+        static_cast<int>(q % static_cast<size_t>(config.shard->count)) == config.shard->index;
+    if (in_shard && m_stage == config.max_tokens.size()) {
         for (auto& row : plan_probe_question(*config.probe, server, framing, dataset.name, q,
                                              config.repeats, probe_bodies(part, dataset.test[q]))) {
             const auto step = static_cast<size_t>(row.probe_step);
@@ -181,8 +187,7 @@ void Planner::read_question(std::vector<Read>& out) {
             }
             out.push_back(Read{std::move(row), m_part});
         }
-    } else if (!config.shard || static_cast<int>(q % static_cast<size_t>(config.shard->count)) ==
-                                    config.shard->index) {
+    } else if (in_shard) {
         const int max_tokens = config.max_tokens[m_stage];
         std::string body = measured_body(part, dataset.test[q], max_tokens);
         auto body_sha = part.measured_hash ? part.measured_hash->hex(body) : util::sha256_hex(body);

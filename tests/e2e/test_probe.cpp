@@ -449,3 +449,20 @@ TEST(Probe, TheGateSaysWhyAProbeOnChatCannotBeMeasured) {
         << g.err;
     EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
 }
+
+// A shard holds every request of its questions and none of the others': the
+// probe's went to every question in every shard, so N shards sent the probe
+// N times over and a shard's probe line covered questions its answers did
+// not.
+TEST(Probe, AShardProbesOnlyItsOwnQuestions) {
+    auto dir = e2e::scratch("probe_shard");
+    e2e::Sim a({"--profile", "default"});
+    auto db = dir / "s1.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "12",
+                       "--dataset", "sample", "--db", db.string(), "--probe", "think-open",
+                       "--shard", "1/3", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE question_idx % 3 != 1"), "0");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "16"); // 4 questions x 2 x 2
+    EXPECT_NE(o.err.find("20 requests planned"), std::string::npos) << o.err;
+}
