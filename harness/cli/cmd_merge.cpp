@@ -44,10 +44,13 @@ int merge_command(const MergeFlags& f) {
         return report(scored.error());
     }
     std::cout << fmt::format(
-        "merged {} into {}: {} and {} added, {} and {} already there\n",
+        "merged {} into {}: {} and {} added, {} and {} already there{}\n",
         util::counted(f.inputs.size(), "file"), f.out, util::counted(r->requests_added, "request"),
         util::counted(r->responses_added, "response"), util::counted(r->requests_known, "request"),
-        util::counted(r->responses_known, "response"));
+        util::counted(r->responses_known, "response"),
+        r->probe_responses_added > 0
+            ? fmt::format("; {} added", util::counted(r->probe_responses_added, "probe response"))
+            : std::string());
     return k_exit_ok;
 }
 

@@ -196,8 +196,8 @@ util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
     sqlite3* h = db.handle();
     auto exec = [&](const std::string& sql) { return db.exec(sql); };
     // Bodies are content-addressed: one row per distinct body_sha256 in
-    // either file, and each copied request points at the merged row. Only
-    // the bodies of requests are copied: probe tables are not merged.
+    // either file, and each copied request points at the merged row. The
+    // probe's bodies are copied with its requests (merge_probes).
     // A body stored after a shared prefix (schema v12) points at main's row
     // of that prefix, found by its hash.
     if (auto r = exec("INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) "
@@ -268,6 +268,69 @@ util::Result<void> merge_responses(Database& db, MergeSummary& summary) {
     return {};
 }
 
+// The decision-point probe's requests and responses (docs/probe.md), as
+// merge_requests and merge_responses copy the measured ones: a probe request
+// already in main (same key) is kept, a response already there (same
+// request, start time and body) is not copied again, and each request's
+// response that counts is the newest success. Shards of a run with --probe
+// merge into what one unsharded run stores.
+util::Result<void> merge_probes(Database& db, MergeSummary& summary) {
+    sqlite3* h = db.handle();
+    auto exec = [&](const std::string& sql) { return db.exec(sql); };
+    if (count(h, "SELECT count(*) FROM src.sqlite_master WHERE name = 'probe_requests'") == 0) {
+        return {};
+    }
+    if (auto r = exec("INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) "
+                      "SELECT prefix_sha256, text FROM src.body_prefixes WHERE prefix_id IN "
+                      "(SELECT b.prefix_id FROM src.request_bodies b JOIN src.probe_requests q "
+                      "ON q.body_id = b.body_id) ORDER BY prefix_id");
+        !r) {
+        return r;
+    }
+    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json, "
+                      "prefix_id) SELECT sb.body_sha256, sb.request_json, (SELECT mp.prefix_id "
+                      "FROM main.body_prefixes mp JOIN src.body_prefixes sp ON sp.prefix_sha256 = "
+                      "mp.prefix_sha256 WHERE sp.prefix_id = sb.prefix_id) FROM src.request_bodies "
+                      "sb WHERE sb.body_id IN (SELECT body_id FROM src.probe_requests) ORDER BY "
+                      "sb.body_id");
+        !r) {
+        return r;
+    }
+    auto req_cols =
+        shared_columns(h, "probe_requests", {"probe_request_id", "response_id", "body_id"});
+    if (auto r = exec(fmt::format(
+            "INSERT INTO main.probe_requests ({0}, body_id) SELECT {1}, (SELECT b.body_id FROM "
+            "main.request_bodies b JOIN src.request_bodies sb ON sb.body_sha256 = b.body_sha256 "
+            "WHERE sb.body_id = s.body_id) FROM src.probe_requests s WHERE NOT EXISTS "
+            "(SELECT 1 FROM main.probe_requests m WHERE m.request_key = s.request_key) "
+            "ORDER BY s.probe_request_id",
+            joined(req_cols, ""), joined(req_cols, "s.")));
+        !r) {
+        return r;
+    }
+    auto resp_cols =
+        shared_columns(h, "probe_responses", {"response_id", "probe_request_id", "run_id"});
+    if (auto r = exec(fmt::format(
+            "INSERT INTO main.probe_responses (probe_request_id, run_id, {0}) "
+            "SELECT m.probe_request_id, rm.new_id, {1} FROM src.probe_responses r "
+            "JOIN src.probe_requests sq ON sq.probe_request_id = r.probe_request_id "
+            "JOIN main.probe_requests m ON m.request_key = sq.request_key "
+            "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id "
+            "WHERE NOT EXISTS (SELECT 1 FROM main.probe_responses x WHERE x.probe_request_id = "
+            "m.probe_request_id AND x.started_at = r.started_at AND x.response_json = "
+            "r.response_json) ORDER BY r.response_id",
+            joined(resp_cols, ""), joined(resp_cols, "r.")));
+        !r) {
+        return r;
+    }
+    summary.probe_responses_added += changes(h);
+    return exec("UPDATE main.probe_requests SET response_id = (SELECT x.response_id FROM "
+                "main.probe_responses x WHERE x.probe_request_id = "
+                "probe_requests.probe_request_id ORDER BY x.ok DESC, x.started_at DESC, "
+                "x.response_id DESC LIMIT 1) WHERE request_key IN (SELECT request_key FROM "
+                "src.probe_requests)");
+}
+
 // Merge the attached `src` into main inside one transaction.
 util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& summary) {
     sqlite3* h = db.handle();
@@ -293,6 +356,9 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
         return fail(r.error());
     }
     if (auto r = merge_responses(db, summary); !r) {
+        return fail(r.error());
+    }
+    if (auto r = merge_probes(db, summary); !r) {
         return fail(r.error());
     }
     if (auto r = db.exec("DROP TABLE temp.run_map"); !r) {

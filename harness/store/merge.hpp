@@ -16,6 +16,7 @@ struct MergeSummary {
     int64_t requests_known = 0; // already in the output (same request key)
     int64_t responses_added = 0;
     int64_t responses_known = 0;
+    int64_t probe_responses_added = 0; // the decision-point probe's
 };
 
 // Merge `inputs` into `out` (created when missing; what it holds is kept).

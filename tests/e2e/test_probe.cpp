@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -465,4 +466,50 @@ TEST(Probe, AShardProbesOnlyItsOwnQuestions) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE question_idx % 3 != 1"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "16"); // 4 questions x 2 x 2
     EXPECT_NE(o.err.find("20 requests planned"), std::string::npos) << o.err;
+}
+
+// Shards of a run with the probe merge into what they stored: merge copied
+// no probe table, so the merged database had no reading and the gate told
+// the user to run with --probe.
+TEST(Probe, MergedShardsKeepTheirProbeReadings) {
+    auto dir = e2e::scratch("probe_merge");
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    std::vector<std::string> merge = {"merge", (dir / "merged.sqlite").string()};
+    std::vector<std::string> readings;
+    const char* rows = "SELECT server, framing, repeat, question_idx, p_open, bounded FROM "
+                       "v_probes ORDER BY 1, 2, 3, 4";
+    for (const char* shard : {"0/2", "1/2"}) {
+        auto db = dir / (std::string("s") + shard[0] + ".sqlite");
+        auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(),
+                           "--framing", "raw", "--limit", "12", "--dataset", "sample", "--db",
+                           db.string(), "--probe", "think-open", "--shard", shard, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        auto r = e2e::query_rows(db, rows);
+        readings.insert(readings.end(), r.begin(), r.end());
+        merge.push_back(db.string());
+    }
+    std::sort(readings.begin(), readings.end());
+    auto merged = dir / "merged.sqlite";
+    auto m = e2e::run(merge);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_NE(m.out.find("; 96 probe responses added"), std::string::npos) << m.out;
+    auto got = e2e::query_rows(merged, rows);
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, readings);
+    EXPECT_EQ(readings.size(), 48u); // 12 questions x 2 servers x 2 repeats
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM v_probe_requests WHERE request_json IS NULL OR "
+                            "response_id IS NULL"),
+              "0");
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM v_probe_responses WHERE response_json NOT "
+                            "LIKE '{%'"),
+              "0");
+    // Merging again adds nothing.
+    auto again = e2e::run(merge);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM probe_responses"), "96");
+    auto g = e2e::run({"gate", "--db", merged.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "0.2"});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("b opens the think block more often than a"), std::string::npos) << g.out;
 }
