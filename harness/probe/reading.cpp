@@ -338,9 +338,13 @@ Estimate combine(const Reading& first, const std::optional<Reading>& after_white
     }
     if (!first.marker_listed && !chain_listed) {
         // Neither path was listed: the smallest listed probability bounds
-        // every unlisted token, and so the marker.
+        // every unlisted token, and so the marker; through a listed
+        // whitespace, the marker after it is bounded by the second floor.
         e.bounded = true;
         e.p_open = first.floor;
+        if (after_whitespace && first.whitespace_listed) {
+            e.p_open = std::min(1.0, e.p_open + first.p_whitespace * after_whitespace->floor);
+        }
         return e;
     }
     e.p_open =

@@ -475,7 +475,11 @@ UPDATE classifications SET outcome = 'unrecorded', stop_cause = ''
 // whitespace that leads to the marker was listed, so P(open) can be far
 // above it: one server's failed chain requests read as a shift of several
 // logits against an identical server. p_open and bounded are NULL then, as
-// for an engine that returned no log-probabilities.
+// for an engine that returned no log-probabilities. And a chain whose second
+// request lists no marker bounds P(open) by the first request's floor (an
+// unlisted marker-led token) plus the whitespace's probability times the
+// second's floor, not by the first's floor alone: with " " at 0.99 and a
+// floor of 1e-4, a second floor of 0.01 allows P(open) near 0.01.
 constexpr std::string_view k_schema_v14 = R"sql(
 DROP VIEW v_probes;
 CREATE VIEW v_probes AS
@@ -489,6 +493,8 @@ SELECT q.probe, q.server, q.framing, q.repeat, q.question_idx, q.dataset,
             THEN min(1.0, CASE WHEN r.marker_listed = 1 THEN r.p_marker ELSE 0 END +
                  CASE WHEN r.whitespace_listed = 1 AND r2.marker_listed = 1
                       THEN r.p_whitespace * r2.p_marker ELSE 0 END)
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+            THEN min(1.0, r.floor + r.p_whitespace * r2.floor)
             ELSE r.floor END AS p_open,
        CASE WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
                  AND r2.marker_listed IS NULL THEN NULL

@@ -513,3 +513,64 @@ TEST(Probe, MergedShardsKeepTheirProbeReadings) {
     EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
     EXPECT_NE(g.out.find("b opens the think block more often than a"), std::string::npos) << g.out;
 }
+
+namespace {
+
+// A server whose first probe lists " " at 0.99 and " Jan" at 1e-4, and whose
+// second (after the whitespace) lists no marker down to 0.01; measured
+// requests get " 42".
+class UnlistedAfterWhitespaceServer {
+public:
+    UnlistedAfterWhitespaceServer() {
+        m_server.Post("/v1/completions", [](const httplib::Request& req, httplib::Response& res) {
+            auto top = [](const std::string& chosen, const std::string& dict) {
+                return R"({"id":"c","object":"text_completion","choices":[{"index":0,"text":")" +
+                       chosen + R"(","logprobs":{"tokens":[")" + chosen +
+                       R"("],"token_logprobs":[null],"top_logprobs":[)" + dict +
+                       R"(]},"finish_reason":"length"}]})";
+            };
+            if (req.body.find("Answer: \", \"max_tokens\": 1,") != std::string::npos) {
+                res.set_content(top("Jan", R"({"Jan":-0.10536052,"In":-4.60517019})"),
+                                "application/json");
+            } else if (req.body.find("\"max_tokens\": 1,") != std::string::npos) {
+                res.set_content(top(" ", R"({" ":-0.01005034," Jan":-9.21034037})"),
+                                "application/json");
+            } else {
+                res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
+                                R"("text":" 42","logprobs":null,"finish_reason":"stop"}],)"
+                                R"("usage":{"prompt_tokens":9,"completion_tokens":1}})",
+                                "application/json");
+            }
+        });
+        m_port = m_server.bind_to_any_port("127.0.0.1");
+        m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    }
+    ~UnlistedAfterWhitespaceServer() {
+        m_server.stop();
+        m_thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+
+private:
+    httplib::Server m_server;
+    std::thread m_thread;
+    int m_port = 0;
+};
+
+} // namespace
+
+// A chain whose second request lists no marker bounds P(open) by the first
+// floor plus P(" ") times the second floor: v_probes gave the first floor
+// alone, 1e-4, where the marker may be as likely as 0.01.
+TEST(Probe, AChainsBoundCountsTheMarkerUnlistedAfterTheWhitespace) {
+    auto dir = e2e::scratch("probe_chain_bound");
+    UnlistedAfterWhitespaceServer server;
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "s=" + server.url(), "--framing", "raw", "--limit", "2",
+                       "--dataset", "sample", "--db", db.string(), "--probe", "think-open",
+                       "--no-preflight", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE bounded = 1 AND "
+                        "abs(p_open - (1e-4 + 0.99 * 0.01)) < 1e-6"),
+              "4");
+}

@@ -166,6 +166,21 @@ TEST(ProbeRead, ChainWithTheMarkerMissingAfterTheWhitespaceIsBounded) {
     EXPECT_TRUE(combine(first, second).bounded);
 }
 
+// The bound through the whitespace: " " at 0.99 and a first floor of 1e-4,
+// then no marker after it among alternatives down to 0.01. P(open) may be
+// as large as 1e-4 + 0.99 x 0.01, not 1e-4.
+TEST(ProbeRead, AChainBoundCountsTheMarkerUnlistedAfterTheWhitespace) {
+    auto first = read_body(content_body(
+        " ", std::log(0.99),
+        R"([{"token":" ","logprob":-0.01005034},{"token":" Jan","logprob":-9.21034037}])"));
+    auto second = read_body(content_body(
+        "Jan", std::log(0.9),
+        R"([{"token":"Jan","logprob":-0.10536052},{"token":"In","logprob":-4.60517019}])"));
+    auto e = combine(first, second);
+    EXPECT_TRUE(e.bounded);
+    EXPECT_NEAR(e.p_open, 1e-4 + 0.99 * 0.01, 1e-8);
+}
+
 TEST(ProbeRead, BothPathsAddUp) {
     auto first = read_body(legacy_body(
         " ", std::log(0.5), R"({" ": -0.69314718, " <think>": -1.6094379, " Jan": -1.6094379})"));
