@@ -173,6 +173,13 @@ util::Result<ProbeData> load_probes(store::Store& st) {
     for (const auto& [server, n] : *none) {
         data.without_logprobs[server] = n;
     }
+    auto unanswered = store::probes_unanswered(st);
+    if (!unanswered) {
+        return unanswered.error();
+    }
+    for (const auto& [server, n] : *unanswered) {
+        data.unanswered[server] = n;
+    }
     return data;
 }
 
@@ -474,24 +481,34 @@ void attach_accuracies(std::vector<ProbeComparison>& probes,
     }
 }
 
+bool has_readings(const ProbeData& data, const std::string& server) {
+    return std::any_of(data.series.begin(), data.series.end(),
+                       [&](const auto& kv) { return kv.first.first == server; });
+}
+
 std::vector<std::string> probe_skipped_notes(const ProbeData& data,
                                              const std::vector<std::string>& servers) {
     std::vector<std::string> out;
     for (const auto& s : servers) {
-        auto it = data.without_logprobs.find(s);
-        if (it == data.without_logprobs.end()) {
-            continue;
-        }
         // A server measured on its other probes is compared: saying the
         // probe was skipped for it would contradict its comparison's line.
-        const bool measured = std::any_of(data.series.begin(), data.series.end(),
-                                          [&](const auto& kv) { return kv.first.first == s; });
-        out.push_back(measured ? fmt::format("probe readings of {} left out: {} carried no "
-                                             "log-probabilities",
-                                             s, util::counted(it->second, "probe response"))
-                               : fmt::format("probe skipped for {}: its engine returned no "
-                                             "log-probabilities ({} probe responses)",
-                                             s, it->second));
+        const bool measured = has_readings(data, s);
+        if (auto it = data.without_logprobs.find(s); it != data.without_logprobs.end()) {
+            out.push_back(measured ? fmt::format("probe readings of {} left out: {} carried no "
+                                                 "log-probabilities",
+                                                 s, util::counted(it->second, "probe response"))
+                                   : fmt::format("probe skipped for {}: its engine returned no "
+                                                 "log-probabilities ({} probe responses)",
+                                                 s, it->second));
+        }
+        if (auto it = data.unanswered.find(s); it != data.unanswered.end()) {
+            out.push_back(fmt::format(
+                "{} {}: {} {} no successful response (failed or never sent; "
+                "probe_responses.error says why); run the same command again to send {}",
+                measured ? "probe readings missing for" : "probe not measured for", s,
+                util::counted(it->second, "probe request"), it->second == 1 ? "has" : "have",
+                it->second == 1 ? "it" : "them"));
+        }
     }
     return out;
 }

@@ -49,6 +49,9 @@ struct ProbeData {
     std::map<std::pair<std::string, std::string>, ProbeSeries> series;
     // server -> probe responses that carried no log-probabilities
     std::map<std::string, int64_t> without_logprobs;
+    // server -> probe requests without a successful response (failed, or
+    // never sent)
+    std::map<std::string, int64_t> unanswered;
     // (server, framing) -> question -> its dataset and content hash ("" when
     // its row is missing): two servers' readings are paired only where they
     // are of one question.
@@ -176,8 +179,13 @@ probe_comparisons(const ProbeData& data, const std::vector<ServerPair>& pairs,
 void attach_accuracies(std::vector<ProbeComparison>& probes,
                        const std::vector<Comparison>& accuracy);
 
+// Whether `server` has a probe reading on some framing.
+bool has_readings(const ProbeData& data, const std::string& server);
+
 // One line per server among `servers` whose engine answered probes without
-// log-probabilities: the probe is skipped for it.
+// log-probabilities (the probe is skipped for it, or those readings left
+// out), and one per server with probe requests left without a successful
+// response.
 std::vector<std::string> probe_skipped_notes(const ProbeData& data,
                                              const std::vector<std::string>& servers);
 

@@ -125,17 +125,30 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
         // log-probabilities was probed: running with --probe again would
         // not help.
         for (const auto* server : {&spec.baseline.server, &spec.candidate.server}) {
-            auto none = data.without_logprobs.find(*server);
-            const bool measured =
-                std::any_of(data.series.begin(), data.series.end(),
-                            [&](const auto& kv) { return kv.first.first == *server; });
-            if (none != data.without_logprobs.end() && !measured) {
+            if (has_readings(data, *server)) {
+                continue;
+            }
+            if (auto none = data.without_logprobs.find(*server);
+                none != data.without_logprobs.end()) {
                 return make_error(ErrorKind::data,
                                   fmt::format("cannot measure the probe for {}: its engine "
                                               "returned no log-probabilities ({} probe "
                                               "responses); the probe checks need an engine "
                                               "that honours the logprobs options",
                                               *server, none->second));
+            }
+            // Probes sent and failed (a server that rejects the logprobs
+            // options answers 400): sending them again is what may help.
+            if (auto failed = data.unanswered.find(*server); failed != data.unanswered.end()) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("cannot measure the probe for {}: {} {} no "
+                                              "successful response (failed or never sent; "
+                                              "probe_responses.error says why); run the same "
+                                              "command again to send {}",
+                                              *server,
+                                              util::counted(failed->second, "probe request"),
+                                              failed->second == 1 ? "has" : "have",
+                                              failed->second == 1 ? "it" : "them"));
             }
         }
         // Readings were stored, but none the checks can use: say why, per

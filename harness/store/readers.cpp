@@ -215,6 +215,21 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> probes_without_logpro
     return out;
 }
 
+util::Result<std::vector<std::pair<std::string, int64_t>>> probes_unanswered(Store& st) {
+    Statement s(st.handle(),
+                "SELECT q.server, count(*) FROM probe_requests q LEFT JOIN probe_responses r "
+                "ON r.response_id = q.response_id WHERE r.ok IS NOT 1 "
+                "GROUP BY q.server ORDER BY q.server");
+    std::vector<std::pair<std::string, int64_t>> out;
+    while (s.step()) {
+        out.emplace_back(s.column_text(0), s.column_int(1));
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read probes: {}", s.error()));
+    }
+    return out;
+}
+
 util::Result<void> for_each_asked_question(Store& st, const QuestionVisitor& visit) {
     Statement s(st.handle(), "SELECT question_idx, question, answer FROM questions WHERE "
                              "(dataset, question_idx) IN (SELECT DISTINCT dataset, question_idx "

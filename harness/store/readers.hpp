@@ -82,6 +82,10 @@ util::Result<std::vector<ProbeReading>> probe_readings(Store& store);
 // Per server: probe responses that carried no log-probabilities.
 util::Result<std::vector<std::pair<std::string, int64_t>>> probes_without_logprobs(Store& store);
 
+// Per server: probe requests without a successful response (the one that
+// counts failed, or none was stored: never sent).
+util::Result<std::vector<std::pair<std::string, int64_t>>> probes_unanswered(Store& store);
+
 // Every question some counted response answered, by index, with its gold
 // answer; the views are valid during the call only.
 using QuestionVisitor =

@@ -298,6 +298,11 @@ TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
     EXPECT_NE(d.out.find("P(open) logit shift +0.000 [+0.000, +0.000] over 6 questions"),
               std::string::npos)
         << d.out;
+    EXPECT_NE(d.out.find("probe readings missing for b: 12 probe requests have no successful "
+                         "response (failed or never sent; probe_responses.error says why); run "
+                         "the same command again to send them"),
+              std::string::npos)
+        << d.out;
     auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
                        "--max-probe-shift", "0.2"});
     EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
@@ -573,4 +578,68 @@ TEST(Probe, AChainsBoundCountsTheMarkerUnlistedAfterTheWhitespace) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes WHERE bounded = 1 AND "
                         "abs(p_open - (1e-4 + 0.99 * 0.01)) < 1e-6"),
               "4");
+}
+
+namespace {
+
+// A server that rejects the probe's logprobs options with a 400, as some
+// engines do for models or settings without log-probabilities; measured
+// requests get " 42".
+class RejectingProbeServer {
+public:
+    RejectingProbeServer() {
+        m_server.Post("/v1/completions", [](const httplib::Request& req, httplib::Response& res) {
+            if (req.body.find("\"max_tokens\": 1,") != std::string::npos) {
+                res.status = 400;
+                res.set_content(R"({"error":{"message":"logprobs is not supported","code":400}})",
+                                "application/json");
+                return;
+            }
+            res.set_content(R"({"id":"c","object":"text_completion","choices":[{"index":0,)"
+                            R"("text":" 42","logprobs":null,"finish_reason":"stop"}],)"
+                            R"("usage":{"prompt_tokens":9,"completion_tokens":1}})",
+                            "application/json");
+        });
+        m_port = m_server.bind_to_any_port("127.0.0.1");
+        m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    }
+    ~RejectingProbeServer() {
+        m_server.stop();
+        m_thread.join();
+    }
+    std::string url() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+
+private:
+    httplib::Server m_server;
+    std::thread m_thread;
+    int m_port = 0;
+};
+
+} // namespace
+
+// Probes that all failed (a 400 for the logprobs options) measured nothing:
+// diff said nothing about the server and the gate said to run with --probe,
+// which the user had done.
+TEST(Probe, AServerWhoseProbesFailedIsNamedAsNotMeasured) {
+    auto dir = e2e::scratch("probe_rejected");
+    RejectingProbeServer rejecting;
+    e2e::Sim sim({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "sim=" + sim.url(), "--server", "r=" + rejecting.url(),
+                       "--framing", "raw", "--limit", "3", "--dataset", "sample", "--db",
+                       db.string(), "--probe", "think-open", "--no-preflight", "--quiet"});
+    ASSERT_EQ(o.exit_code, 1) << o.err << o.out; // the failed probes are left to resend
+    const std::string line = "probe not measured for r: 12 probe requests have no successful "
+                             "response (failed or never sent; probe_responses.error says why); "
+                             "run the same command again to send them";
+    auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "r/raw"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find(line), std::string::npos) << d.out;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "sim", "--candidate", "r",
+                       "--max-probe-shift", "1"});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_NE(g.err.find("cannot measure the probe for r: 12 probe requests have no successful "
+                         "response"),
+              std::string::npos)
+        << g.err;
 }
