@@ -819,7 +819,7 @@ std::string stored_words(const RunSummary& s) {
         return util::counted(all, "response");
     }
     return fmt::format("{} and {}", util::counted(all - s.probe_readings, "response"),
-                       util::counted(s.probe_readings, "probe reading"));
+                       util::counted(s.probe_readings, "probe response"));
 }
 
 util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,

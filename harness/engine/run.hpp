@@ -49,7 +49,8 @@ struct RunSummary {
 };
 
 // What `s` stored, in words: "48 responses", or "1728 responses and 1296
-// probe readings" when the run read the decision-point probe.
+// probe responses" when the run sent the decision-point probe (failed ones
+// too: the counts after it say how many were ok).
 std::string stored_words(const RunSummary& s);
 
 // Run `config`, writing to its database; progress and notes go to `log`.

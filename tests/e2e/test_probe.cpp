@@ -33,7 +33,7 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_responses WHERE ok = 1"), "30");
     // The closing line counts each table's rows apart: a reviewer counting
     // `responses` finds the number it gives.
-    EXPECT_NE(o.out.find("stored 10 responses and 30 probe readings in "), std::string::npos)
+    EXPECT_NE(o.out.find("stored 10 responses and 30 probe responses in "), std::string::npos)
         << o.out;
     // The measured bodies are those of a run without the probe.
     auto p = e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "5",
@@ -72,7 +72,7 @@ TEST(Probe, StoresItsRequestsApartAndResumes) {
         << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests WHERE response_id IS NULL"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "10");
-    EXPECT_NE(again.out.find("stored 0 responses and 3 probe readings in "), std::string::npos)
+    EXPECT_NE(again.out.find("stored 0 responses and 3 probe responses in "), std::string::npos)
         << again.out;
 }
 
@@ -629,6 +629,9 @@ TEST(Probe, AServerWhoseProbesFailedIsNamedAsNotMeasured) {
                        "--framing", "raw", "--limit", "3", "--dataset", "sample", "--db",
                        db.string(), "--probe", "think-open", "--no-preflight", "--quiet"});
     ASSERT_EQ(o.exit_code, 1) << o.err << o.out; // the failed probes are left to resend
+    // The closing line counts probe responses, failed ones too, not readings.
+    EXPECT_NE(o.out.find("stored 6 responses and 24 probe responses in "), std::string::npos)
+        << o.out;
     const std::string line = "probe not measured for r: 12 probe requests have no successful "
                              "response (failed or never sent; probe_responses.error says why); "
                              "run the same command again to send them";
