@@ -8,6 +8,8 @@
 // (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
 
+#include <harness/store/lock.hpp>
+
 #include <harness/store/server_identity.hpp>
 #include <harness/store/sqlite.hpp>
 #include <harness/store/store.hpp>
@@ -30,6 +32,10 @@ using util::make_error;
 namespace {
 
 namespace fs = std::filesystem;
+
+// Whether a process (a run) still writes an input: its `running` rows are
+// then true.
+enum class InputWriter { running, none };
 
 // Columns of `schema`.`table` as declared.
 std::vector<std::string> columns(sqlite3* db, const std::string& schema, const std::string& table) {
@@ -146,16 +152,31 @@ int64_t changes(sqlite3* db) {
 }
 
 // Runs (one row per run, recognised by its start and configuration), the
-// map of their ids, servers and questions.
-util::Result<void> merge_runs(Database& db) {
+// map of their ids, servers and questions. A run main holds as `running`
+// takes the status the input now gives it: merged while its shard still
+// ran, it has ended since. A `running` row of an input no process writes is
+// a run whose process died: it is `killed`, as the next run into that input
+// would mark it (a run that took the input's lock just after it was looked
+// at, and is read `killed`, takes its true status at the next merge).
+util::Result<void> merge_runs(Database& db, InputWriter writer) {
     sqlite3* h = db.handle();
     auto exec = [&](const std::string& sql) { return db.exec(sql); };
-    auto run_cols = shared_columns(h, "runs", {"run_id"});
+    auto run_cols = shared_columns(h, "runs", {"run_id", "status"});
+    const std::string status = writer == InputWriter::none
+                                   ? "CASE s.status WHEN 'running' THEN 'killed' ELSE s.status END"
+                                   : "s.status";
     std::vector<std::string> steps = {
-        fmt::format("INSERT INTO main.runs ({0}) SELECT {1} FROM src.runs s WHERE NOT EXISTS "
-                    "(SELECT 1 FROM main.runs m WHERE m.started_at = s.started_at AND "
+        fmt::format("INSERT INTO main.runs ({0}, status) SELECT {1}, {2} FROM src.runs s WHERE "
+                    "NOT EXISTS (SELECT 1 FROM main.runs m WHERE m.started_at = s.started_at AND "
                     "m.config_json = s.config_json) ORDER BY s.run_id",
-                    joined(run_cols, ""), joined(run_cols, "s.")),
+                    joined(run_cols, ""), joined(run_cols, "s."), status),
+        fmt::format("UPDATE main.runs SET (status, finished_at) = (SELECT {0}, s.finished_at "
+                    "FROM src.runs s WHERE s.started_at = runs.started_at AND s.config_json = "
+                    "runs.config_json ORDER BY s.run_id LIMIT 1) WHERE status IN ('running', "
+                    "'killed') AND EXISTS (SELECT 1 FROM src.runs s WHERE s.started_at = "
+                    "runs.started_at AND s.config_json = runs.config_json AND {0} NOT IN "
+                    "('running', runs.status))",
+                    status),
         "DROP TABLE IF EXISTS temp.run_map",
         "CREATE TEMP TABLE run_map AS SELECT s.run_id AS old_id, min(m.run_id) AS new_id "
         "FROM src.runs s JOIN main.runs m ON m.started_at = s.started_at AND "
@@ -332,7 +353,8 @@ util::Result<void> merge_probes(Database& db, MergeSummary& summary) {
 }
 
 // Merge the attached `src` into main inside one transaction.
-util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& summary) {
+util::Result<void> merge_one(Database& db, const std::string& in, InputWriter writer,
+                             MergeSummary& summary) {
     sqlite3* h = db.handle();
     if (auto r = db.exec("BEGIN IMMEDIATE"); !r) {
         return r;
@@ -346,7 +368,7 @@ util::Result<void> merge_one(Database& db, const std::string& in, MergeSummary& 
             ErrorKind::data,
             fmt::format("merge: {} conflicts with what is merged before it: {}", in, conflict)));
     }
-    if (auto r = merge_runs(db); !r) {
+    if (auto r = merge_runs(db, writer); !r) {
         return fail(r.error());
     }
     if (auto r = merge_scorers(db); !r) {
@@ -453,7 +475,10 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
             return make_error(ErrorKind::io,
                               fmt::format("merge: cannot read {}: {}", in, r.error().message));
         }
-        auto r = merge_one(db, in, summary);
+        // Whether a process still writes the input, asked before it is
+        // read: a run that ends meanwhile has stored its status by then.
+        const auto writer = RunLock::holder(in) ? InputWriter::running : InputWriter::none;
+        auto r = merge_one(db, in, writer, summary);
         (void)db.exec("DETACH src");
         if (!r) {
             return r.error();

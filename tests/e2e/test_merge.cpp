@@ -8,6 +8,10 @@
 
 #include <fstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 using e2e::query;
 using e2e::query_rows;
 
@@ -108,6 +112,45 @@ TEST(Merge, ShardedRunsMergedEqualOneUnshardedRunRowForRow) {
     EXPECT_EQ(query(merged, "SELECT count(*) FROM body_prefixes"), "1");
     EXPECT_EQ(query(merged, "SELECT count(*) FROM runs"), "3");
     EXPECT_FALSE(std::filesystem::exists(merged.string() + ".merge-tmp"));
+}
+
+// A shard merged while its run still wrote it, merged again once that run
+// ended: the merged file says how the run ended, as the shard does; a
+// shard's run whose process died (no one holds its lock) is `killed`, not
+// `running` forever.
+TEST(Merge, ARunsStatusIsTheOneItEndedWith) {
+    auto dir = e2e::scratch("merge-run-status");
+    e2e::Sim sim;
+    auto shard = run_shard(sim, dir / "shard.sqlite", "1/2");
+    // The shard as it read while its run wrote it.
+    auto midway = dir / "midway.sqlite";
+    std::filesystem::copy_file(shard, midway);
+    e2e::exec(midway, "UPDATE runs SET status = 'running', finished_at = NULL");
+    const auto status = "SELECT status, finished_at IS NULL FROM runs";
+
+    auto merged = dir / "merged.sqlite";
+    {
+        const int held = ::open((midway.string() + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+        ASSERT_GE(held, 0);
+        ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+        auto m = e2e::run({"merge", merged.string(), midway.string()});
+        ::close(held);
+        ASSERT_EQ(m.exit_code, 0) << m.err;
+        EXPECT_NE(m.err.find("is still being written"), std::string::npos) << m.err;
+    }
+    EXPECT_EQ(query(merged, status), "running|1");
+    auto again = e2e::run({"merge", merged.string(), shard.string()});
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(query(merged, status), "complete|0");
+    EXPECT_EQ(query(merged, "SELECT finished_at FROM runs"),
+              query(shard, "SELECT finished_at FROM runs"));
+
+    // Nobody writes the input: its run's process is gone.
+    auto dead = dir / "dead.sqlite";
+    auto d = e2e::run({"merge", dead.string(), midway.string()});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(d.err, "");
+    EXPECT_EQ(query(dead, status), "killed|1");
 }
 
 TEST(Merge, ConflictingServerIsRefusedInOneLineAndOutputIsUnchanged) {
