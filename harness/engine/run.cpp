@@ -606,15 +606,30 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         stop_launched(ctx, phase, st);
         return Next::stop;
     }
+    // Planning refuses a request that would take another body's place: a
+    // run that stored nothing then leaves no row, as exit 2 promises
+    // nothing stored changes (its row would count the places it asked for
+    // as never planned, and no rerun could plan them).
+    const auto refused = [&](util::Error e) -> util::Result<Next> {
+        if (e.kind != ErrorKind::usage) {
+            return fail(std::move(e));
+        }
+        stop_launched(ctx, phase, st);
+        st.writer.close();
+        if (!st.db.forget_run(st.run_id)) {
+            (void)st.db.mark_run_failed(st.run_id);
+        }
+        return e;
+    };
     auto planned = plan_phase(ctx, phase, n_phases, st);
     if (!planned) {
-        return fail(planned.error());
+        return refused(planned.error());
     }
     const RunSummary before = st.summary;
     auto stored = st.sender.send_phase(phase, st.servers, st.launched, st.db, st.writer, st.summary,
                                        *planned);
     if (!stored) {
-        return fail(stored.error());
+        return refused(stored.error());
     }
     print_phase_counts(ctx, phase, n_phases, st, before, *planned);
     for (size_t si : phase) {

@@ -1253,6 +1253,14 @@ bool Store::holds_no_responses() {
     return none.valid() && none.step() && none.column_int(0) == 1;
 }
 
+bool Store::forget_run(int64_t run_id) {
+    Statement forget(m_db.handle(),
+                     "DELETE FROM runs WHERE run_id = ?1 AND NOT EXISTS (SELECT 1 FROM responses "
+                     "WHERE run_id = ?1) AND NOT EXISTS (SELECT 1 FROM probe_responses WHERE "
+                     "run_id = ?1)");
+    return forget.valid() && forget.bind(run_id).run() && sqlite3_changes(m_db.handle()) == 1;
+}
+
 util::Result<int64_t> Store::mark_stale_runs_killed() {
     if (!m_stmts[k_mark_killed].bind(now_iso8601()).run()) {
         return make_error(ErrorKind::io,

@@ -177,6 +177,11 @@ public:
     // into the file and emptied, which gives the row room, and it is
     // written again. False when it still could not be.
     bool mark_run_failed(int64_t run_id);
+    // Remove run `run_id`'s row when no response (nor probe response) of it
+    // is stored: a run refused at planning asked for nothing this database
+    // can hold, and its row would count its places as never planned. True
+    // when the row went.
+    bool forget_run(int64_t run_id);
     // Mark every run still `running` as `killed`; returns how many. Call only
     // while holding the database's RunLock: then no such run has a process.
     util::Result<int64_t> mark_stale_runs_killed();

@@ -244,6 +244,32 @@ TEST(Run, ChangedBodiesForStoredQuestionsAreRefused) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "8");
 }
 
+// A run refused at planning (exit 2) changes nothing stored: no run row is
+// left whose places, never planned, would fail the completeness gate with
+// advice to run the refused command again.
+TEST(Run, ARunRefusedAtPlanningLeavesNoRunBehind) {
+    auto dir = e2e::scratch("refused-run");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    const auto args = five_raw_questions(a, db);
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const std::vector<std::string> gate = {"gate", "--db", db, "--require-complete"};
+    ASSERT_EQ(e2e::run(gate).exit_code, 0);
+    const auto runs = query(db, "SELECT group_concat(status) FROM runs");
+    ASSERT_EQ(runs, "complete");
+
+    auto more = args;
+    more[6] = "8";
+    more.insert(more.end(), {"--temperature", "0.5"});
+    auto o = e2e::run(more);
+    ASSERT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("already holds question 0 (repeat 0)"), std::string::npos) << o.err;
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+    auto g = e2e::run(gate);
+    EXPECT_EQ(g.exit_code, 0) << g.out;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
+}
+
 // A server slower than diffeval reads has --concurrency requests in flight
 // at once: sending at most 32 a turn must not hold the count below it.
 TEST(Run, ASlowServerGetsTheWholeConcurrencyAtOnce) {
