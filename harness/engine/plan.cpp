@@ -124,6 +124,42 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
     return p;
 }
 
+util::Result<void> Planner::check_stored_groups(store::Store& db) const {
+    const auto& config = m_ctx.config;
+    const auto& dataset = m_ctx.inputs.dataset;
+    const auto& server = config.servers[m_si].name;
+    for (const auto& part : m_parts) {
+        const auto& framing = part.renderer.framing().name;
+        for (const int max_tokens : config.max_tokens) {
+            auto place = db.first_stored_place(server, framing, max_tokens);
+            if (!place) {
+                return place.error();
+            }
+            if (!*place || (*place)->question_idx < 0 ||
+                static_cast<size_t>((*place)->question_idx) >= dataset.test.size()) {
+                continue; // a question this run's dataset does not have: no body to compare
+            }
+            const auto& p = **place;
+            const auto body =
+                measured_body(part, dataset.test[static_cast<size_t>(p.question_idx)], max_tokens);
+            const auto key = store::request_key(server, framing, max_tokens, p.repeat,
+                                                p.question_idx, util::sha256_hex(body));
+            if (key != p.request_key) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format(
+                        "{}/{}/{} already holds question {} (repeat {}) sent with another "
+                        "request body{}: the framing, a sampling setting or the model "
+                        "changed since; run this configuration under another --server "
+                        "name or into another --db",
+                        server, framing, max_tokens, p.question_idx, p.repeat,
+                        p.dataset == dataset.name ? "" : fmt::format(" (dataset {})", p.dataset)));
+            }
+        }
+    }
+    return {};
+}
+
 std::string Planner::measured_body(const Part& part, const datasets::Sample& sample,
                                    int max_tokens) const {
     if (part.measured) {

@@ -532,6 +532,9 @@ util::Result<int64_t> plan_phase(const RunContext& ctx, const std::vector<size_t
         if (!planner) {
             return planner.error();
         }
+        if (auto r = (*planner)->check_stored_groups(st.db); !r) {
+            return r.error();
+        }
         planned += (*planner)->total();
         st.servers[si].planner = std::move(*planner);
     }

@@ -165,6 +165,13 @@ public:
     // `info` names the served one when no configured one does.
     static util::Result<std::unique_ptr<Planner>> create(const RunContext& ctx, size_t si,
                                                          const ServerInfo& info);
+    // An error (usage) when a group of the plan that `db` holds requests of
+    // was stored with other bodies than this run sends: its first stored
+    // place's request, rendered by this run, has another key. Asked before
+    // anything is sent, so a run whose places do not meet the stored ones
+    // (another shard, more questions) cannot add requests of another
+    // framing, sampling setting, model or dataset to the group.
+    util::Result<void> check_stored_groups(store::Store& db) const;
     // Requests in the whole plan.
     int64_t total() const { return m_total; }
     // Nothing more to read: every request was, or the plan was abandoned.

@@ -556,6 +556,10 @@ constexpr std::string_view k_statements[] = {
     // and token limit
     "SELECT 1 FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND "
     "max_tokens = ?3 AND request_id <> ?4 LIMIT 1",
+    // k_group_first: a group's first stored place and its request's key
+    "SELECT question_idx, repeat, request_key, dataset FROM requests INDEXED BY requests_group "
+    "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 ORDER BY repeat, question_idx "
+    "LIMIT 1",
     // k_existing_probe: as k_existing
     "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
@@ -599,7 +603,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 26);
+static_assert(std::size(k_statements) == 27);
 
 class Transaction {
 public:
@@ -1528,6 +1532,22 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
         return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", st.error()));
     }
     st.reset();
+    return out;
+}
+
+util::Result<std::optional<Store::StoredPlace>>
+Store::first_stored_place(const std::string& server, const std::string& framing, int max_tokens) {
+    auto& st = m_stmts[k_group_first];
+    std::optional<StoredPlace> out;
+    if (st.bind(server, framing, max_tokens).step()) {
+        out = StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)), st.column_text(2),
+                          st.column_text(3)};
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
+    }
     return out;
 }
 

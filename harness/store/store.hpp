@@ -202,6 +202,17 @@ public:
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
+    // The first place (question, then repeat) the group `server`/`framing`/
+    // `max_tokens` holds a request in, with that request's key and dataset;
+    // nullopt when the group holds none.
+    struct StoredPlace {
+        int64_t question_idx = 0;
+        int repeat = 0;
+        std::string request_key;
+        std::string dataset;
+    };
+    util::Result<std::optional<StoredPlace>>
+    first_stored_place(const std::string& server, const std::string& framing, int max_tokens);
     // What put_unanswered found of a planned request.
     struct Planned {
         bool answered = false; // it has a successful response already
@@ -302,6 +313,7 @@ private:
         k_existing,
         k_slot_taken,
         k_group_stored,
+        k_group_first,
         k_existing_probe,
         k_request_id,
         k_insert_response,

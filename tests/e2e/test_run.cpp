@@ -270,6 +270,43 @@ TEST(Run, ARunRefusedAtPlanningLeavesNoRunBehind) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM pragma_foreign_key_check"), "0");
 }
 
+// A group holds one configuration's requests, also when a run's places do not
+// meet the stored ones: another shard, or the questions after a --limit, sent
+// with another sampling setting is refused before anything is sent.
+TEST(Run, AnotherShardWithAnotherBodyIsRefusedBeforeSending) {
+    auto dir = e2e::scratch("shard-other-body");
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    auto shard = [&](const std::string& which) {
+        return std::vector<std::string>{"run",     "--server", "a=" + a.url(), "--framing", "raw",
+                                        "--limit", "6",        "--shard",      which,       "--db",
+                                        db,        "--quiet"};
+    };
+    ASSERT_EQ(e2e::run(shard("0/2")).exit_code, 0);
+    const auto served = [&a] {
+        return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
+    };
+    const auto sent = served();
+    auto hotter = shard("1/2");
+    hotter.insert(hotter.end(), {"--temperature", "0.5"});
+    auto o = e2e::run(hotter);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 already holds question 0 (repeat 0) sent with another "
+                         "request body"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "3");
+    // The same configuration's other shard, and more questions, are added.
+    ASSERT_EQ(e2e::run(shard("1/2")).exit_code, 0);
+    auto more = shard("1/2");
+    more[6] = "10";
+    ASSERT_EQ(e2e::run(more).exit_code, 0);
+    EXPECT_EQ(query(db, "SELECT count(DISTINCT json_extract(request_json, '$.temperature')) || ' ' "
+                        "|| count(*) FROM v_requests"),
+              "1 8");
+}
+
 // A server slower than diffeval reads has --concurrency requests in flight
 // at once: sending at most 32 a turn must not hold the count below it.
 TEST(Run, ASlowServerGetsTheWholeConcurrencyAtOnce) {
