@@ -242,10 +242,13 @@ void RunLock::release() {
     // process waiting on it then finds it gone and locks the file named
     // next (still_named). Kept beside a database only once written: one
     // refused as another program's, or left as it was, keeps no lock file
-    // this lock made.
+    // this lock made. Only a lock that was taken: a command refused the
+    // lock would otherwise remove the file its holder locks while that
+    // holder has not created the database yet (a merge builds OUT beside
+    // it), and the next command would lock a new file and write beside it.
     const auto now = file_state(database_of(m_path));
     const bool untouched = m_created && now && m_db_at_lock == now;
-    if ((!now || untouched) && still_named(m_fd, m_path)) {
+    if (m_held && (!now || untouched) && still_named(m_fd, m_path)) {
         ::unlink(m_path.c_str());
     }
     ::close(m_fd); // releases the flock

@@ -14,6 +14,11 @@
 #include <regex>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using e2e::query;
 using e2e::query_rows;
 
@@ -305,6 +310,43 @@ TEST(Run, AnotherShardWithAnotherBodyIsRefusedBeforeSending) {
     EXPECT_EQ(query(db, "SELECT count(DISTINCT json_extract(request_json, '$.temperature')) || ' ' "
                         "|| count(*) FROM v_requests"),
               "1 8");
+}
+
+// A command refused the lock of a database its holder has not created yet
+// (a merge builds OUT beside it; a run creates it after preflight) leaves the
+// holder's lock file alone: removed, the next command would lock a new file,
+// write the database meanwhile, and the holder's rename or writes would
+// replace what it stored.
+TEST(Run, ARefusedCommandLeavesTheHoldersLockFile) {
+    auto dir = e2e::scratch("refused-lock");
+    e2e::Sim a;
+    const auto db = (dir / "new.sqlite").string();
+    const auto lock_path = db + ".lock";
+    const int held = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(held, 0);
+    const std::string who = "pid 4242, started 2026-12-05T00:00:00.000Z, diffeval merge\n";
+    ASSERT_EQ(::write(held, who.data(), who.size()), static_cast<ssize_t>(who.size()));
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    struct stat before {};
+    ASSERT_EQ(::fstat(held, &before), 0);
+    const std::vector<std::string> run = {
+        "run",     "--server", "a=" + a.url(), "--framing", "raw",
+        "--limit", "2",        "--db",         db,          "--quiet"};
+    for (int i = 0; i < 2; ++i) {
+        auto o = e2e::run(run);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("is in use by diffeval merge (pid 4242"), std::string::npos) << o.err;
+        struct stat named {};
+        ASSERT_EQ(::stat(lock_path.c_str(), &named), 0) << "the holder's lock file was removed";
+        EXPECT_EQ(named.st_ino, before.st_ino);
+    }
+    auto m = e2e::run({"merge", db, (dir / "none.sqlite").string()});
+    EXPECT_EQ(m.exit_code, 2) << m.err;
+    EXPECT_FALSE(std::filesystem::exists(db));
+    struct stat named {};
+    ASSERT_EQ(::stat(lock_path.c_str(), &named), 0);
+    EXPECT_EQ(named.st_ino, before.st_ino);
+    ::close(held);
 }
 
 // A server slower than diffeval reads has --concurrency requests in flight
