@@ -554,6 +554,8 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
         if (auto r = h.exec(fmt::format(
                 "BEGIN IMMEDIATE; UPDATE servers SET name = {0} || name; "
                 "UPDATE requests SET server = {0} || server, request_key = {0} || request_key; "
+                "UPDATE probe_requests SET server = {0} || server, request_key = {0} || "
+                "request_key; "
                 // What the runs asked (store::completeness) names the servers too.
                 "UPDATE runs SET config_json = json_set(config_json, '$.servers', (SELECT "
                 "json_group_array(json_set(s.value, '$.name', {0} || json_extract(s.value, "

@@ -86,3 +86,36 @@ TEST(GateBaselineDb, DifferentQuestionsUnderOneDatasetNameAreRefused) {
               std::string::npos)
         << no_tmp.err;
 }
+
+// The probe's readings of the baseline database stay the baseline's: the probe
+// check compares a server against its own baseline, measured on the same
+// bodies in both files, and a shift between the two databases fails it.
+TEST(GateBaselineDb, TheProbeIsComparedAgainstTheBaselineDatabase) {
+    auto dir = e2e::scratch("gate-baseline-db-probe");
+    auto probed = [&](const std::string& name, const std::vector<std::string>& sim_args) {
+        e2e::Sim sim(sim_args);
+        auto db = (dir / (name + ".sqlite")).string();
+        auto o = e2e::run({"run", "--server", "vllm=" + sim.url(), "--framing", "raw", "--limit",
+                           "12", "--probe", "think-open", "--db", db, "--quiet"});
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        return db;
+    };
+    auto main_db = probed("main", {"--profile", "default"});
+    auto same_db = probed("same", {"--profile", "default"});
+    auto profile = dir / "eager.toml";
+    std::ofstream(profile) << "version = 1\nname = \"eager\"\n[behaviour]\nreasoning_rate = 0.9\n";
+    auto eager_db = probed("eager", {"--profile", profile.string()});
+    auto gate = [&](const std::string& db) {
+        return e2e::run({"gate", "--db", db, "--baseline-db", main_db, "--baseline", "vllm/raw",
+                         "--candidate", "vllm/raw", "--max-probe-shift", "0.5"});
+    };
+    auto good = gate(same_db);
+    EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+    EXPECT_NE(good.out.find("PASS  probe_shift baseline:vllm/raw -> vllm/raw"), std::string::npos)
+        << good.out;
+    EXPECT_NE(good.out.find("+0.000"), std::string::npos) << good.out;
+    auto bad = gate(eager_db);
+    EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+    EXPECT_NE(bad.out.find("FAIL  probe_shift baseline:vllm/raw -> vllm/raw"), std::string::npos)
+        << bad.out;
+}
