@@ -201,8 +201,8 @@ util::Result<void> apply_limits(const RunContext& ctx, size_t si, const ServerIn
         ctx.log << fmt::format("server '{}': {}\n", spec.name, note);
     }
     const auto model = ctx.configured_model(si);
-    auto fits = check_context(spec.name, spec.url, server.headers, info.limits,
-                              ctx.inputs.framings, ctx.inputs.dataset, ctx.inputs.n_questions,
+    auto fits = check_context(spec.name, spec.url, server.headers, info.limits, ctx.inputs.framings,
+                              ctx.inputs.dataset, ctx.inputs.n_questions,
                               *std::max_element(config.max_tokens.begin(), config.max_tokens.end()),
                               model ? model : info.served_model, config.timeout, ctx.log);
     if (!fits) {

@@ -467,8 +467,17 @@ TEST(ReadWhileWritten, ReadCommandsSaySoAndTheGateWaitsForTheEnd) {
                            "raw", "--limit", "4", "--db", db, "--quiet"});
         ASSERT_EQ(o.exit_code, 0) << o.err;
     }
-    const std::vector<std::string> gate = {"gate", "--db", db, "--baseline", "a", "--candidate",
-                                           "b", "--max-drop", "50", "--inconclusive", "pass",
+    const std::vector<std::string> gate = {"gate",
+                                           "--db",
+                                           db,
+                                           "--baseline",
+                                           "a",
+                                           "--candidate",
+                                           "b",
+                                           "--max-drop",
+                                           "50",
+                                           "--inconclusive",
+                                           "pass",
                                            "--junit",
                                            (dir / "junit.xml").string()};
     const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);

@@ -67,10 +67,11 @@ TEST(PermanentError, AnAnswerThatOutgrewASharedCacheIsRetriedWhenEveryRequestFit
         R"j({"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}})j";
     EXPECT_TRUE(permanent_error(500, outgrown, false));
     EXPECT_FALSE(permanent_error(500, outgrown, true));
-    for (const char* body : {
-             R"j({"error":{"message":"request (3001 tokens) exceeds the available context size (2048 tokens)","type":"exceed_context_size_error"}})j",
-             R"j({"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError"})j",
-         }) {
+    for (
+        const char* body : {
+            R"j({"error":{"message":"request (3001 tokens) exceeds the available context size (2048 tokens)","type":"exceed_context_size_error"}})j",
+            R"j({"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError"})j",
+        }) {
         EXPECT_TRUE(permanent_error(400, body, true)) << body;
     }
 }

@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fcntl.h>
 #include <filesystem>
 #include <optional>
-#include <thread>
-#include <fcntl.h>
 #include <sys/file.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace diffeval::store;
@@ -711,8 +711,9 @@ TEST(RunLock, HolderNamesAnotherProcessWritingTheDatabase) {
     ASSERT_EQ(::write(held, text.data(), text.size()), static_cast<ssize_t>(text.size()));
     EXPECT_EQ(RunLock::holder(path), std::nullopt) << "a lock file alone is nobody's lock";
     ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
-    EXPECT_EQ(RunLock::holder(path),
-              std::optional<std::string>("diffeval run (pid 4242, started 2026-12-05T00:00:00.000Z)"));
+    EXPECT_EQ(
+        RunLock::holder(path),
+        std::optional<std::string>("diffeval run (pid 4242, started 2026-12-05T00:00:00.000Z)"));
     ::close(held);
     EXPECT_EQ(RunLock::holder(path), std::nullopt);
     auto own = RunLock::acquire(path, "demo", RunLock::Wait::no, nullptr);
