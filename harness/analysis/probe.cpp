@@ -34,7 +34,6 @@ constexpr size_t k_exact_sign_flip = 20;
 // Power calculations: two-sided alpha 0.05 at 80% power.
 constexpr double k_power_alpha = 0.05;
 constexpr double k_power = 0.8;
-constexpr int64_t k_min_questions = k_probe_min_questions;
 
 double mean(const std::vector<double>& v) {
     return v.empty() ? 0.0
@@ -113,7 +112,7 @@ std::optional<int64_t> at_least_min(double n) {
     if (!std::isfinite(n)) {
         return std::nullopt;
     }
-    return std::max(k_min_questions, static_cast<int64_t>(std::ceil(n - 1e-9)));
+    return std::max(k_probe_min_questions, static_cast<int64_t>(std::ceil(n - 1e-9)));
 }
 
 // Mean logit and mean probability of the readings in `values`, and whether
@@ -481,6 +480,13 @@ void attach_accuracies(std::vector<ProbeComparison>& probes,
     }
 }
 
+std::string unanswered_words(int64_t n) {
+    return fmt::format("{} {} no successful response (failed or never sent; "
+                       "probe_responses.error says why); run the same command again to send {}",
+                       util::counted(n, "probe request"), n == 1 ? "has" : "have",
+                       n == 1 ? "it" : "them");
+}
+
 bool has_readings(const ProbeData& data, const std::string& server) {
     return std::any_of(data.series.begin(), data.series.end(),
                        [&](const auto& kv) { return kv.first.first == server; });
@@ -503,11 +509,8 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
         }
         if (auto it = data.unanswered.find(s); it != data.unanswered.end()) {
             out.push_back(fmt::format(
-                "{} {}: {} {} no successful response (failed or never sent; "
-                "probe_responses.error says why); run the same command again to send {}",
-                measured ? "probe readings missing for" : "probe not measured for", s,
-                util::counted(it->second, "probe request"), it->second == 1 ? "has" : "have",
-                it->second == 1 ? "it" : "them"));
+                "{} {}: {}", measured ? "probe readings missing for" : "probe not measured for", s,
+                unanswered_words(it->second)));
         }
     }
     return out;

@@ -179,6 +179,10 @@ probe_comparisons(const ProbeData& data, const std::vector<ServerPair>& pairs,
 void attach_accuracies(std::vector<ProbeComparison>& probes,
                        const std::vector<Comparison>& accuracy);
 
+// "3 probe requests have no successful response (...); run the same command
+// again to send them": what ProbeData::unanswered counts, in words.
+std::string unanswered_words(int64_t n);
+
 // Whether `server` has a probe reading on some framing.
 bool has_readings(const ProbeData& data, const std::string& server);
 

@@ -141,14 +141,8 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             // options answers 400): sending them again is what may help.
             if (auto failed = data.unanswered.find(*server); failed != data.unanswered.end()) {
                 return make_error(ErrorKind::data,
-                                  fmt::format("cannot measure the probe for {}: {} {} no "
-                                              "successful response (failed or never sent; "
-                                              "probe_responses.error says why); run the same "
-                                              "command again to send {}",
-                                              *server,
-                                              util::counted(failed->second, "probe request"),
-                                              failed->second == 1 ? "has" : "have",
-                                              failed->second == 1 ? "it" : "them"));
+                                  fmt::format("cannot measure the probe for {}: {}", *server,
+                                              unanswered_words(failed->second)));
             }
         }
         // Readings were stored, but none the checks can use: say why, per
@@ -166,15 +160,12 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             }
         }
         if (!why.empty()) {
-            std::string joined;
-            for (const auto& w : why) {
-                joined += (joined.empty() ? "" : "; ") + w;
-            }
             return make_error(ErrorKind::data,
                               fmt::format("cannot measure the probe for {} against {}: {}; a "
                                           "chat prompt that closed the think block lists no "
                                           "marker, so probe a completion framing such as raw",
-                                          spec.candidate.server, spec.baseline.server, joined));
+                                          spec.candidate.server, spec.baseline.server,
+                                          fmt::join(why, "; ")));
         }
         return make_error(
             ErrorKind::data,

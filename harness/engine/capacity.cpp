@@ -240,20 +240,13 @@ util::Result<bool> check_context(const std::string& server_name, const std::stri
     return fits_alone;
 }
 
-namespace {
-
-// llama-server's answer that outgrew its context, lower-cased.
-constexpr std::string_view k_outgrown = "context size has been exceeded";
-
-} // namespace
-
-bool outgrew_context(long status, const std::string& body) {
-    return status == 500 && lower(body).find(k_outgrown) != std::string::npos;
+bool permanent_error(long status, const std::string& body, bool fits_alone) {
+    return error_answer(status, body, fits_alone) == ErrorAnswer::permanent;
 }
 
-bool permanent_error(long status, const std::string& body, bool fits_alone) {
+ErrorAnswer error_answer(long status, const std::string& body, bool fits_alone) {
     if (status == 429 || status == 503) {
-        return false; // busy: worth waiting for
+        return ErrorAnswer::transient; // busy: worth waiting for
     }
     auto j = util::parse_untrusted_json(body);
     std::string text = lower(body);
@@ -263,9 +256,11 @@ bool permanent_error(long status, const std::string& body, bool fits_alone) {
             text += " " + lower(e["type"].get<std::string>());
         }
     }
-    // A request that fits alone met others in a cache they share.
+    // llama-server's answer that outgrew its context: a request that fits
+    // alone met others in a cache they share.
+    constexpr std::string_view k_outgrown = "context size has been exceeded";
     if (fits_alone && text.find(k_outgrown) != std::string::npos) {
-        return false;
+        return ErrorAnswer::crowded;
     }
     // The messages and error types of llama.cpp, vLLM, SGLang and TGI for
     // requests that can never succeed as sent.
@@ -280,7 +275,9 @@ bool permanent_error(long status, const std::string& body, bool fits_alone) {
         "invalid_request_error",
         "input validation error"};
     return std::any_of(k_permanent.begin(), k_permanent.end(),
-                       [&](std::string_view p) { return text.find(p) != std::string::npos; });
+                       [&](std::string_view p) { return text.find(p) != std::string::npos; })
+               ? ErrorAnswer::permanent
+               : ErrorAnswer::transient;
 }
 
 nlohmann::json limit_facts(const ServerLimits& limits) {

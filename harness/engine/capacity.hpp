@@ -66,19 +66,23 @@ util::Result<bool> check_context(const std::string& server_name, const std::stri
                                  int max_tokens, const std::optional<std::string>& model,
                                  std::chrono::milliseconds timeout, std::ostream& log);
 
-// True when an HTTP error answer (`status`, `body`) says something no retry
-// can change: the prompt exceeds the context, the model does not exist, the
-// request is malformed. Such errors are stored at once. With `fits_alone`
-// (every request of the server fits its context alone, check_context), an
-// answer that outgrew the context ("Context size has been exceeded") did so
-// because requests share the server's cache (llama-server -kvu), which frees
-// as they end: that one is worth another attempt.
-bool permanent_error(long status, const std::string& body, bool fits_alone = false);
+// What an HTTP error answer (`status`, `body`) says of another attempt.
+enum class ErrorAnswer {
+    // Nothing against one.
+    transient,
+    // No retry can change it: the prompt exceeds the context, the model does
+    // not exist, the request is malformed. Stored at once.
+    permanent,
+    // llama-server's "Context size has been exceeded." from a server every
+    // request fits alone (`fits_alone`, check_context): the answer outgrew a
+    // cache requests share (-kvu, its default), which frees as they end.
+    // Worth another attempt, with fewer at once.
+    crowded,
+};
+ErrorAnswer error_answer(long status, const std::string& body, bool fits_alone);
 
-// True when an HTTP error answer is llama-server's "Context size has been
-// exceeded.": an answer that outgrew the context (with `fits_alone`, one
-// that met other requests in a shared cache).
-bool outgrew_context(long status, const std::string& body);
+// error_answer(...) == ErrorAnswer::permanent.
+bool permanent_error(long status, const std::string& body, bool fits_alone = false);
 
 // The server facts /props gives (engine version, slots, context per slot,
 // the model file, `default_` + each sampling default kept under `sampling`),

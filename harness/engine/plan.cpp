@@ -143,7 +143,7 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
             const auto body =
                 measured_body(part, dataset.test[static_cast<size_t>(p.question_idx)], max_tokens);
             const auto key = store::request_key(server, framing, max_tokens, p.repeat,
-                                                p.question_idx, util::sha256_hex(body));
+                                                p.question_idx, body_hash(part, body));
             if (key != p.request_key) {
                 return make_error(
                     ErrorKind::usage,
@@ -158,6 +158,10 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
         }
     }
     return {};
+}
+
+std::string Planner::body_hash(const Part& part, const std::string& body) {
+    return part.measured_hash ? part.measured_hash->hex(body) : util::sha256_hex(body);
 }
 
 std::string Planner::measured_body(const Part& part, const datasets::Sample& sample,
@@ -226,7 +230,7 @@ void Planner::read_question(std::vector<Read>& out) {
     } else if (in_shard) {
         const int max_tokens = config.max_tokens[m_stage];
         std::string body = measured_body(part, dataset.test[q], max_tokens);
-        auto body_sha = part.measured_hash ? part.measured_hash->hex(body) : util::sha256_hex(body);
+        auto body_sha = body_hash(part, body);
         for (int rep = 0; rep < config.repeats; ++rep) {
             store::RequestRow row{"",           server,
                                   framing,      max_tokens,

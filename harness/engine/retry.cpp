@@ -15,16 +15,21 @@ namespace {
 constexpr auto k_max_backoff = std::chrono::milliseconds{60'000};
 constexpr auto k_max_retry_after = std::chrono::milliseconds{300'000};
 
-// A failed transfer or an error status worth another attempt.
-bool transfer_retryable(const RetryInput& in) {
+// A failed transfer or an error status worth another attempt; `crowded`
+// when the answer said requests crowd a shared context.
+bool transfer_retryable(const RetryInput& in, bool& crowded) {
     if (in.transport != http::Transport::ok && in.transport != http::Transport::too_large) {
         return true;
     }
     // A body over the limit is not retried as such, but a status that asks
     // for a retry still is (the status line arrived before the body was cut).
+    if (!retryable_status(in.status)) {
+        return false;
+    }
     static const std::string k_empty;
-    return retryable_status(in.status) &&
-           !permanent_error(in.status, in.body ? *in.body : k_empty, in.fits_alone);
+    const auto answer = error_answer(in.status, in.body ? *in.body : k_empty, in.fits_alone);
+    crowded = answer == ErrorAnswer::crowded;
+    return answer != ErrorAnswer::permanent;
 }
 
 // A 200 whose body could not be used as delivered.
@@ -39,14 +44,14 @@ RetryDecision retry_policy(const RetryInput& in) {
     if (in.attempt > in.max_retries) {
         return {};
     }
-    if (transfer_retryable(in)) {
+    if (bool crowded = false; transfer_retryable(in, crowded)) {
         auto delay = backoff_delay(in.backoff_base, in.attempt, in.jitter);
         if (in.transport == http::Transport::ok && in.retry_after) {
             if (auto ra = parse_retry_after(*in.retry_after, in.timeout)) {
                 delay = *ra;
             }
         }
-        return {true, delay};
+        return {true, delay, crowded};
     }
     if (delivery_retryable(in)) {
         return {true, backoff_delay(in.backoff_base, in.attempt, in.jitter)};

@@ -33,6 +33,9 @@ struct RetryInput {
 struct RetryDecision {
     bool retry = false;
     std::chrono::milliseconds delay{0}; // meaningful when `retry`
+    // The answer outgrew a context requests share (ErrorAnswer::crowded):
+    // fewer in flight would let the retry through.
+    bool crowded = false;
 };
 
 // Retried while attempts remain: transport errors (except a body over the

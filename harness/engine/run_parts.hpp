@@ -219,6 +219,9 @@ private:
     std::string measured_body(const Part& part, const datasets::Sample& sample,
                               int max_tokens) const;
     std::vector<std::string> probe_bodies(const Part& part, const datasets::Sample& sample) const;
+    // A measured body's sha256 hex, from the state after its leading text
+    // when `part` has one: its request key's last field.
+    static std::string body_hash(const Part& part, const std::string& body);
 
     Planner(const RunContext& ctx, size_t si) : m_ctx(ctx), m_si(si) {}
     // Read the current question of the current stage into `out`, then move on.

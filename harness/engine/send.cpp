@@ -342,10 +342,9 @@ struct Sender::Loop {
         // Requests that fit alone overflowed a cache they share: fewer at
         // once, or the retries meet the same crowd (four slots of a default
         // llama-server share 4,096 cells; with 1,024 tokens to answer, most
-        // attempts failed until they ran out).
-        // Those sent together overflow together: one step for all of them.
-        if (server.fits_alone && server.limit > 1 && w.attempt_start > server.limit_lowered &&
-            resp.transport == http::Transport::ok && outgrew_context(resp.status, resp.body)) {
+        // attempts failed until they ran out). Those sent together overflow
+        // together: one step for all of them.
+        if (d.crowded && server.limit > 1 && w.attempt_start > server.limit_lowered) {
             --server.limit;
             server.limit_lowered = Clock::now();
             s.m_ctx.log << fmt::format(

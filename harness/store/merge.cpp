@@ -212,144 +212,122 @@ util::Result<void> merge_scorers(Database& db) {
                                joined(shared_columns(h, "scorers", {}), "")));
 }
 
-// Request bodies and requests: a request already in main (same key) is kept.
-util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
+// The tables of one kind of request: the measured ones, and the
+// decision-point probe's (docs/probe.md), merged alike.
+struct Tables {
+    std::string_view requests, request_id, responses;
+};
+constexpr Tables k_measured{"requests", "request_id", "responses"};
+constexpr Tables k_probe{"probe_requests", "probe_request_id", "probe_responses"};
+
+// The requests of `t` with their bodies: a request already in main (same
+// key) is kept. Bodies are content-addressed: one row per distinct
+// body_sha256 in either file, and each copied request points at the merged
+// row. A body stored after a shared prefix (schema v12) points at main's row
+// of that prefix, found by its hash. Returns how many requests were added.
+util::Result<int64_t> copy_requests(Database& db, const Tables& t) {
     sqlite3* h = db.handle();
-    auto exec = [&](const std::string& sql) { return db.exec(sql); };
-    // Bodies are content-addressed: one row per distinct body_sha256 in
-    // either file, and each copied request points at the merged row. The
-    // probe's bodies are copied with its requests (merge_probes).
-    // A body stored after a shared prefix (schema v12) points at main's row
-    // of that prefix, found by its hash.
-    if (auto r = exec("INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) "
-                      "SELECT prefix_sha256, text FROM src.body_prefixes WHERE prefix_id IN "
-                      "(SELECT b.prefix_id FROM src.request_bodies b JOIN src.requests q ON "
-                      "q.body_id = b.body_id) ORDER BY prefix_id");
+    const auto table = t.requests;
+    if (auto r = db.exec(fmt::format(
+            "INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) SELECT "
+            "prefix_sha256, text FROM src.body_prefixes WHERE prefix_id IN (SELECT b.prefix_id "
+            "FROM src.request_bodies b JOIN src.{} q ON q.body_id = b.body_id) ORDER BY prefix_id",
+            table));
         !r) {
-        return r;
+        return r.error();
     }
-    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json, "
-                      "prefix_id) SELECT sb.body_sha256, sb.request_json, (SELECT mp.prefix_id "
-                      "FROM main.body_prefixes mp JOIN src.body_prefixes sp ON sp.prefix_sha256 = "
-                      "mp.prefix_sha256 WHERE sp.prefix_id = sb.prefix_id) FROM src.request_bodies "
-                      "sb WHERE sb.body_id IN (SELECT body_id FROM src.requests) ORDER BY "
-                      "sb.body_id");
+    if (auto r = db.exec(fmt::format(
+            "INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json, prefix_id) "
+            "SELECT sb.body_sha256, sb.request_json, (SELECT mp.prefix_id FROM main.body_prefixes "
+            "mp JOIN src.body_prefixes sp ON sp.prefix_sha256 = mp.prefix_sha256 WHERE "
+            "sp.prefix_id = sb.prefix_id) FROM src.request_bodies sb WHERE sb.body_id IN (SELECT "
+            "body_id FROM src.{}) ORDER BY sb.body_id",
+            table));
         !r) {
-        return r;
+        return r.error();
     }
-    auto req_cols = shared_columns(h, "requests", {"request_id", "response_id", "body_id"});
-    if (auto r = exec(fmt::format(
-            "INSERT INTO main.requests ({0}, body_id) SELECT {1}, (SELECT b.body_id FROM "
+    auto cols = shared_columns(h, std::string(table),
+                               {std::string(t.request_id), "response_id", "body_id"});
+    if (auto r = db.exec(fmt::format(
+            "INSERT INTO main.{0} ({1}, body_id) SELECT {2}, (SELECT b.body_id FROM "
             "main.request_bodies b JOIN src.request_bodies sb ON sb.body_sha256 = b.body_sha256 "
-            "WHERE sb.body_id = s.body_id) FROM src.requests s "
-            "WHERE NOT EXISTS "
-            "(SELECT 1 FROM main.requests m WHERE m.request_key = s.request_key) "
-            "ORDER BY s.request_id",
-            joined(req_cols, ""), joined(req_cols, "s.")));
+            "WHERE sb.body_id = s.body_id) FROM src.{0} s WHERE NOT EXISTS (SELECT 1 FROM "
+            "main.{0} m WHERE m.request_key = s.request_key) ORDER BY s.{3}",
+            table, joined(cols, ""), joined(cols, "s."), t.request_id));
         !r) {
-        return r;
+        return r.error();
     }
-    const int64_t added_requests = changes(h);
-    summary.requests_added += added_requests;
-    summary.requests_known += count(h, "SELECT count(*) FROM src.requests") - added_requests;
+    return changes(h);
+}
 
+// Request bodies and requests.
+util::Result<void> merge_requests(Database& db, MergeSummary& summary) {
+    auto added = copy_requests(db, k_measured);
+    if (!added) {
+        return added.error();
+    }
+    summary.requests_added += *added;
+    summary.requests_known += count(db.handle(), "SELECT count(*) FROM src.requests") - *added;
     return {};
 }
 
-// Responses not in main yet, then each request's response that counts.
+// The responses of `t` not in main yet (same request, start time and body),
+// then each request's response that counts, as a run picks it: the newest
+// success, else the newest failure. Returns how many responses were added.
+util::Result<int64_t> copy_responses(Database& db, const Tables& t) {
+    sqlite3* h = db.handle();
+    auto cols = shared_columns(h, std::string(t.responses),
+                               {"response_id", std::string(t.request_id), "run_id"});
+    if (auto r = db.exec(fmt::format(
+            "INSERT INTO main.{0} ({1}, run_id, {2}) SELECT m.{1}, rm.new_id, {3} FROM src.{0} r "
+            "JOIN src.{4} sq ON sq.{1} = r.{1} JOIN main.{4} m ON m.request_key = sq.request_key "
+            "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id WHERE NOT EXISTS (SELECT 1 FROM "
+            "main.{0} x WHERE x.{1} = m.{1} AND x.started_at = r.started_at AND x.response_json "
+            "= r.response_json) ORDER BY r.response_id",
+            t.responses, t.request_id, joined(cols, ""), joined(cols, "r."), t.requests));
+        !r) {
+        return r.error();
+    }
+    const int64_t added = changes(h);
+    if (auto r = db.exec(fmt::format(
+            "UPDATE main.{0} SET response_id = (SELECT x.response_id FROM main.{1} x WHERE x.{2} "
+            "= {0}.{2} ORDER BY x.ok DESC, x.started_at DESC, x.response_id DESC LIMIT 1) WHERE "
+            "request_key IN (SELECT request_key FROM src.{0})",
+            t.requests, t.responses, t.request_id));
+        !r) {
+        return r.error();
+    }
+    return added;
+}
+
+// Responses, and each request's response that counts.
 util::Result<void> merge_responses(Database& db, MergeSummary& summary) {
-    sqlite3* h = db.handle();
-    auto exec = [&](const std::string& sql) { return db.exec(sql); };
-    auto resp_cols = shared_columns(h, "responses", {"response_id", "request_id", "run_id"});
-    if (auto r = exec(fmt::format(
-            "INSERT INTO main.responses (request_id, run_id, {0}) "
-            "SELECT m.request_id, rm.new_id, {1} FROM src.responses r "
-            "JOIN src.requests sq ON sq.request_id = r.request_id "
-            "JOIN main.requests m ON m.request_key = sq.request_key "
-            "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id "
-            "WHERE NOT EXISTS (SELECT 1 FROM main.responses x WHERE x.request_id = m.request_id "
-            "AND x.started_at = r.started_at AND x.response_json = r.response_json) "
-            "ORDER BY r.response_id",
-            joined(resp_cols, ""), joined(resp_cols, "r.")));
-        !r) {
-        return r;
+    auto added = copy_responses(db, k_measured);
+    if (!added) {
+        return added.error();
     }
-    const int64_t added_responses = changes(h);
-    summary.responses_added += added_responses;
-    summary.responses_known += count(h, "SELECT count(*) FROM src.responses") - added_responses;
-    // The response that counts, as a run picks it: the newest success, else
-    // the newest failure.
-    if (auto r = exec("UPDATE main.requests SET response_id = (SELECT x.response_id FROM "
-                      "main.responses x WHERE x.request_id = requests.request_id ORDER BY x.ok "
-                      "DESC, x.started_at DESC, x.response_id DESC LIMIT 1) "
-                      "WHERE request_key IN (SELECT request_key FROM src.requests)");
-        !r) {
-        return r;
-    }
+    summary.responses_added += *added;
+    summary.responses_known += count(db.handle(), "SELECT count(*) FROM src.responses") - *added;
     return {};
 }
 
-// The decision-point probe's requests and responses (docs/probe.md), as
-// merge_requests and merge_responses copy the measured ones: a probe request
-// already in main (same key) is kept, a response already there (same
-// request, start time and body) is not copied again, and each request's
-// response that counts is the newest success. Shards of a run with --probe
-// merge into what one unsharded run stores.
+// The decision-point probe's requests and responses, copied as the measured
+// ones are: shards of a run with --probe merge into what one unsharded run
+// stores. A file from before the probe (schema v8) has none.
 util::Result<void> merge_probes(Database& db, MergeSummary& summary) {
-    sqlite3* h = db.handle();
-    auto exec = [&](const std::string& sql) { return db.exec(sql); };
-    if (count(h, "SELECT count(*) FROM src.sqlite_master WHERE name = 'probe_requests'") == 0) {
+    if (count(db.handle(), "SELECT count(*) FROM src.sqlite_master WHERE name = "
+                           "'probe_requests'") == 0) {
         return {};
     }
-    if (auto r = exec("INSERT OR IGNORE INTO main.body_prefixes (prefix_sha256, text) "
-                      "SELECT prefix_sha256, text FROM src.body_prefixes WHERE prefix_id IN "
-                      "(SELECT b.prefix_id FROM src.request_bodies b JOIN src.probe_requests q "
-                      "ON q.body_id = b.body_id) ORDER BY prefix_id");
-        !r) {
-        return r;
+    if (auto r = copy_requests(db, k_probe); !r) {
+        return r.error();
     }
-    if (auto r = exec("INSERT OR IGNORE INTO main.request_bodies (body_sha256, request_json, "
-                      "prefix_id) SELECT sb.body_sha256, sb.request_json, (SELECT mp.prefix_id "
-                      "FROM main.body_prefixes mp JOIN src.body_prefixes sp ON sp.prefix_sha256 = "
-                      "mp.prefix_sha256 WHERE sp.prefix_id = sb.prefix_id) FROM src.request_bodies "
-                      "sb WHERE sb.body_id IN (SELECT body_id FROM src.probe_requests) ORDER BY "
-                      "sb.body_id");
-        !r) {
-        return r;
+    auto added = copy_responses(db, k_probe);
+    if (!added) {
+        return added.error();
     }
-    auto req_cols =
-        shared_columns(h, "probe_requests", {"probe_request_id", "response_id", "body_id"});
-    if (auto r = exec(fmt::format(
-            "INSERT INTO main.probe_requests ({0}, body_id) SELECT {1}, (SELECT b.body_id FROM "
-            "main.request_bodies b JOIN src.request_bodies sb ON sb.body_sha256 = b.body_sha256 "
-            "WHERE sb.body_id = s.body_id) FROM src.probe_requests s WHERE NOT EXISTS "
-            "(SELECT 1 FROM main.probe_requests m WHERE m.request_key = s.request_key) "
-            "ORDER BY s.probe_request_id",
-            joined(req_cols, ""), joined(req_cols, "s.")));
-        !r) {
-        return r;
-    }
-    auto resp_cols =
-        shared_columns(h, "probe_responses", {"response_id", "probe_request_id", "run_id"});
-    if (auto r = exec(fmt::format(
-            "INSERT INTO main.probe_responses (probe_request_id, run_id, {0}) "
-            "SELECT m.probe_request_id, rm.new_id, {1} FROM src.probe_responses r "
-            "JOIN src.probe_requests sq ON sq.probe_request_id = r.probe_request_id "
-            "JOIN main.probe_requests m ON m.request_key = sq.request_key "
-            "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id "
-            "WHERE NOT EXISTS (SELECT 1 FROM main.probe_responses x WHERE x.probe_request_id = "
-            "m.probe_request_id AND x.started_at = r.started_at AND x.response_json = "
-            "r.response_json) ORDER BY r.response_id",
-            joined(resp_cols, ""), joined(resp_cols, "r.")));
-        !r) {
-        return r;
-    }
-    summary.probe_responses_added += changes(h);
-    return exec("UPDATE main.probe_requests SET response_id = (SELECT x.response_id FROM "
-                "main.probe_responses x WHERE x.probe_request_id = "
-                "probe_requests.probe_request_id ORDER BY x.ok DESC, x.started_at DESC, "
-                "x.response_id DESC LIMIT 1) WHERE request_key IN (SELECT request_key FROM "
-                "src.probe_requests)");
+    summary.probe_responses_added += *added;
+    return {};
 }
 
 // Merge the attached `src` into main inside one transaction.

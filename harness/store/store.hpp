@@ -202,7 +202,7 @@ public:
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
-    // The first place (question, then repeat) the group `server`/`framing`/
+    // The first place (repeat, then question) the group `server`/`framing`/
     // `max_tokens` holds a request in, with that request's key and dataset;
     // nullopt when the group holds none.
     struct StoredPlace {

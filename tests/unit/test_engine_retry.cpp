@@ -81,7 +81,13 @@ TEST(RetryPolicy, AnAnswerThatOutgrewTheContextIsRetriedWhenEveryRequestFitsAlon
                      R"("type":"server_error"}})");
     EXPECT_FALSE(outgrown.decide().retry);
     outgrown.in.fits_alone = true;
-    EXPECT_TRUE(outgrown.decide().retry);
+    const auto d = outgrown.decide();
+    EXPECT_TRUE(d.retry);
+    EXPECT_TRUE(d.crowded) << "the sender lowers the server's in-flight limit on it";
+    // Any other retried failure leaves the limit alone.
+    Attempt other(http::Transport::ok, 500, R"({"error":{"message":"internal error"}})");
+    other.in.fits_alone = true;
+    EXPECT_FALSE(other.decide().crowded);
 }
 
 TEST(RetryPolicy, StopsWhenTheAttemptsAreExhausted) {
