@@ -1019,73 +1019,48 @@ util::Result<void> Store::migrate(Mode mode) {
 
 util::Result<void> Store::climb(int from, int to) {
     // The ladder: each rung takes the schema from an older version to its
-    // own. Versions 6 and 7 were never used on this line.
-    if (from < 1 && to >= 1) {
-        if (auto r = m_db.exec(k_schema_v1); !r) {
+    // own, with its SQL and, where a step needs C++ (a hash, a table's
+    // stored definition), a member run before or after it. Versions 6 and 7
+    // were never used on this line.
+    using Step = util::Result<void> (Store::*)();
+    struct Rung {
+        int version;
+        Step before;
+        std::string_view sql;
+        Step after;
+    };
+    const std::string v13 = fmt::format(fmt::runtime(k_schema_v13_imports),
+                                        fmt::arg("unrecorded", k_finish_unrecorded));
+    const Rung ladder[] = {
+        {1, nullptr, k_schema_v1, nullptr},
+        {2, nullptr, k_schema_v2, nullptr},
+        {3, nullptr, k_schema_v3, &Store::backfill_question_hashes},
+        {4, nullptr, k_schema_v4, nullptr},
+        {5, nullptr, k_schema_v5, nullptr},
+        {8, nullptr, k_schema_v8, nullptr},
+        {9, nullptr, k_schema_v9, nullptr},
+        {10, nullptr, k_schema_v10, nullptr},
+        {11, nullptr, k_schema_v11, nullptr},
+        {12, nullptr, k_schema_v12, nullptr},
+        {13, &Store::allow_null_latency, v13, nullptr},
+        {14, nullptr, k_schema_v14, nullptr},
+    };
+    for (const auto& rung : ladder) {
+        if (from >= rung.version || to < rung.version) {
+            continue;
+        }
+        if (rung.before) {
+            if (auto r = (this->*rung.before)(); !r) {
+                return r.error();
+            }
+        }
+        if (auto r = m_db.exec(rung.sql); !r) {
             return r.error();
         }
-    }
-    if (from < 2 && to >= 2) {
-        if (auto r = m_db.exec(k_schema_v2); !r) {
-            return r.error();
-        }
-    }
-    if (from < 3 && to >= 3) {
-        if (auto r = m_db.exec(k_schema_v3); !r) {
-            return r.error();
-        }
-        if (auto r = backfill_question_hashes(); !r) {
-            return r.error();
-        }
-    }
-    if (from < 4 && to >= 4) {
-        if (auto r = m_db.exec(k_schema_v4); !r) {
-            return r.error();
-        }
-    }
-    if (from < 5 && to >= 5) {
-        if (auto r = m_db.exec(k_schema_v5); !r) {
-            return r.error();
-        }
-    }
-    if (from < 8 && to >= 8) {
-        if (auto r = m_db.exec(k_schema_v8); !r) {
-            return r.error();
-        }
-    }
-    if (from < 9 && to >= 9) {
-        if (auto r = m_db.exec(k_schema_v9); !r) {
-            return r.error();
-        }
-    }
-    if (from < 10 && to >= 10) {
-        if (auto r = m_db.exec(k_schema_v10); !r) {
-            return r.error();
-        }
-    }
-    if (from < 11 && to >= 11) {
-        if (auto r = m_db.exec(k_schema_v11); !r) {
-            return r.error();
-        }
-    }
-    if (from < 12 && to >= 12) {
-        if (auto r = m_db.exec(k_schema_v12); !r) {
-            return r.error();
-        }
-    }
-    if (from < 13 && to >= 13) {
-        if (auto r = allow_null_latency(); !r) {
-            return r.error();
-        }
-        if (auto r = m_db.exec(fmt::format(fmt::runtime(k_schema_v13_imports),
-                                           fmt::arg("unrecorded", k_finish_unrecorded)));
-            !r) {
-            return r.error();
-        }
-    }
-    if (from < 14 && to >= 14) {
-        if (auto r = m_db.exec(k_schema_v14); !r) {
-            return r.error();
+        if (rung.after) {
+            if (auto r = (this->*rung.after)(); !r) {
+                return r.error();
+            }
         }
     }
     return {};
