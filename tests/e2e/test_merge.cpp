@@ -229,6 +229,50 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     EXPECT_NE(s.err.find("--shard '3/3'"), std::string::npos) << s.err;
 }
 
+// A CI matrix of more shards than questions is valid: a shard that holds
+// none says so in one line and exits 0, sending nothing, and its run is
+// recorded so the merged database shows the shard ran. A shard numbered as
+// a matrix that counts from 1 is told shards count from 0.
+TEST(Merge, ShardHoldingNoQuestionSaysSoAndIsRecorded) {
+    auto dir = e2e::scratch("merge-empty-shard");
+    e2e::Sim sim;
+    const auto db = dir / "s5.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "4",
+                       "--shard", "5/8", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("shard 5/8 holds none of the 4 questions"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("sends nothing"), std::string::npos) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "0");
+    EXPECT_EQ(query(db, "SELECT status || ' ' || json_extract(config_json, '$.shard') FROM runs"),
+              "complete 5/8");
+    // Nor is a server it would launch started: one that cannot start
+    // fails only the shards that hold questions.
+    const auto experiment = dir / "launch.toml";
+    std::ofstream(experiment) << "framings = [\"raw\"]\nlimit = 2\n[[servers]]\nname = \"x\"\n"
+                              << "url = \"http://127.0.0.1:" << e2e::free_port() << "\"\n"
+                              << "launch = [\"false\"]\nready_timeout = 5\n";
+    o = e2e::run({"run", "--config", experiment.string(), "--shard", "3/4", "--db",
+                  (dir / "launch3.sqlite").string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.err.find("starting server"), std::string::npos) << o.err;
+    o = e2e::run({"run", "--config", experiment.string(), "--shard", "1/4", "--db",
+                  (dir / "launch1.sqlite").string(), "--quiet"});
+    EXPECT_NE(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("starting server 'x'"), std::string::npos) << o.err;
+    // A shard that holds questions says nothing of the kind.
+    o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "4",
+                  "--shard", "3/8", "--db", (dir / "s3.sqlite").string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.err.find("holds none"), std::string::npos) << o.err;
+    o = e2e::run({"run", "--server", "a=" + sim.url(), "--shard", "4/4", "--db",
+                  (dir / "s4.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("--shard '4/4': shards count from 0, so the 4 shards are 0/4 to 3/4"),
+              std::string::npos)
+        << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "s4.sqlite"));
+}
+
 // Shards of one server agree on each fact both fingerprints hold; a fact
 // only one of them holds (a launched server's log tells more than an
 // attached one's /props) is no conflict, a fact they hold with two values is.
