@@ -5,6 +5,7 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 
@@ -271,6 +272,71 @@ TEST(Merge, ShardHoldingNoQuestionSaysSoAndIsRecorded) {
               std::string::npos)
         << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "s4.sqlite"));
+}
+
+// A merged database that lacks a shard of its runs is incomplete: the gate's
+// completeness check fails naming the shard and saying to merge it, as do
+// shards of different counts that leave questions out; the same shard
+// merged twice counts once, and shards of different counts that cover
+// every question are complete.
+TEST(Merge, RequireCompleteFailsOnAMergeThatLacksAShard) {
+    auto dir = e2e::scratch("merge-lacks-shard");
+    e2e::Sim sim;
+    const auto shard = [&](const std::string& which) {
+        auto db = dir / ("s" + std::to_string(which[0] - '0') + "-" + which.substr(2) + ".sqlite");
+        auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "8",
+                           "--shard", which, "--db", db.string(), "--quiet"});
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        return db.string();
+    };
+    const auto gate = [&](const std::vector<std::string>& inputs, const std::string& name) {
+        const auto out = dir / (name + ".sqlite");
+        std::vector<std::string> args = {"merge", out.string()};
+        args.insert(args.end(), inputs.begin(), inputs.end());
+        auto m = e2e::run(args);
+        EXPECT_EQ(m.exit_code, 0) << m.err;
+        return e2e::run({"gate", "--db", out.string(), "--require-complete", "--json",
+                         (dir / (name + ".json")).string()});
+    };
+    const auto s0 = shard("0/4"), s1 = shard("1/4"), s2 = shard("2/4"), s3 = shard("3/4");
+    auto g = gate({s0, s1, s2, s0}, "three");
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("2 of 8 requests without a successful response"), std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("the database holds no run of shard 3/4 of a/raw/256: merge the missing "
+                         "shards' databases into it"),
+              std::string::npos)
+        << g.out;
+    const auto detail =
+        nlohmann::json::parse(e2e::slurp(dir / "three.json"))["checks"][0]["detail"];
+    EXPECT_EQ(detail["missing_shards"].dump(), R"({"a/raw/256":["3/4"]})");
+    EXPECT_EQ(detail["by_error_kind"].dump(), R"({"never run":2})");
+    auto s = e2e::run({"summary", "--db", (dir / "three.sqlite").string()});
+    EXPECT_NE(s.out.find("a/raw/256: the database holds no run of shard 3/4"), std::string::npos)
+        << s.out;
+    g = gate({s0, s1, s2, s3}, "four");
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    // Halves and quarters: 0/2 with 1/4 leaves the questions of 3/4 out;
+    // with 3/4 too, every question ran.
+    const auto h0 = shard("0/2");
+    g = gate({h0, s1}, "mixed");
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("no run of shards 1/2, 3/4 of a/raw/256"), std::string::npos) << g.out;
+    g = gate({h0, s1, s3}, "mixed-whole");
+    EXPECT_EQ(g.exit_code, 0) << g.out;
+    // A shard run with more repeats than the others asked a whole the
+    // others did not.
+    const auto more = (dir / "s3-more.sqlite").string();
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "8",
+                       "--shard", "3/4", "--repeats", "2", "--db", more, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    g = gate({s0, s1, s2, more}, "uneven");
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("6 of 16 requests without a successful response"), std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("the shards of a/raw/256 ran different --limit or --repeats"),
+              std::string::npos)
+        << g.out;
 }
 
 // Shards of one server agree on each fact both fingerprints hold; a fact
