@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include <fcntl.h>
@@ -337,6 +338,77 @@ TEST(Merge, RequireCompleteFailsOnAMergeThatLacksAShard) {
     EXPECT_NE(g.out.find("the shards of a/raw/256 ran different --limit or --repeats"),
               std::string::npos)
         << g.out;
+}
+
+// Shards run with different flags are refused in one line naming the group
+// and what differs, exit 2, with the output left as it was: a sampling
+// setting, streaming, the few-shot prompt or the dataset. Shards of one
+// configuration, and groups of different token limits, still merge.
+TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
+    auto dir = e2e::scratch("merge-configurations");
+    e2e::Sim sim;
+    std::filesystem::create_directories(dir / "copy");
+    std::filesystem::copy_file(std::filesystem::path(DIFFEVAL_SOURCE_DIR) /
+                                   "datasets/sample/test.jsonl",
+                               dir / "copy" / "test.jsonl");
+    std::filesystem::copy_file(std::filesystem::path(DIFFEVAL_SOURCE_DIR) /
+                                   "datasets/sample/train.jsonl",
+                               dir / "copy" / "train.jsonl");
+    // The built-in raw framing with another text after the question.
+    std::filesystem::create_directories(dir / "framing");
+    auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
+    const std::string asked = "question_template = \"Question: {question}\\nAnswer:";
+    ASSERT_NE(raw.find(asked), std::string::npos);
+    raw.replace(raw.find(asked), asked.size(),
+                "question_template = \"Question: {question}\\nSolution:");
+    std::ofstream(dir / "framing" / "raw.toml") << raw;
+    const auto shard = [&](const std::string& name, const std::string& which,
+                           const std::vector<std::string>& extra) {
+        auto db = (dir / (name + ".sqlite")).string();
+        std::vector<std::string> args = {
+            "run",     "--server", "a=" + sim.url(), "--limit", "6",
+            "--shard", which,      "--db",           db,        "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        if (std::find(extra.begin(), extra.end(), "--framing") == extra.end()) {
+            args.insert(args.end(), {"--framing", "raw"});
+        }
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 0) << name << ": " << o.err;
+        return db;
+    };
+    const auto first = shard("first", "0/2", {});
+    const auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), first});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(out);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--temperature", "0.7"}, R"("temperature": 0.0 before, "temperature": 0.7 in it)"},
+        {{"--stream"}, R"(no "stream" before, "stream": true in it)"},
+        {{"--num-shots", "3"}, "another prompt around the question in it"},
+        {{"--framing", (dir / "framing" / "raw.toml").string()},
+         "another prompt around the question in it"},
+        {{"--dataset", (dir / "copy" / "test.jsonl").string()},
+         "dataset 'sample' before, '" + (dir / "copy" / "test.jsonl").string() + "' in it"},
+    };
+    int i = 0;
+    for (const auto& [flags, what] : cases) {
+        const auto other = shard("other" + std::to_string(i++), "1/2", flags);
+        o = e2e::run({"merge", out.string(), other});
+        EXPECT_EQ(o.exit_code, 2) << flags[0] << ": " << o.out;
+        EXPECT_NE(o.err.find("conflicts with what is merged before it: group a/raw/256 was sent "
+                             "with another request configuration: " +
+                             what),
+                  std::string::npos)
+            << flags[0] << ": " << o.err;
+        EXPECT_NE(o.err.find("; its answers would not be comparable"), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_EQ(e2e::slurp(out), before) << flags[0];
+    }
+    // The same configuration merges, and so does another token limit: that
+    // is another group.
+    o = e2e::run({"merge", out.string(), shard("same", "1/2", {}),
+                  shard("longer", "1/2", {"--max-tokens", "512"})});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
 // Shards of one server agree on each fact both fingerprints hold; a fact
