@@ -586,8 +586,19 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
     }
     // The file OUT names: a symbolic link stays a link to the merged file.
     const std::string out = util::resolved_path(out_arg);
-    // 2. Start from a copy of `out` (or an empty store) in a temporary file.
+    // 2. Start from a copy of `out` (or an empty store) in a temporary file,
+    // which is removed first: an input of that name would be lost.
     const fs::path tmp = out + ".merge-tmp";
+    for (const auto& in : inputs) {
+        std::error_code ec;
+        if (util::resolved_path(in) == tmp.string() || fs::equivalent(in, tmp, ec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("merge: {} is the file this merge builds {} in, which "
+                                          "it removes first; rename it (a stopped merge may have "
+                                          "left it) and merge it under its new name",
+                                          in, out_arg));
+        }
+    }
     remove_with_sidecars(tmp);
     if (auto r = copy_output(out, tmp); !r) {
         remove_with_sidecars(tmp);

@@ -411,6 +411,27 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
     EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
+// OUT is built in OUT.merge-tmp, which a merge removes first: an input of
+// that name (left by a stopped merge, or named so by hand) is refused
+// before anything is removed, and stays as it was.
+TEST(Merge, AnInputNamedLikeTheTemporaryFileIsRefusedAndKept) {
+    auto dir = e2e::scratch("merge-tmp-input");
+    e2e::Sim sim;
+    const auto input = dir / "out.sqlite.merge-tmp";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
+                       "--db", input.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(input);
+    o = e2e::run({"merge", (dir / "out.sqlite").string(), input.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find(input.string() + " is the file this merge builds " +
+                         (dir / "out.sqlite").string() + " in"),
+              std::string::npos)
+        << o.err;
+    EXPECT_TRUE(e2e::slurp(input) == before) << input << " changed";
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
+}
+
 // Shards of one server agree on each fact both fingerprints hold; a fact
 // only one of them holds (a launched server's log tells more than an
 // attached one's /props) is no conflict, a fact they hold with two values is.
