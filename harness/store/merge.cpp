@@ -533,7 +533,8 @@ util::Result<void> copy_output(const std::string& out, const fs::path& tmp) {
         char* err = nullptr;
         auto sql = fmt::format("VACUUM INTO {}", sql_quote(tmp.string()));
         if (sqlite3_exec((*existing)->handle(), sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-            std::string msg = err ? err : "unknown error";
+            // The connection's error names a full disk as every store error does.
+            std::string msg = error_message((*existing)->handle());
             sqlite3_free(err);
             remove_with_sidecars(tmp);
             return make_error(ErrorKind::io, fmt::format("merge: cannot copy {}: {}", out, msg));
@@ -600,19 +601,31 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
         }
     }
     remove_with_sidecars(tmp);
-    if (auto r = copy_output(out, tmp); !r) {
+    // A step that failed: the temporary file goes, and a full disk is said
+    // with what became of OUT.
+    std::error_code out_ec;
+    const bool out_existed = fs::exists(out, out_ec);
+    const auto failed = [&](util::Error e) -> util::Error {
         remove_with_sidecars(tmp);
-        return r.error();
+        if (is_disk_full(e)) {
+            return make_error(ErrorKind::io,
+                              fmt::format("merge: cannot write {} while building the merge: {}; "
+                                          "{} {}",
+                                          tmp.string(), k_disk_full, out,
+                                          out_existed ? "was left as it was" : "was not created"));
+        }
+        return e;
+    };
+    if (auto r = copy_output(out, tmp); !r) {
+        return failed(r.error());
     }
     MergeSummary summary;
     if (auto store = Store::open(tmp.string(), Store::Mode::read_write); !store) {
-        remove_with_sidecars(tmp);
-        return store.error(); // creates the schema, or migrates OUT's copy
+        return failed(store.error()); // creates the schema, or migrates OUT's copy
     }
     // 3. Each input in its own transaction.
     if (auto r = merge_inputs(tmp, inputs, summary); !r) {
-        remove_with_sidecars(tmp);
-        return r.error();
+        return failed(r.error());
     }
     if (!sync_file(tmp)) {
         remove_with_sidecars(tmp);
