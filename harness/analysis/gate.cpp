@@ -603,6 +603,18 @@ util::Result<GateCheck> completeness_check(store::Store& store,
                                  "shards' databases into it (diffeval merge), or run them",
                                  fmt::join(lacking, ", "));
         }
+        auto running = store::runs_marked_running(store);
+        if (!running) {
+            return running.error();
+        }
+        if (*running > 0) {
+            c.why += fmt::format("; {} still marked running: merged in while {} still wrote "
+                                 "{} database (merge it again once {} ended) or stopped by a "
+                                 "process that died (run the same command again)",
+                                 util::counted(*running, "run"), *running == 1 ? "it" : "they",
+                                 *running == 1 ? "its" : "their",
+                                 *running == 1 ? "it has" : "they have");
+        }
         if (!uneven.empty()) {
             c.why += fmt::format("; the shards of {} ran different --limit or --repeats, so "
                                  "no run asked the rest of their whole: run the short shards "

@@ -293,6 +293,14 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& 
     return out;
 }
 
+util::Result<int64_t> runs_marked_running(Store& st) {
+    Statement s(st.handle(), "SELECT count(*) FROM runs WHERE status = 'running'");
+    if (!s.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
+    }
+    return s.column_int(0);
+}
+
 util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
     // Each reading's question by its content hash, so analysis pairs two
     // servers' questions as it pairs their answers.

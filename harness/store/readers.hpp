@@ -70,6 +70,11 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
 // none was stored), most frequent first.
 util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& store);
 
+// The runs the database still marks `running`. In a database no process
+// writes, each was merged in while its run still wrote its own database,
+// or its process died.
+util::Result<int64_t> runs_marked_running(Store& store);
+
 // The probe's readings (v_probes rows with a P(open)), by server, framing,
 // question and repeat; a data error when the store has no probe tables.
 struct ProbeReading {

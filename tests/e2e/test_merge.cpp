@@ -128,6 +128,7 @@ TEST(Merge, ARunsStatusIsTheOneItEndedWith) {
     auto midway = dir / "midway.sqlite";
     std::filesystem::copy_file(shard, midway);
     e2e::exec(midway, "UPDATE runs SET status = 'running', finished_at = NULL");
+    e2e::unsend(midway, "question_idx = 1");
     const auto status = "SELECT status, finished_at IS NULL FROM runs";
 
     auto merged = dir / "merged.sqlite";
@@ -141,9 +142,20 @@ TEST(Merge, ARunsStatusIsTheOneItEndedWith) {
         EXPECT_NE(m.err.find("is still being written"), std::string::npos) << m.err;
     }
     EXPECT_EQ(query(merged, status), "running|1");
+    // What it had not answered yet fails the gate, which says why.
+    auto g = e2e::run({"gate", "--db", merged.string(), "--require-complete"});
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("; 1 run still marked running: merged in while it still wrote its "
+                         "database (merge it again once it has ended)"),
+              std::string::npos)
+        << g.out;
     auto again = e2e::run({"merge", merged.string(), shard.string()});
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_EQ(query(merged, status), "complete|0");
+    // Only its shard 0/2 is missing now.
+    g = e2e::run({"gate", "--db", merged.string(), "--require-complete"});
+    EXPECT_EQ(g.out.find("still marked running"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("no run of shard 0/2 of default/raw/256"), std::string::npos) << g.out;
     EXPECT_EQ(query(merged, "SELECT finished_at FROM runs"),
               query(shard, "SELECT finished_at FROM runs"));
 
