@@ -90,12 +90,14 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
 // dataset's stored questions; --shard i/N, shards 0 without one). A framing
 // given as a file is known only by the name its rows carry, so one whose
 // run planned none of it is left out. Imports store no such configuration.
+// Repeats are held to a run's own limit (1,000,000), so a file another
+// program wrote cannot make the counts overflow.
 constexpr std::string_view k_asked_sql = R"(
   SELECT r.run_id,
          json_extract(s.value, '$.name') AS server,
          f.value AS framing,
          m.value AS max_tokens,
-         json_extract(r.config_json, '$.repeats') AS repeats,
+         max(0, min(json_extract(r.config_json, '$.repeats'), 1000000)) AS repeats,
          min(coalesce(json_extract(r.config_json, '$.limit'), 9223372036854775807),
              (SELECT count(*) FROM questions q WHERE q.dataset = r.dataset)) AS n,
          CAST(substr(json_extract(r.config_json, '$.shard'), 1,

@@ -337,6 +337,17 @@ TEST(Merge, RequireCompleteFailsOnAMergeThatLacksAShard) {
     EXPECT_NE(g.out.find("no run of shards 1/2, 3/4 of a/raw/256"), std::string::npos) << g.out;
     g = gate({h0, s1, s3}, "mixed-whole");
     EXPECT_EQ(g.exit_code, 0) << g.out;
+    // A configuration another program wrote, asking for more repeats than
+    // a run may: the counts are held to a run's limit, never overflowing.
+    const auto hostile = dir / "hostile.sqlite";
+    std::filesystem::copy_file(dir / "three.sqlite", hostile);
+    e2e::exec(hostile, "UPDATE runs SET config_json = json_set(config_json, '$.repeats', "
+                       "9000000000000000000)");
+    g = e2e::run({"gate", "--db", hostile.string(), "--require-complete"});
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("measured:  3999998 of 4000004 requests without a successful response"),
+              std::string::npos)
+        << g.out;
     // A shard run with more repeats than the others asked a whole the
     // others did not.
     const auto more = (dir / "s3-more.sqlite").string();
