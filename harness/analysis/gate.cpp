@@ -49,6 +49,10 @@ CheckStatus status_of(bool ok) {
     return ok ? CheckStatus::pass : CheckStatus::fail;
 }
 
+std::string shards_text(const std::vector<std::string>& shards) {
+    return fmt::format("{} {}", shards.size() == 1 ? "shard" : "shards", fmt::join(shards, ", "));
+}
+
 // An accuracy counts every planned request, failed or unsent ones as wrong;
 // places a killed run never planned are in no group, so its why says so.
 util::Result<void> add_accuracy_checks(const Summary& summary,
@@ -102,6 +106,13 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                      util::counted(gc.unplanned, "request"),
                                      gc.unplanned == 1 ? "was" : "were",
                                      gc.unplanned == 1 ? "is" : "are");
+            }
+            if (!gc.missing_shards.empty() &&
+                group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+                c.why += fmt::format("; the database holds no run of its {}, whose questions "
+                                     "are not in it: merge their databases, or gate with "
+                                     "--require-complete",
+                                     shards_text(gc.missing_shards));
             }
         }
         c.detail = {{"group", g.label()},
@@ -529,14 +540,23 @@ util::Result<GateCheck> completeness_check(store::Store& store,
                                            const std::vector<store::GroupCompleteness>& groups) {
     int64_t total = 0, missing = 0;
     std::vector<std::string> where;
-    int64_t unplanned = 0;
+    int64_t unplanned = 0, unrun = 0;
+    // Shards no run of a group is of, and groups whose shards' runs asked
+    // less than their whole (another --limit or --repeats).
+    std::vector<std::string> lacking, uneven;
     for (const auto& g : groups) {
-        total += g.requests + g.unplanned;
-        missing += g.missing + g.unplanned;
+        const auto label = group_label(g.server, g.framing, g.max_tokens);
+        total += g.requests + g.unplanned + g.unrun;
+        missing += g.missing + g.unplanned + g.unrun;
         unplanned += g.unplanned;
-        if (g.missing + g.unplanned > 0) {
-            where.push_back(fmt::format("{} {}", group_label(g.server, g.framing, g.max_tokens),
-                                        g.missing + g.unplanned));
+        unrun += g.unrun;
+        if (g.missing + g.unplanned + g.unrun > 0) {
+            where.push_back(fmt::format("{} {}", label, g.missing + g.unplanned + g.unrun));
+        }
+        if (!g.missing_shards.empty()) {
+            lacking.push_back(fmt::format("{} of {}", shards_text(g.missing_shards), label));
+        } else if (g.unrun > 0) {
+            uneven.push_back(label);
         }
     }
     auto failures = store::failure_kinds(store);
@@ -549,6 +569,9 @@ util::Result<GateCheck> completeness_check(store::Store& store,
     }
     if (unplanned > 0) {
         kinds["never planned"] = unplanned;
+    }
+    if (unrun > 0) {
+        kinds["never run"] = unrun;
     }
     GateCheck c;
     c.kind = "complete";
@@ -575,8 +598,40 @@ util::Result<GateCheck> completeness_check(store::Store& store,
         if (unplanned > 0) {
             c.why += "; a run stopped before it planned them: run the same command again";
         }
+        if (!lacking.empty()) {
+            c.why += fmt::format("; the database holds no run of {}: merge the missing "
+                                 "shards' databases into it (diffeval merge), or run them",
+                                 fmt::join(lacking, ", "));
+        }
+        auto running = store::runs_marked_running(store);
+        if (!running) {
+            return running.error();
+        }
+        if (*running > 0) {
+            c.why += fmt::format("; {} still marked running: merged in while {} still wrote "
+                                 "{} database (merge it again once {} ended) or stopped by a "
+                                 "process that died (run the same command again)",
+                                 util::counted(*running, "run"), *running == 1 ? "it" : "they",
+                                 *running == 1 ? "its" : "their",
+                                 *running == 1 ? "it has" : "they have");
+        }
+        if (!uneven.empty()) {
+            c.why += fmt::format("; the shards of {} ran different --limit or --repeats, so "
+                                 "no run asked the rest of their whole: run the short shards "
+                                 "again with the others' settings",
+                                 fmt::join(uneven, ", "));
+        }
     }
-    c.detail = {{"requests", total}, {"without_success", missing}, {"by_error_kind", kinds}};
+    nlohmann::json shards = nlohmann::json::object();
+    for (const auto& g : groups) {
+        if (!g.missing_shards.empty()) {
+            shards[group_label(g.server, g.framing, g.max_tokens)] = g.missing_shards;
+        }
+    }
+    c.detail = {{"requests", total},
+                {"without_success", missing},
+                {"by_error_kind", kinds},
+                {"missing_shards", shards}};
     return c;
 }
 

@@ -113,6 +113,16 @@ int summary_command(const AnalyseFlags& f) {
                 g.unplanned == 1 ? "counts" : "count");
             unplanned = true;
         }
+        if (!g.missing_shards.empty()) {
+            std::cout << fmt::format(
+                "{}{}: the database holds no run of {} {}; {} of its sharded run {} "
+                "nowhere above: merge the missing shards' databases into it\n",
+                md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
+                g.missing_shards.size() == 1 ? "shard" : "shards",
+                fmt::join(g.missing_shards, ", "), util::counted(g.unrun, "request"),
+                g.unrun == 1 ? "counts" : "count");
+            unplanned = true;
+        }
     }
     if (unplanned) {
         std::cout << "\n";

@@ -707,12 +707,28 @@ util::Result<Shard> parse_shard(const std::string& value) {
     const auto slash = value.find('/');
     const std::string_view text = value;
     if (slash == std::string::npos || !whole(text.substr(0, slash), s.index) ||
-        !whole(text.substr(slash + 1), s.count) || s.count < 1 || s.index >= s.count) {
+        !whole(text.substr(slash + 1), s.count) || s.count < 1) {
         return make_error(
             ErrorKind::usage,
             fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4", value));
     }
+    // A CI matrix or job array numbered from 1 gives N/N for its last job.
+    if (s.index >= s.count) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--shard '{}': shards count from 0, so the {} shards are "
+                                      "0/{} to {}/{}; expected I/N with 0 <= I < N",
+                                      value, s.count, s.count, s.count - 1, s.count));
+    }
     return s;
+}
+
+size_t questions_in_shard(const std::optional<Shard>& shard, size_t n) {
+    if (!shard) {
+        return n;
+    }
+    const auto count = static_cast<size_t>(shard->count);
+    const auto index = static_cast<size_t>(shard->index);
+    return n / count + (index < n % count ? 1 : 0);
 }
 
 nlohmann::json to_json(const RunConfig& c) {

@@ -45,6 +45,9 @@ struct Shard {
 // Parse "I/N" with 0 <= I < N.
 util::Result<Shard> parse_shard(const std::string& value);
 
+// How many of the first `n` questions `shard` holds (all `n` without one).
+size_t questions_in_shard(const std::optional<Shard>& shard, size_t n);
+
 // The accepted range of every numeric setting, shared by flags and
 // experiment keys: a value outside is refused, never replaced by a default.
 struct Limits {

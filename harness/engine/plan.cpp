@@ -58,16 +58,6 @@ util::Result<std::optional<std::string>> body_model_for(const RunContext& ctx, s
     return body_model;
 }
 
-// Questions of the first `n` in the run's shard (all without one).
-int64_t questions_in_shard(const RunConfig& config, size_t n) {
-    if (!config.shard) {
-        return static_cast<int64_t>(n);
-    }
-    const auto count = static_cast<size_t>(config.shard->count);
-    const auto index = static_cast<size_t>(config.shard->index);
-    return static_cast<int64_t>(n / count + (index < n % count ? 1 : 0));
-}
-
 } // namespace
 
 util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, size_t si,
@@ -115,10 +105,10 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
             }
         }
         p->m_total += static_cast<int64_t>(config.max_tokens.size()) *
-                      questions_in_shard(config, n) * config.repeats;
+                      static_cast<int64_t>(questions_in_shard(config.shard, n)) * config.repeats;
         if (config.probe) {
-            p->m_total +=
-                questions_in_shard(config, n) * probe_requests_per_question(f, config.repeats);
+            p->m_total += static_cast<int64_t>(questions_in_shard(config.shard, n)) *
+                          probe_requests_per_question(f, config.repeats);
         }
     }
     return p;

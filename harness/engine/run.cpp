@@ -782,7 +782,11 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
                       std::vector<bool>(servers.size(), false)};
     RunState st{servers, infos,  attached_logs, attached, launched,
                 db,      writer, sender,        *run_id,  summary};
-    const auto phases = phases_of(config);
+    // A shard that holds no question is recorded and sends nothing: its
+    // servers are not launched.
+    const auto phases = questions_in_shard(config.shard, ctx.inputs.n_questions) > 0
+                            ? phases_of(config)
+                            : std::vector<std::vector<size_t>>{};
     for (const auto& phase : phases) {
         if (ctx.stopped()) {
             summary.interrupted = true;
@@ -858,6 +862,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                            fmt::join(vars, ", "), util::Redactor::k_min_secret);
     }
     const RunContext ctx{config, options, log, *inputs};
+    // A CI matrix with more shards than questions is valid: the other
+    // shards hold them. This one says so, and is still recorded, so that
+    // its merged database shows the shard ran.
+    if (config.shard && questions_in_shard(config.shard, inputs->n_questions) == 0) {
+        log << fmt::format("diffeval run: shard {}/{} holds none of the {} (shard I/N holds each "
+                           "question q with q mod N = I), so this run sends nothing and "
+                           "launches no server; it is recorded as complete\n",
+                           config.shard->index, config.shard->count,
+                           util::counted(inputs->n_questions, "question"));
+    }
     // Take the database lock: a second run sends nothing.
     auto lock = lock_database(ctx);
     if (!lock) {

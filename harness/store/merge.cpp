@@ -14,11 +14,15 @@
 #include <harness/store/sqlite.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/pyjson.hpp>
+#include <harness/util/text.hpp>
+#include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fcntl.h>
@@ -99,6 +103,104 @@ std::vector<std::string> differing_server(sqlite3* db) {
     return {};
 }
 
+// `value` of key `key` of a request body, as the sentence names it.
+std::string body_value(const nlohmann::json& body, const std::string& key) {
+    if (!body.contains(key)) {
+        return fmt::format("no \"{}\"", util::one_line(key, 80));
+    }
+    return util::one_line(fmt::format("\"{}\": {}", key, body[key].dump()), 120);
+}
+
+// How bodies `a` (main's: before) and `b` (src's: in it) of one group
+// differ outside the prompt, which holds the question: the first key whose
+// value differs, "" when none does (or either is not a JSON object).
+std::string body_difference(std::string_view a_text, std::string_view b_text) {
+    auto a = util::parse_untrusted_json(a_text);
+    auto b = util::parse_untrusted_json(b_text);
+    if (!a.is_object() || !b.is_object()) {
+        return "";
+    }
+    std::set<std::string> keys;
+    for (const auto* body : {&a, &b}) {
+        for (const auto& [k, v] : body->items()) {
+            if (k != "prompt" && k != "messages") {
+                keys.insert(k);
+            }
+        }
+    }
+    for (const auto& k : keys) {
+        if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) {
+            return fmt::format("{} before, {} in it", body_value(a, k), body_value(b, k));
+        }
+    }
+    return "";
+}
+
+// `body` with the first occurrence of `question`, as its JSON text holds it
+// (Python's escapes, as every body is written), cut out; nullopt when it
+// does not hold it.
+std::optional<std::string> without_question(std::string body, std::string_view question) {
+    std::string escaped;
+    util::append_json_escaped(escaped, question, util::JsonStringStyle::python);
+    const auto at = body.find(escaped);
+    if (escaped.empty() || at == std::string::npos) {
+        return std::nullopt;
+    }
+    body.erase(at, escaped.size());
+    return body;
+}
+
+// The first group (server, framing, max_tokens) that both main and `src`
+// hold and whose requests were sent with another configuration: another
+// dataset, another body outside its prompt (a sampling setting, the model,
+// streaming), or another prompt around the question (a framing whose
+// bodies share their few-shot block). A run refuses to add such requests to a stored
+// group (Planner::check_stored_groups); a merge is held to the same rule.
+// Empty when none; else the group and what differs.
+std::vector<std::string> differing_group(sqlite3* db) {
+    Statement st(db,
+                 "WITH sg AS (SELECT server, framing, max_tokens, min(request_id) AS id FROM "
+                 "src.requests GROUP BY server, framing, max_tokens), mg AS (SELECT server, "
+                 "framing, max_tokens, min(request_id) AS id FROM main.requests GROUP BY server, "
+                 "framing, max_tokens) SELECT sg.server || '/' || sg.framing || '/' || "
+                 "sg.max_tokens, mq.dataset, sq.dataset, coalesce(mp.text, '') || "
+                 "mb.request_json, coalesce(sp.text, '') || sb.request_json, mp.text IS NOT NULL "
+                 "OR sp.text IS NOT NULL, (SELECT question FROM main.questions x WHERE x.dataset "
+                 "= mq.dataset AND x.question_idx = mq.question_idx), (SELECT question FROM "
+                 "src.questions x WHERE x.dataset = sq.dataset AND x.question_idx = "
+                 "sq.question_idx) FROM sg JOIN mg ON mg.server = sg.server AND mg.framing = "
+                 "sg.framing AND mg.max_tokens = sg.max_tokens JOIN src.requests sq ON "
+                 "sq.request_id = sg.id JOIN main.requests mq ON mq.request_id = mg.id JOIN "
+                 "src.request_bodies sb ON sb.body_id = sq.body_id LEFT JOIN src.body_prefixes sp "
+                 "ON sp.prefix_id = sb.prefix_id JOIN main.request_bodies mb ON mb.body_id = "
+                 "mq.body_id LEFT JOIN main.body_prefixes mp ON mp.prefix_id = mb.prefix_id ORDER "
+                 "BY sg.server, sg.framing, sg.max_tokens");
+    while (st.step()) {
+        if (st.column_text(1) != st.column_text(2)) {
+            return {st.column_text(0), fmt::format("dataset '{}' before, '{}' in it",
+                                                   st.column_text(1), st.column_text(2))};
+        }
+        if (auto d = body_difference(st.column_view(3), st.column_view(4)); !d.empty()) {
+            return {st.column_text(0), d};
+        }
+        // A framing whose bodies share a prefix (its few-shot block) sends
+        // every question in the same prompt: the bodies without their
+        // questions are equal. One that draws each question's shots has no
+        // such prefix, and its prompts differ by question.
+        if (st.column_int(5) == 0 || st.column_null(6) || st.column_null(7)) {
+            continue;
+        }
+        const auto a = without_question(st.column_text(3), st.column_view(6));
+        const auto b = without_question(st.column_text(4), st.column_view(7));
+        if (a && b && *a != *b) {
+            return {st.column_text(0), "another prompt around the question in it, from other "
+                                       "few-shot examples, --num-shots, --gen-prefix, "
+                                       "--fewshot-from or framing file"};
+        }
+    }
+    return {};
+}
+
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
     auto server = differing_server(db);
@@ -106,6 +208,14 @@ std::string find_conflict(sqlite3* db) {
         return fmt::format("server '{}' has {} {} there but {} here; give different runs "
                            "different server names",
                            server[0], server[1], server[2], server[3]);
+    }
+    auto group = differing_group(db);
+    if (!group.empty()) {
+        return fmt::format("group {} was sent with another request configuration: {}; its "
+                           "answers would not be comparable, so merge only runs of one "
+                           "configuration per group, or run the other configuration under "
+                           "another --server name",
+                           group[0], group[1]);
     }
     auto question = first_row(db,
                               "SELECT s.dataset, s.question_idx FROM src.questions s "
@@ -423,7 +533,8 @@ util::Result<void> copy_output(const std::string& out, const fs::path& tmp) {
         char* err = nullptr;
         auto sql = fmt::format("VACUUM INTO {}", sql_quote(tmp.string()));
         if (sqlite3_exec((*existing)->handle(), sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-            std::string msg = err ? err : "unknown error";
+            // The connection's error names a full disk as every store error does.
+            std::string msg = error_message((*existing)->handle());
             sqlite3_free(err);
             remove_with_sidecars(tmp);
             return make_error(ErrorKind::io, fmt::format("merge: cannot copy {}: {}", out, msg));
@@ -476,22 +587,45 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
     }
     // The file OUT names: a symbolic link stays a link to the merged file.
     const std::string out = util::resolved_path(out_arg);
-    // 2. Start from a copy of `out` (or an empty store) in a temporary file.
+    // 2. Start from a copy of `out` (or an empty store) in a temporary file,
+    // which is removed first: an input of that name would be lost.
     const fs::path tmp = out + ".merge-tmp";
+    for (const auto& in : inputs) {
+        std::error_code ec;
+        if (util::resolved_path(in) == tmp.string() || fs::equivalent(in, tmp, ec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("merge: {} is the file this merge builds {} in, which "
+                                          "it removes first; rename it (a stopped merge may have "
+                                          "left it) and merge it under its new name",
+                                          in, out_arg));
+        }
+    }
     remove_with_sidecars(tmp);
-    if (auto r = copy_output(out, tmp); !r) {
+    // A step that failed: the temporary file goes, and a full disk is said
+    // with what became of OUT.
+    std::error_code out_ec;
+    const bool out_existed = fs::exists(out, out_ec);
+    const auto failed = [&](util::Error e) -> util::Error {
         remove_with_sidecars(tmp);
-        return r.error();
+        if (is_disk_full(e)) {
+            return make_error(ErrorKind::io,
+                              fmt::format("merge: cannot write {} while building the merge: {}; "
+                                          "{} {}",
+                                          tmp.string(), k_disk_full, out,
+                                          out_existed ? "was left as it was" : "was not created"));
+        }
+        return e;
+    };
+    if (auto r = copy_output(out, tmp); !r) {
+        return failed(r.error());
     }
     MergeSummary summary;
     if (auto store = Store::open(tmp.string(), Store::Mode::read_write); !store) {
-        remove_with_sidecars(tmp);
-        return store.error(); // creates the schema, or migrates OUT's copy
+        return failed(store.error()); // creates the schema, or migrates OUT's copy
     }
     // 3. Each input in its own transaction.
     if (auto r = merge_inputs(tmp, inputs, summary); !r) {
-        remove_with_sidecars(tmp);
-        return r.error();
+        return failed(r.error());
     }
     if (!sync_file(tmp)) {
         remove_with_sidecars(tmp);

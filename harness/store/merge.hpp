@@ -23,7 +23,9 @@ struct MergeSummary {
 // Requests are identified by their key, responses by request, start time and
 // body, so merging the same file twice adds nothing. Inputs that disagree
 // about what a server is (model, version, fingerprint facts), about a
-// question's text, or about a key's dataset are refused naming both files.
+// question's text, about a key's dataset, or about the configuration one
+// group's requests were sent with (dataset, body outside the prompt, the
+// prompt before the question) are refused naming both files.
 // The result is built in a temporary file beside `out` and renamed over it,
 // so an error or a killed merge leaves `out` as it was.
 util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace diffeval::store {
 
@@ -84,24 +85,19 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
     return out;
 }
 
-// The places (question, repeat) each run asked of each of its groups, from
-// its stored configuration (servers, framings and token limits; repeats;
-// --limit against the dataset's stored questions; --shard i/N), and how many
-// of them hold no request row: a run killed or failed while still planning
-// stopped before reaching them. A framing given as a file is known only by
-// the name its rows carry, so one whose run planned none of it is not
-// counted. Imports store no such configuration.
-// `asked` is MATERIALIZED: inlined, SQLite put its expressions in place of
-// a.n and a.shards, so the count of the dataset's questions ran again for
-// every request row the second count visited (9 s of `summary` on the
-// official demo's database; 0.03 s computed once a group).
-constexpr std::string_view k_unplanned_sql = R"(
-WITH asked AS MATERIALIZED (
+// What each run asked of each of its groups, from its stored configuration
+// (servers, framings and token limits; repeats; --limit against the
+// dataset's stored questions; --shard i/N, shards 0 without one). A framing
+// given as a file is known only by the name its rows carry, so one whose
+// run planned none of it is left out. Imports store no such configuration.
+// Repeats are held to a run's own limit (1,000,000), so a file another
+// program wrote cannot make the counts overflow.
+constexpr std::string_view k_asked_sql = R"(
   SELECT r.run_id,
          json_extract(s.value, '$.name') AS server,
          f.value AS framing,
          m.value AS max_tokens,
-         json_extract(r.config_json, '$.repeats') AS repeats,
+         max(0, min(json_extract(r.config_json, '$.repeats'), 1000000)) AS repeats,
          min(coalesce(json_extract(r.config_json, '$.limit'), 9223372036854775807),
              (SELECT count(*) FROM questions q WHERE q.dataset = r.dataset)) AS n,
          CAST(substr(json_extract(r.config_json, '$.shard'), 1,
@@ -113,6 +109,16 @@ WITH asked AS MATERIALIZED (
   WHERE json_valid(r.config_json) AND json_type(r.config_json, '$.repeats') = 'integer'
     AND (instr(f.value, '/') = 0 AND f.value NOT LIKE '%.toml'
          OR EXISTS (SELECT 1 FROM requests x WHERE x.framing = f.value))
+)";
+
+// The places (question, repeat) each run asked of each of its groups
+// (k_asked_sql), and how many of them hold no request row: a run killed or
+// failed while still planning stopped before reaching them.
+// `asked` is MATERIALIZED: inlined, SQLite put its expressions in place of
+// a.n and a.shards, so the count of the dataset's questions ran again for
+// every request row the second count visited (9 s of `summary` on the
+// official demo's database; 0.03 s computed once a group).
+constexpr std::string_view k_unplanned_sql = R"(
 ), counted AS (
   SELECT server, framing, max_tokens,
          repeats * CASE WHEN shards > 0 THEN n / shards + (shard < n % shards) ELSE n END
@@ -126,6 +132,84 @@ SELECT server, framing, max_tokens, max(unplanned) FROM counted
 GROUP BY server, framing, max_tokens HAVING max(unplanned) > 0
 )";
 
+namespace {
+
+// One run's ask of one group: its first `n` questions, `repeats` each, of
+// shard `shard` of `shards` (0: all of them).
+struct Ask {
+    int64_t n = 0;
+    int64_t repeats = 0;
+    int64_t shard = 0;
+    int64_t shards = 0;
+    bool holds(int64_t q) const { return q < n && (shards <= 0 || q % shards == shard); }
+};
+
+// A run of shard i/N asked its part of a whole: N shards of its `n`
+// questions and `repeats`. The places of such a whole that no run of the
+// group asked (a shard never merged, or shards run with another --limit or
+// --repeats), and the shards of N no run of the group is of whose
+// questions are among them, as "i/N" (at most `k_shards_named`).
+void count_unrun(const std::vector<Ask>& asks, GroupCompleteness& g) {
+    constexpr size_t k_shards_named = 10;
+    int64_t whole = 0;
+    for (const auto& a : asks) {
+        if (a.shards > 0) {
+            whole = std::max(whole, a.n);
+        }
+    }
+    std::vector<std::pair<int64_t, int64_t>> named; // (shards, shard)
+    for (int64_t q = 0; q < whole; ++q) {
+        int64_t need = 0, have = 0;
+        for (const auto& a : asks) {
+            if (a.shards > 0 && q < a.n) {
+                need = std::max(need, a.repeats);
+            }
+            if (a.holds(q)) {
+                have = std::max(have, a.repeats);
+            }
+        }
+        if (have >= need) {
+            continue;
+        }
+        g.unrun += need - have;
+        for (const auto& a : asks) {
+            if (a.shards <= 0 || q >= a.n) {
+                continue;
+            }
+            const std::pair<int64_t, int64_t> mine{a.shards, q % a.shards};
+            const bool ran = std::any_of(asks.begin(), asks.end(), [&](const Ask& b) {
+                return b.shards == mine.first && b.shard == mine.second;
+            });
+            if (!ran && std::find(named.begin(), named.end(), mine) == named.end()) {
+                named.push_back(mine);
+            }
+        }
+    }
+    std::sort(named.begin(), named.end());
+    for (const auto& [shards, shard] : named) {
+        if (g.missing_shards.size() == k_shards_named) {
+            g.missing_shards.push_back(fmt::format("{} more", named.size() - k_shards_named));
+            break;
+        }
+        g.missing_shards.push_back(fmt::format("{}/{}", shard, shards));
+    }
+}
+
+// Each group's entry of `out`, added (with no requests) when missing.
+GroupCompleteness& entry(std::vector<GroupCompleteness>& out, const std::string& server,
+                         const std::string& framing, int max_tokens) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const GroupCompleteness& o) {
+        return o.server == server && o.framing == framing && o.max_tokens == max_tokens;
+    });
+    if (it != out.end()) {
+        return *it;
+    }
+    out.push_back(GroupCompleteness{server, framing, max_tokens, 0, 0, 0, 0, {}});
+    return out.back();
+}
+
+} // namespace
+
 util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
     Statement s(st.handle(), "SELECT q.server, q.framing, q.max_tokens, count(*), "
                              "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END) FROM requests q "
@@ -134,31 +218,65 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
                              "min(q.request_id)");
     std::vector<GroupCompleteness> out;
     while (s.step()) {
-        out.push_back({s.column_text(0), s.column_text(1), static_cast<int>(s.column_int(2)),
-                       s.column_int(3), s.column_int(4), 0});
+        out.push_back({s.column_text(0),
+                       s.column_text(1),
+                       static_cast<int>(s.column_int(2)),
+                       s.column_int(3),
+                       s.column_int(4),
+                       0,
+                       0,
+                       {}});
     }
     if (!s.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
     }
-    Statement u(st.handle(), k_unplanned_sql);
+    Statement u(st.handle(),
+                fmt::format("WITH asked AS MATERIALIZED ({}{}", k_asked_sql, k_unplanned_sql));
     if (!u.valid()) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));
     }
     while (u.step()) {
-        GroupCompleteness g{
-            u.column_text(0), u.column_text(1), static_cast<int>(u.column_int(2)), 0, 0,
-            u.column_int(3)};
-        auto it = std::find_if(out.begin(), out.end(), [&](const GroupCompleteness& o) {
-            return o.server == g.server && o.framing == g.framing && o.max_tokens == g.max_tokens;
-        });
-        if (it == out.end()) {
-            out.push_back(std::move(g));
-        } else {
-            it->unplanned = g.unplanned;
-        }
+        entry(out, u.column_text(0), u.column_text(1), static_cast<int>(u.column_int(2)))
+            .unplanned = u.column_int(3);
     }
     if (!u.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));
+    }
+    // The shards' wholes, group by group.
+    Statement a(st.handle(), fmt::format("SELECT server, framing, max_tokens, repeats, n, "
+                                         "coalesce(shard, 0), coalesce(shards, 0) FROM ({}) "
+                                         "ORDER BY server, framing, max_tokens",
+                                         k_asked_sql));
+    if (!a.valid()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", a.error()));
+    }
+    std::tuple<std::string, std::string, int> group;
+    std::vector<Ask> asks;
+    const auto flush = [&] {
+        if (std::any_of(asks.begin(), asks.end(), [](const Ask& x) { return x.shards > 0; })) {
+            GroupCompleteness probe{
+                std::get<0>(group), std::get<1>(group), std::get<2>(group), 0, 0, 0, 0, {}};
+            count_unrun(asks, probe);
+            if (probe.unrun > 0) {
+                auto& g = entry(out, probe.server, probe.framing, probe.max_tokens);
+                g.unrun = probe.unrun;
+                g.missing_shards = std::move(probe.missing_shards);
+            }
+        }
+        asks.clear();
+    };
+    while (a.step()) {
+        std::tuple<std::string, std::string, int> now{a.column_text(0), a.column_text(1),
+                                                      static_cast<int>(a.column_int(2))};
+        if (now != group) {
+            flush();
+            group = std::move(now);
+        }
+        asks.push_back({a.column_int(4), a.column_int(3), a.column_int(5), a.column_int(6)});
+    }
+    flush();
+    if (!a.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", a.error()));
     }
     return out;
 }
@@ -175,6 +293,14 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& 
         return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", s.error()));
     }
     return out;
+}
+
+util::Result<int64_t> runs_marked_running(Store& st) {
+    Statement s(st.handle(), "SELECT count(*) FROM runs WHERE status = 'running'");
+    if (!s.step()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
+    }
+    return s.column_int(0);
 }
 
 util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {

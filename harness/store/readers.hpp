@@ -47,9 +47,13 @@ util::Result<std::vector<ServerRecord>> server_records(Store& store,
 util::Result<std::vector<std::string>> servers_named_in(const std::string& path);
 
 // Per group, in the order first planned: requests planned, how many have no
-// successful response, and how many places a run asked of the group have no
-// request at all (the run stopped while still planning: killed or failed);
-// a group a run asked but never reached comes last, with no requests.
+// successful response, how many places a run asked of the group have no
+// request at all (the run stopped while still planning: killed or failed),
+// and how many places of the whole a shard's run (--shard i/N) is part of
+// no run asked at all (`unrun`: a shard not merged, or shards run with
+// another --limit or --repeats), with the shards ("i/N") no run of the
+// group is of (`missing_shards`; after ten, "K more"). A group a run asked
+// but never reached comes last, with no requests.
 struct GroupCompleteness {
     std::string server;
     std::string framing;
@@ -57,12 +61,19 @@ struct GroupCompleteness {
     int64_t requests = 0;
     int64_t missing = 0;
     int64_t unplanned = 0;
+    int64_t unrun = 0;
+    std::vector<std::string> missing_shards;
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
 
 // Requests without a successful response by error kind ("not sent" when
 // none was stored), most frequent first.
 util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& store);
+
+// The runs the database still marks `running`. In a database no process
+// writes, each was merged in while its run still wrote its own database,
+// or its process died.
+util::Result<int64_t> runs_marked_running(Store& store);
 
 // The probe's readings (v_probes rows with a P(open)), by server, framing,
 // question and repeat; a data error when the store has no probe tables.

@@ -1417,3 +1417,40 @@ TEST(HostileSoak, EveryModeAtOnceStoresNothingFalseAndSendsNothingTwice) {
                   << m.max_rss_kb / 1024 << " MiB\n";
     }
 }
+
+// A merge the disk (or the file-size limit) has no room for says so in one
+// line with what became of OUT: kept as it was, or not created; no
+// temporary file is left. It said "cannot copy OUT: disk I/O error".
+TEST(Hostile, AMergeTheDiskHasNoRoomForSaysSoAndKeepsOut) {
+    auto dir = e2e::scratch("hostile-merge-full");
+    e2e::Sim sim;
+    std::vector<std::string> shards;
+    for (const auto* which : {"0/2", "1/2"}) {
+        auto db = (dir / (std::string("s") + which[0] + ".sqlite")).string();
+        auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "6",
+                           "--shard", which, "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        shards.push_back(db);
+    }
+    const auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), shards[0]});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(out);
+    const long limit = static_cast<long>(before.size()) / 2;
+    auto m = run_measured({"merge", out.string(), shards[1]}, {}, limit);
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_EQ(lines(m.err), 1) << m.err;
+    EXPECT_NE(m.err.find("the disk (or the file-size limit) is full; " + out.string() +
+                         " was left as it was; free space, then run the same command again"),
+              std::string::npos)
+        << m.err;
+    EXPECT_TRUE(e2e::slurp(out) == before);
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite.merge-tmp"));
+    const auto fresh = dir / "fresh.sqlite";
+    m = run_measured({"merge", fresh.string(), shards[0], shards[1]}, {}, limit);
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_NE(m.err.find("is full; " + fresh.string() + " was not created"), std::string::npos)
+        << m.err;
+    EXPECT_FALSE(std::filesystem::exists(fresh));
+    EXPECT_FALSE(std::filesystem::exists(dir / "fresh.sqlite.merge-tmp"));
+}

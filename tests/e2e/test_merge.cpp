@@ -5,7 +5,9 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include <fcntl.h>
@@ -126,6 +128,7 @@ TEST(Merge, ARunsStatusIsTheOneItEndedWith) {
     auto midway = dir / "midway.sqlite";
     std::filesystem::copy_file(shard, midway);
     e2e::exec(midway, "UPDATE runs SET status = 'running', finished_at = NULL");
+    e2e::unsend(midway, "question_idx = 1");
     const auto status = "SELECT status, finished_at IS NULL FROM runs";
 
     auto merged = dir / "merged.sqlite";
@@ -139,9 +142,20 @@ TEST(Merge, ARunsStatusIsTheOneItEndedWith) {
         EXPECT_NE(m.err.find("is still being written"), std::string::npos) << m.err;
     }
     EXPECT_EQ(query(merged, status), "running|1");
+    // What it had not answered yet fails the gate, which says why.
+    auto g = e2e::run({"gate", "--db", merged.string(), "--require-complete"});
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("; 1 run still marked running: merged in while it still wrote its "
+                         "database (merge it again once it has ended)"),
+              std::string::npos)
+        << g.out;
     auto again = e2e::run({"merge", merged.string(), shard.string()});
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_EQ(query(merged, status), "complete|0");
+    // Only its shard 0/2 is missing now.
+    g = e2e::run({"gate", "--db", merged.string(), "--require-complete"});
+    EXPECT_EQ(g.out.find("still marked running"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("no run of shard 0/2 of default/raw/256"), std::string::npos) << g.out;
     EXPECT_EQ(query(merged, "SELECT finished_at FROM runs"),
               query(shard, "SELECT finished_at FROM runs"));
 
@@ -227,6 +241,218 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
                        (dir / "r.sqlite").string()});
     EXPECT_EQ(s.exit_code, 2);
     EXPECT_NE(s.err.find("--shard '3/3'"), std::string::npos) << s.err;
+}
+
+// A CI matrix of more shards than questions is valid: a shard that holds
+// none says so in one line and exits 0, sending nothing, and its run is
+// recorded so the merged database shows the shard ran. A shard numbered as
+// a matrix that counts from 1 is told shards count from 0.
+TEST(Merge, ShardHoldingNoQuestionSaysSoAndIsRecorded) {
+    auto dir = e2e::scratch("merge-empty-shard");
+    e2e::Sim sim;
+    const auto db = dir / "s5.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "4",
+                       "--shard", "5/8", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("shard 5/8 holds none of the 4 questions"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("sends nothing"), std::string::npos) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "0");
+    EXPECT_EQ(query(db, "SELECT status || ' ' || json_extract(config_json, '$.shard') FROM runs"),
+              "complete 5/8");
+    // Nor is a server it would launch started: one that cannot start
+    // fails only the shards that hold questions.
+    const auto experiment = dir / "launch.toml";
+    std::ofstream(experiment) << "framings = [\"raw\"]\nlimit = 2\n[[servers]]\nname = \"x\"\n"
+                              << "url = \"http://127.0.0.1:" << e2e::free_port() << "\"\n"
+                              << "launch = [\"false\"]\nready_timeout = 5\n";
+    o = e2e::run({"run", "--config", experiment.string(), "--shard", "3/4", "--db",
+                  (dir / "launch3.sqlite").string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.err.find("starting server"), std::string::npos) << o.err;
+    o = e2e::run({"run", "--config", experiment.string(), "--shard", "1/4", "--db",
+                  (dir / "launch1.sqlite").string(), "--quiet"});
+    EXPECT_NE(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("starting server 'x'"), std::string::npos) << o.err;
+    // A shard that holds questions says nothing of the kind.
+    o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "4",
+                  "--shard", "3/8", "--db", (dir / "s3.sqlite").string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.err.find("holds none"), std::string::npos) << o.err;
+    o = e2e::run({"run", "--server", "a=" + sim.url(), "--shard", "4/4", "--db",
+                  (dir / "s4.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("--shard '4/4': shards count from 0, so the 4 shards are 0/4 to 3/4"),
+              std::string::npos)
+        << o.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "s4.sqlite"));
+}
+
+// A merged database that lacks a shard of its runs is incomplete: the gate's
+// completeness check fails naming the shard and saying to merge it, as do
+// shards of different counts that leave questions out; the same shard
+// merged twice counts once, and shards of different counts that cover
+// every question are complete.
+TEST(Merge, RequireCompleteFailsOnAMergeThatLacksAShard) {
+    auto dir = e2e::scratch("merge-lacks-shard");
+    e2e::Sim sim;
+    const auto shard = [&](const std::string& which) {
+        auto db = dir / ("s" + std::to_string(which[0] - '0') + "-" + which.substr(2) + ".sqlite");
+        auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "8",
+                           "--shard", which, "--db", db.string(), "--quiet"});
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        return db.string();
+    };
+    const auto gate = [&](const std::vector<std::string>& inputs, const std::string& name) {
+        const auto out = dir / (name + ".sqlite");
+        std::vector<std::string> args = {"merge", out.string()};
+        args.insert(args.end(), inputs.begin(), inputs.end());
+        auto m = e2e::run(args);
+        EXPECT_EQ(m.exit_code, 0) << m.err;
+        return e2e::run({"gate", "--db", out.string(), "--require-complete", "--json",
+                         (dir / (name + ".json")).string()});
+    };
+    const auto s0 = shard("0/4"), s1 = shard("1/4"), s2 = shard("2/4"), s3 = shard("3/4");
+    auto g = gate({s0, s1, s2, s0}, "three");
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("2 of 8 requests without a successful response"), std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("the database holds no run of shard 3/4 of a/raw/256: merge the missing "
+                         "shards' databases into it"),
+              std::string::npos)
+        << g.out;
+    const auto detail =
+        nlohmann::json::parse(e2e::slurp(dir / "three.json"))["checks"][0]["detail"];
+    EXPECT_EQ(detail["missing_shards"].dump(), R"({"a/raw/256":["3/4"]})");
+    EXPECT_EQ(detail["by_error_kind"].dump(), R"({"never run":2})");
+    auto s = e2e::run({"summary", "--db", (dir / "three.sqlite").string()});
+    EXPECT_NE(s.out.find("a/raw/256: the database holds no run of shard 3/4"), std::string::npos)
+        << s.out;
+    g = gate({s0, s1, s2, s3}, "four");
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    // Halves and quarters: 0/2 with 1/4 leaves the questions of 3/4 out;
+    // with 3/4 too, every question ran.
+    const auto h0 = shard("0/2");
+    g = gate({h0, s1}, "mixed");
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("no run of shards 1/2, 3/4 of a/raw/256"), std::string::npos) << g.out;
+    g = gate({h0, s1, s3}, "mixed-whole");
+    EXPECT_EQ(g.exit_code, 0) << g.out;
+    // A configuration another program wrote, asking for more repeats than
+    // a run may: the counts are held to a run's limit, never overflowing.
+    const auto hostile = dir / "hostile.sqlite";
+    std::filesystem::copy_file(dir / "three.sqlite", hostile);
+    e2e::exec(hostile, "UPDATE runs SET config_json = json_set(config_json, '$.repeats', "
+                       "9000000000000000000)");
+    g = e2e::run({"gate", "--db", hostile.string(), "--require-complete"});
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("measured:  3999998 of 4000004 requests without a successful response"),
+              std::string::npos)
+        << g.out;
+    // A shard run with more repeats than the others asked a whole the
+    // others did not.
+    const auto more = (dir / "s3-more.sqlite").string();
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "8",
+                       "--shard", "3/4", "--repeats", "2", "--db", more, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    g = gate({s0, s1, s2, more}, "uneven");
+    EXPECT_EQ(g.exit_code, 1) << g.out;
+    EXPECT_NE(g.out.find("6 of 16 requests without a successful response"), std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("the shards of a/raw/256 ran different --limit or --repeats"),
+              std::string::npos)
+        << g.out;
+}
+
+// Shards run with different flags are refused in one line naming the group
+// and what differs, exit 2, with the output left as it was: a sampling
+// setting, streaming, the few-shot prompt or the dataset. Shards of one
+// configuration, and groups of different token limits, still merge.
+TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
+    auto dir = e2e::scratch("merge-configurations");
+    e2e::Sim sim;
+    std::filesystem::create_directories(dir / "copy");
+    std::filesystem::copy_file(std::filesystem::path(DIFFEVAL_SOURCE_DIR) /
+                                   "datasets/sample/test.jsonl",
+                               dir / "copy" / "test.jsonl");
+    std::filesystem::copy_file(std::filesystem::path(DIFFEVAL_SOURCE_DIR) /
+                                   "datasets/sample/train.jsonl",
+                               dir / "copy" / "train.jsonl");
+    // The built-in raw framing with another text after the question.
+    std::filesystem::create_directories(dir / "framing");
+    auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
+    const std::string asked = "question_template = \"Question: {question}\\nAnswer:";
+    ASSERT_NE(raw.find(asked), std::string::npos);
+    raw.replace(raw.find(asked), asked.size(),
+                "question_template = \"Question: {question}\\nSolution:");
+    std::ofstream(dir / "framing" / "raw.toml") << raw;
+    const auto shard = [&](const std::string& name, const std::string& which,
+                           const std::vector<std::string>& extra) {
+        auto db = (dir / (name + ".sqlite")).string();
+        std::vector<std::string> args = {
+            "run",     "--server", "a=" + sim.url(), "--limit", "6",
+            "--shard", which,      "--db",           db,        "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        if (std::find(extra.begin(), extra.end(), "--framing") == extra.end()) {
+            args.insert(args.end(), {"--framing", "raw"});
+        }
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 0) << name << ": " << o.err;
+        return db;
+    };
+    const auto first = shard("first", "0/2", {});
+    const auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), first});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(out);
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--temperature", "0.7"}, R"("temperature": 0.0 before, "temperature": 0.7 in it)"},
+        {{"--stream"}, R"(no "stream" before, "stream": true in it)"},
+        {{"--num-shots", "3"}, "another prompt around the question in it"},
+        {{"--framing", (dir / "framing" / "raw.toml").string()},
+         "another prompt around the question in it"},
+        {{"--dataset", (dir / "copy" / "test.jsonl").string()},
+         "dataset 'sample' before, '" + (dir / "copy" / "test.jsonl").string() + "' in it"},
+    };
+    int i = 0;
+    for (const auto& [flags, what] : cases) {
+        const auto other = shard("other" + std::to_string(i++), "1/2", flags);
+        o = e2e::run({"merge", out.string(), other});
+        EXPECT_EQ(o.exit_code, 2) << flags[0] << ": " << o.out;
+        EXPECT_NE(o.err.find("conflicts with what is merged before it: group a/raw/256 was sent "
+                             "with another request configuration: " +
+                             what),
+                  std::string::npos)
+            << flags[0] << ": " << o.err;
+        EXPECT_NE(o.err.find("; its answers would not be comparable"), std::string::npos) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_EQ(e2e::slurp(out), before) << flags[0];
+    }
+    // The same configuration merges, and so does another token limit: that
+    // is another group.
+    o = e2e::run({"merge", out.string(), shard("same", "1/2", {}),
+                  shard("longer", "1/2", {"--max-tokens", "512"})});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
+// OUT is built in OUT.merge-tmp, which a merge removes first: an input of
+// that name (left by a stopped merge, or named so by hand) is refused
+// before anything is removed, and stays as it was.
+TEST(Merge, AnInputNamedLikeTheTemporaryFileIsRefusedAndKept) {
+    auto dir = e2e::scratch("merge-tmp-input");
+    e2e::Sim sim;
+    const auto input = dir / "out.sqlite.merge-tmp";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
+                       "--db", input.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(input);
+    o = e2e::run({"merge", (dir / "out.sqlite").string(), input.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find(input.string() + " is the file this merge builds " +
+                         (dir / "out.sqlite").string() + " in"),
+              std::string::npos)
+        << o.err;
+    EXPECT_TRUE(e2e::slurp(input) == before) << input << " changed";
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
 }
 
 // Shards of one server agree on each fact both fingerprints hold; a fact
