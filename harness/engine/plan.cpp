@@ -128,32 +128,67 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
     const auto& config = m_ctx.config;
     const auto& dataset = m_ctx.inputs.dataset;
     const auto& server = config.servers[m_si].name;
+    const auto n = m_ctx.inputs.n_questions;
     for (const auto& part : m_parts) {
         const auto& framing = part.renderer.framing().name;
         for (const int max_tokens : config.max_tokens) {
-            auto place = db.first_stored_place(server, framing, max_tokens);
-            if (!place) {
-                return place.error();
-            }
-            if (!*place || (*place)->question_idx < 0 ||
-                static_cast<size_t>((*place)->question_idx) >= dataset.test.size()) {
-                continue; // a question this run's dataset does not have: no body to compare
-            }
-            const auto& p = **place;
-            const auto body =
-                measured_body(part, dataset.test[static_cast<size_t>(p.question_idx)], max_tokens);
-            const auto key = store::request_key(server, framing, max_tokens, p.repeat,
-                                                p.question_idx, body_hash(part, body));
-            if (key != p.request_key) {
-                return make_error(
+            // Each question's body hash, rendered once for all its repeats.
+            std::vector<std::string> hashes(dataset.test.size());
+            std::optional<util::Error> refused;
+            const auto check = [&](const store::Store::StoredPlace& p) {
+                if (p.question_idx < 0 || static_cast<size_t>(p.question_idx) >= hashes.size()) {
+                    return true; // a question this run's dataset does not have
+                }
+                const auto q = static_cast<size_t>(p.question_idx);
+                if (hashes[q].empty()) {
+                    hashes[q] = body_hash(part, measured_body(part, dataset.test[q], max_tokens));
+                }
+                if (store::request_key(server, framing, max_tokens, p.repeat, p.question_idx,
+                                       hashes[q]) == p.request_key) {
+                    return true;
+                }
+                refused = make_error(
                     ErrorKind::usage,
                     fmt::format(
                         "{}/{}/{} already holds question {} (repeat {}) sent with another "
-                        "request body{}: the framing, a sampling setting or the model "
-                        "changed since; run this configuration under another --server "
+                        "request body{}: the framing, a sampling setting, the model or the "
+                        "question changed since; run this configuration under another --server "
                         "name or into another --db",
                         server, framing, max_tokens, p.question_idx, p.repeat,
                         p.dataset == dataset.name ? "" : fmt::format(" (dataset {})", p.dataset)));
+                return false;
+            };
+            // The group's first place, wherever it is: a run whose places
+            // miss the stored ones (another shard) would still mix two
+            // configurations in the group.
+            auto first = db.first_stored_place(server, framing, max_tokens);
+            if (!first) {
+                return first.error();
+            }
+            if (!*first) {
+                continue;
+            }
+            if (!check(**first)) {
+                return *refused;
+            }
+            // Every place this run plans: one found taken while sending
+            // stopped the run after it had sent and stored the questions
+            // before it.
+            auto r = db.for_each_stored_place(
+                server, framing, max_tokens, config.repeats, static_cast<int64_t>(n),
+                [&](const store::Store::StoredPlace& p) {
+                    const bool in_shard =
+                        !config.shard ||
+                        static_cast<int>(static_cast<size_t>(p.question_idx) %
+                                         static_cast<size_t>(config.shard->count)) ==
+                            config.shard->index;
+                    return !in_shard || check(p);
+                });
+            if (!r) {
+                return r.error();
+            }
+            if (refused) {
+                return *refused;
             }
         }
     }

@@ -167,10 +167,12 @@ public:
                                                          const ServerInfo& info);
     // An error (usage) when a group of the plan that `db` holds requests of
     // was stored with other bodies than this run sends: its first stored
-    // place's request, rendered by this run, has another key. Asked before
-    // anything is sent, so a run whose places do not meet the stored ones
-    // (another shard, more questions) cannot add requests of another
-    // framing, sampling setting, model or dataset to the group.
+    // place's request, or that of any place this run plans, rendered by this
+    // run, has another key. Asked before anything is sent, so a run whose
+    // places do not meet the stored ones (another shard, more questions)
+    // cannot add requests of another framing, sampling setting, model or
+    // dataset to the group, and one whose dataset changed at a later
+    // question stops before sending the questions before it.
     util::Result<void> check_stored_groups(store::Store& db) const;
     // Requests in the whole plan.
     int64_t total() const { return m_total; }

@@ -560,6 +560,11 @@ constexpr std::string_view k_statements[] = {
     "SELECT question_idx, repeat, request_key, dataset FROM requests INDEXED BY requests_group "
     "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 ORDER BY repeat, question_idx "
     "LIMIT 1",
+    // k_group_places: as k_group_first, every place below a repeat and a
+    // question
+    "SELECT question_idx, repeat, request_key, dataset FROM requests INDEXED BY requests_group "
+    "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 AND repeat < ?4 AND question_idx < ?5 "
+    "ORDER BY repeat, question_idx",
     // k_existing_probe: as k_existing
     "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
@@ -603,7 +608,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 27);
+static_assert(std::size(k_statements) == 28);
 
 class Transaction {
 public:
@@ -1466,8 +1471,9 @@ util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
     return make_error(
         ErrorKind::usage,
         fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another request "
-                    "body{}: the framing, a sampling setting or the model changed since; run "
-                    "this configuration under another --server name or into another --db",
+                    "body{}: the framing, a sampling setting, the model or the question changed "
+                    "since; run this configuration under another --server name or into another "
+                    "--db",
                     r.server, r.framing, r.max_tokens, r.question_idx, r.repeat,
                     dataset == r.dataset ? "" : fmt::format(" (dataset {})", dataset)));
 }
@@ -1549,6 +1555,26 @@ Store::first_stored_place(const std::string& server, const std::string& framing,
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
     }
     return out;
+}
+
+util::Result<void> Store::for_each_stored_place(const std::string& server,
+                                                const std::string& framing, int max_tokens,
+                                                int repeats, int64_t questions,
+                                                const PlaceVisitor& visit) {
+    auto& st = m_stmts[k_group_places];
+    st.bind(server, framing, max_tokens, repeats, questions);
+    while (st.step()) {
+        if (!visit(StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)),
+                               st.column_text(2), st.column_text(3)})) {
+            break;
+        }
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
+    }
+    return {};
 }
 
 util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& take, Wait wait) {

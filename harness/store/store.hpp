@@ -213,6 +213,14 @@ public:
     };
     util::Result<std::optional<StoredPlace>>
     first_stored_place(const std::string& server, const std::string& framing, int max_tokens);
+    // Each place of the group `server`/`framing`/`max_tokens` among repeats
+    // below `repeats` and questions below `questions`, by repeat, then
+    // question, as first_stored_place gives one; `visit` returns false to
+    // stop. The places a run plans, so it can compare them before sending.
+    using PlaceVisitor = std::function<bool(const StoredPlace&)>;
+    util::Result<void> for_each_stored_place(const std::string& server, const std::string& framing,
+                                             int max_tokens, int repeats, int64_t questions,
+                                             const PlaceVisitor& visit);
     // What put_unanswered found of a planned request.
     struct Planned {
         bool answered = false; // it has a successful response already
@@ -314,6 +322,7 @@ private:
         k_slot_taken,
         k_group_stored,
         k_group_first,
+        k_group_places,
         k_existing_probe,
         k_request_id,
         k_insert_response,
