@@ -132,20 +132,54 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
     for (const auto& part : m_parts) {
         const auto& framing = part.renderer.framing().name;
         for (const int max_tokens : config.max_tokens) {
-            // Each question's body hash, rendered once for all its repeats.
+            // Each question's body hash, rendered once for all its repeats,
+            // and its content hash.
             std::vector<std::string> hashes(dataset.test.size());
+            std::vector<std::string> question_hashes(dataset.test.size());
             std::optional<util::Error> refused;
             const auto check = [&](const store::Store::StoredPlace& p) {
                 if (p.question_idx < 0 || static_cast<size_t>(p.question_idx) >= hashes.size()) {
                     return true; // a question this run's dataset does not have
                 }
                 const auto q = static_cast<size_t>(p.question_idx);
+                const auto& sample = dataset.test[q];
                 if (hashes[q].empty()) {
-                    hashes[q] = body_hash(part, measured_body(part, dataset.test[q], max_tokens));
+                    hashes[q] = body_hash(part, measured_body(part, sample, max_tokens));
                 }
                 if (store::request_key(server, framing, max_tokens, p.repeat, p.question_idx,
                                        hashes[q]) == p.request_key) {
-                    return true;
+                    // The same body can ask another question: the same text
+                    // with another gold answer (a question is both). Its
+                    // stored responses answer the stored question.
+                    if (question_hashes[q].empty()) {
+                        question_hashes[q] = store::question_hash(sample.question, sample.answer);
+                    }
+                    if (p.question_sha256.empty() || p.question_sha256 == question_hashes[q]) {
+                        return true;
+                    }
+                    auto stored = db.stored_question(p.dataset, p.question_idx);
+                    if (!stored) {
+                        refused = stored.error();
+                        return false;
+                    }
+                    const bool same_text = *stored && (*stored)->question == sample.question;
+                    refused = make_error(
+                        ErrorKind::usage,
+                        fmt::format(
+                            "{}/{}/{} holds question {} of dataset {} {}: a question is its text "
+                            "and its gold answer, so the responses stored for it answer another "
+                            "question than this run's; run {} into another --db",
+                            server, framing, max_tokens, p.question_idx, p.dataset,
+                            same_text
+                                ? fmt::format("with gold answer {}; {} gives the same "
+                                              "question the gold answer {}",
+                                              datasets::answer_shown((*stored)->answer),
+                                              dataset.name, datasets::answer_shown(sample.answer))
+                                : fmt::format("sent with the body {} sends for another "
+                                              "question",
+                                              dataset.name),
+                            dataset.name));
+                    return false;
                 }
                 refused = make_error(
                     ErrorKind::usage,

@@ -172,7 +172,10 @@ public:
     // places do not meet the stored ones (another shard, more questions)
     // cannot add requests of another framing, sampling setting, model or
     // dataset to the group, and one whose dataset changed at a later
-    // question stops before sending the questions before it.
+    // question stops before sending the questions before it. So does a
+    // place whose body is this run's but whose question is not (the same
+    // text with another gold answer, questions.question_sha256): its
+    // responses answer the stored question.
     util::Result<void> check_stored_groups(store::Store& db) const;
     // Requests in the whole plan.
     int64_t total() const { return m_total; }

@@ -906,8 +906,8 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     more.insert(more.end(), {"--repeats", "3"});
     auto o = e2e::run(more);
     EXPECT_EQ(o.exit_code, 2) << o.err;
-    EXPECT_NE(o.err.find("a/raw/256 already holds question 40 (repeat 0) sent with another "
-                         "request body"),
+    EXPECT_NE(o.err.find(db + " holds question 40 of dataset " + test.string() +
+                         " with another text than the dataset now has"),
               std::string::npos)
         << o.err;
     EXPECT_NE(o.err.find("another --db"), std::string::npos) << o.err;
@@ -933,4 +933,60 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     EXPECT_EQ(completions_served(a), sent);
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "48");
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+}
+
+// A question is its text and its gold answer (questions.question_sha256).
+// Another file with the same texts and other answers sends the same bodies:
+// an audit's run skipped them all as already stored, called itself complete
+// and left them scored against the first file's answers. Refused, naming
+// both answers; the stored responses are not scored against a gold they
+// were not asked for.
+TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
+    auto dir = e2e::scratch("other-gold");
+    e2e::Sim a;
+    auto lines = copy_sample_set(dir);
+    const auto test = dir / "test.jsonl";
+    write_jsonl(test, lines);
+    const auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {
+        "run",     "--server", "a=" + a.url(), "--framing", "raw",    "--dataset", test.string(),
+        "--limit", "5",        "--db",         db,          "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto sent = completions_served(a);
+    const auto runs = query(db, "SELECT group_concat(status) FROM runs");
+    const auto scores = query(db, "SELECT group_concat(correct) FROM scores");
+    const auto gold = lines[3]["answer"].get<std::string>();
+    const auto gold_number = gold.substr(gold.rfind("####") + 5);
+
+    auto regraded = lines;
+    regraded[3]["answer"] = gold.substr(0, gold.rfind("####")) + "#### 99999";
+    const auto other = dir / "regraded" / "test.jsonl";
+    std::filesystem::create_directories(other.parent_path());
+    std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
+    write_jsonl(other, regraded);
+    auto again = args;
+    again[6] = other.string();
+    auto o = e2e::run(again);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 holds question 3 of dataset " + test.string() +
+                         " with gold answer " + gold_number + "; " + other.string() +
+                         " gives the same question the gold answer 99999"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+    EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
+
+    // The same file edited in place: the questions it stored say otherwise.
+    write_jsonl(test, regraded);
+    o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("holds question 3 of dataset " + test.string() + " with gold answer " +
+                         gold_number + ", but the dataset now gives it 99999"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+    EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
 }
