@@ -116,7 +116,9 @@ std::optional<int64_t> at_least_min(double n) {
 }
 
 // Mean logit and mean probability of the readings in `values`, and whether
-// every one of them is only a bound; nullopt when none was read.
+// every one of them is only a bound; nullopt when none was read. A bound is
+// no reading of P(open), only a limit on it: beside a measured repeat it is
+// left out, as averaging it in would pull the mean towards the limit.
 struct Side {
     double logit = 0;
     double p = 0;
@@ -124,9 +126,11 @@ struct Side {
 };
 std::optional<Side> side_of(const std::vector<std::optional<ProbeValue>>& values) {
     Side s;
+    const bool measured =
+        std::any_of(values.begin(), values.end(), [](const auto& v) { return v && !v->bounded; });
     int n = 0;
     for (const auto& v : values) {
-        if (!v) {
+        if (!v || (measured && v->bounded)) {
             continue;
         }
         s.logit += probe::logit(v->p_open);

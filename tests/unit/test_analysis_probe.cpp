@@ -458,3 +458,24 @@ TEST(ProbeComparisons, DifferentQuestionsUnderOneIndexAreRefused) {
     }
     EXPECT_TRUE(compare_probes(d, "a", "b", "raw"));
 }
+
+// A repeat whose reading is only a bound (the marker not among the listed
+// alternatives: P(open) at most the smallest listed probability) says
+// nothing more about P(open) beside a repeat that measured it: averaged in,
+// a bound of 1e-4 beside a measured 0.5 moved the side's mean logit by 4.6.
+TEST(ProbeDirection, ABoundBesideAMeasuredRepeatIsLeftOut) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(10, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(10, 2, [](int i, int) { return base(i) + 0.25; });
+    // B's second repeat of question 3 listed no marker: only a bound.
+    d.series[{"b", "raw"}][3][1] = ProbeValue{1e-4, true};
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->direction.questions, 10);
+    EXPECT_NEAR(c->direction.mean_shift, 0.25, 1e-9);
+    EXPECT_NEAR(c->direction.lo, 0.25, 1e-9);
+    const auto point = std::find_if(c->points.begin(), c->points.end(),
+                                    [](const auto& p) { return p.question_idx == 3; });
+    ASSERT_NE(point, c->points.end());
+    EXPECT_NEAR(point->p_b, sigmoid(base(3) + 0.25), 1e-12);
+}
