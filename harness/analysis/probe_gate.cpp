@@ -43,10 +43,11 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.unit = "logits";
             k.measured = d.mean_shift;
             k.threshold = x;
-            k.measured_text = fmt::format("P(open) logit shift {:+.3f} (95% CI [{:+.3f}, {:+.3f}], "
-                                          "{}, sign-flip p {:.2g})",
-                                          d.mean_shift, d.lo, d.hi,
-                                          util::counted(d.questions, "question"), d.p_value);
+            k.measured_text =
+                fmt::format("P(open) logit shift {} (95% CI [{}, {}], "
+                            "{}, sign-flip p {:.2g})",
+                            logits_text(d.mean_shift), logits_text(d.lo), logits_text(d.hi),
+                            util::counted(d.questions, "question"), d.p_value);
             k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;

@@ -295,7 +295,7 @@ TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
     // An A/A pair: no shift, whatever is missing.
     auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
-    EXPECT_NE(d.out.find("P(open) logit shift +0.000 [+0.000, +0.000] over 6 questions"),
+    EXPECT_NE(d.out.find("P(open) logit shift 0.000 [0.000, 0.000] over 6 questions"),
               std::string::npos)
         << d.out;
     EXPECT_NE(d.out.find("probe readings missing for b: 12 probe requests have no successful "
