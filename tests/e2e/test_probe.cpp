@@ -456,6 +456,60 @@ TEST(Probe, TheGateSaysWhyAProbeOnChatCannotBeMeasured) {
     EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
 }
 
+// A framing the probe cannot measure beside one it can: an audit's gate
+// printed raw's checks and nothing of chat, as if chat had been judged. Each
+// framing gets its lines; chat's are SKIP with why, neither passing nor
+// failing, in the text, the JSON and the JUnit file.
+TEST(Probe, TheGateNamesAFramingItCouldNotJudgeBesideOneItCould) {
+    auto dir = e2e::scratch("probe_skip_gate");
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--framing",
+                       "raw,chat", "--limit", "8", "--dataset", "sample", "--db", db.string(),
+                       "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto json = dir / "gate.json";
+    const auto junit = dir / "gate.xml";
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "2", "--expect-same-numerics", "--json", json.string(),
+                       "--junit", junit.string()});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err; // raw's numerics differ
+    EXPECT_NE(g.out.find("PASS  probe_shift a/raw -> b/raw"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("FAIL  probe_numerics a/raw -> b/raw"), std::string::npos) << g.out;
+    for (const std::string kind : {"probe_shift", "probe_numerics"}) {
+        EXPECT_NE(g.out.find("SKIP  " + kind + " a/chat -> b/chat"), std::string::npos) << g.out;
+    }
+    EXPECT_NE(g.out.find("not judged: no question of chat lists the marker on either side"),
+              std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("FAIL: 1 of 2 checks failed, 2 not judged (SKIP)"), std::string::npos)
+        << g.out;
+    const auto verdict = nlohmann::json::parse(e2e::slurp(json));
+    EXPECT_EQ(verdict["checks_skipped"], 2);
+    EXPECT_EQ(verdict["checks_failed"], 1);
+    size_t skipped = 0;
+    for (const auto& c : verdict["checks"]) {
+        if (c["name"].get<std::string>().find("/chat") != std::string::npos) {
+            EXPECT_EQ(c["status"], "skipped") << c.dump();
+            EXPECT_TRUE(c["measured"].is_null()) << c.dump();
+            ++skipped;
+        }
+    }
+    EXPECT_EQ(skipped, 2U);
+    const auto xml = e2e::slurp(junit);
+    EXPECT_NE(xml.find("skipped=\"2\""), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<skipped message=\"not judged: no question of chat"), std::string::npos)
+        << xml;
+
+    // Passing on raw with chat not judged says both.
+    g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                  "--max-probe-shift", "2"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("PASS: the one check passed, 1 not judged (SKIP)"), std::string::npos)
+        << g.out;
+}
+
 // A shard holds every request of its questions and none of the others': the
 // probe's went to every question in every shard, so N shards sent the probe
 // N times over and a shard's probe line covered questions its answers did
