@@ -569,6 +569,12 @@ constexpr std::string_view k_statements[] = {
     "INDEXED BY requests_group "
     "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 AND repeat < ?4 AND question_idx < ?5 "
     "ORDER BY repeat, question_idx",
+    // k_probe_places: as k_group_places, for a probe's requests
+    "SELECT question_idx, repeat, step, request_key FROM probe_requests INDEXED BY "
+    "probe_requests_group WHERE probe = ?1 AND server = ?2 AND framing = ?3 AND repeat < ?4 AND "
+    "question_idx < ?5 ORDER BY repeat, question_idx",
+    // k_other_dataset
+    "SELECT 1 FROM runs WHERE dataset <> ? LIMIT 1",
     // k_existing_probe: as k_existing
     "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
@@ -612,7 +618,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 29);
+static_assert(std::size(k_statements) == 31);
 
 class Transaction {
 public:
@@ -1610,6 +1616,38 @@ util::Result<void> Store::for_each_stored_place(const std::string& server,
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
     }
     return {};
+}
+
+util::Result<void> Store::for_each_stored_probe_place(const std::string& probe,
+                                                      const std::string& server,
+                                                      const std::string& framing, int repeats,
+                                                      int64_t questions,
+                                                      const ProbePlaceVisitor& visit) {
+    auto& st = m_stmts[k_probe_places];
+    st.bind(probe, server, framing, repeats, questions);
+    while (st.step()) {
+        if (!visit(StoredProbePlace{st.column_int(0), static_cast<int>(st.column_int(1)),
+                                    static_cast<int>(st.column_int(2)), st.column_text(3)})) {
+            break;
+        }
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read probe requests: {}", error));
+    }
+    return {};
+}
+
+util::Result<bool> Store::holds_other_dataset(const std::string& dataset) {
+    auto& st = m_stmts[k_other_dataset];
+    const bool found = st.bind(dataset).step();
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read runs: {}", error));
+    }
+    return found;
 }
 
 util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& take, Wait wait) {

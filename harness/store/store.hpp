@@ -237,6 +237,27 @@ public:
     util::Result<void> for_each_stored_place(const std::string& server, const std::string& framing,
                                              int max_tokens, int repeats, int64_t questions,
                                              const PlaceVisitor& visit);
+    // Whether a run of another dataset than `dataset` is stored: only then
+    // can a stored place hold another question than `dataset` has at its
+    // index, since put_questions compares `dataset`'s own stored questions.
+    util::Result<bool> holds_other_dataset(const std::string& dataset);
+    // A probe request's place: probe step, repeat and question, with its
+    // key.
+    struct StoredProbePlace {
+        int64_t question_idx = 0;
+        int repeat = 0;
+        int step = 0;
+        std::string request_key;
+    };
+    // Each probe place of `probe` for `server`/`framing` among repeats below
+    // `repeats` and questions below `questions`; `visit` returns false to
+    // stop.
+    using ProbePlaceVisitor = std::function<bool(const StoredProbePlace&)>;
+    util::Result<void> for_each_stored_probe_place(const std::string& probe,
+                                                   const std::string& server,
+                                                   const std::string& framing, int repeats,
+                                                   int64_t questions,
+                                                   const ProbePlaceVisitor& visit);
     // What put_unanswered found of a planned request.
     struct Planned {
         bool answered = false; // it has a successful response already
@@ -340,6 +361,8 @@ private:
         k_group_stored,
         k_group_first,
         k_group_places,
+        k_probe_places,
+        k_other_dataset,
         k_existing_probe,
         k_request_id,
         k_insert_response,

@@ -700,3 +700,39 @@ TEST(Probe, AServerWhoseProbesFailedIsNamedAsNotMeasured) {
               std::string::npos)
         << g.err;
 }
+
+// A framing whose probe chain changed keeps its measured bodies, so only the
+// probe's second step is new: an audit's run stored a second step-1 request
+// in every place, v_probes gave two readings per repeat (one of each chain)
+// and the run exited 0. Refused before anything is sent, as a measured
+// request in a taken place is.
+TEST(Probe, AChangedProbeChainIsRefusedBeforeSending) {
+    auto dir = e2e::scratch("probe_chain_changed");
+    e2e::Sim a({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    std::vector<std::string> args = {"run",      "--server", "a=" + a.url(), "--framing",
+                                      "raw",     "--limit",  "4",            "--db",
+                                      db.string(), "--probe", "think-open", "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto served = [&a] {
+        return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
+    };
+    const auto sent = served();
+    auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
+    const std::string chain = "probe_chain = \" \"";
+    ASSERT_NE(raw.find(chain), std::string::npos);
+    raw.replace(raw.find(chain), chain.size(), "probe_chain = \"\\n\"");
+    std::ofstream(dir / "raw.toml") << raw;
+    auto changed = args;
+    changed[4] = (dir / "raw.toml").string();
+    auto o = e2e::run(changed);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw already holds probe think-open step 1 of question 0 (repeat 0) "
+                         "sent with another request body"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "16");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes"), "8");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete");
+}
