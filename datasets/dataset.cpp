@@ -3,6 +3,7 @@
 
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <simdjson.h>
@@ -96,6 +97,21 @@ std::optional<util::Error> not_cached(const fs::path& file) {
 }
 
 } // namespace
+
+std::string answer_shown(std::string_view answer) {
+    constexpr size_t k_chars = 40;
+    const auto marker = answer.rfind("####");
+    const auto final =
+        util::trim(marker == std::string_view::npos ? answer : answer.substr(marker + 4));
+    std::string shown(util::utf8_prefix(final, k_chars));
+    if (shown.size() < final.size()) {
+        shown += "...";
+    }
+    if (shown.empty() || shown.find_first_of(" \t\r\n") != std::string::npos) {
+        return fmt::format("'{}'", shown);
+    }
+    return shown;
+}
 
 util::Result<Dataset> open_test_set(const std::string& spec) {
     if (spec == "sample") {

@@ -50,6 +50,11 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
 // only (`fewshot` stays empty): what `import lm-eval` checks documents against.
 util::Result<Dataset> open_test_set(const std::string& spec);
 
+// A worked `answer` as a message names it: its final answer (the text after
+// its last `####`, "18"), else its first 40 characters; quoted when it holds
+// a space or is empty.
+std::string answer_shown(std::string_view answer);
+
 // The sample set's raw JSONL texts, compiled into the binary.
 const std::string& sample_test_jsonl();
 const std::string& sample_train_jsonl();

@@ -464,8 +464,9 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
         }
         out.push_back(fmt::format(
             "The decision-point probe separates {} from {} on {} before any answer is written: "
-            "P(open) logit shift {:+.3f}, 95% CI [{:+.3f}, {:+.3f}], sign-flip p {} over {}{}.",
-            p.b, p.a, p.framing, d.mean_shift, d.lo, d.hi, analysis::probe_p_text(d),
+            "P(open) logit shift {}, 95% CI [{}, {}], sign-flip p {} over {}{}.",
+            p.b, p.a, p.framing, analysis::logits_text(d.mean_shift), analysis::logits_text(d.lo),
+            analysis::logits_text(d.hi), analysis::probe_p_text(d),
             util::counted(d.questions, "question"), numerics));
     }
     return out;

@@ -775,6 +775,11 @@ size_t GateVerdict::inconclusive() const {
         std::count_if(checks.begin(), checks.end(), [](const auto& c) { return c.inconclusive; }));
 }
 
+size_t GateVerdict::skipped() const {
+    return static_cast<size_t>(std::count_if(
+        checks.begin(), checks.end(), [](const auto& c) { return c.status == CheckStatus::skip; }));
+}
+
 size_t GateVerdict::failures() const {
     return static_cast<size_t>(std::count_if(
         checks.begin(), checks.end(), [](const auto& c) { return c.status == CheckStatus::fail; }));
@@ -833,7 +838,9 @@ nlohmann::json to_json(const GateVerdict& verdict) {
         checks.push_back(
             {{"kind", c.kind},
              {"name", c.name},
-             {"status", c.status == CheckStatus::pass ? "pass" : "fail"},
+             {"status", c.status == CheckStatus::pass   ? "pass"
+                        : c.status == CheckStatus::fail ? "fail"
+                                                        : "skipped"},
              {"inconclusive", c.inconclusive},
              {"measured", c.measured ? nlohmann::json(*c.measured) : nlohmann::json(nullptr)},
              {"threshold", c.threshold},
@@ -850,6 +857,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
             {"checks_total", verdict.checks.size()},
             {"checks_failed", verdict.failures()},
             {"checks_inconclusive", verdict.inconclusive()},
+            {"checks_skipped", verdict.skipped()},
             {"checks", checks}};
 }
 

@@ -116,7 +116,9 @@ std::optional<int64_t> at_least_min(double n) {
 }
 
 // Mean logit and mean probability of the readings in `values`, and whether
-// every one of them is only a bound; nullopt when none was read.
+// every one of them is only a bound; nullopt when none was read. A bound is
+// no reading of P(open), only a limit on it: beside a measured repeat it is
+// left out, as averaging it in would pull the mean towards the limit.
 struct Side {
     double logit = 0;
     double p = 0;
@@ -124,9 +126,11 @@ struct Side {
 };
 std::optional<Side> side_of(const std::vector<std::optional<ProbeValue>>& values) {
     Side s;
+    const bool measured =
+        std::any_of(values.begin(), values.end(), [](const auto& v) { return v && !v->bounded; });
     int n = 0;
     for (const auto& v : values) {
-        if (!v) {
+        if (!v || (measured && v->bounded)) {
             continue;
         }
         s.logit += probe::logit(v->p_open);
@@ -516,6 +520,16 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
     return out;
 }
 
+std::string logits_text(double v) {
+    for (int digits = 3; digits <= 6; ++digits) {
+        auto text = fmt::format("{:+.{}f}", v, digits);
+        if (text.find_first_of("123456789") != std::string::npos) {
+            return text;
+        }
+    }
+    return "0.000";
+}
+
 std::string probe_line(const ProbeComparison& c) {
     const auto& d = c.direction;
     if (d.questions == 0) {
@@ -535,11 +549,11 @@ std::string probe_line(const ProbeComparison& c) {
     }
     const std::string numerics = c.perturbation ? numerics_text(*c.perturbation)
                                                 : "numerics: one probe per question, no A/A spread";
-    return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {:+.3f} [{:+.3f}, {:+.3f}] "
+    return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {} [{}, {}] "
                        "over {}, sign-flip p {}; questions needed at 80% power {}{}; {}",
-                       c.probe, c.framing, c.b, c.a, d.mean_shift, d.lo, d.hi,
-                       util::counted(d.questions, "question"), probe_p_text(d), needed, acc,
-                       numerics);
+                       c.probe, c.framing, c.b, c.a, logits_text(d.mean_shift), logits_text(d.lo),
+                       logits_text(d.hi), util::counted(d.questions, "question"), probe_p_text(d),
+                       needed, acc, numerics);
 }
 
 std::string numerics_text(const ProbePerturbation& p) {

@@ -92,6 +92,11 @@ struct ProbeDirection {
 // extreme)": the sign-flip p as the probe's lines print it.
 std::string probe_p_text(const ProbeDirection& d);
 
+// A logit shift `v` as the probe's lines print it: signed, with three
+// decimals or as many more (up to six) as its sign needs to show on a digit
+// ("-0.0002", never "-0.000"), and "0.000" when it is 0 at six.
+std::string logits_text(double v);
+
 struct ProbePerturbation {
     int64_t questions = 0;                      // questions with A, A' and B readings
     double mean_abs_ab = 0;                     // mean |logit B - logit A|

@@ -35,6 +35,47 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
     for (const auto& c : *comparisons) {
         const std::string pair = fmt::format("{}/{} -> {}/{}", c.a, c.framing, c.b, c.framing);
         const auto& d = c.direction;
+        // A framing the probe cannot measure beside one it can (chat beside
+        // raw) is named with why, neither passing nor failing: the gate says
+        // for each framing what it could and could not judge.
+        const auto not_judged = [&](const char* kind, double threshold, std::string threshold_text,
+                                    std::string why) {
+            GateCheck k;
+            k.kind = kind;
+            k.name = fmt::format("{} {}", kind, pair);
+            k.unit = "logits";
+            k.threshold = threshold;
+            k.measured_text =
+                d.questions == 0
+                    ? fmt::format("not measurable ({} {} no marker on either side)",
+                                  util::counted(c.both_bounded, "question"),
+                                  c.both_bounded == 1 ? "lists" : "list")
+                    : fmt::format("no A/A spread ({} has one probe reading per question)", c.a);
+            k.threshold_text = std::move(threshold_text);
+            k.status = CheckStatus::skip;
+            k.why = std::move(why);
+            k.detail = to_json(c);
+            checks.push_back(std::move(k));
+        };
+        const std::string unlisted =
+            fmt::format("not judged: no question of {} lists the marker on either side, so "
+                        "P(open) is only bounded there (a chat prompt that closed the think "
+                        "block lists none)",
+                        c.framing);
+        if (spec.max_probe_shift && d.questions == 0) {
+            not_judged(
+                "probe_shift", *spec.max_probe_shift,
+                fmt::format("interval not wholly beyond +-{:.3f} logits", *spec.max_probe_shift),
+                unlisted);
+        }
+        if (spec.same_numerics == ExpectSameNumerics::yes && !c.perturbation) {
+            not_judged("probe_numerics", 0, "within the A/A spread",
+                       d.questions == 0
+                           ? unlisted
+                           : fmt::format("not judged: {} has one probe reading per question on "
+                                         "{}, so there is no A/A spread to compare with",
+                                         c.a, c.framing));
+        }
         if (spec.max_probe_shift && d.questions > 0) {
             const double x = *spec.max_probe_shift;
             GateCheck k;
@@ -43,10 +84,11 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.unit = "logits";
             k.measured = d.mean_shift;
             k.threshold = x;
-            k.measured_text = fmt::format("P(open) logit shift {:+.3f} (95% CI [{:+.3f}, {:+.3f}], "
-                                          "{}, sign-flip p {:.2g})",
-                                          d.mean_shift, d.lo, d.hi,
-                                          util::counted(d.questions, "question"), d.p_value);
+            k.measured_text =
+                fmt::format("P(open) logit shift {} (95% CI [{}, {}], "
+                            "{}, sign-flip p {:.2g})",
+                            logits_text(d.mean_shift), logits_text(d.lo), logits_text(d.hi),
+                            util::counted(d.questions, "question"), d.p_value);
             k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;
@@ -120,7 +162,8 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             checks.push_back(std::move(k));
         }
     }
-    if (checks.empty()) {
+    if (std::all_of(checks.begin(), checks.end(),
+                    [](const auto& k) { return k.status == CheckStatus::skip; })) {
         // A server whose engine answered every probe without
         // log-probabilities was probed: running with --probe again would
         // not help.

@@ -23,8 +23,10 @@ struct ProbeGateSpec {
 };
 
 // The checks `spec` asks for on every framing both servers have probe
-// readings for (or the selectors' framing). A database without probe
-// readings for them is a data error saying to run with --probe.
+// readings for (or the selectors' framing); one a framing cannot be judged
+// on (no marker listed, no A/A spread) is CheckStatus::skip, saying why. A
+// database without probe readings for them, or with none a check can judge,
+// is a data error saying why.
 util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                                                        const ProbeGateSpec& spec);
 

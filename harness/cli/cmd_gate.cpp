@@ -52,20 +52,27 @@ struct GateFlags {
 };
 
 std::string status_word(const analysis::GateCheck& c) {
-    const char* word = c.status == analysis::CheckStatus::pass ? "PASS" : "FAIL";
+    const char* word = c.status == analysis::CheckStatus::pass   ? "PASS"
+                       : c.status == analysis::CheckStatus::fail ? "FAIL"
+                                                                 : "SKIP";
     return c.inconclusive ? fmt::format("{} (inconclusive)", word) : word;
 }
 
 std::string overall_line(const analysis::GateVerdict& v) {
-    const std::string undecided =
+    // A skipped check was not judged: it is neither among those that passed
+    // nor among those that failed.
+    std::string undecided =
         v.inconclusive() > 0 ? fmt::format(", {} inconclusive", v.inconclusive()) : "";
-    if (v.passed()) {
-        return v.checks.size() == 1
-                   ? "PASS: the one check passed" + undecided
-                   : fmt::format("PASS: all {} checks passed{}", v.checks.size(), undecided);
+    if (v.skipped() > 0) {
+        undecided += fmt::format(", {} not judged (SKIP)", v.skipped());
     }
-    return fmt::format("FAIL: {} of {} failed{}", v.failures(),
-                       util::counted(v.checks.size(), "check"), undecided);
+    const size_t judged = v.checks.size() - v.skipped();
+    if (v.passed()) {
+        return judged == 1 ? "PASS: the one check passed" + undecided
+                           : fmt::format("PASS: all {} checks passed{}", judged, undecided);
+    }
+    return fmt::format("FAIL: {} of {} failed{}", v.failures(), util::counted(judged, "check"),
+                       undecided);
 }
 
 std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) {
@@ -120,10 +127,11 @@ struct Clock {
     }
 };
 
-std::string junit_suite_open(const Clock& clock, size_t tests, size_t failures, size_t errors) {
+std::string junit_suite_open(const Clock& clock, size_t tests, size_t failures, size_t errors,
+                             size_t skipped = 0) {
     return fmt::format("  <testsuite name=\"diffeval gate\" tests=\"{}\" failures=\"{}\" "
-                       "errors=\"{}\" time=\"{:.3f}\" timestamp=\"{}\">\n",
-                       tests, failures, errors, clock.seconds(), clock.timestamp());
+                       "errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\" timestamp=\"{}\">\n",
+                       tests, failures, errors, skipped, clock.seconds(), clock.timestamp());
 }
 
 // The JUnit file of a gate that could not run (exit 2): one testcase whose
@@ -139,7 +147,7 @@ std::string error_junit(const util::Error& error, const Clock& clock) {
 
 std::string verdict_junit(const analysis::GateVerdict& v, const Clock& clock) {
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
-    out += junit_suite_open(clock, v.checks.size(), v.failures(), 0);
+    out += junit_suite_open(clock, v.checks.size(), v.failures(), 0, v.skipped());
     for (const auto& c : v.checks) {
         out += fmt::format("    <testcase classname=\"diffeval.gate.{}\" name=\"{}\">\n",
                            util::xml_escape(c.kind), util::xml_escape(c.name));
@@ -148,6 +156,9 @@ std::string verdict_junit(const analysis::GateVerdict& v, const Clock& clock) {
                         c.why, c.note.empty() ? "" : "\nnote: " + c.note);
         if (c.status == analysis::CheckStatus::fail) {
             out += fmt::format("      <failure message=\"{}\">{}</failure>\n",
+                               util::xml_escape(c.why), util::xml_escape(body));
+        } else if (c.status == analysis::CheckStatus::skip) {
+            out += fmt::format("      <skipped message=\"{}\">{}</skipped>\n",
                                util::xml_escape(c.why), util::xml_escape(body));
         } else {
             out += fmt::format("      <system-out>{}</system-out>\n", util::xml_escape(body));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <limits>
 
 namespace diffeval::engine {
 
@@ -118,34 +119,189 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
     const auto& config = m_ctx.config;
     const auto& dataset = m_ctx.inputs.dataset;
     const auto& server = config.servers[m_si].name;
+    const auto n = m_ctx.inputs.n_questions;
+    // A group's places differ from its first one only in their questions.
+    // put_questions has found this dataset's stored questions unchanged, so
+    // unless a run of another dataset stored places here (another file with
+    // one question edited), the first place speaks for the rest: rendering
+    // every stored place cost a resumed 100,000-request plan 0.1-0.2 s before
+    // its first request.
+    auto other_dataset = db.holds_other_dataset(dataset.name);
+    if (!other_dataset) {
+        return other_dataset.error();
+    }
+    const bool every_place = *other_dataset;
     for (const auto& part : m_parts) {
         const auto& framing = part.renderer.framing().name;
         for (const int max_tokens : config.max_tokens) {
-            auto place = db.first_stored_place(server, framing, max_tokens);
-            if (!place) {
-                return place.error();
-            }
-            if (!*place || (*place)->question_idx < 0 ||
-                static_cast<size_t>((*place)->question_idx) >= dataset.test.size()) {
-                continue; // a question this run's dataset does not have: no body to compare
-            }
-            const auto& p = **place;
-            const auto body =
-                measured_body(part, dataset.test[static_cast<size_t>(p.question_idx)], max_tokens);
-            const auto key = store::request_key(server, framing, max_tokens, p.repeat,
-                                                p.question_idx, body_hash(part, body));
-            if (key != p.request_key) {
-                return make_error(
+            // Each question's body hash, rendered once for all its repeats,
+            // and its content hash.
+            std::vector<std::string> hashes(dataset.test.size());
+            std::vector<std::string> question_hashes(dataset.test.size());
+            std::optional<util::Error> refused;
+            const auto check = [&](const store::Store::StoredPlace& p) {
+                if (p.question_idx < 0 || static_cast<size_t>(p.question_idx) >= hashes.size()) {
+                    return true; // a question this run's dataset does not have
+                }
+                const auto q = static_cast<size_t>(p.question_idx);
+                const auto& sample = dataset.test[q];
+                if (hashes[q].empty()) {
+                    hashes[q] = body_hash(part, measured_body(part, sample, max_tokens));
+                }
+                if (store::request_key(server, framing, max_tokens, p.repeat, p.question_idx,
+                                       hashes[q]) == p.request_key) {
+                    // The same body can ask another question: the same text
+                    // with another gold answer (a question is both). Its
+                    // stored responses answer the stored question.
+                    if (question_hashes[q].empty()) {
+                        question_hashes[q] = store::question_hash(sample.question, sample.answer);
+                    }
+                    if (p.question_sha256.empty() || p.question_sha256 == question_hashes[q]) {
+                        return true;
+                    }
+                    auto stored = db.stored_question(p.dataset, p.question_idx);
+                    if (!stored) {
+                        refused = stored.error();
+                        return false;
+                    }
+                    const bool same_text = *stored && (*stored)->question == sample.question;
+                    refused = make_error(
+                        ErrorKind::usage,
+                        fmt::format(
+                            "{}/{}/{} holds question {} of dataset {} {}: a question is its text "
+                            "and its gold answer, so the responses stored for it answer another "
+                            "question than this run's; run {} into another --db",
+                            server, framing, max_tokens, p.question_idx, p.dataset,
+                            same_text
+                                ? fmt::format("with gold answer {}; {} gives the same "
+                                              "question the gold answer {}",
+                                              datasets::answer_shown((*stored)->answer),
+                                              dataset.name, datasets::answer_shown(sample.answer))
+                                : fmt::format("sent with the body {} sends for another "
+                                              "question",
+                                              dataset.name),
+                            dataset.name));
+                    return false;
+                }
+                refused = make_error(
                     ErrorKind::usage,
                     fmt::format(
                         "{}/{}/{} already holds question {} (repeat {}) sent with another "
-                        "request body{}: the framing, a sampling setting or the model "
-                        "changed since; run this configuration under another --server "
+                        "request body{}: the framing, a sampling setting, the model or the "
+                        "question changed since; run this configuration under another --server "
                         "name or into another --db",
                         server, framing, max_tokens, p.question_idx, p.repeat,
                         p.dataset == dataset.name ? "" : fmt::format(" (dataset {})", p.dataset)));
+                return false;
+            };
+            // The group's first place, wherever it is: a run whose places
+            // miss the stored ones (another shard) would still mix two
+            // configurations in the group.
+            auto first = db.first_stored_place(server, framing, max_tokens);
+            if (!first) {
+                return first.error();
+            }
+            if (!*first) {
+                continue;
+            }
+            if (!check(**first)) {
+                return *refused;
+            }
+            if (!every_place) {
+                continue;
+            }
+            // Every place this run plans: one found taken while sending
+            // stopped the run after it had sent and stored the questions
+            // before it.
+            auto r = db.for_each_stored_place(
+                server, framing, max_tokens, config.repeats, static_cast<int64_t>(n),
+                [&](const store::Store::StoredPlace& p) {
+                    const bool in_shard =
+                        !config.shard ||
+                        static_cast<int>(static_cast<size_t>(p.question_idx) %
+                                         static_cast<size_t>(config.shard->count)) ==
+                            config.shard->index;
+                    return !in_shard || check(p);
+                });
+            if (!r) {
+                return r.error();
+            }
+            if (refused) {
+                return *refused;
             }
         }
+        if (config.probe) {
+            if (auto r = check_stored_probes(db, part, every_place); !r) {
+                return r;
+            }
+        }
+    }
+    return {};
+}
+
+util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& part,
+                                                bool every_place) const {
+    const auto& config = m_ctx.config;
+    const auto& dataset = m_ctx.inputs.dataset;
+    const auto& server = config.servers[m_si].name;
+    const auto& framing = part.renderer.framing().name;
+    // Each question's probe body hashes, one per step this run sends.
+    std::vector<std::vector<std::string>> hashes(dataset.test.size());
+    std::optional<util::Error> refused;
+    // The first stored place the dataset has a question for, wherever it is
+    // (another shard's, past --limit), then, as check_stored_groups does,
+    // every place this run plans when another dataset's run is stored.
+    const int repeats = std::max(config.repeats, k_min_probe_repeats);
+    const auto n = static_cast<int64_t>(m_ctx.inputs.n_questions);
+    bool first = true;
+    auto r = db.for_each_stored_probe_place(
+        *config.probe, server, framing, std::numeric_limits<int>::max(),
+        static_cast<int64_t>(hashes.size()), [&](const store::Store::StoredProbePlace& p) {
+            if (p.question_idx < 0) {
+                return true;
+            }
+            if (!first) {
+                if (!every_place) {
+                    return false;
+                }
+                if (p.repeat >= repeats || p.question_idx >= n ||
+                    (config.shard && static_cast<int>(static_cast<size_t>(p.question_idx) %
+                                                      static_cast<size_t>(config.shard->count)) !=
+                                         config.shard->index)) {
+                    return true; // a place this run does not plan
+                }
+            }
+            first = false;
+            auto& steps = hashes[static_cast<size_t>(p.question_idx)];
+            if (steps.empty()) {
+                for (const auto& body :
+                     probe_bodies(part, dataset.test[static_cast<size_t>(p.question_idx)])) {
+                    steps.push_back(util::sha256_hex(body));
+                }
+            }
+            if (p.step >= 0 && static_cast<size_t>(p.step) < steps.size() &&
+                probe_request_key(*config.probe, p.step, server, framing, p.repeat,
+                                  p.question_idx,
+                                  steps[static_cast<size_t>(p.step)]) == p.request_key) {
+                return true;
+            }
+            // Another chain (or none) beside the stored steps would join
+            // readings of two configurations in one place.
+            refused = make_error(
+                ErrorKind::usage,
+                fmt::format("{}/{} already holds probe {} step {} of question {} (repeat {}) "
+                            "sent with another request body: the framing's probe_chain, the "
+                            "framing, a sampling setting, the model or the question changed "
+                            "since; run this configuration under another --server name or into "
+                            "another --db",
+                            server, framing, *config.probe, p.step, p.question_idx, p.repeat));
+            return false;
+        });
+    if (!r) {
+        return r.error();
+    }
+    if (refused) {
+        return *refused;
     }
     return {};
 }

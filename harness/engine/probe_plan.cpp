@@ -54,6 +54,13 @@ std::string probe_body(const framing::Renderer& renderer, const datasets::Sample
     return util::python_json_dumps(body);
 }
 
+std::string probe_request_key(const std::string& probe, int step, const std::string& server,
+                              const std::string& framing, int repeat, int64_t q,
+                              const std::string& body_sha256) {
+    return util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe, step, server,
+                                        framing, repeat, q, body_sha256));
+}
+
 std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
                                                    const std::string& server,
                                                    const std::string& framing,
@@ -71,8 +78,8 @@ std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
                                   sha};
             row.probe = probe;
             row.probe_step = step;
-            row.key = util::sha256_hex(fmt::format("probe\n{}\n{}\n{}\n{}\n{}\n{}\n{}", probe, step,
-                                                   server, framing, rep, q, sha));
+            row.key = probe_request_key(probe, step, server, framing, rep,
+                                        static_cast<int64_t>(q), sha);
             out.push_back(std::move(row));
         }
     }

@@ -71,6 +71,12 @@ std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
                                                    const std::string& dataset, size_t q,
                                                    int repeats, std::vector<std::string> bodies);
 
+// The key of probe `probe`'s request at `step`, repeat `repeat` and question
+// `q` for `server` under `framing`, whose body hashes to `body_sha256`.
+std::string probe_request_key(const std::string& probe, int step, const std::string& server,
+                              const std::string& framing, int repeat, int64_t q,
+                              const std::string& body_sha256);
+
 // Fill `row` from a probe's HTTP 2xx `body`: ok with its reading; ok without
 // a reading (error_kind "no-logprobs") when the engine ignored the logprobs
 // options, since sending again would not change that; error_kind "parse"

@@ -313,8 +313,24 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     for (const auto& s : dataset.test) {
         qa.emplace_back(s.question, s.answer);
     }
-    if (auto r = db.put_questions(dataset.name, qa); !r) {
-        return r.error();
+    auto changed = db.put_questions(dataset.name, qa);
+    if (!changed) {
+        return changed.error();
+    }
+    if (const auto& was = *changed) {
+        const auto& now = dataset.test[static_cast<size_t>(was->question_idx)];
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("{} holds question {} of dataset {} {}: the file changed since this "
+                        "database stored its questions, and the responses stored for it would "
+                        "be counted as the new question's; restore the file, or run it into "
+                        "another --db",
+                        ctx.config.db, was->question_idx, dataset.name,
+                        was->question != now.question
+                            ? std::string("with another text than the dataset now has")
+                            : fmt::format("with gold answer {}, but the dataset now gives it {}",
+                                          datasets::answer_shown(was->answer),
+                                          datasets::answer_shown(now.answer))));
     }
     return db.begin_run(ctx.inputs.redactor.redacted(to_json(ctx.config).dump()), dataset.name);
 }

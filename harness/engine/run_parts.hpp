@@ -167,10 +167,17 @@ public:
                                                          const ServerInfo& info);
     // An error (usage) when a group of the plan that `db` holds requests of
     // was stored with other bodies than this run sends: its first stored
-    // place's request, rendered by this run, has another key. Asked before
-    // anything is sent, so a run whose places do not meet the stored ones
-    // (another shard, more questions) cannot add requests of another
-    // framing, sampling setting, model or dataset to the group.
+    // place's request, rendered by this run, has another key, or, when the
+    // database holds a run of another dataset, so has that of any place this
+    // run plans. Asked before anything is sent, so a run whose places do not
+    // meet the stored ones (another shard, more questions) cannot add
+    // requests of another framing, sampling setting, model or dataset to the
+    // group, and one whose dataset file differs at a later question stops
+    // before sending the questions before it (the same file edited in place
+    // is refused earlier, by put_questions). So does a place whose body is
+    // this run's but whose question is not (the same text with another gold
+    // answer, questions.question_sha256): its responses answer the stored
+    // question. The probe's places likewise (check_stored_probes).
     util::Result<void> check_stored_groups(store::Store& db) const;
     // Requests in the whole plan.
     int64_t total() const { return m_total; }
@@ -222,6 +229,11 @@ private:
     // A measured body's sha256 hex, from the state after its leading text
     // when `part` has one: its request key's last field.
     static std::string body_hash(const Part& part, const std::string& body);
+    // check_stored_groups for the probe's stored places of `part`: a changed
+    // probe_chain leaves the measured bodies as they were. `every_place`: not
+    // only the first.
+    util::Result<void> check_stored_probes(store::Store& db, const Part& part,
+                                           bool every_place) const;
 
     Planner(const RunContext& ctx, size_t si) : m_ctx(ctx), m_si(si) {}
     // Read the current question of the current stage into `out`, then move on.

@@ -527,7 +527,9 @@ constexpr std::string_view k_statements[] = {
     "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer, question_sha256) "
     "VALUES (?, ?, ?, ?, ?)",
     // k_question_indices
-    "SELECT question_idx FROM questions WHERE dataset = ?",
+    "SELECT question_idx, question, answer FROM questions WHERE dataset = ?",
+    // k_question_at
+    "SELECT question, answer FROM questions WHERE dataset = ? AND question_idx = ?",
     // k_put_body, for a body k_body_id did not find: `request_json` is the
     // part after prefix `prefix_id` (NULL: the whole body)
     "INSERT INTO request_bodies (body_sha256, request_json, prefix_id) VALUES (?, ?, ?)",
@@ -557,9 +559,22 @@ constexpr std::string_view k_statements[] = {
     "SELECT 1 FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND "
     "max_tokens = ?3 AND request_id <> ?4 LIMIT 1",
     // k_group_first: a group's first stored place and its request's key
-    "SELECT question_idx, repeat, request_key, dataset FROM requests INDEXED BY requests_group "
+    "SELECT question_idx, repeat, request_key, dataset, ifnull(question_sha256, '') FROM requests "
+    "INDEXED BY requests_group "
     "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 ORDER BY repeat, question_idx "
     "LIMIT 1",
+    // k_group_places: as k_group_first, every place below a repeat and a
+    // question
+    "SELECT question_idx, repeat, request_key, dataset, ifnull(question_sha256, '') FROM requests "
+    "INDEXED BY requests_group "
+    "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 AND repeat < ?4 AND question_idx < ?5 "
+    "ORDER BY repeat, question_idx",
+    // k_probe_places: as k_group_places, for a probe's requests
+    "SELECT question_idx, repeat, step, request_key FROM probe_requests INDEXED BY "
+    "probe_requests_group WHERE probe = ?1 AND server = ?2 AND framing = ?3 AND repeat < ?4 AND "
+    "question_idx < ?5 ORDER BY repeat, question_idx",
+    // k_other_dataset
+    "SELECT 1 FROM runs WHERE dataset <> ? LIMIT 1",
     // k_existing_probe: as k_existing
     "SELECT q.probe_request_id, r.ok FROM probe_requests q INDEXED BY probe_requests_group "
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
@@ -603,7 +618,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 27);
+static_assert(std::size(k_statements) == 31);
 
 class Transaction {
 public:
@@ -1286,25 +1301,38 @@ util::Result<void> Store::put_server_log(const std::string& name, const std::str
     return {};
 }
 
-util::Result<void>
+util::Result<std::optional<Store::StoredQuestion>>
 Store::put_questions(const std::string& dataset,
                      const std::vector<std::pair<std::string, std::string>>& qa) {
     // A resumed run finds its questions stored: hashing and inserting them
     // again (INSERT OR IGNORE keeps what is there) cost a few ms of its start.
+    // A stored one that differs would leave the run's requests hashed and
+    // scored as the stored question, which they did not ask.
     std::vector<bool> stored(qa.size(), false);
+    std::optional<StoredQuestion> changed;
     auto& known = m_stmts[k_question_indices];
     known.bind(dataset);
     while (known.step()) {
-        if (auto i = known.column_int(0); i >= 0 && static_cast<size_t>(i) < qa.size()) {
-            stored[static_cast<size_t>(i)] = true;
+        const auto i = known.column_int(0);
+        if (i < 0 || static_cast<size_t>(i) >= qa.size()) {
+            continue;
+        }
+        const auto& [question, answer] = qa[static_cast<size_t>(i)];
+        stored[static_cast<size_t>(i)] = true;
+        if ((known.column_view(1) != question || known.column_view(2) != answer) &&
+            (!changed || i < changed->question_idx)) {
+            changed = StoredQuestion{i, known.column_text(1), known.column_text(2)};
         }
     }
     if (!known.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read questions: {}", known.error()));
     }
     known.reset();
+    if (changed) {
+        return changed;
+    }
     if (std::find(stored.begin(), stored.end(), false) == stored.end()) {
-        return {};
+        return std::optional<StoredQuestion>{};
     }
     Transaction tx(m_db);
     for (size_t i = 0; i < qa.size(); ++i) {
@@ -1319,7 +1347,25 @@ Store::put_questions(const std::string& dataset,
                               fmt::format("cannot store questions: {}", m_db.last_error()));
         }
     }
-    return tx.commit();
+    if (auto r = tx.commit(); !r) {
+        return r.error();
+    }
+    return std::optional<StoredQuestion>{};
+}
+
+util::Result<std::optional<Store::StoredQuestion>>
+Store::stored_question(const std::string& dataset, int64_t question_idx) {
+    auto& st = m_stmts[k_question_at];
+    std::optional<StoredQuestion> out;
+    if (st.bind(dataset, question_idx).step()) {
+        out = StoredQuestion{question_idx, st.column_text(0), st.column_text(1)};
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read questions: {}", error));
+    }
+    return out;
 }
 
 util::Result<void> Store::check_references(bool on) {
@@ -1441,8 +1487,9 @@ util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
     return make_error(
         ErrorKind::usage,
         fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another request "
-                    "body{}: the framing, a sampling setting or the model changed since; run "
-                    "this configuration under another --server name or into another --db",
+                    "body{}: the framing, a sampling setting, the model or the question changed "
+                    "since; run this configuration under another --server name or into another "
+                    "--db",
                     r.server, r.framing, r.max_tokens, r.question_idx, r.repeat,
                     dataset == r.dataset ? "" : fmt::format(" (dataset {})", dataset)));
 }
@@ -1516,7 +1563,7 @@ Store::first_stored_place(const std::string& server, const std::string& framing,
     std::optional<StoredPlace> out;
     if (st.bind(server, framing, max_tokens).step()) {
         out = StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)), st.column_text(2),
-                          st.column_text(3)};
+                          st.column_text(3), st.column_text(4)};
     }
     const auto error = st.error();
     st.reset();
@@ -1524,6 +1571,58 @@ Store::first_stored_place(const std::string& server, const std::string& framing,
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
     }
     return out;
+}
+
+util::Result<void> Store::for_each_stored_place(const std::string& server,
+                                                const std::string& framing, int max_tokens,
+                                                int repeats, int64_t questions,
+                                                const PlaceVisitor& visit) {
+    auto& st = m_stmts[k_group_places];
+    st.bind(server, framing, max_tokens, repeats, questions);
+    while (st.step()) {
+        if (!visit(StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)),
+                               st.column_text(2), st.column_text(3), st.column_text(4)})) {
+            break;
+        }
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
+    }
+    return {};
+}
+
+util::Result<void> Store::for_each_stored_probe_place(const std::string& probe,
+                                                      const std::string& server,
+                                                      const std::string& framing, int repeats,
+                                                      int64_t questions,
+                                                      const ProbePlaceVisitor& visit) {
+    auto& st = m_stmts[k_probe_places];
+    st.bind(probe, server, framing, repeats, questions);
+    while (st.step()) {
+        if (!visit(StoredProbePlace{st.column_int(0), static_cast<int>(st.column_int(1)),
+                                    static_cast<int>(st.column_int(2)), st.column_text(3)})) {
+            break;
+        }
+    }
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read probe requests: {}", error));
+    }
+    return {};
+}
+
+util::Result<bool> Store::holds_other_dataset(const std::string& dataset) {
+    auto& st = m_stmts[k_other_dataset];
+    const bool found = st.bind(dataset).step();
+    const auto error = st.error();
+    st.reset();
+    if (!error.empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read runs: {}", error));
+    }
+    return found;
 }
 
 util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& take, Wait wait) {

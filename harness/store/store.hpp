@@ -193,8 +193,23 @@ public:
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
     util::Result<void> put_server_log(const std::string& name, const std::string& log_path,
                                       const std::string& log_text, const std::string& facts_json);
-    util::Result<void> put_questions(const std::string& dataset,
-                                     const std::vector<std::pair<std::string, std::string>>& qa);
+    // A question stored under a dataset's name, at its index.
+    struct StoredQuestion {
+        int64_t question_idx = 0;
+        std::string question;
+        std::string answer;
+    };
+    // Store `qa` (question, gold answer) as the questions of `dataset`,
+    // numbered from 0; those already stored are kept. When a stored one's
+    // text or answer is not `qa`'s at its index (the file changed since),
+    // stores nothing and returns the first such; nullopt otherwise.
+    util::Result<std::optional<StoredQuestion>>
+    put_questions(const std::string& dataset,
+                  const std::vector<std::pair<std::string, std::string>>& qa);
+    // The question stored under `dataset` at `question_idx`; nullopt when
+    // there is none.
+    util::Result<std::optional<StoredQuestion>> stored_question(const std::string& dataset,
+                                                                int64_t question_idx);
     // Insert planned requests (probes included), each body once per distinct
     // `body_sha256`; existing keys are kept as they are. Rows of one body come
     // together, and only the first of them need carry it.
@@ -210,9 +225,39 @@ public:
         int repeat = 0;
         std::string request_key;
         std::string dataset;
+        std::string question_sha256; // "" when its question's row is missing
     };
     util::Result<std::optional<StoredPlace>>
     first_stored_place(const std::string& server, const std::string& framing, int max_tokens);
+    // Each place of the group `server`/`framing`/`max_tokens` among repeats
+    // below `repeats` and questions below `questions`, by repeat, then
+    // question, as first_stored_place gives one; `visit` returns false to
+    // stop. The places a run plans, so it can compare them before sending.
+    using PlaceVisitor = std::function<bool(const StoredPlace&)>;
+    util::Result<void> for_each_stored_place(const std::string& server, const std::string& framing,
+                                             int max_tokens, int repeats, int64_t questions,
+                                             const PlaceVisitor& visit);
+    // Whether a run of another dataset than `dataset` is stored: only then
+    // can a stored place hold another question than `dataset` has at its
+    // index, since put_questions compares `dataset`'s own stored questions.
+    util::Result<bool> holds_other_dataset(const std::string& dataset);
+    // A probe request's place: probe step, repeat and question, with its
+    // key.
+    struct StoredProbePlace {
+        int64_t question_idx = 0;
+        int repeat = 0;
+        int step = 0;
+        std::string request_key;
+    };
+    // Each probe place of `probe` for `server`/`framing` among repeats below
+    // `repeats` and questions below `questions`; `visit` returns false to
+    // stop.
+    using ProbePlaceVisitor = std::function<bool(const StoredProbePlace&)>;
+    util::Result<void> for_each_stored_probe_place(const std::string& probe,
+                                                   const std::string& server,
+                                                   const std::string& framing, int repeats,
+                                                   int64_t questions,
+                                                   const ProbePlaceVisitor& visit);
     // What put_unanswered found of a planned request.
     struct Planned {
         bool answered = false; // it has a successful response already
@@ -306,6 +351,7 @@ private:
         k_put_server_log,
         k_put_question,
         k_question_indices,
+        k_question_at,
         k_put_body,
         k_body_id,
         k_put_request,
@@ -314,6 +360,9 @@ private:
         k_slot_taken,
         k_group_stored,
         k_group_first,
+        k_group_places,
+        k_probe_places,
+        k_other_dataset,
         k_existing_probe,
         k_request_id,
         k_insert_response,

@@ -113,7 +113,8 @@ TEST(GateBaselineDb, TheProbeIsComparedAgainstTheBaselineDatabase) {
     EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
     EXPECT_NE(good.out.find("PASS  probe_shift baseline:vllm/raw -> vllm/raw"), std::string::npos)
         << good.out;
-    EXPECT_NE(good.out.find("+0.000"), std::string::npos) << good.out;
+    EXPECT_NE(good.out.find("P(open) logit shift 0.000 (95% CI [0.000, 0.000]"), std::string::npos)
+        << good.out;
     auto bad = gate(eager_db);
     EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
     EXPECT_NE(bad.out.find("FAIL  probe_shift baseline:vllm/raw -> vllm/raw"), std::string::npos)

@@ -295,7 +295,7 @@ TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
     // An A/A pair: no shift, whatever is missing.
     auto d = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
-    EXPECT_NE(d.out.find("P(open) logit shift +0.000 [+0.000, +0.000] over 6 questions"),
+    EXPECT_NE(d.out.find("P(open) logit shift 0.000 [0.000, 0.000] over 6 questions"),
               std::string::npos)
         << d.out;
     EXPECT_NE(d.out.find("probe readings missing for b: 12 probe requests have no successful "
@@ -454,6 +454,60 @@ TEST(Probe, TheGateSaysWhyAProbeOnChatCannotBeMeasured) {
               std::string::npos)
         << g.err;
     EXPECT_EQ(g.err.find("run 'diffeval run --probe"), std::string::npos) << g.err;
+}
+
+// A framing the probe cannot measure beside one it can: an audit's gate
+// printed raw's checks and nothing of chat, as if chat had been judged. Each
+// framing gets its lines; chat's are SKIP with why, neither passing nor
+// failing, in the text, the JSON and the JUnit file.
+TEST(Probe, TheGateNamesAFramingItCouldNotJudgeBesideOneItCould) {
+    auto dir = e2e::scratch("probe_skip_gate");
+    e2e::Sim a({"--profile", "default"});
+    e2e::Sim b({"--profile", "deepgemm"});
+    auto db = dir / "p.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--framing",
+                       "raw,chat", "--limit", "8", "--dataset", "sample", "--db", db.string(),
+                       "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto json = dir / "gate.json";
+    const auto junit = dir / "gate.xml";
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                       "--max-probe-shift", "2", "--expect-same-numerics", "--json", json.string(),
+                       "--junit", junit.string()});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err; // raw's numerics differ
+    EXPECT_NE(g.out.find("PASS  probe_shift a/raw -> b/raw"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("FAIL  probe_numerics a/raw -> b/raw"), std::string::npos) << g.out;
+    for (const std::string kind : {"probe_shift", "probe_numerics"}) {
+        EXPECT_NE(g.out.find("SKIP  " + kind + " a/chat -> b/chat"), std::string::npos) << g.out;
+    }
+    EXPECT_NE(g.out.find("not judged: no question of chat lists the marker on either side"),
+              std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("FAIL: 1 of 2 checks failed, 2 not judged (SKIP)"), std::string::npos)
+        << g.out;
+    const auto verdict = nlohmann::json::parse(e2e::slurp(json));
+    EXPECT_EQ(verdict["checks_skipped"], 2);
+    EXPECT_EQ(verdict["checks_failed"], 1);
+    size_t skipped = 0;
+    for (const auto& c : verdict["checks"]) {
+        if (c["name"].get<std::string>().find("/chat") != std::string::npos) {
+            EXPECT_EQ(c["status"], "skipped") << c.dump();
+            EXPECT_TRUE(c["measured"].is_null()) << c.dump();
+            ++skipped;
+        }
+    }
+    EXPECT_EQ(skipped, 2U);
+    const auto xml = e2e::slurp(junit);
+    EXPECT_NE(xml.find("skipped=\"2\""), std::string::npos) << xml;
+    EXPECT_NE(xml.find("<skipped message=\"not judged: no question of chat"), std::string::npos)
+        << xml;
+
+    // Passing on raw with chat not judged says both.
+    g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
+                  "--max-probe-shift", "2"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("PASS: the one check passed, 1 not judged (SKIP)"), std::string::npos)
+        << g.out;
 }
 
 // A shard holds every request of its questions and none of the others': the
@@ -645,4 +699,40 @@ TEST(Probe, AServerWhoseProbesFailedIsNamedAsNotMeasured) {
                          "response"),
               std::string::npos)
         << g.err;
+}
+
+// A framing whose probe chain changed keeps its measured bodies, so only the
+// probe's second step is new: an audit's run stored a second step-1 request
+// in every place, v_probes gave two readings per repeat (one of each chain)
+// and the run exited 0. Refused before anything is sent, as a measured
+// request in a taken place is.
+TEST(Probe, AChangedProbeChainIsRefusedBeforeSending) {
+    auto dir = e2e::scratch("probe_chain_changed");
+    e2e::Sim a({"--profile", "default"});
+    auto db = dir / "p.sqlite";
+    std::vector<std::string> args = {"run",      "--server", "a=" + a.url(), "--framing",
+                                      "raw",     "--limit",  "4",            "--db",
+                                      db.string(), "--probe", "think-open", "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto served = [&a] {
+        return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
+    };
+    const auto sent = served();
+    auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
+    const std::string chain = "probe_chain = \" \"";
+    ASSERT_NE(raw.find(chain), std::string::npos);
+    raw.replace(raw.find(chain), chain.size(), "probe_chain = \"\\n\"");
+    std::ofstream(dir / "raw.toml") << raw;
+    auto changed = args;
+    changed[4] = (dir / "raw.toml").string();
+    auto o = e2e::run(changed);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw already holds probe think-open step 1 of question 0 (repeat 0) "
+                         "sent with another request body"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "16");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes"), "8");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete");
 }

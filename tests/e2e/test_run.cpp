@@ -12,6 +12,7 @@
 #include <csignal>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -850,4 +851,142 @@ TEST(Run, SpecialDatabaseNamesAndPlantedLockFilesLoseNothing) {
     EXPECT_EQ(std::count(twice.err.begin(), twice.err.end(), '\n'), 1) << twice.err;
     auto read = e2e::run({"summary", "--db", (dir / "two.sqlite").string()});
     EXPECT_EQ(read.exit_code, 0) << read.err; // reading it is no harm
+}
+
+namespace {
+
+// The sample set copied into `dir` (test.jsonl and train.jsonl), its test
+// questions as JSON lines to edit.
+std::vector<nlohmann::json> copy_sample_set(const std::filesystem::path& dir) {
+    const auto sample = std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(sample / "train.jsonl", dir / "train.jsonl");
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(e2e::slurp(sample / "test.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(nlohmann::json::parse(line));
+    }
+    return lines;
+}
+
+void write_jsonl(const std::filesystem::path& path, const std::vector<nlohmann::json>& lines) {
+    std::ofstream out(path);
+    for (const auto& l : lines) {
+        out << l.dump() << '\n';
+    }
+}
+
+int completions_served(e2e::Sim& sim) {
+    return nlohmann::json::parse(sim.stats())["requests"]["completions"].get<int>();
+}
+
+} // namespace
+
+// A dataset file edited after a run stored its questions: resumed with more
+// repeats, an audit's run sent the unchanged questions' new repeats (64
+// requests) and then stopped at the edited one, exit 2, saying nothing of
+// the 51 responses it had stored. The edit is found before anything is sent.
+TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
+    auto dir = e2e::scratch("edited-dataset");
+    e2e::Sim a;
+    auto lines = copy_sample_set(dir);
+    const auto test = dir / "test.jsonl";
+    write_jsonl(test, lines);
+    const auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {"run", "--server",  "a=" + a.url(), "--framing",
+                                     "raw", "--dataset", test.string(),  "--db",
+                                     db,    "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto sent = completions_served(a);
+    const auto runs = query(db, "SELECT group_concat(status) FROM runs");
+
+    lines[40]["question"] = lines[40]["question"].get<std::string>() + " Think twice.";
+    write_jsonl(test, lines);
+    auto more = args;
+    more.insert(more.end(), {"--repeats", "3"});
+    auto o = e2e::run(more);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find(db + " holds question 40 of dataset " + test.string() +
+                         " with another text than the dataset now has"),
+              std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("another --db"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "48");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+
+    // The same edit in another file (another dataset name) meets the stored
+    // requests at question 40 only: found at planning, before sending too.
+    const auto other = dir / "other" / "test.jsonl";
+    std::filesystem::create_directories(other.parent_path());
+    std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
+    write_jsonl(other, lines);
+    more[6] = other.string();
+    o = e2e::run(more);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 already holds question 40 (repeat 0) sent with another "
+                         "request body (dataset " +
+                         test.string() + ")"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "48");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+}
+
+// A question is its text and its gold answer (questions.question_sha256).
+// Another file with the same texts and other answers sends the same bodies:
+// an audit's run skipped them all as already stored, called itself complete
+// and left them scored against the first file's answers. Refused, naming
+// both answers; the stored responses are not scored against a gold they
+// were not asked for.
+TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
+    auto dir = e2e::scratch("other-gold");
+    e2e::Sim a;
+    auto lines = copy_sample_set(dir);
+    const auto test = dir / "test.jsonl";
+    write_jsonl(test, lines);
+    const auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {
+        "run",     "--server", "a=" + a.url(), "--framing", "raw",    "--dataset", test.string(),
+        "--limit", "5",        "--db",         db,          "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto sent = completions_served(a);
+    const auto runs = query(db, "SELECT group_concat(status) FROM runs");
+    const auto scores = query(db, "SELECT group_concat(correct) FROM scores");
+    const auto gold = lines[3]["answer"].get<std::string>();
+    const auto gold_number = gold.substr(gold.rfind("####") + 5);
+
+    auto regraded = lines;
+    regraded[3]["answer"] = gold.substr(0, gold.rfind("####")) + "#### 99999";
+    const auto other = dir / "regraded" / "test.jsonl";
+    std::filesystem::create_directories(other.parent_path());
+    std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
+    write_jsonl(other, regraded);
+    auto again = args;
+    again[6] = other.string();
+    auto o = e2e::run(again);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 holds question 3 of dataset " + test.string() +
+                         " with gold answer " + gold_number + "; " + other.string() +
+                         " gives the same question the gold answer 99999"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+    EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
+
+    // The same file edited in place: the questions it stored say otherwise.
+    write_jsonl(test, regraded);
+    o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("holds question 3 of dataset " + test.string() + " with gold answer " +
+                         gold_number + ", but the dataset now gives it 99999"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
+    EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
 }

@@ -458,3 +458,52 @@ TEST(ProbeComparisons, DifferentQuestionsUnderOneIndexAreRefused) {
     }
     EXPECT_TRUE(compare_probes(d, "a", "b", "raw"));
 }
+
+// A repeat whose reading is only a bound (the marker not among the listed
+// alternatives: P(open) at most the smallest listed probability) says
+// nothing more about P(open) beside a repeat that measured it: averaged in,
+// a bound of 1e-4 beside a measured 0.5 moved the side's mean logit by 4.6.
+TEST(ProbeDirection, ABoundBesideAMeasuredRepeatIsLeftOut) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(10, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(10, 2, [](int i, int) { return base(i) + 0.25; });
+    // B's second repeat of question 3 listed no marker: only a bound.
+    d.series[{"b", "raw"}][3][1] = ProbeValue{1e-4, true};
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->direction.questions, 10);
+    EXPECT_NEAR(c->direction.mean_shift, 0.25, 1e-9);
+    EXPECT_NEAR(c->direction.lo, 0.25, 1e-9);
+    const auto point = std::find_if(c->points.begin(), c->points.end(),
+                                    [](const auto& p) { return p.question_idx == 3; });
+    ASSERT_NE(point, c->points.end());
+    EXPECT_NEAR(point->p_b, sigmoid(base(3) + 0.25), 1e-12);
+}
+
+// A shift that rounds to 0 at three decimals: "-0.000" carried a sign the
+// value printed beside it denies. It is printed with the decimals its sign
+// needs, or as 0.000 when it is 0, in the line diff and the reports print
+// and in the gate's.
+TEST(ProbeDirection, AShiftThatRoundsToZeroIsNotPrintedAsMinusZero) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(8, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(8, 2, [](int i, int) { return base(i) - 0.0002; });
+    auto c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c) << c.error().message;
+    auto line = probe_line(*c);
+    EXPECT_NE(line.find("logit shift -0.0002 [-0.0002, -0.0002]"), std::string::npos) << line;
+    auto checks = shift_checks(d, 0.2);
+    ASSERT_EQ(checks.size(), 1U);
+    EXPECT_NE(checks[0].measured_text.find("logit shift -0.0002 (95% CI [-0.0002, -0.0002]"),
+              std::string::npos)
+        << checks[0].measured_text;
+    d.series[{"b", "raw"}] = d.series[{"a", "raw"}];
+    c = compare_probes(d, "a", "b", "raw");
+    ASSERT_TRUE(c) << c.error().message;
+    line = probe_line(*c);
+    EXPECT_NE(line.find("logit shift 0.000 [0.000, 0.000]"), std::string::npos) << line;
+    EXPECT_EQ(line.find("-0.000"), std::string::npos) << line;
+    EXPECT_EQ(logits_text(-1e-12), "0.000");
+    EXPECT_EQ(logits_text(0.0004), "+0.0004");
+    EXPECT_EQ(logits_text(-0.489), "-0.489");
+}

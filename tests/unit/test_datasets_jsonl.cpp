@@ -124,4 +124,21 @@ TEST(LoadJsonl, MissingFileNamesThePath) {
     EXPECT_THAT(items.error().message, HasSubstr(path.string()));
 }
 
+// A gold answer in a message: the final answer a reader compares, not the
+// whole worked solution.
+TEST(AnswerShown, NamesTheFinalAnswerOrTheStartOfTheText) {
+    using diffeval::datasets::answer_shown;
+    EXPECT_EQ(answer_shown("She has 9 - 3 = 6.\n#### 6"), "6");
+    EXPECT_EQ(answer_shown("#### 1 #### 72 "), "72");
+    EXPECT_EQ(answer_shown("no marker"), "'no marker'");
+    EXPECT_EQ(answer_shown("####"), "''");
+    EXPECT_EQ(answer_shown(std::string(50, 'x')), std::string(40, 'x') + "...");
+    // Never cut in a UTF-8 sequence.
+    std::string euros;
+    for (int i = 0; i < 41; ++i) {
+        euros += "\u20ac";
+    }
+    EXPECT_EQ(answer_shown(euros), euros.substr(0, 40 * 3) + "...");
+}
+
 } // namespace
