@@ -253,7 +253,8 @@ util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& pa
     // every place this run plans when another dataset's run is stored.
     const int repeats = std::max(config.repeats, k_min_probe_repeats);
     const auto n = static_cast<int64_t>(m_ctx.inputs.n_questions);
-    bool first = true;
+    // The first place's every step: a changed chain changes step 1 alone.
+    std::optional<std::pair<int, int64_t>> first;
     auto r = db.for_each_stored_probe_place(
         *config.probe, server, framing, std::numeric_limits<int>::max(),
         static_cast<int64_t>(hashes.size()), [&](const store::Store::StoredProbePlace& p) {
@@ -261,6 +262,8 @@ util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& pa
                 return true;
             }
             if (!first) {
+                first.emplace(p.repeat, p.question_idx);
+            } else if (*first != std::pair(p.repeat, p.question_idx)) {
                 if (!every_place) {
                     return false;
                 }
@@ -271,7 +274,6 @@ util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& pa
                     return true; // a place this run does not plan
                 }
             }
-            first = false;
             auto& steps = hashes[static_cast<size_t>(p.question_idx)];
             if (steps.empty()) {
                 for (const auto& body :
