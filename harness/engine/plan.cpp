@@ -282,8 +282,7 @@ util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& pa
                 }
             }
             if (p.step >= 0 && static_cast<size_t>(p.step) < steps.size() &&
-                probe_request_key(*config.probe, p.step, server, framing, p.repeat,
-                                  p.question_idx,
+                probe_request_key(*config.probe, p.step, server, framing, p.repeat, p.question_idx,
                                   steps[static_cast<size_t>(p.step)]) == p.request_key) {
                 return true;
             }

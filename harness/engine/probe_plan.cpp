@@ -78,8 +78,8 @@ std::vector<store::RequestRow> plan_probe_question(const std::string& probe,
                                   sha};
             row.probe = probe;
             row.probe_step = step;
-            row.key = probe_request_key(probe, step, server, framing, rep,
-                                        static_cast<int64_t>(q), sha);
+            row.key =
+                probe_request_key(probe, step, server, framing, rep, static_cast<int64_t>(q), sha);
             out.push_back(std::move(row));
         }
     }

@@ -710,9 +710,9 @@ TEST(Probe, AChangedProbeChainIsRefusedBeforeSending) {
     auto dir = e2e::scratch("probe_chain_changed");
     e2e::Sim a({"--profile", "default"});
     auto db = dir / "p.sqlite";
-    std::vector<std::string> args = {"run",      "--server", "a=" + a.url(), "--framing",
-                                      "raw",     "--limit",  "4",            "--db",
-                                      db.string(), "--probe", "think-open", "--quiet"};
+    std::vector<std::string> args = {
+        "run", "--server", "a=" + a.url(), "--framing", "raw",        "--limit",
+        "4",   "--db",     db.string(),    "--probe",   "think-open", "--quiet"};
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     const auto served = [&a] {
         return nlohmann::json::parse(a.stats())["requests"]["completions"].get<int>();
