@@ -18,6 +18,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -698,10 +699,18 @@ util::Result<void> validate(const RunConfig& c) {
 util::Result<Shard> parse_shard(const std::string& value) {
     // Each number plain decimal digits, as every number flag's: a stream
     // read " 0/3", "0 /3" and "+0/+3" alike.
-    auto whole = [](std::string_view text, int& out) {
+    // A number past int's range leaves `out` as it was (from_chars reads all
+    // its digits and reports the range): 0/3000000000 ran as 0/1, the whole
+    // plan, and 3000000000/4 as shard 0.
+    bool too_large = false;
+    auto whole = [&too_large](std::string_view text, int& out) {
         const auto* end = text.data() + text.size();
-        return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos &&
-               std::from_chars(text.data(), end, out).ptr == end;
+        if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+            return false;
+        }
+        const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+        too_large = too_large || ec == std::errc::result_out_of_range;
+        return ptr == end && ec == std::errc();
     };
     Shard s;
     const auto slash = value.find('/');
@@ -710,7 +719,11 @@ util::Result<Shard> parse_shard(const std::string& value) {
         !whole(text.substr(slash + 1), s.count) || s.count < 1) {
         return make_error(
             ErrorKind::usage,
-            fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4", value));
+            too_large ? fmt::format("--shard '{}': I and N are at most {}; expected I/N with 0 "
+                                    "<= I < N, such as 0/4",
+                                    value, std::numeric_limits<int>::max())
+                      : fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4",
+                                    value));
     }
     // A CI matrix or job array numbered from 1 gives N/N for its last job.
     if (s.index >= s.count) {

@@ -272,3 +272,26 @@ TEST(ExperimentFile, ALaunchedServersLogThatIsTheDatabaseIsRefused) {
     EXPECT_EQ(dir.error().message, "server 'a': its log " + s.log_path +
                                        " is a directory; give 'log' the path of a file");
 }
+
+// A shard number past int's range left the parsed value as it was: an
+// audit's `--shard 0/3000000000` ran the whole plan as shard 0/1, and
+// `--shard 3000000000/4` ran shard 0/4, each exit 0 with another shard's
+// questions. Each is one usage error saying the limit.
+TEST(ShardFlag, ANumberPastTheLimitIsRefusedNotReadAsAnotherShard) {
+    for (const char* value : {"0/3000000000", "3000000000/4", "0/99999999999999999999"}) {
+        auto r = engine::parse_shard(value);
+        ASSERT_FALSE(r) << value;
+        EXPECT_EQ(r.error().kind, util::ErrorKind::usage);
+        EXPECT_EQ(r.error().message,
+                  fmt::format("--shard '{}': I and N are at most 2147483647; expected I/N with 0 "
+                              "<= I < N, such as 0/4",
+                              value));
+    }
+    auto last = engine::parse_shard("2147483646/2147483647");
+    ASSERT_TRUE(last);
+    EXPECT_EQ(last->index, 2147483646);
+    EXPECT_EQ(last->count, 2147483647);
+    auto plain = engine::parse_shard("0/x");
+    ASSERT_FALSE(plain);
+    EXPECT_EQ(plain.error().message, "--shard '0/x': expected I/N with 0 <= I < N, such as 0/4");
+}
