@@ -150,13 +150,27 @@ std::optional<std::string> without_question(std::string body, std::string_view q
     return body;
 }
 
+// Whether main's questions of dataset `a` are `src`'s of dataset `b`, text
+// and gold answer: one file under two names, as a dataset given by path is
+// named by the path as written.
+bool same_questions(sqlite3* db, const std::string& a, const std::string& b) {
+    Statement st(db, "SELECT (SELECT count(*) FROM main.questions WHERE dataset = ?1) = (SELECT "
+                     "count(*) FROM src.questions WHERE dataset = ?2) AND NOT EXISTS (SELECT 1 "
+                     "FROM main.questions m LEFT JOIN src.questions s ON s.dataset = ?2 AND "
+                     "s.question_idx = m.question_idx WHERE m.dataset = ?1 AND (s.question IS NOT "
+                     "m.question OR s.answer IS NOT m.answer))");
+    st.bind(a, b);
+    return st.step() && st.column_int(0) == 1;
+}
+
 // The first group (server, framing, max_tokens) that both main and `src`
 // hold and whose requests were sent with another configuration: another
 // dataset, another body outside its prompt (a sampling setting, the model,
 // streaming), or another prompt around the question (a framing whose
 // bodies share their few-shot block). A run refuses to add such requests to a stored
 // group (Planner::check_stored_groups); a merge is held to the same rule.
-// Empty when none; else the group and what differs.
+// Empty when none; else the group and what differs, and a third element
+// "renamed" when only the dataset's name differs (same_questions).
 std::vector<std::string> differing_group(sqlite3* db) {
     Statement st(db,
                  "WITH sg AS (SELECT server, framing, max_tokens, min(request_id) AS id FROM "
@@ -177,8 +191,10 @@ std::vector<std::string> differing_group(sqlite3* db) {
                  "BY sg.server, sg.framing, sg.max_tokens");
     while (st.step()) {
         if (st.column_text(1) != st.column_text(2)) {
-            return {st.column_text(0), fmt::format("dataset '{}' before, '{}' in it",
-                                                   st.column_text(1), st.column_text(2))};
+            return {st.column_text(0),
+                    fmt::format("dataset '{}' before, '{}' in it", st.column_text(1),
+                                st.column_text(2)),
+                    same_questions(db, st.column_text(1), st.column_text(2)) ? "renamed" : ""};
         }
         if (auto d = body_difference(st.column_view(3), st.column_view(4)); !d.empty()) {
             return {st.column_text(0), d};
@@ -210,6 +226,14 @@ std::string find_conflict(sqlite3* db) {
                            server[0], server[1], server[2], server[3]);
     }
     auto group = differing_group(db);
+    if (group.size() == 3 && group[2] == "renamed") {
+        // Shards run on machines whose checkouts sit at other paths.
+        return fmt::format("group {} was sent with {}, the same questions under two names (a "
+                           "dataset given as a path is named by the path as written); run every "
+                           "shard with the same --dataset text, such as a path relative to "
+                           "where each runs, or 'gsm8k' with DIFFEVAL_DATA set",
+                           group[0], group[1]);
+    }
     if (!group.empty()) {
         return fmt::format("group {} was sent with another request configuration: {}; its "
                            "answers would not be comparable, so merge only runs of one "

@@ -377,6 +377,16 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
     std::filesystem::copy_file(std::filesystem::path(DIFFEVAL_SOURCE_DIR) /
                                    "datasets/sample/train.jsonl",
                                dir / "copy" / "train.jsonl");
+    // The same questions with one gold answer changed: another dataset.
+    std::filesystem::create_directories(dir / "edited");
+    std::filesystem::copy_file(dir / "copy" / "train.jsonl", dir / "edited" / "train.jsonl");
+    {
+        auto test = e2e::slurp(dir / "copy" / "test.jsonl");
+        const auto gold = test.find("#### ");
+        ASSERT_NE(gold, std::string::npos);
+        test.insert(gold + 5, "9");
+        std::ofstream(dir / "edited" / "test.jsonl") << test;
+    }
     // The built-in raw framing with another text after the question.
     std::filesystem::create_directories(dir / "framing");
     auto raw = e2e::slurp(std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "prompts/raw.toml");
@@ -410,8 +420,8 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
         {{"--num-shots", "3"}, "another prompt around the question in it"},
         {{"--framing", (dir / "framing" / "raw.toml").string()},
          "another prompt around the question in it"},
-        {{"--dataset", (dir / "copy" / "test.jsonl").string()},
-         "dataset 'sample' before, '" + (dir / "copy" / "test.jsonl").string() + "' in it"},
+        {{"--dataset", (dir / "edited" / "test.jsonl").string()},
+         "dataset 'sample' before, '" + (dir / "edited" / "test.jsonl").string() + "' in it"},
     };
     int i = 0;
     for (const auto& [flags, what] : cases) {
@@ -427,6 +437,22 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
         EXPECT_EQ(e2e::slurp(out), before) << flags[0];
     }
+    // The same file under another name (a shard run where the checkout
+    // sits at another path) is told what to change, not that its answers
+    // are not comparable.
+    const auto copy = shard("copy", "1/2", {"--dataset", (dir / "copy" / "test.jsonl").string()});
+    o = e2e::run({"merge", out.string(), copy});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("group a/raw/256 was sent with dataset 'sample' before, '" +
+                         (dir / "copy" / "test.jsonl").string() +
+                         "' in it, the same questions under two names (a dataset given as a "
+                         "path is named by the path as written); run every shard with the same "
+                         "--dataset text"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(o.err.find("not be comparable"), std::string::npos) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(e2e::slurp(out), before);
     // The same configuration merges, and so does another token limit: that
     // is another group.
     o = e2e::run({"merge", out.string(), shard("same", "1/2", {}),
