@@ -242,8 +242,13 @@ util::Result<ReportData> analyse_for_report(store::Store& st, const std::string&
     if (!results) {
         return results.error();
     }
+    auto completeness = store::completeness(st);
+    if (!completeness) {
+        return completeness.error();
+    }
     ReportData data;
     data.writing = std::move(writing);
+    data.completeness = std::move(*completeness);
     data.layout = layout;
     data.results = std::move(*results);
     const auto& servers = data.results.servers;
@@ -318,6 +323,18 @@ nlohmann::json probes_json(const ReportData& data) {
     return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
+namespace {
+
+// The summary document with the groups' completeness, as `summary --format
+// json` writes it.
+nlohmann::json summary_json(const ReportData& data) {
+    auto doc = analysis::to_json(data.summary);
+    doc["completeness"] = store::to_json(data.completeness);
+    return doc;
+}
+
+} // namespace
+
 nlohmann::json report_json(const ReportData& data) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : data.servers) {
@@ -339,7 +356,7 @@ nlohmann::json report_json(const ReportData& data) {
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},
             {"servers", servers},
-            {"summary", analysis::to_json(data.summary)},
+            {"summary", summary_json(data)},
             {"diff", analysis::to_json(data.comparisons)},
             {"probes", probes_json(data)}};
 }
@@ -512,6 +529,40 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
             "This report was made while {} was still writing the database: it shows what was "
             "stored by then, and requests with no response yet count as failed.",
             *data.writing));
+    }
+    // What the runs asked and the database lacks: a verdict below rests on
+    // fewer questions than asked, or counts unsent requests as wrong.
+    std::vector<std::string> gaps;
+    bool unsent = false, unplanned = false, shards = false;
+    for (const auto& g : data.completeness) {
+        // A run still writing is said above: its unsent requests are expected.
+        const auto text = store::gaps_text(g, !data.writing);
+        if (!text.empty()) {
+            gaps.push_back(fmt::format(
+                "{} has {}", analysis::group_label(g.server, g.framing, g.max_tokens), text));
+            unsent = unsent || (!data.writing && g.unsent > 0);
+            unplanned = unplanned || g.unplanned > 0;
+            shards = shards || g.unrun > 0;
+        }
+    }
+    if (!gaps.empty()) {
+        std::vector<std::string> count;
+        if (unsent) {
+            count.emplace_back("requests never sent count as failed (wrong)");
+        }
+        if (unplanned || shards) {
+            count.emplace_back(unsent ? "the others count nowhere" : "they count nowhere");
+        }
+        std::vector<std::string> fix;
+        if (unsent || unplanned) {
+            fix.emplace_back("run the same command again");
+        }
+        if (shards) {
+            fix.emplace_back("merge the missing shards' databases into it");
+        }
+        out.push_back(fmt::format("The database lacks part of what its runs asked: {}; {}: {}.",
+                                  fmt::join(gaps, "; "), fmt::join(count, ", "),
+                                  fmt::join(fix, ", and ")));
     }
     if (data.comparisons.empty()) {
         for (const auto& n : data.comparison_notes) {

@@ -8,6 +8,7 @@
 #include <harness/analysis/facts.hpp>
 #include <harness/analysis/probe.hpp>
 #include <harness/analysis/summary.hpp>
+#include <harness/store/readers.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 #include <reports/layout.hpp>
@@ -41,6 +42,9 @@ struct ReportData {
     // (pid 1234, started ...)"), if any: the headline's first sentence says
     // the report shows a partial result.
     std::optional<std::string> writing;
+    // Per group, what the database lacks of what its runs asked
+    // (store::completeness): the headline says so before any verdict.
+    std::vector<store::GroupCompleteness> completeness;
 };
 
 // Which files `write_reports` produces.

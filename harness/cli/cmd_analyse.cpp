@@ -67,8 +67,14 @@ int summary_command(const AnalyseFlags& f) {
         return report(k.error());
     }
     auto summary = analysis::summarize(opened->results);
+    auto groups = store::completeness(*opened->store);
+    if (!groups) {
+        return report(groups.error());
+    }
     if (json) {
-        std::cout << util::document_text(analysis::to_json(summary));
+        auto doc = analysis::to_json(summary);
+        doc["completeness"] = store::to_json(*groups);
+        std::cout << util::document_text(doc);
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
@@ -97,13 +103,18 @@ int summary_command(const AnalyseFlags& f) {
     if (!unknown->empty()) {
         std::cout << "\n";
     }
-    // Places a run asked but stopped before planning: in no group's counts.
-    auto groups = store::completeness(*opened->store);
-    if (!groups) {
-        return report(groups.error());
-    }
+    // Places a run asked but stopped before planning: in no group's counts;
+    // planned requests never sent: in its err column.
     bool unplanned = false;
     for (const auto& g : *groups) {
+        if (g.unsent > 0) {
+            std::cout << fmt::format(
+                "{}{}: {} never sent (a run stopped first, or still runs) {} as err above: "
+                "run the same command again\n",
+                md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
+                util::counted(g.unsent, "planned request"), g.unsent == 1 ? "counts" : "count");
+            unplanned = true;
+        }
         if (g.unplanned > 0) {
             std::cout << fmt::format(
                 "{}{}: {} a run asked for {} never planned (the run stopped first) and {} "

@@ -2,6 +2,7 @@
 #include <harness/store/readers.hpp>
 
 #include <harness/store/sqlite.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -212,7 +213,8 @@ GroupCompleteness& entry(std::vector<GroupCompleteness>& out, const std::string&
 
 util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
     Statement s(st.handle(), "SELECT q.server, q.framing, q.max_tokens, count(*), "
-                             "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END) FROM requests q "
+                             "sum(CASE WHEN r.ok = 1 THEN 0 ELSE 1 END), "
+                             "sum(r.response_id IS NULL) FROM requests q "
                              "LEFT JOIN responses r ON r.response_id = q.response_id "
                              "GROUP BY q.server, q.framing, q.max_tokens ORDER BY "
                              "min(q.request_id)");
@@ -225,7 +227,8 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
                        s.column_int(4),
                        0,
                        0,
-                       {}});
+                       {},
+                       s.column_int(5)});
     }
     if (!s.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
@@ -279,6 +282,43 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", a.error()));
     }
     return out;
+}
+
+nlohmann::json to_json(const std::vector<GroupCompleteness>& groups) {
+    auto out = nlohmann::json::array();
+    for (const auto& g : groups) {
+        out.push_back({{"server", g.server},
+                       {"framing", g.framing},
+                       {"max_tokens", g.max_tokens},
+                       {"requests", g.requests},
+                       {"without_success", g.missing},
+                       {"not_sent", g.unsent},
+                       {"never_planned", g.unplanned},
+                       {"shards_not_run", g.unrun},
+                       {"missing_shards", g.missing_shards}});
+    }
+    return out;
+}
+
+std::string gaps_text(const GroupCompleteness& g, bool unsent) {
+    std::vector<std::string> parts;
+    if (unsent && g.unsent > 0) {
+        parts.push_back(fmt::format("{} never sent", util::counted(g.unsent, "planned request")));
+    }
+    if (g.unplanned > 0) {
+        parts.push_back(fmt::format("{} never planned (the run stopped first)",
+                                    util::counted(g.unplanned, "request")));
+    }
+    if (!g.missing_shards.empty()) {
+        parts.push_back(fmt::format("no run of {} {} ({})",
+                                    g.missing_shards.size() == 1 ? "shard" : "shards",
+                                    fmt::join(g.missing_shards, ", "),
+                                    util::counted(g.unrun, "request")));
+    } else if (g.unrun > 0) {
+        parts.push_back(fmt::format("{} of its sharded run that no shard planned",
+                                    util::counted(g.unrun, "request")));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& st) {

@@ -5,6 +5,8 @@
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -52,8 +54,10 @@ util::Result<std::vector<std::string>> servers_named_in(const std::string& path)
 // and how many places of the whole a shard's run (--shard i/N) is part of
 // no run asked at all (`unrun`: a shard not merged, or shards run with
 // another --limit or --repeats), with the shards ("i/N") no run of the
-// group is of (`missing_shards`; after ten, "K more"). A group a run asked
-// but never reached comes last, with no requests.
+// group is of (`missing_shards`; after ten, "K more"). `unsent`: those of
+// `missing` no response was stored for (the run stopped first, or still
+// runs). A group a run asked but never reached comes last, with no
+// requests.
 struct GroupCompleteness {
     std::string server;
     std::string framing;
@@ -63,8 +67,19 @@ struct GroupCompleteness {
     int64_t unplanned = 0;
     int64_t unrun = 0;
     std::vector<std::string> missing_shards;
+    int64_t unsent = 0;
+    // Whether a place of the group counts nowhere or as a request never sent.
+    bool has_gaps() const { return unsent > 0 || unplanned > 0 || unrun > 0; }
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
+
+// `groups` as JSON (docs/json.md, "completeness"): one object per group.
+nlohmann::json to_json(const std::vector<GroupCompleteness>& groups);
+
+// What `g` lacks, as a phrase ("2,819 planned requests never sent, 12 never
+// planned, no run of shard 1/2 (24 requests)"); `unsent` leaves out the
+// requests never sent. Empty when it lacks nothing.
+std::string gaps_text(const GroupCompleteness& g, bool unsent = true);
 
 // Requests without a successful response by error kind ("not sent" when
 // none was stored), most frequent first.

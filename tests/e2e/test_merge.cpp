@@ -327,6 +327,21 @@ TEST(Merge, RequireCompleteFailsOnAMergeThatLacksAShard) {
     auto s = e2e::run({"summary", "--db", (dir / "three.sqlite").string()});
     EXPECT_NE(s.out.find("a/raw/256: the database holds no run of shard 3/4"), std::string::npos)
         << s.out;
+    // Its JSON and the report say so too: the report's verdicts rest on 6
+    // of the 8 questions.
+    s = e2e::run({"summary", "--db", (dir / "three.sqlite").string(), "--format", "json"});
+    const auto groups = nlohmann::json::parse(s.out)["completeness"];
+    EXPECT_EQ(groups.dump(),
+              R"([{"framing":"raw","max_tokens":256,"missing_shards":["3/4"],"never_planned":0,)"
+              R"("not_sent":0,"requests":6,"server":"a","shards_not_run":2,"without_success":0}])");
+    auto r = e2e::run({"report", "--db", (dir / "three.sqlite").string(), "--out",
+                       (dir / "three-report").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(e2e::slurp(dir / "three-report" / "report.md")
+                  .find("The database lacks part of what its runs asked: a/raw/256 has no run "
+                        "of shard 3/4 (2 requests); they count nowhere: merge the missing "
+                        "shards' databases into it."),
+              std::string::npos);
     g = gate({s0, s1, s2, s3}, "four");
     EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
     // Halves and quarters: 0/2 with 1/4 leaves the questions of 3/4 out;

@@ -525,6 +525,37 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
                                "for were never planned"),
               std::string::npos)
         << summary.out;
+    // The stalled requests were planned and never answered: counted as err
+    // in the breakdown, which a reader took for the server's errors. The
+    // summary, its JSON and the report's headline give both counts.
+    const int unsent =
+        std::stoi(query(db, "SELECT count(*) FROM requests WHERE response_id IS NULL"));
+    ASSERT_GT(unsent, 0);
+    EXPECT_NE(summary.out.find("a/raw/32: " + std::to_string(unsent) +
+                               " planned requests never sent (a run stopped first, or still "
+                               "runs) count as err above: run the same command again"),
+              std::string::npos)
+        << summary.out;
+    auto json = e2e::run({"summary", "--db", db.string(), "--format", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    const auto groups = nlohmann::json::parse(json.out)["completeness"];
+    ASSERT_EQ(groups.size(), 1u) << json.out;
+    EXPECT_EQ(groups[0]["requests"], planned);
+    EXPECT_EQ(groups[0]["not_sent"], unsent);
+    EXPECT_EQ(groups[0]["without_success"], unsent);
+    EXPECT_EQ(groups[0]["never_planned"], unplanned);
+    EXPECT_EQ(groups[0]["shards_not_run"], 0);
+    auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    const std::string lacks =
+        "The database lacks part of what its runs asked: a/raw/32 has " + std::to_string(unsent) +
+        " planned requests never sent, " + std::to_string(unplanned) +
+        " requests never planned (the run stopped first); requests never sent count as failed "
+        "(wrong), the others count nowhere: run the same command again.";
+    EXPECT_NE(e2e::slurp(dir / "report" / "report.md").find(lacks), std::string::npos);
+    const auto report_json = nlohmann::json::parse(e2e::slurp(dir / "report" / "summary.json"));
+    EXPECT_EQ(report_json["headline_sentences"][0], lacks);
+    EXPECT_EQ(report_json["summary"]["completeness"], groups);
 
     // Resumed to the end on a server that answers (with more connections:
     // the same requests), nothing is missing.
@@ -537,6 +568,11 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
     EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never planned"),
               std::string::npos);
+    EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never sent"),
+              std::string::npos);
+    report = e2e::run({"report", "--db", db.string(), "--out", (dir / "done").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_EQ(e2e::slurp(dir / "done" / "report.md").find("lacks"), std::string::npos);
 }
 
 TEST(RunBadInput, MalformedDatasetLineNamesFileAndLine) {
