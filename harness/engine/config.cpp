@@ -719,11 +719,11 @@ util::Result<Shard> parse_shard(const std::string& value) {
         !whole(text.substr(slash + 1), s.count) || s.count < 1) {
         return make_error(
             ErrorKind::usage,
-            too_large ? fmt::format("--shard '{}': I and N are at most {}; expected I/N with 0 "
-                                    "<= I < N, such as 0/4",
-                                    value, std::numeric_limits<int>::max())
-                      : fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4",
-                                    value));
+            too_large
+                ? fmt::format("--shard '{}': I and N are at most {}; expected I/N with 0 "
+                              "<= I < N, such as 0/4",
+                              value, std::numeric_limits<int>::max())
+                : fmt::format("--shard '{}': expected I/N with 0 <= I < N, such as 0/4", value));
     }
     // A CI matrix or job array numbered from 1 gives N/N for its last job.
     if (s.index >= s.count) {

@@ -310,10 +310,9 @@ std::string gaps_text(const GroupCompleteness& g, bool unsent) {
                                     util::counted(g.unplanned, "request")));
     }
     if (!g.missing_shards.empty()) {
-        parts.push_back(fmt::format("no run of {} {} ({})",
-                                    g.missing_shards.size() == 1 ? "shard" : "shards",
-                                    fmt::join(g.missing_shards, ", "),
-                                    util::counted(g.unrun, "request")));
+        parts.push_back(
+            fmt::format("no run of {} {} ({})", g.missing_shards.size() == 1 ? "shard" : "shards",
+                        fmt::join(g.missing_shards, ", "), util::counted(g.unrun, "request")));
     } else if (g.unrun > 0) {
         parts.push_back(fmt::format("{} of its sharded run that no shard planned",
                                     util::counted(g.unrun, "request")));
