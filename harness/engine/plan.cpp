@@ -204,6 +204,20 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
             if (!*first) {
                 continue;
             }
+            // A group holds one dataset: its questions are counted by their
+            // dataset's name and index, so the same file given by another
+            // path counted each question twice (96 questions of 48, with
+            // uneven repeats, in an audit's summary).
+            if ((*first)->dataset != dataset.name) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}/{}/{} holds questions of dataset {}, and this run gives {}: "
+                                "a group holds one dataset, or its questions would be counted "
+                                "twice (a dataset given as a path is named by the path as "
+                                "written); give --dataset as before if it is the same file, or "
+                                "run this one under another --server name or into another --db",
+                                server, framing, max_tokens, (*first)->dataset, dataset.name));
+            }
             if (!check(**first)) {
                 return *refused;
             }

@@ -568,8 +568,7 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     EXPECT_EQ(done.exit_code, 0) << done.out << done.err;
     EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never planned"),
               std::string::npos);
-    EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never sent"),
-              std::string::npos);
+    EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).out.find("never sent"), std::string::npos);
     report = e2e::run({"report", "--db", db.string(), "--out", (dir / "done").string()});
     ASSERT_EQ(report.exit_code, 0) << report.err;
     EXPECT_EQ(e2e::slurp(dir / "done" / "report.md").find("lacks"), std::string::npos);
@@ -952,8 +951,8 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "48");
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
 
-    // The same edit in another file (another dataset name) meets the stored
-    // requests at question 40 only: found at planning, before sending too.
+    // The same edit in another file (another dataset name): a group holds
+    // one dataset, so it is refused at planning, before sending too.
     const auto other = dir / "other" / "test.jsonl";
     std::filesystem::create_directories(other.parent_path());
     std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
@@ -961,9 +960,8 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     more[6] = other.string();
     o = e2e::run(more);
     EXPECT_EQ(o.exit_code, 2) << o.err;
-    EXPECT_NE(o.err.find("a/raw/256 already holds question 40 (repeat 0) sent with another "
-                         "request body (dataset " +
-                         test.string() + ")"),
+    EXPECT_NE(o.err.find("a/raw/256 holds questions of dataset " + test.string() +
+                         ", and this run gives " + other.string() + ": a group holds one dataset"),
               std::string::npos)
         << o.err;
     EXPECT_EQ(completions_served(a), sent);
@@ -974,8 +972,9 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
 // A question is its text and its gold answer (questions.question_sha256).
 // Another file with the same texts and other answers sends the same bodies:
 // an audit's run skipped them all as already stored, called itself complete
-// and left them scored against the first file's answers. Refused, naming
-// both answers; the stored responses are not scored against a gold they
+// and left them scored against the first file's answers. Refused as another
+// dataset in the group; the same file edited in place is refused naming
+// both answers. The stored responses are not scored against a gold they
 // were not asked for.
 TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     auto dir = e2e::scratch("other-gold");
@@ -1004,9 +1003,8 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     again[6] = other.string();
     auto o = e2e::run(again);
     EXPECT_EQ(o.exit_code, 2) << o.err;
-    EXPECT_NE(o.err.find("a/raw/256 holds question 3 of dataset " + test.string() +
-                         " with gold answer " + gold_number + "; " + other.string() +
-                         " gives the same question the gold answer 99999"),
+    EXPECT_NE(o.err.find("a/raw/256 holds questions of dataset " + test.string() +
+                         ", and this run gives " + other.string() + ": a group holds one dataset"),
               std::string::npos)
         << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
@@ -1025,4 +1023,89 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     EXPECT_EQ(completions_served(a), sent);
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
     EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
+}
+
+// The same file read from another path (a checkout elsewhere) is another
+// dataset name: an audit's resumed run added its repeats under the second
+// name and the summary counted 96 questions of 48, each with uneven
+// repeats. Refused before sending, saying to give --dataset as before.
+TEST(RunConflict, TheSameFileAtAnotherPathIsNotCountedTwice) {
+    auto dir = e2e::scratch("same-file-two-paths");
+    e2e::Sim a;
+    auto lines = copy_sample_set(dir);
+    write_jsonl(dir / "test.jsonl", lines);
+    const auto copy = dir / "elsewhere" / "test.jsonl";
+    std::filesystem::create_directories(copy.parent_path());
+    std::filesystem::copy_file(dir / "train.jsonl", copy.parent_path() / "train.jsonl");
+    write_jsonl(copy, lines);
+    const auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {"run",
+                                     "--server",
+                                     "a=" + a.url(),
+                                     "--framing",
+                                     "raw",
+                                     "--dataset",
+                                     (dir / "test.jsonl").string(),
+                                     "--db",
+                                     db,
+                                     "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto sent = completions_served(a);
+    auto more = args;
+    more[6] = copy.string();
+    more.insert(more.end(), {"--repeats", "2"});
+    auto o = e2e::run(more);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("give --dataset as before if it is the same file"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT count(DISTINCT dataset) FROM requests"), "1");
+    // Given as before, the repeats are added to the same 48 questions.
+    more[6] = args[6];
+    o = e2e::run(more);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto summary = e2e::run({"summary", "--db", db, "--format", "json"});
+    const auto group = nlohmann::json::parse(summary.out)["groups"][0];
+    EXPECT_EQ(group["questions"], 48);
+    EXPECT_EQ(group["repeats"], 2);
+    EXPECT_EQ(group["uneven_repeats"], false);
+}
+
+// A group an earlier diffeval filled from two files (before a group held
+// one dataset): the place of the other file's question 3, whose body is the
+// same and whose gold answer is not, is found at planning, before the
+// questions before it are sent again, naming both answers.
+TEST(RunConflict, AGroupFilledFromTwoFilesIsCheckedAtEveryPlace) {
+    auto dir = e2e::scratch("two-files-one-group");
+    e2e::Sim a;
+    auto lines = copy_sample_set(dir);
+    const auto test = dir / "test.jsonl";
+    write_jsonl(test, lines);
+    const auto db = (dir / "r.sqlite").string();
+    std::vector<std::string> args = {
+        "run",     "--server", "a=" + a.url(), "--framing", "raw",    "--dataset", test.string(),
+        "--limit", "5",        "--db",         db,          "--quiet"};
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    e2e::exec(db, "INSERT INTO runs (started_at, dataset, config_json, diffeval_version, status) "
+                  "VALUES ('2026-01-01T00:00:00.000', 'older.jsonl', '{}', '0', 'complete');"
+                  "INSERT INTO questions (dataset, question_idx, question, answer, "
+                  "question_sha256) SELECT 'older.jsonl', question_idx, question, answer || '0', "
+                  "'older' FROM questions;"
+                  "UPDATE requests SET dataset = 'older.jsonl', question_sha256 = 'older' WHERE "
+                  "question_idx = 3");
+    const auto sent = completions_served(a);
+    const auto gold = lines[3]["answer"].get<std::string>();
+    const auto gold_number = gold.substr(gold.rfind("####") + 5);
+    auto more = args;
+    more.insert(more.end(), {"--repeats", "2"});
+    auto o = e2e::run(more);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("a/raw/256 holds question 3 of dataset older.jsonl with gold answer " +
+                         gold_number + "0; " + test.string() +
+                         " gives the same question the gold answer " + gold_number),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
