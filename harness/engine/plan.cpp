@@ -121,11 +121,11 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
     const auto& server = config.servers[m_si].name;
     const auto n = m_ctx.inputs.n_questions;
     // A group's places differ from its first one only in their questions.
-    // put_questions has found this dataset's stored questions unchanged, so
-    // unless a run of another dataset stored places here (another file with
-    // one question edited), the first place speaks for the rest: rendering
-    // every stored place cost a resumed 100,000-request plan 0.1-0.2 s before
-    // its first request.
+    // put_questions has found this dataset's stored questions unchanged, and
+    // a group holds one dataset, so unless a run of another dataset is
+    // stored (a group an earlier diffeval filled from two files), the first
+    // place speaks for the rest: rendering every stored place cost a resumed
+    // 100,000-request plan 0.1-0.2 s before its first request.
     auto other_dataset = db.holds_other_dataset(dataset.name);
     if (!other_dataset) {
         return other_dataset.error();
