@@ -531,16 +531,16 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
             *data.writing));
     }
     // What the runs asked and the database lacks: a verdict below rests on
-    // fewer questions than asked, or counts unsent requests as wrong.
+    // fewer questions than asked, or counts unsent requests as wrong. A run
+    // still writing (said above) has yet to plan and send its part.
     std::vector<std::string> gaps;
     bool unsent = false, unplanned = false, shards = false;
     for (const auto& g : data.completeness) {
-        // A run still writing is said above: its unsent requests are expected.
-        const auto text = store::gaps_text(g, !data.writing);
-        if (!text.empty()) {
+        const auto text = store::gaps_text(g);
+        if (!data.writing && !text.empty()) {
             gaps.push_back(fmt::format(
                 "{} has {}", analysis::group_label(g.server, g.framing, g.max_tokens), text));
-            unsent = unsent || (!data.writing && g.unsent > 0);
+            unsent = unsent || g.unsent > 0;
             unplanned = unplanned || g.unplanned > 0;
             shards = shards || g.unrun > 0;
         }

@@ -300,9 +300,9 @@ nlohmann::json to_json(const std::vector<GroupCompleteness>& groups) {
     return out;
 }
 
-std::string gaps_text(const GroupCompleteness& g, bool unsent) {
+std::string gaps_text(const GroupCompleteness& g) {
     std::vector<std::string> parts;
-    if (unsent && g.unsent > 0) {
+    if (g.unsent > 0) {
         parts.push_back(fmt::format("{} never sent", util::counted(g.unsent, "planned request")));
     }
     if (g.unplanned > 0) {

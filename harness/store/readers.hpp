@@ -68,18 +68,16 @@ struct GroupCompleteness {
     int64_t unrun = 0;
     std::vector<std::string> missing_shards;
     int64_t unsent = 0;
-    // Whether a place of the group counts nowhere or as a request never sent.
-    bool has_gaps() const { return unsent > 0 || unplanned > 0 || unrun > 0; }
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
 
 // `groups` as JSON (docs/json.md, "completeness"): one object per group.
 nlohmann::json to_json(const std::vector<GroupCompleteness>& groups);
 
-// What `g` lacks, as a phrase ("2,819 planned requests never sent, 12 never
-// planned, no run of shard 1/2 (24 requests)"); `unsent` leaves out the
-// requests never sent. Empty when it lacks nothing.
-std::string gaps_text(const GroupCompleteness& g, bool unsent = true);
+// What `g` lacks, as a phrase ("2819 planned requests never sent, 12
+// requests never planned (the run stopped first), no run of shard 1/2 (24
+// requests)"). Empty when it lacks nothing.
+std::string gaps_text(const GroupCompleteness& g);
 
 // Requests without a successful response by error kind ("not sent" when
 // none was stored), most frequent first.

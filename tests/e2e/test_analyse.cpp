@@ -710,3 +710,43 @@ TEST(AnalyseJson, ANameStoredAsInvalidUtf8StillGivesEveryJsonDocument) {
     ASSERT_EQ(report.exit_code, 0) << report.err;
     EXPECT_TRUE(json::accept(e2e::slurp(dir / "out" / "summary.json")));
 }
+
+// A report's headline says what the database lacks of what its runs asked
+// (a request never sent, a place never planned), but not while a run still
+// writes it: that run has yet to plan and send its part, and the sentence
+// before says the result is partial.
+TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
+    auto dir = e2e::scratch("read-while-written-gaps");
+    const auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "4",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    // What a run still sending question 0 and yet to plan question 3
+    // leaves: a request with no response, and no request.
+    e2e::exec(db, "DELETE FROM scores WHERE response_id IN (SELECT response_id FROM requests "
+                  "WHERE question_idx IN (0, 3)); DELETE FROM classifications WHERE response_id "
+                  "IN (SELECT response_id FROM requests WHERE question_idx IN (0, 3)); DELETE "
+                  "FROM responses WHERE request_id IN (SELECT request_id FROM requests WHERE "
+                  "question_idx IN (0, 3)); UPDATE requests SET response_id = NULL WHERE "
+                  "question_idx = 0; DELETE FROM requests WHERE question_idx = 3");
+    const std::string lacks = "The database lacks part of what its runs asked: a/raw/256 has 1 "
+                              "planned request never sent, 1 request never planned (the run "
+                              "stopped first); requests never sent count as failed (wrong), the "
+                              "others count nowhere: run the same command again.";
+    {
+        const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+        ASSERT_GE(held, 0);
+        ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+        auto report = e2e::run({"report", "--db", db, "--out", (dir / "during").string()});
+        ::close(held);
+        ASSERT_EQ(report.exit_code, 0) << report.err;
+        const auto md = e2e::slurp(dir / "during" / "report.md");
+        EXPECT_NE(md.find("was still writing the database"), std::string::npos) << md;
+        EXPECT_EQ(md.find("lacks part"), std::string::npos) << md;
+    }
+    auto report = e2e::run({"report", "--db", db, "--out", (dir / "after").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_NE(e2e::slurp(dir / "after" / "report.md").find(lacks), std::string::npos)
+        << e2e::slurp(dir / "after" / "report.md");
+}
