@@ -323,18 +323,6 @@ nlohmann::json probes_json(const ReportData& data) {
     return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
-namespace {
-
-// The summary document with the groups' completeness, as `summary --format
-// json` writes it.
-nlohmann::json summary_json(const ReportData& data) {
-    auto doc = analysis::to_json(data.summary);
-    doc["completeness"] = store::to_json(data.completeness);
-    return doc;
-}
-
-} // namespace
-
 nlohmann::json report_json(const ReportData& data) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : data.servers) {
@@ -356,7 +344,7 @@ nlohmann::json report_json(const ReportData& data) {
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},
             {"servers", servers},
-            {"summary", summary_json(data)},
+            {"summary", analysis::to_json(data.summary, &data.completeness)},
             {"diff", analysis::to_json(data.comparisons)},
             {"probes", probes_json(data)}};
 }
@@ -536,8 +524,8 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     std::vector<std::string> gaps;
     bool unsent = false, unplanned = false, shards = false;
     for (const auto& g : data.completeness) {
-        const auto text = store::gaps_text(g);
-        if (!data.writing && !text.empty()) {
+        const auto text = data.writing ? std::string() : analysis::gaps_text(g);
+        if (!text.empty()) {
             gaps.push_back(fmt::format(
                 "{} has {}", analysis::group_label(g.server, g.framing, g.max_tokens), text));
             unsent = unsent || g.unsent > 0;

@@ -49,10 +49,6 @@ CheckStatus status_of(bool ok) {
     return ok ? CheckStatus::pass : CheckStatus::fail;
 }
 
-std::string shards_text(const std::vector<std::string>& shards) {
-    return fmt::format("{} {}", shards.size() == 1 ? "shard" : "shards", fmt::join(shards, ", "));
-}
-
 // An accuracy counts every planned request, failed or unsent ones as wrong;
 // places a killed run never planned are in no group, so its why says so.
 util::Result<void> add_accuracy_checks(const Summary& summary,

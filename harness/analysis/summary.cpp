@@ -2,6 +2,7 @@
 #include <harness/analysis/summary.hpp>
 
 #include <harness/analysis/stats.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -346,7 +347,8 @@ Summary summarize(const Results& results) {
     return out;
 }
 
-nlohmann::json to_json(const Summary& s) {
+nlohmann::json to_json(const Summary& s,
+                       const std::vector<store::GroupCompleteness>* completeness) {
     // Imported answers (lm-eval samples) record no finish state; the key
     // that counts them is there when some group has one, so a summary of
     // runs alone keeps the shape it had.
@@ -410,10 +412,48 @@ nlohmann::json to_json(const Summary& s) {
                           {"latency", latency_json(g.latency)},
                           {"output_tokens", tokens_json(g.latency)}});
     }
-    return {{"schema", "diffeval.summary/2"},
-            {"scorers", s.scorers},
-            {"score_text", s.score_text},
-            {"groups", groups}};
+    nlohmann::json doc = {{"schema", "diffeval.summary/2"},
+                          {"scorers", s.scorers},
+                          {"score_text", s.score_text},
+                          {"groups", groups}};
+    if (completeness) {
+        auto& out = doc["completeness"] = nlohmann::json::array();
+        for (const auto& g : *completeness) {
+            out.push_back({{"server", g.server},
+                           {"framing", g.framing},
+                           {"max_tokens", g.max_tokens},
+                           {"requests", g.requests},
+                           {"without_success", g.missing},
+                           {"not_sent", g.unsent},
+                           {"never_planned", g.unplanned},
+                           {"shards_not_run", g.unrun},
+                           {"missing_shards", g.missing_shards}});
+        }
+    }
+    return doc;
+}
+
+std::string shards_text(const std::vector<std::string>& shards) {
+    return fmt::format("{} {}", shards.size() == 1 ? "shard" : "shards", fmt::join(shards, ", "));
+}
+
+std::string gaps_text(const store::GroupCompleteness& g) {
+    std::vector<std::string> parts;
+    if (g.unsent > 0) {
+        parts.push_back(fmt::format("{} never sent", util::counted(g.unsent, "planned request")));
+    }
+    if (g.unplanned > 0) {
+        parts.push_back(fmt::format("{} never planned (the run stopped first)",
+                                    util::counted(g.unplanned, "request")));
+    }
+    if (!g.missing_shards.empty()) {
+        parts.push_back(fmt::format("no run of {} ({})", shards_text(g.missing_shards),
+                                    util::counted(g.unrun, "request")));
+    } else if (g.unrun > 0) {
+        parts.push_back(fmt::format("{} of its sharded run that no shard planned",
+                                    util::counted(g.unrun, "request")));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 } // namespace diffeval::analysis

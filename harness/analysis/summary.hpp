@@ -6,6 +6,7 @@
 #pragma once
 
 #include <harness/analysis/results.hpp>
+#include <harness/store/readers.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -114,7 +115,18 @@ std::vector<std::pair<double, double>> idle_gaps(const std::vector<const ResultR
 LatencySummary summarize_latency(const std::vector<const ResultRow*>& rows,
                                  const std::vector<std::pair<double, double>>& idle = {});
 
-// The documented JSON shape (docs/json.md, "diffeval.summary/2").
-nlohmann::json to_json(const Summary& summary);
+// The documented JSON shape (docs/json.md, "diffeval.summary/2"), with
+// each group's `completeness` (store::completeness) when given.
+nlohmann::json to_json(const Summary& summary,
+                       const std::vector<store::GroupCompleteness>* completeness = nullptr);
+
+// "shard 3/4", "shards 1/2, 3/4": store::GroupCompleteness::missing_shards
+// as the messages name them.
+std::string shards_text(const std::vector<std::string>& shards);
+
+// What `g` lacks, as a phrase ("2819 planned requests never sent, 12
+// requests never planned (the run stopped first), no run of shard 1/2 (24
+// requests)"). Empty when it lacks nothing.
+std::string gaps_text(const store::GroupCompleteness& g);
 
 } // namespace diffeval::analysis

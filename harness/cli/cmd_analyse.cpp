@@ -72,9 +72,7 @@ int summary_command(const AnalyseFlags& f) {
         return report(groups.error());
     }
     if (json) {
-        auto doc = analysis::to_json(summary);
-        doc["completeness"] = store::to_json(*groups);
-        std::cout << util::document_text(doc);
+        std::cout << util::document_text(analysis::to_json(summary, &*groups));
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
@@ -126,11 +124,10 @@ int summary_command(const AnalyseFlags& f) {
         }
         if (!g.missing_shards.empty()) {
             std::cout << fmt::format(
-                "{}{}: the database holds no run of {} {}; {} of its sharded run {} "
+                "{}{}: the database holds no run of {}; {} of its sharded run {} "
                 "nowhere above: merge the missing shards' databases into it\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
-                g.missing_shards.size() == 1 ? "shard" : "shards",
-                fmt::join(g.missing_shards, ", "), util::counted(g.unrun, "request"),
+                analysis::shards_text(g.missing_shards), util::counted(g.unrun, "request"),
                 g.unrun == 1 ? "counts" : "count");
             unplanned = true;
         }

@@ -744,6 +744,10 @@ size_t questions_in_shard(const std::optional<Shard>& shard, size_t n) {
     return n / count + (index < n % count ? 1 : 0);
 }
 
+bool in_shard(const std::optional<Shard>& shard, size_t q) {
+    return !shard || static_cast<int>(q % static_cast<size_t>(shard->count)) == shard->index;
+}
+
 nlohmann::json to_json(const RunConfig& c) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : c.servers) {

@@ -48,6 +48,9 @@ util::Result<Shard> parse_shard(const std::string& value);
 // How many of the first `n` questions `shard` holds (all `n` without one).
 size_t questions_in_shard(const std::optional<Shard>& shard, size_t n);
 
+// Whether `shard` holds question `q` (every question without one).
+bool in_shard(const std::optional<Shard>& shard, size_t q);
+
 // The accepted range of every numeric setting, shared by flags and
 // experiment keys: a value outside is refused, never replaced by a default.
 struct Limits {

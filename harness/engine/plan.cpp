@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <limits>
 
 namespace diffeval::engine {
 
@@ -196,46 +195,43 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
             };
             // The group's first place, wherever it is: a run whose places
             // miss the stored ones (another shard) would still mix two
-            // configurations in the group.
-            auto first = db.first_stored_place(server, framing, max_tokens);
-            if (!first) {
-                return first.error();
-            }
-            if (!*first) {
-                continue;
-            }
-            // A group holds one dataset: its questions are counted by their
-            // dataset's name and index, so the same file given by another
-            // path counted each question twice (96 questions of 48, with
-            // uneven repeats, in an audit's summary).
-            if ((*first)->dataset != dataset.name) {
-                return make_error(
-                    ErrorKind::usage,
-                    fmt::format("{}/{}/{} holds questions of dataset {}, and this run gives {}: "
-                                "a group holds one dataset, or its questions would be counted "
-                                "twice (a dataset given as a path is named by the path as "
-                                "written); give --dataset as before if it is the same file, or "
-                                "run this one under another --server name or into another --db",
-                                server, framing, max_tokens, (*first)->dataset, dataset.name));
-            }
-            if (!check(**first)) {
-                return *refused;
-            }
-            if (!every_place) {
-                continue;
-            }
-            // Every place this run plans: one found taken while sending
+            // configurations in the group. Then, beside another dataset's
+            // run, every place this run plans: one found taken while sending
             // stopped the run after it had sent and stored the questions
             // before it.
+            bool first = true;
             auto r = db.for_each_stored_place(
-                server, framing, max_tokens, config.repeats, static_cast<int64_t>(n),
-                [&](const store::Store::StoredPlace& p) {
-                    const bool in_shard =
-                        !config.shard ||
-                        static_cast<int>(static_cast<size_t>(p.question_idx) %
-                                         static_cast<size_t>(config.shard->count)) ==
-                            config.shard->index;
-                    return !in_shard || check(p);
+                server, framing, max_tokens, [&](const store::Store::StoredPlace& p) {
+                    if (!first) {
+                        if (!every_place) {
+                            return false;
+                        }
+                        if (p.repeat >= config.repeats || p.question_idx < 0 ||
+                            static_cast<size_t>(p.question_idx) >= n ||
+                            !in_shard(config.shard, static_cast<size_t>(p.question_idx))) {
+                            return true; // a place this run does not plan
+                        }
+                        return check(p);
+                    }
+                    first = false;
+                    // A group holds one dataset: its questions are counted by
+                    // their dataset's name and index, so the same file given
+                    // by another path counted each question twice (96
+                    // questions of 48, with uneven repeats, in an audit's
+                    // summary).
+                    if (p.dataset != dataset.name) {
+                        refused = make_error(
+                            ErrorKind::usage,
+                            fmt::format("{}/{}/{} holds questions of dataset {}, and this run "
+                                        "gives {}: a group holds one dataset, or its questions "
+                                        "would be counted twice (a dataset given as a path is "
+                                        "named by the path as written); give --dataset as "
+                                        "before if it is the same file, or run this one under "
+                                        "another --server name or into another --db",
+                                        server, framing, max_tokens, p.dataset, dataset.name));
+                        return false;
+                    }
+                    return check(p);
                 });
             if (!r) {
                 return r.error();
@@ -266,32 +262,28 @@ util::Result<void> Planner::check_stored_probes(store::Store& db, const Part& pa
     // (another shard's, past --limit), then, as check_stored_groups does,
     // every place this run plans when another dataset's run is stored.
     const int repeats = std::max(config.repeats, k_min_probe_repeats);
-    const auto n = static_cast<int64_t>(m_ctx.inputs.n_questions);
+    const auto n = m_ctx.inputs.n_questions;
     // The first place's every step: a changed chain changes step 1 alone.
     std::optional<std::pair<int, int64_t>> first;
     auto r = db.for_each_stored_probe_place(
-        *config.probe, server, framing, std::numeric_limits<int>::max(),
-        static_cast<int64_t>(hashes.size()), [&](const store::Store::StoredProbePlace& p) {
-            if (p.question_idx < 0) {
-                return true;
+        *config.probe, server, framing, [&](const store::Store::StoredProbePlace& p) {
+            if (p.question_idx < 0 || static_cast<size_t>(p.question_idx) >= hashes.size()) {
+                return true; // a question this run's dataset does not have
             }
+            const auto q = static_cast<size_t>(p.question_idx);
             if (!first) {
                 first.emplace(p.repeat, p.question_idx);
             } else if (*first != std::pair(p.repeat, p.question_idx)) {
                 if (!every_place) {
                     return false;
                 }
-                if (p.repeat >= repeats || p.question_idx >= n ||
-                    (config.shard && static_cast<int>(static_cast<size_t>(p.question_idx) %
-                                                      static_cast<size_t>(config.shard->count)) !=
-                                         config.shard->index)) {
+                if (p.repeat >= repeats || q >= n || !in_shard(config.shard, q)) {
                     return true; // a place this run does not plan
                 }
             }
-            auto& steps = hashes[static_cast<size_t>(p.question_idx)];
+            auto& steps = hashes[q];
             if (steps.empty()) {
-                for (const auto& body :
-                     probe_bodies(part, dataset.test[static_cast<size_t>(p.question_idx)])) {
+                for (const auto& body : probe_bodies(part, dataset.test[q])) {
                     steps.push_back(util::sha256_hex(body));
                 }
             }
@@ -376,9 +368,7 @@ void Planner::read_question(std::vector<Read>& out) {
     const size_t q = m_question;
     // A shard holds every request of its questions, the probe's too, and
     // none of the others'.
-    const bool in_shard =
-        !config.shard ||
-        static_cast<int>(q % static_cast<size_t>(config.shard->count)) == config.shard->index;
+    const bool in_shard = engine::in_shard(config.shard, q);
     if (in_shard && m_stage == config.max_tokens.size()) {
         for (auto& row : plan_probe_question(*config.probe, server, framing, dataset.name, q,
                                              config.repeats, probe_bodies(part, dataset.test[q]))) {

@@ -167,17 +167,17 @@ public:
                                                          const ServerInfo& info);
     // An error (usage) when a group of the plan that `db` holds requests of
     // was stored with other bodies than this run sends: its first stored
-    // place's request, rendered by this run, has another key, or, when the
-    // database holds a run of another dataset, so has that of any place this
-    // run plans. Asked before anything is sent, so a run whose places do not
-    // meet the stored ones (another shard, more questions) cannot add
-    // requests of another framing, sampling setting, model or dataset to the
-    // group, and one whose dataset file differs at a later question stops
-    // before sending the questions before it (the same file edited in place
-    // is refused earlier, by put_questions). So does a place whose body is
-    // this run's but whose question is not (the same text with another gold
-    // answer, questions.question_sha256): its responses answer the stored
-    // question. The probe's places likewise (check_stored_probes).
+    // place is of another dataset, or its request, rendered by this run, has
+    // another key, or, when the database holds a run of another dataset (a
+    // group an earlier diffeval filled from two files), so has that of any
+    // place this run plans. Asked before anything is sent, so a run whose
+    // places do not meet the stored ones (another shard, more questions)
+    // cannot add requests of another framing, sampling setting, model or
+    // dataset to the group (the same file edited in place is refused
+    // earlier, by put_questions). So is a place whose body is this run's but
+    // whose question is not (the same text with another gold answer,
+    // questions.question_sha256): its responses answer the stored question.
+    // The probe's places likewise (check_stored_probes).
     util::Result<void> check_stored_groups(store::Store& db) const;
     // Requests in the whole plan.
     int64_t total() const { return m_total; }

@@ -169,9 +169,13 @@ bool same_questions(sqlite3* db, const std::string& a, const std::string& b) {
 // streaming), or another prompt around the question (a framing whose
 // bodies share their few-shot block). A run refuses to add such requests to a stored
 // group (Planner::check_stored_groups); a merge is held to the same rule.
-// Empty when none; else the group and what differs, and a third element
-// "renamed" when only the dataset's name differs (same_questions).
-std::vector<std::string> differing_group(sqlite3* db) {
+// nullopt when none; else the group and what differs.
+struct GroupDifference {
+    std::string group;
+    std::string what;
+    bool renamed = false; // only the dataset's name differs (same_questions)
+};
+std::optional<GroupDifference> differing_group(sqlite3* db) {
     Statement st(db,
                  "WITH sg AS (SELECT server, framing, max_tokens, min(request_id) AS id FROM "
                  "src.requests GROUP BY server, framing, max_tokens), mg AS (SELECT server, "
@@ -191,13 +195,13 @@ std::vector<std::string> differing_group(sqlite3* db) {
                  "BY sg.server, sg.framing, sg.max_tokens");
     while (st.step()) {
         if (st.column_text(1) != st.column_text(2)) {
-            return {st.column_text(0),
-                    fmt::format("dataset '{}' before, '{}' in it", st.column_text(1),
-                                st.column_text(2)),
-                    same_questions(db, st.column_text(1), st.column_text(2)) ? "renamed" : ""};
+            return GroupDifference{st.column_text(0),
+                                   fmt::format("dataset '{}' before, '{}' in it", st.column_text(1),
+                                               st.column_text(2)),
+                                   same_questions(db, st.column_text(1), st.column_text(2))};
         }
         if (auto d = body_difference(st.column_view(3), st.column_view(4)); !d.empty()) {
-            return {st.column_text(0), d};
+            return GroupDifference{st.column_text(0), d};
         }
         // A framing whose bodies share a prefix (its few-shot block) sends
         // every question in the same prompt: the bodies without their
@@ -209,12 +213,13 @@ std::vector<std::string> differing_group(sqlite3* db) {
         const auto a = without_question(st.column_text(3), st.column_view(6));
         const auto b = without_question(st.column_text(4), st.column_view(7));
         if (a && b && *a != *b) {
-            return {st.column_text(0), "another prompt around the question in it, from other "
-                                       "few-shot examples, --num-shots, --gen-prefix, "
-                                       "--fewshot-from or framing file"};
+            return GroupDifference{st.column_text(0),
+                                   "another prompt around the question in it, from other "
+                                   "few-shot examples, --num-shots, --gen-prefix, "
+                                   "--fewshot-from or framing file"};
         }
     }
-    return {};
+    return std::nullopt;
 }
 
 // What in `src` contradicts what is already merged, as one sentence.
@@ -225,21 +230,19 @@ std::string find_conflict(sqlite3* db) {
                            "different server names",
                            server[0], server[1], server[2], server[3]);
     }
-    auto group = differing_group(db);
-    if (group.size() == 3 && group[2] == "renamed") {
+    if (auto group = differing_group(db); group && group->renamed) {
         // Shards run on machines whose checkouts sit at other paths.
         return fmt::format("group {} was sent with {}, the same questions under two names (a "
                            "dataset given as a path is named by the path as written); run every "
                            "shard with the same --dataset text, such as a path relative to "
                            "where each runs, or 'gsm8k' with DIFFEVAL_DATA set",
-                           group[0], group[1]);
-    }
-    if (!group.empty()) {
+                           group->group, group->what);
+    } else if (group) {
         return fmt::format("group {} was sent with another request configuration: {}; its "
                            "answers would not be comparable, so merge only runs of one "
                            "configuration per group, or run the other configuration under "
                            "another --server name",
-                           group[0], group[1]);
+                           group->group, group->what);
     }
     auto question = first_row(db,
                               "SELECT s.dataset, s.question_idx FROM src.questions s "

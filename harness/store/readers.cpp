@@ -2,7 +2,6 @@
 #include <harness/store/readers.hpp>
 
 #include <harness/store/sqlite.hpp>
-#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -282,42 +281,6 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", a.error()));
     }
     return out;
-}
-
-nlohmann::json to_json(const std::vector<GroupCompleteness>& groups) {
-    auto out = nlohmann::json::array();
-    for (const auto& g : groups) {
-        out.push_back({{"server", g.server},
-                       {"framing", g.framing},
-                       {"max_tokens", g.max_tokens},
-                       {"requests", g.requests},
-                       {"without_success", g.missing},
-                       {"not_sent", g.unsent},
-                       {"never_planned", g.unplanned},
-                       {"shards_not_run", g.unrun},
-                       {"missing_shards", g.missing_shards}});
-    }
-    return out;
-}
-
-std::string gaps_text(const GroupCompleteness& g) {
-    std::vector<std::string> parts;
-    if (g.unsent > 0) {
-        parts.push_back(fmt::format("{} never sent", util::counted(g.unsent, "planned request")));
-    }
-    if (g.unplanned > 0) {
-        parts.push_back(fmt::format("{} never planned (the run stopped first)",
-                                    util::counted(g.unplanned, "request")));
-    }
-    if (!g.missing_shards.empty()) {
-        parts.push_back(
-            fmt::format("no run of {} {} ({})", g.missing_shards.size() == 1 ? "shard" : "shards",
-                        fmt::join(g.missing_shards, ", "), util::counted(g.unrun, "request")));
-    } else if (g.unrun > 0) {
-        parts.push_back(fmt::format("{} of its sharded run that no shard planned",
-                                    util::counted(g.unrun, "request")));
-    }
-    return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& st) {

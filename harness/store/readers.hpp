@@ -5,8 +5,6 @@
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -70,14 +68,6 @@ struct GroupCompleteness {
     int64_t unsent = 0;
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
-
-// `groups` as JSON (docs/json.md, "completeness"): one object per group.
-nlohmann::json to_json(const std::vector<GroupCompleteness>& groups);
-
-// What `g` lacks, as a phrase ("2819 planned requests never sent, 12
-// requests never planned (the run stopped first), no run of shard 1/2 (24
-// requests)"). Empty when it lacks nothing.
-std::string gaps_text(const GroupCompleteness& g);
 
 // Requests without a successful response by error kind ("not sent" when
 // none was stored), most frequent first.

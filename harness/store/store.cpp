@@ -558,21 +558,15 @@ constexpr std::string_view k_statements[] = {
     // and token limit
     "SELECT 1 FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND "
     "max_tokens = ?3 AND request_id <> ?4 LIMIT 1",
-    // k_group_first: a group's first stored place and its request's key
+    // k_group_places: a group's stored places in the index's order (repeat,
+    // then question), each with its request's key
     "SELECT question_idx, repeat, request_key, dataset, ifnull(question_sha256, '') FROM requests "
-    "INDEXED BY requests_group "
-    "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 ORDER BY repeat, question_idx "
-    "LIMIT 1",
-    // k_group_places: as k_group_first, every place below a repeat and a
-    // question
-    "SELECT question_idx, repeat, request_key, dataset, ifnull(question_sha256, '') FROM requests "
-    "INDEXED BY requests_group "
-    "WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 AND repeat < ?4 AND question_idx < ?5 "
+    "INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND max_tokens = ?3 "
     "ORDER BY repeat, question_idx",
     // k_probe_places: as k_group_places, for a probe's requests
     "SELECT question_idx, repeat, step, request_key FROM probe_requests INDEXED BY "
-    "probe_requests_group WHERE probe = ?1 AND server = ?2 AND framing = ?3 AND repeat < ?4 AND "
-    "question_idx < ?5 ORDER BY repeat, question_idx",
+    "probe_requests_group WHERE probe = ?1 AND server = ?2 AND framing = ?3 "
+    "ORDER BY repeat, question_idx",
     // k_other_dataset
     "SELECT 1 FROM runs WHERE dataset <> ? LIMIT 1",
     // k_existing_probe: as k_existing
@@ -618,7 +612,7 @@ constexpr std::string_view k_statements[] = {
     // k_prefix_id
     "SELECT prefix_id FROM body_prefixes WHERE prefix_sha256 = ?",
 };
-static_assert(std::size(k_statements) == 31);
+static_assert(std::size(k_statements) == 30);
 
 class Transaction {
 public:
@@ -1319,9 +1313,10 @@ Store::put_questions(const std::string& dataset,
         }
         const auto& [question, answer] = qa[static_cast<size_t>(i)];
         stored[static_cast<size_t>(i)] = true;
-        if ((known.column_view(1) != question || known.column_view(2) != answer) &&
-            (!changed || i < changed->question_idx)) {
+        // Rows come by index (the primary key): the first that differs.
+        if (known.column_view(1) != question || known.column_view(2) != answer) {
             changed = StoredQuestion{i, known.column_text(1), known.column_text(2)};
+            break;
         }
     }
     if (!known.error().empty()) {
@@ -1557,28 +1552,11 @@ util::Result<std::unordered_set<std::string>> Store::completed_keys() {
     return out;
 }
 
-util::Result<std::optional<Store::StoredPlace>>
-Store::first_stored_place(const std::string& server, const std::string& framing, int max_tokens) {
-    auto& st = m_stmts[k_group_first];
-    std::optional<StoredPlace> out;
-    if (st.bind(server, framing, max_tokens).step()) {
-        out = StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)), st.column_text(2),
-                          st.column_text(3), st.column_text(4)};
-    }
-    const auto error = st.error();
-    st.reset();
-    if (!error.empty()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", error));
-    }
-    return out;
-}
-
 util::Result<void> Store::for_each_stored_place(const std::string& server,
                                                 const std::string& framing, int max_tokens,
-                                                int repeats, int64_t questions,
                                                 const PlaceVisitor& visit) {
     auto& st = m_stmts[k_group_places];
-    st.bind(server, framing, max_tokens, repeats, questions);
+    st.bind(server, framing, max_tokens);
     while (st.step()) {
         if (!visit(StoredPlace{st.column_int(0), static_cast<int>(st.column_int(1)),
                                st.column_text(2), st.column_text(3), st.column_text(4)})) {
@@ -1595,11 +1573,10 @@ util::Result<void> Store::for_each_stored_place(const std::string& server,
 
 util::Result<void> Store::for_each_stored_probe_place(const std::string& probe,
                                                       const std::string& server,
-                                                      const std::string& framing, int repeats,
-                                                      int64_t questions,
+                                                      const std::string& framing,
                                                       const ProbePlaceVisitor& visit) {
     auto& st = m_stmts[k_probe_places];
-    st.bind(probe, server, framing, repeats, questions);
+    st.bind(probe, server, framing);
     while (st.step()) {
         if (!visit(StoredProbePlace{st.column_int(0), static_cast<int>(st.column_int(1)),
                                     static_cast<int>(st.column_int(2)), st.column_text(3)})) {

@@ -217,9 +217,8 @@ public:
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
-    // The first place (repeat, then question) the group `server`/`framing`/
-    // `max_tokens` holds a request in, with that request's key and dataset;
-    // nullopt when the group holds none.
+    // A place (repeat, question) a group holds a request in, with that
+    // request's key, dataset and question hash.
     struct StoredPlace {
         int64_t question_idx = 0;
         int repeat = 0;
@@ -227,16 +226,12 @@ public:
         std::string dataset;
         std::string question_sha256; // "" when its question's row is missing
     };
-    util::Result<std::optional<StoredPlace>>
-    first_stored_place(const std::string& server, const std::string& framing, int max_tokens);
-    // Each place of the group `server`/`framing`/`max_tokens` among repeats
-    // below `repeats` and questions below `questions`, by repeat, then
-    // question, as first_stored_place gives one; `visit` returns false to
-    // stop. The places a run plans, so it can compare them before sending.
+    // Each place of the group `server`/`framing`/`max_tokens`, by repeat,
+    // then question (the first is the group's first place); `visit` returns
+    // false to stop. So a run compares the stored places before sending.
     using PlaceVisitor = std::function<bool(const StoredPlace&)>;
     util::Result<void> for_each_stored_place(const std::string& server, const std::string& framing,
-                                             int max_tokens, int repeats, int64_t questions,
-                                             const PlaceVisitor& visit);
+                                             int max_tokens, const PlaceVisitor& visit);
     // Whether a run of another dataset than `dataset` is stored: only then
     // can a stored place hold another question than `dataset` has at its
     // index, since put_questions compares `dataset`'s own stored questions.
@@ -249,14 +244,12 @@ public:
         int step = 0;
         std::string request_key;
     };
-    // Each probe place of `probe` for `server`/`framing` among repeats below
-    // `repeats` and questions below `questions`; `visit` returns false to
-    // stop.
+    // Each probe place of `probe` for `server`/`framing`, by repeat, then
+    // question; `visit` returns false to stop.
     using ProbePlaceVisitor = std::function<bool(const StoredProbePlace&)>;
     util::Result<void> for_each_stored_probe_place(const std::string& probe,
                                                    const std::string& server,
-                                                   const std::string& framing, int repeats,
-                                                   int64_t questions,
+                                                   const std::string& framing,
                                                    const ProbePlaceVisitor& visit);
     // What put_unanswered found of a planned request.
     struct Planned {
@@ -359,7 +352,6 @@ private:
         k_existing,
         k_slot_taken,
         k_group_stored,
-        k_group_first,
         k_group_places,
         k_probe_places,
         k_other_dataset,
