@@ -1,6 +1,7 @@
 // MultiClient, and libcurl's part of it; see client.hpp. Plain http://
-// transfers go to PlainMulti (plain_client.hpp); https and proxied ones to
-// libcurl's multi interface, below.
+// transfers go to PlainMulti (plain_client.hpp), fetch()'s too; https and
+// proxied ones to libcurl's multi interface, below, libcurl being loaded the
+// first time one comes (curl_api.hpp).
 //
 // Each libcurl transfer is an easy handle owned by a Transfer; handles are recycled
 // so connections stay alive in the multi handle's shared connection pool.
@@ -14,6 +15,7 @@
 // longer than the sooner of the two, and runs libcurl's timers whenever
 // either is due or the wait ends with no socket ready.
 #include <harness/http/client.hpp>
+#include <harness/http/curl_api.hpp>
 #include <harness/http/plain_client.hpp>
 #include <harness/util/redact.hpp>
 
@@ -33,12 +35,9 @@ namespace diffeval::http {
 
 namespace {
 
-struct GlobalInit {
-    GlobalInit() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
-
-void ensure_global_init() {
-    static GlobalInit once;
+// libcurl's functions; called only where curl_api() has loaded them.
+const detail::CurlApi& lib() {
+    return *detail::curl_api().value();
 }
 
 struct Transfer {
@@ -94,43 +93,43 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 }
 
 void configure(CURL* easy, Transfer& t) {
-    curl_easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(t.request.timeout.count()));
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(std::min<int64_t>(t.request.timeout.count(), 30'000)));
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t);
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, &t);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t.error);
-    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    lib().easy_setopt(easy, CURLOPT_URL, t.request.url.c_str());
+    lib().easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    lib().easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+    lib().easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(t.request.timeout.count()));
+    lib().easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                      static_cast<long>(std::min<int64_t>(t.request.timeout.count(), 30'000)));
+    lib().easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
+    lib().easy_setopt(easy, CURLOPT_WRITEDATA, &t);
+    lib().easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+    lib().easy_setopt(easy, CURLOPT_HEADERDATA, &t);
+    lib().easy_setopt(easy, CURLOPT_ERRORBUFFER, t.error);
+    lib().easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
     // A redirect is the server's answer, stored as such: following one sent
     // requests to other hosts and protocols, and loops without end.
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, &t);
+    lib().easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    lib().easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    lib().easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+    lib().easy_setopt(easy, CURLOPT_PRIVATE, &t);
     for (const auto& h : t.request.headers) {
-        t.headers = curl_slist_append(t.headers, h.c_str());
+        t.headers = lib().slist_append(t.headers, h.c_str());
     }
     if (t.request.method == "POST") {
-        t.headers = curl_slist_append(t.headers, "Expect:");
-        curl_easy_setopt(easy, CURLOPT_POST, 1L);
+        t.headers = lib().slist_append(t.headers, "Expect:");
+        lib().easy_setopt(easy, CURLOPT_POST, 1L);
         static const std::string k_empty;
         const std::string& body = t.request.body ? *t.request.body : k_empty;
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
-        curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+        lib().easy_setopt(easy, CURLOPT_POSTFIELDS, body.data());
+        lib().easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     } else {
-        curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+        lib().easy_setopt(easy, CURLOPT_HTTPGET, 1L);
     }
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, t.headers);
+    lib().easy_setopt(easy, CURLOPT_HTTPHEADER, t.headers);
 }
 
 void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.ended_at = std::chrono::steady_clock::now();
-    curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
+    lib().easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
     t.response.tag = t.request.tag;
     if (rc == CURLE_OK) {
         t.response.transport = Transport::ok;
@@ -145,7 +144,7 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     }
     t.response.transport =
         rc == CURLE_OPERATION_TIMEDOUT ? Transport::timed_out : Transport::failed;
-    t.response.transport_error = t.error[0] ? t.error : curl_easy_strerror(rc);
+    t.response.transport_error = t.error[0] ? t.error : lib().easy_strerror(rc);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -168,11 +167,14 @@ struct CurlMulti {
     void poll(std::chrono::milliseconds max_wait, std::vector<Response>& done);
     void cancel_all();
     void set_max_connections(size_t n);
-    size_t in_flight() const { return active.size(); }
+    size_t in_flight() const { return active.size() + refused.size(); }
 
-    CURLM* multi = nullptr;
+    CURLM* multi = nullptr; // null when setup_error says why
     int epoll_fd = -1;
-    std::string epoll_error; // why epoll_fd could not be made
+    // Why nothing can be sent (libcurl could not be loaded, no epoll set):
+    // each transfer submitted fails with it at the next poll.
+    std::string setup_error;
+    std::vector<Response> refused;
     // The deadline the timer callback last gave; empty when it has none.
     std::optional<Clock::time_point> timer;
     std::vector<CURL*> idle; // recycled easy handles
@@ -189,9 +191,6 @@ struct CurlMulti {
     void wait_and_act(std::chrono::milliseconds max_wait);
     // Move every finished transfer's Response into `done`.
     void collect(std::vector<Response>& done);
-    // Without an epoll set nothing can be sent: end every transfer in
-    // flight as failed, with `why`, into `done`.
-    void fail_all(const std::string& why, std::vector<Response>& done);
 
     static int on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in_set);
     static int on_timer(CURLM*, long timeout_ms, void* user);
@@ -218,7 +217,7 @@ int CurlMulti::on_socket(CURL*, curl_socket_t fd, int what, void* user, void* in
         epoll_ctl(impl->epoll_fd, errno == EEXIST ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
     }
     if (!in_set) {
-        curl_multi_assign(impl->multi, fd, &k_in_epoll_set);
+        lib().multi_assign(impl->multi, fd, &k_in_epoll_set);
     }
     return 0;
 }
@@ -239,7 +238,7 @@ int CurlMulti::on_timer(CURLM*, long timeout_ms, void* user) {
 std::optional<Clock::duration> CurlMulti::until_due() const {
     std::optional<Clock::duration> until;
     long timeout_ms = -1;
-    curl_multi_timeout(multi, &timeout_ms);
+    lib().multi_timeout(multi, &timeout_ms);
     if (timeout_ms >= 0) {
         until = std::chrono::milliseconds(timeout_ms);
     }
@@ -255,7 +254,7 @@ void CurlMulti::run_timers() {
     // unchanged one, after a CURL_SOCKET_TIMEOUT.
     timer.reset();
     int running = 0;
-    curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    lib().multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &running);
 }
 
 void CurlMulti::wait_and_act(std::chrono::milliseconds max_wait) {
@@ -272,7 +271,7 @@ void CurlMulti::wait_and_act(std::chrono::milliseconds max_wait) {
         const int flags = ((e & EPOLLIN) ? CURL_CSELECT_IN : 0) |
                           ((e & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
                           ((e & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
-        curl_multi_socket_action(multi, events[i].data.fd, flags, &running);
+        lib().multi_socket_action(multi, events[i].data.fd, flags, &running);
     }
     auto until = until_due();
     if (n <= 0 || (until && *until == Clock::duration::zero())) {
@@ -282,80 +281,84 @@ void CurlMulti::wait_and_act(std::chrono::milliseconds max_wait) {
 
 void CurlMulti::collect(std::vector<Response>& done) {
     int left = 0;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+    while (CURLMsg* msg = lib().multi_info_read(multi, &left)) {
         if (msg->msg != CURLMSG_DONE) {
             continue;
         }
         CURL* easy = msg->easy_handle;
         auto it = active.find(easy);
         finish(easy, msg->data.result, *it->second);
-        curl_multi_remove_handle(multi, easy);
-        curl_slist_free_all(it->second->headers);
+        lib().multi_remove_handle(multi, easy);
+        lib().slist_free_all(it->second->headers);
         done.push_back(std::move(it->second->response));
         active.erase(it);
         idle.push_back(easy);
     }
 }
 
-void CurlMulti::fail_all(const std::string& why, std::vector<Response>& done) {
-    for (auto& [easy, t] : active) {
-        t->response.tag = t->request.tag;
-        t->response.transport = Transport::failed;
-        t->response.transport_error = why;
-        t->response.ended_at = std::chrono::steady_clock::now();
-        done.push_back(std::move(t->response));
-        curl_slist_free_all(t->headers);
-        idle.push_back(easy);
-    }
-    active.clear();
-}
-
 CurlMulti::CurlMulti() {
-    ensure_global_init();
+    if (auto api = detail::curl_api(); !api) {
+        setup_error = api.error().message;
+        return;
+    }
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    epoll_error = epoll_fd < 0 ? std::strerror(errno) : "";
-    multi = curl_multi_init();
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1024L);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlMulti::on_socket);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &CurlMulti::on_timer);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
+    if (epoll_fd < 0) {
+        setup_error = fmt::format("cannot watch sockets: {}", std::strerror(errno));
+        return;
+    }
+    multi = lib().multi_init();
+    lib().multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1024L);
+    lib().multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlMulti::on_socket);
+    lib().multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    lib().multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &CurlMulti::on_timer);
+    lib().multi_setopt(multi, CURLMOPT_TIMERDATA, this);
 }
 
 CurlMulti::~CurlMulti() {
     cancel_all();
+    if (!multi) {
+        return;
+    }
     for (auto* e : idle) {
-        curl_easy_cleanup(e);
+        lib().easy_cleanup(e);
     }
     // The pool's sockets are taken out of the epoll set during cleanup.
-    curl_multi_cleanup(multi);
+    lib().multi_cleanup(multi);
     if (epoll_fd >= 0) {
         close(epoll_fd);
     }
 }
 
 void CurlMulti::submit(Request request) {
+    if (!multi) {
+        Response r;
+        r.tag = request.tag;
+        r.transport = Transport::failed;
+        r.transport_error = setup_error;
+        r.ended_at = Clock::now();
+        refused.push_back(std::move(r));
+        return;
+    }
     CURL* easy = nullptr;
     if (!idle.empty()) {
         easy = idle.back();
         idle.pop_back();
-        curl_easy_reset(easy);
+        lib().easy_reset(easy);
     } else {
-        easy = curl_easy_init();
+        easy = lib().easy_init();
     }
     auto t = std::make_unique<Transfer>();
     t->request = std::move(request);
     configure(easy, *t);
     active.emplace(easy, std::move(t));
-    if (epoll_fd >= 0) {
-        // Starts at the next poll: adding makes libcurl's timer due at once.
-        curl_multi_add_handle(multi, easy);
-    }
+    // Starts at the next poll: adding makes libcurl's timer due at once.
+    lib().multi_add_handle(multi, easy);
 }
 
 void CurlMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>& done) {
-    if (epoll_fd < 0) {
-        fail_all(fmt::format("cannot watch sockets: {}", epoll_error), done);
+    if (!multi) {
+        std::move(refused.begin(), refused.end(), std::back_inserter(done));
+        refused.clear();
         return;
     }
     if (auto until = until_due(); until && *until == Clock::duration::zero()) {
@@ -370,16 +373,20 @@ void CurlMulti::poll(std::chrono::milliseconds max_wait, std::vector<Response>& 
 }
 
 void CurlMulti::cancel_all() {
+    refused.clear();
     for (auto& [easy, t] : active) {
-        curl_multi_remove_handle(multi, easy);
-        curl_slist_free_all(t->headers);
-        curl_easy_cleanup(easy);
+        lib().multi_remove_handle(multi, easy);
+        lib().slist_free_all(t->headers);
+        lib().easy_cleanup(easy);
     }
     active.clear();
 }
 
 void CurlMulti::set_max_connections(size_t n) {
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max<size_t>(n, 1)));
+    if (!multi) {
+        return;
+    }
+    lib().multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(std::max<size_t>(n, 1)));
 }
 
 } // namespace
@@ -449,31 +456,65 @@ size_t MultiClient::in_flight() const {
     return m_impl->plain.in_flight() + (m_impl->curl ? m_impl->curl->in_flight() : 0);
 }
 
+namespace {
+
+// fetch() over plain http://, on the run's own client: no libcurl to load
+// for a preflight or a launched server's health check.
+Response fetch_plain(const Request& request) {
+    detail::PlainMulti plain;
+    plain.submit(request);
+    std::vector<Response> done;
+    while (done.empty()) {
+        if (request.cancel && request.cancel->load()) {
+            plain.cancel_all();
+            Response r;
+            r.tag = request.tag;
+            r.transport = Transport::cancelled;
+            r.transport_error = "interrupted";
+            return r;
+        }
+        plain.poll(std::chrono::milliseconds(20), done);
+    }
+    return std::move(done.front());
+}
+
+} // namespace
+
 Response fetch(const Request& request) {
-    ensure_global_init();
+    if (detail::plain_client_can_send(request.url)) {
+        return fetch_plain(request);
+    }
+    if (auto api = detail::curl_api(); !api) {
+        Response r;
+        r.tag = request.tag;
+        r.transport = Transport::failed;
+        r.transport_error = api.error().message;
+        r.ended_at = std::chrono::steady_clock::now();
+        return r;
+    }
     // A private multi handle rather than curl_easy_perform, so the wait can
     // be cut short by Request::cancel between short polls.
-    CURLM* multi = curl_multi_init();
-    CURL* easy = curl_easy_init();
+    CURLM* multi = lib().multi_init();
+    CURL* easy = lib().easy_init();
     Transfer t;
     t.request = request;
     configure(easy, t);
-    curl_multi_add_handle(multi, easy);
+    lib().multi_add_handle(multi, easy);
     std::optional<CURLcode> rc;
     while (!rc) {
         if (request.cancel && request.cancel->load()) {
             break;
         }
         int running = 0;
-        curl_multi_perform(multi, &running);
+        lib().multi_perform(multi, &running);
         int left = 0;
-        while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
+        while (CURLMsg* msg = lib().multi_info_read(multi, &left)) {
             if (msg->msg == CURLMSG_DONE) {
                 rc = msg->data.result;
             }
         }
         if (!rc) {
-            curl_multi_poll(multi, nullptr, 0, 20, nullptr);
+            lib().multi_poll(multi, nullptr, 0, 20, nullptr);
         }
     }
     if (rc) {
@@ -483,10 +524,10 @@ Response fetch(const Request& request) {
         t.response.transport = Transport::cancelled;
         t.response.transport_error = "interrupted";
     }
-    curl_multi_remove_handle(multi, easy);
-    curl_slist_free_all(t.headers);
-    curl_easy_cleanup(easy);
-    curl_multi_cleanup(multi);
+    lib().multi_remove_handle(multi, easy);
+    lib().slist_free_all(t.headers);
+    lib().easy_cleanup(easy);
+    lib().multi_cleanup(multi);
     return std::move(t.response);
 }
 
@@ -526,6 +567,121 @@ std::string url_without_secret(std::string_view url) {
                        url.substr(at + secret.size()));
 }
 
+namespace {
+
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+bool is_letter(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// A decimal number without a leading zero (but "0") and at most `max`.
+bool plain_number(std::string_view s, unsigned max) {
+    if (s.empty() || s.size() > 5 || (s.size() > 1 && s.front() == '0') ||
+        !std::all_of(s.begin(), s.end(), is_digit)) {
+        return false;
+    }
+    unsigned v = 0;
+    for (char c : s) {
+        v = v * 10 + static_cast<unsigned>(c - '0');
+    }
+    return v <= max;
+}
+
+// Four decimal numbers 0-255 joined by dots.
+bool dotted_quad(std::string_view host) {
+    for (int part = 0; part < 4; ++part) {
+        const auto dot = host.find('.');
+        if ((part < 3) == (dot == std::string_view::npos) ||
+            !plain_number(host.substr(0, dot), 255)) {
+            return false;
+        }
+        host = part < 3 ? host.substr(dot + 1) : std::string_view();
+    }
+    return true;
+}
+
+// A host name that starts with a letter (so no IPv4 number form), of labels
+// of letters, digits and inner hyphens joined by dots.
+bool plain_name(std::string_view host) {
+    if (host.empty() || host.size() > 253 || !is_letter(host.front())) {
+        return false;
+    }
+    size_t start = 0;
+    while (start <= host.size()) {
+        const auto dot = std::min(host.find('.', start), host.size());
+        const auto label = host.substr(start, dot - start);
+        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-' ||
+            !std::all_of(label.begin(), label.end(),
+                         [](char c) { return is_letter(c) || is_digit(c) || c == '-'; })) {
+            return false;
+        }
+        start = dot + 1;
+    }
+    return true;
+}
+
+} // namespace
+
+bool detail::plainly_valid_url(std::string_view url) {
+    std::string_view rest;
+    if (url.substr(0, 7) == "http://") {
+        rest = url.substr(7);
+    } else if (url.substr(0, 8) == "https://") {
+        rest = url.substr(8);
+    } else {
+        return false;
+    }
+    if (rest.size() > 2000) {
+        return false;
+    }
+    const auto slash = std::min(rest.find('/'), rest.size());
+    std::string_view host = rest.substr(0, slash);
+    const std::string_view path = rest.substr(slash);
+    if (const auto colon = host.find(':'); colon != std::string_view::npos) {
+        const auto port = host.substr(colon + 1);
+        if (!plain_number(port, 65535) || port == "0") {
+            return false;
+        }
+        host = host.substr(0, colon);
+    }
+    if (!dotted_quad(host) && !plain_name(host)) {
+        return false;
+    }
+    return std::all_of(path.begin(), path.end(), [](char c) {
+        return is_letter(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+               c == '/';
+    });
+}
+
+std::optional<std::string> detail::curl_url_problem(const std::string& url) {
+    auto api = detail::curl_api();
+    if (!api) {
+        return fmt::format("could not be checked: {}", api.error().message);
+    }
+    const auto& curl = **api;
+    std::unique_ptr<CURLU, decltype(curl.url_cleanup)> parsed(curl.url(), curl.url_cleanup);
+    if (!parsed) {
+        return "could not be parsed: out of memory";
+    }
+    if (const CURLUcode c = curl.url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0);
+        c != CURLUE_OK) {
+        return fmt::format("is not a valid URL: {}", curl.url_strerror(c));
+    }
+    char* port = nullptr;
+    if (curl.url_get(parsed.get(), CURLUPART_PORT, &port, 0) == CURLUE_OK && port) {
+        const bool zero =
+            std::all_of(port, port + std::strlen(port), [](char c) { return c == '0'; });
+        curl.free(port);
+        if (zero) {
+            return "is not a valid URL: port 0 cannot be connected to";
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<std::string> http_url_problem(const std::string& url) {
     const auto scheme_end = url.find("://");
     const std::string_view scheme = scheme_end == std::string::npos
@@ -535,22 +691,12 @@ std::optional<std::string> http_url_problem(const std::string& url) {
         return "is not an http:// or https:// URL";
     }
     // libcurl's own parser, which sends every https:// request: its words
-    // say what is wrong (a port past 65535, an unclosed IPv6 bracket).
-    std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), curl_url_cleanup);
-    if (!parsed) {
-        return "could not be parsed: out of memory";
-    }
-    if (const CURLUcode c = curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0);
-        c != CURLUE_OK) {
-        return fmt::format("is not a valid URL: {}", curl_url_strerror(c));
-    }
-    char* port = nullptr;
-    if (curl_url_get(parsed.get(), CURLUPART_PORT, &port, 0) == CURLUE_OK && port) {
-        const bool zero =
-            std::all_of(port, port + std::strlen(port), [](char c) { return c == '0'; });
-        curl_free(port);
-        if (zero) {
-            return "is not a valid URL: port 0 cannot be connected to";
+    // say what is wrong (a port past 65535, an unclosed IPv6 bracket). A
+    // URL of the plain form (a name or dotted quad, a port, a path of
+    // unreserved characters) is one it takes, so libcurl is not loaded for it.
+    if (!detail::plainly_valid_url(url)) {
+        if (auto problem = detail::curl_url_problem(url)) {
+            return problem;
         }
     }
     // What the plain http:// client reads of it must be there too: a host,

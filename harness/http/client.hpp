@@ -1,7 +1,8 @@
 // HTTP for the run's many concurrent requests (keep-alive, connection reuse,
 // no thread per request: plain http:// on Boost.Beast, https and proxies on
-// libcurl's multi interface), and a blocking libcurl helper for the few
-// one-off calls (preflight, downloads).
+// libcurl's multi interface), and a blocking helper for the few one-off calls
+// (preflight, downloads) on the same two. libcurl is loaded only when an
+// https:// or proxied transfer first needs it (curl_api.hpp).
 #pragma once
 
 #include <atomic>
@@ -83,8 +84,9 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-// One blocking request (preflight checks, dataset downloads). Redirects are
-// never followed, here or in MultiClient: a 3xx comes back as it is.
+// One blocking request (preflight checks, dataset downloads), sent as
+// MultiClient would send it. Redirects are never followed, here or in
+// MultiClient: a 3xx comes back as it is.
 Response fetch(const Request& request);
 
 // The secret in a URL's user information (`http://user:PASSWORD@host`, or

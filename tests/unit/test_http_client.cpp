@@ -3,6 +3,7 @@
 // decoded and bounded, streamed chunks, timeouts, refused connections, cut
 // bodies, interim answers, the headers sent).
 #include <harness/http/client.hpp>
+#include <harness/http/curl_api.hpp>
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -537,6 +538,76 @@ TEST(ServerUrl, AUrlAConnectionCannotBeMadeToSaysWhatIsWrongWithIt) {
     EXPECT_EQ(http_url_problem("http://:80"), "is not a valid URL: No host part in the URL");
     EXPECT_EQ(http_url_problem("http://localhost:"),
               "is not a valid URL: give http://HOST:PORT, e.g. http://localhost:8000");
+}
+
+// The quick check that spares loading libcurl vouches only for URLs
+// libcurl's parser takes: were it to pass one libcurl refuses, a mistyped
+// server would be tried instead of named.
+TEST(ServerUrl, TheQuickCheckPassesOnlyWhatLibcurlTakes) {
+    const std::vector<std::string> passed = {
+        "http://localhost:8000",  "http://localhost",        "https://api.example.com/v1",
+        "http://127.0.0.1:8000/", "http://10.0.0.255:65535", "http://a-b.c9.example:1/x_y/z~.w",
+        "http://0.0.0.0:1",
+    };
+    const std::vector<std::string> left_to_libcurl = {
+        "http://127.0.0.1:99999", "http://127.0.0.1:0",   "http://127.0.0.1:00080",
+        "http://[::1]:8000",      "http://exa mple.com",  "http://:80",
+        "http://localhost:",      "http://user:p@host:1", "http://host/p?q=1",
+        "http://host/p#f",        "http://host/%41",      "http://1.2.3:80",
+        "http://256.1.1.1:80",    "http://01.1.1.1:80",   "http://0x7f.1:80",
+        "http://-host:80",        "http://host-:80",      "http://ho..st:80",
+        "http://host.:80",        "http://1host:80",      "http://h\xc3\xa9.example:80",
+        "http://host:80:81",      "http://host:+80",      "https://h/a b",
+        "HTTP://x.y:80",
+    };
+    for (const auto& url : passed) {
+        EXPECT_TRUE(detail::plainly_valid_url(url)) << url;
+        EXPECT_EQ(detail::curl_url_problem(url), std::nullopt) << url;
+    }
+    for (const auto& url : left_to_libcurl) {
+        EXPECT_FALSE(detail::plainly_valid_url(url)) << url;
+    }
+}
+
+// A run against plain http:// servers never needs libcurl: checking their
+// URLs and the preflight's one-off requests leave it unloaded (loading it
+// cost every command ~8.5 ms before main()), and the answer is the same.
+TEST(ServerUrl, PlainHttpLeavesLibcurlUnloaded) {
+    if (detail::curl_loaded()) {
+        GTEST_SKIP() << "an earlier test in this process loaded libcurl (ctest runs each alone)";
+    }
+    ScriptedServer server([](int, const std::string&) { return Reply{ok("{\"data\":[]}")}; });
+    EXPECT_EQ(http_url_problem(server.url("/v1/models")), std::nullopt);
+    Request get;
+    get.url = server.url("/v1/models");
+    get.timeout = 10s;
+    const Response r = fetch(get);
+    EXPECT_EQ(r.transport, Transport::ok) << r.transport_error;
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body, "{\"data\":[]}");
+    EXPECT_FALSE(detail::curl_loaded());
+    EXPECT_EQ(http_url_problem("http://[::1]:8000"), std::nullopt);
+    EXPECT_TRUE(detail::curl_loaded());
+}
+
+// A blocking fetch over plain http:// ends when the caller cancels it, as
+// Ctrl-C during preflight ends the wait for a server that never answers.
+TEST(ServerUrl, APlainFetchEndsWhenCancelled) {
+    ScriptedServer server([](int, const std::string&) { return Reply{"", false, true}; });
+    std::atomic<bool> cancel{false};
+    Request get;
+    get.url = server.url("/v1/models");
+    get.timeout = 10s;
+    get.cancel = &cancel;
+    std::thread stopper([&] {
+        std::this_thread::sleep_for(50ms);
+        cancel = true;
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const Response r = fetch(get);
+    stopper.join();
+    EXPECT_EQ(r.transport, Transport::cancelled);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
 TEST(ServerUrl, APasswordInTheUrlIsMaskedHoweverShort) {
