@@ -520,6 +520,39 @@ TEST(MultiClient, CancelAllDropsTransfersInFlight) {
     EXPECT_TRUE(client.poll(10ms).empty());
 }
 
+// With a proxy in the environment, transfers go through libcurl (loaded
+// then), which honours it: the request reaches the proxy in its absolute
+// form and its answer comes back, from MultiClient and fetch alike.
+TEST(MultiClient, AProxiedTransferGoesThroughLibcurl) {
+    ScriptedServer proxy([](int, const std::string&) { return Reply{ok("{\"via\":1}")}; });
+    const char* before = std::getenv("http_proxy");
+    const std::string saved = before ? before : "";
+    setenv("http_proxy", proxy.url("").c_str(), 1);
+    MultiClient client;
+    client.submit(post("http://backend.invalid:9/v1/completions", 7));
+    auto got = wait_for(client, 1);
+    Request get;
+    get.url = "http://backend.invalid:9/v1/models";
+    get.timeout = 10s;
+    const Response fetched = fetch(get);
+    if (before) {
+        setenv("http_proxy", saved.c_str(), 1);
+    } else {
+        unsetenv("http_proxy");
+    }
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].tag, 7u);
+    EXPECT_EQ(got[0].status, 200);
+    EXPECT_EQ(got[0].body, "{\"via\":1}");
+    EXPECT_EQ(fetched.transport, Transport::ok) << fetched.transport_error;
+    EXPECT_EQ(fetched.body, "{\"via\":1}");
+    EXPECT_EQ(proxy.requests(), 2);
+    EXPECT_EQ(proxy.last_request().rfind("GET http://backend.invalid:9/v1/models HTTP/1.1", 0), 0u)
+        << proxy.last_request();
+    EXPECT_TRUE(detail::curl_loaded());
+}
+
 TEST(ServerUrl, AUrlAConnectionCannotBeMadeToSaysWhatIsWrongWithIt) {
     EXPECT_EQ(http_url_problem("http://localhost:8000"), std::nullopt);
     EXPECT_EQ(http_url_problem("https://api.example.com/v1"), std::nullopt);
