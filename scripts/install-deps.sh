@@ -7,10 +7,11 @@ set -euo pipefail
 
 packages=(
     g++ cmake make pkg-config sqlite3
-    libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libfmt-dev
+    libcurl4-openssl-dev nettle-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev libfmt-dev
     libsqlite3-dev libre2-dev libcpp-httplib-dev libtomlplusplus-dev libyaml-cpp-dev libboost-dev
     libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
     libjemalloc-dev # the executable's allocator (CMakeLists.txt)
+    libssl-dev      # OpenSSL's headers, which cpp-httplib's (the tests' client) includes
     debootstrap # the real-engine chroot of the engine tests (scripts/engine-chroot.sh)
 )
 # Extras, any of them together: --browser (the report's browser tests),

@@ -23,8 +23,8 @@ public:
     Sha256Prefix(Sha256Prefix&&) noexcept;
     Sha256Prefix& operator=(Sha256Prefix&&) noexcept;
 
-    // sha256_hex(data), whether or not `data` starts with the prefix. One
-    // object hashes on one thread at a time (it keeps one scratch state).
+    // sha256_hex(data), whether or not `data` starts with the prefix. Safe
+    // from several threads at once (each call copies the kept state).
     std::string hex(std::string_view data) const;
 
 private:
