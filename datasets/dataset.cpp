@@ -16,7 +16,36 @@ namespace fs = std::filesystem;
 using util::ErrorKind;
 using util::make_error;
 
-util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std::string& origin) {
+namespace {
+
+// Whether a line of a JSONL file holds a sample: blank lines and lines
+// starting with '#' do not (its '\r' already removed).
+bool holds_sample(std::string_view line) {
+    return line.find_first_not_of(" \t") != std::string_view::npos && line[0] != '#';
+}
+
+// A line of `text` from `pos` (without its '\n' or '\r'), moving `pos` past
+// it; false at the end.
+bool next_line(std::string_view text, size_t& pos, std::string_view& line) {
+    if (pos >= text.size()) {
+        return false;
+    }
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) {
+        end = text.size();
+    }
+    line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (!line.empty() && line.back() == '\r') {
+        line.remove_suffix(1);
+    }
+    return true;
+}
+
+} // namespace
+
+util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std::string& origin,
+                                              size_t limit) {
     // simdjson validates a whole line (UTF-8, structure, nothing after the
     // object) several times faster than nlohmann: the official train file
     // (7,473 lines) took 30 ms, most of a run's start before its first
@@ -25,18 +54,10 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
     std::vector<Sample> out;
     size_t pos = 0;
     int line_no = 0;
-    while (pos < text.size()) {
-        size_t end = text.find('\n', pos);
-        if (end == std::string::npos) {
-            end = text.size();
-        }
-        std::string_view line(text.data() + pos, end - pos);
-        pos = end + 1;
+    std::string_view line;
+    while (out.size() < limit && next_line(text, pos, line)) {
         ++line_no;
-        if (!line.empty() && line.back() == '\r') {
-            line.remove_suffix(1);
-        }
-        if (line.find_first_not_of(" \t") == std::string_view::npos || line[0] == '#') {
+        if (!holds_sample(line)) {
             continue;
         }
         simdjson::dom::object object;
@@ -62,12 +83,32 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
     return out;
 }
 
-util::Result<std::vector<Sample>> load_jsonl(const fs::path& path) {
-    auto text = util::read_input(path, util::k_max_data_bytes);
+util::Result<std::vector<Sample>> load_jsonl(const fs::path& path, size_t limit) {
+    // With a limit, the file is read only until it holds `limit` samples'
+    // lines whole (a few KiB of the official train set's 4 MB for 5 shots).
+    util::ReadEnough enough;
+    if (limit != k_all_samples) {
+        enough = [limit](std::string_view start) {
+            size_t pos = 0;
+            size_t found = 0;
+            std::string_view line;
+            while (next_line(start, pos, line)) {
+                if (pos > start.size()) {
+                    return false; // the last line is not whole yet
+                }
+                found += holds_sample(line) ? 1 : 0;
+                if (found >= limit) {
+                    return true;
+                }
+            }
+            return false;
+        };
+    }
+    auto text = util::read_input(path, util::k_max_data_bytes, enough);
     if (!text) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}", text.error().message));
     }
-    return parse_jsonl(*text, path.string());
+    return parse_jsonl(*text, path.string(), limit);
 }
 
 fs::path cache_dir() {
@@ -147,7 +188,8 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     return Dataset{spec, spec, std::move(*test), {}};
 }
 
-util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from) {
+util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from,
+                                   size_t fewshot_limit) {
     // The official set needs both files: say so before reading either.
     if (spec == "gsm8k") {
         auto dir = cache_dir() / "gsm8k";
@@ -162,7 +204,7 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
         return ds.error();
     }
     if (!fewshot_from.empty()) {
-        auto train = load_jsonl(fewshot_from);
+        auto train = load_jsonl(fewshot_from, fewshot_limit);
         if (!train) {
             return train.error();
         }
@@ -170,13 +212,13 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
         return ds;
     }
     if (spec == "sample") {
-        auto train = parse_jsonl(sample_train_jsonl(), "<sample>/train.jsonl");
+        auto train = parse_jsonl(sample_train_jsonl(), "<sample>/train.jsonl", fewshot_limit);
         if (!train) {
             return train.error();
         }
         ds->fewshot = std::move(*train);
     } else if (spec == "gsm8k") {
-        auto train = load_jsonl(cache_dir() / "gsm8k" / "train.jsonl");
+        auto train = load_jsonl(cache_dir() / "gsm8k" / "train.jsonl", fewshot_limit);
         if (!train) {
             return train.error();
         }
@@ -190,7 +232,7 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
                                           "PATH.jsonl (or put train.jsonl beside it)",
                                           spec));
         }
-        auto train = load_jsonl(sibling);
+        auto train = load_jsonl(sibling, fewshot_limit);
         if (!train) {
             return train.error();
         }

@@ -29,13 +29,20 @@ struct Dataset {
     std::vector<Sample> fewshot;
 };
 
+// No limit on the samples read.
+inline constexpr size_t k_all_samples = static_cast<size_t>(-1);
+
 // Parse GSM8K JSONL `text` read from `origin` (a path, for messages). Lines
 // starting with '#' and blank lines are skipped, as vLLM's script does. A
-// malformed line is an error naming `origin` and the line number.
-util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std::string& origin);
+// malformed line is an error naming `origin` and the line number. With
+// `limit`, parsing stops after that many samples: what follows is not read.
+util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std::string& origin,
+                                              size_t limit = k_all_samples);
 
-// Read and parse the JSONL file at `path`.
-util::Result<std::vector<Sample>> load_jsonl(const std::filesystem::path& path);
+// Read and parse the JSONL file at `path`; with `limit`, the file is read only
+// as far as its first `limit` samples.
+util::Result<std::vector<Sample>> load_jsonl(const std::filesystem::path& path,
+                                             size_t limit = k_all_samples);
 
 // The cache directory: $DIFFEVAL_DATA, else $XDG_CACHE_HOME/diffeval, else
 // ~/.cache/diffeval.
@@ -44,7 +51,11 @@ std::filesystem::path cache_dir();
 // Resolve a `--dataset` value: "sample", "gsm8k" (from the cache), or a path
 // to a test JSONL file; `fewshot_from` overrides the few-shot file ("" keeps
 // the default: the dataset's own train file, or the sample set's examples).
-util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from = "");
+// With `fewshot_limit`, only the few-shot file's first examples are read
+// (a run whose framings all take the first N: the official train set is
+// 7,473 lines, 16 ms of a run's start to read and parse whole).
+util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from = "",
+                                   size_t fewshot_limit = k_all_samples);
 
 // Resolve a `--dataset` value as open_dataset does, reading its test questions
 // only (`fewshot` stays empty): what `import lm-eval` checks documents against.

@@ -125,11 +125,6 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         }
     }
     Inputs in;
-    auto dataset = datasets::open_dataset(config.dataset, config.fewshot_from);
-    if (!dataset) {
-        return dataset.error();
-    }
-    in.dataset = std::move(*dataset);
     for (const auto& name : config.framings) {
         auto f = framing::load_framing(name);
         if (!f) {
@@ -151,6 +146,23 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         }
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
+    // Framings that all take the first N shots need only the few-shot
+    // file's first N examples (at least one, so a file with none, or a bad
+    // first line, is still refused); one that draws shots needs them all.
+    size_t shots_read = 1;
+    for (const auto& f : in.framings) {
+        shots_read = f.sampler == framing::FewshotSampler::first_n
+                         ? std::max(shots_read, static_cast<size_t>(std::max(f.fewshot, 0)))
+                         : datasets::k_all_samples;
+        if (shots_read == datasets::k_all_samples) {
+            break;
+        }
+    }
+    auto dataset = datasets::open_dataset(config.dataset, config.fewshot_from, shots_read);
+    if (!dataset) {
+        return dataset.error();
+    }
+    in.dataset = std::move(*dataset);
     if (auto r = check_shots(config, in.dataset, in.framings); !r) {
         return r.error();
     }

@@ -79,9 +79,11 @@ std::optional<uint64_t> regular_size(int fd) {
 }
 
 // read_file's loop, stopping once more than `max_bytes` are read (nullopt
-// then, with `too_big` set).
+// then, with `too_big` set), or, with `enough`, once it says the bytes read
+// so far suffice (read then in blocks from 64 KiB up, so a start is all
+// that is touched).
 std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
-                                        bool* too_big);
+                                        bool* too_big, const ReadEnough* enough = nullptr);
 
 } // namespace
 
@@ -89,14 +91,15 @@ std::optional<std::string> read_file(const std::filesystem::path& path) {
     return read_at_most(path, std::numeric_limits<size_t>::max(), nullptr);
 }
 
-Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes) {
+Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes,
+                               const ReadEnough& enough) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
     }
     errno = 0;
     bool too_big = false;
-    auto text = read_at_most(path, max_bytes, &too_big);
+    auto text = read_at_most(path, max_bytes, &too_big, enough ? &enough : nullptr);
     if (too_big) {
         return make_error(ErrorKind::usage,
                           fmt::format("{}: it holds more than {} MiB, more than any file of this "
@@ -114,7 +117,7 @@ Result<std::string> read_input(const std::filesystem::path& path, size_t max_byt
 namespace {
 
 std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
-                                        bool* too_big) {
+                                        bool* too_big, const ReadEnough* enough) {
     const ReadFd fd(path);
     if (!fd) {
         return std::nullopt;
@@ -131,17 +134,19 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
             *too_big = true;
         }
         return std::nullopt;
-    } else if (size && *size < (uint64_t{1} << 32)) {
+    } else if (size && *size < (uint64_t{1} << 32) && !enough) {
         text.reserve(static_cast<size_t>(*size) + 1);
     }
     const size_t limit = max_bytes < std::numeric_limits<size_t>::max() ? max_bytes + 1 : max_bytes;
     constexpr size_t k_block = 1 << 20;
+    size_t block = enough ? size_t{64} << 10 : k_block;
     size_t used = 0;
     for (;;) {
         // Within what is reserved while it lasts (its last byte is where the
         // end shows), then a block at a time.
         const size_t room = text.capacity() > used ? text.capacity() - used : 0;
-        const size_t want = std::min(room > 0 ? std::min(room, k_block) : k_block, limit - used);
+        const size_t want = std::min(room > 0 ? std::min(room, block) : block, limit - used);
+        block = std::min(block * 2, k_block);
         text.resize(used + want);
         const auto got = read_some(fd.get(), text.data() + used, want);
         if (got < 0) {
@@ -154,7 +159,7 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
             }
             return std::nullopt;
         }
-        if (got == 0) {
+        if (got == 0 || (enough && (*enough)(std::string_view(text.data(), used)))) {
             break;
         }
     }

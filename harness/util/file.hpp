@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,12 +24,18 @@ std::optional<std::string> read_file(const std::filesystem::path& path);
 inline constexpr size_t k_max_data_bytes = size_t{1} << 30;
 inline constexpr size_t k_max_config_bytes = size_t{16} << 20;
 
+// Whether the bytes a file starts with are all a reader needs of it.
+using ReadEnough = std::function<bool(std::string_view start)>;
+
 // A file a user names, read whole when it holds at most `max_bytes`: an
 // ErrorKind::usage error "PATH: REASON" otherwise (cannot be opened, is a
 // directory, or holds more, as /dev/zero or a mistyped multi-gigabyte path
 // does, which reading whole would take all memory for; a stream is read up
-// to the bound and no further).
-Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes);
+// to the bound and no further). With `enough`, reading stops as soon as it
+// says the bytes read so far suffice: what is returned is then the file's
+// start (a regular file's size still counts against `max_bytes`).
+Result<std::string> read_input(const std::filesystem::path& path, size_t max_bytes,
+                               const ReadEnough& enough = {});
 
 // What read_file_ends keeps of a file.
 struct FileEnds {

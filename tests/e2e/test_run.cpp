@@ -117,6 +117,39 @@ TEST(Run, ScoresStoredWithTheResponsesEqualARescore) {
     }
 }
 
+// A few-shot file is read as far as the run's framings take shots from it:
+// with the first N (the built-in raw and chat framings) its first N
+// examples, which the bodies carry, so a bad line past them does not stop
+// the run; a framing that draws shots (lm-eval-chat) reads it all and is
+// refused at that line.
+TEST(Run, AFewShotFileIsReadAsFarAsTheFramingsTakeShots) {
+    auto dir = e2e::scratch("fewshot-prefix");
+    const auto shots = dir / "shots.jsonl";
+    {
+        std::ofstream out(shots);
+        for (int i = 0; i < 8; ++i) {
+            out << R"({"question": "Shot question )" << i << R"(?", "answer": "#### )" << i
+                << "\"}\n";
+        }
+        out << "{\"question\": \"cut\n";
+    }
+    e2e::Sim a;
+    auto db = (dir / "r.sqlite").string();
+    auto o =
+        e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw,chat", "--limit", "2",
+                  "--dataset", "sample", "--fewshot-from", shots.string(), "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_requests WHERE request_json LIKE "
+                        "'%Shot question 4?%' AND request_json NOT LIKE '%Shot question 5?%'"),
+              "4");
+    auto drawn =
+        e2e::run({"run", "--server", "a=" + a.url(), "--framing", "lm-eval-chat", "--limit", "2",
+                  "--dataset", "sample", "--fewshot-from", shots.string(), "--db", db, "--quiet"});
+    EXPECT_EQ(drawn.exit_code, 2) << drawn.err;
+    EXPECT_NE(drawn.err.find(shots.string() + ":9: not a JSON object"), std::string::npos)
+        << drawn.err;
+}
+
 namespace {
 
 // A run of server "a" on the sample set's first five questions, raw framing.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -122,6 +123,50 @@ TEST(LoadJsonl, MissingFileNamesThePath) {
     auto items = load_jsonl(path);
     ASSERT_FALSE(items.ok());
     EXPECT_THAT(items.error().message, HasSubstr(path.string()));
+}
+
+// A run whose framings take the first N shots reads only as much of the
+// few-shot file as holds them: the official train set's first five examples
+// are a few KiB of its 4 MB. The examples are those a whole read gives, a
+// file with fewer gives all it has, and a bad line among them is still
+// named; a bad line past them is never read.
+TEST(LoadJsonl, WithALimitReadsTheFirstSamplesOnly) {
+    const auto dir = std::filesystem::path(::testing::TempDir());
+    const auto path = dir / "diffeval-limit.jsonl";
+    std::string text = "# shots\n\n";
+    for (int i = 0; i < 3000; ++i) { // 150 KB: past the first 64 KiB read
+        text += R"({"question": "Q)" + std::to_string(i) + R"(?", "answer": "#### )" +
+                std::to_string(i) + "\"}\r\n";
+    }
+    const std::string bad_tail = "{\"question\": \"cut off\n";
+    { std::ofstream(path, std::ios::binary) << text << bad_tail; }
+    const auto whole = load_jsonl(path);
+    ASSERT_FALSE(whole.ok());
+    EXPECT_THAT(whole.error().message, HasSubstr(path.string() + ":3003"));
+    for (size_t limit : {size_t{1}, size_t{5}, size_t{2999}, size_t{3000}}) {
+        const auto first = load_jsonl(path, limit);
+        ASSERT_TRUE(first.ok()) << limit << ": " << first.error().message;
+        ASSERT_EQ(first->size(), limit);
+        EXPECT_EQ(first->back().question, "Q" + std::to_string(limit - 1) + "?");
+        EXPECT_EQ(first->back().answer, "#### " + std::to_string(limit - 1));
+    }
+    // Asking for more than the file's good lines reaches the bad one.
+    const auto more = load_jsonl(path, 3001);
+    ASSERT_FALSE(more.ok());
+    EXPECT_THAT(more.error().message, HasSubstr(":3003"));
+    // A file with fewer samples than asked for gives them all, its last
+    // line without a newline too.
+    { std::ofstream(path, std::ios::binary) << k_item_a << "\n" << k_item_b; }
+    const auto fewer = load_jsonl(path, 5);
+    ASSERT_TRUE(fewer.ok()) << fewer.error().message;
+    ASSERT_EQ(fewer->size(), 2u);
+    EXPECT_EQ(fewer->back().answer, "#### 7");
+    // A bad line among the first ones is named as before.
+    { std::ofstream(path, std::ios::binary) << k_item_a << "\n[1]\n" << k_item_b << "\n"; }
+    const auto bad = load_jsonl(path, 5);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.error().message, HasSubstr(path.string() + ":2"));
+    std::filesystem::remove(path);
 }
 
 // A gold answer in a message: the final answer a reader compares, not the
