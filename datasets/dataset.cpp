@@ -86,22 +86,28 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
 util::Result<std::vector<Sample>> load_jsonl(const fs::path& path, size_t limit) {
     // With a limit, the file is read only until it holds `limit` samples'
     // lines whole (a few KiB of the official train set's 4 MB for 5 shots).
+    // The start only grows between calls: each byte is looked at once,
+    // however long a line (a file of zeros has none).
     util::ReadEnough enough;
     if (limit != k_all_samples) {
-        enough = [limit](std::string_view start) {
-            size_t pos = 0;
-            size_t found = 0;
-            std::string_view line;
-            while (next_line(start, pos, line)) {
-                if (pos > start.size()) {
-                    return false; // the last line is not whole yet
+        enough = [limit, line_start = size_t{0}, scanned = size_t{0},
+                  found = size_t{0}](std::string_view start) mutable {
+            for (;;) {
+                const auto end = start.find('\n', scanned);
+                if (end == std::string_view::npos) {
+                    scanned = start.size(); // the last line is not whole yet
+                    return false;
+                }
+                std::string_view line = start.substr(line_start, end - line_start);
+                if (!line.empty() && line.back() == '\r') {
+                    line.remove_suffix(1);
                 }
                 found += holds_sample(line) ? 1 : 0;
+                line_start = scanned = end + 1;
                 if (found >= limit) {
                     return true;
                 }
             }
-            return false;
         };
     }
     auto text = util::read_input(path, util::k_max_data_bytes, enough);

@@ -80,8 +80,8 @@ std::optional<uint64_t> regular_size(int fd) {
 
 // read_file's loop, stopping once more than `max_bytes` are read (nullopt
 // then, with `too_big` set), or, with `enough`, once it says the bytes read
-// so far suffice (read then in blocks from 64 KiB up, so a start is all
-// that is touched).
+// so far suffice (the first read is then 64 KiB, so a start is all that is
+// touched).
 std::optional<std::string> read_at_most(const std::filesystem::path& path, size_t max_bytes,
                                         bool* too_big, const ReadEnough* enough = nullptr);
 
@@ -139,6 +139,8 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
     }
     const size_t limit = max_bytes < std::numeric_limits<size_t>::max() ? max_bytes + 1 : max_bytes;
     constexpr size_t k_block = 1 << 20;
+    // With `enough`, a first small read (a few-shot file's first items are
+    // a few KiB), then the same blocks as a whole read.
     size_t block = enough ? size_t{64} << 10 : k_block;
     size_t used = 0;
     for (;;) {
@@ -146,7 +148,7 @@ std::optional<std::string> read_at_most(const std::filesystem::path& path, size_
         // end shows), then a block at a time.
         const size_t room = text.capacity() > used ? text.capacity() - used : 0;
         const size_t want = std::min(room > 0 ? std::min(room, block) : block, limit - used);
-        block = std::min(block * 2, k_block);
+        block = k_block;
         text.resize(used + want);
         const auto got = read_some(fd.get(), text.data() + used, want);
         if (got < 0) {
