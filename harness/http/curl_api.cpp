@@ -22,13 +22,14 @@ struct Loaded {
     std::string error; // empty when loaded
 };
 
-template <typename F> bool bind(void* handle, const char* name, F& slot, std::string& error) {
+// `slot` from the library's symbol `name`; the first one missing named in
+// `error`.
+template <typename F> void bind(void* handle, const char* name, F& slot, std::string& error) {
     // dlsym's void* to a function pointer: what POSIX requires to work.
     slot = reinterpret_cast<F>(dlsym(handle, name));
     if (!slot && error.empty()) {
         error = fmt::format("{} has no function {}", k_library, name);
     }
-    return slot != nullptr;
 }
 
 Loaded load() {
