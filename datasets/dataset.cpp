@@ -93,17 +93,14 @@ util::Result<std::vector<Sample>> load_jsonl(const fs::path& path, size_t limit)
         enough = [limit, line_start = size_t{0}, scanned = size_t{0},
                   found = size_t{0}](std::string_view start) mutable {
             for (;;) {
-                const auto end = start.find('\n', scanned);
-                if (end == std::string_view::npos) {
+                if (start.find('\n', scanned) == std::string_view::npos) {
                     scanned = start.size(); // the last line is not whole yet
                     return false;
                 }
-                std::string_view line = start.substr(line_start, end - line_start);
-                if (!line.empty() && line.back() == '\r') {
-                    line.remove_suffix(1);
-                }
+                std::string_view line;
+                next_line(start, line_start, line); // whole: its '\n' was just found
                 found += holds_sample(line) ? 1 : 0;
-                line_start = scanned = end + 1;
+                scanned = line_start;
                 if (found >= limit) {
                     return true;
                 }

@@ -523,8 +523,9 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     // still writing (said above) has yet to plan and send its part.
     std::vector<std::string> gaps;
     bool unsent = false, unplanned = false, shards = false;
-    for (const auto& g : data.completeness) {
-        const auto text = data.writing ? std::string() : analysis::gaps_text(g);
+    static const std::vector<store::GroupCompleteness> k_none;
+    for (const auto& g : data.writing ? k_none : data.completeness) {
+        const auto text = analysis::gaps_text(g);
         if (!text.empty()) {
             gaps.push_back(fmt::format(
                 "{} has {}", analysis::group_label(g.server, g.framing, g.max_tokens), text));

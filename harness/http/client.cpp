@@ -35,9 +35,11 @@ namespace diffeval::http {
 
 namespace {
 
-// libcurl's functions; called only where curl_api() has loaded them.
+// libcurl's functions; called only where curl_api() has loaded them, so
+// the first call finds them and later ones need not ask again.
 const detail::CurlApi& lib() {
-    return *detail::curl_api().value();
+    static const detail::CurlApi& api = *detail::curl_api().value();
+    return api;
 }
 
 struct Transfer {

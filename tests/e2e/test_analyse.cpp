@@ -724,12 +724,8 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     // What a run still sending question 0 and yet to plan question 3
     // leaves: a request with no response, and no request.
-    e2e::exec(db, "DELETE FROM scores WHERE response_id IN (SELECT response_id FROM requests "
-                  "WHERE question_idx IN (0, 3)); DELETE FROM classifications WHERE response_id "
-                  "IN (SELECT response_id FROM requests WHERE question_idx IN (0, 3)); DELETE "
-                  "FROM responses WHERE request_id IN (SELECT request_id FROM requests WHERE "
-                  "question_idx IN (0, 3)); UPDATE requests SET response_id = NULL WHERE "
-                  "question_idx = 0; DELETE FROM requests WHERE question_idx = 3");
+    e2e::unsend(db, "question_idx IN (0, 3)");
+    e2e::exec(db, "DELETE FROM requests WHERE question_idx = 3");
     const std::string lacks = "The database lacks part of what its runs asked: a/raw/256 has 1 "
                               "planned request never sent, 1 request never planned (the run "
                               "stopped first); requests never sent count as failed (wrong), the "

@@ -923,25 +923,45 @@ TEST(Run, SpecialDatabaseNamesAndPlantedLockFilesLoseNothing) {
 
 namespace {
 
-// The sample set copied into `dir` (test.jsonl and train.jsonl), its test
-// questions as JSON lines to edit.
-std::vector<nlohmann::json> copy_sample_set(const std::filesystem::path& dir) {
-    const auto sample = std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
-    std::filesystem::create_directories(dir);
-    std::filesystem::copy_file(sample / "train.jsonl", dir / "train.jsonl");
-    std::vector<nlohmann::json> lines;
-    std::istringstream in(e2e::slurp(sample / "test.jsonl"));
-    for (std::string line; std::getline(in, line);) {
-        lines.push_back(nlohmann::json::parse(line));
-    }
-    return lines;
-}
-
 void write_jsonl(const std::filesystem::path& path, const std::vector<nlohmann::json>& lines) {
     std::ofstream out(path);
     for (const auto& l : lines) {
         out << l.dump() << '\n';
     }
+}
+
+// `lines` as the dataset file `test`, with the sample set's train.jsonl
+// beside it for the few-shot examples.
+void write_dataset(const std::filesystem::path& test, const std::vector<nlohmann::json>& lines) {
+    const auto sample = std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
+    std::filesystem::create_directories(test.parent_path());
+    std::filesystem::copy_file(sample / "train.jsonl", test.parent_path() / "train.jsonl",
+                               std::filesystem::copy_options::overwrite_existing);
+    write_jsonl(test, lines);
+}
+
+// The sample set copied as `dir`/test.jsonl (write_dataset); its test
+// questions as JSON lines to edit.
+std::vector<nlohmann::json> copy_sample_set(const std::filesystem::path& dir) {
+    const auto sample = std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
+    std::vector<nlohmann::json> lines;
+    std::istringstream in(e2e::slurp(sample / "test.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(nlohmann::json::parse(line));
+    }
+    write_dataset(dir / "test.jsonl", lines);
+    return lines;
+}
+
+// A quiet raw run of server `a` on dataset file `test` into `db`, then
+// `more`; its seventh argument (index 6) is the dataset.
+std::vector<std::string> raw_run(const e2e::Sim& a, const std::filesystem::path& test,
+                                 const std::string& db, const std::vector<std::string>& more = {}) {
+    std::vector<std::string> args = {"run", "--server",  "a=" + a.url(), "--framing",
+                                     "raw", "--dataset", test.string(),  "--db",
+                                     db,    "--quiet"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
 }
 
 int completions_served(e2e::Sim& sim) {
@@ -959,11 +979,8 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     e2e::Sim a;
     auto lines = copy_sample_set(dir);
     const auto test = dir / "test.jsonl";
-    write_jsonl(test, lines);
     const auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {"run", "--server",  "a=" + a.url(), "--framing",
-                                     "raw", "--dataset", test.string(),  "--db",
-                                     db,    "--quiet"};
+    const auto args = raw_run(a, test, db);
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     const auto sent = completions_served(a);
     const auto runs = query(db, "SELECT group_concat(status) FROM runs");
@@ -987,9 +1004,7 @@ TEST(RunConflict, AnEditedDatasetIsRefusedBeforeAnythingIsSent) {
     // The same edit in another file (another dataset name): a group holds
     // one dataset, so it is refused at planning, before sending too.
     const auto other = dir / "other" / "test.jsonl";
-    std::filesystem::create_directories(other.parent_path());
-    std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
-    write_jsonl(other, lines);
+    write_dataset(other, lines);
     more[6] = other.string();
     o = e2e::run(more);
     EXPECT_EQ(o.exit_code, 2) << o.err;
@@ -1014,11 +1029,8 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     e2e::Sim a;
     auto lines = copy_sample_set(dir);
     const auto test = dir / "test.jsonl";
-    write_jsonl(test, lines);
     const auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {
-        "run",     "--server", "a=" + a.url(), "--framing", "raw",    "--dataset", test.string(),
-        "--limit", "5",        "--db",         db,          "--quiet"};
+    const auto args = raw_run(a, test, db, {"--limit", "5"});
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     const auto sent = completions_served(a);
     const auto runs = query(db, "SELECT group_concat(status) FROM runs");
@@ -1029,9 +1041,7 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     auto regraded = lines;
     regraded[3]["answer"] = gold.substr(0, gold.rfind("####")) + "#### 99999";
     const auto other = dir / "regraded" / "test.jsonl";
-    std::filesystem::create_directories(other.parent_path());
-    std::filesystem::copy_file(dir / "train.jsonl", other.parent_path() / "train.jsonl");
-    write_jsonl(other, regraded);
+    write_dataset(other, regraded);
     auto again = args;
     again[6] = other.string();
     auto o = e2e::run(again);
@@ -1065,23 +1075,11 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
 TEST(RunConflict, TheSameFileAtAnotherPathIsNotCountedTwice) {
     auto dir = e2e::scratch("same-file-two-paths");
     e2e::Sim a;
-    auto lines = copy_sample_set(dir);
-    write_jsonl(dir / "test.jsonl", lines);
+    const auto lines = copy_sample_set(dir);
     const auto copy = dir / "elsewhere" / "test.jsonl";
-    std::filesystem::create_directories(copy.parent_path());
-    std::filesystem::copy_file(dir / "train.jsonl", copy.parent_path() / "train.jsonl");
-    write_jsonl(copy, lines);
+    write_dataset(copy, lines);
     const auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {"run",
-                                     "--server",
-                                     "a=" + a.url(),
-                                     "--framing",
-                                     "raw",
-                                     "--dataset",
-                                     (dir / "test.jsonl").string(),
-                                     "--db",
-                                     db,
-                                     "--quiet"};
+    const auto args = raw_run(a, dir / "test.jsonl", db);
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     const auto sent = completions_served(a);
     auto more = args;
@@ -1114,11 +1112,8 @@ TEST(RunConflict, AGroupFilledFromTwoFilesIsCheckedAtEveryPlace) {
     e2e::Sim a;
     auto lines = copy_sample_set(dir);
     const auto test = dir / "test.jsonl";
-    write_jsonl(test, lines);
     const auto db = (dir / "r.sqlite").string();
-    std::vector<std::string> args = {
-        "run",     "--server", "a=" + a.url(), "--framing", "raw",    "--dataset", test.string(),
-        "--limit", "5",        "--db",         db,          "--quiet"};
+    const auto args = raw_run(a, test, db, {"--limit", "5"});
     ASSERT_EQ(e2e::run(args).exit_code, 0);
     e2e::exec(db, "INSERT INTO runs (started_at, dataset, config_json, diffeval_version, status) "
                   "VALUES ('2026-01-01T00:00:00.000', 'older.jsonl', '{}', '0', 'complete');"
