@@ -66,9 +66,14 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         c.kind = "accuracy";
         c.name = "accuracy " + g.label();
         c.unit = "%";
-        const double measured = acc.mean * 100;
-        c.measured = measured;
         c.threshold = floor * 100;
+        // The check takes an accuracy within k_epsilon of the floor as at
+        // it (a mean over repeats loses the last bit: 3 x 19/20 averages to
+        // 94.99999999999999%), and so do its words and JSON: never
+        // "-0.000000 points above the floor" beside PASS.
+        const bool at_floor = std::abs(acc.mean - floor) <= k_epsilon;
+        const double measured = at_floor ? c.threshold : acc.mean * 100;
+        c.measured = measured;
         // Two decimals, or as many more (up to six) as it takes for the
         // accuracy and its floor to print apart when they differ: never
         // "83.33% ... >= 83.33%" beside FAIL.
@@ -84,15 +89,16 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                         acc.max * 100, util::counted(g.repeats.size(), "repeat"));
         c.threshold_text =
             fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
-        const bool ok = acc.mean + k_epsilon >= floor;
+        const bool ok = at_floor || acc.mean >= floor;
         c.status = status_of(ok);
         // Repeats that ran different questions are averaged per question.
         const char* mean = g.uneven ? "accuracy over questions (each question's repeats averaged)"
                                     : "mean accuracy over repeats";
-        c.why = ok ? fmt::format("{} is {:.{}f} points above the floor", mean,
-                                 measured - c.threshold, d)
-                   : fmt::format("{} is {:.{}f} points below the floor", mean,
-                                 c.threshold - measured, d);
+        c.why = at_floor ? fmt::format("{} is at the floor", mean)
+                : ok     ? fmt::format("{} is {:.{}f} points above the floor", mean,
+                                       measured - c.threshold, d)
+                         : fmt::format("{} is {:.{}f} points below the floor", mean,
+                                       c.threshold - measured, d);
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
@@ -149,8 +155,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         accuracy_text(st.accuracy_b), one_sided,
         interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
         st.test.p_mid);
-    c.threshold_text = fmt::format("non-inferiority: B-A lower bound above {}{:.2f} points",
-                                   max_drop > 0.0 ? "-" : "", max_drop);
+    // The margin as given, as the sentences print it ("0.125", not "0.12").
+    const std::string margin_given = margin_text(max_drop / 100);
+    c.threshold_text = fmt::format("non-inferiority: B-A lower bound above {}{} points",
+                                   max_drop > 0.0 ? "-" : "", margin_given);
     c.inconclusive = margin.outcome == MarginOutcome::inconclusive;
     // No evidence is never taken as a pass, whatever --inconclusive says.
     const bool ok = margin.outcome == MarginOutcome::pass ||
@@ -184,9 +192,9 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     if (!st.mdd) {
         c.note = no_spread_text(st);
     } else if (too_small) {
-        c.note = fmt::format("this run is too small to detect a {:.2f}-point drop: it detects "
+        c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({})",
-                             max_drop, *st.mdd * 100, st.power * 100, basis);
+                             margin_given, *st.mdd * 100, st.power * 100, basis);
     } else {
         c.note = fmt::format("this run detects differences of {:.2f} points or more at {:.0f}% "
                              "power ({})",

@@ -142,6 +142,29 @@ TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
 
     // Without --group every group is checked: one check each.
     auto j = gate_json({"--expect", "0.0"});
+    // A floor at a group's exact accuracy (every repeat plans the same
+    // questions, so it is the share of all its answers) passes, and is
+    // said to be met exactly: a mean over repeats loses its last bit
+    // (19/20 three times averages to 94.99999999999999%), which printed
+    // "-0.000000 points above the floor" and a JSON measured below it.
+    const auto groups = e2e::query_rows(
+        *db, "SELECT server || '/' || framing || '/' || max_tokens, sum(correct), count(*) "
+             "FROM v_scores WHERE scorer = 'vllm' GROUP BY server, framing, max_tokens");
+    ASSERT_EQ(groups.size(), 9u);
+    for (const auto& row : groups) {
+        const auto a = row.find('|');
+        const auto b = row.rfind('|');
+        const std::string group = row.substr(0, a);
+        const double exact = std::stod(row.substr(a + 1, b - a - 1)) / std::stod(row.substr(b + 1));
+        const std::vector<std::string> args = {"--expect", fmt::format("{:.17g}", exact),
+                                               "--tolerance", "0", "--group", group};
+        auto at = gate(args);
+        EXPECT_EQ(at.exit_code, 0) << at.out;
+        EXPECT_NE(at.out.find("is at the floor"), std::string::npos) << at.out;
+        EXPECT_EQ(at.out.find("-0.0"), std::string::npos) << at.out;
+        auto c = gate_json(args)["checks"][0];
+        EXPECT_EQ(c["measured"], c["threshold"]) << c.dump();
+    }
     EXPECT_EQ(j["schema"], "diffeval.gate/2");
     EXPECT_EQ(j["passed"], true);
     EXPECT_EQ(j["checks"].size(), 9u);
@@ -319,12 +342,20 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
     EXPECT_EQ(std::filesystem::file_size(bare), size);
 }
 
-// A margin of 0 is printed as 0, never "-0.0" or "above -0.00 points".
+// A margin of 0 is printed as 0, never "-0.0" or "above -0.0 points".
 TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
     auto o = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "0"});
-    EXPECT_NE(o.out.find("lower bound above 0.00 points"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("lower bound above 0.0 points"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("against the 0.0-point margin"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("-0.0"), std::string::npos) << o.out;
+    // Any other margin prints as given in every line: "above -0.12 points"
+    // would pass a lower bound of -0.123, which is not above -0.12.
+    auto m = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop",
+                   "0.125"});
+    EXPECT_NE(m.out.find("lower bound above -0.125 points"), std::string::npos) << m.out;
+    EXPECT_NE(m.out.find("against the 0.125-point margin"), std::string::npos) << m.out;
+    EXPECT_NE(m.out.find("too small to detect a 0.125-point drop"), std::string::npos) << m.out;
+    EXPECT_EQ(m.out.find("0.12 "), std::string::npos) << m.out;
 }
 
 TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsInconclusiveAndTheRunIsTooSmall) {
@@ -340,7 +371,7 @@ TEST_F(Gate, DeepgemmRawDropOnTheSampleSetIsInconclusiveAndTheRunIsTooSmall) {
     EXPECT_NE(o.out.find("No detectable difference between deepgemm/raw/256 and default/raw/256"),
               std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("this run is too small to detect a 1.00-point drop"), std::string::npos)
+    EXPECT_NE(o.out.find("this run is too small to detect a 1.0-point drop"), std::string::npos)
         << o.out;
     auto lenient = args;
     lenient.insert(lenient.end(), {"--inconclusive", "pass"});
