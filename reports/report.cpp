@@ -74,8 +74,17 @@ std::string comparison_table(const ReportData& data, Style style) {
     for (const auto& c : data.comparisons) {
         const auto& s = c.stats;
         const double shown = analysis::shown_diff(s);
+        // Groups that ran different questions are compared on those both
+        // answered: the cell says so, with the accuracies there, which
+        // "Harness verdicts" (each group over its own questions) does not show.
+        const bool partial = c.questions_a != c.questions || c.questions_b != c.questions;
         rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
-                        analysis::signed_points(shown),
+                        partial ? fmt::format("{} ({} -> {} on the {})",
+                                              analysis::signed_points(shown),
+                                              analysis::accuracy_text(s.accuracy_a),
+                                              analysis::accuracy_text(s.accuracy_b),
+                                              util::counted(c.questions, "shared question"))
+                                : analysis::signed_points(shown),
                         analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
                         fmt::format("{:.3g}", s.test.p_mid),
                         fmt::format("{:.3g}", c.verdict.p_adjusted), std::to_string(s.a_better),
@@ -430,24 +439,36 @@ std::string comparison_sentence(const analysis::Comparison& c) {
     case analysis::VerdictKind::no_evidence:
         return fmt::format("{} against {} ({} scorer): {}", c.b.text(), c.a.text(), c.scorer,
                            c.verdict.sentence);
-    case analysis::VerdictKind::no_detectable_difference:
+    case analysis::VerdictKind::no_detectable_difference: {
+        // A mid-p below alpha that only Holm's adjustment keeps from
+        // rejecting is said to be so: "does not reject (mid-p 0.0215"
+        // read as a contradiction.
+        const bool raw_rejects = s.test.p_mid < s.alpha;
+        const std::string ps =
+            c.verdict.comparisons > 1
+                ? fmt::format("mid-p {:.3g}, Holm-adjusted {:.3g} over {} comparisons",
+                              s.test.p_mid, c.verdict.p_adjusted, c.verdict.comparisons)
+                : fmt::format("mid-p {:.3g}", s.test.p_mid);
         line = fmt::format(
             "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(), c.a.text(),
             c.scorer, ci,
             s.interval.lo > 0 || s.interval.hi < 0
-                ? fmt::format(" excludes 0, but the sign-flip test does not reject (mid-p "
-                              "{:.3g}, Holm-adjusted {:.3g})",
-                              s.test.p_mid, c.verdict.p_adjusted)
+                ? fmt::format(" excludes 0, but the sign-flip test does not reject{} ({})",
+                              raw_rejects ? " once adjusted for the report's comparisons" : "",
+                              ps)
             : c.verdict.borderline
-                ? fmt::format(" includes 0, though the sign-flip test alone would reject (mid-p "
-                              "{:.3g}, Holm-adjusted {:.3g}): a borderline case",
-                              s.test.p_mid, c.verdict.p_adjusted)
+                ? fmt::format(" includes 0, though the sign-flip test alone would reject ({}): "
+                              "a borderline case",
+                              ps)
                 : std::string(),
             s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
                   : "; " + analysis::no_spread_text(s));
         break;
     }
-    return line + ".";
+    }
+    // As the verdict's own sentence: the failed requests behind the
+    // difference, and the questions it was paired on.
+    return line + "." + c.verdict.caveats;
 }
 
 // The probe's significant shifts, one sentence each.

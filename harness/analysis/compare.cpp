@@ -601,19 +601,20 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
                 }
             }
             if (!unanswered.empty()) {
-                c.verdict.sentence += fmt::format(
+                c.verdict.caveats += fmt::format(
                     " Without a successful response (failed or never sent), each counted as a "
                     "wrong answer: {}.",
                     fmt::join(unanswered, "; "));
             }
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
-            c.verdict.sentence += fmt::format(
+            c.verdict.caveats += fmt::format(
                 " Paired on the {} both answered: {} answered {} and {} answered {}; each "
                 "group's own accuracy elsewhere is over its own questions.",
                 util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
                 c.questions_b);
         }
+        c.verdict.sentence += c.verdict.caveats;
     }
 }
 

@@ -45,6 +45,11 @@ struct Verdict {
     bool borderline = false;
     std::string words;    // "worse", "no detectable difference", "equivalent within +-1.0 points"
     std::string sentence; // one sentence with the numbers it rests on
+    // What `sentence` ends with after its numbers (set by assign_verdicts):
+    // how many requests of each side have no answer, and that the groups
+    // were paired on fewer questions than each ran; "" or sentences each
+    // led by a space. A report's own wording of the verdict ends with it too.
+    std::string caveats;
 };
 
 // The verdict of `stats` comparing `b` (candidate) with `a` (baseline), with

@@ -11,9 +11,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 using nlohmann::json;
@@ -568,4 +570,106 @@ TEST(Report, AServersLongFactValuesAreCutToOneBoundedLine) {
     const auto md = e2e::slurp(dir / "out" / "report.md");
     EXPECT_NE(md.find("| model\\_file\\_type | - | q4 bbbb"), std::string::npos)
         << md.substr(md.find("## What actually ran"), 600);
+}
+
+namespace {
+
+// The sample set's first `n` test questions as `path`, with the gold answer
+// of each question in `wrong` raised by 1: a simulator serving it answers
+// those questions wrongly against the sample set.
+void write_golds(const fs::path& path, size_t n, const std::set<size_t>& wrong) {
+    std::istringstream in(e2e::slurp(fs::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample/test.jsonl"));
+    std::ofstream out(path, std::ios::binary);
+    size_t i = 0;
+    for (std::string line; i < n && std::getline(in, line); ++i) {
+        auto q = nlohmann::json::parse(line);
+        if (wrong.count(i)) {
+            auto answer = q["answer"].get<std::string>();
+            const auto mark = answer.rfind("#### ");
+            std::string gold = answer.substr(mark + 5);
+            gold.erase(std::remove(gold.begin(), gold.end(), ','), gold.end());
+            q["answer"] = answer.substr(0, mark + 5) + std::to_string(std::stoll(gold) + 1);
+        }
+        out << q.dump() << '\n';
+    }
+}
+
+} // namespace
+
+// The report's own sentence for each comparison, lead or not, ends as the
+// verdict's does, and the table's difference says what it was taken on: a
+// difference made by failed requests, or on fewer questions than each group
+// ran, or a raw mid-p below alpha that only Holm's adjustment keeps from
+// rejecting, each read as a contradiction of the numbers beside it.
+TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
+    auto dir = e2e::scratch("report_caveats");
+    const auto sample = fs::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
+    {
+        std::ofstream(dir / "clean.toml")
+            << "version = 1\nname = \"clean\"\n[behaviour]\nthink_tag_rate = 0.0\n"
+               "reasoning_rate = 0.0\nverbose_rate = 0.0\nloop_rate = 0.0\nerror_rate = 0.0\n"
+               "chat_missing_hash_rate = 0.0\nanswer_noise = 0.0\nrepeat_noise = 0.0\n";
+    }
+    // x is wrong on 8 of 40 questions the baseline gets right, and right on
+    // the one it gets wrong: mid-p 0.0215, above 0.05 once adjusted over
+    // four comparisons (y is the baseline again, p another run of it on
+    // half the questions, e the baseline failing some requests).
+    write_golds(dir / "base.jsonl", 40, {0});
+    write_golds(dir / "x.jsonl", 40, {1, 2, 3, 4, 5, 6, 7, 8});
+    const std::vector<std::string> clean = {"--profile", (dir / "clean.toml").string(),
+                                            "--fewshot-from", (sample / "train.jsonl").string()};
+    auto with = [&](std::vector<std::string> a, const std::vector<std::string>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+    };
+    e2e::Sim base(with({"--dataset", (dir / "base.jsonl").string()}, clean));
+    e2e::Sim x(with({"--dataset", (dir / "x.jsonl").string()}, clean));
+    e2e::Sim failing(
+        with({"--dataset", (dir / "base.jsonl").string(), "--fault-http-500", "0.3"}, clean));
+    const auto db = (dir / "r.sqlite").string();
+    const std::vector<std::string> run = {"run",          "--framing", "raw", "--max-tokens",
+                                          "256",          "--dataset", "sample", "--retries",
+                                          "0",            "--db",      db,       "--quiet"};
+    auto o = e2e::run(with(run, {"--server", "base=" + base.url(), "--server", "x=" + x.url(),
+                                 "--server", "y=" + base.url(), "--server", "e=" + failing.url(),
+                                 "--limit", "40"}));
+    ASSERT_EQ(o.exit_code, 1) << o.err; // e's failed requests are stored as such
+    o = e2e::run(with(run, {"--server", "p=" + base.url(), "--limit", "20"}));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    ASSERT_NE(e2e::query(db, "SELECT count(*) FROM v_responses WHERE server = 'e' AND ok = 0"),
+              "0");
+
+    o = e2e::run({"report", "--db", db, "--out", (dir / "out").string(), "--baseline", "base"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    auto headline = [&](const std::string& candidate) {
+        const auto at = md.find("- " + candidate + "/raw/256 ");
+        return at == std::string::npos ? std::string()
+                                       : md.substr(at, md.find('\n', at) - at);
+    };
+    const auto e = headline("e");
+    EXPECT_NE(e.find("Without a successful response (failed or never sent), each counted as a "
+                     "wrong answer: "),
+              std::string::npos)
+        << md.substr(0, 3000);
+    EXPECT_NE(e.find("of e/raw/256's 40 requests here."), std::string::npos) << e;
+    const auto p = headline("p");
+    EXPECT_NE(p.find("Paired on the 20 questions both answered: base/raw/256 answered 40 and "
+                     "p/raw/256 answered 20"),
+              std::string::npos)
+        << md.substr(0, 3000);
+    EXPECT_NE(md.find("| p/raw/256 vs base/raw/256 | vllm | 0.0 (95.0 -\\> 95.0 on the 20 shared "
+                      "questions) |"),
+              std::string::npos)
+        << md.substr(0, 6000);
+    const auto xs = headline("x");
+    EXPECT_NE(xs.find("excludes 0, but the sign-flip test does not reject once adjusted for the "
+                      "report's comparisons (mid-p 0.0215, Holm-adjusted 0.0"),
+              std::string::npos)
+        << xs;
+    EXPECT_NE(xs.find(" over 4 comparisons)"), std::string::npos) << xs;
+    // summary.json's headline is the same sentences.
+    const auto j = nlohmann::json::parse(e2e::slurp(dir / "out" / "summary.json"));
+    const auto sentences = j["headline_sentences"].dump();
+    EXPECT_NE(sentences.find("of e/raw/256's 40 requests here."), std::string::npos) << sentences;
 }
