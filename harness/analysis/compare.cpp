@@ -729,8 +729,13 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"accuracy_b", c.accuracy_b},
         {"difference",
          {{"value", c.stats.diff},
-          {"ci95", {c.stats.interval.lo, c.stats.interval.hi}},
+          {"ci", {c.stats.interval.lo, c.stats.interval.hi}},
           {"confidence", 1.0 - c.stats.alpha},
+          // Named for the default --alpha: null at any other, where the
+          // interval is not the 95% one (`ci` at `confidence` is).
+          {"ci95", std::abs(c.stats.alpha - 0.05) < 1e-9
+                       ? nlohmann::json{c.stats.interval.lo, c.stats.interval.hi}
+                       : nlohmann::json(nullptr)},
           {"one_sided", {c.stats.interval.lo_one_sided, c.stats.interval.hi_one_sided}},
           {"clustered_se", c.stats.se},
           {"sd_per_question", c.stats.sd_diff},

@@ -180,6 +180,20 @@ TEST_F(Analyse, SummaryTextShowsBothTables) {
     EXPECT_NE(md.out.find("| group |"), std::string::npos) << md.out;
 }
 
+// At another --alpha the interval is not the 95% one: `ci95` is null and
+// `ci` holds it at `confidence`, as the gate's ci95_points and ci_points.
+TEST_F(Analyse, DiffJsonNamesItsIntervalByItsConfidence) {
+    auto o = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--format", "json",
+                       "--resamples", "2000", "--alpha", "0.1"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    for (const auto& c : json::parse(o.out)["comparisons"]) {
+        EXPECT_TRUE(c["difference"]["ci95"].is_null()) << c["difference"].dump();
+        EXPECT_DOUBLE_EQ(c["difference"]["confidence"].get<double>(), 0.9);
+        ASSERT_EQ(c["difference"]["ci"].size(), 2u) << c["difference"].dump();
+        EXPECT_LT(c["difference"]["ci"][0].get<double>(), c["difference"]["ci"][1].get<double>());
+    }
+}
+
 TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
     auto o = e2e::run(
         {"diff", "--db", *db, "default", "deepgemm", "--format", "json", "--resamples", "2000"});
@@ -200,6 +214,7 @@ TEST_F(Analyse, DiffPairsEveryFramingAndItsTransitionsAccountForEveryPair) {
         EXPECT_NEAR(diff, c["accuracy_b"].get<double>() - c["accuracy_a"].get<double>(), 1e-9);
         EXPECT_LE(c["difference"]["ci95"][0].get<double>(), diff);
         EXPECT_GE(c["difference"]["ci95"][1].get<double>(), diff);
+        EXPECT_EQ(c["difference"]["ci"], c["difference"]["ci95"]);
         EXPECT_EQ(c["test"]["a_better_questions"].get<size_t>(), c["flips"]["a_better"].size());
         EXPECT_EQ(c["test"]["b_better_questions"].get<size_t>(), c["flips"]["b_better"].size());
         EXPECT_EQ(c["noise"]["a"]["repeats"], 3);
