@@ -16,6 +16,7 @@
 // either is due or the wait ends with no socket ready.
 #include <harness/http/client.hpp>
 #include <harness/http/curl_api.hpp>
+#include <harness/http/inflate.hpp>
 #include <harness/http/plain_client.hpp>
 #include <harness/util/redact.hpp>
 
@@ -48,29 +49,60 @@ struct Transfer {
     curl_slist* headers = nullptr;
     char error[CURL_ERROR_SIZE] = {};
     bool too_large = false;
+    // The body's decoder when the server compressed it: libcurl hands the
+    // bytes as sent (inflate.hpp says why).
+    std::unique_ptr<detail::Inflater> inflater;
+    uint64_t wire_bytes = 0;  // of the body, as sent
+    std::string decode_error; // why the body's encoding ended the transfer
 };
 
+// Keep `piece` of the decoded body, or end the transfer (false) when it
+// would pass the limit.
+bool take(Transfer& t, std::string_view piece) {
+    if (piece.size() >
+        t.request.max_body_bytes - std::min(t.response.body.size(), t.request.max_body_bytes)) {
+        t.too_large = true;
+        t.response.body.resize(std::min(t.response.body.size(), detail::k_kept_of_too_large));
+        t.response.body.shrink_to_fit();
+        return false;
+    }
+    t.response.body.append(piece);
+    if (t.request.on_data) {
+        t.request.on_data(piece);
+    }
+    return true;
+}
+
+// Returning less than was given makes curl end the transfer.
 size_t on_body(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     std::string_view chunk(data, size * n);
-    if (chunk.size() >
-        t->request.max_body_bytes - std::min(t->response.body.size(), t->request.max_body_bytes)) {
-        // Returning less than was given makes curl end the transfer.
+    if (!t->inflater) {
+        return take(*t, chunk) ? chunk.size() : 0;
+    }
+    // A stream that decodes to little or nothing is bounded on the wire.
+    t->wire_bytes += chunk.size();
+    if (t->wire_bytes > detail::wire_limit(t->request.max_body_bytes)) {
         t->too_large = true;
-        t->response.body.resize(std::min(t->response.body.size(), detail::k_kept_of_too_large));
-        t->response.body.shrink_to_fit();
         return 0;
     }
-    t->response.body.append(chunk);
-    if (t->request.on_data) {
-        t->request.on_data(chunk);
+    const bool ok = t->inflater->feed(chunk, [&](std::string_view piece) { return take(*t, piece); });
+    if (!ok && !t->too_large) {
+        t->decode_error = t->inflater->feed_error();
     }
-    return size * n;
+    return ok ? chunk.size() : 0;
 }
 
 size_t on_header(char* data, size_t size, size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     std::string_view line(data, size * n);
+    if (line.size() >= 5 && strncasecmp(line.data(), "HTTP/", 5) == 0) {
+        // A head begins (after an interim answer or a proxy's to CONNECT):
+        // the encoding is the new head's.
+        t->inflater.reset();
+        t->wire_bytes = 0;
+        return size * n;
+    }
     auto colon = line.find(':');
     if (colon != std::string_view::npos) {
         std::string name(line.substr(0, colon));
@@ -83,7 +115,16 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
                (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
             value.remove_suffix(1);
         }
-        if (name == "retry-after") {
+        if (name == "content-encoding") {
+            auto encoding = detail::encoding_of(value);
+            if (!encoding) {
+                t->decode_error = detail::unasked_encoding_error(value);
+                return 0; // ends the transfer
+            }
+            t->inflater = *encoding == detail::Encoding::identity
+                              ? nullptr
+                              : std::make_unique<detail::Inflater>(*encoding);
+        } else if (name == "retry-after") {
             t->response.retry_after = std::string(value);
         } else if (name == "location") {
             t->response.location = std::string(value);
@@ -111,7 +152,10 @@ void configure(CURL* easy, Transfer& t) {
     // requests to other hosts and protocols, and loops without end.
     lib().easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
     lib().easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    lib().easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "");
+    // Asked for as the Beast client asks, and decoded by diffeval: libcurl's
+    // own decoder takes a compressed body cut short for a whole one.
+    lib().easy_setopt(easy, CURLOPT_ACCEPT_ENCODING, "gzip, deflate");
+    lib().easy_setopt(easy, CURLOPT_HTTP_CONTENT_DECODING, 0L);
     lib().easy_setopt(easy, CURLOPT_PRIVATE, &t);
     for (const auto& h : t.request.headers) {
         t.headers = lib().slist_append(t.headers, h.c_str());
@@ -133,6 +177,11 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     t.response.ended_at = std::chrono::steady_clock::now();
     lib().easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &t.response.status);
     t.response.tag = t.request.tag;
+    if (rc == CURLE_OK && t.inflater && t.inflater->cut_short()) {
+        t.response.transport = Transport::failed;
+        t.response.transport_error = std::string(detail::k_cut_short);
+        return;
+    }
     if (rc == CURLE_OK) {
         t.response.transport = Transport::ok;
         return;
@@ -146,7 +195,9 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     }
     t.response.transport =
         rc == CURLE_OPERATION_TIMEDOUT ? Transport::timed_out : Transport::failed;
-    t.response.transport_error = t.error[0] ? t.error : lib().easy_strerror(rc);
+    t.response.transport_error = !t.decode_error.empty() ? t.decode_error
+                                 : t.error[0]            ? t.error
+                                                         : lib().easy_strerror(rc);
 }
 
 using Clock = std::chrono::steady_clock;

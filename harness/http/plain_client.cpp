@@ -15,6 +15,7 @@
 // poll(), not a timer per transfer. Bodies are decoded from gzip or deflate
 // (zlib) when the server compressed them, and the body limit counts decoded
 // bytes, so a small compressed body cannot expand without bound.
+#include <harness/http/inflate.hpp>
 #include <harness/http/plain_client.hpp>
 
 #include <boost/asio/connect.hpp>
@@ -26,7 +27,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -59,8 +59,6 @@ constexpr auto k_connect_timeout_cap = std::chrono::seconds{30};
 // A connection's read buffer from the start: an answer of the official set
 // is about 1 KiB, a probe's with log-probabilities under 2 KiB.
 constexpr size_t k_read_room = size_t{4} << 10;
-// Decoded bytes per zlib call.
-constexpr size_t k_inflate_chunk = size_t{16} << 10;
 
 // Where an http:// URL points.
 struct Target {
@@ -105,73 +103,6 @@ bool names(std::string_view header, std::string_view name) {
            strncasecmp(header.data(), name.data(), name.size()) == 0;
 }
 
-enum class Encoding { identity, gzip, deflate };
-
-// A response body's gzip or deflate stream, decoded as it arrives.
-class Inflater {
-public:
-    explicit Inflater(Encoding e) : m_encoding(e) { inflateInit2(&m_z, 15 + 32); }
-    ~Inflater() { inflateEnd(&m_z); }
-    Inflater(const Inflater&) = delete;
-    Inflater& operator=(const Inflater&) = delete;
-
-    // Decode `in`, handing each decoded piece to `out`; false when the
-    // stream is corrupt, bytes follow its end (`trailing`), or `out`
-    // returned false.
-    template <class Out> bool feed(std::string_view in, Out&& out) {
-        if (m_ended && !in.empty()) {
-            m_trailing = true;
-            return false;
-        }
-        m_z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-        m_z.avail_in = static_cast<uInt>(in.size());
-        std::array<char, k_inflate_chunk> buf;
-        while (m_z.avail_in > 0 && !m_ended) {
-            m_z.next_out = reinterpret_cast<Bytef*>(buf.data());
-            m_z.avail_out = static_cast<uInt>(buf.size());
-            int rc = inflate(&m_z, Z_NO_FLUSH);
-            if (rc == Z_DATA_ERROR && m_encoding == Encoding::deflate && m_z.total_out == 0 &&
-                !m_raw) {
-                // "deflate" servers that send raw deflate without the zlib
-                // header, which HTTP asks for (libcurl accepts both).
-                m_raw = true;
-                inflateReset2(&m_z, -15);
-                m_z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-                m_z.avail_in = static_cast<uInt>(in.size());
-                continue;
-            }
-            if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) {
-                return false;
-            }
-            const size_t got = buf.size() - m_z.avail_out;
-            if (got > 0 && !out(std::string_view(buf.data(), got))) {
-                return false;
-            }
-            m_ended = rc == Z_STREAM_END;
-            if (rc == Z_BUF_ERROR && got == 0) {
-                break;
-            }
-        }
-        // A second gzip member or junk after the end: decoding only the
-        // first would store a part of the body as the whole (libcurl fails
-        // such a body too).
-        if (m_ended && m_z.avail_in > 0) {
-            m_trailing = true;
-            return false;
-        }
-        return true;
-    }
-    // Whether bytes followed the end of the compressed stream.
-    bool trailing() const { return m_trailing; }
-
-private:
-    z_stream m_z{};
-    Encoding m_encoding;
-    bool m_raw = false;
-    bool m_ended = false;
-    bool m_trailing = false;
-};
-
 struct Connection {
     // Beast reads into the room a buffer has, 512 bytes when it has none:
     // with room for a whole answer it is one recv a response, not three.
@@ -185,18 +116,6 @@ struct Connection {
     bool after_chunked = false;
     bool closed = false; // shut: counted out of the open connections
 };
-
-// What Beast may read of a body: `--max-response-bytes` counts decoded bytes,
-// and a compressed body of incompressible text is a little longer than the
-// text (gzip's stored blocks: 5 bytes in 64 KiB, and its header and
-// trailer), so the wire gets a 64th and 64 KiB more. take_body holds a body
-// sent as it is to the exact limit, and the inflater a compressed one.
-uint64_t wire_limit(size_t max_body_bytes) {
-    const uint64_t max = max_body_bytes;
-    const uint64_t room = max / 64 + (uint64_t{64} << 10);
-    return max > std::numeric_limits<uint64_t>::max() - room ? std::numeric_limits<uint64_t>::max()
-                                                             : max + room;
-}
 
 // Whether an idle connection may carry the next request: nothing arrived on
 // it since its last answer. Bytes there are an answer nobody asked for (a
@@ -461,19 +380,14 @@ bool PlainMulti::Impl::on_head(Transfer& t) {
         t.response.server_header = std::string(it->value());
     }
     if (auto it = msg.find(bhttp::field::content_encoding); it != msg.end()) {
-        std::string value(it->value());
-        std::transform(value.begin(), value.end(), value.begin(), ::tolower);
-        value.erase(std::remove(value.begin(), value.end(), ' '), value.end());
-        if (value == "gzip" || value == "x-gzip") {
-            t.inflater = std::make_unique<Inflater>(Encoding::gzip);
-        } else if (value == "deflate") {
-            t.inflater = std::make_unique<Inflater>(Encoding::deflate);
-        } else if (!value.empty() && value != "identity") {
-            fail(t, Transport::failed,
-                 fmt::format("the response's Content-Encoding '{}' was not asked for "
-                             "(diffeval accepts gzip and deflate)",
-                             std::string(it->value())));
+        const std::string_view value(it->value().data(), it->value().size());
+        const auto encoding = encoding_of(value);
+        if (!encoding) {
+            fail(t, Transport::failed, unasked_encoding_error(value));
             return false;
+        }
+        if (*encoding != Encoding::identity) {
+            t.inflater = std::make_unique<Inflater>(*encoding);
         }
     }
     return true;
@@ -517,10 +431,7 @@ bool PlainMulti::Impl::take_body(Transfer& t) {
         return false;
     }
     if (!ok) {
-        fail(t, Transport::failed,
-             t.inflater->trailing()
-                 ? "the response body goes on after the end of its gzip or deflate data"
-                 : "the response body is not valid gzip or deflate data");
+        fail(t, Transport::failed, std::string(t.inflater->feed_error()));
         return false;
     }
     return true;
@@ -594,6 +505,10 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
     }
     if (!t->parser->is_done()) {
         read(t);
+        return;
+    }
+    if (t->inflater && t->inflater->cut_short()) {
+        fail(*t, Transport::failed, std::string(k_cut_short));
         return;
     }
     complete(*t);

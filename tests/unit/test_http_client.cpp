@@ -386,6 +386,40 @@ TEST(MultiClient, GzipDataAfterTheEndIsAFailure) {
               "the response body goes on after the end of its gzip or deflate data");
 }
 
+// A compressed body cut short (its message ended before the stream did)
+// is a failure: what decoded may be a part of the answer, and its check
+// value, at the stream's end, was never read, so a byte changed on the way
+// went unseen ("#### 42" stored as "#### 47"). Whole bodies still decode.
+TEST(MultiClient, ACompressedBodyCutShortIsAFailure) {
+    const std::string text = "{\"choices\":[{\"text\":\"#### 42\"}]}";
+    const std::string packed = gzip(text);
+    std::string changed = gzip(text, 0);
+    changed.replace(changed.find("42"), 2, "47");
+    const std::vector<std::pair<std::string, bool>> bodies = {
+        {packed, true},
+        {packed.substr(0, packed.size() - 8), false}, // no CRC and length
+        {packed.substr(0, packed.size() - 1), false},
+        {changed.substr(0, changed.size() - 8), false}, // changed, and its CRC cut off
+        {packed.substr(0, packed.size() / 2), false},
+    };
+    for (const auto& [body, whole] : bodies) {
+        ScriptedServer server(
+            [&](int, const std::string&) { return Reply{ok(body, "Content-Encoding: gzip\r\n")}; });
+        MultiClient client;
+        client.submit(post(server.url(), 1));
+        auto got = wait_for(client, 1);
+        ASSERT_EQ(got.size(), 1u);
+        if (whole) {
+            EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+            EXPECT_EQ(got[0].body, text);
+        } else {
+            EXPECT_EQ(got[0].transport, Transport::failed) << body.size() << " " << got[0].body;
+            EXPECT_EQ(got[0].transport_error,
+                      "the response body ends before the end of its gzip or deflate data");
+        }
+    }
+}
+
 TEST(MultiClient, AnEncodingThatWasNotAskedForIsAFailure) {
     ScriptedServer server(
         [](int, const std::string&) { return Reply{ok("abc", "Content-Encoding: br\r\n")}; });
@@ -551,6 +585,56 @@ TEST(MultiClient, AProxiedTransferGoesThroughLibcurl) {
     EXPECT_EQ(proxy.last_request().rfind("GET http://backend.invalid:9/v1/models HTTP/1.1", 0), 0u)
         << proxy.last_request();
     EXPECT_TRUE(detail::curl_loaded());
+}
+
+// A transfer libcurl carries (https://, a proxy) is decoded by diffeval
+// too: libcurl's own decoder took a gzip body cut short for a whole one.
+// Whole bodies decode, and an encoding not asked for is refused, as on the
+// Beast client's path.
+TEST(MultiClient, ACompressedBodyCutShortIsAFailureThroughLibcurlToo) {
+    const std::string text = "{\"choices\":[{\"text\":\"#### 42\"}]}";
+    const std::string packed = gzip(text);
+    struct Case {
+        std::string body, encoding, error;
+    };
+    const std::vector<Case> cases = {
+        {packed, "gzip", ""},
+        {packed.substr(0, packed.size() - 8), "gzip",
+         "the response body ends before the end of its gzip or deflate data"},
+        {packed.substr(0, packed.size() / 2), "gzip",
+         "the response body ends before the end of its gzip or deflate data"},
+        {packed + packed, "gzip",
+         "the response body goes on after the end of its gzip or deflate data"},
+        {text, "br", "the response's Content-Encoding 'br' was not asked for (diffeval accepts "
+                     "gzip and deflate)"},
+    };
+    for (const auto& c : cases) {
+        ScriptedServer proxy([&](int, const std::string&) {
+            return Reply{ok(c.body, "Content-Encoding: " + c.encoding + "\r\n")};
+        });
+        const char* before = std::getenv("http_proxy");
+        const std::string saved = before ? before : "";
+        setenv("http_proxy", proxy.url("").c_str(), 1);
+        MultiClient client;
+        client.submit(post("http://backend.invalid:9/v1/completions", 7));
+        auto got = wait_for(client, 1);
+        if (before) {
+            setenv("http_proxy", saved.c_str(), 1);
+        } else {
+            unsetenv("http_proxy");
+        }
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_NE(proxy.last_request().find("Accept-Encoding: gzip, deflate\r\n"),
+                  std::string::npos)
+            << proxy.last_request();
+        if (c.error.empty()) {
+            EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+            EXPECT_EQ(got[0].body, text);
+        } else {
+            EXPECT_EQ(got[0].transport, Transport::failed) << c.body.size() << " " << got[0].body;
+            EXPECT_EQ(got[0].transport_error, c.error);
+        }
+    }
 }
 
 TEST(ServerUrl, AUrlAConnectionCannotBeMadeToSaysWhatIsWrongWithIt) {
