@@ -429,8 +429,27 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         !(*choices)[0].is_object()) {
         return; // e.g. the final usage-only chunk
     }
+    // The answer is choice 0's, as an unstreamed body's first choice: a
+    // server streaming several (`n` in a framing's fields) sends each
+    // choice's chunks with its index, and joining them made up a text no
+    // choice said. A chunk of another choice only is passed over.
+    const nlohmann::json* found = nullptr;
+    for (const auto& c : *choices) {
+        const auto index = c.is_object() ? c.find("index") : c.end();
+        if (c.is_object() && index != c.end() && !index->is_number_integer()) {
+            m_error = "a stream chunk's choice index is not a whole number";
+            return;
+        }
+        if (c.is_object() && (index == c.end() || *index == 0)) {
+            found = &c;
+            break;
+        }
+    }
+    if (!found) {
+        return;
+    }
     m_any_choice = true;
-    const auto& choice = (*choices)[0];
+    const auto& choice = *found;
     if (auto why = wrong_type_in(choice)) {
         m_error = *why;
         return;

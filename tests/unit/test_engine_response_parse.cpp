@@ -80,6 +80,52 @@ TEST(ParseStop, SglangStreamNamesTheStopInItsLastChoice) {
     EXPECT_EQ(std::get<std::string>(row.stop_reason), "Question:");
 }
 
+// A server streaming several choices (`n` in a framing's fields) sends each
+// one's chunks with its index: the answer is choice 0's alone, its finish
+// too, as an unstreamed body's first choice. Joined, the chunks made up a
+// text no choice said ("WRONG The answer is 42").
+TEST(ParseStream, AnotherChoicesChunksAreNotPartOfTheAnswer) {
+    for (const auto endpoint : {Endpoint::completion, Endpoint::chat}) {
+        const auto chunk = [&](int index, const std::string& text, const char* finish) {
+            const std::string piece =
+                endpoint == Endpoint::chat
+                    ? R"("delta": {"content": ")" + text + R"("})"
+                    : R"("text": ")" + text + R"(")";
+            return R"({"choices": [{"index": )" + std::to_string(index) + ", " + piece +
+                   R"(, "finish_reason": )" + finish + "}]}";
+        };
+        StreamAccumulator acc(endpoint);
+        acc.on_event(chunk(1, "WRONG ", "null"), 1);
+        acc.on_event(chunk(0, "The answer is ", "null"), 2);
+        acc.on_event(chunk(1, "7", "\"length\""), 3);
+        acc.on_event(chunk(0, "42", "\"stop\""), 4);
+        acc.on_event("[DONE]", 5);
+        store::ResponseRow row;
+        acc.finish(row);
+        ASSERT_TRUE(row.ok) << row.error;
+        EXPECT_EQ(row.text, "The answer is 42");
+        EXPECT_EQ(row.finish_reason, "stop");
+
+        // Only another choice's chunks: no answer.
+        StreamAccumulator other(endpoint);
+        other.on_event(chunk(1, "WRONG", "\"stop\""), 1);
+        other.on_event("[DONE]", 2);
+        store::ResponseRow none;
+        other.finish(none);
+        EXPECT_FALSE(none.ok);
+
+        // An index that is no whole number is a chunk of the wrong shape.
+        StreamAccumulator bad(endpoint);
+        bad.on_event(R"({"choices": [{"index": "0", "text": "4", "finish_reason": "stop"}]})", 1);
+        bad.on_event("[DONE]", 2);
+        store::ResponseRow wrong;
+        bad.finish(wrong);
+        EXPECT_FALSE(wrong.ok);
+        EXPECT_EQ(wrong.error_kind, "stream");
+        EXPECT_EQ(wrong.error, "a stream chunk's choice index is not a whole number");
+    }
+}
+
 TEST(ParseStop, LlamaCppStreamNamesNoStop) {
     StreamAccumulator acc(Endpoint::completion);
     acc.on_event(
