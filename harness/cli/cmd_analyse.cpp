@@ -307,8 +307,15 @@ int plan_command(const AnalyseFlags& f) {
         bool raised = false;
         for (const auto& r : plan.rows) {
             if (measured || r.repeats == 1) {
-                rows.push_back({std::to_string(r.repeats),
-                                std::to_string(r.questions) + (r.raised ? " *" : "")});
+                // Unmeasured, the one row sizes the pilot's own design, at
+                // its repeats: "1" beside a pilot of 3 and 1 was not it.
+                const std::string label =
+                    measured ? std::to_string(r.repeats)
+                    : s.noise_a.repeats == s.noise_b.repeats
+                        ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
+                        : fmt::format("{} and {} (the pilot's)", s.noise_a.repeats,
+                                      s.noise_b.repeats);
+                rows.push_back({label, std::to_string(r.questions) + (r.raised ? " *" : "")});
                 raised = raised || r.raised;
             }
         }

@@ -618,6 +618,18 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
         << p.out;
     EXPECT_EQ(p.out.find("within 0.0000"), std::string::npos) << p.out;
     EXPECT_EQ(p.out.find("\n10 "), std::string::npos) << p.out;
+    EXPECT_NE(p.out.find("\n1 (the pilot's) "), std::string::npos) << p.out;
+    // A pilot of 2 repeats against 1 is sized at its own repeats, and its
+    // row says so, not "1".
+    auto t = e2e::run({"run", "--server", "t=" + sim.url(), "--framing", "raw", "--limit", "3",
+                       "--repeats", "2", "--db", db, "--quiet"});
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    auto uneven = e2e::run({"plan", "--db", db, "t", "c"});
+    ASSERT_EQ(uneven.exit_code, 0) << uneven.err;
+    EXPECT_NE(uneven.out.find("not measured with 2 and 1 repeats"), std::string::npos)
+        << uneven.out;
+    EXPECT_NE(uneven.out.find("\n2 and 1 (the pilot's) "), std::string::npos) << uneven.out;
+    EXPECT_EQ(uneven.out.find("\n1 "), std::string::npos) << uneven.out;
 }
 
 // Repeats added later on fewer questions: the accuracy averaged repeats of
