@@ -112,7 +112,9 @@ std::optional<int64_t> at_least_min(double n) {
     if (!std::isfinite(n)) {
         return std::nullopt;
     }
-    return std::max(k_probe_min_questions, static_cast<int64_t>(std::ceil(n - 1e-9)));
+    // Held where plan holds its counts, below what an int64_t holds.
+    const double needed = std::min(std::ceil(n - 1e-9), static_cast<double>(k_questions_cap));
+    return std::max(k_probe_min_questions, static_cast<int64_t>(needed));
 }
 
 // Mean logit and mean probability of the readings in `values`, and whether

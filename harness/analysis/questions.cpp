@@ -534,8 +534,12 @@ std::uint64_t needed(const QuestionStats& stats, double var, double drop, double
     if (drop <= 0.0) {
         return 0;
     }
-    std::uint64_t questions =
-        var > 0.0 ? static_cast<std::uint64_t>(std::ceil(z * z * var / (drop * drop))) : 0;
+    // Held at k_questions_cap: a tiny drop's count passes what an integer
+    // holds (--drop 1e-8 gave 0, raised to 67 below).
+    const double exact = var > 0.0 ? std::ceil(z * z * var / (drop * drop)) : 0.0;
+    std::uint64_t questions = exact >= static_cast<double>(k_questions_cap)
+                                  ? k_questions_cap
+                                  : static_cast<std::uint64_t>(exact);
     // The share is the pilot's, at its own repeats: rows with fewer
     // repeats would see fewer questions differ (their floor is low), rows
     // with more would see more (their floor is high).

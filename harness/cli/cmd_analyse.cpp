@@ -289,7 +289,8 @@ int plan_command(const AnalyseFlags& f) {
         // only the pilot's own design is sized.
         const bool measured = s.noise_a.measured && s.noise_b.measured;
         std::cout << fmt::format(
-            "To detect a {:.2f}-point drop at alpha {:g} with {:.0f}% power ({}):\n", f.drop,
+            "To detect a {}-point drop at alpha {:g} with {:.0f}% power ({}):\n",
+            analysis::margin_text(f.drop / 100),
             f.alpha, 100 * s.power,
             measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
                                    plan.between_variance, plan.within_a, plan.within_b)
@@ -315,7 +316,11 @@ int plan_command(const AnalyseFlags& f) {
                         ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
                         : fmt::format("{} and {} (the pilot's)", s.noise_a.repeats,
                                       s.noise_b.repeats);
-                rows.push_back({label, std::to_string(r.questions) + (r.raised ? " *" : "")});
+                rows.push_back({label, (r.questions >= analysis::k_questions_cap
+                                            ? "more than " + util::with_commas(std::to_string(
+                                                                 analysis::k_questions_cap))
+                                            : std::to_string(r.questions)) +
+                                           (r.raised ? " *" : "")});
                 raised = raised || r.raised;
             }
         }

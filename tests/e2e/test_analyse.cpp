@@ -293,7 +293,7 @@ TEST_F(Analyse, PlanSizesARunFromThePilot) {
     auto o = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "2"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("pilot of 48 questions x 3 repeats each"), std::string::npos) << o.out;
-    EXPECT_NE(o.out.find("To detect a 2.00-point drop at alpha 0.05 with 80% power"),
+    EXPECT_NE(o.out.find("To detect a 2.0-point drop at alpha 0.05 with 80% power"),
               std::string::npos)
         << o.out;
     // One row per repeat count; more repeats never need more questions.
@@ -311,6 +311,16 @@ TEST_F(Analyse, PlanSizesARunFromThePilot) {
     auto bad = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "-1"});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("--drop -1"), std::string::npos) << bad.err;
+    // A smaller drop never needs fewer questions: past what an integer holds
+    // the count is held, and said to be more (--drop 1e-8 printed "67").
+    auto tiny = e2e::run({"plan", "--db", *db, "default/raw", "deepgemm/raw", "--drop", "1e-8"});
+    ASSERT_EQ(tiny.exit_code, 0) << tiny.err;
+    EXPECT_NE(tiny.out.find("To detect a 1e-08-point drop"), std::string::npos) << tiny.out;
+    EXPECT_NE(tiny.out.find("\n1 "), std::string::npos) << tiny.out;
+    const auto row = tiny.out.substr(tiny.out.find("\n1 ") + 1);
+    EXPECT_NE(row.substr(0, row.find('\n')).find("more than 1,000,000,000,000,000"),
+              std::string::npos)
+        << tiny.out;
 }
 
 // plan draws no interval and takes no --resamples: a strict --alpha was
