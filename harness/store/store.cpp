@@ -638,6 +638,50 @@ private:
 // The files SQLite and the run lock keep beside a database, by suffix.
 constexpr std::array<std::string_view, 4> k_side_suffixes = {"-wal", "-shm", "-journal", ".lock"};
 
+// Why an SQLite file at rest is cut short, or nothing. SQLite reads the
+// pages missing past a cut within the last page as zeros: rows with NULL
+// columns, read (and merged) without an error. A file is whole pages, at
+// least as many as its header counts when that count is current (its
+// change counter matches the count's). Only without a log beside it (an
+// artifact copied in part, a download cut off): a run writing the file
+// extends it a page at a time, and a checkpoint writes page 1, with the new
+// count, before the pages it counts.
+std::optional<std::string> cut_short(const std::string& path) {
+    std::error_code ec;
+    const auto wal = std::filesystem::file_size(path + "-wal", ec);
+    if (!ec && wal > 0) {
+        return std::nullopt;
+    }
+    const auto size = std::filesystem::file_size(path, ec);
+    std::ifstream in(path, std::ios::binary);
+    unsigned char h[100] = {};
+    if (ec || size < sizeof h || !in.read(reinterpret_cast<char*>(h), sizeof h) ||
+        std::memcmp(h, "SQLite format 3", 16) != 0) {
+        return std::nullopt; // not SQLite: said where it is opened
+    }
+    const auto be32 = [&h](size_t at) {
+        return (uint32_t{h[at]} << 24) | (uint32_t{h[at + 1]} << 16) | (uint32_t{h[at + 2]} << 8) |
+               uint32_t{h[at + 3]};
+    };
+    const uint32_t raw = (uint32_t{h[16]} << 8) | h[17];
+    const uint64_t page = raw == 1 ? 65536 : raw;
+    if (page < 512 || (page & (page - 1)) != 0) {
+        return std::nullopt; // SQLite says what is wrong with such a header
+    }
+    if (size % page != 0) {
+        return fmt::format("{} (cut short: {} bytes, not a whole number of its {}-byte pages; "
+                           "copied or downloaded in part?)",
+                           k_damaged, size, page);
+    }
+    const uint64_t counted = be32(28);
+    if (be32(24) == be32(92) && counted * page > size) {
+        return fmt::format("{} (cut short: {} bytes, where its header counts {} pages of {} "
+                           "bytes; copied or downloaded in part?)",
+                           k_damaged, size, counted, page);
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 std::optional<std::string> database_of_side_file(const std::string& path) {
@@ -693,6 +737,9 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     if (access(path.c_str(), R_OK) != 0) {
         return make_error(ErrorKind::data, fmt::format("cannot read {}: {}; check its permissions",
                                                        path, std::strerror(errno)));
+    }
+    if (auto cut = cut_short(path)) {
+        return make_error(ErrorKind::data, fmt::format("{}: {}", path, *cut));
     }
     // Under another name a second run would take another lock and write
     // the same file at once (the lock goes by the name, a link resolved).

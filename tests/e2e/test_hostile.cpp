@@ -1020,6 +1020,43 @@ TEST(Hostile, ADamagedDatabaseIsBadInputSaidSo) {
     }
 }
 
+// A database cut short (an artifact copied or downloaded in part) is
+// damaged too: cut within its last page, SQLite read the missing bytes as
+// zeros, rows with NULL columns, and summary, report, rescore and merge
+// went on with exit 0 (merge wrote a whole-looking file without them).
+// Cut at a page boundary, the header's page count shows it. Nothing is
+// written: not the file, not merge's OUT.
+TEST(Hostile, ADatabaseCutShortIsDamagedNotRead) {
+    auto dir = e2e::scratch("hostile-cut");
+    HostileServer server(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run(run_args(server.url(), db, {"--limit", "4"})).exit_code, 0);
+    const auto whole = e2e::slurp(db);
+    ASSERT_EQ(whole.size() % 16384, 0u);
+    for (const size_t cut : {size_t{4096}, size_t{16384}}) {
+        auto copy = dir / ("cut" + std::to_string(cut) + ".sqlite");
+        std::ofstream(copy, std::ios::binary) << whole.substr(0, whole.size() - cut);
+        for (const std::string cmd : {"summary", "rescore", "report"}) {
+            std::vector<std::string> args = {cmd, "--db", copy.string()};
+            if (cmd == "report") {
+                args.insert(args.end(), {"--out", (dir / "rep").string()});
+            }
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
+            EXPECT_NE(o.err.find("cut short"), std::string::npos) << o.err;
+            EXPECT_NE(o.err.find("the database file is damaged"), std::string::npos) << o.err;
+            EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        }
+        auto out = dir / ("merged" + std::to_string(cut) + ".sqlite");
+        auto m = e2e::run({"merge", out.string(), copy.string()});
+        EXPECT_EQ(m.exit_code, 2) << m.err;
+        EXPECT_FALSE(std::filesystem::exists(out));
+        EXPECT_EQ(e2e::slurp(copy).size(), whole.size() - cut);
+    }
+    // The whole file reads.
+    EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).exit_code, 0);
+}
+
 // A file that is not SQLite at all is not called damaged: a JSON file given
 // as --db was told "the database file is damaged: restore it from a copy",
 // after "not a diffeval database", because SQLite's words for it ("file is
