@@ -587,7 +587,7 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
         return r.error();
     }
     for (const auto& in : inputs) {
-        if (auto r = db.exec(fmt::format("ATTACH {} AS src", sql_quote(in))); !r) {
+        if (auto r = db.attach_read_only(in, "src"); !r) {
             return make_error(ErrorKind::io,
                               fmt::format("merge: cannot read {}: {}", in, r.error().message));
         }

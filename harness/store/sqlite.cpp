@@ -259,7 +259,13 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
     }
     sqlite3_close_v2(m_db);
     m_db = nullptr;
-    std::string uri = "file:";
+    return open_as(file_uri(path, "immutable=1"),
+                   SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, path);
+}
+
+std::string file_uri(const std::string& path, std::string_view query) {
+    // "file:./:memory:" is the file of that name; "file::memory:" none.
+    std::string uri = path.starts_with('/') ? "file:" : "file:./";
     for (unsigned char c : path) {
         if (c == '?' || c == '#' || c == '%' || c < 0x20) {
             uri += fmt::format("%{:02X}", c);
@@ -267,8 +273,39 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
             uri += static_cast<char>(c);
         }
     }
-    uri += "?immutable=1";
-    return open_as(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, path);
+    return uri + "?" + std::string(query);
+}
+
+util::Result<void> Database::attach_read_only(const std::string& path, std::string_view schema) {
+    const auto attach = [&](std::string_view query) {
+        std::string uri = file_uri(path, query);
+        std::string quoted = "'";
+        for (const char c : uri) {
+            quoted += c == '\'' ? std::string("''") : std::string(1, c);
+        }
+        return exec(fmt::format("ATTACH {}' AS {}", quoted, schema));
+    };
+    // As open_immutable_if_needed: the attach, or the first read, shows
+    // whether the -shm file could be opened or made.
+    const auto unwritable = [this](int rc) {
+        return (rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_CANTOPEN;
+    };
+    if (auto r = attach("mode=ro"); !r) {
+        if (!unwritable(sqlite3_extended_errcode(m_db))) {
+            return r;
+        }
+        return attach("immutable=1");
+    }
+    const int rc = sqlite3_exec(
+        m_db, fmt::format("SELECT count(*) FROM {}.sqlite_master", schema).c_str(), nullptr,
+        nullptr, nullptr);
+    if (!unwritable(rc)) {
+        return {};
+    }
+    if (auto r = exec(fmt::format("DETACH {}", schema)); !r) {
+        return r;
+    }
+    return attach("immutable=1");
 }
 
 util::Result<void> Database::exec(std::string_view sql) {

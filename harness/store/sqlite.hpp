@@ -140,6 +140,11 @@ private:
     bool m_bind_mismatch = false;
 };
 
+// `path` as an SQLite URI ("file:...") with `query` ("mode=ro"): the file of
+// that name, relative or not, with the characters a URI gives a meaning
+// escaped.
+std::string file_uri(const std::string& path, std::string_view query);
+
 // An open database connection.
 class Database {
 public:
@@ -153,6 +158,11 @@ public:
     // (no write reaches the file, so it may be read-only).
     enum class Create { yes, no, read_only };
     util::Result<void> open(const std::string& path, Create create);
+    // ATTACH `path` AS `schema`, read-only and read as open(path,
+    // read_only) reads it: a name SQLite would take for a URI or for no
+    // file (":memory:") is the file of that name, and a WAL file nobody can
+    // write (its directory read-only) is read as immutable.
+    util::Result<void> attach_read_only(const std::string& path, std::string_view schema);
     util::Result<void> exec(std::string_view sql);
     sqlite3* handle() const { return m_db; }
     std::string last_error() const;

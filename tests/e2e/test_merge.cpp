@@ -610,3 +610,44 @@ TEST(Merge, ADatabasesSideFileIsNoDatabaseName) {
     o = e2e::run({"merge", (dir / "notes-journal").string(), db.string()});
     EXPECT_EQ(o.exit_code, 0) << o.err;
 }
+
+// An input is read as every reading command reads it: a name SQLite takes
+// for no file (":memory:") or a URI ("file:...") is the file of that name,
+// and a file in a directory nobody can write is read without its -shm. Each
+// was refused by merge alone, with exit 1 and SQLite's words ("near ",":
+// syntax error").
+TEST(Merge, AnInputIsReadAsTheReadingCommandsReadIt) {
+    e2e::Sim sim;
+    auto dir = e2e::scratch("merge-names");
+    const auto db = dir / "r.sqlite";
+    run_shard(sim, db, "1/2");
+    e2e::exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    const auto before = query(db, k_rows);
+    for (const char* name : {":memory:", "file:r.sqlite"}) {
+        std::filesystem::copy_file(db, dir / name);
+        const std::string out = std::string("out-") + (name[0] == ':' ? "memory" : "file");
+        const std::string cmd = "cd '" + dir.string() + "' && '" + e2e::binary() + "' merge " +
+                                out + ".sqlite '" + name + "' >/dev/null 2>&1";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << name;
+        EXPECT_EQ(query(dir / (out + ".sqlite"), k_rows), before) << name;
+    }
+    // Read-only, in a read-only directory, merged by a user who cannot
+    // write either: the WAL database is read as immutable.
+    auto ro_dir = dir / "read-only";
+    std::filesystem::create_directories(ro_dir);
+    std::filesystem::copy_file(db, ro_dir / "r.sqlite");
+    auto out_dir = dir / "out";
+    std::filesystem::create_directories(out_dir);
+    using std::filesystem::perms;
+    std::filesystem::permissions(out_dir, perms::all);
+    std::filesystem::permissions(ro_dir / "r.sqlite",
+                                 perms::owner_read | perms::group_read | perms::others_read);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec |
+                                             perms::group_read | perms::group_exec |
+                                             perms::others_read | perms::others_exec);
+    auto o = e2e::run_unprivileged(
+        {"merge", (out_dir / "m.sqlite").string(), (ro_dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(out_dir / "m.sqlite", k_rows), before);
+    EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
+}
