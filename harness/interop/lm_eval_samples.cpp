@@ -136,6 +136,10 @@ std::string lower(std::string s) {
     return s;
 }
 
+// The longest task a file name takes: "samples_" (8), "_", the date id (26)
+// and ".jsonl" (6) leave 214 of a file name's 255 bytes.
+constexpr size_t k_max_task_bytes = 200;
+
 // The task name of each of `groups`, in order: "gsm8k-SERVER-FRAMING-
 // MAX_TOKENS[-rN]". Names with '-' can still meet ("a-b"/"raw" and
 // "a"/"b-raw"), as can names differing in case on a case-insensitive file
@@ -149,11 +153,20 @@ std::vector<std::string> task_names(const std::vector<store::AnsweredGroup>& gro
         ++uses[lower(tasks.back())];
     }
     for (size_t i = 0; i < groups.size(); ++i) {
-        if (uses[lower(tasks[i])] > 1) {
-            const auto& g = groups[i];
-            tasks[i] += "-" + util::sha256_hex(fmt::format("{}\n{}\n{}\n{}", g.server, g.framing,
-                                                           g.max_tokens, g.repeat))
-                                  .substr(0, 8);
+        const auto& g = groups[i];
+        const auto hash = [&g] {
+            return "-" + util::sha256_hex(fmt::format("{}\n{}\n{}\n{}", g.server, g.framing,
+                                                      g.max_tokens, g.repeat))
+                             .substr(0, 8);
+        };
+        if (tasks[i].size() > k_max_task_bytes) {
+            // A file name holds 255 bytes, and every escaped byte of a
+            // name takes three (40 Cyrillic letters failed the export):
+            // the task is cut, and its group's hash keeps it apart.
+            tasks[i].resize(k_max_task_bytes - 9);
+            tasks[i] += hash();
+        } else if (uses[lower(tasks[i])] > 1) {
+            tasks[i] += hash();
         }
     }
     return tasks;

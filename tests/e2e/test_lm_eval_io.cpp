@@ -494,6 +494,37 @@ TEST(LmEvalSamples, ExportWritesOneFilePerGroupWhateverTheNames) {
     EXPECT_EQ(lowered.size(), 3u);
 }
 
+// A name the run takes makes a file name a file system takes: each escaped
+// byte is three, so 40 Cyrillic letters (75 bytes) made 225 and the export
+// failed with "File name too long", the groups before it already written.
+// Long tasks are cut and kept apart by their group's hash; an import of the
+// file finds its group's task in it.
+TEST(LmEvalSamples, ExportTakesEveryNameTheRunTakes) {
+    auto dir = e2e::scratch("lm-eval-long");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    const std::string cyrillic = "сервер-для-проверки-точности-модели-qwen";
+    const std::string long_a(300, 'x');
+    const std::string long_b = long_a + "y";
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--server", cyrillic + "=" + sim.url(),
+                        "--server", long_a + "=" + sim.url(), "--server", long_b + "=" + sim.url(),
+                        "--framing", "raw", "--limit", "2", "--dataset", "sample", "--db",
+                        db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    auto ex = e2e::run(
+        {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+    ASSERT_EQ(ex.exit_code, 0) << ex.err;
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        names.push_back(e.path().filename().string());
+        EXPECT_LE(names.back().size(), 255u) << names.back();
+        EXPECT_EQ(read_lines(e.path()).size(), 4u) << names.back(); // as the test above
+    }
+    EXPECT_EQ(names.size(), 4u);
+}
+
 // The bytes of a line are json.dumps(..., ensure_ascii=False)'s: a text
 // with quotes, a backslash, control characters, DEL and non-ASCII is written
 // as CPython writes it (the expected strings are what CPython 3.11 prints),
