@@ -7,6 +7,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/util/names.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -295,6 +296,9 @@ int run_main(int argc, char** argv) {
         print_error(unknown);
         return k_exit_usage;
     }
+    // What is wrong with the command line, said once below (and in a gate's
+    // JUnit file).
+    std::string refused;
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -308,25 +312,21 @@ int run_main(int argc, char** argv) {
         auto hint = flag_suggestion(*sub, sub->remaining());
         // After a question ("did you mean '--format'?") the hint follows as
         // it does for a mistyped command.
-        print_error(fmt::format("{}{} {}", hint.empty() ? e.what() : hint,
-                                hint.ends_with('?') ? "" : ";", help_hint(app, *sub)));
-        return k_exit_usage;
+        refused = fmt::format("{}{} {}", hint.empty() ? e.what() : hint,
+                              hint.ends_with('?') ? "" : ";", help_hint(app, *sub));
     } catch (const CLI::ConversionError& e) {
         const auto* sub = deepest_parsed(app);
-        print_error(
-            fmt::format("{}; {}", conversion_message(*sub, e.what()), help_hint(app, *sub)));
-        return k_exit_usage;
+        refused = fmt::format("{}; {}", conversion_message(*sub, e.what()), help_hint(app, *sub));
     } catch (const CLI::ArgumentMismatch& e) {
         // A flag that takes one value given twice (CLI11: "--limit: At Most
         // 1 required but received 2"), told from what the parser holds.
         const auto* sub = deepest_parsed(app);
         const auto* twice = given_twice(*sub);
-        print_error(fmt::format(
+        refused = fmt::format(
             "{}; {}",
             twice ? fmt::format("{} given more than once; give it once", twice->get_name())
                   : std::string(e.what()),
-            help_hint(app, *sub)));
-        return k_exit_usage;
+            help_hint(app, *sub));
     } catch (const CLI::ParseError& e) {
         const auto* sub = deepest_parsed(app);
         std::string what = e.what();
@@ -347,7 +347,12 @@ int run_main(int argc, char** argv) {
                 break;
             }
         }
-        print_error(fmt::format("{}; {}", what, help_hint(app, *sub)));
+        refused = fmt::format("{}; {}", what, help_hint(app, *sub));
+    }
+    if (!refused.empty()) {
+        print_error(refused);
+        write_parse_error_junit(std::vector<std::string>(argv + 1, argv + argc),
+                                util::controls_as_spaces(refused));
         return k_exit_usage;
     }
     // `gate` asks value_problem itself, so that its JUnit file says why.

@@ -441,6 +441,42 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
 
 } // namespace
 
+void write_parse_error_junit(const std::vector<std::string>& args, const std::string& message) {
+    if (args.empty() || args.front() != "gate") {
+        return;
+    }
+    // The flags as typed: CLI11 gave none of them when it refused the line.
+    std::vector<std::string> junits;
+    std::string db = GateFlags{}.db;
+    std::string baseline_db;
+    for (size_t i = 1; i < args.size(); ++i) {
+        for (auto [name, into] : {std::pair<std::string_view, std::string*>{"--junit", nullptr},
+                                  {"--db", &db},
+                                  {"--baseline-db", &baseline_db}}) {
+            std::optional<std::string> value;
+            if (args[i] == name && i + 1 < args.size()) {
+                value = args[i + 1];
+            } else if (args[i].size() > name.size() && args[i].starts_with(name) &&
+                       args[i][name.size()] == '=') {
+                value = args[i].substr(name.size() + 1);
+            }
+            if (value && into) {
+                *into = *value;
+            } else if (value && !value->empty()) {
+                junits.push_back(*value);
+            }
+        }
+    }
+    const Clock clock;
+    const auto error = util::make_error(util::ErrorKind::usage, message);
+    for (const auto& junit : junits) {
+        // Never over a database, as gate_command.
+        if (!store::names_database(junit, db) && !store::names_database(junit, baseline_db)) {
+            (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+        }
+    }
+}
+
 void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     auto flags = std::make_shared<GateFlags>();
     auto* gate = root.add_subcommand(

@@ -502,6 +502,36 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     const auto odd_xml = e2e::slurp(odd_junit);
     EXPECT_NE(odd_xml.find("<error message=\"no database"), std::string::npos) << odd_xml;
     EXPECT_EQ(odd_xml.find('\x1b'), std::string::npos) << odd_xml;
+
+    // A command line the parser refuses (a mistyped flag, one given twice)
+    // writes the file too, in either spelling of --junit, and never over a
+    // database: a CI job showed "no test results" for its likeliest mistake.
+    const std::vector<std::vector<std::string>> refused = {
+        {"--expect", "0.5", "--tolerence", "0.02", "--junit"},
+        {"--expect", "0.5", "--expect", "0.6", "--junit"}};
+    for (const auto& args : refused) {
+        auto file = *dir / "refused.xml";
+        std::filesystem::remove(file);
+        auto line = args;
+        line.insert(line.begin(), {"gate", "--db", *db});
+        line.push_back(file.string());
+        auto r = e2e::run(line);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        const auto refused_xml = e2e::slurp(file);
+        EXPECT_NE(refused_xml.find("errors=\"1\""), std::string::npos) << r.err;
+        EXPECT_NE(refused_xml.find(args[2] == "--tolerence" ? "did you mean &#39;--tolerance&#39;"
+                                                            : "--expect given more than once"),
+                  std::string::npos)
+            << refused_xml;
+        std::filesystem::remove(file);
+        line.back() = "--junit=" + file.string();
+        line.erase(line.end() - 2);
+        EXPECT_EQ(e2e::run(line).exit_code, 2);
+        EXPECT_TRUE(std::filesystem::exists(file)) << "--junit=FILE";
+    }
+    const auto before = e2e::slurp(*db);
+    EXPECT_EQ(e2e::run({"gate", "--db", *db, "--tolerence", "1", "--junit", *db}).exit_code, 2);
+    EXPECT_TRUE(before == e2e::slurp(*db));
 }
 
 TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
