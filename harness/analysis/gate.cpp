@@ -718,10 +718,18 @@ util::Result<void> validate(const GateSpec& spec) {
                           "no checks requested; give --expect, --max-drop, --max-*-increase, "
                           "--require-complete or --fail-on-conflict (see docs/ci.md)");
     }
-    if (spec.expect && (!(*spec.expect >= 0 && *spec.expect <= 1) ||
-                        !(spec.tolerance >= 0 && spec.tolerance <= 1))) {
+    // Each named with its value and both bounds, as every number flag is.
+    if (spec.expect && !(*spec.expect >= 0 && *spec.expect <= 1)) {
         return make_error(ErrorKind::usage,
-                          "--expect is a proportion in [0, 1] (e.g. 0.82) and --tolerance >= 0");
+                          fmt::format("--expect {}: a proportion from 0 to 1 (0.82 for 82%); "
+                                      "give one",
+                                      *spec.expect));
+    }
+    if (spec.expect && !(spec.tolerance >= 0 && spec.tolerance <= 1)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--tolerance {}: a proportion from 0 to 1 (0.02 for 2 "
+                                      "points below --expect); give one",
+                                      spec.tolerance));
     }
     if (spec.group && !spec.expect) {
         return make_error(ErrorKind::usage, "--group selects what --expect checks; add --expect");

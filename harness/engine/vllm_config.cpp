@@ -113,6 +113,17 @@ util::Result<void> read_rule(const YAML::Node& root, const std::string& path, Vl
         }
         c.tolerance = *t;
     }
+    // Proportions, as gsm8k_eval.py compares them with its accuracy: 85
+    // (a percentage) could never be met, and said so in --expect's words.
+    for (auto [key, value] : {std::pair{"accuracy_threshold", c.accuracy_threshold},
+                              std::pair{"tolerance", c.tolerance}}) {
+        if (root[key] && !(value >= 0 && value <= 1)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}:{}: {} is {}: a proportion from 0 to 1 (0.82 for "
+                                          "82%); give one",
+                                          path, root[key].Mark().line + 1, key, value));
+        }
+    }
     for (auto [key, target] :
          {std::pair{"num_questions", &c.num_questions}, std::pair{"num_fewshot", &c.num_fewshot}}) {
         if (root[key]) {

@@ -310,7 +310,11 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
     expect_usage(gate({"--baseline", "default", "--candidate", "deepgemm",
                        "--max-never-finished-increase", "5x"}),
                  "--max-never-finished-increase '5x'");
-    expect_usage(gate({"--expect", "82"}), "--expect is a proportion");
+    expect_usage(gate({"--expect", "82"}), "--expect 82: a proportion from 0 to 1");
+    // --tolerance names its own bounds: "--expect is a proportion in [0, 1]
+    // and --tolerance >= 0" was true of 0.8 and 1.5.
+    expect_usage(gate({"--expect", "0.8", "--tolerance", "1.5"}),
+                 "--tolerance 1.5: a proportion from 0 to 1");
     expect_usage(
         gate({"--baseline", "default", "--candidate", "deepgemm", "--max-token-increase", "-5"}),
         "--max-token-increase -5 is not a percentage");

@@ -136,6 +136,17 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
     auto [fail, fail_json] = gate_with(accuracy + 0.06, "fail");
     EXPECT_EQ(fail.exit_code, 1) << fail.out;
     EXPECT_NE(fail.out.find("FAIL  vllm-ci Qwen3-0.6B-FP8/raw/256"), std::string::npos) << fail.out;
+    // A threshold given as a percentage is named where it stands, not in
+    // the words of flags nobody gave.
+    std::ofstream(dir / "percent.yaml") << "model_name: m\naccuracy_threshold: 85\n";
+    auto percent = e2e::run(
+        {"gate", "--db", db.string(), "--vllm-config", (dir / "percent.yaml").string()});
+    EXPECT_EQ(percent.exit_code, 2);
+    EXPECT_NE(percent.err.find("percent.yaml:2: accuracy_threshold is 85: a proportion from 0 to "
+                               "1 (0.82 for 82%)"),
+              std::string::npos)
+        << percent.err;
+    EXPECT_EQ(percent.err.find("--expect"), std::string::npos) << percent.err;
     // Next to diffeval's own checks: --require-complete runs too.
     auto both = e2e::run({"gate", "--db", db.string(), "--vllm-config",
                           (dir / "pass" / "Qwen3-0.6B-FP8.yaml").string(), "--require-complete"});
