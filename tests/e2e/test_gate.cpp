@@ -315,6 +315,9 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
     // and --tolerance >= 0" was true of 0.8 and 1.5.
     expect_usage(gate({"--expect", "0.8", "--tolerance", "1.5"}),
                  "--tolerance 1.5: a proportion from 0 to 1");
+    expect_usage(gate({"--baseline", "default/raw", "--candidate", "deepgemm/raw",
+                       "--max-never-finished-increase", "250%"}),
+                 "--max-never-finished-increase '250%': a percentage of questions is at most 100%");
     expect_usage(
         gate({"--baseline", "default", "--candidate", "deepgemm", "--max-token-increase", "-5"}),
         "--max-token-increase -5 is not a percentage");
