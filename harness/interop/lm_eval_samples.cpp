@@ -401,6 +401,23 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
         // Depth-bounded: a deep line would overflow the stack when copied.
         auto j = util::json_depth_within(line) ? ordered_json::parse(line, nullptr, false)
                                                : ordered_json(ordered_json::value_t::discarded);
+        // A line lm-eval cut off when it was killed, or written in another
+        // encoding, is no JSON: said so, not sent looking for keys it has.
+        if (j.is_discarded()) {
+            return make_error(
+                ErrorKind::data,
+                !util::is_utf8(line)
+                    ? fmt::format("{}: not UTF-8 (lm-eval writes its samples in UTF-8); was the "
+                                  "file converted to another encoding?",
+                                  where)
+                : util::json_depth_within(line)
+                    ? fmt::format("{}: not valid JSON (cut off? a run killed while writing "
+                                  "leaves its last line short); remove the line or log the "
+                                  "samples again",
+                                  where)
+                    : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
+                                  where, util::k_max_json_depth));
+        }
         if (!j.is_object() || !j.contains("doc_id") || !j["doc_id"].is_number_integer() ||
             !j.contains("doc") || !j["doc"].is_object() || !j.contains("resps") ||
             !j["resps"].is_array()) {

@@ -149,9 +149,24 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
                        dataset, bad.string()});
     EXPECT_EQ(o.exit_code, 2);
-    EXPECT_NE(o.err.find(bad.string() + ":2: not an lm-eval samples line"), std::string::npos)
+    EXPECT_NE(o.err.find(bad.string() + ":2: not valid JSON (cut off?"), std::string::npos)
         << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1);
+    // A line of the wrong shape is named as such; one cut short by a killed
+    // lm-eval, or not UTF-8, was sent looking for keys it has.
+    const std::string first =
+        "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A\"}, \"resps\": [[\"x\"]]";
+    for (const auto& [line, said] :
+         std::vector<std::pair<std::string, std::string>>{
+             {"{\"doc_id\": 1}", ":2: not an lm-eval samples line (needs doc_id, doc, resps)"},
+             {first.substr(0, 40), ":2: not valid JSON (cut off?"},
+             {first + ", \"note\": \"caf\xe9\"}", ":2: not UTF-8"}}) {
+        std::ofstream(bad) << first << "}\n" << line << "\n";
+        auto r = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                           dataset, bad.string()});
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find(bad.string() + said), std::string::npos) << r.err;
+    }
     // The database the failed import would have created is not left behind.
     for (const auto* suffix : {"", "-wal", "-shm", ".lock"}) {
         EXPECT_FALSE(std::filesystem::exists(db.string() + suffix)) << suffix;
