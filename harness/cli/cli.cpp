@@ -69,19 +69,29 @@ std::vector<std::string> subcommand_names(CLI::App& app) {
     return names;
 }
 
-// "did you mean" for a first argument that names no subcommand, or nothing.
+// "did you mean" for a first argument that names no subcommand, or for a
+// second that names none of its command's own (`import lm_eval`, `data
+// fech`: CLI11 said only that a subcommand is required); or nothing.
 std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
     if (argc < 2 || argv[1][0] == '-') {
         return {};
     }
     const std::string word = argv[1];
     auto names = subcommand_names(app);
-    if (std::find(names.begin(), names.end(), word) != names.end()) {
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+        auto close = util::closest_name(word, names);
+        return fmt::format("unknown command '{}'; {}see 'diffeval --help'", word,
+                           close ? fmt::format("did you mean '{}'? ", *close) : "");
+    }
+    auto* command = app.get_subcommand(word);
+    auto inner = subcommand_names(*command);
+    if (inner.empty() || argc < 3 || argv[2][0] == '-' ||
+        std::find(inner.begin(), inner.end(), std::string(argv[2])) != inner.end()) {
         return {};
     }
-    auto close = util::closest_name(word, names);
-    return fmt::format("unknown command '{}'; {}see 'diffeval --help'", word,
-                       close ? fmt::format("did you mean '{}'? ", *close) : "");
+    auto close = util::closest_name(argv[2], inner);
+    return fmt::format("unknown command '{} {}'; {}see 'diffeval {} --help'", word, argv[2],
+                       close ? fmt::format("did you mean '{} {}'? ", word, *close) : "", word);
 }
 
 // The innermost subcommand the parser reached, or the root.
