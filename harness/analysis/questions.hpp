@@ -163,13 +163,13 @@ double minimum_detectable(double se, double alpha, double power);
 // Holm's step-down adjustment of `p` (same order out), each capped at 1.
 std::vector<double> holm_adjust(std::span<const double> p);
 
-// A plan for a run that would detect `drop` (a proportion) at `alpha` with
-// `power`, from a pilot's per-question variance split into what repeats
-// average away (within-question noise) and what they do not.
 // The most questions a plan asks for: a smaller drop needs more, and a
 // count past this (no dataset has it) is printed as more than it.
 inline constexpr std::uint64_t k_questions_cap = 1'000'000'000'000'000;
 
+// A plan for a run that would detect `drop` (a proportion) at `alpha` with
+// `power`, from a pilot's per-question variance split into what repeats
+// average away (within-question noise) and what they do not.
 struct PlanRow {
     std::uint32_t repeats = 1;   // per side
     std::uint64_t questions = 0; // needed; 0 when no question of the pilot differed

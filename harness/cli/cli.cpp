@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -308,7 +309,7 @@ int run_main(int argc, char** argv) {
     }
     // What is wrong with the command line, said once below (and in a gate's
     // JUnit file).
-    std::string refused;
+    std::optional<std::string> refused;
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -359,10 +360,10 @@ int run_main(int argc, char** argv) {
         }
         refused = fmt::format("{}; {}", what, help_hint(app, *sub));
     }
-    if (!refused.empty()) {
-        print_error(refused);
+    if (refused) {
+        print_error(*refused);
         write_parse_error_junit(std::vector<std::string>(argv + 1, argv + argc),
-                                util::controls_as_spaces(refused));
+                                util::controls_as_spaces(*refused));
         return k_exit_usage;
     }
     // `gate` asks value_problem itself, so that its JUnit file says why.

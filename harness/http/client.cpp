@@ -84,6 +84,8 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
     t->wire_bytes += chunk.size();
     if (t->wire_bytes > detail::wire_limit(t->request.max_body_bytes)) {
         t->too_large = true;
+        t->response.body.resize(std::min(t->response.body.size(), detail::k_kept_of_too_large));
+        t->response.body.shrink_to_fit();
         return 0;
     }
     const bool ok = t->inflater->feed(chunk, [&](std::string_view piece) { return take(*t, piece); });
