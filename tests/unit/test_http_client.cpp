@@ -402,7 +402,10 @@ TEST(MultiClient, ACompressedBodyCutShortIsAFailure) {
         {changed.substr(0, changed.size() - 8), false}, // changed, and its CRC cut off
         {packed.substr(0, packed.size() / 2), false},
     };
-    for (const auto& [body, whole] : bodies) {
+    for (const auto& sent : bodies) {
+        // Named, not bound: clang does not capture structured bindings.
+        const std::string& body = sent.first;
+        const bool whole = sent.second;
         ScriptedServer server(
             [&](int, const std::string&) { return Reply{ok(body, "Content-Encoding: gzip\r\n")}; });
         MultiClient client;
