@@ -279,10 +279,18 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
 }
 
 util::Result<RescoreSummary> ensure_scored(store::Store& st,
-                                           const std::vector<scorers::ScorerSource>& added) {
-    auto mode = stored_mode(st);
-    if (!mode) {
-        return mode.error();
+                                           const std::vector<scorers::ScorerSource>& added,
+                                           std::optional<scorers::ScoreText> mode) {
+    auto stored = store::stored_score_text(st);
+    if (!stored) {
+        return stored.error();
+    }
+    if (*stored || !mode) {
+        auto as_stored = stored_mode(st);
+        if (!as_stored) {
+            return as_stored.error();
+        }
+        mode = *as_stored;
     }
     return rescore(st, *mode, Scope::missing, added);
 }

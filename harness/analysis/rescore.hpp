@@ -117,8 +117,9 @@ util::Result<RescoreSummary> rescore(store::Store& store, scorers::ScoreText mod
 
 // Bring derived tables up to date before reading them: scores what is missing
 // (everything when `added` changes the stored scorers), in the text mode
-// already used in the database (full text when none).
+// already used in the database (`mode` when none is, then the full text).
 util::Result<RescoreSummary> ensure_scored(store::Store& store,
-                                           const std::vector<scorers::ScorerSource>& added = {});
+                                           const std::vector<scorers::ScorerSource>& added = {},
+                                           std::optional<scorers::ScoreText> mode = {});
 
 } // namespace diffeval::analysis

@@ -4,6 +4,7 @@
 #include <harness/store/lock.hpp>
 #include <harness/store/merge.hpp>
 #include <harness/util/text.hpp>
+#include <scorers/score_text.hpp>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,15 @@ int merge_command(const MergeFlags& f) {
     if (!r) {
         return report(r.error());
     }
-    if (auto scored = score_stored(f.out); !scored) {
+    // On the text its inputs were scored on: a fresh OUT holds no score
+    // to say which.
+    std::optional<scorers::ScoreText> mode;
+    if (r->score_text) {
+        if (auto parsed = scorers::parse_score_text(*r->score_text)) {
+            mode = *parsed;
+        }
+    }
+    if (auto scored = score_stored(f.out, {}, mode); !scored) {
         return report(scored.error());
     }
     std::cout << fmt::format(

@@ -81,7 +81,8 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
 // scorers `added` (from analysis::read_scorer_files) are stored first; one
 // new to `db` or changed scores every response.
 util::Result<analysis::RescoreSummary>
-score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added = {});
+score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added = {},
+             std::optional<scorers::ScoreText> mode = {});
 
 // One line per user scorer a scoring pass of `db` stored (new, or with a
 // changed definition), saying what was scored; "" when none was.

@@ -7,6 +7,7 @@
 // first command that reads the merged file computes them. Users' scorers
 // (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
+#include <harness/store/scoring.hpp>
 
 #include <harness/store/lock.hpp>
 
@@ -530,11 +531,20 @@ std::string sql_quote(const std::string& s) {
 } // namespace
 
 // Every input must exist and be a diffeval database this build can read.
-util::Result<void> check_inputs(const std::vector<std::string>& inputs) {
+// Each input is a diffeval database this build can read, and all that were
+// scored (OUT too, when it exists) on the same text; that text.
+util::Result<std::optional<std::string>> check_inputs(const std::string& out,
+                                                      const std::vector<std::string>& inputs) {
     if (inputs.empty()) {
         return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
     }
-    for (const auto& in : inputs) {
+    std::optional<std::pair<std::string, std::string>> scored; // file, text
+    std::error_code out_ec;
+    auto files = inputs;
+    if (fs::exists(out, out_ec)) {
+        files.insert(files.begin(), out);
+    }
+    for (const auto& in : files) {
         std::error_code ec;
         if (!fs::exists(in, ec)) {
             return make_error(ErrorKind::usage,
@@ -545,8 +555,24 @@ util::Result<void> check_inputs(const std::vector<std::string>& inputs) {
         if (!s) {
             return s.error();
         }
+        // A merged file is scored on one text: a fresh OUT was scored on
+        // the full text whatever its inputs had been rescored on.
+        auto text = stored_score_text(**s);
+        if (!text) {
+            return text.error();
+        }
+        if (*text && scored && **text != scored->second) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("merge: {} is scored on the {} text and {} on the {} "
+                                          "text (rescore --score-text); rescore one like the "
+                                          "other, then merge",
+                                          scored->first, scored->second, in, **text));
+        }
+        if (*text && !scored) {
+            scored = std::pair{in, **text};
+        }
     }
-    return {};
+    return scored ? std::optional<std::string>(scored->second) : std::nullopt;
 }
 
 // `tmp` as a copy of `out` (when it exists), made with VACUUM INTO.
@@ -608,12 +634,13 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
 
 util::Result<MergeSummary> merge(const std::string& out_arg,
                                  const std::vector<std::string>& inputs) {
-    // 1. Every input must be a diffeval database this build can read.
-    if (auto r = check_inputs(inputs); !r) {
-        return r.error();
-    }
     // The file OUT names: a symbolic link stays a link to the merged file.
     const std::string out = util::resolved_path(out_arg);
+    // 1. Every input must be a diffeval database this build can read.
+    auto score_text = check_inputs(out, inputs);
+    if (!score_text) {
+        return score_text.error();
+    }
     // 2. Start from a copy of `out` (or an empty store) in a temporary file,
     // which is removed first: an input of that name would be lost.
     const fs::path tmp = out + ".merge-tmp";
@@ -647,6 +674,7 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
         return failed(r.error());
     }
     MergeSummary summary;
+    summary.score_text = *score_text;
     if (auto store = Store::open(tmp.string(), Store::Mode::read_write); !store) {
         return failed(store.error()); // creates the schema, or migrates OUT's copy
     }

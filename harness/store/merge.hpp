@@ -6,6 +6,7 @@
 #include <harness/util/result.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,11 @@ struct MergeSummary {
     int64_t responses_added = 0;
     int64_t responses_known = 0;
     int64_t probe_responses_added = 0; // the decision-point probe's
+    // The text the inputs (and OUT) were scored on ("full", "after-think":
+    // `rescore --score-text`), when any was scored: OUT's responses are
+    // scored on it, as a resumed run or an import keeps it. Inputs scored
+    // on different texts are refused.
+    std::optional<std::string> score_text;
 };
 
 // Merge `inputs` into `out` (created when missing; what it holds is kept).

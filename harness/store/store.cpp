@@ -1289,11 +1289,30 @@ bool Store::holds_no_responses() {
 }
 
 bool Store::forget_run(int64_t run_id) {
+    std::lock_guard turn(m_turn);
+    Transaction tx(m_db);
+    Statement dataset(m_db.handle(), "SELECT dataset FROM runs WHERE run_id = ?");
+    if (!tx.begun() || !dataset.valid() || !dataset.bind(run_id).step()) {
+        return false;
+    }
+    const std::string name = dataset.column_text(0);
+    dataset.reset();
     Statement forget(m_db.handle(),
                      "DELETE FROM runs WHERE run_id = ?1 AND NOT EXISTS (SELECT 1 FROM responses "
                      "WHERE run_id = ?1) AND NOT EXISTS (SELECT 1 FROM probe_responses WHERE "
                      "run_id = ?1)");
-    return forget.valid() && forget.bind(run_id).run() && sqlite3_changes(m_db.handle()) == 1;
+    if (!forget.valid() || !forget.bind(run_id).run() || sqlite3_changes(m_db.handle()) != 1) {
+        return false;
+    }
+    // The questions the run stored first, when nothing else holds their
+    // dataset: a run refused for another dataset file left them, and they
+    // then refused a run of that file once it was corrected.
+    Statement questions(m_db.handle(),
+                        "DELETE FROM questions WHERE dataset = ?1 AND NOT EXISTS (SELECT 1 FROM "
+                        "runs WHERE dataset = ?1) AND NOT EXISTS (SELECT 1 FROM requests WHERE "
+                        "dataset = ?1) AND NOT EXISTS (SELECT 1 FROM probe_requests WHERE "
+                        "dataset = ?1)");
+    return questions.valid() && questions.bind(name).run() && tx.commit().ok();
 }
 
 util::Result<int64_t> Store::mark_stale_runs_killed() {

@@ -179,7 +179,8 @@ public:
     bool mark_run_failed(int64_t run_id);
     // Remove run `run_id`'s row when no response (nor probe response) of it
     // is stored: a run refused at planning asked for nothing this database
-    // can hold, and its row would count its places as never planned. True
+    // can hold, and its row would count its places as never planned. Its
+    // dataset's questions go too when nothing else holds that dataset. True
     // when the row went.
     bool forget_run(int64_t run_id);
     // Mark every run still `running` as `killed`; returns how many. Call only

@@ -651,3 +651,47 @@ TEST(Merge, AnInputIsReadAsTheReadingCommandsReadIt) {
     EXPECT_EQ(query(out_dir / "m.sqlite", k_rows), before);
     EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
 }
+
+// A merged file is scored on the text its inputs were rescored on: a fresh
+// OUT held no score to say which, and scored the full text (an input that
+// scored 0% after its think blocks merged as 100%). Inputs scored on
+// different texts are refused.
+TEST(Merge, TheScoredTextOfTheInputsIsKept) {
+    e2e::Sim sim({"--profile", "deepgemm"});
+    auto dir = e2e::scratch("merge-score-text");
+    const auto a = dir / "a.sqlite";
+    const auto b = dir / "b.sqlite";
+    run_shard(sim, a, "0/2");
+    run_shard(sim, b, "1/2");
+    for (const auto& db : {a, b}) {
+        ASSERT_EQ(e2e::run({"rescore", "--db", db.string(), "--score-text", "after-think"})
+                      .exit_code,
+                  0);
+    }
+    const auto out = dir / "out.sqlite";
+    auto m = e2e::run({"merge", out.string(), a.string(), b.string()});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_EQ(query(out, "SELECT group_concat(DISTINCT score_text) FROM scores"), "after-think");
+    // Every score as its input had it.
+    const char* scores = "SELECT q.request_key, s.scorer, s.extracted, s.correct FROM v_requests q "
+                         "JOIN scores s ON s.response_id = q.response_id ORDER BY 1, 2";
+    auto merged = e2e::query_rows(out, scores);
+    auto each = e2e::query_rows(a, scores);
+    const auto from_b = e2e::query_rows(b, scores);
+    each.insert(each.end(), from_b.begin(), from_b.end());
+    std::sort(each.begin(), each.end());
+    std::sort(merged.begin(), merged.end());
+    EXPECT_EQ(merged, each);
+
+    // One input rescored on the full text: refused, OUT left as it was.
+    const auto c = dir / "c.sqlite";
+    run_shard(sim, c, "0/2");
+    const auto before = e2e::slurp(out);
+    auto refused = e2e::run({"merge", out.string(), c.string()});
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("is scored on the after-think text and " + c.string() +
+                               " on the full text"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_TRUE(before == e2e::slurp(out));
+}

@@ -1054,7 +1054,6 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     EXPECT_EQ(completions_served(a), sent);
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
     EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
-
     // The same file edited in place: the questions it stored say otherwise.
     write_jsonl(test, regraded);
     o = e2e::run(args);
@@ -1066,6 +1065,18 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     EXPECT_EQ(completions_served(a), sent);
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
     EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
+    // Nothing of the refused file stays: its questions, stored before the
+    // refusal, refused a later run of it, corrected, under a new name
+    // ("the responses stored for it would be counted as the new question's").
+    EXPECT_EQ(query(db, "SELECT count(*) FROM questions WHERE dataset = '" + other.string() + "'"),
+              "0");
+    auto corrected = regraded;
+    corrected[3]["answer"] = gold.substr(0, gold.rfind("####")) + "#### 99998";
+    write_jsonl(other, corrected);
+    auto fresh = again;
+    fresh[2] = "h=" + a.url();
+    auto f = e2e::run(fresh);
+    EXPECT_EQ(f.exit_code, 0) << f.err;
 }
 
 // The same file read from another path (a checkout elsewhere) is another
