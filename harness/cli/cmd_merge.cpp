@@ -52,6 +52,16 @@ int merge_command(const MergeFlags& f) {
     if (auto scored = score_stored(f.out, {}, mode); !scored) {
         return report(scored.error());
     }
+    // Two runs of one configuration merged as one: a user who wanted them
+    // compared sees only the newer, so it is said.
+    if (r->answered_again > 0) {
+        print_error(fmt::format(
+            "note: {} already had a successful answer from another input or {} (another run of "
+            "the same server, framing and token limit): each counts its newest answer, the "
+            "others are kept but counted nowhere; to compare two runs, run them under "
+            "different --server names",
+            util::counted(r->answered_again, "request"), f.out));
+    }
     std::cout << fmt::format(
         "merged {} into {}: {} and {} added, {} and {} already there{}\n",
         util::counted(f.inputs.size(), "file"), f.out, util::counted(r->requests_added, "request"),

@@ -612,6 +612,12 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
     if (auto r = db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=OFF"); !r) {
         return r.error();
     }
+    // Requests with more than one successful answer: another run of the
+    // same configuration answered them again, and the newest counts.
+    constexpr const char* k_answered_twice =
+        "SELECT count(*) FROM (SELECT request_id FROM main.responses WHERE ok = 1 "
+        "GROUP BY request_id HAVING count(*) > 1)";
+    const int64_t twice_before = count(db.handle(), k_answered_twice);
     for (const auto& in : inputs) {
         if (auto r = db.attach_read_only(in, "src"); !r) {
             return make_error(ErrorKind::io,
@@ -626,6 +632,7 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
             return r.error();
         }
     }
+    summary.answered_again = count(db.handle(), k_answered_twice) - twice_before;
     if (auto r = db.exec("PRAGMA journal_mode=WAL"); !r) {
         return r.error();
     }

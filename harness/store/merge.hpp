@@ -18,6 +18,10 @@ struct MergeSummary {
     int64_t responses_added = 0;
     int64_t responses_known = 0;
     int64_t probe_responses_added = 0; // the decision-point probe's
+    // Requests this merge gave a second successful answer (another run of
+    // the same configuration answered them): the newest counts, the others
+    // are kept but count nowhere.
+    int64_t answered_again = 0;
     // The text the inputs (and OUT) were scored on ("full", "after-think":
     // `rescore --score-text`), when any was scored: OUT's responses are
     // scored on it, as a resumed run or an import keeps it. Inputs scored

@@ -695,3 +695,30 @@ TEST(Merge, TheScoredTextOfTheInputsIsKept) {
         << refused.err;
     EXPECT_TRUE(before == e2e::slurp(out));
 }
+
+// Two runs of one configuration (two nights of the same server) merged:
+// each request counts its newest answer, and the older run's count nowhere.
+// The merge said "40 responses added" and nothing else; it says so now.
+// Shards, which answer disjoint requests, say nothing of it.
+TEST(Merge, TwoRunsOfOneConfigurationAreSaidToCountTheNewest) {
+    e2e::Sim first({"--profile", "default"});
+    e2e::Sim second({"--profile", "deepgemm"});
+    auto dir = e2e::scratch("merge-twice");
+    const auto a = dir / "night1.sqlite";
+    const auto b = dir / "night2.sqlite";
+    ASSERT_EQ(e2e::run(run_args(first, a)).exit_code, 0);
+    ASSERT_EQ(e2e::run(run_args(second, b)).exit_code, 0);
+    const auto requests = query(a, "SELECT count(*) FROM requests");
+    auto m = e2e::run({"merge", (dir / "both.sqlite").string(), a.string(), b.string()});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_NE(m.err.find("note: " + requests + " requests already had a successful answer from "
+                         "another input"),
+              std::string::npos)
+        << m.err;
+    // Shards: nothing to say.
+    const auto s0 = run_shard(first, dir / "s0.sqlite", "0/2");
+    const auto s1 = run_shard(first, dir / "s1.sqlite", "1/2");
+    auto shards = e2e::run({"merge", (dir / "shards.sqlite").string(), s0.string(), s1.string()});
+    ASSERT_EQ(shards.exit_code, 0) << shards.err;
+    EXPECT_EQ(shards.err.find("note:"), std::string::npos) << shards.err;
+}
