@@ -7,6 +7,7 @@
 // first command that reads the merged file computes them. Users' scorers
 // (table scorers) are copied, so that computation uses them too.
 #include <harness/store/merge.hpp>
+#include <harness/store/body_difference.hpp>
 #include <harness/store/scoring.hpp>
 
 #include <harness/store/lock.hpp>
@@ -104,37 +105,11 @@ std::vector<std::string> differing_server(sqlite3* db) {
     return {};
 }
 
-// `value` of key `key` of a request body, as the sentence names it.
-std::string body_value(const nlohmann::json& body, const std::string& key) {
-    if (!body.contains(key)) {
-        return fmt::format("no \"{}\"", util::one_line(key, 80));
-    }
-    return util::one_line(fmt::format("\"{}\": {}", key, body[key].dump()), 120);
-}
-
 // How bodies `a` (main's: before) and `b` (src's: in it) of one group
-// differ outside the prompt, which holds the question: the first key whose
-// value differs, "" when none does (or either is not a JSON object).
+// differ outside the prompt (body_difference.hpp), "" when they do not.
 std::string body_difference(std::string_view a_text, std::string_view b_text) {
-    auto a = util::parse_untrusted_json(a_text);
-    auto b = util::parse_untrusted_json(b_text);
-    if (!a.is_object() || !b.is_object()) {
-        return "";
-    }
-    std::set<std::string> keys;
-    for (const auto* body : {&a, &b}) {
-        for (const auto& [k, v] : body->items()) {
-            if (k != "prompt" && k != "messages") {
-                keys.insert(k);
-            }
-        }
-    }
-    for (const auto& k : keys) {
-        if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) {
-            return fmt::format("{} before, {} in it", body_value(a, k), body_value(b, k));
-        }
-    }
-    return "";
+    const auto d = first_body_difference(a_text, b_text);
+    return d ? fmt::format("{} before, {} in it", d->first, d->second) : std::string();
 }
 
 // `body` with the first occurrence of `question`, as its JSON text holds it

@@ -5,6 +5,7 @@
 // rung to the migration ladder in migrate().
 #include <harness/store/store.hpp>
 
+#include <harness/store/body_difference.hpp>
 #include <harness/store/derived_sql.hpp>
 #include <harness/store/schema.hpp>
 #include <harness/store/splice.hpp>
@@ -551,9 +552,10 @@ constexpr std::string_view k_statements[] = {
     "ON r.response_id = q.response_id WHERE q.server = ?2 AND q.framing = ?3 AND "
     "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1",
     // k_slot_taken: another request in a new request's place (server,
-    // framing, token limit, repeat, question)
-    "SELECT dataset FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 "
-    "AND max_tokens = ?3 AND repeat = ?4 AND question_idx = ?5 AND request_id <> ?6 LIMIT 1",
+    // framing, token limit, repeat, question), with its body
+    "SELECT dataset, body_id FROM requests INDEXED BY requests_group WHERE server = ?1 AND "
+    "framing = ?2 AND max_tokens = ?3 AND repeat = ?4 AND question_idx = ?5 AND request_id <> ?6 "
+    "LIMIT 1",
     // k_group_stored: another request of a new request's server, framing
     // and token limit
     "SELECT 1 FROM requests INDEXED BY requests_group WHERE server = ?1 AND framing = ?2 AND "
@@ -1414,6 +1416,18 @@ Store::put_questions(const std::string& dataset,
     return std::optional<StoredQuestion>{};
 }
 
+util::Result<std::optional<std::string>> Store::request_body(const std::string& key) {
+    Statement st(m_db.handle(), "SELECT request_json FROM v_requests WHERE request_key = ?");
+    std::optional<std::string> out;
+    if (st.valid() && st.bind(key).step()) {
+        out = st.column_text(0);
+    }
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", st.error()));
+    }
+    return out;
+}
+
 util::Result<std::optional<Store::StoredQuestion>>
 Store::stored_question(const std::string& dataset, int64_t question_idx) {
     auto& st = m_stmts[k_question_at];
@@ -1485,7 +1499,7 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
         if (sqlite3_changes(db) == 1) {
             const auto id = sqlite3_last_insert_rowid(db);
             if (!is_probe) {
-                if (auto taken = check_slot(r, id); !taken) {
+                if (auto taken = check_slot(r, leader->body, id); !taken) {
                     return taken;
                 }
             }
@@ -1514,7 +1528,7 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
 // same server, framing, token limit, repeat and question with another body
 // (a changed framing file, sampling setting, model or dataset) would count
 // the question twice in its group.
-util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
+util::Result<void> Store::check_slot(const RequestRow& r, const std::string& body, int64_t id) {
     // A group new to the database (a fresh run's every group) has no place
     // to take: one lookup for it, not one a request.
     auto seen = std::find_if(m_groups_seen.begin(), m_groups_seen.end(), [&](const auto& g) {
@@ -1544,15 +1558,25 @@ util::Result<void> Store::check_slot(const RequestRow& r, int64_t id) {
         return {};
     }
     const auto dataset = taken.column_text(0);
+    const auto body_id = taken.column_int(1);
     taken.reset();
+    // What changed, named as merge names it: `"stream": true` is none of
+    // "the framing, a sampling setting, the model or the question".
+    std::string what = "the framing, a sampling setting, the model or the question changed since";
+    Statement stored(m_db.handle(),
+                     "SELECT request_json FROM v_request_bodies WHERE body_id = ?");
+    if (stored.valid() && stored.bind(body_id).step()) {
+        if (auto d = first_body_difference(stored.column_view(0), body); d) {
+            what = fmt::format("{} stored, {} now", d->first, d->second);
+        }
+    }
     return make_error(
         ErrorKind::usage,
         fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another request "
-                    "body{}: the framing, a sampling setting, the model or the question changed "
-                    "since; run this configuration under another --server name or into another "
-                    "--db",
+                    "body{}: {}; run this configuration under another --server name or into "
+                    "another --db",
                     r.server, r.framing, r.max_tokens, r.question_idx, r.repeat,
-                    dataset == r.dataset ? "" : fmt::format(" (dataset {})", dataset)));
+                    dataset == r.dataset ? "" : fmt::format(" (dataset {})", dataset), what));
 }
 
 util::Result<int64_t> Store::put_prefix(std::string_view text) {

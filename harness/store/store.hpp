@@ -211,6 +211,9 @@ public:
     // there is none.
     util::Result<std::optional<StoredQuestion>> stored_question(const std::string& dataset,
                                                                 int64_t question_idx);
+    // The body stored for the request (not a probe's) whose key is `key`;
+    // nothing when none is.
+    util::Result<std::optional<std::string>> request_body(const std::string& key);
     // Insert planned requests (probes included), each body once per distinct
     // `body_sha256`; existing keys are kept as they are. Rows of one body come
     // together, and only the first of them need carry it.
@@ -307,7 +310,7 @@ private:
     util::Result<void> climb(int from, int to);
     // Store `rows` (a transaction is open); with `planned` (one per row),
     // say what each was (put_unanswered).
-    util::Result<void> check_slot(const RequestRow& r, int64_t id);
+    util::Result<void> check_slot(const RequestRow& r, const std::string& body, int64_t id);
     // Per server, framing and token limit: whether the database held
     // requests of it before this store's first new one (only then can a
     // new request's place be taken). A run has a few such groups: a list,

@@ -253,6 +253,20 @@ TEST(Run, ChangedBodiesForStoredQuestionsAreRefused) {
               std::string::npos)
         << o.err;
     EXPECT_EQ(served(), sent);
+    // What changed is named, as merge names it: "the framing, a sampling
+    // setting, the model or the question" was none of what --stream changes.
+    EXPECT_NE(o.err.find("\"temperature\": 0.0 stored, \"temperature\": 0.5 now"),
+              std::string::npos)
+        << o.err;
+    auto streamed = args;
+    streamed.push_back("--stream");
+    o = e2e::run(streamed);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("sent with another request body: no \"stream\" stored, \"stream\": "
+                         "true now; run this configuration under another --server name"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(served(), sent);
     auto twice = args;
     twice[4] = "raw,raw";
     o = e2e::run(twice);
