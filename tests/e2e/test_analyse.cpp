@@ -186,7 +186,9 @@ TEST_F(Analyse, DiffJsonNamesItsIntervalByItsConfidence) {
     auto o = e2e::run({"diff", "--db", *db, "default", "deepgemm", "--format", "json",
                        "--resamples", "2000", "--alpha", "0.1"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
-    for (const auto& c : json::parse(o.out)["comparisons"]) {
+    const auto j = json::parse(o.out);
+    ASSERT_EQ(j["comparisons"].size(), 2u);
+    for (const auto& c : j["comparisons"]) {
         EXPECT_TRUE(c["difference"]["ci95"].is_null()) << c["difference"].dump();
         EXPECT_DOUBLE_EQ(c["difference"]["confidence"].get<double>(), 0.9);
         ASSERT_EQ(c["difference"]["ci"].size(), 2u) << c["difference"].dump();
