@@ -60,7 +60,7 @@ std::string noise_cell(const analysis::SideNoise& n) {
         return "n/a (1 repeat)";
     }
     if (n.deterministic) {
-        return "0 (deterministic)";
+        return "0 (repeats agree)";
     }
     return fmt::format("{:.1f}", 100.0 * n.rerun_sd);
 }

@@ -283,8 +283,11 @@ std::string noise_sentence(const QuestionStats& s, const std::string& a, const s
             return fmt::format("{} not measured (1 repeat)", name);
         }
         if (n.deterministic) {
-            return fmt::format("{} none seen: its {} repeats gave the same answers on every "
-                               "question (a deterministic server)",
+            // Agreement in correctness, not in text: a model wrong on
+            // nearly every question agrees with itself however its texts
+            // vary (a real llama-server was called deterministic so).
+            return fmt::format("{} none seen: its {} repeats were right or wrong alike on every "
+                               "question (their texts may still differ)",
                                name, n.repeats);
         }
         return fmt::format("{} ±{:.1f} points (1 SD of accuracy on a re-run, from {} repeats)",

@@ -78,8 +78,8 @@ MarginCheck non_inferiority(const QuestionStats& stats, double max_drop);
 
 // Run-to-run noise of both sides in one sentence: per side "not measured (1
 // repeat)", not measured for too few successful repeats (failed requests
-// agree as wrong answers, which no server's determinism shows), "none: ... a
-// deterministic server" or the standard deviation of
+// agree as wrong answers, which no server's determinism shows), "none seen:
+// ... right or wrong alike on every question" or the standard deviation of
 // accuracy a re-run would show; then the share of the interval's variance
 // that repeat noise accounts for, when both were measured.
 std::string noise_sentence(const QuestionStats& stats, const std::string& a, const std::string& b);

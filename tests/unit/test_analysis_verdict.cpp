@@ -208,14 +208,14 @@ TEST(NoiseSentence, NamesEachSidesCase) {
     s.noise_a = {.repeats = 1, .measured = false};
     s.noise_b = {.repeats = 3, .measured = true, .deterministic = true};
     EXPECT_EQ(noise_sentence(s, "a", "b"),
-              "Run-to-run noise: a not measured (1 repeat); b none seen: its 3 repeats gave the "
-              "same answers on every question (a deterministic server).");
+              "Run-to-run noise: a not measured (1 repeat); b none seen: its 3 repeats were right "
+              "or wrong alike on every question (their texts may still differ).");
     s.noise_a = {.repeats = 3, .measured = true, .within_variance = 0.01, .rerun_sd = 0.012};
     s.noise_share = 0.25;
     EXPECT_EQ(noise_sentence(s, "a", "b"),
               "Run-to-run noise: a ±1.2 points (1 SD of accuracy on a re-run, from 3 repeats); b "
-              "none seen: its 3 repeats gave the same answers on every question (a deterministic "
-              "server); repeat noise accounts for 25% of the interval's variance.");
+              "none seen: its 3 repeats were right or wrong alike on every question (their texts "
+              "may still differ); repeat noise accounts for 25% of the interval's variance.");
 }
 
 TEST(SignedPoints, NeverPrintsMinusZero) {
