@@ -124,6 +124,16 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
                         "variable named by --api-key-env",
                         s.name, r.status));
     }
+    // 503 is a server not ready yet (llama-server answers it while it loads
+    // its model; vLLM while it starts): asking whether it is an
+    // OpenAI-compatible server sent users looking the wrong way.
+    if (r.status == 503) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}' is not ready yet: GET /v1/models answered HTTP "
+                                      "503: {}; run again once it has started (llama-server "
+                                      "answers 503 while it loads its model)",
+                                      s.name, error_message(r.body)));
+    }
     if (r.status != 200) {
         return make_error(ErrorKind::usage,
                           fmt::format("server '{}': GET /v1/models answered HTTP {}: {}; is it an "

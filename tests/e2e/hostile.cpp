@@ -526,6 +526,11 @@ void HostileServer::Impl::serve(int fd) {
                 std::string deep = "{\"data\":";
                 deep += std::string(100'000, '[') + std::string(100'000, ']') + "}";
                 send_all(fd, json_response(200, deep), deadline);
+            } else if (options.models == ModelsReply::loading) {
+                send_all(fd,
+                         json_response(503, R"({"error":{"code":503,"message":"Loading model",)"
+                                            R"("type":"unavailable_error"}})"),
+                         deadline);
             } else if (options.models == ModelsReply::echo_error) {
                 send_all(fd,
                          json_response(500, "{\"error\":{\"message\":\"bad request: " +

@@ -79,7 +79,8 @@ enum class ModelsReply {
     echo_id,
     props_deep,
     props_huge_slots,
-    server_bad_utf8
+    server_bad_utf8,
+    loading // HTTP 503 {"error": {"message": "Loading model"}}, as llama-server while it loads
 };
 
 class HostileServer {

@@ -1057,6 +1057,25 @@ TEST(Hostile, ADatabaseCutShortIsDamagedNotRead) {
     EXPECT_EQ(e2e::run({"summary", "--db", db.string()}).exit_code, 0);
 }
 
+// A server still loading its model (llama-server answers GET /v1/models
+// with 503 "Loading model" until it is ready) is said to be not ready: the
+// question "is it an OpenAI-compatible server?" sent users the wrong way.
+TEST(Hostile, AServerStillLoadingIsSaidToBeNotReady) {
+    auto dir = e2e::scratch("hostile-loading");
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::loading;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db, {"--limit", "2"}));
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("is not ready yet: GET /v1/models answered HTTP 503: Loading model; run "
+                         "again once it has started"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(o.err.find("OpenAI-compatible"), std::string::npos) << o.err;
+    EXPECT_EQ(server.total_arrivals(), 0);
+}
+
 // A file that is not SQLite at all is not called damaged: a JSON file given
 // as --db was told "the database file is damaged: restore it from a copy",
 // after "not a diffeval database", because SQLite's words for it ("file is
