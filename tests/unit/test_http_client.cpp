@@ -17,6 +17,8 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -560,22 +562,41 @@ TEST(MultiClient, CancelAllDropsTransfersInFlight) {
 // With a proxy in the environment, transfers go through libcurl (loaded
 // then), which honours it: the request reaches the proxy in its absolute
 // form and its answer comes back, from MultiClient and fetch alike.
+// http_proxy set to `url` while it lives, then as it was.
+class ProxyEnv {
+public:
+    explicit ProxyEnv(const std::string& url) {
+        const char* before = std::getenv("http_proxy");
+        m_saved = before ? std::optional<std::string>(before) : std::nullopt;
+        setenv("http_proxy", url.c_str(), 1);
+    }
+    ~ProxyEnv() {
+        if (m_saved) {
+            setenv("http_proxy", m_saved->c_str(), 1);
+        } else {
+            unsetenv("http_proxy");
+        }
+    }
+    ProxyEnv(const ProxyEnv&) = delete;
+    ProxyEnv& operator=(const ProxyEnv&) = delete;
+
+private:
+    std::optional<std::string> m_saved;
+};
+
 TEST(MultiClient, AProxiedTransferGoesThroughLibcurl) {
     ScriptedServer proxy([](int, const std::string&) { return Reply{ok("{\"via\":1}")}; });
-    const char* before = std::getenv("http_proxy");
-    const std::string saved = before ? before : "";
-    setenv("http_proxy", proxy.url("").c_str(), 1);
-    MultiClient client;
-    client.submit(post("http://backend.invalid:9/v1/completions", 7));
-    auto got = wait_for(client, 1);
-    Request get;
-    get.url = "http://backend.invalid:9/v1/models";
-    get.timeout = 10s;
-    const Response fetched = fetch(get);
-    if (before) {
-        setenv("http_proxy", saved.c_str(), 1);
-    } else {
-        unsetenv("http_proxy");
+    std::vector<Response> got;
+    Response fetched;
+    {
+        ProxyEnv env(proxy.url(""));
+        MultiClient client;
+        client.submit(post("http://backend.invalid:9/v1/completions", 7));
+        got = wait_for(client, 1);
+        Request get;
+        get.url = "http://backend.invalid:9/v1/models";
+        get.timeout = 10s;
+        fetched = fetch(get);
     }
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
@@ -615,16 +636,12 @@ TEST(MultiClient, ACompressedBodyCutShortIsAFailureThroughLibcurlToo) {
         ScriptedServer proxy([&](int, const std::string&) {
             return Reply{ok(c.body, "Content-Encoding: " + c.encoding + "\r\n")};
         });
-        const char* before = std::getenv("http_proxy");
-        const std::string saved = before ? before : "";
-        setenv("http_proxy", proxy.url("").c_str(), 1);
-        MultiClient client;
-        client.submit(post("http://backend.invalid:9/v1/completions", 7));
-        auto got = wait_for(client, 1);
-        if (before) {
-            setenv("http_proxy", saved.c_str(), 1);
-        } else {
-            unsetenv("http_proxy");
+        std::vector<Response> got;
+        {
+            ProxyEnv env(proxy.url(""));
+            MultiClient client;
+            client.submit(post("http://backend.invalid:9/v1/completions", 7));
+            got = wait_for(client, 1);
         }
         ASSERT_EQ(got.size(), 1u);
         EXPECT_NE(proxy.last_request().find("Accept-Encoding: gzip, deflate\r\n"),
