@@ -152,8 +152,10 @@ std::string number_problem(const std::string& type, const std::string& text) {
             text.find_first_not_of("0123456789", digits) != std::string::npos) {
             return "expected a whole number";
         }
+        // Not "of 0 or more": a flag's own least value may be 1 (--resamples),
+        // which its range check names next.
         if (type.rfind("UINT", 0) == 0 && text[0] == '-') {
-            return "expected a whole number of 0 or more";
+            return "expected a whole number, not a negative one";
         }
         // Past 64 bits: said as typed, not as the bound CLI11 clamped it to.
         errno = 0;
