@@ -78,19 +78,18 @@ std::string comparison_table(const ReportData& data, Style style) {
         // answered: the cell says so, with the accuracies there, which
         // "Harness verdicts" (each group over its own questions) does not show.
         const bool partial = c.questions_a != c.questions || c.questions_b != c.questions;
-        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
-                        partial ? fmt::format("{} ({} -> {} on the {})",
-                                              analysis::signed_points(shown),
-                                              analysis::accuracy_text(s.accuracy_a),
-                                              analysis::accuracy_text(s.accuracy_b),
-                                              util::counted(c.questions, "shared question"))
-                                : analysis::signed_points(shown),
-                        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
-                        fmt::format("{:.3g}", s.test.p_mid),
-                        fmt::format("{:.3g}", c.verdict.p_adjusted), std::to_string(s.a_better),
-                        std::to_string(s.b_better), noise_cell(s.noise_a), noise_cell(s.noise_b),
-                        s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a", c.verdict.words,
-                        carrying_transitions(c, 2)});
+        rows.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
+             partial ? fmt::format("{} ({} -> {} on the {})", analysis::signed_points(shown),
+                                   analysis::accuracy_text(s.accuracy_a),
+                                   analysis::accuracy_text(s.accuracy_b),
+                                   util::counted(c.questions, "shared question"))
+                     : analysis::signed_points(shown),
+             analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
+             fmt::format("{:.3g}", s.test.p_mid), fmt::format("{:.3g}", c.verdict.p_adjusted),
+             std::to_string(s.a_better), std::to_string(s.b_better), noise_cell(s.noise_a),
+             noise_cell(s.noise_b), s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a",
+             c.verdict.words, carrying_transitions(c, 2)});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }
@@ -454,8 +453,7 @@ std::string comparison_sentence(const analysis::Comparison& c) {
             c.scorer, ci,
             s.interval.lo > 0 || s.interval.hi < 0
                 ? fmt::format(" excludes 0, but the sign-flip test does not reject{} ({})",
-                              raw_rejects ? " once adjusted for the report's comparisons" : "",
-                              ps)
+                              raw_rejects ? " once adjusted for the report's comparisons" : "", ps)
             : c.verdict.borderline
                 ? fmt::format(" includes 0, though the sign-flip test alone would reject ({}): "
                               "a borderline case",

@@ -782,9 +782,9 @@ util::Result<IncreaseLimit> parse_increase_limit(const std::string& flag, const 
     // A share of questions rises by 100 points at most: a larger limit
     // means nothing, as --max-drop above 100 does.
     if (limit.unit == LimitUnit::percent && limit.value > 100) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{} '{}': a percentage of questions is at most 100%", flag,
-                                      text));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("{} '{}': a percentage of questions is at most 100%", flag, text));
     }
     return limit;
 }

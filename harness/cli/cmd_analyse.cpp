@@ -290,8 +290,7 @@ int plan_command(const AnalyseFlags& f) {
         const bool measured = s.noise_a.measured && s.noise_b.measured;
         std::cout << fmt::format(
             "To detect a {}-point drop at alpha {:g} with {:.0f}% power ({}):\n",
-            analysis::margin_text(f.drop / 100),
-            f.alpha, 100 * s.power,
+            analysis::margin_text(f.drop / 100), f.alpha, 100 * s.power,
             measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
                                    plan.between_variance, plan.within_a, plan.within_b)
                      : fmt::format("variance of per-question differences {:.4f}; run-to-run "
@@ -310,12 +309,11 @@ int plan_command(const AnalyseFlags& f) {
             if (measured || r.repeats == 1) {
                 // Unmeasured, the one row sizes the pilot's own design, at
                 // its repeats: "1" beside a pilot of 3 and 1 was not it.
-                const std::string label =
-                    measured ? std::to_string(r.repeats)
-                    : s.noise_a.repeats == s.noise_b.repeats
-                        ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
-                        : fmt::format("{} and {} (the pilot's)", s.noise_a.repeats,
-                                      s.noise_b.repeats);
+                const std::string label = measured ? std::to_string(r.repeats)
+                                          : s.noise_a.repeats == s.noise_b.repeats
+                                              ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
+                                              : fmt::format("{} and {} (the pilot's)",
+                                                            s.noise_a.repeats, s.noise_b.repeats);
                 rows.push_back({label, (r.questions >= analysis::k_questions_cap
                                             ? "more than " + util::with_commas(std::to_string(
                                                                  analysis::k_questions_cap))

@@ -322,9 +322,9 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     return rw;
 }
 
-util::Result<analysis::RescoreSummary>
-score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added,
-             std::optional<scorers::ScoreText> mode) {
+util::Result<analysis::RescoreSummary> score_stored(const std::string& db,
+                                                    const std::vector<scorers::ScorerSource>& added,
+                                                    std::optional<scorers::ScoreText> mode) {
     auto st = store::Store::open(db, store::Store::Mode::read_write);
     if (!st) {
         return st.error();

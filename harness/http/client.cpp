@@ -88,7 +88,8 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
         t->response.body.shrink_to_fit();
         return 0;
     }
-    const bool ok = t->inflater->feed(chunk, [&](std::string_view piece) { return take(*t, piece); });
+    const bool ok =
+        t->inflater->feed(chunk, [&](std::string_view piece) { return take(*t, piece); });
     if (!ok && !t->too_large) {
         t->decode_error = t->inflater->feed_error();
     }

@@ -6,8 +6,8 @@
 // together. classifications and scores are derived and not copied: the
 // first command that reads the merged file computes them. Users' scorers
 // (table scorers) are copied, so that computation uses them too.
-#include <harness/store/merge.hpp>
 #include <harness/store/body_difference.hpp>
+#include <harness/store/merge.hpp>
 #include <harness/store/scoring.hpp>
 
 #include <harness/store/lock.hpp>

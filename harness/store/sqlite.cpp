@@ -296,9 +296,9 @@ util::Result<void> Database::attach_read_only(const std::string& path, std::stri
         }
         return attach("immutable=1");
     }
-    const int rc = sqlite3_exec(
-        m_db, fmt::format("SELECT count(*) FROM {}.sqlite_master", schema).c_str(), nullptr,
-        nullptr, nullptr);
+    const int rc =
+        sqlite3_exec(m_db, fmt::format("SELECT count(*) FROM {}.sqlite_master", schema).c_str(),
+                     nullptr, nullptr, nullptr);
     if (!unwritable(rc)) {
         return {};
     }

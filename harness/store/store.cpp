@@ -1563,8 +1563,7 @@ util::Result<void> Store::check_slot(const RequestRow& r, const std::string& bod
     // What changed, named as merge names it: `"stream": true` is none of
     // "the framing, a sampling setting, the model or the question".
     std::string what = "the framing, a sampling setting, the model or the question changed since";
-    Statement stored(m_db.handle(),
-                     "SELECT request_json FROM v_request_bodies WHERE body_id = ?");
+    Statement stored(m_db.handle(), "SELECT request_json FROM v_request_bodies WHERE body_id = ?");
     if (stored.valid() && stored.bind(body_id).step()) {
         if (auto d = first_body_difference(stored.column_view(0), body); d) {
             what = fmt::format("{} stored, {} now", d->first, d->second);

@@ -28,16 +28,16 @@ TEST(Cli, MistypedSubcommandSuggestsTheClosestOne) {
 // A command's own subcommands too: `import lm_eval` (lm-eval's own
 // spelling) was told only that 'import' needs a subcommand.
 TEST(Cli, MistypedInnerSubcommandSuggestsTheClosestOne) {
-    for (const auto& [args, said] :
-         std::vector<std::pair<std::vector<std::string>, std::string>>{
+    for (const auto& [args, said] : std::vector<std::pair<std::vector<std::string>, std::string>>{
              {{"import", "lm_eval", "--db", "x.sqlite"},
               "diffeval: unknown command 'import lm_eval'; did you mean 'import lm-eval'? see "
               "'diffeval import --help'\n"},
              {{"data", "fech", "gsm8k"},
               "diffeval: unknown command 'data fech'; did you mean 'data fetch'? see 'diffeval "
               "data --help'\n"},
-             {{"data", "xyzzy"}, "diffeval: unknown command 'data xyzzy'; see 'diffeval data "
-                                 "--help'\n"}}) {
+             {{"data", "xyzzy"},
+              "diffeval: unknown command 'data xyzzy'; see 'diffeval data "
+              "--help'\n"}}) {
         auto o = e2e::run(args);
         EXPECT_EQ(o.exit_code, 2);
         EXPECT_EQ(o.err, said);

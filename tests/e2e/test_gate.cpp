@@ -156,8 +156,8 @@ TEST_F(Gate, AbsoluteFloorPassesBelowAndFailsAboveTheMeasuredAccuracy) {
         const auto b = row.rfind('|');
         const std::string group = row.substr(0, a);
         const double exact = std::stod(row.substr(a + 1, b - a - 1)) / std::stod(row.substr(b + 1));
-        const std::vector<std::string> args = {"--expect", fmt::format("{:.17g}", exact),
-                                               "--tolerance", "0", "--group", group};
+        const std::vector<std::string> args = {
+            "--expect", fmt::format("{:.17g}", exact), "--tolerance", "0", "--group", group};
         auto at = gate(args);
         EXPECT_EQ(at.exit_code, 0) << at.out;
         EXPECT_NE(at.out.find("is at the floor"), std::string::npos) << at.out;
@@ -357,8 +357,8 @@ TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
     EXPECT_EQ(o.out.find("-0.0"), std::string::npos) << o.out;
     // Any other margin prints as given in every line: "above -0.12 points"
     // would pass a lower bound of -0.123, which is not above -0.12.
-    auto m = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop",
-                   "0.125"});
+    auto m =
+        gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "0.125"});
     EXPECT_NE(m.out.find("lower bound above -0.125 points"), std::string::npos) << m.out;
     EXPECT_NE(m.out.find("against the 0.125-point margin"), std::string::npos) << m.out;
     EXPECT_NE(m.out.find("too small to detect a 0.125-point drop"), std::string::npos) << m.out;

@@ -462,7 +462,8 @@ TEST(Hostile, MistypedNumbersAreNamedWithWhatTheFlagTakes) {
     // The paired commands' own flags, named before the database is looked at.
     const std::vector<std::pair<std::vector<std::string>, std::string>> paired = {
         {{"gate", "--max-drop", "two"}, "--max-drop 'two': expected a number"},
-        {{"diff", "a", "b", "--resamples", "-2"}, "--resamples '-2': expected a whole number, not a negative one"},
+        {{"diff", "a", "b", "--resamples", "-2"},
+         "--resamples '-2': expected a whole number, not a negative one"},
         {{"diff", "a", "b", "--alpha", "1e-5"},
          "--alpha 1e-05 with --resamples 10000: each end of the interval would rest on less than "
          "one resample; pass --resamples 200000 or more"},

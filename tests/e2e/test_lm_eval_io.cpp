@@ -156,8 +156,7 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
     // lm-eval, or not UTF-8, was sent looking for keys it has.
     const std::string first =
         "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A\"}, \"resps\": [[\"x\"]]";
-    for (const auto& [line, said] :
-         std::vector<std::pair<std::string, std::string>>{
+    for (const auto& [line, said] : std::vector<std::pair<std::string, std::string>>{
              {"{\"doc_id\": 1}", ":2: not an lm-eval samples line (needs doc_id, doc, resps)"},
              {first.substr(0, 40), ":2: not valid JSON (cut off?"},
              {first + ", \"note\": \"caf\xe9\"}", ":2: not UTF-8"}}) {

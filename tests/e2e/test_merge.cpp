@@ -642,9 +642,9 @@ TEST(Merge, AnInputIsReadAsTheReadingCommandsReadIt) {
     std::filesystem::permissions(out_dir, perms::all);
     std::filesystem::permissions(ro_dir / "r.sqlite",
                                  perms::owner_read | perms::group_read | perms::others_read);
-    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec |
-                                             perms::group_read | perms::group_exec |
-                                             perms::others_read | perms::others_exec);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
+                                             perms::group_exec | perms::others_read |
+                                             perms::others_exec);
     auto o = e2e::run_unprivileged(
         {"merge", (out_dir / "m.sqlite").string(), (ro_dir / "r.sqlite").string()});
     EXPECT_EQ(o.exit_code, 0) << o.err;
@@ -664,9 +664,8 @@ TEST(Merge, TheScoredTextOfTheInputsIsKept) {
     run_shard(sim, a, "0/2");
     run_shard(sim, b, "1/2");
     for (const auto& db : {a, b}) {
-        ASSERT_EQ(e2e::run({"rescore", "--db", db.string(), "--score-text", "after-think"})
-                      .exit_code,
-                  0);
+        ASSERT_EQ(
+            e2e::run({"rescore", "--db", db.string(), "--score-text", "after-think"}).exit_code, 0);
     }
     const auto out = dir / "out.sqlite";
     auto m = e2e::run({"merge", out.string(), a.string(), b.string()});
@@ -711,7 +710,8 @@ TEST(Merge, TwoRunsOfOneConfigurationAreSaidToCountTheNewest) {
     const auto requests = query(a, "SELECT count(*) FROM requests");
     auto m = e2e::run({"merge", (dir / "both.sqlite").string(), a.string(), b.string()});
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    EXPECT_NE(m.err.find("note: " + requests + " requests already had a successful answer from "
+    EXPECT_NE(m.err.find("note: " + requests +
+                         " requests already had a successful answer from "
                          "another input"),
               std::string::npos)
         << m.err;

@@ -627,12 +627,12 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
     e2e::Sim failing(
         with({"--dataset", (dir / "base.jsonl").string(), "--fault-http-500", "0.3"}, clean));
     const auto db = (dir / "r.sqlite").string();
-    const std::vector<std::string> run = {"run",          "--framing", "raw", "--max-tokens",
-                                          "256",          "--dataset", "sample", "--retries",
-                                          "0",            "--db",      db,       "--quiet"};
-    auto o = e2e::run(with(run, {"--server", "base=" + base.url(), "--server", "x=" + x.url(),
-                                 "--server", "y=" + base.url(), "--server", "e=" + failing.url(),
-                                 "--limit", "40"}));
+    const std::vector<std::string> run = {"run", "--framing", "raw",    "--max-tokens",
+                                          "256", "--dataset", "sample", "--retries",
+                                          "0",   "--db",      db,       "--quiet"};
+    auto o = e2e::run(
+        with(run, {"--server", "base=" + base.url(), "--server", "x=" + x.url(), "--server",
+                   "y=" + base.url(), "--server", "e=" + failing.url(), "--limit", "40"}));
     ASSERT_EQ(o.exit_code, 1) << o.err; // e's failed requests are stored as such
     o = e2e::run(with(run, {"--server", "p=" + base.url(), "--limit", "20"}));
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -644,8 +644,7 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
     const auto md = e2e::slurp(dir / "out" / "report.md");
     auto headline = [&](const std::string& candidate) {
         const auto at = md.find("- " + candidate + "/raw/256 ");
-        return at == std::string::npos ? std::string()
-                                       : md.substr(at, md.find('\n', at) - at);
+        return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
     };
     const auto e = headline("e");
     EXPECT_NE(e.find("Without a successful response (failed or never sent), each counted as a "

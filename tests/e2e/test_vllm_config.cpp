@@ -139,8 +139,8 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
     // A threshold given as a percentage is named where it stands, not in
     // the words of flags nobody gave.
     std::ofstream(dir / "percent.yaml") << "model_name: m\naccuracy_threshold: 85\n";
-    auto percent = e2e::run(
-        {"gate", "--db", db.string(), "--vllm-config", (dir / "percent.yaml").string()});
+    auto percent =
+        e2e::run({"gate", "--db", db.string(), "--vllm-config", (dir / "percent.yaml").string()});
     EXPECT_EQ(percent.exit_code, 2);
     EXPECT_NE(percent.err.find("percent.yaml:2: accuracy_threshold is 85: a proportion from 0 to "
                                "1 (0.82 for 82%)"),

@@ -358,10 +358,11 @@ TEST(AnalyseQuestions, RepeatsThatFailedMeasureNoNoise) {
     EXPECT_EQ(s->noise_b.gap, NoiseGap::too_few_answers);
     EXPECT_EQ(s->noise_b.repeats, 3u);
     EXPECT_FALSE(s->noise_share.has_value());
-    EXPECT_EQ(noise_sentence(*s, "a", "b"),
-              "Run-to-run noise: a none seen: its 3 repeats were right or wrong alike on every "
-              "question (their texts may still differ); b not measured: fewer than half its questions "
-              "have two successful repeats to compare (see its errors).");
+    EXPECT_EQ(
+        noise_sentence(*s, "a", "b"),
+        "Run-to-run noise: a none seen: its 3 repeats were right or wrong alike on every "
+        "question (their texts may still differ); b not measured: fewer than half its questions "
+        "have two successful repeats to compare (see its errors).");
     // One answer a question, the other repeats failed: nothing compared.
     s = analyse_questions(good, failed, {}, {}, {1, 1, 1, 1});
     ASSERT_TRUE(s.ok());

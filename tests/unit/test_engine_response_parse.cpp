@@ -87,10 +87,9 @@ TEST(ParseStop, SglangStreamNamesTheStopInItsLastChoice) {
 TEST(ParseStream, AnotherChoicesChunksAreNotPartOfTheAnswer) {
     for (const auto endpoint : {Endpoint::completion, Endpoint::chat}) {
         const auto chunk = [&](int index, const std::string& text, const char* finish) {
-            const std::string piece =
-                endpoint == Endpoint::chat
-                    ? R"("delta": {"content": ")" + text + R"("})"
-                    : R"("text": ")" + text + R"(")";
+            const std::string piece = endpoint == Endpoint::chat
+                                          ? R"("delta": {"content": ")" + text + R"("})"
+                                          : R"("text": ")" + text + R"(")";
             return R"({"choices": [{"index": )" + std::to_string(index) + ", " + piece +
                    R"(, "finish_reason": )" + finish + "}]}";
         };

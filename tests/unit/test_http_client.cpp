@@ -629,8 +629,9 @@ TEST(MultiClient, ACompressedBodyCutShortIsAFailureThroughLibcurlToo) {
          "the response body ends before the end of its gzip or deflate data"},
         {packed + packed, "gzip",
          "the response body goes on after the end of its gzip or deflate data"},
-        {text, "br", "the response's Content-Encoding 'br' was not asked for (diffeval accepts "
-                     "gzip and deflate)"},
+        {text, "br",
+         "the response's Content-Encoding 'br' was not asked for (diffeval accepts "
+         "gzip and deflate)"},
     };
     for (const auto& c : cases) {
         ScriptedServer proxy([&](int, const std::string&) {
