@@ -632,6 +632,12 @@ void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, si
     }
 }
 
+nlohmann::json ci95_json(const QuestionStats& s, double scale) {
+    return std::abs(s.alpha - 0.05) < 1e-9
+               ? nlohmann::json{s.interval.lo * scale, s.interval.hi * scale}
+               : nlohmann::json(nullptr);
+}
+
 namespace {
 
 nlohmann::json noise_json(const SideNoise& n) {
@@ -731,11 +737,7 @@ nlohmann::json comparison_json(const Comparison& c) {
          {{"value", c.stats.diff},
           {"ci", {c.stats.interval.lo, c.stats.interval.hi}},
           {"confidence", 1.0 - c.stats.alpha},
-          // Named for the default --alpha: null at any other, where the
-          // interval is not the 95% one (`ci` at `confidence` is).
-          {"ci95", std::abs(c.stats.alpha - 0.05) < 1e-9
-                       ? nlohmann::json{c.stats.interval.lo, c.stats.interval.hi}
-                       : nlohmann::json(nullptr)},
+          {"ci95", ci95_json(c.stats, 1.0)},
           {"one_sided", {c.stats.interval.lo_one_sided, c.stats.interval.hi_one_sided}},
           {"clustered_se", c.stats.se},
           {"sd_per_question", c.stats.sd_diff},

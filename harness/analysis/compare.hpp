@@ -170,6 +170,11 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
 void fill_excerpts(std::vector<Comparison>& comparisons, store::Store& store, size_t max_flips,
                    size_t chars = 100);
 
+// The interval of `s` times `scale` under JSON's "ci95" names: null at an
+// --alpha other than 0.05, where it is not the 95% interval (diff's `ci`,
+// the gate's `ci_points` hold it at its confidence).
+nlohmann::json ci95_json(const QuestionStats& s, double scale);
+
 // The documented JSON shape ("diffeval.diff/1").
 nlohmann::json to_json(const std::vector<Comparison>& comparisons);
 

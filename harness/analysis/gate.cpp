@@ -213,11 +213,7 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"outcome", outcome},
         {"ci_points", {st.interval.lo * 100, st.interval.hi * 100}},
         {"ci_confidence", 1.0 - st.alpha},
-        // Named for the default --alpha: null at any other, where the
-        // interval is not the 95% one (ci_points and ci_confidence are).
-        {"ci95_points", std::abs(st.alpha - 0.05) < k_epsilon
-                            ? nlohmann::json{st.interval.lo * 100, st.interval.hi * 100}
-                            : nlohmann::json(nullptr)},
+        {"ci95_points", ci95_json(st, 100)},
         {"one_sided_points", {st.interval.lo_one_sided * 100, st.interval.hi_one_sided * 100}},
         {"p_mid", st.test.p_mid},
         {"p_mid_holm", cmp.verdict.p_adjusted},

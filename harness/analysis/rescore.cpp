@@ -24,12 +24,16 @@ using util::make_error;
 
 namespace {
 
-// The text mode the stored scores were computed from; none stored yet, or a
-// name this diffeval does not know: the full text.
-util::Result<scorers::ScoreText> stored_mode(store::Store& st) {
+// The text mode the stored scores were computed from; none stored yet:
+// `otherwise`, else the full text (as for a name this diffeval does not know).
+util::Result<scorers::ScoreText> stored_mode(store::Store& st,
+                                             std::optional<scorers::ScoreText> otherwise = {}) {
     auto stored = store::stored_score_text(st);
     if (!stored) {
         return stored.error();
+    }
+    if (!*stored && otherwise) {
+        return *otherwise;
     }
     auto mode = scorers::parse_score_text(stored->value_or("full"));
     return mode ? *mode : scorers::ScoreText::full;
@@ -281,18 +285,11 @@ util::Result<RescoreSummary> rescore(store::Store& st, scorers::ScoreText mode, 
 util::Result<RescoreSummary> ensure_scored(store::Store& st,
                                            const std::vector<scorers::ScorerSource>& added,
                                            std::optional<scorers::ScoreText> mode) {
-    auto stored = store::stored_score_text(st);
-    if (!stored) {
-        return stored.error();
+    auto as_stored = stored_mode(st, mode);
+    if (!as_stored) {
+        return as_stored.error();
     }
-    if (*stored || !mode) {
-        auto as_stored = stored_mode(st);
-        if (!as_stored) {
-            return as_stored.error();
-        }
-        mode = *as_stored;
-    }
-    return rescore(st, *mode, Scope::missing, added);
+    return rescore(st, *as_stored, Scope::missing, added);
 }
 
 } // namespace diffeval::analysis

@@ -303,22 +303,24 @@ int plan_command(const AnalyseFlags& f) {
                                            s.noise_b.gap == analysis::NoiseGap::too_few_answers
                                        ? " (too few of them successful)"
                                        : ""));
+        // Unmeasured, the one row sizes the pilot's own design, at its
+        // repeats: "1" beside a pilot of 3 and 1 was not it.
+        const std::string pilot_repeats =
+            s.noise_a.repeats == s.noise_b.repeats
+                ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
+                : fmt::format("{} and {} (the pilot's)", s.noise_a.repeats, s.noise_b.repeats);
+        // A count held at the cap is more than it (a tiny --drop).
+        const auto questions = [](const analysis::PlanRow& r) {
+            return r.questions >= analysis::k_questions_cap
+                       ? "more than " + util::with_commas(std::to_string(analysis::k_questions_cap))
+                       : std::to_string(r.questions);
+        };
         std::vector<std::vector<std::string>> rows = {{"repeats per side", "questions needed"}};
         bool raised = false;
         for (const auto& r : plan.rows) {
             if (measured || r.repeats == 1) {
-                // Unmeasured, the one row sizes the pilot's own design, at
-                // its repeats: "1" beside a pilot of 3 and 1 was not it.
-                const std::string label = measured ? std::to_string(r.repeats)
-                                          : s.noise_a.repeats == s.noise_b.repeats
-                                              ? fmt::format("{} (the pilot's)", s.noise_a.repeats)
-                                              : fmt::format("{} and {} (the pilot's)",
-                                                            s.noise_a.repeats, s.noise_b.repeats);
-                rows.push_back({label, (r.questions >= analysis::k_questions_cap
-                                            ? "more than " + util::with_commas(std::to_string(
-                                                                 analysis::k_questions_cap))
-                                            : std::to_string(r.questions)) +
-                                           (r.raised ? " *" : "")});
+                rows.push_back({measured ? std::to_string(r.repeats) : pilot_repeats,
+                                questions(r) + (r.raised ? " *" : "")});
                 raised = raised || r.raised;
             }
         }

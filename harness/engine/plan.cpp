@@ -116,24 +116,6 @@ util::Result<std::unique_ptr<Planner>> Planner::create(const RunContext& ctx, si
     return p;
 }
 
-namespace {
-
-// What changed between the body stored under request `key` and the one this
-// run sends there (`now`), as merge names it (`"stream": true`); `otherwise`
-// when nothing outside the prompt differs, or the stored body is unreadable.
-std::string what_changed(store::Store& db, const std::string& key, const std::string& now,
-                         std::string_view otherwise) {
-    auto stored = db.request_body(key);
-    if (stored && *stored) {
-        if (auto d = store::first_body_difference(**stored, now)) {
-            return fmt::format("{} stored, {} now", d->first, d->second);
-        }
-    }
-    return std::string(otherwise);
-}
-
-} // namespace
-
 util::Result<void> Planner::check_stored_groups(store::Store& db) const {
     const auto& config = m_ctx.config;
     const auto& dataset = m_ctx.inputs.dataset;
@@ -204,15 +186,14 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
                 }
                 refused = make_error(
                     ErrorKind::usage,
-                    fmt::format(
-                        "{}/{}/{} already holds question {} (repeat {}) sent with another "
-                        "request body{}: {}; run this configuration under another --server "
-                        "name or into another --db",
-                        server, framing, max_tokens, p.question_idx, p.repeat,
-                        p.dataset == dataset.name ? "" : fmt::format(" (dataset {})", p.dataset),
-                        what_changed(db, p.request_key, measured_body(part, sample, max_tokens),
-                                     "the framing, a sampling setting, the model or the question "
-                                     "changed since")));
+                    fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another "
+                                "request body{}: {}; run this configuration under another --server "
+                                "name or into another --db",
+                                server, framing, max_tokens, p.question_idx, p.repeat,
+                                p.dataset == dataset.name ? ""
+                                                          : fmt::format(" (dataset {})", p.dataset),
+                                store::what_changed(db.request_body(p.request_key),
+                                                    measured_body(part, sample, max_tokens))));
                 return false;
             };
             // The group's first place, wherever it is: a run whose places

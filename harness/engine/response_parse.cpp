@@ -435,12 +435,15 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     // choice said. A chunk of another choice only is passed over.
     const nlohmann::json* found = nullptr;
     for (const auto& c : *choices) {
-        const auto index = c.is_object() ? c.find("index") : c.end();
-        if (c.is_object() && index != c.end() && !index->is_number_integer()) {
+        if (!c.is_object()) {
+            continue;
+        }
+        const auto index = c.find("index");
+        if (index != c.end() && !index->is_number_integer()) {
             m_error = "a stream chunk's choice index is not a whole number";
             return;
         }
-        if (c.is_object() && (index == c.end() || *index == 0)) {
+        if (index == c.end() || *index == 0) {
             found = &c;
             break;
         }

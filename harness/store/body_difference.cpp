@@ -45,4 +45,11 @@ std::optional<std::pair<std::string, std::string>> first_body_difference(std::st
     return std::nullopt;
 }
 
+std::string what_changed(std::string_view stored, std::string_view now) {
+    if (auto d = first_body_difference(stored, now)) {
+        return fmt::format("{} stored, {} now", d->first, d->second);
+    }
+    return "the framing, a sampling setting, the model or the question changed since";
+}
+
 } // namespace diffeval::store

@@ -17,4 +17,10 @@ namespace diffeval::store {
 std::optional<std::pair<std::string, std::string>> first_body_difference(std::string_view a,
                                                                          std::string_view b);
 
+// What changed from body `stored` to the body a run sends in its place
+// (`now`), for its refusal: the first difference outside the prompt
+// (`no "stream" stored, "stream": true now`), else the things that can
+// change inside it.
+std::string what_changed(std::string_view stored, std::string_view now);
+
 } // namespace diffeval::store

@@ -495,14 +495,6 @@ bool sync_file(const fs::path& path) {
     return ok;
 }
 
-std::string sql_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) {
-        out += c == '\'' ? std::string("''") : std::string(1, c);
-    }
-    return out + "'";
-}
-
 } // namespace
 
 // Every input must exist and be a diffeval database this build can read.

@@ -263,6 +263,14 @@ util::Result<void> Database::open_immutable_if_needed(const std::string& path) {
                    SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, path);
 }
 
+std::string sql_quote(std::string_view s) {
+    std::string out = "'";
+    for (char c : s) {
+        out += c == '\'' ? std::string("''") : std::string(1, c);
+    }
+    return out + "'";
+}
+
 std::string file_uri(const std::string& path, std::string_view query) {
     // "file:./:memory:" is the file of that name; "file::memory:" none.
     std::string uri = path.starts_with('/') ? "file:" : "file:./";
@@ -278,12 +286,7 @@ std::string file_uri(const std::string& path, std::string_view query) {
 
 util::Result<void> Database::attach_read_only(const std::string& path, std::string_view schema) {
     const auto attach = [&](std::string_view query) {
-        std::string uri = file_uri(path, query);
-        std::string quoted = "'";
-        for (const char c : uri) {
-            quoted += c == '\'' ? std::string("''") : std::string(1, c);
-        }
-        return exec(fmt::format("ATTACH {}' AS {}", quoted, schema));
+        return exec(fmt::format("ATTACH {} AS {}", sql_quote(file_uri(path, query)), schema));
     };
     // As open_immutable_if_needed: the attach, or the first read, shows
     // whether the -shm file could be opened or made.

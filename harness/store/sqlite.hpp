@@ -140,6 +140,9 @@ private:
     bool m_bind_mismatch = false;
 };
 
+// `s` as an SQL string literal: in single quotes, each quote doubled.
+std::string sql_quote(std::string_view s);
+
 // `path` as an SQLite URI ("file:...") with `query` ("mode=ro"): the file of
 // that name, relative or not, with the characters a URI gives a meaning
 // escaped.

@@ -1416,16 +1416,9 @@ Store::put_questions(const std::string& dataset,
     return std::optional<StoredQuestion>{};
 }
 
-util::Result<std::optional<std::string>> Store::request_body(const std::string& key) {
+std::string Store::request_body(const std::string& key) {
     Statement st(m_db.handle(), "SELECT request_json FROM v_requests WHERE request_key = ?");
-    std::optional<std::string> out;
-    if (st.valid() && st.bind(key).step()) {
-        out = st.column_text(0);
-    }
-    if (!st.error().empty()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", st.error()));
-    }
-    return out;
+    return st.valid() && st.bind(key).step() ? st.column_text(0) : std::string();
 }
 
 util::Result<std::optional<Store::StoredQuestion>>
@@ -1562,13 +1555,9 @@ util::Result<void> Store::check_slot(const RequestRow& r, const std::string& bod
     taken.reset();
     // What changed, named as merge names it: `"stream": true` is none of
     // "the framing, a sampling setting, the model or the question".
-    std::string what = "the framing, a sampling setting, the model or the question changed since";
     Statement stored(m_db.handle(), "SELECT request_json FROM v_request_bodies WHERE body_id = ?");
-    if (stored.valid() && stored.bind(body_id).step()) {
-        if (auto d = first_body_difference(stored.column_view(0), body); d) {
-            what = fmt::format("{} stored, {} now", d->first, d->second);
-        }
-    }
+    const std::string what = what_changed(
+        stored.valid() && stored.bind(body_id).step() ? stored.column_view(0) : "", body);
     return make_error(
         ErrorKind::usage,
         fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another request "

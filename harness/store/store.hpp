@@ -211,9 +211,9 @@ public:
     // there is none.
     util::Result<std::optional<StoredQuestion>> stored_question(const std::string& dataset,
                                                                 int64_t question_idx);
-    // The body stored for the request (not a probe's) whose key is `key`;
-    // nothing when none is.
-    util::Result<std::optional<std::string>> request_body(const std::string& key);
+    // The body stored for the request (not a probe's) whose key is `key`,
+    // for a refusal's words; "" when none is, or it cannot be read.
+    std::string request_body(const std::string& key);
     // Insert planned requests (probes included), each body once per distinct
     // `body_sha256`; existing keys are kept as they are. Rows of one body come
     // together, and only the first of them need carry it.
