@@ -140,38 +140,6 @@ bool answers(const addrinfo& a) {
     return taken;
 }
 
-// A usage error when `spec.url` is on this machine and its port already
-// answers: the server about to start could not bind it. Only numeric
-// addresses and "localhost" are resolved: a launch on another machine is
-// not ours to check, and a DNS query could hang.
-util::Result<void> check_port_free(const ServerSpec& spec) {
-    const auto hp = http::host_port(spec.url);
-    if (!hp) {
-        return {};
-    }
-    const bool named_local = strcasecmp(hp->host.c_str(), "localhost") == 0;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = (named_local ? 0 : AI_NUMERICHOST) | AI_NUMERICSERV;
-    addrinfo* list = nullptr;
-    if (getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &list) != 0) {
-        return {};
-    }
-    bool taken = false;
-    for (const addrinfo* a = list; a && !taken; a = a->ai_next) {
-        taken = (named_local || is_local(*a)) && answers(*a);
-    }
-    freeaddrinfo(list);
-    if (taken) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("server '{}': port {} is already in use by another process; "
-                                      "stop it or choose another port",
-                                      spec.name, hp->port));
-    }
-    return {};
-}
-
 // "server 'x': cannot run 'vllm' in /srv: No such file or directory": what
 // the check before the run and the exec at launch both say.
 std::string cannot_run(const ServerSpec& spec, const std::string& program, int err) {
@@ -201,6 +169,34 @@ util::Result<std::vector<std::string>> launch_argv(const ServerSpec& spec) {
         return std::move(*words);
     }
     return spec.launch;
+}
+
+util::Result<void> check_port_free(const ServerSpec& spec) {
+    const auto hp = http::host_port(spec.url);
+    if (!hp) {
+        return {};
+    }
+    const bool named_local = strcasecmp(hp->host.c_str(), "localhost") == 0;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = (named_local ? 0 : AI_NUMERICHOST) | AI_NUMERICSERV;
+    addrinfo* list = nullptr;
+    if (getaddrinfo(hp->host.c_str(), hp->port.c_str(), &hints, &list) != 0) {
+        return {};
+    }
+    bool taken = false;
+    for (const addrinfo* a = list; a && !taken; a = a->ai_next) {
+        taken = (named_local || is_local(*a)) && answers(*a);
+    }
+    freeaddrinfo(list);
+    if (taken) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("server '{}': port {} is already in use by another process; "
+                                      "stop it or choose another port",
+                                      spec.name, hp->port));
+    }
+    return {};
 }
 
 util::Result<void> check_launchable(const ServerSpec& spec) {

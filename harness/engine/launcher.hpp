@@ -37,6 +37,12 @@ util::Result<std::vector<std::string>> launch_argv(const ServerSpec& spec);
 // launch's program is the shell's to find. A usage error saying which.
 util::Result<void> check_launchable(const ServerSpec& spec);
 
+// A usage error when `spec.url` is on this machine and its port already
+// answers: the server about to start could not bind it. Only numeric
+// addresses and "localhost" are resolved: a launch on another machine is
+// not ours to check, and a DNS query could hang.
+util::Result<void> check_port_free(const ServerSpec& spec);
+
 // Whether a launched server may outlive diffeval (--keep-servers).
 enum class Outlive { no, yes };
 

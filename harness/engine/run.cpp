@@ -117,9 +117,19 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
     }
     // A launch that cannot start is found before the database is opened:
     // found at its phase, it left a failed run and a logs directory behind.
-    for (const auto& spec : config.servers) {
-        if (!spec.launch.empty()) {
-            if (auto r = check_launchable(spec); !r) {
+    // So is a port taken now by the first phase's servers (all of them, or
+    // the first with --sequential-servers); a later phase's port may be its
+    // predecessor's, free by then, and is checked when its phase starts.
+    for (size_t i = 0; i < config.servers.size(); ++i) {
+        const auto& spec = config.servers[i];
+        if (spec.launch.empty()) {
+            continue;
+        }
+        if (auto r = check_launchable(spec); !r) {
+            return r.error();
+        }
+        if (i == 0 || !config.sequential_servers) {
+            if (auto r = check_port_free(spec); !r) {
                 return r.error();
             }
         }
@@ -483,13 +493,13 @@ util::Result<void> launch_servers(const RunContext& ctx, const std::vector<size_
         }
         auto path = spec.log_path.empty() ? log_dir / (spec.name + ".log")
                                           : std::filesystem::path(spec.log_path);
-        ctx.log << fmt::format("starting server '{}' (log: {})\n", spec.name, path.string());
         // A kept server must outlive the run; any other goes with it.
         auto ls =
             LaunchedServer::start(spec, path, ctx.config.keep_servers ? Outlive::yes : Outlive::no);
         if (!ls) {
             return ls.error();
         }
+        ctx.log << fmt::format("starting server '{}' (log: {})\n", spec.name, path.string());
         launched.servers[si] = std::move(*ls);
     }
     return {};
