@@ -71,7 +71,8 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         // it (a mean over repeats loses the last bit: 3 x 19/20 averages to
         // 94.99999999999999%), and so do its words and JSON: never
         // "-0.000000 points above the floor" beside PASS.
-        const bool at_floor = std::abs(acc.mean - floor) <= k_epsilon;
+        const bool at_floor =
+            spec.exact_floor ? acc.mean == floor : std::abs(acc.mean - floor) <= k_epsilon;
         const double measured = at_floor ? c.threshold : acc.mean * 100;
         c.measured = measured;
         // Two decimals, or as many more (up to six) as it takes for the
@@ -99,6 +100,14 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                        measured - c.threshold, d)
                          : fmt::format("{} is {:.{}f} points below the floor", mean,
                                        c.threshold - measured, d);
+        if (!ok && fmt::format("{:.{}f}", c.threshold - measured, d) ==
+                       fmt::format("{:.{}f}", 0.0, d)) {
+            // Below by a float64's last bit (exact_floor): the numbers print
+            // equal, so the words give the comparison itself.
+            c.why = fmt::format("{} is below the floor by a float64's last bit: {} < {} - {} = "
+                                "{:.17g}",
+                                mean, acc.mean, *spec.expect, spec.tolerance, floor);
+        }
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {

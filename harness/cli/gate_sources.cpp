@@ -70,7 +70,13 @@ util::Result<void> add_vllm_ci_checks(const std::string& path, const analysis::R
     for (const auto& c : *configs) {
         // Only the CI's rule: one absolute check on the config's raw group.
         analysis::GateSpec spec;
-        spec.scorer = base.scorer;
+        // The CI's own answer extraction, whatever --scorer the other checks use.
+        auto scorer = analysis::scorer_index(results, "vllm");
+        if (!scorer) {
+            return scorer.error();
+        }
+        spec.scorer = *scorer;
+        spec.exact_floor = true;
         spec.bootstrap = base.bootstrap;
         spec.expect = c.accuracy_threshold;
         spec.tolerance = c.tolerance;

@@ -4,10 +4,12 @@
 
 #include <harness/engine/launcher.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <filesystem>
 #include <netinet/in.h>
@@ -81,6 +83,23 @@ util::Result<YAML::Node> read_yaml_map(const std::string& path) {
                           fmt::format("{}: expected a mapping with model_name and "
                                       "accuracy_threshold (a vLLM GSM8K config)",
                                       path));
+    }
+    // yaml-cpp keeps a key's first value, the CI's PyYAML its last: a key
+    // given twice would be another rule or another model than the CI's.
+    std::vector<std::string> keys;
+    for (const auto& kv : root) {
+        if (!kv.first.IsScalar()) {
+            continue;
+        }
+        auto key = kv.first.Scalar();
+        if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}:{}: {} is given twice (vLLM's CI would take the "
+                                          "last, diffeval the first); keep one",
+                                          path, kv.first.Mark().line + 1,
+                                          util::one_line(key, 80)));
+        }
+        keys.push_back(std::move(key));
     }
     return root;
 }

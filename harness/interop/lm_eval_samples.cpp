@@ -184,7 +184,9 @@ ordered_json arguments_for(std::string_view request_json, int max_tokens) {
         if (body.contains("prompt")) {
             context = body["prompt"];
         } else if (body.contains("messages")) {
-            context = py_dumps(body["messages"]); // lm-eval's JsonChatStr
+            // lm-eval's JsonChatStr, a NamedTuple of the messages' json.dumps:
+            // json.dumps logs it as a list of that one string.
+            context = ordered_json::array({py_dumps(body["messages"])});
         }
         gen["until"] = body.value("stop", ordered_json::array());
         gen["do_sample"] = false;
@@ -196,15 +198,38 @@ ordered_json arguments_for(std::string_view request_json, int max_tokens) {
     return {{"gen_args_0", {{"arg_0", context}, {"arg_1", gen}}}};
 }
 
+// What lm-eval's prompt_hash is of: the context, `arg_0` of the first
+// request's arguments (a list of arguments in files of lm-eval before 0.4.3),
+// hashed as a string; a JsonChatStr (logged as a list of one string) by its
+// string. Arguments of another shape (an import's file may carry any) give
+// "" rather than a guess.
+std::string hashed_context(const ordered_json& args) {
+    const ordered_json* context = nullptr;
+    if (args.is_object()) {
+        if (auto it = args.find("gen_args_0"); it != args.end() && it->is_object()) {
+            if (auto arg = it->find("arg_0"); arg != it->end()) {
+                context = &*arg;
+            }
+        }
+    } else if (args.is_array() && !args.empty() && args[0].is_array() && !args[0].empty()) {
+        context = &args[0][0];
+    }
+    if (!context) {
+        return "";
+    }
+    if (context->is_array() && context->size() == 1 && (*context)[0].is_string()) {
+        context = &(*context)[0];
+    }
+    return context->is_string() ? context->get<std::string>() : py_dumps(*context);
+}
+
 // One samples line per filter for `row` of a group run with `max_tokens`,
 // appended to `text` and counted in `lines`; a response without one of the
 // scores is an error that names the rescore to run.
 util::Result<void> append_lines(const store::AnsweredRequest& row, int max_tokens,
                                 const std::string& db_path, std::string& text, int64_t& lines) {
     const auto args = arguments_for(row.request_json, max_tokens);
-    const auto& context = args["gen_args_0"]["arg_0"];
-    const auto prompt_hash = util::sha256_hex(
-        context.is_string() ? context.get_ref<const std::string&>() : py_dumps(context));
+    const auto prompt_hash = util::sha256_hex(hashed_context(args));
     // What both filters' lines share, dumped once: the line is the object
     // {doc_id, doc, target, arguments, resps, filtered_resps, filter,
     // metrics, doc_hash, prompt_hash, target_hash, exact_match} as
@@ -418,13 +443,33 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                     : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
                                   where, util::k_max_json_depth));
         }
-        if (!j.is_object() || !j.contains("doc_id") || !j["doc_id"].is_number_integer() ||
-            !j.contains("doc") || !j["doc"].is_object() || !j.contains("resps") ||
-            !j["resps"].is_array()) {
+        if (!j.is_object() || !j.contains("doc_id") || !j.contains("doc") ||
+            !j.contains("resps")) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: not an lm-eval samples line (needs doc_id, doc, "
                                           "resps); is this a --log_samples file?",
                                           where));
+        }
+        // lm-eval writes an integer doc_id, the doc as an object, and resps
+        // as lists of answer strings.
+        const char* wrong = !j["doc_id"].is_number_integer() ? "doc_id is not an integer"
+                            : !j["doc"].is_object()          ? "doc is not an object"
+                            : !j["resps"].is_array()         ? "resps is not a list"
+                                                             : nullptr;
+        for (const auto& per_request : j["resps"]) {
+            const auto& list =
+                per_request.is_array() ? per_request : ordered_json::array({per_request});
+            for (const auto& r : list) {
+                if (!wrong && !r.is_string()) {
+                    wrong = "resps holds something other than answer strings";
+                }
+            }
+        }
+        if (wrong) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: {}, as lm-eval never writes it; give the samples "
+                                          "file lm-eval's --log_samples wrote",
+                                          where, wrong));
         }
         const auto& doc = j["doc"];
         if (!doc.contains("question") || !doc["question"].is_string() || !doc.contains("answer") ||
@@ -469,7 +514,7 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             const auto& list =
                 per_request.is_array() ? per_request : ordered_json::array({per_request});
             for (const auto& r : list) {
-                read.resps.push_back(r.is_string() ? r.get<std::string>() : r.dump());
+                read.resps.push_back(r.get<std::string>());
             }
         }
         auto [it, fresh] = by_id.emplace(id, docs.size());
@@ -719,6 +764,24 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (auto r = check_same_answers(st, o, *docs, stored); !r) {
         return r.error();
     }
+    // A request new to the store in a place another holds: the file was
+    // logged with other arguments (a sampling setting, the prompt, the
+    // stop strings), so it is another configuration, which beside the
+    // stored one would count each question twice in one repeat.
+    auto taken = store::first_taken_place(st, requests);
+    if (!taken) {
+        return taken.error();
+    }
+    if (*taken) {
+        const auto& r = requests[**taken];
+        return make_error(ErrorKind::data,
+                          fmt::format("{}: document {} (repeat {}) is stored in {}/{}/{} from a "
+                                      "file logged with other arguments (another "
+                                      "configuration); import it under another --name or into "
+                                      "another --db",
+                                      o.path, r.question_idx, r.repeat, o.name, framing,
+                                      r.max_tokens));
+    }
     // 4. Store the run, the server, the questions, the requests, then the
     //    responses that are not stored yet.
     std::error_code ec; // no working directory: the path as given
@@ -753,8 +816,20 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         return r.error();
     }
     (void)st.end_run(*run_id, "complete");
-    summary.group =
-        fmt::format("{}/{}/{}", o.name, framing, docs->empty() ? 0 : docs->back().max_tokens);
+    // Documents logged with other max_gen_toks went to other groups: each
+    // is named, in order of its token limit.
+    std::vector<int> limits;
+    for (const auto& d : *docs) {
+        limits.push_back(d.max_tokens);
+    }
+    std::sort(limits.begin(), limits.end());
+    limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
+    std::vector<std::string> groups;
+    for (const int limit : limits) {
+        groups.push_back(fmt::format("{}/{}/{}", o.name, framing, limit));
+    }
+    summary.group = groups.empty() ? fmt::format("{}/{}/0", o.name, framing)
+                                   : fmt::format("{}", fmt::join(groups, ", "));
     return summary;
 }
 

@@ -53,7 +53,7 @@ struct ImportOptions {
 };
 
 struct ImportSummary {
-    std::string group; // NAME/FRAMING/MAX_TOKENS
+    std::string group; // NAME/FRAMING/MAX_TOKENS (", "-separated when several)
     int64_t documents = 0;
     int64_t responses = 0;
     int64_t already_stored = 0;

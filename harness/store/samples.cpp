@@ -107,6 +107,25 @@ answered_texts(Store& st, const std::vector<std::string>& keys) {
     return out;
 }
 
+util::Result<std::optional<size_t>> first_taken_place(Store& st,
+                                                      const std::vector<RequestRow>& rows) {
+    Statement s(st.handle(), "SELECT 1 FROM requests WHERE server = ? AND framing = ? AND "
+                             "max_tokens = ? AND repeat = ? AND question_idx = ? AND "
+                             "request_key <> ? LIMIT 1");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const auto& r = rows[i];
+        s.bind(r.server, r.framing, r.max_tokens, r.repeat, r.question_idx, r.key);
+        if (s.step()) {
+            return std::optional<size_t>(i);
+        }
+        if (!s.error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", s.error()));
+        }
+        s.reset();
+    }
+    return std::optional<size_t>();
+}
+
 util::Result<std::vector<std::optional<std::string>>>
 stored_questions(Store& st, const std::string& dataset, const std::vector<int64_t>& question_idxs) {
     Statement s(st.handle(),

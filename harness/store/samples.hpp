@@ -67,6 +67,13 @@ util::Result<std::optional<std::string>> server_url(Store& store, const std::str
 util::Result<std::vector<std::optional<std::string>>>
 answered_texts(Store& store, const std::vector<std::string>& keys);
 
+// The first of `rows` (requests not stored yet) whose place (server,
+// framing, max_tokens, repeat, question) holds a stored request of another
+// key: one sent with another body, which beside it would count the question
+// twice in one repeat of its group. nullopt when every place is free.
+util::Result<std::optional<size_t>> first_taken_place(Store& store,
+                                                      const std::vector<RequestRow>& rows);
+
 // The stored question text at each of `question_idxs` in `dataset`, in that
 // order; nullopt where the questions table has no row.
 util::Result<std::vector<std::optional<std::string>>>

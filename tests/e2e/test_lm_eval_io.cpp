@@ -4,6 +4,7 @@
 // lm-eval's own verdicts, and compares with it in `diff` with no flips.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <re2/re2.h>
@@ -851,4 +852,132 @@ TEST(LmEvalSamples, ExportingADatabaseWithoutResponsesIsADataError) {
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_NE(o.err.find("holds no response to export"), std::string::npos) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+// Interop audit: a samples line without `arguments` (or with lm-eval's
+// pre-0.4.3 list of arguments) was imported, and any later export of the
+// database crashed (SIGSEGV) or stopped as an internal error. Now each is
+// exported with its arguments as stored, and a prompt_hash of its context.
+TEST(LmEvalSamples, AnImportWithoutUsualArgumentsIsExported) {
+    auto dir = e2e::scratch("lm-eval-no-arguments");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    const std::string doc = "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A #### "
+                            "1\"}, \"resps\": [[\"#### 1\"]]";
+    for (const std::string& arguments :
+         {std::string(), std::string(", \"arguments\": {}"),
+          std::string(", \"arguments\": {\"gen_args_0\": {}}"),
+          std::string(", \"arguments\": [[\"ctx\", {\"until\": []}]]"),
+          std::string(", \"arguments\": \"ctx\"")}) {
+        std::filesystem::remove_all(dir / "out");
+        auto db = dir / "r.sqlite";
+        std::filesystem::remove(db);
+        auto file = dir / "samples_gsm8k_2026.jsonl";
+        std::ofstream(file, std::ios::trunc) << doc << arguments << "}\n";
+        auto in = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--dataset",
+                            dataset, file.string()});
+        ASSERT_EQ(in.exit_code, 0) << arguments << ": " << in.err;
+        auto ex = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                            (dir / "out").string()});
+        ASSERT_EQ(ex.exit_code, 0) << arguments << ": " << ex.err;
+        std::vector<json> lines;
+        for (const auto& e : std::filesystem::directory_iterator(dir / "out")) {
+            lines = read_lines(e.path());
+        }
+        ASSERT_EQ(lines.size(), 2u) << arguments;
+        EXPECT_EQ(lines[0]["resps"], json::parse("[[\"#### 1\"]]")) << arguments;
+        // The list form's context is "ctx", as lm-eval hashed it.
+        if (arguments.find("[[\"ctx\"") != std::string::npos) {
+            EXPECT_EQ(lines[0]["prompt_hash"],
+                      "0230c6b1d833c51cc426492022677b74c60d82891931221a42db9e7bb06205e9")
+                << "sha256 of 'ctx'";
+        }
+    }
+}
+
+// Interop audit: answers that are not strings (null, 123, an object, a
+// list) were stored as successes holding their JSON text ("null" scored as
+// an answer); a doc_id of the wrong type was called missing.
+TEST(LmEvalSamples, AFieldOfTheWrongTypeIsNamed) {
+    auto dir = e2e::scratch("lm-eval-types");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    const std::string doc = "\"doc\": {\"question\": \"Q\", \"answer\": \"A #### 1\"}";
+    auto file = dir / "samples_gsm8k_2026.jsonl";
+    auto db = dir / "r.sqlite";
+    for (const auto& [line, said] : std::vector<std::pair<std::string, std::string>>{
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[null]]}",
+              "resps holds something other than answer strings"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[123]]}",
+              "resps holds something other than answer strings"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[{\"text\": \"#### 1\"}]]}",
+              "resps holds something other than answer strings"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[[\"#### 1\"]]]}",
+              "resps holds something other than answer strings"},
+             {"{\"doc_id\": \"0\", " + doc + ", \"resps\": [[\"#### 1\"]]}",
+              "doc_id is not an integer"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": \"#### 1\"}", "resps is not a list"}}) {
+        std::ofstream(file, std::ios::trunc) << line << "\n";
+        auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                           dataset, file.string()});
+        EXPECT_EQ(o.exit_code, 2) << line << ": " << o.out << o.err;
+        EXPECT_NE(o.err.find(file.string() + ":1: " + said + ", as lm-eval never writes it"),
+                  std::string::npos)
+            << o.err;
+        EXPECT_FALSE(std::filesystem::exists(db)) << line;
+    }
+}
+
+// Interop audit: a second file of the same task logged with other
+// arguments (another temperature) got new request keys and was stored
+// beside the first in repeat 0, each question answered twice in one repeat
+// and its accuracy the mean of two configurations. It is refused; files
+// whose documents differ in max_gen_toks are named as the groups they are.
+TEST(LmEvalSamples, AFileOfAnotherConfigurationIsRefused) {
+    auto dir = e2e::scratch("lm-eval-other-config");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q0\", \"answer\": \"A #### 1\"}\n"
+                           << "{\"question\": \"Q1\", \"answer\": \"A #### 2\"}\n";
+    auto line = [](int id, const std::string& gen, const std::string& answer) {
+        return fmt::format("{{\"doc_id\": {0}, \"doc\": {{\"question\": \"Q{0}\", \"answer\": "
+                           "\"A #### {1}\"}}, \"arguments\": {{\"gen_args_0\": {{\"arg_0\": "
+                           "\"Q{0}\", \"arg_1\": {{{2}}}}}}}, \"resps\": [[\"{3}\"]]}}\n",
+                           id, id + 1, gen, answer);
+    };
+    auto first = dir / "run1" / "samples_gsm8k_2026.jsonl";
+    auto second = dir / "run2" / "samples_gsm8k_2026.jsonl";
+    std::filesystem::create_directories(first.parent_path());
+    std::filesystem::create_directories(second.parent_path());
+    std::ofstream(first) << line(0, "\"temperature\": 0.0", "#### 1")
+                         << line(1, "\"temperature\": 0.0", "#### 2");
+    std::ofstream(second) << line(0, "\"temperature\": 0.7", "#### 0")
+                          << line(1, "\"temperature\": 0.7", "#### 0");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--dataset",
+                       dataset, first.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "lm", "--dataset", dataset,
+                  second.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out << o.err;
+    EXPECT_NE(o.err.find(second.string() + ": document 0 (repeat 0) is stored in lm/gsm8k/256 "
+                                           "from a file logged with other arguments (another "
+                                           "configuration); import it under another --name or "
+                                           "into another --db"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "2");
+    // Under another name it is its own group.
+    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "warm", "--dataset", dataset,
+                  second.string()});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+
+    // Two token limits in one file: two groups, both named.
+    auto both = dir / "samples_gsm8k_2027.jsonl";
+    std::ofstream(both) << line(0, "\"max_gen_toks\": 512", "#### 1")
+                        << line(1, "\"max_gen_toks\": 1024", "#### 2");
+    o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "two", "--dataset", dataset,
+                  both.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("as two/gsm8k/512, two/gsm8k/1024: 2 documents"), std::string::npos)
+        << o.out;
 }
