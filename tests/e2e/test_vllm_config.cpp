@@ -307,3 +307,56 @@ TEST(VllmConfig, NumShotsFromTheOfficialTrainSet) {
     auto raw = query(db, "SELECT request_json FROM v_requests");
     EXPECT_EQ(count(raw, "Question: "), 101u);
 }
+
+// Interop audit: the gate's vLLM CI rule passed where the CI's own
+// assertion fails: 12/20 "at the floor" of 0.68 - 0.08, which float64 makes
+// 0.6000000000000001; --scorer reached the CI's check; and a key given twice
+// was read as its first value, where the CI's PyYAML takes the last.
+TEST(VllmConfig, GateComparesAsTheCiDoes) {
+    auto dir = e2e::scratch("vllm-config-exact");
+    const auto dataset = (dir / "qa.jsonl").string();
+    auto samples = dir / "samples_gsm8k_2026.jsonl";
+    {
+        std::ofstream data(dataset);
+        std::ofstream out(samples);
+        for (int i = 0; i < 20; ++i) {
+            const int gold = i + 1;
+            data << fmt::format("{{\"question\": \"Q{}\", \"answer\": \"A #### {}\"}}\n", i, gold);
+            // The vllm scorer takes the last number; lm-eval-strict needs "#### ".
+            out << fmt::format("{{\"doc_id\": {0}, \"doc\": {{\"question\": \"Q{0}\", \"answer\": "
+                               "\"A #### {1}\"}}, \"resps\": [[\"The answer is {2}\"]]}}\n",
+                               i, gold, i < 12 ? gold : 0);
+        }
+    }
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "Model-X", "--framing",
+                       "raw", "--dataset", dataset, samples.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto config = dir / "Model-X.yaml";
+    std::ofstream(config) << "model_name: \"org/Model-X\"\naccuracy_threshold: 0.68\n";
+    auto g = e2e::run({"gate", "--db", db.string(), "--vllm-config", config.string()});
+    EXPECT_EQ(g.exit_code, 1) << g.out << g.err;
+    EXPECT_NE(g.out.find("FAIL  vllm-ci Model-X/raw/256"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("below the floor by a float64's last bit: 0.6 < 0.68 - 0.08 = "
+                         "0.60000000000000009"),
+              std::string::npos)
+        << g.out;
+    // At 0.67 it passes, whatever --scorer the other checks use
+    // (lm-eval-strict finds no answer here).
+    std::ofstream(config, std::ios::trunc) << "model_name: \"org/Model-X\"\naccuracy_threshold: "
+                                              "0.67\n";
+    g = e2e::run({"gate", "--db", db.string(), "--vllm-config", config.string(), "--scorer",
+                  "lm-eval-strict"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("PASS  vllm-ci Model-X/raw/256"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("60.00%"), std::string::npos) << g.out;
+    // A key given twice is refused where it stands.
+    std::ofstream(config, std::ios::trunc)
+        << "model_name: \"org/Model-X\"\naccuracy_threshold: 0.5\naccuracy_threshold: 0.9\n";
+    g = e2e::run({"gate", "--db", db.string(), "--vllm-config", config.string()});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_NE(g.err.find("Model-X.yaml:3: accuracy_threshold is given twice (vLLM's CI would "
+                         "take the last, diffeval the first); keep one"),
+              std::string::npos)
+        << g.err;
+}
