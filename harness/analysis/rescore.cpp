@@ -6,6 +6,7 @@
 #include <harness/analysis/rescore.hpp>
 
 #include <harness/store/scoring.hpp>
+#include <harness/util/text.hpp>
 #include <scorers/classify.hpp>
 #include <scorers/registry.hpp>
 
@@ -226,8 +227,11 @@ util::Result<scorers::Registry> stored_registry(store::Store& st) {
         if (auto added = registry->add_source({s.name, s.definition, s.origin}); !added) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: the stored scorer '{}' cannot be used by this "
-                                          "diffeval: {}",
-                                          st.path(), s.name, added.error().message));
+                                          "diffeval: {}; use the diffeval that stored it, or "
+                                          "delete its row from the scorers table and rescore "
+                                          "(docs/scorers.md)",
+                                          st.path(), util::one_line(s.name, 80),
+                                          added.error().message));
         }
     }
     return registry;

@@ -1,4 +1,5 @@
 // `diffeval merge OUT IN...`: merge shards and separate runs into one file.
+#include <harness/analysis/rescore.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/store/lock.hpp>
@@ -8,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -35,6 +37,26 @@ int merge_command(const MergeFlags& f) {
                                     "so far (its requests with no response yet count as failed); "
                                     "merge it again once that has ended to add the rest",
                                     in, *who));
+        }
+    }
+    // Every scorer the merged file will hold must load before OUT is
+    // touched: the scoring stage refused it after OUT was replaced, and
+    // every reading command and run refused OUT from then on.
+    std::vector<std::string> files = f.inputs;
+    std::error_code ec;
+    if (std::filesystem::exists(f.out, ec)) {
+        files.push_back(f.out);
+    }
+    for (const auto& file : files) {
+        if (!std::filesystem::exists(file, ec)) {
+            continue; // store::merge says so
+        }
+        auto st = store::Store::open(file, store::Store::Mode::read_only);
+        if (!st) {
+            return report(st.error());
+        }
+        if (auto registry = analysis::stored_registry(**st); !registry) {
+            return report(registry.error());
         }
     }
     auto r = store::merge(f.out, f.inputs);

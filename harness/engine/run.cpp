@@ -682,8 +682,7 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
 
 // What each response is classified and scored with as it is stored, as the
 // scoring stage would score it: nothing when the run brings scorer files
-// (storing them after the run scores everything), nor when the stored
-// scorers cannot be loaded (the stage says why after the run).
+// (storing them after the run scores everything).
 std::unique_ptr<analysis::StoredScoring> scoring_as_stored(const RunContext& ctx,
                                                            store::Store& db) {
     if (!ctx.config.scorer_files.empty()) {
@@ -797,6 +796,12 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
                 return r.error();
             }
         }
+    }
+    // The stored scorers load before anything is sent or recorded: the
+    // scoring stage after the run refused them, with the run's responses
+    // stored and left unscored.
+    if (auto registry = analysis::stored_registry(db); !registry) {
+        return registry.error();
     }
     auto run_id = record_run(ctx, db);
     if (!run_id) {

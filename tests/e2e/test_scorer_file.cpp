@@ -279,3 +279,43 @@ TEST(ScorerFileFlag, MergeCarriesItAndRefusesTwoDefinitionsOfOneName) {
         << conflict.err;
     EXPECT_FALSE(fs::exists(dir / "out.sqlite"));
 }
+
+// Concurrency audit D1: an input holding a stored scorer this diffeval
+// cannot load (made by another version, or by hand) was refused only after
+// the merge had replaced OUT with it, so every reading command and run then
+// refused OUT; a run on such a file sent its requests, stored them unscored
+// and only then exited 2. Both are refused before anything changes.
+TEST(ScorerFileFlag, AStoredScorerThatCannotLoadIsRefusedBeforeAnythingChanges) {
+    auto dir = e2e::scratch("scorer-unloadable");
+    e2e::Sim sim;
+    auto good = dir / "good.sqlite";
+    ASSERT_EQ(run_sim(sim, good, "a", 4).exit_code, 0);
+    auto bad = dir / "in.sqlite";
+    fs::copy_file(good, bad);
+    e2e::exec(bad, "INSERT INTO scorers VALUES ('bad', 1, 'version = 1\n[extract]\npattern = "
+                   "''(''\n', 'bad.toml', '2026-01-01T00:00:00Z')");
+    auto out = dir / "out.sqlite";
+    fs::copy_file(good, out);
+    const auto before = e2e::slurp(out);
+    auto m = e2e::run({"merge", out.string(), bad.string()});
+    EXPECT_EQ(m.exit_code, 2) << m.err;
+    EXPECT_NE(m.err.find(bad.string() + ": the stored scorer 'bad' cannot be used by this "
+                                        "diffeval: "),
+              std::string::npos)
+        << m.err;
+    EXPECT_NE(m.err.find("; use the diffeval that stored it, or delete its row from the scorers "
+                         "table and rescore (docs/scorers.md)"),
+              std::string::npos)
+        << m.err;
+    EXPECT_EQ(e2e::slurp(out), before) << "OUT was left as it was";
+    auto fresh = dir / "fresh.sqlite";
+    EXPECT_EQ(e2e::run({"merge", fresh.string(), bad.string()}).exit_code, 2);
+    EXPECT_FALSE(fs::exists(fresh));
+    // A run on it sends nothing and records no run.
+    const auto runs = query(bad, "SELECT count(*) FROM runs");
+    auto r = run_sim(sim, bad, "a", 6);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("the stored scorer 'bad' cannot be used"), std::string::npos) << r.err;
+    EXPECT_EQ(query(bad, "SELECT count(*) FROM responses"), "4");
+    EXPECT_EQ(query(bad, "SELECT count(*) FROM runs"), runs);
+}
