@@ -1,5 +1,6 @@
 // The run lock; see lock.hpp.
 #include <harness/store/lock.hpp>
+#include <harness/store/merge.hpp>
 
 #include <harness/store/store.hpp>
 #include <harness/util/file.hpp>
@@ -129,6 +130,15 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     // beside it (a pipe, a directory, another database's -wal file).
     if (auto r = check_db_file(db_path, Store::Mode::read_write); !r) {
         return r.error();
+    }
+    // `merge X` removes X.merge-tmp first, without asking who writes it: a
+    // database of that name was lost to the next merge of X.
+    if (db_path.size() > k_merge_tmp_suffix.size() && db_path.ends_with(k_merge_tmp_suffix)) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{} is the name 'diffeval merge {}' builds its result in, "
+                                      "and removes first; give the database another name",
+                                      db_path,
+                                      db_path.substr(0, db_path.size() - k_merge_tmp_suffix.size())));
     }
     const auto path = path_for(db_path);
     bool told = false;

@@ -617,7 +617,7 @@ util::Result<MergeSummary> merge(const std::string& out_arg,
     }
     // 2. Start from a copy of `out` (or an empty store) in a temporary file,
     // which is removed first: an input of that name would be lost.
-    const fs::path tmp = out + ".merge-tmp";
+    const fs::path tmp = out + std::string(k_merge_tmp_suffix);
     for (const auto& in : inputs) {
         std::error_code ec;
         if (util::resolved_path(in) == tmp.string() || fs::equivalent(in, tmp, ec)) {

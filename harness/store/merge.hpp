@@ -8,9 +8,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace diffeval::store {
+
+// The suffix of the temporary file `merge OUT` builds in (OUT + it), which
+// it removes first: no command writes a database of such a name.
+inline constexpr std::string_view k_merge_tmp_suffix = ".merge-tmp";
 
 struct MergeSummary {
     int64_t requests_added = 0;

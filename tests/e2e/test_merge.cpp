@@ -189,6 +189,17 @@ TEST(Merge, ConflictingServerIsRefusedInOneLineAndOutputIsUnchanged) {
     EXPECT_NE(o.err.find(db.string()), std::string::npos) << o.err;
     EXPECT_EQ(e2e::slurp(out), before);
     EXPECT_FALSE(std::filesystem::exists(out.string() + ".merge-tmp"));
+    // The merge's own name is no database's (concurrency audit D3): a run
+    // stored its answers in out.sqlite.merge-tmp, and the next merge into
+    // out.sqlite removed them without a word.
+    auto taken = e2e::run(run_args(a, dir / "out.sqlite.merge-tmp"));
+    EXPECT_EQ(taken.exit_code, 2) << taken.err;
+    EXPECT_NE(taken.err.find("out.sqlite.merge-tmp is the name 'diffeval merge " + out.string() +
+                             "' builds its result in, and removes first; give the database "
+                             "another name"),
+              std::string::npos)
+        << taken.err;
+    EXPECT_FALSE(std::filesystem::exists(out.string() + ".merge-tmp"));
 }
 
 // OUT given as a symbolic link: the file it points to is merged into and
@@ -481,10 +492,12 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
 TEST(Merge, AnInputNamedLikeTheTemporaryFileIsRefusedAndKept) {
     auto dir = e2e::scratch("merge-tmp-input");
     e2e::Sim sim;
+    // A database under that name (no run writes one: a killed merge left it).
     const auto input = dir / "out.sqlite.merge-tmp";
     auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
-                       "--db", input.string(), "--quiet"});
+                       "--db", (dir / "made.sqlite").string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
+    std::filesystem::rename(dir / "made.sqlite", input);
     const auto before = e2e::slurp(input);
     o = e2e::run({"merge", (dir / "out.sqlite").string(), input.string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
