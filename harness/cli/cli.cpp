@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -286,6 +288,10 @@ std::string value_problem(const CLI::App& sub) {
 }
 
 int run_main(int argc, char** argv) {
+    // A write past the file-size limit (`ulimit -f`) then fails with EFBIG,
+    // which every command words as a full disk (docs/cli.md), instead of
+    // SIGXFSZ ending the process without a word, a run marked `running`.
+    std::signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"diffeval: differential accuracy evaluation of LLM inference servers"};
     app.set_version_flag("--version", DIFFEVAL_VERSION);
     app.require_subcommand(1);

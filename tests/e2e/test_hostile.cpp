@@ -60,7 +60,9 @@ struct Measured {
 };
 
 // Run diffeval with `args`; `file_limit` > 0 caps the size of any file it
-// writes (RLIMIT_FSIZE, with SIGXFSZ ignored): a disk that fills up.
+// writes (RLIMIT_FSIZE): a disk that fills up. SIGXFSZ keeps its default
+// action, which ends the process: diffeval ignores it itself, as a CI job
+// under `ulimit -f` needs (concurrency audit D2: exit 153 and no word).
 Measured run_measured(const std::vector<std::string>& args, const std::vector<std::string>& env,
                       long file_limit = 0) {
     auto base = e2e::scratch("measured") / "child";
@@ -82,7 +84,7 @@ Measured run_measured(const std::vector<std::string>& args, const std::vector<st
             putenv(const_cast<char*>(kv.c_str()));
         }
         if (file_limit > 0) {
-            signal(SIGXFSZ, SIG_IGN);
+            signal(SIGXFSZ, SIG_DFL);
             rlimit lim{static_cast<rlim_t>(file_limit), static_cast<rlim_t>(file_limit)};
             setrlimit(RLIMIT_FSIZE, &lim);
         }
