@@ -209,6 +209,19 @@ void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_serie
             ++c.both_bounded;
             continue;
         }
+        // A bound (an upper limit) beside a reading says which side is lower
+        // only when it lies below that reading, and then the shift is at
+        // least as large as at the bound: it enters there. At or above the
+        // reading it says nothing (a server listing 5 alternatives where
+        // another lists 20 read as opening more often, probe audit D2).
+        if (sa->bounded != sb->bounded) {
+            const Side& bound = sa->bounded ? *sa : *sb;
+            const Side& read = sa->bounded ? *sb : *sa;
+            if (bound.logit >= read.logit) {
+                ++c.bound_above;
+                continue;
+            }
+        }
         shifts.push_back(sb->logit - sa->logit);
         c.points.push_back({question, sa->p, sb->p, 0});
     }
@@ -267,10 +280,12 @@ void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_serie
 // A has fewer than two repeats.
 std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_series,
                                                       const ProbeSeries& sb_series,
-                                                      const ProbeOptions& options) {
+                                                      const ProbeOptions& options,
+                                                      bool& a_repeats) {
     ProbePerturbation pert;
     int64_t pos = 0, neg = 0;
     double sum_ab = 0, sum_aa = 0;
+    a_repeats = false;
     for (const auto& [question, a_values] : sa_series) {
         auto jb = sb_series.find(question);
         if (jb == sb_series.end()) {
@@ -279,6 +294,7 @@ std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_seri
         const auto* a0 = repeat_of(a_values, 0);
         const auto* a1 = repeat_of(a_values, 1);
         const auto* b0 = repeat_of(jb->second, 0);
+        a_repeats = a_repeats || (a0 && a1);
         if (!a0 || !a1 || !b0) {
             continue;
         }
@@ -380,7 +396,7 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
     c.b = b;
     c.framing = framing;
     measure_direction(ia->second, ib->second, options, c);
-    c.perturbation = measure_perturbation(ia->second, ib->second, options);
+    c.perturbation = measure_perturbation(ia->second, ib->second, options, c.a_repeats);
     return c;
 }
 
@@ -507,10 +523,10 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
         const bool measured = has_readings(data, s);
         if (auto it = data.without_logprobs.find(s); it != data.without_logprobs.end()) {
             out.push_back(measured ? fmt::format("probe readings of {} left out: {} carried no "
-                                                 "log-probabilities",
+                                                 "usable log-probabilities",
                                                  s, util::counted(it->second, "probe response"))
                                    : fmt::format("probe skipped for {}: its engine returned no "
-                                                 "log-probabilities ({} probe responses)",
+                                                 "usable log-probabilities ({} probe responses)",
                                                  s, it->second));
         }
         if (auto it = data.unanswered.find(s); it != data.unanswered.end()) {
@@ -532,13 +548,34 @@ std::string logits_text(double v) {
     return "0.000";
 }
 
+std::string left_out_text(const ProbeComparison& c) {
+    std::vector<std::string> parts;
+    if (c.both_bounded > 0 || c.bound_above == 0) {
+        parts.push_back(fmt::format("{} {} no marker on either side",
+                                    util::counted(c.both_bounded, "question"),
+                                    c.both_bounded == 1 ? "lists" : "list"));
+    }
+    if (c.bound_above > 0) {
+        parts.push_back(fmt::format("{} {} only a bound on one side at or above the other's "
+                                    "reading, which tells no direction",
+                                    util::counted(c.bound_above, "question"),
+                                    c.bound_above == 1 ? "has" : "have"));
+    }
+    return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string no_spread_reason(const ProbeComparison& c) {
+    return c.a_repeats ? fmt::format("{}'s readings of the questions {} read twice are bounds "
+                                     "or missing",
+                                     c.b, c.a)
+                       : fmt::format("{} has one probe reading per question", c.a);
+}
+
 std::string probe_line(const ProbeComparison& c) {
     const auto& d = c.direction;
     if (d.questions == 0) {
-        return fmt::format("probe {} on {}: {} vs {}: not measurable ({} {} no marker on "
-                           "either side)",
-                           c.probe, c.framing, c.b, c.a, util::counted(c.both_bounded, "question"),
-                           c.both_bounded == 1 ? "lists" : "list");
+        return fmt::format("probe {} on {}: {} vs {}: not measurable ({})", c.probe, c.framing, c.b,
+                           c.a, left_out_text(c));
     }
     std::string needed = d.questions_needed ? fmt::format("{}", *d.questions_needed) : "-";
     std::string acc;
@@ -549,13 +586,20 @@ std::string probe_line(const ProbeComparison& c) {
                               ? fmt::format("{}", *c.accuracy->questions_needed)
                               : std::string("not reachable"));
     }
-    const std::string numerics = c.perturbation ? numerics_text(*c.perturbation)
-                                                : "numerics: one probe per question, no A/A spread";
+    const std::string numerics =
+        c.perturbation ? numerics_text(*c.perturbation)
+                       : fmt::format("numerics: no A/A spread ({})", no_spread_reason(c));
+    const std::string left_out =
+        c.both_bounded + c.bound_above > 0
+            ? fmt::format(" ({} left out: {})",
+                          util::counted(c.both_bounded + c.bound_above, "question"),
+                          left_out_text(c))
+            : std::string();
     return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {} [{}, {}] "
-                       "over {}, sign-flip p {}; questions needed at 80% power {}{}; {}",
+                       "over {}{}, sign-flip p {}; questions needed at 80% power {}{}; {}",
                        c.probe, c.framing, c.b, c.a, logits_text(d.mean_shift), logits_text(d.lo),
-                       logits_text(d.hi), util::counted(d.questions, "question"), probe_p_text(d),
-                       needed, acc, numerics);
+                       logits_text(d.hi), util::counted(d.questions, "question"), left_out,
+                       probe_p_text(d), needed, acc, numerics);
 }
 
 std::string numerics_text(const ProbePerturbation& p) {
@@ -599,6 +643,7 @@ nlohmann::json to_json(const ProbeComparison& c) {
                         {"b", c.b},
                         {"framing", c.framing},
                         {"both_bounded", c.both_bounded},
+                        {"bound_above", c.bound_above},
                         {"direction",
                          {{"questions", d.questions},
                           {"mean_logit_shift", d.mean_shift},

@@ -136,8 +136,14 @@ struct ProbeComparison {
     std::string b;
     std::string framing;
     int64_t both_bounded = 0; // questions left out: neither side measured the marker
+    // Questions left out: one side only bounded, its bound at or above the
+    // other side's reading, which says nothing of the direction.
+    int64_t bound_above = 0;
     ProbeDirection direction;
-    std::optional<ProbePerturbation> perturbation; // unset when A has one repeat
+    // Unset when no question has two measured repeats of A and a measured
+    // first repeat of B; `a_repeats` says whether A had the two.
+    std::optional<ProbePerturbation> perturbation;
+    bool a_repeats = false;
     std::optional<ProbeAccuracy> accuracy;
     std::vector<ProbePoint> points;
 };
@@ -200,6 +206,15 @@ std::vector<std::string> probe_skipped_notes(const ProbeData& data,
 
 // One line for a report or `diffeval diff`.
 std::string probe_line(const ProbeComparison& c);
+
+// The questions `c` left out, in words: "2 questions list no marker on either
+// side; 1 question has only a bound on one side at or above the other's
+// reading, which tells no direction".
+std::string left_out_text(const ProbeComparison& c);
+
+// Why `c` has no perturbation: "A has one probe reading per question", or
+// B's readings of the questions A read twice are bounds or missing.
+std::string no_spread_reason(const ProbeComparison& c);
 
 // The documented JSON shape (docs/json.md, "probes").
 nlohmann::json to_json(const ProbeComparison& c);

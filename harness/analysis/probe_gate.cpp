@@ -45,12 +45,9 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.name = fmt::format("{} {}", kind, pair);
             k.unit = "logits";
             k.threshold = threshold;
-            k.measured_text =
-                d.questions == 0
-                    ? fmt::format("not measurable ({} {} no marker on either side)",
-                                  util::counted(c.both_bounded, "question"),
-                                  c.both_bounded == 1 ? "lists" : "list")
-                    : fmt::format("no A/A spread ({} has one probe reading per question)", c.a);
+            k.measured_text = d.questions == 0
+                                  ? fmt::format("not measurable ({})", left_out_text(c))
+                                  : fmt::format("no A/A spread ({})", no_spread_reason(c));
             k.threshold_text = std::move(threshold_text);
             k.status = CheckStatus::skip;
             k.why = std::move(why);
@@ -58,10 +55,12 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             checks.push_back(std::move(k));
         };
         const std::string unlisted =
-            fmt::format("not judged: no question of {} lists the marker on either side, so "
-                        "P(open) is only bounded there (a chat prompt that closed the think "
-                        "block lists none)",
-                        c.framing);
+            c.bound_above > 0
+                ? fmt::format("not judged: on {} {}", c.framing, left_out_text(c))
+                : fmt::format("not judged: no question of {} lists the marker on either side, "
+                              "so P(open) is only bounded there (a chat prompt that closed the "
+                              "think block lists none)",
+                              c.framing);
         if (spec.max_probe_shift && d.questions == 0) {
             not_judged(
                 "probe_shift", *spec.max_probe_shift,
@@ -72,9 +71,9 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             not_judged("probe_numerics", 0, "within the A/A spread",
                        d.questions == 0
                            ? unlisted
-                           : fmt::format("not judged: {} has one probe reading per question on "
-                                         "{}, so there is no A/A spread to compare with",
-                                         c.a, c.framing));
+                           : fmt::format("not judged: on {} {}, so there is no A/A spread to "
+                                         "compare with",
+                                         c.framing, no_spread_reason(c)));
         }
         if (spec.max_probe_shift && d.questions > 0) {
             const double x = *spec.max_probe_shift;
@@ -175,7 +174,7 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                 none != data.without_logprobs.end()) {
                 return make_error(ErrorKind::data,
                                   fmt::format("cannot measure the probe for {}: its engine "
-                                              "returned no log-probabilities ({} probe "
+                                              "returned no usable log-probabilities ({} probe "
                                               "responses); the probe checks need an engine "
                                               "that honours the logprobs options",
                                               *server, none->second));
@@ -191,24 +190,31 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
         // Readings were stored, but none the checks can use: say why, per
         // framing, rather than that there are none.
         std::vector<std::string> why;
+        bool unlisted = false; // a framing whose questions list no marker on either side
         for (const auto& c : *comparisons) {
             if (c.direction.questions == 0) {
-                why.push_back(fmt::format("on {} no question lists the marker on either side "
-                                          "({})",
-                                          c.framing, util::counted(c.both_bounded, "question")));
+                why.push_back(c.bound_above == 0
+                                  ? fmt::format("on {} no question lists the marker on either "
+                                                "side ({})",
+                                                c.framing,
+                                                util::counted(c.both_bounded, "question"))
+                                  : fmt::format("on {} no question could be compared ({})",
+                                                c.framing, left_out_text(c)));
+                unlisted = unlisted || c.bound_above == 0;
             } else if (!c.perturbation) {
-                why.push_back(fmt::format("on {} {} has one probe reading per question, so no "
-                                          "A/A spread to compare with",
-                                          c.framing, c.a));
+                why.push_back(fmt::format("on {} {}, so no A/A spread to compare with", c.framing,
+                                          no_spread_reason(c)));
             }
         }
         if (!why.empty()) {
             return make_error(ErrorKind::data,
-                              fmt::format("cannot measure the probe for {} against {}: {}; a "
-                                          "chat prompt that closed the think block lists no "
-                                          "marker, so probe a completion framing such as raw",
+                              fmt::format("cannot measure the probe for {} against {}: {}{}",
                                           spec.candidate.server, spec.baseline.server,
-                                          fmt::join(why, "; ")));
+                                          fmt::join(why, "; "),
+                                          unlisted ? "; a chat prompt that closed the think block "
+                                                     "lists no marker, so probe a completion "
+                                                     "framing such as raw"
+                                                   : ""));
         }
         return make_error(
             ErrorKind::data,

@@ -127,6 +127,13 @@ void parse_probe_body(const std::string& body, const ProbeTarget& target, store:
     }
     auto reading = probe::read(*position, target.marker, target.chain);
     row.ok = true;
+    if (!reading.unusable.empty()) {
+        // An answer, kept and not sent again, whose log-probabilities
+        // neither read nor bound P(open): no reading is stored for it.
+        row.error_kind = "no-logprobs";
+        row.error = reading.unusable;
+        return;
+    }
     row.reading = store::ProbeReadingRow{
         reading.chosen,       probe::top_json(reading.top), reading.p_marker, reading.marker_listed,
         reading.p_whitespace, reading.whitespace_listed,    reading.floor};

@@ -6,6 +6,7 @@
 
 #include <harness/util/json_text.hpp>
 #include <harness/util/simdjson_member.hpp>
+#include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
@@ -16,6 +17,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 
 namespace diffeval::probe {
 
@@ -42,35 +45,66 @@ double prob(double logprob) {
     return std::isfinite(logprob) ? std::exp(std::min(logprob, 0.0)) : 0.0;
 }
 
-// Adds `token` unless listed already (the chosen token appears in both the
-// position and its alternatives), or unless `logprob` is no number: the
-// token's other listing, if any, gives it its number.
 // Alternatives kept at the first position: the probe asks for 20, a server
-// listing 100,000 would make this linear search quadratic (minutes of CPU
-// and megabytes stored a response); past this many, the rest are ignored.
+// listing 100,000 would make the linear search below quadratic (minutes of
+// CPU and megabytes stored a response). A position listing more is refused
+// (listed()): keeping the first 1,000 in list order kept the wrong ones.
 constexpr size_t k_max_alternatives = 1000;
+// Tokens without a usable number kept to say why a reading is unusable.
+constexpr size_t k_unreadable = 64;
 
-void add(FirstPosition& p, std::string token, double logprob) {
-    if (std::isnan(logprob) || logprob > k_max_logprob) {
-        return;
-    }
-    if (p.top.size() >= k_max_alternatives && token != p.chosen) {
-        return;
-    }
+// Where a token's listing comes from: the position's list of alternatives,
+// or the chosen token's own number (the same token id as its listing).
+enum class Listing { alternative, chosen };
+
+// ln(e^a + e^b) without overflow.
+double log_add(double a, double b) {
+    const double hi = std::max(a, b);
+    return hi + std::log1p(std::exp(std::min(a, b) - hi));
+}
+
+// Adds `token` with `logprob`. A token listed twice among the alternatives,
+// each with its number, is two token ids that decode alike: their
+// probabilities add up. The chosen token is the same id as its listing, so
+// its own number is taken only when it is not listed. A number that is
+// missing, not a number or above 0 leaves the token's probability unknown,
+// not 0: it goes to `unreadable` unless another listing gives it a number.
+void add(FirstPosition& p, std::string token, double logprob, Listing how, bool& cut) {
+    const bool readable = !std::isnan(logprob) && logprob <= k_max_logprob;
     for (auto& a : p.top) {
         if (a.token == token) {
-            if (!std::isfinite(a.logprob)) {
-                a.logprob = logprob;
+            if (how == Listing::alternative && readable) {
+                a.logprob = log_add(a.logprob, std::min(logprob, 0.0));
             }
             return;
         }
     }
+    if (!readable) {
+        if (p.unreadable.size() < k_unreadable &&
+            std::find(p.unreadable.begin(), p.unreadable.end(), token) == p.unreadable.end()) {
+            p.unreadable.push_back(std::move(token));
+        }
+        return;
+    }
+    if (p.top.size() >= k_max_alternatives) {
+        cut = true;
+        return;
+    }
     p.top.push_back({std::move(token), logprob});
+}
+
+// A token's number, once every listing is read: a token listed without one
+// and then with one has a number.
+void drop_readable(FirstPosition& p) {
+    std::erase_if(p.unreadable, [&](const std::string& t) {
+        return std::any_of(p.top.begin(), p.top.end(),
+                           [&](const Alternative& a) { return a.token == t; });
+    });
 }
 
 // The chat shape, also llama-server's /v1/completions: content[0] with a
 // `top_logprobs` list of {token, logprob}.
-std::optional<FirstPosition> read_content_shape(const json& lp) {
+std::optional<FirstPosition> read_content_shape(const json& lp, bool& cut) {
     const auto it = lp.find("content");
     if (it == lp.end() || !it->is_array() || it->empty() || !(*it)[0].is_object()) {
         return std::nullopt;
@@ -84,19 +118,21 @@ std::optional<FirstPosition> read_content_shape(const json& lp) {
         for (const auto& alt : *tl) {
             if (alt.is_object() && alt.contains("token") && alt["token"].is_string()) {
                 add(p, alt["token"].get<std::string>(),
-                    number_or(alt.value("logprob", json()), k_no_number));
+                    number_or(alt.value("logprob", json()), k_no_number), Listing::alternative,
+                    cut);
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(first.value("logprob", json()), k_no_number));
+        add(p, p.chosen, number_or(first.value("logprob", json()), k_no_number), Listing::chosen,
+            cut);
     }
     return p;
 }
 
 // vLLM's legacy completions shape: parallel arrays, `top_logprobs` one
 // {token: logprob} dict (or null) per position.
-std::optional<FirstPosition> read_legacy_shape(const json& lp) {
+std::optional<FirstPosition> read_legacy_shape(const json& lp, bool& cut) {
     const auto tokens = lp.find("tokens");
     if (tokens == lp.end() || !tokens->is_array() || tokens->empty() || !(*tokens)[0].is_string()) {
         return std::nullopt;
@@ -106,14 +142,14 @@ std::optional<FirstPosition> read_legacy_shape(const json& lp) {
     if (auto tl = lp.find("top_logprobs");
         tl != lp.end() && tl->is_array() && !tl->empty() && (*tl)[0].is_object()) {
         for (const auto& [token, value] : (*tl)[0].items()) {
-            add(p, token, number_or(value, k_no_number));
+            add(p, token, number_or(value, k_no_number), Listing::alternative, cut);
         }
     }
     double chosen_lp = k_no_number;
     if (auto tlp = lp.find("token_logprobs"); tlp != lp.end() && tlp->is_array() && !tlp->empty()) {
         chosen_lp = number_or((*tlp)[0], k_no_number);
     }
-    add(p, p.chosen, chosen_lp);
+    add(p, p.chosen, chosen_lp, Listing::chosen, cut);
     return p;
 }
 
@@ -126,13 +162,36 @@ util::Error no_logprobs() {
                                         "ignored the probe's logprobs options"};
 }
 
+// Listed probabilities may sum above 1 by rounding alone (engines compute in
+// float, a few parts in a million; the simulator's tail adds 0.5%); beyond
+// this they are no distribution over the next token.
+constexpr double k_max_listed_mass = 1.01;
+
 // The first position once read: the alternatives most likely first, or an
-// error when none is listed.
-util::Result<FirstPosition> listed(std::optional<FirstPosition> p) {
+// error when none is listed, or what is listed is no distribution.
+util::Result<FirstPosition> listed(std::optional<FirstPosition> p, bool cut) {
     if (!p || p->top.empty()) {
         return make_error(ErrorKind::data,
                           "the response's log-probabilities list no token at the first position");
     }
+    if (cut) {
+        return make_error(ErrorKind::data,
+                          fmt::format("the response lists more than {} alternatives at the first "
+                                      "position (the probe asks for 20)",
+                                      k_max_alternatives));
+    }
+    double mass = 0;
+    for (const auto& a : p->top) {
+        mass += prob(a.logprob);
+    }
+    if (mass > k_max_listed_mass) {
+        return make_error(ErrorKind::data,
+                          fmt::format("the response's log-probabilities at the first position "
+                                      "add up to a probability of {:.4g}, above 1: they are no "
+                                      "distribution over the next token",
+                                      mass));
+    }
+    drop_readable(*p);
     std::stable_sort(p->top.begin(), p->top.end(), [](const Alternative& a, const Alternative& b) {
         return a.logprob > b.logprob;
     });
@@ -170,7 +229,7 @@ std::optional<element> first_item(const std::optional<element>& v) {
 }
 
 // The content shape from its `content` list.
-std::optional<FirstPosition> read_content_items(const std::optional<element>& content) {
+std::optional<FirstPosition> read_content_items(const std::optional<element>& content, bool& cut) {
     object first;
     const auto item = first_item(content);
     if (!item || item->get_object().get(first) != simdjson::SUCCESS) {
@@ -189,17 +248,19 @@ std::optional<FirstPosition> read_content_items(const std::optional<element>& co
                 continue;
             }
             if (auto token = string_of(last_member(o, "token"))) {
-                add(p, std::string(*token), number_or(last_member(o, "logprob"), k_no_number));
+                add(p, std::string(*token), number_or(last_member(o, "logprob"), k_no_number),
+                    Listing::alternative, cut);
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(last_member(first, "logprob"), k_no_number));
+        add(p, p.chosen, number_or(last_member(first, "logprob"), k_no_number), Listing::chosen,
+            cut);
     }
     return p;
 }
 
-std::optional<FirstPosition> read_legacy_shape(object lp) {
+std::optional<FirstPosition> read_legacy_shape(object lp, bool& cut) {
     const auto token = string_of(first_item(last_member(lp, "tokens")));
     if (!token) {
         return std::nullopt;
@@ -214,16 +275,17 @@ std::optional<FirstPosition> read_legacy_shape(object lp) {
             sorted.insert_or_assign(field.key, field.value);
         }
         for (const auto& [key, value] : sorted) {
-            add(p, std::string(key), number_or(value, k_no_number));
+            add(p, std::string(key), number_or(value, k_no_number), Listing::alternative, cut);
         }
     }
-    add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), k_no_number));
+    add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), k_no_number),
+        Listing::chosen, cut);
     return p;
 }
 
 // The position's alternatives, or what is missing; nothing when simdjson
 // cannot parse `body` (first_position_nlohmann reads it then).
-std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view body) {
+std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view body, bool& cut) {
     struct Parser {
         simdjson::dom::parser dom;
         bool ready = dom.allocate(4096, util::k_max_json_depth) == simdjson::SUCCESS;
@@ -245,12 +307,13 @@ std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view 
         if (last_member(choice, "logprobs")->get_object().get(lp) != simdjson::SUCCESS) {
             return util::Result<std::optional<FirstPosition>>(no_logprobs());
         }
-        auto p = read_content_items(last_member(lp, "content"));
-        return util::Result<std::optional<FirstPosition>>(p ? std::move(p) : read_legacy_shape(lp));
+        auto p = read_content_items(last_member(lp, "content"), cut);
+        return util::Result<std::optional<FirstPosition>>(p ? std::move(p)
+                                                            : read_legacy_shape(lp, cut));
     }
     if (auto cp = last_member(top, "completion_probabilities"); cp && cp->is_array()) {
         // llama-server's native /completion: the same items as `content`.
-        return util::Result<std::optional<FirstPosition>>(read_content_items(cp));
+        return util::Result<std::optional<FirstPosition>>(read_content_items(cp, cut));
     }
     return util::Result<std::optional<FirstPosition>>(no_logprobs());
 }
@@ -284,36 +347,77 @@ util::Result<FirstPosition> first_position_nlohmann(std::string_view body) {
     if (!lp || !lp->is_object()) {
         return no_logprobs();
     }
-    auto p = read_content_shape(*lp);
+    bool cut = false;
+    auto p = read_content_shape(*lp, cut);
     if (!p) {
-        p = read_legacy_shape(*lp);
+        p = read_legacy_shape(*lp, cut);
     }
-    return listed(std::move(p));
+    return listed(std::move(p), cut);
 }
 
 util::Result<FirstPosition> first_position(std::string_view body) {
-    if (auto fast = fast::read(body)) {
+    bool cut = false;
+    if (auto fast = fast::read(body, cut)) {
         if (!*fast) {
             return fast->error();
         }
-        return listed(std::move(**fast));
+        return listed(std::move(**fast), cut);
     }
     return first_position_nlohmann(body);
 }
+
+namespace {
+
+// The bytes of leading whitespace of `token`: ASCII, the Unicode spaces
+// (no-break, ogham, en to hair, line and paragraph separators, narrow
+// no-break, medium mathematical, ideographic), and the space signs token
+// strings carry (SentencePiece's U+2581, byte-level BPE's U+0120 and U+010A).
+size_t leading_space(std::string_view t) {
+    static constexpr std::string_view k_spaces[] = {
+        "\xc2\xa0",     "\xe1\x9a\x80", "\xe2\x80\x80", "\xe2\x80\x81", "\xe2\x80\x82",
+        "\xe2\x80\x83", "\xe2\x80\x84", "\xe2\x80\x85", "\xe2\x80\x86", "\xe2\x80\x87",
+        "\xe2\x80\x88", "\xe2\x80\x89", "\xe2\x80\x8a", "\xe2\x80\xa8", "\xe2\x80\xa9",
+        "\xe2\x80\xaf", "\xe2\x81\x9f", "\xe3\x80\x80", "\xe2\x96\x81", "\xc4\xa0",
+        "\xc4\x8a"};
+    size_t at = 0;
+    for (;;) {
+        const auto rest = t.substr(at);
+        if (!rest.empty() &&
+            std::string_view(" \t\n\r\v\f").find(rest[0]) != std::string_view::npos) {
+            ++at;
+            continue;
+        }
+        const auto* sp = std::find_if(std::begin(k_spaces), std::end(k_spaces),
+                                      [&](std::string_view s) { return rest.starts_with(s); });
+        if (sp == std::end(k_spaces)) {
+            return at;
+        }
+        at += sp->size();
+    }
+}
+
+// `token` quoted for a message: one line, bounded.
+std::string token_text(std::string_view token) {
+    return fmt::format("'{}'", util::one_line(std::string(token), 40));
+}
+
+} // namespace
 
 Reading read(const FirstPosition& position, std::string_view marker, std::string_view whitespace) {
     Reading r;
     r.chosen = position.chosen;
     r.top = position.top;
     r.floor = 1.0;
+    std::optional<std::string_view> marker_start; // a listed token the marker may follow
     for (const auto& a : position.top) {
         const double p = prob(a.logprob);
         r.floor = std::min(r.floor, p);
-        const auto start = a.token.find_first_not_of(" \t\n\r");
-        if (!marker.empty() && start != std::string::npos &&
-            std::string_view(a.token).substr(start).starts_with(marker)) {
+        const auto text = std::string_view(a.token).substr(leading_space(a.token));
+        if (!marker.empty() && text.starts_with(marker)) {
             r.p_marker += p;
             r.marker_listed = true;
+        } else if (!marker.empty() && !text.empty() && marker.starts_with(text) && !marker_start) {
+            marker_start = a.token;
         }
         if (!whitespace.empty() && a.token == whitespace) {
             r.p_whitespace += p;
@@ -323,6 +427,21 @@ Reading read(const FirstPosition& position, std::string_view marker, std::string
     r.p_marker = std::min(r.p_marker, 1.0);
     if (position.top.empty()) {
         r.floor = 0;
+    }
+    for (const auto& t : position.unreadable) {
+        const auto text = std::string_view(t).substr(leading_space(t));
+        if ((!marker.empty() && text.starts_with(marker)) ||
+            (!whitespace.empty() && t == whitespace)) {
+            r.unusable = fmt::format("the response lists {} without a usable log-probability, so "
+                                     "P(open) is unknown",
+                                     token_text(t));
+            return r;
+        }
+    }
+    if (!r.marker_listed && marker_start) {
+        r.unusable = fmt::format("the response lists {}, the start of the marker {}, which the "
+                                 "marker may follow: P(open) is neither read nor bounded",
+                                 token_text(*marker_start), token_text(marker));
     }
     return r;
 }

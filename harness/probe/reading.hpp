@@ -37,11 +37,19 @@ struct Alternative {
 struct FirstPosition {
     std::string chosen;
     std::vector<Alternative> top; // most likely first
+    // Tokens listed without a usable log-probability (missing, not a
+    // number, above 0): their probability is unknown (at most k_unreadable
+    // kept).
+    std::vector<std::string> unreadable;
 };
 
 // Read the first generated position from a 2xx response `body` in either
 // shape. Fails with a message when the body has no log-probabilities (the
-// engine ignored the request's logprobs options) or is not JSON.
+// engine ignored the request's logprobs options), is not JSON, or lists what
+// no distribution over the next token is: probabilities summing above 1, or
+// more than 1,000 alternatives (the probe asks for 20). Tokens listed twice in
+// one list with their own numbers are distinct token ids that decode alike,
+// and their probabilities add up.
 util::Result<FirstPosition> first_position(std::string_view body);
 
 // The same read with nlohmann's DOM parser alone. first_position reads with
@@ -60,10 +68,17 @@ struct Reading {
     double floor = 0;   // the smallest listed probability: an unlisted token has at most this
     std::string chosen; // the token the engine chose
     std::vector<Alternative> top;
+    // Why the position neither measures nor bounds P(open), when it does
+    // not: a marker-led or whitespace token listed without a usable
+    // log-probability, or (the marker unlisted) a listed token that is the
+    // marker's start, which the marker may follow. Empty when usable.
+    std::string unusable;
 };
 
 // Read `position` for `marker` (e.g. "<think>") and the chain `whitespace`
-// (e.g. " ").
+// (e.g. " "). A token carries the marker when it starts with it after leading
+// whitespace: ASCII, Unicode (no-break, ideographic, ...) or a tokenizer's
+// own space sign (SentencePiece's U+2581, byte-level BPE's U+0120).
 Reading read(const FirstPosition& position, std::string_view marker, std::string_view whitespace);
 
 // The probability of opening, combined from the first request's reading and,

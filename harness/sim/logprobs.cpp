@@ -1,6 +1,8 @@
 // Each token's probability is drawn from its position and the response
 // seed; alternatives come from a small pool of common tokens and share the
-// remaining mass, so the numbers are consistent (they never sum past 1).
+// remaining mass, halving from one to the next, so the numbers are a
+// distribution's (they never sum past 1: a decay of 0.6 summed to 1.5 times
+// the remaining mass, 1.09 in all, which the probe now refuses).
 #include <harness/sim/logprobs.hpp>
 
 #include <harness/sim/tokenizer.hpp>
@@ -43,13 +45,16 @@ std::vector<TokenLogprob> token_logprobs(const Generation& gen, size_t begin, si
         uint64_t h = util::hash64(t.token, gen.seed + i * 0x9E3779B97F4A7C15ULL);
         double p;
         std::vector<TopLogprob> alts;
+        // Nearly all of the remaining mass is on the other choice, when
+        // there is one; the pool shares the rest.
+        constexpr double k_other_choice = 0.98;
         if (static_cast<int>(i) == gen.open_token && !gen.open_alternative.empty()) {
             p = gen.open_chosen ? gen.open_p : 1 - gen.open_p;
-            alts.push_back({gen.open_alternative, safe_log(1 - p)});
+            alts.push_back({gen.open_alternative, safe_log((1 - p) * k_other_choice)});
         } else if (static_cast<int>(i) == gen.decision_token) {
             double pr = gen.decisions.p_reason;
             p = std::max(pr, 1 - pr);
-            alts.push_back({gen.decision_alternative, safe_log(1 - p)});
+            alts.push_back({gen.decision_alternative, safe_log((1 - p) * k_other_choice)});
         } else {
             double u = util::unit_interval(h);
             p = 1.0 - 0.45 * u * u * u;
@@ -57,7 +62,7 @@ std::vector<TokenLogprob> token_logprobs(const Generation& gen, size_t begin, si
         t.logprob = safe_log(p);
         double rest = 1 - p;
         if (!alts.empty()) {
-            rest *= 0.02; // nearly all of the remaining mass is on the other choice
+            rest *= 1 - k_other_choice;
         }
         for (size_t k = 0; static_cast<int>(alts.size()) + 1 < top_n && k < k_pool.size(); ++k) {
             std::string cand(k_pool[(h + k * 7) % k_pool.size()]);
@@ -68,7 +73,7 @@ std::vector<TokenLogprob> token_logprobs(const Generation& gen, size_t begin, si
             if (dup) {
                 continue;
             }
-            rest *= 0.6;
+            rest *= 0.5;
             alts.push_back({cand, safe_log(rest)});
         }
         if (top_n > 0) {

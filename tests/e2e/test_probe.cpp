@@ -239,9 +239,10 @@ TEST(Probe, EnginesWithoutLogprobsAreSkippedWithOneLine) {
               "6");
     auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "plain/raw"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
-    EXPECT_NE(d.out.find("probe skipped for plain: its engine returned no log-probabilities (12 "
-                         "probe responses)"),
-              std::string::npos)
+    EXPECT_NE(
+        d.out.find("probe skipped for plain: its engine returned no usable log-probabilities (12 "
+                   "probe responses)"),
+        std::string::npos)
         << d.out;
     EXPECT_EQ(d.out.find("probe think-open on raw"), std::string::npos) << d.out;
     EXPECT_EQ(d.out.find("probe skipped for sim"), std::string::npos) << d.out;
@@ -388,13 +389,13 @@ TEST(Probe, AServerMeasuredOnSomeProbesIsNotSaidToBeSkipped) {
     EXPECT_NE(d.out.find("probe think-open on raw: half vs sim"), std::string::npos) << d.out;
     EXPECT_EQ(d.out.find("probe skipped for half"), std::string::npos) << d.out;
     EXPECT_NE(d.out.find("probe readings of half left out: 6 probe responses carried no "
-                         "log-probabilities"),
+                         "usable log-probabilities"),
               std::string::npos)
         << d.out;
     auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "sim", "--candidate", "plain",
                        "--max-probe-shift", "1"});
     EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
-    EXPECT_NE(g.err.find("cannot measure the probe for plain: its engine returned no "
+    EXPECT_NE(g.err.find("cannot measure the probe for plain: its engine returned no usable "
                          "log-probabilities (12 probe responses)"),
               std::string::npos)
         << g.err;

@@ -106,6 +106,43 @@ TEST(ProbeDirection, QuestionsWhereNeitherSideListsTheMarkerAreLeftOut) {
     EXPECT_NE(probe_line(*c).find("not measurable"), std::string::npos);
 }
 
+// Probe audit D2: one server lists 20 alternatives, another 5, over the
+// same distribution (P(open) 0.01): the second's bound, 0.05, entered as its
+// value and read as "opens the think block more often" (+1.65 logits, p
+// 0.0078). A bound at or above the other side's reading tells no direction
+// and is left out; one below it enters at the bound (the shift is at least
+// that), and A's second repeats beside B's bounds are no A/A comparison.
+TEST(ProbeDirection, ABoundAboveTheOtherSidesReadingTellsNoDirection) {
+    ProbeData d;
+    d.series[{"top20", "raw"}] = series(8, 2, [](int, int) { return std::log(0.01 / 0.99); });
+    d.series[{"top5", "raw"}] = series(
+        8, 1, [](int, int) { return std::log(0.05 / 0.95); }, true);
+    auto c = compare_probes(d, "top20", "top5", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->direction.questions, 0);
+    EXPECT_EQ(c->bound_above, 8);
+    EXPECT_EQ(c->both_bounded, 0);
+    EXPECT_EQ(probe_line(*c), "probe  on raw: top5 vs top20: not measurable (8 questions have "
+                              "only a bound on one side at or above the other's reading, which "
+                              "tells no direction)");
+    // A bound below the other side's reading: that side is lower, by at
+    // least the bound's distance.
+    d.series[{"low", "raw"}] = series(
+        8, 1, [](int, int) { return std::log(0.001 / 0.999); }, true);
+    c = compare_probes(d, "top20", "low", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->direction.questions, 8);
+    EXPECT_EQ(c->bound_above, 0);
+    EXPECT_NEAR(c->direction.mean_shift, std::log(0.001 / 0.999) - std::log(0.01 / 0.99), 1e-9);
+    EXPECT_FALSE(c->perturbation);
+    EXPECT_EQ(no_spread_reason(*c), "low's readings of the questions top20 read twice are bounds "
+                                    "or missing");
+    EXPECT_NE(probe_line(*c).find("; numerics: no A/A spread (low's readings of the questions "
+                                  "top20 read twice are bounds or missing)"),
+              std::string::npos)
+        << probe_line(*c);
+}
+
 TEST(ProbeDirection, MissingSeriesIsAnError) {
     ProbeData d;
     d.series[{"a", "raw"}] = series(3, 1, [](int i, int) { return base(i); });

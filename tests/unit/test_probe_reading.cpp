@@ -104,14 +104,79 @@ TEST(ProbeFirstPosition, AMarkerWithoutANumberIsNotMeasuredAsZero) {
 
 // A log-probability above 0 is no probability: " <think>" at +5 read as
 // P(open) = 1, measured. Above rounding's reach it is left unlisted like a
-// value that is not a number; a float-rounded 1.2e-7 still reads as 1.
+// value that is not a number; a float-rounded 1.2e-7 still reads as 1. A
+// marker listed so has no known probability: the reading is unusable, not a
+// bound (probe audit D3: it was stored as bounded by the smallest listed).
 TEST(ProbeFirstPosition, ALogprobAboveZeroIsNotListed) {
     auto r =
-        read_body(legacy_body(" Jan", -0.1, R"({" <think>": 5.0, " Jan": -0.1, " In": 1.2e-7})"));
+        read_body(legacy_body(" Jan", -6.0, R"({" <think>": 5.0, " Jan": -6.0, " In": 1.2e-7})"));
     EXPECT_FALSE(r.marker_listed);
     ASSERT_EQ(r.top.size(), 2u);
     EXPECT_EQ(r.top[0].token, " In");
-    EXPECT_NEAR(r.floor, std::exp(-0.1), 1e-9);
+    EXPECT_NEAR(r.floor, std::exp(-6.0), 1e-9);
+    EXPECT_EQ(r.unusable, "the response lists ' <think>' without a usable log-probability, so "
+                          "P(open) is unknown");
+}
+
+// Probe audit D1, D3, D4: what no distribution is, or neither reads nor
+// bounds P(open), is refused or left unusable, never stored as a reading.
+TEST(ProbeFirstPosition, WhatIsNoDistributionIsRefused) {
+    // Listed probabilities adding up to 3.46.
+    auto over = first_position(
+        content_body(" <think>", -0.05,
+                     R"([{"token":" <think>","logprob":-0.05},{"token":"<think>","logprob":-0.05},)"
+                     R"({"token":" ","logprob":-0.2},{"token":" N","logprob":-0.3}])"));
+    ASSERT_FALSE(over);
+    EXPECT_NE(over.error().message.find("add up to a probability of 3.462, above 1"),
+              std::string::npos)
+        << over.error().message;
+    // One token listed twice with contradicting numbers: more than 1 in all.
+    auto dup = first_position(
+        content_body(" ", -3.0,
+                     R"([{"token":" ","logprob":-3.0},{"token":" ","logprob":-0.01},)"
+                     R"({"token":" N","logprob":-0.5}])"));
+    EXPECT_FALSE(dup);
+    // Two token ids that decode alike, within one distribution: they add up.
+    auto alike = first_position(content_body(
+        " ", std::log(0.5),
+        R"([{"token":" ","logprob":-0.6931471805599453},{"token":"<think>","logprob":-2.302585092994046},)"
+        R"({"token":"<think>","logprob":-2.302585092994046}])"));
+    ASSERT_TRUE(alike) << alike.error().message;
+    auto r = read(*alike, "<think>", " ");
+    EXPECT_NEAR(r.p_marker, 0.2, 1e-9);
+    EXPECT_NEAR(r.p_whitespace, 0.5, 1e-9) << "the chosen token is its listing, counted once";
+}
+
+TEST(ProbeRead, AMarkerThatMayArriveUnseenIsNeitherReadNorBounded) {
+    // The marker's first piece listed at 0.905: the floor is no bound.
+    auto split = read_body(
+        content_body("<", -0.1, R"([{"token":"<","logprob":-0.1},{"token":" N","logprob":-3.0}])"));
+    EXPECT_FALSE(split.marker_listed);
+    EXPECT_EQ(split.unusable, "the response lists '<', the start of the marker '<think>', which "
+                              "the marker may follow: P(open) is neither read nor bounded");
+    // A marker led by Unicode whitespace, or a tokenizer's space sign, is
+    // the marker.
+    for (const std::string lead : {"\u00a0", "\u3000", "\u2581", "\u0120"}) {
+        auto r = read_body(
+            content_body(" N", -3.0,
+                         R"([{"token":")" + lead +
+                             R"(<think>","logprob":-0.1},{"token":" N","logprob":-3.0}])"));
+        EXPECT_TRUE(r.marker_listed) << lead;
+        EXPECT_NEAR(r.p_marker, std::exp(-0.1), 1e-9) << lead;
+        EXPECT_TRUE(r.unusable.empty()) << lead << ": " << r.unusable;
+    }
+    // The chain whitespace listed without a number.
+    auto ws = read_body(content_body(
+        " N", -0.5, R"([{"token":" N","logprob":-0.5},{"token":" ","logprob":null}])"));
+    EXPECT_NE(ws.unusable.find("lists ' ' without a usable log-probability"), std::string::npos)
+        << ws.unusable;
+    // The marker listed once without a number and once with one: read.
+    auto twice = read_body(
+        content_body(" N", -0.5,
+                     R"([{"token":" <think>","logprob":"x"},{"token":" N","logprob":-0.5},)"
+                     R"({"token":" <think>","logprob":-2.0}])"));
+    EXPECT_TRUE(twice.unusable.empty()) << twice.unusable;
+    EXPECT_NEAR(twice.p_marker, std::exp(-2.0), 1e-9);
 }
 
 TEST(ProbeRead, OneTokenMarkerWithLeadingWhitespaceNeedsOneRequest) {
@@ -273,10 +338,11 @@ TEST(ProbeFirstPosition, BothParsersReadTheSame) {
     }
 }
 
-// A server listing far more alternatives than the probe asked for: the first
-// 1,000 are kept (with the chosen token), in both parsers, so reading stays
-// linear and a stored row small; the probability comes from those.
-TEST(ProbeFirstPosition, AHugeListOfAlternativesIsCut) {
+// A server listing far more alternatives than the probe asked for: keeping
+// the first 1,000 kept them in list order, not the most likely (probe audit
+// D3: a marker listed last was bounded by the floor). Both parsers refuse it,
+// reading no further than the cap.
+TEST(ProbeFirstPosition, AHugeListOfAlternativesIsRefused) {
     std::string top = "[";
     for (int i = 0; i < 20'000; ++i) {
         top += (i ? "," : "") + std::string(R"({"token":"t)") + std::to_string(i) +
@@ -286,10 +352,8 @@ TEST(ProbeFirstPosition, AHugeListOfAlternativesIsCut) {
     const auto body = content_body("x", -3.0, top);
     for (auto parse : {first_position, first_position_nlohmann}) {
         auto p = parse(body);
-        ASSERT_TRUE(p) << p.error().message;
-        EXPECT_EQ(p->top.size(), 1001u);
-        EXPECT_EQ(p->chosen, "x");
-        EXPECT_TRUE(std::any_of(p->top.begin(), p->top.end(),
-                                [](const auto& a) { return a.token == "x"; }));
+        ASSERT_FALSE(p);
+        EXPECT_EQ(p.error().message, "the response lists more than 1000 alternatives at the first "
+                                     "position (the probe asks for 20)");
     }
 }
