@@ -270,6 +270,10 @@
     OUTCOMES.forEach((o, i) => svg.appendChild(svgEl('text', { x: left - 8,
       y: top + i * ch + ch / 2 + 4, 'text-anchor': 'end' }, o)));
     const max = Math.max(1e-9, ...cells.map((c) => c.count));
+    // A cell's sum is in questions; shown in points of accuracy over the
+    // questions in both, as the report's differences are (the net is the
+    // table's difference for the pair).
+    const pts = (v) => (questions > 0 ? (v * 100) / questions : 0);
     let lost = 0, gained = 0;
     cells.forEach((c, k) => {
       const i = Math.floor(k / n), j = k % n;
@@ -283,7 +287,7 @@
       const g = svgEl('g', {});
       g.appendChild(svgEl('title', {}, OUTCOMES[i] + ' \u2192 ' + OUTCOMES[j] + ': ' +
         fmtCount(c.count) + (fmtCount(c.count) === '1' ? ' question, ' : ' questions, ') +
-        (c.points >= 0 ? '+' : '') + c.points.toFixed(1) +
+        (c.points >= 0 ? '+' : '') + pts(c.points).toFixed(1) +
         ' points'));
       g.appendChild(svgEl('rect', { x: x + 8, y: y + (ch - side) / 2, width: side, height: side,
         class: cls }));
@@ -292,8 +296,8 @@
     });
     svg.appendChild(svgEl('text', { x: left, y: h - 12 }, counted(questions, 'question') +
       ' in both; ' +
-      lost.toFixed(1) + ' points lost, ' + gained.toFixed(1) + ' gained (squares: count; ' +
-      'colour: lost, gained or unchanged points)'));
+      pts(lost).toFixed(1) + ' points lost, ' + pts(gained).toFixed(1) + ' gained (squares: ' +
+      'count; colour: lost, gained or unchanged points)'));
     host.appendChild(svg);
     document.body.setAttribute('data-transitions', groupName(ga) + ' -> ' + groupName(gb));
   }

@@ -223,4 +223,11 @@ TEST(ReportBrowser, OneFlipIsSingular) {
               std::string::npos)
         << dom.substr(dom.find("id=\"count\""), 200);
     EXPECT_NE(dom.find("4 questions in both;"), std::string::npos);
+    // The transition chart's net is the table's difference, in points of
+    // accuracy (reports audit #1: it summed questions and called them
+    // points, "0.2 points" beside a table's 25.0).
+    EXPECT_TRUE(dom.find("4 questions in both; 25.0 points lost, 0.0 gained") !=
+                    std::string::npos ||
+                dom.find("4 questions in both; 0.0 points lost, 25.0 gained") != std::string::npos)
+        << dom.substr(dom.find("questions in both"), 120);
 }
