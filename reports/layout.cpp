@@ -102,6 +102,22 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
         if (!spec) {
             return spec.error();
         }
+        // A comparison another one already makes would count twice: in the
+        // headline's verdicts, the table and the Holm family, every p larger.
+        for (const auto& earlier : layout.comparisons) {
+            if (earlier.scorer == spec->scorer &&
+                (!earlier.framing || !spec->framing || *earlier.framing == *spec->framing)) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}: this comparison ({} on {}) repeats one listed before it ({} "
+                                "on {}), and would be counted twice; remove one",
+                                toml_where(origin, node), spec->scorer,
+                                spec->framing ? "framing " + *spec->framing : "every framing",
+                                earlier.scorer,
+                                earlier.framing ? "framing " + *earlier.framing
+                                                : "every framing"));
+            }
+        }
         layout.comparisons.push_back(std::move(*spec));
     }
     return layout;

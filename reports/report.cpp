@@ -157,7 +157,7 @@ struct CompareJob {
 // Every other server against the baseline, as the layout lists them. A
 // scorer the database lacks fails a required comparison and skips another;
 // a framing it lacks skips the comparison.
-util::Result<std::vector<CompareJob>> comparison_jobs(const ReportData& data) {
+util::Result<std::vector<CompareJob>> comparison_jobs(ReportData& data) {
     std::vector<CompareJob> jobs;
     const auto& framings = data.results.framings;
     for (const auto& spec : data.layout.comparisons) {
@@ -166,10 +166,14 @@ util::Result<std::vector<CompareJob>> comparison_jobs(const ReportData& data) {
             if (spec.required) {
                 return scorer.error();
             }
+            data.layout_skipped.push_back(
+                fmt::format("no scorer '{}' is stored", util::one_line(spec.scorer, 80)));
             continue;
         }
         if (spec.framing &&
             std::find(framings.begin(), framings.end(), *spec.framing) == framings.end()) {
+            data.layout_skipped.push_back(
+                fmt::format("no group has framing '{}'", util::one_line(*spec.framing, 80)));
             continue;
         }
         for (const auto& server : data.results.servers) {
@@ -576,9 +580,18 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
         for (const auto& n : data.comparison_notes) {
             out.push_back(n + ".");
         }
-        if (data.comparison_notes.empty()) {
+        if (data.comparison_notes.empty() && data.results.servers.size() < 2) {
             out.push_back(fmt::format(
                 "Only one server ({}) is stored, so there is nothing to compare.", data.baseline));
+        } else if (data.comparison_notes.empty()) {
+            // Several servers, but the layout's comparisons asked for what
+            // is not stored (a framing, an optional scorer).
+            out.push_back(data.layout_skipped.empty()
+                              ? fmt::format("The layout's comparisons made none against {}.",
+                                            data.baseline)
+                              : fmt::format("The layout's comparisons match nothing stored ({}), "
+                                            "so nothing is compared against {}.",
+                                            fmt::join(data.layout_skipped, "; "), data.baseline));
         }
         return out;
     }

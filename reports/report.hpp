@@ -33,6 +33,9 @@ struct ReportData {
     // One line per server with no group paired with the baseline's (other
     // framings or token limits): it is not compared, and the headline says so.
     std::vector<std::string> comparison_notes;
+    // Why a layout comparison was skipped ("no group has framing 'x'", "no
+    // scorer 'y' is stored"): the headline says so when none was made.
+    std::vector<std::string> layout_skipped;
     std::vector<analysis::ServerFacts> servers; // what each server said it ran
     // The decision-point probe (docs/probe.md): every server against the
     // baseline per framing, and one line per server it was skipped for.

@@ -203,6 +203,22 @@ TEST(Report, ALayoutFileChoosesTheLeadScorerAndTheComparisons) {
     EXPECT_EQ(bad.exit_code, 2) << bad.err;
     EXPECT_NE(bad.err.find("unknown scorer 'vlm'"), std::string::npos) << bad.err;
     EXPECT_FALSE(fs::exists(dir / "bad-out"));
+
+    // A layout whose comparisons match nothing stored says so, not that one
+    // server is stored (reports audit #2: three were).
+    std::ofstream(dir / "none.toml") << "version = 1\nlead_scorer = \"vllm\"\n"
+                                        "[[comparisons]]\nscorer = \"vllm\"\n"
+                                        "framing = \"vllm-chat\"\n"
+                                        "[[comparisons]]\nscorer = \"ghost\"\nrequired = false\n";
+    auto none = e2e::run({"report", "--db", db.string(), "--out", (dir / "none-out").string(),
+                          "--format", "md", "--layout", (dir / "none.toml").string()});
+    ASSERT_EQ(none.exit_code, 0) << none.err;
+    const auto md = e2e::slurp(dir / "none-out" / "report.md");
+    EXPECT_EQ(md.find("Only one server"), std::string::npos) << md.substr(0, 400);
+    EXPECT_NE(md.find("The layout's comparisons match nothing stored (no group has framing "
+                      "'vllm-chat'; no scorer 'ghost' is stored), so nothing is compared against "),
+              std::string::npos)
+        << md.substr(0, 600);
 }
 
 // The explorer's data, parsed from report.html.

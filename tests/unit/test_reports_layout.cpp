@@ -49,6 +49,15 @@ TEST(ReportLayout, BadFilesAreUsageErrorsNamingTheProblem) {
         {"version = 1\nlead_scorer = \"vllm\"\n[[comparisons]]\nscorer = \"vllm\"\nrequired = "
          "\"no\"\n",
          "'required' must be true or false"},
+        // Reports audit #3: a comparison made twice counted twice, in the
+        // verdicts and the Holm family.
+        {"version = 1\nlead_scorer = \"vllm\"\n[[comparisons]]\nscorer = \"vllm\"\nframing = "
+         "\"raw\"\n[[comparisons]]\nscorer = \"vllm\"\n",
+         ":6: this comparison (vllm on every framing) repeats one listed before it (vllm on "
+         "framing raw), and would be counted twice; remove one"},
+        {"version = 1\nlead_scorer = \"vllm\"\n[[comparisons]]\nscorer = \"vllm\"\n"
+         "[[comparisons]]\nscorer = \"vllm\"\n",
+         "repeats one listed before it"},
     };
     for (const auto& [text, expected] : cases) {
         auto path = layout_file(text);
@@ -58,4 +67,11 @@ TEST(ReportLayout, BadFilesAreUsageErrorsNamingTheProblem) {
         EXPECT_NE(l.error().message.find(expected), std::string::npos) << l.error().message;
         std::filesystem::remove(path);
     }
+    // One scorer on two framings, and two scorers on one: no repeat.
+    auto path = layout_file("version = 1\nlead_scorer = \"vllm\"\n[[comparisons]]\nscorer = "
+                            "\"vllm\"\nframing = \"raw\"\n[[comparisons]]\nscorer = \"vllm\"\n"
+                            "framing = \"chat\"\n[[comparisons]]\nscorer = \"lm-eval-strict\"\n");
+    auto l = reports::load_layout(path);
+    EXPECT_TRUE(l) << l.error().message;
+    std::filesystem::remove(path);
 }
