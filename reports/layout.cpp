@@ -114,8 +114,7 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
                                 toml_where(origin, node), spec->scorer,
                                 spec->framing ? "framing " + *spec->framing : "every framing",
                                 earlier.scorer,
-                                earlier.framing ? "framing " + *earlier.framing
-                                                : "every framing"));
+                                earlier.framing ? "framing " + *earlier.framing : "every framing"));
             }
         }
         layout.comparisons.push_back(std::move(*spec));

@@ -586,12 +586,12 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
         } else if (data.comparison_notes.empty()) {
             // Several servers, but the layout's comparisons asked for what
             // is not stored (a framing, an optional scorer).
-            out.push_back(data.layout_skipped.empty()
-                              ? fmt::format("The layout's comparisons made none against {}.",
-                                            data.baseline)
-                              : fmt::format("The layout's comparisons match nothing stored ({}), "
-                                            "so nothing is compared against {}.",
-                                            fmt::join(data.layout_skipped, "; "), data.baseline));
+            out.push_back(
+                data.layout_skipped.empty()
+                    ? fmt::format("The layout's comparisons made none against {}.", data.baseline)
+                    : fmt::format("The layout's comparisons match nothing stored ({}), "
+                                  "so nothing is compared against {}.",
+                                  fmt::join(data.layout_skipped, "; "), data.baseline));
         }
         return out;
     }
