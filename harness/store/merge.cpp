@@ -220,6 +220,27 @@ std::string find_conflict(sqlite3* db) {
                            "another --server name",
                            group->group, group->what);
     }
+    // The probe's places, as a run checks them: a server's probe readings of
+    // a question in another dataset or configuration would be read as the
+    // same question's (the analysis keys readings by question index).
+    if (!first_row(db, "SELECT 1 FROM src.sqlite_master WHERE name = 'probe_requests'", 1)
+             .empty()) {
+        auto probe = first_row(
+            db,
+            "SELECT s.probe, s.server, s.framing, s.question_idx, s.repeat FROM "
+            "src.probe_requests s JOIN main.probe_requests m ON m.probe = s.probe AND m.server = "
+            "s.server AND m.framing = s.framing AND m.repeat = s.repeat AND m.question_idx = "
+            "s.question_idx AND m.step = s.step WHERE m.request_key != s.request_key LIMIT 1",
+            5);
+        if (!probe.empty()) {
+            const auto& f = probe;
+            return fmt::format("probe {} of {}/{} question {} (repeat {}) was sent with another "
+                               "request body (another dataset or configuration) there than "
+                               "here; merge only probes of one configuration per server, or "
+                               "run the other under another --server name",
+                               f[0], f[1], f[2], f[3], f[4]);
+        }
+    }
     auto question = first_row(db,
                               "SELECT s.dataset, s.question_idx FROM src.questions s "
                               "JOIN main.questions m USING (dataset, question_idx) "

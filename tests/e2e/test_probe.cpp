@@ -531,6 +531,46 @@ TEST(Probe, AShardProbesOnlyItsOwnQuestions) {
 // Shards of a run with the probe merge into what they stored: merge copied
 // no probe table, so the merged database had no reading and the gate told
 // the user to run with --probe.
+// Probe audit D7: one server's probe on two datasets (which a run refuses)
+// merged into one file, and the analysis, keying readings by question index,
+// kept one dataset's and dropped the other's without a word. The merge is
+// refused, naming the place, and OUT is left as it was.
+TEST(Probe, AMergeOfOneServersProbeOnTwoDatasetsIsRefused) {
+    auto dir = e2e::scratch("probe_merge_datasets");
+    e2e::Sim a;
+    // Another set of three questions, with shots of its own beside it.
+    std::filesystem::create_directories(dir / "other");
+    const auto other = dir / "other" / "test.jsonl";
+    for (const auto& path : {other, dir / "other" / "train.jsonl"}) {
+        std::ofstream out(path);
+        for (int i = 0; i < 6; ++i) {
+            out << "{\"question\": \"How many apples are " << i + 10
+                << "?\", \"answer\": \"Count them.\\n#### " << i + 10 << "\"}\n";
+        }
+    }
+    // Another token limit too: the measured groups differ, the probe's
+    // places (which have no token limit) do not.
+    auto run = [&](const std::filesystem::path& db, const std::string& dataset,
+                   const std::string& max_tokens) {
+        return e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", "3",
+                         "--max-tokens", max_tokens, "--dataset", dataset, "--db", db.string(),
+                         "--probe", "think-open", "--quiet"});
+    };
+    auto one = dir / "sample.sqlite";
+    auto two = dir / "other.sqlite";
+    ASSERT_EQ(run(one, "sample", "256").exit_code, 0);
+    ASSERT_EQ(run(two, other.string(), "128").exit_code, 0);
+    const auto before = e2e::slurp(one);
+    auto m = e2e::run({"merge", one.string(), two.string()});
+    EXPECT_EQ(m.exit_code, 2) << m.out << m.err;
+    EXPECT_NE(m.err.find("conflicts with what is merged before it: probe think-open of a/raw "
+                         "question 0 (repeat 0) was sent with another request body (another "
+                         "dataset or configuration) there than here"),
+              std::string::npos)
+        << m.err;
+    EXPECT_EQ(e2e::slurp(one), before);
+}
+
 TEST(Probe, MergedShardsKeepTheirProbeReadings) {
     auto dir = e2e::scratch("probe_merge");
     e2e::Sim a({"--profile", "default"});
