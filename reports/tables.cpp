@@ -106,21 +106,34 @@ ShownTail shown_tail(const analysis::TailDifference& t) {
 }
 
 std::string markdown_escape(const std::string& text) {
+    // GitHub makes a mention of "@name" (it notifies), an issue link of
+    // "#12", and a link of "https://..." or "www.": a zero-width space after
+    // the '@', the '#' and the scheme's ':' and inside "www." leaves each the
+    // text it is, as it reads.
+    constexpr std::string_view k_zero_width_space = "\u200b";
     std::string out;
-    for (char c : text) {
-        if (util::is_control(c)) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (const size_t n = util::control_length(text, i); n > 0) {
             out += ' ';
+            i += n - 1;
             continue;
         }
+        const char c = text[i];
         if (c == '&') {
             out += "&amp;";
             continue;
         }
         if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
-            c == '[' || c == ']') {
+            c == '[' || c == ']' || c == '~') {
             out += '\\';
         }
         out += c;
+        const std::string_view rest = std::string_view(text).substr(i + 1);
+        const bool digit_next = !rest.empty() && rest[0] >= '0' && rest[0] <= '9';
+        if (c == '@' || (c == '#' && digit_next) || (c == ':' && rest.starts_with("//")) ||
+            ((c == 'w' || c == 'W') && (rest.starts_with("ww.") || rest.starts_with("WW.")))) {
+            out += k_zero_width_space;
+        }
     }
     return out;
 }

@@ -118,16 +118,42 @@ inline bool is_control(char c) {
     return u < 0x20 || u == 0x7F;
 }
 
-// Whether `text` holds a control character.
-inline bool has_control_character(std::string_view text) {
-    return std::any_of(text.begin(), text.end(), is_control);
+// The bytes of the control character that starts at `i` of `text`: 1 for
+// C0 or DEL, 2 for a C1 control (U+0080-U+009F: CSI, OSC, ST, NEL, which
+// terminals honouring C1 in UTF-8 act on; its UTF-8 is C2 80-9F), 0 for none.
+inline size_t control_length(std::string_view text, size_t i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u < 0x20 || u == 0x7F) {
+        return 1;
+    }
+    if (u == 0xC2 && i + 1 < text.size()) {
+        const auto v = static_cast<unsigned char>(text[i + 1]);
+        return v >= 0x80 && v <= 0x9F ? 2 : 0;
+    }
+    return 0;
 }
 
-// `text` with each control character as a space: one line, no terminal
-// escapes, its length and every other byte as they were.
+// Whether `text` holds a control character (C0, DEL or C1).
+inline bool has_control_character(std::string_view text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (control_length(text, i) > 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// `text` with each control character (C0, DEL, C1) as spaces: one line, no
+// terminal escapes, its length and every other byte as they were.
 inline std::string controls_as_spaces(std::string_view text) {
     std::string out(text);
-    std::replace_if(out.begin(), out.end(), is_control, ' ');
+    for (size_t i = 0; i < out.size(); ++i) {
+        const size_t n = control_length(out, i);
+        for (size_t k = 0; k < n; ++k) {
+            out[i + k] = ' ';
+        }
+        i += n > 0 ? n - 1 : 0;
+    }
     return out;
 }
 
@@ -168,8 +194,10 @@ inline constexpr size_t k_server_words_bytes = 1000;
 inline std::string one_line(std::string_view text, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(text.size(), max_bytes + 3));
-    for (char c : text) {
-        const char kept = is_control(c) ? ' ' : c;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const size_t control = control_length(text, i);
+        i += control > 0 ? control - 1 : 0;
+        const char kept = control > 0 ? ' ' : text[i];
         if (kept == ' ' && !out.empty() && out.back() == ' ') {
             continue;
         }

@@ -5,6 +5,8 @@
 #include <reports/report.hpp>
 #include <reports/tables.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -108,6 +110,26 @@ TEST(ReportTables, MarkdownCellsKeepEntitiesAndControlCharactersAsText) {
     const auto md = reports::render_table(rows, reports::Style::markdown);
     EXPECT_NE(md.find("| b&amp;amp; c \\[2J |"), std::string::npos) << md;
     EXPECT_EQ(reports::markdown_escape("a&b <c>"), "a&amp;b \\<c\\>");
+}
+
+// Reports audit #5, #6: model output struck text through (~~), became a
+// link (https://, www.), pinged a user (@name) or linked an issue (#12) in a
+// PR comment, and C1 controls (CSI, OSC: C2 9B, C2 9D in UTF-8) passed to
+// the cell and to the terminal.
+TEST(ReportTables, MarkdownCellsMakeNoStrikeLinkMentionOrC1Control) {
+    const std::string zws = "\u200b";
+    EXPECT_EQ(reports::markdown_escape("~~struck~~ cc @octocat see #12 at https://evil.example "
+                                       "or www.evil.example"),
+              "\\~\\~struck\\~\\~ cc @" + zws + "octocat see #" + zws + "12 at https:" + zws +
+                  "//evil.example or w" + zws + "ww.evil.example");
+    EXPECT_EQ(reports::markdown_escape("a # b"), "a # b");
+    EXPECT_EQ(reports::markdown_escape("x\xc2\x9b" "2J\xc2\x9dosc\xc2\x9c y \xc2\xa0z"),
+              "x 2J osc  y \xc2\xa0z")
+        << "C1 controls become spaces; a no-break space is no control";
+    EXPECT_EQ(util::one_line("err \xc2\x9bJ \xc2\x9dosc\xc2\x9c x", 100), "err J osc x");
+    EXPECT_EQ(util::controls_as_spaces("a\xc2\x9b" "b"), "a  b");
+    EXPECT_TRUE(util::has_control_character("name\xc2\x85"));
+    EXPECT_FALSE(util::has_control_character("caf\xc3\xa9 \xc2\xa0"));
 }
 
 // Inside a code span nothing is escaped, so the fence outgrows the name's
