@@ -123,11 +123,14 @@ TEST(ReportTables, MarkdownCellsMakeNoStrikeLinkMentionOrC1Control) {
               "\\~\\~struck\\~\\~ cc @" + zws + "octocat see #" + zws + "12 at https:" + zws +
                   "//evil.example or w" + zws + "ww.evil.example");
     EXPECT_EQ(reports::markdown_escape("a # b"), "a # b");
-    EXPECT_EQ(reports::markdown_escape("x\xc2\x9b" "2J\xc2\x9dosc\xc2\x9c y \xc2\xa0z"),
+    EXPECT_EQ(reports::markdown_escape("x\xc2\x9b"
+                                       "2J\xc2\x9dosc\xc2\x9c y \xc2\xa0z"),
               "x 2J osc  y \xc2\xa0z")
         << "C1 controls become spaces; a no-break space is no control";
     EXPECT_EQ(util::one_line("err \xc2\x9bJ \xc2\x9dosc\xc2\x9c x", 100), "err J osc x");
-    EXPECT_EQ(util::controls_as_spaces("a\xc2\x9b" "b"), "a  b");
+    EXPECT_EQ(util::controls_as_spaces("a\xc2\x9b"
+                                       "b"),
+              "a  b");
     EXPECT_TRUE(util::has_control_character("name\xc2\x85"));
     EXPECT_FALSE(util::has_control_character("caf\xc3\xa9 \xc2\xa0"));
 }
