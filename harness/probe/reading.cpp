@@ -466,6 +466,13 @@ Estimate combine(const Reading& first, const std::optional<Reading>& after_white
         }
         return e;
     }
+    if (after_whitespace && first.whitespace_listed && !after_whitespace->marker_listed) {
+        // The direct path listed, the chain's not: the marker after the
+        // whitespace is at most the second floor, so P(open) is bounded.
+        e.bounded = true;
+        e.p_open = std::min(1.0, e.p_direct + first.p_whitespace * after_whitespace->floor);
+        return e;
+    }
     e.p_open =
         std::min(1.0, e.p_direct + (chain_listed ? e.p_whitespace * e.p_after_whitespace : 0.0));
     return e;

@@ -94,7 +94,9 @@ struct Estimate {
 };
 
 // Combine `first` with `after_whitespace` (nullopt when the framing does not
-// chain or its second probe has no usable reading).
+// chain or its second probe has no usable reading), as the v_probes view
+// does: bounded when no listed path reaches the marker, or when the
+// whitespace was listed and the reading after it lists no marker.
 Estimate combine(const Reading& first, const std::optional<Reading>& after_whitespace);
 
 // log(p / (1 - p)) with p kept inside [1e-9, 1 - 1e-9], so a probability the

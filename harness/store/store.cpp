@@ -512,6 +512,51 @@ LEFT JOIN probe_responses r2 ON r2.response_id = q2.response_id AND r2.ok = 1
 WHERE q.step = 0;
 )sql";
 
+// Version 15: a chain whose second request was read and lists no marker,
+// while the first lists the marker directly, measured only its direct part:
+// P(open) is that plus P(whitespace) times an unlisted marker's probability
+// after it, at most the second reading's floor (0.0025 stored as measured
+// where it could be 0.041). It is bounded by that sum now, as when neither
+// path is listed. A response with no usable reading (no-logprobs) is no
+// bound either: p_open and bounded are NULL, as for a chain not measured.
+constexpr std::string_view k_schema_v15 = R"sql(
+DROP VIEW v_probes;
+CREATE VIEW v_probes AS
+SELECT q.probe, q.server, q.framing, q.repeat, q.question_idx, q.dataset,
+       r.p_marker AS p_direct,
+       r.p_whitespace,
+       r2.p_marker AS p_after_whitespace,
+       CASE WHEN r.marker_listed IS NULL THEN NULL
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed IS NULL THEN NULL
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed = 0 AND r.marker_listed = 1
+            THEN min(1.0, r.p_marker + r.p_whitespace * r2.floor)
+            WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN min(1.0, CASE WHEN r.marker_listed = 1 THEN r.p_marker ELSE 0 END +
+                 CASE WHEN r.whitespace_listed = 1 AND r2.marker_listed = 1
+                      THEN r.p_whitespace * r2.p_marker ELSE 0 END)
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+            THEN min(1.0, r.floor + r.p_whitespace * r2.floor)
+            ELSE r.floor END AS p_open,
+       CASE WHEN r.marker_listed IS NULL THEN NULL
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed IS NULL THEN NULL
+            WHEN q2.probe_request_id IS NOT NULL AND r.whitespace_listed = 1
+                 AND r2.marker_listed = 0 THEN 1
+            WHEN r.marker_listed = 1 OR (r.whitespace_listed = 1 AND r2.marker_listed = 1)
+            THEN 0 ELSE 1 END AS bounded,
+       r.chosen, r.top_json, r2.top_json AS top_after_whitespace,
+       r.response_id, r2.response_id AS response_id_after_whitespace
+FROM probe_requests q
+JOIN probe_responses r ON r.response_id = q.response_id AND r.ok = 1
+LEFT JOIN probe_requests q2 ON q2.probe = q.probe AND q2.step = 1 AND q2.server = q.server
+     AND q2.framing = q.framing AND q2.repeat = q.repeat AND q2.question_idx = q.question_idx
+     AND q2.dataset = q.dataset
+LEFT JOIN probe_responses r2 ON r2.response_id = q2.response_id AND r2.ok = 1
+WHERE q.step = 0;
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -1102,6 +1147,7 @@ util::Result<void> Store::climb(int from, int to) {
         {12, nullptr, k_schema_v12, nullptr},
         {13, &Store::allow_null_latency, v13, nullptr},
         {14, nullptr, k_schema_v14, nullptr},
+        {15, nullptr, k_schema_v15, nullptr},
     };
     for (const auto& rung : ladder) {
         if (from >= rung.version || to < rung.version) {

@@ -3,6 +3,7 @@
 // with their readings, and a second run sends nothing again.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -569,6 +570,36 @@ TEST(Probe, AMergeOfOneServersProbeOnTwoDatasetsIsRefused) {
               std::string::npos)
         << m.err;
     EXPECT_EQ(e2e::slurp(one), before);
+}
+
+// Probe audit D5, D11 (schema version 15): the marker listed directly and
+// the chain's whitespace too, but the reading after the whitespace listing
+// no marker, was stored as measured at its direct part alone (0.0025 where
+// P(open) may be 0.041); it is bounded by the direct part plus P(whitespace)
+// times the second floor. A response with no usable reading is no bound.
+TEST(Probe, AChainWhoseSecondReadingListsNoMarkerIsBounded) {
+    auto dir = e2e::scratch("probe_chain_bound");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "1",
+                       "--db", db.string(), "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const std::string step = "(SELECT response_id FROM probe_requests WHERE step = {})";
+    e2e::exec(db, "UPDATE probe_responses SET marker_listed = 1, p_marker = 0.0025, "
+                  "whitespace_listed = 1, p_whitespace = 0.95 WHERE response_id = " +
+                      fmt::format(fmt::runtime(step), 0));
+    e2e::exec(db, "UPDATE probe_responses SET marker_listed = 0, p_marker = 0, floor = 0.041 "
+                  "WHERE response_id = " +
+                      fmt::format(fmt::runtime(step), 1));
+    EXPECT_EQ(query(db, "SELECT round(p_open, 6) || ' ' || bounded FROM v_probes"), "0.04145 1");
+    // A step-0 answer without a usable reading (stored as no-logprobs).
+    e2e::exec(db, "UPDATE probe_responses SET marker_listed = NULL, p_marker = NULL, "
+                  "whitespace_listed = NULL, p_whitespace = NULL, floor = NULL, error_kind = "
+                  "'no-logprobs' WHERE response_id = " +
+                      fmt::format(fmt::runtime(step), 0));
+    EXPECT_EQ(query(db, "SELECT coalesce(p_open, 'null') || ' ' || coalesce(bounded, 'null') FROM "
+                        "v_probes"),
+              "null null");
 }
 
 TEST(Probe, MergedShardsKeepTheirProbeReadings) {
