@@ -348,9 +348,15 @@ int report_outcome(const engine::RunSummary& s, const std::string& db) {
             std::cout << fmt::format("  {} x {}\n", why[i].first, why[i].second);
         }
         if (why.size() > 3) {
-            std::cout << fmt::format("  and {} other errors (SELECT error_kind, error FROM "
+            // Requests, as the lines above count them, and how many
+            // messages they carry.
+            int64_t others = 0;
+            for (size_t i = 3; i < why.size(); ++i) {
+                others += why[i].first;
+            }
+            std::cout << fmt::format("  and {} more ({}; SELECT error_kind, error FROM "
                                      "responses WHERE ok = 0)\n",
-                                     why.size() - 3);
+                                     others, util::counted(why.size() - 3, "other message"));
         }
         return k_exit_failed;
     }

@@ -292,7 +292,24 @@ std::string resolved_path(const std::string& path) {
     if (ec) {
         return path;
     }
-    auto resolved = std::filesystem::weakly_canonical(absolute, ec);
+    // A link to nowhere names the file a write through it creates (open
+    // with O_CREAT follows it), which weakly_canonical leaves unresolved: a
+    // report.md linking to the database's -wal, made only once the database
+    // was opened, passed the check and was written into the log.
+    std::filesystem::path at = absolute;
+    for (int hops = 0; hops < 40; ++hops) {
+        const auto st = std::filesystem::symlink_status(at, ec);
+        if (ec || !std::filesystem::is_symlink(st) || std::filesystem::exists(at, ec)) {
+            break;
+        }
+        const auto target = std::filesystem::read_symlink(at, ec);
+        if (ec) {
+            break;
+        }
+        at = target.is_absolute() ? target : at.parent_path() / target;
+    }
+    ec.clear();
+    auto resolved = std::filesystem::weakly_canonical(at, ec);
     return ec || resolved.empty() ? path : resolved.string();
 }
 

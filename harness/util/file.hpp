@@ -58,10 +58,10 @@ struct FileEnds {
 Result<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, size_t tail,
                                 uint64_t from = 0);
 
-// The file `path` names, absolute, its symbolic links followed (as far as
-// they exist): one file under every name, for its lock, for replacing it and
-// for telling two names of one file apart. `path` itself when it cannot be
-// resolved.
+// The file `path` names, absolute, its symbolic links followed (a link to
+// nowhere too: to the file a write through it would create): one file under
+// every name, for its lock, for replacing it and for telling two names of
+// one file apart. `path` itself when it cannot be resolved.
 std::string resolved_path(const std::string& path);
 
 // Whether this process may write the file at `path`: access(2) allows it and

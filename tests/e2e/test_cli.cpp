@@ -440,6 +440,19 @@ TEST(Cli, AnOutputNamedLikeTheDatabaseIsRefusedAndTheDatabaseKept) {
     for (const auto& file : {db, named}) {
         EXPECT_EQ(e2e::query(file, "SELECT count(*) > 0 FROM responses"), "1") << file;
     }
+    // A link to the database's -wal that is not there yet (reports audit
+    // #10): the report opened the database, which made the -wal, and wrote
+    // report.md into it.
+    fs::remove(db.string() + "-wal");
+    fs::create_directories(dir / "linked");
+    fs::create_symlink(db.string() + "-wal", dir / "linked" / "report.md");
+    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "linked").string(), "--format",
+                  "md"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find(" is the database " + db.string() + " or one of its files"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(e2e::slurp(db.string() + "-wal").find("diffeval report"), std::string::npos);
 }
 
 // export writes its files after scoring what is not scored yet: an --out

@@ -1513,3 +1513,24 @@ TEST(Hostile, AMergeTheDiskHasNoRoomForSaysSoAndKeepsOut) {
     EXPECT_FALSE(std::filesystem::exists(fresh));
     EXPECT_FALSE(std::filesystem::exists(dir / "fresh.sqlite.merge-tmp"));
 }
+
+// Reports audit #9: the closing lines' "and 25 other errors" counted the
+// distinct messages left, not the requests (31 of them): the lines summed
+// to 139 of 145 failures. What is left is counted in requests, beside how
+// many messages they carry.
+TEST(Hostile, TheClosingLinesCountEveryFailedRequest) {
+    auto dir = e2e::scratch("hostile_failure_lines");
+    using H = Hostile;
+    HostileServer server(cycle({H::content_object, H::content_object, H::content_object,
+                                H::partial_206, H::partial_206, H::partial_206, H::redirect_ftp,
+                                H::redirect_ftp, H::redirect_ftp, H::redirect_loop,
+                                H::redirect_loop, H::deep_json, H::deep_json}));
+    auto o = e2e::run(run_args(server.url(), dir / "r.sqlite",
+                               {"--framing", "raw", "--limit", "13", "--concurrency", "1"}));
+    EXPECT_EQ(o.exit_code, 1) << o.err << o.out;
+    EXPECT_NE(o.out.find("13 requests have no successful response"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("  and 4 more (2 other messages; SELECT error_kind, error FROM responses "
+                         "WHERE ok = 0)"),
+              std::string::npos)
+        << o.out;
+}
