@@ -446,8 +446,8 @@ TEST(Cli, AnOutputNamedLikeTheDatabaseIsRefusedAndTheDatabaseKept) {
     fs::remove(db.string() + "-wal");
     fs::create_directories(dir / "linked");
     fs::create_symlink(db.string() + "-wal", dir / "linked" / "report.md");
-    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "linked").string(), "--format",
-                  "md"});
+    o = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "linked").string(), "--format", "md"});
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_NE(o.err.find(" is the database " + db.string() + " or one of its files"),
               std::string::npos)

@@ -1521,10 +1521,10 @@ TEST(Hostile, AMergeTheDiskHasNoRoomForSaysSoAndKeepsOut) {
 TEST(Hostile, TheClosingLinesCountEveryFailedRequest) {
     auto dir = e2e::scratch("hostile_failure_lines");
     using H = Hostile;
-    HostileServer server(cycle({H::content_object, H::content_object, H::content_object,
-                                H::partial_206, H::partial_206, H::partial_206, H::redirect_ftp,
-                                H::redirect_ftp, H::redirect_ftp, H::redirect_loop,
-                                H::redirect_loop, H::deep_json, H::deep_json}));
+    HostileServer server(
+        cycle({H::content_object, H::content_object, H::content_object, H::partial_206,
+               H::partial_206, H::partial_206, H::redirect_ftp, H::redirect_ftp, H::redirect_ftp,
+               H::redirect_loop, H::redirect_loop, H::deep_json, H::deep_json}));
     auto o = e2e::run(run_args(server.url(), dir / "r.sqlite",
                                {"--framing", "raw", "--limit", "13", "--concurrency", "1"}));
     EXPECT_EQ(o.exit_code, 1) << o.err << o.out;
