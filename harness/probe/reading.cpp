@@ -331,7 +331,14 @@ util::Result<FirstPosition> first_position_nlohmann(std::string_view body) {
             fmt::format("the probe response nests deeper than {} levels", util::k_max_json_depth));
     }
     auto j = json::parse(body, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    if (j.is_discarded()) {
+        // Python's json.dumps writes NaN and Infinity by default; neither is
+        // JSON, nor is a number past a double's range.
+        return util::Error{ErrorKind::data,
+                           "the probe response is not valid JSON (a NaN, an Infinity or a number "
+                           "past a double's range in it, perhaps: none is a JSON number)"};
+    }
+    if (!j.is_object()) {
         return not_an_object();
     }
     const json* lp = nullptr;

@@ -357,3 +357,17 @@ TEST(ProbeFirstPosition, AHugeListOfAlternativesIsRefused) {
                                      "position (the probe asks for 20)");
     }
 }
+
+// Probe audit D8: a body with NaN (Python's json.dumps writes it) or a
+// number past a double's range was "not a JSON object".
+TEST(ProbeFirstPosition, ABodyWithNanIsNamedNotValidJson) {
+    for (const std::string bad : {"NaN", "Infinity", "1e999"}) {
+        auto p =
+            first_position(content_body(" ", -0.1, R"([{"token":" ","logprob":)" + bad + R"(}])"));
+        ASSERT_FALSE(p) << bad;
+        EXPECT_NE(p.error().message.find("the probe response is not valid JSON (a NaN, an "
+                                         "Infinity or a number past a double's range"),
+                  std::string::npos)
+            << bad << ": " << p.error().message;
+    }
+}
