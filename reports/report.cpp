@@ -362,12 +362,15 @@ nlohmann::json report_json(const ReportData& data) {
 }
 
 const analysis::Comparison* lead_comparison(const ReportData& data) {
-    // A side with nothing answered leads: every other sentence rests on answers.
+    // Worse, then better, then no detectable difference; a side with nothing
+    // answered last: its flips are failed requests, which say nothing of the
+    // model (reports audit #8: its rows of HTTP 400 were shown, a worse
+    // comparison's flips not). The headline says such a side first.
     auto rank = [](const analysis::Comparison& c) {
-        return c.verdict.kind == analysis::VerdictKind::no_evidence ? 0
-               : c.verdict.kind == analysis::VerdictKind::worse     ? 1
-               : c.verdict.kind == analysis::VerdictKind::better    ? 2
-                                                                    : 3;
+        return c.verdict.kind == analysis::VerdictKind::worse         ? 0
+               : c.verdict.kind == analysis::VerdictKind::better      ? 1
+               : c.verdict.kind == analysis::VerdictKind::no_evidence ? 3
+                                                                      : 2;
     };
     const analysis::Comparison* top = nullptr;
     for (const auto& c : data.comparisons) {

@@ -102,7 +102,8 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
 std::string headline(const ReportData& data);
 
 // The comparison a reader should look at first: worse, then better, then the
-// rest, and within each the largest difference; null when nothing was compared.
+// rest, one with a side that answered nothing last, and within each the
+// largest difference; null when nothing was compared.
 const analysis::Comparison* lead_comparison(const ReportData& data);
 
 // Every comparison against the baseline: difference, interval, sign-flip

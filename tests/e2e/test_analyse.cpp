@@ -785,3 +785,24 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
     EXPECT_NE(e2e::slurp(dir / "after" / "report.md").find(lacks), std::string::npos)
         << e2e::slurp(dir / "after" / "report.md");
 }
+
+// Reports audit #4: every question differing by the same amount (b wrong
+// wherever a is right) has no variance to size a run from, as the docs say;
+// plan printed a table of "10 questions" built on a variance of 0.
+TEST(Plan, EveryQuestionDifferingAlikeHasNoVarianceToSizeFrom) {
+    auto dir = e2e::scratch("plan_same_everywhere");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--limit", "8", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE scores SET correct = CASE WHEN response_id IN (SELECT response_id FROM "
+                  "requests WHERE server = 'a') THEN 1 ELSE 0 END WHERE scorer = 'vllm'");
+    auto p = e2e::run({"plan", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_NE(p.out.find("There is no variance to size a run from: every one of the 8 questions "
+                         "differs by the same amount, so their spread sizes no test."),
+              std::string::npos)
+        << p.out;
+    EXPECT_EQ(p.out.find("questions needed"), std::string::npos) << p.out;
+}

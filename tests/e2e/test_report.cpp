@@ -688,3 +688,28 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
     const auto sentences = j["headline_sentences"].dump();
     EXPECT_NE(sentences.find("of e/raw/256's 40 requests here."), std::string::npos) << sentences;
 }
+
+// Reports audit #8: "Top flipped questions" showed a comparison whose side
+// answered nothing (rows of failed requests) before a worse one; the docs
+// say worse first.
+TEST(Report, TopFlippedShowsAWorseComparisonBeforeOneThatAnsweredNothing) {
+    auto dir = e2e::scratch("report_top_flipped");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "base=" + sim.url(), "--server", "bad=" + sim.url(),
+                       "--server", "dead=" + sim.url(), "--framing", "raw", "--limit", "8",
+                       "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE scores SET correct = CASE WHEN response_id IN (SELECT response_id FROM "
+                  "requests WHERE server = 'bad') THEN 0 ELSE 1 END");
+    e2e::exec(db, "UPDATE responses SET ok = 0, status = 400, error_kind = 'http', error = "
+                  "'HTTP 400: refused' WHERE response_id IN (SELECT response_id FROM requests "
+                  "WHERE server = 'dead')");
+    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string(), "--format",
+                  "md", "--baseline", "base"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("## Top flipped questions: bad/raw/256 vs base/raw/256 (vllm)"),
+              std::string::npos)
+        << md;
+}
