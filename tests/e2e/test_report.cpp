@@ -697,16 +697,16 @@ TEST(Report, TopFlippedShowsAWorseComparisonBeforeOneThatAnsweredNothing) {
     e2e::Sim sim;
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--server", "base=" + sim.url(), "--server", "bad=" + sim.url(),
-                       "--server", "dead=" + sim.url(), "--framing", "raw", "--limit", "8",
-                       "--db", db.string(), "--quiet"});
+                       "--server", "dead=" + sim.url(), "--framing", "raw", "--limit", "8", "--db",
+                       db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     e2e::exec(db, "UPDATE scores SET correct = CASE WHEN response_id IN (SELECT response_id FROM "
                   "requests WHERE server = 'bad') THEN 0 ELSE 1 END");
     e2e::exec(db, "UPDATE responses SET ok = 0, status = 400, error_kind = 'http', error = "
                   "'HTTP 400: refused' WHERE response_id IN (SELECT response_id FROM requests "
                   "WHERE server = 'dead')");
-    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string(), "--format",
-                  "md", "--baseline", "base"});
+    o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "md",
+                  "--baseline", "base"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     const auto md = e2e::slurp(dir / "out" / "report.md");
     EXPECT_NE(md.find("## Top flipped questions: bad/raw/256 vs base/raw/256 (vllm)"),
