@@ -655,6 +655,13 @@ nlohmann::json to_json(const ProbeComparison& c) {
                         {"perturbation", nullptr},
                         {"accuracy", nullptr},
                         {"line", probe_line(c)}};
+    if (d.questions == 0) {
+        // Nothing measured: no shift, interval or p-value, as a value
+        // nothing measured is null everywhere else (probe audit D10).
+        for (const char* key : {"mean_logit_shift", "ci", "p_value", "p_exact", "sd"}) {
+            j["direction"][key] = nullptr;
+        }
+    }
     if (c.perturbation) {
         const auto& p = *c.perturbation;
         j["perturbation"] = {{"questions", p.questions},

@@ -104,6 +104,12 @@ TEST(ProbeDirection, QuestionsWhereNeitherSideListsTheMarkerAreLeftOut) {
     EXPECT_EQ(c->direction.questions, 0);
     EXPECT_EQ(c->both_bounded, 10);
     EXPECT_NE(probe_line(*c).find("not measurable"), std::string::npos);
+    // Nothing measured: null, not a shift of 0 in [0, 0] at p 1.
+    const auto j = to_json(*c);
+    EXPECT_EQ(j["direction"]["questions"], 0);
+    for (const char* key : {"mean_logit_shift", "ci", "p_value", "p_exact", "sd"}) {
+        EXPECT_TRUE(j["direction"][key].is_null()) << key;
+    }
 }
 
 // Probe audit D2: one server lists 20 alternatives, another 5, over the
