@@ -12,6 +12,7 @@
 
 #include <harness/analysis/gate.hpp>
 #include <harness/analysis/probe_gate.hpp>
+#include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
 
 #include <fmt/format.h>
@@ -285,6 +286,20 @@ util::Result<void> add_probe_checks(const GateFlags& f, store::Store& st,
     auto b = analysis::parse_selector(f.candidate);
     if (!a || !b) {
         return a ? b.error() : a.error();
+    }
+    // A server the database does not hold is named, not told to run the
+    // probe (probe audit D9: a misspelled --candidate was).
+    for (const auto& [flag, sel] : {std::pair{"--baseline", &*a}, std::pair{"--candidate", &*b}}) {
+        auto record = store::server_records(st, {sel->server});
+        if (!record) {
+            return record.error();
+        }
+        if (!record->front().found) {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("{} {}: no server of that name in the "
+                                                "database",
+                                                flag, util::one_line(sel->server, 80)));
+        }
     }
     auto data = analysis::load_probes(st);
     if (!data) {

@@ -602,6 +602,21 @@ TEST(Probe, AChainWhoseSecondReadingListsNoMarkerIsBounded) {
               "null null");
 }
 
+// Probe audit D9: a gate of probe checks alone with a misspelled server said
+// to run with --probe; it names the server the database does not hold.
+TEST(Probe, TheGateNamesAServerTheDatabaseDoesNotHold) {
+    auto dir = e2e::scratch("probe_gate_nosuch");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
+                       "--db", db.string(), "--probe", "think-open", "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "nosuch",
+                       "--max-probe-shift", "0.2"});
+    EXPECT_EQ(g.exit_code, 2) << g.out << g.err;
+    EXPECT_EQ(g.err, "diffeval: --candidate nosuch: no server of that name in the database\n");
+}
+
 TEST(Probe, MergedShardsKeepTheirProbeReadings) {
     auto dir = e2e::scratch("probe_merge");
     e2e::Sim a({"--profile", "default"});
