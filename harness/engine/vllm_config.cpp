@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <filesystem>
+#include <limits>
 #include <netinet/in.h>
 #include <sstream>
 #include <sys/socket.h>
@@ -96,8 +97,7 @@ util::Result<YAML::Node> read_yaml_map(const std::string& path) {
             return make_error(ErrorKind::usage,
                               fmt::format("{}:{}: {} is given twice (vLLM's CI would take the "
                                           "last, diffeval the first); keep one",
-                                          path, kv.first.Mark().line + 1,
-                                          util::one_line(key, 80)));
+                                          path, kv.first.Mark().line + 1, util::one_line(key, 80)));
         }
         keys.push_back(std::move(key));
     }
@@ -146,10 +146,14 @@ util::Result<void> read_rule(const YAML::Node& root, const std::string& path, Vl
     for (auto [key, target] :
          {std::pair{"num_questions", &c.num_questions}, std::pair{"num_fewshot", &c.num_fewshot}}) {
         if (root[key]) {
-            auto v = field<int>(root, key, path, "an integer");
-            if (!v) {
-                return v.error();
+            // Read as 64 bits: a count past an int's range is still a count
+            // (gsm8k_eval.py asks min(n, 1319)), held to what an int holds.
+            auto wide = field<int64_t>(root, key, path, "an integer");
+            if (!wide) {
+                return wide.error();
             }
+            const util::Result<int> v = static_cast<int>(std::clamp<int64_t>(
+                *wide, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
             // gsm8k_eval.py takes min(num_questions, 1319) questions: 0 or
             // fewer asks none, and the CI's check of the NaN accuracy of no
             // answers fails whatever the server does.
@@ -205,6 +209,13 @@ util::Result<void> read_launch(const YAML::Node& root, const std::string& path, 
         auto w = field<int>(root, "startup_max_wait_seconds", path, "an integer");
         if (!w) {
             return w.error();
+        }
+        if (*w < 1) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}:{}: startup_max_wait_seconds is {}: give the "
+                                          "seconds the server may take to start, 1 or more",
+                                          path, root["startup_max_wait_seconds"].Mark().line + 1,
+                                          *w));
         }
         c.startup_max_wait = std::chrono::seconds(*w);
     }

@@ -112,6 +112,23 @@ TEST(VllmConfig, MistakesNameFileAndLine) {
 // none and the CI check of their accuracy (NaN) always fails: the config is
 // refused naming the field, not run or reported as a `--limit 0` the user
 // never typed.
+// Interop audit #10: a count past an int's range was "not an integer",
+// though more than the test split asks for all of it; a negative startup
+// wait was accepted and reported as "within -5s".
+TEST(VllmConfig, AHugeCountIsAllQuestionsAndANegativeWaitIsRefused) {
+    auto huge = engine::load_vllm_config(
+        write("Huge.yaml", "model_name: m\naccuracy_threshold: 0.5\nnum_questions: 99999999999\n"));
+    ASSERT_TRUE(huge.ok()) << huge.error().message;
+    EXPECT_GE(huge->num_questions, 1319);
+    auto wait = engine::load_vllm_config(write(
+        "Wait.yaml", "model_name: m\naccuracy_threshold: 0.5\nstartup_max_wait_seconds: -5\n"));
+    ASSERT_FALSE(wait.ok());
+    EXPECT_NE(wait.error().message.find("Wait.yaml:3: startup_max_wait_seconds is -5: give the "
+                                        "seconds the server may take to start, 1 or more"),
+              std::string::npos)
+        << wait.error().message;
+}
+
 TEST(VllmConfig, NoQuestionsIsRefusedAsTheCiWouldFailIt) {
     for (const char* n : {"0", "-3"}) {
         auto c = engine::load_vllm_config(
