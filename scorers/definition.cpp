@@ -286,7 +286,7 @@ util::Result<ScorerDefinition> parse_scorer_definition(std::string_view text, st
     }
     if (!version->is_integer() || version->as_integer()->get() < 1 ||
         version->as_integer()->get() > 1'000'000) {
-        return r.error(*version, "version must be a positive integer");
+        return r.error(*version, "version must be a whole number from 1 to 1000000");
     }
     def.version = static_cast<int>(version->as_integer()->get());
 

@@ -229,7 +229,10 @@ TEST(ScorerFile, BadValuesAreErrors) {
 TEST(ScorerFile, VersionIsRequired) {
     EXPECT_NE(load_error(with("version = 2\n", "")).find("missing key 'version'"),
               std::string::npos);
-    EXPECT_NE(load_error(with("version = 2", "version = 0")).find("positive integer"),
+    EXPECT_NE(load_error(with("version = 2", "version = 0")).find("from 1 to 1000000"),
+              std::string::npos);
+    // Concurrency audit D5: past the limit it was "not a positive integer".
+    EXPECT_NE(load_error(with("version = 2", "version = 1000001")).find("from 1 to 1000000"),
               std::string::npos);
 }
 
