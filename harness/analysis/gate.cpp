@@ -100,8 +100,8 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                        measured - c.threshold, d)
                          : fmt::format("{} is {:.{}f} points below the floor", mean,
                                        c.threshold - measured, d);
-        if (!ok && fmt::format("{:.{}f}", c.threshold - measured, d) ==
-                       fmt::format("{:.{}f}", 0.0, d)) {
+        if (!ok &&
+            fmt::format("{:.{}f}", c.threshold - measured, d) == fmt::format("{:.{}f}", 0.0, d)) {
             // Below by a float64's last bit (exact_floor): the numbers print
             // equal, so the words give the comparison itself.
             c.why = fmt::format("{} is below the floor by a float64's last bit: {} < {} - {} = "

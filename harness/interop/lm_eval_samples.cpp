@@ -443,8 +443,7 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                     : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
                                   where, util::k_max_json_depth));
         }
-        if (!j.is_object() || !j.contains("doc_id") || !j.contains("doc") ||
-            !j.contains("resps")) {
+        if (!j.is_object() || !j.contains("doc_id") || !j.contains("doc") || !j.contains("resps")) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: not an lm-eval samples line (needs doc_id, doc, "
                                           "resps); is this a --log_samples file?",

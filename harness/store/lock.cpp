@@ -134,11 +134,11 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     // `merge X` removes X.merge-tmp first, without asking who writes it: a
     // database of that name was lost to the next merge of X.
     if (db_path.size() > k_merge_tmp_suffix.size() && db_path.ends_with(k_merge_tmp_suffix)) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{} is the name 'diffeval merge {}' builds its result in, "
-                                      "and removes first; give the database another name",
-                                      db_path,
-                                      db_path.substr(0, db_path.size() - k_merge_tmp_suffix.size())));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("{} is the name 'diffeval merge {}' builds its result in, "
+                        "and removes first; give the database another name",
+                        db_path, db_path.substr(0, db_path.size() - k_merge_tmp_suffix.size())));
     }
     const auto path = path_for(db_path);
     bool told = false;
