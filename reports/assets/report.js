@@ -258,7 +258,7 @@
     if (!ga || !gb) return;
     const { cells, questions } = transitions(ga, gb);
     const n = OUTCOMES.length, cw = 124, ch = 44, left = 170, top = 74;
-    const w = left + n * cw + 20, h = top + n * ch + 40;
+    const w = left + n * cw + 20, h = top + n * ch + 58;
     const svg = svgEl('svg', { class: 'chart', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h,
       role: 'img', 'aria-label': 'outcome transitions' });
     svg.appendChild(svgEl('text', { x: 4, y: 16, class: 'head' },
@@ -294,10 +294,12 @@
       g.appendChild(svgEl('text', { x: x + 14 + side, y: y + ch / 2 + 4 }, fmtCount(c.count)));
       svg.appendChild(g);
     });
-    svg.appendChild(svgEl('text', { x: left, y: h - 12 }, counted(questions, 'question') +
+    // Two lines: at 1,319 questions one ran past the chart's right edge.
+    svg.appendChild(svgEl('text', { x: left, y: h - 30 }, counted(questions, 'question') +
       ' in both; ' +
-      pts(lost).toFixed(1) + ' points lost, ' + pts(gained).toFixed(1) + ' gained (squares: ' +
-      'count; colour: lost, gained or unchanged points)'));
+      pts(lost).toFixed(1) + ' points lost, ' + pts(gained).toFixed(1) + ' gained'));
+    svg.appendChild(svgEl('text', { x: left, y: h - 12 },
+      '(squares: count; colour: lost, gained or unchanged points)'));
     host.appendChild(svg);
     document.body.setAttribute('data-transitions', groupName(ga) + ' -> ' + groupName(gb));
   }
