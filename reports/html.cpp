@@ -208,9 +208,9 @@ std::string forest_plot(const ReportData& data) {
         const auto* col = verdict_colour(c.verdict.kind);
         const double cy = y + row_h / 2.0;
         const auto label = fmt::format("{} vs {} ({})", c.b.text(), c.a.text(), c.scorer);
-        out += fmt::format(R"(<text x="{}" y="{:.1f}" text-anchor="end"><title>{}</title>{}</text>)",
-                           label_w - 8, cy + 4, util::xml_escape(label),
-                           util::xml_escape(abbreviate(label, k_label_chars)));
+        out += fmt::format(
+            R"(<text x="{}" y="{:.1f}" text-anchor="end"><title>{}</title>{}</text>)", label_w - 8,
+            cy + 4, util::xml_escape(label), util::xml_escape(abbreviate(label, k_label_chars)));
         out += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="{}" )"
                            R"(stroke-width="3"/>)",
                            x(100.0 * c.stats.interval.lo), x(100.0 * c.stats.interval.hi), cy, cy,
