@@ -429,6 +429,23 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
         // A line lm-eval cut off when it was killed, or written in another
         // encoding, is no JSON: said so, not sent looking for keys it has.
         if (j.is_discarded()) {
+            // A gzipped file, and lm-eval's samples before 0.4.3 (one JSON
+            // array over many lines), are no JSON lines at all: said so,
+            // not "not UTF-8" or "cut off" (interop audit #10).
+            if (n == 1 && line.size() >= 2 && static_cast<unsigned char>(line[0]) == 0x1f &&
+                static_cast<unsigned char>(line[1]) == 0x8b) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("{}: the file is gzip-compressed; decompress it "
+                                              "(gunzip) and import the .jsonl",
+                                              path));
+            }
+            if (n == 1 && util::trim(line).starts_with("[")) {
+                return make_error(ErrorKind::data,
+                                  fmt::format("{}: the file is one JSON array, as lm-eval wrote "
+                                              "samples before 0.4.3, not a line per sample; log "
+                                              "the samples with lm-eval 0.4.3 or later",
+                                              where));
+            }
             return make_error(
                 ErrorKind::data,
                 !util::is_utf8(line)
@@ -442,6 +459,13 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                                   where)
                     : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
                                   where, util::k_max_json_depth));
+        }
+        if (n == 1 && j.is_array()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the file is one JSON array, as lm-eval wrote "
+                                          "samples before 0.4.3, not a line per sample; log the "
+                                          "samples with lm-eval 0.4.3 or later",
+                                          where));
         }
         if (!j.is_object() || !j.contains("doc_id") || !j.contains("doc") || !j.contains("resps")) {
             return make_error(ErrorKind::data,

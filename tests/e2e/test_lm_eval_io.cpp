@@ -981,3 +981,33 @@ TEST(LmEvalSamples, AFileOfAnotherConfigurationIsRefused) {
     EXPECT_NE(o.out.find("as two/gsm8k/512, two/gsm8k/1024: 2 documents"), std::string::npos)
         << o.out;
 }
+
+// Interop audit #10: a gzipped samples file was "not UTF-8 ... converted to
+// another encoding?", and lm-eval's pre-0.4.3 JSON array a line "cut off".
+TEST(LmEvalSamples, AGzippedFileOrAJsonArrayIsNamedAsSuch) {
+    auto dir = e2e::scratch("lm-eval-shapes");
+    auto db = dir / "r.sqlite";
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    const std::string doc = "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A #### "
+                            "1\"}, \"resps\": [[\"#### 1\"]]}";
+    auto plain = dir / "samples_gsm8k_2026.jsonl";
+    std::ofstream(plain) << doc << "\n";
+    ASSERT_EQ(std::system(("gzip -k -f '" + plain.string() + "'").c_str()), 0);
+    auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
+                       dataset, plain.string() + ".gz"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("the file is gzip-compressed; decompress it (gunzip)"), std::string::npos)
+        << o.err;
+    for (const std::string& text : {"[\n  " + doc + "\n]\n", "[" + doc + "]\n"}) {
+        std::ofstream(plain, std::ios::trunc) << text;
+        o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset", dataset,
+                      plain.string()});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find(":1: the file is one JSON array, as lm-eval wrote samples before "
+                             "0.4.3"),
+                  std::string::npos)
+            << o.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
