@@ -98,6 +98,12 @@ int import_command(const ImportFlags& f) {
     std::cout << fmt::format("imported {} as {}: {}, {} stored, {} already stored\n", f.path,
                              r->group, util::counted(r->documents, "document"),
                              util::counted(r->responses, "response"), r->already_stored);
+    if (r->other_strict_rule) {
+        std::cout << "note: a chain-of-thought task's strict-match filter reads \"The answer is "
+                     "N.\", not gsm8k's \"#### N\" that the lm-eval-strict scorer reads; "
+                     "lm-eval's own verdicts per filter are kept in response_json "
+                     "(lm_eval.filters)\n";
+    }
     if (r->responses == 0 && r->already_stored > 0) {
         std::cout << fmt::format("nothing new: every answer in the file is stored already; a file "
                                  "of another run of the same requests is stored as further "

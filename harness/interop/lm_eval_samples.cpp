@@ -851,6 +851,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     for (const int limit : limits) {
         groups.push_back(fmt::format("{}/{}/{}", o.name, framing, limit));
     }
+    summary.other_strict_rule = task_of(o.path).find("cot") != std::string::npos;
     summary.group = groups.empty() ? fmt::format("{}/{}/0", o.name, framing)
                                    : fmt::format("{}", fmt::join(groups, ", "));
     return summary;

@@ -57,6 +57,10 @@ struct ImportSummary {
     int64_t documents = 0;
     int64_t responses = 0;
     int64_t already_stored = 0;
+    // A task whose strict-match filter is not gsm8k's "#### N" (gsm8k_cot's
+    // "The answer is N."): the lm-eval-strict scorer reads it by gsm8k's
+    // rule, so a note says where lm-eval's own verdicts are.
+    bool other_strict_rule = false;
 };
 
 // Read the samples file and store it as group NAME/FRAMING/MAX_TOKENS:

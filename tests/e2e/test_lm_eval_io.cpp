@@ -1011,3 +1011,27 @@ TEST(LmEvalSamples, AGzippedFileOrAJsonArrayIsNamedAsSuch) {
     }
     EXPECT_FALSE(std::filesystem::exists(db));
 }
+
+// Interop audit #4: an imported gsm8k_cot file read 0% in lm-eval-strict
+// (gsm8k's "#### N" rule) where lm-eval's own strict-match gave 100% ("The
+// answer is N."), without a word: a note says where lm-eval's verdicts are.
+TEST(LmEvalSamples, AChainOfThoughtTaskIsNotedForItsStrictRule) {
+    auto dir = e2e::scratch("lm-eval-cot");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n";
+    const std::string doc = "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A #### "
+                            "1\"}, \"resps\": [[\"The answer is 1.\"]]}\n";
+    auto cot = dir / "samples_gsm8k_cot_2026.jsonl";
+    auto plain = dir / "samples_gsm8k_2026.jsonl";
+    std::ofstream(cot) << doc;
+    std::ofstream(plain) << doc;
+    const std::string note = "note: a chain-of-thought task's strict-match filter reads";
+    auto o = e2e::run({"import", "lm-eval", "--db", (dir / "cot.sqlite").string(), "--name", "x",
+                       "--dataset", dataset, cot.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find(note), std::string::npos) << o.out;
+    o = e2e::run({"import", "lm-eval", "--db", (dir / "plain.sqlite").string(), "--name", "x",
+                  "--dataset", dataset, plain.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.find(note), std::string::npos) << o.out;
+}
