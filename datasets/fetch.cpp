@@ -40,6 +40,14 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
         req.url = fmt::format("{}/{}", base, f.name);
         req.timeout = std::chrono::milliseconds(300'000);
         auto r = http::fetch(req);
+        if (r.transport == http::Transport::too_large) {
+            // The transport's words name `run`'s --max-response-bytes, which
+            // data fetch does not take (interop audit #10).
+            return make_error(ErrorKind::io,
+                              fmt::format("cannot download {}: it passed {} bytes, far more than "
+                                          "GSM8K's files; check --data-url-base",
+                                          http::url_without_secret(req.url), req.max_body_bytes));
+        }
         if (r.transport != http::Transport::ok) {
             return make_error(ErrorKind::io,
                               fmt::format("cannot download {}: {}; check the network "
@@ -47,9 +55,14 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
                                           http::url_without_secret(req.url), r.transport_error));
         }
         if (r.status != 200) {
-            return make_error(ErrorKind::io,
-                              fmt::format("cannot download {}: HTTP {}",
-                                          http::url_without_secret(req.url), r.status));
+            return make_error(
+                ErrorKind::io,
+                fmt::format("cannot download {}: HTTP {}{}", http::url_without_secret(req.url),
+                            r.status,
+                            r.status >= 300 && r.status < 400
+                                ? " (a redirect, which data fetch does not follow: give the "
+                                  "address it leads to as --data-url-base)"
+                                : ""));
         }
         auto got = util::sha256_hex(r.body);
         if (got != f.sha256) {

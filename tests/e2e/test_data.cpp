@@ -41,6 +41,11 @@ public:
             }
             res.set_content(it->second, "application/octet-stream");
         });
+        // A mirror that moved: every file answers 301 to where it went.
+        m_server.Get(R"(/moved/(.+))", [](const httplib::Request& req, httplib::Response& res) {
+            res.status = 301;
+            res.set_header("Location", "/data/" + req.matches[1].str());
+        });
         m_port = m_server.bind_to_any_port("127.0.0.1");
         // Bound already: connections wait in the backlog until it accepts.
         m_thread = std::thread([this] { m_server.listen_after_bind(); });
@@ -50,6 +55,7 @@ public:
         m_thread.join();
     }
     std::string base() const { return "http://127.0.0.1:" + std::to_string(m_port) + "/data"; }
+    int port() const { return m_port; }
 
 private:
     std::map<std::string, std::string> m_files;
@@ -166,4 +172,26 @@ TEST(DataFetch, TwoFetchesIntoOneCacheAtOnceBothSucceed) {
         }
         EXPECT_EQ(entries, 2U) << "round " << round;
     }
+}
+
+// Interop audit #10: a redirect was "HTTP 301" with no word of why, and a
+// body past the download's bound named run's --max-response-bytes, a flag
+// data fetch does not take.
+TEST(DataFetch, ARedirectAndAnEndlessFileSayWhatToDo) {
+    auto dir = e2e::scratch("fetch_moved");
+    FileServer server({{"test.jsonl", std::string((size_t{33} << 20), 'x')}});
+    auto moved = e2e::run({"data", "fetch", "gsm8k", "--data-url-base",
+                           "http://127.0.0.1:" + std::to_string(server.port()) + "/moved"},
+                          {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_EQ(moved.exit_code, 1) << moved.err;
+    EXPECT_NE(moved.err.find("HTTP 301 (a redirect, which data fetch does not follow: give the "
+                             "address it leads to as --data-url-base)"),
+              std::string::npos)
+        << moved.err;
+    auto big = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()},
+                        {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_EQ(big.exit_code, 1) << big.err;
+    EXPECT_NE(big.err.find("far more than GSM8K's files; check --data-url-base"), std::string::npos)
+        << big.err;
+    EXPECT_EQ(big.err.find("--max-response-bytes"), std::string::npos) << big.err;
 }
