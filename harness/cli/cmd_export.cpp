@@ -3,6 +3,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
+#include <harness/store/scoring.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -56,6 +57,15 @@ int export_command(const ExportFlags& f) {
     std::cerr << fmt::format("wrote {} ({}) to {}\n",
                              util::counted(r->files.size(), "samples file"),
                              util::counted(r->lines, "line"), f.out);
+    // Verdicts of the text after the think block beside the whole text in
+    // `resps`: lm-eval's filters on resps may give others (interop audit #5).
+    if (auto text = store::stored_score_text(*opened->store);
+        text && *text && **text == "after-think") {
+        std::cerr << fmt::format("note: {} is scored on the text after the think block (rescore "
+                                 "--score-text after-think): each line's filtered_resps and "
+                                 "exact_match are of that text, its resps the whole text\n",
+                                 f.db);
+    }
     return k_exit_ok;
 }
 

@@ -1035,3 +1035,24 @@ TEST(LmEvalSamples, AChainOfThoughtTaskIsNotedForItsStrictRule) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out.find(note), std::string::npos) << o.out;
 }
+
+// Interop audit #5: after `rescore --score-text after-think` an export's
+// verdicts are of the text after the think block beside the whole text in
+// resps, which lm-eval's filters would read otherwise: a note says so.
+TEST(LmEvalSamples, AnExportOfTheAfterThinkTextSaysSo) {
+    auto dir = e2e::scratch("lm-eval-after-think");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    (void)run_and_export(sim, db, dir / "full", 2);
+    const std::string note = "is scored on the text after the think block";
+    auto full = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                          (dir / "again").string()});
+    ASSERT_EQ(full.exit_code, 0) << full.err;
+    EXPECT_EQ(full.err.find(note), std::string::npos) << full.err;
+    ASSERT_EQ(e2e::run({"rescore", "--db", db.string(), "--score-text", "after-think"}).exit_code,
+              0);
+    auto after = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                           (dir / "after").string()});
+    ASSERT_EQ(after.exit_code, 0) << after.err;
+    EXPECT_NE(after.err.find("note: " + db.string() + " " + note), std::string::npos) << after.err;
+}
