@@ -523,7 +523,9 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
         // write a percentage.
         ->transform(
             [](std::string v) {
-                if (v.size() > 1 && v.back() == '%') {
+                // One '%' only: "5%%" stays as typed, so the refusal
+                // echoes what was given, not "5%".
+                if (v.size() > 1 && v.back() == '%' && v[v.size() - 2] != '%') {
                     v.pop_back();
                 }
                 return v;

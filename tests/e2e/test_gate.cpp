@@ -467,7 +467,8 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     expect_usage(with({"--max-drop", "1", "--inconclusive", "maybe"}), "--inconclusive 'maybe'");
     expect_usage(with({"--max-token-increase", "inf"}), "--max-token-increase");
     expect_usage(with({"--max-token-increase", "%"}), "--max-token-increase");
-    expect_usage(with({"--max-token-increase", "10%%"}), "--max-token-increase");
+    // Echoed as typed, not with one '%' taken off.
+    expect_usage(with({"--max-token-increase", "10%%"}), "--max-token-increase '10%%'");
     expect_usage(with({"--max-never-finished-increase", "inf"}), "--max-never-finished-increase");
     expect_usage(gate({"--expect", "nan"}), "--expect 'nan': expected a number");
     expect_usage(gate({"--expect", "0x1"}), "--expect '0x1': expected a number");
