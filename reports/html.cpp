@@ -166,7 +166,7 @@ std::string forest_plot(const ReportData& data) {
     // asterisk at 140 (reports audit #7). A row's label is cut to what its
     // 330 px hold, whole in its tooltip.
     const int label_w = 330, plot_w = 420, words_w = 200, row_h = 22, top = 26;
-    constexpr size_t k_label_chars = 46;
+    constexpr size_t k_label_chars = 40; // as the other charts cut names
     const int height = top + row_h * static_cast<int>(data.comparisons.size()) + 30;
     auto x = [&](double points) { return label_w + (points - lo) / (hi - lo) * plot_w; };
     std::string out =
