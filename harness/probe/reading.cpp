@@ -50,7 +50,8 @@ double prob(double logprob) {
 // CPU and megabytes stored a response). A position listing more is refused
 // (listed()): keeping the first 1,000 in list order kept the wrong ones.
 constexpr size_t k_max_alternatives = 1000;
-// Tokens without a usable number kept to say why a reading is unusable.
+// Tokens without a usable number kept to say why a reading is unusable
+// (FirstPosition::unreadable).
 constexpr size_t k_unreadable = 64;
 
 // Where a token's listing comes from: the position's list of alternatives,
@@ -69,7 +70,7 @@ double log_add(double a, double b) {
 // its own number is taken only when it is not listed. A number that is
 // missing, not a number or above 0 leaves the token's probability unknown,
 // not 0: it goes to `unreadable` unless another listing gives it a number.
-void add(FirstPosition& p, std::string token, double logprob, Listing how, bool& cut) {
+void add(FirstPosition& p, std::string token, double logprob, Listing how) {
     const bool readable = !std::isnan(logprob) && logprob <= k_max_logprob;
     for (auto& a : p.top) {
         if (a.token == token) {
@@ -87,7 +88,7 @@ void add(FirstPosition& p, std::string token, double logprob, Listing how, bool&
         return;
     }
     if (p.top.size() >= k_max_alternatives) {
-        cut = true;
+        p.cut = true;
         return;
     }
     p.top.push_back({std::move(token), logprob});
@@ -104,7 +105,7 @@ void drop_readable(FirstPosition& p) {
 
 // The chat shape, also llama-server's /v1/completions: content[0] with a
 // `top_logprobs` list of {token, logprob}.
-std::optional<FirstPosition> read_content_shape(const json& lp, bool& cut) {
+std::optional<FirstPosition> read_content_shape(const json& lp) {
     const auto it = lp.find("content");
     if (it == lp.end() || !it->is_array() || it->empty() || !(*it)[0].is_object()) {
         return std::nullopt;
@@ -118,21 +119,19 @@ std::optional<FirstPosition> read_content_shape(const json& lp, bool& cut) {
         for (const auto& alt : *tl) {
             if (alt.is_object() && alt.contains("token") && alt["token"].is_string()) {
                 add(p, alt["token"].get<std::string>(),
-                    number_or(alt.value("logprob", json()), k_no_number), Listing::alternative,
-                    cut);
+                    number_or(alt.value("logprob", json()), k_no_number), Listing::alternative);
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(first.value("logprob", json()), k_no_number), Listing::chosen,
-            cut);
+        add(p, p.chosen, number_or(first.value("logprob", json()), k_no_number), Listing::chosen);
     }
     return p;
 }
 
 // vLLM's legacy completions shape: parallel arrays, `top_logprobs` one
 // {token: logprob} dict (or null) per position.
-std::optional<FirstPosition> read_legacy_shape(const json& lp, bool& cut) {
+std::optional<FirstPosition> read_legacy_shape(const json& lp) {
     const auto tokens = lp.find("tokens");
     if (tokens == lp.end() || !tokens->is_array() || tokens->empty() || !(*tokens)[0].is_string()) {
         return std::nullopt;
@@ -142,14 +141,14 @@ std::optional<FirstPosition> read_legacy_shape(const json& lp, bool& cut) {
     if (auto tl = lp.find("top_logprobs");
         tl != lp.end() && tl->is_array() && !tl->empty() && (*tl)[0].is_object()) {
         for (const auto& [token, value] : (*tl)[0].items()) {
-            add(p, token, number_or(value, k_no_number), Listing::alternative, cut);
+            add(p, token, number_or(value, k_no_number), Listing::alternative);
         }
     }
     double chosen_lp = k_no_number;
     if (auto tlp = lp.find("token_logprobs"); tlp != lp.end() && tlp->is_array() && !tlp->empty()) {
         chosen_lp = number_or((*tlp)[0], k_no_number);
     }
-    add(p, p.chosen, chosen_lp, Listing::chosen, cut);
+    add(p, p.chosen, chosen_lp, Listing::chosen);
     return p;
 }
 
@@ -163,18 +162,18 @@ util::Error no_logprobs() {
 }
 
 // Listed probabilities may sum above 1 by rounding alone (engines compute in
-// float, a few parts in a million; the simulator's tail adds 0.5%); beyond
-// this they are no distribution over the next token.
+// float: a few parts in a million); beyond this they are no distribution over
+// the next token.
 constexpr double k_max_listed_mass = 1.01;
 
 // The first position once read: the alternatives most likely first, or an
 // error when none is listed, or what is listed is no distribution.
-util::Result<FirstPosition> listed(std::optional<FirstPosition> p, bool cut) {
+util::Result<FirstPosition> listed(std::optional<FirstPosition> p) {
     if (!p || p->top.empty()) {
         return make_error(ErrorKind::data,
                           "the response's log-probabilities list no token at the first position");
     }
-    if (cut) {
+    if (p->cut) {
         return make_error(ErrorKind::data,
                           fmt::format("the response lists more than {} alternatives at the first "
                                       "position (the probe asks for 20)",
@@ -229,7 +228,7 @@ std::optional<element> first_item(const std::optional<element>& v) {
 }
 
 // The content shape from its `content` list.
-std::optional<FirstPosition> read_content_items(const std::optional<element>& content, bool& cut) {
+std::optional<FirstPosition> read_content_items(const std::optional<element>& content) {
     object first;
     const auto item = first_item(content);
     if (!item || item->get_object().get(first) != simdjson::SUCCESS) {
@@ -249,18 +248,17 @@ std::optional<FirstPosition> read_content_items(const std::optional<element>& co
             }
             if (auto token = string_of(last_member(o, "token"))) {
                 add(p, std::string(*token), number_or(last_member(o, "logprob"), k_no_number),
-                    Listing::alternative, cut);
+                    Listing::alternative);
             }
         }
     }
     if (!p.chosen.empty()) {
-        add(p, p.chosen, number_or(last_member(first, "logprob"), k_no_number), Listing::chosen,
-            cut);
+        add(p, p.chosen, number_or(last_member(first, "logprob"), k_no_number), Listing::chosen);
     }
     return p;
 }
 
-std::optional<FirstPosition> read_legacy_shape(object lp, bool& cut) {
+std::optional<FirstPosition> read_legacy_shape(object lp) {
     const auto token = string_of(first_item(last_member(lp, "tokens")));
     if (!token) {
         return std::nullopt;
@@ -275,17 +273,17 @@ std::optional<FirstPosition> read_legacy_shape(object lp, bool& cut) {
             sorted.insert_or_assign(field.key, field.value);
         }
         for (const auto& [key, value] : sorted) {
-            add(p, std::string(key), number_or(value, k_no_number), Listing::alternative, cut);
+            add(p, std::string(key), number_or(value, k_no_number), Listing::alternative);
         }
     }
     add(p, p.chosen, number_or(first_item(last_member(lp, "token_logprobs")), k_no_number),
-        Listing::chosen, cut);
+        Listing::chosen);
     return p;
 }
 
 // The position's alternatives, or what is missing; nothing when simdjson
 // cannot parse `body` (first_position_nlohmann reads it then).
-std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view body, bool& cut) {
+std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view body) {
     struct Parser {
         simdjson::dom::parser dom;
         bool ready = dom.allocate(4096, util::k_max_json_depth) == simdjson::SUCCESS;
@@ -307,13 +305,12 @@ std::optional<util::Result<std::optional<FirstPosition>>> read(std::string_view 
         if (last_member(choice, "logprobs")->get_object().get(lp) != simdjson::SUCCESS) {
             return util::Result<std::optional<FirstPosition>>(no_logprobs());
         }
-        auto p = read_content_items(last_member(lp, "content"), cut);
-        return util::Result<std::optional<FirstPosition>>(p ? std::move(p)
-                                                            : read_legacy_shape(lp, cut));
+        auto p = read_content_items(last_member(lp, "content"));
+        return util::Result<std::optional<FirstPosition>>(p ? std::move(p) : read_legacy_shape(lp));
     }
     if (auto cp = last_member(top, "completion_probabilities"); cp && cp->is_array()) {
         // llama-server's native /completion: the same items as `content`.
-        return util::Result<std::optional<FirstPosition>>(read_content_items(cp, cut));
+        return util::Result<std::optional<FirstPosition>>(read_content_items(cp));
     }
     return util::Result<std::optional<FirstPosition>>(no_logprobs());
 }
@@ -354,21 +351,19 @@ util::Result<FirstPosition> first_position_nlohmann(std::string_view body) {
     if (!lp || !lp->is_object()) {
         return no_logprobs();
     }
-    bool cut = false;
-    auto p = read_content_shape(*lp, cut);
+    auto p = read_content_shape(*lp);
     if (!p) {
-        p = read_legacy_shape(*lp, cut);
+        p = read_legacy_shape(*lp);
     }
-    return listed(std::move(p), cut);
+    return listed(std::move(p));
 }
 
 util::Result<FirstPosition> first_position(std::string_view body) {
-    bool cut = false;
-    if (auto fast = fast::read(body, cut)) {
+    if (auto fast = fast::read(body)) {
         if (!*fast) {
             return fast->error();
         }
-        return listed(std::move(**fast), cut);
+        return listed(std::move(**fast));
     }
     return first_position_nlohmann(body);
 }

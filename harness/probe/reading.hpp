@@ -38,9 +38,11 @@ struct FirstPosition {
     std::string chosen;
     std::vector<Alternative> top; // most likely first
     // Tokens listed without a usable log-probability (missing, not a
-    // number, above 0): their probability is unknown (at most k_unreadable
-    // kept).
+    // number, above 0): their probability is unknown (the first 64 kept).
     std::vector<std::string> unreadable;
+    // More alternatives were listed than are kept (1,000): first_position
+    // refuses such a position, so a returned one never has it set.
+    bool cut = false;
 };
 
 // Read the first generated position from a 2xx response `body` in either
