@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -42,24 +41,12 @@ int merge_command(const MergeFlags& f) {
     // Every scorer the merged file will hold must load before OUT is
     // touched: the scoring stage refused it after OUT was replaced, and
     // every reading command and run refused OUT from then on.
-    std::vector<std::string> files = f.inputs;
-    std::error_code ec;
-    if (std::filesystem::exists(f.out, ec)) {
-        files.push_back(f.out);
-    }
-    for (const auto& file : files) {
-        if (!std::filesystem::exists(file, ec)) {
-            continue; // store::merge says so
+    auto r = store::merge(f.out, f.inputs, [](store::Store& input) -> util::Result<void> {
+        if (auto registry = analysis::stored_registry(input); !registry) {
+            return registry.error();
         }
-        auto st = store::Store::open(file, store::Store::Mode::read_only);
-        if (!st) {
-            return report(st.error());
-        }
-        if (auto registry = analysis::stored_registry(**st); !registry) {
-            return report(registry.error());
-        }
-    }
-    auto r = store::merge(f.out, f.inputs);
+        return {};
+    });
     if (!r) {
         return report(r.error());
     }

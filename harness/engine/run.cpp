@@ -682,14 +682,18 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
 
 // What each response is classified and scored with as it is stored, as the
 // scoring stage would score it: nothing when the run brings scorer files
-// (storing them after the run scores everything).
-std::unique_ptr<analysis::StoredScoring> scoring_as_stored(const RunContext& ctx,
-                                                           store::Store& db) {
-    if (!ctx.config.scorer_files.empty()) {
-        return nullptr;
+// (storing them after the run scores everything). Stored scorers this
+// diffeval cannot load refuse the run before anything is sent or recorded:
+// the stage after the run refused them, with its responses stored unscored.
+util::Result<std::unique_ptr<analysis::StoredScoring>> scoring_as_stored(const RunContext& ctx,
+                                                                         store::Store& db) {
+    if (ctx.config.scorer_files.empty()) {
+        return analysis::StoredScoring::open(db);
     }
-    auto s = analysis::StoredScoring::open(db);
-    return s ? std::move(*s) : nullptr;
+    if (auto registry = analysis::stored_registry(db); !registry) {
+        return registry.error();
+    }
+    return std::unique_ptr<analysis::StoredScoring>();
 }
 
 // `row`'s classification and scores, as the scoring stage computes them from
@@ -797,11 +801,9 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
             }
         }
     }
-    // The stored scorers load before anything is sent or recorded: the
-    // scoring stage after the run refused them, with the run's responses
-    // stored and left unscored.
-    if (auto registry = analysis::stored_registry(db); !registry) {
-        return registry.error();
+    auto scoring = scoring_as_stored(ctx, db);
+    if (!scoring) {
+        return scoring.error();
     }
     auto run_id = record_run(ctx, db);
     if (!run_id) {
@@ -811,11 +813,10 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     // Per phase: launch and check servers, plan, send and store, stop them.
     RunSummary summary;
     summary.run_id = *run_id;
-    auto scoring = scoring_as_stored(ctx, db);
     store::Writer::Prepare prepare;
-    if (scoring) {
-        prepare = [&ctx, &scoring](store::ResponseRow& row) {
-            derive(ctx.inputs.dataset, scoring->scorer(), row);
+    if (*scoring) {
+        prepare = [&ctx, &scorer = **scoring](store::ResponseRow& row) {
+            derive(ctx.inputs.dataset, scorer.scorer(), row);
         };
     }
     store::Writer writer(db, std::move(prepare));

@@ -522,7 +522,8 @@ bool sync_file(const fs::path& path) {
 // Each input is a diffeval database this build can read, and all that were
 // scored (OUT too, when it exists) on the same text; that text.
 util::Result<std::optional<std::string>> check_inputs(const std::string& out,
-                                                      const std::vector<std::string>& inputs) {
+                                                      const std::vector<std::string>& inputs,
+                                                      const InputCheck& check) {
     if (inputs.empty()) {
         return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
     }
@@ -542,6 +543,11 @@ util::Result<std::optional<std::string>> check_inputs(const std::string& out,
         auto s = Store::open(in, Store::Mode::read_only);
         if (!s) {
             return s.error();
+        }
+        if (check) {
+            if (auto r = check(**s); !r) {
+                return r.error();
+            }
         }
         // A merged file is scored on one text: a fresh OUT was scored on
         // the full text whatever its inputs had been rescored on.
@@ -627,12 +633,12 @@ util::Result<void> merge_inputs(const fs::path& tmp, const std::vector<std::stri
     return {};
 }
 
-util::Result<MergeSummary> merge(const std::string& out_arg,
-                                 const std::vector<std::string>& inputs) {
+util::Result<MergeSummary> merge(const std::string& out_arg, const std::vector<std::string>& inputs,
+                                 const InputCheck& check) {
     // The file OUT names: a symbolic link stays a link to the merged file.
     const std::string out = util::resolved_path(out_arg);
     // 1. Every input must be a diffeval database this build can read.
-    auto score_text = check_inputs(out, inputs);
+    auto score_text = check_inputs(out, inputs, check);
     if (!score_text) {
         return score_text.error();
     }

@@ -6,12 +6,15 @@
 #include <harness/util/result.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace diffeval::store {
+
+class Store;
 
 // The suffix of the temporary file `merge OUT` builds in (OUT + it), which
 // it removes first: no command writes a database of such a name.
@@ -42,8 +45,13 @@ struct MergeSummary {
 // group's requests were sent with (dataset, body outside the prompt, the
 // prompt before the question) are refused naming both files.
 // The result is built in a temporary file beside `out` and renamed over it,
-// so an error or a killed merge leaves `out` as it was.
-util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs);
+// so an error or a killed merge leaves `out` as it was. `check`, when given,
+// is asked of each input (and of `out` when it exists) while it is open for
+// the checks before anything is written: its error refuses the merge (the
+// CLI checks that every stored scorer loads).
+using InputCheck = std::function<util::Result<void>(Store& input)>;
+util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::string>& inputs,
+                                 const InputCheck& check = {});
 
 // Build `out` (replaced) holding `baseline_db` with every server renamed
 // `prefix` + NAME, merged with `db`: one database where a gate compares a
