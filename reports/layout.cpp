@@ -97,6 +97,11 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
         return make_error(ErrorKind::usage,
                           fmt::format("{}: at least one [[comparisons]] is required", origin));
     }
+    // A comparison as the repeat refusal names it.
+    const auto named = [](const ReportLayout::ComparisonSpec& c) {
+        return fmt::format("{} on {}", c.scorer,
+                           c.framing ? "framing " + *c.framing : "every framing");
+    };
     for (const auto& node : *list) {
         auto spec = comparison(node, origin);
         if (!spec) {
@@ -107,14 +112,11 @@ util::Result<ReportLayout> load_layout(const std::string& path) {
         for (const auto& earlier : layout.comparisons) {
             if (earlier.scorer == spec->scorer &&
                 (!earlier.framing || !spec->framing || *earlier.framing == *spec->framing)) {
-                return make_error(
-                    ErrorKind::usage,
-                    fmt::format("{}: this comparison ({} on {}) repeats one listed before it ({} "
-                                "on {}), and would be counted twice; remove one",
-                                toml_where(origin, node), spec->scorer,
-                                spec->framing ? "framing " + *spec->framing : "every framing",
-                                earlier.scorer,
-                                earlier.framing ? "framing " + *earlier.framing : "every framing"));
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: this comparison ({}) repeats one listed before "
+                                              "it ({}), and would be counted twice; remove one",
+                                              toml_where(origin, node), named(*spec),
+                                              named(earlier)));
             }
         }
         layout.comparisons.push_back(std::move(*spec));

@@ -95,19 +95,19 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         // Repeats that ran different questions are averaged per question.
         const char* mean = g.uneven ? "accuracy over questions (each question's repeats averaged)"
                                     : "mean accuracy over repeats";
+        // Below by a float64's last bit (exact_floor), the numbers print
+        // equal: the words give the comparison itself.
+        const bool below_unseen = !ok && fmt::format("{:.{}f}", c.threshold - measured, d) ==
+                                             fmt::format("{:.{}f}", 0.0, d);
         c.why = at_floor ? fmt::format("{} is at the floor", mean)
                 : ok     ? fmt::format("{} is {:.{}f} points above the floor", mean,
                                        measured - c.threshold, d)
-                         : fmt::format("{} is {:.{}f} points below the floor", mean,
-                                       c.threshold - measured, d);
-        if (!ok &&
-            fmt::format("{:.{}f}", c.threshold - measured, d) == fmt::format("{:.{}f}", 0.0, d)) {
-            // Below by a float64's last bit (exact_floor): the numbers print
-            // equal, so the words give the comparison itself.
-            c.why = fmt::format("{} is below the floor by a float64's last bit: {} < {} - {} = "
-                                "{:.17g}",
-                                mean, acc.mean, *spec.expect, spec.tolerance, floor);
-        }
+                : below_unseen
+                    ? fmt::format("{} is below the floor by a float64's last bit: {} < {} - {} = "
+                                  "{:.17g}",
+                                  mean, acc.mean, *spec.expect, spec.tolerance, floor)
+                    : fmt::format("{} is {:.{}f} points below the floor", mean,
+                                  c.threshold - measured, d);
         for (const auto& gc : groups) {
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {

@@ -280,17 +280,11 @@ int plan_command(const AnalyseFlags& f) {
             c.b.text(), c.a.text(), c.scorer, util::counted(s.questions, "question"),
             util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats), s.sd_diff);
         // Every question differing by the same amount has a variance of 0
-        // too: the table would size a run from it (reports audit #4: "10
-        // questions" to detect a 1-point drop, from the rule that about 10
-        // questions differ).
-        const bool same_everywhere = s.test.differing > 0 && s.sd_diff == 0;
-        if (plan.rows.front().questions == 0 || same_everywhere) {
-            std::cout << fmt::format(
-                "There is no variance to size a run from: {}.\n\n",
-                same_everywhere ? fmt::format("every one of the {} questions differs by the same "
-                                              "amount, so their spread sizes no test",
-                                              s.questions)
-                                : analysis::no_spread_text(s));
+        // too, which the rows' raise to about 10 differing questions hid
+        // (reports audit #4: "10 questions" to detect a 1-point drop).
+        if (plan.rows.front().questions == 0 || s.sd_diff == 0) {
+            std::cout << fmt::format("There is no variance to size a run from: {}.\n\n",
+                                     analysis::no_spread_text(s));
             continue;
         }
         // With one repeat on a side the within-question variance is not

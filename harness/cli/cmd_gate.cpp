@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 namespace diffeval::cli {
 
@@ -289,15 +290,15 @@ util::Result<void> add_probe_checks(const GateFlags& f, store::Store& st,
     }
     // A server the database does not hold is named, not told to run the
     // probe (probe audit D9: a misspelled --candidate was).
-    for (const auto& [flag, sel] : {std::pair{"--baseline", &*a}, std::pair{"--candidate", &*b}}) {
-        auto record = store::server_records(st, {sel->server});
-        if (!record) {
-            return record.error();
-        }
-        if (!record->front().found) {
+    auto records = store::server_records(st, {a->server, b->server});
+    if (!records) {
+        return records.error();
+    }
+    for (const auto& [flag, sel, record] : {std::tuple{"--baseline", &*a, &(*records)[0]},
+                                            std::tuple{"--candidate", &*b, &(*records)[1]}}) {
+        if (!record->found) {
             return util::make_error(util::ErrorKind::usage,
-                                    fmt::format("{} {}: no server of that name in the "
-                                                "database",
+                                    fmt::format("{} {}: no server of that name in the database",
                                                 flag, util::one_line(sel->server, 80)));
         }
     }

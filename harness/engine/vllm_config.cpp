@@ -152,24 +152,24 @@ util::Result<void> read_rule(const YAML::Node& root, const std::string& path, Vl
             if (!wide) {
                 return wide.error();
             }
-            const util::Result<int> v = static_cast<int>(std::clamp<int64_t>(
+            const int v = static_cast<int>(std::clamp<int64_t>(
                 *wide, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
             // gsm8k_eval.py takes min(num_questions, 1319) questions: 0 or
             // fewer asks none, and the CI's check of the NaN accuracy of no
             // answers fails whatever the server does.
-            if (*v < 1 && target == &c.num_questions) {
+            if (v < 1 && target == &c.num_questions) {
                 return make_error(
                     ErrorKind::usage,
                     fmt::format("{}:{}: num_questions is {}: vLLM's gsm8k_eval.py then asks no "
                                 "questions and its accuracy check cannot pass; give how many "
                                 "questions to ask (1319 or more for all of them)",
-                                path, root[key].Mark().line + 1, *v));
+                                path, root[key].Mark().line + 1, v));
             }
-            if (*v < 0) {
+            if (v < 0) {
                 return make_error(ErrorKind::usage,
                                   fmt::format("{}: {} must be 0 or more", path, key));
             }
-            *target = *v;
+            *target = v;
         }
     }
     return {};

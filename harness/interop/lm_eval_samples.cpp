@@ -426,26 +426,26 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
         // Depth-bounded: a deep line would overflow the stack when copied.
         auto j = util::json_depth_within(line) ? ordered_json::parse(line, nullptr, false)
                                                : ordered_json(ordered_json::value_t::discarded);
+        // A gzipped file, and lm-eval's samples before 0.4.3 (one JSON
+        // array, on one line or over many), are no JSON lines at all: said
+        // so, not "not UTF-8", "cut off" or "not a samples line" (interop
+        // audit #10).
+        if (n == 1 && line.starts_with("\x1f\x8b")) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the file is gzip-compressed; decompress it "
+                                          "(gunzip) and import the .jsonl",
+                                          path));
+        }
+        if (n == 1 && (j.is_array() || (j.is_discarded() && util::trim(line).starts_with("[")))) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the file is one JSON array, as lm-eval wrote "
+                                          "samples before 0.4.3, not a line per sample; log the "
+                                          "samples with lm-eval 0.4.3 or later",
+                                          where));
+        }
         // A line lm-eval cut off when it was killed, or written in another
         // encoding, is no JSON: said so, not sent looking for keys it has.
         if (j.is_discarded()) {
-            // A gzipped file, and lm-eval's samples before 0.4.3 (one JSON
-            // array over many lines), are no JSON lines at all: said so,
-            // not "not UTF-8" or "cut off" (interop audit #10).
-            if (n == 1 && line.size() >= 2 && static_cast<unsigned char>(line[0]) == 0x1f &&
-                static_cast<unsigned char>(line[1]) == 0x8b) {
-                return make_error(ErrorKind::data,
-                                  fmt::format("{}: the file is gzip-compressed; decompress it "
-                                              "(gunzip) and import the .jsonl",
-                                              path));
-            }
-            if (n == 1 && util::trim(line).starts_with("[")) {
-                return make_error(ErrorKind::data,
-                                  fmt::format("{}: the file is one JSON array, as lm-eval wrote "
-                                              "samples before 0.4.3, not a line per sample; log "
-                                              "the samples with lm-eval 0.4.3 or later",
-                                              where));
-            }
             return make_error(
                 ErrorKind::data,
                 !util::is_utf8(line)
@@ -460,13 +460,6 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                     : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
                                   where, util::k_max_json_depth));
         }
-        if (n == 1 && j.is_array()) {
-            return make_error(ErrorKind::data,
-                              fmt::format("{}: the file is one JSON array, as lm-eval wrote "
-                                          "samples before 0.4.3, not a line per sample; log the "
-                                          "samples with lm-eval 0.4.3 or later",
-                                          where));
-        }
         if (!j.is_object() || !j.contains("doc_id") || !j.contains("doc") || !j.contains("resps")) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: not an lm-eval samples line (needs doc_id, doc, "
@@ -474,25 +467,18 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                                           where));
         }
         // lm-eval writes an integer doc_id, the doc as an object, and resps
-        // as lists of answer strings.
-        const char* wrong = !j["doc_id"].is_number_integer() ? "doc_id is not an integer"
-                            : !j["doc"].is_object()          ? "doc is not an object"
-                            : !j["resps"].is_array()         ? "resps is not a list"
-                                                             : nullptr;
-        for (const auto& per_request : j["resps"]) {
-            const auto& list =
-                per_request.is_array() ? per_request : ordered_json::array({per_request});
-            for (const auto& r : list) {
-                if (!wrong && !r.is_string()) {
-                    wrong = "resps holds something other than answer strings";
-                }
-            }
-        }
-        if (wrong) {
+        // as lists of answer strings (checked as they are read, below).
+        const auto wrong_type = [&](std::string_view what) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: {}, as lm-eval never writes it; give the samples "
                                           "file lm-eval's --log_samples wrote",
-                                          where, wrong));
+                                          where, what));
+        };
+        if (const char* wrong = !j["doc_id"].is_number_integer() ? "doc_id is not an integer"
+                                : !j["doc"].is_object()          ? "doc is not an object"
+                                : !j["resps"].is_array()         ? "resps is not a list"
+                                                                 : nullptr) {
+            return wrong_type(wrong);
         }
         const auto& doc = j["doc"];
         if (!doc.contains("question") || !doc["question"].is_string() || !doc.contains("answer") ||
@@ -537,6 +523,9 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             const auto& list =
                 per_request.is_array() ? per_request : ordered_json::array({per_request});
             for (const auto& r : list) {
+                if (!r.is_string()) {
+                    return wrong_type("resps holds something other than answer strings");
+                }
                 read.resps.push_back(r.get<std::string>());
             }
         }
@@ -749,7 +738,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     if (!docs) {
         return docs.error();
     }
-    const std::string framing = o.framing.empty() ? task_of(o.path) : o.framing;
+    const std::string task = task_of(o.path);
+    const std::string framing = o.framing.empty() ? task : o.framing;
     // A task read from the file's name names the group as --framing would,
     // so it is held to the same rule: a line end or a terminal escape in a
     // file name reached every table and terminal as the group's framing.
@@ -816,7 +806,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     // encoding is stored with U+FFFD, where dump() threw and the import
     // ended as an internal error.
     abs = util::valid_utf8(abs);
-    ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task_of(o.path)}};
+    ordered_json config = {{"import", "lm-eval-samples"}, {"path", abs}, {"task", task}};
     auto run_id = st.begin_run(config.dump(), o.dataset.name);
     if (!run_id) {
         return run_id.error();
@@ -851,7 +841,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
     for (const int limit : limits) {
         groups.push_back(fmt::format("{}/{}/{}", o.name, framing, limit));
     }
-    summary.other_strict_rule = task_of(o.path).find("cot") != std::string::npos;
+    summary.other_strict_rule = task.find("cot") != std::string::npos;
     summary.group = groups.empty() ? fmt::format("{}/{}/0", o.name, framing)
                                    : fmt::format("{}", fmt::join(groups, ", "));
     return summary;
