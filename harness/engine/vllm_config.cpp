@@ -187,6 +187,18 @@ util::Result<void> read_launch(const YAML::Node& root, const std::string& path, 
             return make_error(ErrorKind::usage,
                               fmt::format("{}: server_args: {}", path, words.error().message));
         }
+        // vLLM's test launcher refuses these words (a ValueError before any
+        // server starts): it sets the port and the seed itself.
+        for (const auto& word : *words) {
+            if (word == "--port" || word == "-p" || word == "--seed") {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}:{}: server_args gives {}, which vLLM's test launcher sets "
+                                "itself and refuses in a config (its CI fails before the server "
+                                "starts); remove it",
+                                path, root["server_args"].Mark().line + 1, word));
+            }
+        }
         c.server_args = *words;
     }
     if (root["env"] && !root["env"].IsNull()) {
@@ -298,9 +310,13 @@ util::Result<void> apply_vllm_configs(const std::vector<VllmConfig>& configs,
         // The CI sends no model name with completions; neither do we.
         s.launch = {vllm_bin, "serve", c.model_name};
         s.launch.insert(s.launch.end(), c.server_args.begin(), c.server_args.end());
+        // vLLM's test launcher (tests/utils.py's RemoteOpenAIServer) then
+        // adds the port and `--seed 0`, and starts the server with
+        // VLLM_WORKER_MULTIPROC_METHOD=spawn under the config's env.
         s.launch.insert(s.launch.end(), {"--trust-remote-code", "--disable-uvicorn-access-log",
-                                         "--port", std::to_string(*port)});
-        s.env = c.env;
+                                         "--port", std::to_string(*port), "--seed", "0"});
+        s.env = {{"VLLM_WORKER_MULTIPROC_METHOD", "spawn"}};
+        s.env.insert(s.env.end(), c.env.begin(), c.env.end());
         s.ready_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(c.startup_max_wait);
         run.servers.push_back(std::move(s));
     }

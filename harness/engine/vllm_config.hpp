@@ -6,7 +6,9 @@
 // num_questions, num_fewshot, server_args (one shell-quoted string), env,
 // startup_max_wait_seconds (default 600) and tolerance (default 0.08); it
 // launches `vllm serve MODEL ARGS --trust-remote-code
-// --disable-uvicorn-access-log` with that environment, runs gsm8k_eval.py's
+// --disable-uvicorn-access-log --port P --seed 0` (tests/utils.py adds the
+// last two) with VLLM_WORKER_MULTIPROC_METHOD=spawn under that environment,
+// runs gsm8k_eval.py's
 // completion prompts, and asserts accuracy >= threshold - tolerance.
 #pragma once
 
@@ -44,8 +46,9 @@ util::Result<VllmConfig> load_vllm_config(const std::string& path);
 util::Result<std::vector<VllmConfig>> load_vllm_configs(const std::string& path);
 
 // Add one launched server per config to `run`: `vllm_bin serve MODEL ARGS
-// --trust-remote-code --disable-uvicorn-access-log --port P` on a free
-// loopback port with the config's environment, the raw framing with
+// --trust-remote-code --disable-uvicorn-access-log --port P --seed 0` on a
+// free loopback port with VLLM_WORKER_MULTIPROC_METHOD=spawn and the config's
+// environment on top, the raw framing with
 // num_fewshot shots, num_questions questions, 256 tokens, and one server at
 // a time when there are several (one GPU).
 util::Result<void> apply_vllm_configs(const std::vector<VllmConfig>& configs,

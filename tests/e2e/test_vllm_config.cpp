@@ -81,9 +81,10 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
                       env);
     ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
 
-    // The launch: vllm serve MODEL ARGS plus the CI's standard arguments.
+    // The launch: vllm serve MODEL ARGS plus the CI's standard arguments,
+    // then the port and seed its launcher (tests/utils.py) adds.
     auto argv = lines(e2e::slurp(dir / "argv.txt"));
-    ASSERT_EQ(argv.size(), 11u) << e2e::slurp(dir / "argv.txt");
+    ASSERT_EQ(argv.size(), 13u) << e2e::slurp(dir / "argv.txt");
     const std::vector<std::string> expected = {"serve",
                                                "Qwen/Qwen3-0.6B-FP8",
                                                "--enforce-eager",
@@ -96,8 +97,12 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
                                                "--port"};
     EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + 10), expected);
     EXPECT_GT(std::stoi(argv[10]), 0); // the free port diffeval chose
+    EXPECT_EQ(argv[11], "--seed");
+    EXPECT_EQ(argv[12], "0");
     auto env_text = e2e::slurp(dir / "env.txt");
     EXPECT_NE(env_text.find("\nVLLM_USE_DEEP_GEMM=0\n"), std::string::npos) << env_text;
+    EXPECT_NE(env_text.find("\nVLLM_WORKER_MULTIPROC_METHOD=spawn\n"), std::string::npos)
+        << env_text;
 
     // What was sent: num_questions raw prompts with num_fewshot shots, no model.
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "6");

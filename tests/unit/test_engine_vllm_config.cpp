@@ -102,6 +102,29 @@ TEST(VllmConfig, MistakesNameFileAndLine) {
     ASSERT_FALSE(broken.ok());
     EXPECT_NE(broken.error().message.find("not valid YAML"), std::string::npos)
         << broken.error().message;
+    // vLLM's test launcher sets the port and the seed, and refuses a
+    // config that gives either: so do we, before anything starts.
+    for (const std::string word : {"--seed 1", "--port 8000", "-p 8000"}) {
+        auto set = engine::load_vllm_config(write(
+            "Seeded.yaml", "model_name: m\naccuracy_threshold: 0.5\nserver_args: --enforce-eager " +
+                               word + "\n"));
+        ASSERT_FALSE(set.ok()) << word;
+        EXPECT_NE(set.error().message.find("Seeded.yaml:3: server_args gives " +
+                                           word.substr(0, word.find(' '))),
+                  std::string::npos)
+            << set.error().message;
+    }
+    // The env's own setting of the launcher's variable wins, as env_dict
+    // updates the launcher's environment.
+    auto own = engine::load_vllm_configs(
+        write("Fork.yaml", "model_name: m\naccuracy_threshold: 0.5\nenv:\n"
+                           "  VLLM_WORKER_MULTIPROC_METHOD: fork\n"));
+    ASSERT_TRUE(own.ok()) << own.error().message;
+    engine::RunConfig run;
+    ASSERT_TRUE(engine::apply_vllm_configs(*own, "vllm", run).ok());
+    ASSERT_FALSE(run.servers[0].env.empty());
+    EXPECT_EQ(run.servers[0].env.back(),
+              (std::pair<std::string, std::string>{"VLLM_WORKER_MULTIPROC_METHOD", "fork"}));
     auto list = engine::load_vllm_configs(write("list.txt", "Nope.yaml\n"));
     ASSERT_FALSE(list.ok());
     EXPECT_NE(list.error().message.find("list.txt:1: no config"), std::string::npos)
