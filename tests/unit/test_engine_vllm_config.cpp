@@ -106,8 +106,8 @@ TEST(VllmConfig, MistakesNameFileAndLine) {
     // config that gives either: so do we, before anything starts.
     for (const std::string word : {"--seed 1", "--port 8000", "-p 8000"}) {
         auto set = engine::load_vllm_config(write(
-            "Seeded.yaml", "model_name: m\naccuracy_threshold: 0.5\nserver_args: --enforce-eager " +
-                               word + "\n"));
+            "Seeded.yaml",
+            "model_name: m\naccuracy_threshold: 0.5\nserver_args: --enforce-eager " + word + "\n"));
         ASSERT_FALSE(set.ok()) << word;
         EXPECT_NE(set.error().message.find("Seeded.yaml:3: server_args gives " +
                                            word.substr(0, word.find(' '))),
@@ -116,9 +116,9 @@ TEST(VllmConfig, MistakesNameFileAndLine) {
     }
     // The env's own setting of the launcher's variable wins, as env_dict
     // updates the launcher's environment.
-    auto own = engine::load_vllm_configs(
-        write("Fork.yaml", "model_name: m\naccuracy_threshold: 0.5\nenv:\n"
-                           "  VLLM_WORKER_MULTIPROC_METHOD: fork\n"));
+    auto own = engine::load_vllm_configs(write("Fork.yaml",
+                                               "model_name: m\naccuracy_threshold: 0.5\nenv:\n"
+                                               "  VLLM_WORKER_MULTIPROC_METHOD: fork\n"));
     ASSERT_TRUE(own.ok()) << own.error().message;
     engine::RunConfig run;
     ASSERT_TRUE(engine::apply_vllm_configs(*own, "vllm", run).ok());
