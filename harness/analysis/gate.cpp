@@ -133,8 +133,13 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
         out.push_back(std::move(c));
     }
     if (matched == 0) {
-        return make_error(ErrorKind::usage, fmt::format("--group {} matches no group; present: {}",
-                                                        spec.group->text(), group_list(summary)));
+        return make_error(
+            ErrorKind::usage,
+            fmt::format("{}; present: {}",
+                        spec.no_group_message.empty()
+                            ? fmt::format("--group {} matches no group", spec.group->text())
+                            : spec.no_group_message,
+                        group_list(summary)));
     }
     return {};
 }

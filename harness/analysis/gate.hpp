@@ -50,6 +50,9 @@ struct GateSpec {
     // last bit counts): 12/20 fails `0.68 - 0.08`, 0.6000000000000001.
     bool exact_floor = false;
     std::optional<Selector> group;
+    // When no group matches `group`, what the refusal says instead of
+    // "--group G matches no group" (a --vllm-config names no --group).
+    std::string no_group_message;
     // Paired and behaviour checks compare `candidate` against `baseline`.
     std::optional<Selector> baseline;
     std::optional<Selector> candidate;

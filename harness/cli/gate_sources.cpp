@@ -85,6 +85,10 @@ util::Result<void> add_vllm_ci_checks(const std::string& path, const analysis::R
             return group.error();
         }
         spec.group = *group;
+        spec.no_group_message = fmt::format(
+            "the database holds no raw group of the server '{}' (a config's server is named "
+            "after its file; 'diffeval run --vllm-config {}' stores it)",
+            c.name, c.path);
         auto v = analysis::evaluate_gate(results, store, spec);
         if (!v) {
             return util::make_error(v.error().kind,

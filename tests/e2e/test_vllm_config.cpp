@@ -152,6 +152,15 @@ TEST(VllmConfig, RunLaunchesVllmServeAsTheCiDoesAndGateAppliesItsRule) {
               std::string::npos)
         << percent.err;
     EXPECT_EQ(percent.err.find("--expect"), std::string::npos) << percent.err;
+    // A config whose server the database does not hold is named as such,
+    // not as a --group nobody gave.
+    std::ofstream(dir / "Other.yaml") << "model_name: m\naccuracy_threshold: 0.5\n";
+    auto other =
+        e2e::run({"gate", "--db", db.string(), "--vllm-config", (dir / "Other.yaml").string()});
+    EXPECT_EQ(other.exit_code, 2);
+    EXPECT_NE(other.err.find("no raw group of the server 'Other'"), std::string::npos) << other.err;
+    EXPECT_NE(other.err.find("present: Qwen3-0.6B-FP8/raw/256"), std::string::npos) << other.err;
+    EXPECT_EQ(other.err.find("--group"), std::string::npos) << other.err;
     // Next to diffeval's own checks: --require-complete runs too.
     auto both = e2e::run({"gate", "--db", db.string(), "--vllm-config",
                           (dir / "pass" / "Qwen3-0.6B-FP8.yaml").string(), "--require-complete"});
