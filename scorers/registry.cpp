@@ -48,15 +48,15 @@ util::Result<Registry> Registry::builtin() {
     return registry;
 }
 
-util::Result<const Scorer*> Registry::add(Scorer scorer) {
+util::Result<const Scorer*> Registry::add(Scorer scorer, std::string_view clash_fix) {
     if (auto existing = std::find_if(m_scorers.begin(), m_scorers.end(),
                                      [&](const auto& s) { return s->name() == scorer.name(); });
         existing != m_scorers.end()) {
         return make_error(ErrorKind::usage,
-                          fmt::format("{}: a scorer named '{}' already exists (from {}); rename "
-                                      "the file",
+                          fmt::format("{}: a scorer named '{}' already exists (from {}){}{}",
                                       scorer.definition().origin, scorer.name(),
-                                      (*existing)->definition().origin));
+                                      (*existing)->definition().origin,
+                                      clash_fix.empty() ? "" : "; ", clash_fix));
     }
     m_scorers.push_back(std::make_unique<Scorer>(std::move(scorer)));
     return m_scorers.back().get();
@@ -70,12 +70,13 @@ util::Result<const Scorer*> Registry::add_file(const std::filesystem::path& path
     return add(std::move(*scorer));
 }
 
-util::Result<const Scorer*> Registry::add_source(const ScorerSource& source) {
+util::Result<const Scorer*> Registry::add_source(const ScorerSource& source,
+                                                 std::string_view clash_fix) {
     auto scorer = load_scorer(source.text, source.name, source.origin);
     if (!scorer) {
         return scorer.error();
     }
-    return add(std::move(*scorer));
+    return add(std::move(*scorer), clash_fix);
 }
 
 util::Result<const Scorer*> Registry::find(std::string_view name) const {

@@ -25,16 +25,19 @@ public:
     // "vllm".
     static util::Result<Registry> builtin();
 
-    // Add `scorer`; an error if a scorer of the same name is already there.
-    // The returned pointer stays valid for the registry's lifetime.
-    util::Result<const Scorer*> add(Scorer scorer);
+    // Add `scorer`; an error if a scorer of the same name is already there,
+    // ending with `clash_fix` when it is not empty (a file's fix is to
+    // rename it; a stored row's is not). The returned pointer stays valid
+    // for the registry's lifetime.
+    util::Result<const Scorer*> add(Scorer scorer, std::string_view clash_fix = "rename the file");
 
     // Load the scorer file at `path` (named after its stem) and add it.
     util::Result<const Scorer*> add_file(const std::filesystem::path& path);
 
     // Parse and compile `source` and add it (see add); errors name its
     // origin, and the line where the file says something wrong.
-    util::Result<const Scorer*> add_source(const ScorerSource& source);
+    util::Result<const Scorer*> add_source(const ScorerSource& source,
+                                           std::string_view clash_fix = "rename the file");
 
     // The scorer called `name`, or an error listing the known names and
     // suggesting the closest one.

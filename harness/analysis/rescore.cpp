@@ -224,7 +224,8 @@ util::Result<scorers::Registry> stored_registry(store::Store& st) {
         return stored.error();
     }
     for (const auto& s : *stored) {
-        if (auto added = registry->add_source({s.name, s.definition, s.origin}); !added) {
+        // No file to rename: the fix is the row's, said below.
+        if (auto added = registry->add_source({s.name, s.definition, s.origin}, ""); !added) {
             return make_error(ErrorKind::data,
                               fmt::format("{}: the stored scorer '{}' cannot be used by this "
                                           "diffeval: {}; use the diffeval that stored it, or "

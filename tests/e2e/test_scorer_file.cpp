@@ -318,4 +318,23 @@ TEST(ScorerFileFlag, AStoredScorerThatCannotLoadIsRefusedBeforeAnythingChanges) 
     EXPECT_NE(r.err.find("the stored scorer 'bad' cannot be used"), std::string::npos) << r.err;
     EXPECT_EQ(query(bad, "SELECT count(*) FROM responses"), "4");
     EXPECT_EQ(query(bad, "SELECT count(*) FROM runs"), runs);
+    // A stored row under a built-in's name is no file to rename (audit D6):
+    // the fix given is the row's.
+    auto clash = dir / "clash.sqlite";
+    fs::copy_file(good, clash);
+    std::string definition = e2e::slurp(first_number_scorer(dir, "mine", 1));
+    for (size_t at = definition.find('\''); at != std::string::npos;
+         at = definition.find('\'', at + 2)) {
+        definition.insert(at, 1, '\'');
+    }
+    e2e::exec(clash, "INSERT INTO scorers VALUES ('vllm', 1, '" + definition +
+                         "', 'mine.toml', '2026-01-01T00:00:00Z')");
+    auto c = e2e::run({"rescore", "--db", clash.string()});
+    EXPECT_EQ(c.exit_code, 2) << c.err;
+    expect_one_line(c);
+    EXPECT_NE(c.err.find("a scorer named 'vllm' already exists (from scorers/vllm.toml); use the "
+                         "diffeval that stored it, or delete its row"),
+              std::string::npos)
+        << c.err;
+    EXPECT_EQ(c.err.find("rename"), std::string::npos) << c.err;
 }
