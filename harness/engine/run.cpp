@@ -47,8 +47,10 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
         static_cast<long double>(n_questions);
     auto dir = std::filesystem::path(c.db).parent_path();
     struct statvfs fs {};
-    if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0) {
-        return {}; // no such directory: opening the database says so
+    // No such directory, or a filesystem of no blocks (proc, sysfs), whose
+    // free space is no measure: opening the database says what is wrong.
+    if (statvfs(dir.empty() ? "." : dir.c_str(), &fs) != 0 || fs.f_blocks == 0) {
+        return {};
     }
     const long double free_bytes = static_cast<long double>(fs.f_bavail) * fs.f_frsize;
     const long double need = planned * k_stored_bytes_per_request;

@@ -572,6 +572,14 @@ TEST(Hostile, APlanWhoseDatabaseWouldNotFitOnItsDiskIsRefusedWithItsSize) {
     EXPECT_LT(m.max_rss_kb, 200 * 1024) << "refused before reading the plan";
     EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
     EXPECT_EQ(server.total_arrivals(), 0);
+    // A file on a filesystem of no blocks (proc) has no free space to
+    // measure: it is refused for what it is, not for a lack of space that
+    // a lower --limit could mend (audit D8).
+    auto proc = e2e::run(run_args(server.url(), "/proc/self/status", {}));
+    EXPECT_EQ(proc.exit_code, 2) << proc.err;
+    EXPECT_EQ(proc.err.find("free beside"), std::string::npos) << proc.err;
+    EXPECT_NE(proc.err.find("cannot write /proc/self/status"), std::string::npos) << proc.err;
+    EXPECT_EQ(server.total_arrivals(), 0);
 }
 
 // The plan is read as it is sent: a run stopped after its first requests
