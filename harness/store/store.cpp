@@ -979,6 +979,23 @@ util::Result<void> Store::identify() {
         if (why == k_disk_full) {
             return make_error(ErrorKind::io, fmt::format("cannot read {}: {}", m_path, why));
         }
+        // ... and so does a directory this user cannot write, where SQLite
+        // cannot make that file: not the file's fault either.
+        const int code = sqlite3_errcode(m_db.handle()) & 0xff;
+        if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) {
+            auto dir = std::filesystem::path(m_path).parent_path();
+            if (dir.empty()) {
+                dir = ".";
+            }
+            if (::access(dir.c_str(), W_OK) != 0) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("cannot open {} for writing: its directory {} is "
+                                              "not writable, and SQLite keeps its -wal and -shm "
+                                              "files beside it; the file was left as it is: move "
+                                              "the database to a directory you can write",
+                                              m_path, dir.string()));
+            }
+        }
         return (sqlite3_errcode(m_db.handle()) & 0xff) == SQLITE_CORRUPT
                    ? make_error(ErrorKind::data, fmt::format("cannot read {}: {}", m_path, why))
                    : not_ours(why);

@@ -480,6 +480,33 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
     EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
 }
 
+// A database the user may write, in a directory they cannot (audit D4):
+// a command that writes it names the directory, where SQLite cannot make
+// its side files, and does not call the file "not a diffeval database".
+TEST_F(Analyse, AWriteInAReadOnlyDirectoryNamesTheDirectory) {
+    auto ro_dir = *dir / "locked-dir";
+    std::filesystem::create_directories(ro_dir);
+    auto db_copy = ro_dir / "r.sqlite";
+    e2e::exec(*db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    std::filesystem::copy_file(*db, db_copy);
+    using std::filesystem::perms;
+    std::filesystem::permissions(db_copy, perms::owner_read | perms::owner_write |
+                                              perms::group_read | perms::group_write |
+                                              perms::others_read | perms::others_write);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
+                                             perms::group_exec | perms::others_read |
+                                             perms::others_exec);
+    const auto before = e2e::slurp(db_copy);
+    auto o = e2e::run_unprivileged({"rescore", "--db", db_copy.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("its directory " + ro_dir.string() + " is not writable"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(o.err.find("not a diffeval database"), std::string::npos) << o.err;
+    EXPECT_TRUE(before == e2e::slurp(db_copy));
+    std::filesystem::permissions(ro_dir, perms::owner_all);
+}
+
 // While another command still writes the database (a run, a merge into
 // it), its unanswered requests count as failed: a read command (and a merge
 // of it) says so in one line on stderr, the report's headline says so, and
