@@ -112,11 +112,12 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
                 c.why += fmt::format("; {} its run asked for {} never planned (the run stopped "
-                                     "first) and {} not in it: run the same command again, or "
-                                     "gate with --require-complete",
+                                     "first) and {} not in it: {}, or gate with "
+                                     "--require-complete",
                                      util::counted(gc.unplanned, "request"),
                                      gc.unplanned == 1 ? "was" : "were",
-                                     gc.unplanned == 1 ? "is" : "are");
+                                     gc.unplanned == 1 ? "is" : "are",
+                                     unplanned_advice(gc.unplanned_by_failed_runs));
             }
             if (!gc.missing_shards.empty() &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
@@ -555,6 +556,7 @@ util::Result<GateCheck> completeness_check(store::Store& store,
     int64_t total = 0, missing = 0;
     std::vector<std::string> where;
     int64_t unplanned = 0, unrun = 0;
+    bool unplanned_by_failed_runs = true; // of every group with unplanned places
     // Shards no run of a group is of, and groups whose shards' runs asked
     // less than their whole (another --limit or --repeats).
     std::vector<std::string> lacking, uneven;
@@ -563,6 +565,9 @@ util::Result<GateCheck> completeness_check(store::Store& store,
         total += g.requests + g.unplanned + g.unrun;
         missing += g.missing + g.unplanned + g.unrun;
         unplanned += g.unplanned;
+        if (g.unplanned > 0) {
+            unplanned_by_failed_runs = unplanned_by_failed_runs && g.unplanned_by_failed_runs;
+        }
         unrun += g.unrun;
         if (g.missing + g.unplanned + g.unrun > 0) {
             where.push_back(fmt::format("{} {}", label, g.missing + g.unplanned + g.unrun));
@@ -610,7 +615,8 @@ util::Result<GateCheck> completeness_check(store::Store& store,
         c.why = fmt::format("failed or unsent requests ({}) in {}", fmt::join(kind_text, ", "),
                             fmt::join(where, ", "));
         if (unplanned > 0) {
-            c.why += "; a run stopped before it planned them: run the same command again";
+            c.why += fmt::format("; a run stopped before it planned them: {}",
+                                 unplanned_advice(unplanned_by_failed_runs));
         }
         if (!lacking.empty()) {
             c.why += fmt::format("; the database holds no run of {}: merge the missing "

@@ -437,6 +437,13 @@ std::string shards_text(const std::vector<std::string>& shards) {
     return fmt::format("{} {}", shards.size() == 1 ? "shard" : "shards", fmt::join(shards, ", "));
 }
 
+std::string unplanned_advice(bool by_failed_runs) {
+    return by_failed_runs ? "the run that asked for them failed, and its error said why (a "
+                            "server it launched refused as another, a write that failed): mend "
+                            "that, then run it again"
+                          : "run the same command again";
+}
+
 std::string gaps_text(const store::GroupCompleteness& g) {
     std::vector<std::string> parts;
     if (g.unsent > 0) {

@@ -129,4 +129,10 @@ std::string shards_text(const std::vector<std::string>& shards);
 // requests)"). Empty when it lacks nothing.
 std::string gaps_text(const store::GroupCompleteness& g);
 
+// What to do about places a run asked for and never planned: run again, or,
+// when every run that left them failed
+// (store::GroupCompleteness::unplanned_by_failed_runs), first mend what
+// stopped it, as running it again unchanged fails the same way.
+std::string unplanned_advice(bool by_failed_runs);
+
 } // namespace diffeval::analysis

@@ -116,10 +116,11 @@ int summary_command(const AnalyseFlags& f) {
         if (g.unplanned > 0) {
             std::cout << fmt::format(
                 "{}{}: {} a run asked for {} never planned (the run stopped first) and {} "
-                "nowhere above: run the same command again\n",
+                "nowhere above: {}\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
                 util::counted(g.unplanned, "request"), g.unplanned == 1 ? "was" : "were",
-                g.unplanned == 1 ? "counts" : "count");
+                g.unplanned == 1 ? "counts" : "count",
+                analysis::unplanned_advice(g.unplanned_by_failed_runs));
             unplanned = true;
         }
         if (!g.missing_shards.empty()) {

@@ -93,7 +93,7 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
 // Repeats are held to a run's own limit (1,000,000), so a file another
 // program wrote cannot make the counts overflow.
 constexpr std::string_view k_asked_sql = R"(
-  SELECT r.run_id,
+  SELECT r.run_id, r.status,
          json_extract(s.value, '$.name') AS server,
          f.value AS framing,
          m.value AS max_tokens,
@@ -113,14 +113,15 @@ constexpr std::string_view k_asked_sql = R"(
 
 // The places (question, repeat) each run asked of each of its groups
 // (k_asked_sql), and how many of them hold no request row: a run killed or
-// failed while still planning stopped before reaching them.
+// failed while still planning stopped before reaching them; and whether
+// every run that left such places ended `failed`.
 // `asked` is MATERIALIZED: inlined, SQLite put its expressions in place of
 // a.n and a.shards, so the count of the dataset's questions ran again for
 // every request row the second count visited (9 s of `summary` on the
 // official demo's database; 0.03 s computed once a group).
 constexpr std::string_view k_unplanned_sql = R"(
 ), counted AS (
-  SELECT server, framing, max_tokens,
+  SELECT server, framing, max_tokens, status,
          repeats * CASE WHEN shards > 0 THEN n / shards + (shard < n % shards) ELSE n END
          - (SELECT count(*) FROM requests q
             WHERE q.server = a.server AND q.framing = a.framing AND q.max_tokens = a.max_tokens
@@ -128,7 +129,8 @@ constexpr std::string_view k_unplanned_sql = R"(
               AND (coalesce(a.shards, 0) = 0 OR q.question_idx % a.shards = a.shard)) AS unplanned
   FROM asked a
 )
-SELECT server, framing, max_tokens, max(unplanned) FROM counted
+SELECT server, framing, max_tokens, max(unplanned),
+       min(CASE WHEN unplanned > 0 THEN status = 'failed' END) FROM counted
 GROUP BY server, framing, max_tokens HAVING max(unplanned) > 0
 )";
 
@@ -238,8 +240,9 @@ util::Result<std::vector<GroupCompleteness>> completeness(Store& st) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));
     }
     while (u.step()) {
-        entry(out, u.column_text(0), u.column_text(1), static_cast<int>(u.column_int(2)))
-            .unplanned = u.column_int(3);
+        auto& g = entry(out, u.column_text(0), u.column_text(1), static_cast<int>(u.column_int(2)));
+        g.unplanned = u.column_int(3);
+        g.unplanned_by_failed_runs = u.column_int(4) == 1;
     }
     if (!u.error().empty()) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", u.error()));

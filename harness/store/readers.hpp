@@ -66,6 +66,10 @@ struct GroupCompleteness {
     int64_t unrun = 0;
     std::vector<std::string> missing_shards;
     int64_t unsent = 0;
+    // Every run that left places of `unplanned` ended `failed` (refused a
+    // server it launched, or a write failed): running it again as it was
+    // fails again until that is mended.
+    bool unplanned_by_failed_runs = false;
 };
 util::Result<std::vector<GroupCompleteness>> completeness(Store& store);
 

@@ -603,3 +603,58 @@ TEST(Launch, AResumedRunRefusesAnotherServerUnderTheSameName) {
     o = e2e::run({"run", "--config", old_engine.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
 }
+
+// Flow audit #4: when a later phase's launched server is refused as another
+// server than the one its name answered with, the run ends `failed` with
+// that phase's places never planned. Running the same command again is
+// refused the same way, so the completeness advice says to mend what
+// stopped the run first.
+TEST(Launch, ARefusedPhasesNeverPlannedPlacesAreNotToldToRunAgainAsTheyWere) {
+    auto dir = e2e::scratch("refused-phase");
+    const int port_x = e2e::free_port();
+    const int port_y = e2e::free_port();
+    auto config = [&](const std::string& name, int repeats, const std::string& y_version) {
+        auto path = dir / name;
+        auto server = [&](const std::string& server_name, int port, const std::string& version) {
+            return "[[servers]]\nname = \"" + server_name +
+                   "\"\nurl = \"http://127.0.0.1:" + std::to_string(port) +
+                   "\"\nshell = true\nlaunch = " +
+                   quoted(vllm_says(version) + " exec " + e2e::binary() + " sim --port " +
+                          std::to_string(port)) +
+                   "\nready_timeout = 20\n";
+        };
+        std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [64]\nlimit = 3\n"
+                            << "repeats = " << repeats << "\n\n"
+                            << server("x", port_x, "0.28.0") << server("y", port_y, y_version);
+        return path;
+    };
+    auto db = dir / "r.sqlite";
+    auto run = [&](const std::filesystem::path& c) {
+        return e2e::run({"run", "--config", c.string(), "--sequential-servers", "--db", db.string(),
+                         "--quiet"});
+    };
+    auto o = run(config("first.toml", 1, "0.28.0"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    o = run(config("second.toml", 2, "0.29.0"));
+    ASSERT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("server 'y' has fingerprint fact engine_version 0.29.0"),
+              std::string::npos)
+        << o.err;
+    ASSERT_EQ(query(db, "SELECT group_concat(status, ' ') FROM runs"), "complete failed");
+
+    auto summary = e2e::run({"summary", "--db", db.string()});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_NE(summary.out.find("y/raw/64: 3 requests a run asked for were never planned (the run "
+                               "stopped first) and count nowhere above: the run that asked for "
+                               "them failed, and its error said why"),
+              std::string::npos)
+        << summary.out;
+    EXPECT_EQ(summary.out.find("run the same command again"), std::string::npos) << summary.out;
+    auto gate = e2e::run({"gate", "--db", db.string(), "--require-complete"});
+    EXPECT_EQ(gate.exit_code, 1) << gate.err;
+    EXPECT_NE(gate.out.find("a run stopped before it planned them: the run that asked for them "
+                            "failed"),
+              std::string::npos)
+        << gate.out;
+    EXPECT_EQ(gate.out.find("run the same command again"), std::string::npos) << gate.out;
+}
