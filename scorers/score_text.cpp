@@ -2,21 +2,17 @@
 // and docs/scorers.md for examples.
 #include <scorers/score_text.hpp>
 
+#include <scorers/python.hpp>
+
 #include <fmt/format.h>
 
 namespace diffeval::scorers {
 
-namespace {
-
-// ASCII whitespace, as a tokenizer would emit before a tag: Unicode spaces
-// before `<think>` do not occur in practice.
-constexpr std::string_view k_spaces = " \t\n\r\f\v";
-
-} // namespace
-
+// After leading whitespace as docs/classification.md defines it, Python's
+// str.isspace() (U+3000 and U+00A0 too): stripping the end as well changes
+// nothing about how the text starts.
 bool opens_with_think(std::string_view text) {
-    const size_t start = text.find_first_not_of(k_spaces);
-    return start != std::string_view::npos && text.substr(start).starts_with(k_think_open);
+    return python_strip(text).starts_with(k_think_open);
 }
 
 std::string_view select_scored_text(std::string_view text, ScoreText mode) {

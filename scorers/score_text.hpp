@@ -33,7 +33,8 @@ std::string_view score_text_name(ScoreText mode);
 // Parse "full" or "after-think" (as written by score_text_name) from `name`.
 util::Result<ScoreText> parse_score_text(std::string_view name);
 
-// True if `text`, after leading whitespace, starts with `<think>`.
+// True if `text`, after leading whitespace (what Python's str.isspace()
+// accepts), starts with `<think>`.
 bool opens_with_think(std::string_view text);
 
 } // namespace diffeval::scorers

@@ -73,6 +73,16 @@ TEST(Classify, ArticleResponseCutMidThoughtByQuestionIsStopTruncated) {
     EXPECT_TRUE(never_finished(c.outcome));
 }
 
+// An unclosed block opened after Unicode whitespace (audit: classified
+// finished, so a response cut mid-reasoning read as a finished answer).
+TEST(Classify, ABlockOpenedAfterUnicodeWhitespaceIsReasoning) {
+    const auto c = classify(response("\u3000<think>\nThe user wants 3 boxes of 12. So 36", "stop",
+                                     stop_string("Question")));
+    EXPECT_TRUE(c.opened);
+    EXPECT_TRUE(c.reasoning_started);
+    EXPECT_EQ(c.outcome, Outcome::stop_truncated);
+}
+
 TEST(Classify, EosInsideAnUnclosedBlockIsStopTruncated) {
     EXPECT_EQ(classify(response("<think>\nLet me think about the pens", "stop")).outcome,
               Outcome::stop_truncated);

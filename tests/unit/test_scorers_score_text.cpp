@@ -28,6 +28,12 @@ TEST(SelectScoredText, AfterThinkWithoutReasoningIsTheWholeText) {
 TEST(SelectScoredText, AfterThinkOfUnclosedReasoningIsEmpty) {
     EXPECT_EQ(select_scored_text("<think>\n2.5% of 5,000 is 125", ScoreText::after_think), "");
     EXPECT_EQ(select_scored_text(" \n<think>\n2.5% of 5,000 is 125", ScoreText::after_think), "");
+    // Leading whitespace is what Python's str.isspace() accepts, as
+    // docs/classification.md says: an ideographic or no-break space too.
+    EXPECT_EQ(
+        select_scored_text("\u3000<think>\nThree boxes of 12 pens is 36", ScoreText::after_think),
+        "");
+    EXPECT_EQ(select_scored_text("\u00a0\x1c<think>\n36", ScoreText::after_think), "");
 }
 
 TEST(SelectScoredText, ThinkTagLaterInTheTextDoesNotOpenABlock) {
