@@ -14,8 +14,9 @@
 
 namespace diffeval::scorers {
 
-// CPython 3.11+ refuses to convert a decimal literal with more digits than
-// this (the default of sys.get_int_max_str_digits()), raising SyntaxError.
+// CPython (3.11, and the 3.7.14 to 3.10.7 security releases) refuses to
+// convert a decimal literal with more digits than this (the default of
+// sys.get_int_max_str_digits()), raising SyntaxError.
 inline constexpr size_t k_python_int_max_digits = 4300;
 
 // The canonical decimal form of `digits` (str(ast.literal_eval(digits))) if

@@ -108,6 +108,14 @@ TEST(VllmScorer, NonAsciiDigitsMatchButDoNotParse) {
     EXPECT_FALSE(trailing.correct);
     // ... while earlier ones are simply not the last match.
     EXPECT_TRUE(vllm().score(" \u0661\u0662 apples, or 12", "#### 12").correct);
+    // Digits Unicode 16 and 17 added (Ol Onal U+1E5F1, Garay U+10D40,
+    // outlined U+1CCF0), which the regex module knows and an older libre2
+    // does not, are digits too: the script's answer is invalid (audit).
+    for (const std::string digit : {"\U0001E5F1", "\U00010D40", "\U0001CCF0", "\U000116E3"}) {
+        const auto r = vllm().score("The answer is 36 " + digit, k_gold_36);
+        EXPECT_EQ(r.extracted, "[invalid]") << digit;
+        EXPECT_FALSE(r.correct) << digit;
+    }
 }
 
 TEST(VllmScorer, NumbersInsideReasoningCountUnlessOnlyTheAnswerIsScored) {
