@@ -103,13 +103,24 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 constexpr size_t k_growth_limit = 16;
 constexpr size_t k_min_growth_room = size_t{64} << 10;
 
-[[nodiscard]] bool apply(const std::vector<CompiledSubstitution>& subs, std::string& text) {
+// What a numpy string array keeps of `text`: all but its trailing NULs.
+void drop_trailing_nuls(std::string& text) {
+    text.erase(text.find_last_not_of('\0') + 1);
+}
+
+// `numpy_strings`: each result is stored as lm-eval's exact_match stores
+// it, in a numpy array (drop_trailing_nuls), before the next rule reads it.
+[[nodiscard]] bool apply(const std::vector<CompiledSubstitution>& subs, std::string& text,
+                         bool numpy_strings = false) {
     const size_t limit = std::max(k_min_growth_room, text.size() * k_growth_limit);
     for (const CompiledSubstitution& sub : subs) {
         if (sub.literal) {
             replace_all(text, *sub.literal, sub.rewrite);
         } else {
             re2::RE2::GlobalReplace(&text, *sub.re, sub.rewrite);
+        }
+        if (numpy_strings) {
+            drop_trailing_nuls(text);
         }
         if (text.size() > limit) {
             text.clear();
@@ -329,7 +340,13 @@ std::optional<std::string> Scorer::Compiled::extract(const Extraction& rules,
 
 std::optional<std::string> Scorer::Compiled::normalised(const ScorerDefinition& def,
                                                         std::string text) const {
-    if (!apply(normalise, text)) {
+    // lm-eval's exact_match holds both sides in numpy string arrays, after
+    // each of regexes_to_ignore (np.array of the re.sub results) or once
+    // without them (np.asarray): a trailing NUL never reaches the compare.
+    if (normalise.empty()) {
+        drop_trailing_nuls(text);
+    }
+    if (!apply(normalise, text, true)) {
         return std::nullopt;
     }
     if (def.ignore_case) {

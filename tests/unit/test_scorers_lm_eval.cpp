@@ -40,6 +40,15 @@ TEST(LmEvalGold, IsTheFullAnswerNormalised) {
     EXPECT_EQ(strict().prepare_gold("#### 72.").value, "72");
     // Without "#### " the whole text is compared, lower-cased.
     EXPECT_EQ(strict().prepare_gold("Seventy-Two").value, "seventy-two");
+    // exact_match holds each step's result in a numpy array, which drops
+    // trailing NULs: lm-eval's gold `#### 18\0` is 18, and `#### 18.\0` is
+    // 18 too (the NUL goes before the trailing-dot rule reads the dot).
+    using namespace std::string_literals;
+    EXPECT_EQ(strict().prepare_gold("9 * 2 = 18\n#### 18\0"s).value, "18");
+    EXPECT_EQ(strict().prepare_gold("9 * 2 = 18\n#### 18.\0\0"s).value, "18");
+    EXPECT_TRUE(flexible().score("#### 18", "#### 18\0"s).correct);
+    // A NUL inside the text stays.
+    EXPECT_EQ(strict().prepare_gold("#### 1\08"s).value, "1\08"s);
 }
 
 TEST(LmEvalGold, StrictAndFlexibleShareOneGoldAndVllmHasItsOwn) {
