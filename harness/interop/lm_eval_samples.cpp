@@ -42,6 +42,31 @@ using util::make_error;
 
 namespace {
 
+// Why `line` (UTF-8, not too deep) is no JSON: cut off when the parser ran
+// out of text (a run killed while writing), else where and what nlohmann's
+// parser found (an unpaired surrogate escape, a stray character), without
+// the text it quotes, which is the file's.
+std::string json_error_text(const std::string& line, const std::string& where) {
+    try {
+        const auto parsed = nlohmann::json::parse(line);
+        static_cast<void>(parsed);
+    } catch (const nlohmann::json::parse_error& e) {
+        std::string_view what = e.what();
+        const size_t from = what.find(" - ");
+        const size_t to = what.find("; last read");
+        if (e.byte < line.size() && from != std::string_view::npos &&
+            to != std::string_view::npos && to > from) {
+            return fmt::format("{}: not valid JSON at byte {}: {}; mend the line or log the "
+                               "samples again",
+                               where, e.byte, what.substr(from + 3, to - from - 3));
+        }
+    } catch (const nlohmann::json::exception&) {
+    }
+    return fmt::format("{}: not valid JSON (cut off? a run killed while writing leaves its last "
+                       "line short); remove the line or log the samples again",
+                       where);
+}
+
 namespace fs = std::filesystem;
 
 // Our scorers that reproduce lm-eval's gsm8k filters, by filter name.
@@ -453,10 +478,7 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                                   "file converted to another encoding?",
                                   where)
                 : util::json_depth_within(line)
-                    ? fmt::format("{}: not valid JSON (cut off? a run killed while writing "
-                                  "leaves its last line short); remove the line or log the "
-                                  "samples again",
-                                  where)
+                    ? json_error_text(line, where)
                     : fmt::format("{}: nests deeper than {} levels; not an lm-eval samples line",
                                   where, util::k_max_json_depth));
         }
