@@ -29,6 +29,7 @@ struct ImportFlags {
     std::string dataset = "gsm8k";
     std::string path;
     int first_repeat = 0;
+    bool first_repeat_given = false; // set from the option's count at dispatch
 };
 
 int import_command(const ImportFlags& f) {
@@ -83,8 +84,8 @@ int import_command(const ImportFlags& f) {
         return report(st.error());
     }
     // 2. Read the samples file and store it as one group.
-    auto r = interop::import_samples(
-        **st, {f.path, f.name, f.framing, std::move(*dataset), f.first_repeat});
+    auto r = interop::import_samples(**st, {f.path, f.name, f.framing, std::move(*dataset),
+                                            f.first_repeat, f.first_repeat_given});
     if (!r) {
         st->reset();
         if (new_db) {
@@ -108,7 +109,7 @@ int import_command(const ImportFlags& f) {
         std::cout << fmt::format("nothing new: every answer in the file is stored already; a file "
                                  "of another run of the same requests is stored as further "
                                  "repeats with --first-repeat {}\n",
-                                 f.first_repeat + 1);
+                                 r->first_repeat + 1);
     }
     return k_exit_ok;
 }
@@ -126,12 +127,16 @@ void add_import_command(CLI::App& root, Dispatch& dispatch) {
                    "Framing name of the group (default: the task in the file name)");
     lm->add_option("--dataset", flags->dataset,
                    "Dataset the documents come from (default gsm8k; sample for the sample set)");
-    lm->add_option("--first-repeat", flags->first_repeat,
-                   "Repeat number of the file's first answer to each document (default 0); a "
-                   "file of another run of the same requests is further repeats (0 to "
-                   "1000000)");
+    auto* first = lm->add_option(
+        "--first-repeat", flags->first_repeat,
+        "Repeat number of the file's first answer to each document (default 0, or N for a "
+        "file 'diffeval export' wrote for repeat N, task ending -rN); a file of another run of "
+        "the same requests is further repeats (0 to 1000000)");
     lm->add_option("PATH", flags->path, "samples_<task>_<date>.jsonl")->required();
-    dispatch[lm] = [flags] { return import_command(*flags); };
+    dispatch[lm] = [flags, first] {
+        flags->first_repeat_given = first->count() > 0;
+        return import_command(*flags);
+    };
 }
 
 } // namespace diffeval::cli

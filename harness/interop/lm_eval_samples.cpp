@@ -42,6 +42,27 @@ using util::make_error;
 
 namespace {
 
+// The repeat N and the length of a task name's "-rN" ending (N from 1 to
+// 1,000,000, no leading zero), as task_names writes it for repeat N.
+std::optional<std::pair<int, size_t>> export_repeat_suffix(std::string_view task) {
+    const size_t dash = task.rfind("-r");
+    if (dash == std::string_view::npos || dash + 2 == task.size() || task[dash + 2] == '0' ||
+        task.size() - dash - 2 > 7) {
+        return std::nullopt;
+    }
+    int n = 0;
+    for (const char c : task.substr(dash + 2)) {
+        if (c < '0' || c > '9') {
+            return std::nullopt;
+        }
+        n = n * 10 + (c - '0');
+    }
+    if (n > 1'000'000) {
+        return std::nullopt;
+    }
+    return std::pair{n, task.size() - dash};
+}
+
 // Why `line` (UTF-8, not too deep) is no JSON: cut off when the parser ran
 // out of text (a run killed while writing), else where and what nlohmann's
 // parser found (an unpaired surrogate escape, a stray character), without
@@ -754,14 +775,26 @@ util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
 
 } // namespace
 
-util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& o) {
+util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& given) {
     // 1. Read the whole file before touching the store.
-    auto docs = parse_samples(o.path);
+    auto docs = parse_samples(given.path);
     if (!docs) {
         return docs.error();
     }
-    const std::string task = task_of(o.path);
-    const std::string framing = o.framing.empty() ? task : o.framing;
+    const std::string task = task_of(given.path);
+    ImportOptions o = given;
+    std::string framing = o.framing.empty() ? task : o.framing;
+    // `export` writes repeat N of a group to a file whose task ends "-rN"
+    // (task_names): read as the group of repeat 0's file, from repeat N,
+    // an export imports as the groups and repeats it came from.
+    if (const auto suffix = export_repeat_suffix(task)) {
+        if (o.framing.empty()) {
+            framing = task.substr(0, task.size() - suffix->second);
+        }
+        if (!o.first_repeat_given) {
+            o.first_repeat = suffix->first;
+        }
+    }
     // A task read from the file's name names the group as --framing would,
     // so it is held to the same rule: a line end or a terminal escape in a
     // file name reached every table and terminal as the group's framing.
@@ -788,6 +821,7 @@ util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions
         return done.error();
     }
     ImportSummary summary;
+    summary.first_repeat = o.first_repeat;
     std::vector<store::RequestRow> requests;
     std::vector<store::ResponseRow> responses;
     std::vector<AlreadyStored> stored;

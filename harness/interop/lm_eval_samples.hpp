@@ -49,7 +49,10 @@ struct ImportOptions {
     datasets::Dataset dataset;
     // The repeat number of the file's first answer to each document: a file
     // of another run of the same requests is stored as further repeats.
+    // Unless given (`first_repeat_given`), a file `export` wrote for repeat
+    // N (its task ends "-rN") starts at N, in the group of repeat 0's file.
     int first_repeat = 0;
+    bool first_repeat_given = false;
 };
 
 struct ImportSummary {
@@ -61,6 +64,7 @@ struct ImportSummary {
     // "The answer is N."): the lm-eval-strict scorer reads it by gsm8k's
     // rule, so a note says where lm-eval's own verdicts are.
     bool other_strict_rule = false;
+    int first_repeat = 0; // the repeat the file's first answers were stored as
 };
 
 // Read the samples file and store it as group NAME/FRAMING/MAX_TOKENS:

@@ -216,8 +216,10 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
 }
 
 // One samples file per repeat (as export writes them): the second is another
-// run of the same requests. With answers of its own it is refused, not taken
-// as "already stored"; with --first-repeat it is stored as further repeats.
+// run of the same requests. Under another name (as lm-eval would log it), with
+// answers of its own, it is refused, not taken as "already stored"; with
+// --first-repeat it is stored as further repeats, and so is the file export
+// wrote for repeat 1 (its task ends "-r1") without it.
 TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
     auto dir = e2e::scratch("lm-eval-repeats");
     e2e::Sim sim;
@@ -256,7 +258,9 @@ TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
     auto again = with({first.string()});
     EXPECT_EQ(again.exit_code, 0) << again.err;
     EXPECT_NE(again.out.find("nothing new"), std::string::npos) << again.out;
-    auto refused = with({second.string()});
+    auto renamed = dir / "samples_gsm8k_2026-01-01T00-00-00.000000.jsonl";
+    std::filesystem::copy_file(second, renamed);
+    auto refused = with({renamed.string()});
     EXPECT_EQ(refused.exit_code, 2) << refused.err;
     EXPECT_NE(refused.err.find("is stored with another answer, so this file is another run of "
                                "the same requests; import it as further repeats with "
@@ -264,10 +268,59 @@ TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
               std::string::npos)
         << refused.err;
     EXPECT_EQ(query(im, "SELECT count(*) FROM responses"), "4");
-    auto more = with({"--first-repeat", "1", second.string()});
+    auto more = with({"--first-repeat", "1", renamed.string()});
     EXPECT_EQ(more.exit_code, 0) << more.err;
     EXPECT_EQ(query(im, "SELECT count(*) FROM responses"), "8");
     EXPECT_EQ(query(im, "SELECT count(DISTINCT repeat) FROM requests"), "2");
+    // export's own file for repeat 1 is repeat 1 without being told.
+    auto im2 = dir / "im2.sqlite";
+    for (const auto& file : {first, second}) {
+        auto o = e2e::run({"import", "lm-eval", "--db", im2.string(), "--name", "ib", "--framing",
+                           "raw", "--dataset", "sample", file.string()});
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+    }
+    EXPECT_EQ(query(im2, "SELECT group_concat(repeat || ':' || n) FROM (SELECT repeat, count(*) "
+                         "AS n FROM requests GROUP BY repeat ORDER BY repeat)"),
+              "0:4,1:4");
+}
+
+// Docs audit: an export's files, one per repeat, imported as they are (no
+// --framing, no --first-repeat), are the groups and repeats they came from,
+// not one group per repeat file ("...-raw-256-r1" as a framing).
+TEST(LmEvalSamples, AnExportsRepeatFilesImportAsItsRepeats) {
+    auto dir = e2e::scratch("lm-eval-export-repeats");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "b=" + sim.url(), "--framing", "raw", "--limit", "3",
+                        "--repeats", "3", "--dataset", "sample", "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto out = dir / "samples";
+    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                        out.string()})
+                  .exit_code,
+              0);
+    auto im = dir / "im.sqlite";
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        files.push_back(e.path());
+    }
+    ASSERT_EQ(files.size(), 3u);
+    std::sort(files.begin(), files.end());
+    std::reverse(files.begin(), files.end()); // in any order
+    for (const auto& file : files) {
+        auto o = e2e::run({"import", "lm-eval", "--db", im.string(), "--name", "ib", "--dataset",
+                           "sample", file.string()});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        EXPECT_NE(o.out.find("as ib/gsm8k-b-raw-256/256:"), std::string::npos) << o.out;
+    }
+    EXPECT_EQ(query(im, "SELECT group_concat(g) FROM (SELECT DISTINCT server || '/' || framing || "
+                        "'/' || max_tokens || ' x' || (SELECT count(DISTINCT repeat) FROM "
+                        "requests) AS g FROM requests)"),
+              "ib/gsm8k-b-raw-256/256 x3");
+    auto summary = e2e::run({"summary", "--db", im.string()});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_EQ(summary.out.find("-r1"), std::string::npos) << summary.out;
 }
 
 namespace {
