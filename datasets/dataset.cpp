@@ -181,10 +181,17 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     if (!test) {
         std::error_code ec;
         if (!fs::exists(spec, ec) && !ec) {
+            // A path (a '/' or a file name's ending) meant a file: say it is
+            // not there, not that the name is unknown.
+            const bool path = spec.find('/') != std::string::npos || fs::path(spec).has_extension();
             return make_error(ErrorKind::usage,
-                              fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' or a "
-                                          "path to a GSM8K-format .jsonl file",
-                                          spec));
+                              path ? fmt::format("cannot read dataset {}: no such file; give the "
+                                                 "path of a GSM8K-format .jsonl file, 'sample' "
+                                                 "or 'gsm8k'",
+                                                 spec)
+                                   : fmt::format("unknown dataset '{}': use 'sample', 'gsm8k' "
+                                                 "or a path to a GSM8K-format .jsonl file",
+                                                 spec));
         }
         return test.error();
     }

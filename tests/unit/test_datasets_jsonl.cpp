@@ -186,4 +186,17 @@ TEST(AnswerShown, NamesTheFinalAnswerOrTheStartOfTheText) {
     EXPECT_EQ(answer_shown(euros), euros.substr(0, 40 * 3) + "...");
 }
 
+// A path that names no file is said to be missing; a bare word is an
+// unknown dataset name (docs audit: both were "unknown dataset").
+TEST(OpenTestSet, AMissingFileIsNamedAsSuchAndAnUnknownNameAsAName) {
+    auto missing = diffeval::datasets::open_test_set("/nonexistent/test.jsonl");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_EQ(missing.error().kind, ErrorKind::usage);
+    EXPECT_THAT(missing.error().message,
+                HasSubstr("cannot read dataset /nonexistent/test.jsonl: no such file"));
+    auto bare = diffeval::datasets::open_test_set("gsm8");
+    ASSERT_FALSE(bare.ok());
+    EXPECT_THAT(bare.error().message, HasSubstr("unknown dataset 'gsm8'"));
+}
+
 } // namespace
