@@ -732,7 +732,8 @@ util::Result<void> validate(const GateSpec& spec) {
         !conflicts) {
         return make_error(ErrorKind::usage,
                           "no checks requested; give --expect, --max-drop, --max-*-increase, "
-                          "--require-complete or --fail-on-conflict (see docs/ci.md)");
+                          "--require-complete, --fail-on-conflict, --vllm-config, "
+                          "--max-probe-shift or --expect-same-numerics (see docs/ci.md)");
     }
     // Each named with its value and both bounds, as every number flag is.
     if (spec.expect && !(*spec.expect >= 0 && *spec.expect <= 1)) {

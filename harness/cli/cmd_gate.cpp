@@ -500,7 +500,9 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_option("--db", flags->db, "Results database");
     gate->add_option("--scorer", flags->scorer, "Scorer the accuracies use (default vllm)");
     gate->add_option("--expect", flags->expect, "Expected mean accuracy, a proportion (e.g. 0.82)");
-    gate->add_option("--tolerance", flags->tolerance, "Allowed shortfall below --expect");
+    gate->add_option("--tolerance", flags->tolerance,
+                     "Allowed shortfall below --expect (default 0; vLLM's configs default to "
+                     "0.08)");
     gate->add_option("--group", flags->group,
                      "Groups --expect checks: SERVER[/FRAMING[/MAX_TOKENS]] (default: all)");
     gate->add_option("--baseline", flags->baseline,
