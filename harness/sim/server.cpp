@@ -632,9 +632,11 @@ std::string Server::Impl::stats_body() const {
     }
     ojson j;
     j["profile"] = config.profile.name;
+    // Every endpoint listed, 0 until it counts, as every fault kind is: a
+    // script reads requests.other without knowing what arrived.
     j["requests"] = ojson::object();
-    for (const auto& [k, v] : s.requests) {
-        j["requests"][k] = v;
+    for (const char* k : {"completions", "chat", "models", "health", "version", "other"}) {
+        j["requests"][k] = s.requests.count(k) ? s.requests.at(k) : 0;
     }
     j["responses"] = ojson::object();
     for (const auto& [k, v] : s.statuses) {

@@ -79,6 +79,18 @@ TEST_F(SimProtocol, HealthIsEmptyAndVersionComesFromTheProfile) {
     auto version = c.Get("/version");
     ASSERT_TRUE(version);
     EXPECT_EQ(json::parse(version->body), json({{"version", "0.28.0"}}));
+    // /stats lists every endpoint, 0 for those not asked yet (docs audit:
+    // a script reading requests.other failed on a fresh simulator).
+    auto stats = c.Get("/stats");
+    ASSERT_TRUE(stats);
+    const auto requests = json::parse(stats->body)["requests"];
+    EXPECT_EQ(requests, json({{"completions", 0},
+                              {"chat", 0},
+                              {"models", 0},
+                              {"health", 1},
+                              {"version", 1},
+                              {"other", 0}}))
+        << stats->body;
 }
 
 TEST_F(SimProtocol, UnknownPathsAndMethodsGetFastApiBodies) {
