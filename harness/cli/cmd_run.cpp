@@ -420,14 +420,15 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
     add_list_option(*cmd, "--max-tokens", flags->max_tokens, "Token limits, comma-separated",
                     "256");
     cmd->add_option("--repeats", flags->repeats, "Repeats of every request (default 1)");
-    cmd->add_option("--limit", flags->limit, "Only the first N test questions");
+    cmd->add_option("--limit", flags->limit, "Only the first N test questions (default all)");
     cmd->add_option("--concurrency", flags->concurrency,
                     "In-flight requests per server, or 'auto': the server's published "
                     "slots (default 64; never more than the slots a server publishes)");
     cmd->add_option("--db", flags->db, "SQLite results file (default diffeval.sqlite)");
     cmd->add_option("--dataset", flags->dataset, "sample, gsm8k, or a GSM8K-format .jsonl path")
         ->default_str("sample");
-    cmd->add_option("--fewshot-from", flags->fewshot_from, "JSONL file of few-shot examples");
+    cmd->add_option("--fewshot-from", flags->fewshot_from,
+                    "JSONL file of few-shot examples (default: the dataset's train set)");
     cmd->add_option("--api-key-env", flags->api_key_env,
                     "Environment variable holding the API key");
     cmd->add_option("--timeout", flags->timeout, "Per-request timeout in seconds (default 600)");
