@@ -250,8 +250,14 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     v.borderline = below || above || rejects;
     if (below || above) {
         v.words += " (CI excludes 0; test does not reject)";
+        // The unadjusted mid-p may be below alpha: then what does not reject
+        // is the Holm-adjusted one, and the sentence says so beside it.
         ci_clause =
-            fmt::format("excludes 0 but the sign-flip test does not reject at {:g}", s.alpha);
+            s.test.p_mid < s.alpha && comparisons > 1
+                ? fmt::format("excludes 0 but the sign-flip test does not reject at {:g} "
+                              "once adjusted for the {} comparisons",
+                              s.alpha, comparisons)
+                : fmt::format("excludes 0 but the sign-flip test does not reject at {:g}", s.alpha);
     } else if (rejects) {
         v.words += " (test rejects; CI includes 0)";
         ci_clause = "includes 0 (the test alone would reject: a borderline case)";

@@ -67,9 +67,17 @@ TEST(DecideVerdict, SignificantBeforeAdjustmentButNotAfterIsNoDetectableDifferen
     EXPECT_TRUE(v.borderline);
     EXPECT_EQ(v.sentence,
               "No detectable difference between b and a: -3.0 points, 95% CI [-6.0, -0.1] "
-              "excludes 0 but the sign-flip test does not reject at 0.05, sign-flip mid-p 0.03 "
-              "(Holm-adjusted 0.09 over 3 comparisons); 60 of 400 questions differ, and the run "
-              "detects differences of 4.2 points or more at 80% power.");
+              "excludes 0 but the sign-flip test does not reject at 0.05 once adjusted for the 3 "
+              "comparisons, sign-flip mid-p 0.03 (Holm-adjusted 0.09 over 3 comparisons); 60 of "
+              "400 questions differ, and the run detects differences of 4.2 points or more at 80% "
+              "power.");
+    // Without other comparisons, the unadjusted test is the one that does
+    // not reject, and the sentence says only that.
+    const auto alone =
+        decide_verdict(stats(-0.03, -0.06, -0.001, -0.055, -0.005, 0.07), "a", "b", 0.07, 1);
+    EXPECT_NE(alone.sentence.find("does not reject at 0.05, sign-flip mid-p 0.07;"),
+              std::string::npos)
+        << alone.sentence;
 }
 
 TEST(DecideVerdict, TestRejectsButIntervalIncludesZeroIsNoDetectableDifference) {
