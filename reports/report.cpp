@@ -86,7 +86,7 @@ std::string comparison_table(const ReportData& data, Style style) {
                                    util::counted(c.questions, "shared question"))
                      : analysis::signed_points(shown),
              analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
-             fmt::format("{:.3g}", s.test.p_mid), fmt::format("{:.3g}", c.verdict.p_adjusted),
+             util::p_text(s.test.p_mid), util::p_text(c.verdict.p_adjusted),
              std::to_string(s.a_better), std::to_string(s.b_better), noise_cell(s.noise_a),
              noise_cell(s.noise_b), s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a",
              c.verdict.words, carrying_transitions(c, 2)});
@@ -452,9 +452,10 @@ std::string comparison_sentence(const analysis::Comparison& c) {
         const bool raw_rejects = s.test.p_mid < s.alpha;
         const std::string ps =
             c.verdict.comparisons > 1
-                ? fmt::format("mid-p {:.3g}, Holm-adjusted {:.3g} over {} comparisons",
-                              s.test.p_mid, c.verdict.p_adjusted, c.verdict.comparisons)
-                : fmt::format("mid-p {:.3g}", s.test.p_mid);
+                ? fmt::format("mid-p {}, Holm-adjusted {} over {} comparisons",
+                              util::p_text(s.test.p_mid), util::p_text(c.verdict.p_adjusted),
+                              c.verdict.comparisons)
+                : fmt::format("mid-p {}", util::p_text(s.test.p_mid));
         line = fmt::format(
             "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(), c.a.text(),
             c.scorer, ci,

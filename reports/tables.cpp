@@ -413,13 +413,19 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         analysis::signed_points(shown), 100 * (1 - s.alpha),
         analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,
         s.interval.seed, 100.0 * s.se);
+    // "mid-p = 0.0215", "mid-p < 1e-300": a p past a double's range is a bound.
+    const auto is = [](double p) {
+        const auto text = util::p_text(p);
+        return text.starts_with("<") ? text : "= " + text;
+    };
     out += fmt::format("Sign-flip test over questions ({}): {} right more often in A, {} in B;\n"
-                       "mid-p = {:.3g} (p = {:.3g}){}.\n",
+                       "mid-p {} (p {}){}.\n",
                        s.test.method == analysis::SignFlipMethod::exact ? "exact" : "Monte Carlo",
-                       util::counted(s.a_better, "question"), s.b_better, s.test.p_mid, s.test.p,
+                       util::counted(s.a_better, "question"), s.b_better, is(s.test.p_mid),
+                       is(s.test.p),
                        c.verdict.comparisons > 1
-                           ? fmt::format(", Holm-adjusted {:.3g} over {} comparisons",
-                                         c.verdict.p_adjusted, c.verdict.comparisons)
+                           ? fmt::format(", Holm-adjusted {} over {} comparisons",
+                                         util::p_text(c.verdict.p_adjusted), c.verdict.comparisons)
                            : std::string());
     const auto prose = [&](const std::string& text) {
         return md ? markdown_escape(text) + "\n" : wrap(text, 100) + "\n";

@@ -165,11 +165,11 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     // A rise is called one, never "drop -0.7 points".
     const double shown_drop = std::abs(100.0 * shown) < 0.05 ? 0.0 : -100.0 * shown;
     c.measured_text = fmt::format(
-        "{} {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {:.3g})",
+        "{} {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {})",
         shown_drop < 0 ? "rise" : "drop", std::abs(shown_drop), accuracy_text(st.accuracy_a),
         accuracy_text(st.accuracy_b), one_sided,
         interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
-        st.test.p_mid);
+        util::p_text(st.test.p_mid));
     // The margin as given, as the sentences print it ("0.125", not "0.12").
     const std::string margin_given = margin_text(max_drop / 100);
     c.threshold_text = fmt::format("non-inferiority: B-A lower bound above {}{} points",

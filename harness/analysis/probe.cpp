@@ -621,16 +621,16 @@ std::string numerics_text(const ProbePerturbation& p) {
                            "needs {} to reach p < {:g}",
                            moved, means, util::counted(p.questions_to_tell, "question"), p.alpha);
     }
-    return fmt::format("numerics not shown to differ: {} ({}, one-sided sign test p {:.2g})", moved,
-                       means, p.p_value);
+    return fmt::format("numerics not shown to differ: {} ({}, one-sided sign test p {})", moved,
+                       means, util::p_text(p.p_value, 2));
 }
 
 std::string probe_p_text(const ProbeDirection& d) {
     if (d.p_at_floor) {
-        return fmt::format("{:.2g} (the floor: none of {} as extreme)", d.p_value,
+        return fmt::format("{} (the floor: none of {} as extreme)", util::p_text(d.p_value, 2),
                            util::counted(d.resamples, "sign flip"));
     }
-    return fmt::format("{:.2g}", d.p_value);
+    return util::p_text(d.p_value, 2);
 }
 
 nlohmann::json to_json(const ProbeComparison& c) {

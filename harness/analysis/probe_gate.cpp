@@ -85,9 +85,9 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.threshold = x;
             k.measured_text =
                 fmt::format("P(open) logit shift {} (95% CI [{}, {}], "
-                            "{}, sign-flip p {:.2g})",
+                            "{}, sign-flip p {})",
                             logits_text(d.mean_shift), logits_text(d.lo), logits_text(d.hi),
-                            util::counted(d.questions, "question"), d.p_value);
+                            util::counted(d.questions, "question"), util::p_text(d.p_value, 2));
             k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;
@@ -106,10 +106,10 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                                     k_shift_alpha);
             } else if ((up || down) && !shown) {
                 k.why = fmt::format("cannot tell: the interval lies {} {}{:.3f} logits, but the "
-                                    "sign-flip test does not show a shift (p {:.2g}, not below "
+                                    "sign-flip test does not show a shift (p {}, not below "
                                     "{:g})",
-                                    up ? "above" : "below", up ? "+" : "-", x, d.p_value,
-                                    k_shift_alpha);
+                                    up ? "above" : "below", up ? "+" : "-", x,
+                                    util::p_text(d.p_value, 2), k_shift_alpha);
             } else {
                 k.why = up     ? fmt::format("{} opens the think block more often than {}: the "
                                                  "whole interval lies above +{:.3f} logits",
@@ -130,10 +130,10 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.unit = "logits";
             k.measured = p.mean_abs_ab;
             k.threshold = p.mean_abs_aa;
-            k.measured_text =
-                fmt::format("mean |delta logit P(open)| {:.4f} over {} (one-sided "
-                            "sign test p {:.2g})",
-                            p.mean_abs_ab, util::counted(p.questions, "question"), p.p_value);
+            k.measured_text = fmt::format("mean |delta logit P(open)| {:.4f} over {} (one-sided "
+                                          "sign test p {})",
+                                          p.mean_abs_ab, util::counted(p.questions, "question"),
+                                          util::p_text(p.p_value, 2));
             k.threshold_text = fmt::format("within the A/A spread ({:.4f})", p.mean_abs_aa);
             // Fewer questions than the sign test needs to reach its level
             // cannot show a change, so passing on them would pass anything.
@@ -153,9 +153,9 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             } else {
                 k.why = fmt::format("not shown: the probe moved more than between {}'s own "
                                     "repeats on {} of {} and less on {}, which a one-sided sign "
-                                    "test does not show at {:g} (p {:.2g})",
+                                    "test does not show at {:g} (p {})",
                                     c.a, p.moved_more, util::counted(p.questions, "question"),
-                                    p.moved_less, p.alpha, p.p_value);
+                                    p.moved_less, p.alpha, util::p_text(p.p_value, 2));
             }
             k.detail = to_json(c);
             checks.push_back(std::move(k));

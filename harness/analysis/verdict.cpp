@@ -21,7 +21,7 @@ std::string points(double proportion) {
 }
 
 std::string pvalue(double p) {
-    return fmt::format("{:.3g}", p);
+    return util::p_text(p);
 }
 
 // "95%" for alpha 0.05.
@@ -344,10 +344,10 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
         m.sentence = fmt::format(
             "inconclusive against the {}-point margin: the one-sided {} upper bound {} is below "
             "{} ({} points), but the one-sided sign-flip test does not show a drop (mid-p "
-            "{:.3g}, {} of {} {})",
-            x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), below, diff, s.test.p_mid / 2.0,
-            s.test.differing, util::counted(s.questions, "question"),
-            s.test.differing == 1 ? "differs" : "differ");
+            "{}, {} of {} {})",
+            x, one_sided, bound_text(iv.hi_one_sided, {-max_drop}), below, diff,
+            util::p_text(s.test.p_mid / 2.0), s.test.differing,
+            util::counted(s.questions, "question"), s.test.differing == 1 ? "differs" : "differ");
     } else if (iv.hi_one_sided < -max_drop - k_epsilon) {
         m.outcome = MarginOutcome::fail;
         m.sentence =

@@ -82,6 +82,11 @@ requires std::is_integral_v<N> std::string counted(N n, std::string_view singula
     return std::to_string(n) + " " + noun(n, singular, plural);
 }
 
+// A p-value to `digits` significant digits ("0.0215"); one below 1e-300,
+// or 0 because the exact value is past a double's range (2^-1312 for 1,313
+// questions against none), is "< 1e-300", never a printed 0.
+std::string p_text(double p, int digits = 3);
+
 // Two sides' repeat counts: "1 repeat each" when they match, else "1 and 3
 // repeats".
 inline std::string repeats_of_two(int64_t a, int64_t b) {

@@ -2,10 +2,12 @@
 // and the reports write counts with it; both read it as GSM8K does. And
 // util::printed_value, from which differences beside printed numbers come.
 // And util::counted and util::noun, which every count printed with its noun
-// goes through.
+// goes through, and util::p_text, which every printed p-value goes through.
 #include <harness/util/text.hpp>
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 using diffeval::util::with_commas;
 
@@ -51,6 +53,17 @@ TEST(Counted, TwoSidesRepeatsReadAsOneCountWhenEqual) {
     EXPECT_EQ(diffeval::util::repeats_of_two(1, 1), "1 repeat each");
     EXPECT_EQ(diffeval::util::repeats_of_two(3, 3), "3 repeats each");
     EXPECT_EQ(diffeval::util::repeats_of_two(3, 1), "3 and 1 repeats");
+}
+
+// A p-value past a double's range is never printed as 0 (stats audit: the
+// exact mid-p of 1,313 questions against none, 2^-1312, printed "0").
+TEST(PText, GivesSignificantDigitsAndABoundBelowADoublesRange) {
+    EXPECT_EQ(diffeval::util::p_text(0.021484375), "0.0215");
+    EXPECT_EQ(diffeval::util::p_text(0.021484375, 2), "0.021");
+    EXPECT_EQ(diffeval::util::p_text(1.0), "1");
+    EXPECT_EQ(diffeval::util::p_text(1.09e-29), "1.09e-29");
+    EXPECT_EQ(diffeval::util::p_text(0.0), "< 1e-300");
+    EXPECT_EQ(diffeval::util::p_text(std::ldexp(1.0, -1050)), "< 1e-300");
 }
 
 // What JSON output may hold (RFC 3629): names and paths that fail it are
