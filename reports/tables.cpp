@@ -407,8 +407,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     out += fmt::format(
         "{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
         "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
-        util::counted(c.questions, "question"),
-        util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats),
+        util::counted(c.questions, "question"), analysis::repeats_text(s.noise_a, s.noise_b),
         analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
         analysis::signed_points(shown), 100 * (1 - s.alpha),
         analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,

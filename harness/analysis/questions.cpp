@@ -131,7 +131,15 @@ SideNoise side_noise(const CorrectnessMatrix& m, const AnsweredCounts& answered)
             noise.repeats = repeats;
         }
         several += repeats >= 2 ? questions : 0;
+        if (repeats >= 2 && noise.fewest_of_several == 0) {
+            noise.fewest_of_several = repeats;
+        }
     }
+    if (!counts.empty()) {
+        noise.fewest_repeats = counts.begin()->first;
+        noise.most_repeats = counts.rbegin()->first;
+    }
+    noise.several = several;
     noise.measured = several > 0 && 2 * several >= m.size();
     if (!noise.measured) {
         return noise;

@@ -81,6 +81,13 @@ enum class NoiseGap {
 // Run-to-run noise of one side.
 struct SideNoise {
     std::uint32_t repeats = 0; // the repeats most questions have
+    // Uneven repeats (a later run added repeats on fewer questions): the
+    // fewest and most any question has, and how many questions have 2+,
+    // whose repeats the noise is measured from.
+    std::uint32_t fewest_repeats = 0;
+    std::uint32_t most_repeats = 0;
+    std::uint64_t several = 0;
+    std::uint32_t fewest_of_several = 0; // the fewest repeats among those `several`
     // At least half the questions have 2+ repeats, and when no question's
     // repeats disagree, at least half have 2+ answered ones: failed requests
     // that agree because they all count as wrong measure no server.

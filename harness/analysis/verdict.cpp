@@ -278,7 +278,32 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     return v;
 }
 
+std::string repeats_text(const SideNoise& a, const SideNoise& b) {
+    const auto even = [](const SideNoise& n) { return n.fewest_repeats == n.most_repeats; };
+    if (even(a) && even(b)) {
+        return util::repeats_of_two(a.repeats, b.repeats);
+    }
+    const auto range = [&](const SideNoise& n) {
+        return even(n) ? std::to_string(n.repeats)
+                       : fmt::format("{} to {}", n.fewest_repeats, n.most_repeats);
+    };
+    return range(a) == range(b) ? fmt::format("{} repeats each", range(a))
+                                : fmt::format("{} and {} repeats", range(a), range(b));
+}
+
 std::string noise_sentence(const QuestionStats& s, const std::string& a, const std::string& b) {
+    // What the noise was measured from: "3 repeats", or with uneven
+    // repeats "2 to 5 repeats on 12 of 20 questions" (the questions with
+    // one count for nothing in it).
+    const auto from = [&](const SideNoise& n) {
+        return n.fewest_repeats == n.most_repeats
+                   ? util::counted(n.repeats, "repeat")
+                   : fmt::format("{} repeats on {} of {}",
+                                 n.fewest_of_several == n.most_repeats
+                                     ? std::to_string(n.most_repeats)
+                                     : fmt::format("{} to {}", n.fewest_of_several, n.most_repeats),
+                                 n.several, util::counted(s.questions, "question"));
+    };
     auto side = [&](const SideNoise& n, const std::string& name) {
         if (n.gap == NoiseGap::too_few_answers) {
             return fmt::format("{} not measured: fewer than half its questions have two "
@@ -292,12 +317,13 @@ std::string noise_sentence(const QuestionStats& s, const std::string& a, const s
             // Agreement in correctness, not in text: a model wrong on
             // nearly every question agrees with itself however its texts
             // vary (a real llama-server was called deterministic so).
-            return fmt::format("{} none seen: its {} repeats were right or wrong alike on every "
-                               "question (their texts may still differ)",
-                               name, n.repeats);
+            return fmt::format("{} none seen: its {} were right or wrong alike on {} (their "
+                               "texts may still differ)",
+                               name, from(n),
+                               n.fewest_repeats == n.most_repeats ? "every question" : "each");
         }
-        return fmt::format("{} ±{:.1f} points (1 SD of accuracy on a re-run, from {} repeats)",
-                           name, 100.0 * n.rerun_sd, n.repeats);
+        return fmt::format("{} ±{:.1f} points (1 SD of accuracy on a re-run, from {})", name,
+                           100.0 * n.rerun_sd, from(n));
     };
     std::string out =
         fmt::format("Run-to-run noise: {}; {}", side(s.noise_a, a), side(s.noise_b, b));

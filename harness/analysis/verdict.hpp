@@ -84,6 +84,10 @@ MarginCheck non_inferiority(const QuestionStats& stats, double max_drop);
 // that repeat noise accounts for, when both were measured.
 std::string noise_sentence(const QuestionStats& stats, const std::string& a, const std::string& b);
 
+// The two sides' repeats per question: "1 repeat each", "3 and 1 repeats",
+// and with uneven repeats their range, "1 to 5 repeats each".
+std::string repeats_text(const SideNoise& a, const SideNoise& b);
+
 // Why a comparison has no minimum detectable difference: the sides agree on
 // every question, too few questions for the test to reach alpha at all
 // (QuestionStats::smallest_p), or every question differs by the same amount

@@ -279,7 +279,7 @@ int plan_command(const AnalyseFlags& f) {
             "{} vs {} ({} scorer): pilot of {} x {}, sd of per-question differences "
             "{:.3f}.\n",
             c.b.text(), c.a.text(), c.scorer, util::counted(s.questions, "question"),
-            util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats), s.sd_diff);
+            analysis::repeats_text(s.noise_a, s.noise_b), s.sd_diff);
         // Every question differing by the same amount has a variance of 0
         // too, which the rows' raise to about 10 differing questions hid
         // (reports audit #4: "10 questions" to detect a 1-point drop).
@@ -295,18 +295,18 @@ int plan_command(const AnalyseFlags& f) {
         std::cout << fmt::format(
             "To detect a {}-point drop at alpha {:g} with {:.0f}% power ({}):\n",
             analysis::margin_text(f.drop / 100), f.alpha, 100 * s.power,
-            measured ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
-                                   plan.between_variance, plan.within_a, plan.within_b)
-                     : fmt::format("variance of per-question differences {:.4f}; run-to-run "
-                                   "noise not measured with {}{}, so what more "
-                                   "repeats would gain is unknown: a pilot with 2 or more "
-                                   "successful a side sizes them",
-                                   s.sd_diff * s.sd_diff,
-                                   util::repeats_of_two(s.noise_a.repeats, s.noise_b.repeats),
-                                   s.noise_a.gap == analysis::NoiseGap::too_few_answers ||
-                                           s.noise_b.gap == analysis::NoiseGap::too_few_answers
-                                       ? " (too few of them successful)"
-                                       : ""));
+            measured
+                ? fmt::format("between-question variance {:.4f}, within {:.4f} and {:.4f}",
+                              plan.between_variance, plan.within_a, plan.within_b)
+                : fmt::format("variance of per-question differences {:.4f}; run-to-run "
+                              "noise not measured with {}{}, so what more "
+                              "repeats would gain is unknown: a pilot with 2 or more "
+                              "successful a side sizes them",
+                              s.sd_diff * s.sd_diff, analysis::repeats_text(s.noise_a, s.noise_b),
+                              s.noise_a.gap == analysis::NoiseGap::too_few_answers ||
+                                      s.noise_b.gap == analysis::NoiseGap::too_few_answers
+                                  ? " (too few of them successful)"
+                                  : ""));
         // Unmeasured, the one row sizes the pilot's own design, at its
         // repeats: "1" beside a pilot of 3 and 1 was not it.
         const std::string pilot_repeats =

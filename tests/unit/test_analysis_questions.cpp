@@ -339,6 +339,25 @@ TEST(AnalyseQuestions, OneQuestionShortOfRepeatsKeepsTheNoiseMeasured) {
     ASSERT_TRUE(t.ok());
     EXPECT_FALSE(t->noise_b.measured);
     EXPECT_EQ(t->noise_b.repeats, 1u);
+    // Most questions once, but half of them more (later runs added repeats
+    // on fewer questions): measured from those, and said so, not "from 1
+    // repeats" under "1 repeat each" (stats audit).
+    CorrectnessMatrix u(20, std::vector<std::uint8_t>{1});
+    for (size_t q = 0; q < 6; ++q) {
+        u[q] = {1, 1, 0};
+        u[q + 6] = {1, 0, 1, 1, 1};
+    }
+    auto uneven = analyse_questions(u, u);
+    ASSERT_TRUE(uneven.ok());
+    EXPECT_TRUE(uneven->noise_b.measured);
+    EXPECT_EQ(uneven->noise_b.repeats, 1u);
+    EXPECT_EQ(repeats_text(uneven->noise_a, uneven->noise_b), "1 to 5 repeats each");
+    EXPECT_EQ(repeats_text(uneven->noise_a, s->noise_a), "1 to 5 and 3 repeats");
+    EXPECT_NE(noise_sentence(*uneven, "a", "b")
+                  .find("(1 SD of accuracy on a re-run, from 3 to 5 "
+                        "repeats on 12 of 20 questions)"),
+              std::string::npos)
+        << noise_sentence(*uneven, "a", "b");
 }
 
 // Repeats that agree because they failed (every error counts as wrong)
