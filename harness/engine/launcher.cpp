@@ -11,6 +11,7 @@
 // even by SIGKILL, so a killed run leaves no such orphan behind.
 #include <harness/engine/launcher.hpp>
 
+#include <harness/fingerprint/fingerprint.hpp>
 #include <harness/http/client.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -440,10 +442,51 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
     m_exit = "killed after the grace period";
 }
 
+namespace {
+
+// Where the last launch in a log file a server was restarted into (`>>`)
+// starts: a little before its last line stating an engine version (a
+// llama-server writes its backends first), at a line's start; 0 when no
+// line states one. Read through once, a line at a time; lines past 64 KiB
+// (a verbose server's request dumps) are no start-up line.
+uint64_t last_launch_offset(const std::filesystem::path& path) {
+    constexpr uint64_t k_lead = 4096;
+    constexpr size_t k_longest_line = size_t{64} << 10;
+    std::ifstream in(path, std::ios::binary);
+    uint64_t at = 0, last = 0;
+    bool found = false;
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.size() <= k_longest_line && fingerprint::states_engine_version(line)) {
+            last = at;
+            found = true;
+        }
+        at += line.size() + 1;
+    }
+    if (!found || last <= k_lead) {
+        return 0;
+    }
+    // The line start at or after k_lead bytes before it.
+    std::ifstream again(path, std::ios::binary);
+    again.seekg(static_cast<std::streamoff>(last - k_lead));
+    std::string part;
+    std::getline(again, part);
+    return last - k_lead + part.size() + 1;
+}
+
+} // namespace
+
 util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
+    }
+    // A log too long to keep whole, that a server was restarted into, keeps
+    // the running launch's start-up lines (what it ran) only from its last
+    // launch: its head would be the first launch's.
+    if (from == 0 && std::filesystem::is_regular_file(path, ec) &&
+        std::filesystem::file_size(path, ec) > k_log_head + k_log_tail && !ec) {
+        from = last_launch_offset(path);
     }
     auto ends = util::read_file_ends(path, k_log_head, k_log_tail, from);
     if (!ends) {

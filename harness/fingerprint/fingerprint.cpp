@@ -271,6 +271,13 @@ void drop_stated_facts(Fingerprint& fp) {
 
 } // namespace
 
+bool Rules::states_version(std::string_view line) const {
+    const re2::StringPiece text(line.data(), line.size());
+    return std::any_of(m_impl->facts.begin(), m_impl->facts.end(), [&](const Impl::Fact& f) {
+        return f.name == "engine_version" && RE2::PartialMatch(text, *f.re);
+    });
+}
+
 void Rules::normalize(Fingerprint& fp) const {
     for (const auto& f : m_impl->facts) {
         auto it = fp.facts.find(f.name);
@@ -407,6 +414,15 @@ void bound_words(Fingerprint& fp) {
             bound_words(e);
         }
     }
+}
+
+bool states_engine_version(std::string_view line) {
+    const auto& all = builtin_rules();
+    if (!all) {
+        return false;
+    }
+    return std::any_of(all->begin(), all->end(),
+                       [&](const Rules& rules) { return rules.states_version(line); });
 }
 
 util::Result<Fingerprint> fingerprint_log(std::string_view log) {

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -84,4 +87,38 @@ TEST(FingerprintCli, ALogsEscapesAndLongValuesReachTheTerminalAsOneBoundedLine) 
     auto json = e2e::run({"fingerprint", (dir / "server.log").string(), "--format", "json"});
     ASSERT_EQ(json.exit_code, 0) << json.err;
     EXPECT_EQ(nlohmann::json::parse(json.out)["facts"]["model"], model);
+}
+
+// A log a server was restarted into (`>>`), too long to keep whole: what
+// ran is the last launch's, not the first's (engine audit: a 2-slot, 8192-
+// token first launch's facts were stated for the running 1-slot, 4096-token
+// server, and a resumed run against it was refused as another server).
+TEST(FingerprintCli, ALongLogARestartedServerAppendedToStatesItsLastLaunch) {
+    auto dir = e2e::scratch("fingerprint-restarted");
+    const auto first = e2e::slurp(log_path("llamacpp-b11669-lv4.log"));
+    auto second = first;
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"n_ctx                 = 4096", "n_ctx                 = 8192"},
+             {"n_slots = 2", "n_slots = 1"}}) {
+        const auto at = second.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        second.replace(at, from.size(), to);
+    }
+    auto log = dir / "server.log";
+    {
+        std::ofstream out(log);
+        out << first;
+        // The first launch served requests: 3 MiB of lines, past what is kept.
+        for (int i = 0; i < 40'000; ++i) {
+            out << "0.01.000.000 D slot process_toke: id  0 | task " << i
+                << " | n_gen = 66, n_remaining = 190, next token:  1331 ' build'\n";
+        }
+        out << second;
+    }
+    ASSERT_GT(std::filesystem::file_size(log), size_t{3} << 20);
+    auto o = e2e::run({"fingerprint", log.string(), "--format", "json"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto j = nlohmann::json::parse(o.out);
+    EXPECT_EQ(j["facts"]["context"], "8192") << o.out;
+    EXPECT_EQ(j["facts"]["slots"], "1") << o.out;
 }
