@@ -402,7 +402,8 @@ std::string charts_section(const ReportData& data) {
            "class=\"note\">how each question's outcome moved between the two groups you pick "
            "(repeats averaged per question)</span></figcaption><div class=\"controls\">"
            "<label>from <select id=\"tr-a\"></select></label><label>to <select "
-           "id=\"tr-b\"></select></label></div><div id=\"tr-chart\"><p class=\"note\">The "
+           "id=\"tr-b\"></select></label><label>scorer <select id=\"tr-s\"></select></label>"
+           "</div><div id=\"tr-chart\"><p class=\"note\">The "
            "transition chart needs JavaScript.</p></div></figure>\n";
     out += "<figure><figcaption>Completion tokens per group <span class=\"note\">box = p25-p75, "
            "line = median, whisker = p5-p95, dashed red = the group's max_tokens"

@@ -259,6 +259,7 @@ const char k_explorer[] = R"(<h2 id="explorer">Question explorer</h2>
 <label>B <select id="sel-b"></select></label>
 <label>framing <select id="sel-f"></select></label>
 <label>max_tokens <select id="sel-m"></select></label>
+<label>scorer <select id="sel-s"></select></label>
 <label>show <select id="sel-show"><option value="all">all questions</option><option value="flips">flips between A and B</option></select></label>
 <label>sort <select id="sel-sort"><option value="q">question</option><option value="diff">largest difference</option><option value="lost">B lost most</option><option value="gained">B gained most</option></select></label>
 </div>
@@ -360,8 +361,8 @@ util::Result<void> ExplorerRows::flush(Part& part) {
 
 // One response: [server, framing, max_tokens, repeat, question, text,
 // reasoning, finish_reason, stop_reason, completion_tokens, outcome, error,
-// [[extracted, correct] or null per scorer of the part]], as the page's
-// script reads it.
+// [[extracted, correct] or null per scorer of the part], stop_cause,
+// opened (0 or 1)], as the page's script reads it.
 util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
                                      const analysis::ResponseDetail& d) {
     auto& buf = part.buf;
@@ -406,7 +407,9 @@ util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
             buf += "null";
         }
     }
-    buf += "]]";
+    buf += "],";
+    json_opt_text(buf, d.stop_cause);
+    buf += d.opened ? ",1]" : ",0]";
     return buf.size() >= k_chunk_bytes ? flush(part) : util::Result<void>{};
 }
 

@@ -111,6 +111,8 @@ void read_detail(const store::CountedRows& rows, ResponseDetail& detail) {
     detail.finish_reason = rows.finish_reason();
     detail.stop_reason = rows.stop_reason();
     detail.error = rows.response_error();
+    detail.stop_cause = rows.stop_cause();
+    detail.opened = rows.opened();
 }
 
 // Read the counted responses with response_id in [lo, hi) and their scores

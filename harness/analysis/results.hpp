@@ -78,6 +78,11 @@ struct ResponseDetail {
     std::optional<std::string_view> finish_reason;
     util::StopReason stop_reason;
     std::optional<std::string_view> error;
+    // The classification's: why it stopped, as classification.md names it
+    // (unknown where the server names no stop), and whether a think block
+    // was opened (a stray `</think>` opens none).
+    std::optional<std::string_view> stop_cause;
+    bool opened = false;
     // Scorers in the order first seen (the list grows while a pass runs);
     // `extracted[k]` is meaningful where `scored[k]` is 1.
     const std::vector<std::string>* scorers = nullptr;

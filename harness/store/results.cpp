@@ -15,7 +15,7 @@ constexpr const char* k_row_columns =
     "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
     "(julianday(r.started_at) - 2440587.5) * 86400000.0, q.dataset, q.question_sha256";
 constexpr const char* k_text_columns =
-    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error";
+    ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error, c.stop_cause, c.opened";
 constexpr const char* k_row_source =
     " FROM requests q JOIN responses r ON r.response_id = q.response_id "
     "LEFT JOIN classifications c ON c.response_id = q.response_id "

@@ -96,6 +96,10 @@ public:
     std::optional<std::string_view> finish_reason() const { return optional_view(17); }
     util::StopReason stop_reason() const { return m_rows.column_stop_reason(18); }
     std::optional<std::string_view> response_error() const { return optional_view(19); }
+    // The classification's stop cause ("eos", "stop_string", "unknown", ...)
+    // and whether the text (or its prompt) opened a think block.
+    std::optional<std::string_view> stop_cause() const { return optional_view(20); }
+    bool opened() const { return m_rows.column_int(21) != 0; }
 
 private:
     std::optional<int64_t> optional_int(int col) const;

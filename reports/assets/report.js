@@ -40,7 +40,9 @@
     if (text !== undefined) e.textContent = String(text);
     return e;
   };
-  const VLLM = D.scorers.indexOf('vllm');
+  // Right or wrong by the scorer picked (vllm until another is): the
+  // explorer's and the transition chart's each, named beside them.
+  const VLLM = Math.max(0, D.scorers.indexOf('vllm'));
   const byQ = new Map();
   const groupSet = new Map();
   for (const r of D.responses) {
@@ -58,7 +60,13 @@
   const limits = Array.from(new Set(D.responses.map((r) => r[2]))).sort((a, b) => a - b);
 
   const selA = $('sel-a'), selB = $('sel-b'), selF = $('sel-f'), selM = $('sel-m'),
-        selShow = $('sel-show'), selSort = $('sel-sort'), trA = $('tr-a'), trB = $('tr-b');
+        selShow = $('sel-show'), selSort = $('sel-sort'), trA = $('tr-a'), trB = $('tr-b'),
+        selS = $('sel-s'), trS = $('tr-s');
+  D.scorers.forEach((name, k) => {
+    selS.appendChild(new Option(name, k));
+    trS.appendChild(new Option(name, k));
+  });
+  selS.value = trS.value = VLLM;
   D.servers.forEach((s, i) => {
     selA.appendChild(new Option(s, i));
     selB.appendChild(new Option(s, i));
@@ -82,7 +90,8 @@
   trB.value = other >= 0 ? other : base;
   let page = 0, openQ = null;
 
-  const correct = (r) => { const s = r[12] && r[12][VLLM]; return s ? s[1] === 1 : false; };
+  const correctBy = (r, k) => { const s = r[12] && r[12][k]; return s ? s[1] === 1 : false; };
+  const correct = (r) => correctBy(r, +selS.value);
   const pick = (q, s, f, m) => (byQ.get(q) || [])
     .filter((r) => r[0] === s && (f < 0 || r[1] === f) && (m < 0 || r[2] === m));
   function acc(q, s, f, m) {
@@ -115,8 +124,9 @@
     page = Math.min(page, pages - 1);
     const tb = $('qbody');
     tb.replaceChildren();
-    $('th-a').textContent = D.servers[+selA.value] + ' right';
-    $('th-b').textContent = D.servers[+selB.value] + ' right';
+    const by = ' right (' + D.scorers[+selS.value] + ')';
+    $('th-a').textContent = D.servers[+selA.value] + by;
+    $('th-b').textContent = D.servers[+selB.value] + by;
     for (const row of list.slice(page * PAGE, page * PAGE + PAGE)) {
       const tr = el('tr');
       if (row.q === openQ) tr.className = 'open';
@@ -144,15 +154,17 @@
     const box = el('div', 'body');
     if (r[6]) box.appendChild(el('span', 'think', r[6]));
     let text = r[5] === null ? (r[11] || '') : r[5];
-    // Reasoning that never closed runs to the end of the text.
+    // The block the classification found opened (by the text or its
+    // prompt), to its last close or, never closed, to the end; a stray
+    // `</think>` opens none and stays text.
     const close = text.lastIndexOf('</think>');
-    const end = close >= 0 ? close + 8 : (text.indexOf('<think>') >= 0 ? text.length : 0);
+    const end = !r[14] ? 0 : close >= 0 ? close + 8 : text.length;
     if (end > 0) {
       box.appendChild(el('span', 'think', text.slice(0, end)));
       text = text.slice(end);
     }
     let at = -1, len = 0;
-    const ex = r[12] && r[12][VLLM] && r[12][VLLM][0];
+    const ex = r[12] && r[12][+selS.value] && r[12][+selS.value][0];
     if (ex) { at = text.lastIndexOf(ex); len = ex.length; }
     if (at >= 0) {
       box.appendChild(document.createTextNode(text.slice(0, at)));
@@ -162,7 +174,10 @@
       box.appendChild(document.createTextNode(text));
     }
     const fin = r[7];
-    const stop = r[8] === null ? 'EOS' : JSON.stringify(r[8]);
+    // A stop the server did not name is unknown, never taken for EOS.
+    const stop = r[8] !== null ? JSON.stringify(r[8])
+      : r[13] === 'unknown' ? 'unknown (the server names no stop)'
+        : r[13] === 'eos' ? 'EOS' : (r[13] || 'none');
     const s = el('span', 'stop' + (r[10] === 'finished' ? ' ok' : ''),
       '\u25A0 ' + (fin === 'length' ? 'cut by max_tokens (finish_reason length)'
         : 'stopped: finish_reason ' + (fin || 'none') + ', stop_reason ' + stop) +
@@ -230,7 +245,7 @@
   // 1 / (A's repeats x B's repeats), so each question counts once however
   // many repeats each side has; the repeat numbers are never paired.
   function transitions(ga, gb) {
-    const n = OUTCOMES.length;
+    const n = OUTCOMES.length, k = +trS.value;
     const cells = Array.from({ length: n * n }, () => ({ count: 0, points: 0 }));
     let questions = 0;
     for (const q of qids) {
@@ -244,7 +259,7 @@
           if (ia < 0 || ib < 0) continue; // not classified
           const c = cells[ia * n + ib];
           c.count += w;
-          c.points += w * ((correct(b) ? 1 : 0) - (correct(a) ? 1 : 0));
+          c.points += w * ((correctBy(b, k) ? 1 : 0) - (correctBy(a, k) ? 1 : 0));
         }
       }
     }
@@ -299,7 +314,8 @@
       ' in both; ' +
       pts(lost).toFixed(1) + ' points lost, ' + pts(gained).toFixed(1) + ' gained'));
     svg.appendChild(svgEl('text', { x: left, y: h - 12 },
-      '(squares: count; colour: lost, gained or unchanged points)'));
+      '(squares: count; colour: points lost, gained or unchanged by ' + D.scorers[+trS.value] +
+      ')'));
     host.appendChild(svg);
     document.body.setAttribute('data-transitions', groupName(ga) + ' -> ' + groupName(gb));
   }
@@ -312,6 +328,7 @@
       ['mt', +selM.value < 0 ? 'all' : selM.value],
       ['show', selShow.value], ['sort', selSort.value],
       ['ta', groupName(groups[+trA.value])], ['tb', groupName(groups[+trB.value])],
+      ['sc', D.scorers[+selS.value]], ['ts', D.scorers[+trS.value]],
     ];
     if (openQ !== null) s.push(['q', String(openQ)]);
     return s.map(([k, v]) => k + '=' + encodeURIComponent(v)).join('&');
@@ -338,6 +355,7 @@
       else if (k === 'mt') setTo(selM, v === 'all' ? '-1' : v);
       else if (k === 'show') setTo(selShow, v);
       else if (k === 'sort') setTo(selSort, v);
+      else if (k === 'sc' || k === 'ts') setTo(k === 'sc' ? selS : trS, String(D.scorers.indexOf(v)));
       else if (k === 'ta' || k === 'tb') {
         setTo(k === 'ta' ? trA : trB, String(groups.findIndex((g) => groupName(g) === v)));
       } else if (k === 'q' && byQ.has(+v)) openQ = +v;
@@ -351,8 +369,8 @@
     return true;
   }
   const changed = () => { page = 0; renderList(); if (openQ !== null) open(openQ); else saveHash(); };
-  [selA, selB, selF, selM, selShow, selSort].forEach((s) => s.addEventListener('change', changed));
-  [trA, trB].forEach((s) => s.addEventListener('change', () => { renderTransitions(); saveHash(); }));
+  [selA, selB, selF, selM, selS, selShow, selSort].forEach((s) => s.addEventListener('change', changed));
+  [trA, trB, trS].forEach((s) => s.addEventListener('change', () => { renderTransitions(); saveHash(); }));
   $('prev').addEventListener('click', () => { page--; renderList(); });
   $('next').addEventListener('click', () => { page++; renderList(); });
   const linked = readHash();

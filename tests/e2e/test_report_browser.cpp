@@ -132,7 +132,7 @@ void check_report(const fs::path& dir, const fs::path& report, const std::string
 
     // Every parameter set away from its default comes back from the link.
     const std::string state = fmt::format("a={}&b={}&f=raw&mt=256&show=flips&sort=lost&ta={}&tb={}"
-                                          "&q=3",
+                                          "&sc=lm-eval-strict&ts=lm-eval-flexible&q=3",
                                           a, b, group_a, group_b);
     auto url = "file://" + report.string() + "#" + state;
     // encodeURIComponent writes '/' as %2F.
@@ -239,4 +239,28 @@ TEST(ReportBrowser, OneFlipIsSingular) {
                     std::string::npos ||
                 dom.find("4 questions in both; 0.0 points lost, 25.0 gained<") != std::string::npos)
         << dom.substr(dom.find("questions in both"), 120);
+    // The chart and the explorer name the scorer they count right answers by
+    // (stats audit: a chart by vllm beside a table by lm-eval-strict).
+    EXPECT_NE(dom.find("colour: points lost, gained or unchanged by vllm)"), std::string::npos);
+    EXPECT_NE(dom.find("a right (vllm)"), std::string::npos);
+
+    // A stop the server did not name is shown as unknown, not EOS, and a
+    // stray `</think>` that opened no block is text, not reasoning set apart
+    // (engine audit: llama-server's stops by "Question" read "EOS").
+    e2e::exec(db, "UPDATE responses SET stop_reason = NULL, text = '</think>' || text WHERE "
+                  "response_id = (SELECT response_id FROM requests WHERE server = 'a' AND "
+                  "question_idx = 1)");
+    e2e::exec(db, "UPDATE classifications SET stop_cause = 'unknown', opened = 0 WHERE "
+                  "response_id = (SELECT response_id FROM requests WHERE server = 'a' AND "
+                  "question_idx = 1)");
+    o = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "out2").string(), "--format", "html"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    dom = chromium(
+        dir, "file://" + (dir / "out2" / "report.html").string() + "#a=a&b=b&f=raw&mt=256&q=1",
+        "--window-size=1400,1000 --dump-dom");
+    EXPECT_EQ(attribute(dom, "data-ready"), "1");
+    EXPECT_NE(dom.find("stop_reason unknown (the server names no stop)"), std::string::npos)
+        << dom.substr(dom.find("class=\"stop"), 200);
+    EXPECT_EQ(dom.find("<span class=\"think\">&lt;/think&gt;"), std::string::npos);
 }
