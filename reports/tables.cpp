@@ -228,7 +228,10 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
 }
 
 std::string pct_spread(const analysis::Spread& s) {
-    if (s.min == s.max) {
+    // The range is left out only where the mean is it: with uneven repeats
+    // the mean (over questions) can lie outside every repeat's accuracy,
+    // and "85.0" alone read as each repeat's 75.0.
+    if (s.min == s.max && pct(s.mean) == pct(s.min)) {
         return pct(s.mean);
     }
     return fmt::format("{} ({}-{})", pct(s.mean), pct(s.min), pct(s.max));

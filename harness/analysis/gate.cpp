@@ -85,9 +85,22 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                     fmt::format("{:.{}f}", 0.0, d))) {
             ++d;
         }
+        // With uneven repeats the accuracy is over questions, and each
+        // repeat's is over its own questions: said so, never a mean beside
+        // a min and max it lies outside without a word.
+        const auto [fewest, most] =
+            std::minmax_element(g.repeats.begin(), g.repeats.end(),
+                                [](const RepeatBreakdown& x, const RepeatBreakdown& y) {
+                                    return x.responses < y.responses;
+                                });
         c.measured_text =
-            fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {})", measured, d, acc.min * 100,
-                        acc.max * 100, util::counted(g.repeats.size(), "repeat"));
+            g.uneven && !g.repeats.empty()
+                ? fmt::format("{:.{}f}% (over questions, each one's repeats averaged; its {} ran "
+                              "{} to {} questions each and scored {:.2f} to {:.2f})",
+                              measured, d, util::counted(g.repeats.size(), "repeat"),
+                              fewest->responses, most->responses, acc.min * 100, acc.max * 100)
+                : fmt::format("{:.{}f}% (min {:.2f}, max {:.2f}, {})", measured, d, acc.min * 100,
+                              acc.max * 100, util::counted(g.repeats.size(), "repeat"));
         c.threshold_text =
             fmt::format(">= {:.{}f}% ({} - {})", c.threshold, d, *spec.expect, spec.tolerance);
         const bool ok = at_floor || acc.mean >= floor;

@@ -709,6 +709,14 @@ TEST(AnalyseSubsets, RepeatsOnDifferentQuestionsAreAveragedPerQuestion) {
     EXPECT_NE(o.out.find("accuracy over questions (each question's repeats averaged)"),
               std::string::npos)
         << o.out;
+    // Its measured figure says what it is beside the repeats' own accuracies,
+    // each over its own questions (stats audit: "85.00% (min 75.00, max
+    // 75.00, 3 repeats)" passed an 80% floor under a rule of "the mean over
+    // repeats").
+    EXPECT_NE(o.out.find("% (over questions, each one's repeats averaged; its 3 repeats ran 3 to "
+                         "8 questions each and scored "),
+              std::string::npos)
+        << o.out;
 }
 
 // A side whose every request failed agreed with itself on every question
