@@ -404,7 +404,12 @@ struct Sender::Loop {
         const auto& ls = launched.servers[w.server];
         if (resp.transport != http::Transport::ok && ls &&
             (launched.dead[w.server] || ls->exited())) {
-            drop(w); // lost with its server: resent by the next run
+            // Lost with its server: resent by the next run. An attempt
+            // refused at connect never reached it, so is not counted sent.
+            if (!resp.connected) {
+                --w.attempts;
+            }
+            drop(w);
             // Said now: when this was the last work, the loop ends before
             // its next check, and the run called the crash a clean end.
             check_crashes();

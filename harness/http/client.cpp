@@ -198,6 +198,8 @@ void finish(CURL* easy, CURLcode rc, Transfer& t) {
     }
     t.response.transport =
         rc == CURLE_OPERATION_TIMEDOUT ? Transport::timed_out : Transport::failed;
+    t.response.connected = rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST &&
+                           rc != CURLE_COULDNT_RESOLVE_PROXY;
     t.response.transport_error = !t.decode_error.empty() ? t.decode_error
                                  : t.error[0]            ? t.error
                                                          : lib().easy_strerror(rc);

@@ -53,6 +53,9 @@ struct Response {
     std::optional<std::string> retry_after; // the Retry-After header
     std::optional<std::string> location;    // the Location header (redirects are not followed)
     std::string server_header;              // the Server header
+    // False when the transfer never connected (refused, unresolvable):
+    // nothing of the request reached a server.
+    bool connected = true;
     // When the transfer ended: its last byte read, or its failure; set on
     // every response poll() returns. A caller that handles many answers read
     // at once times each by this, not by when it got to it.

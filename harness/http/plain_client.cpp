@@ -297,6 +297,7 @@ void PlainMulti::Impl::connect(const TransferPtr& t) {
                 return;
             }
             if (e) {
+                t->response.connected = false;
                 fail(*t, Transport::failed,
                      fmt::format("cannot resolve host '{}': {}", t->target->host, e.message()));
                 return;
@@ -313,6 +314,7 @@ void PlainMulti::Impl::on_connected(const TransferPtr& t, const boost::system::e
         return;
     }
     if (ec) {
+        t->response.connected = false;
         fail(*t, Transport::failed,
              fmt::format("cannot connect to {} port {}: {}", t->target->host, t->target->port,
                          ec.message()));

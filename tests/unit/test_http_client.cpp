@@ -272,6 +272,24 @@ TEST(MultiClient, ARequestTheServerReadAndDroppedIsNotSentAgain) {
     EXPECT_EQ(got[0].transport, Transport::failed);
     EXPECT_EQ(got[0].transport_error, "the server closed the connection without answering");
     EXPECT_EQ(server.requests(), 2);
+    EXPECT_TRUE(got[0].connected) << "the server read it";
+}
+
+// A port nothing listens on refuses the connection: the request never
+// reached a server, which a run counts apart from what it sent (a launched
+// server that died was said to have been sent requests it never saw).
+TEST(MultiClient, ARefusedConnectionIsNotConnected) {
+    std::string url;
+    {
+        ScriptedServer gone([](int, const std::string&) { return Reply{ok("{}")}; });
+        url = gone.url();
+    }
+    MultiClient client;
+    client.submit(post(url, 1));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::failed);
+    EXPECT_FALSE(got[0].connected) << got[0].transport_error;
 }
 
 // A server that sends a second, unasked answer on an idle keep-alive
