@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -447,21 +448,41 @@ namespace {
 // Where the last launch in a log file a server was restarted into (`>>`)
 // starts: a little before its last line stating an engine version (a
 // llama-server writes its backends first), at a line's start; 0 when no
-// line states one. Read through once, a line at a time; lines past 64 KiB
-// (a verbose server's request dumps) are no start-up line.
+// line states one. Read through once in 1 MiB blocks, so memory stays
+// bounded whatever the file holds; a line past 64 KiB (a verbose server's
+// request dumps) is no start-up line and is skipped unread.
 uint64_t last_launch_offset(const std::filesystem::path& path) {
     constexpr uint64_t k_lead = 4096;
     constexpr size_t k_longest_line = size_t{64} << 10;
     std::ifstream in(path, std::ios::binary);
-    uint64_t at = 0, last = 0;
+    std::vector<char> block(size_t{1} << 20);
+    std::string line;           // the line read so far (when not too long)
+    bool too_long = false;      // the line read so far passed k_longest_line
+    uint64_t at = 0, start = 0; // bytes read; where the line read so far starts
+    uint64_t last = 0;
     bool found = false;
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.size() <= k_longest_line && fingerprint::states_engine_version(line)) {
-            last = at;
-            found = true;
+    while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+        const std::string_view got(block.data(), static_cast<size_t>(in.gcount()));
+        for (size_t pos = 0; pos < got.size();) {
+            const size_t nl = got.find('\n', pos);
+            const auto piece = got.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
+            if (!too_long) {
+                too_long = line.size() + piece.size() > k_longest_line;
+                line.append(too_long ? std::string_view() : piece);
+            }
+            if (nl == std::string_view::npos) {
+                break;
+            }
+            if (!too_long && fingerprint::states_engine_version(line)) {
+                last = start;
+                found = true;
+            }
+            line.clear();
+            too_long = false;
+            start = at + nl + 1;
+            pos = nl + 1;
         }
-        at += line.size() + 1;
+        at += got.size();
     }
     if (!found || last <= k_lead) {
         return 0;

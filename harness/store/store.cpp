@@ -996,7 +996,7 @@ util::Result<void> Store::identify() {
                                               m_path, dir.string()));
             }
         }
-        return (sqlite3_errcode(m_db.handle()) & 0xff) == SQLITE_CORRUPT
+        return code == SQLITE_CORRUPT
                    ? make_error(ErrorKind::data, fmt::format("cannot read {}: {}", m_path, why))
                    : not_ours(why);
     };
