@@ -72,11 +72,13 @@ std::string json_error_text(const std::string& line, const std::string& where) {
         const auto parsed = nlohmann::json::parse(line);
         static_cast<void>(parsed);
     } catch (const nlohmann::json::parse_error& e) {
+        // "... - WHY; last read: 'TEXT'", or "... - unexpected X; expected
+        // Y" when the parser, not the lexer, stopped: its words to "; last
+        // read" or the end.
         std::string_view what = e.what();
         const size_t from = what.find(" - ");
-        const size_t to = what.find("; last read");
-        if (e.byte < line.size() && from != std::string_view::npos &&
-            to != std::string_view::npos && to > from) {
+        const size_t to = std::min(what.find("; last read"), what.size());
+        if (e.byte < line.size() && from != std::string_view::npos && to > from + 3) {
             return fmt::format("{}: not valid JSON at byte {}: {}; mend the line or log the "
                                "samples again",
                                where, e.byte, what.substr(from + 3, to - from - 3));

@@ -166,6 +166,8 @@ TEST(LmEvalSamples, BadInputIsOneLineAndExitTwo) {
              {"{\"doc_id\": 0, \"doc\": {}, \"resps\": [[\"#### 36 \\ud800\"]]}",
               ":2: not valid JSON at byte 52: invalid string: surrogate U+D800..U+DBFF must be "
               "followed by U+DC00..U+DFFF"},
+             {"{\"doc_id\": 0 \"doc\": {}}",
+              ":2: not valid JSON at byte 18: unexpected string literal"},
              {first + ", \"note\": \"caf\xe9\"}", ":2: not UTF-8"}}) {
         std::ofstream(bad) << first << "}\n" << line << "\n";
         auto r = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
