@@ -82,6 +82,10 @@ TEST(Fingerprint, LlamaServerLogIsRecognisedWithItsSettings) {
     EXPECT_EQ(verbose->facts["slots"], "2");
     EXPECT_EQ(verbose->facts["context_per_slot"], "2048");
     EXPECT_EQ(verbose->facts["context"], "4096");
+    // Batch sizes split the matrix products (engine audit: a `-b 16 -ub 16`
+    // server showed only flash attention differing).
+    EXPECT_EQ(verbose->facts["batch"], "2048");
+    EXPECT_EQ(verbose->facts["ubatch"], "512");
     EXPECT_EQ(verbose->facts["model_file_type"], "all F32");
 
     auto plain = fingerprint_log(read_log("llamacpp-b11669-default.log"));
