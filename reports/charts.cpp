@@ -167,8 +167,11 @@ std::string accuracy_chart(const ReportData& data, const std::vector<Row>& rows)
     double lo = 100, hi = 0;
     for (const auto& r : rows) {
         if (k < r.group->scorers.size()) {
-            lo = std::min(lo, 100 * r.group->scorers[k].spread.min);
-            hi = std::max(hi, 100 * r.group->scorers[k].spread.max);
+            // The mean too: with uneven repeats it is over questions and can
+            // lie outside every repeat's accuracy.
+            const auto& s = r.group->scorers[k].spread;
+            lo = std::min({lo, 100 * s.min, 100 * s.mean});
+            hi = std::max({hi, 100 * s.max, 100 * s.mean});
         }
     }
     if (lo > hi) {

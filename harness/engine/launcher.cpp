@@ -446,11 +446,11 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
 namespace {
 
 // Where the last launch in a log file a server was restarted into (`>>`)
-// starts: a little before its last line stating an engine version (a
-// llama-server writes its backends first), at a line's start; 0 when no
-// line states one. Read through once in 1 MiB blocks, so memory stays
-// bounded whatever the file holds; a line past 64 KiB (a verbose server's
-// request dumps) is no start-up line and is skipped unread.
+// starts: a little before its last line where a launch first states its
+// engine's version (fingerprint::starts_launch; a llama-server writes its
+// backends first), at a line's start; 0 when no line does. Read through once in 1 MiB blocks, so
+// memory stays bounded whatever the file holds; a line past 64 KiB (a verbose server's request
+// dumps) is no start-up line and is skipped unread.
 uint64_t last_launch_offset(const std::filesystem::path& path) {
     constexpr uint64_t k_lead = 4096;
     constexpr size_t k_longest_line = size_t{64} << 10;
@@ -473,7 +473,7 @@ uint64_t last_launch_offset(const std::filesystem::path& path) {
             if (nl == std::string_view::npos) {
                 break;
             }
-            if (!too_long && fingerprint::states_engine_version(line)) {
+            if (!too_long && fingerprint::starts_launch(line)) {
                 last = start;
                 found = true;
             }

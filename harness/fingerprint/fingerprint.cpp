@@ -271,11 +271,14 @@ void drop_stated_facts(Fingerprint& fp) {
 
 } // namespace
 
-bool Rules::states_version(std::string_view line) const {
-    const re2::StringPiece text(line.data(), line.size());
-    return std::any_of(m_impl->facts.begin(), m_impl->facts.end(), [&](const Impl::Fact& f) {
-        return f.name == "engine_version" && RE2::PartialMatch(text, *f.re);
-    });
+bool Rules::starts_launch(std::string_view line) const {
+    // The file's first engine_version rule: the earliest line a launch
+    // states its version in (vLLM states it again, later, when its engine
+    // starts, with start-up facts between the two).
+    const auto first = std::find_if(m_impl->facts.begin(), m_impl->facts.end(),
+                                    [](const Impl::Fact& f) { return f.name == "engine_version"; });
+    return first != m_impl->facts.end() &&
+           RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *first->re);
 }
 
 void Rules::normalize(Fingerprint& fp) const {
@@ -416,13 +419,13 @@ void bound_words(Fingerprint& fp) {
     }
 }
 
-bool states_engine_version(std::string_view line) {
+bool starts_launch(std::string_view line) {
     const auto& all = builtin_rules();
     if (!all) {
         return false;
     }
     return std::any_of(all->begin(), all->end(),
-                       [&](const Rules& rules) { return rules.states_version(line); });
+                       [&](const Rules& rules) { return rules.starts_launch(line); });
 }
 
 util::Result<Fingerprint> fingerprint_log(std::string_view log) {

@@ -55,8 +55,9 @@ public:
     // the words as stated: a fact an older diffeval stored before its rule
     // had a rewrite reads as this one writes it. Other facts are kept.
     void normalize(Fingerprint& fp) const;
-    // Whether a rule for the fact engine_version matches in `line`.
-    bool states_version(std::string_view line) const;
+    // Whether the first rule for the fact engine_version matches in `line`:
+    // the line a launch of this engine states its version in first.
+    bool starts_launch(std::string_view line) const;
 
 private:
     struct Impl;
@@ -94,9 +95,10 @@ void bound_words(Fingerprint& fp);
 // its engine is "" when no rules found any.
 util::Result<Fingerprint> fingerprint_log(std::string_view log);
 
-// Whether `line` states an engine's version by a built-in rule: the line
-// each launch of a server writes once, near its start, so the last such
-// line of a file a server was restarted into starts the running launch.
-bool states_engine_version(std::string_view line);
+// Whether `line` is where a launch of a server starts saying what it runs:
+// the first line a built-in rules file reads its engine's version from,
+// written once, near the start, so the last such line of a file a server
+// was restarted into starts the running launch.
+bool starts_launch(std::string_view line);
 
 } // namespace diffeval::fingerprint

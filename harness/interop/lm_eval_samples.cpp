@@ -78,7 +78,7 @@ std::string json_error_text(const std::string& line, const std::string& where) {
         std::string_view what = e.what();
         const size_t from = what.find(" - ");
         const size_t to = std::min(what.find("; last read"), what.size());
-        if (e.byte < line.size() && from != std::string_view::npos && to > from + 3) {
+        if (e.byte <= line.size() && from != std::string_view::npos && to > from + 3) {
             return fmt::format("{}: not valid JSON at byte {}: {}; mend the line or log the "
                                "samples again",
                                where, e.byte, what.substr(from + 3, to - from - 3));

@@ -157,8 +157,10 @@
     // The block the classification found opened (by the text or its
     // prompt), to its last close or, never closed, to the end; a stray
     // `</think>` opens none and stays text.
+    // A server that parsed the reasoning out (r[6]) left the answer in the
+    // text: only a close there still ends a block.
     const close = text.lastIndexOf('</think>');
-    const end = !r[14] ? 0 : close >= 0 ? close + 8 : text.length;
+    const end = !r[14] ? 0 : close >= 0 ? close + 8 : r[6] ? 0 : text.length;
     if (end > 0) {
       box.appendChild(el('span', 'think', text.slice(0, end)));
       text = text.slice(end);

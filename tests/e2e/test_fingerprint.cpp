@@ -122,3 +122,24 @@ TEST(FingerprintCli, ALongLogARestartedServerAppendedToStatesItsLastLaunch) {
     EXPECT_EQ(j["facts"]["context"], "8192") << o.out;
     EXPECT_EQ(j["facts"]["slots"], "1") << o.out;
 }
+
+// vLLM states its version twice per launch, start-up facts between the two:
+// a long log of one launch keeps them (review: the later line was taken as
+// the launch's start, and the DeepGEMM conflict of a 3 MiB log was lost).
+TEST(FingerprintCli, ALongLogOfOneVllmLaunchKeepsItsStartUpFacts) {
+    auto dir = e2e::scratch("fingerprint-long-vllm");
+    auto log = dir / "vllm.log";
+    {
+        std::ofstream out(log);
+        out << e2e::slurp(log_path("vllm-blackwell-moe-conflict.log"));
+        for (int i = 0; i < 40'000; ++i) {
+            out << "(APIServer pid=1) INFO 03-18 13:40:00 [loggers.py:123] Engine 000: Avg prompt "
+                   "throughput: 1200.0 tokens/s, request "
+                << i << "\n";
+        }
+    }
+    ASSERT_GT(std::filesystem::file_size(log), size_t{3} << 20);
+    auto o = e2e::run({"fingerprint", log.string(), "--fail-on-conflict"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("CONFLICT"), std::string::npos) << o.out;
+}

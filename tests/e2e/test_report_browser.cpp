@@ -253,6 +253,16 @@ TEST(ReportBrowser, OneFlipIsSingular) {
     e2e::exec(db, "UPDATE classifications SET stop_cause = 'unknown', opened = 0 WHERE "
                   "response_id = (SELECT response_id FROM requests WHERE server = 'a' AND "
                   "question_idx = 1)");
+    // A server whose reasoning parser split the reasoning out (opened by
+    // the classification) left the answer as text: only the reasoning is
+    // set apart, and the answer keeps its highlighted extraction.
+    e2e::exec(db, "UPDATE responses SET reasoning = 'thinking it over', text = 'The answer is "
+                  "36.' WHERE response_id = (SELECT response_id FROM requests WHERE server = 'a' "
+                  "AND question_idx = 2)");
+    e2e::exec(db, "UPDATE scores SET extracted = '36' WHERE scorer = 'vllm' AND response_id = "
+                  "(SELECT response_id FROM requests WHERE server = 'a' AND question_idx = 2)");
+    e2e::exec(db, "UPDATE classifications SET opened = 1 WHERE response_id = (SELECT response_id "
+                  "FROM requests WHERE server = 'a' AND question_idx = 2)");
     o = e2e::run(
         {"report", "--db", db.string(), "--out", (dir / "out2").string(), "--format", "html"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -263,4 +273,14 @@ TEST(ReportBrowser, OneFlipIsSingular) {
     EXPECT_NE(dom.find("stop_reason unknown (the server names no stop)"), std::string::npos)
         << dom.substr(dom.find("class=\"stop"), 200);
     EXPECT_EQ(dom.find("<span class=\"think\">&lt;/think&gt;"), std::string::npos);
+    dom = chromium(
+        dir, "file://" + (dir / "out2" / "report.html").string() + "#a=a&b=b&f=raw&mt=256&q=2",
+        "--window-size=1400,1000 --dump-dom");
+    const auto card = dom.find("<span class=\"think\">thinking it over</span>");
+    ASSERT_NE(card, std::string::npos) << dom.substr(dom.find("id=\"detail\""), 400);
+    const auto next_think = dom.find("<span class=\"think\">", card + 1);
+    const auto mark = dom.find("<mark>", card);
+    ASSERT_NE(mark, std::string::npos);
+    EXPECT_TRUE(next_think == std::string::npos || next_think > mark)
+        << "the answer was set apart as reasoning: " << dom.substr(card, 400);
 }
