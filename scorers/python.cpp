@@ -71,7 +71,7 @@ std::optional<std::string> python_int_literal(std::string_view digits) {
     return std::string(digits);
 }
 
-std::string_view python_strip(std::string_view text) {
+std::string_view python_lstrip(std::string_view text) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
     size_t begin = 0;
     while (begin < text.size()) {
@@ -81,6 +81,12 @@ std::string_view python_strip(std::string_view text) {
         }
         begin += len;
     }
+    return text.substr(begin);
+}
+
+std::string_view python_strip(std::string_view text) {
+    const size_t begin = text.size() - python_lstrip(text).size();
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
     size_t end = text.size();
     while (end > begin) {
         // Step back over continuation bytes to the start of the last character.

@@ -29,4 +29,7 @@ std::optional<std::string> python_int_literal(std::string_view digits);
 // str.isspace() accepts, as str.strip() returns it.
 std::string_view python_strip(std::string_view text);
 
+// The same without the leading ones only, as str.lstrip() returns it.
+std::string_view python_lstrip(std::string_view text);
+
 } // namespace diffeval::scorers

@@ -9,10 +9,9 @@
 namespace diffeval::scorers {
 
 // After leading whitespace as docs/classification.md defines it, Python's
-// str.isspace() (U+3000 and U+00A0 too): stripping the end as well changes
-// nothing about how the text starts.
+// str.isspace() (U+3000 and U+00A0 too).
 bool opens_with_think(std::string_view text) {
-    return python_strip(text).starts_with(k_think_open);
+    return python_lstrip(text).starts_with(k_think_open);
 }
 
 std::string_view select_scored_text(std::string_view text, ScoreText mode) {

@@ -343,12 +343,10 @@ std::optional<std::string> Scorer::Compiled::normalised(const ScorerDefinition& 
     // lm-eval's exact_match holds both sides in numpy string arrays, after
     // each of regexes_to_ignore (np.array of the re.sub results) or once
     // without them (np.asarray): a trailing NUL never reaches the compare.
-    if (normalise.empty()) {
-        drop_trailing_nuls(text);
-    }
     if (!apply(normalise, text, true)) {
         return std::nullopt;
     }
+    drop_trailing_nuls(text); // the np.asarray of no rules; after rules, a no-op
     if (def.ignore_case) {
         ascii_lower(text);
     }

@@ -88,6 +88,7 @@ struct SideNoise {
     std::uint32_t most_repeats = 0;
     std::uint64_t several = 0;
     std::uint32_t fewest_of_several = 0; // the fewest repeats among those `several`
+    bool uneven() const { return fewest_repeats != most_repeats; }
     // At least half the questions have 2+ repeats, and when no question's
     // repeats disagree, at least half have 2+ answered ones: failed requests
     // that agree because they all count as wrong measure no server.

@@ -279,13 +279,12 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
 }
 
 std::string repeats_text(const SideNoise& a, const SideNoise& b) {
-    const auto even = [](const SideNoise& n) { return n.fewest_repeats == n.most_repeats; };
-    if (even(a) && even(b)) {
+    if (!a.uneven() && !b.uneven()) {
         return util::repeats_of_two(a.repeats, b.repeats);
     }
-    const auto range = [&](const SideNoise& n) {
-        return even(n) ? std::to_string(n.repeats)
-                       : fmt::format("{} to {}", n.fewest_repeats, n.most_repeats);
+    const auto range = [](const SideNoise& n) {
+        return n.uneven() ? fmt::format("{} to {}", n.fewest_repeats, n.most_repeats)
+                          : std::to_string(n.repeats);
     };
     return range(a) == range(b) ? fmt::format("{} repeats each", range(a))
                                 : fmt::format("{} and {} repeats", range(a), range(b));
@@ -296,7 +295,7 @@ std::string noise_sentence(const QuestionStats& s, const std::string& a, const s
     // repeats "2 to 5 repeats on 12 of 20 questions" (the questions with
     // one count for nothing in it).
     const auto from = [&](const SideNoise& n) {
-        return n.fewest_repeats == n.most_repeats
+        return !n.uneven()
                    ? util::counted(n.repeats, "repeat")
                    : fmt::format("{} repeats on {} of {}",
                                  n.fewest_of_several == n.most_repeats
@@ -319,8 +318,7 @@ std::string noise_sentence(const QuestionStats& s, const std::string& a, const s
             // vary (a real llama-server was called deterministic so).
             return fmt::format("{} none seen: its {} were right or wrong alike on {} (their "
                                "texts may still differ)",
-                               name, from(n),
-                               n.fewest_repeats == n.most_repeats ? "every question" : "each");
+                               name, from(n), n.uneven() ? "each" : "every question");
         }
         return fmt::format("{} ±{:.1f} points (1 SD of accuracy on a re-run, from {})", name,
                            100.0 * n.rerun_sd, from(n));

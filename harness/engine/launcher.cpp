@@ -23,6 +23,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <fstream>
 #include <netdb.h>
@@ -446,21 +447,22 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
 namespace {
 
 // Where the last launch in a log file a server was restarted into (`>>`)
-// starts: a little before its last line where a launch first states its
-// engine's version (fingerprint::starts_launch; a llama-server writes its
-// backends first), at a line's start; 0 when no line does. Read through once in 1 MiB blocks, so
-// memory stays bounded whatever the file holds; a line past 64 KiB (a verbose server's request
+// starts: the first line that starts within k_lead bytes before its last
+// line where a launch first states its engine's version
+// (fingerprint::starts_launch; a llama-server writes its backends first);
+// 0 when no line does. Read once in 1 MiB blocks, so memory stays bounded
+// whatever the file holds; a line past 64 KiB (a verbose server's request
 // dumps) is no start-up line and is skipped unread.
 uint64_t last_launch_offset(const std::filesystem::path& path) {
     constexpr uint64_t k_lead = 4096;
     constexpr size_t k_longest_line = size_t{64} << 10;
     std::ifstream in(path, std::ios::binary);
     std::vector<char> block(size_t{1} << 20);
-    std::string line;           // the line read so far (when not too long)
-    bool too_long = false;      // the line read so far passed k_longest_line
-    uint64_t at = 0, start = 0; // bytes read; where the line read so far starts
+    std::string line;            // the line read so far (when not too long)
+    bool too_long = false;       // the line read so far passed k_longest_line
+    uint64_t at = 0, start = 0;  // bytes read; where the line read so far starts
+    std::deque<uint64_t> recent; // the line starts within k_lead bytes before `start`
     uint64_t last = 0;
-    bool found = false;
     while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
         const std::string_view got(block.data(), static_cast<size_t>(in.gcount()));
         for (size_t pos = 0; pos < got.size();) {
@@ -473,9 +475,12 @@ uint64_t last_launch_offset(const std::filesystem::path& path) {
             if (nl == std::string_view::npos) {
                 break;
             }
+            while (!recent.empty() && recent.front() + k_lead < start) {
+                recent.pop_front();
+            }
+            recent.push_back(start);
             if (!too_long && fingerprint::starts_launch(line)) {
-                last = start;
-                found = true;
+                last = recent.front();
             }
             line.clear();
             too_long = false;
@@ -484,15 +489,7 @@ uint64_t last_launch_offset(const std::filesystem::path& path) {
         }
         at += got.size();
     }
-    if (!found || last <= k_lead) {
-        return 0;
-    }
-    // The line start at or after k_lead bytes before it.
-    std::ifstream again(path, std::ios::binary);
-    again.seekg(static_cast<std::streamoff>(last - k_lead));
-    std::string part;
-    std::getline(again, part);
-    return last - k_lead + part.size() + 1;
+    return last;
 }
 
 } // namespace

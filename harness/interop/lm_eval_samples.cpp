@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -46,18 +47,14 @@ namespace {
 // 1,000,000, no leading zero), as task_names writes it for repeat N.
 std::optional<std::pair<int, size_t>> export_repeat_suffix(std::string_view task) {
     const size_t dash = task.rfind("-r");
-    if (dash == std::string_view::npos || dash + 2 == task.size() || task[dash + 2] == '0' ||
-        task.size() - dash - 2 > 7) {
+    if (dash == std::string_view::npos) {
         return std::nullopt;
     }
+    const auto digits = task.substr(dash + 2);
     int n = 0;
-    for (const char c : task.substr(dash + 2)) {
-        if (c < '0' || c > '9') {
-            return std::nullopt;
-        }
-        n = n * 10 + (c - '0');
-    }
-    if (n > 1'000'000) {
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.front() == '0' ||
+        n < 1 || n > 1'000'000) {
         return std::nullopt;
     }
     return std::pair{n, task.size() - dash};
@@ -777,14 +774,13 @@ util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
 
 } // namespace
 
-util::Result<ImportSummary> import_samples(store::Store& st, const ImportOptions& given) {
+util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
     // 1. Read the whole file before touching the store.
-    auto docs = parse_samples(given.path);
+    auto docs = parse_samples(o.path);
     if (!docs) {
         return docs.error();
     }
-    const std::string task = task_of(given.path);
-    ImportOptions o = given;
+    const std::string task = task_of(o.path);
     std::string framing = o.framing.empty() ? task : o.framing;
     // `export` writes repeat N of a group to a file whose task ends "-rN"
     // (task_names): read as the group of repeat 0's file, from repeat N,

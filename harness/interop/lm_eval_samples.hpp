@@ -76,7 +76,7 @@ struct ImportSummary {
 // the stored one), a document logged twice with other answers, or a NAME
 // used by a server diffeval ran are errors naming the file and document.
 // Importing the same file again stores nothing new.
-util::Result<ImportSummary> import_samples(store::Store& store, const ImportOptions& options);
+util::Result<ImportSummary> import_samples(store::Store& store, ImportOptions options);
 
 // lm-eval's timestamp for file names: ISO 8601 local time with ':' as '-'.
 std::string lm_eval_date_id();
