@@ -286,45 +286,6 @@ TEST(LmEvalSamples, AnotherRunOfTheSameRequestsIsFurtherRepeats) {
               "0:4,1:4");
 }
 
-// Docs audit: an export's files, one per repeat, imported as they are (no
-// --framing, no --first-repeat), are the groups and repeats they came from,
-// not one group per repeat file ("...-raw-256-r1" as a framing).
-TEST(LmEvalSamples, AnExportsRepeatFilesImportAsItsRepeats) {
-    auto dir = e2e::scratch("lm-eval-export-repeats");
-    e2e::Sim sim;
-    auto db = dir / "r.sqlite";
-    ASSERT_EQ(e2e::run({"run", "--server", "b=" + sim.url(), "--framing", "raw", "--limit", "3",
-                        "--repeats", "3", "--dataset", "sample", "--db", db.string(), "--quiet"})
-                  .exit_code,
-              0);
-    auto out = dir / "samples";
-    ASSERT_EQ(e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
-                        out.string()})
-                  .exit_code,
-              0);
-    auto im = dir / "im.sqlite";
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(out)) {
-        files.push_back(e.path());
-    }
-    ASSERT_EQ(files.size(), 3u);
-    std::sort(files.begin(), files.end());
-    std::reverse(files.begin(), files.end()); // in any order
-    for (const auto& file : files) {
-        auto o = e2e::run({"import", "lm-eval", "--db", im.string(), "--name", "ib", "--dataset",
-                           "sample", file.string()});
-        ASSERT_EQ(o.exit_code, 0) << o.err;
-        EXPECT_NE(o.out.find("as ib/gsm8k-b-raw-256/256:"), std::string::npos) << o.out;
-    }
-    EXPECT_EQ(query(im, "SELECT group_concat(g) FROM (SELECT DISTINCT server || '/' || framing || "
-                        "'/' || max_tokens || ' x' || (SELECT count(DISTINCT repeat) FROM "
-                        "requests) AS g FROM requests)"),
-              "ib/gsm8k-b-raw-256/256 x3");
-    auto summary = e2e::run({"summary", "--db", im.string()});
-    ASSERT_EQ(summary.exit_code, 0) << summary.err;
-    EXPECT_EQ(summary.out.find("-r1"), std::string::npos) << summary.out;
-}
-
 namespace {
 
 // The samples file export wrote for server `server` in `dir`.
@@ -338,13 +299,14 @@ std::filesystem::path exported(const std::filesystem::path& dir, const std::stri
 }
 
 // Run server "a" on `sim` over `limit` questions of `dataset` (raw
-// framing) into `db`, export it to `out`, and give the samples file written.
+// framing, `repeats` repeats) into `db`, export it to `out`, and give a
+// samples file written (any one of them when there is one per repeat).
 std::filesystem::path run_and_export(const e2e::Sim& sim, const std::filesystem::path& db,
                                      const std::filesystem::path& out, int limit,
-                                     const std::string& dataset = "sample") {
-    const auto ran =
-        e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit",
-                  std::to_string(limit), "--dataset", dataset, "--db", db.string(), "--quiet"});
+                                     const std::string& dataset = "sample", int repeats = 1) {
+    const auto ran = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit",
+                               std::to_string(limit), "--repeats", std::to_string(repeats),
+                               "--dataset", dataset, "--db", db.string(), "--quiet"});
     EXPECT_EQ(ran.exit_code, 0) << ran.err;
     const auto exp = e2e::run(
         {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
@@ -372,6 +334,37 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 }
 
 } // namespace
+
+// Docs audit: an export's files, one per repeat, imported as they are (no
+// --framing, no --first-repeat), are the groups and repeats they came from,
+// not one group per repeat file ("...-raw-256-r1" as a framing).
+TEST(LmEvalSamples, AnExportsRepeatFilesImportAsItsRepeats) {
+    auto dir = e2e::scratch("lm-eval-export-repeats");
+    e2e::Sim sim;
+    auto out = dir / "samples";
+    ASSERT_FALSE(run_and_export(sim, dir / "r.sqlite", out, 3, "sample", 3).empty());
+    auto im = dir / "im.sqlite";
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        files.push_back(e.path());
+    }
+    ASSERT_EQ(files.size(), 3u);
+    std::sort(files.begin(), files.end());
+    std::reverse(files.begin(), files.end()); // in any order
+    for (const auto& file : files) {
+        auto o = e2e::run({"import", "lm-eval", "--db", im.string(), "--name", "ib", "--dataset",
+                           "sample", file.string()});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        EXPECT_NE(o.out.find("as ib/gsm8k-a-raw-256/256:"), std::string::npos) << o.out;
+    }
+    EXPECT_EQ(query(im, "SELECT group_concat(g) FROM (SELECT DISTINCT server || '/' || framing || "
+                        "'/' || max_tokens || ' x' || (SELECT count(DISTINCT repeat) FROM "
+                        "requests) AS g FROM requests)"),
+              "ib/gsm8k-a-raw-256/256 x3");
+    auto summary = e2e::run({"summary", "--db", im.string()});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_EQ(summary.out.find("-r1"), std::string::npos) << summary.out;
+}
 
 // Each document is checked against the dataset named by --dataset: a
 // question edited in the file, a doc_id past the dataset's end, or the sample
