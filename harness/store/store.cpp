@@ -563,10 +563,14 @@ constexpr std::string_view k_statements[] = {
     "INSERT INTO runs (started_at, dataset, config_json, diffeval_version) VALUES (?, ?, ?, ?)",
     // k_end_run: once; a run whose end is recorded keeps it
     "UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ? AND status = 'running'",
-    // k_put_server
+    // k_put_server: a run that learned nothing of the server (preflight
+    // off: no model, info '{}') keeps what an earlier run stored, which
+    // check_same_server compares later servers of the name with.
     "INSERT INTO servers (name, url, model, info_json) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET url = excluded.url, model = excluded.model, "
-    "info_json = excluded.info_json",
+    "ON CONFLICT (name) DO UPDATE SET url = excluded.url, "
+    "model = CASE WHEN excluded.model = '' THEN servers.model ELSE excluded.model END, "
+    "info_json = CASE WHEN excluded.info_json = '{}' THEN servers.info_json "
+    "ELSE excluded.info_json END",
     // k_put_server_log
     "UPDATE servers SET log_path = ?, log_text = ?, facts_json = ? WHERE name = ?",
     // k_put_question

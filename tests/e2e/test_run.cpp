@@ -171,6 +171,41 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
 
+// A run without preflight learns nothing about its server: the model and
+// /version an earlier run stored stay, and still refuse another server under
+// the name. They were overwritten with '' and {}, after which a vLLM 0.29.0
+// was taken for the 0.28.0 that gave the answers, and the report said 0.29.0.
+TEST(Run, ARunWithoutPreflightKeepsWhatTheDatabaseKnowsOfItsServer) {
+    auto dir = e2e::scratch("no-preflight-keeps");
+    e2e::Sim a;
+    e2e::Sim newer(
+        {"--profile", profile_file(dir, "newer", "[server]\nvllm_version = \"0.29.0\"\n")});
+    const auto db = (dir / "r.sqlite").string();
+    auto run = [&](const e2e::Sim& sim, int limit, std::vector<std::string> extra) {
+        std::vector<std::string> args = {
+            "run",       "--server", "s=" + sim.url(), "--limit", std::to_string(limit),
+            "--framing", "raw",      "--db",           db,        "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return e2e::run(args);
+    };
+    ASSERT_EQ(run(a, 2, {}).exit_code, 0);
+    const auto known = "SELECT model || ' ' || json_extract(info_json, '$.version.version') "
+                       "FROM servers";
+    const auto before = query(db, known);
+    ASSERT_EQ(before, "Qwen/Qwen3.5-35B-A3B-FP8 0.28.0");
+    auto o = run(a, 3, {"--no-preflight"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, known), before);
+    o = run(newer, 4, {});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("server 's' has version 0.29.0, but the responses " + db +
+                         " holds under that name came from one with version 0.28.0"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+    EXPECT_EQ(query(db, known), before);
+}
+
 // A server URL no connection can be made to is a usage error naming what is
 // wrong (it said "unreachable ... start the server"), with the password it
 // carries masked however short, and nothing stored.
