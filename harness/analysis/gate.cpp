@@ -907,7 +907,20 @@ nlohmann::json to_json(const GateVerdict& verdict) {
             {"checks_failed", verdict.failures()},
             {"checks_inconclusive", verdict.inconclusive()},
             {"checks_skipped", verdict.skipped()},
-            {"checks", checks}};
+            {"checks", checks},
+            {"error", nullptr}};
+}
+
+nlohmann::json error_json(const std::string& message) {
+    return {{"schema", "diffeval.gate/2"},
+            {"passed", false},
+            {"scorer", nullptr},
+            {"checks_total", 0},
+            {"checks_failed", 0},
+            {"checks_inconclusive", 0},
+            {"checks_skipped", 0},
+            {"checks", nlohmann::json::array()},
+            {"error", message}};
 }
 
 } // namespace diffeval::analysis

@@ -112,7 +112,11 @@ struct GateVerdict {
 util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& store,
                                         const GateSpec& spec);
 
-// The documented JSON shape ("diffeval.gate/1", docs/json.md).
+// The documented JSON shape ("diffeval.gate/2", docs/json.md).
 nlohmann::json to_json(const GateVerdict& verdict);
+// The document of a gate that could not run (exit 2): not passed, no
+// checks, `error` the line it printed. Written where --json names, so no
+// earlier verdict is left there to be read as this one.
+nlohmann::json error_json(const std::string& message);
 
 } // namespace diffeval::analysis

@@ -345,14 +345,26 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
 
 int gate_command(const GateFlags& flags, const CLI::App& app) {
     const Clock clock;
-    // A gate that cannot run still leaves a JUnit file saying why.
-    // Never over a database, not even to say why the gate cannot run.
-    const bool junit_writable = !flags.junit.empty() &&
-                                !store::names_database(flags.junit, flags.db) &&
-                                !store::names_database(flags.junit, flags.baseline_db);
+    // A gate that cannot run still leaves a JUnit file and a JSON document
+    // saying why: an earlier verdict left in either would read as this
+    // gate's. Never over a database, not even to say why the gate cannot
+    // run, and one file named by both takes the JUnit error alone.
+    const auto writable = [&](const std::string& path) {
+        return !path.empty() && !store::names_database(path, flags.db) &&
+               !store::names_database(path, flags.baseline_db);
+    };
+    // The JSON document only where the gate would have written its verdict.
+    const bool json_writable =
+        writable(flags.json) &&
+        check_output_file("--json", flags.json, {flags.db, flags.baseline_db}).ok();
     auto cannot_run = [&](const util::Error& error) {
-        if (junit_writable) {
+        if (writable(flags.junit)) {
             (void)write_file(flags.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+        }
+        if (json_writable && (flags.junit.empty() || util::resolved_path(flags.junit) !=
+                                                         util::resolved_path(flags.json))) {
+            (void)write_file(flags.json, util::document_text(analysis::error_json(error.message)),
+                             std::ios::trunc, "the JSON verdict");
         }
         return report(error);
     };
@@ -463,10 +475,12 @@ void write_parse_error_junit(const std::vector<std::string>& args, const std::st
     }
     // The flags as typed: CLI11 gave none of them when it refused the line.
     std::vector<std::string> junits;
+    std::vector<std::string> jsons;
     std::string db = GateFlags{}.db;
     std::string baseline_db;
     for (size_t i = 1; i < args.size(); ++i) {
         for (auto [name, into] : {std::pair<std::string_view, std::string*>{"--junit", nullptr},
+                                  {"--json", nullptr},
                                   {"--db", &db},
                                   {"--baseline-db", &baseline_db}}) {
             std::optional<std::string> value;
@@ -479,16 +493,29 @@ void write_parse_error_junit(const std::vector<std::string>& args, const std::st
             if (value && into) {
                 *into = *value;
             } else if (value && !value->empty()) {
-                junits.push_back(*value);
+                (name == "--json" ? jsons : junits).push_back(*value);
             }
         }
     }
     const Clock clock;
     const auto error = util::make_error(util::ErrorKind::usage, message);
+    const auto writable = [&](const std::string& path) {
+        return !store::names_database(path, db) && !store::names_database(path, baseline_db);
+    };
     for (const auto& junit : junits) {
         // Never over a database, as gate_command.
-        if (!store::names_database(junit, db) && !store::names_database(junit, baseline_db)) {
+        if (writable(junit)) {
             (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+        }
+    }
+    for (const auto& json : jsons) {
+        const bool also_junit = std::any_of(junits.begin(), junits.end(), [&](const auto& j) {
+            return util::resolved_path(j) == util::resolved_path(json);
+        });
+        if (writable(json) && !also_junit &&
+            check_output_file("--json", json, {db, baseline_db}).ok()) {
+            (void)write_file(json, util::document_text(analysis::error_json(message)),
+                             std::ios::trunc, "the JSON verdict");
         }
     }
 }

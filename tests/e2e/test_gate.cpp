@@ -500,6 +500,29 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
     EXPECT_NE(xml.find(" time=\""), std::string::npos) << xml;
     EXPECT_NE(xml.find(" timestamp=\""), std::string::npos) << xml;
 
+    // So does --json: a passing verdict an earlier gate left there (the CI
+    // workflow of docs/ci.md uploads it whatever the exit) was kept beside
+    // the JUnit error, and read as this gate's pass.
+    auto verdict = *dir / "gate.json";
+    ASSERT_EQ(
+        e2e::run({"gate", "--db", *db, "--expect", "0", "--json", verdict.string()}).exit_code, 0);
+    ASSERT_TRUE(nlohmann::json::parse(e2e::slurp(verdict))["passed"].get<bool>());
+    ASSERT_TRUE(nlohmann::json::parse(e2e::slurp(verdict))["error"].is_null());
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"--expect", "0.5", "--group", "nope/raw/256"}, // refused by the gate
+             {"--expect", "0.5", "--tolerence", "0.02"}}) {  // refused by the parser
+        auto line = args;
+        line.insert(line.begin(), {"gate", "--db", *db, "--json", verdict.string()});
+        auto r = e2e::run(line);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        const auto doc = nlohmann::json::parse(e2e::slurp(verdict));
+        EXPECT_FALSE(doc["passed"].get<bool>()) << doc.dump();
+        EXPECT_EQ(doc["schema"], "diffeval.gate/2");
+        EXPECT_EQ(doc["checks"].size(), 0u);
+        // The line printed, without its "diffeval: " and newline.
+        EXPECT_EQ("diffeval: " + doc["error"].get<std::string>() + "\n", r.err) << doc.dump();
+    }
+
     // A --db path with a terminal escape: XML 1.0 holds no such character,
     // not even as a reference, and the file a CI parses was no XML at all.
     auto odd = *dir / "odd\x1b[2J.sqlite";
