@@ -701,9 +701,12 @@ struct AlreadyStored {
 
 // One document's requests and responses (one per repeat); those already
 // answered in the store go to `stored` instead, for check_same_answers.
+using Failures = std::unordered_map<std::string, std::pair<std::string, std::string>>;
+
 void add_document(const Document& d, const ImportOptions& o, const std::string& framing,
                   const std::string& started_at, const std::unordered_set<std::string>& done,
-                  ImportSummary& summary, std::vector<store::RequestRow>& requests,
+                  const Failures& failed, ImportSummary& summary,
+                  std::vector<store::RequestRow>& requests,
                   std::vector<store::ResponseRow>& responses, std::vector<AlreadyStored>& stored) {
     const int max_tokens = d.max_tokens;
     const auto body = util::python_json_dumps(ordered_json{{"lm_eval_arguments", d.arguments}});
@@ -717,6 +720,13 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
         if (done.count(row.key)) {
             ++summary.already_stored;
             stored.push_back({std::move(row.key), &d, i});
+            continue;
+        }
+        // The same failure as the one its request counts: this file's line
+        // again (it was stored once more at each import of the file).
+        if (const auto f = failed.find(row.key);
+            d.failure && f != failed.end() && f->second == *d.failure) {
+            ++summary.already_stored;
             continue;
         }
         store::ResponseRow resp;
@@ -818,6 +828,10 @@ util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
     if (!done) {
         return done.error();
     }
+    auto failed = store::counted_failures(st, o.name, framing);
+    if (!failed) {
+        return failed.error();
+    }
     ImportSummary summary;
     summary.first_repeat = o.first_repeat;
     std::vector<store::RequestRow> requests;
@@ -826,7 +840,8 @@ util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
     const auto started_at = store::now_iso8601();
     for (const auto& d : *docs) {
         ++summary.documents;
-        add_document(d, o, framing, started_at, *done, summary, requests, responses, stored);
+        add_document(d, o, framing, started_at, *done, *failed, summary, requests, responses,
+                     stored);
     }
     if (auto r = check_same_answers(st, o, *docs, stored); !r) {
         return r.error();

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace diffeval::store {
@@ -66,6 +68,12 @@ util::Result<std::optional<std::string>> server_url(Store& store, const std::str
 // that order; nullopt where none is stored (or it has no text).
 util::Result<std::vector<std::optional<std::string>>>
 answered_texts(Store& store, const std::vector<std::string>& keys);
+
+// The error kind and message of each request of group `server`/`framing`
+// whose counted response is a failure, by request key: a samples file's
+// failed line that matches one is stored already.
+util::Result<std::unordered_map<std::string, std::pair<std::string, std::string>>>
+counted_failures(Store& store, const std::string& server, const std::string& framing);
 
 // The first of `rows` (requests not stored yet) whose place (server,
 // framing, max_tokens, repeat, question) holds a stored request of another

@@ -888,6 +888,14 @@ TEST(LmEvalSamples, AFailedRequestStaysAFailureThroughExportAndImport) {
               failed);
     auto gate = e2e::run({"gate", "--db", imported.string(), "--require-complete"});
     EXPECT_EQ(gate.exit_code, 1) << gate.out;
+    // The same file again stores nothing: each import stored its failed
+    // lines once more, and said "N responses stored".
+    const auto rows = e2e::query(imported, "SELECT count(*) FROM responses");
+    i = e2e::run({"import", "lm-eval", "--db", imported.string(), "--name", "lm", "--framing",
+                  "raw", "--dataset", "sample", file.string()});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    EXPECT_NE(i.out.find("nothing new"), std::string::npos) << i.out << i.err;
+    EXPECT_EQ(e2e::query(imported, "SELECT count(*) FROM responses"), rows);
 }
 
 // A database with planned requests and no response (a run killed while
