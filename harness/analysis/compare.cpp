@@ -377,18 +377,40 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     const auto tally = [](const Run& reps, Comparison::Behaviour& b) {
         double tokens = 0;
         int64_t counted = 0;
+        int64_t answered = 0, never_finished = 0, recorded = 0, started_reasoning = 0;
         for (const auto* row : reps) {
             ++b.responses;
             if (row->ok) {
-                ++b.answered;
-                b.never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
-                b.finish_recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
-                b.started_reasoning += row->reasoning_started ? 1 : 0;
+                ++answered;
+                never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
+                recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
+                started_reasoning += row->reasoning_started ? 1 : 0;
                 if (row->completion_tokens) {
                     tokens += static_cast<double>(*row->completion_tokens);
                     ++counted;
                 }
             }
+        }
+        b.answered += answered;
+        b.never_finished += never_finished;
+        b.finish_recorded += recorded;
+        b.started_reasoning += started_reasoning;
+        // The question's shares, and the range of its counts.
+        const auto widen = [](int64_t n, int64_t seen, int64_t& fewest, int64_t& most) {
+            fewest = seen == 0 ? n : std::min(fewest, n);
+            most = seen == 0 ? n : std::max(most, n);
+        };
+        if (answered > 0) {
+            widen(answered, b.answered_questions, b.fewest_answered, b.most_answered);
+            b.started_reasoning_shares +=
+                static_cast<double>(started_reasoning) / static_cast<double>(answered);
+            ++b.answered_questions;
+        }
+        if (recorded > 0) {
+            widen(recorded, b.recorded_questions, b.fewest_recorded, b.most_recorded);
+            b.never_finished_shares +=
+                static_cast<double>(never_finished) / static_cast<double>(recorded);
+            ++b.recorded_questions;
         }
         b.token_counted += counted;
         return counted > 0 ? std::optional<double>(tokens / static_cast<double>(counted))

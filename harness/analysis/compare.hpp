@@ -133,9 +133,35 @@ struct Comparison {
     // `finish_recorded`: those answered whose finish state is known (not an
     // import's), the never-finished rate's denominator. `token_counted`:
     // those answered that report usage.completion_tokens.
+    //
+    // The rates are per question, as summary's breakdown counts: each
+    // question's share of its answered (for never finished: recorded)
+    // responses, summed over the questions with one, so a question asked in
+    // more repeats weighs no more than another. `answered_questions` and
+    // `recorded_questions` count those questions; `uneven`: their numbers of
+    // answered (recorded) responses differ, so the rates are not those of
+    // the responses pooled.
     struct Behaviour {
         int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0,
                 finish_recorded = 0, token_counted = 0;
+        double never_finished_shares = 0, started_reasoning_shares = 0;
+        int64_t answered_questions = 0, recorded_questions = 0;
+        int64_t fewest_answered = 0, most_answered = 0, fewest_recorded = 0, most_recorded = 0;
+        bool uneven() const {
+            return fewest_answered != most_answered || fewest_recorded != most_recorded;
+        }
+        // Never finished, per question, among the recorded answers.
+        double never_finished_rate() const {
+            return recorded_questions > 0
+                       ? never_finished_shares / static_cast<double>(recorded_questions)
+                       : 0.0;
+        }
+        // Started reasoning, per question, among the answers.
+        double started_reasoning_rate() const {
+            return answered_questions > 0
+                       ? started_reasoning_shares / static_cast<double>(answered_questions)
+                       : 0.0;
+        }
     };
     Behaviour behaviour_a, behaviour_b;
     // Mean completion tokens of each side over the paired questions where

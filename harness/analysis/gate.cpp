@@ -299,17 +299,18 @@ std::string change_words(double shown, const std::string& shown_text, const std:
 // responses each side answered there (Comparison::Behaviour): a side's own
 // extra questions, or its failed requests, would change the count without
 // any change in what the model did. Per run it is that rate times the paired questions.
-// `of_a` and `of_b` are the rates' denominators: the responses answered, or
-// for never finished those whose finish state was recorded (an import's is
-// not).
+// The rate is per question, as summary counts (Comparison::Behaviour): among
+// the responses answered, or for never finished those whose finish state was
+// recorded (an import's is not). It pooled the responses, so with uneven
+// repeats the gate's "per run" was not summary's for the same group.
 GateCheck increase_check(const std::string& kind, const std::string& what, const Comparison& cmp,
-                         int64_t count_a, int64_t count_b, int64_t of_a, int64_t of_b,
                          const IncreaseLimit& limit) {
-    const auto rate = [](int64_t count, int64_t answered) {
-        return static_cast<double>(count) / static_cast<double>(answered);
+    const bool never = kind == "never_finished";
+    const auto rate = [&](const Comparison::Behaviour& b) {
+        return never ? b.never_finished_rate() : b.started_reasoning_rate();
     };
-    const double rate_a = rate(count_a, of_a);
-    const double rate_b = rate(count_b, of_b);
+    const double rate_a = rate(cmp.behaviour_a);
+    const double rate_b = rate(cmp.behaviour_b);
     const auto questions = static_cast<double>(cmp.questions);
     const double a = rate_a * questions;
     const double b = rate_b * questions;
@@ -348,13 +349,21 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const bool ok = measured <= limit.value + k_epsilon;
     c.status = status_of(ok);
     const bool partly_recorded =
-        of_a != cmp.behaviour_a.answered || of_b != cmp.behaviour_b.answered;
+        never && (cmp.behaviour_a.finish_recorded != cmp.behaviour_a.answered ||
+                  cmp.behaviour_b.finish_recorded != cmp.behaviour_b.answered);
     const std::string change = change_words(shown, shown_text, "");
-    c.why = fmt::format("{} {} {} the {} paired {} ({}% -> {}% of the responses each answered "
-                        "there{}){}",
-                        what, change, change == "did not change" ? "over" : "per run of",
-                        cmp.questions, util::noun(cmp.questions, "question"), rate_a_text,
-                        rate_b_text, partly_recorded ? " whose finish was recorded" : "",
+    // Where questions have different numbers of answers (uneven repeats,
+    // failures), the rate is not that of the responses pooled: say so.
+    const bool uneven = cmp.behaviour_a.uneven() || cmp.behaviour_b.uneven();
+    const std::string recorded = partly_recorded ? " whose finish was recorded" : "";
+    const std::string of_what =
+        uneven ? fmt::format("of each question's responses answered there{}, averaged over the "
+                             "questions",
+                             recorded)
+               : fmt::format("of the responses each answered there{}", recorded);
+    c.why = fmt::format("{} {} {} the {} paired {} ({}% -> {}% {}){}", what, change,
+                        change == "did not change" ? "over" : "per run of", cmp.questions,
+                        util::noun(cmp.questions, "question"), rate_a_text, rate_b_text, of_what,
                         ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
@@ -544,17 +553,11 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
                                                                                 : nullptr;
             out.push_back(
                 unrecorded ? unrecorded_check(cmp, *unrecorded, *spec.max_never_finished_increase)
-                           : increase_check(
-                                 "never_finished", "responses that never finished", cmp,
-                                 cmp.behaviour_a.never_finished, cmp.behaviour_b.never_finished,
-                                 cmp.behaviour_a.finish_recorded, cmp.behaviour_b.finish_recorded,
-                                 *spec.max_never_finished_increase));
+                           : increase_check("never_finished", "responses that never finished", cmp,
+                                            *spec.max_never_finished_increase));
         }
         if (spec.max_reasoning_start_increase) {
             out.push_back(increase_check("reasoning_start", "responses that started reasoning", cmp,
-                                         cmp.behaviour_a.started_reasoning,
-                                         cmp.behaviour_b.started_reasoning,
-                                         cmp.behaviour_a.answered, cmp.behaviour_b.answered,
                                          *spec.max_reasoning_start_increase));
         }
         if (spec.max_token_increase_pct) {

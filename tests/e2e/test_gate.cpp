@@ -877,33 +877,78 @@ TEST(GateBehaviour, AChangeTheCheckCountsNeverPrintsAsZero) {
     e2e::Sim sim;
     auto db = (dir / "r.sqlite").string();
     // At 16 tokens every answer is cut by the length limit.
-    auto r =
-        e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(), "--framing",
-                  "raw", "--max-tokens", "16", "--repeats", "3", "--db", db, "--quiet"});
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--max-tokens", "16", "--repeats", "8", "--limit", "4",
+                       "--db", db, "--quiet"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_EQ(
         e2e::query(db, "SELECT count(*) FROM v_responses WHERE outcome != 'length_truncated'"),
         "0");
-    const auto place = [](const std::string& server, int question) {
+    const auto place = [](const std::string& server, int question, int repeat) {
         return fmt::format("(SELECT response_id FROM requests WHERE server = '{}' AND "
-                           "question_idx = {} AND repeat = 0)",
-                           server, question);
+                           "question_idx = {} AND repeat = {})",
+                           server, question, repeat);
     };
-    e2e::exec(db, fmt::format("UPDATE responses SET ok = 0, status = 500, error = 'HTTP 500' "
-                              "WHERE response_id = {0};"
-                              "UPDATE classifications SET outcome = 'error' WHERE response_id = "
-                              "{0};"
-                              "UPDATE classifications SET outcome = 'finished' WHERE response_id "
-                              "IN ({1}, {2}, {3}, {4})",
-                              place("a", 0), place("a", 1), place("a", 2), place("b", 1),
-                              place("b", 2)));
+    const auto fail = [&](const std::string& server, int question, int repeat) {
+        e2e::exec(db, fmt::format("UPDATE responses SET ok = 0, status = 500, error = 'HTTP 500' "
+                                  "WHERE response_id = {0}; UPDATE classifications SET outcome = "
+                                  "'error' WHERE response_id = {0}",
+                                  place(server, question, repeat)));
+    };
+    const auto finish = [&](const std::string& server, int question, int repeat) {
+        e2e::exec(db, fmt::format("UPDATE classifications SET outcome = 'finished' WHERE "
+                                  "response_id = {}",
+                                  place(server, question, repeat)));
+    };
+    // Each question's share of its answers that never finished: a 5/6 and
+    // 5/7, b 4/5 and 6/8, the other two questions 1 on both sides. Per run
+    // (the shares summed) 3.5476 against 3.55: a rise of 0.0024.
+    fail("a", 0, 0), fail("a", 0, 1), finish("a", 0, 2);
+    fail("a", 1, 0), finish("a", 1, 1), finish("a", 1, 2);
+    fail("b", 0, 0), fail("b", 0, 1), fail("b", 0, 2), finish("b", 0, 3);
+    finish("b", 1, 0), finish("b", 1, 1);
     auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
                        "--max-never-finished-increase", "0"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
-    EXPECT_NE(o.out.find("+0.004 per run (47.329 -> 47.333)"), std::string::npos) << o.out;
-    EXPECT_NE(o.out.find("responses that never finished rose by 0.004 per run of the 48 "
-                         "paired questions (98.60% -> 98.61%"),
+    EXPECT_NE(o.out.find("+0.002 per run (3.548 -> 3.550)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("responses that never finished rose by 0.002 per run of the 4 paired "
+                         "questions (88.7% -> 88.8% of each question's responses answered "
+                         "there, averaged over the questions)"),
               std::string::npos)
         << o.out;
     EXPECT_EQ(o.out.find("by 0.00 "), std::string::npos) << o.out;
+}
+
+// With uneven repeats the gate's "per run" is summary's mean for the group:
+// each question counts once. Pooling the responses, the gate said +0.56 per
+// run where summary showed 1.0 for one unfinished answer to a question asked
+// once, beside four questions asked three times.
+TEST(GateBehaviour, UnevenRepeatsCountEachQuestionOnceAsSummaryDoes) {
+    auto dir = e2e::scratch("gate-uneven-behaviour");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    for (const auto& [limit, repeats] : {std::pair{"10", "1"}, std::pair{"4", "3"}}) {
+        auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                           "--framing", "raw", "--limit", limit, "--repeats", repeats, "--db", db,
+                           "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    e2e::exec(db, "UPDATE classifications SET outcome = 'finished';"
+                  "UPDATE classifications SET outcome = 'length_truncated' WHERE response_id = "
+                  "(SELECT response_id FROM requests WHERE server = 'b' AND question_idx = 7)");
+    auto summary = e2e::run({"summary", "--db", db, "--format", "json"});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    double mean_b = -1;
+    const auto doc = json::parse(summary.out);
+    for (const auto& g : doc["groups"]) {
+        if (g["server"] == "b") {
+            mean_b = g["breakdown"]["mean"]["never_finished"].get<double>();
+        }
+    }
+    EXPECT_EQ(mean_b, 1.0) << summary.out;
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
+                       "--max-never-finished-increase", "0.8"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("+1.00 per run (0.00 -> 1.00)"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("averaged over the questions"), std::string::npos) << o.out;
 }
