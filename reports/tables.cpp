@@ -234,6 +234,13 @@ std::string pct_spread(const analysis::Spread& s) {
     if (s.min == s.max && pct(s.mean) == pct(s.min)) {
         return pct(s.mean);
     }
+    // A mean outside the range (each repeat ran other questions) read as a
+    // contradiction under "mean (min-max)": the range is named as the
+    // repeats'.
+    const double mean = util::printed_value(pct(s.mean));
+    if (mean < util::printed_value(pct(s.min)) || mean > util::printed_value(pct(s.max))) {
+        return fmt::format("{} (repeats {}-{})", pct(s.mean), pct(s.min), pct(s.max));
+    }
     return fmt::format("{} ({}-{})", pct(s.mean), pct(s.min), pct(s.max));
 }
 
@@ -260,7 +267,8 @@ std::string verdict_table(const analysis::Summary& summary, Style style) {
     const std::string note =
         "* its repeats ran different questions (a later run added repeats on fewer of them): "
         "its mean is over its questions, each question's repeats averaged first, and so are its "
-        "breakdown's counts; min-max is over repeats.";
+        "breakdown's counts; min-max is over repeats, each over the questions it ran, so the "
+        "mean can lie outside it (then shown as \"repeats min-max\").";
     return render_table(rows, style) +
            (style == Style::html ? "<p class=\"note\">" + util::xml_escape(note) + "</p>\n"
                                  : "\n" + note + "\n");

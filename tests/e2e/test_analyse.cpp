@@ -671,6 +671,29 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
     EXPECT_EQ(uneven.out.find("\n1 "), std::string::npos) << uneven.out;
 }
 
+// With repeats on different questions the mean (over questions) can lie
+// outside every repeat's accuracy: "51.5 (52.0-75.0)" read as a mean below
+// its own minimum. The range is then named as the repeats'.
+TEST(AnalyseSubsets, AMeanOutsideTheRepeatsRangeSaysWhoseRangeItIs) {
+    auto dir = e2e::scratch("analyse-mean-outside");
+    auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    for (const auto& [repeats, limit] : {std::pair{"1", "4"}, std::pair{"2", "2"}}) {
+        auto o = e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit",
+                           limit, "--repeats", repeats, "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    // Repeat 0 right on questions 0 and 1 of 0-3 (50%), repeat 1 right on
+    // question 0 of 0-1 (50%): per question 1, 1/2, 0 and 0, a mean of 37.5%.
+    e2e::exec(db, "UPDATE scores SET correct = 0; UPDATE scores SET correct = 1 WHERE response_id "
+                  "IN (SELECT response_id FROM requests WHERE (repeat = 0 AND question_idx < 2) "
+                  "OR (repeat = 1 AND question_idx = 0))");
+    auto t = e2e::run({"summary", "--db", db});
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("37.5 (repeats 50.0-50.0)"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("so the mean can lie outside it"), std::string::npos) << t.out;
+}
+
 // Repeats added later on fewer questions: the accuracy averaged repeats of
 // different question sets (a server right on 80% of every set printed 78.3
 // and failed a 79% floor), and n was the largest repeat's count. The unit is
