@@ -6,6 +6,12 @@
 
 #include <harness/util/hash.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
+
 namespace diffeval::sim {
 
 namespace {
@@ -47,6 +53,26 @@ uint64_t attempt_seed(uint64_t content_hash, int attempt) {
 }
 
 } // namespace
+
+util::Result<void> check_fault_shares(const Faults& faults) {
+    double total = 0;
+    std::vector<std::string> named;
+    for (const Fault kind : k_fault_kinds) {
+        const double share = share_of(faults, kind);
+        if (share > 0) {
+            total += share;
+            named.push_back(fmt::format("{} {}", fault_name(kind), share));
+        }
+    }
+    // A little over 1 from adding decimals (0.7 + 0.2 + 0.1) is 1.
+    if (total <= 1 + 1e-9) {
+        return {};
+    }
+    return util::make_error(util::ErrorKind::usage,
+                            fmt::format("the fault shares add up to {:g} ({}); a request gets one "
+                                        "fault at most: lower them",
+                                        total, fmt::join(named, ", ")));
+}
 
 std::string_view fault_name(Fault fault) {
     switch (fault) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <harness/sim/profile.hpp>
+#include <harness/util/result.hpp>
 
 #include <array>
 #include <cstdint>
@@ -32,6 +33,11 @@ inline constexpr std::array<Fault, 8> k_fault_kinds = {
 // The profile key (and stats name) of `fault`; "markup" is k_markup_name.
 std::string_view fault_name(Fault fault);
 inline constexpr std::string_view k_markup_name = "markup";
+
+// A usage error when the shares of k_fault_kinds add up to more than 1:
+// laid end to end they would not each happen at their share (the last ones
+// less or never). `fault_name`s name them, as the profile keys do.
+util::Result<void> check_fault_shares(const Faults& faults);
 
 // How a response is delivered: some faults exist only for streams.
 enum class Delivery { whole, stream };

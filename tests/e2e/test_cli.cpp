@@ -113,6 +113,11 @@ TEST(Cli, SimulatorFlagsOutOfRangeNameTheirRange) {
         {{"sim", "--stall-ms", "-1"}, "--stall-ms -1: must be between 0 and 3600000"},
         {{"sim", "--port", "70000"}, "--port 70000: must be between 0 and 65535"},
         {{"sim", "--fault-http-500", "2"}, "--fault-http-500 2: must be between 0 and 1"},
+        // Each within its range, together more than every request: the
+        // simulator failed every request and no kind at its share.
+        {{"sim", "--fault-http-500", "0.6", "--fault-http-503", "0.6", "--port", "0"},
+         "the fault shares add up to 1.2 (http_500 0.6, http_503 0.6); a request gets one fault "
+         "at most: lower them"},
         {{"sim", "--port", "abc"}, "--port 'abc': expected a whole number"},
         {{"sim", "--fault-markup", "lots"}, "--fault-markup 'lots': expected a number"},
         {{"import", "lm-eval", "--name", "x", "--first-repeat", "abc", "f.jsonl"},
