@@ -586,7 +586,7 @@ util::Result<GateCheck> completeness_check(store::Store& store,
         }
         unrun += g.unrun;
         if (g.missing + g.unplanned + g.unrun > 0) {
-            where.push_back(fmt::format("{} {}", label, g.missing + g.unplanned + g.unrun));
+            where.push_back(fmt::format("{}: {}", label, g.missing + g.unplanned + g.unrun));
         }
         if (!g.missing_shards.empty()) {
             lacking.push_back(fmt::format("{} of {}", shards_text(g.missing_shards), label));
