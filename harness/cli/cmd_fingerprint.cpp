@@ -58,6 +58,12 @@ int fingerprint_command(const FingerprintFlags& f) {
     if (!fp) {
         return report(fp.error());
     }
+    // Rules named with --rules that found nothing recognise no engine, as
+    // the best match finds none: a plain text file was "vLLM (vllm rules)",
+    // a vLLM log read with llama.cpp's rules "llama.cpp server".
+    if (fp->facts.empty() && fp->stated.empty()) {
+        fp->engine.clear();
+    }
     if (f.format == "json") {
         auto out = fingerprint::to_json(*fp);
         out["schema"] = "diffeval.fingerprint/1";
@@ -70,7 +76,11 @@ int fingerprint_command(const FingerprintFlags& f) {
         // without the escapes a log may hold (colour codes, or worse);
         // --format json keeps them whole, escaped.
         fingerprint::bound_words(*fp);
-        if (fp->engine.empty()) {
+        if (fp->engine.empty() && !f.rules.empty()) {
+            std::cout << fmt::format("{}: no engine recognised (the rules of --rules {} found no "
+                                     "known fact; built-in rules: vllm, sglang, llamacpp)\n",
+                                     f.log, f.rules);
+        } else if (fp->engine.empty()) {
             std::cout << fmt::format("{}: no engine recognised (no rules found a known fact; "
                                      "built-in rules: vllm, sglang, llamacpp)\n",
                                      f.log);

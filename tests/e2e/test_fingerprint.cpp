@@ -49,6 +49,26 @@ TEST(FingerprintCli, ConsistentLogPassesAndMissingFileIsUsage) {
         << missing.err;
 }
 
+// Rules named with --rules that find no fact recognise no engine, as the
+// best match does not: a vLLM log read with llama.cpp's rules was called a
+// "llama.cpp server", and JSON's engine was "llamacpp", not null.
+TEST(FingerprintCli, RulesThatFindNothingRecogniseNoEngine) {
+    const auto log = log_path("vllm-no-deepgemm.log");
+    auto text = e2e::run({"fingerprint", log, "--rules", "llamacpp"});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find(log + ": no engine recognised (the rules of --rules llamacpp found no "
+                                  "known fact"),
+              std::string::npos)
+        << text.out;
+    EXPECT_EQ(text.out.find("llama.cpp server"), std::string::npos) << text.out;
+    auto json = e2e::run({"fingerprint", log, "--rules", "llamacpp", "--format", "json"});
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    EXPECT_TRUE(nlohmann::json::parse(json.out)["engine"].is_null()) << json.out;
+    // The same log with its own rules is vLLM's.
+    auto own = e2e::run({"fingerprint", log, "--rules", "vllm", "--format", "json"});
+    EXPECT_EQ(nlohmann::json::parse(own.out)["engine"], "vllm") << own.out;
+}
+
 // llama-server started with `-fa auto` (its default): the facts are what it
 // runs, the log's own words beside them.
 TEST(FingerprintCli, LlamaServerShowsWhatAutoResolvedToAndWhatWasStated) {
