@@ -351,14 +351,20 @@ nlohmann::json report_json(const ReportData& data) {
              {"facts", std::move(fingerprint["facts"])},
              {"conflicts", std::move(fingerprint["conflicts"])}});
     }
+    // `diff` is the document `diff --format json` writes, with its probe keys
+    // (a parser of that document failed on this one without them).
+    auto diff = analysis::to_json(data.comparisons);
+    auto probes = probes_json(data);
+    diff["probes"] = probes["comparisons"];
+    diff["probes_skipped"] = probes["skipped"];
     return {{"schema", "diffeval.report/3"},
             {"baseline", data.baseline},
             {"headline", headline(data)},
             {"headline_sentences", headline_sentences(data)},
             {"servers", servers},
             {"summary", analysis::to_json(data.summary, &data.completeness)},
-            {"diff", analysis::to_json(data.comparisons)},
-            {"probes", probes_json(data)}};
+            {"diff", std::move(diff)},
+            {"probes", std::move(probes)}};
 }
 
 const analysis::Comparison* lead_comparison(const ReportData& data) {

@@ -140,6 +140,9 @@ TEST(Probe, DiffAndReportShowTheShiftTheAccuracyCannotYetSee) {
     auto summary = nlohmann::json::parse(e2e::slurp(dir / "rep" / "summary.json"));
     ASSERT_EQ(summary["probes"]["comparisons"].size(), 1u);
     EXPECT_EQ(summary["probes"]["comparisons"][0]["perturbation"]["numerics_differ"], true);
+    // Its diff is the document diff --format json writes, probe keys and all.
+    EXPECT_EQ(summary["diff"]["probes"], summary["probes"]["comparisons"]);
+    EXPECT_EQ(summary["diff"]["probes_skipped"], summary["probes"]["skipped"]);
 }
 
 TEST(Probe, GateFailsOnAShiftAndOnChangedNumerics) {

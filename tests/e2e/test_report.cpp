@@ -165,6 +165,9 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
     EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/2");
     EXPECT_EQ(j["summary"]["groups"].size(), 4u);
     EXPECT_EQ(j["diff"]["schema"], "diffeval.diff/2");
+    // The keys diff --format json always writes, empty without the probe.
+    EXPECT_EQ(j["diff"]["probes"], json::array()) << j["diff"].dump();
+    EXPECT_EQ(j["diff"]["probes_skipped"], json::array()) << j["diff"].dump();
     // vllm on raw and chat, then lm-eval-strict on chat.
     ASSERT_EQ(j["diff"]["comparisons"].size(), 3u);
     for (const auto& c : j["diff"]["comparisons"]) {
