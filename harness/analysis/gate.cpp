@@ -122,6 +122,19 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                     : fmt::format("{} is {:.{}f} points below the floor", mean,
                                   c.threshold - measured, d);
         for (const auto& gc : groups) {
+            // An accuracy made by failed requests reads as the model's
+            // without this ("0.00%, 50.00 points below the floor" for a
+            // server that answered HTTP 500 to everything).
+            if (gc.missing > 0 && group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+                c.why += gc.missing == gc.requests
+                             ? fmt::format("; none of its {} has a successful response (failed "
+                                           "or never sent), each counted as a wrong answer",
+                                           util::counted(gc.requests, "request"))
+                             : fmt::format("; {} of its {} {} no successful response (failed "
+                                           "or never sent), each counted as a wrong answer",
+                                           gc.missing, util::counted(gc.requests, "request"),
+                                           gc.missing == 1 ? "has" : "have");
+            }
             if (gc.unplanned > 0 &&
                 group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
                 c.why += fmt::format("; {} its run asked for {} never planned (the run stopped "

@@ -204,6 +204,16 @@ TEST_F(Gate, CompletenessPassesOnAFullRunAndFailsOnHttpErrors) {
         << o.out;
     // Without --require-complete the errors only cost accuracy: a zero floor passes.
     EXPECT_EQ(e2e::run({"gate", "--db", edb, "--expect", "0"}).exit_code, 0);
+    // And the accuracy check says what the failures cost it: "0.00%, 50.00
+    // points below the floor" read as the model's for a server that answered
+    // HTTP 500 to everything.
+    auto floor = e2e::run({"gate", "--db", edb, "--expect", "1"});
+    EXPECT_EQ(floor.exit_code, 1) << floor.out;
+    EXPECT_NE(floor.out.find(fmt::format("; {} of its 16 requests {} no successful response "
+                                         "(failed or never sent), each counted as a wrong answer",
+                                         failed, failed == 1 ? "has" : "have")),
+              std::string::npos)
+        << floor.out;
 }
 
 TEST_F(Gate, ConflictPassesWithoutFingerprintsAndFailsOnAConflictingLog) {
