@@ -209,12 +209,23 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
             // A server whose groups all differ from the baseline's in framing
             // or token limit pairs with none: the rest of the report stands
             // (it refused the whole database), and the headline says so.
-            const bool unpaired = job.out.error().kind == util::ErrorKind::no_match;
+            // So is one whose group ran other questions than the baseline's
+            // (another dataset file at some index): one such group refused
+            // the whole report, whatever the --baseline.
+            const auto kind = job.out.error().kind;
+            const bool unpaired =
+                kind == util::ErrorKind::no_match || kind == util::ErrorKind::other_questions;
             if (unpaired) {
-                auto note = fmt::format("{} has no group with the framing and token limit of one "
-                                        "of the baseline {}'s, so it is not compared; compare it "
-                                        "with 'diffeval diff' or another --baseline",
-                                        job.b.server, data.baseline);
+                auto note =
+                    kind == util::ErrorKind::no_match
+                        ? fmt::format("{} has no group with the framing and token limit of one "
+                                      "of the baseline {}'s, so it is not compared; compare it "
+                                      "with 'diffeval diff' or another --baseline",
+                                      job.b.server, data.baseline)
+                        : fmt::format("{} is not compared ({}): compare it with 'diffeval "
+                                      "diff' against a server that ran its questions, or run it "
+                                      "into another --db",
+                                      job.b.server, job.out.error().message);
                 if (std::find(data.comparison_notes.begin(), data.comparison_notes.end(), note) ==
                     data.comparison_notes.end()) {
                     data.comparison_notes.push_back(std::move(note));

@@ -528,9 +528,9 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     }
     if (p.differing > 0) {
         return make_error(
-            ErrorKind::data,
+            ErrorKind::other_questions,
             fmt::format("cannot pair {} with {}: {} of {} {} (first: question {}); {} ran "
-                        "dataset '{}' and {} ran '{}'. Compare groups that ran the same questions",
+                        "dataset '{}' and {} ran '{}'",
                         c.b.text(), c.a.text(), p.differing, util::counted(p.ma.size(), "question"),
                         p.differing == 1 ? "differs" : "differ", p.first_differing, c.a.text(),
                         c.dataset_a, c.b.text(), c.dataset_b));

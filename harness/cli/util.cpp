@@ -216,6 +216,7 @@ int report(const util::Error& error) {
     case util::ErrorKind::usage:
     case util::ErrorKind::no_match:
     case util::ErrorKind::data:
+    case util::ErrorKind::other_questions:
         return k_exit_usage;
     default:
         return k_exit_failed;

@@ -15,7 +15,9 @@ namespace diffeval::util {
 // What went wrong, coarse enough for the CLI to choose an exit code.
 // `no_match` is a usage error a caller may pass over: a selection (of
 // groups) that matches nothing stored, where the caller tries several.
-enum class ErrorKind { usage, no_match, data, io, transport, timeout, internal };
+// other_questions: two groups to pair ran different questions (a data
+// error that a report passes over, leaving the pair out, as no_match).
+enum class ErrorKind { usage, no_match, data, other_questions, io, transport, timeout, internal };
 
 struct Error {
     ErrorKind kind = ErrorKind::internal;

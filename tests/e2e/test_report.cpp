@@ -477,6 +477,48 @@ TEST(Report, AServerWithNoGroupLikeTheBaselinesIsNamedNotFatal) {
     EXPECT_TRUE(std::filesystem::exists(dir / "out" / "report.html"));
 }
 
+// So is a server whose group ran other questions than the baseline's (a
+// copy of the dataset with one question edited): it refused the whole
+// report, exit 2, for every --baseline.
+TEST(Report, AServerThatRanOtherQuestionsIsNamedNotFatal) {
+    auto dir = e2e::scratch("report_other_questions");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    // The sample set with question 3's text edited, its few-shot file beside.
+    fs::copy_file(std::string(DIFFEVAL_SOURCE_DIR) + "/datasets/sample/train.jsonl",
+                  dir / "train.jsonl");
+    auto edited = dir / "edited.jsonl";
+    {
+        std::ifstream in(std::string(DIFFEVAL_SOURCE_DIR) + "/datasets/sample/test.jsonl");
+        std::ofstream out(edited);
+        std::string line;
+        for (int i = 0; std::getline(in, line); ++i) {
+            out << (i == 3 ? json{{"question", "How many apples are there?"},
+                                  {"answer", "Two apples.\n#### 2"}}
+                                 .dump()
+                           : line)
+                << "\n";
+        }
+    }
+    for (const auto& [server, dataset] : std::vector<std::pair<std::string, std::string>>{
+             {"a", "sample"}, {"b", "sample"}, {"c", edited.string()}}) {
+        auto r = e2e::run({"run", "--server", server + "=" + sim.url(), "--framing", "raw",
+                           "--dataset", dataset, "--limit", "5", "--db", db.string(), "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    auto o = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("c is not compared (cannot pair c/raw/256 with a/raw/256: 1 of 5 questions "
+                      "differs (first: question 3)"),
+              std::string::npos)
+        << md.substr(0, 2000);
+    // b is still compared with a.
+    const auto j = json::parse(e2e::slurp(dir / "out" / "summary.json"));
+    ASSERT_EQ(j["diff"]["comparisons"].size(), 1u) << j["diff"].dump();
+    EXPECT_EQ(j["diff"]["comparisons"][0]["b"]["server"], "b");
+}
+
 TEST(Report, ALlamaCppServersVersionIsItsBuildNotItsServerHeader) {
     // llama.cpp has no /version: its Server header names the engine
     // ("llama.cpp"), and /props its build. The version row shows the build.
