@@ -343,18 +343,28 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     }
     if (const auto& was = *changed) {
         const auto& now = dataset.test[static_cast<size_t>(was->question_idx)];
+        // A question no request asked yet is still the file's: the database
+        // keeps every question of it, and pairs groups by them.
+        auto asked = db.asked(dataset.name, was->question_idx);
+        if (!asked) {
+            return asked.error();
+        }
         return make_error(
             ErrorKind::usage,
             fmt::format("{} holds question {} of dataset {} {}: the file changed since this "
-                        "database stored its questions, and the responses stored for it would "
-                        "be counted as the new question's; restore the file, or run it into "
+                        "database stored its questions, and {}; restore the file, or run it into "
                         "another --db",
                         ctx.config.db, was->question_idx, dataset.name,
                         was->question != now.question
                             ? std::string("with another text than the dataset now has")
                             : fmt::format("with gold answer {}, but the dataset now gives it {}",
                                           datasets::answer_shown(was->answer),
-                                          datasets::answer_shown(now.answer))));
+                                          datasets::answer_shown(now.answer)),
+                        *asked ? "the responses stored for it would be counted as the new "
+                                 "question's"
+                               : "though no request asked it yet, the database keeps each "
+                                 "question as first stored, so an answer to the new one would "
+                                 "be stored as the old one's"));
     }
     return db.begin_run(ctx.inputs.redactor.redacted(to_json(ctx.config).dump()), dataset.name);
 }

@@ -1736,6 +1736,17 @@ util::Result<void> Store::for_each_stored_probe_place(const std::string& probe,
     return {};
 }
 
+util::Result<bool> Store::asked(const std::string& dataset, int64_t question_idx) {
+    Statement st(m_db.handle(),
+                 "SELECT 1 FROM requests WHERE dataset = ?1 AND question_idx = ?2 UNION ALL "
+                 "SELECT 1 FROM probe_requests WHERE dataset = ?1 AND question_idx = ?2 LIMIT 1");
+    const bool found = st.bind(dataset, question_idx).step();
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", st.error()));
+    }
+    return found;
+}
+
 util::Result<bool> Store::holds_other_dataset(const std::string& dataset) {
     auto& st = m_stmts[k_other_dataset];
     const bool found = st.bind(dataset).step();

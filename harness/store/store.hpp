@@ -240,6 +240,9 @@ public:
     // can a stored place hold another question than `dataset` has at its
     // index, since put_questions compares `dataset`'s own stored questions.
     util::Result<bool> holds_other_dataset(const std::string& dataset);
+    // Whether any request (measured or probe) asked question `question_idx`
+    // of `dataset`.
+    util::Result<bool> asked(const std::string& dataset, int64_t question_idx);
     // A probe request's place: probe step, repeat and question, with its
     // key.
     struct StoredProbePlace {

@@ -1111,10 +1111,27 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
     o = e2e::run(args);
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_NE(o.err.find("holds question 3 of dataset " + test.string() + " with gold answer " +
-                         gold_number + ", but the dataset now gives it 99999"),
+                         gold_number +
+                         ", but the dataset now gives it 99999: the file changed "
+                         "since this database stored its questions, and the "
+                         "responses stored for it would be counted"),
               std::string::npos)
         << o.err;
     EXPECT_EQ(completions_served(a), sent);
+    // A question past --limit 5, never asked, is refused too, without
+    // speaking of responses it has none of.
+    auto past_limit = lines;
+    const auto gold7 = lines[7]["answer"].get<std::string>();
+    past_limit[7]["answer"] = gold7.substr(0, gold7.rfind("####")) + "#### 99999";
+    write_jsonl(test, past_limit);
+    o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("holds question 7 of dataset " + test.string()), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("though no request asked it yet"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("responses stored for it"), std::string::npos) << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    write_jsonl(test, regraded);
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), runs);
     EXPECT_EQ(query(db, "SELECT group_concat(correct) FROM scores"), scores);
     // Nothing of the refused file stays: its questions, stored before the
