@@ -588,7 +588,7 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
         }
         std::vector<std::string> fix;
         if (unsent || unplanned) {
-            fix.emplace_back("run the same command again");
+            fix.emplace_back("run the command that asked for them again");
         }
         if (shards) {
             fix.emplace_back("merge the missing shards' databases into it");

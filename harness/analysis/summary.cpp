@@ -441,7 +441,7 @@ std::string unplanned_advice(bool by_failed_runs) {
     return by_failed_runs ? "the run that asked for them failed, and its error said why (a "
                             "server it launched refused as another, a write that failed): mend "
                             "that, then run it again"
-                          : "run the same command again";
+                          : "run the command that asked for them again";
 }
 
 std::string gaps_text(const store::GroupCompleteness& g) {

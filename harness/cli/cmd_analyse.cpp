@@ -108,7 +108,7 @@ int summary_command(const AnalyseFlags& f) {
         if (g.unsent > 0) {
             std::cout << fmt::format(
                 "{}{}: {} never sent (a run stopped first, or still runs) {} as err above: "
-                "run the same command again\n",
+                "run the command that asked for them again\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
                 util::counted(g.unsent, "planned request"), g.unsent == 1 ? "counts" : "count");
             unplanned = true;

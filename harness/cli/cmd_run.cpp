@@ -316,6 +316,15 @@ util::Result<engine::RunConfig> build_config(const RunFlags& f) {
 
 // What was stored and what to do next; the exit code.
 int report_outcome(const engine::RunSummary& s, const std::string& db) {
+    // An earlier run's plan this one did not cover: rerunning this command
+    // sends none of it.
+    for (const auto& [group, n] : s.unsent_by_others) {
+        std::cout << fmt::format(
+            "note: {} also holds {} an earlier run planned and no run sent (it asked for more "
+            "questions or repeats than this one); they count as failed: run the command that "
+            "asked for them again\n",
+            group, util::counted(n, "request"));
+    }
     std::cout << fmt::format(
         "stored {} in {} ({} ok, {} failed, {}, {} skipped as already stored) in {:.1f}s\n",
         engine::stored_words(s), db, s.succeeded, s.failed,

@@ -12,9 +12,11 @@
 #include <harness/engine/run.hpp>
 
 #include <harness/analysis/rescore.hpp>
+#include <harness/analysis/summary.hpp>
 #include <harness/engine/run_parts.hpp>
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/store/lock.hpp>
+#include <harness/store/readers.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/text.hpp>
 
@@ -776,6 +778,21 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
     (void)db.end_run(summary.run_id, summary.interrupted                          ? "interrupted"
                                      : summary.failed || !summary.crashed.empty() ? "incomplete"
                                                                                   : "complete");
+    // What this run left unsent is its own to say (interrupted, crashed);
+    // otherwise what is unsent in its servers' groups an earlier run planned.
+    if (!summary.interrupted && summary.crashed.empty()) {
+        if (auto groups = store::completeness(db)) {
+            for (const auto& g : *groups) {
+                const auto& servers = ctx.config.servers;
+                if (g.unsent > 0 && std::any_of(servers.begin(), servers.end(), [&](const auto& s) {
+                        return s.name == g.server;
+                    })) {
+                    summary.unsent_by_others.emplace_back(
+                        analysis::group_label(g.server, g.framing, g.max_tokens), g.unsent);
+                }
+            }
+        }
+    }
     return summary;
 }
 

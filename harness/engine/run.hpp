@@ -12,6 +12,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace diffeval::engine {
@@ -46,6 +47,11 @@ struct RunSummary {
     // This run's final failures by what they say ("kind: error", redacted,
     // one line of at most 160 bytes), for the closing summary.
     std::map<std::string, int64_t> failures;
+    // Groups of this run's servers holding requests an earlier run planned
+    // and no run sent (label, count): a run with a lower --limit or
+    // --repeats than one stopped before sending them leaves them unsent.
+    // Filled only when this run sent all it planned.
+    std::vector<std::pair<std::string, int64_t>> unsent_by_others;
 };
 
 // What `s` stored, in words: "48 responses", or "1728 responses and 1296

@@ -833,7 +833,7 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
     const std::string lacks = "The database lacks part of what its runs asked: a/raw/256 has 1 "
                               "planned request never sent, 1 request never planned (the run "
                               "stopped first); requests never sent count as failed (wrong), the "
-                              "others count nowhere: run the same command again.";
+                              "others count nowhere: run the command that asked for them again.";
     {
         const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
         ASSERT_GE(held, 0);

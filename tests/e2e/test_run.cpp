@@ -171,6 +171,32 @@ TEST(Run, RerunSendsNothingAndSaysSo) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "5");
 }
 
+// A run with a lower --limit than an interrupted one ends without sending
+// what that one planned: it says so, and what to do, where it said nothing
+// and summary told the user to rerun it, which sends nothing.
+TEST(Run, ALowerLimitRunSaysWhatAnEarlierRunLeftUnsent) {
+    auto dir = e2e::scratch("lower-limit-unsent");
+    e2e::Sim a;
+    const auto db = (dir / "r.sqlite").string();
+    auto run = [&](const std::string& limit) {
+        return e2e::run({"run", "--server", "a=" + a.url(), "--framing", "raw", "--limit", limit,
+                         "--db", db, "--quiet"});
+    };
+    ASSERT_EQ(run("4").exit_code, 0);
+    e2e::unsend(db, "question_idx IN (2, 3)"); // as a run stopped before sending them leaves
+    auto o = run("2");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("note: a/raw/256 also holds 2 requests an earlier run planned and no run "
+                         "sent (it asked for more questions or repeats than this one); they count "
+                         "as failed: run the command that asked for them again"),
+              std::string::npos)
+        << o.out;
+    // Sent, the note is gone.
+    ASSERT_EQ(run("4").exit_code, 0);
+    o = run("2");
+    EXPECT_EQ(o.out.find("note:"), std::string::npos) << o.out;
+}
+
 // A run without preflight learns nothing about its server: the model and
 // /version an earlier run stored stay, and still refuse another server under
 // the name. They were overwritten with '' and {}, after which a vLLM 0.29.0
@@ -613,10 +639,11 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     const int unsent =
         std::stoi(query(db, "SELECT count(*) FROM requests WHERE response_id IS NULL"));
     ASSERT_GT(unsent, 0);
-    EXPECT_NE(summary.out.find("a/raw/32: " + std::to_string(unsent) +
-                               " planned requests never sent (a run stopped first, or still "
-                               "runs) count as err above: run the same command again"),
-              std::string::npos)
+    EXPECT_NE(
+        summary.out.find("a/raw/32: " + std::to_string(unsent) +
+                         " planned requests never sent (a run stopped first, or still "
+                         "runs) count as err above: run the command that asked for them again"),
+        std::string::npos)
         << summary.out;
     auto json = e2e::run({"summary", "--db", db.string(), "--format", "json"});
     ASSERT_EQ(json.exit_code, 0) << json.err;
@@ -633,7 +660,7 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
         "The database lacks part of what its runs asked: a/raw/32 has " + std::to_string(unsent) +
         " planned requests never sent, " + std::to_string(unplanned) +
         " requests never planned (the run stopped first); requests never sent count as failed "
-        "(wrong), the others count nowhere: run the same command again.";
+        "(wrong), the others count nowhere: run the command that asked for them again.";
     EXPECT_NE(e2e::slurp(dir / "report" / "report.md").find(lacks), std::string::npos);
     const auto report_json = nlohmann::json::parse(e2e::slurp(dir / "report" / "summary.json"));
     EXPECT_EQ(report_json["headline_sentences"][0], lacks);
