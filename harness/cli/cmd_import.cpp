@@ -83,6 +83,12 @@ int import_command(const ImportFlags& f) {
     if (!st) {
         return report(st.error());
     }
+    // A run or import whose process died (its lock is free, we hold it)
+    // is marked killed, as a run and a merge mark it: a killed import's
+    // row stayed `running` for good.
+    if (auto killed = (*st)->mark_stale_runs_killed(); !killed) {
+        return report(killed.error());
+    }
     // 2. Read the samples file and store it as one group.
     auto r = interop::import_samples(**st, {f.path, f.name, f.framing, std::move(*dataset),
                                             f.first_repeat, f.first_repeat_given});

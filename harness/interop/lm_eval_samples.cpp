@@ -880,22 +880,29 @@ util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
     if (!run_id) {
         return run_id.error();
     }
+    // A write that fails from here on (a full disk) leaves the run marked
+    // failed, not `running`: what it stored is whole rows, and importing
+    // the file again stores the rest.
+    const auto give_up = [&](util::Error e) {
+        (void)st.mark_run_failed(*run_id);
+        return e;
+    };
     if (auto r = st.put_server({o.name, std::string(store::k_imported_url_prefix) + abs, "",
                                 ordered_json{{"imported_from", abs}}.dump()});
         !r) {
-        return r.error();
+        return give_up(r.error());
     }
     if (auto r = store_questions(st, o, *docs); !r) {
-        return r.error();
+        return give_up(r.error());
     }
     for (auto& resp : responses) {
         resp.run_id = *run_id;
     }
     if (auto r = st.put_requests(requests); !r) {
-        return r.error();
+        return give_up(r.error());
     }
     if (auto r = st.write_batch(responses); !r) {
-        return r.error();
+        return give_up(r.error());
     }
     (void)st.end_run(*run_id, "complete");
     // Documents logged with other max_gen_toks went to other groups: each

@@ -896,6 +896,14 @@ TEST(LmEvalSamples, AFailedRequestStaysAFailureThroughExportAndImport) {
     ASSERT_EQ(i.exit_code, 0) << i.err;
     EXPECT_NE(i.out.find("nothing new"), std::string::npos) << i.out << i.err;
     EXPECT_EQ(e2e::query(imported, "SELECT count(*) FROM responses"), rows);
+    // An import killed while it wrote leaves its run `running` (its lock
+    // gone with its process): the next import marks it killed, as a run
+    // does, where it stayed running for good.
+    e2e::exec(imported, "UPDATE runs SET status = 'running' WHERE run_id = 1");
+    i = e2e::run({"import", "lm-eval", "--db", imported.string(), "--name", "lm", "--framing",
+                  "raw", "--dataset", "sample", file.string()});
+    ASSERT_EQ(i.exit_code, 0) << i.err;
+    EXPECT_EQ(e2e::query(imported, "SELECT status FROM runs WHERE run_id = 1"), "killed");
 }
 
 // A database with planned requests and no response (a run killed while
