@@ -41,12 +41,17 @@ namespace {
 // so 2 KiB is a floor.
 constexpr int64_t k_stored_bytes_per_request = 2048;
 
-util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
+// `stored`: requests of the database answered already under this run's
+// servers (0 for a new database), which a resumed run does not store again:
+// counted in full, a run stopped by a full disk was refused the space its
+// own answers took, and told to lower --limit.
+util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions, int64_t stored = 0) {
     // Saturating products: the factors come from flags and may be huge.
     long double planned =
         static_cast<long double>(c.servers.size()) * static_cast<long double>(c.framings.size()) *
         static_cast<long double>(c.max_tokens.size()) * static_cast<long double>(c.repeats) *
         static_cast<long double>(n_questions);
+    const long double to_store = std::max<long double>(planned - stored, 0);
     auto dir = std::filesystem::path(c.db).parent_path();
     struct statvfs fs {};
     // No such directory, or a filesystem of no blocks (proc, sysfs), whose
@@ -55,7 +60,7 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
         return {};
     }
     const long double free_bytes = static_cast<long double>(fs.f_bavail) * fs.f_frsize;
-    const long double need = planned * k_stored_bytes_per_request;
+    const long double need = to_store * k_stored_bytes_per_request;
     if (need <= free_bytes) {
         return {};
     }
@@ -67,16 +72,23 @@ util::Result<void> check_plan_size(const RunConfig& c, size_t n_questions) {
                    ? fmt::format("{:.1f} MiB", static_cast<double>(bytes / (1 << 20)))
                    : fmt::format("{:.0f} KiB", static_cast<double>(bytes / (1 << 10)));
     };
-    return make_error(
-        ErrorKind::usage,
-        fmt::format("the plan has {:.0f} requests ({} x {} x {} x {} x {}), at least {} once "
-                    "stored, more than the {} free beside {}; lower --repeats or --limit, or "
-                    "split the run",
-                    static_cast<double>(planned), util::counted(c.servers.size(), "server"),
-                    util::counted(c.framings.size(), "framing"),
-                    util::counted(c.max_tokens.size(), "token limit"),
-                    util::counted(c.repeats, "repeat"), util::counted(n_questions, "question"),
-                    size(need), size(free_bytes), c.db));
+    const std::string plan = fmt::format(
+        "the plan has {:.0f} requests ({} x {} x {} x {} x {})", static_cast<double>(planned),
+        util::counted(c.servers.size(), "server"), util::counted(c.framings.size(), "framing"),
+        util::counted(c.max_tokens.size(), "token limit"), util::counted(c.repeats, "repeat"),
+        util::counted(n_questions, "question"));
+    if (stored > 0) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}, {} of them answered in {} already; the other {:.0f} "
+                                      "need at least {} once stored, more than the {} free "
+                                      "beside it; free space, or lower --repeats or --limit",
+                                      plan, stored, c.db, static_cast<double>(to_store), size(need),
+                                      size(free_bytes)));
+    }
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}, at least {} once stored, more than the {} free beside {}; "
+                                  "lower --repeats or --limit, or split the run",
+                                  plan, size(need), size(free_bytes), c.db));
 }
 
 // Refuse shots asked for (--num-shots, a vLLM config's num_fewshot, or a
@@ -184,8 +196,12 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
     if (config.limit) {
         in.n_questions = std::min(in.n_questions, static_cast<size_t>(*config.limit));
     }
-    if (auto r = check_plan_size(config, in.n_questions); !r) {
-        return r.error();
+    // A database that exists is checked once open, against what it holds.
+    std::error_code ec;
+    if (!std::filesystem::exists(config.db, ec)) {
+        if (auto r = check_plan_size(config, in.n_questions); !r) {
+            return r.error();
+        }
     }
     return in;
 }
@@ -975,6 +991,19 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     if (!store) {
         return store::is_disk_full(store.error()) ? full_while_planning(ctx, nullptr, created, 0)
                                                   : store.error();
+    }
+    if (!created) {
+        std::vector<std::string> names;
+        for (const auto& spec : config.servers) {
+            names.push_back(spec.name);
+        }
+        auto stored = (*store)->answered_requests(names);
+        if (!stored) {
+            return stored.error();
+        }
+        if (auto r = check_plan_size(config, inputs->n_questions, *stored); !r) {
+            return r.error();
+        }
     }
     Recorded recorded;
     auto result = record_and_send(ctx, **store, *servers, infos, attached_logs, recorded);

@@ -1747,6 +1747,22 @@ util::Result<bool> Store::asked(const std::string& dataset, int64_t question_idx
     return found;
 }
 
+util::Result<int64_t> Store::answered_requests(const std::vector<std::string>& servers) {
+    Statement st(m_db.handle(),
+                 "SELECT count(*) FROM requests WHERE server = ? AND response_id IS NOT NULL");
+    int64_t n = 0;
+    for (const auto& server : servers) {
+        if (st.bind(server).step()) {
+            n += st.column_int(0);
+        }
+        if (!st.error().empty()) {
+            return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", st.error()));
+        }
+        st.reset();
+    }
+    return n;
+}
+
 util::Result<bool> Store::holds_other_dataset(const std::string& dataset) {
     auto& st = m_stmts[k_other_dataset];
     const bool found = st.bind(dataset).step();

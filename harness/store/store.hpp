@@ -243,6 +243,8 @@ public:
     // Whether any request (measured or probe) asked question `question_idx`
     // of `dataset`.
     util::Result<bool> asked(const std::string& dataset, int64_t question_idx);
+    // How many requests of `servers` have a response (of any outcome).
+    util::Result<int64_t> answered_requests(const std::vector<std::string>& servers);
     // A probe request's place: probe step, repeat and question, with its
     // key.
     struct StoredProbePlace {
