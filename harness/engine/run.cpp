@@ -796,7 +796,10 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
                                                                                   : "complete");
     // What this run left unsent is its own to say (interrupted, crashed);
     // otherwise what is unsent in its servers' groups an earlier run planned.
-    if (!summary.interrupted && summary.crashed.empty()) {
+    // Only a run that stopped early leaves such requests: the runs table
+    // says whether one did, where completeness reads every request.
+    const auto stopped = store::other_run_stopped_early(db, summary.run_id);
+    if (!summary.interrupted && summary.crashed.empty() && stopped && *stopped) {
         if (auto groups = store::completeness(db)) {
             for (const auto& g : *groups) {
                 const auto& servers = ctx.config.servers;
@@ -992,7 +995,9 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return store::is_disk_full(store.error()) ? full_while_planning(ctx, nullptr, created, 0)
                                                   : store.error();
     }
-    if (!created) {
+    // Counting what is answered reads the requests: only when the whole
+    // plan would not fit.
+    if (!created && !check_plan_size(config, inputs->n_questions)) {
         std::vector<std::string> names;
         for (const auto& spec : config.servers) {
             names.push_back(spec.name);

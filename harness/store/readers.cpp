@@ -308,6 +308,16 @@ util::Result<int64_t> runs_marked_running(Store& st) {
     return s.column_int(0);
 }
 
+util::Result<bool> other_run_stopped_early(Store& st, int64_t run_id) {
+    Statement s(st.handle(), "SELECT 1 FROM runs WHERE run_id <> ? AND status IN "
+                             "('interrupted', 'killed', 'failed', 'running') LIMIT 1");
+    const bool found = s.bind(run_id).step();
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
+    }
+    return found;
+}
+
 util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
     // Each reading's question by its content hash, so analysis pairs two
     // servers' questions as it pairs their answers.

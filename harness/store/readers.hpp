@@ -82,6 +82,11 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& 
 // or its process died.
 util::Result<int64_t> runs_marked_running(Store& store);
 
+// Whether a run other than `run_id` stopped before sending all it planned
+// (interrupted, killed, failed, or still marked running): only such a run
+// leaves planned requests no run sent. A query of the runs table alone.
+util::Result<bool> other_run_stopped_early(Store& store, int64_t run_id);
+
 // The probe's readings (v_probes rows with a P(open)), by server, framing,
 // question and repeat; a data error when the store has no probe tables.
 struct ProbeReading {

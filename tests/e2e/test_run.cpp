@@ -183,7 +183,9 @@ TEST(Run, ALowerLimitRunSaysWhatAnEarlierRunLeftUnsent) {
                          "--db", db, "--quiet"});
     };
     ASSERT_EQ(run("4").exit_code, 0);
-    e2e::unsend(db, "question_idx IN (2, 3)"); // as a run stopped before sending them leaves
+    // As a run stopped before sending them leaves them, and itself.
+    e2e::unsend(db, "question_idx IN (2, 3)");
+    e2e::exec(db, "UPDATE runs SET status = 'interrupted'");
     auto o = run("2");
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("note: a/raw/256 also holds 2 requests an earlier run planned and no run "
