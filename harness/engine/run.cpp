@@ -18,6 +18,7 @@
 #include <harness/store/lock.hpp>
 #include <harness/store/readers.hpp>
 #include <harness/util/file.hpp>
+#include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -33,6 +34,10 @@ using util::ErrorKind;
 using util::make_error;
 
 namespace {
+
+// The key of runs.config_json recording the sha256 of the few-shot pool a
+// run's framings drew shots from (record_run).
+constexpr std::string_view k_fewshot_pool_key = "fewshot_pool_sha256";
 
 // Refuse a plan whose database would not fit on its disk before sending any
 // of it. The plan itself is read as it is sent (plan.cpp), so memory does
@@ -384,7 +389,44 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
                                  "question as first stored, so an answer to the new one would "
                                  "be stored as the old one's"));
     }
-    return db.begin_run(ctx.inputs.redactor.redacted(to_json(ctx.config).dump()), dataset.name);
+    // A framing that draws each question's shots from the whole few-shot
+    // pool: the pool is recorded, and another refused. A group's stored
+    // bodies are checked at their places (check_stored_groups), but an
+    // edited example that only new questions draw changed none of them,
+    // and the group mixed two pools without a word.
+    auto config = to_json(ctx.config);
+    const bool draws = std::any_of(
+        ctx.inputs.framings.begin(), ctx.inputs.framings.end(), [](const framing::Framing& f) {
+            return f.fewshot > 0 && f.sampler != framing::FewshotSampler::first_n;
+        });
+    if (draws) {
+        std::string pool;
+        for (const auto& s : dataset.fewshot) {
+            pool += s.question;
+            pool += '\0';
+            pool += s.answer;
+            pool += '\0';
+        }
+        const auto pool_sha256 = util::sha256_hex(pool);
+        auto before = db.latest_run_recording(dataset.name, std::string(k_fewshot_pool_key));
+        if (!before) {
+            return before.error();
+        }
+        if (*before && (*before)->second != pool_sha256) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("the few-shot examples of dataset {} ({}) differ from those run {} "
+                            "of {} drew its questions' shots from: a group would mix two pools; "
+                            "restore the few-shot file, or run it into another --db",
+                            dataset.name,
+                            ctx.config.fewshot_from.empty()
+                                ? std::string("its train set")
+                                : "--fewshot-from " + ctx.config.fewshot_from,
+                            (*before)->first, ctx.config.db));
+        }
+        config[std::string(k_fewshot_pool_key)] = pool_sha256;
+    }
+    return db.begin_run(ctx.inputs.redactor.redacted(config.dump()), dataset.name);
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave

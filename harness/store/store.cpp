@@ -1763,6 +1763,23 @@ util::Result<int64_t> Store::answered_requests(const std::vector<std::string>& s
     return n;
 }
 
+util::Result<std::optional<std::pair<int64_t, std::string>>>
+Store::latest_run_recording(const std::string& dataset, const std::string& key) {
+    Statement st(m_db.handle(),
+                 "SELECT run_id, config_json ->> ?2 FROM runs WHERE dataset = ?1 AND "
+                 "json_valid(config_json) AND config_json ->> ?2 IS NOT NULL "
+                 "ORDER BY run_id DESC LIMIT 1");
+    const bool found = st.bind(dataset, "$." + key).step();
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", st.error()));
+    }
+    if (!found) {
+        return std::optional<std::pair<int64_t, std::string>>{};
+    }
+    return std::optional<std::pair<int64_t, std::string>>{
+        std::pair{st.column_int(0), st.column_text(1)}};
+}
+
 util::Result<bool> Store::holds_other_dataset(const std::string& dataset) {
     auto& st = m_stmts[k_other_dataset];
     const bool found = st.bind(dataset).step();

@@ -245,6 +245,10 @@ public:
     util::Result<bool> asked(const std::string& dataset, int64_t question_idx);
     // How many requests of `servers` have a response (of any outcome).
     util::Result<int64_t> answered_requests(const std::vector<std::string>& servers);
+    // The latest run of `dataset` whose config_json records `key` (a text):
+    // its id and that text; nullopt when none does.
+    util::Result<std::optional<std::pair<int64_t, std::string>>>
+    latest_run_recording(const std::string& dataset, const std::string& key);
     // A probe request's place: probe step, repeat and question, with its
     // key.
     struct StoredProbePlace {

@@ -1181,6 +1181,51 @@ TEST(RunConflict, TheSameQuestionsWithOtherGoldAnswersAreRefused) {
 // dataset name: an audit's resumed run added its repeats under the second
 // name and the summary counted 96 questions of 48, each with uneven
 // repeats. Refused before sending, saying to give --dataset as before.
+// A framing that draws each question's shots from the pool (lm-eval-chat):
+// an edited few-shot example that only new questions draw changed no stored
+// body, and a resumed run mixed two pools in one group without a word. The
+// pool a run drew from is recorded, and another refused.
+TEST(RunConflict, AnEditedFewShotPoolIsRefusedBeforeAnythingIsSent) {
+    auto dir = e2e::scratch("edited-pool");
+    e2e::Sim a;
+    copy_sample_set(dir);
+    const auto train = dir / "train.jsonl";
+    const auto original = e2e::slurp(train);
+    const auto db = (dir / "r.sqlite").string();
+    auto run = [&](const std::string& limit) {
+        return e2e::run({"run", "--server", "a=" + a.url(), "--framing", "lm-eval-chat",
+                         "--dataset", (dir / "test.jsonl").string(), "--limit", limit, "--db", db,
+                         "--quiet"});
+    };
+    ASSERT_EQ(run("3").exit_code, 0);
+    const auto sent = completions_served(a);
+    // One example's answer reworded, as the audit's "Thus." was.
+    std::vector<nlohmann::json> pool;
+    std::istringstream in(original);
+    for (std::string line; std::getline(in, line);) {
+        pool.push_back(nlohmann::json::parse(line));
+    }
+    auto edited = pool;
+    auto& answer = edited.back()["answer"];
+    answer = "Thus.\n" + answer.get<std::string>();
+    write_jsonl(train, edited);
+    auto o = run("4");
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find("the few-shot examples of dataset " + (dir / "test.jsonl").string() +
+                         " (its train set) differ from those run 1 of " + db +
+                         " drew its questions' shots from"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(completions_served(a), sent);
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "3");
+    // Restored, the run goes on.
+    std::ofstream(train) << original;
+    o = run("4");
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
+}
+
 TEST(RunConflict, TheSameFileAtAnotherPathIsNotCountedTwice) {
     auto dir = e2e::scratch("same-file-two-paths");
     e2e::Sim a;
