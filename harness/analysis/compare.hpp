@@ -138,17 +138,18 @@ struct Comparison {
     // question's share of its answered (for never finished: recorded)
     // responses, summed over the questions with one, so a question asked in
     // more repeats weighs no more than another. `answered_questions` and
-    // `recorded_questions` count those questions; `uneven`: their numbers of
-    // answered (recorded) responses differ, so the rates are not those of
-    // the responses pooled.
+    // `recorded_questions` count those questions; where their numbers of
+    // answered (recorded) responses differ (uneven), the rates are not those
+    // of the responses pooled.
     struct Behaviour {
         int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0,
                 finish_recorded = 0, token_counted = 0;
         double never_finished_shares = 0, started_reasoning_shares = 0;
         int64_t answered_questions = 0, recorded_questions = 0;
         int64_t fewest_answered = 0, most_answered = 0, fewest_recorded = 0, most_recorded = 0;
-        bool uneven() const {
-            return fewest_answered != most_answered || fewest_recorded != most_recorded;
+        // The questions' numbers of answered (recorded: `recorded`) responses differ.
+        bool uneven(bool recorded) const {
+            return recorded ? fewest_recorded != most_recorded : fewest_answered != most_answered;
         }
         // Never finished, per question, among the recorded answers.
         double never_finished_rate() const {

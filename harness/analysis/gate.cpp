@@ -367,7 +367,7 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const std::string change = change_words(shown, shown_text, "");
     // Where questions have different numbers of answers (uneven repeats,
     // failures), the rate is not that of the responses pooled: say so.
-    const bool uneven = cmp.behaviour_a.uneven() || cmp.behaviour_b.uneven();
+    const bool uneven = cmp.behaviour_a.uneven(never) || cmp.behaviour_b.uneven(never);
     const std::string recorded = partly_recorded ? " whose finish was recorded" : "";
     const std::string of_what =
         uneven ? fmt::format("of each question's responses answered there{}, averaged over the "
