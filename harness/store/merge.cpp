@@ -538,7 +538,9 @@ util::Result<std::optional<std::string>> check_inputs(const std::string& out,
         if (!fs::exists(in, ec)) {
             return make_error(ErrorKind::usage,
                               ec ? fmt::format("merge: cannot read {}: {}", in, ec.message())
-                                 : fmt::format("merge: {} does not exist", in));
+                                 : fmt::format("merge: {} does not exist; give the path of a "
+                                               "database 'diffeval run' wrote",
+                                               in));
         }
         auto s = Store::open(in, Store::Mode::read_only);
         if (!s) {

@@ -229,7 +229,10 @@ TEST(Merge, MissingInputAndBadShardAreUsageErrors) {
     auto dir = e2e::scratch("merge-usage");
     auto o = e2e::run({"merge", (dir / "out.sqlite").string(), (dir / "nope.sqlite").string()});
     EXPECT_EQ(o.exit_code, 2);
-    EXPECT_NE(o.err.find("nope.sqlite does not exist"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("nope.sqlite does not exist; give the path of a database 'diffeval "
+                         "run' wrote"),
+              std::string::npos)
+        << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "out.sqlite"));
     // An empty input says so, not "schema version 0; run rescore".
     std::ofstream(dir / "empty.sqlite").close();
