@@ -392,9 +392,7 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
             }
         }
         b.answered += answered;
-        b.never_finished += never_finished;
         b.finish_recorded += recorded;
-        b.started_reasoning += started_reasoning;
         // The question's shares, and the range of its counts.
         const auto widen = [](int64_t n, int64_t seen, int64_t& fewest, int64_t& most) {
             fewest = seen == 0 ? n : std::min(fewest, n);

@@ -131,7 +131,7 @@ struct Comparison {
     // checks compare rates among those answered, so neither a side's own
     // extra questions nor its failed requests move them.
     // `finish_recorded`: those answered whose finish state is known (not an
-    // import's), the never-finished rate's denominator. `token_counted`:
+    // import's; a side with none has no never-finished rate). `token_counted`:
     // those answered that report usage.completion_tokens.
     //
     // The rates are per question, as summary's breakdown counts: each
@@ -142,8 +142,7 @@ struct Comparison {
     // answered (recorded) responses differ (uneven), the rates are not those
     // of the responses pooled.
     struct Behaviour {
-        int64_t responses = 0, answered = 0, never_finished = 0, started_reasoning = 0,
-                finish_recorded = 0, token_counted = 0;
+        int64_t responses = 0, answered = 0, finish_recorded = 0, token_counted = 0;
         double never_finished_shares = 0, started_reasoning_shares = 0;
         int64_t answered_questions = 0, recorded_questions = 0;
         int64_t fewest_answered = 0, most_answered = 0, fewest_recorded = 0, most_recorded = 0;

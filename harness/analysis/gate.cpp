@@ -122,10 +122,13 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                     : fmt::format("{} is {:.{}f} points below the floor", mean,
                                   c.threshold - measured, d);
         for (const auto& gc : groups) {
+            if (group_label(gc.server, gc.framing, gc.max_tokens) != g.label()) {
+                continue;
+            }
             // An accuracy made by failed requests reads as the model's
             // without this ("0.00%, 50.00 points below the floor" for a
             // server that answered HTTP 500 to everything).
-            if (gc.missing > 0 && group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+            if (gc.missing > 0) {
                 c.why += gc.missing == gc.requests
                              ? fmt::format("; none of its {} has a successful response (failed "
                                            "or never sent), each counted as a wrong answer",
@@ -135,8 +138,7 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                            gc.missing, util::counted(gc.requests, "request"),
                                            gc.missing == 1 ? "has" : "have");
             }
-            if (gc.unplanned > 0 &&
-                group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+            if (gc.unplanned > 0) {
                 c.why += fmt::format("; {} its run asked for {} never planned (the run stopped "
                                      "first) and {} not in it: {}, or gate with "
                                      "--require-complete",
@@ -145,8 +147,7 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                      gc.unplanned == 1 ? "is" : "are",
                                      unplanned_advice(gc.unplanned_by_failed_runs));
             }
-            if (!gc.missing_shards.empty() &&
-                group_label(gc.server, gc.framing, gc.max_tokens) == g.label()) {
+            if (!gc.missing_shards.empty()) {
                 c.why += fmt::format("; the database holds no run of its {}, whose questions "
                                      "are not in it: merge their databases, or gate with "
                                      "--require-complete",

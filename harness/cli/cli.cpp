@@ -370,8 +370,8 @@ int run_main(int argc, char** argv) {
     }
     if (refused) {
         print_error(*refused);
-        write_parse_error_junit(std::vector<std::string>(argv + 1, argv + argc),
-                                util::controls_as_spaces(*refused));
+        write_parse_error_outputs(std::vector<std::string>(argv + 1, argv + argc),
+                                  util::controls_as_spaces(*refused));
         return k_exit_usage;
     }
     // `gate` asks value_problem itself, so that its JUnit file says why.

@@ -76,14 +76,11 @@ int fingerprint_command(const FingerprintFlags& f) {
         // without the escapes a log may hold (colour codes, or worse);
         // --format json keeps them whole, escaped.
         fingerprint::bound_words(*fp);
-        if (fp->engine.empty() && !f.rules.empty()) {
-            std::cout << fmt::format("{}: no engine recognised (the rules of --rules {} found no "
-                                     "known fact; built-in rules: vllm, sglang, llamacpp)\n",
-                                     f.log, f.rules);
-        } else if (fp->engine.empty()) {
-            std::cout << fmt::format("{}: no engine recognised (no rules found a known fact; "
-                                     "built-in rules: vllm, sglang, llamacpp)\n",
-                                     f.log);
+        if (fp->engine.empty()) {
+            std::cout << fmt::format(
+                "{}: no engine recognised ({}; built-in rules: vllm, sglang, llamacpp)\n", f.log,
+                f.rules.empty() ? std::string("no rules found a known fact")
+                                : "the rules of --rules " + f.rules + " found no known fact");
         } else {
             std::cout << fmt::format("{}: {} ({} rules)\n", f.log, engine_display_name(fp->engine),
                                      fp->engine);

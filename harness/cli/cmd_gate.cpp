@@ -343,29 +343,40 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
     return {};
 }
 
-int gate_command(const GateFlags& flags, const CLI::App& app) {
-    const Clock clock;
-    // A gate that cannot run still leaves a JUnit file and a JSON document
-    // saying why: an earlier verdict left in either would read as this
-    // gate's. Never over a database, not even to say why the gate cannot
-    // run, and one file named by both takes the JUnit error alone.
+// A gate that cannot run (exit 2) still leaves its JUnit files and JSON
+// documents saying why: an earlier verdict left in either would read as
+// this gate's. Never over a database, not even to say why the gate cannot
+// run; a JSON document only where the gate would have written its verdict,
+// and a file named by both takes the JUnit error alone.
+void write_error_outputs(const std::vector<std::string>& junits,
+                         const std::vector<std::string>& jsons, const std::string& db,
+                         const std::string& baseline_db, const util::Error& error,
+                         const Clock& clock) {
     const auto writable = [&](const std::string& path) {
-        return !path.empty() && !store::names_database(path, flags.db) &&
-               !store::names_database(path, flags.baseline_db);
+        return !path.empty() && !store::names_database(path, db) &&
+               !store::names_database(path, baseline_db);
     };
-    // The JSON document only where the gate would have written its verdict.
-    const bool json_writable =
-        writable(flags.json) &&
-        check_output_file("--json", flags.json, {flags.db, flags.baseline_db}).ok();
-    auto cannot_run = [&](const util::Error& error) {
-        if (writable(flags.junit)) {
-            (void)write_file(flags.junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
+    for (const auto& junit : junits) {
+        if (writable(junit)) {
+            (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
         }
-        if (json_writable && (flags.junit.empty() || util::resolved_path(flags.junit) !=
-                                                         util::resolved_path(flags.json))) {
-            (void)write_file(flags.json, util::document_text(analysis::error_json(error.message)),
+    }
+    for (const auto& json : jsons) {
+        const bool also_junit = std::any_of(junits.begin(), junits.end(), [&](const auto& j) {
+            return !j.empty() && util::resolved_path(j) == util::resolved_path(json);
+        });
+        if (writable(json) && !also_junit &&
+            check_output_file("--json", json, {db, baseline_db}).ok()) {
+            (void)write_file(json, util::document_text(analysis::error_json(error.message)),
                              std::ios::trunc, "the JSON verdict");
         }
+    }
+}
+
+int gate_command(const GateFlags& flags, const CLI::App& app) {
+    const Clock clock;
+    auto cannot_run = [&](const util::Error& error) {
+        write_error_outputs({flags.junit}, {flags.json}, flags.db, flags.baseline_db, error, clock);
         return report(error);
     };
     if (auto problem = value_problem(app); !problem.empty()) {
@@ -469,7 +480,7 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
 
 } // namespace
 
-void write_parse_error_junit(const std::vector<std::string>& args, const std::string& message) {
+void write_parse_error_outputs(const std::vector<std::string>& args, const std::string& message) {
     if (args.empty() || args.front() != "gate") {
         return;
     }
@@ -497,27 +508,8 @@ void write_parse_error_junit(const std::vector<std::string>& args, const std::st
             }
         }
     }
-    const Clock clock;
-    const auto error = util::make_error(util::ErrorKind::usage, message);
-    const auto writable = [&](const std::string& path) {
-        return !store::names_database(path, db) && !store::names_database(path, baseline_db);
-    };
-    for (const auto& junit : junits) {
-        // Never over a database, as gate_command.
-        if (writable(junit)) {
-            (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
-        }
-    }
-    for (const auto& json : jsons) {
-        const bool also_junit = std::any_of(junits.begin(), junits.end(), [&](const auto& j) {
-            return util::resolved_path(j) == util::resolved_path(json);
-        });
-        if (writable(json) && !also_junit &&
-            check_output_file("--json", json, {db, baseline_db}).ok()) {
-            (void)write_file(json, util::document_text(analysis::error_json(message)),
-                             std::ios::trunc, "the JSON verdict");
-        }
-    }
+    write_error_outputs(junits, jsons, db, baseline_db,
+                        util::make_error(util::ErrorKind::usage, message), Clock{});
 }
 
 void add_gate_command(CLI::App& root, Dispatch& dispatch) {

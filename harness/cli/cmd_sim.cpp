@@ -7,7 +7,6 @@
 
 #include <datasets/dataset.hpp>
 #include <harness/engine/config.hpp>
-#include <harness/sim/faults.hpp>
 #include <harness/sim/server.hpp>
 
 #include <fmt/format.h>
@@ -113,9 +112,6 @@ int sim_command(const SimFlags& f) {
     override_with(faults.malformed_json, f.malformed_json);
     override_with(faults.stream_error, f.stream_error);
     override_with(faults.markup, f.markup);
-    if (auto r = sim::check_fault_shares(faults); !r) {
-        return report(r.error());
-    }
 
     // 2. Load the questions the simulated model knows.
     auto dataset = datasets::open_dataset(f.dataset, f.fewshot_from);

@@ -24,9 +24,10 @@ void add_demo_command(CLI::App& root, Dispatch& dispatch);
 void add_gate_command(CLI::App& root, Dispatch& dispatch);
 // A gate whose command line `args` (argv after the program) could not be
 // parsed still writes the JUnit file its --junit names, with `message` as
-// its error: a mistyped flag in a CI job shows as a failed test, not as
-// no test results. Nothing for other commands.
-void write_parse_error_junit(const std::vector<std::string>& args, const std::string& message);
+// its error, and the JSON document its --json names (not passed, `error`
+// `message`): a mistyped flag in a CI job shows as a failed test, not as
+// no test results or an earlier pass. Nothing for other commands.
+void write_parse_error_outputs(const std::vector<std::string>& args, const std::string& message);
 void add_report_command(CLI::App& root, Dispatch& dispatch);
 void add_fingerprint_command(CLI::App& root, Dispatch& dispatch);
 void add_merge_command(CLI::App& root, Dispatch& dispatch);

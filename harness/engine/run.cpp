@@ -840,14 +840,19 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
     // otherwise what is unsent in its servers' groups an earlier run planned.
     // Only a run that stopped early leaves such requests: the runs table
     // says whether one did, where completeness reads every request.
-    const auto stopped = store::other_run_stopped_early(db, summary.run_id);
-    if (!summary.interrupted && summary.crashed.empty() && stopped && *stopped) {
+    const auto& servers = ctx.config.servers;
+    const auto ours = [&](const store::GroupCompleteness& g) {
+        return std::any_of(servers.begin(), servers.end(),
+                           [&](const auto& s) { return s.name == g.server; });
+    };
+    if (summary.interrupted || !summary.crashed.empty()) {
+        return summary;
+    }
+    if (const auto stopped = store::other_run_stopped_early(db, summary.run_id);
+        stopped && *stopped) {
         if (auto groups = store::completeness(db)) {
             for (const auto& g : *groups) {
-                const auto& servers = ctx.config.servers;
-                if (g.unsent > 0 && std::any_of(servers.begin(), servers.end(), [&](const auto& s) {
-                        return s.name == g.server;
-                    })) {
+                if (g.unsent > 0 && ours(g)) {
                     summary.unsent_by_others.emplace_back(
                         analysis::group_label(g.server, g.framing, g.max_tokens), g.unsent);
                 }

@@ -700,12 +700,11 @@ struct AlreadyStored {
 };
 
 // One document's requests and responses (one per repeat); those already
-// answered in the store go to `stored` instead, for check_same_answers.
-using Failures = std::unordered_map<std::string, std::pair<std::string, std::string>>;
-
+// answered in the store go to `stored` instead, for check_same_answers, and
+// a failure its request counts already is skipped.
 void add_document(const Document& d, const ImportOptions& o, const std::string& framing,
                   const std::string& started_at, const std::unordered_set<std::string>& done,
-                  const Failures& failed, ImportSummary& summary,
+                  const store::CountedFailures& failed, ImportSummary& summary,
                   std::vector<store::RequestRow>& requests,
                   std::vector<store::ResponseRow>& responses, std::vector<AlreadyStored>& stored) {
     const int max_tokens = d.max_tokens;

@@ -37,6 +37,7 @@ inline constexpr std::string_view k_markup_name = "markup";
 // A usage error when the shares of k_fault_kinds add up to more than 1:
 // laid end to end they would not each happen at their share (the last ones
 // less or never). `fault_name`s name them, as the profile keys do.
+// Server::start refuses such a profile.
 util::Result<void> check_fault_shares(const Faults& faults);
 
 // How a response is delivered: some faults exist only for streams.

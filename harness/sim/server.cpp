@@ -663,6 +663,10 @@ Server::~Server() {
 }
 
 util::Result<std::unique_ptr<Server>> Server::start(SimConfig config) {
+    // Whoever built the profile (a file, flags over it, the demo's).
+    if (auto r = check_fault_shares(config.profile.faults); !r) {
+        return r.error();
+    }
     raise_descriptor_limit();
     auto impl = std::make_unique<Impl>();
     impl->bank = std::make_unique<QuestionBank>(std::move(config.dataset));

@@ -107,13 +107,13 @@ answered_texts(Store& st, const std::vector<std::string>& keys) {
     return out;
 }
 
-util::Result<std::unordered_map<std::string, std::pair<std::string, std::string>>>
-counted_failures(Store& st, const std::string& server, const std::string& framing) {
+util::Result<CountedFailures> counted_failures(Store& st, const std::string& server,
+                                               const std::string& framing) {
     Statement s(st.handle(),
                 "SELECT q.request_key, coalesce(r.error_kind, ''), coalesce(r.error, '') "
                 "FROM requests q JOIN responses r ON r.response_id = q.response_id "
                 "WHERE q.server = ? AND q.framing = ? AND r.ok = 0");
-    std::unordered_map<std::string, std::pair<std::string, std::string>> out;
+    CountedFailures out;
     s.bind(server, framing);
     while (s.step()) {
         out.emplace(s.column_text(0), std::pair{s.column_text(1), s.column_text(2)});

@@ -72,8 +72,9 @@ answered_texts(Store& store, const std::vector<std::string>& keys);
 // The error kind and message of each request of group `server`/`framing`
 // whose counted response is a failure, by request key: a samples file's
 // failed line that matches one is stored already.
-util::Result<std::unordered_map<std::string, std::pair<std::string, std::string>>>
-counted_failures(Store& store, const std::string& server, const std::string& framing);
+using CountedFailures = std::unordered_map<std::string, std::pair<std::string, std::string>>;
+util::Result<CountedFailures> counted_failures(Store& store, const std::string& server,
+                                               const std::string& framing);
 
 // The first of `rows` (requests not stored yet) whose place (server,
 // framing, max_tokens, repeat, question) holds a stored request of another
