@@ -220,6 +220,23 @@ std::string find_conflict(sqlite3* db) {
                            "another --server name",
                            group->group, group->what);
     }
+    // A framing that draws each question's shots from the pool has no
+    // prompt shared by its bodies, so the group check above cannot see two
+    // pools; each run records its pool's hash, and a resumed run refuses
+    // another (engine/run.cpp), as the merge does.
+    auto pool = first_row(
+        db,
+        "SELECT s.dataset, s.run_id, m.run_id FROM src.runs s JOIN main.runs m ON m.dataset = "
+        "s.dataset WHERE json_valid(s.config_json) AND json_valid(m.config_json) AND "
+        "s.config_json ->> '$.fewshot_pool_sha256' != m.config_json ->> '$.fewshot_pool_sha256' "
+        "ORDER BY s.run_id, m.run_id LIMIT 1",
+        3);
+    if (!pool.empty()) {
+        return fmt::format("dataset '{}' drew its few-shot examples from one pool before (run "
+                           "{}) and from another in it (its run {}), so their prompts differ and "
+                           "their answers are not paired; merge only runs of one few-shot file",
+                           pool[0], pool[2], pool[1]);
+    }
     // The probe's places, as a run checks them: a server's probe readings of
     // a question in another dataset or configuration would be read as the
     // same question's (the analysis keys readings by question index).

@@ -489,6 +489,52 @@ TEST(Merge, ShardsOfDifferentConfigurationsAreRefused) {
     EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
+// A framing that draws each question's shots from the pool (lm-eval-chat)
+// shares no prompt between its bodies, so the group check cannot see a
+// shard run with an edited few-shot file: the merge mixed two pools in one
+// group without a word. Each run records its pool; another is refused.
+TEST(Merge, ShardsThatDrewFromAnotherFewShotPoolAreRefused) {
+    auto dir = e2e::scratch("merge-pool");
+    e2e::Sim sim;
+    const auto sample = std::filesystem::path(DIFFEVAL_SOURCE_DIR) / "datasets/sample";
+    std::filesystem::copy_file(sample / "test.jsonl", dir / "test.jsonl");
+    std::filesystem::copy_file(sample / "train.jsonl", dir / "train.jsonl");
+    const auto shard = [&](const std::string& name, const std::string& which) {
+        auto db = (dir / (name + ".sqlite")).string();
+        auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "lm-eval-chat",
+                           "--dataset", (dir / "test.jsonl").string(), "--limit", "6", "--shard",
+                           which, "--db", db, "--quiet"});
+        EXPECT_EQ(o.exit_code, 0) << name << ": " << o.err;
+        return db;
+    };
+    const auto first = shard("first", "0/2");
+    const auto same = shard("same", "1/2");
+    // One example's answer reworded in the few-shot file.
+    auto train = e2e::slurp(dir / "train.jsonl");
+    const auto at = train.rfind("\"answer\": \"");
+    ASSERT_NE(at, std::string::npos) << train;
+    train.insert(at + 11, "Thus. ");
+    std::ofstream(dir / "train.jsonl") << train;
+    const auto edited = shard("edited", "1/2");
+    const auto out = dir / "out.sqlite";
+    auto o = e2e::run({"merge", out.string(), first});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto before = e2e::slurp(out);
+    o = e2e::run({"merge", out.string(), edited});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(o.err.find("conflicts with what is merged before it: dataset '" +
+                         (dir / "test.jsonl").string() +
+                         "' drew its few-shot examples from one pool before (run 1) and "
+                         "from another in it (its run 1), so their prompts differ"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(e2e::slurp(out), before);
+    // The shard of the same pool merges.
+    o = e2e::run({"merge", out.string(), same});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
 // OUT is built in OUT.merge-tmp, which a merge removes first: an input of
 // that name (left by a stopped merge, or named so by hand) is refused
 // before anything is removed, and stays as it was.
