@@ -61,6 +61,9 @@ struct Work {
     int max_tokens = 0;
     int probe_step = -1;
     int attempts = 0;
+    // An attempt connected to its server, which may have read it: a request
+    // whose every attempt was refused at connect was never sent.
+    bool reached = false;
     std::string started_at;
     std::shared_ptr<StreamState> stream;      // set per attempt when streaming
     Clock::time_point attempt_start;          // latency and time to first token share this clock

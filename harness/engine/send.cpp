@@ -401,15 +401,11 @@ struct Sender::Loop {
         Work w = std::move(it->second);
         in_flight.erase(it);
         --servers[w.server].in_flight;
+        w.reached = w.reached || resp.connected;
         const auto& ls = launched.servers[w.server];
         if (resp.transport != http::Transport::ok && ls &&
             (launched.dead[w.server] || ls->exited())) {
-            // Lost with its server: resent by the next run. An attempt
-            // refused at connect never reached it, so is not counted sent.
-            if (!resp.connected) {
-                --w.attempts;
-            }
-            drop(w);
+            drop(w); // lost with its server: resent by the next run
             // Said now: when this was the last work, the loop ends before
             // its next check, and the run called the crash a clean end.
             check_crashes();
@@ -479,10 +475,11 @@ struct Sender::Loop {
         }
     }
 
-    // `w` is dropped unanswered: counted when it was sent at least once
-    // (the server may have read it; the next run sends it again).
+    // `w` is dropped unanswered: counted when an attempt reached its server
+    // (which may have read it; the next run sends it again), not when every
+    // attempt was refused at connect, as a dead server's port refuses them.
     void drop(const Work& w) {
-        if (w.attempts > 0) {
+        if (w.reached) {
             ++summary.dropped_in_flight;
         }
     }

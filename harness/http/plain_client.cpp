@@ -641,6 +641,7 @@ void PlainMulti::Impl::expire() {
                 // Already too large: what arrived of its start is kept.
                 too_large(*t, t->response.body);
             } else if (t->connecting) {
+                t->response.connected = false;
                 fail(*t, Transport::timed_out,
                      fmt::format("timed out after {} ms connecting to {} port {}", after.count(),
                                  t->target->host, t->target->port));

@@ -15,6 +15,7 @@
 #include <csignal>
 #include <fstream>
 #include <netinet/in.h>
+#include <regex>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
@@ -305,6 +306,37 @@ TEST(Launch, RequestsInFlightWhenTheServerDiesCountAsSent) {
               std::string::npos)
         << o.out;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+}
+
+// Requests refused at connect after the server died never reached it: not
+// counted sent. The launched shell outlives its server by 0.4 s, so the run
+// goes on submitting and retrying into the closed port (an audit's llama-server
+// run said '343 sent' when the server had read 324). Only the 4 in flight
+// when it died may have been read.
+TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
+    auto dir = e2e::scratch("launch_crash_refused");
+    const int port = e2e::free_port();
+    auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 20\n";
+    const std::string sim =
+        e2e::binary() + " sim --port " + std::to_string(port) + " --profile " + profile.string();
+    std::ofstream(dir / "experiment.toml")
+        << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nrepeats = 5\nconcurrency = 4\n"
+        << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+        << "\"\nshell = true\nlaunch = "
+        << quoted(sim + " & pid=$!; sleep 0.3; kill -9 $pid; sleep 0.4") << "\n";
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", (dir / "experiment.toml").string(), "--db", db.string(),
+                       "--retries", "20", "--retry-backoff-ms", "100"});
+    EXPECT_EQ(o.exit_code, 1) << o.err << o.out;
+    EXPECT_NE(o.out.find("server(s) s crashed"), std::string::npos) << o.out;
+    const auto stored = std::stoi(query(db, "SELECT count(*) FROM responses"));
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0") << o.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(o.err, m, std::regex(R"((\d+) sent \((\d+) of them unanswered)")))
+        << o.err;
+    EXPECT_LE(std::stoi(m[2]), 4) << o.err;
+    EXPECT_EQ(std::stoi(m[1]), stored + std::stoi(m[2])) << o.err;
 }
 
 // The launched server could not bind a port another process holds, and
