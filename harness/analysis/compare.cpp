@@ -372,18 +372,24 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     }
     p.rows_a.insert(p.rows_a.end(), reps_a.begin(), reps_a.end());
     p.rows_b.insert(p.rows_b.end(), reps_b.begin(), reps_b.end());
-    // Each side's behaviour counts, and the mean completion tokens of its
-    // answers to this question (unset when none reports a count).
+    // Each side's behaviour counts on this question: its shares of answers
+    // that started reasoning and (among those whose finish was recorded)
+    // never finished, and the mean completion tokens of its answers; each
+    // unset when the side has no such answer here.
+    struct Question {
+        int64_t answered = 0, recorded = 0;
+        std::optional<double> reasoning_share, never_share, tokens;
+    };
     const auto tally = [](const Run& reps, Comparison::Behaviour& b) {
+        Question t;
         double tokens = 0;
-        int64_t counted = 0;
-        int64_t answered = 0, never_finished = 0, recorded = 0, started_reasoning = 0;
+        int64_t counted = 0, never_finished = 0, started_reasoning = 0;
         for (const auto* row : reps) {
             ++b.responses;
             if (row->ok) {
-                ++answered;
+                ++t.answered;
                 never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
-                recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
+                t.recorded += row->outcome != scorers::Outcome::unrecorded ? 1 : 0;
                 started_reasoning += row->reasoning_started ? 1 : 0;
                 if (row->completion_tokens) {
                     tokens += static_cast<double>(*row->completion_tokens);
@@ -391,35 +397,48 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
                 }
             }
         }
-        b.answered += answered;
-        b.finish_recorded += recorded;
-        // The question's shares, and the range of its counts.
-        const auto widen = [](int64_t n, int64_t seen, int64_t& fewest, int64_t& most) {
-            fewest = seen == 0 ? n : std::min(fewest, n);
-            most = seen == 0 ? n : std::max(most, n);
-        };
-        if (answered > 0) {
-            widen(answered, b.answered_questions, b.fewest_answered, b.most_answered);
-            b.started_reasoning_shares +=
-                static_cast<double>(started_reasoning) / static_cast<double>(answered);
-            ++b.answered_questions;
-        }
-        if (recorded > 0) {
-            widen(recorded, b.recorded_questions, b.fewest_recorded, b.most_recorded);
-            b.never_finished_shares +=
-                static_cast<double>(never_finished) / static_cast<double>(recorded);
-            ++b.recorded_questions;
-        }
+        b.answered += t.answered;
+        b.finish_recorded += t.recorded;
         b.token_counted += counted;
-        return counted > 0 ? std::optional<double>(tokens / static_cast<double>(counted))
-                           : std::nullopt;
+        if (t.answered > 0) {
+            t.reasoning_share =
+                static_cast<double>(started_reasoning) / static_cast<double>(t.answered);
+        }
+        if (t.recorded > 0) {
+            t.never_share = static_cast<double>(never_finished) / static_cast<double>(t.recorded);
+        }
+        if (counted > 0) {
+            t.tokens = tokens / static_cast<double>(counted);
+        }
+        return t;
     };
-    const auto tokens_a = tally(reps_a, c.behaviour_a);
-    const auto tokens_b = tally(reps_b, c.behaviour_b);
-    if (tokens_a && tokens_b) {
+    const auto qa = tally(reps_a, c.behaviour_a);
+    const auto qb = tally(reps_b, c.behaviour_b);
+    // The rates count only questions where both sides have such an answer:
+    // a side that failed on its longest questions, or ran others, would
+    // otherwise move its rate without any change in what the model did.
+    const auto widen = [](int64_t n, int64_t seen, int64_t& fewest, int64_t& most) {
+        fewest = seen == 0 ? n : std::min(fewest, n);
+        most = seen == 0 ? n : std::max(most, n);
+    };
+    if (qa.reasoning_share && qb.reasoning_share) {
+        for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
+            widen(side->answered, b->answered_questions, b->fewest_answered, b->most_answered);
+            b->started_reasoning_shares += *side->reasoning_share;
+            ++b->answered_questions;
+        }
+    }
+    if (qa.never_share && qb.never_share) {
+        for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
+            widen(side->recorded, b->recorded_questions, b->fewest_recorded, b->most_recorded);
+            b->never_finished_shares += *side->never_share;
+            ++b->recorded_questions;
+        }
+    }
+    if (qa.tokens && qb.tokens) {
         ++c.token_questions;
-        c.tokens_a += *tokens_a;
-        c.tokens_b += *tokens_b;
+        c.tokens_a += *qa.tokens;
+        c.tokens_b += *qb.tokens;
     }
     for (const auto* ra : reps_a) {
         for (const auto* rb : reps_b) {
@@ -628,11 +647,11 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
             }
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
-            c.verdict.caveats += fmt::format(
-                " Paired on the {} both answered: {} answered {} and {} answered {}; each "
-                "group's own accuracy elsewhere is over its own questions.",
-                util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
-                c.questions_b);
+            c.verdict.caveats +=
+                fmt::format(" Paired on the {} both groups hold: {} holds {} and {} holds {}; each "
+                            "group's own accuracy elsewhere is over its own questions.",
+                            util::counted(c.questions, "question"), c.a.text(), c.questions_a,
+                            c.b.text(), c.questions_b);
         }
         c.verdict.sentence += c.verdict.caveats;
     }

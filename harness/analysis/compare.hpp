@@ -128,8 +128,9 @@ struct Comparison {
     int64_t gained[scorers::k_outcome_count][scorers::k_outcome_count] = {};
     std::optional<TailDifference> latency; // unset when a side has no successful response
     // Each side's responses on the paired questions: the gate's behaviour
-    // checks compare rates among those answered, so neither a side's own
-    // extra questions nor its failed requests move them.
+    // checks compare rates among those answered, over the questions where
+    // both sides answered, so neither a side's own extra questions nor its
+    // failed requests move them.
     // `finish_recorded`: those answered whose finish state is known (not an
     // import's; a side with none has no never-finished rate). `token_counted`:
     // those answered that report usage.completion_tokens.
@@ -138,7 +139,8 @@ struct Comparison {
     // question's share of its answered (for never finished: recorded)
     // responses, summed over the questions with one, so a question asked in
     // more repeats weighs no more than another. `answered_questions` and
-    // `recorded_questions` count those questions; where their numbers of
+    // `recorded_questions` count those questions, the same on both sides:
+    // those where both have an answer (a recorded one); where their numbers of
     // answered (recorded) responses differ (uneven), the rates are not those
     // of the responses pooled.
     struct Behaviour {

@@ -307,12 +307,32 @@ std::string change_words(double shown, const std::string& shown_text, const std:
     return fmt::format("{} by {}{}", shown > 0 ? "rose" : "fell", shown_text, unit);
 }
 
+// A behaviour check of a pair that cannot be measured on one side:
+// `measured_text` and `why` say what is missing (no successful response, or
+// answers imported with no finish state), and a gate that cannot measure
+// must not pass (an absent count is not a count of 0).
+GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
+                           const std::string& threshold_text, std::string measured_text,
+                           std::string why) {
+    GateCheck c;
+    c.kind = kind;
+    c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
+    c.unit = kind == "tokens" ? "%" : "responses";
+    c.threshold_text = threshold_text;
+    c.measured_text = std::move(measured_text);
+    c.status = CheckStatus::fail;
+    c.why = std::move(why);
+    c.detail = {{"baseline", cmp.a.text()}, {"candidate", cmp.b.text()}, {"measured", false}};
+    return c;
+}
+
 // The rise in responses that never finished, or started reasoning, from A
-// to B, over the paired questions (each side has a response there, answered
-// or failed: the sentence calls them paired, not answered) and among the
-// responses each side answered there (Comparison::Behaviour): a side's own
-// extra questions, or its failed requests, would change the count without
-// any change in what the model did. Per run it is that rate times the paired questions.
+// to B, over the paired questions where both sides answered (for never
+// finished: with a recorded finish) and among the responses each answered
+// there (Comparison::Behaviour): a side's own extra questions, or its
+// failed requests, would change the count without any change in what the
+// model did, and a candidate that failed on its long answers read as one
+// that reasoned less. Per run it is that rate times those questions.
 // The rate is per question, as summary counts (Comparison::Behaviour): among
 // the responses answered, or for never finished those whose finish state was
 // recorded (an import's is not). It pooled the responses, so with uneven
@@ -320,12 +340,25 @@ std::string change_words(double shown, const std::string& shown_text, const std:
 GateCheck increase_check(const std::string& kind, const std::string& what, const Comparison& cmp,
                          const IncreaseLimit& limit) {
     const bool never = kind == "never_finished";
+    const bool partly_recorded =
+        never && (cmp.behaviour_a.finish_recorded != cmp.behaviour_a.answered ||
+                  cmp.behaviour_b.finish_recorded != cmp.behaviour_b.answered);
+    const std::string recorded = partly_recorded ? " whose finish was recorded" : "";
+    const int64_t measured_questions =
+        never ? cmp.behaviour_a.recorded_questions : cmp.behaviour_a.answered_questions;
+    if (measured_questions == 0) {
+        return unmeasured_check(
+            kind, cmp, "<= " + limit.text(), "no question answered by both sides",
+            fmt::format("no question of the {} both were asked has an answer{} on both sides, "
+                        "so no rate can be compared; see each side's errors (diffeval summary)",
+                        util::counted(cmp.questions, "question"), recorded));
+    }
     const auto rate = [&](const Comparison::Behaviour& b) {
         return never ? b.never_finished_rate() : b.started_reasoning_rate();
     };
     const double rate_a = rate(cmp.behaviour_a);
     const double rate_b = rate(cmp.behaviour_b);
-    const auto questions = static_cast<double>(cmp.questions);
+    const auto questions = static_cast<double>(measured_questions);
     const double a = rate_a * questions;
     const double b = rate_b * questions;
     const bool pct = limit.unit == LimitUnit::percent;
@@ -362,28 +395,34 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     c.threshold_text = fmt::format("<= {}", limit.text());
     const bool ok = measured <= limit.value + k_epsilon;
     c.status = status_of(ok);
-    const bool partly_recorded =
-        never && (cmp.behaviour_a.finish_recorded != cmp.behaviour_a.answered ||
-                  cmp.behaviour_b.finish_recorded != cmp.behaviour_b.answered);
     const std::string change = change_words(shown, shown_text, "");
     // Where questions have different numbers of answers (uneven repeats,
     // failures), the rate is not that of the responses pooled: say so.
     const bool uneven = cmp.behaviour_a.uneven(never) || cmp.behaviour_b.uneven(never);
-    const std::string recorded = partly_recorded ? " whose finish was recorded" : "";
     const std::string of_what =
         uneven ? fmt::format("of each question's responses answered there{}, averaged over the "
                              "questions",
                              recorded)
                : fmt::format("of the responses each answered there{}", recorded);
-    c.why = fmt::format("{} {} {} the {} paired {} ({}% -> {}% {}){}", what, change,
-                        change == "did not change" ? "over" : "per run of", cmp.questions,
-                        util::noun(cmp.questions, "question"), rate_a_text, rate_b_text, of_what,
-                        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
+    const bool all_paired = measured_questions == cmp.questions;
+    c.why = fmt::format(
+        "{} {} {} the {} {} ({}% -> {}% {}){}{}", what, change,
+        change == "did not change" ? "over" : "per run of", measured_questions,
+        all_paired ? util::noun(measured_questions, "paired question")
+                   : fmt::format("{} both answered{}", util::noun(measured_questions, "question"),
+                                 recorded),
+        rate_a_text, rate_b_text, of_what,
+        all_paired ? ""
+                   : fmt::format(" (of the {} both were asked, those where a side has none "
+                                 "are left out)",
+                                 cmp.questions),
+        ok ? "" : fmt::format(", more than the limit of {}", limit.text()));
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
                 {"baseline_mean", a},
                 {"candidate_mean", b},
-                {"questions", cmp.questions},
+                {"questions", measured_questions},
+                {"paired_questions", cmp.questions},
                 {"baseline_answered", cmp.behaviour_a.answered},
                 {"candidate_answered", cmp.behaviour_b.answered}};
     return c;
@@ -423,7 +462,7 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
             c.why = fmt::format("the {}'s responses carry no usage.completion_tokens", side);
         } else if (!compared) {
             c.measured_text = "no question with a token count on both sides";
-            c.why = fmt::format("no question of the {} both answered has an answer reporting "
+            c.why = fmt::format("no question of the {} both were asked has an answer reporting "
                                 "usage.completion_tokens on both sides, so no mean can be "
                                 "compared",
                                 util::counted(cmp.questions, "question"));
@@ -470,25 +509,6 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
                                  "answered without a count, is left out)",
                                  cmp.questions),
         ok ? "" : fmt::format(", more than {:.2f}%", limit_pct));
-    return c;
-}
-
-// A behaviour check of a pair that cannot be measured on one side:
-// `measured_text` and `why` say what is missing (no successful response, or
-// answers imported with no finish state), and a gate that cannot measure
-// must not pass (an absent count is not a count of 0).
-GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
-                           const std::string& threshold_text, std::string measured_text,
-                           std::string why) {
-    GateCheck c;
-    c.kind = kind;
-    c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
-    c.unit = kind == "tokens" ? "%" : "responses";
-    c.threshold_text = threshold_text;
-    c.measured_text = std::move(measured_text);
-    c.status = CheckStatus::fail;
-    c.why = std::move(why);
-    c.detail = {{"baseline", cmp.a.text()}, {"candidate", cmp.b.text()}, {"measured", false}};
     return c;
 }
 

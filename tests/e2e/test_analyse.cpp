@@ -646,13 +646,13 @@ TEST(AnalyseSubsets, APartialGroupIsPairedOnSharedQuestionsAndTheSentenceSaysSo)
     EXPECT_EQ(c["questions_a"], 6);
     EXPECT_EQ(c["questions_b"], 3);
     const std::string sentence = c["verdict"]["sentence"];
-    EXPECT_NE(sentence.find("Paired on the 3 questions both answered: a/raw/256 answered 6 and "
-                            "c/raw/256 answered 3"),
+    EXPECT_NE(sentence.find("Paired on the 3 questions both groups hold: a/raw/256 holds 6 and "
+                            "c/raw/256 holds 3"),
               std::string::npos)
         << sentence;
     auto r = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(e2e::slurp(dir / "out/report.md").find("Paired on the 3 questions both answered"),
+    EXPECT_NE(e2e::slurp(dir / "out/report.md").find("Paired on the 3 questions both groups hold"),
               std::string::npos);
     // One repeat a side measures no run-to-run noise: the plan sizes that
     // design alone, and says why, instead of a row per repeat count.

@@ -881,6 +881,51 @@ TEST(GateBehaviour, TheTokenCheckComparesTheQuestionsBothAnswered) {
     EXPECT_EQ(j["checks"][0]["detail"]["candidate_mean_completion_tokens"], 60.0) << j;
 }
 
+// The behaviour checks compare the questions both sides answered, as the
+// token check does: a candidate that timed out on exactly the questions the
+// baseline reasoned long on read as "fell by 3.00 per run" and passed,
+// each side's rate being over its own answered questions.
+TEST(GateBehaviour, TheRatesCompareTheQuestionsBothAnswered) {
+    auto dir = e2e::scratch("gate-behaviour-both");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--limit", "16", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // A reasons to the length limit on questions 8-15, where B fails; on
+    // 0-7, which both answer, B does so on questions 0 and 1 and A never.
+    const auto side = [](const std::string& server, const std::string& where) {
+        return fmt::format("response_id IN (SELECT response_id FROM requests WHERE server = '{}' "
+                           "AND {})",
+                           server, where);
+    };
+    e2e::exec(db, "UPDATE classifications SET outcome = 'finished', reasoning_started = 0;" +
+                      fmt::format("UPDATE classifications SET outcome = 'length_truncated', "
+                                  "reasoning_started = 1 WHERE {} OR {};",
+                                  side("a", "question_idx >= 8"), side("b", "question_idx < 2")) +
+                      fmt::format("UPDATE responses SET ok = 0, status = 500, error = 'HTTP 500' "
+                                  "WHERE {0}; UPDATE classifications SET outcome = 'error', "
+                                  "reasoning_started = 0 WHERE {0}",
+                                  side("b", "question_idx >= 8")));
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b",
+                       "--max-never-finished-increase", "0", "--max-reasoning-start-increase", "0",
+                       "--json", (dir / "g.json").string()});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("FAIL  never_finished a/raw/256 -> b/raw/256"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("responses that never finished rose by 2.00 per run of the 8 questions "
+                         "both answered (0.0% -> 25.0% of the responses each answered there) (of "
+                         "the 16 both were asked, those where a side has none are left out)"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("FAIL  reasoning_start a/raw/256 -> b/raw/256"), std::string::npos)
+        << o.out;
+    const auto j = nlohmann::json::parse(e2e::slurp(dir / "g.json"));
+    EXPECT_EQ(j["checks"][0]["detail"]["questions"], 8) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["paired_questions"], 16) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["candidate_mean"], 2.0) << j;
+}
+
 // A change the check counts never prints as 0: the baseline's 141 of 143
 // and the candidate's 142 of 144 responses that never finished are 47.329
 // and 47.333 per run of 48 questions, which printed "+0.00 per run (47.33
