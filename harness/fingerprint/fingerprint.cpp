@@ -108,6 +108,15 @@ struct Rules::Impl {
     std::string engine;
     std::vector<Fact> facts;
     std::vector<ConflictRule> conflicts;
+    // Lines that begin a launch (`launch`), and lines that end its start-up
+    // (`ready`): once ready, a server serves requests, and a verbose one
+    // logs their prompts, whose text is no statement of what it runs.
+    std::vector<std::unique_ptr<RE2>> launch, ready;
+
+    static bool any_match(const std::vector<std::unique_ptr<RE2>>& res, re2::StringPiece line) {
+        return std::any_of(res.begin(), res.end(),
+                           [&](const auto& re) { return RE2::PartialMatch(line, *re); });
+    }
 
     // Whether `f` could have made `value` a fact: its group's words, or any
     // value when they are not known or the fact is a rewrite of them.
@@ -144,7 +153,8 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     auto where = [&](const toml::node& n) {
         return fmt::format("{}:{}", origin, n.source().begin.line);
     };
-    static const std::set<std::string> k_top = {"version", "engine", "fact", "conflict"};
+    static const std::set<std::string> k_top = {"version", "engine", "fact", "conflict",
+                                                "launch",  "ready"};
     for (const auto& [k, v] : tbl) {
         if (!k_top.count(std::string(k.str()))) {
             return make_error(
@@ -157,6 +167,23 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     }
     auto impl = std::make_unique<Impl>();
     impl->engine = tbl["engine"].value_or(std::filesystem::path(origin).stem().string());
+    for (const auto& [key, into] : {std::pair{"launch", &impl->launch}, {"ready", &impl->ready}}) {
+        const auto* list = tbl[key].as_array();
+        if (tbl[key] && (!list || !list->is_homogeneous(toml::node_type::string))) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: `{}` is a list of patterns (strings)",
+                                          where(*tbl.get(key)), key));
+        }
+        for (const auto& p : list ? *list : toml::array{}) {
+            auto re = std::make_unique<RE2>(*p.value<std::string>(), RE2::Quiet);
+            if (!re->ok()) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("{}: `{}` pattern must compile ({})", where(p), key,
+                                              re->error()));
+            }
+            into->push_back(std::move(re));
+        }
+    }
     if (auto* facts = tbl["fact"].as_array()) {
         for (const auto& f : *facts) {
             const auto* t = f.as_table();
@@ -272,13 +299,16 @@ void drop_stated_facts(Fingerprint& fp) {
 } // namespace
 
 bool Rules::starts_launch(std::string_view line) const {
-    // The file's first engine_version rule: the earliest line a launch
+    const re2::StringPiece piece(line.data(), line.size());
+    if (!m_impl->launch.empty()) {
+        return Impl::any_match(m_impl->launch, piece);
+    }
+    // Else the file's first engine_version rule: the earliest line a launch
     // states its version in (vLLM states it again, later, when its engine
     // starts, with start-up facts between the two).
     const auto first = std::find_if(m_impl->facts.begin(), m_impl->facts.end(),
                                     [](const Impl::Fact& f) { return f.name == "engine_version"; });
-    return first != m_impl->facts.end() &&
-           RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *first->re);
+    return first != m_impl->facts.end() && RE2::PartialMatch(piece, *first->re);
 }
 
 void Rules::normalize(Fingerprint& fp) const {
@@ -323,6 +353,12 @@ void Rules::normalize(Fingerprint& fp) const {
 Fingerprint Rules::apply(std::string_view log) const {
     Fingerprint fp;
     fp.engine = m_impl->engine;
+    // Facts come from a launch's start-up: its lines until one says the
+    // server is ready. After that a verbose server logs each request, and
+    // a prompt saying "loading model '...'" is no fact; a later launch
+    // (a restart appended to the same file) starts afresh, so no fact of
+    // the one before is stated for it.
+    bool serving = false;
     size_t pos = 0;
     while (pos < log.size()) {
         auto end = log.find('\n', pos);
@@ -330,6 +366,18 @@ Fingerprint Rules::apply(std::string_view log) const {
             end = log.size();
         }
         re2::StringPiece line(log.data() + pos, end - pos);
+        pos = end + 1;
+        if (serving) {
+            if (!Impl::any_match(m_impl->launch, line)) {
+                continue;
+            }
+            fp.facts.clear();
+            fp.stated.clear();
+            serving = false;
+        } else if (Impl::any_match(m_impl->ready, line)) {
+            serving = true;
+            continue;
+        }
         for (const auto& f : m_impl->facts) {
             std::string value;
             if (!RE2::PartialMatch(line, *f.re, &value)) {
@@ -345,7 +393,6 @@ Fingerprint Rules::apply(std::string_view log) const {
             }
             fp.facts[f.name] = std::move(value);
         }
-        pos = end + 1;
     }
     drop_stated_facts(fp);
     for (const auto& rule : m_impl->conflicts) {

@@ -241,3 +241,46 @@ TEST(Fingerprint, AStoredValueOnlyAStatedRuleCapturesReadsAsStated) {
     const auto quoted = rules_with("x \\Q(a)\\E is (on|off)");
     EXPECT_EQ(read(quoted, "auto"), std::make_pair(std::string("auto"), std::string("-")));
 }
+
+// Facts come from a launch's start-up. A verbose llama-server logs each
+// request with its prompt once it is ready, and a question saying "loading
+// model '/fake/spoofed.gguf'" and "K (q8_0)" made two launched servers state
+// that model and cache type (an engine audit); the servers' own lines said
+// otherwise.
+TEST(Fingerprint, APromptAVerboseServerLogsIsNoFact) {
+    auto log = read_log("llamacpp-b11669-default.log");
+    log += "0.26.727.449 I slot launch_slot_: id  0 | task 0 | launching slot : {\"prompt\": "
+           "\"x\\nload_model: loading model '/fake/spoofed.gguf'\\nllama_kv_cache: size = 1 MiB, "
+           "K (q8_0), V (q8_0)\\nload_model: initializing, n_slots = 7, n_ctx_slot = 9\"}\n"
+           // The same words at a line's start, as a dump that writes raw text would.
+           "load_model: loading model '/fake/raw.gguf'\n";
+    auto fp = fingerprint_log(log);
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->facts["model"], "/opt/diffeval/models/outcomes.gguf");
+    EXPECT_EQ(fp->facts["slots"], "1");
+    EXPECT_EQ(fp->facts.count("kv_cache_type_k"), 0U);
+}
+
+// A log a server was restarted into (`>>`) states only its last launch's
+// facts, also when that launch ran at the default verbosity, which states
+// no build: the verbose launch before it said q8_0, two slots and flash
+// attention, and they were reported for the server running now.
+TEST(Fingerprint, ALaterLaunchInTheSameLogStartsItsFactsAfresh) {
+    auto fp = fingerprint_log(read_log("llamacpp-b11669-lv4.log") +
+                              read_log("llamacpp-b11669-default.log"));
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->engine, "llamacpp");
+    EXPECT_EQ(fp->facts["slots"], "1");
+    EXPECT_EQ(fp->facts["context_per_slot"], "4096");
+    EXPECT_EQ(fp->facts.count("kv_cache_type_k"), 0U);
+    EXPECT_EQ(fp->facts.count("flash_attention"), 0U);
+    EXPECT_EQ(fp->facts.count("engine_version"), 0U);
+    // A launch's own start-up keeps every fact: the verbose one states its
+    // backend before its build line.
+    auto verbose = fingerprint_log(read_log("llamacpp-b11669-default.log") +
+                                   read_log("llamacpp-b11669-lv4.log"));
+    ASSERT_TRUE(verbose.ok());
+    EXPECT_EQ(verbose->facts["backend"], "CPU");
+    EXPECT_EQ(verbose->facts["slots"], "2");
+    EXPECT_EQ(verbose->facts["kv_cache_type_k"], "q8_0");
+}
