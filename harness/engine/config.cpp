@@ -511,6 +511,15 @@ util::Result<void> attach_server_log(const std::string& value, RunConfig& config
     }
     auto name = value.substr(0, eq);
     for (auto& s : config.servers) {
+        if (s.name == name && !s.launch.empty()) {
+            // Its own log is captured as it runs; another file would say
+            // nothing and be ignored.
+            return make_error(ErrorKind::usage,
+                              fmt::format("--server-log: server '{}' is launched by diffeval, "
+                                          "which keeps its log itself; leave --server-log out "
+                                          "for it (its log is written where 'log' says)",
+                                          name));
+        }
         if (s.name == name) {
             s.attached_log = value.substr(eq + 1);
             return {};

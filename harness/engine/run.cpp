@@ -430,21 +430,38 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
 }
 
 // The facts fingerprinting finds in `log_text`, with those /props gave
-// (`limits`) where the log says nothing; nullopt when there are none.
+// (`limits`) where the log says nothing; nullopt when there are none. Where
+// both speak and disagree, the log is another server's or another launch's
+// (an attached log of the wrong file), and the server answering now is what
+// /props says: its value is the fact, and the disagreement a conflict,
+// whose first sentence `contradiction` gets ("" when none).
 std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& log_text,
-                                                           const ServerLimits& limits) {
+                                                           const ServerLimits& limits,
+                                                           std::string* contradiction = nullptr) {
     std::optional<fingerprint::Fingerprint> fp;
     if (auto found = fingerprint::fingerprint_log(log_text); found && !found->facts.empty()) {
         fp = std::move(*found);
     }
-    // What /props said counts like what the log said; the log wins where
-    // both speak.
     const auto props_facts = limit_facts(limits);
     if (!props_facts.empty() && !fp) {
         fp = fingerprint::Fingerprint{limits.engine, {}, {}, {}};
     }
     for (const auto& [k, v] : props_facts.items()) {
-        fp->facts.emplace(k, v.is_string() ? v.get<std::string>() : v.dump());
+        const auto value = v.is_string() ? v.get<std::string>() : v.dump();
+        auto [it, added] = fp->facts.emplace(k, value);
+        if (added || it->second == value) {
+            continue;
+        }
+        auto message = fmt::format("the log says {} {} where the server's /props says {}", k,
+                                   it->second, value);
+        if (contradiction && contradiction->empty()) {
+            *contradiction = message;
+        }
+        fp->conflicts.push_back(
+            {"log-contradicts-server",
+             message + ": the log is another server's, or another launch's",
+             {fmt::format("{}={} (log)", k, it->second), fmt::format("{}={} (/props)", k, value)}});
+        it->second = value;
     }
     return fp;
 }
@@ -457,6 +474,7 @@ struct ServerRecord {
     store::ServerRow row;
     std::optional<fingerprint::Fingerprint> fp;
     std::string facts_json;
+    std::string contradiction; // the log against /props (server_fingerprint)
 };
 
 ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& info,
@@ -466,8 +484,10 @@ ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& i
     ServerRecord r{{spec.name, redactor.redacted(spec.url),
                     ctx.configured_model(si).value_or(info.served_model.value_or("")),
                     redactor.redacted(info.info.dump())},
-                   server_fingerprint(log_text, info.limits),
+                   {},
+                   "",
                    ""};
+    r.fp = server_fingerprint(log_text, info.limits, &r.contradiction);
     if (r.fp) {
         r.facts_json = redactor.redacted(fingerprint::to_json(*r.fp).dump());
     }
@@ -891,6 +911,18 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     for (size_t si = 0; si < servers.size(); ++si) {
         if (config.servers[si].launch.empty()) {
             attached[si] = server_record(ctx, si, infos[si], attached_logs[si]);
+            // An attached log the server contradicts is the wrong file:
+            // stored, the report would say this server ran another's setup.
+            if (!attached[si]->contradiction.empty()) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("--server-log {}={}: {}: it is another server's log, or an "
+                                "earlier launch's; attach the log of the server now at {}, or "
+                                "leave --server-log out",
+                                config.servers[si].name, config.servers[si].attached_log,
+                                util::one_line(attached[si]->contradiction, 300),
+                                ctx.inputs.redactor.redacted(config.servers[si].url)));
+            }
             if (auto r = check_same_server(ctx, *attached[si], db); !r) {
                 return r.error();
             }

@@ -360,6 +360,21 @@ TEST(Launch, PortAnotherProcessListensOnIsRefused) {
     EXPECT_EQ(o.err.find("starting server"), std::string::npos) << o.err;
 }
 
+// A launched server's log is captured as it runs: another file attached to
+// it said nothing and was ignored without a word (exit 0). Refused.
+TEST(Launch, AServerLogForALaunchedServerIsRefused) {
+    auto dir = e2e::scratch("launch_server_log");
+    auto config = sim_experiment(dir, e2e::free_port(), "127.0.0.1", 4);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--config", config.string(), "--db", db.string(), "--server-log",
+                       "s=" + (dir / "other.log").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_EQ(o.err, "diffeval: --server-log: server 's' is launched by diffeval, which keeps its "
+                     "log itself; leave --server-log out for it (its log is written where 'log' "
+                     "says)\n");
+    EXPECT_FALSE(std::filesystem::exists(db));
+}
+
 // The defect as users met it: a server answering on the launched server's
 // port had its answers stored under the launched server's name (exit 0).
 TEST(Launch, PortAnotherServerAnswersOnStoresNothing) {

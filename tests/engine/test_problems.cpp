@@ -229,6 +229,39 @@ TEST(EngineFingerprint, VersionOfAnAttachedServerComesFromProps) {
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
 }
 
+// An attached log the server's /props contradicts is another server's (an
+// audit's report showed the other server's model, slots and KV cache for
+// this one, and no conflict): refused before anything is sent. The server's
+// own log is taken.
+TEST(EngineFingerprint, AnAttachedLogTheServerContradictsIsRefused) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-other-log");
+    auto test = engine_test::write_outcome_dataset(dir);
+    engine_test::RunningServer server(root, engine_test::Server{}, dir / "llama.log");
+    ASSERT_TRUE(server.healthy()) << e2e::slurp(dir / "llama.log");
+    auto run = [&](const std::string& log, const std::string& db) {
+        return e2e::run({"run", "--server", "llama=" + server.url(), "--server-log", "llama=" + log,
+                         "--framing", "raw", "--max-tokens", "8", "--limit", "2", "--dataset",
+                         test.string(), "--fewshot-from", (dir / "train.jsonl").string(), "--db",
+                         (dir / db).string(), "--quiet"});
+    };
+    // Two slots of 2048 tokens, another model file, a q8_0 cache.
+    const auto other = std::string(DIFFEVAL_SOURCE_DIR) + "/tests/data/llamacpp-b11669-lv4.log";
+    auto o = run(other, "other.sqlite");
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("--server-log llama=" + other + ": the log says "), std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("where the server's /props says"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("it is another server's log"), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("diffeval:"), o.err.rfind("diffeval:")) << "one line: " << o.err;
+    EXPECT_EQ(query(dir / "other.sqlite", "SELECT count(*) FROM responses"), "0");
+    o = run((dir / "llama.log").string(), "own.sqlite");
+    EXPECT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(
+        query(dir / "own.sqlite", "SELECT json_extract(facts_json, '$.conflicts') FROM servers"),
+        "[]");
+}
+
 // llama-server names its model by `--alias` in /v1/models, so another GGUF
 // behind the same alias looks like the same model there. Restarted with it
 // under the same name, the attached server is refused before anything is
