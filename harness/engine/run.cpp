@@ -481,9 +481,17 @@ ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& i
                            const std::string& log_text) {
     const auto& spec = ctx.config.servers[si];
     const auto& redactor = ctx.inputs.redactor;
+    // A launched server's command is part of what it is: the same name
+    // launched with another KV-cache type (`-ctk q4_0`) answers otherwise,
+    // though at its default verbosity neither its log nor /props says so.
+    auto info_json = info.info;
+    if (!spec.launch.empty()) {
+        const auto hp = http::host_port(spec.url);
+        info_json["launch"] = store::launch_identity(spec.env, spec.launch, hp ? hp->port : "");
+    }
     ServerRecord r{{spec.name, redactor.redacted(spec.url),
                     ctx.configured_model(si).value_or(info.served_model.value_or("")),
-                    redactor.redacted(info.info.dump())},
+                    redactor.redacted(info_json.dump())},
                    {},
                    "",
                    ""};
@@ -509,9 +517,16 @@ util::Result<void> check_same_server(const RunContext& ctx, const ServerRecord& 
     if (!*stored) {
         return {};
     }
-    const auto d = store::first_difference(
-        **stored,
-        store::server_identity(now.row.url, now.row.model, now.row.info_json, now.facts_json));
+    const auto identity =
+        store::server_identity(now.row.url, now.row.model, now.row.info_json, now.facts_json);
+    auto d = store::first_difference(**stored, identity);
+    // Compared here, not by merge: shards run on other machines launch
+    // their servers from other paths.
+    if (!d && !(*stored)->launch.empty() && !identity.launch.empty()) {
+        if (auto l = store::launch_difference((*stored)->launch, identity.launch)) {
+            d = store::ServerDifference{"launch command", l->first, l->second};
+        }
+    }
     if (!d) {
         return {};
     }

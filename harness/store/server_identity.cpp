@@ -23,8 +23,68 @@ ServerIdentity server_identity(std::string_view url, std::string model, std::str
                          : inner != v->end() && inner->is_string() ? inner->get<std::string>()
                                                                    : v->dump();
         }
+        if (auto l = info.find("launch"); l != info.end() && l->is_array()) {
+            for (const auto& token : *l) {
+                id.launch.push_back(token.is_string() ? token.get<std::string>() : token.dump());
+            }
+        }
     }
     return id;
+}
+
+std::vector<std::string>
+launch_identity(const std::vector<std::pair<std::string, std::string>>& env,
+                const std::vector<std::string>& argv, std::string_view port) {
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    const auto portless = [&](std::string token) {
+        if (port.empty()) {
+            return token;
+        }
+        for (size_t at = token.find(port); at != std::string::npos; at = token.find(port, at)) {
+            const size_t end = at + port.size();
+            if ((at > 0 && digit(token[at - 1])) || (end < token.size() && digit(token[end]))) {
+                at = end;
+                continue;
+            }
+            token.replace(at, port.size(), "{port}");
+            at += 6;
+        }
+        return token;
+    };
+    std::vector<std::string> out;
+    for (const auto& [name, value] : env) {
+        out.push_back(portless(name + "=" + value));
+    }
+    for (const auto& a : argv) {
+        out.push_back(portless(a));
+    }
+    return out;
+}
+
+std::optional<std::pair<std::string, std::string>>
+launch_difference(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    if (a == b) {
+        return std::nullopt;
+    }
+    size_t head = 0;
+    while (head < a.size() && head < b.size() && a[head] == b[head]) {
+        ++head;
+    }
+    size_t tail = 0;
+    while (tail < a.size() - head && tail < b.size() - head &&
+           a[a.size() - 1 - tail] == b[b.size() - 1 - tail]) {
+        ++tail;
+    }
+    // Each side's differing tokens, after the last one both share.
+    const size_t start = head > 0 ? head - 1 : 0;
+    const auto middle = [&](const std::vector<std::string>& v) {
+        std::string out = start > 0 ? "..." : "";
+        for (size_t i = start; i < v.size() - tail; ++i) {
+            out += (out.empty() ? "" : " ") + v[i];
+        }
+        return tail > 0 ? out + " ..." : out;
+    };
+    return std::pair{middle(a), middle(b)};
 }
 
 std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b) {

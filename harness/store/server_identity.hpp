@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace diffeval::store {
 
@@ -19,7 +21,24 @@ struct ServerIdentity {
     std::string model;      // servers.model
     std::string version;    // what GET /version answered (servers.info_json's "version")
     std::string facts_json; // servers.facts_json
+    // How diffeval launched it (servers.info_json's "launch": its env as
+    // NAME=value, then its argv or shell command, the URL's port as
+    // "{port}"); empty for a server it did not launch or an older row.
+    std::vector<std::string> launch;
 };
+
+// A launched server's "launch" list (ServerIdentity::launch): `env`, then
+// `argv` (one shell command string when `shell`), each occurrence of `port`
+// between non-digits written "{port}", so a server restarted on another
+// port is launched the same way.
+std::vector<std::string>
+launch_identity(const std::vector<std::pair<std::string, std::string>>& env,
+                const std::vector<std::string>& argv, std::string_view port);
+
+// Where two launch lists differ, each side's differing tokens with the one
+// before them for context ("... 4096 -ctk q4_0"); nullopt when equal.
+std::optional<std::pair<std::string, std::string>>
+launch_difference(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 // The identity a row's columns give: `url` is read for the origin,
 // `info_json` for its "version".

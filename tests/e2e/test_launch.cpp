@@ -258,8 +258,13 @@ TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     };
     const std::string sim =
         bin + " sim --port " + std::to_string(port) + " --profile " + profile.string();
-    // The server process is killed 0.3 s into a run of about a second.
-    write_config(sim + " & pid=$!; sleep 0.3; kill -9 $pid; wait");
+    // The server process is killed 0.3 s into a run of about a second, the
+    // first time the command runs (one command: another would be another
+    // server, which the next run refuses).
+    const auto crash = dir / "crash";
+    std::ofstream(crash) << "once\n";
+    write_config("if [ -e " + crash.string() + " ]; then rm " + crash.string() + "; " + sim +
+                 " & pid=$!; sleep 0.3; kill -9 $pid; wait; else exec " + sim + "; fi");
     auto db = dir / "r.sqlite";
     std::vector<std::string> args = {"run", "--config", (dir / "experiment.toml").string(), "--db",
                                      db.string()};
@@ -272,7 +277,6 @@ TEST(Launch, CrashMidRunIsReportedAndTheNextRunCompletes) {
     EXPECT_LT(stored, 192);
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 0"), "0")
         << "lost requests are resent, not stored";
-    write_config("exec " + sim);
     auto again = e2e::run(args);
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "192");
@@ -587,15 +591,19 @@ TEST(Launch, AChattyServersLogIsKeptByItsStartAndEnd) {
 TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
     auto dir = e2e::scratch("launch-twice");
     const int port = e2e::free_port();
-    const auto first = launch_config(
-        dir / "first.toml", port, vllm_says("0.28.0") + " echo \"env VLLM_USE_DEEP_GEMM=1\";", 2);
-    const auto second = launch_config(dir / "second.toml", port, vllm_says("0.28.0"), 4);
+    // One launch command, whose start-up lines come from a file: a
+    // command that differs is another server (Launch.AnotherLaunchCommand...).
+    const auto says = dir / "says.txt";
+    const auto first = launch_config(dir / "first.toml", port, "cat " + says.string() + ";", 2);
+    const auto second = launch_config(dir / "second.toml", port, "cat " + says.string() + ";", 4);
+    std::ofstream(says) << vllm_version_line("0.28.0") << "\nenv VLLM_USE_DEEP_GEMM=1\n";
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", first.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(
         query(db, "SELECT json_extract(facts_json, '$.facts.use_deep_gemm_env') FROM servers"),
         "1");
+    std::ofstream(says) << vllm_version_line("0.28.0") << "\n";
     o = e2e::run({"run", "--config", second.string(), "--db", db.string(), "--quiet"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "4");
@@ -609,6 +617,43 @@ TEST(Launch, AnEarlierLaunchsLogLinesAreNotThisServersFacts) {
     const auto log = e2e::slurp(dir / "r-logs" / "s.log");
     EXPECT_NE(log.find("VLLM_USE_DEEP_GEMM=1"), std::string::npos);
     EXPECT_NE(log.find("version 0.28.0", log.find("VLLM_USE_DEEP_GEMM=1")), std::string::npos);
+}
+
+// The same name launched with another command (here another profile) is
+// another server, though its log and /props may not say what changed: an
+// audit's llama-server relaunched with `-ctk q4_0` had its answers stored in
+// the f16 group (exit 0). A new port is no other server.
+TEST(Launch, AnotherLaunchCommandUnderTheSameNameIsRefused) {
+    auto dir = e2e::scratch("launch-command");
+    const auto config = [&](int port, const std::string& more, int limit) {
+        auto path = dir / fmt::format("e{}.toml", port);
+        std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = "
+                            << limit
+                            << "\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+                            << "\"\nready_timeout = 20\nlaunch = [" << quoted(e2e::binary())
+                            << ", \"sim\", \"--port\", \"" << port << "\"" << more << "]\n";
+        return path;
+    };
+    auto db = dir / "r.sqlite";
+    auto run = [&](const std::filesystem::path& c) {
+        return e2e::run({"run", "--config", c.string(), "--db", db.string(), "--quiet"});
+    };
+    auto o = run(config(e2e::free_port(), "", 2));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    o = run(config(e2e::free_port(), ", \"--profile\", \"deepgemm\"", 4));
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("server 's' has launch command ... {port} --profile deepgemm, but the "
+                         "responses " +
+                         db.string() +
+                         " holds under that name came from one with launch command "
+                         "... {port}; counting its answers with theirs would mix two servers"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "2");
+    // The first command on another port resumes.
+    o = run(config(e2e::free_port(), "", 4));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
 }
 
 // A run resumed into a database whose responses under a server's name came
