@@ -319,7 +319,36 @@ const KeyTable<ServerSpec>& server_keys() {
              s.launch = std::move(*v);
              return {};
          }},
-        {"health", into(&ServerSpec::health, "health", string_list)},
+        {"health",
+         [](const std::string& path, const toml::node& n, ServerSpec& s) -> util::Result<void> {
+             auto v = string_list(path, n, "health");
+             if (!v) {
+                 return v.error();
+             }
+             // Each is a path on the server's URL; a wrong one was found
+             // only when 'ready_timeout' (ten minutes by default) ran out,
+             // and none skipped the wait, so preflight met a server still
+             // starting and said to start it.
+             if (v->empty()) {
+                 return make_error(ErrorKind::usage,
+                                   fmt::format("{}: 'health' is empty; give the paths that answer "
+                                               "once the server is ready, such as [\"/health\"], "
+                                               "or leave the key out for [\"/health\", "
+                                               "\"/v1/models\"]",
+                                               where(path, n)));
+             }
+             for (const auto& p : *v) {
+                 if (!p.starts_with('/')) {
+                     return make_error(ErrorKind::usage,
+                                       fmt::format("{}: 'health' path '{}' must start with '/' "
+                                                   "(a path on the server's URL, such as "
+                                                   "\"/health\")",
+                                                   where(path, n), util::one_line(p, 80)));
+                 }
+             }
+             s.health = std::move(*v);
+             return {};
+         }},
         {"ready_timeout", into(&ServerSpec::ready_timeout, "ready_timeout", get_seconds)},
         {"shell", bool_into(&ServerSpec::launch_shell, "shell")},
         {"headers",

@@ -295,3 +295,30 @@ TEST(ShardFlag, ANumberPastTheLimitIsRefusedNotReadAsAnotherShard) {
     ASSERT_FALSE(plain);
     EXPECT_EQ(plain.error().message, "--shard '0/x': expected I/N with 0 <= I < N, such as 0/4");
 }
+
+// A health path without its '/' was found only when the ready timeout ran
+// out (ten minutes by default), and an empty list skipped the wait, so
+// preflight met a server still loading and said to start it: both are
+// refused with the file's line.
+TEST(ExperimentFile, AHealthPathMustStartWithASlashAndTheListHoldOne) {
+    const std::string server = "version = 1\n[[servers]]\nname = \"s\"\nurl = "
+                               "\"http://127.0.0.1:8000\"\nlaunch = [\"vllm\", \"serve\", \"m\"]\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"health = [\"nope\"]", ":6: 'health' path 'nope' must start with '/'"},
+        {"health = []", ":6: 'health' is empty; give the paths that answer once the server is "
+                        "ready"}};
+    for (const auto& [line, says] : cases) {
+        auto path = write_temp("health.toml", server + line + "\n");
+        engine::RunConfig config;
+        auto r = engine::load_experiment(path, config);
+        ASSERT_FALSE(r) << line;
+        EXPECT_EQ(r.error().kind, util::ErrorKind::usage) << line;
+        EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+        std::filesystem::remove(path);
+    }
+    auto path = write_temp("health.toml", server + "health = [\"/ready\"]\n");
+    engine::RunConfig config;
+    ASSERT_TRUE(engine::load_experiment(path, config));
+    EXPECT_EQ(config.servers.at(0).health, std::vector<std::string>{"/ready"});
+    std::filesystem::remove(path);
+}
