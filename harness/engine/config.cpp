@@ -471,6 +471,14 @@ util::Result<void> read_concurrency(const std::string& path, const toml::node& n
         config.concurrency_auto = true;
         return {};
     }
+    if (node.is_string()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: 'concurrency' '{}' is not a number from 1 to {} or "
+                                      "\"auto\"",
+                                      where(path, node),
+                                      util::one_line(*node.value<std::string>(), 80),
+                                      Limits::max_concurrency));
+    }
     auto v = get_int_in(path, node, "concurrency", 1, Limits::max_concurrency);
     if (!v) {
         return v.error();

@@ -25,7 +25,10 @@ struct ServerSpec {
     nlohmann::ordered_json extra_body = nlohmann::ordered_json::object();
     // Launched servers (experiment file only): diffeval starts and stops them.
     std::vector<std::string> launch; // argv, or one command string
-    bool launch_shell = false;       // run the string with /bin/sh -c
+    // Where the user names the launched program, for a message about it:
+    // the experiment file's 'launch', or --vllm-config's --vllm-bin.
+    std::string launch_named_by = "'launch'";
+    bool launch_shell = false; // run the string with /bin/sh -c
     std::vector<std::pair<std::string, std::string>> env;
     std::string cwd;
     std::chrono::milliseconds ready_timeout{600'000};

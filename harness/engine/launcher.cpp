@@ -229,9 +229,9 @@ util::Result<void> check_launchable(const ServerSpec& spec) {
     };
     if (program.find('/') != std::string::npos) {
         if (const int err = why_not(program); err != 0) {
-            return make_error(ErrorKind::usage,
-                              cannot_run(spec, program, err) +
-                                  "; give the path of the server's program in 'launch'");
+            return make_error(ErrorKind::usage, cannot_run(spec, program, err) +
+                                                    "; give the path of the server's program in " +
+                                                    spec.launch_named_by);
         }
         return {};
     }
@@ -260,8 +260,8 @@ util::Result<void> check_launchable(const ServerSpec& spec) {
     }
     return make_error(ErrorKind::usage,
                       fmt::format("server '{}': cannot run '{}': no such program in PATH; "
-                                  "install it, or give its full path in 'launch'",
-                                  spec.name, util::one_line(program, 200)));
+                                  "install it, or give its full path in {}",
+                                  spec.name, util::one_line(program, 200), spec.launch_named_by));
 }
 
 util::Result<std::unique_ptr<LaunchedServer>>

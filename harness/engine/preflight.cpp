@@ -33,7 +33,8 @@ util::Result<std::vector<std::string>> request_headers(const ServerSpec& s, cons
         if (!key || !*key) {
             return make_error(
                 ErrorKind::usage,
-                fmt::format("server '{}': the API key variable {} is not set", s.name, env));
+                fmt::format("server '{}': the API key variable {} is {}", s.name, env,
+                            key ? "empty; give it the key" : "not set; export it with the key"));
         }
         // A line end would split the header (every request then fails as
         // sent); other control characters no server takes either.

@@ -309,6 +309,7 @@ util::Result<void> apply_vllm_configs(const std::vector<VllmConfig>& configs,
         s.url = fmt::format("http://127.0.0.1:{}", *port);
         // The CI sends no model name with completions; neither do we.
         s.launch = {vllm_bin, "serve", c.model_name};
+        s.launch_named_by = "--vllm-bin";
         s.launch.insert(s.launch.end(), c.server_args.begin(), c.server_args.end());
         // vLLM's test launcher (tests/utils.py's RemoteOpenAIServer) then
         // adds the port and `--seed 0`, and starts the server with

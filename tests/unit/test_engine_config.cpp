@@ -322,3 +322,17 @@ TEST(ExperimentFile, AHealthPathMustStartWithASlashAndTheListHoldOne) {
     EXPECT_EQ(config.servers.at(0).health, std::vector<std::string>{"/ready"});
     std::filesystem::remove(path);
 }
+
+// The file's concurrency may be "auto": another word is refused saying so,
+// not that no string is allowed.
+TEST(ExperimentFile, AConcurrencyWordOtherThanAutoNamesBothForms) {
+    auto path = write_temp("concurrency.toml", "version = 1\nconcurrency = \"lots\"\n");
+    engine::RunConfig config;
+    auto r = engine::load_experiment(path, config);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find(":2: 'concurrency' 'lots' is not a number from 1 to 10000 "
+                                     "or \"auto\""),
+              std::string::npos)
+        << r.error().message;
+    std::filesystem::remove(path);
+}

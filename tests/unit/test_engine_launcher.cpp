@@ -66,6 +66,12 @@ TEST(CheckLaunchable, APlaceItCannotStartIsNamed) {
     EXPECT_EQ(problem(spec({"no-such-vllm-program", "serve"})),
               "server 'x': cannot run 'no-such-vllm-program': no such program in PATH; install "
               "it, or give its full path in 'launch'");
+    // --vllm-config's server has no 'launch': its program is --vllm-bin's.
+    auto vllm = spec({"no-such-vllm-program", "serve"});
+    vllm.launch_named_by = "--vllm-bin";
+    EXPECT_EQ(problem(vllm),
+              "server 'x': cannot run 'no-such-vllm-program': no such program in PATH; install "
+              "it, or give its full path in --vllm-bin");
     // Not in the server's PATH, though diffeval's own would hold a program
     // of that name: the server runs with its env's.
     auto elsewhere = spec({"sh"});

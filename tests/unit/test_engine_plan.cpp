@@ -364,6 +364,12 @@ TEST(ServerStates, AnUnsetKeyVariableIsNamedAndASetKeyIsSentAndRedacted) {
     auto unset = engine::server_states(config);
     ASSERT_FALSE(unset);
     EXPECT_NE(unset.error().message.find("DIFFEVAL_UNIT_PLAN_KEY is not set"), std::string::npos);
+    // Set but empty is said so: the user's export line is there.
+    ::setenv("DIFFEVAL_UNIT_PLAN_KEY", "", 1);
+    auto empty = engine::server_states(config);
+    ASSERT_FALSE(empty);
+    EXPECT_NE(empty.error().message.find("DIFFEVAL_UNIT_PLAN_KEY is empty"), std::string::npos)
+        << empty.error().message;
 
     ::setenv("DIFFEVAL_UNIT_PLAN_KEY", "sk-unit-0123456789", 1);
     auto set = engine::server_states(config);
