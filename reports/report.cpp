@@ -17,6 +17,7 @@
 #include <fstream>
 #include <future>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <unistd.h>
 
@@ -204,6 +205,14 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
     data.summary = analysis::summarize(data.results);
     work();
     other.get();
+    // A server some job compared is not said to be "not compared" because
+    // an optional comparison (the layout's chat-only one) found no match.
+    std::set<std::string> compared;
+    for (const auto& job : jobs) {
+        if (job.out && !job.out->empty()) {
+            compared.insert(job.b.server);
+        }
+    }
     for (auto& job : jobs) {
         if (!job.out) {
             // A server whose groups all differ from the baseline's in framing
@@ -215,7 +224,7 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
             const auto kind = job.out.error().kind;
             const bool unpaired =
                 kind == util::ErrorKind::no_match || kind == util::ErrorKind::other_questions;
-            if (unpaired) {
+            if (unpaired && !compared.count(job.b.server)) {
                 auto note =
                     kind == util::ErrorKind::no_match
                         ? fmt::format("{} has no group with the framing and token limit of one "

@@ -582,6 +582,20 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
         g.finish();
     }
     std::vector<Comparison> out;
+    // Pairs of groups that match but share no question (other shards,
+    // --limit on other files): said so, not "no pair matches".
+    std::vector<std::string> disjoint;
+    const auto questions = [](const GroupRows& g) {
+        size_t n = 0;
+        for (size_t i = 0; i < g.rows.size(); i = run_end(g.rows, i)) {
+            ++n;
+        }
+        return n;
+    };
+    const auto label = [&](const GroupKey& k) {
+        return group_label(results.servers[static_cast<size_t>(std::get<0>(k))],
+                           results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k));
+    };
     for (const auto& [key, ga] : groups) {
         auto [srv, fr, mt] = key;
         if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
@@ -600,7 +614,18 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
         }
         if (*c) {
             out.push_back(std::move(**c));
+        } else {
+            disjoint.push_back(fmt::format("{} ({}) and {} ({})", label(key),
+                                           util::counted(questions(ga), "question"), label(kb),
+                                           util::counted(questions(itb->second), "question")));
         }
+    }
+    if (out.empty() && !disjoint.empty()) {
+        return make_error(ErrorKind::other_questions,
+                          fmt::format("{} share no question: each ran others (another shard, "
+                                      "--limit or dataset file); merge the other shards into one "
+                                      "database, or run both on the same questions",
+                                      fmt::join(disjoint, ", ")));
     }
     if (out.empty()) {
         std::set<std::string> present;

@@ -758,3 +758,54 @@ TEST(Report, TopFlippedShowsAWorseComparisonBeforeOneThatAnsweredNothing) {
               std::string::npos)
         << md;
 }
+
+// A candidate compared on the framing both ran is not said to be "not
+// compared" because the layout's chat comparison found no chat group of
+// its own (an audit: the baseline ran raw and chat, the candidate raw).
+TEST(Report, ACandidateComparedOnOneFramingIsNotSaidToBeUncompared) {
+    auto dir = e2e::scratch("report-one-framing");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw,chat", "--limit",
+                        "4", "--db", db, "--quiet"})
+                  .exit_code,
+              0);
+    ASSERT_EQ(e2e::run({"run", "--server", "b=" + sim.url(), "--framing", "raw", "--limit", "4",
+                        "--db", db, "--quiet"})
+                  .exit_code,
+              0);
+    auto o = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string(),
+                       "--format", "md"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out/report.md");
+    EXPECT_EQ(md.find("so it is not compared"), std::string::npos) << md.substr(0, 2000);
+    EXPECT_NE(md.find("b/raw/256"), std::string::npos) << md.substr(0, 2000);
+}
+
+// Two groups of one framing and token limit that ran other questions (the
+// two shards of a run, each in its own database merged by hand, or --limit
+// on other files) share none: diff says so, not "no pair of groups
+// matches" while listing a matching pair, and the report does not say the
+// framing differs.
+TEST(Report, GroupsThatShareNoQuestionAreSaidToShareNone) {
+    auto dir = e2e::scratch("report-disjoint");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    for (const auto& [server, shard] : {std::pair{"a", "0/2"}, std::pair{"b", "1/2"}}) {
+        ASSERT_EQ(e2e::run({"run", "--server", std::string(server) + "=" + sim.url(), "--framing",
+                            "raw", "--limit", "6", "--shard", shard, "--db", db, "--quiet"})
+                      .exit_code,
+                  0);
+    }
+    auto d = e2e::run({"diff", "a", "b", "--db", db});
+    EXPECT_EQ(d.exit_code, 2) << d.out;
+    EXPECT_EQ(d.err, "diffeval: a/raw/256 (3 questions) and b/raw/256 (3 questions) share no "
+                     "question: each ran others (another shard, --limit or dataset file); merge "
+                     "the other shards into one database, or run both on the same questions\n");
+    auto o = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string(),
+                       "--format", "md"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out/report.md");
+    EXPECT_EQ(md.find("framing and token limit"), std::string::npos) << md.substr(0, 2000);
+    EXPECT_NE(md.find("share no question"), std::string::npos) << md.substr(0, 2000);
+}
