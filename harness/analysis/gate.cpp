@@ -231,7 +231,12 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
                           util::counted(st.questions, "question"), st.sd_diff)
             : fmt::format("{}, sd of per-question differences {:.3f}",
                           util::counted(st.questions, "question"), st.sd_diff);
-    if (!st.mdd) {
+    if (margin.outcome == MarginOutcome::no_evidence) {
+        // A side never answered: more questions would not help, and an MDD
+        // of its all-wrong answers says nothing of the run's size.
+        c.note = "no run size detects a drop while a side has no successful response: see its "
+                 "errors (diffeval summary) and run it again";
+    } else if (!st.mdd) {
         c.note = no_spread_text(st);
     } else if (too_small) {
         c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
@@ -266,7 +271,7 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"verdict_sentence", cmp.verdict.sentence},
         {"minimum_detectable_difference_points",
          st.mdd ? nlohmann::json(*st.mdd * 100) : nlohmann::json(nullptr)},
-        {"too_small", too_small}};
+        {"too_small", too_small && margin.outcome != MarginOutcome::no_evidence}};
     return c;
 }
 
