@@ -369,9 +369,10 @@ util::Result<size_t> scorer_index(const Results& results, const std::string& sco
     // No score stored means no response is: say that, not "unknown scorer
     // 'vllm' Known scorers: (none)".
     if (results.scorers.empty()) {
-        return make_error(ErrorKind::data, "the database holds no response yet, so nothing is "
-                                           "scored; run 'diffeval run' (the same command again "
-                                           "resumes a killed run)");
+        return make_error(ErrorKind::data,
+                          "the database holds no response to a measured request yet (a probe's "
+                          "responses are not scored), so nothing is scored; run 'diffeval run' "
+                          "(the same command again resumes a killed run)");
     }
     auto it = std::find(results.scorers.begin(), results.scorers.end(), scorer);
     if (it == results.scorers.end()) {

@@ -267,9 +267,25 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     if (auto r = check_existing_db(db); !r) {
         return r.error();
     }
-    if (!for_writing) {
-        note_if_written(db);
-    }
+    // Another command writing it: said once the store is open, or, when it
+    // has stored nothing yet, the one thing said (what follows would be
+    // nothing, and a note to run diffeval would name a run that is
+    // running).
+    const auto writer = for_writing ? std::nullopt : store::RunLock::holder(db);
+    const auto opened =
+        [&](std::unique_ptr<store::Store> st) -> util::Result<std::unique_ptr<store::Store>> {
+        if (writer && st->holds_no_responses()) {
+            return util::make_error(util::ErrorKind::usage,
+                                    fmt::format("{} is still being written by {} and holds no "
+                                                "response yet; read it once the run has stored "
+                                                "some",
+                                                db, *writer));
+        }
+        if (writer) {
+            note_if_written(db);
+        }
+        return st;
+    };
     // Opening for writing would create the schema in an empty file; a
     // command that only reads results must leave it as it found it.
     std::error_code ec;
@@ -294,7 +310,7 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
             return missing.error();
         }
         if (*missing == 0) {
-            return ro;
+            return opened(std::move(*ro));
         }
         ro = util::make_error(util::ErrorKind::data,
                               fmt::format("{} holds {} not scored yet, and is not writable; "
@@ -320,7 +336,7 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
     if (auto r = analysis::ensure_scored(**rw); !r) {
         return r.error();
     }
-    return rw;
+    return opened(std::move(*rw));
 }
 
 util::Result<analysis::RescoreSummary> score_stored(const std::string& db,

@@ -514,6 +514,42 @@ TEST_F(Analyse, AWriteInAReadOnlyDirectoryNamesTheDirectory) {
     std::filesystem::permissions(ro_dir, perms::owner_all);
 }
 
+// A run that has stored no response yet: a read command says that alone,
+// exit 2. It said "what follows is what it has stored so far", then that
+// the database holds no response and to run diffeval (which would be
+// refused), calling the running run killed.
+TEST(ReadWhileWritten, ADatabaseWithNoResponseYetIsSaidToBeWrittenInOneLine) {
+    auto dir = e2e::scratch("read-while-empty");
+    const auto db = (dir / "r.sqlite").string();
+    e2e::Sim sim;
+    // A database holding the run's requests and no response, as one that
+    // is planned and waiting for its first answers.
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "2",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "DELETE FROM scores; DELETE FROM classifications; UPDATE requests SET "
+                  "response_id = NULL; DELETE FROM responses");
+    const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(held, 0);
+    const std::string who = "pid 4242, started 2026-12-05T00:00:00.000Z, diffeval run\n";
+    ASSERT_EQ(::write(held, who.data(), who.size()), static_cast<ssize_t>(who.size()));
+    ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+    for (const std::string command : {"summary", "report"}) {
+        std::vector<std::string> args = {command, "--db", db};
+        if (command == "report") {
+            args.insert(args.end(), {"--out", (dir / "report").string()});
+        }
+        auto r = e2e::run(args);
+        EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+        EXPECT_EQ(r.err, fmt::format("diffeval: {} is still being written by diffeval run (pid "
+                                     "4242, started 2026-12-05T00:00:00.000Z) and holds no "
+                                     "response yet; read it once the run has stored some\n",
+                                     db))
+            << command;
+    }
+    ::close(held);
+}
+
 // While another command still writes the database (a run, a merge into
 // it), its unanswered requests count as failed: a read command (and a merge
 // of it) says so in one line on stderr, the report's headline says so, and
