@@ -1,4 +1,5 @@
 // `diffeval fingerprint LOGFILE`: the facts and conflicts in one server log.
+#include <harness/cli/colour.hpp>
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 
@@ -102,8 +103,9 @@ int fingerprint_command(const FingerprintFlags& f) {
             }
         }
         for (const auto& c : fp->conflicts) {
-            std::cout << fmt::format("CONFLICT {}: {} ({})\n", c.name, c.message,
-                                     fmt::join(c.evidence, ", "));
+            // The word alone: the rest quotes the server's log.
+            std::cout << fmt::format("{} {}: {} ({})\n", for_terminal("CONFLICT", stdout), c.name,
+                                     c.message, fmt::join(c.evidence, ", "));
         }
     }
     return f.fail_on_conflict && !fp->conflicts.empty() ? k_exit_failed : k_exit_ok;

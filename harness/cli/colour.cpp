@@ -15,13 +15,14 @@ namespace {
 constexpr std::string_view k_reset = "\033[0m";
 
 // Words, and the colour each is shown in.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 7> k_words = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 8> k_words = {{
     {"PASS", "\033[1;32m"},
     {"better", "\033[32m"},
     {"FAIL", "\033[1;31m"},
     {"worse", "\033[31m"},
     {"CONFLICT", "\033[1;31m"},
     {"INCONCLUSIVE", "\033[1;33m"},
+    {"inconclusive", "\033[33m"}, // the gate's "FAIL (inconclusive)"
     {"SKIP", "\033[1;33m"},
 }};
 

@@ -18,6 +18,9 @@ TEST(ColourVerdicts, WrapsWholeWordsOnly) {
     // Parts of longer words stay plain.
     EXPECT_EQ(colour_verdicts("PASSED betterment FAILURE"), "PASSED betterment FAILURE");
     EXPECT_EQ(colour_verdicts("no-worse"), "no-worse");
+    // The gate writes an inconclusive margin check "FAIL (inconclusive)".
+    EXPECT_EQ(colour_verdicts("FAIL (inconclusive)"),
+              "\033[1;31mFAIL\033[0m (\033[33minconclusive\033[0m)");
 }
 
 TEST(ColourVerdicts, PlainTextHasNoEscapes) {
