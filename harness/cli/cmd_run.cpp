@@ -19,9 +19,14 @@ namespace diffeval::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_kill{false};
 
+// The first signal stops the run cleanly; a second kills its launched
+// servers at once rather than wait out their grace period.
 extern "C" void on_stop_signal(int) {
-    g_stop.store(true);
+    if (g_stop.exchange(true)) {
+        g_kill.store(true);
+    }
 }
 
 struct RunFlags {
@@ -387,6 +392,7 @@ int run_command(const RunFlags& f) {
 
     // 2. Run with Ctrl-C wired to a clean stop.
     g_stop.store(false);
+    g_kill.store(false);
     auto old_int = std::signal(SIGINT, on_stop_signal);
     auto old_term = std::signal(SIGTERM, on_stop_signal);
     engine::RunOptions options;
@@ -394,6 +400,7 @@ int run_command(const RunFlags& f) {
                        : stderr_is_tty() ? engine::ProgressStyle::bar
                                          : engine::ProgressStyle::lines;
     options.stop_requested = &g_stop;
+    options.kill_requested = &g_kill;
     auto result = engine::run(*config, options, std::cerr);
     std::signal(SIGINT, old_int);
     std::signal(SIGTERM, old_term);

@@ -421,7 +421,8 @@ util::Result<void> LaunchedServer::wait_healthy(const std::atomic<bool>* stop) {
     return {};
 }
 
-void LaunchedServer::stop(std::chrono::milliseconds grace) {
+void LaunchedServer::stop(std::chrono::milliseconds grace, const std::atomic<bool>* hurry,
+                          const std::function<void()>& waiting) {
     if (m_pid <= 0 || exited()) {
         // The leader is gone; make sure nothing it left in its group survives.
         if (m_pid > 0) {
@@ -430,11 +431,17 @@ void LaunchedServer::stop(std::chrono::milliseconds grace) {
         return;
     }
     kill(-m_pid, SIGTERM);
-    const auto deadline = Clock::now() + grace;
-    while (Clock::now() < deadline) {
+    const auto start = Clock::now();
+    const auto deadline = start + grace;
+    bool said = false;
+    while (Clock::now() < deadline && !(hurry && hurry->load())) {
         if (exited()) {
             kill(-m_pid, SIGKILL);
             return;
+        }
+        if (!said && waiting && Clock::now() - start >= std::chrono::seconds{1}) {
+            said = true;
+            waiting();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds{20});
     }

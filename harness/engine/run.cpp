@@ -719,7 +719,11 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
             continue;
         }
         if (!ctx.config.keep_servers) {
-            ls->stop();
+            ls->stop(std::chrono::milliseconds{10'000}, ctx.options.kill_requested, [&] {
+                ctx.log << fmt::format("diffeval run: waiting up to 10 s for server '{}' to stop "
+                                       "(interrupt again to kill it now)\n",
+                                       ctx.config.servers[si].name);
+            });
         }
         const auto log_text = ls->log_text();
         (void)record_server(ctx, server_record(ctx, si, st.infos[si], log_text), st.db,

@@ -25,6 +25,9 @@ struct RunOptions {
     ProgressStyle progress = ProgressStyle::lines;
     // Set from a signal handler to stop cleanly; checked by the loop.
     const std::atomic<bool>* stop_requested = nullptr;
+    // Set by a second signal: launched servers are killed at once instead
+    // of given their grace period to stop.
+    const std::atomic<bool>* kill_requested = nullptr;
 };
 
 struct RunSummary {

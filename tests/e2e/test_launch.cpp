@@ -343,6 +343,48 @@ TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
     EXPECT_EQ(std::stoi(m[1]), stored + std::stoi(m[2])) << o.err;
 }
 
+// A launched server that ignores SIGTERM (a llama-server answering a
+// request does) kept an interrupted run waiting 10 s without a word, and a
+// second Ctrl-C changed nothing: now a line says why it waits, and a
+// second interrupt kills the server at once.
+TEST(Launch, ASecondInterruptKillsAServerThatIgnoresTerm) {
+    auto dir = e2e::scratch("launch_second_interrupt");
+    const int port = e2e::free_port();
+    auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 60000\n";
+    // The shell and its sleep ignore SIGTERM (set after the server starts,
+    // which stops on it), so the group lives on.
+    const std::string sim =
+        e2e::binary() + " sim --port " + std::to_string(port) + " --profile " + profile.string();
+    std::ofstream(dir / "experiment.toml")
+        << "version = 1\nframings = [\"raw\"]\nlimit = 1\n"
+        << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+        << "\"\nshell = true\nready_timeout = 20\nlaunch = "
+        << quoted(sim + " & trap '' TERM; sleep 60") << "\n";
+    e2e::Child run({"run", "--config", (dir / "experiment.toml").string(), "--db",
+                    (dir / "r.sqlite").string()});
+    const auto said = [&](const std::string& words) {
+        for (int i = 0; i < 1000; ++i) {
+            if (run.err().find(words) != std::string::npos) {
+                return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return false;
+    };
+    ASSERT_TRUE(said("1 request planned;")) << run.err();
+    ::kill(run.pid(), SIGINT);
+    ASSERT_TRUE(said("waiting up to 10 s for server 's' to stop (interrupt again to kill it "
+                     "now)"))
+        << run.err();
+    const auto again = std::chrono::steady_clock::now();
+    ::kill(run.pid(), SIGINT);
+    const auto code = run.wait_for(std::chrono::seconds(5));
+    ASSERT_TRUE(code.has_value()) << run.err();
+    EXPECT_EQ(*code, 130) << run.err();
+    EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(3));
+}
+
 // The launched server could not bind a port another process holds, and
 // that process would answer in its name: nothing starts, one line says why.
 TEST(Launch, PortAnotherProcessListensOnIsRefused) {
