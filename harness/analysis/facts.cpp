@@ -115,7 +115,9 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     };
     add("engine", [](const ServerFacts& s) { return s.fingerprint.engine; });
     add("version", [](const ServerFacts& s) { return s.version; });
-    add("model", [](const ServerFacts& s) { return s.model; });
+    // The name /v1/models (or --model) gave; a fingerprint's `model` fact,
+    // in its own row, is what the log or /props says was loaded.
+    add("served model", [](const ServerFacts& s) { return s.model; });
     add("max_model_len", [](const ServerFacts& s) {
         return s.max_model_len ? std::to_string(*s.max_model_len) : std::string();
     });
