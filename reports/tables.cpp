@@ -392,6 +392,12 @@ std::string tail_sentence(const analysis::TailDifference& t) {
             "counts at A's speed: {:.0f} ms {:+.2f} ms/token) and {} ms is left over:\n{}.",
             signed_ms(s.p99_diff), signed_ms(*s.explained), f.intercept_ms, f.ms_per_token,
             signed_ms(s.rest), rest_words(s.rest));
+    } else if (t.tokens_beyond_fit) {
+        out += fmt::format("\nA's per-token speed was fitted on {} to {} tokens, and B's p99 "
+                           "response has {:.0f}:\ntoo far outside them to say how much of the {} "
+                           "ms p99 difference follows from output lengths.",
+                           t.a_fit_tokens_min, t.a_fit_tokens_max, t.b_p99_tokens,
+                           signed_ms(s.p99_diff));
     } else if (t.tokens_flat) {
         out += fmt::format("\nA's latency does not grow with its token count (its least-squares "
                            "slope is at or below\n0 ms/token), so none of the {} ms p99 difference "

@@ -269,6 +269,10 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
     for (const auto* r : a) {
         if (r->ok && r->completion_tokens && r->latency_ms) {
             const auto x = static_cast<double>(*r->completion_tokens);
+            t.a_fit_tokens_min = n == 0 ? *r->completion_tokens
+                                        : std::min(t.a_fit_tokens_min, *r->completion_tokens);
+            t.a_fit_tokens_max = n == 0 ? *r->completion_tokens
+                                        : std::max(t.a_fit_tokens_max, *r->completion_tokens);
             n += 1;
             sx += x;
             sy += *r->latency_ms;
@@ -288,6 +292,23 @@ std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*
         return t;
     }
     f.intercept_ms = (sy - f.ms_per_token * sx) / n;
+    // The predicted p99 is that of B's p99 token count (the fit rises with
+    // tokens): far outside A's counts, the fit says nothing of it.
+    std::vector<double> b_tokens;
+    for (const auto* r : b) {
+        if (r->ok && r->completion_tokens) {
+            b_tokens.push_back(static_cast<double>(*r->completion_tokens));
+        }
+    }
+    if (!b_tokens.empty()) {
+        t.b_p99_tokens = percentile(b_tokens, 99);
+        const auto lo = static_cast<double>(t.a_fit_tokens_min) / TailDifference::k_fit_reach;
+        const auto hi = static_cast<double>(t.a_fit_tokens_max) * TailDifference::k_fit_reach;
+        if (t.b_p99_tokens > hi || t.b_p99_tokens < lo) {
+            t.tokens_beyond_fit = true;
+            return t;
+        }
+    }
     auto predicted_p99 = [&](const std::vector<const ResultRow*>& rows) {
         std::vector<double> v;
         for (const auto* r : rows) {
@@ -776,11 +797,17 @@ nlohmann::json latency_json(const Comparison& c) {
                   {"confidence", 0.95},           {"method", "percentile bootstrap over questions"},
                   {"resamples", t.p99_resamples}, {"seed", t.p99_seed}};
     }
-    return {{"a_responses", t.a_responses},   {"b_responses", t.b_responses},
-            {"a_p50_ms", t.a_p50_ms},         {"b_p50_ms", t.b_p50_ms},
-            {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
-            {"b_p99_ms", t.b_p99_ms},         {"p99_diff_ms", t.p99_diff_ms()},
-            {"p99_diff_ci", p99_ci},          {"from_tokens", from_tokens}};
+    nlohmann::json beyond = nullptr;
+    if (t.tokens_beyond_fit) {
+        beyond = {{"a_tokens_min", t.a_fit_tokens_min},
+                  {"a_tokens_max", t.a_fit_tokens_max},
+                  {"b_p99_tokens", t.b_p99_tokens}};
+    }
+    return {
+        {"a_responses", t.a_responses}, {"b_responses", t.b_responses},   {"a_p50_ms", t.a_p50_ms},
+        {"b_p50_ms", t.b_p50_ms},       {"p50_diff_ms", t.p50_diff_ms()}, {"a_p99_ms", t.a_p99_ms},
+        {"b_p99_ms", t.b_p99_ms},       {"p99_diff_ms", t.p99_diff_ms()}, {"p99_diff_ci", p99_ci},
+        {"from_tokens", from_tokens},   {"tokens_beyond_fit", beyond}};
 }
 
 nlohmann::json comparison_json(const Comparison& c) {

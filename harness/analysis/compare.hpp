@@ -77,6 +77,16 @@ struct TailDifference {
     // a server that answers at once the slope is noise around 0), so no part
     // of the p99 difference is put down to output lengths.
     bool tokens_flat = false;
+    // B's p99 response is far outside the token counts A's fit was made on
+    // (more than k_fit_reach times its longest, or under its shortest over
+    // k_fit_reach): the fit would be carried thousands of tokens past its
+    // data (an audit's 57-73-token fit "explained" +3,035 ms of a +113 ms
+    // difference at 200,000 tokens), so nothing is attributed. The range and
+    // B's p99 token count are kept to say so.
+    bool tokens_beyond_fit = false;
+    int64_t a_fit_tokens_min = 0, a_fit_tokens_max = 0;
+    double b_p99_tokens = 0;
+    static constexpr double k_fit_reach = 2.0;
     // How much of the p99 difference follows from output lengths:
     // from_tokens's, 0 when tokens_flat, unset when no fit was made.
     std::optional<double> explained_ms() const {

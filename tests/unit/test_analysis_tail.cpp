@@ -146,3 +146,43 @@ TEST(SummarizeLatency, TheRateLeavesOutTheGapBetweenARunAndItsResume) {
 
 } // namespace
 } // namespace diffeval::analysis
+
+namespace diffeval::analysis {
+namespace {
+
+// The fit of latency on token count is A's: B's p99 response at 200,000
+// tokens against A's 57 to 73 attributed +3,035 ms of a +113 ms difference
+// (an audit). Far outside A's counts nothing is attributed, and the range
+// is kept to say so; within twice A's longest the fit still speaks.
+TEST(TailFromTokens, AFitIsNotCarriedFarPastTheTokenCountsItWasMadeOn) {
+    const auto with_tokens = [](int questions, auto tokens, auto latency) {
+        Side s = side(questions, 1, [&](int q, int) { return latency(tokens(q)); });
+        for (auto& r : s.rows) {
+            r.completion_tokens = tokens(r.question_idx);
+        }
+        return s;
+    };
+    const auto a_tokens = [](int q) { return int64_t{57 + q % 17}; };
+    const auto speed = [](int64_t t) { return 4.0 + 0.015 * static_cast<double>(t); };
+    const auto a = with_tokens(30, a_tokens, speed);
+    const auto far = with_tokens(
+        30, [](int q) { return int64_t{200000 + q}; }, [](int64_t) { return 119.0; });
+    const auto t = tail_difference(a.pointers(), far.pointers());
+    ASSERT_TRUE(t);
+    EXPECT_TRUE(t->tokens_beyond_fit);
+    EXPECT_FALSE(t->from_tokens);
+    EXPECT_FALSE(t->explained_ms());
+    EXPECT_EQ(t->a_fit_tokens_min, 57);
+    EXPECT_EQ(t->a_fit_tokens_max, 73);
+    EXPECT_GT(t->b_p99_tokens, 200000);
+    const auto near = with_tokens(
+        30, [](int q) { return int64_t{100 + q}; }, speed);
+    const auto u = tail_difference(a.pointers(), near.pointers());
+    ASSERT_TRUE(u);
+    EXPECT_FALSE(u->tokens_beyond_fit);
+    ASSERT_TRUE(u->from_tokens);
+    EXPECT_GT(*u->explained_ms(), 0);
+}
+
+} // namespace
+} // namespace diffeval::analysis
