@@ -280,6 +280,17 @@ int plan_command(const AnalyseFlags& f) {
             "{:.3f}.\n",
             c.b.text(), c.a.text(), c.scorer, util::counted(s.questions, "question"),
             analysis::repeats_text(s.noise_a, s.noise_b), s.sd_diff);
+        // A side that never answered: its differences are failures counted
+        // wrong, which size nothing of the model (an audit's plan sized a
+        // 7,849-question run from a candidate whose every request failed).
+        if (c.behaviour_a.answered == 0 || c.behaviour_b.answered == 0) {
+            std::cout << fmt::format(
+                "{} has no successful response in the pilot, so its differences are failed "
+                "requests, not the model's, and size no run: see its errors (diffeval summary) "
+                "and run the pilot again.\n\n",
+                c.behaviour_b.answered == 0 ? c.b.text() : c.a.text());
+            continue;
+        }
         // Every question differing by the same amount has a variance of 0
         // too, which the rows' raise to about 10 differing questions hid
         // (reports audit #4: "10 questions" to detect a 1-point drop).

@@ -748,6 +748,14 @@ TEST(GateUnmeasured, ASideThatNeverAnsweredPassesNoMarginWhateverInconclusiveSay
     EXPECT_EQ(j["comparisons"][0]["verdict"]["kind"], "no evidence") << d.out;
     auto self = e2e::run({"diff", "dead", "dead", "--db", db});
     EXPECT_EQ(self.exit_code, 2) << self.out; // a group against itself stays refused
+    // Nor does plan size a run from failures.
+    auto plan = e2e::run({"plan", "good", "dead", "--db", db});
+    EXPECT_EQ(plan.exit_code, 0) << plan.err;
+    EXPECT_NE(plan.out.find("dead/raw/256 has no successful response in the pilot, so its "
+                            "differences are failed requests"),
+              std::string::npos)
+        << plan.out;
+    EXPECT_EQ(plan.out.find("To detect"), std::string::npos) << plan.out;
 }
 
 // Requests a run planned and never sent (it was killed first) count as
