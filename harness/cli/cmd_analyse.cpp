@@ -42,7 +42,7 @@ struct AnalyseFlags {
     std::string format = "text";
     std::string scorer = "vllm";
     std::string a, b;
-    std::string score_text = "full";
+    std::string score_text;                // rescore's --score-text; empty: as stored, else full
     std::vector<std::string> scorer_files; // `rescore`: users' own scorers to store
     uint32_t resamples = analysis::k_default_resamples;
     uint64_t seed = analysis::k_default_bootstrap_seed;
@@ -352,7 +352,7 @@ int plan_command(const AnalyseFlags& f) {
 }
 
 int rescore_command(const AnalyseFlags& f) {
-    auto mode = scorers::parse_score_text(f.score_text);
+    auto mode = scorers::parse_score_text(f.score_text.empty() ? "full" : f.score_text);
     if (!mode) {
         return report(util::make_error(
             util::ErrorKind::usage,
@@ -376,13 +376,27 @@ int rescore_command(const AnalyseFlags& f) {
     if (!lock) {
         return report(lock.error());
     }
+    // Without --score-text the text the database was scored on stays: a
+    // scorer added to an after-think database switched it back to the full
+    // text without a word.
+    if (f.score_text.empty()) {
+        auto stored = store::stored_score_text(**st);
+        if (!stored) {
+            return report(stored.error());
+        }
+        if (*stored) {
+            if (auto as_stored = scorers::parse_score_text(**stored)) {
+                mode = *as_stored;
+            }
+        }
+    }
     auto r = analysis::rescore(**st, *mode, analysis::Scope::all, *added);
     if (!r) {
         return report(r.error());
     }
     std::cout << fmt::format("rescored {} ({}, text: {})\n",
                              util::counted(r->responses, "response"),
-                             util::counted(r->scores, "score"), f.score_text);
+                             util::counted(r->scores, "score"), scorers::score_text_name(*mode));
     std::cout << stored_scorer_lines(*r, f.db);
     return k_exit_ok;
 }
@@ -427,7 +441,9 @@ void add_analyse_commands(CLI::App& root, Dispatch& dispatch) {
     auto* rescore =
         root.add_subcommand("rescore", "Recompute classifications and scores from stored text");
     rescore->add_option("--db", flags->db, "Results database");
-    rescore->add_option("--score-text", flags->score_text, "full (default) or after-think");
+    rescore->add_option("--score-text", flags->score_text,
+                        "full or after-think (default: the text the database was scored on, "
+                        "else full)");
     rescore
         ->add_option("--scorer-file", flags->scorer_files,
                      "A scorer file of your own (repeatable): stored in the database and "

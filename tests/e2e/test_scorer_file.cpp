@@ -70,6 +70,27 @@ void expect_one_line(const e2e::Outcome& o) {
 
 } // namespace
 
+// A scorer added to a database scored on the text after the think block
+// keeps that text: without --score-text, rescore went back to the full text
+// (an audit: "text: full", and summary's score_text switched).
+TEST(ScorerFileFlag, AddingAScorerKeepsTheTextTheDatabaseWasScoredOn) {
+    auto dir = e2e::scratch("scorer-file-text");
+    e2e::Sim sim({"--profile", "deepgemm"});
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(run_sim(sim, db, "default", 3).exit_code, 0);
+    ASSERT_EQ(e2e::run({"rescore", "--db", db.string(), "--score-text", "after-think"}).exit_code,
+              0);
+    const auto file = first_number_scorer(dir, "first-number", 1);
+    auto r = e2e::run({"rescore", "--db", db.string(), "--scorer-file", file.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("text: after-think"), std::string::npos) << r.out;
+    EXPECT_EQ(query(db, "SELECT group_concat(DISTINCT score_text) FROM scores"), "after-think");
+    // Asked for, the full text is taken.
+    r = e2e::run({"rescore", "--db", db.string(), "--score-text", "full"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(query(db, "SELECT group_concat(DISTINCT score_text) FROM scores"), "full");
+}
+
 TEST(ScorerFileFlag, RescoreStoresItAndLaterRunsAndImportsScoreWithIt) {
     auto dir = e2e::scratch("scorer-file");
     e2e::Sim sim({"--profile", "deepgemm"});
