@@ -315,8 +315,7 @@ TEST(Launch, RequestsInFlightWhenTheServerDiesCountAsSent) {
 // Requests refused at connect after the server died never reached it: not
 // counted sent. The launched shell outlives its server by 0.4 s, so the run
 // goes on submitting and retrying into the closed port (an audit's llama-server
-// run said '343 sent' when the server had read 324). Only the 4 in flight
-// when it died may have been read.
+// run said '343 sent' when the server had read 324).
 TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
     auto dir = e2e::scratch("launch_crash_refused");
     const int port = e2e::free_port();
@@ -339,7 +338,10 @@ TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(o.err, m, std::regex(R"((\d+) sent \((\d+) of them unanswered)")))
         << o.err;
-    EXPECT_LE(std::stoi(m[2]), 4) << o.err;
+    // The 4 in flight when it died, and at most as many sent on a kept-alive
+    // connection in the moment before its end was seen (the server may have
+    // read those, as far as the client can tell); never the refused ones.
+    EXPECT_LE(std::stoi(m[2]), 8) << o.err;
     EXPECT_EQ(std::stoi(m[1]), stored + std::stoi(m[2])) << o.err;
 }
 
