@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -153,8 +155,8 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     auto where = [&](const toml::node& n) {
         return fmt::format("{}:{}", origin, n.source().begin.line);
     };
-    static const std::set<std::string> k_top = {"version", "engine", "fact", "conflict",
-                                                "launch",  "ready"};
+    static const std::set<std::string> k_top = {"version",  "engine", "fact",
+                                                "conflict", "launch", "ready"};
     for (const auto& [k, v] : tbl) {
         if (!k_top.count(std::string(k.str()))) {
             return make_error(
@@ -170,16 +172,16 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     for (const auto& [key, into] : {std::pair{"launch", &impl->launch}, {"ready", &impl->ready}}) {
         const auto* list = tbl[key].as_array();
         if (tbl[key] && (!list || !list->is_homogeneous(toml::node_type::string))) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{}: `{}` is a list of patterns (strings)",
-                                          where(*tbl.get(key)), key));
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("{}: `{}` is a list of patterns (strings)", where(*tbl.get(key)), key));
         }
         for (const auto& p : list ? *list : toml::array{}) {
             auto re = std::make_unique<RE2>(*p.value<std::string>(), RE2::Quiet);
             if (!re->ok()) {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("{}: `{}` pattern must compile ({})", where(p), key,
-                                              re->error()));
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("{}: `{}` pattern must compile ({})", where(p), key, re->error()));
             }
             into->push_back(std::move(re));
         }
@@ -355,10 +357,14 @@ Fingerprint Rules::apply(std::string_view log) const {
     fp.engine = m_impl->engine;
     // Facts come from a launch's start-up: its lines until one says the
     // server is ready. After that a verbose server logs each request, and
-    // a prompt saying "loading model '...'" is no fact; a later launch
-    // (a restart appended to the same file) starts afresh, so no fact of
-    // the one before is stated for it.
+    // a prompt saying "loading model '...'" is no fact. Every launch (a
+    // restart appended to the same file) starts afresh, so no fact of the
+    // one before is stated for it; and the server is the last launch that
+    // became ready: one after it that never did (it failed to bind the
+    // port, or is still loading) does not stand for it.
     bool serving = false;
+    std::optional<std::pair<std::map<std::string, std::string>, std::map<std::string, std::string>>>
+        last_ready;
     size_t pos = 0;
     while (pos < log.size()) {
         auto end = log.find('\n', pos);
@@ -367,15 +373,15 @@ Fingerprint Rules::apply(std::string_view log) const {
         }
         re2::StringPiece line(log.data() + pos, end - pos);
         pos = end + 1;
-        if (serving) {
-            if (!Impl::any_match(m_impl->launch, line)) {
-                continue;
-            }
+        if (Impl::any_match(m_impl->launch, line)) {
             fp.facts.clear();
             fp.stated.clear();
             serving = false;
+        } else if (serving) {
+            continue;
         } else if (Impl::any_match(m_impl->ready, line)) {
             serving = true;
+            last_ready.emplace(fp.facts, fp.stated);
             continue;
         }
         for (const auto& f : m_impl->facts) {
@@ -393,6 +399,10 @@ Fingerprint Rules::apply(std::string_view log) const {
             }
             fp.facts[f.name] = std::move(value);
         }
+    }
+    if (!serving && last_ready) {
+        fp.facts = std::move(last_ready->first);
+        fp.stated = std::move(last_ready->second);
     }
     drop_stated_facts(fp);
     for (const auto& rule : m_impl->conflicts) {

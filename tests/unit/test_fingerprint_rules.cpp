@@ -284,3 +284,25 @@ TEST(Fingerprint, ALaterLaunchInTheSameLogStartsItsFactsAfresh) {
     EXPECT_EQ(verbose->facts["slots"], "2");
     EXPECT_EQ(verbose->facts["kv_cache_type_k"], "q8_0");
 }
+
+// Every launch starts its facts afresh, ready or not: a verbose launch
+// with a q8_0 cache killed while it loaded left its cache type to the f16
+// server launched after it (an audit, against a real llama-server). And
+// the server is the last launch that became ready: a launch after it that
+// failed to bind the port kept only its own few facts.
+TEST(Fingerprint, ALaunchThatNeverBecameReadyNeitherLeaksNorStandsForTheServer) {
+    const auto verbose = read_log("llamacpp-b11669-lv4.log");
+    const auto loaded = verbose.find("llama_server: model loaded");
+    ASSERT_NE(loaded, std::string::npos);
+    const auto killed_while_loading = verbose.substr(0, verbose.rfind('\n', loaded) + 1);
+    auto fp = fingerprint_log(killed_while_loading + read_log("llamacpp-b11669-default.log"));
+    ASSERT_TRUE(fp.ok());
+    EXPECT_EQ(fp->facts.count("kv_cache_type_k"), 0U);
+    EXPECT_EQ(fp->facts["slots"], "1");
+    // The running verbose server, then a second launch that failed at once.
+    auto later_failed = fingerprint_log(verbose + killed_while_loading.substr(0, 300));
+    ASSERT_TRUE(later_failed.ok());
+    EXPECT_EQ(later_failed->facts["kv_cache_type_k"], "q8_0");
+    EXPECT_EQ(later_failed->facts["slots"], "2");
+    EXPECT_EQ(later_failed->facts["context_per_slot"], "2048");
+}
