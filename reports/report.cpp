@@ -217,6 +217,7 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
             compared.insert(job.b.server);
         }
     }
+    std::set<std::string> noted;
     for (auto& job : jobs) {
         if (!job.out) {
             // A server whose groups all differ from the baseline's in framing
@@ -228,19 +229,27 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
             const auto kind = job.out.error().kind;
             const bool unpaired =
                 kind == util::ErrorKind::no_match || kind == util::ErrorKind::other_questions;
-            if (unpaired && !compared.count(job.b.server)) {
+            // Groups that ran other questions are said even when another job
+            // compared the server: those comparisons are missing.
+            if (unpaired &&
+                (kind == util::ErrorKind::other_questions || !compared.count(job.b.server))) {
                 auto note =
                     kind == util::ErrorKind::no_match
                         ? fmt::format("{} has no group with the framing and token limit of one "
                                       "of the baseline {}'s, so it is not compared; compare it "
                                       "with 'diffeval diff' or another --baseline",
                                       job.b.server, data.baseline)
-                        : fmt::format("{} is not compared ({}): compare it with 'diffeval "
+                        : fmt::format("{} is {} ({}): compare it with 'diffeval "
                                       "diff' against a server that ran its questions, or run it "
                                       "into another --db",
-                                      job.b.server, job.out.error().message);
-                if (std::find(data.comparison_notes.begin(), data.comparison_notes.end(), note) ==
-                    data.comparison_notes.end()) {
+                                      job.b.server,
+                                      compared.count(job.b.server)
+                                          ? "compared only where the layout names its groups"
+                                          : "not compared",
+                                      job.out.error().message);
+                // One note a server: the layout's chat-only job meets the
+                // same groups and said it again in other words.
+                if (noted.insert(job.b.server).second) {
                     data.comparison_notes.push_back(std::move(note));
                 }
             }

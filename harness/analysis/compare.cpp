@@ -641,12 +641,20 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                            util::counted(questions(itb->second), "question")));
         }
     }
-    if (out.empty() && !disjoint.empty()) {
-        return make_error(ErrorKind::other_questions,
-                          fmt::format("{} share no question: each ran others (another shard, "
-                                      "--limit or dataset file); merge the other shards into one "
-                                      "database, or run both on the same questions",
-                                      fmt::join(disjoint, ", ")));
+    // Refused even when other pairs compare: a gate of the two servers
+    // passed on their raw groups and never said their chat groups were
+    // not compared.
+    if (!disjoint.empty()) {
+        return make_error(
+            ErrorKind::other_questions,
+            fmt::format("{} share no question: each ran others (another shard, --limit or "
+                        "dataset file); merge the other shards into one database{} run both on "
+                        "the same questions{}",
+                        fmt::join(disjoint, ", "), out.empty() ? ", or" : ",",
+                        out.empty()
+                            ? ""
+                            : ", or name groups that share questions (such as " +
+                                  out.front().a.text() + " and " + out.front().b.text() + ")"));
     }
     if (out.empty()) {
         std::set<std::string> present;
