@@ -446,6 +446,7 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
         for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
             widen(side->answered, b->answered_questions, b->fewest_answered, b->most_answered);
             b->started_reasoning_shares += *side->reasoning_share;
+            b->compared_answered += side->answered;
             ++b->answered_questions;
         }
     }
@@ -453,6 +454,7 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
         for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
             widen(side->recorded, b->recorded_questions, b->fewest_recorded, b->most_recorded);
             b->never_finished_shares += *side->never_share;
+            b->compared_recorded += side->recorded;
             ++b->recorded_questions;
         }
     }

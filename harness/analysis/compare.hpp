@@ -157,6 +157,9 @@ struct Comparison {
         int64_t responses = 0, answered = 0, finish_recorded = 0, token_counted = 0;
         double never_finished_shares = 0, started_reasoning_shares = 0;
         int64_t answered_questions = 0, recorded_questions = 0;
+        // The responses those rates are over: answered on the questions both
+        // sides answered, recorded on those both recorded.
+        int64_t compared_answered = 0, compared_recorded = 0;
         int64_t fewest_answered = 0, most_answered = 0, fewest_recorded = 0, most_recorded = 0;
         // The questions' numbers of answered (recorded: `recorded`) responses differ.
         bool uneven(bool recorded) const {

@@ -269,8 +269,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"alpha", st.alpha},
         {"verdict", verdict_name(cmp.verdict.kind)},
         {"verdict_sentence", cmp.verdict.sentence},
+        // None with no evidence: no run size detects a drop (the note).
         {"minimum_detectable_difference_points",
-         st.mdd ? nlohmann::json(*st.mdd * 100) : nlohmann::json(nullptr)},
+         st.mdd && margin.outcome != MarginOutcome::no_evidence ? nlohmann::json(*st.mdd * 100)
+                                                                : nlohmann::json(nullptr)},
         {"too_small", too_small && margin.outcome != MarginOutcome::no_evidence}};
     return c;
 }
@@ -428,8 +430,10 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
                 {"candidate_mean", b},
                 {"questions", measured_questions},
                 {"paired_questions", cmp.questions},
-                {"baseline_answered", cmp.behaviour_a.answered},
-                {"candidate_answered", cmp.behaviour_b.answered}};
+                {"baseline_answered",
+                 never ? cmp.behaviour_a.compared_recorded : cmp.behaviour_a.compared_answered},
+                {"candidate_answered",
+                 never ? cmp.behaviour_b.compared_recorded : cmp.behaviour_b.compared_answered}};
     return c;
 }
 

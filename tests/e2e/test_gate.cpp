@@ -742,6 +742,13 @@ TEST(GateUnmeasured, ASideThatNeverAnsweredPassesNoMarginWhateverInconclusiveSay
     EXPECT_NE(o.out.find("no run size detects a drop while a side has no successful response"),
               std::string::npos)
         << o.out;
+    EXPECT_EQ(e2e::run({"gate", "--db", db, "--baseline", "dead", "--candidate", "good",
+                        "--max-drop", "5", "--json", db + ".gate.json"})
+                  .exit_code,
+              1);
+    const auto gj = nlohmann::json::parse(e2e::slurp(db + ".gate.json"));
+    EXPECT_TRUE(gj["checks"][0]["detail"]["minimum_detectable_difference_points"].is_null()) << gj;
+    EXPECT_EQ(gj["checks"][0]["detail"]["too_small"], false) << gj;
     auto d = e2e::run({"diff", "dead", "good", "--db", db, "--format", "json"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
     const auto j = json::parse(d.out);
@@ -938,6 +945,9 @@ TEST(GateBehaviour, TheRatesCompareTheQuestionsBothAnswered) {
     EXPECT_EQ(j["checks"][0]["detail"]["questions"], 8) << j;
     EXPECT_EQ(j["checks"][0]["detail"]["paired_questions"], 16) << j;
     EXPECT_EQ(j["checks"][0]["detail"]["candidate_mean"], 2.0) << j;
+    // The responses the rates are over: those on the 8 questions compared.
+    EXPECT_EQ(j["checks"][0]["detail"]["baseline_answered"], 8) << j;
+    EXPECT_EQ(j["checks"][0]["detail"]["candidate_answered"], 8) << j;
 }
 
 // A change the check counts never prints as 0: the baseline's 141 of 143
