@@ -421,7 +421,7 @@ util::Result<void> LaunchedServer::wait_healthy(const std::atomic<bool>* stop) {
     return {};
 }
 
-void LaunchedServer::stop(std::chrono::milliseconds grace, const std::atomic<bool>* hurry,
+void LaunchedServer::stop(std::chrono::milliseconds grace, const std::function<bool()>& hurry,
                           const std::function<void()>& waiting) {
     if (m_pid <= 0 || exited()) {
         // The leader is gone; make sure nothing it left in its group survives.
@@ -434,7 +434,7 @@ void LaunchedServer::stop(std::chrono::milliseconds grace, const std::atomic<boo
     const auto start = Clock::now();
     const auto deadline = start + grace;
     bool said = false;
-    while (Clock::now() < deadline && !(hurry && hurry->load())) {
+    while (Clock::now() < deadline && !(hurry && hurry())) {
         if (exited()) {
             kill(-m_pid, SIGKILL);
             return;

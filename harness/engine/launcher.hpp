@@ -81,11 +81,11 @@ public:
     bool exited();
     std::string exit_description() const { return m_exit; }
     // SIGTERM the process group, then SIGKILL after `grace`, or at once
-    // when `hurry` is set meanwhile; `waiting` is called once when the
+    // when `hurry` says so meanwhile; `waiting` is called once when the
     // server has not stopped after a second (a llama-server answering a
     // request ignores SIGTERM until it is done).
     void stop(std::chrono::milliseconds grace = std::chrono::milliseconds{10'000},
-              const std::atomic<bool>* hurry = nullptr, const std::function<void()>& waiting = {});
+              const std::function<bool()>& hurry = {}, const std::function<void()>& waiting = {});
     // Let the process run on after this object and diffeval are gone
     // (--keep-servers): the destructor no longer stops it.
     void release() { m_pid = -1; }

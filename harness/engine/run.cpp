@@ -719,10 +719,18 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
             continue;
         }
         if (!ctx.config.keep_servers) {
-            ls->stop(std::chrono::milliseconds{10'000}, ctx.options.kill_requested, [&] {
+            // An interrupt while it stops kills it: the second of an
+            // interrupted run, the first of one that ended.
+            const bool interrupted = ctx.stopped();
+            const auto hurry = [&] {
+                return interrupted
+                           ? ctx.options.kill_requested && ctx.options.kill_requested->load()
+                           : ctx.stopped();
+            };
+            ls->stop(std::chrono::milliseconds{10'000}, hurry, [&] {
                 ctx.log << fmt::format("diffeval run: waiting up to 10 s for server '{}' to stop "
-                                       "(interrupt again to kill it now)\n",
-                                       ctx.config.servers[si].name);
+                                       "(interrupt {}to kill it now)\n",
+                                       ctx.config.servers[si].name, interrupted ? "again " : "");
             });
         }
         const auto log_text = ls->log_text();

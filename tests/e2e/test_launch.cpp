@@ -387,6 +387,34 @@ TEST(Launch, ASecondInterruptKillsAServerThatIgnoresTerm) {
     EXPECT_LT(std::chrono::steady_clock::now() - again, std::chrono::seconds(3));
 }
 
+// A run that ended and waits for such a server to stop says one interrupt
+// kills it, and one does: it said "interrupt again", and the first did
+// nothing (an audit waited out the 10 s).
+TEST(Launch, AnInterruptKillsAServerThatIgnoresTermOnceTheRunHasEnded) {
+    auto dir = e2e::scratch("launch_end_interrupt");
+    const int port = e2e::free_port();
+    const std::string sim = e2e::binary() + " sim --port " + std::to_string(port);
+    std::ofstream(dir / "experiment.toml")
+        << "version = 1\nframings = [\"raw\"]\nlimit = 1\n"
+        << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+        << "\"\nshell = true\nready_timeout = 20\nlaunch = "
+        << quoted(sim + " & trap '' TERM; sleep 60") << "\n";
+    e2e::Child run({"run", "--config", (dir / "experiment.toml").string(), "--db",
+                    (dir / "r.sqlite").string()});
+    const std::string waiting =
+        "waiting up to 10 s for server 's' to stop (interrupt to kill it now)";
+    for (int i = 0; i < 1000 && run.err().find(waiting) == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_NE(run.err().find(waiting), std::string::npos) << run.err();
+    const auto once = std::chrono::steady_clock::now();
+    ::kill(run.pid(), SIGINT);
+    const auto code = run.wait_for(std::chrono::seconds(5));
+    ASSERT_TRUE(code.has_value()) << run.err();
+    EXPECT_EQ(*code, 0) << run.err(); // every request was answered
+    EXPECT_LT(std::chrono::steady_clock::now() - once, std::chrono::seconds(3));
+}
+
 // The launched server could not bind a port another process holds, and
 // that process would answer in its name: nothing starts, one line says why.
 TEST(Launch, PortAnotherProcessListensOnIsRefused) {
