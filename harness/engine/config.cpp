@@ -472,12 +472,18 @@ util::Result<void> read_concurrency(const std::string& path, const toml::node& n
         return {};
     }
     if (node.is_string()) {
+        const auto text = *node.value<std::string>();
+        const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+            return c >= '0' && c <= '9';
+        });
         return make_error(ErrorKind::usage,
-                          fmt::format("{}: 'concurrency' '{}' is not a number from 1 to {} or "
-                                      "\"auto\"",
-                                      where(path, node),
-                                      util::one_line(*node.value<std::string>(), 80),
-                                      Limits::max_concurrency));
+                          fmt::format("{}: 'concurrency' \"{}\" {}", where(path, node),
+                                      util::one_line(text, 80),
+                                      digits ? "is a string: write the number without quotes, "
+                                               "or \"auto\""
+                                             : fmt::format("is not a number from 1 to {} or "
+                                                           "\"auto\"",
+                                                           Limits::max_concurrency)));
     }
     auto v = get_int_in(path, node, "concurrency", 1, Limits::max_concurrency);
     if (!v) {

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+
 namespace diffeval::store {
 
 ServerIdentity server_identity(std::string_view url, std::string model, std::string_view info_json,
@@ -36,27 +39,45 @@ std::vector<std::string>
 launch_identity(const std::vector<std::pair<std::string, std::string>>& env,
                 const std::vector<std::string>& argv, std::string_view port) {
     const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    const auto portless = [&](std::string token) {
+    const auto lower = [](std::string_view t) {
+        std::string out(t);
+        std::transform(out.begin(), out.end(), out.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        return out;
+    };
+    // The port where the text names it as one: after "port=", "port ",
+    // "-p " or a host's ":" (a URL), not followed by a digit. Another flag
+    // of the same value (`-c 8192` beside `--port 8192`) is left alone, so
+    // a change of it is seen.
+    const auto portless = [&](const std::string& token) {
         if (port.empty()) {
             return token;
         }
-        for (size_t at = token.find(port); at != std::string::npos; at = token.find(port, at)) {
+        const auto low = lower(token);
+        std::string out;
+        size_t from = 0;
+        for (size_t at = token.find(port); at != std::string::npos; at = token.find(port, at + 1)) {
             const size_t end = at + port.size();
-            if ((at > 0 && digit(token[at - 1])) || (end < token.size() && digit(token[end]))) {
-                at = end;
+            const std::string_view before = std::string_view(low).substr(0, at);
+            const bool named = before.ends_with("port=") || before.ends_with("port ") ||
+                               before.ends_with("-p ") || before.ends_with(":");
+            if (!named || (end < token.size() && digit(token[end]))) {
                 continue;
             }
-            token.replace(at, port.size(), "{port}");
-            at += 6;
+            out += token.substr(from, at - from) + "{port}";
+            from = end;
         }
-        return token;
+        return out + token.substr(from);
     };
     std::vector<std::string> out;
     for (const auto& [name, value] : env) {
         out.push_back(portless(name + "=" + value));
     }
-    for (const auto& a : argv) {
-        out.push_back(portless(a));
+    for (size_t i = 0; i < argv.size(); ++i) {
+        // `--port N`, `-p N`, `--server-port N` as two words.
+        const auto flag = i > 0 ? lower(argv[i - 1]) : std::string();
+        const bool after_flag = flag == "-p" || (flag.starts_with("-") && flag.ends_with("port"));
+        out.push_back(after_flag && argv[i] == port ? "{port}" : portless(argv[i]));
     }
     return out;
 }

@@ -330,8 +330,17 @@ TEST(ExperimentFile, AConcurrencyWordOtherThanAutoNamesBothForms) {
     engine::RunConfig config;
     auto r = engine::load_experiment(path, config);
     ASSERT_FALSE(r);
-    EXPECT_NE(r.error().message.find(":2: 'concurrency' 'lots' is not a number from 1 to 10000 "
-                                     "or \"auto\""),
+    EXPECT_NE(r.error().message.find(":2: 'concurrency' \"lots\" is not a number from 1 to "
+                                     "10000 or \"auto\""),
+              std::string::npos)
+        << r.error().message;
+    std::filesystem::remove(path);
+    // A number in quotes is told to drop them.
+    path = write_temp("concurrency.toml", "version = 1\nconcurrency = \"8\"\n");
+    r = engine::load_experiment(path, config);
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find(":2: 'concurrency' \"8\" is a string: write the number "
+                                     "without quotes, or \"auto\""),
               std::string::npos)
         << r.error().message;
     std::filesystem::remove(path);

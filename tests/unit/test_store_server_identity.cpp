@@ -92,3 +92,32 @@ TEST(ServerIdentity, AFactStoredInTheServersWordsIsTheSameFactInItsOneForm) {
 }
 
 } // namespace
+
+// A launched server's command is part of what it is; the URL's port may
+// change between runs, and only where the command names it as the port is
+// it written {port}: another flag of the same value (`-c 8192` beside
+// `--port 8192`) changing with it was accepted unseen (an audit).
+TEST(LaunchIdentity, OnlyThePortWhereItIsNamedAsOneIsMasked) {
+    using diffeval::store::launch_identity;
+    EXPECT_EQ(launch_identity({{"PORT", "8192"}, {"CTX", "8192"}},
+                              {"llama-server", "--port", "8192", "-c", "8192", "--host=h:8192"},
+                              "8192"),
+              (std::vector<std::string>{"PORT={port}", "CTX=8192", "llama-server", "--port",
+                                        "{port}", "-c", "8192", "--host=h:{port}"}));
+    EXPECT_EQ(
+        launch_identity({}, {"vllm serve m --port=8192 --max-model-len 8192 -p 81920"}, "8192"),
+        (std::vector<std::string>{"vllm serve m --port={port} --max-model-len 8192 -p "
+                                  "81920"}));
+    // Two commands that differ only in the port are one launch; in another
+    // flag, two.
+    EXPECT_EQ(launch_identity({}, {"s", "--port", "1"}, "1"),
+              launch_identity({}, {"s", "--port", "2"}, "2"));
+    EXPECT_NE(launch_identity({}, {"s", "--port", "1", "-c", "1"}, "1"),
+              launch_identity({}, {"s", "--port", "2", "-c", "2"}, "2"));
+    const auto d =
+        diffeval::store::launch_difference({"s", "--port", "{port}", "-c", "4096"},
+                                           {"s", "--port", "{port}", "-c", "4096", "-ctk", "q4_0"});
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->first, "... 4096");
+    EXPECT_EQ(d->second, "... 4096 -ctk q4_0");
+}
