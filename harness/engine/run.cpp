@@ -548,7 +548,9 @@ util::Result<void> record_server(const RunContext& ctx, const ServerRecord& r, s
     }
     if (r.fp) {
         for (const auto& c : r.fp->conflicts) {
-            ctx.log << fmt::format("server '{}': CONFLICT {}: {}\n", r.row.name, c.name, c.message);
+            // One line: a log-contradicts-server message quotes the log.
+            ctx.log << fmt::format("server '{}': CONFLICT {}: {}\n", r.row.name, c.name,
+                                   util::one_line(c.message, 400));
         }
     }
     if (log_text.empty() && !r.fp) {
