@@ -168,6 +168,33 @@ inline std::string controls_as_spaces(std::string_view text) {
 // simdjson's validator (text.cpp).
 bool is_utf8(std::string_view text);
 
+// Whether `text` holds a Unicode space other than ' ' (no-break, ideographic,
+// U+2000-U+200A, ...), a line or paragraph separator, or an invisible
+// formatting character (zero-width, direction marks and overrides, the
+// byte-order mark): each looks like nothing, or like a space, or reorders
+// what follows it on screen.
+inline bool has_unicode_space_or_format(std::string_view text) {
+    const auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    for (size_t i = 0; i + 1 < text.size(); ++i) {
+        if (at(i) == 0xC2 && at(i + 1) == 0xA0) {
+            return true; // U+00A0
+        }
+        if (i + 2 >= text.size()) {
+            continue;
+        }
+        const unsigned a = at(i), b = at(i + 1), c = at(i + 2);
+        if ((a == 0xE1 && b == 0x9A && c == 0x80) ||                               // U+1680
+            (a == 0xE2 && b == 0x80 && (c <= 0x8F || (c >= 0xA8 && c <= 0xAF))) || // U+2000-200F,
+                                                                                   // U+2028-202F
+            (a == 0xE2 && b == 0x81 && c >= 0x9F && c <= 0xAF) ||                  // U+205F-206F
+            (a == 0xE3 && b == 0x80 && c == 0x80) ||                               // U+3000
+            (a == 0xEF && b == 0xBB && c == 0xBF)) {                               // U+FEFF
+            return true;
+        }
+    }
+    return false;
+}
+
 // What is wrong with `name` as a part of a group's name (a server, an
 // imported group, a framing), or nullopt: groups are written SERVER/FRAMING/
 // MAX_TOKENS on the command line, and names reach terminals, Markdown tables
@@ -183,6 +210,12 @@ inline std::optional<std::string> name_problem(std::string_view name) {
     }
     if (name.find_first_of("/ ") != std::string_view::npos || has_control_character(name)) {
         return std::string("must not contain '/', spaces or control characters");
+    }
+    // A name that looks like another, or reorders the line it is shown on.
+    if (has_unicode_space_or_format(name)) {
+        return std::string("must not contain Unicode spaces (such as a no-break space) or "
+                           "invisible formatting characters (zero-width characters, direction "
+                           "marks and overrides)");
     }
     return std::nullopt;
 }

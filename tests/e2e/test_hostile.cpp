@@ -395,7 +395,21 @@ TEST(Hostile, NamesWithControlCharactersAreRefused) {
             << o.err;
         EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
     }
+    // Names that look like another or reorder their line on screen (an
+    // audit: a no-break space, a right-to-left override).
+    for (const std::string name : {"nb\u00a0sp", "ab\u202ecd", "a\u200bb", "x\u3000y"}) {
+        auto o = e2e::run({"run", "--server", name + "=" + server.url(), "--dataset", "sample",
+                           "--db", (dir / "r.sqlite").string(), "--limit", "1"});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find("must not contain Unicode spaces"), std::string::npos) << o.err;
+    }
     EXPECT_EQ(server.total_arrivals(), 0);
+    // Other Unicode is a name like any other.
+    auto cafe = e2e::run({"run", "--server", "café=" + server.url(), "--dataset", "sample", "--db",
+                          (dir / "u.sqlite").string(), "--limit", "1", "--framing", "raw"});
+    EXPECT_EQ(cafe.exit_code, 0) << cafe.err;
+    EXPECT_GT(server.total_arrivals(), 0);
     auto samples = dir / "samples.jsonl";
     std::ofstream(samples) << "{}\n";
     for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--name", ""},
