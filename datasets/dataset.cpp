@@ -52,7 +52,9 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
     // request.
     simdjson::dom::parser parser;
     std::vector<Sample> out;
-    size_t pos = 0;
+    // A byte-order mark, as editors on Windows write one, is no part of the
+    // first line's JSON.
+    size_t pos = std::string_view(text).starts_with("\xEF\xBB\xBF") ? 3 : 0;
     int line_no = 0;
     std::string_view line;
     while (out.size() < limit && next_line(text, pos, line)) {
@@ -61,11 +63,14 @@ util::Result<std::vector<Sample>> parse_jsonl(const std::string& text, const std
             continue;
         }
         simdjson::dom::object object;
-        if (parser.parse(line.data(), line.size()).get_object().get(object) != simdjson::SUCCESS) {
+        if (const auto err = parser.parse(line.data(), line.size()).get_object().get(object);
+            err != simdjson::SUCCESS) {
+            // The parser's words say what is wrong (a lone surrogate escape
+            // is "not valid UTF-8" there, a stray comma a structure error).
             return make_error(ErrorKind::data,
-                              fmt::format("{}:{}: not a JSON object; each line must be "
+                              fmt::format("{}:{}: not a JSON object ({}); each line must be "
                                           "{{\"question\": ..., \"answer\": ...}}",
-                                          origin, line_no));
+                                          origin, line_no, simdjson::error_message(err)));
         }
         std::string_view question, answer;
         if (object["question"].get_string().get(question) != simdjson::SUCCESS ||

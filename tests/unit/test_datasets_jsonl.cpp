@@ -200,3 +200,18 @@ TEST(OpenTestSet, AMissingFileIsNamedAsSuchAndAnUnknownNameAsAName) {
 }
 
 } // namespace
+
+// A file an editor saved with a byte-order mark reads as one without it
+// (it was "x.jsonl:1: not a JSON object"); a line the parser refuses says
+// why in the parser's words.
+TEST(ParseJsonl, AByteOrderMarkIsNoPartOfTheFirstLine) {
+    auto items = parse_jsonl("\xEF\xBB\xBF" + k_item_a + "\n" + k_item_b + "\n", "data/x.jsonl");
+    ASSERT_TRUE(items) << items.error().message;
+    ASSERT_EQ(items->size(), 2u);
+    EXPECT_EQ((*items)[0].question, "How many?");
+    auto bad = parse_jsonl(k_item_a + "\n{\"question\": \"\\ud800\", \"answer\": \"#### 1\"}\n",
+                           "data/x.jsonl");
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("data/x.jsonl:2: not a JSON object ("), std::string::npos)
+        << bad.error().message;
+}
