@@ -195,6 +195,11 @@ inline bool has_unicode_space_or_format(std::string_view text) {
     return false;
 }
 
+// The most bytes of a name: every table of summary and the reports is as
+// wide as its longest name (an audit's 120 KB name made a 4 MB summary);
+// 1,000 bytes holds any name a person or a model id needs.
+inline constexpr size_t k_max_name_bytes = 1000;
+
 // What is wrong with `name` as a part of a group's name (a server, an
 // imported group, a framing), or nullopt: groups are written SERVER/FRAMING/
 // MAX_TOKENS on the command line, and names reach terminals, Markdown tables
@@ -204,6 +209,9 @@ inline bool has_unicode_space_or_format(std::string_view text) {
 inline std::optional<std::string> name_problem(std::string_view name) {
     if (name.empty()) {
         return std::string("must not be empty");
+    }
+    if (name.size() > k_max_name_bytes) {
+        return "must be at most " + with_commas(std::to_string(k_max_name_bytes)) + " bytes";
     }
     if (!is_utf8(name)) {
         return std::string("must be UTF-8 text");

@@ -404,6 +404,12 @@ TEST(Hostile, NamesWithControlCharactersAreRefused) {
         EXPECT_EQ(lines(o.err), 1) << o.err;
         EXPECT_NE(o.err.find("must not contain Unicode spaces"), std::string::npos) << o.err;
     }
+    // A name every table would be as wide as (an audit: 120 KB).
+    auto wide =
+        e2e::run({"run", "--server", std::string(1001, 'n') + "=" + server.url(), "--dataset",
+                  "sample", "--db", (dir / "r.sqlite").string(), "--limit", "1"});
+    EXPECT_EQ(wide.exit_code, 2) << wide.err;
+    EXPECT_NE(wide.err.find("must be at most 1,000 bytes"), std::string::npos) << wide.err;
     EXPECT_EQ(server.total_arrivals(), 0);
     // Other Unicode is a name like any other.
     auto cafe = e2e::run({"run", "--server", "café=" + server.url(), "--dataset", "sample", "--db",
