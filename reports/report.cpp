@@ -79,22 +79,18 @@ std::string comparison_table(const ReportData& data, Style style) {
         // answered: the cell says so, with the accuracies there, which
         // "Harness verdicts" (each group over its own questions) does not show.
         const bool partial = c.questions_a != c.questions || c.questions_b != c.questions;
-        rows.push_back({fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
-                        partial
-                            ? fmt::format("{} ({} -> {} on the {})", analysis::signed_points(shown),
-                                          analysis::accuracy_text(s.accuracy_a),
-                                          analysis::accuracy_text(s.accuracy_b),
-                                          util::counted(c.questions, "shared question"))
-                            : analysis::signed_points(shown),
-                        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
-                        util::p_text(s.test.p_mid), util::p_text(c.verdict.p_adjusted),
-                        std::to_string(s.a_better), std::to_string(s.b_better),
-                        noise_cell(s.noise_a), noise_cell(s.noise_b),
-                        // A side with no answer: no run size would detect anything.
-                        s.mdd && c.verdict.kind != analysis::VerdictKind::no_evidence
-                            ? fmt::format("{:.1f}", 100.0 * *s.mdd)
-                            : "n/a",
-                        c.verdict.words, carrying_transitions(c, 2)});
+        rows.push_back(
+            {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
+             partial ? fmt::format("{} ({} -> {} on the {})", analysis::signed_points(shown),
+                                   analysis::accuracy_text(s.accuracy_a),
+                                   analysis::accuracy_text(s.accuracy_b),
+                                   util::counted(c.questions, "shared question"))
+                     : analysis::signed_points(shown),
+             analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
+             util::p_text(s.test.p_mid), util::p_text(c.verdict.p_adjusted),
+             std::to_string(s.a_better), std::to_string(s.b_better), noise_cell(s.noise_a),
+             noise_cell(s.noise_b), s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a",
+             c.verdict.words, carrying_transitions(c, 2)});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
 }

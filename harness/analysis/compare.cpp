@@ -100,6 +100,9 @@ struct GroupRows {
         }
         rows = std::move(kept);
     }
+
+    // How many questions the rows are of (after finish()).
+    int64_t questions() const;
 };
 
 // The rows of one question in a group: [begin, end) of GroupRows::rows.
@@ -112,6 +115,14 @@ size_t run_end(const std::vector<const ResultRow*>& rows, size_t from) {
         ++to;
     }
     return to;
+}
+
+int64_t GroupRows::questions() const {
+    int64_t n = 0;
+    for (size_t i = 0; i < rows.size(); i = run_end(rows, i)) {
+        ++n;
+    }
+    return n;
 }
 
 // Whether two responses answered the same question: by content hash when
@@ -438,25 +449,13 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     // The rates count only questions where both sides have such an answer:
     // a side that failed on its longest questions, or ran others, would
     // otherwise move its rate without any change in what the model did.
-    const auto widen = [](int64_t n, int64_t seen, int64_t& fewest, int64_t& most) {
-        fewest = seen == 0 ? n : std::min(fewest, n);
-        most = seen == 0 ? n : std::max(most, n);
-    };
     if (qa.reasoning_share && qb.reasoning_share) {
-        for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
-            widen(side->answered, b->answered_questions, b->fewest_answered, b->most_answered);
-            b->started_reasoning_shares += *side->reasoning_share;
-            b->compared_answered += side->answered;
-            ++b->answered_questions;
-        }
+        c.behaviour_a.started_reasoning.add(qa.answered, *qa.reasoning_share);
+        c.behaviour_b.started_reasoning.add(qb.answered, *qb.reasoning_share);
     }
     if (qa.never_share && qb.never_share) {
-        for (auto [side, b] : {std::pair{&qa, &c.behaviour_a}, std::pair{&qb, &c.behaviour_b}}) {
-            widen(side->recorded, b->recorded_questions, b->fewest_recorded, b->most_recorded);
-            b->never_finished_shares += *side->never_share;
-            b->compared_recorded += side->recorded;
-            ++b->recorded_questions;
-        }
+        c.behaviour_a.never_finished.add(qa.recorded, *qa.never_share);
+        c.behaviour_b.never_finished.add(qb.recorded, *qb.never_share);
     }
     if (qa.tokens && qb.tokens) {
         ++c.token_questions;
@@ -561,11 +560,8 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
         c.tokens_a /= static_cast<double>(c.token_questions);
         c.tokens_b /= static_cast<double>(c.token_questions);
     }
-    for (auto [g, n] : {std::pair{&ga, &c.questions_a}, std::pair{&gb, &c.questions_b}}) {
-        for (size_t i = 0; i < g->rows.size(); i = run_end(g->rows, i)) {
-            ++*n;
-        }
-    }
+    c.questions_a = ga.questions();
+    c.questions_b = gb.questions();
     if (p.differing > 0) {
         return make_error(
             ErrorKind::other_questions,
@@ -608,13 +604,6 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     // Pairs of groups that match but share no question (other shards,
     // --limit on other files): said so, not "no pair matches".
     std::vector<std::string> disjoint;
-    const auto questions = [](const GroupRows& g) {
-        size_t n = 0;
-        for (size_t i = 0; i < g.rows.size(); i = run_end(g.rows, i)) {
-            ++n;
-        }
-        return n;
-    };
     const auto label = [&](const GroupKey& k) {
         return group_label(results.servers[static_cast<size_t>(std::get<0>(k))],
                            results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k));
@@ -639,8 +628,8 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
             out.push_back(std::move(**c));
         } else {
             disjoint.push_back(fmt::format("{} ({}) and {} ({})", label(key),
-                                           util::counted(questions(ga), "question"), label(kb),
-                                           util::counted(questions(itb->second), "question")));
+                                           util::counted(ga.questions(), "question"), label(kb),
+                                           util::counted(itb->second.questions(), "question")));
         }
     }
     // Refused even when other pairs compare: a gate of the two servers
@@ -661,9 +650,7 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     if (out.empty()) {
         std::set<std::string> present;
         for (const auto& [key, g] : groups) {
-            present.insert(group_label(results.servers[static_cast<size_t>(std::get<0>(key))],
-                                       results.framings[static_cast<size_t>(std::get<1>(key))],
-                                       std::get<2>(key)));
+            present.insert(label(key));
         }
         return make_error(ErrorKind::no_match,
                           fmt::format("no pair of groups matches {} and {}; groups: {}", a.text(),

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -147,36 +148,32 @@ struct Comparison {
     //
     // The rates are per question, as summary's breakdown counts: each
     // question's share of its answered (for never finished: recorded)
-    // responses, summed over the questions with one, so a question asked in
-    // more repeats weighs no more than another. `answered_questions` and
-    // `recorded_questions` count those questions, the same on both sides:
-    // those where both have an answer (a recorded one); where their numbers of
-    // answered (recorded) responses differ (uneven), the rates are not those
-    // of the responses pooled.
+    // responses, summed over the questions where both sides have such a
+    // response, so a question asked in more repeats weighs no more than
+    // another; where the questions' numbers of responses differ (uneven),
+    // the rates are not those of the responses pooled.
+    struct Rate {
+        double shares = 0;
+        int64_t questions = 0; // the same on both sides
+        int64_t responses = 0; // the responses the shares are of
+        int64_t fewest = 0, most = 0;
+        // One question's `share` of its `n` responses.
+        void add(int64_t n, double share) {
+            fewest = questions == 0 ? n : std::min(fewest, n);
+            most = questions == 0 ? n : std::max(most, n);
+            shares += share;
+            responses += n;
+            ++questions;
+        }
+        bool uneven() const { return fewest != most; }
+        double value() const {
+            return questions > 0 ? shares / static_cast<double>(questions) : 0.0;
+        }
+    };
     struct Behaviour {
         int64_t responses = 0, answered = 0, finish_recorded = 0, token_counted = 0;
-        double never_finished_shares = 0, started_reasoning_shares = 0;
-        int64_t answered_questions = 0, recorded_questions = 0;
-        // The responses those rates are over: answered on the questions both
-        // sides answered, recorded on those both recorded.
-        int64_t compared_answered = 0, compared_recorded = 0;
-        int64_t fewest_answered = 0, most_answered = 0, fewest_recorded = 0, most_recorded = 0;
-        // The questions' numbers of answered (recorded: `recorded`) responses differ.
-        bool uneven(bool recorded) const {
-            return recorded ? fewest_recorded != most_recorded : fewest_answered != most_answered;
-        }
-        // Never finished, per question, among the recorded answers.
-        double never_finished_rate() const {
-            return recorded_questions > 0
-                       ? never_finished_shares / static_cast<double>(recorded_questions)
-                       : 0.0;
-        }
-        // Started reasoning, per question, among the answers.
-        double started_reasoning_rate() const {
-            return answered_questions > 0
-                       ? started_reasoning_shares / static_cast<double>(answered_questions)
-                       : 0.0;
-        }
+        Rate started_reasoning; // among the answered responses
+        Rate never_finished;    // among those whose finish was recorded
     };
     Behaviour behaviour_a, behaviour_b;
     // Mean completion tokens of each side over the paired questions where

@@ -269,10 +269,8 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"alpha", st.alpha},
         {"verdict", verdict_name(cmp.verdict.kind)},
         {"verdict_sentence", cmp.verdict.sentence},
-        // None with no evidence: no run size detects a drop (the note).
         {"minimum_detectable_difference_points",
-         st.mdd && margin.outcome != MarginOutcome::no_evidence ? nlohmann::json(*st.mdd * 100)
-                                                                : nlohmann::json(nullptr)},
+         st.mdd ? nlohmann::json(*st.mdd * 100) : nlohmann::json(nullptr)},
         {"too_small", too_small && margin.outcome != MarginOutcome::no_evidence}};
     return c;
 }
@@ -351,8 +349,12 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
         never && (cmp.behaviour_a.finish_recorded != cmp.behaviour_a.answered ||
                   cmp.behaviour_b.finish_recorded != cmp.behaviour_b.answered);
     const std::string recorded = partly_recorded ? " whose finish was recorded" : "";
-    const int64_t measured_questions =
-        never ? cmp.behaviour_a.recorded_questions : cmp.behaviour_a.answered_questions;
+    const auto rate_of = [&](const Comparison::Behaviour& b) -> const Comparison::Rate& {
+        return never ? b.never_finished : b.started_reasoning;
+    };
+    const auto& ra = rate_of(cmp.behaviour_a);
+    const auto& rb = rate_of(cmp.behaviour_b);
+    const int64_t measured_questions = ra.questions;
     if (measured_questions == 0) {
         return unmeasured_check(
             kind, cmp, "<= " + limit.text(), "no question answered by both sides",
@@ -360,11 +362,8 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
                         "so no rate can be compared; see each side's errors (diffeval summary)",
                         util::counted(cmp.questions, "question"), recorded));
     }
-    const auto rate = [&](const Comparison::Behaviour& b) {
-        return never ? b.never_finished_rate() : b.started_reasoning_rate();
-    };
-    const double rate_a = rate(cmp.behaviour_a);
-    const double rate_b = rate(cmp.behaviour_b);
+    const double rate_a = ra.value();
+    const double rate_b = rb.value();
     const auto questions = static_cast<double>(measured_questions);
     const double a = rate_a * questions;
     const double b = rate_b * questions;
@@ -405,7 +404,7 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const std::string change = change_words(shown, shown_text, "");
     // Where questions have different numbers of answers (uneven repeats,
     // failures), the rate is not that of the responses pooled: say so.
-    const bool uneven = cmp.behaviour_a.uneven(never) || cmp.behaviour_b.uneven(never);
+    const bool uneven = ra.uneven() || rb.uneven();
     const std::string of_what =
         uneven ? fmt::format("of each question's responses answered there{}, averaged over the "
                              "questions",
@@ -430,10 +429,8 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
                 {"candidate_mean", b},
                 {"questions", measured_questions},
                 {"paired_questions", cmp.questions},
-                {"baseline_answered",
-                 never ? cmp.behaviour_a.compared_recorded : cmp.behaviour_a.compared_answered},
-                {"candidate_answered",
-                 never ? cmp.behaviour_b.compared_recorded : cmp.behaviour_b.compared_answered}};
+                {"baseline_answered", ra.responses},
+                {"candidate_answered", rb.responses}};
     return c;
 }
 

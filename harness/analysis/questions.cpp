@@ -510,7 +510,10 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     if (s.noise_a.measured && s.noise_b.measured && s.sd_diff > 0.0) {
         s.noise_share = std::min(1.0, (p.within_of_diff / n) / (s.sd_diff * s.sd_diff));
     }
-    if (s.sd_diff > 0.0) {
+    // A side with no successful response: its differences are failures,
+    // and no run size would detect anything of the model (no_spread_text
+    // says so where the MDD would be).
+    if (s.sd_diff > 0.0 && s.answered_a > 0 && s.answered_b > 0) {
         // Never below what the printed interval allows: where an end is an
         // exact count bound (few questions moved), the standard error
         // understates the uncertainty the interval shows.

@@ -130,7 +130,8 @@ struct QuestionStats {
     double alpha = 0.05;
     double power = 0.8;
     // Smallest true difference detected with `power` at `alpha`; unset when
-    // the sides agree on every question (no variance to size it from), or
+    // the sides agree on every question (no variance to size it from), when
+    // a side has no successful response (its differences are failures), or
     // when `smallest_p` is set.
     std::optional<double> mdd;
     // The MDD comes from the printed interval's width (an exact count bound

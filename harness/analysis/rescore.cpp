@@ -23,12 +23,8 @@ namespace diffeval::analysis {
 using util::ErrorKind;
 using util::make_error;
 
-namespace {
-
-// The text mode the stored scores were computed from; none stored yet:
-// `otherwise`, else the full text (as for a name this diffeval does not know).
 util::Result<scorers::ScoreText> stored_mode(store::Store& st,
-                                             std::optional<scorers::ScoreText> otherwise = {}) {
+                                             std::optional<scorers::ScoreText> otherwise) {
     auto stored = store::stored_score_text(st);
     if (!stored) {
         return stored.error();
@@ -39,6 +35,8 @@ util::Result<scorers::ScoreText> stored_mode(store::Store& st,
     auto mode = scorers::parse_score_text(stored->value_or("full"));
     return mode ? *mode : scorers::ScoreText::full;
 }
+
+namespace {
 
 // Classify and score every response `responses` yields through `writer`,
 // adding to `out`.

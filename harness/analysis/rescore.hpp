@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -114,6 +115,11 @@ util::Result<scorers::Registry> stored_registry(store::Store& store);
 // handles responses without a classification yet (after a run added some).
 util::Result<RescoreSummary> rescore(store::Store& store, scorers::ScoreText mode, Scope scope,
                                      const std::vector<scorers::ScorerSource>& added = {});
+
+// The text mode the stored scores were computed from; none stored yet:
+// `otherwise`, else the full text (as for a name this diffeval does not know).
+util::Result<scorers::ScoreText> stored_mode(store::Store& store,
+                                             std::optional<scorers::ScoreText> otherwise = {});
 
 // Bring derived tables up to date before reading them: scores what is missing
 // (everything when `added` changes the stored scorers), in the text mode

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 namespace diffeval::cli {
 
@@ -352,11 +353,15 @@ int plan_command(const AnalyseFlags& f) {
 }
 
 int rescore_command(const AnalyseFlags& f) {
-    auto mode = scorers::parse_score_text(f.score_text.empty() ? "full" : f.score_text);
-    if (!mode) {
-        return report(util::make_error(
-            util::ErrorKind::usage,
-            fmt::format("--score-text '{}': use full or after-think", f.score_text)));
+    std::optional<scorers::ScoreText> asked;
+    if (!f.score_text.empty()) {
+        auto parsed = scorers::parse_score_text(f.score_text);
+        if (!parsed) {
+            return report(util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("--score-text '{}': use full or after-think", f.score_text)));
+        }
+        asked = *parsed;
     }
     // Check the user's scorer files before the database is touched (not even
     // migrated), so a bad file changes nothing.
@@ -379,16 +384,9 @@ int rescore_command(const AnalyseFlags& f) {
     // Without --score-text the text the database was scored on stays: a
     // scorer added to an after-think database switched it back to the full
     // text without a word.
-    if (f.score_text.empty()) {
-        auto stored = store::stored_score_text(**st);
-        if (!stored) {
-            return report(stored.error());
-        }
-        if (*stored) {
-            if (auto as_stored = scorers::parse_score_text(**stored)) {
-                mode = *as_stored;
-            }
-        }
+    auto mode = asked ? util::Result<scorers::ScoreText>(*asked) : analysis::stored_mode(**st);
+    if (!mode) {
+        return report(mode.error());
     }
     auto r = analysis::rescore(**st, *mode, analysis::Scope::all, *added);
     if (!r) {

@@ -241,14 +241,19 @@ util::Result<void> check_existing_db(const std::string& db) {
            : fmt::format("no database {}; run 'diffeval run --db {}' first", db, db));
 }
 
-void note_if_written(const std::string& db) {
-    if (auto who = store::RunLock::holder(db)) {
-        print_error(fmt::format("{} is still being written by {}: what follows is what it has "
-                                "stored so far, and its requests with no response yet count as "
-                                "failed",
-                                db, *who));
-    }
+namespace {
+
+// One line saying that `writer` (store::RunLock::holder's words for a run,
+// a merge or an import) still writes `db`, and that what follows is what it
+// has stored so far, its unanswered requests counted as failed.
+void note_written(const std::string& db, const std::string& writer) {
+    print_error(fmt::format("{} is still being written by {}: what follows is what it has "
+                            "stored so far, and its requests with no response yet count as "
+                            "failed",
+                            db, writer));
 }
+
+} // namespace
 
 util::Result<void> refuse_if_written(const std::string& db) {
     if (auto who = store::RunLock::holder(db)) {
@@ -282,7 +287,7 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
                                                 db, *writer));
         }
         if (writer) {
-            note_if_written(db);
+            note_written(db, *writer);
         }
         return st;
     };

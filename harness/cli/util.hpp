@@ -58,18 +58,15 @@ int report(const util::Error& error);
 // process may not search.
 util::Result<void> check_existing_db(const std::string& db);
 
-// When another command (a run, a merge, an import) holds `db`'s lock, one
-// line saying so and that what follows is what it has stored so far, its
-// unanswered requests counted as failed; nothing when none does.
-void note_if_written(const std::string& db);
-
 // A usage error naming the command that holds `db`'s lock, for a command
 // that judges finished results only (gate); nothing when none does.
 util::Result<void> refuse_if_written(const std::string& db);
 
 // Open the results database `db` that a run wrote; a missing file is a usage
 // error saying to run first (opening never creates one here). Opened for
-// reading while another command writes it, note_if_written says so.
+// reading while another command writes it, one line on stderr says so
+// (what follows is what it stored so far), or, while it holds no
+// response yet, that is the error.
 // Read commands get it read-only when it is current and fully scored (see
 // util.cpp); `for_writing` (rescore) always opens it for writing.
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,

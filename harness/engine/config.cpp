@@ -554,19 +554,20 @@ util::Result<void> attach_server_log(const std::string& value, RunConfig& config
     }
     auto name = value.substr(0, eq);
     for (auto& s : config.servers) {
-        if (s.name == name && !s.launch.empty()) {
-            // Its own log is captured as it runs; another file would say
-            // nothing and be ignored.
+        if (s.name != name) {
+            continue;
+        }
+        // A launched server's own log is captured as it runs; another file
+        // would say nothing and be ignored.
+        if (!s.launch.empty()) {
             return make_error(ErrorKind::usage,
                               fmt::format("--server-log: server '{}' is launched by diffeval, "
                                           "which keeps its log itself; leave --server-log out "
                                           "for it (its log is written where 'log' says)",
                                           name));
         }
-        if (s.name == name) {
-            s.attached_log = value.substr(eq + 1);
-            return {};
-        }
+        s.attached_log = value.substr(eq + 1);
+        return {};
     }
     return make_error(ErrorKind::usage, fmt::format("--server-log: no server named '{}'", name));
 }

@@ -429,15 +429,17 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
     return db.begin_run(ctx.inputs.redactor.redacted(config.dump()), dataset.name);
 }
 
+// The conflict of a log whose facts the server's /props contradicts.
+constexpr std::string_view k_log_contradicts = "log-contradicts-server";
+
 // The facts fingerprinting finds in `log_text`, with those /props gave
 // (`limits`) where the log says nothing; nullopt when there are none. Where
 // both speak and disagree, the log is another server's or another launch's
 // (an attached log of the wrong file), and the server answering now is what
-// /props says: its value is the fact, and the disagreement a conflict,
-// whose first sentence `contradiction` gets ("" when none).
+// /props says: its value is the fact, and the disagreement a conflict
+// (k_log_contradicts).
 std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& log_text,
-                                                           const ServerLimits& limits,
-                                                           std::string* contradiction = nullptr) {
+                                                           const ServerLimits& limits) {
     std::optional<fingerprint::Fingerprint> fp;
     if (auto found = fingerprint::fingerprint_log(log_text); found && !found->facts.empty()) {
         fp = std::move(*found);
@@ -452,18 +454,27 @@ std::optional<fingerprint::Fingerprint> server_fingerprint(const std::string& lo
         if (added || it->second == value) {
             continue;
         }
-        auto message = fmt::format("the log says {} {} where the server's /props says {}", k,
-                                   it->second, value);
-        if (contradiction && contradiction->empty()) {
-            *contradiction = message;
-        }
         fp->conflicts.push_back(
-            {"log-contradicts-server",
-             message + ": the log is another server's, or another launch's",
+            {std::string(k_log_contradicts),
+             fmt::format("the log says {} {} where the server's /props says {}: it is another "
+                         "server's log, or another launch's",
+                         k, it->second, value),
              {fmt::format("{}={} (log)", k, it->second), fmt::format("{}={} (/props)", k, value)}});
         it->second = value;
     }
     return fp;
+}
+
+// The conflict saying `fp`'s log contradicts /props, or null.
+const fingerprint::Conflict* log_contradiction(const std::optional<fingerprint::Fingerprint>& fp) {
+    if (fp) {
+        for (const auto& c : fp->conflicts) {
+            if (c.name == k_log_contradicts) {
+                return &c;
+            }
+        }
+    }
+    return nullptr;
 }
 
 // What record_server stores of server `si`: its row, from preflight
@@ -474,7 +485,6 @@ struct ServerRecord {
     store::ServerRow row;
     std::optional<fingerprint::Fingerprint> fp;
     std::string facts_json;
-    std::string contradiction; // the log against /props (server_fingerprint)
 };
 
 ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& info,
@@ -492,10 +502,8 @@ ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& i
     ServerRecord r{{spec.name, redactor.redacted(spec.url),
                     ctx.configured_model(si).value_or(info.served_model.value_or("")),
                     redactor.redacted(info_json.dump())},
-                   {},
-                   "",
+                   server_fingerprint(log_text, info.limits),
                    ""};
-    r.fp = server_fingerprint(log_text, info.limits, &r.contradiction);
     if (r.fp) {
         r.facts_json = redactor.redacted(fingerprint::to_json(*r.fp).dump());
     }
@@ -942,14 +950,13 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
             attached[si] = server_record(ctx, si, infos[si], attached_logs[si]);
             // An attached log the server contradicts is the wrong file:
             // stored, the report would say this server ran another's setup.
-            if (!attached[si]->contradiction.empty()) {
+            if (const auto* c = log_contradiction(attached[si]->fp)) {
                 return make_error(
                     ErrorKind::usage,
-                    fmt::format("--server-log {}={}: {}: it is another server's log, or an "
-                                "earlier launch's; attach the log of the server now at {}, or "
-                                "leave --server-log out",
+                    fmt::format("--server-log {}={}: {}; attach the log of the "
+                                "server now at {}, or leave --server-log out",
                                 config.servers[si].name, config.servers[si].attached_log,
-                                util::one_line(attached[si]->contradiction, 300),
+                                util::one_line(c->message, 400),
                                 ctx.inputs.redactor.redacted(config.servers[si].url)));
             }
             if (auto r = check_same_server(ctx, *attached[si], db); !r) {
