@@ -186,14 +186,15 @@ util::Result<void> Planner::check_stored_groups(store::Store& db) const {
                 }
                 refused = make_error(
                     ErrorKind::usage,
-                    fmt::format("{}/{}/{} already holds question {} (repeat {}) sent with another "
-                                "request body{}: {}; run this configuration under another --server "
-                                "name or into another --db",
-                                server, framing, max_tokens, p.question_idx, p.repeat,
-                                p.dataset == dataset.name ? ""
-                                                          : fmt::format(" (dataset {})", p.dataset),
-                                store::what_changed(db.request_body(p.request_key),
-                                                    measured_body(part, sample, max_tokens))));
+                    fmt::format(
+                        "{}/{}/{} already holds question {} (repeat {}) sent with another "
+                        "request body{}: {}; run this configuration under another --server "
+                        "name or into another --db",
+                        server, framing, max_tokens, p.question_idx, p.repeat,
+                        p.dataset == dataset.name ? "" : fmt::format(" (dataset {})", p.dataset),
+                        store::what_changed(db.request_body(server, framing, max_tokens, p.repeat,
+                                                            p.question_idx, p.request_key),
+                                            measured_body(part, sample, max_tokens))));
                 return false;
             };
             // The group's first place, wherever it is: a run whose places

@@ -20,7 +20,7 @@
 namespace diffeval::engine {
 
 // Rows read from the plan at a time (at least): each read stores its rows in
-// one transaction, which rewrites the key index pages it touches, so fewer,
+// one transaction, which rewrites the index pages it touches, so fewer,
 // larger reads cost less.
 constexpr size_t k_refill_rows = 2048;
 // Requests a server is sent in one turn of the loop, at most: at 1,024

@@ -694,7 +694,7 @@ util::Result<void> store_questions(store::Store& st, const ImportOptions& o,
 
 // An answer of the file to a request the store has answered already.
 struct AlreadyStored {
-    std::string key;
+    store::RequestRow request; // without its body
     const Document* doc = nullptr;
     size_t answer = 0; // index into doc->resps
 };
@@ -718,7 +718,8 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
         row.key = store::request_key(o.name, framing, max_tokens, rep, d.doc_id, body_sha);
         if (done.count(row.key)) {
             ++summary.already_stored;
-            stored.push_back({std::move(row.key), &d, i});
+            row.body.clear();
+            stored.push_back({std::move(row), &d, i});
             continue;
         }
         // The same failure as the one its request counts: this file's line
@@ -753,12 +754,12 @@ void add_document(const Document& d, const ImportOptions& o, const std::string& 
 util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
                                       const std::vector<Document>& docs,
                                       const std::vector<AlreadyStored>& stored) {
-    std::vector<std::string> keys;
-    keys.reserve(stored.size());
+    std::vector<store::RequestRow> requests;
+    requests.reserve(stored.size());
     for (const auto& s : stored) {
-        keys.push_back(s.key);
+        requests.push_back(s.request);
     }
-    auto texts = store::answered_texts(st, keys);
+    auto texts = store::answered_texts(st, requests);
     if (!texts) {
         return texts.error();
     }
@@ -767,7 +768,7 @@ util::Result<void> check_same_answers(store::Store& st, const ImportOptions& o,
         most = std::max(most, d.resps.size());
     }
     for (size_t k = 0; k < stored.size(); ++k) {
-        const auto& [key, d, i] = stored[k];
+        const auto& [request, d, i] = stored[k];
         if ((*texts)[k] && *(*texts)[k] != d->resps[i]) {
             return make_error(
                 ErrorKind::data,
@@ -897,8 +898,13 @@ util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
     for (auto& resp : responses) {
         resp.run_id = *run_id;
     }
-    if (auto r = st.put_requests(requests); !r) {
-        return give_up(r.error());
+    // Each response answers the request pushed with it.
+    auto planned = st.put_requests(requests);
+    if (!planned) {
+        return give_up(planned.error());
+    }
+    for (size_t i = 0; i < responses.size(); ++i) {
+        responses[i].request_id = (*planned)[i].id;
     }
     if (auto r = st.write_batch(responses); !r) {
         return give_up(r.error());

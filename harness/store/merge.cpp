@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -280,7 +281,8 @@ std::string find_conflict(sqlite3* db) {
     }
     auto request = first_row(db,
                              "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
-                             "JOIN main.requests m USING (request_key) "
+                             "JOIN main.requests m USING (server, framing, max_tokens, repeat, "
+                             "question_idx, request_key) "
                              "WHERE m.dataset != s.dataset LIMIT 1",
                              3);
     if (!request.empty()) {
@@ -367,9 +369,29 @@ util::Result<void> merge_scorers(Database& db) {
 // decision-point probe's (docs/probe.md), merged alike.
 struct Tables {
     std::string_view requests, request_id, responses;
+    // A request's place, which its key hashes: the group index's columns,
+    // which end with the key (the key has no index of its own since schema
+    // version 16).
+    std::array<std::string_view, 5> place;
 };
-constexpr Tables k_measured{"requests", "request_id", "responses"};
-constexpr Tables k_probe{"probe_requests", "probe_request_id", "probe_responses"};
+constexpr Tables k_measured{"requests",
+                            "request_id",
+                            "responses",
+                            {"server", "framing", "max_tokens", "repeat", "question_idx"}};
+constexpr Tables k_probe{"probe_requests",
+                         "probe_request_id",
+                         "probe_responses",
+                         {"probe", "server", "framing", "repeat", "question_idx"}};
+
+// SQL that holds when rows `a` and `b` of `t`'s requests are one request:
+// the same place and key, so that the group index finds it.
+std::string same_request(const Tables& t, std::string_view a, std::string_view b) {
+    std::string out;
+    for (const auto column : t.place) {
+        out += fmt::format("{0}.{2} = {1}.{2} AND ", a, b, column);
+    }
+    return out + fmt::format("{0}.request_key = {1}.request_key", a, b);
+}
 
 // The requests of `t` with their bodies: a request already in main (same
 // key) is kept. Bodies are content-addressed: one row per distinct
@@ -403,8 +425,8 @@ util::Result<int64_t> copy_requests(Database& db, const Tables& t) {
             "INSERT INTO main.{0} ({1}, body_id) SELECT {2}, (SELECT b.body_id FROM "
             "main.request_bodies b JOIN src.request_bodies sb ON sb.body_sha256 = b.body_sha256 "
             "WHERE sb.body_id = s.body_id) FROM src.{0} s WHERE NOT EXISTS (SELECT 1 FROM "
-            "main.{0} m WHERE m.request_key = s.request_key) ORDER BY s.{3}",
-            table, joined(cols, ""), joined(cols, "s."), t.request_id));
+            "main.{0} m WHERE {4}) ORDER BY s.{3}",
+            table, joined(cols, ""), joined(cols, "s."), t.request_id, same_request(t, "m", "s")));
         !r) {
         return r.error();
     }
@@ -431,11 +453,12 @@ util::Result<int64_t> copy_responses(Database& db, const Tables& t) {
                                {"response_id", std::string(t.request_id), "run_id"});
     if (auto r = db.exec(fmt::format(
             "INSERT INTO main.{0} ({1}, run_id, {2}) SELECT m.{1}, rm.new_id, {3} FROM src.{0} r "
-            "JOIN src.{4} sq ON sq.{1} = r.{1} JOIN main.{4} m ON m.request_key = sq.request_key "
+            "JOIN src.{4} sq ON sq.{1} = r.{1} JOIN main.{4} m ON {5} "
             "LEFT JOIN temp.run_map rm ON rm.old_id = r.run_id WHERE NOT EXISTS (SELECT 1 FROM "
             "main.{0} x WHERE x.{1} = m.{1} AND x.started_at = r.started_at AND x.response_json "
             "= r.response_json) ORDER BY r.response_id",
-            t.responses, t.request_id, joined(cols, ""), joined(cols, "r."), t.requests));
+            t.responses, t.request_id, joined(cols, ""), joined(cols, "r."), t.requests,
+            same_request(t, "m", "sq")));
         !r) {
         return r.error();
     }
@@ -443,8 +466,8 @@ util::Result<int64_t> copy_responses(Database& db, const Tables& t) {
     if (auto r = db.exec(fmt::format(
             "UPDATE main.{0} SET response_id = (SELECT x.response_id FROM main.{1} x WHERE x.{2} "
             "= {0}.{2} ORDER BY x.ok DESC, x.started_at DESC, x.response_id DESC LIMIT 1) WHERE "
-            "request_key IN (SELECT request_key FROM src.{0})",
-            t.requests, t.responses, t.request_id));
+            "EXISTS (SELECT 1 FROM src.{0} s WHERE {3})",
+            t.requests, t.responses, t.request_id, same_request(t, "s", t.requests)));
         !r) {
         return r.error();
     }

@@ -87,13 +87,16 @@ util::Result<std::optional<std::string>> server_url(Store& st, const std::string
 }
 
 util::Result<std::vector<std::optional<std::string>>>
-answered_texts(Store& st, const std::vector<std::string>& keys) {
-    Statement s(st.handle(), "SELECT r.text FROM requests q JOIN responses r ON r.response_id = "
-                             "q.response_id WHERE q.request_key = ? AND r.ok = 1");
+answered_texts(Store& st, const std::vector<RequestRow>& requests) {
+    Statement s(st.handle(),
+                "SELECT r.text FROM requests q INDEXED BY requests_group JOIN responses r ON "
+                "r.response_id = q.response_id WHERE q.server = ? AND q.framing = ? AND "
+                "q.max_tokens = ? AND q.repeat = ? AND q.question_idx = ? AND q.request_key = ? "
+                "AND r.ok = 1");
     std::vector<std::optional<std::string>> out;
-    out.reserve(keys.size());
-    for (const auto& key : keys) {
-        s.bind(key);
+    out.reserve(requests.size());
+    for (const auto& q : requests) {
+        s.bind(q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, q.key);
         if (s.step()) {
             out.emplace_back(s.column_text(0));
         } else if (s.error().empty()) {

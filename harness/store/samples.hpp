@@ -64,10 +64,11 @@ util::Result<void> for_each_answered_request(Store& store, const AnsweredGroup& 
 // row for it. An import's url starts with "lm-eval:".
 util::Result<std::optional<std::string>> server_url(Store& store, const std::string& name);
 
-// The text of the successful response to the request of each of `keys`, in
-// that order; nullopt where none is stored (or it has no text).
+// The text of the successful response to each of `requests` (found by its
+// place and key), in that order; nullopt where none is stored (or it has no
+// text).
 util::Result<std::vector<std::optional<std::string>>>
-answered_texts(Store& store, const std::vector<std::string>& keys);
+answered_texts(Store& store, const std::vector<RequestRow>& requests);
 
 // The error kind and message of each request of group `server`/`framing`
 // whose counted response is a failure, by request key: a samples file's

@@ -5,6 +5,6 @@
 namespace diffeval::store {
 
 // The schema version this build writes.
-inline constexpr int k_schema_version = 15;
+inline constexpr int k_schema_version = 16;
 
 } // namespace diffeval::store

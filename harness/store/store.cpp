@@ -557,6 +557,23 @@ LEFT JOIN probe_responses r2 ON r2.response_id = q2.response_id AND r2.ok = 1
 WHERE q.step = 0;
 )sql";
 
+// Version 16: a request's key has no index of its own. Its UNIQUE index was
+// in hash order, so every read of a plan (one commit each) dirtied nearly
+// every leaf of it, and the pages read back from the log grew with the
+// plan: a tenth of `diffeval demo`'s time. A key is the hash of its place
+// (server, framing, token limit, repeat, question) and body, so one key has
+// one place: the group index, in plan order, ends with the key and is
+// UNIQUE, which keeps each key once as the key's index did
+// (k_put_request's INSERT OR IGNORE) and serves every lookup of a key,
+// which always comes with its place. SQLite cannot drop a column's UNIQUE:
+// drop_key_indexes copies both tables first.
+constexpr std::string_view k_schema_v16 = R"sql(
+CREATE UNIQUE INDEX requests_group ON requests
+    (server, framing, max_tokens, repeat, question_idx, request_key);
+CREATE UNIQUE INDEX probe_requests_group ON probe_requests
+    (probe, server, framing, repeat, question_idx, request_key);
+)sql";
+
 // Statements, indexed by Store::StatementId.
 constexpr std::string_view k_statements[] = {
     // k_insert_run
@@ -595,8 +612,8 @@ constexpr std::string_view k_statements[] = {
     "WHERE r.ok = 1 UNION ALL SELECT q.request_key FROM probe_requests q JOIN probe_responses r "
     "ON r.response_id = q.response_id WHERE r.ok = 1",
     // k_existing: a stored request's id and whether its response succeeded,
-    // through the group index, which a plan read in order walks sequentially
-    // (the key's index is in hash order: a page read per lookup)
+    // through the group index (which ends with the key), which a plan read
+    // in order walks sequentially
     "SELECT q.request_id, r.ok FROM requests q INDEXED BY requests_group LEFT JOIN responses r "
     "ON r.response_id = q.response_id WHERE q.server = ?2 AND q.framing = ?3 AND "
     "q.max_tokens = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND q.request_key = ?1",
@@ -625,7 +642,10 @@ constexpr std::string_view k_statements[] = {
     "LEFT JOIN probe_responses r ON r.response_id = q.response_id WHERE q.probe = ?2 AND "
     "q.server = ?3 AND q.framing = ?4 AND q.repeat = ?5 AND q.question_idx = ?6 AND "
     "q.request_key = ?1",
-    // k_request_id
+    // k_request_id: for a response row without its request's id. The key
+    // has no index of its own (k_schema_v16), so this reads the table: every
+    // writer of many rows gives the ids (a run's planner, an import's
+    // put_requests).
     "SELECT request_id FROM requests WHERE request_key = ?",
     // k_insert_response: one row of values, not INSERT ... SELECT, which
     // SQLite runs with a statement journal (a copy of each page it touches)
@@ -641,7 +661,7 @@ constexpr std::string_view k_statements[] = {
     // k_put_probe_request
     "INSERT OR IGNORE INTO probe_requests (request_key, probe, step, server, framing, repeat, "
     "question_idx, dataset, body_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    // k_probe_request_id
+    // k_probe_request_id: as k_request_id
     "SELECT probe_request_id FROM probe_requests WHERE request_key = ?",
     // k_insert_probe_response: as k_insert_response
     "INSERT INTO probe_responses (probe_request_id, run_id, ok, status, response_json, attempts, "
@@ -1097,6 +1117,17 @@ util::Result<void> Store::migrate(Mode mode) {
                                     "'diffeval rescore' once to migrate it",
                                     m_path, from));
     }
+    // Version 16 copies the request tables, which responses refer to:
+    // dropping the old ones with references checked would fail. A
+    // transaction cannot change the setting, so it is off around the
+    // migration's (the copies keep every id).
+    if (auto r = m_db.exec("PRAGMA foreign_keys=OFF"); !r) {
+        return r.error();
+    }
+    struct CheckReferencesAgain {
+        Database& db;
+        ~CheckReferencesAgain() { (void)db.exec("PRAGMA foreign_keys=ON"); }
+    } check_again{m_db};
     Transaction tx(m_db);
     if (!tx.begun()) {
         return make_error(ErrorKind::io,
@@ -1169,6 +1200,7 @@ util::Result<void> Store::climb(int from, int to) {
         {13, &Store::allow_null_latency, v13, nullptr},
         {14, nullptr, k_schema_v14, nullptr},
         {15, nullptr, k_schema_v15, nullptr},
+        {16, &Store::drop_key_indexes, k_schema_v16, nullptr},
     };
     for (const auto& rung : ladder) {
         if (from >= rung.version || to < rung.version) {
@@ -1225,6 +1257,91 @@ util::Result<void> Store::allow_null_latency() {
                           fmt::format("cannot migrate {}: its responses table does not declare "
                                       "'{}' as diffeval created it ({})",
                                       m_path, k_latency_not_null, why));
+    }
+    return {};
+}
+
+util::Result<void> Store::drop_key_indexes() {
+    // SQLite's documented way to change what a table declares
+    // (lang_altertable.html, "Making Other Kinds Of Table Schema Changes"):
+    // a new table, declared as the stored one is but for the key's UNIQUE,
+    // takes every row; the old one is dropped and the new one renamed, and
+    // the table's other indexes are made again from their stored text. The
+    // views name the tables, so they are dropped first and made again last,
+    // each from its stored text, in the order they were made. References to
+    // the tables are not checked meanwhile (migrate turns them off): the
+    // rows keep their ids.
+    sqlite3* h = m_db.handle();
+    const auto failed = [&](std::string_view what) {
+        return make_error(ErrorKind::io, fmt::format("cannot migrate {}: {}: {}", m_path, what,
+                                                     m_db.last_error()));
+    };
+    const auto read = [&](const std::string& sql,
+                          std::vector<std::pair<std::string, std::string>>& out) {
+        Statement st(h, sql);
+        while (st.valid() && st.step()) {
+            out.emplace_back(st.column_text(0), st.column_text(1));
+        }
+        return st.valid() && st.error().empty();
+    };
+    std::vector<std::pair<std::string, std::string>> views;
+    if (!read("SELECT name, sql FROM sqlite_schema WHERE type = 'view' ORDER BY rowid", views)) {
+        return failed("cannot read its views");
+    }
+    for (const auto& [name, sql] : views) {
+        if (auto r = m_db.exec(fmt::format("DROP VIEW \"{}\"", name)); !r) {
+            return r.error();
+        }
+    }
+    for (const std::string table : {"requests", "probe_requests"}) {
+        std::vector<std::pair<std::string, std::string>> declared;
+        std::vector<std::pair<std::string, std::string>> indexes;
+        if (!read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND "
+                              "name = '{}'",
+                              table),
+                  declared) ||
+            !read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND "
+                              "tbl_name = '{0}' AND sql IS NOT NULL AND name <> '{0}_group' "
+                              "ORDER BY rowid",
+                              table),
+                  indexes)) {
+            return failed(fmt::format("cannot read table {}", table));
+        }
+        // The key's column as diffeval declared it: `request_key TEXT NOT
+        // NULL UNIQUE,` (its spacing differs between the two tables).
+        std::string sql = declared.empty() ? std::string() : declared[0].second;
+        const auto key = sql.find("request_key ");
+        const auto unique = sql.find(" UNIQUE", key);
+        const auto open = sql.find('(');
+        if (key == std::string::npos || open > key || unique == std::string::npos ||
+            unique > sql.find(',', key)) {
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot migrate {}: its {} table does not declare "
+                                          "request_key UNIQUE as diffeval created it",
+                                          m_path, table));
+        }
+        sql.erase(unique, std::string_view(" UNIQUE").size());
+        const auto copy = table + "_v16";
+        for (const auto& step : {
+                 fmt::format("CREATE TABLE {} {}", copy, sql.substr(open)),
+                 fmt::format("INSERT INTO {} SELECT * FROM {}", copy, table),
+                 fmt::format("DROP TABLE {}", table),
+                 fmt::format("ALTER TABLE {} RENAME TO {}", copy, table),
+             }) {
+            if (auto r = m_db.exec(step); !r) {
+                return r.error();
+            }
+        }
+        for (const auto& [name, index] : indexes) {
+            if (auto r = m_db.exec(index); !r) {
+                return r.error();
+            }
+        }
+    }
+    for (const auto& [name, sql] : views) {
+        if (auto r = m_db.exec(sql); !r) {
+            return r.error();
+        }
     }
     return {};
 }
@@ -1483,9 +1600,17 @@ Store::put_questions(const std::string& dataset,
     return std::optional<StoredQuestion>{};
 }
 
-std::string Store::request_body(const std::string& key) {
-    Statement st(m_db.handle(), "SELECT request_json FROM v_requests WHERE request_key = ?");
-    return st.valid() && st.bind(key).step() ? st.column_text(0) : std::string();
+std::string Store::request_body(const std::string& server, const std::string& framing,
+                                int max_tokens, int repeat, int64_t question_idx,
+                                const std::string& key) {
+    Statement st(m_db.handle(),
+                 "SELECT b.request_json FROM requests q INDEXED BY requests_group JOIN "
+                 "v_request_bodies b ON b.body_id = q.body_id WHERE q.server = ? AND q.framing = ? "
+                 "AND q.max_tokens = ? AND q.repeat = ? AND q.question_idx = ? AND "
+                 "q.request_key = ?");
+    return st.valid() && st.bind(server, framing, max_tokens, repeat, question_idx, key).step()
+               ? st.column_text(0)
+               : std::string();
 }
 
 util::Result<std::optional<Store::StoredQuestion>>
@@ -1508,18 +1633,22 @@ util::Result<void> Store::check_references(bool on) {
     return m_db.exec(on ? "PRAGMA foreign_keys=ON" : "PRAGMA foreign_keys=OFF");
 }
 
-util::Result<void> Store::put_requests(const std::vector<RequestRow>& rows) {
+util::Result<std::vector<Store::Planned>> Store::put_requests(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
     Transaction tx(m_db);
     m_last_prefix_id.reset();
-    if (auto r = insert_requests(rows, nullptr); !r) {
-        return r;
+    std::vector<Planned> planned(rows.size());
+    if (auto r = insert_requests(rows, planned, Places::kept); !r) {
+        return r.error();
     }
-    return tx.commit();
+    if (auto r = tx.commit(); !r) {
+        return r.error();
+    }
+    return planned;
 }
 
 util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
-                                          std::vector<Planned>* planned) {
+                                          std::vector<Planned>& planned, Places places) {
     auto& st = m_stmts[k_put_request];
     auto& probe = m_stmts[k_put_probe_request];
     auto* db = m_db.handle();
@@ -1553,17 +1682,14 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
                               fmt::format("cannot store {}requests: {}", is_probe ? "probe " : "",
                                           (is_probe ? probe : st).error()));
         }
-        if (!planned) {
-            continue;
-        }
         if (sqlite3_changes(db) == 1) {
             const auto id = sqlite3_last_insert_rowid(db);
-            if (!is_probe) {
+            if (!is_probe && places == Places::checked) {
                 if (auto taken = check_slot(r, leader->body, id); !taken) {
                     return taken;
                 }
             }
-            (*planned)[i] = Planned{false, id};
+            planned[i] = Planned{false, id};
             continue;
         }
         // Planned before: its id, and whether it was answered.
@@ -1578,7 +1704,7 @@ util::Result<void> Store::insert_requests(const std::vector<RequestRow>& rows,
                 fmt::format("cannot read requests: {}",
                             ex.error().empty() ? "a stored key is missing" : ex.error()));
         }
-        (*planned)[i] = Planned{ex.column_int(1) == 1, ex.column_int(0)};
+        planned[i] = Planned{ex.column_int(1) == 1, ex.column_int(0)};
         ex.reset();
     }
     return {};
@@ -1817,7 +1943,7 @@ util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& t
             break;
         }
         planned.assign(rows.size(), Planned{});
-        if (auto r = insert_requests(rows, &planned); !r) {
+        if (auto r = insert_requests(rows, planned, Places::checked); !r) {
             return r.error();
         }
         take(rows, planned);

@@ -131,7 +131,7 @@ struct ResponseRow {
     bool redacted = false; // a secret was replaced in a stored field
     std::optional<DerivedRows> derived; // a measured response's, when computed already
     int question_idx = -1;  // the request's test question, for Writer's Prepare (-1: unknown)
-    int64_t request_id = 0; // its request's row id when the planner knows it (0: found by key)
+    int64_t request_id = 0; // its request's row id (0: found by key, reading the table)
 };
 
 struct ServerRow {
@@ -213,11 +213,19 @@ public:
                                                                 int64_t question_idx);
     // The body stored for the request (not a probe's) whose key is `key`,
     // for a refusal's words; "" when none is, or it cannot be read.
-    std::string request_body(const std::string& key);
+    std::string request_body(const std::string& server, const std::string& framing, int max_tokens,
+                             int repeat, int64_t question_idx, const std::string& key);
+    // What put_requests and put_unanswered found of a planned request.
+    struct Planned {
+        bool answered = false; // it has a successful response already
+        int64_t id = 0;        // its request_id (probe_request_id for a probe)
+    };
     // Insert planned requests (probes included), each body once per distinct
     // `body_sha256`; existing keys are kept as they are. Rows of one body come
-    // together, and only the first of them need carry it.
-    util::Result<void> put_requests(const std::vector<RequestRow>& rows);
+    // together, and only the first of them need carry it. Returns what was
+    // found of each row, in their order: its id is what a ResponseRow
+    // answering it takes as its request_id.
+    util::Result<std::vector<Planned>> put_requests(const std::vector<RequestRow>& rows);
     // Keys of requests (probes included) that already have a successful
     // response.
     util::Result<std::unordered_set<std::string>> completed_keys();
@@ -264,11 +272,6 @@ public:
                                                    const std::string& server,
                                                    const std::string& framing,
                                                    const ProbePlaceVisitor& visit);
-    // What put_unanswered found of a planned request.
-    struct Planned {
-        bool answered = false; // it has a successful response already
-        int64_t id = 0;        // its request_id (probe_request_id for a probe)
-    };
     // For a plan read a part at a time, in one transaction: `read` fills the
     // (cleared) vector it is given with the next few rows (probes included)
     // and returns false when it has none; each such batch is stored as
@@ -317,8 +320,8 @@ private:
     // Run the migration ladder from schema `from` up to `to` (no transaction
     // of its own).
     util::Result<void> climb(int from, int to);
-    // Store `rows` (a transaction is open); with `planned` (one per row),
-    // say what each was (put_unanswered).
+    // Refuse request `r`, just stored as row `id` with `body`, when another
+    // request holds its place.
     util::Result<void> check_slot(const RequestRow& r, const std::string& body, int64_t id);
     // Per server, framing and token limit: whether the database held
     // requests of it before this store's first new one (only then can a
@@ -330,8 +333,14 @@ private:
         bool stored_before = false;
     };
     std::vector<GroupSeen> m_groups_seen;
+    // Whether a request new to the database is refused in a place another
+    // request holds (check_slot): a run checks, and an import has checked
+    // all its rows before.
+    enum class Places { checked, kept };
+    // Store `rows` (a transaction is open) and say in `planned` (one per
+    // row) what each was.
     util::Result<void> insert_requests(const std::vector<RequestRow>& rows,
-                                       std::vector<Planned>* planned);
+                                       std::vector<Planned>& planned, Places places);
     // The id of the body `sha256` (`body`, of which the first `prefix_bytes`
     // are a shared prefix), stored now when new; a stored body is kept as it
     // is.
@@ -349,6 +358,9 @@ private:
     // Version 13's rung: responses.latency_ms loses its NOT NULL; see
     // k_schema_v13.
     util::Result<void> allow_null_latency();
+    // Version 16's rung: the key's UNIQUE index goes from both request
+    // tables; see k_schema_v16.
+    util::Result<void> drop_key_indexes();
 
     enum StatementId {
         k_insert_run,

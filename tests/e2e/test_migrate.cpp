@@ -377,6 +377,20 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies WHERE prefix_id IS NULL"), "14");
     expect_same(UsersSee::in(db, k_probe_bodies), before);
+    // Version 16 copied both request tables: the key has no index of its
+    // own, the group index (in plan order) ends with it and keeps it unique,
+    // and every row, id and reference is as it was.
+    for (const char* table : {"requests", "probe_requests"}) {
+        EXPECT_EQ(query(db, fmt::format("SELECT group_concat(i.name || ':' || c.name, ' ') FROM "
+                                        "pragma_index_list('{}') i, pragma_index_info(i.name) c "
+                                        "WHERE i.\"unique\" = 1 AND c.name = 'request_key'",
+                                        table)),
+                  std::string(table) + "_group:request_key");
+    }
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    EXPECT_EQ(query_rows(db, "PRAGMA foreign_key_check"), std::vector<std::string>{});
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
     expect_fixture_outputs(k_fixture_v11, db, dir);
 
     // The resumed run plans the same requests (their keys hash the whole
@@ -388,6 +402,8 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
               std::string::npos)
         << err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
     // Its bodies were stored whole before: no prefix is stored for them.
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
