@@ -4,7 +4,8 @@
 //
 // The shards are synthetic: BENCH_MERGE_REQUESTS requests in all (default
 // 20,000), each with a 2.3 KB body and a 0.7 KB response, about what a raw
-// GSM8K request and a vLLM completion weigh, split by question as
+// GSM8K request and a vLLM completion weigh, and as many probe requests
+// (`--probe think-open`'s first step), split by question as
 // `diffeval run --shard I/4` splits them.
 #include <harness/store/merge.hpp>
 #include <harness/store/store.hpp>
@@ -56,7 +57,8 @@ const std::vector<std::string>& shards() {
             std::vector<store::ResponseRow> responses;
             for (int i = s; i < n; i += k_shards) {
                 const auto b = fmt::format("{}{}", i, body);
-                store::RequestRow row{"", "default",          "raw", 256, 0, i / 2, "gsm8k",
+                // Two repeats of each question, each its own place.
+                store::RequestRow row{"", "default",          "raw", 256, i % 2, i / 2, "gsm8k",
                                       b,  util::sha256_hex(b)};
                 row.key = util::sha256_hex(fmt::format("{}\n{}", i, row.body_sha256));
                 store::ResponseRow r;
@@ -68,10 +70,25 @@ const std::vector<std::string>& shards() {
                 r.text = response;
                 r.attempts = 1;
                 r.started_at = "2026-01-01T00:00:00.000Z";
+                store::RequestRow probe = row;
+                probe.probe = "think-open";
+                probe.probe_step = 0;
+                probe.key = util::sha256_hex(fmt::format("probe {}", row.key));
+                store::ResponseRow p = r;
+                p.key = probe.key;
+                p.probe = true;
                 requests.push_back(std::move(row));
                 responses.push_back(std::move(r));
+                requests.push_back(std::move(probe));
+                responses.push_back(std::move(p));
             }
-            (void)(*st)->put_requests(requests);
+            auto planned = (*st)->put_requests(requests);
+            if (!planned) {
+                std::abort();
+            }
+            for (size_t i = 0; i < responses.size(); ++i) {
+                responses[i].request_id = (*planned)[i].id;
+            }
             (void)(*st)->write_batch(responses);
             out.push_back(path);
         }
