@@ -1271,11 +1271,12 @@ util::Result<void> Store::drop_key_indexes() {
     // (lang_altertable.html, "Making Other Kinds Of Table Schema Changes"):
     // a new table, declared as the stored one is but for the key's UNIQUE,
     // takes every row; the old one is dropped and the new one renamed, and
-    // the table's other indexes are made again from their stored text. The
-    // views name the tables, so they are dropped first and made again last,
-    // each from its stored text, in the order they were made. References to
-    // the tables are not checked meanwhile (migrate turns them off): the
-    // rows keep their ids.
+    // the table's other indexes (and any trigger a user made on it) are made
+    // again from their stored text. The views (users' own too) name the
+    // tables, so they are dropped first and made again last, each from its
+    // stored text, in the order they were made. References to the tables
+    // are not checked meanwhile (migrate turns them off): the rows keep
+    // their ids.
     sqlite3* h = m_db.handle();
     const auto failed = [&](std::string_view what) {
         return make_error(ErrorKind::io, fmt::format("cannot migrate {}: {}: {}", m_path, what,
@@ -1294,22 +1295,22 @@ util::Result<void> Store::drop_key_indexes() {
         return failed("cannot read its views");
     }
     for (const auto& [name, sql] : views) {
-        if (auto r = m_db.exec(fmt::format("DROP VIEW \"{}\"", name)); !r) {
+        if (auto r = m_db.exec(fmt::format("DROP VIEW {}", sql_identifier(name))); !r) {
             return r.error();
         }
     }
     for (const std::string table : {"requests", "probe_requests"}) {
         std::vector<std::pair<std::string, std::string>> declared;
-        std::vector<std::pair<std::string, std::string>> indexes;
+        std::vector<std::pair<std::string, std::string>> parts; // indexes, triggers
         if (!read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND "
                               "name = '{}'",
                               table),
                   declared) ||
-            !read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND "
-                              "tbl_name = '{0}' AND sql IS NOT NULL AND name <> '{0}_group' "
-                              "ORDER BY rowid",
+            !read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type IN ('index', "
+                              "'trigger') AND tbl_name = '{0}' AND sql IS NOT NULL AND name <> "
+                              "'{0}_group' ORDER BY rowid",
                               table),
-                  indexes)) {
+                  parts)) {
             return failed(fmt::format("cannot read table {}", table));
         }
         // The key's column as diffeval declared it: `request_key TEXT NOT
@@ -1337,8 +1338,8 @@ util::Result<void> Store::drop_key_indexes() {
                 return r.error();
             }
         }
-        for (const auto& [name, index] : indexes) {
-            if (auto r = m_db.exec(index); !r) {
+        for (const auto& [name, part] : parts) {
+            if (auto r = m_db.exec(part); !r) {
                 return r.error();
             }
         }

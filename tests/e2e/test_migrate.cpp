@@ -365,6 +365,13 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     auto db = dir / "v11.sqlite";
     e2e::exec(db, e2e::slurp(k_fixture_v11 / "v11.sql"));
     ASSERT_EQ(query(db, "PRAGMA user_version"), "11");
+    // A user's own view, index and trigger on the request tables, which
+    // version 16 copies.
+    e2e::exec(db, "CREATE VIEW \"my \"\"view\"\"\" AS SELECT count(*) AS n FROM requests; "
+                  "CREATE INDEX my_index ON requests (dataset); "
+                  "CREATE TABLE my_log (n INTEGER); "
+                  "CREATE TRIGGER my_trigger AFTER UPDATE ON probe_requests "
+                  "BEGIN INSERT INTO my_log VALUES (1); END;");
     const auto before = UsersSee::in(db, k_probe_bodies);
     ASSERT_EQ(before.bodies.size(), 32u);
     ASSERT_EQ(before.probe_bodies.size(), 24u);
@@ -391,6 +398,10 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query_rows(db, "PRAGMA foreign_key_check"), std::vector<std::string>{});
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
+    EXPECT_EQ(query(db, "SELECT n FROM \"my \"\"view\"\"\""), "32");
+    EXPECT_EQ(query(db, "SELECT group_concat(name, ' ') FROM sqlite_schema WHERE name LIKE "
+                        "'my_%' AND type IN ('index', 'trigger') ORDER BY name"),
+              "my_index my_trigger");
     expect_fixture_outputs(k_fixture_v11, db, dir);
 
     // The resumed run plans the same requests (their keys hash the whole
