@@ -7,16 +7,44 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <clocale>
 #include <cmath>
+#include <cwchar>
+#include <locale.h>
+#include <wchar.h>
 
 namespace diffeval::reports {
 
 namespace {
 
-// Display width of a UTF-8 string (code points; good enough for our cells).
+// Columns a UTF-8 string takes in a terminal: glibc's wcwidth under its
+// built-in C.UTF-8 locale (2 for a Chinese character or an emoji, 0 for a
+// combining mark), whatever locale the user runs under; a code point each
+// where that locale is missing. A server name in Chinese otherwise pushed
+// every cell after it out of its column.
 size_t width(const std::string& s) {
-    return static_cast<size_t>(std::count_if(
-        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
+    if (!utf8) {
+        return util::utf8_length(s);
+    }
+    const locale_t before = uselocale(utf8);
+    size_t out = 0;
+    std::mbstate_t state{};
+    for (size_t i = 0; i < s.size();) {
+        wchar_t c = 0;
+        const size_t n = std::mbrtowc(&c, s.data() + i, s.size() - i, &state);
+        if (n == 0 || n > s.size() - i) { // a NUL, or a byte that starts no character
+            state = std::mbstate_t{};
+            ++out;
+            ++i;
+            continue;
+        }
+        const int w = wcwidth(c);
+        out += w < 0 ? 1 : static_cast<size_t>(w);
+        i += n;
+    }
+    uselocale(before);
+    return out;
 }
 
 std::string pct(double p) {

@@ -159,6 +159,23 @@ TEST(ReportTables, CellsAreEscapedForEachStyle) {
     EXPECT_EQ(text[0].find("value"), text[2].find("`1`")) << text[0] << "\n" << text[2];
 }
 
+// A terminal shows a Chinese character or an emoji two columns wide: the
+// cells after such a name start where the others' do on screen, not a
+// column later for each such character.
+TEST(ReportTables, TextColumnsLineUpOnScreenForWideCharacters) {
+    const std::vector<std::vector<std::string>> rows = {
+        {"server", "value"}, {"\u6a21\u578b-a", "1"}, {"\U0001f680x", "2"}, {"abcdefg", "3"}};
+    const auto text = lines_of(reports::render_table(rows, reports::Style::text));
+    ASSERT_EQ(text.size(), 5u);
+    // "模型-a" is 6 columns wide and "🚀x" 3, so each is padded to "abcdefg"'s 7,
+    // then two spaces part the columns: "value" starts at column 9 on screen,
+    // and each number ends under its last letter (numbers are right-aligned).
+    EXPECT_EQ(text[0].find("value"), 9u) << text[0];
+    EXPECT_EQ(text[2], "\u6a21\u578b-a" + std::string(7, ' ') + "1") << text[2];
+    EXPECT_EQ(text[3], "\U0001f680x" + std::string(10, ' ') + "2") << text[3];
+    EXPECT_EQ(text[4], "abcdefg" + std::string(6, ' ') + "3") << text[4];
+}
+
 // The words of the tail sentence follow the sign of its number: a B that is
 // faster per request is never called slower; a nonzero rest is never given
 // as B's speed alone, since no test separates it from noise.
