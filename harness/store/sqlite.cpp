@@ -271,14 +271,6 @@ std::string sql_quote(std::string_view s) {
     return out + "'";
 }
 
-std::string sql_identifier(std::string_view s) {
-    std::string out = "\"";
-    for (char c : s) {
-        out += c == '"' ? std::string("\"\"") : std::string(1, c);
-    }
-    return out + "\"";
-}
-
 std::string file_uri(const std::string& path, std::string_view query) {
     // "file:./:memory:" is the file of that name; "file::memory:" none.
     std::string uri = path.starts_with('/') ? "file:" : "file:./";

@@ -142,9 +142,6 @@ private:
 
 // `s` as an SQL string literal: in single quotes, each quote doubled.
 std::string sql_quote(std::string_view s);
-// `s` as an SQL identifier (a name a user gave a view): in double quotes,
-// each double quote doubled.
-std::string sql_identifier(std::string_view s);
 
 // `path` as an SQLite URI ("file:...") with `query` ("mode=ro"): the file of
 // that name, relative or not, with the characters a URI gives a meaning

@@ -1271,17 +1271,15 @@ util::Result<void> Store::drop_key_indexes() {
     // (lang_altertable.html, "Making Other Kinds Of Table Schema Changes"):
     // a new table, declared as the stored one is but for the key's UNIQUE,
     // takes every row; the old one is dropped and the new one renamed, and
-    // the table's other indexes (and any trigger a user made on it) are made
-    // again from their stored text. The views (users' own too) name the
-    // tables, so they are dropped first and made again last, each from its
-    // stored text, in the order they were made. References to the tables
-    // are not checked meanwhile (migrate turns them off): the rows keep
-    // their ids.
+    // the table's other indexes and its triggers (a user's own) are made
+    // again from their stored text. The rename is made the legacy way, which
+    // leaves every view and every other trigger as it is: they name the
+    // table, and the default way checks each of them and refuses the rename
+    // while the table is missing (a user's trigger on `responses` that reads
+    // `requests` stopped every command). References to the tables are not
+    // checked meanwhile either (migrate turns them off): the rows keep their
+    // ids.
     sqlite3* h = m_db.handle();
-    const auto failed = [&](std::string_view what) {
-        return make_error(ErrorKind::io, fmt::format("cannot migrate {}: {}: {}", m_path, what,
-                                                     m_db.last_error()));
-    };
     const auto read = [&](const std::string& sql,
                           std::vector<std::pair<std::string, std::string>>& out) {
         Statement st(h, sql);
@@ -1290,15 +1288,13 @@ util::Result<void> Store::drop_key_indexes() {
         }
         return st.valid() && st.error().empty();
     };
-    std::vector<std::pair<std::string, std::string>> views;
-    if (!read("SELECT name, sql FROM sqlite_schema WHERE type = 'view' ORDER BY rowid", views)) {
-        return failed("cannot read its views");
+    if (auto r = m_db.exec("PRAGMA legacy_alter_table=ON"); !r) {
+        return r.error();
     }
-    for (const auto& [name, sql] : views) {
-        if (auto r = m_db.exec(fmt::format("DROP VIEW {}", sql_identifier(name))); !r) {
-            return r.error();
-        }
-    }
+    struct ModernAgain {
+        Database& db;
+        ~ModernAgain() { (void)db.exec("PRAGMA legacy_alter_table=OFF"); }
+    } modern_again{m_db};
     for (const std::string table : {"requests", "probe_requests"}) {
         std::vector<std::pair<std::string, std::string>> declared;
         std::vector<std::pair<std::string, std::string>> parts; // indexes, triggers
@@ -1311,7 +1307,9 @@ util::Result<void> Store::drop_key_indexes() {
                               "'{0}_group' ORDER BY rowid",
                               table),
                   parts)) {
-            return failed(fmt::format("cannot read table {}", table));
+            return make_error(ErrorKind::io, fmt::format("cannot migrate {}: cannot read table "
+                                                         "{}: {}",
+                                                         m_path, table, m_db.last_error()));
         }
         // The key's column as diffeval declared it: `request_key TEXT NOT
         // NULL UNIQUE,` (its spacing differs between the two tables).
@@ -1342,11 +1340,6 @@ util::Result<void> Store::drop_key_indexes() {
             if (auto r = m_db.exec(part); !r) {
                 return r.error();
             }
-        }
-    }
-    for (const auto& [name, sql] : views) {
-        if (auto r = m_db.exec(sql); !r) {
-            return r.error();
         }
     }
     return {};

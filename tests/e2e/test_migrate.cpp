@@ -365,13 +365,19 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     auto db = dir / "v11.sqlite";
     e2e::exec(db, e2e::slurp(k_fixture_v11 / "v11.sql"));
     ASSERT_EQ(query(db, "PRAGMA user_version"), "11");
-    // A user's own view, index and trigger on the request tables, which
-    // version 16 copies.
+    // A user's own view, index and triggers, which name the request tables
+    // version 16 copies and the views that read them.
     e2e::exec(db, "CREATE VIEW \"my \"\"view\"\"\" AS SELECT count(*) AS n FROM requests; "
                   "CREATE INDEX my_index ON requests (dataset); "
-                  "CREATE TABLE my_log (n INTEGER); "
-                  "CREATE TRIGGER my_trigger AFTER UPDATE ON probe_requests "
-                  "BEGIN INSERT INTO my_log VALUES (1); END;");
+                  "CREATE TABLE my_log (what TEXT, n INTEGER); "
+                  "CREATE TRIGGER my_trigger AFTER UPDATE ON probe_requests BEGIN INSERT INTO "
+                  "my_log SELECT 'probe', count(*) FROM requests; END; "
+                  "CREATE TRIGGER my_answers AFTER INSERT ON responses BEGIN INSERT INTO my_log "
+                  "SELECT 'answer', count(*) FROM v_requests; END; "
+                  "CREATE TRIGGER my_requests AFTER UPDATE ON requests BEGIN INSERT INTO my_log "
+                  "SELECT 'request', count(*) FROM probe_requests; END; "
+                  "CREATE TRIGGER my_instead INSTEAD OF DELETE ON v_scores BEGIN INSERT INTO "
+                  "my_log VALUES ('instead', 0); END;");
     const auto before = UsersSee::in(db, k_probe_bodies);
     ASSERT_EQ(before.bodies.size(), 32u);
     ASSERT_EQ(before.probe_bodies.size(), 24u);
@@ -399,9 +405,10 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
     EXPECT_EQ(query(db, "SELECT n FROM \"my \"\"view\"\"\""), "32");
-    EXPECT_EQ(query(db, "SELECT group_concat(name, ' ') FROM sqlite_schema WHERE name LIKE "
-                        "'my_%' AND type IN ('index', 'trigger') ORDER BY name"),
-              "my_index my_trigger");
+    EXPECT_EQ(query_rows(db, "SELECT name FROM sqlite_schema WHERE name LIKE 'my_%' AND type "
+                             "IN ('index', 'trigger') ORDER BY name"),
+              (std::vector<std::string>{"my_answers", "my_index", "my_instead", "my_requests",
+                                        "my_trigger"}));
     expect_fixture_outputs(k_fixture_v11, db, dir);
 
     // The resumed run plans the same requests (their keys hash the whole
@@ -416,6 +423,9 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
     EXPECT_EQ(query(db, "SELECT count(*) FROM request_bodies"), "14");
+    // The user's triggers still fire, reading the copied tables.
+    EXPECT_EQ(query(db, "SELECT count(*) FROM my_log WHERE what = 'answer' AND n = 32"),
+              "4"); // the 4 measured requests the injected 500s failed (README.md)
     // Its bodies were stored whole before: no prefix is stored for them.
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
 
