@@ -446,3 +446,41 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
                         "(prefix_id) WHERE length(b.request_json) * 2 < length(p.text)"),
               "4");
 }
+
+// Version 16 changed indexes alone, so a command that only reads takes a
+// version 15 file as it is: a baseline kept read-only (a CI artifact) and
+// merge's inputs, which merge never writes, are read after an upgrade
+// without a `rescore` first. What it reads is what the migrated file gives.
+TEST(Migrate, VersionFifteenFileIsReadAsItIsAndMergedAsAnInput) {
+    auto dir = e2e::scratch("migrate_v15");
+    const auto v15 = dir / "v15.sqlite";
+    e2e::exec(v15, e2e::slurp(k_fixtures / "schema_v15" / "v15.sql"));
+    ASSERT_EQ(query(v15, "PRAGMA user_version"), "15");
+    const auto migrated = dir / "migrated.sqlite";
+    std::filesystem::copy_file(v15, migrated);
+
+    auto summary = e2e::run({"summary", "--db", v15.string(), "--format", "json"});
+    ASSERT_EQ(summary.exit_code, 0) << summary.err;
+    auto diff = e2e::run({"diff", "a", "b", "--db", v15.string(), "--format", "json"});
+    ASSERT_EQ(diff.exit_code, 0) << diff.err;
+    EXPECT_EQ(query(v15, "PRAGMA user_version"), "15") << "a reading command wrote the file";
+
+    auto rescore = e2e::run({"rescore", "--db", migrated.string()});
+    ASSERT_EQ(rescore.exit_code, 0) << rescore.err;
+    EXPECT_EQ(query(migrated, "PRAGMA user_version"), k_current_version);
+    auto summary16 = e2e::run({"summary", "--db", migrated.string(), "--format", "json"});
+    auto diff16 = e2e::run({"diff", "a", "b", "--db", migrated.string(), "--format", "json"});
+    EXPECT_EQ(summary16.out, summary.out);
+    EXPECT_EQ(diff16.out, diff.out);
+
+    // merge reads it as an input and writes the current schema.
+    const auto merged = dir / "merged.sqlite";
+    auto merge = e2e::run({"merge", merged.string(), v15.string()});
+    ASSERT_EQ(merge.exit_code, 0) << merge.err << merge.out;
+    EXPECT_EQ(query(merged, "PRAGMA user_version"), k_current_version);
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM requests"), "32");
+    EXPECT_EQ(query(merged, "SELECT count(*) FROM probe_responses"), "24");
+    auto diff_merged = e2e::run({"diff", "a", "b", "--db", merged.string(), "--format", "json"});
+    EXPECT_EQ(diff_merged.out, diff.out);
+    EXPECT_EQ(query(v15, "PRAGMA user_version"), "15");
+}
