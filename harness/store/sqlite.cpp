@@ -290,7 +290,7 @@ util::Result<void> Database::attach_read_only(const std::string& path, std::stri
     };
     // As open_immutable_if_needed: the attach, or the first read, shows
     // whether the -shm file could be opened or made.
-    const auto unwritable = [this](int rc) {
+    const auto unwritable = [](int rc) {
         return (rc & 0xff) == SQLITE_READONLY || (rc & 0xff) == SQLITE_CANTOPEN;
     };
     if (auto r = attach("mode=ro"); !r) {
