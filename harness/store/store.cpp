@@ -1102,6 +1102,17 @@ util::Result<void> Store::identify() {
 // upgrade without a `rescore` first.
 constexpr int k_read_as_is = 15;
 
+namespace {
+
+// A connection setting put back when a scope ends, however it ends.
+struct SetOnExit {
+    Database& db;
+    const char* pragma;
+    ~SetOnExit() { (void)db.exec(pragma); }
+};
+
+} // namespace
+
 util::Result<void> Store::migrate(Mode mode) {
     Statement v(m_db.handle(), "PRAGMA user_version");
     if (!v.valid() || !v.step()) {
@@ -1136,10 +1147,7 @@ util::Result<void> Store::migrate(Mode mode) {
     if (auto r = m_db.exec("PRAGMA foreign_keys=OFF"); !r) {
         return r.error();
     }
-    struct CheckReferencesAgain {
-        Database& db;
-        ~CheckReferencesAgain() { (void)db.exec("PRAGMA foreign_keys=ON"); }
-    } check_again{m_db};
+    const SetOnExit check_again{m_db, "PRAGMA foreign_keys=ON"};
     Transaction tx(m_db);
     if (!tx.begun()) {
         return make_error(ErrorKind::io,
@@ -1298,10 +1306,7 @@ util::Result<void> Store::drop_key_indexes() {
     if (auto r = m_db.exec("PRAGMA legacy_alter_table=ON"); !r) {
         return r.error();
     }
-    struct ModernAgain {
-        Database& db;
-        ~ModernAgain() { (void)db.exec("PRAGMA legacy_alter_table=OFF"); }
-    } modern_again{m_db};
+    const SetOnExit modern_again{m_db, "PRAGMA legacy_alter_table=OFF"};
     for (const std::string table : {"requests", "probe_requests"}) {
         std::vector<std::pair<std::string, std::string>> declared;
         std::vector<std::pair<std::string, std::string>> parts; // indexes, triggers
