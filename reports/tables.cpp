@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <clocale>
 #include <cmath>
+#include <cstdint>
 #include <cwchar>
 #include <locale.h>
 #include <wchar.h>
@@ -21,7 +22,12 @@ namespace {
 // built-in C.UTF-8 locale (2 for a Chinese character or an emoji, 0 for a
 // combining mark), whatever locale the user runs under; a code point each
 // where that locale is missing. A server name in Chinese otherwise pushed
-// every cell after it out of its column.
+// every cell after it out of its column. Three emoji cases glibc's
+// per-code-point tables miss, as terminals draw them: an emoji newer than
+// those tables (wcwidth -1 in the emoji blocks) is 2; a skin tone joins the
+// emoji before it (0); the emoji presentation selector U+FE0F makes a
+// narrow symbol before it an emoji (❤️, 2). Sequences joined by U+200D are
+// no name's: names refuse invisible formatting characters.
 size_t width(const std::string& s) {
     static const locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", locale_t{});
     if (!utf8) {
@@ -30,6 +36,7 @@ size_t width(const std::string& s) {
     const locale_t before = uselocale(utf8);
     size_t out = 0;
     std::mbstate_t state{};
+    bool last_narrow = false; // the last character was a one-column symbol
     for (size_t i = 0; i < s.size();) {
         wchar_t c = 0;
         const size_t n = std::mbrtowc(&c, s.data() + i, s.size() - i, &state);
@@ -39,7 +46,16 @@ size_t width(const std::string& s) {
             ++i;
             continue;
         }
-        const int w = wcwidth(c);
+        const auto code = static_cast<uint32_t>(c);
+        int w = wcwidth(c);
+        if (code >= 0x1F3FB && code <= 0x1F3FF) {
+            w = 0; // a skin tone: part of the emoji before it
+        } else if (code == 0xFE0F) {
+            w = last_narrow ? 1 : 0; // the symbol before it drawn as an emoji
+        } else if (w < 0 && code >= 0x1F000 && code <= 0x1FAFF) {
+            w = 2; // an emoji newer than glibc's tables
+        }
+        last_narrow = w == 1 && code > 0x7F;
         out += w < 0 ? 1 : static_cast<size_t>(w);
         i += n;
     }
@@ -442,7 +458,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const bool md = style == Style::markdown;
     const auto title = fmt::format("{} vs {} ({} scorer)", c.b.text(), c.a.text(), c.scorer);
     out += md ? "### " + markdown_escape(title) + "\n\n"
-              : title + "\n" + std::string(title.size(), '=') + "\n";
+              : title + "\n" + std::string(width(title), '=') + "\n";
     // The title names B first (the candidate against its baseline); every
     // line below says A and B, so which is which is said once, plainly.
     const auto sides = fmt::format("A is {}, B is {}.", c.a.text(), c.b.text());

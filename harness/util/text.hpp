@@ -171,13 +171,13 @@ bool is_utf8(std::string_view text);
 // Whether `text` holds a Unicode space other than ' ' (no-break, ideographic,
 // U+2000-U+200A, ...), a line or paragraph separator, or an invisible
 // formatting character (zero-width, direction marks and overrides, the
-// byte-order mark): each looks like nothing, or like a space, or reorders
+// byte-order mark, the soft hyphen): each looks like nothing, or like a space, or reorders
 // what follows it on screen.
 inline bool has_unicode_space_or_format(std::string_view text) {
     const auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
     for (size_t i = 0; i + 1 < text.size(); ++i) {
-        if (at(i) == 0xC2 && at(i + 1) == 0xA0) {
-            return true; // U+00A0
+        if (at(i) == 0xC2 && (at(i + 1) == 0xA0 || at(i + 1) == 0xAD)) {
+            return true; // U+00A0, and the soft hyphen U+00AD (invisible unless a line breaks)
         }
         if (i + 2 >= text.size()) {
             continue;

@@ -396,8 +396,10 @@ TEST(Hostile, NamesWithControlCharactersAreRefused) {
         EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << o.err;
     }
     // Names that look like another or reorder their line on screen (an
-    // audit: a no-break space, a right-to-left override).
-    for (const std::string name : {"nb\u00a0sp", "ab\u202ecd", "a\u200bb", "x\u3000y"}) {
+    // audit: a no-break space, a right-to-left override; a later one: a soft
+    // hyphen, invisible unless a line breaks at it).
+    for (const std::string name :
+         {"nb\u00a0sp", "ab\u202ecd", "a\u200bb", "x\u3000y", "soft\u00adhyphen"}) {
         auto o = e2e::run({"run", "--server", name + "=" + server.url(), "--dataset", "sample",
                            "--db", (dir / "r.sqlite").string(), "--limit", "1"});
         EXPECT_EQ(o.exit_code, 2) << o.err;

@@ -164,9 +164,18 @@ TEST(ReportTables, CellsAreEscapedForEachStyle) {
 // column later for each such character.
 TEST(ReportTables, TextColumnsLineUpOnScreenForWideCharacters) {
     const std::vector<std::vector<std::string>> rows = {
-        {"server", "value"}, {"\u6a21\u578b-a", "1"}, {"\U0001f680x", "2"}, {"abcdefg", "3"}};
+        {"server", "value"},
+        {"\u6a21\u578b-a", "1"},
+        {"\U0001f680x", "2"},
+        {"abcdefg", "3"},
+        // A heart drawn as an emoji (U+FE0F), a thumb with a skin tone and an
+        // emoji newer than glibc's tables: each two columns, as terminals draw
+        // them.
+        {"\u2764\ufe0f\U0001f44d\U0001f3fb\U0001fae8x", "4"}};
     const auto text = lines_of(reports::render_table(rows, reports::Style::text));
-    ASSERT_EQ(text.size(), 5u);
+    ASSERT_EQ(text.size(), 6u);
+    EXPECT_EQ(text[5], "\u2764\ufe0f\U0001f44d\U0001f3fb\U0001fae8x" + std::string(6, ' ') + "4")
+        << text[5];
     // "模型-a" is 6 columns wide and "🚀x" 3, so each is padded to "abcdefg"'s 7,
     // then two spaces part the columns: "value" starts at column 9 on screen,
     // and each number ends under its last letter (numbers are right-aligned).
@@ -304,11 +313,13 @@ TEST(ReportTables, WhatNothingMeasuredIsBlankNotZero) {
     EXPECT_TRUE(row.ends_with("| 4 | 0 | - | 0.0 | - |")) << row;
 }
 
-// A count of one takes the singular: a comparison whose one flipped question
-// printed "A better (1 questions)" and "1 questions right more often in A".
-TEST(ReportTables, ACountOfOneIsSingular) {
+namespace {
+
+// Two servers named `a` and `b` answering 6 questions, `b` wrong on the first:
+// their comparison.
+analysis::Comparison one_flip(const std::string& a, const std::string& b) {
     analysis::Results r;
-    r.servers = {"a", "b"};
+    r.servers = {a, b};
     r.framings = {"raw"};
     r.datasets = {"sample"};
     r.scorers = {"s0"};
@@ -328,12 +339,31 @@ TEST(ReportTables, ACountOfOneIsSingular) {
             r.rows.push_back(row);
         }
     }
-    auto cmp = analysis::compare(r, {"a", {}, {}}, {"b", {}, {}}, 0);
-    ASSERT_TRUE(cmp.ok()) << cmp.error().message;
+    auto cmp = analysis::compare(r, {a, {}, {}}, {b, {}, {}}, 0);
+    EXPECT_TRUE(cmp.ok()) << cmp.error().message;
     analysis::assign_verdicts(*cmp);
-    const auto text = reports::comparison_text(cmp->front(), reports::Style::text, 10);
+    return cmp->front();
+}
+
+} // namespace
+
+// A count of one takes the singular: a comparison whose one flipped question
+// printed "A better (1 questions)" and "1 questions right more often in A".
+TEST(ReportTables, ACountOfOneIsSingular) {
+    const auto text = reports::comparison_text(one_flip("a", "b"), reports::Style::text, 10);
     EXPECT_NE(text.find("Right more often in a/raw/256 (1 question):"), std::string::npos) << text;
     EXPECT_NE(text.find("1 question right more often in A, 0 in B"), std::string::npos) << text;
     EXPECT_NE(text.find("6 questions (1 repeat each)"), std::string::npos) << text;
     EXPECT_EQ(text.find("1 questions"), std::string::npos) << text;
+}
+
+// The rule under a comparison's title is as wide as the title on screen: a
+// name in Chinese made it longer by a column a character (bytes counted).
+TEST(ReportTables, TitleRuleIsAsWideAsTheTitleOnScreen) {
+    const auto text = lines_of(
+        reports::comparison_text(one_flip("\u6a21\u578b", "\U0001f680"), reports::Style::text, 10));
+    ASSERT_GE(text.size(), 2u);
+    // "🚀/raw/256 vs 模型/raw/256 (s0 scorer)": 10 + 4 + 12 + 12 = 38 columns
+    // (the rocket and each character are two), in 44 bytes.
+    EXPECT_EQ(text[1], std::string(38, '=')) << text[0];
 }
