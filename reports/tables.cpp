@@ -89,6 +89,7 @@ bool numeric_cell(const std::string& s) {
 // stays whole).
 std::string wrap(const std::string& text, size_t columns) {
     std::string out, line;
+    size_t line_width = 0; // width(line), kept as words are added
     size_t start = 0;
     while (start <= text.size()) {
         size_t end = text.find(' ', start);
@@ -96,10 +97,12 @@ std::string wrap(const std::string& text, size_t columns) {
             end = text.size();
         }
         const std::string word = text.substr(start, end - start);
-        if (!line.empty() && width(line) + 1 + width(word) > columns) {
+        const size_t word_width = width(word);
+        if (!line.empty() && line_width + 1 + word_width > columns) {
             out += line + "\n";
             line.clear();
         }
+        line_width = line.empty() ? word_width : line_width + 1 + word_width;
         line += line.empty() ? word : " " + word;
         start = end + 1;
     }

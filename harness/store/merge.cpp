@@ -199,6 +199,34 @@ std::optional<GroupDifference> differing_group(sqlite3* db) {
     return std::nullopt;
 }
 
+// The tables of one kind of request: the measured ones, and the
+// decision-point probe's (docs/probe.md), merged alike.
+struct Tables {
+    std::string_view requests, request_id, responses;
+    // A request's place, which its key hashes: the group index's columns,
+    // which end with the key (the key has no index of its own since schema
+    // version 16).
+    std::array<std::string_view, 5> place;
+};
+constexpr Tables k_measured{"requests",
+                            "request_id",
+                            "responses",
+                            {"server", "framing", "max_tokens", "repeat", "question_idx"}};
+constexpr Tables k_probe{"probe_requests",
+                         "probe_request_id",
+                         "probe_responses",
+                         {"probe", "server", "framing", "repeat", "question_idx"}};
+
+// SQL that holds when rows `a` and `b` of `t`'s requests are one request:
+// the same place and key, so that the group index finds it.
+std::string same_request(const Tables& t, std::string_view a, std::string_view b) {
+    std::string out;
+    for (const auto column : t.place) {
+        out += fmt::format("{0}.{2} = {1}.{2} AND ", a, b, column);
+    }
+    return out + fmt::format("{0}.request_key = {1}.request_key", a, b);
+}
+
 // What in `src` contradicts what is already merged, as one sentence.
 std::string find_conflict(sqlite3* db) {
     auto server = differing_server(db);
@@ -279,12 +307,12 @@ std::string find_conflict(sqlite3* db) {
                            "with the same --scorer-file and merge again",
                            scorer[0]);
     }
-    auto request = first_row(db,
-                             "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
-                             "JOIN main.requests m USING (server, framing, max_tokens, repeat, "
-                             "question_idx, request_key) "
-                             "WHERE m.dataset != s.dataset LIMIT 1",
-                             3);
+    auto request =
+        first_row(db,
+                  "SELECT s.request_key, m.dataset, s.dataset FROM src.requests s "
+                  "JOIN main.requests m ON " +
+                      same_request(k_measured, "m", "s") + " WHERE m.dataset != s.dataset LIMIT 1",
+                  3);
     if (!request.empty()) {
         const auto& f = request;
         return fmt::format("request {} belongs to dataset '{}' there but '{}' here",
@@ -363,34 +391,6 @@ util::Result<void> merge_scorers(Database& db) {
     return db.exec(fmt::format("INSERT OR IGNORE INTO main.scorers ({0}) SELECT {0} FROM "
                                "src.scorers",
                                joined(shared_columns(h, "scorers", {}), "")));
-}
-
-// The tables of one kind of request: the measured ones, and the
-// decision-point probe's (docs/probe.md), merged alike.
-struct Tables {
-    std::string_view requests, request_id, responses;
-    // A request's place, which its key hashes: the group index's columns,
-    // which end with the key (the key has no index of its own since schema
-    // version 16).
-    std::array<std::string_view, 5> place;
-};
-constexpr Tables k_measured{"requests",
-                            "request_id",
-                            "responses",
-                            {"server", "framing", "max_tokens", "repeat", "question_idx"}};
-constexpr Tables k_probe{"probe_requests",
-                         "probe_request_id",
-                         "probe_responses",
-                         {"probe", "server", "framing", "repeat", "question_idx"}};
-
-// SQL that holds when rows `a` and `b` of `t`'s requests are one request:
-// the same place and key, so that the group index finds it.
-std::string same_request(const Tables& t, std::string_view a, std::string_view b) {
-    std::string out;
-    for (const auto column : t.place) {
-        out += fmt::format("{0}.{2} = {1}.{2} AND ", a, b, column);
-    }
-    return out + fmt::format("{0}.request_key = {1}.request_key", a, b);
 }
 
 // The requests of `t` with their bodies: a request already in main (same
