@@ -2333,6 +2333,11 @@ void Writer::nudge() {
 }
 
 void Writer::loop() {
+    // The queue and the batch trade storage: each keeps the capacity the
+    // last batch grew, so rows are not moved again as the vector doubles and
+    // its pages are not asked of the allocator (and cleared by the kernel)
+    // anew for every batch. The sender's backlog limit bounds both.
+    std::vector<ResponseRow> batch;
     std::unique_lock lock(m_mutex);
     for (;;) {
         m_wake.wait(lock, [this] { return m_stop || !m_queue.empty(); });
@@ -2342,7 +2347,6 @@ void Writer::loop() {
         m_wake.wait_for(lock, k_batch_window, [this] {
             return m_stop || m_flushing > 0 || m_nudged || m_queue.size() >= k_batch_rows;
         });
-        std::vector<ResponseRow> batch;
         batch.swap(m_queue);
         m_busy = true;
         m_nudged = false;
@@ -2366,10 +2370,12 @@ void Writer::loop() {
             // frames when the disk is slower than the writer.
             m_checkpointer->wait_for_room();
         }
+        const auto written = static_cast<int64_t>(batch.size());
+        batch.clear();
         lock.lock();
         m_busy = false;
         if (r) {
-            m_committed += static_cast<int64_t>(batch.size());
+            m_committed += written;
         } else if (!m_error) {
             m_error = r.error().message;
         }

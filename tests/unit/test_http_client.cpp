@@ -312,6 +312,39 @@ TEST(MultiClient, BytesAnIdleConnectionReceivedUnaskedAreNotTheNextAnswer) {
     EXPECT_EQ(server.connections(), 2);
 }
 
+// The same when the unasked answer came in the same write as the asked one
+// and the next request goes at once: the client skips its check of a
+// connection whose last read left nothing behind, but a read that filled all
+// the room it had (4 KiB) may have left the unasked answer waiting. Answers
+// of sizes around that room, each followed by a stale one.
+TEST(MultiClient, AnUnaskedAnswerRightBehindTheAskedOneIsNotTheNextAnswer) {
+    // An answer of `total` bytes, head and body (a body of 1,000 to 9,999
+    // bytes, so its Content-Length has four digits).
+    const auto sized = [](size_t total) {
+        const size_t head = ok(std::string(1000, 'a')).size() - 1000;
+        return ok(std::string(total - head, 'a'));
+    };
+    ScriptedServer server([&](int n, const std::string&) {
+        if (n % 2 == 1) {
+            return Reply{ok(std::to_string(n))};
+        }
+        return Reply{sized(4090 + static_cast<size_t>(n / 2)) + ok("stale")};
+    });
+    for (int i = 0; i < 12; ++i) {
+        MultiClient client;
+        client.submit(post(server.url(), 1));
+        auto first = wait_for(client, 1);
+        ASSERT_EQ(first.size(), 1u);
+        ASSERT_EQ(first[0].transport, Transport::ok) << first[0].transport_error;
+        client.submit(post(server.url(), 2));
+        auto got = wait_for(client, 1);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+        EXPECT_EQ(got[0].body, std::to_string(2 * i + 1)) << "answer " << 4090 + i << " bytes";
+    }
+    EXPECT_EQ(server.requests(), 24);
+}
+
 TEST(MultiClient, GzipBodiesAreDecodedAndTheLimitCountsDecodedBytes) {
     const std::string text(100'000, 'x');
     const std::string packed = gzip(text);
