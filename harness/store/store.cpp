@@ -1192,6 +1192,21 @@ util::Result<void> Store::migrate(Mode mode) {
     return {};
 }
 
+namespace {
+
+// The rows of `sql`'s first two columns, as text, into `out`; false when it
+// could not be read.
+bool read_pairs(sqlite3* db, const std::string& sql,
+                std::vector<std::pair<std::string, std::string>>& out) {
+    Statement st(db, sql);
+    while (st.valid() && st.step()) {
+        out.emplace_back(st.column_text(0), st.column_text(1));
+    }
+    return st.valid() && st.error().empty();
+}
+
+} // namespace
+
 util::Result<void> Store::climb(int from, int to) {
     // The ladder: each rung takes the schema from an older version to its
     // own, with its SQL and, where a step needs C++ (a hash, a table's
@@ -1222,6 +1237,19 @@ util::Result<void> Store::climb(int from, int to) {
         {15, nullptr, k_schema_v15, nullptr},
         {16, &Store::drop_key_indexes, k_schema_v16, nullptr},
     };
+    // A user's triggers on the views (INSTEAD OF): a rung that changes a
+    // view drops it and makes it anew, and its triggers go with it. Each is
+    // made again from its stored text at the top of the ladder, where every
+    // view it may name exists again.
+    std::vector<std::pair<std::string, std::string>> on_views;
+    if (!read_pairs(m_db.handle(),
+                    "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND tbl_name IN "
+                    "(SELECT name FROM sqlite_schema WHERE type = 'view') ORDER BY rowid",
+                    on_views)) {
+        return make_error(ErrorKind::io, fmt::format("cannot migrate {}: cannot read its "
+                                                     "triggers: {}",
+                                                     m_path, m_db.last_error()));
+    }
     for (const auto& rung : ladder) {
         if (from >= rung.version || to < rung.version) {
             continue;
@@ -1238,6 +1266,20 @@ util::Result<void> Store::climb(int from, int to) {
             if (auto r = (this->*rung.after)(); !r) {
                 return r.error();
             }
+        }
+    }
+    for (const auto& [name, sql] : on_views) {
+        Statement kept(m_db.handle(),
+                       "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?1");
+        if (kept.valid() && kept.bind(name).step()) {
+            continue;
+        }
+        if (auto r = m_db.exec(sql); !r) {
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot migrate {}: the trigger '{}' on a view that "
+                                          "schema version {} changes cannot be made again on "
+                                          "the new view ({}); drop it and run again",
+                                          m_path, name, to, r.error().message));
         }
     }
     return {};
@@ -1297,11 +1339,7 @@ util::Result<void> Store::drop_key_indexes() {
     sqlite3* h = m_db.handle();
     const auto read = [&](const std::string& sql,
                           std::vector<std::pair<std::string, std::string>>& out) {
-        Statement st(h, sql);
-        while (st.valid() && st.step()) {
-            out.emplace_back(st.column_text(0), st.column_text(1));
-        }
-        return st.valid() && st.error().empty();
+        return read_pairs(h, sql, out);
     };
     if (auto r = m_db.exec("PRAGMA legacy_alter_table=ON"); !r) {
         return r.error();

@@ -377,7 +377,12 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
                   "CREATE TRIGGER my_requests AFTER UPDATE ON requests BEGIN INSERT INTO my_log "
                   "SELECT 'request', count(*) FROM probe_requests; END; "
                   "CREATE TRIGGER my_instead INSTEAD OF DELETE ON v_scores BEGIN INSERT INTO "
-                  "my_log VALUES ('instead', 0); END;");
+                  "my_log VALUES ('instead', 0); END; "
+                  // On views that versions 12 and 14-15 make again.
+                  "CREATE TRIGGER my_instead_answers INSTEAD OF DELETE ON v_responses BEGIN "
+                  "INSERT INTO my_log VALUES ('deleted', old.request_id); END; "
+                  "CREATE TRIGGER my_instead_probes INSTEAD OF UPDATE ON v_probes BEGIN "
+                  "INSERT INTO my_log VALUES ('probe', 0); END;");
     const auto before = UsersSee::in(db, k_probe_bodies);
     ASSERT_EQ(before.bodies.size(), 32u);
     ASSERT_EQ(before.probe_bodies.size(), 24u);
@@ -405,10 +410,11 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "32");
     EXPECT_EQ(query(db, "SELECT count(*) FROM probe_requests"), "24");
     EXPECT_EQ(query(db, "SELECT n FROM \"my \"\"view\"\"\""), "32");
-    EXPECT_EQ(query_rows(db, "SELECT name FROM sqlite_schema WHERE name LIKE 'my_%' AND type "
-                             "IN ('index', 'trigger') ORDER BY name"),
-              (std::vector<std::string>{"my_answers", "my_index", "my_instead", "my_requests",
-                                        "my_trigger"}));
+    EXPECT_EQ(
+        query_rows(db, "SELECT name FROM sqlite_schema WHERE name LIKE 'my_%' AND type "
+                       "IN ('index', 'trigger') ORDER BY name"),
+        (std::vector<std::string>{"my_answers", "my_index", "my_instead", "my_instead_answers",
+                                  "my_instead_probes", "my_requests", "my_trigger"}));
     expect_fixture_outputs(k_fixture_v11, db, dir);
 
     // The resumed run plans the same requests (their keys hash the whole
@@ -426,6 +432,10 @@ TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     // The user's triggers still fire, reading the copied tables.
     EXPECT_EQ(query(db, "SELECT count(*) FROM my_log WHERE what = 'answer' AND n = 32"),
               "4"); // the 4 measured requests the injected 500s failed (README.md)
+    // Those on views the migration made again were made again with them.
+    e2e::exec(db, "DELETE FROM v_responses WHERE ok = 1");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM my_log WHERE what = 'deleted'"), "32");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 1"), "32");
     // Its bodies were stored whole before: no prefix is stored for them.
     EXPECT_EQ(query(db, "SELECT count(*) FROM body_prefixes"), "0");
 
