@@ -106,8 +106,8 @@ bool names(std::string_view header, std::string_view name) {
 
 // A connection taken again this soon after a read that left its socket
 // empty is not peeked at (still_quiet): the peek is a system call a
-// response, about 2 us of the client's CPU on these machines, and it would
-// see only what the server sent unasked in the microseconds since.
+// response, about 1.3 us of the client's CPU on these machines, and it would
+// see only what the server sent unasked in the moment since.
 constexpr auto k_quiet_window = std::chrono::milliseconds{1};
 
 // The socket as Beast's parser reads it: notes whether the last read filled
