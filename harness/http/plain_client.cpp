@@ -5,9 +5,8 @@
 // Beast's response parser until the message is done. A connection that had
 // carried an earlier transfer may have been closed by the server while idle:
 // one that shows an end of stream or unasked bytes when taken is closed
-// unused (it is not looked at when its last read emptied it a moment ago),
-// and when writing the request on one fails, the request goes once more on
-// a fresh connection. Once the request is written, a close without
+// unused, and when writing the request on one fails, the request goes once
+// more on a fresh connection. Once the request is written, a close without
 // an answer is a failed attempt like any other: the server may have read
 // the request and be working on it, and nothing is sent twice but as the
 // retry policy decides. A host seen closing connections after streamed
@@ -104,49 +103,12 @@ bool names(std::string_view header, std::string_view name) {
            strncasecmp(header.data(), name.data(), name.size()) == 0;
 }
 
-// A connection taken again this soon after a read that left its socket
-// empty is not peeked at (still_quiet): the peek is a system call a
-// response, about 1.3 us of the client's CPU on these machines, and it would
-// see only what the server sent unasked in the moment since.
-constexpr auto k_quiet_window = std::chrono::milliseconds{1};
-
-// The socket as Beast's parser reads it: notes whether the last read filled
-// all the room it was given, in which case more may be waiting.
-class NotingReader {
-public:
-    using executor_type = tcp::socket::executor_type;
-    explicit NotingReader(tcp::socket& socket) : m_socket(socket) {}
-    executor_type get_executor() noexcept { return m_socket.get_executor(); }
-    template <class Buffers, class Handler>
-    void async_read_some(const Buffers& buffers, Handler&& handler) {
-        const size_t room = net::buffer_size(buffers);
-        m_socket.async_read_some(buffers,
-                                 [this, room, h = std::forward<Handler>(handler)](
-                                     const boost::system::error_code& ec, size_t n) mutable {
-                                     m_filled = n == room;
-                                     std::move(h)(ec, n);
-                                 });
-    }
-    bool filled() const { return m_filled; }
-
-private:
-    tcp::socket& m_socket;
-    bool m_filled = false;
-};
-
 struct Connection {
     // Beast reads into the room a buffer has, 512 bytes when it has none:
     // with room for a whole answer it is one recv a response, not three.
-    explicit Connection(net::io_context& io) : socket(io), reader(socket) {
-        buffer.reserve(k_read_room);
-    }
+    explicit Connection(net::io_context& io) : socket(io) { buffer.reserve(k_read_room); }
     tcp::socket socket;
-    NotingReader reader; // reads `socket`
     beast::flat_buffer buffer;
-    // When its last answer ended having read all the socket held: unset
-    // when that read filled its room (more may have been waiting) or the
-    // answer was a stream.
-    std::optional<Clock::time_point> emptied_at;
     // It carried a transfer before, so the server may have closed it while
     // it was idle.
     bool reused = false;
@@ -287,8 +249,7 @@ void PlainMulti::Impl::start(const TransferPtr& t) {
     while (!list.empty()) {
         auto conn = std::move(list.back());
         list.pop_back();
-        const bool just_emptied = conn->emptied_at && t->start - *conn->emptied_at < k_quiet_window;
-        if (!just_emptied && !still_quiet(*conn)) {
+        if (!still_quiet(*conn)) {
             if (conn->after_chunked) {
                 closes_after_chunked.insert(t->target->key);
             }
@@ -389,7 +350,7 @@ void PlainMulti::Impl::send(const TransferPtr& t) {
 }
 
 void PlainMulti::Impl::read(const TransferPtr& t) {
-    bhttp::async_read_some(t->conn->reader, t->conn->buffer, *t->parser,
+    bhttp::async_read_some(t->conn->socket, t->conn->buffer, *t->parser,
                            [this, t](boost::system::error_code ec, size_t) { on_read(t, ec); });
 }
 
@@ -623,11 +584,6 @@ void PlainMulti::Impl::complete(Transfer& t) {
         !(chunked && closes_after_chunked.contains(t.target->key))) {
         t.conn->reused = true;
         t.conn->after_chunked = chunked;
-        // After a stream it is peeked at all the same: llama-server closes
-        // such connections though their heads kept them alive, and the
-        // peek sees that end before a request is lost on it.
-        t.conn->emptied_at =
-            chunked || t.conn->reader.filled() ? std::nullopt : std::optional(t.response.ended_at);
         idle[t.target->key].push_back(std::move(t.conn));
     } else {
         shut(*t.conn);

@@ -313,10 +313,10 @@ TEST(MultiClient, BytesAnIdleConnectionReceivedUnaskedAreNotTheNextAnswer) {
 }
 
 // The same when the unasked answer came in the same write as the asked one
-// and the next request goes at once: the client skips its check of a
-// connection whose last read left nothing behind, but a read that filled all
-// the room it had (4 KiB) may have left the unasked answer waiting. Answers
-// of sizes around that room, each followed by a stale one.
+// and the next request goes at once, with answers of sizes around the
+// client's read room (4 KiB): a read that filled all the room it had left
+// the unasked answer waiting in the socket, where only the check of the
+// idle connection sees it.
 TEST(MultiClient, AnUnaskedAnswerRightBehindTheAskedOneIsNotTheNextAnswer) {
     // An answer of `total` bytes, head and body (a body of 1,000 to 9,999
     // bytes, so its Content-Length has four digits).
