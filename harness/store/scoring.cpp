@@ -23,11 +23,17 @@ constexpr std::string_view k_select_responses =
     "SELECT r.response_id, q.dataset, q.question_idx, r.text, r.reasoning, r.finish_reason, "
     "r.stop_reason, r.ok, g.answer, r.stop_field, q.request_id, ";
 // ... whether the response's finish state is unrecorded (k_finish_unrecorded),
-// then the tables.
+// then the tables. The classification is looked up before the response
+// (CROSS JOIN keeps that order), so a response already classified is never
+// read. After a run, which classifies what it stores, the pass read every
+// stored response's row to find none: 10-11 ms for one pass of the matrix
+// (5,276 responses), now 4 ms, and 77-97 ms for 100,244, now 49-51 (each from
+// a fresh connection); -0.9 us of the client's CPU a response (interleaved).
+// The rows and their order are the same.
 constexpr std::string_view k_select_responses_from =
     " FROM requests q "
-    "JOIN responses r ON r.response_id = q.response_id "
-    "LEFT JOIN classifications c ON c.response_id = r.response_id "
+    "LEFT JOIN classifications c ON c.response_id = q.response_id "
+    "CROSS JOIN responses r ON r.response_id = q.response_id "
     "LEFT JOIN questions g ON g.dataset = q.dataset AND g.question_idx = q.question_idx";
 constexpr std::string_view k_only_unclassified = " WHERE c.response_id IS NULL";
 
