@@ -1136,9 +1136,11 @@ util::Result<void> Store::migrate(Mode mode) {
         return make_error(
             ErrorKind::data,
             from == 0 ? fmt::format("{} is empty: no diffeval results are stored in it", m_path)
-                      : fmt::format("{} has schema version {}; run 'diffeval run' or "
-                                    "'diffeval rescore' once to migrate it",
-                                    m_path, from));
+                      : fmt::format("{} has schema version {}, which this diffeval reads only "
+                                    "once migrated; migrate it with 'diffeval rescore --db {}' "
+                                    "(a read-only file: on a writable copy), then run this "
+                                    "command again",
+                                    m_path, from, m_path));
     }
     // Version 16 copies the request tables, which responses refer to:
     // dropping the old ones with references checked would fail. A

@@ -211,6 +211,9 @@ TEST(Store, MigratesAVersionNineFileWithAnEmptyScorersTable) {
     auto ro = Store::open(path, Store::Mode::read_only);
     ASSERT_FALSE(ro.ok());
     EXPECT_NE(ro.error().message.find("has schema version 9"), std::string::npos);
+    EXPECT_NE(ro.error().message.find("migrate it with 'diffeval rescore --db " + path + "'"),
+              std::string::npos)
+        << ro.error().message;
     auto s = Store::open(path, Store::Mode::read_write);
     ASSERT_TRUE(s.ok()) << s.error().message;
     EXPECT_EQ(count(**s, "PRAGMA user_version"), k_schema_version);
