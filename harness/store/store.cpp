@@ -11,6 +11,7 @@
 #include <harness/store/splice.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
 
@@ -1270,18 +1271,39 @@ util::Result<void> Store::climb(int from, int to) {
             }
         }
     }
+    if (on_views.empty()) {
+        return {};
+    }
+    // SQLite reads a trigger's body only when it fires, or when a table is
+    // renamed: a scratch table renamed makes it read every trigger and view.
+    // One made again that reads a column the ladder removed would fire an
+    // error, and fail every later ALTER TABLE on the file, a later
+    // migration's among them. Checked only when everything read well before
+    // (a user's own broken object is not this migration's to refuse).
+    const auto schema_error = [&]() -> std::optional<std::string> {
+        auto r = m_db.exec("CREATE TABLE diffeval_rename_check (x); ALTER TABLE "
+                           "diffeval_rename_check RENAME TO diffeval_rename_checked");
+        (void)m_db.exec("DROP TABLE IF EXISTS diffeval_rename_check; DROP TABLE IF EXISTS "
+                        "diffeval_rename_checked");
+        return r ? std::nullopt : std::optional(r.error().message);
+    };
+    const bool checkable = !schema_error();
     for (const auto& [name, sql] : on_views) {
         Statement kept(m_db.handle(),
                        "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?1");
         if (kept.valid() && kept.bind(name).step()) {
             continue;
         }
-        if (auto r = m_db.exec(sql); !r) {
+        auto made = m_db.exec(sql);
+        std::optional<std::string> why =
+            made ? (checkable ? schema_error() : std::nullopt) : made.error().message;
+        if (why) {
             return make_error(ErrorKind::data,
-                              fmt::format("cannot migrate {}: the trigger '{}' on a view that "
-                                          "schema version {} changes cannot be made again on "
-                                          "the new view ({}); drop it and run again",
-                                          m_path, name, to, r.error().message));
+                              fmt::format("cannot migrate {}: the trigger '{}' on a view the "
+                                          "migration to schema version {} makes anew does not "
+                                          "work on it ({}); drop or change it, then run again",
+                                          m_path, util::one_line(name, 200), to,
+                                          util::one_line(*why, 400)));
         }
     }
     return {};

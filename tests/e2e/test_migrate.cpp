@@ -360,6 +360,36 @@ std::vector<std::string> misassembled_bodies(const std::filesystem::path& db) {
 
 } // namespace
 
+// A user's trigger on a view whose body reads a column a step removed
+// (version 11 drops requests.body_sha256): made again, it would fail when it
+// fires and make every later ALTER TABLE on the file fail. The migration
+// refuses it by name and leaves the file as it was; without it, it goes on.
+TEST(Migrate, ATriggerOnAViewThatReadsARemovedColumnStopsTheMigration) {
+    auto dir = e2e::scratch("migrate_stale_trigger");
+    auto db = dir / "v10.sqlite";
+    e2e::exec(db, e2e::slurp(k_fixture_v10 / "v10.sql"));
+    e2e::exec(db, "CREATE TABLE my_log (what, n); CREATE TRIGGER stale INSTEAD OF DELETE ON "
+                  "v_requests BEGIN INSERT INTO my_log SELECT body_sha256, 0 FROM requests WHERE "
+                  "request_id = old.request_id; END;");
+    auto refused = e2e::run({"rescore", "--db", db.string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+    EXPECT_NE(refused.err.find("the trigger 'stale' on a view the migration to schema version " +
+                               std::string(k_current_version) + " makes anew does not work on it"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("body_sha256"), std::string::npos) << refused.err;
+    EXPECT_EQ(query(db, "PRAGMA user_version"), "10");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'stale'"), "1");
+    EXPECT_EQ(query(db, "PRAGMA integrity_check"), "ok");
+    e2e::exec(db, "DROP TRIGGER stale");
+    auto migrated = e2e::run({"rescore", "--db", db.string()});
+    EXPECT_EQ(migrated.exit_code, 0) << migrated.err;
+    EXPECT_EQ(query(db, "PRAGMA user_version"), k_current_version);
+    // Every later ALTER TABLE still works on the file.
+    e2e::exec(db, "ALTER TABLE my_log RENAME TO my_log_2");
+}
+
 TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     auto dir = e2e::scratch("migrate_v11");
     auto db = dir / "v11.sqlite";
