@@ -1105,6 +1105,12 @@ constexpr int k_read_as_is = 15;
 
 namespace {
 
+// What SQLite said, without Database::exec's "database error: " before it.
+std::string_view sqlite_words(std::string_view message) {
+    constexpr std::string_view k_prefix = "database error: ";
+    return message.starts_with(k_prefix) ? message.substr(k_prefix.size()) : message;
+}
+
 // A connection setting put back when a scope ends, however it ends.
 struct SetOnExit {
     Database& db;
@@ -1177,6 +1183,22 @@ util::Result<void> Store::migrate(Mode mode) {
                                       m_path, from));
     }
     if (auto r = climb(from, k_schema_version); !r) {
+        // A step that drops a column or renames a table makes SQLite read
+        // every view and trigger: one of the user's that reads what a step
+        // has dropped at that moment stops it ("error in view my_view: no
+        // such table: main.v_scores"). The transaction leaves the file as
+        // it was; the user decides about their object.
+        const std::string_view why = sqlite_words(r.error().message);
+        if (r.error().kind != ErrorKind::data &&
+            (why.find("error in view ") != std::string_view::npos ||
+             why.find("error in trigger ") != std::string_view::npos)) {
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot migrate {} to schema version {}: {}: a view or "
+                                          "trigger of your own reads what the migration changes; "
+                                          "drop it, run again, then make it again on the new "
+                                          "schema (docs/schema.md)",
+                                          m_path, k_schema_version, util::one_line(why, 400)));
+        }
         return r.error();
     }
     if (auto r = m_db.exec(fmt::format("PRAGMA user_version = {}", k_schema_version)); !r) {
@@ -1303,7 +1325,7 @@ util::Result<void> Store::climb(int from, int to) {
                                           "migration to schema version {} makes anew does not "
                                           "work on it ({}); drop or change it, then run again",
                                           m_path, util::one_line(name, 200), to,
-                                          util::one_line(*why, 400)));
+                                          util::one_line(sqlite_words(*why), 400)));
         }
     }
     return {};

@@ -390,6 +390,26 @@ TEST(Migrate, ATriggerOnAViewThatReadsARemovedColumnStopsTheMigration) {
     e2e::exec(db, "ALTER TABLE my_log RENAME TO my_log_2");
 }
 
+// A user's view that reads v_scores, which version 11 drops while it drops a
+// column (SQLite then reads every view): the step cannot go on. The file is
+// left as it was, and the line says what to do, as a data error.
+TEST(Migrate, AUserViewThatStopsAStepIsNamedWithWhatToDo) {
+    auto dir = e2e::scratch("migrate_user_view");
+    auto db = dir / "v10.sqlite";
+    e2e::exec(db, e2e::slurp(k_fixture_v10 / "v10.sql"));
+    e2e::exec(db, "CREATE VIEW my_scores AS SELECT count(*) AS n FROM v_scores");
+    auto refused = e2e::run({"rescore", "--db", db.string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+    EXPECT_NE(refused.err.find("error in view my_scores"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("a view or trigger of your own reads what the migration changes; "
+                               "drop it, run again, then make it again"),
+              std::string::npos)
+        << refused.err;
+    EXPECT_EQ(query(db, "PRAGMA user_version"), "10");
+    EXPECT_EQ(query(db, "SELECT n FROM my_scores"), "96");
+}
+
 TEST(Migrate, VersionElevenDatabaseKeepsEverythingUsersSee) {
     auto dir = e2e::scratch("migrate_v11");
     auto db = dir / "v11.sqlite";
