@@ -1302,12 +1302,17 @@ util::Result<void> Store::climb(int from, int to) {
     // error, and fail every later ALTER TABLE on the file, a later
     // migration's among them. Checked only when everything read well before
     // (a user's own broken object is not this migration's to refuse).
+    // Only the scratch table is dropped: a user's table of either name makes
+    // the first check fail, and then nothing is checked.
     const auto schema_error = [&]() -> std::optional<std::string> {
-        auto r = m_db.exec("CREATE TABLE diffeval_rename_check (x); ALTER TABLE "
-                           "diffeval_rename_check RENAME TO diffeval_rename_checked");
-        (void)m_db.exec("DROP TABLE IF EXISTS diffeval_rename_check; DROP TABLE IF EXISTS "
-                        "diffeval_rename_checked");
-        return r ? std::nullopt : std::optional(r.error().message);
+        if (auto made = m_db.exec("CREATE TABLE diffeval_rename_check (x)"); !made) {
+            return made.error().message;
+        }
+        auto renamed =
+            m_db.exec("ALTER TABLE diffeval_rename_check RENAME TO diffeval_rename_checked");
+        (void)m_db.exec(renamed ? "DROP TABLE diffeval_rename_checked"
+                                : "DROP TABLE diffeval_rename_check");
+        return renamed ? std::nullopt : std::optional(renamed.error().message);
     };
     const bool checkable = !schema_error();
     for (const auto& [name, sql] : on_views) {
