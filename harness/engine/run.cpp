@@ -213,10 +213,13 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
 
 namespace {
 
-// Ctrl-C before the run row exists: nothing was sent or stored.
-RunSummary interrupted_early() {
+// Ctrl-C before the run row exists: nothing was sent or stored. Its time
+// is the command's since `began`: the wait it cut short (for the database's
+// lock, for a server's preflight answer) is what the user waited.
+RunSummary interrupted_early(Clock::time_point began) {
     RunSummary s;
     s.interrupted = true;
+    s.seconds = std::chrono::duration<double>(Clock::now() - began).count();
     return s;
 }
 
@@ -1053,6 +1056,7 @@ std::string stored_words(const RunSummary& s) {
 
 util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
                              std::ostream& log) {
+    const auto began = Clock::now();
     // Load inputs: everything that can be wrong before anything is sent.
     auto inputs = load_inputs(config);
     if (!inputs) {
@@ -1084,7 +1088,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     if (!lock) {
         return lock.error();
     } else if (!*lock) {
-        return interrupted_early();
+        return interrupted_early(began);
     }
     // Preflight the servers diffeval does not launch.
     std::vector<ServerInfo> infos(servers->size());
@@ -1092,7 +1096,7 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     if (auto r = preflight_servers(ctx, *servers, infos, attached_logs); !r) {
         return r.error();
     } else if (*r == Next::stop) {
-        return interrupted_early();
+        return interrupted_early(began);
     }
     // A framing that always names the model needs one from --model or
     // preflight: found out here, before the database is touched, not at

@@ -1409,11 +1409,17 @@ TEST(Hostile, CtrlCDuringPreflightStopsAtOnce) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     ASSERT_EQ(server.model_listings(), 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the user waits
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(run.stop(SIGINT), 130);
     // Before: the 15 s preflight timeout ran out first (exit 2).
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     EXPECT_EQ(server.total_arrivals(), 0);
+    // The closing line's time is the wait it cut short, not "0.0s".
+    const std::string out = run.out();
+    const auto at = out.find(") in ");
+    ASSERT_NE(at, std::string::npos) << out;
+    EXPECT_GE(std::stod(out.substr(at + 5)), 0.3) << out;
 }
 
 // 12. Retry-After values that are no delay fall back to the backoff; huge
