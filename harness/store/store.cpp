@@ -1186,12 +1186,13 @@ util::Result<void> Store::migrate(Mode mode) {
         // A step that drops a column or renames a table makes SQLite read
         // every view and trigger: one of the user's that reads what a step
         // has dropped at that moment stops it ("error in view my_view: no
-        // such table: main.v_scores"). The transaction leaves the file as
-        // it was; the user decides about their object.
+        // such table: main.v_scores"), and so does a trigger on a view that
+        // climb made again and that reads what the ladder removed. The
+        // transaction leaves the file as it was; the user decides about
+        // their object.
         const std::string_view why = sqlite_words(r.error().message);
-        if (r.error().kind != ErrorKind::data &&
-            (why.find("error in view ") != std::string_view::npos ||
-             why.find("error in trigger ") != std::string_view::npos)) {
+        if (why.find("error in view ") != std::string_view::npos ||
+            why.find("error in trigger ") != std::string_view::npos) {
             return make_error(ErrorKind::data,
                               fmt::format("cannot migrate {} to schema version {}: {}: a view or "
                                           "trigger of your own reads what the migration changes; "
@@ -1315,22 +1316,22 @@ util::Result<void> Store::climb(int from, int to) {
         return renamed ? std::nullopt : std::optional(renamed.error().message);
     };
     const bool checkable = !schema_error();
+    Statement kept(m_db.handle(),
+                   "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?1");
     for (const auto& [name, sql] : on_views) {
-        Statement kept(m_db.handle(),
-                       "SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?1");
-        if (kept.valid() && kept.bind(name).step()) {
+        const bool still_there = kept.valid() && kept.bind(name).step();
+        kept.reset();
+        if (still_there) {
             continue;
         }
-        auto made = m_db.exec(sql);
-        std::optional<std::string> why =
-            made ? (checkable ? schema_error() : std::nullopt) : made.error().message;
-        if (why) {
-            return make_error(ErrorKind::data,
-                              fmt::format("cannot migrate {}: the trigger '{}' on a view the "
-                                          "migration to schema version {} makes anew does not "
-                                          "work on it ({}); drop or change it, then run again",
-                                          m_path, util::one_line(name, 200), to,
-                                          util::one_line(sqlite_words(*why), 400)));
+        // Said as SQLite says a trigger that does not work, so that migrate
+        // names it as it names one a step stopped on.
+        if (auto made = m_db.exec(sql); !made) {
+            return make_error(ErrorKind::io, fmt::format("error in trigger {}: {}", name,
+                                                         sqlite_words(made.error().message)));
+        }
+        if (auto why = checkable ? schema_error() : std::nullopt) {
+            return make_error(ErrorKind::io, std::string(sqlite_words(*why)));
         }
     }
     return {};
@@ -1388,10 +1389,6 @@ util::Result<void> Store::drop_key_indexes() {
     // checked meanwhile either (migrate turns them off): the rows keep their
     // ids.
     sqlite3* h = m_db.handle();
-    const auto read = [&](const std::string& sql,
-                          std::vector<std::pair<std::string, std::string>>& out) {
-        return read_pairs(h, sql, out);
-    };
     if (auto r = m_db.exec("PRAGMA legacy_alter_table=ON"); !r) {
         return r.error();
     }
@@ -1399,15 +1396,18 @@ util::Result<void> Store::drop_key_indexes() {
     for (const std::string table : {"requests", "probe_requests"}) {
         std::vector<std::pair<std::string, std::string>> declared;
         std::vector<std::pair<std::string, std::string>> parts; // indexes, triggers
-        if (!read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND "
-                              "name = '{}'",
-                              table),
-                  declared) ||
-            !read(fmt::format("SELECT name, sql FROM sqlite_schema WHERE type IN ('index', "
-                              "'trigger') AND tbl_name = '{0}' AND sql IS NOT NULL AND name <> "
-                              "'{0}_group' ORDER BY rowid",
-                              table),
-                  parts)) {
+        if (!read_pairs(h,
+                        fmt::format("SELECT name, sql FROM sqlite_schema WHERE type = 'table' AND "
+                                    "name = '{}'",
+                                    table),
+                        declared) ||
+            !read_pairs(
+                h,
+                fmt::format("SELECT name, sql FROM sqlite_schema WHERE type IN ('index', "
+                            "'trigger') AND tbl_name = '{0}' AND sql IS NOT NULL AND name <> "
+                            "'{0}_group' ORDER BY rowid",
+                            table),
+                parts)) {
             return make_error(ErrorKind::io, fmt::format("cannot migrate {}: cannot read table "
                                                          "{}: {}",
                                                          m_path, table, m_db.last_error()));
