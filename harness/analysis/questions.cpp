@@ -217,14 +217,15 @@ double mean_size_lower_bound(std::span<const double> moves, std::uint64_t lattic
 }
 
 // A lower bound at one-sided level `a` on the mean per-question difference
-// when no question of `n` went the other way and `moves` (their sizes, each
-// at least 1 / `lattice`) went this way. Every bootstrap resample then lies
-// on one side of 0 and bounds nothing on the other. With no question moved,
-// the share of questions that differ is below 1 - a^(1/n) (Clopper-Pearson
-// at 0), and so is the size of the mean. Otherwise the larger of two bounds,
-// each at level a / 2 (a union bound keeps the level a):
-//   - no question went the other way, so that share is below
-//     1 - (a/2)^(1/n), and each such question moves the mean by at most 1;
+// when `other` questions of `n` went the other way and `moves` (their sizes,
+// each at least 1 / `lattice`) went this way: exact, however few moved,
+// where a bootstrap resample of a handful of moves bounds nothing (with
+// none the other way, every resample lies on one side of 0). With no
+// question moved this way, the share of questions that went the other way
+// is below its Clopper-Pearson upper bound (1 - a^(1/n) when none did), and
+// each moves the mean by at most 1. Otherwise the larger of two bounds, each
+// at level a / 2 (a union bound keeps the level a):
+//   - the same bound at a / 2;
 //   - the mean is P(moved) times the mean move of a question that moved,
 //     which is at least pi * size - (1 - pi) with pi the share of moves this
 //     way and size the mean size of a move this way: Clopper-Pearson bounds
@@ -232,23 +233,29 @@ double mean_size_lower_bound(std::span<const double> moves, std::uint64_t lattic
 //     several sizes (repeats), on pi at a / 8 and size at a / 8
 //     (mean_size_lower_bound).
 // The first is the tighter with few moves, the second with many.
-double count_lower_bound(std::span<const double> moves, std::uint64_t n, std::uint64_t lattice,
-                         double a) {
+double count_lower_bound(std::span<const double> moves, std::uint64_t other, std::uint64_t n,
+                         std::uint64_t lattice, double a) {
     const auto questions = static_cast<double>(n);
+    // Clopper-Pearson's upper bound at 0 of n is 1 - a^(1/n), in closed form.
+    const auto other_share = [&](double level) {
+        return other == 0 ? 1.0 - std::pow(level, 1.0 / questions)
+                          : clopper_pearson_upper(other, n, level);
+    };
     if (moves.empty()) {
-        return -(1.0 - std::pow(a, 1.0 / questions));
+        return -other_share(a);
     }
-    const double half = a / 2.0;
-    const double other_way = -(1.0 - std::pow(half, 1.0 / questions));
+    const double other_way = -other_share(a / 2.0);
     const double quarter = a / 4.0;
-    const auto m = static_cast<double>(moves.size());
+    const auto m = static_cast<std::uint64_t>(moves.size());
     const bool sized = lattice > 1;
-    const double pi = std::pow(sized ? quarter / 2.0 : quarter, 1.0 / m);
+    const double pi_level = sized ? quarter / 2.0 : quarter;
+    const double pi = other == 0 ? std::pow(pi_level, 1.0 / static_cast<double>(m))
+                                 : clopper_pearson_lower(m, m + other, pi_level);
     const double size = sized ? mean_size_lower_bound(moves, lattice, quarter / 2.0) : 1.0;
     const double per_move = pi * size - (1.0 - pi);
     const double by_share =
-        per_move * (per_move >= 0.0 ? clopper_pearson_lower(moves.size(), n, quarter)
-                                    : clopper_pearson_upper(moves.size(), n, quarter));
+        per_move * (per_move >= 0.0 ? clopper_pearson_lower(m + other, n, quarter)
+                                    : clopper_pearson_upper(m + other, n, quarter));
     return std::max(other_way, by_share);
 }
 
@@ -433,6 +440,14 @@ PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
 
 } // namespace
 
+std::uint64_t few_moves(double alpha) {
+    std::uint64_t k = 1;
+    while (k < 64 && std::ldexp(1.0, -static_cast<int>(k)) >= alpha) {
+        ++k;
+    }
+    return k;
+}
+
 util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                                               const CorrectnessMatrix& b,
                                               const PairedOptions& options,
@@ -462,8 +477,11 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         return interval.error();
     }
     s.interval = *interval;
-    // A side no question moved towards: its bootstrap bound is the other
-    // side of 0 by construction, so the exact count bound stands in.
+    // The bootstrap's bound on a side no question moved towards is the
+    // other side of 0 by construction, and with fewer than few_moves
+    // questions differing in all, its bounds are those few questions' own
+    // extremes: no bound either way. There the exact count bound stands in
+    // where it is the farther.
     auto& iv = s.interval;
     std::vector<double> towards_a, towards_b; // the sizes of the moves each way
     for (double x : p.d) {
@@ -473,17 +491,20 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
             towards_b.push_back(x);
         }
     }
-    if (s.a_better == 0) {
-        iv.lo = std::min(iv.lo,
-                         count_lower_bound(towards_b, s.questions, p.lattice, options.alpha / 2.0));
-        iv.lo_one_sided = std::min(
-            iv.lo_one_sided, count_lower_bound(towards_b, s.questions, p.lattice, options.alpha));
+    const bool few = towards_a.size() + towards_b.size() < few_moves(options.alpha);
+    if (towards_a.empty() || few) {
+        const auto lower = [&](double level) {
+            return count_lower_bound(towards_b, towards_a.size(), s.questions, p.lattice, level);
+        };
+        iv.lo = std::min(iv.lo, lower(options.alpha / 2.0));
+        iv.lo_one_sided = std::min(iv.lo_one_sided, lower(options.alpha));
     }
-    if (s.b_better == 0) {
-        iv.hi = std::max(
-            iv.hi, -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha / 2.0));
-        iv.hi_one_sided = std::max(
-            iv.hi_one_sided, -count_lower_bound(towards_a, s.questions, p.lattice, options.alpha));
+    if (towards_b.empty() || few) {
+        const auto upper = [&](double level) {
+            return -count_lower_bound(towards_a, towards_b.size(), s.questions, p.lattice, level);
+        };
+        iv.hi = std::max(iv.hi, upper(options.alpha / 2.0));
+        iv.hi_one_sided = std::max(iv.hi_one_sided, upper(options.alpha));
     }
 
     SignFlipOptions flip;

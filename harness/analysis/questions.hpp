@@ -117,7 +117,8 @@ struct QuestionStats {
     std::uint64_t a_better = 0;            // questions whose mean is higher in A
     std::uint64_t b_better = 0;
     // B - A, at confidence 1 - alpha. With no question better in A (in B),
-    // the lower (upper) bounds are at most (at least) the exact count bounds
+    // or fewer than few_moves(alpha) differing in all, the lower (upper)
+    // bounds are at most (at least) the exact count bounds
     // (docs/statistics.md), not the bootstrap's alone.
     BootstrapInterval interval;
     double sd_diff = 0; // sample sd of the per-question differences
@@ -147,6 +148,12 @@ struct QuestionStats {
     // counts as wrong, so its accuracy says nothing of the model.
     std::uint64_t answered_a = 0, answered_b = 0;
 };
+
+// The fewest questions, all moved the same way, in which the sign-flip test
+// can find a difference at two-sided `alpha` (5 at 0.05: mid-p 2^-5). With
+// fewer differing, both ends of the interval are at least as wide as the
+// exact count bounds (docs/statistics.md).
+std::uint64_t few_moves(double alpha);
 
 // Answered (successful) repeats per question, in a matrix's order.
 using AnsweredCounts = std::vector<std::uint32_t>;

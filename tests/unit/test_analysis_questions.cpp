@@ -320,6 +320,42 @@ TEST(AnalyseQuestions, WholeQuestionsLostAtThreeRepeatsExcludeZero) {
     EXPECT_GT(thirds->interval.hi, 0.0);
 }
 
+// With fewer than five questions differing, the bootstrap's bounds are
+// those questions' own extremes: an audit's 48 questions, one losing and
+// one gaining an answer in three, got the one-sided bound -1.4 and passed a
+// 1.5-point gate (and were "equivalent within 1.5") where the same 48 with
+// no question differing get -6.1. Both ends now take the exact count bound:
+// seeing a loss bounds a drop no tighter than seeing none.
+TEST(AnalyseQuestions, AFewQuestionsDifferingBothWaysBoundNoTighterThanNone) {
+    EXPECT_EQ(few_moves(0.05), 5u);
+    EXPECT_EQ(few_moves(0.01), 7u);
+    const std::vector<std::uint8_t> right{1, 1, 1};
+    CorrectnessMatrix a(48, right), b = a;
+    auto none = analyse_questions(a, b);
+    ASSERT_TRUE(none.ok());
+    b[0] = {1, 1, 0};
+    a[1] = {1, 1, 0};
+    auto two = analyse_questions(a, b);
+    ASSERT_TRUE(two.ok());
+    EXPECT_EQ(two->a_better, 1u);
+    EXPECT_EQ(two->b_better, 1u);
+    EXPECT_LT(two->interval.lo_one_sided, none->interval.lo_one_sided);
+    EXPECT_GT(two->interval.hi_one_sided, none->interval.hi_one_sided);
+    EXPECT_NE(non_inferiority(*two, 0.015).outcome, MarginOutcome::pass);
+    EXPECT_NE(decide_verdict(*two, "a", "b", two->test.p_mid, 1, 0.015).kind,
+              VerdictKind::equivalent);
+
+    // Five differing: the bootstrap decides again, and a clear run passes.
+    CorrectnessMatrix big_a(1319, right), big_b = big_a;
+    for (size_t q = 0; q < 3; ++q) {
+        big_b[q] = {1, 1, 0};
+        big_a[10 + q] = {1, 1, 0};
+    }
+    auto six = analyse_questions(big_a, big_b);
+    ASSERT_TRUE(six.ok());
+    EXPECT_EQ(non_inferiority(*six, 0.015).outcome, MarginOutcome::pass);
+}
+
 // One question answered once among questions answered three times (a run
 // killed on its last question) leaves the noise measured at 3 repeats: an
 // audit's diff said "3 and 1 repeats", "not measured", and the plan lost
