@@ -189,12 +189,13 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     // The drop as the two printed accuracies give it, as every sentence
     // prints it; `measured` keeps the exact one.
     const double shown = shown_diff(st);
-    // A rise is called one, never "drop -0.7 points".
+    // A rise is called one, never "drop -0.7 points", and no change is no
+    // drop ("change 0.0 points").
     const double shown_drop = std::abs(100.0 * shown) < 0.05 ? 0.0 : -100.0 * shown;
     c.measured_text = fmt::format(
         "{} {:.1f} points ({}% -> {}%; B-A one-sided {} bounds {}, sign-flip mid-p {})",
-        shown_drop < 0 ? "rise" : "drop", std::abs(shown_drop), accuracy_text(st.accuracy_a),
-        accuracy_text(st.accuracy_b), one_sided,
+        shown_drop < 0 ? "rise" : (shown_drop > 0 ? "drop" : "change"), std::abs(shown_drop),
+        accuracy_text(st.accuracy_a), accuracy_text(st.accuracy_b), one_sided,
         interval_text(st.interval.lo_one_sided, st.interval.hi_one_sided, shown, {-max_drop / 100}),
         util::p_text(st.test.p_mid));
     // The margin as given, as the sentences print it ("0.125", not "0.12").

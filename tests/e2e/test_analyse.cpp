@@ -277,13 +277,15 @@ TEST_F(Analyse, PrintedDifferenceIsThatOfThePrintedAccuracies) {
             const auto checks = json::parse(in)["checks"];
             ASSERT_EQ(checks.size(), 1u) << checks.dump();
             const std::string measured = checks[0]["measured_text"];
-            // A rise is called one: "rise 0.7 points", never "drop -0.7 points".
+            // A rise is called one: "rise 0.7 points", never "drop -0.7
+            // points", and no change is no drop: "change 0.0 points".
             const double drop = d == 0 ? 0.0 : -d;
-            EXPECT_EQ(measured.rfind(fmt::format("{} {:.1f} points ({}% -> {}%;",
-                                                 drop < 0 ? "rise" : "drop", std::abs(drop),
-                                                 std::string(m[1]), std::string(m[2])),
-                                     0),
-                      0u)
+            const char* what = drop < 0 ? "rise" : (drop > 0 ? "drop" : "change");
+            EXPECT_EQ(
+                measured.rfind(fmt::format("{} {:.1f} points ({}% -> {}%;", what, std::abs(drop),
+                                           std::string(m[1]), std::string(m[2])),
+                               0),
+                0u)
                 << measured;
             ++checked;
         }

@@ -364,6 +364,15 @@ TEST_F(Gate, UsageAndDataErrorsExitTwoWithOneLine) {
 }
 
 // A margin of 0 is printed as 0, never "-0.0" or "above -0.0 points".
+// Two sides that agree on every question: an audit's gate printed "drop 0.0
+// points" beside behaviour checks that said "did not change".
+TEST_F(Gate, AnUnchangedAccuracyIsNotCalledADrop) {
+    auto o = gate(
+        {"--baseline", "default/chat/128", "--candidate", "deepgemm/chat/128", "--max-drop", "2"});
+    EXPECT_NE(o.out.find("measured:  change 0.0 points ("), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("drop 0.0"), std::string::npos) << o.out;
+}
+
 TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
     auto o = gate({"--baseline", "default/raw/256", "--candidate", "deepgemm", "--max-drop", "0"});
     EXPECT_NE(o.out.find("lower bound above 0.0 points"), std::string::npos) << o.out;
