@@ -74,7 +74,9 @@ util::Redactor secrets_of(const RunConfig& c) {
         if (const char* key = env.empty() ? nullptr : std::getenv(env.c_str())) {
             redactor.add(key);
         }
-        redactor.add(http::url_secret(s.url));
+        for (const auto& spelling : http::url_secret_spellings(s.url)) {
+            redactor.add(spelling);
+        }
     }
     return redactor;
 }

@@ -18,6 +18,7 @@
 #include <harness/http/curl_api.hpp>
 #include <harness/http/inflate.hpp>
 #include <harness/http/plain_client.hpp>
+#include <harness/util/hash.hpp>
 #include <harness/util/redact.hpp>
 
 #include <curl/curl.h>
@@ -613,6 +614,60 @@ std::string_view url_secret(std::string_view url) {
     const auto userinfo = authority.substr(0, at);
     const auto colon = userinfo.find(':');
     return colon == std::string_view::npos ? userinfo : userinfo.substr(colon + 1);
+}
+
+namespace {
+
+// `s` with each %XX replaced by its byte, as libcurl decodes a URL's user
+// information; a '%' not followed by two hex digits stays as it is.
+std::string percent_decoded(std::string_view s) {
+    const auto hex = [](char c) -> int {
+        if (c >= '0' && c <= '9') {
+            return c - '0';
+        }
+        if (c >= 'a' && c <= 'f') {
+            return c - 'a' + 10;
+        }
+        if (c >= 'A' && c <= 'F') {
+            return c - 'A' + 10;
+        }
+        return -1;
+    };
+    std::string out;
+    out.reserve(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+            out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<std::string> url_secret_spellings(std::string_view url) {
+    const auto secret = url_secret(url);
+    if (secret.empty()) {
+        return {};
+    }
+    std::vector<std::string> out{std::string(secret)};
+    if (auto decoded = percent_decoded(secret); decoded != secret) {
+        out.push_back(std::move(decoded));
+    }
+    // The user information before the '@': "user:password", or a token
+    // alone, which libcurl sends as the user with an empty password.
+    const auto authority = authority_of(url);
+    const auto userinfo = authority.substr(0, authority.rfind('@'));
+    const auto colon = userinfo.find(':');
+    const std::string credential = colon == std::string_view::npos
+                                       ? percent_decoded(userinfo) + ":"
+                                       : percent_decoded(userinfo.substr(0, colon)) + ":" +
+                                             percent_decoded(userinfo.substr(colon + 1));
+    out.push_back(util::base64(credential));
+    return out;
 }
 
 std::string url_without_secret(std::string_view url) {

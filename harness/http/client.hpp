@@ -97,6 +97,13 @@ Response fetch(const Request& request);
 // and the URL is printed and stored. Empty when there is none.
 std::string_view url_secret(std::string_view url);
 
+// Every spelling in which a server may send url_secret() back: as typed,
+// percent-decoded (as libcurl sends it), and inside the Basic credential
+// libcurl sends, base64("user:password") of the decoded user information,
+// which is what a server echoing its Authorization header shows. Empty when
+// the URL has no secret.
+std::vector<std::string> url_secret_spellings(std::string_view url);
+
 // `url` with url_secret() replaced by "[REDACTED]", however short it is: for
 // a message about the URL itself.
 std::string url_without_secret(std::string_view url);

@@ -10,6 +10,7 @@
 // 100-byte key faster (0.10 against 0.15 us).
 #include <harness/util/hash.hpp>
 
+#include <nettle/base64.h>
 #include <nettle/sha2.h>
 
 #include <array>
@@ -93,6 +94,13 @@ uint64_t Hash64Stream::value() const {
     h *= 0x94d049bb133111ebULL;
     h ^= h >> 31;
     return h;
+}
+
+std::string base64(std::string_view data) {
+    std::string out(BASE64_ENCODE_RAW_LENGTH(data.size()), '\0');
+    nettle_base64_encode_raw(out.data(), data.size(),
+                             reinterpret_cast<const uint8_t*>(data.data()));
+    return out;
 }
 
 uint64_t hash64(std::string_view data, uint64_t seed) {

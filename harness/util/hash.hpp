@@ -32,6 +32,10 @@ private:
     std::unique_ptr<State> m_state;
 };
 
+// Standard base64 of `data` (RFC 4648, with padding): the spelling of an
+// HTTP Basic credential.
+std::string base64(std::string_view data);
+
 // 64-bit FNV-1a of `data`, mixed; stable across platforms and runs.
 uint64_t hash64(std::string_view data, uint64_t seed = 0);
 

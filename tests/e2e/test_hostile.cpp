@@ -1257,6 +1257,50 @@ TEST(Hostile, TheApiKeyIsRedactedEverywhere) {
     }
 }
 
+// 10a. A password in the server's URL goes out as libcurl's Basic
+//      credential, base64("user:password") of the decoded user information:
+//      an audit's server echoing its Authorization header had that stored
+//      in every response and printed on stderr, where only the password as
+//      typed was redacted.
+TEST(Hostile, TheUrlPasswordIsRedactedInTheCredentialItWasSentAs) {
+    auto dir = e2e::scratch("hostile-url-secret");
+    // "Sup3r%21Secret" is sent as "Sup3r!Secret"; python3's
+    // base64.b64encode(b"admin:Sup3r!Secret").
+    const std::string sent = "YWRtaW46U3VwM3IhU2VjcmV0";
+    const auto with_password = [](std::string url) {
+        return url.insert(url.find("//") + 2, "admin:Sup3r%21Secret@");
+    };
+    HostileServer server(cycle({Hostile::echo_headers}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(with_password(server.url()), db, {"--limit", "2"}));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    ASSERT_NE(server.last_headers().find("Basic " + sent), std::string::npos)
+        << "the credential must have been sent for this test to mean anything";
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND "
+                           "instr(text, 'Basic [REDACTED]') > 0"),
+              4);
+    for (const std::string& secret : {sent, std::string("Sup3r!Secret"), std::string("Sup3r%21")}) {
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE instr(response_json, '" +
+                                   secret + "') > 0 OR instr(text, '" + secret +
+                                   "') > 0 OR instr(coalesce(error, ''), '" + secret + "') > 0"),
+                  0)
+            << secret;
+        EXPECT_EQ(count_of(db, "SELECT count(*) FROM servers WHERE instr(url, '" + secret +
+                                   "') > 0 OR instr(coalesce(info_json, ''), '" + secret +
+                                   "') > 0"),
+                  0)
+            << secret;
+    }
+    // A failed preflight quoting the request prints it redacted too.
+    auto opts = cycle({Hostile::good});
+    opts.models = e2e::ModelsReply::echo_error;
+    HostileServer echo(opts);
+    auto p = e2e::run(run_args(with_password(echo.url()), dir / "p.sqlite"));
+    EXPECT_EQ(p.exit_code, 2) << p.err;
+    EXPECT_NE(p.err.find("Basic [REDACTED]"), std::string::npos) << p.err;
+    EXPECT_EQ(p.err.find(sent), std::string::npos) << p.err;
+}
+
 // 10b. A key the server splits across stream events (text, reasoning; 2 or 3
 //      pieces, some escaped) or escapes as it likes leaves no piece stored:
 //      the text had it redacted, but the raw stream kept both halves.

@@ -808,5 +808,18 @@ TEST(ServerUrl, APasswordInTheUrlIsMaskedHoweverShort) {
     EXPECT_EQ(url_without_secret("http://host:1"), "http://host:1");
 }
 
+// What a server echoing its Authorization header shows is the Basic
+// credential: base64 of the decoded "user:password" (python3's
+// base64.b64encode), or of "token:" for a user alone.
+TEST(ServerUrl, ThePasswordIsRedactedInEverySpellingItIsSentIn) {
+    EXPECT_EQ(url_secret_spellings("http://host:1/p"), std::vector<std::string>{});
+    EXPECT_EQ(url_secret_spellings("http://user:hunter2@host:1/p"),
+              (std::vector<std::string>{"hunter2", "dXNlcjpodW50ZXIy"}));
+    EXPECT_EQ(url_secret_spellings("http://me:a%40b%zz@host"),
+              (std::vector<std::string>{"a%40b%zz", "a@b%zz", "bWU6YUBiJXp6"}));
+    EXPECT_EQ(url_secret_spellings("http://tok%2Fen@host"),
+              (std::vector<std::string>{"tok%2Fen", "tok/en", "dG9rL2VuOg=="}));
+}
+
 } // namespace
 } // namespace diffeval::http
