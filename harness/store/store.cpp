@@ -797,6 +797,26 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     }
     std::error_code ec;
     const auto st = std::filesystem::status(path, ec);
+    // SQLite makes its -wal and -shm files (and diffeval its lock) beside
+    // the database. A directory nobody may write (chmod a-w) is read-only
+    // on purpose: refused as root too, who SQLite would let write there.
+    if (mode == Store::Mode::read_write && !std::filesystem::is_directory(st)) {
+        auto dir = std::filesystem::path(path).parent_path();
+        if (dir.empty()) {
+            dir = ".";
+        }
+        std::string why;
+        if (std::filesystem::is_directory(dir, ec) && !util::may_write(dir.string(), &why)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("cannot open {} for writing: its directory {} is not "
+                                          "writable ({}), and SQLite keeps its -wal and -shm "
+                                          "files beside it; {}: move the database to a "
+                                          "directory you can write",
+                                          path, dir.string(), why,
+                                          std::filesystem::exists(st) ? "the file was left as it is"
+                                                                      : "nothing was written"));
+        }
+    }
     if (!std::filesystem::exists(st)) {
         return {};
     }

@@ -516,6 +516,42 @@ TEST_F(Analyse, AWriteInAReadOnlyDirectoryNamesTheDirectory) {
     std::filesystem::permissions(ro_dir, perms::owner_all);
 }
 
+// The same directory made read-only on purpose (chmod a-w) is refused as
+// root too, as `report --out` and a chmod a-w database are: an audit's run as
+// root made a new database and its lock there, and wrote -wal and -shm files
+// beside an existing one.
+TEST_F(Analyse, AWriteInADirectoryNobodyMayWriteIsRefusedForRootToo) {
+    auto ro_dir = *dir / "nobody-writes";
+    std::filesystem::create_directories(ro_dir);
+    auto db_copy = ro_dir / "r.sqlite";
+    e2e::exec(*db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    std::filesystem::copy_file(*db, db_copy);
+    using std::filesystem::perms;
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
+                                             perms::group_exec | perms::others_read |
+                                             perms::others_exec);
+    const auto before = e2e::slurp(db_copy);
+    auto o = e2e::run({"rescore", "--db", db_copy.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("its directory " + ro_dir.string() + " is not writable ("),
+              std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("the file was left as it is"), std::string::npos) << o.err;
+    EXPECT_TRUE(before == e2e::slurp(db_copy));
+    e2e::Sim sim;
+    const auto fresh = ro_dir / "new.sqlite";
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw", "--limit", "1",
+                       "--db", fresh.string(), "--quiet"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("nothing was written"), std::string::npos) << r.err;
+    std::vector<std::string> left;
+    for (const auto& f : std::filesystem::directory_iterator(ro_dir)) {
+        left.push_back(f.path().filename().string());
+    }
+    EXPECT_EQ(left, std::vector<std::string>{"r.sqlite"});
+    std::filesystem::permissions(ro_dir, perms::owner_all);
+}
+
 // A run that has stored no response yet: a read command says that alone,
 // exit 2. It said "what follows is what it has stored so far", then that
 // the database holds no response and to run diffeval (which would be
