@@ -18,6 +18,29 @@ namespace {
 // The level of the shift's 95% interval, at which its test must show it.
 constexpr double k_shift_alpha = 0.05;
 
+// A limit in logits as given: three decimals when they hold it, else every
+// digit it has ("0.04866", which "0.049" would print alike with 0.04868).
+std::string limit_text(double x) {
+    auto s = fmt::format("{:.3f}", x);
+    return util::printed_value(s) == x ? s : fmt::format("{}", x);
+}
+
+// A bound in logits as logits_text prints it, with as many more decimals
+// (up to 8) as keep it on its side of -x and +x: a bound of -0.04867 beside
+// a limit of 0.04866 printed "-0.049" and "lies below -0.049".
+std::string bound_text(double v, double x) {
+    const auto side = [](double a, double t) { return a > t ? 1 : (a < t ? -1 : 0); };
+    std::string text = logits_text(v);
+    for (int digits = 4; digits <= 8; ++digits) {
+        const double printed = util::printed_value(text);
+        if (side(printed, x) == side(v, x) && side(printed, -x) == side(v, -x)) {
+            break;
+        }
+        text = fmt::format("{:+.{}f}", v, digits);
+    }
+    return text;
+}
+
 } // namespace
 
 util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
@@ -62,10 +85,10 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                               "think block lists none)",
                               c.framing);
         if (spec.max_probe_shift && d.questions == 0) {
-            not_judged(
-                "probe_shift", *spec.max_probe_shift,
-                fmt::format("interval not wholly beyond +-{:.3f} logits", *spec.max_probe_shift),
-                unlisted);
+            not_judged("probe_shift", *spec.max_probe_shift,
+                       fmt::format("interval not wholly beyond +-{} logits",
+                                   limit_text(*spec.max_probe_shift)),
+                       unlisted);
         }
         if (spec.same_numerics == ExpectSameNumerics::yes && !c.perturbation) {
             not_judged("probe_numerics", 0, "within the A/A spread",
@@ -86,9 +109,10 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.measured_text =
                 fmt::format("P(open) logit shift {} (95% CI [{}, {}], "
                             "{}, sign-flip p {})",
-                            logits_text(d.mean_shift), logits_text(d.lo), logits_text(d.hi),
+                            logits_text(d.mean_shift), bound_text(d.lo, x), bound_text(d.hi, x),
                             util::counted(d.questions, "question"), util::p_text(d.p_value, 2));
-            k.threshold_text = fmt::format("interval not wholly beyond +-{:.3f} logits", x);
+            const std::string limit = limit_text(x);
+            k.threshold_text = fmt::format("interval not wholly beyond +-{} logits", limit);
             const bool up = d.lo > x;
             const bool down = d.hi < -x;
             // On few questions the percentile bootstrap's interval is
@@ -105,18 +129,18 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
                                     util::counted(d.questions, "question"), k_probe_min_questions,
                                     k_shift_alpha);
             } else if ((up || down) && !shown) {
-                k.why = fmt::format("cannot tell: the interval lies {} {}{:.3f} logits, but the "
+                k.why = fmt::format("cannot tell: the interval lies {} {}{} logits, but the "
                                     "sign-flip test does not show a shift (p {}, not below "
                                     "{:g})",
-                                    up ? "above" : "below", up ? "+" : "-", x,
+                                    up ? "above" : "below", up ? "+" : "-", limit,
                                     util::p_text(d.p_value, 2), k_shift_alpha);
             } else {
                 k.why = up     ? fmt::format("{} opens the think block more often than {}: the "
-                                                 "whole interval lies above +{:.3f} logits",
-                                             c.b, c.a, x)
+                                                 "whole interval lies above +{} logits",
+                                             c.b, c.a, limit)
                         : down ? fmt::format("{} opens the think block less often than {}: the "
-                                             "whole interval lies below -{:.3f} logits",
-                                             c.b, c.a, x)
+                                             "whole interval lies below -{} logits",
+                                             c.b, c.a, limit)
                                : "the shift's interval reaches within the limit";
             }
             k.detail = to_json(c);

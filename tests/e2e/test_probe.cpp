@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 using e2e::query;
@@ -162,6 +164,27 @@ TEST(Probe, GateFailsOnAShiftAndOnChangedNumerics) {
         << shift.out;
     auto loose = with({"--max-probe-shift", "2"});
     EXPECT_EQ(loose.exit_code, 0) << loose.out << loose.err;
+
+    // A limit just inside the interval's lower end and one just outside it
+    // print as given and decide apart, and the printed bound is on the side
+    // of the limit it was compared on: at three decimals an audit's PASS and
+    // FAIL printed the same limit and the same bound.
+    const auto json_path = (dir / "g.json").string();
+    with({"--max-probe-shift", "0.2", "--json", json_path});
+    const auto checks = nlohmann::json::parse(e2e::slurp(json_path))["checks"];
+    ASSERT_EQ(checks.size(), 1u);
+    const double lo = checks[0]["detail"]["direction"]["ci"][0].get<double>();
+    ASSERT_GT(lo, 0.2);
+    const std::regex bound(R"(95% CI \[([-+][0-9.]+), )");
+    for (const double x : {std::floor(lo * 1e5) / 1e5, std::ceil(lo * 1e5) / 1e5}) {
+        const std::string given = fmt::format("{}", x);
+        auto o = with({"--max-probe-shift", given});
+        EXPECT_EQ(o.exit_code, x < lo ? 1 : 0) << o.out;
+        EXPECT_NE(o.out.find("beyond +-" + given + " logits"), std::string::npos) << o.out;
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(o.out, m, bound)) << o.out;
+        EXPECT_EQ(std::stod(m[1]) > x, lo > x) << m[0] << " against " << given;
+    }
     auto numerics = with({"--expect-same-numerics"});
     EXPECT_EQ(numerics.exit_code, 1) << numerics.out;
     EXPECT_NE(numerics.out.find("the numerics differ"), std::string::npos) << numerics.out;
