@@ -323,8 +323,11 @@ util::Result<Profile> load_profile(std::string_view name_or_path) {
         return parse_profile(*text, embedded_path);
     }
     std::filesystem::path path{std::string(name_or_path)};
+    // A path that names something (a directory, /dev/zero) is read as a
+    // file and refused in its own words; only a name that is neither a
+    // built-in profile nor a path is unknown.
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
+    if (!std::filesystem::exists(path, ec)) {
         std::string known;
         for (const auto& n : builtin_profile_names()) {
             known += known.empty() ? n : ", " + n;
@@ -336,7 +339,8 @@ util::Result<Profile> load_profile(std::string_view name_or_path) {
     }
     auto text = util::read_input(path, util::k_max_config_bytes);
     if (!text) {
-        return make_error(ErrorKind::usage, fmt::format("cannot read {}", text.error().message));
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot read profile file {}", text.error().message));
     }
     return parse_profile(*text, path.string());
 }

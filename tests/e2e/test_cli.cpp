@@ -557,6 +557,17 @@ TEST(Cli, AnInputThatIsNoFileOfItsKindIsOneLine) {
         EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
         EXPECT_FALSE(fs::exists(db)) << args[0];
     }
+    // A simulator profile that is a path: it said "unknown profile
+    // '/dev/zero'", as it does of a mistyped built-in name.
+    for (const auto& [path, says] : std::vector<std::pair<std::string, std::string>>{
+             {"/dev/zero", "cannot read profile file /dev/zero: it holds more than 16 MiB"},
+             {dir.string(), "cannot read profile file " + dir.string() + ": it is a directory"},
+             {"defualt", "unknown profile 'defualt': built-in profiles are"}}) {
+        auto sim = e2e::run({"sim", "--port", "0", "--profile", path});
+        EXPECT_EQ(sim.exit_code, 2) << sim.err;
+        EXPECT_EQ(std::count(sim.err.begin(), sim.err.end(), '\n'), 1) << sim.err;
+        EXPECT_NE(sim.err.find(says), std::string::npos) << sim.err;
+    }
     auto log = e2e::run({"fingerprint", dir.string()});
     EXPECT_EQ(log.exit_code, 2);
     EXPECT_NE(log.err.find("cannot read log file " + dir.string() + ": it is a directory"),
