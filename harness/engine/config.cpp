@@ -44,7 +44,8 @@ std::string_view kind_of(const toml::node& node) {
     case toml::node_type::integer:
         return "an integer";
     case toml::node_type::floating_point:
-        return "a number with a fraction";
+        // 2.5, and 1e20 too: TOML reads an exponent as a float.
+        return "a floating-point number";
     case toml::node_type::boolean:
         return "true or false";
     case toml::node_type::array:

@@ -120,7 +120,9 @@ TEST(ExperimentFile, UnknownKeysAndVersionsAreRefusedWithTheKnownKeys) {
 TEST(ExperimentFile, AValueOfTheWrongKindSaysWhichKindIsWanted) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"repeats = \"3\"", ":2: 'repeats' must be a whole number, not a string"},
-        {"repeats = 2.5", ":2: 'repeats' must be a whole number, not a number with a fraction"},
+        {"repeats = 2.5", ":2: 'repeats' must be a whole number, not a floating-point number"},
+        // An audit's 1e20 was called "a number with a fraction".
+        {"repeats = 1e20", ":2: 'repeats' must be a whole number, not a floating-point number"},
         {"[[servers]]\nname = 5\nurl = \"http://h:1\"",
          ":3: 'name' must be a string, not an integer"},
         {"[[servers]]\nname = [\"a\"]\nurl = \"http://h:1\"",
