@@ -799,26 +799,36 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     const auto st = std::filesystem::status(path, ec);
     // SQLite makes its -wal and -shm files (and diffeval its lock) beside
     // the database. A directory nobody may write (chmod a-w) is read-only
-    // on purpose: refused as root too, who SQLite would let write there.
-    if (mode == Store::Mode::read_write && !std::filesystem::is_directory(st)) {
+    // on purpose: refused as root too, whom SQLite would let write there.
+    // (One this user alone may not write is SQLite's to refuse: -wal and
+    // -shm files that are there already may be all it needs.)
+    const auto in_readonly_dir = [&]() -> util::Result<void> {
+        if (mode != Store::Mode::read_write) {
+            return {};
+        }
         auto dir = std::filesystem::path(path).parent_path();
         if (dir.empty()) {
             dir = ".";
         }
-        std::string why;
-        if (std::filesystem::is_directory(dir, ec) && !util::may_write(dir.string(), &why)) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("cannot open {} for writing: its directory {} is not "
-                                          "writable ({}), and SQLite keeps its -wal and -shm "
-                                          "files beside it; {}: move the database to a "
-                                          "directory you can write",
-                                          path, dir.string(), why,
-                                          std::filesystem::exists(st) ? "the file was left as it is"
-                                                                      : "nothing was written"));
+        using std::filesystem::perms;
+        std::error_code dir_ec;
+        const auto dir_st = std::filesystem::status(dir, dir_ec);
+        if (dir_ec || !std::filesystem::is_directory(dir_st) ||
+            (dir_st.permissions() &
+             (perms::owner_write | perms::group_write | perms::others_write)) != perms::none) {
+            return {};
         }
-    }
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot open {} for writing: its directory {} is not "
+                                      "writable (no write permission for anyone), and SQLite "
+                                      "keeps its -wal and -shm files beside it; {}: move the "
+                                      "database to a directory you can write",
+                                      path, dir.string(),
+                                      std::filesystem::exists(st) ? "the file was left as it is"
+                                                                  : "nothing was written"));
+    };
     if (!std::filesystem::exists(st)) {
-        return {};
+        return in_readonly_dir();
     }
     if (std::filesystem::is_directory(st)) {
         return make_error(ErrorKind::data,
@@ -867,7 +877,7 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
                                           side, std::strerror(errno), path, path));
         }
     }
-    return {};
+    return in_readonly_dir();
 }
 
 std::string now_iso8601() {
