@@ -489,22 +489,35 @@ TEST_F(Analyse, ReadCommandsWorkOnAReadOnlyDatabase) {
     EXPECT_FALSE(std::filesystem::exists(ro_dir / "r.sqlite-wal"));
 }
 
+namespace {
+
+// A copy of `db` that everyone may write, as r.sqlite in `ro_dir`, made
+// then with no write permission for anyone (r-x for all).
+std::filesystem::path copy_into_readonly_dir(const std::string& db,
+                                             const std::filesystem::path& ro_dir) {
+    std::filesystem::create_directories(ro_dir);
+    const auto copy = ro_dir / "r.sqlite";
+    e2e::exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    std::filesystem::copy_file(db, copy);
+    using std::filesystem::perms;
+    std::filesystem::permissions(copy, perms::owner_read | perms::owner_write | perms::group_read |
+                                           perms::group_write | perms::others_read |
+                                           perms::others_write);
+    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
+                                             perms::group_exec | perms::others_read |
+                                             perms::others_exec);
+    return copy;
+}
+
+} // namespace
+
 // A database the user may write, in a directory they cannot (audit D4):
 // a command that writes it names the directory, where SQLite cannot make
 // its side files, and does not call the file "not a diffeval database".
 TEST_F(Analyse, AWriteInAReadOnlyDirectoryNamesTheDirectory) {
-    auto ro_dir = *dir / "locked-dir";
-    std::filesystem::create_directories(ro_dir);
-    auto db_copy = ro_dir / "r.sqlite";
-    e2e::exec(*db, "PRAGMA wal_checkpoint(TRUNCATE)");
-    std::filesystem::copy_file(*db, db_copy);
+    const auto ro_dir = *dir / "locked-dir";
+    const auto db_copy = copy_into_readonly_dir(*db, ro_dir);
     using std::filesystem::perms;
-    std::filesystem::permissions(db_copy, perms::owner_read | perms::owner_write |
-                                              perms::group_read | perms::group_write |
-                                              perms::others_read | perms::others_write);
-    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
-                                             perms::group_exec | perms::others_read |
-                                             perms::others_exec);
     const auto before = e2e::slurp(db_copy);
     auto o = e2e::run_unprivileged({"rescore", "--db", db_copy.string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
@@ -521,15 +534,9 @@ TEST_F(Analyse, AWriteInAReadOnlyDirectoryNamesTheDirectory) {
 // root made a new database and its lock there, and wrote -wal and -shm files
 // beside an existing one.
 TEST_F(Analyse, AWriteInADirectoryNobodyMayWriteIsRefusedForRootToo) {
-    auto ro_dir = *dir / "nobody-writes";
-    std::filesystem::create_directories(ro_dir);
-    auto db_copy = ro_dir / "r.sqlite";
-    e2e::exec(*db, "PRAGMA wal_checkpoint(TRUNCATE)");
-    std::filesystem::copy_file(*db, db_copy);
+    const auto ro_dir = *dir / "nobody-writes";
+    const auto db_copy = copy_into_readonly_dir(*db, ro_dir);
     using std::filesystem::perms;
-    std::filesystem::permissions(ro_dir, perms::owner_read | perms::owner_exec | perms::group_read |
-                                             perms::group_exec | perms::others_read |
-                                             perms::others_exec);
     const auto before = e2e::slurp(db_copy);
     auto o = e2e::run({"rescore", "--db", db_copy.string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
