@@ -83,6 +83,10 @@ const char k_layout_check[] = R"JS(<script>
       }
     }
   }
+  // How far the page is wider than its window: a long unbroken question
+  // made an audit's page 26,700 px wide.
+  const root = document.documentElement;
+  document.body.setAttribute('data-overflow', String(Math.max(0, root.scrollWidth - root.clientWidth)));
   document.body.setAttribute('data-texts', String(seen.size));
   document.body.setAttribute('data-layout', problems.length ? problems.slice(0, 10).join(' ;; ') : 'ok');
 })();
@@ -283,4 +287,19 @@ TEST(ReportBrowser, OneFlipIsSingular) {
     ASSERT_NE(mark, std::string::npos);
     EXPECT_TRUE(next_think == std::string::npos || next_think > mark)
         << "the answer was set apart as reasoning: " << dom.substr(card, 400);
+
+    // A question of one 3,000-character word wraps in its box: the page is
+    // no wider than the window.
+    e2e::exec(db, "UPDATE questions SET question = replace(hex(zeroblob(1500)), '00', 'ab') "
+                  "WHERE question_idx = 3");
+    o = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "out3").string(), "--format", "html"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    dom = chromium(dir,
+                   "file://" + with_layout_check(dir / "out3" / "report.html").string() +
+                       "#a=a&b=b&f=raw&mt=256&q=3",
+                   "--window-size=1400,1000 --dump-dom");
+    EXPECT_EQ(attribute(dom, "data-ready"), "1");
+    EXPECT_NE(dom.find("ababababab"), std::string::npos);
+    EXPECT_EQ(attribute(dom, "data-overflow"), "0");
 }
