@@ -165,6 +165,14 @@ std::string markdown_escape(const std::string& text) {
             i += n - 1;
             continue;
         }
+        // A direction override or a zero-width character shows as what it
+        // is, escaped as any '<' is: read raw it reorders or hides text.
+        if (const size_t n = util::format_char_length(text, i); n > 0) {
+            const auto shown = util::format_char_shown(text, i, n);
+            out += "\\<" + shown.substr(1, shown.size() - 2) + "\\>";
+            i += n - 1;
+            continue;
+        }
         const char c = text[i];
         if (c == '&') {
             out += "&amp;";
@@ -186,7 +194,7 @@ std::string markdown_escape(const std::string& text) {
 }
 
 std::string markdown_code(const std::string& text) {
-    const std::string body = util::controls_as_spaces(text);
+    const std::string body = util::format_chars_shown(util::controls_as_spaces(text));
     size_t run = 0, longest = 0;
     for (char c : body) {
         run = c == '`' ? run + 1 : 0;

@@ -138,6 +138,62 @@ inline size_t control_length(std::string_view text, size_t i) {
     return 0;
 }
 
+// The bytes of the Unicode format character that starts at `i` of `text`,
+// 0 for none: the Arabic letter mark U+061C; zero-width characters and
+// direction marks U+200B-U+200F; line and paragraph separators, direction
+// embeddings and overrides U+2028-U+202E; the word joiner, invisible
+// operators and direction isolates U+2060-U+2069; the byte-order mark
+// U+FEFF. Each is invisible, or reorders what follows it on screen, so that
+// model text read in a report is not the text that was scored ("12" shown
+// for "\u202E21"): readers see them as <U+XXXX> (format_char_shown).
+inline size_t format_char_length(std::string_view text, size_t i) {
+    const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    if (i + 1 < text.size() && at(i) == 0xD8 && at(i + 1) == 0x9C) {
+        return 2;
+    }
+    if (i + 2 >= text.size()) {
+        return 0;
+    }
+    const unsigned a = at(i), b = at(i + 1), c = at(i + 2);
+    const bool format =
+        (a == 0xE2 && b == 0x80 && ((c >= 0x8B && c <= 0x8F) || (c >= 0xA8 && c <= 0xAE))) ||
+        (a == 0xE2 && b == 0x81 && c >= 0xA0 && c <= 0xA9) || (a == 0xEF && b == 0xBB && c == 0xBF);
+    return format ? 3 : 0;
+}
+
+// "<U+202E>" for the format character of `n` bytes (format_char_length) at
+// `i` of `text`.
+inline std::string format_char_shown(std::string_view text, size_t i, size_t n) {
+    const auto at = [&](size_t k) {
+        return static_cast<unsigned>(static_cast<unsigned char>(text[k]));
+    };
+    const unsigned code =
+        n == 2 ? ((at(i) & 0x1F) << 6) | (at(i + 1) & 0x3F)
+               : ((at(i) & 0x0F) << 12) | ((at(i + 1) & 0x3F) << 6) | (at(i + 2) & 0x3F);
+    static constexpr char k_hex[] = "0123456789ABCDEF";
+    std::string out = "<U+";
+    for (int shift = 12; shift >= 0; shift -= 4) {
+        out += k_hex[(code >> shift) & 0xF];
+    }
+    out += '>';
+    return out;
+}
+
+// `text` with each format character as <U+XXXX> (format_char_length).
+inline std::string format_chars_shown(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (const size_t n = format_char_length(text, i); n > 0) {
+            out += format_char_shown(text, i, n);
+            i += n - 1;
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
 // Whether `text` holds a control character (C0, DEL or C1).
 inline bool has_control_character(std::string_view text) {
     for (size_t i = 0; i < text.size(); ++i) {
@@ -235,12 +291,21 @@ inline constexpr size_t k_server_words_bytes = 1000;
 
 // Untrusted text (model output, a server's message) as one line of at most
 // `max_bytes` bytes plus "..." when cut: control characters (line ends,
-// terminal escapes) become spaces, runs of spaces one space, and a cut never
+// terminal escapes) become spaces, runs of spaces one space, format
+// characters (direction overrides, zero-width) <U+XXXX>, and a cut never
 // splits a UTF-8 sequence.
 inline std::string one_line(std::string_view text, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(text.size(), max_bytes + 3));
     for (size_t i = 0; i < text.size(); ++i) {
+        if (const size_t format = format_char_length(text, i); format > 0) {
+            out += format_char_shown(text, i, format);
+            i += format - 1;
+            if (out.size() > max_bytes) {
+                break;
+            }
+            continue;
+        }
         const size_t control = control_length(text, i);
         i += control > 0 ? control - 1 : 0;
         const char kept = control > 0 ? ' ' : text[i];

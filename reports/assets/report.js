@@ -28,10 +28,17 @@
   // outcome gets a row and a column when some response has it.
   if (D.responses.some((r) => r[10] === 'unrecorded')) OUTCOMES.push('unrecorded');
   const $ = (id) => document.getElementById(id);
+  // Model text with each direction override, isolate, mark and zero-width
+  // character shown as <U+XXXX>: raw, "\u202E21" reads "12", and the text
+  // read is not the text scored (util::format_char_length).
+  const FORMAT = /[\u061C\u200B-\u200F\u2028-\u202E\u2060-\u2069\uFEFF]/g;
+  const shown = (text) => String(text).replace(FORMAT,
+    (c) => '<U+' + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0') + '>');
+  const textNode = (text) => document.createTextNode(shown(text));
   const el = (tag, cls, text) => {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = shown(text);
     return e;
   };
   const svgEl = (tag, attrs, text) => {
@@ -169,11 +176,11 @@
     const ex = r[12] && r[12][+selS.value] && r[12][+selS.value][0];
     if (ex) { at = text.lastIndexOf(ex); len = ex.length; }
     if (at >= 0) {
-      box.appendChild(document.createTextNode(text.slice(0, at)));
+      box.appendChild(textNode(text.slice(0, at)));
       box.appendChild(el('mark', '', text.slice(at, at + len)));
-      box.appendChild(document.createTextNode(text.slice(at + len)));
+      box.appendChild(textNode(text.slice(at + len)));
     } else {
-      box.appendChild(document.createTextNode(text));
+      box.appendChild(textNode(text));
     }
     const fin = r[7];
     // A stop the server did not name is unknown, never taken for EOS.

@@ -292,6 +292,11 @@ TEST(ReportBrowser, OneFlipIsSingular) {
     // no wider than the window.
     e2e::exec(db, "UPDATE questions SET question = replace(hex(zeroblob(1500)), '00', 'ab') "
                   "WHERE question_idx = 3");
+    // And a right-to-left override in an answer shows as what it is: raw,
+    // "\u202E21" reads "12" (interop audit).
+    e2e::exec(db, "UPDATE responses SET text = 'The answer is ' || char(8238) || '21 ok' WHERE "
+                  "response_id = (SELECT response_id FROM requests WHERE server = 'a' AND "
+                  "question_idx = 3)");
     o = e2e::run(
         {"report", "--db", db.string(), "--out", (dir / "out3").string(), "--format", "html"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -302,4 +307,7 @@ TEST(ReportBrowser, OneFlipIsSingular) {
     EXPECT_EQ(attribute(dom, "data-ready"), "1");
     EXPECT_NE(dom.find("ababababab"), std::string::npos);
     EXPECT_EQ(attribute(dom, "data-overflow"), "0");
+    EXPECT_NE(dom.find("The answer is &lt;U+202E&gt;21 ok"), std::string::npos)
+        << dom.substr(dom.find("The answer is"), 80);
+    EXPECT_EQ(dom.find("\u202E"), std::string::npos);
 }

@@ -113,6 +113,21 @@ TEST(ReportTables, MarkdownCellsKeepEntitiesAndControlCharactersAsText) {
     EXPECT_EQ(reports::markdown_escape("a&b <c>"), "a&amp;b \\<c\\>");
 }
 
+// An audit's model text "The answer is \u202E 21 \u202C" read "12" in the
+// reports and on the terminal, and a zero-width space inside "1\u200B2"
+// hid why it scored wrong: each format character now shows as what it is.
+TEST(ReportTables, DirectionOverridesAndZeroWidthCharactersShowAsWhatTheyAre) {
+    const std::string text = "is \u202E 21 \u202C, 1\u200B2, \u2067x\u2069\u061C\uFEFF";
+    EXPECT_EQ(util::format_chars_shown(text),
+              "is <U+202E> 21 <U+202C>, 1<U+200B>2, <U+2067>x<U+2069><U+061C><U+FEFF>");
+    EXPECT_EQ(util::one_line(text, 100),
+              "is <U+202E> 21 <U+202C>, 1<U+200B>2, <U+2067>x<U+2069><U+061C><U+FEFF>");
+    EXPECT_EQ(reports::markdown_escape("1\u200B2 \u202Eab"), "1\\<U+200B\\>2 \\<U+202E\\>ab");
+    EXPECT_EQ(reports::markdown_code("a\u202Eb"), "`a<U+202E>b`");
+    // Visible spaces and letters next to them stay as they are.
+    EXPECT_EQ(util::format_chars_shown("a\u2009b \u00A0c \u05D0"), "a\u2009b \u00A0c \u05D0");
+}
+
 // Reports audit #5, #6: model output struck text through (~~), became a
 // link (https://, www.), pinged a user (@name) or linked an issue (#12) in a
 // PR comment, and C1 controls (CSI, OSC: C2 9B, C2 9D in UTF-8) passed to
