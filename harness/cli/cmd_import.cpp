@@ -106,10 +106,22 @@ int import_command(const ImportFlags& f) {
                              r->group, util::counted(r->documents, "document"),
                              util::counted(r->responses, "response"), r->already_stored);
     if (r->other_strict_rule) {
-        std::cout << "note: a chain-of-thought task's strict-match filter reads \"The answer is "
-                     "N.\", not gsm8k's \"#### N\" that the lm-eval-strict scorer reads; "
-                     "lm-eval's own verdicts per filter are kept in response_json "
-                     "(lm_eval.filters)\n";
+        std::cout << fmt::format("note: a chain-of-thought task's strict-match filter reads "
+                                 "\"{}\", not gsm8k's \"#### N\" that the lm-eval-strict scorer "
+                                 "reads; lm-eval's own verdicts per filter are kept in "
+                                 "response_json (lm_eval.filters)\n",
+                                 r->final_answer_rule ? "The final answer is N"
+                                                      : "The answer is N.");
+    }
+    if (r->several_answers > 0) {
+        std::cout << fmt::format(
+            "note: {} in the file {} several answers (up to {}), stored as repeats {} to {}: "
+            "every accuracy diffeval prints averages a document's repeats, where lm-eval's "
+            "take_first filter scores its first answer only, so the two differ; lm-eval's own "
+            "verdicts per filter are kept in response_json (lm_eval.filters)\n",
+            util::counted(r->several_answers, "document"),
+            r->several_answers == 1 ? "holds" : "hold", r->most_answers, r->first_repeat,
+            r->first_repeat + static_cast<int>(r->most_answers) - 1);
     }
     if (r->responses == 0 && r->already_stored > 0) {
         std::cout << fmt::format("nothing new: every answer in the file is stored already; a file "

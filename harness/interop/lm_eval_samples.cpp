@@ -923,6 +923,11 @@ util::Result<ImportSummary> import_samples(store::Store& st, ImportOptions o) {
         groups.push_back(fmt::format("{}/{}/{}", o.name, framing, limit));
     }
     summary.other_strict_rule = task.find("cot") != std::string::npos;
+    summary.final_answer_rule = task.find("cot_llama") != std::string::npos;
+    for (const auto& d : *docs) {
+        summary.several_answers += d.resps.size() > 1 ? 1 : 0;
+        summary.most_answers = std::max(summary.most_answers, d.resps.size());
+    }
     summary.group = groups.empty() ? fmt::format("{}/{}/0", o.name, framing)
                                    : fmt::format("{}", fmt::join(groups, ", "));
     return summary;

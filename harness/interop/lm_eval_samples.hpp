@@ -64,7 +64,15 @@ struct ImportSummary {
     // "The answer is N."): the lm-eval-strict scorer reads it by gsm8k's
     // rule, so a note says where lm-eval's own verdicts are.
     bool other_strict_rule = false;
+    // gsm8k_cot_llama's strict filter reads "The final answer is N", not
+    // gsm8k_cot's "The answer is N.".
+    bool final_answer_rule = false;
     int first_repeat = 0; // the repeat the file's first answers were stored as
+    // Documents logged with more than one answer (a task with `repeats`),
+    // and the most answers one had: each answer is a repeat, and accuracy
+    // averages them, where lm-eval's take_first filter scores the first.
+    int64_t several_answers = 0;
+    size_t most_answers = 0;
 };
 
 // Read the samples file and store it as group NAME/FRAMING/MAX_TOKENS:

@@ -1100,10 +1100,45 @@ TEST(LmEvalSamples, AChainOfThoughtTaskIsNotedForItsStrictRule) {
                        "--dataset", dataset, cot.string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find(note), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("reads \"The answer is N.\""), std::string::npos) << o.out;
     o = e2e::run({"import", "lm-eval", "--db", (dir / "plain.sqlite").string(), "--name", "x",
                   "--dataset", dataset, plain.string()});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out.find(note), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("several answers"), std::string::npos) << o.out;
+    // gsm8k_cot_llama's filter reads "The final answer is N" (interop
+    // audit, 2026-12-06: the note named gsm8k_cot's phrase).
+    auto llama = dir / "samples_gsm8k_cot_llama_2026.jsonl";
+    std::ofstream(llama) << doc;
+    o = e2e::run({"import", "lm-eval", "--db", (dir / "llama.sqlite").string(), "--name", "x",
+                  "--dataset", dataset, llama.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("reads \"The final answer is N\""), std::string::npos) << o.out;
+}
+
+// Interop audit (2026-12-06): a task logged with `repeats: 3` holds three
+// answers a document; lm-eval's take_first scored the first (100%), and the
+// import's accuracy, averaging the three as repeats, read 33.3% without a
+// word: a note says why they differ.
+TEST(LmEvalSamples, SeveralAnswersToADocumentAreNotedAsRepeatsLmEvalDoesNotAverage) {
+    auto dir = e2e::scratch("lm-eval-repeats");
+    const auto dataset = (dir / "qa.jsonl").string();
+    std::ofstream(dataset) << "{\"question\": \"Q\", \"answer\": \"A #### 1\"}\n"
+                           << "{\"question\": \"R\", \"answer\": \"B #### 2\"}\n";
+    auto file = dir / "samples_gsm8k_2026.jsonl";
+    std::ofstream(file) << "{\"doc_id\": 0, \"doc\": {\"question\": \"Q\", \"answer\": \"A #### "
+                           "1\"}, \"resps\": [[\"#### 1\", \"#### 0\", \"#### 0\"]]}\n"
+                        << "{\"doc_id\": 1, \"doc\": {\"question\": \"R\", \"answer\": \"B #### "
+                           "2\"}, \"resps\": [[\"#### 2\"]]}\n";
+    auto o = e2e::run({"import", "lm-eval", "--db", (dir / "r.sqlite").string(), "--name", "x",
+                       "--dataset", dataset, file.string()});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("note: 1 document in the file holds several answers (up to 3), stored "
+                         "as repeats 0 to 2: every accuracy diffeval prints averages a "
+                         "document's repeats, where lm-eval's take_first filter scores its "
+                         "first answer only"),
+              std::string::npos)
+        << o.out;
 }
 
 // Interop audit #5: after `rescore --score-text after-think` an export's
