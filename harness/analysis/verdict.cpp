@@ -144,7 +144,9 @@ double shown_diff(const QuestionStats& stats) {
 std::string bound_text(double proportion, std::initializer_list<double> thresholds) {
     const double exact = 100.0 * proportion;
     std::string s;
-    for (int decimals = 1; decimals <= 4; ++decimals) {
+    // Up to eight decimals: enough for any margin a user types (the check
+    // itself tells sides apart to 1e-10 points).
+    for (int decimals = 1; decimals <= 8; ++decimals) {
         s = fmt::format("{:+.{}f}", exact, decimals);
         const double printed = util::printed_value(s);
         bool same_sides = true;

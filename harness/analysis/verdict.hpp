@@ -121,7 +121,7 @@ double shown_diff(double accuracy_a, double accuracy_b);
 double shown_diff(const QuestionStats& stats);
 
 // A bound of an interval (a proportion) in points with its sign: one
-// decimal, or as many more (up to four) as it takes to leave it on the same
+// decimal, or as many more (up to eight) as it takes to leave it on the same
 // side of each of `thresholds` as its exact value, so a bound of -0.04
 // points beside "excludes 0" reads "-0.04", not "0.0".
 std::string bound_text(double proportion, std::initializer_list<double> thresholds);

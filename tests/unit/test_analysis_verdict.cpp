@@ -166,6 +166,9 @@ TEST(DecideVerdict, IntervalBoundsNeverRoundOntoZero) {
     EXPECT_EQ(bound_text(0.0, {0.0}), "0.0");
     EXPECT_EQ(bound_text(-0.00004, {0.0}), "-0.004");
     EXPECT_EQ(bound_text(0.0123, {0.0}), "+1.2");
+    // An audit's gate printed "-0.5556 is above -0.5556" for a bound of
+    // -0.55556 beside a margin of 0.5556: as many decimals as it takes.
+    EXPECT_EQ(bound_text(-0.0055556, {-0.005556}), "-0.55556");
 }
 
 // A tiny shown difference beside "worse": accuracies that print alike
