@@ -75,7 +75,9 @@ std::string servers_section(const ReportData& data) {
         row.push_back(f.differs ? "yes" : "");
         rows.push_back(std::move(row));
     }
-    std::string out = render_table(rows, Style::markdown);
+    // Facts are text, whatever they look like: a server that reported none
+    // ("-" all down) was right-aligned beside its neighbours (interop audit).
+    std::string out = render_table(rows, Style::markdown, Columns::text);
     bool any_fingerprint = false;
     for (const auto& s : data.servers) {
         any_fingerprint = any_fingerprint || s.fingerprinted;

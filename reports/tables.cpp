@@ -215,7 +215,8 @@ std::string fact_cell(const std::string& value, const std::string& stated) {
     return out;
 }
 
-std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style) {
+std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style,
+                         Columns columns) {
     if (rows.empty()) {
         return "";
     }
@@ -232,7 +233,8 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
         }
         return out + "</table>\n";
     }
-    const auto numeric = numeric_columns(rows);
+    const auto numeric =
+        columns == Columns::text ? std::vector<bool>(rows[0].size(), false) : numeric_columns(rows);
     if (style == Style::markdown) {
         for (size_t r = 0; r < rows.size(); ++r) {
             out += "|";

@@ -14,9 +14,15 @@ namespace diffeval::reports {
 
 enum class Style { text, markdown, html };
 
+// How a table's columns align: by what their cells read as (numbers right,
+// the rest left), or all left, for a table of text whose cells may read as
+// numbers ("What actually ran": a version "0.28.0", a context "4096", "-").
+enum class Columns { inferred, text };
+
 // A table of strings; the first row is the header. Cells are plain text:
 // each style escapes them (Markdown markup characters, HTML entities).
-std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style);
+std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style,
+                         Columns columns = Columns::inferred);
 
 // `text` (untrusted: a name, a server's words, model output) as Markdown that
 // renders as that text on one line: markup characters (| \ ` * _ < > [ ])

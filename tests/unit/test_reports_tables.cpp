@@ -113,6 +113,21 @@ TEST(ReportTables, MarkdownCellsKeepEntitiesAndControlCharactersAsText) {
     EXPECT_EQ(reports::markdown_escape("a&b <c>"), "a&amp;b \\<c\\>");
 }
 
+// "What actually ran" is text whatever its cells look like: an audit's
+// imported group, which reported no fact ("-" all down), was right-aligned
+// beside its left-aligned neighbours, and so was the empty "differs".
+TEST(ReportTables, ATableOfTextAlignsEveryColumnLeft) {
+    const std::vector<std::vector<std::string>> rows = {{"fact", "a", "imported", "differs"},
+                                                        {"version", "0.28.0", "-", ""},
+                                                        {"context", "4096", "-", ""}};
+    EXPECT_NE(
+        reports::render_table(rows, reports::Style::markdown).find("| --- | ---: | ---: | ---: |"),
+        std::string::npos);
+    EXPECT_NE(reports::render_table(rows, reports::Style::markdown, reports::Columns::text)
+                  .find("| --- | --- | --- | --- |"),
+              std::string::npos);
+}
+
 // An audit's model text "The answer is \u202E 21 \u202C" read "12" in the
 // reports and on the terminal, and a zero-width space inside "1\u200B2"
 // hid why it scored wrong: each format character now shows as what it is.
