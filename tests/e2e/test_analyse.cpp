@@ -933,6 +933,31 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
         << e2e::slurp(dir / "after" / "report.md");
 }
 
+// A pilot whose B failed some requests: those count as wrong answers in
+// the variances plan sizes from, and it says how many (words audit,
+// 2026-12-06: a pilot with 34% of B's requests failed was sized silently).
+TEST(Plan, APilotWithFailedRequestsSaysHowMany) {
+    auto dir = e2e::scratch("plan_failed");
+    e2e::Sim a;
+    e2e::Sim b({"--fault-http-500", "0.3"});
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + b.url(), "--framing",
+                       "raw", "--limit", "24", "--repeats", "2", "--retries", "0", "--db",
+                       db.string(), "--quiet"});
+    const auto failed = e2e::query(db, "SELECT count(*) FROM v_responses WHERE server = 'b' AND "
+                                       "ok = 0");
+    ASSERT_NE(failed, "0") << o.err;
+    auto p = e2e::run({"plan", "--db", db.string(), "a/raw", "b/raw"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_NE(p.out.find("Without a successful response (failed or never sent), each counted as "
+                         "a wrong answer in the variances below: " +
+                         failed + " of b/raw/256's 48 requests;"),
+              std::string::npos)
+        << p.out;
+    auto clean = e2e::run({"plan", "--db", db.string(), "a/raw", "a/raw"});
+    EXPECT_EQ(clean.out.find("Without a successful response"), std::string::npos) << clean.out;
+}
+
 // Reports audit #4: every question differing by the same amount (b wrong
 // wherever a is right) has no variance to size a run from, as the docs say;
 // plan printed a table of "10 questions" built on a variance of 0.
