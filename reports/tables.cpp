@@ -152,7 +152,11 @@ ShownTail shown_tail(const analysis::TailDifference& t) {
     return s;
 }
 
-std::string markdown_escape(const std::string& text) {
+std::string markdown_escape(const std::string& raw) {
+    // A direction override or a zero-width character shows as what it is,
+    // its "<U+XXXX>" escaped below as any '<' is: read raw it reorders or
+    // hides text.
+    const std::string text = util::format_chars_shown(raw);
     // GitHub makes a mention of "@name" (it notifies), an issue link of
     // "#12", and a link of "https://..." or "www.": a zero-width space after
     // the '@', the '#' and the scheme's ':' and inside "www." leaves each the
@@ -162,14 +166,6 @@ std::string markdown_escape(const std::string& text) {
     for (size_t i = 0; i < text.size(); ++i) {
         if (const size_t n = util::control_length(text, i); n > 0) {
             out += ' ';
-            i += n - 1;
-            continue;
-        }
-        // A direction override or a zero-width character shows as what it
-        // is, escaped as any '<' is: read raw it reorders or hides text.
-        if (const size_t n = util::format_char_length(text, i); n > 0) {
-            const auto shown = util::format_char_shown(text, i, n);
-            out += "\\<" + shown.substr(1, shown.size() - 2) + "\\>";
             i += n - 1;
             continue;
         }

@@ -582,6 +582,18 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
 
 } // namespace
 
+std::string unanswered_text(const Comparison& c) {
+    std::vector<std::string> sides;
+    for (const auto& [name, side] :
+         {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
+        if (side->answered < side->responses) {
+            sides.push_back(fmt::format("{} of {}'s {} here", side->responses - side->answered,
+                                        name, util::counted(side->responses, "request")));
+        }
+    }
+    return fmt::format("{}", fmt::join(sides, "; "));
+}
+
 util::Result<std::vector<Comparison>> compare(const Results& results, const Selector& a,
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options) {
@@ -673,20 +685,11 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
         // of each side's requests here have no answer (no evidence says it
         // of a side with none).
         if (c.verdict.kind != VerdictKind::no_evidence) {
-            std::vector<std::string> unanswered;
-            for (const auto& [name, side] :
-                 {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
-                if (side->answered < side->responses) {
-                    unanswered.push_back(fmt::format("{} of {}'s {} here",
-                                                     side->responses - side->answered, name,
-                                                     util::counted(side->responses, "request")));
-                }
-            }
-            if (!unanswered.empty()) {
+            if (const auto unanswered = unanswered_text(c); !unanswered.empty()) {
                 c.verdict.caveats += fmt::format(
                     " Without a successful response (failed or never sent), each counted as a "
                     "wrong answer: {}.",
-                    fmt::join(unanswered, "; "));
+                    unanswered);
             }
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {

@@ -199,6 +199,12 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
 
+// How many requests of each side of `c` have no successful response
+// (failed, or planned and never sent), each counted as a wrong answer:
+// "10 of flaky/raw/256's 30 requests", A's first, "; "-joined; empty when
+// every request answered. The verdict's sentence and `plan` end with it.
+std::string unanswered_text(const Comparison& c);
+
 // Decide every comparison's verdict (verdict.hpp) with their p-values
 // Holm-adjusted together; `margin` (a proportion) asks for equivalence.
 void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double> margin = {});

@@ -295,20 +295,12 @@ int plan_command(const AnalyseFlags& f) {
         // Failed requests count as wrong answers in the pilot's variances:
         // say how many, as the verdict does (an audit's plan sized a run from
         // a pilot whose B failed 34% of its requests without a word).
-        std::vector<std::string> unanswered;
-        for (const auto& [name, side] :
-             {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
-            if (side->answered < side->responses) {
-                unanswered.push_back(fmt::format("{} of {}'s {}", side->responses - side->answered,
-                                                 name, util::counted(side->responses, "request")));
-            }
-        }
-        if (!unanswered.empty()) {
+        if (const auto unanswered = analysis::unanswered_text(c); !unanswered.empty()) {
             std::cout << fmt::format(
                 "Without a successful response (failed or never sent), each counted as a wrong "
                 "answer in the variances below: {}; what they add is the server's, not the "
                 "model's, so a pilot they are gone from sizes the run better.\n",
-                fmt::join(unanswered, "; "));
+                unanswered);
         }
         // Every question differing by the same amount has a variance of 0
         // too, which the rows' raise to about 10 differing questions hid

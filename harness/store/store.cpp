@@ -781,6 +781,28 @@ std::optional<std::string> database_of_side_file(const std::string& path) {
     return std::nullopt;
 }
 
+namespace {
+
+// The directory SQLite makes a database's -wal and -shm files in.
+std::filesystem::path directory_of(const std::string& db) {
+    auto dir = std::filesystem::path(db).parent_path();
+    return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+// The one line for a database that cannot be written for its directory
+// `dir` (`why` not), which `existed` or not before.
+util::Error unwritable_directory(const std::string& db, const std::filesystem::path& dir,
+                                 std::string_view why, bool existed) {
+    return make_error(ErrorKind::usage,
+                      fmt::format("cannot open {} for writing: its directory {} is not writable "
+                                  "({}), and SQLite keeps its -wal and -shm files beside it; {}: "
+                                  "move the database to a directory you can write",
+                                  db, dir.string(), why,
+                                  existed ? "the file was left as it is" : "nothing was written"));
+}
+
+} // namespace
+
 util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     if (path.empty()) {
         return make_error(ErrorKind::usage,
@@ -803,29 +825,13 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     // (One this user alone may not write is SQLite's to refuse: -wal and
     // -shm files that are there already may be all it needs.)
     const auto in_readonly_dir = [&]() -> util::Result<void> {
-        if (mode != Store::Mode::read_write) {
-            return {};
+        const auto dir = directory_of(path);
+        if (mode == Store::Mode::read_write && std::filesystem::is_directory(dir, ec) &&
+            util::nobody_may_write(dir.string())) {
+            return unwritable_directory(path, dir, "no write permission for anyone",
+                                        std::filesystem::exists(st));
         }
-        auto dir = std::filesystem::path(path).parent_path();
-        if (dir.empty()) {
-            dir = ".";
-        }
-        using std::filesystem::perms;
-        std::error_code dir_ec;
-        const auto dir_st = std::filesystem::status(dir, dir_ec);
-        if (dir_ec || !std::filesystem::is_directory(dir_st) ||
-            (dir_st.permissions() &
-             (perms::owner_write | perms::group_write | perms::others_write)) != perms::none) {
-            return {};
-        }
-        return make_error(ErrorKind::usage,
-                          fmt::format("cannot open {} for writing: its directory {} is not "
-                                      "writable (no write permission for anyone), and SQLite "
-                                      "keeps its -wal and -shm files beside it; {}: move the "
-                                      "database to a directory you can write",
-                                      path, dir.string(),
-                                      std::filesystem::exists(st) ? "the file was left as it is"
-                                                                  : "nothing was written"));
+        return {};
     };
     if (!std::filesystem::exists(st)) {
         return in_readonly_dir();
@@ -1043,17 +1049,9 @@ util::Result<void> Store::identify() {
         // cannot make that file: not the file's fault either.
         const int code = sqlite3_errcode(m_db.handle()) & 0xff;
         if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) {
-            auto dir = std::filesystem::path(m_path).parent_path();
-            if (dir.empty()) {
-                dir = ".";
-            }
+            const auto dir = directory_of(m_path);
             if (::access(dir.c_str(), W_OK) != 0) {
-                return make_error(ErrorKind::usage,
-                                  fmt::format("cannot open {} for writing: its directory {} is "
-                                              "not writable, and SQLite keeps its -wal and -shm "
-                                              "files beside it; the file was left as it is: move "
-                                              "the database to a directory you can write",
-                                              m_path, dir.string()));
+                return unwritable_directory(m_path, dir, std::strerror(errno), true);
             }
         }
         return code == SQLITE_CORRUPT

@@ -264,6 +264,14 @@ Result<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, 
     return ends;
 }
 
+bool nobody_may_write(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto perms = fs::status(path, ec).permissions();
+    return !ec && (perms & (fs::perms::owner_write | fs::perms::group_write |
+                            fs::perms::others_write)) == fs::perms::none;
+}
+
 bool may_write(const std::string& path, std::string* error) {
     if (access(path.c_str(), W_OK) != 0) {
         if (error) {
@@ -271,11 +279,7 @@ bool may_write(const std::string& path, std::string* error) {
         }
         return false;
     }
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const auto perms = fs::status(path, ec).permissions();
-    if (!ec && (perms & (fs::perms::owner_write | fs::perms::group_write |
-                         fs::perms::others_write)) == fs::perms::none) {
+    if (nobody_may_write(path)) {
         if (error) {
             *error = "it is read-only (no write permission for anyone)";
         }

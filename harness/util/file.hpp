@@ -64,6 +64,11 @@ Result<FileEnds> read_file_ends(const std::filesystem::path& path, size_t head, 
 // one file apart. `path` itself when it cannot be resolved.
 std::string resolved_path(const std::string& path);
 
+// Whether the mode of `path` gives nobody write permission (chmod a-w): a
+// file or directory made read-only on purpose, which root may write all the
+// same. False when `path` cannot be read.
+bool nobody_may_write(const std::string& path);
+
 // Whether this process may write the file at `path`: access(2) allows it and
 // the file's mode gives someone write permission. root may write any file,
 // but a file nobody may write (chmod a-w) was made read-only on purpose.
