@@ -746,9 +746,23 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
                                        ctx.config.servers[si].name, interrupted ? "again " : "");
             });
         }
-        const auto log_text = ls->log_text();
-        (void)record_server(ctx, server_record(ctx, si, st.infos[si], log_text), st.db,
-                            ls->log_path().string(), log_text);
+        // A launch this run sent nothing (its requests all answered
+        // already) keeps the record of the launch that answered them: its
+        // log was replaced by one that served no request.
+        bool keep_stored = false;
+        if (st.servers[si].sent == 0) {
+            const auto answered = st.db.answered_server(ctx.config.servers[si].name);
+            keep_stored = answered && answered->has_value();
+        }
+        if (keep_stored) {
+            ctx.log << fmt::format("diffeval run: server '{}' was sent nothing; the log stored "
+                                   "with its responses is kept\n",
+                                   ctx.config.servers[si].name);
+        } else {
+            const auto log_text = ls->log_text();
+            (void)record_server(ctx, server_record(ctx, si, st.infos[si], log_text), st.db,
+                                ls->log_path().string(), log_text);
+        }
         if (ctx.config.keep_servers) {
             // The object's end would stop it: a kept server was stopped
             // when diffeval exited, though cli.md says it is left running.

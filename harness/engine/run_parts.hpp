@@ -82,6 +82,7 @@ struct ServerState {
     std::deque<Work> queue;
     size_t in_flight = 0;
     size_t limit = 0; // in flight at most (capacity.hpp)
+    int64_t sent = 0; // attempts this run sent it
     // Every request fits the server's context alone (check_context): an
     // answer that outgrew it met others in a shared cache and is retried,
     // and `limit` lowered by one, once for the attempts sent before then.

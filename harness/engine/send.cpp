@@ -236,6 +236,7 @@ struct Sender::Loop {
             };
         }
         ++st.in_flight;
+        ++st.sent;
         in_flight.emplace(req.tag, std::move(w));
         s.m_client.submit(std::move(req));
     }

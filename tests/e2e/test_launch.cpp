@@ -517,6 +517,34 @@ TEST(Launch, ServerOfAKilledRunStopsAndTheNextRunCompletes) {
     EXPECT_FALSE(listening(port));
 }
 
+// A rerun with every request answered launches the server and sends it
+// nothing: the log stored with the responses is the launch that gave them,
+// not this one's (a reliability audit found it replaced).
+TEST(Launch, ARerunThatSendsNothingKeepsTheLogOfTheLaunchThatAnswered) {
+    auto dir = e2e::scratch("launch_rerun");
+    const int port = e2e::free_port();
+    // Each launch's log starts with its shell's pid: the same command, another log.
+    auto config = launch_config(dir / "experiment.toml", port, "echo \"launch $$\";", 3);
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> args = {"run", "--config", config.string(), "--db", db.string()};
+    auto first = e2e::run(args);
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const auto stored = query(db, "SELECT log_text FROM servers WHERE name = 's'");
+    ASSERT_NE(stored.find("launch "), std::string::npos) << stored;
+
+    auto again = e2e::run(args);
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("0 sent"), std::string::npos) << again.err;
+    EXPECT_NE(again.err.find("server 's' was sent nothing; the log stored with its responses is "
+                             "kept"),
+              std::string::npos)
+        << again.err;
+    EXPECT_EQ(query(db, "SELECT log_text FROM servers WHERE name = 's'"), stored);
+    // The file beside the database holds both launches.
+    const auto file = e2e::slurp(dir / "r-logs" / "s.log");
+    EXPECT_NE(file.find("launch "), file.rfind("launch ")) << file;
+}
+
 // --keep-servers leaves the launched server running after the run, as
 // cli.md says: it was stopped when diffeval exited, and the next run's port
 // was free.
