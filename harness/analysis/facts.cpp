@@ -58,6 +58,18 @@ void read_info(const std::string& text, ServerFacts& f) {
     if (m.contains("max_model_len") && m["max_model_len"].is_number_integer()) {
         f.max_model_len = m["max_model_len"].get<int64_t>();
     }
+    // Without a log that names the engine, the one the server names itself
+    // as its model's owner, where that is an engine the fingerprint rules
+    // know (a llama-server attached without --server-log showed its build
+    // beside an engine "-"); a proxy's owner ("openai", an organisation) is
+    // no engine.
+    if (f.fingerprint.engine.empty()) {
+        if (auto owner = m.find("owned_by");
+            owner != m.end() && owner->is_string() &&
+            fingerprint::is_builtin_engine(owner->get<std::string>())) {
+            f.fingerprint.engine = owner->get<std::string>();
+        }
+    }
 }
 
 // Every text of a server record is the server's words (a log line a rule
@@ -85,12 +97,12 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
         f.name = names[i];
         if (r.found) {
             f.model = r.model;
-            read_info(r.info_json, f);
             if (auto fp = r.facts_json ? fingerprint::fingerprint_from_json(*r.facts_json)
                                        : std::nullopt) {
                 f.fingerprinted = true;
                 f.fingerprint = std::move(*fp);
             }
+            read_info(r.info_json, f);
         }
         bound(f);
         out.push_back(std::move(f));

@@ -476,6 +476,12 @@ void bound_words(Fingerprint& fp) {
     }
 }
 
+bool is_builtin_engine(std::string_view name) {
+    const auto& all = builtin_rules();
+    return all && std::any_of(all->begin(), all->end(),
+                              [&](const Rules& rules) { return rules.engine() == name; });
+}
+
 bool starts_launch(std::string_view line) {
     const auto& all = builtin_rules();
     if (!all) {

@@ -91,6 +91,10 @@ void bound_words(std::string& text);
 // `fp` (the words a log gave; the names are the rules').
 void bound_words(Fingerprint& fp);
 
+// Whether `name` is the engine of a built-in rules file ("vllm", "sglang",
+// "llamacpp"): the name each of them gives itself in /v1/models' `owned_by`.
+bool is_builtin_engine(std::string_view name);
+
 // Apply every built-in rules file and keep the one that found most facts;
 // its engine is "" when no rules found any.
 util::Result<Fingerprint> fingerprint_log(std::string_view log);

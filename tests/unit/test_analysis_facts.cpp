@@ -3,7 +3,9 @@
 #include <harness/analysis/facts.hpp>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -88,4 +90,35 @@ TEST(FactRows, StatedWordsRideBesideTheValue) {
     ASSERT_NE(fa, nullptr);
     EXPECT_EQ(fa->values, std::vector<std::string>{""});
     EXPECT_EQ(fa->stated, std::vector<std::string>{"auto"});
+}
+
+// A server attached without a log: the engine row shows the engine the
+// server names as its model's owner (llama-server's "llamacpp" beside its
+// build), not a proxy's owner, and never over the engine a log named.
+TEST(LoadServerFacts, TheEngineIsTheOwnerAServerNamesWhenNoLogNamesOne) {
+    const auto path = std::filesystem::temp_directory_path() / "diffeval_test_facts_owner.sqlite";
+    for (const char* side : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(path.string() + side);
+    }
+    auto st = store::Store::open(path.string(), store::Store::Mode::read_write);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    const auto info = [](const std::string& owner) {
+        return nlohmann::json{{"models", {{{"id", "m"}, {"owned_by", owner}}}},
+                              {"props", {{"build_info", "b11669-Debian"}}}}
+            .dump();
+    };
+    ASSERT_TRUE((*st)->put_server({"llama", "http://127.0.0.1:1", "m", info("llamacpp")}).ok());
+    ASSERT_TRUE((*st)->put_server({"proxy", "http://127.0.0.1:2", "m", info("openai")}).ok());
+    ASSERT_TRUE((*st)->put_server({"logged", "http://127.0.0.1:3", "m", info("vllm")}).ok());
+    ASSERT_TRUE((*st)
+                    ->put_server_log("logged", "l.log", "",
+                                     R"({"engine": "sglang", "facts": {"tp_size": "1"}})")
+                    .ok());
+    auto facts = analysis::load_server_facts(**st, {"llama", "proxy", "logged"});
+    ASSERT_TRUE(facts.ok()) << facts.error().message;
+    const auto rows = analysis::fact_rows(*facts);
+    const auto* engine = row_named(rows, "engine");
+    ASSERT_NE(engine, nullptr);
+    EXPECT_EQ(engine->values, (std::vector<std::string>{"llamacpp", "", "sglang"}));
+    EXPECT_EQ((*facts)[0].version, "b11669-Debian");
 }
