@@ -571,6 +571,11 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                 read.resps.push_back(r.get<std::string>());
             }
         }
+        // lm-eval writes an answer for every request, a failed one's "":
+        // left out, the document was no question of its group.
+        if (read.resps.empty()) {
+            return wrong_type("resps holds no answer");
+        }
         auto [it, fresh] = by_id.emplace(id, docs.size());
         if (fresh) {
             docs.push_back(std::move(read));

@@ -967,7 +967,8 @@ TEST(LmEvalSamples, AnImportWithoutUsualArgumentsIsExported) {
 
 // Interop audit: answers that are not strings (null, 123, an object, a
 // list) were stored as successes holding their JSON text ("null" scored as
-// an answer); a doc_id of the wrong type was called missing.
+// an answer); a doc_id of the wrong type was called missing; a document
+// without an answer was left out, and a file of them imported as nothing.
 TEST(LmEvalSamples, AFieldOfTheWrongTypeIsNamed) {
     auto dir = e2e::scratch("lm-eval-types");
     const auto dataset = (dir / "qa.jsonl").string();
@@ -984,6 +985,10 @@ TEST(LmEvalSamples, AFieldOfTheWrongTypeIsNamed) {
               "resps holds something other than answer strings"},
              {"{\"doc_id\": 0, " + doc + ", \"resps\": [[[\"#### 1\"]]]}",
               "resps holds something other than answer strings"},
+             // No answer at all: imported, the group held nothing and the
+             // import said it stored a complete run (reliability session).
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[]]}", "resps holds no answer"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": []}", "resps holds no answer"},
              {"{\"doc_id\": \"0\", " + doc + ", \"resps\": [[\"#### 1\"]]}",
               "doc_id is not an integer"},
              {"{\"doc_id\": 0, " + doc + ", \"resps\": \"#### 1\"}", "resps is not a list"}}) {
