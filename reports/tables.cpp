@@ -432,11 +432,12 @@ std::string tail_sentence(const analysis::TailDifference& t) {
     // The rest is what output lengths leave unexplained: B's own speed, or
     // noise, which one p99 against another cannot tell apart (no test is
     // made of it; against servers that answer at once it is scheduling). The
-    // words follow the printed number's sign.
+    // words follow the printed number's sign; none left over says nothing of
+    // B's speed (two p99s of three responses each are their maxima).
     const auto rest_words = [](double rest) {
         return rest < 0   ? "B faster per request, or noise, which no test here separates"
                : rest > 0 ? "B slower per request, or noise, which no test here separates"
-                          : "B no slower or faster per request";
+                          : "nothing to put down to B's own speed";
     };
     if (t.from_tokens) {
         const auto& f = *t.from_tokens;
