@@ -379,17 +379,19 @@ int rescore_command(const AnalyseFlags& f) {
     if (!added) {
         return report(added.error());
     }
-    auto st = open_existing_store(f.db, true);
-    if (!st) {
-        return report(st.error());
-    }
     // One writer at a time, as for run, merge and import: a run would score
     // its later responses without a scorer stored meanwhile, and a merge
-    // into the file would replace it, losing the stored scorers.
+    // into the file would replace it, losing the stored scorers. Taken
+    // before the store opens (which may migrate it), and let go after it
+    // closes (lock.hpp).
     auto lock = store::RunLock::acquire(f.db, "rescore", store::RunLock::Wait::no, nullptr,
                                         "wait for it to finish, then rescore again");
     if (!lock) {
         return report(lock.error());
+    }
+    auto st = open_existing_store(f.db, true);
+    if (!st) {
+        return report(st.error());
     }
     // Without --score-text the text the database was scored on stays: a
     // scorer added to an after-think database switched it back to the full

@@ -83,6 +83,9 @@ int import_command(const ImportFlags& f) {
     if (!st) {
         return report(st.error());
     }
+    if (auto r = lock->hold_database_file(f.db); !r) {
+        return report(r.error());
+    }
     // A run or import whose process died (its lock is free, we hold it)
     // is marked killed, as a run and a merge mark it: a killed import's
     // row stayed `running` for good.

@@ -1128,6 +1128,10 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
         return store::is_disk_full(store.error()) ? full_while_planning(ctx, nullptr, created, 0)
                                                   : store.error();
     }
+    // The file this run created is locked too, whatever names it gets.
+    if (auto r = (*lock)->hold_database_file(config.db); !r) {
+        return r.error();
+    }
     // Counting what is answered reads the requests: only when the whole
     // plan would not fit.
     if (!created && !check_plan_size(config, inputs->n_questions)) {

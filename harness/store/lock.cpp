@@ -212,6 +212,9 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
             g_held.insert(path);
             lock.m_held = true;
         }
+        if (auto r = lock.lock_database_file(db_path, wait, stop); !r) {
+            return r.error();
+        }
         lock.m_db_at_lock = file_state(database_of(path));
         const auto me =
             fmt::format("pid {}, started {}, diffeval {}\n", getpid(), now_iso8601(), command);
@@ -223,15 +226,62 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     }
 }
 
+util::Result<void> RunLock::lock_database_file(const std::string& db_path, Wait wait,
+                                               const std::atomic<bool>* stop) {
+    if (m_db_fd >= 0) {
+        return {};
+    }
+    // check_db_file found a regular file or nothing here; never a FIFO's
+    // open that waits for a writer.
+    const int fd = ::open(database_of(m_path).c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return {}; // no database yet: hold_database_file once there is
+    }
+    bool told = false;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EWOULDBLOCK) {
+            ::close(fd); // a file system without flock: the lock file stands alone
+            return {};
+        }
+        constexpr std::string_view who =
+            "another diffeval process, which reached the file through another name (a hard "
+            "link, or a bind mount such as docker's -v FILE:FILE) or whose lock file was "
+            "removed while it ran";
+        if (wait == Wait::no || (stop && stop->load())) {
+            ::close(fd);
+            return make_error(
+                ErrorKind::usage,
+                wait == Wait::no
+                    ? fmt::format("{} is in use by {}; wait for it to finish", db_path, who)
+                    : fmt::format("interrupted while waiting for {}", db_path));
+        }
+        if (!told) {
+            fmt::print(stderr, "diffeval: waiting for {}, which writes {}\n", who, db_path);
+            told = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    m_db_fd = fd;
+    return {};
+}
+
+util::Result<void> RunLock::hold_database_file(const std::string& db_path) {
+    return lock_database_file(db_path, Wait::no, nullptr);
+}
+
 RunLock::RunLock(RunLock&& other) noexcept
-    : m_fd(std::exchange(other.m_fd, -1)), m_path(std::move(other.m_path)),
-      m_created(other.m_created), m_held(std::exchange(other.m_held, false)),
-      m_db_at_lock(other.m_db_at_lock) {}
+    : m_fd(std::exchange(other.m_fd, -1)), m_db_fd(std::exchange(other.m_db_fd, -1)),
+      m_path(std::move(other.m_path)), m_created(other.m_created),
+      m_held(std::exchange(other.m_held, false)), m_db_at_lock(other.m_db_at_lock) {}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
     if (this != &other) {
         release();
         m_fd = std::exchange(other.m_fd, -1);
+        m_db_fd = std::exchange(other.m_db_fd, -1);
         m_path = std::move(other.m_path);
         m_created = other.m_created;
         m_held = std::exchange(other.m_held, false);
@@ -263,6 +313,10 @@ void RunLock::release() {
     }
     ::close(m_fd); // releases the flock
     m_fd = -1;
+    if (m_db_fd >= 0) {
+        ::close(m_db_fd);
+        m_db_fd = -1;
+    }
     if (std::exchange(m_held, false)) {
         std::lock_guard held(g_held_mutex);
         g_held.erase(m_path);

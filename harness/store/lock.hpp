@@ -12,6 +12,15 @@
 // mistyped --server left "new.sqlite.lock" and nothing else. So does a lock
 // that made its file and whose database was not written meanwhile (a file
 // refused as another program's, or not SQLite).
+//
+// The database file itself is flock()ed too, once it exists: a file with a
+// second name (a hard link made later, a bind mount such as docker's
+// `-v FILE:FILE`) has a lock file per name, and a lock file removed while
+// its run goes on (`rm -f *.lock` in a CI step) lets the next command make
+// another; both let two runs send and store every request. The lock on the
+// file is one whatever the name. Its descriptor is closed when the lock is
+// let go, which drops every POSIX lock this process holds on the file, the
+// SQLite connection's among them: let the lock go after closing the store.
 #pragma once
 
 #include <harness/util/result.hpp>
@@ -44,6 +53,11 @@ public:
     RunLock& operator=(const RunLock&) = delete;
     ~RunLock();
 
+    // Lock the database file itself, when acquire found none to lock (a
+    // command that created it since): an error (usage) when another
+    // process holds it, as acquire's with Wait::no.
+    util::Result<void> hold_database_file(const std::string& db_path);
+
     // "<db>.lock" for the database at `db_path`.
     static std::string path_for(const std::string& db_path);
 
@@ -70,8 +84,13 @@ private:
     // The database the lock file at `lock_path` locks (path_for's inverse).
     static std::string database_of(const std::string& lock_path);
     void release();
+    // flock the database file (when there is one) into m_db_fd; Wait::yes
+    // polls until it is free or `stop` is set.
+    util::Result<void> lock_database_file(const std::string& db_path, Wait wait,
+                                          const std::atomic<bool>* stop);
     RunLock(int fd, std::string path) : m_fd(fd), m_path(std::move(path)) {}
     int m_fd = -1;
+    int m_db_fd = -1;                      // the database file's, flock()ed; -1 while it has none
     std::string m_path;                    // the lock file's
     bool m_created = false;                // this lock made the file
     bool m_held = false;                   // locked, and in holder()'s list

@@ -642,6 +642,34 @@ TEST(Hostile, AHugePlanIsReadAsItIsSent) {
     EXPECT_EQ(query(db, "SELECT status FROM runs"), "interrupted");
 }
 
+// A run's lock file removed while it runs (a CI step's `rm -f *.lock`): the
+// database file itself is still locked. A second run made a new lock file and
+// sent every request again, and marked the first killed (reliability audit).
+// The first run created the database: this is the lock it took once the file
+// existed.
+TEST(Hostile, ARemovedLockFileLetsNoSecondRunIn) {
+    auto dir = e2e::scratch("hostile-lock-removed");
+    HostileServer hanging(cycle({Hostile::hang}));
+    HostileServer good(cycle({Hostile::good}));
+    auto db = dir / "r.sqlite";
+    e2e::Child first(
+        run_args(hanging.url(), db, {"--limit", "2", "--framing", "raw", "--timeout", "60"}));
+    for (int i = 0; i < 500 && hanging.total_arrivals() < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(hanging.total_arrivals(), 2) << first.err();
+    std::filesystem::remove(db.string() + ".lock");
+    auto second = e2e::run(run_args(good.url(), db, {"--limit", "2", "--framing", "raw"}));
+    EXPECT_EQ(second.exit_code, 2) << second.err;
+    EXPECT_NE(second.err.find(db.string() + " is in use by another diffeval process, which "
+                                            "reached the file through another name"),
+              std::string::npos)
+        << second.err;
+    EXPECT_EQ(good.total_arrivals(), 0);
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "running");
+    EXPECT_EQ(first.stop(SIGINT), 130) << first.err();
+}
+
 // 5 and 13. One run per database: a second is refused naming the first, or
 //    waits with --wait-lock; a SIGKILLed run is marked killed by the next.
 TEST(Hostile, OneRunPerDatabaseAndKilledRunsAreMarked) {

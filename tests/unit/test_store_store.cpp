@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sys/file.h>
 #include <thread>
@@ -699,6 +700,42 @@ TEST(RunLock, AWaiterWhoseLockFileWasRemovedLocksTheFileNamedNow) {
         EXPECT_NE(third.error().message.find("in use by diffeval run"), std::string::npos)
             << third.error().message;
     }
+}
+
+// A lock file removed while its run goes on (`rm -f *.lock` in a CI step),
+// or a second name of the database (a bind mount has a lock file of its
+// own): the next command made another lock file and wrote beside the run,
+// sending every request again. The database file itself is locked.
+TEST(RunLock, ALockFileRemovedWhileHeldDoesNotLetASecondWriterIn) {
+    const auto path = fresh_db("lock-db-file").string();
+    std::ofstream(path) << ""; // the database exists
+    auto first = RunLock::acquire(path, "run", RunLock::Wait::no, nullptr);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    std::filesystem::remove(RunLock::path_for(path));
+    auto second = RunLock::acquire(path, "run", RunLock::Wait::no, nullptr);
+    ASSERT_FALSE(second.ok()) << "two runs hold " << path;
+    EXPECT_NE(second.error().message.find(
+                  path + " is in use by another diffeval process, which reached the file "
+                         "through another name"),
+              std::string::npos)
+        << second.error().message;
+    // Let go, the file is free again.
+    first = RunLock::acquire(fresh_db("lock-db-file-other").string(), "run", RunLock::Wait::no,
+                             nullptr);
+    EXPECT_TRUE(RunLock::acquire(path, "run", RunLock::Wait::no, nullptr).ok());
+}
+
+// A database the command created after taking the lock is locked once it
+// exists (hold_database_file), so the removed lock file of a fresh run's
+// database lets nobody in either.
+TEST(RunLock, ADatabaseCreatedUnderTheLockIsHeldOnceItExists) {
+    const auto path = fresh_db("lock-created").string();
+    auto first = RunLock::acquire(path, "run", RunLock::Wait::no, nullptr);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    std::ofstream(path) << "";
+    ASSERT_TRUE(first->hold_database_file(path).ok());
+    std::filesystem::remove(RunLock::path_for(path));
+    EXPECT_FALSE(RunLock::acquire(path, "import", RunLock::Wait::no, nullptr).ok());
 }
 
 // A read command asks who writes the database: nobody without a lock file
