@@ -317,14 +317,32 @@ std::string change_words(double shown, const std::string& shown_text, const std:
 // `measured_text` and `why` say what is missing (no successful response, or
 // answers imported with no finish state), and a gate that cannot measure
 // must not pass (an absent count is not a count of 0).
-GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp,
-                           const std::string& threshold_text, std::string measured_text,
-                           std::string why) {
+// The limit it would have been held to, as a measured check gives it.
+struct CheckLimit {
+    std::string unit; // "%" or "responses"
+    double value = 0;
+    std::string text; // "<= 5% of questions"
+};
+
+CheckLimit limit_of(const IncreaseLimit& limit) {
+    return {limit.unit == LimitUnit::percent ? "%" : "responses", limit.value,
+            "<= " + limit.text()};
+}
+
+CheckLimit token_limit(double pct) {
+    return {"%", pct, fmt::format("<= {:+.2f}%", pct)};
+}
+
+GateCheck unmeasured_check(const std::string& kind, const Comparison& cmp, const CheckLimit& limit,
+                           std::string measured_text, std::string why) {
     GateCheck c;
     c.kind = kind;
     c.name = fmt::format("{} {} -> {}", kind, cmp.a.text(), cmp.b.text());
-    c.unit = kind == "tokens" ? "%" : "responses";
-    c.threshold_text = threshold_text;
+    // The limit as a measured check gives it: it was 0 in `responses`
+    // beside a threshold_text of "<= 5% of questions" (docs audit).
+    c.unit = limit.unit;
+    c.threshold = limit.value;
+    c.threshold_text = limit.text;
     c.measured_text = std::move(measured_text);
     c.status = CheckStatus::fail;
     c.why = std::move(why);
@@ -358,7 +376,7 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const int64_t measured_questions = ra.questions;
     if (measured_questions == 0) {
         return unmeasured_check(
-            kind, cmp, "<= " + limit.text(), "no question answered by both sides",
+            kind, cmp, limit_of(limit), "no question answered by both sides",
             fmt::format("no question of the {} both were asked has an answer{} on both sides, "
                         "so no rate can be compared; see each side's errors (diffeval summary)",
                         util::counted(cmp.questions, "question"), recorded));
@@ -443,9 +461,10 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
     GateCheck c;
     c.kind = "tokens";
     c.name = fmt::format("tokens {} -> {}", cmp.a.text(), cmp.b.text());
-    c.unit = "%";
-    c.threshold = limit_pct;
-    c.threshold_text = fmt::format("<= {:+.2f}%", limit_pct);
+    const auto limit = token_limit(limit_pct);
+    c.unit = limit.unit;
+    c.threshold = limit.value;
+    c.threshold_text = limit.text;
     const bool compared = cmp.token_questions > 0;
     c.detail = {{"baseline", cmp.a.text()},
                 {"candidate", cmp.b.text()},
@@ -521,9 +540,9 @@ GateCheck token_check(const Comparison& cmp, double limit_pct) {
 
 // A side with no successful response on the paired questions.
 GateCheck unanswered_check(const std::string& kind, const Comparison& cmp, const Selector& empty,
-                           const std::string& threshold_text) {
+                           const CheckLimit& limit) {
     return unmeasured_check(
-        kind, cmp, threshold_text, fmt::format("{} has no successful response", empty.text()),
+        kind, cmp, limit, fmt::format("{} has no successful response", empty.text()),
         fmt::format("{} answered none of the {} both sides were asked, so its behaviour "
                     "cannot be measured; see its errors (diffeval summary)",
                     empty.text(), util::counted(cmp.questions, "question")));
@@ -534,7 +553,7 @@ GateCheck unanswered_check(const std::string& kind, const Comparison& cmp, const
 GateCheck unrecorded_check(const Comparison& cmp, const Selector& side,
                            const IncreaseLimit& limit) {
     auto c = unmeasured_check(
-        "never_finished", cmp, "<= " + limit.text(),
+        "never_finished", cmp, limit_of(limit),
         fmt::format("{} recorded no finish state", side.text()),
         fmt::format("{}'s answers were imported without how they ended (lm-eval samples keep "
                     "no finish_reason), so whether they finished cannot be measured; leave "
@@ -572,16 +591,15 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         if (empty) {
             if (spec.max_never_finished_increase) {
                 out.push_back(unanswered_check("never_finished", cmp, *empty,
-                                               "<= " + spec.max_never_finished_increase->text()));
+                                               limit_of(*spec.max_never_finished_increase)));
             }
             if (spec.max_reasoning_start_increase) {
                 out.push_back(unanswered_check("reasoning_start", cmp, *empty,
-                                               "<= " + spec.max_reasoning_start_increase->text()));
+                                               limit_of(*spec.max_reasoning_start_increase)));
             }
             if (spec.max_token_increase_pct) {
-                out.push_back(
-                    unanswered_check("tokens", cmp, *empty,
-                                     fmt::format("<= {:+.2f}%", *spec.max_token_increase_pct)));
+                out.push_back(unanswered_check("tokens", cmp, *empty,
+                                               token_limit(*spec.max_token_increase_pct)));
             }
             continue;
         }

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using nlohmann::json;
@@ -730,6 +731,24 @@ TEST(GateUnmeasured, ACandidateWithNoAnswerFailsItsBehaviourChecks) {
         << o.out;
     EXPECT_EQ(o.out.find("fell by 100"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("PASS"), std::string::npos) << o.out;
+    // The JSON gives the limit the check was held to, in its unit: it was
+    // 0 `responses` beside "<= 5% of questions" (docs audit).
+    const auto json_path = db + ".gate.json";
+    ASSERT_EQ(e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "fail",
+                        "--max-never-finished-increase", "5%", "--max-reasoning-start-increase",
+                        "3", "--max-token-increase", "10", "--json", json_path})
+                  .exit_code,
+              1);
+    const auto j = nlohmann::json::parse(e2e::slurp(json_path));
+    std::map<std::string, std::pair<double, std::string>> limits;
+    for (const auto& c : j["checks"]) {
+        EXPECT_TRUE(c["measured"].is_null()) << c;
+        limits[c["kind"].get<std::string>()] = {c["threshold"].get<double>(),
+                                                c["unit"].get<std::string>()};
+    }
+    EXPECT_EQ(limits["never_finished"], std::make_pair(5.0, std::string("%"))) << j;
+    EXPECT_EQ(limits["reasoning_start"], std::make_pair(3.0, std::string("responses"))) << j;
+    EXPECT_EQ(limits["tokens"], std::make_pair(10.0, std::string("%"))) << j;
 }
 
 // A server that never answered gives no evidence: its failures count as
