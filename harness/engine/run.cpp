@@ -310,12 +310,44 @@ util::Result<void> check_body_models(const RunContext& ctx, const std::vector<Se
             if (f.model == framing::ModelField::always) {
                 return make_error(ErrorKind::usage,
                                   fmt::format("framing '{}' needs a model name for server '{}': "
-                                              "pass --model (preflight is off)",
-                                              f.name, spec.name));
+                                              "pass --model (preflight is off, and {} stores "
+                                              "no model for '{}')",
+                                              f.name, spec.name, ctx.config.db, spec.name));
             }
         }
     }
     return {};
+}
+
+// Without preflight, the model the database stores for each server's name
+// (the one an earlier run's preflight read, or its --model) stands for the
+// one preflight would read: later runs are checked against it as the same
+// server. A rerun of a finished run whose server is gone was told to pass
+// --no-preflight, then --model for the chat framing, which then named the
+// model in the raw framing's bodies too, and was refused (reliability audit).
+void take_stored_models(const RunContext& ctx, std::vector<ServerInfo>& infos) {
+    std::error_code ec;
+    if (ctx.config.preflight || !std::filesystem::is_regular_file(ctx.config.db, ec)) {
+        return;
+    }
+    auto st = store::Store::open(ctx.config.db, store::Store::Mode::read_only);
+    if (!st) {
+        return; // what is wrong with the file is said once the run opens it
+    }
+    std::vector<std::string> names;
+    for (const auto& spec : ctx.config.servers) {
+        names.push_back(spec.name);
+    }
+    auto records = store::server_records(**st, names);
+    if (!records) {
+        return;
+    }
+    for (size_t si = 0; si < names.size(); ++si) {
+        const auto& r = (*records)[si];
+        if (!infos[si].served_model && r.found && !r.model.empty()) {
+            infos[si].served_model = r.model;
+        }
+    }
 }
 
 // Pass 3: read the attached logs into `attached_logs` and preflight the
@@ -1112,9 +1144,11 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     } else if (*r == Next::stop) {
         return interrupted_early(began);
     }
-    // A framing that always names the model needs one from --model or
-    // preflight: found out here, before the database is touched, not at
-    // planning with a failed run row and the questions stored.
+    // A framing that always names the model needs one from --model,
+    // preflight or the database: found out here, before the database is
+    // written, not at planning with a failed run row and the questions
+    // stored.
+    take_stored_models(ctx, infos);
     if (auto r = check_body_models(ctx, infos); !r) {
         return r.error();
     }

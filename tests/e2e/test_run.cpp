@@ -234,6 +234,45 @@ TEST(Run, ARunWithoutPreflightKeepsWhatTheDatabaseKnowsOfItsServer) {
     EXPECT_EQ(query(db, known), before);
 }
 
+// A finished run whose server is gone runs again with --no-preflight, as the
+// unreachable server's message advises: the chat framing's bodies name the
+// model the database stores for the server. It asked for --model, which then
+// named the model in the raw framing's bodies too, and was refused: no way
+// through but a run per framing (reliability audit).
+TEST(Run, AFinishedRunRunsAgainWithoutItsServerUnderNoPreflight) {
+    auto dir = e2e::scratch("rerun-no-server");
+    const auto db = (dir / "r.sqlite").string();
+    std::string url;
+    const auto run = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args = {"run", "--server", "s=" + url, "--limit",
+                                         "3",   "--db",     db,         "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        return e2e::run(args);
+    };
+    {
+        e2e::Sim sim;
+        url = sim.url();
+        ASSERT_EQ(run({}).exit_code, 0);
+    }
+    auto gone = run({});
+    EXPECT_EQ(gone.exit_code, 2) << gone.err;
+    EXPECT_NE(gone.err.find("pass --no-preflight"), std::string::npos) << gone.err;
+    auto again = run({"--no-preflight"});
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_NE(again.err.find("6 already stored (skipped), 0 sent"), std::string::npos) << again.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "6");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete,complete");
+    // A database that stores no model for the name still asks for one.
+    auto fresh = e2e::run(
+        {"run", "--server", "t=" + url, "--limit", "3", "--db", db, "--no-preflight", "--quiet"});
+    EXPECT_EQ(fresh.exit_code, 2) << fresh.err;
+    EXPECT_NE(fresh.err.find("framing 'chat' needs a model name for server 't': pass --model "
+                             "(preflight is off, and " +
+                             db + " stores no model for 't')"),
+              std::string::npos)
+        << fresh.err;
+}
+
 // A server URL no connection can be made to is a usage error naming what is
 // wrong (it said "unreachable ... start the server"), with the password it
 // carries masked however short, and nothing stored.
