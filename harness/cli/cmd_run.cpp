@@ -453,7 +453,8 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                     "unparsable answers (default 3)");
     cmd->add_option("--retry-backoff-ms", flags->retry_backoff_ms,
                     "First retry delay (default 500)");
-    cmd->add_flag("--no-preflight", flags->no_preflight, "Skip the GET /v1/models check");
+    cmd->add_flag("--no-preflight", flags->no_preflight,
+                  "Skip GET /v1/models, /version, /props and the context check");
     cmd->add_flag("--stream", flags->stream,
                   "Stream responses (SSE) and record time to first token");
     cmd->add_option("--server-log", flags->server_logs,
