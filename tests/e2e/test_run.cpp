@@ -273,6 +273,29 @@ TEST(Run, AFinishedRunRunsAgainWithoutItsServerUnderNoPreflight) {
         << fresh.err;
 }
 
+// A server that publishes its context but cannot count a prompt's tokens (no
+// /tokenize: the simulator) gets a line saying the prompts' length is not
+// checked; the check was skipped in silence, and every over-long request
+// came back HTTP 400 (docs audit). One whose context holds any prompt of
+// the run's size in bytes is not asked at all.
+TEST(Run, AContextCheckThatCannotCountTokensSaysSo) {
+    auto dir = e2e::scratch("context-uncounted");
+    e2e::Sim small({"--profile", profile_file(dir, "small", "[server]\nmax_model_len = 300\n")});
+    const auto db = (dir / "r.sqlite").string();
+    auto o = e2e::run({"run", "--server", "s=" + small.url(), "--framing", "raw", "--limit", "2",
+                       "--db", db, "--quiet"});
+    EXPECT_NE(o.err.find("server 's': note: the raw prompts' length is not checked against its "
+                         "context of 300 tokens (max_model_len in /v1/models) before sending: "
+                         "POST /tokenize answered HTTP 404"),
+              std::string::npos)
+        << o.err;
+    e2e::Sim roomy;
+    auto quiet = e2e::run({"run", "--server", "r=" + roomy.url(), "--framing", "raw", "--limit",
+                           "2", "--db", db, "--quiet"});
+    EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+    EXPECT_EQ(quiet.err.find("not checked"), std::string::npos) << quiet.err;
+}
+
 // A server URL no connection can be made to is a usage error naming what is
 // wrong (it said "unreachable ... start the server"), with the password it
 // carries masked however short, and nothing stored.
