@@ -739,20 +739,28 @@ void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase,
                         const RunState& st, const RunSummary& before, int64_t total) {
     const auto& s = st.summary;
     const int64_t dropped = s.dropped_in_flight - before.dropped_in_flight;
-    const int64_t sent = s.succeeded + s.failed - before.succeeded - before.failed + dropped;
+    const int64_t unreached = s.unreached - before.unreached;
+    // A request whose every attempt was refused at connect was never sent:
+    // "3 sent" to a port nothing listens on (reliability audit).
+    const int64_t sent =
+        s.succeeded + s.failed - before.succeeded - before.failed + dropped - unreached;
     const bool whole = std::all_of(phase.begin(), phase.end(),
                                    [&](size_t si) { return st.servers[si].planner->read_all(); });
     const int64_t read = s.planned - before.planned;
     // A stopped run's requests in flight were sent too: "11 sent" when the
     // server had 15 read as if the other 4 never left.
     ctx.log << fmt::format(
-        "diffeval run: {} {} planned, {} already stored (skipped), {} sent{}{}\n",
+        "diffeval run: {} {} planned, {} already stored (skipped), {} sent{}{}{}\n",
         whole ? fmt::format("{}", read) : fmt::format("{} of {}", read, total),
         util::noun(whole ? read : total, "request"), s.skipped - before.skipped, sent,
         dropped > 0 ? fmt::format(" ({} of them unanswered when the run stopped: sent again by "
                                   "the next run)",
                                   dropped)
                     : std::string(),
+        unreached > 0 ? fmt::format(", {} never sent (every attempt refused at connect; stored "
+                                    "as failed)",
+                                    unreached)
+                      : std::string(),
         phase_names(ctx, phase, n_phases));
 }
 

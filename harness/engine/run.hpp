@@ -44,6 +44,9 @@ struct RunSummary {
     // store failed) or their launched server died: dropped, and sent again
     // by the next run.
     int64_t dropped_in_flight = 0;
+    // Of `failed`, those whose every attempt was refused at connect: never
+    // sent to a server, though stored as failures.
+    int64_t unreached = 0;
     bool interrupted = false;
     std::vector<std::string> crashed; // launched servers that died mid-run
     double seconds = 0;

@@ -452,6 +452,7 @@ struct Sender::Loop {
             ++summary.succeeded;
         } else {
             ++summary.failed;
+            summary.unreached += w.reached ? 0 : 1;
             ++summary.failures[util::one_line(
                 fmt::format("{}: {}", row.error_kind.empty() ? "error" : row.error_kind, row.error),
                 160)];

@@ -855,6 +855,22 @@ TEST(RunBadInput, AChatFramingWithoutAModelStoresNothing) {
     EXPECT_FALSE(std::filesystem::exists(db));
 }
 
+// Requests to a port nothing listens on were never sent: "3 sent" said
+// they were (reliability audit). They are stored as failures, and counted so.
+TEST(RunBadInput, RequestsRefusedAtConnectAreNotCountedSent) {
+    auto dir = e2e::scratch("refused-unsent");
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "e=http://127.0.0.1:9", "--no-preflight", "--framing",
+                       "raw", "--limit", "3", "--retries", "1", "--retry-backoff-ms", "1", "--db",
+                       db.string()});
+    EXPECT_EQ(o.exit_code, 1) << o.err;
+    EXPECT_NE(o.err.find("3 requests planned, 0 already stored (skipped), 0 sent, 3 never sent "
+                         "(every attempt refused at connect; stored as failed)"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM v_responses WHERE ok = 0"), "3");
+}
+
 TEST(RunBadInput, UnknownFramingListsKnownOnes) {
     auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--framing", "chta"});
     EXPECT_EQ(o.exit_code, 2);
