@@ -402,20 +402,40 @@ int run_command(const RunFlags& f) {
     options.stop_requested = &g_stop;
     options.kill_requested = &g_kill;
     auto result = engine::run(*config, options, std::cerr);
-    std::signal(SIGINT, old_int);
-    std::signal(SIGTERM, old_term);
+    const auto restore = [&] {
+        std::signal(SIGINT, old_int);
+        std::signal(SIGTERM, old_term);
+    };
     if (!result) {
+        restore();
         return report(result.error());
+    }
+    // Stopped before the run was recorded (waiting for the lock, in
+    // preflight): nothing is stored, and nothing is to be scored; the
+    // scoring stage created an empty database, and the run said to "send
+    // the rest" of a plan it never made (reliability audit).
+    if (result->interrupted && result->run_id == 0) {
+        restore();
+        std::cout << fmt::format("interrupted after {:.1f}s, before anything was stored in {}; "
+                                 "run the same command again\n",
+                                 result->seconds, config->db);
+        return k_exit_interrupted;
     }
     // 3. Classify and score what was stored, so the database's views are
     // complete when the run returns (also after an interruption); a user
     // scorer new to the database, or changed, scores everything stored.
+    // The stage is one transaction: a signal now lets it end (the default
+    // action killed the process without a word, exit 143 for SIGTERM, with
+    // a --scorer-file left unstored).
     auto scored = score_stored(config->db, *added);
+    restore();
     if (!scored) {
         return report(scored.error());
     }
     std::cout << stored_scorer_lines(*scored, config->db);
-    // 4. Say what was stored and what to do next.
+    // 4. Say what was stored and what to do next. A signal once the run
+    // had sent all it planned (stopping a launched server, scoring) only
+    // hurried it: every request was answered (cli.md).
     return report_outcome(*result, config->db);
 }
 

@@ -1489,9 +1489,18 @@ TEST(Hostile, CtrlCDuringPreflightStopsAtOnce) {
     EXPECT_EQ(server.total_arrivals(), 0);
     // The closing line's time is the wait it cut short, not "0.0s".
     const std::string out = run.out();
-    const auto at = out.find(") in ");
+    const std::string said = "interrupted after ";
+    const auto at = out.find(said);
     ASSERT_NE(at, std::string::npos) << out;
-    EXPECT_GE(std::stod(out.substr(at + 5)), 0.3) << out;
+    EXPECT_GE(std::stod(out.substr(at + said.size())), 0.3) << out;
+    // Nothing was planned: no "send the rest", and no database. The scoring
+    // stage created an empty one, which every read command then refused.
+    EXPECT_NE(out.find("before anything was stored in " + (dir / "r.sqlite").string() +
+                       "; run the same command again"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("send the rest"), std::string::npos) << out;
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
 }
 
 // 12. Retry-After values that are no delay fall back to the backoff; huge
