@@ -1,6 +1,7 @@
 // Loading scored results; see results.hpp.
 #include <harness/analysis/results.hpp>
 
+#include <harness/store/readers.hpp>
 #include <harness/store/results.hpp>
 
 #include <harness/util/hash.hpp>
@@ -286,6 +287,20 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
     out.framings = std::move(names->framings);
     out.datasets = std::move(names->datasets);
     if (out.servers.empty()) {
+        // A CI matrix's shard that held none of the questions ran, and
+        // stored nothing: "run 'diffeval run' first" told its user to do
+        // what they had just done (docs audit).
+        auto shards = store::empty_shard_runs(st);
+        if (shards && !shards->empty()) {
+            return make_error(
+                ErrorKind::data,
+                fmt::format("{} holds no responses: {} of {} {}, which held none of {} "
+                            "questions; read the database the shards are merged into "
+                            "(diffeval merge)",
+                            st.path(), shards->size() == 1 ? "its run was" : "its runs were",
+                            shards->size() == 1 ? "shard" : "shards", fmt::join(*shards, ", "),
+                            shards->size() == 1 ? "the run's" : "their"));
+        }
         return make_error(
             ErrorKind::data,
             fmt::format("{} holds no responses; run 'diffeval run' first", st.path()));

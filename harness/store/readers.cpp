@@ -318,6 +318,21 @@ util::Result<bool> other_run_stopped_early(Store& st, int64_t run_id) {
     return found;
 }
 
+util::Result<std::vector<std::string>> empty_shard_runs(Store& st) {
+    Statement s(st.handle(),
+                "SELECT DISTINCT json_extract(config_json, '$.shard') FROM runs WHERE status = "
+                "'complete' AND json_valid(config_json) AND "
+                "json_type(config_json, '$.shard') = 'text' ORDER BY run_id");
+    std::vector<std::string> out;
+    while (s.step()) {
+        out.push_back(s.column_text(0));
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
+    }
+    return out;
+}
+
 util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
     // Each reading's question by its content hash, so analysis pairs two
     // servers' questions as it pairs their answers.

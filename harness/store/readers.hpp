@@ -87,6 +87,11 @@ util::Result<int64_t> runs_marked_running(Store& store);
 // leaves planned requests no run sent. A query of the runs table alone.
 util::Result<bool> other_run_stopped_early(Store& store, int64_t run_id);
 
+// The shards ("60/100") of the database's complete runs, for the words of a
+// database holding no responses (its runs were of shards that held none of
+// their questions); empty when there are none.
+util::Result<std::vector<std::string>> empty_shard_runs(Store& store);
+
 // The probe's readings (v_probes rows with a P(open)), by server, framing,
 // question and repeat; a data error when the store has no probe tables.
 struct ProbeReading {

@@ -273,6 +273,15 @@ TEST(Merge, ShardHoldingNoQuestionSaysSoAndIsRecorded) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM requests"), "0");
     EXPECT_EQ(query(db, "SELECT status || ' ' || json_extract(config_json, '$.shard') FROM runs"),
               "complete 5/8");
+    // Read on its own, it says why it holds nothing and what to read: it
+    // said "run 'diffeval run' first" to a user who just had (docs audit).
+    auto summary = e2e::run({"summary", "--db", db.string()});
+    EXPECT_EQ(summary.exit_code, 2) << summary.err;
+    EXPECT_NE(summary.err.find("holds no responses: its run was of shard 5/8, which held none of "
+                               "the run's questions; read the database the shards are merged "
+                               "into (diffeval merge)"),
+              std::string::npos)
+        << summary.err;
     // Nor is a server it would launch started: one that cannot start
     // fails only the shards that hold questions.
     const auto experiment = dir / "launch.toml";
