@@ -240,7 +240,7 @@ std::string tables(const ReportData& data) {
     if (auto cmp = comparison_table(data, Style::html); !cmp.empty()) {
         out += "<h2 id=\"compare\">Against the baseline</h2>\n" + forest_plot(data) +
                "<p class=\"note\">Points, candidate minus baseline, the question as the unit; "
-               "paired bootstrap interval over questions; sign-flip mid-p over questions, raw "
+               "paired BCa bootstrap interval over questions; sign-flip mid-p over questions, raw "
                "and Holm-adjusted; A is the baseline and B the candidate, A/B better = questions "
                "right more often on that side; noise SD = a side's accuracy spread on a re-run; "
                "MDD = the "

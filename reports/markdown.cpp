@@ -147,7 +147,7 @@ std::string render_markdown(const ReportData& data) {
         out += fmt::format(
             "## Against the baseline\n\nDifferences in points (candidate minus baseline) with "
             "the question as the unit: each side's repeats of a question are averaged. {:g}% "
-            "paired bootstrap interval over questions ({} resamples); mid-p of the sign-flip "
+            "paired BCa bootstrap interval over questions ({} resamples); mid-p of the sign-flip "
             "permutation test over questions, and Holm-adjusted over the {}; A is the baseline "
             "and B the candidate; A/B better = questions right more often on that side; noise SD "
             "= the standard deviation of a side's accuracy on a re-run, from the spread between "

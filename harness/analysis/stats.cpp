@@ -150,7 +150,12 @@ std::vector<double> binomial_cdf(std::uint32_t n, double p) {
     return w;
 }
 
-// Percentile bootstrap of the mean of `d`; `d` is non-empty and checked.
+// The standard normal distribution function.
+double normal_cdf(double x) {
+    return 0.5 * std::erfc(-x / std::sqrt(2.0));
+}
+
+// BCa bootstrap of the mean of `d`; `d` is non-empty and checked.
 BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptions& options) {
     const auto n = static_cast<std::uint32_t>(d.size());
     const auto nd = static_cast<double>(n);
@@ -186,13 +191,50 @@ BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptio
         }
         mean = sum / nd;
     }
+    const double diff = total / nd;
     const double tail = (1.0 - options.confidence) / 2.0;
+    // Bias-corrected and accelerated (BCa, Efron 1987): each end is the
+    // resamples' quantile at a level moved by how far their median is from
+    // the estimate (z0) and by the skew of the differences (the jackknife's
+    // acceleration, for a mean the differences' third moment). The plain
+    // percentile bound of a few dozen losses and no gains is a Wald bound on
+    // a count: it covered 91% where 95% was asked, and the gate passed a drop
+    // at its margin 8% of the time at alpha 0.05 (statistics audit).
+    double below = 0.0;
+    for (double m : means) {
+        below += m < diff - 1e-9 ? 1.0 : (m <= diff + 1e-9 ? 0.5 : 0.0);
+    }
+    const double resamples = static_cast<double>(means.size());
+    const double share = std::clamp(below / resamples, 0.5 / resamples, 1.0 - 0.5 / resamples);
+    const double z0 = normal_quantile(share);
+    double m2 = 0.0;
+    double m3 = 0.0;
+    for (double x : moving) {
+        m2 += (x - diff) * (x - diff);
+        m3 += (x - diff) * (x - diff) * (x - diff);
+    }
+    // The questions that did not move, each at 0.
+    const double still = nd - static_cast<double>(z);
+    m2 += still * diff * diff;
+    m3 -= still * diff * diff * diff;
+    const double accel = m2 > 0.0 ? m3 / (6.0 * std::pow(m2, 1.5)) : 0.0;
+    const auto level = [&](double q) {
+        if (z == 0) {
+            return q; // every resample is 0
+        }
+        const double zq = z0 + normal_quantile(q);
+        const double denom = 1.0 - accel * zq;
+        if (denom <= 0.0) {
+            return q < 0.5 ? 0.0 : 1.0;
+        }
+        return normal_cdf(z0 + zq / denom);
+    };
     return BootstrapInterval{
-        .diff = total / nd,
-        .lo = select_quantile(means, tail),
-        .hi = select_quantile(means, 1.0 - tail),
-        .lo_one_sided = select_quantile(means, 2.0 * tail),
-        .hi_one_sided = select_quantile(means, 1.0 - 2.0 * tail),
+        .diff = diff,
+        .lo = select_quantile(means, level(tail)),
+        .hi = select_quantile(means, level(1.0 - tail)),
+        .lo_one_sided = select_quantile(means, level(2.0 * tail)),
+        .hi_one_sided = select_quantile(means, level(1.0 - 2.0 * tail)),
         .resamples = options.resamples,
         .seed = options.seed,
     };

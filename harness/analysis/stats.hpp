@@ -82,7 +82,8 @@ struct BootstrapInterval {
     std::uint64_t seed = 0;
 };
 
-// Paired percentile bootstrap of mean(`b`) - mean(`a`) over questions.
+// Paired BCa bootstrap (bias-corrected and accelerated percentiles, Efron 1987)
+// of mean(`b`) - mean(`a`) over questions.
 // `a[i]` and `b[i]` are the two configurations' scores on question i (the
 // fraction of repeats answered correctly, in [0, 1]). Fails when the spans are
 // empty, differ in length, or hold a value outside [0, 1].
