@@ -96,8 +96,10 @@ struct SideNoise {
     NoiseGap gap = NoiseGap::one_repeat; // why not `measured`
     bool deterministic = false;          // measured, and every question's repeats agree
     double within_variance = 0;          // mean over questions of the repeats' sample variance
-    // Standard deviation of this side's accuracy over one re-run of the same
-    // questions: sqrt(within_variance / questions), as a proportion.
+    // Standard deviation of this side's accuracy (each question's mean over
+    // its k_i repeats, averaged) over one re-run of the same questions and
+    // repeats: sqrt(within_variance * sum(1 / k_i)) / questions, as a
+    // proportion.
     double rerun_sd = 0;
 };
 

@@ -187,7 +187,11 @@ TEST(AnalyseQuestions, NoiseIsTheWithinQuestionVariance) {
     EXPECT_TRUE(s->noise_a.measured);
     EXPECT_FALSE(s->noise_a.deterministic);
     EXPECT_NEAR(s->noise_a.within_variance, (1.0 / 3) / 4, 1e-15);
-    EXPECT_NEAR(s->noise_a.rerun_sd, std::sqrt((1.0 / 12) / 4), 1e-15);
+    // The accuracy is each question's mean over its 3 repeats: on a re-run
+    // its SD is sqrt(sigma_w^2 / (n k)) = sqrt((1/12) / 12) = 1/12, not a
+    // single repeat's sqrt((1/12) / 4), sqrt(3) times larger (statistics
+    // audit: re-runs of 10 repeats spread 3 times less than printed).
+    EXPECT_NEAR(s->noise_a.rerun_sd, 1.0 / 12, 1e-15);
     EXPECT_EQ(s->noise_a.repeats, 3u);
     EXPECT_TRUE(s->noise_b.measured);
     EXPECT_TRUE(s->noise_b.deterministic);
