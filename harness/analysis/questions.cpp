@@ -443,7 +443,13 @@ PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
     for (double x : p.d) {
         ss += (x - mean_d) * (x - mean_d);
     }
-    s.sd_diff = a.size() > 1 ? std::sqrt(ss / (n - 1.0)) : 0.0;
+    // Questions that all differ by the same amount (one answer in three
+    // each) have no spread, though the mean of a third's sums left 1.7e-16,
+    // behind which came an MDD, a "100% repeat noise" and a plan (a
+    // statistics audit).
+    const auto [lowest, highest] = std::minmax_element(p.d.begin(), p.d.end());
+    const bool same = *highest - *lowest <= 1e-12;
+    s.sd_diff = a.size() > 1 && !same ? std::sqrt(ss / (n - 1.0)) : 0.0;
     s.se = s.sd_diff / std::sqrt(n);
     return p;
 }

@@ -208,6 +208,20 @@ TEST(AnalyseQuestions, NoiseIsTheWithinQuestionVariance) {
     EXPECT_FALSE(single->noise_share.has_value());
 }
 
+// Every question losing one answer in three differs by the same amount: no
+// spread, so no MDD and no share of repeat noise. The mean of the thirds
+// left an sd of 1.7e-16, and with it an MDD of 12.1 points and "repeat
+// noise accounts for 100%" (statistics audit).
+TEST(AnalyseQuestions, QuestionsThatAllDifferByAThirdHaveNoSpread) {
+    CorrectnessMatrix a(48, std::vector<std::uint8_t>{1, 1, 1});
+    CorrectnessMatrix b(48, std::vector<std::uint8_t>{1, 1, 0});
+    auto s = analyse_questions(a, b);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(s->sd_diff, 0.0);
+    EXPECT_FALSE(s->mdd.has_value());
+    EXPECT_FALSE(s->noise_share.has_value());
+}
+
 TEST(AnalyseQuestions, IdenticalSidesHaveNoDetectableDifferenceSize) {
     CorrectnessMatrix m{{1, 1}, {0, 0}, {1, 1}};
     auto s = analyse_questions(m, m);
