@@ -220,8 +220,15 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     if (margin.outcome != MarginOutcome::no_evidence) {
         c.why += ". " + cmp.verdict.sentence;
     }
+    // Too small only where the check could not decide: a FAIL past the
+    // margin detected the drop (an 8.7-point drop's FAIL was noted "too
+    // small to detect a 1.0-point drop", its sd inflated by the drop
+    // itself), a PASS bounded it, and no run detects a 0-point drop (every
+    // --max-drop 0 was noted so): statistics audit.
+    const bool undecided = margin.outcome == MarginOutcome::inconclusive;
     const bool too_small =
-        (st.mdd && *st.mdd * 100 > max_drop + k_epsilon) || st.smallest_p.has_value();
+        undecided && ((st.mdd && max_drop > 0.0 && *st.mdd * 100 > max_drop + k_epsilon) ||
+                      st.smallest_p.has_value());
     // What the MDD was computed from, so a reader can redo it
     // (docs/statistics.md): the sd, or the printed interval where an exact
     // count bound made it wider than the sd alone gives.
@@ -243,6 +250,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({})",
                              margin_given, *st.mdd * 100, st.power * 100, basis);
+    } else if (*st.mdd > 1.0) {
+        c.note = fmt::format("this run detects no difference at {:.0f}% power: it would take "
+                             "{:.2f} points, more than there are ({})",
+                             st.power * 100, *st.mdd * 100, basis);
     } else {
         c.note = fmt::format("this run detects differences of {:.2f} points or more at {:.0f}% "
                              "power ({})",

@@ -41,15 +41,26 @@ int side_of(double points, double threshold_points) {
     return d > 100.0 * k_epsilon ? 1 : d < -100.0 * k_epsilon ? -1 : 0;
 }
 
+// "the run detects differences of 2.3 points or more at 80% power", or, past
+// 100 points, that it detects none (a 5-question run "detected differences
+// of 113.2 points or more": a statistics audit).
+std::string detects_text(const QuestionStats& s) {
+    if (*s.mdd > 1.0) {
+        return fmt::format("the run detects no difference at {:g}% power (it would take {} "
+                           "points, more than there are)",
+                           100.0 * s.power, points(*s.mdd));
+    }
+    return fmt::format("the run detects differences of {} points or more at {:g}% power",
+                       points(*s.mdd), 100.0 * s.power);
+}
+
 std::string mdd_clause(const QuestionStats& s) {
     if (!s.mdd) {
         return "; " + no_spread_text(s);
     }
-    return fmt::format("; {} of {} {}, and the run detects differences of {} points or more at "
-                       "{:g}% power",
-                       s.test.differing, util::counted(s.questions, "question"),
-                       s.test.differing == 1 ? "differs" : "differ", points(*s.mdd),
-                       100.0 * s.power);
+    return fmt::format("; {} of {} {}, and {}", s.test.differing,
+                       util::counted(s.questions, "question"),
+                       s.test.differing == 1 ? "differs" : "differ", detects_text(s));
 }
 
 // Whether the bounds on each side of the interval can be trusted to decide:
@@ -386,11 +397,7 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
             "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle {} "
             "({} points){}",
             x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-max_drop}),
-            below, diff,
-            s.mdd ? fmt::format("; this run detects differences of {} points or more at {:g}% "
-                                "power",
-                                points(*s.mdd), 100.0 * s.power)
-                  : std::string());
+            below, diff, s.mdd ? "; " + detects_text(s) : std::string());
     }
     return m;
 }

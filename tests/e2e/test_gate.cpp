@@ -379,6 +379,9 @@ TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
     EXPECT_NE(o.out.find("lower bound above 0.0 points"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("against the 0.0-point margin"), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("-0.0"), std::string::npos) << o.out;
+    // No run detects a 0-point drop: saying this one is too small to says
+    // nothing (statistics audit).
+    EXPECT_EQ(o.out.find("too small to detect a 0.0-point drop"), std::string::npos) << o.out;
     // Any other margin prints as given in every line: "above -0.12 points"
     // would pass a lower bound of -0.123, which is not above -0.12.
     auto m =
@@ -696,6 +699,14 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
     EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("this run detects differences of"), std::string::npos) << o.out;
+    // A FAIL past a 1-point margin detected the drop: it was noted "too
+    // small to detect a 1.0-point drop", the sd inflated by the drop itself
+    // (statistics audit).
+    auto one = e2e::run({"gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm",
+                         "--max-drop", "1", "--resamples", "2000"});
+    EXPECT_EQ(one.exit_code, 1) << one.out << one.err;
+    EXPECT_NE(one.out.find("worse than the 1.0-point margin"), std::string::npos) << one.out;
+    EXPECT_EQ(one.out.find("too small"), std::string::npos) << one.out;
 }
 
 namespace {
