@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <cmath>
 
 namespace diffeval::analysis {
@@ -177,10 +179,20 @@ std::string interval_text(double lo, double hi, double shown,
     std::string hi_text = bound_text(hi, thresholds);
     const std::string shown_text = signed_points(shown);
     const double at = util::printed_value(shown_text);
-    if (util::printed_value(lo_text) > at) {
+    // A bound that would print inside the shown difference prints as it,
+    // unless that puts it on the other side of a threshold it is judged
+    // against: "-0.1" for a lower bound of -0.07 beside a PASS on "-0.07 is
+    // above -0.08", or "0.0" for an upper bound of -0.02 beside "worse"
+    // (statistics audit). The bound's side is what the check decided.
+    const auto keeps_sides = [&](double exact) {
+        return std::all_of(thresholds.begin(), thresholds.end(), [&](double t) {
+            return side_of(at, 100.0 * t) == side_of(100.0 * exact, 100.0 * t);
+        });
+    };
+    if (util::printed_value(lo_text) > at && keeps_sides(lo)) {
         lo_text = shown_text;
     }
-    if (util::printed_value(hi_text) < at) {
+    if (util::printed_value(hi_text) < at && keeps_sides(hi)) {
         hi_text = shown_text;
     }
     return fmt::format("[{}, {}]", lo_text, hi_text);

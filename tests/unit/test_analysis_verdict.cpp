@@ -207,6 +207,15 @@ TEST(DecideVerdict, PrintedIntervalHoldsThePrintedDifference) {
     EXPECT_EQ(interval_text(-0.02, 0.01, -0.001, {0.0}), "[-2.0, +1.0]");
 }
 
+// The shown difference never carries a bound across the threshold it is
+// judged against: a lower bound of -0.068 points printed "-0.1" beside a
+// PASS on "-0.07 is above -0.08", and an upper bound of -0.015 printed "0.0"
+// beside "worse" (statistics audit).
+TEST(DecideVerdict, APrintedBoundStaysOnItsSideOfTheThreshold) {
+    EXPECT_EQ(interval_text(-0.00068, 0.003, -0.001, {-0.0008}), "[-0.07, +0.3]");
+    EXPECT_EQ(interval_text(-0.00099, -0.00016, 0.0, {0.0}), "[-0.1, -0.02]");
+}
+
 TEST(NonInferiority, BoundsBesideTheMarginKeepTheirSide) {
     // -0.97 points is above a 1-point margin; one decimal would print "-1.0 is above -1.0".
     const auto pass = non_inferiority(stats(-0.002, -0.012, 0.008, -0.0097, 0.006, 0.5), 0.01);
