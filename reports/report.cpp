@@ -566,8 +566,12 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
     std::string out;
     for (size_t k = 0; k < cells.size() && k < max_cells; ++k) {
         auto [w, i, j] = cells[k];
-        out += fmt::format("{}{} -> {} (-{}/+{})", k ? "; " : "", scorers::outcome_name(i),
-                           scorers::outcome_name(j), c.lost[i][j], c.gained[i][j]);
+        // Counted in response pairs (each of A's repeats of a question beside
+        // each of B's), as diff's transition table says: "(-158/+0)" beside
+        // "A better 23" read as 158 questions (statistics audit).
+        out += fmt::format("{}{} -> {} (-{}/+{} response pairs)", k ? "; " : "",
+                           scorers::outcome_name(i), scorers::outcome_name(j), c.lost[i][j],
+                           c.gained[i][j]);
     }
     return out.empty() ? "none" : out;
 }

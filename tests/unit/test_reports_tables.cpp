@@ -282,11 +282,12 @@ TEST(CarryingTransitions, ARegressionIsCarriedByItsLargestNetLoss) {
     c.lost[length][length] = 137;
     c.gained[length][length] = 169;
     c.lost[finished][length] = 40;
-    EXPECT_EQ(reports::carrying_transitions(c, 1, -1), "finished -> length_truncated (-40/+0)");
+    EXPECT_EQ(reports::carrying_transitions(c, 1, -1),
+              "finished -> length_truncated (-40/+0 response pairs)");
     EXPECT_EQ(reports::carrying_transitions(c, 1, +1),
-              "length_truncated -> length_truncated (-137/+169)");
+              "length_truncated -> length_truncated (-137/+169 response pairs)");
     EXPECT_EQ(reports::carrying_transitions(c, 1),
-              "length_truncated -> length_truncated (-137/+169)");
+              "length_truncated -> length_truncated (-137/+169 response pairs)");
     EXPECT_EQ(reports::carrying_transitions(analysis::Comparison{}, 2), "none");
 }
 
