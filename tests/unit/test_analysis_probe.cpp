@@ -91,6 +91,13 @@ TEST(ProbeDirection, SmallSetsAreTestedExactly) {
     EXPECT_NEAR(c->direction.p_value, 2.0 / 32.0, 1e-12); // all + or all -
     EXPECT_FALSE(c->direction.p_at_floor);                // enumerated: a measured tail
     EXPECT_NE(probe_line(*c).find("sign-flip p 0.062;"), std::string::npos) << probe_line(*c);
+    // Five questions bound nothing: the interval, tight and far from 0
+    // beside p 0.062, was printed without a word (statistics audit).
+    EXPECT_NE(probe_line(*c).find("over 5 questions (too few questions for the interval to bound "
+                                  "the shift, or for the sign-flip test to reach p < 0.05: that "
+                                  "takes 6)"),
+              std::string::npos)
+        << probe_line(*c);
 }
 
 TEST(ProbeDirection, QuestionsWhereNeitherSideListsTheMarkerAreLeftOut) {
