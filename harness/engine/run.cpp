@@ -912,14 +912,23 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
 // it. What the run stored is in the file it opened (the store copies its
 // log there when it closes); the file now under the name is not written,
 // not even by the scoring stage, which the error skips.
-util::Result<RunSummary> moved_away(const RunContext& ctx, store::Store& db, int64_t run_id) {
+// `lost`: responses received and never stored, said as a full disk says
+// them (a renamed database's run lost 2 to 7 without a word: reliability
+// audit).
+util::Result<RunSummary> moved_away(const RunContext& ctx, store::Store& db, int64_t run_id,
+                                    int64_t lost) {
     (void)db.mark_run_failed(run_id);
     return make_error(ErrorKind::io,
                       fmt::format("{} {}; the run stopped sending at once and wrote nothing into "
-                                  "the file now under that name. What it stored is in the file "
+                                  "the file now under that name{}. What it stored is in the file "
                                   "it opened: under its new name if that was renamed, else "
                                   "gone. Run the same command again to store into {}",
-                                  ctx.config.db, store::k_moved, ctx.config.db));
+                                  ctx.config.db, store::k_moved,
+                                  lost > 0 ? fmt::format(" ({} received {} not stored)",
+                                                         util::counted(lost, "response"),
+                                                         lost == 1 ? "was" : "were")
+                                           : std::string(),
+                                  ctx.config.db));
 }
 
 // Pass 6: flush and close the writer, close the run with its status, and
@@ -929,7 +938,7 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
     writer.close();
     summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (db.moved() || (writer.error() && store::is_moved(*writer.error()))) {
-        return moved_away(ctx, db, summary.run_id);
+        return moved_away(ctx, db, summary.run_id, pushed - writer.committed());
     }
     if (auto err = writer.error()) {
         const int64_t lost = pushed - writer.committed();
