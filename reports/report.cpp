@@ -603,7 +603,7 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     if (!gaps.empty()) {
         std::vector<std::string> count;
         if (unsent) {
-            count.emplace_back("requests never sent count as failed (wrong)");
+            count.emplace_back("requests without a response count as failed (wrong)");
         }
         if (unplanned || shards) {
             count.emplace_back(unsent ? "the others count nowhere" : "they count nowhere");

@@ -447,7 +447,11 @@ std::string unplanned_advice(bool by_failed_runs) {
 std::string gaps_text(const store::GroupCompleteness& g) {
     std::vector<std::string> parts;
     if (g.unsent > 0) {
-        parts.push_back(fmt::format("{} never sent", util::counted(g.unsent, "planned request")));
+        // "Never sent" was said of requests in flight when a run was killed,
+        // which a server may have read (reliability audit).
+        parts.push_back(fmt::format("{} without a response (never sent, or in flight when a run "
+                                    "stopped)",
+                                    util::counted(g.unsent, "planned request")));
     }
     if (g.unplanned > 0) {
         parts.push_back(fmt::format("{} never planned (the run stopped first)",

@@ -46,13 +46,13 @@ int side_of(double points, double threshold_points) {
 // "the run detects differences of 2.3 points or more at 80% power", or, past
 // 100 points, that it detects none (a 5-question run "detected differences
 // of 113.2 points or more": a statistics audit).
-std::string detects_text(const QuestionStats& s) {
+std::string detects_text(const QuestionStats& s, std::string_view run = "the run") {
     if (*s.mdd > 1.0) {
-        return fmt::format("the run detects no difference at {:g}% power (it would take {} "
-                           "points, more than there are)",
-                           100.0 * s.power, points(*s.mdd));
+        return fmt::format("{} detects no difference at {:g}% power (it would take {} points, "
+                           "more than there are)",
+                           run, 100.0 * s.power, points(*s.mdd));
     }
-    return fmt::format("the run detects differences of {} points or more at {:g}% power",
+    return fmt::format("{} detects differences of {} points or more at {:g}% power", run,
                        points(*s.mdd), 100.0 * s.power);
 }
 
@@ -409,7 +409,7 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
             "inconclusive against the {}-point margin: the one-sided {} bounds {} straddle {} "
             "({} points){}",
             x, one_sided, interval_text(iv.lo_one_sided, iv.hi_one_sided, shown, {-max_drop}),
-            below, diff, s.mdd ? "; " + detects_text(s) : std::string());
+            below, diff, s.mdd ? "; " + detects_text(s, "this run") : std::string());
     }
     return m;
 }

@@ -108,7 +108,8 @@ int summary_command(const AnalyseFlags& f) {
     for (const auto& g : *groups) {
         if (g.unsent > 0) {
             std::cout << fmt::format(
-                "{}{}: {} never sent (a run stopped first, or still runs) {} as err above: "
+                "{}{}: {} without a response (never sent, or in flight, when a run stopped, or "
+                "a run still runs) {} as err above: "
                 "run the command that asked for them again\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
                 util::counted(g.unsent, "planned request"), g.unsent == 1 ? "counts" : "count");

@@ -912,10 +912,11 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
     // leaves: a request with no response, and no request.
     e2e::unsend(db, "question_idx IN (0, 3)");
     e2e::exec(db, "DELETE FROM requests WHERE question_idx = 3");
-    const std::string lacks = "The database lacks part of what its runs asked: a/raw/256 has 1 "
-                              "planned request never sent, 1 request never planned (the run "
-                              "stopped first); requests never sent count as failed (wrong), the "
-                              "others count nowhere: run the command that asked for them again.";
+    const std::string lacks =
+        "The database lacks part of what its runs asked: a/raw/256 has 1 planned request without "
+        "a response (never sent, or in flight when a run stopped), 1 request never planned (the "
+        "run stopped first); requests without a response count as failed (wrong), the others "
+        "count nowhere: run the command that asked for them again.";
     {
         const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
         ASSERT_GE(held, 0);

@@ -720,8 +720,9 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     ASSERT_GT(unsent, 0);
     EXPECT_NE(
         summary.out.find("a/raw/32: " + std::to_string(unsent) +
-                         " planned requests never sent (a run stopped first, or still "
-                         "runs) count as err above: run the command that asked for them again"),
+                         " planned requests without a response (never sent, or in flight, "
+                         "when a run stopped, or a run still runs) count as err above: run the "
+                         "command that asked for them again"),
         std::string::npos)
         << summary.out;
     auto json = e2e::run({"summary", "--db", db.string(), "--format", "json"});
@@ -737,9 +738,10 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
     ASSERT_EQ(report.exit_code, 0) << report.err;
     const std::string lacks =
         "The database lacks part of what its runs asked: a/raw/32 has " + std::to_string(unsent) +
-        " planned requests never sent, " + std::to_string(unplanned) +
-        " requests never planned (the run stopped first); requests never sent count as failed "
-        "(wrong), the others count nowhere: run the command that asked for them again.";
+        " planned requests without a response (never sent, or in flight when a run stopped), " +
+        std::to_string(unplanned) +
+        " requests never planned (the run stopped first); requests without a response count as "
+        "failed (wrong), the others count nowhere: run the command that asked for them again.";
     EXPECT_NE(e2e::slurp(dir / "report" / "report.md").find(lacks), std::string::npos);
     const auto report_json = nlohmann::json::parse(e2e::slurp(dir / "report" / "summary.json"));
     EXPECT_EQ(report_json["headline_sentences"][0], lacks);
