@@ -781,10 +781,15 @@ util::Result<Shard> parse_shard(const std::string& value) {
     }
     // A CI matrix or job array numbered from 1 gives N/N for its last job.
     if (s.index >= s.count) {
+        // One shard is "the one shard is 0/1", not "the 1 shards are 0/1 to
+        // 0/1" (reliability audit).
+        const auto shards = s.count == 1 ? std::string("the one shard is 0/1")
+                                         : fmt::format("the {} shards are 0/{} to {}/{}", s.count,
+                                                       s.count, s.count - 1, s.count);
         return make_error(ErrorKind::usage,
-                          fmt::format("--shard '{}': shards count from 0, so the {} shards are "
-                                      "0/{} to {}/{}; expected I/N with 0 <= I < N",
-                                      value, s.count, s.count, s.count - 1, s.count));
+                          fmt::format("--shard '{}': shards count from 0, so {}; expected I/N "
+                                      "with 0 <= I < N",
+                                      value, shards));
     }
     return s;
 }

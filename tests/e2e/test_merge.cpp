@@ -308,6 +308,12 @@ TEST(Merge, ShardHoldingNoQuestionSaysSoAndIsRecorded) {
               std::string::npos)
         << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "s4.sqlite"));
+    o = e2e::run({"run", "--server", "a=" + sim.url(), "--shard", "1/1", "--db",
+                  (dir / "s1.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_NE(o.err.find("--shard '1/1': shards count from 0, so the one shard is 0/1"),
+              std::string::npos)
+        << o.err;
 }
 
 // A merged database that lacks a shard of its runs is incomplete: the gate's
