@@ -105,7 +105,9 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
         }
         rows.push_back({c.name, status_word(c), c.measured_text, c.threshold_text, why});
     }
-    out += reports::render_table(rows, reports::Style::markdown);
+    // Every column is words, whatever a cell looks like: a --require-complete
+    // check's measured "0" right-aligned its column (docs audit).
+    out += reports::render_table(rows, reports::Style::markdown, reports::Columns::text);
     out += fmt::format("\n### Where the responses went (mean per run; accuracy by {})\n\n",
                        reports::markdown_code(v.scorer));
     out += reports::breakdown_table(v.summary, v.scorer, reports::Style::markdown);

@@ -281,6 +281,11 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     EXPECT_EQ(md.rfind("# earlier step\n", 0), 0u) << md;
     EXPECT_NE(md.find("## diffeval gate: PASS: all 2 checks passed"), std::string::npos) << md;
     EXPECT_NE(md.find("| check | result | measured | threshold | why |"), std::string::npos) << md;
+    // Words all along, left-aligned whatever a cell looks like (docs audit).
+    EXPECT_NE(md.find("| check | result | measured | threshold | why |\n| --- | --- | --- | --- | "
+                      "--- |"),
+              std::string::npos)
+        << md;
     EXPECT_NE(md.find("| accuracy deepgemm/chat/128 | PASS |"), std::string::npos) << md;
     EXPECT_NE(md.find("Where the responses went"), std::string::npos) << md;
     EXPECT_NE(md.find("| group |"), std::string::npos) << md;
