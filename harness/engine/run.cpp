@@ -811,6 +811,67 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
     }
 }
 
+// The requests `phase` plans when every one of them is answered in the
+// database already, so that launching its servers would send nothing;
+// nullopt otherwise, or when that cannot be known before a launch. A rerun
+// of a finished experiment launched every server (a model load for vLLM)
+// to send nothing, and a server that could not start (its port taken)
+// failed a run with nothing to do (reliability audit). Only a phase whose
+// servers are all launched, each with the launch command its stored
+// responses came from, without the probe (whose places are counted
+// elsewhere); the bodies are rendered with the model the database stores
+// for the name, and checked against the stored ones as planning does.
+std::optional<int64_t> all_answered(const RunContext& ctx, const std::vector<size_t>& phase,
+                                    store::Store& db) {
+    const auto& config = ctx.config;
+    if (config.probe) {
+        return std::nullopt;
+    }
+    int64_t total = 0;
+    for (size_t si : phase) {
+        const auto& spec = config.servers[si];
+        if (spec.launch.empty()) {
+            return std::nullopt;
+        }
+        auto stored = db.answered_server(spec.name);
+        if (!stored || !*stored) {
+            return std::nullopt;
+        }
+        const auto hp = http::host_port(spec.url);
+        if (store::launch_difference(
+                (*stored)->launch,
+                store::launch_identity(spec.env, spec.launch, hp ? hp->port : ""))) {
+            return std::nullopt;
+        }
+        ServerInfo info;
+        if (!(*stored)->model.empty()) {
+            info.served_model = (*stored)->model;
+        }
+        auto planner = Planner::create(ctx, si, info);
+        if (!planner || !(*planner)->check_stored_groups(db)) {
+            return std::nullopt;
+        }
+        int64_t answered = 0;
+        for (const auto& f : ctx.inputs.framings) {
+            for (int max_tokens : config.max_tokens) {
+                auto n = db.answered_places(
+                    spec.name, ctx.inputs.dataset.name, f.name, max_tokens, config.repeats,
+                    static_cast<int64_t>(ctx.inputs.n_questions),
+                    config.shard ? config.shard->index : 0, config.shard ? config.shard->count : 0);
+                if (!n) {
+                    return std::nullopt;
+                }
+                answered += *n;
+            }
+        }
+        if (answered != (*planner)->total()) {
+            return std::nullopt;
+        }
+        total += answered;
+    }
+    return total;
+}
+
 // Pass 5, per phase: launch and check its servers, plan, send and store,
 // stop the launched servers. An error marks the run failed.
 util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& phase,
@@ -821,6 +882,21 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         (void)st.db.mark_run_failed(st.run_id);
         return e;
     };
+    if (const auto answered = all_answered(ctx, phase, st.db)) {
+        st.summary.planned += *answered;
+        st.summary.skipped += *answered;
+        std::vector<std::string> names;
+        for (size_t si : phase) {
+            names.push_back(fmt::format("'{}'", ctx.config.servers[si].name));
+        }
+        ctx.log << fmt::format("diffeval run: {} planned, {} already stored (skipped), 0 sent: "
+                               "with nothing to send, server{} {} {} not launched{}\n",
+                               util::counted(*answered, "request"), *answered,
+                               names.size() == 1 ? "" : "s", fmt::join(names, ", "),
+                               names.size() == 1 ? "was" : "were",
+                               phase_names(ctx, phase, n_phases));
+        return Next::go_on;
+    }
     if (auto r = launch_servers(ctx, phase, st.launched); !r) {
         return fail(r.error());
     }

@@ -2017,6 +2017,25 @@ util::Result<int64_t> Store::answered_requests(const std::vector<std::string>& s
     return n;
 }
 
+util::Result<int64_t> Store::answered_places(const std::string& server, const std::string& dataset,
+                                             const std::string& framing, int64_t max_tokens,
+                                             int64_t repeats, int64_t questions,
+                                             int64_t shard_index, int64_t shard_count) {
+    Statement st(m_db.handle(),
+                 "SELECT count(*) FROM requests q JOIN responses r ON r.response_id = "
+                 "q.response_id WHERE r.ok = 1 AND q.server = ?1 AND q.dataset = ?2 AND "
+                 "q.framing = ?3 AND q.max_tokens = ?4 AND q.repeat >= 0 AND q.repeat < ?5 AND "
+                 "q.question_idx >= 0 AND q.question_idx < ?6 AND (?8 = 0 OR q.question_idx % "
+                 "?8 = ?7)");
+    const bool found =
+        st.bind(server, dataset, framing, max_tokens, repeats, questions, shard_index, shard_count)
+            .step();
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read requests: {}", st.error()));
+    }
+    return found ? st.column_int(0) : 0;
+}
+
 util::Result<std::optional<std::pair<int64_t, std::string>>>
 Store::latest_run_recording(const std::string& dataset, const std::string& key) {
     Statement st(m_db.handle(),

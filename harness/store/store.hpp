@@ -253,6 +253,14 @@ public:
     util::Result<bool> asked(const std::string& dataset, int64_t question_idx);
     // How many requests of `servers` have a response (of any outcome).
     util::Result<int64_t> answered_requests(const std::vector<std::string>& servers);
+    // Of the places of `server`'s group `framing`/`max_tokens` on `dataset`
+    // (repeats below `repeats`, questions below `questions`, in shard
+    // `shard_index` of `shard_count` when that is above 0), those whose
+    // counted response succeeded: a plan of them all has nothing to send.
+    util::Result<int64_t> answered_places(const std::string& server, const std::string& dataset,
+                                          const std::string& framing, int64_t max_tokens,
+                                          int64_t repeats, int64_t questions, int64_t shard_index,
+                                          int64_t shard_count);
     // The latest run of `dataset` whose config_json records `key` (a text):
     // its id and that text; nullopt when none does.
     util::Result<std::optional<std::pair<int64_t, std::string>>>

@@ -517,16 +517,19 @@ TEST(Launch, ServerOfAKilledRunStopsAndTheNextRunCompletes) {
     EXPECT_FALSE(listening(port));
 }
 
-// A rerun with every request answered launches the server and sends it
-// nothing: the log stored with the responses is the launch that gave them,
-// not this one's (a reliability audit found it replaced).
-TEST(Launch, ARerunThatSendsNothingKeepsTheLogOfTheLaunchThatAnswered) {
+// A rerun with every request answered does not launch its server: a rerun
+// of a finished experiment launched every server (a model load for vLLM) to
+// send nothing, and replaced the log stored with the responses by that of a
+// launch which served none (reliability audit). Where the launch cannot be
+// skipped (the probe's places are not counted beforehand), a launch the run
+// sends nothing keeps the stored log.
+TEST(Launch, ARerunWithEveryRequestAnsweredLaunchesNothingAndKeepsTheLog) {
     auto dir = e2e::scratch("launch_rerun");
     const int port = e2e::free_port();
     // Each launch's log starts with its shell's pid: the same command, another log.
     auto config = launch_config(dir / "experiment.toml", port, "echo \"launch $$\";", 3);
     auto db = dir / "r.sqlite";
-    const std::vector<std::string> args = {"run", "--config", config.string(), "--db", db.string()};
+    std::vector<std::string> args = {"run", "--config", config.string(), "--db", db.string()};
     auto first = e2e::run(args);
     ASSERT_EQ(first.exit_code, 0) << first.err;
     const auto stored = query(db, "SELECT log_text FROM servers WHERE name = 's'");
@@ -534,14 +537,33 @@ TEST(Launch, ARerunThatSendsNothingKeepsTheLogOfTheLaunchThatAnswered) {
 
     auto again = e2e::run(args);
     ASSERT_EQ(again.exit_code, 0) << again.err;
-    EXPECT_NE(again.err.find("0 sent"), std::string::npos) << again.err;
-    EXPECT_NE(again.err.find("server 's' was sent nothing; the log stored with its responses is "
-                             "kept"),
+    EXPECT_NE(again.err.find("3 requests planned, 3 already stored (skipped), 0 sent: with "
+                             "nothing to send, server 's' was not launched"),
               std::string::npos)
         << again.err;
+    EXPECT_EQ(again.err.find("starting server"), std::string::npos) << again.err;
     EXPECT_EQ(query(db, "SELECT log_text FROM servers WHERE name = 's'"), stored);
-    // The file beside the database holds both launches.
-    const auto file = e2e::slurp(dir / "r-logs" / "s.log");
+    EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete,complete");
+    // One launch in the file beside the database.
+    auto file = e2e::slurp(dir / "r-logs" / "s.log");
+    EXPECT_EQ(file.find("launch "), file.rfind("launch ")) << file;
+
+    // With the probe, the server is launched, sent the probe's requests,
+    // then launched again with nothing to send: its log stays the one that
+    // answered.
+    args.push_back("--probe");
+    args.push_back("think-open");
+    ASSERT_EQ(e2e::run(args).exit_code, 0);
+    const auto probed = query(db, "SELECT log_text FROM servers WHERE name = 's'");
+    auto probed_again = e2e::run(args);
+    ASSERT_EQ(probed_again.exit_code, 0) << probed_again.err;
+    EXPECT_NE(probed_again.err.find("starting server 's'"), std::string::npos) << probed_again.err;
+    EXPECT_NE(probed_again.err.find("server 's' was sent nothing; the log stored with its "
+                                    "responses is kept"),
+              std::string::npos)
+        << probed_again.err;
+    EXPECT_EQ(query(db, "SELECT log_text FROM servers WHERE name = 's'"), probed);
+    file = e2e::slurp(dir / "r-logs" / "s.log");
     EXPECT_NE(file.find("launch "), file.rfind("launch ")) << file;
 }
 
