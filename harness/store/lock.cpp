@@ -311,12 +311,15 @@ void RunLock::release() {
     if (m_held && (!now || untouched) && still_named(m_fd, m_path)) {
         ::unlink(m_path.c_str());
     }
-    ::close(m_fd); // releases the flock
-    m_fd = -1;
+    // The database file's lock first: a command that takes the lock file
+    // the moment it is free then finds the file free too, not held by
+    // "another process through another name".
     if (m_db_fd >= 0) {
         ::close(m_db_fd);
         m_db_fd = -1;
     }
+    ::close(m_fd); // releases the flock
+    m_fd = -1;
     if (std::exchange(m_held, false)) {
         std::lock_guard held(g_held_mutex);
         g_held.erase(m_path);
