@@ -250,14 +250,8 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({})",
                              margin_given, *st.mdd * 100, st.power * 100, basis);
-    } else if (*st.mdd > 1.0) {
-        c.note = fmt::format("this run detects no difference at {:.0f}% power: it would take "
-                             "{:.2f} points, more than there are ({})",
-                             st.power * 100, *st.mdd * 100, basis);
     } else {
-        c.note = fmt::format("this run detects differences of {:.2f} points or more at {:.0f}% "
-                             "power ({})",
-                             *st.mdd * 100, st.power * 100, basis);
+        c.note = fmt::format("{} ({})", detects_text(st, "this run", 2), basis);
     }
     const char* outcome = margin.outcome == MarginOutcome::pass          ? "pass"
                           : margin.outcome == MarginOutcome::fail        ? "fail"

@@ -33,10 +33,6 @@ using util::make_error;
 
 namespace {
 
-double normal_cdf(double x) {
-    return 0.5 * std::erfc(-x / std::sqrt(2.0));
-}
-
 // Sample variance of a question's 0/1 repeats with `c` right of `k` (k >= 2).
 double repeat_variance(double c, double k) {
     return c * (k - c) / (k * (k - 1.0));

@@ -150,11 +150,6 @@ std::vector<double> binomial_cdf(std::uint32_t n, double p) {
     return w;
 }
 
-// The standard normal distribution function.
-double normal_cdf(double x) {
-    return 0.5 * std::erfc(-x / std::sqrt(2.0));
-}
-
 // BCa bootstrap of the mean of `d`; `d` is non-empty and checked.
 BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptions& options) {
     const auto n = static_cast<std::uint32_t>(d.size());
@@ -370,6 +365,10 @@ util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
         d[i] = b[i] - a[i];
     }
     return bootstrap_mean(d, options);
+}
+
+double normal_cdf(double x) {
+    return 0.5 * std::erfc(-x / std::sqrt(2.0));
 }
 
 double normal_quantile(double p) {

@@ -95,6 +95,9 @@ util::Result<BootstrapInterval> paired_bootstrap(std::span<const double> a,
 // relative error). Returns -inf at 0, +inf at 1 and NaN outside [0, 1].
 double normal_quantile(double p);
 
+// The standard normal CDF at `x`, by std::erfc.
+double normal_cdf(double x);
+
 // The `p`-th percentile (p in [0, 100]) of `values`, interpolated linearly like
 // numpy's default. NaN when `values` is empty, holds a NaN, or `p` is out of range.
 double percentile(std::vector<double> values, double p);

@@ -17,11 +17,6 @@ namespace {
 // Guards comparisons of bounds with a margin against rounding.
 constexpr double k_epsilon = 1e-12;
 
-std::string points(double proportion) {
-    auto s = fmt::format("{:.1f}", std::abs(100.0 * proportion));
-    return s;
-}
-
 std::string pvalue(double p) {
     return util::p_text(p);
 }
@@ -43,18 +38,20 @@ int side_of(double points, double threshold_points) {
     return d > 100.0 * k_epsilon ? 1 : d < -100.0 * k_epsilon ? -1 : 0;
 }
 
-// "the run detects differences of 2.3 points or more at 80% power", or, past
-// 100 points, that it detects none (a 5-question run "detected differences
-// of 113.2 points or more": a statistics audit).
-std::string detects_text(const QuestionStats& s, std::string_view run = "the run") {
+} // namespace
+
+std::string detects_text(const QuestionStats& s, std::string_view run, int decimals) {
+    const auto at = fmt::format("{:.{}f}", 100.0 * *s.mdd, decimals);
     if (*s.mdd > 1.0) {
-        return fmt::format("{} detects no difference at {:g}% power (it would take {} points, "
-                           "more than there are)",
-                           run, 100.0 * s.power, points(*s.mdd));
+        return fmt::format("{} detects no difference at {:g}% power: it would take {} points, "
+                           "more than there are",
+                           run, 100.0 * s.power, at);
     }
-    return fmt::format("{} detects differences of {} points or more at {:g}% power", run,
-                       points(*s.mdd), 100.0 * s.power);
+    return fmt::format("{} detects differences of {} points or more at {:g}% power", run, at,
+                       100.0 * s.power);
 }
+
+namespace {
 
 std::string mdd_clause(const QuestionStats& s) {
     if (!s.mdd) {
@@ -62,7 +59,7 @@ std::string mdd_clause(const QuestionStats& s) {
     }
     return fmt::format("; {} of {} {}, and {}", s.test.differing,
                        util::counted(s.questions, "question"),
-                       s.test.differing == 1 ? "differs" : "differ", detects_text(s));
+                       s.test.differing == 1 ? "differs" : "differ", detects_text(s, "the run"));
 }
 
 // Whether the bounds on each side of the interval can be trusted to decide:

@@ -94,6 +94,15 @@ std::string repeats_text(const SideNoise& a, const SideNoise& b);
 // (no spread in the per-question differences).
 std::string no_spread_text(const QuestionStats& s);
 
+// What `s`'s minimum detectable difference (set) says of `run` ("the run",
+// "this run"), its points with `decimals` decimals: "the run detects
+// differences of 2.3 points or more at 80% power", or past 100 points "the
+// run detects no difference at 80% power: it would take 113.2 points, more
+// than there are" (a 5-question run "detected differences of 113.2 points or
+// more": a statistics audit). The verdicts, the margin and the gate's note
+// say it so.
+std::string detects_text(const QuestionStats& s, std::string_view run, int decimals = 1);
+
 // Whether a side of `s` has no successful response on the compared
 // questions: the verdict is then "no evidence", and the margin check fails.
 bool has_no_evidence(const QuestionStats& s);

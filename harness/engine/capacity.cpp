@@ -40,25 +40,16 @@ http::Request json_request(const std::string& url, const std::vector<std::string
     return req;
 }
 
-// The JSON object a request answered with 200, or a discarded value.
-nlohmann::json fetch_json(const http::Request& req) {
-    auto r = http::fetch(req);
-    if (r.transport != http::Transport::ok || r.status != 200) {
-        return nlohmann::json(nlohmann::json::value_t::discarded);
-    }
-    auto j = util::parse_untrusted_json(r.body);
-    return j.is_object() ? j : nlohmann::json(nlohmann::json::value_t::discarded);
-}
-
-// The JSON object POST `path` answered with 200, or why there is none, in
-// words for a line ("POST /tokenize answered HTTP 404").
-util::Result<nlohmann::json> post_json(const std::string& base_url, const std::string& path,
-                                       const std::vector<std::string>& headers,
-                                       std::chrono::milliseconds timeout,
-                                       const nlohmann::json& body) {
-    auto r = http::fetch(json_request(base_url + path, headers, timeout, &body));
+// The JSON object GET `path` (POST with `body`) answered with 200, or why
+// there is none, in words for a line ("POST /tokenize answered HTTP 404").
+util::Result<nlohmann::json> fetch_object(const std::string& base_url, const std::string& path,
+                                          const std::vector<std::string>& headers,
+                                          std::chrono::milliseconds timeout,
+                                          const nlohmann::json* body = nullptr) {
+    auto r = http::fetch(json_request(base_url + path, headers, timeout, body));
     const auto why = [&](const std::string& what) {
-        return util::make_error(util::ErrorKind::io, fmt::format("POST {} {}", path, what));
+        return util::make_error(util::ErrorKind::io,
+                                fmt::format("{} {} {}", body ? "POST" : "GET", path, what));
     };
     if (r.transport != http::Transport::ok) {
         return why(fmt::format("failed: {}", util::one_line(r.transport_error, 160)));
@@ -92,7 +83,7 @@ util::Result<int64_t> count_tokens(const std::string& base_url,
             if (body.contains("chat_template_kwargs")) {
                 req["chat_template_kwargs"] = body["chat_template_kwargs"];
             }
-            auto t = post_json(base_url, "/apply-template", headers, timeout, req);
+            auto t = fetch_object(base_url, "/apply-template", headers, timeout, &req);
             if (!t) {
                 return t.error();
             }
@@ -104,7 +95,7 @@ util::Result<int64_t> count_tokens(const std::string& base_url,
             prompt = body["prompt"].get<std::string>();
         }
         nlohmann::json req = {{"content", prompt}, {"add_special", true}, {"parse_special", true}};
-        auto t = post_json(base_url, "/tokenize", headers, timeout, req);
+        auto t = fetch_object(base_url, "/tokenize", headers, timeout, &req);
         if (!t) {
             return t.error();
         }
@@ -122,7 +113,7 @@ util::Result<int64_t> count_tokens(const std::string& base_url,
     } else {
         req["prompt"] = body["prompt"];
     }
-    auto t = post_json(base_url, "/tokenize", headers, timeout, req);
+    auto t = fetch_object(base_url, "/tokenize", headers, timeout, &req);
     if (!t) {
         return t.error();
     }
@@ -157,10 +148,11 @@ ServerLimits read_limits(const std::string& base_url, const std::vector<std::str
         }
     }
     // llama.cpp's server describes itself at /props.
-    auto props = fetch_json(json_request(base_url + "/props", headers, timeout, nullptr));
-    if (props.is_discarded()) {
+    const auto fetched = fetch_object(base_url, "/props", headers, timeout);
+    if (!fetched) {
         return out;
     }
+    const nlohmann::json& props = *fetched;
     out.props = nlohmann::json::object();
     // Past the most connections a run opens, a count is not one to follow.
     if (auto slots = positive_int(props, "total_slots");

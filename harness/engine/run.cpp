@@ -984,6 +984,12 @@ void derive(const datasets::Dataset& dataset, analysis::ResponseScorer& scorer,
     }
 }
 
+// "5 responses received were not stored": what a failed store lost.
+std::string lost_words(int64_t lost) {
+    return fmt::format("{} received {} not stored", util::counted(lost, "response"),
+                       lost == 1 ? "was" : "were");
+}
+
 // The database file was deleted, renamed or replaced while the run wrote
 // it. What the run stored is in the file it opened (the store copies its
 // log there when it closes); the file now under the name is not written,
@@ -1000,10 +1006,7 @@ util::Result<RunSummary> moved_away(const RunContext& ctx, store::Store& db, int
                                   "it opened: under its new name if that was renamed, else "
                                   "gone. Run the same command again to store into {}",
                                   ctx.config.db, store::k_moved,
-                                  lost > 0 ? fmt::format(" ({} received {} not stored)",
-                                                         util::counted(lost, "response"),
-                                                         lost == 1 ? "was" : "were")
-                                           : std::string(),
+                                  lost > 0 ? fmt::format(" ({})", lost_words(lost)) : std::string(),
                                   ctx.config.db));
 }
 
@@ -1022,12 +1025,11 @@ util::Result<RunSummary> finish(const RunContext& ctx, store::Store& db, store::
         const bool full = store::is_disk_full(*err);
         return make_error(
             ErrorKind::io,
-            fmt::format("writing responses to {} failed: {}; stopped sending at once. {} "
-                        "not stored; the run is {}. {}, then rerun the same command to send "
-                        "what has no response",
+            fmt::format("writing responses to {} failed: {}; stopped sending at once. {}; "
+                        "the run is {}. {}, then rerun the same command to send what has no "
+                        "response",
                         ctx.config.db, full ? std::string(store::k_disk_full_words) : *err,
-                        fmt::format("{} received {}", util::counted(lost, "response"),
-                                    lost == 1 ? "was" : "were"),
+                        lost_words(lost),
                         marked ? "marked failed"
                                : "still marked running (the next run marks it killed)",
                         full ? "Free space" : "Free space or fix the file"));

@@ -64,8 +64,8 @@ TEST(DecideVerdict, AnMddPastAHundredPointsDetectsNothing) {
     auto s = stats(-0.01, -0.04, 0.02, -0.035, 0.015, 0.5);
     s.mdd = 1.132;
     const auto v = decide_verdict(s, "a", "b", 0.5, 1);
-    EXPECT_NE(v.sentence.find("and the run detects no difference at 80% power (it would take "
-                              "113.2 points, more than there are)"),
+    EXPECT_NE(v.sentence.find("and the run detects no difference at 80% power: it would take "
+                              "113.2 points, more than there are"),
               std::string::npos)
         << v.sentence;
     EXPECT_EQ(v.sentence.find("113.2 points or more"), std::string::npos) << v.sentence;
