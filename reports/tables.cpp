@@ -477,7 +477,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     const double shown = analysis::shown_diff(s);
     out += fmt::format(
         "{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
-        "(paired bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
+        "(paired BCa bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
         util::counted(c.questions, "question"), analysis::repeats_text(s.noise_a, s.noise_b),
         analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
         analysis::signed_points(shown), 100 * (1 - s.alpha),
