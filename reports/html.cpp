@@ -539,8 +539,11 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
     }
     before += "</div>\n<p class=\"note\">Baseline: " + util::xml_escape(data.baseline) +
               ". Accuracy by the " + util::xml_escape(data.layout.lead_scorer) +
-              " scorer unless a table says otherwise.</p>\n"
-              "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
+              " scorer unless a table says otherwise.</p>\n";
+    if (const auto simulated = analysis::simulated_sentence(data.servers); !simulated.empty()) {
+        before += "<p class=\"note\">" + util::xml_escape(simulated) + "</p>\n";
+    }
+    before += "<nav><a href=\"#charts\">charts</a> &middot; <a href=\"#verdicts\">"
               "verdicts</a> &middot; <a href=\"#compare\">against the baseline</a> "
               "&middot; <a href=\"#latency\">latency</a> &middot; <a href=\"#servers\">what "
               "ran</a> &middot; <a href=\"#explorer\">question explorer</a></nav>\n";

@@ -133,6 +133,9 @@ std::string render_markdown(const ReportData& data) {
     out += fmt::format("Baseline: {}. Charts, every question and every response side by side: "
                        "`report.html` next to this file.\n\n",
                        markdown_code(data.baseline));
+    if (const auto simulated = analysis::simulated_sentence(data.servers); !simulated.empty()) {
+        out += md_text(simulated) + "\n\n";
+    }
 
     // 2. The harness verdicts and where the responses went.
     out += "## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats.\n\n";

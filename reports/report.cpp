@@ -378,7 +378,8 @@ nlohmann::json report_json(const ReportData& data) {
              {"engine", s.fingerprint.engine.empty() ? nlohmann::json(nullptr)
                                                      : nlohmann::json(s.fingerprint.engine)},
              {"facts", std::move(fingerprint["facts"])},
-             {"conflicts", std::move(fingerprint["conflicts"])}});
+             {"conflicts", std::move(fingerprint["conflicts"])},
+             {"simulator", s.simulator ? nlohmann::json(*s.simulator) : nlohmann::json(nullptr)}});
     }
     // `diff` is the document `diff --format json` writes, with its probe keys
     // (a parser of that document failed on this one without them).

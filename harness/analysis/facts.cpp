@@ -46,6 +46,13 @@ void read_info(const std::string& text, ServerFacts& f) {
         return;
     }
     f.version = version_of(info);
+    // diffeval's simulator names itself in /version beside the vLLM version
+    // it imitates (docs/simulator.md).
+    if (auto v = info.find("version"); v != info.end() && v->is_object()) {
+        if (auto sim = v->find("diffeval_simulator"); sim != v->end() && sim->is_string()) {
+            f.simulator = sim->get<std::string>();
+        }
+    }
     auto models = info.find("models");
     if (models == info.end() || !models->is_array() || models->empty() ||
         !(*models)[0].is_object()) {
@@ -80,6 +87,9 @@ void bound(ServerFacts& f) {
     fingerprint::bound_words(f.version);
     fingerprint::bound_words(f.fingerprint.engine);
     fingerprint::bound_words(f.fingerprint);
+    if (f.simulator) {
+        fingerprint::bound_words(*f.simulator);
+    }
 }
 
 } // namespace
@@ -133,6 +143,16 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     add("max_model_len", [](const ServerFacts& s) {
         return s.max_model_len ? std::to_string(*s.max_model_len) : std::string();
     });
+    if (std::any_of(servers.begin(), servers.end(),
+                    [](const ServerFacts& s) { return s.simulator.has_value(); })) {
+        add("simulated", [](const ServerFacts& s) {
+            if (!s.simulator) {
+                return std::string();
+            }
+            return s.simulator->empty() ? std::string("diffeval sim")
+                                        : fmt::format("diffeval sim, profile {}", *s.simulator);
+        });
+    }
     std::set<std::string> names;
     for (const auto& s : servers) {
         for (const auto& [k, v] : s.fingerprint.facts) {
@@ -153,6 +173,36 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
         }
     }
     return rows;
+}
+
+std::string simulated_sentence(const std::vector<ServerFacts>& servers) {
+    std::vector<std::string> names;
+    for (const auto& s : servers) {
+        if (s.simulator) {
+            names.push_back(s.name);
+        }
+    }
+    if (names.empty()) {
+        return "";
+    }
+    if (names.size() == servers.size()) {
+        return names.size() == 1
+                   ? fmt::format("Server {} is diffeval's simulator, not an inference engine: no "
+                                 "model ran, and its answers, engine, version and model are what "
+                                 "its profile imitates.",
+                                 names.front())
+                   : fmt::format("Every server here ({}) is diffeval's simulator, not an "
+                                 "inference engine: no model ran, and their answers, engines, "
+                                 "versions and models are what their profiles imitate.",
+                                 fmt::join(names, ", "));
+    }
+    return fmt::format("{} {} diffeval's simulator, not {}: no model ran there, and {} answers, "
+                       "engine, version and model are what {} imitates; the other servers' are "
+                       "their own.",
+                       fmt::join(names, ", "), names.size() == 1 ? "is" : "are",
+                       names.size() == 1 ? "an inference engine" : "inference engines",
+                       names.size() == 1 ? "its" : "their",
+                       names.size() == 1 ? "its profile" : "their profiles");
 }
 
 } // namespace diffeval::analysis

@@ -24,6 +24,9 @@ struct ServerFacts {
     std::optional<int64_t> max_model_len; // models[0].max_model_len
     bool fingerprinted = false;           // facts_json was recorded
     fingerprint::Fingerprint fingerprint; // read from facts_json
+    // The profile's name when the server's /version said it is diffeval's
+    // simulator: no model ran there, whatever engine and version it imitates.
+    std::optional<std::string> simulator;
 };
 
 // The records of `names`, in that order; a name missing from the table gets
@@ -46,8 +49,13 @@ struct FactRow {
     bool differs = false; // two servers report different values; stated words never count
 };
 
-// Rows for engine, version, model, max_model_len, then every fingerprint
-// fact any server reports or only stated, in name order.
+// Rows for engine, version, model, max_model_len, "simulated" when any
+// server is diffeval's simulator, then every fingerprint fact any server
+// reports or only stated, in name order.
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
+
+// A sentence saying which servers are diffeval's simulator and that no
+// model ran on them; "" when none is.
+std::string simulated_sentence(const std::vector<ServerFacts>& servers);
 
 } // namespace diffeval::analysis

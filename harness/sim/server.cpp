@@ -386,8 +386,12 @@ void Session::route() {
         if (path == "/health") {
             return reply({200, "", ""});
         }
+        // /version names the simulator beside the version it imitates, so
+        // that a report on its answers says no engine produced them.
         return reply({200, path == "/version"
-                               ? ojson{{"version", config.profile.server.vllm_version}}.dump()
+                               ? ojson{{"version", config.profile.server.vllm_version},
+                                       {"diffeval_simulator", config.profile.name}}
+                                     .dump()
                                : models_body(config)});
     }
     if (path == "/stats" && get) {

@@ -140,6 +140,20 @@ TEST(Report, MarkdownOfAFixedDatabaseMatchesTheGoldenFile) {
               std::string::npos);
     EXPECT_NE(html.find(".conflict { color: var(--bad)"), std::string::npos);
     EXPECT_NE(md.find("## Latency and tokens"), std::string::npos);
+    // Both servers are the simulator, whose /version says so: the report
+    // says no model ran, at the top and in the facts (a demo report showed
+    // vLLM 0.28.0 and an FP8 model without a word of it).
+    const std::string simulated =
+        "Every server here (default, deepgemm) is diffeval's simulator, not an inference "
+        "engine: no model ran";
+    EXPECT_LT(md.find(simulated), md.find("## Harness verdicts")) << md;
+    EXPECT_NE(md.find("| simulated | diffeval sim, profile default | diffeval sim, profile "
+                      "deepgemm | yes |"),
+              std::string::npos)
+        << md;
+    EXPECT_LT(html.find("<p class=\"note\">Every server here (default, deepgemm) is diffeval&#39;s "
+                        "simulator"),
+              html.find("<nav>"));
     EXPECT_EQ(md.find(dir.string()), std::string::npos) << "report.md holds a scratch path";
     if (std::getenv("DIFFEVAL_UPDATE_GOLDEN")) {
         std::ofstream(golden_path(), std::ios::binary) << md;
@@ -165,6 +179,10 @@ TEST(Report, JsonEmbedsTheSummaryAndEveryComparisonAgainstTheBaseline) {
     EXPECT_EQ(j["summary"]["schema"], "diffeval.summary/2");
     EXPECT_EQ(j["summary"]["groups"].size(), 4u);
     EXPECT_EQ(j["diff"]["schema"], "diffeval.diff/2");
+    // Each server names the simulator's profile it ran.
+    ASSERT_EQ(j["servers"].size(), 2u) << j["servers"].dump();
+    EXPECT_EQ(j["servers"][0]["simulator"], "default") << j["servers"].dump();
+    EXPECT_EQ(j["servers"][1]["simulator"], "deepgemm") << j["servers"].dump();
     // The keys diff --format json always writes, empty without the probe.
     EXPECT_EQ(j["diff"]["probes"], json::array()) << j["diff"].dump();
     EXPECT_EQ(j["diff"]["probes_skipped"], json::array()) << j["diff"].dump();
@@ -708,7 +726,7 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
         return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
     };
     const auto e = headline("e");
-    EXPECT_NE(e.find("Without a successful response (failed or never sent), each counted as a "
+    EXPECT_NE(e.find("Without a successful response (failed, or no response stored), each counted as a "
                      "wrong answer: "),
               std::string::npos)
         << md.substr(0, 3000);

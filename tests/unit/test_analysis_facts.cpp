@@ -122,3 +122,44 @@ TEST(LoadServerFacts, TheEngineIsTheOwnerAServerNamesWhenNoLogNamesOne) {
     EXPECT_EQ(engine->values, (std::vector<std::string>{"llamacpp", "", "sglang"}));
     EXPECT_EQ((*facts)[0].version, "b11669-Debian");
 }
+
+// diffeval's simulator names itself in /version: its record gets a
+// "simulated" row and a sentence that no model ran there, beside the vLLM
+// version it imitates; a real server's record gets neither (a demo report
+// showed "vllm 0.28.0" and an FP8 model with no word that none had run).
+TEST(LoadServerFacts, TheSimulatorIsSaidToBeOne) {
+    const auto path = std::filesystem::temp_directory_path() / "diffeval_test_facts_sim.sqlite";
+    for (const char* side : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(path.string() + side);
+    }
+    auto st = store::Store::open(path.string(), store::Store::Mode::read_write);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    const auto info = [](const nlohmann::json& version) {
+        return nlohmann::json{{"models", {{{"id", "m"}, {"owned_by", "vllm"}}}},
+                              {"version", version}}
+            .dump();
+    };
+    ASSERT_TRUE(
+        (*st)
+            ->put_server({"sim", "http://127.0.0.1:1", "m",
+                          info({{"version", "0.28.0"}, {"diffeval_simulator", "deepgemm"}})})
+            .ok());
+    ASSERT_TRUE(
+        (*st)->put_server({"real", "http://127.0.0.1:2", "m", info({{"version", "0.28.0"}})}).ok());
+    auto facts = analysis::load_server_facts(**st, {"sim", "real"});
+    ASSERT_TRUE(facts.ok()) << facts.error().message;
+    EXPECT_EQ((*facts)[0].version, "0.28.0");
+    const auto rows = analysis::fact_rows(*facts);
+    const auto* simulated = row_named(rows, "simulated");
+    ASSERT_NE(simulated, nullptr);
+    EXPECT_EQ(simulated->values, (std::vector<std::string>{"diffeval sim, profile deepgemm", ""}));
+    EXPECT_EQ(analysis::simulated_sentence(*facts),
+              "sim is diffeval's simulator, not an inference engine: no model ran there, and its "
+              "answers, engine, version and model are what its profile imitates; the other "
+              "servers' are their own.");
+
+    auto real_only = analysis::load_server_facts(**st, {"real"});
+    ASSERT_TRUE(real_only.ok());
+    EXPECT_EQ(row_named(analysis::fact_rows(*real_only), "simulated"), nullptr);
+    EXPECT_EQ(analysis::simulated_sentence(*real_only), "");
+}

@@ -78,7 +78,10 @@ TEST_F(SimProtocol, HealthIsEmptyAndVersionComesFromTheProfile) {
     EXPECT_TRUE(health->body.empty());
     auto version = c.Get("/version");
     ASSERT_TRUE(version);
-    EXPECT_EQ(json::parse(version->body), json({{"version", "0.28.0"}}));
+    // vLLM's key, and the simulator's own: a report reads it to say that no
+    // engine ran.
+    EXPECT_EQ(json::parse(version->body),
+              json({{"version", "0.28.0"}, {"diffeval_simulator", "default"}}));
     // /stats lists every endpoint, 0 for those not asked yet (docs audit:
     // a script reading requests.other failed on a fresh simulator).
     auto stats = c.Get("/stats");
