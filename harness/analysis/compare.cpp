@@ -686,10 +686,10 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
         // of a side with none).
         if (c.verdict.kind != VerdictKind::no_evidence) {
             if (const auto unanswered = unanswered_text(c); !unanswered.empty()) {
-                c.verdict.caveats += fmt::format(
-                    " Without a successful response (failed or never sent), each counted as a "
-                    "wrong answer: {}.",
-                    unanswered);
+                c.verdict.caveats += fmt::format(" Without a successful response (failed, or no "
+                                                 "response stored), each counted as a wrong "
+                                                 "answer: {}.",
+                                                 unanswered);
             }
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {

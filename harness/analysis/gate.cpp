@@ -130,11 +130,11 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
             // server that answered HTTP 500 to everything).
             if (gc.missing > 0) {
                 c.why += gc.missing == gc.requests
-                             ? fmt::format("; none of its {} has a successful response (failed "
-                                           "or never sent), each counted as a wrong answer",
+                             ? fmt::format("; none of its {} has a successful response (failed, "
+                                           "or no response stored), each counted as a wrong answer",
                                            util::counted(gc.requests, "request"))
-                             : fmt::format("; {} of its {} {} no successful response (failed "
-                                           "or never sent), each counted as a wrong answer",
+                             : fmt::format("; {} of its {} {} no successful response (failed, "
+                                           "or no response stored), each counted as a wrong answer",
                                            gc.missing, util::counted(gc.requests, "request"),
                                            gc.missing == 1 ? "has" : "have");
             }

@@ -503,8 +503,8 @@ void attach_accuracies(std::vector<ProbeComparison>& probes,
 }
 
 std::string unanswered_words(int64_t n) {
-    return fmt::format("{} {} no successful response (failed or never sent; "
-                       "probe_responses.error says why); run the same command again to send {}",
+    return fmt::format("{} {} no successful response (failed, as probe_responses.error says, or "
+                       "no response stored); run the same command again to send {}",
                        util::counted(n, "probe request"), n == 1 ? "has" : "have",
                        n == 1 ? "it" : "them");
 }

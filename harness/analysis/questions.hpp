@@ -146,7 +146,7 @@ struct QuestionStats {
     std::optional<double> smallest_p;
     // Successful responses on these questions per side (from the answered
     // counts; every repeat when none were given). A side with none has no
-    // answer to compare: its every response failed or was never sent, and
+    // answer to compare: its every response failed or has no response stored, and
     // counts as wrong, so its accuracy says nothing of the model.
     std::uint64_t answered_a = 0, answered_b = 0;
 };

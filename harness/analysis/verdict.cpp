@@ -234,10 +234,11 @@ Verdict decide_verdict(const QuestionStats& s, const std::string& a, const std::
     if (has_no_evidence(s)) {
         v.kind = VerdictKind::no_evidence;
         v.words = verdict_name(v.kind);
-        v.sentence = fmt::format("No evidence either way: {} (each request failed or was never "
-                                 "sent), and such a request counts as a wrong answer, so the {} "
-                                 "points between them say nothing of the model.",
-                                 unanswered_text(s, a, b), diff);
+        v.sentence =
+            fmt::format("No evidence either way: {} (each request failed or has no "
+                        "response stored), and such a request counts as a wrong answer, so the {} "
+                        "points between them say nothing of the model.",
+                        unanswered_text(s, a, b), diff);
         return v;
     }
     // Equivalence first: a user who gives a margin says smaller differences
@@ -367,7 +368,7 @@ MarginCheck non_inferiority(const QuestionStats& s, double max_drop) {
     if (has_no_evidence(s)) {
         m.outcome = MarginOutcome::no_evidence;
         m.sentence = fmt::format("no evidence against the {}-point margin: {} (each request "
-                                 "failed or was never sent)",
+                                 "failed or has no response stored)",
                                  x, unanswered_text(s, "A", "B"));
     } else if (iv.lo_one_sided > -max_drop + k_epsilon && !lower_bound_decides(s)) {
         m.outcome = MarginOutcome::inconclusive;

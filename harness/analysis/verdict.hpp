@@ -13,7 +13,7 @@
 //   - no detectable difference: anything else; the sentence gives the
 //     interval and the minimum detectable difference;
 //   - no evidence, before all of these: a side has no successful response
-//     on the compared questions (every request failed or was never sent), so
+//     on the compared questions (every request failed or has no response stored), so
 //     its accuracy, all wrong answers, says nothing of the model.
 // With at most four questions no sign-flip test reaches p < 0.05, and the
 // percentile bootstrap's bound on a side some question moved towards is the

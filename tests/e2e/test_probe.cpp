@@ -326,10 +326,11 @@ TEST(Probe, AChainWithoutItsSecondAnswerIsNotAReading) {
     EXPECT_NE(d.out.find("P(open) logit shift 0.000 [0.000, 0.000] over 6 questions"),
               std::string::npos)
         << d.out;
-    EXPECT_NE(d.out.find("probe readings missing for b: 12 probe requests have no successful "
-                         "response (failed or never sent; probe_responses.error says why); run "
-                         "the same command again to send them"),
-              std::string::npos)
+    EXPECT_NE(
+        d.out.find("probe readings missing for b: 12 probe requests have no successful "
+                   "response (failed, as probe_responses.error says, or no response stored); run "
+                   "the same command again to send them"),
+        std::string::npos)
         << d.out;
     auto g = e2e::run({"gate", "--db", db.string(), "--baseline", "a", "--candidate", "b",
                        "--max-probe-shift", "0.2"});
@@ -799,9 +800,10 @@ TEST(Probe, AServerWhoseProbesFailedIsNamedAsNotMeasured) {
     // The closing line counts probe responses, failed ones too, not readings.
     EXPECT_NE(o.out.find("stored 6 responses and 24 probe responses in "), std::string::npos)
         << o.out;
-    const std::string line = "probe not measured for r: 12 probe requests have no successful "
-                             "response (failed or never sent; probe_responses.error says why); "
-                             "run the same command again to send them";
+    const std::string line =
+        "probe not measured for r: 12 probe requests have no successful "
+        "response (failed, as probe_responses.error says, or no response stored); "
+        "run the same command again to send them";
     auto d = e2e::run({"diff", "--db", db.string(), "sim/raw", "r/raw"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
     EXPECT_NE(d.out.find(line), std::string::npos) << d.out;

@@ -282,10 +282,11 @@ TEST(DecideVerdict, ASideWithoutAnAnswerIsNoEvidence) {
     s.answered_b = 0;
     const auto v = decide_verdict(s, "a", "b", 1.0, 1, 0.05);
     EXPECT_EQ(v.kind, VerdictKind::no_evidence);
-    EXPECT_EQ(v.sentence, "No evidence either way: neither a nor b has a successful response on "
-                          "these 400 questions (each request failed or was never sent), and such "
-                          "a request counts as a wrong answer, so the 0.0 points between them say "
-                          "nothing of the model.");
+    EXPECT_EQ(v.sentence,
+              "No evidence either way: neither a nor b has a successful response on "
+              "these 400 questions (each request failed or has no response stored), and such "
+              "a request counts as a wrong answer, so the 0.0 points between them say "
+              "nothing of the model.");
     const auto m = non_inferiority(s, 0.05);
     EXPECT_EQ(m.outcome, MarginOutcome::no_evidence) << m.sentence;
     EXPECT_EQ(no_spread_text(s), "no successful response on a side to size a difference from");
