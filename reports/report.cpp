@@ -364,6 +364,15 @@ nlohmann::json probes_json(const ReportData& data) {
     return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
+// [{"model": ..., "responses": n}, ...], most first.
+nlohmann::json answered_as_json(const store::ModelCounts& models) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [model, n] : models) {
+        out.push_back({{"model", model}, {"responses", n}});
+    }
+    return out;
+}
+
 nlohmann::json report_json(const ReportData& data) {
     nlohmann::json servers = nlohmann::json::array();
     for (const auto& s : data.servers) {
@@ -379,7 +388,8 @@ nlohmann::json report_json(const ReportData& data) {
                                                      : nlohmann::json(s.fingerprint.engine)},
              {"facts", std::move(fingerprint["facts"])},
              {"conflicts", std::move(fingerprint["conflicts"])},
-             {"simulator", s.simulator ? nlohmann::json(*s.simulator) : nlohmann::json(nullptr)}});
+             {"simulator", s.simulator ? nlohmann::json(*s.simulator) : nlohmann::json(nullptr)},
+             {"answered_as", answered_as_json(s.answered_as)}});
     }
     // `diff` is the document `diff --format json` writes, with its probe keys
     // (a parser of that document failed on this one without them).

@@ -475,14 +475,15 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     out += md ? markdown_escape(sides) + "\n" : sides + "\n";
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
-    out += fmt::format(
-        "{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
-        "(paired BCa bootstrap over questions, {} resamples, seed {}; clustered SE {:.1f} points).\n",
-        util::counted(c.questions, "question"), analysis::repeats_text(s.noise_a, s.noise_b),
-        analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
-        analysis::signed_points(shown), 100 * (1 - s.alpha),
-        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), s.interval.resamples,
-        s.interval.seed, 100.0 * s.se);
+    out += fmt::format("{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
+                       "(paired BCa bootstrap over questions, {} resamples, seed {}; clustered SE "
+                       "{:.1f} points).\n",
+                       util::counted(c.questions, "question"),
+                       analysis::repeats_text(s.noise_a, s.noise_b),
+                       analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
+                       analysis::signed_points(shown), 100 * (1 - s.alpha),
+                       analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
+                       s.interval.resamples, s.interval.seed, 100.0 * s.se);
     // "mid-p = 0.0215", "mid-p < 1e-300": a p past a double's range is a bound.
     const auto is = [](double p) {
         const auto text = util::p_text(p);

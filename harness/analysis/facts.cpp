@@ -90,6 +90,9 @@ void bound(ServerFacts& f) {
     if (f.simulator) {
         fingerprint::bound_words(*f.simulator);
     }
+    for (auto& [model, n] : f.answered_as) {
+        fingerprint::bound_words(model);
+    }
 }
 
 } // namespace
@@ -99,6 +102,10 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
     auto records = store::server_records(st, names);
     if (!records) {
         return records.error();
+    }
+    auto models = store::response_models(st, names);
+    if (!models) {
+        return models.error();
     }
     std::vector<ServerFacts> out;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -114,6 +121,7 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
             }
             read_info(r.info_json, f);
         }
+        f.answered_as = std::move((*models)[i]);
         bound(f);
         out.push_back(std::move(f));
     }
@@ -143,6 +151,18 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     add("max_model_len", [](const ServerFacts& s) {
         return s.max_model_len ? std::to_string(*s.max_model_len) : std::string();
     });
+    // What the responses named, where it is news: a server that answered
+    // under more than one name, or under another than /v1/models served
+    // (a proxy's provider name, a mixed backend).
+    if (std::any_of(servers.begin(), servers.end(), [](const ServerFacts& s) {
+            return s.answered_as.size() > 1 ||
+                   (s.answered_as.size() == 1 && s.answered_as.front().first != s.model);
+        })) {
+        add("answered as", [](const ServerFacts& s) {
+            return s.answered_as.size() == 1 ? s.answered_as.front().first
+                                             : models_text(s.answered_as);
+        });
+    }
     if (std::any_of(servers.begin(), servers.end(),
                     [](const ServerFacts& s) { return s.simulator.has_value(); })) {
         add("simulated", [](const ServerFacts& s) {
@@ -173,6 +193,33 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
         }
     }
     return rows;
+}
+
+std::string models_text(const store::ModelCounts& models) {
+    std::vector<std::string> parts;
+    for (const auto& [model, n] : models) {
+        parts.push_back(fmt::format("{} ({})", model, n));
+    }
+    return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<std::pair<std::string, std::string>>
+mixed_models(const std::vector<ServerFacts>& servers) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& s : servers) {
+        if (s.answered_as.size() < 2) {
+            continue;
+        }
+        int64_t total = 0;
+        for (const auto& [model, n] : s.answered_as) {
+            total += n;
+        }
+        out.emplace_back(s.name, fmt::format("its {} name {} models: {}; its answers are not one "
+                                             "model's",
+                                             util::counted(total, "successful response"),
+                                             s.answered_as.size(), models_text(s.answered_as)));
+    }
+    return out;
 }
 
 std::string simulated_sentence(const std::vector<ServerFacts>& servers) {

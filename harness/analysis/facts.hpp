@@ -6,6 +6,7 @@
 #pragma once
 
 #include <harness/fingerprint/fingerprint.hpp>
+#include <harness/store/readers.hpp>
 #include <harness/store/store.hpp>
 #include <harness/util/result.hpp>
 
@@ -27,6 +28,10 @@ struct ServerFacts {
     // The profile's name when the server's /version said it is diffeval's
     // simulator: no model ran there, whatever engine and version it imitates.
     std::optional<std::string> simulator;
+    // The model names its successful responses gave, with how many gave
+    // each, most first (store::response_models): more than one, and its
+    // answers are not one model's.
+    store::ModelCounts answered_as;
 };
 
 // The records of `names`, in that order; a name missing from the table gets
@@ -49,10 +54,20 @@ struct FactRow {
     bool differs = false; // two servers report different values; stated words never count
 };
 
-// Rows for engine, version, model, max_model_len, "simulated" when any
-// server is diffeval's simulator, then every fingerprint fact any server
+// Rows for engine, version, model, max_model_len, "answered as" when any
+// server's responses name more than one model or another than it serves,
+// "simulated" when any server is diffeval's simulator, then every fingerprint fact any server
 // reports or only stated, in name order.
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
+
+// "a (1200), b (319)": the models a server's responses named.
+std::string models_text(const store::ModelCounts& models);
+
+// Per server whose successful responses name more than one model, a line
+// saying so ("its 1519 successful responses name 2 models: ..."), in
+// server order; empty when every server answered under one name.
+std::vector<std::pair<std::string, std::string>>
+mixed_models(const std::vector<ServerFacts>& servers);
 
 // A sentence saying which servers are diffeval's simulator and that no
 // model ran on them; "" when none is.

@@ -765,7 +765,7 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
     c.unit = "conflicts";
     c.threshold = 0;
     c.threshold_text = "0";
-    std::vector<std::string> found, fingerprinted;
+    std::vector<std::string> found, mixed, fingerprinted;
     nlohmann::json detail = nlohmann::json::array();
     for (const auto& s : *servers) {
         if (s.fingerprinted) {
@@ -779,13 +779,45 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
                               {"evidence", k.evidence}});
         }
     }
-    c.measured = static_cast<double>(found.size());
+    // A server whose responses name two models contradicts itself too: a
+    // proxy mixed backends, and its answers are not one model's.
+    for (const auto& [name, line] : mixed_models(*servers)) {
+        mixed.push_back(fmt::format("{}: {}", name, line));
+        const auto& s = *std::find_if(servers->begin(), servers->end(),
+                                      [&](const ServerFacts& f) { return f.name == name; });
+        nlohmann::json evidence = nlohmann::json::array();
+        for (const auto& [model, n] : s.answered_as) {
+            evidence.push_back(fmt::format("model={} ({})", model, n));
+        }
+        detail.push_back({{"server", name},
+                          {"name", "mixed-models"},
+                          {"message", line},
+                          {"evidence", evidence}});
+    }
+    c.measured = static_cast<double>(found.size() + mixed.size());
     c.measured_text =
         fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
                     fingerprinted.size(), util::counted(servers->size(), "server"));
-    c.status = status_of(found.empty());
-    if (!found.empty()) {
-        c.why = fmt::format("a server log contradicts itself: {}", fmt::join(found, "; "));
+    if (!mixed.empty()) {
+        c.measured_text = fmt::format(
+            "{}: {} in server logs ({} fingerprinted of {}), {} answering under more than one "
+            "model",
+            util::counted(found.size() + mixed.size(), "conflict"), found.size(),
+            fingerprinted.size(), util::counted(servers->size(), "server"),
+            util::counted(mixed.size(), "server"));
+    }
+    c.status = status_of(found.empty() && mixed.empty());
+    if (!found.empty() || !mixed.empty()) {
+        std::vector<std::string> parts;
+        if (!found.empty()) {
+            parts.push_back(
+                fmt::format("a server log contradicts itself: {}", fmt::join(found, "; ")));
+        }
+        if (!mixed.empty()) {
+            parts.push_back(fmt::format("a server's responses name more than one model: {}",
+                                        fmt::join(mixed, "; ")));
+        }
+        c.why = fmt::format("{}", fmt::join(parts, "; "));
     } else if (fingerprinted.empty()) {
         c.why = fmt::format("no conflict: no fingerprint recorded for {}", fmt::join(names, ", "));
         c.note = "no fingerprint recorded; attach server logs with --server-log so the gate can "

@@ -558,8 +558,8 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
     gate->add_flag("--require-complete", flags->require_complete,
                    "Fail when any request lacks a successful response");
     gate->add_flag("--fail-on-conflict", flags->fail_on_conflict,
-                   "Fail when a server log's fingerprint has a conflict (the compared servers, "
-                   "else all)");
+                   "Fail when a server log's fingerprint has a conflict, or a server's responses "
+                   "name more than one model (the compared servers, else all)");
     gate->add_option("--max-probe-shift", flags->max_probe_shift,
                      "Largest tolerated shift of the think-open probe, in logits (docs/probe.md)");
     gate->add_flag("--expect-same-numerics", flags->expect_same_numerics,

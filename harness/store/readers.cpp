@@ -85,6 +85,44 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
     return out;
 }
 
+util::Result<std::vector<ModelCounts>> response_models(Store& st,
+                                                       const std::vector<std::string>& names) {
+    // A body that is not JSON would stop json_extract with an error: only
+    // valid ones are read. A stream's body is its events as received: the
+    // first one's JSON runs from the first '{' to the end of its line.
+    Statement s(st.handle(),
+                "SELECT model, count(*) AS n FROM ("
+                "  SELECT CASE WHEN r.streamed = 0 THEN"
+                "           CASE WHEN json_valid(r.response_json)"
+                "                THEN json_extract(r.response_json, '$.model') END"
+                "         ELSE (SELECT CASE WHEN json_valid(e) THEN json_extract(e, '$.model') END"
+                "               FROM (SELECT substr(r.response_json, instr(r.response_json, '{'),"
+                "                              instr(r.response_json || char(10), char(10)) -"
+                "                              instr(r.response_json, '{')) AS e))"
+                "         END AS model"
+                "  FROM requests q JOIN responses r ON r.request_id = q.request_id"
+                "  WHERE q.server = ? AND r.ok = 1)"
+                "WHERE typeof(model) = 'text' GROUP BY model ORDER BY n DESC, model");
+    if (!s.valid()) {
+        return make_error(ErrorKind::data,
+                          fmt::format("cannot read the models responses name: {}", s.error()));
+    }
+    std::vector<ModelCounts> out;
+    for (const auto& name : names) {
+        ModelCounts counts;
+        s.bind(name);
+        while (s.step()) {
+            counts.emplace_back(s.column_text(0), s.column_int(1));
+        }
+        if (!s.error().empty()) {
+            return make_error(ErrorKind::data,
+                              fmt::format("cannot read the models responses name: {}", s.error()));
+        }
+        out.push_back(std::move(counts));
+    }
+    return out;
+}
+
 // What each run asked of each of its groups, from its stored configuration
 // (servers, framings and token limits; repeats; --limit against the
 // dataset's stored questions; --shard i/N, shards 0 without one). A framing

@@ -40,6 +40,14 @@ struct ServerRecord {
 util::Result<std::vector<ServerRecord>> server_records(Store& store,
                                                        const std::vector<std::string>& names);
 
+// The model each of a server's successful responses names (its body's
+// `model`; a stream's first event), with how many name it, most first: one
+// backend answers under one name, so two mean a proxy mixed models. Bodies
+// that name none, or not as text, are left out. One list per name, in order.
+using ModelCounts = std::vector<std::pair<std::string, int64_t>>;
+util::Result<std::vector<ModelCounts>> response_models(Store& store,
+                                                       const std::vector<std::string>& names);
+
 // Every server the database file at `path` names (its servers and its
 // requests), read without migrating or writing it, so a file of any
 // diffeval's schema can be asked before it is replaced. An error when it is

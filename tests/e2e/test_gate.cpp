@@ -253,6 +253,63 @@ TEST_F(Gate, ConflictPassesWithoutFingerprintsAndFailsOnAConflictingLog) {
     EXPECT_EQ(pair.exit_code, 1) << pair.out << pair.err;
 }
 
+// A proxy that sent a third of one server's requests to another backend:
+// its responses name two models. The conflict check fails on that server
+// (and passes on two others), the report's facts show the two names with
+// their counts and a line under the table says the answers are mixed.
+TEST_F(Gate, AServerWhoseResponsesNameTwoModelsFailsTheConflictCheck) {
+    EXPECT_EQ(gate({"--fail-on-conflict"}).exit_code, 0);
+    auto copy = *dir / "mixed.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(copy.c_str(), &h), SQLITE_OK);
+    const char* sql =
+        R"(UPDATE responses SET response_json = replace(response_json, '"model":"Qwen/Qwen3.5-)"
+        R"(35B-A3B-FP8"', '"model":"other/Small-7B"') WHERE response_id % 3 = 0 AND )"
+        R"(request_id IN (SELECT request_id FROM requests WHERE server = 'worse'))";
+    ASSERT_EQ(sqlite3_exec(h, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+    const int changed = sqlite3_changes(h);
+    sqlite3_close(h);
+    ASSERT_GT(changed, 0);
+    const int kept = 144 - changed; // worse: 48 questions x 3 repeats, all answered
+
+    const auto json_path = *dir / "mixed.json";
+    auto bad = e2e::run(
+        {"gate", "--db", copy.string(), "--fail-on-conflict", "--json", json_path.string()});
+    EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+    const auto line = fmt::format("worse: its 144 successful responses name 2 models: "
+                                  "Qwen/Qwen3.5-35B-A3B-FP8 ({}), other/Small-7B ({})",
+                                  kept, changed);
+    EXPECT_NE(bad.out.find("a server's responses name more than one model: " + line),
+              std::string::npos)
+        << bad.out;
+    const auto j = json::parse(e2e::slurp(json_path));
+    const auto& conflicts = j["checks"][0]["detail"]["conflicts"];
+    ASSERT_EQ(conflicts.size(), 1u) << j.dump();
+    EXPECT_EQ(conflicts[0]["server"], "worse");
+    EXPECT_EQ(conflicts[0]["name"], "mixed-models");
+    EXPECT_EQ(conflicts[0]["evidence"],
+              json({fmt::format("model=Qwen/Qwen3.5-35B-A3B-FP8 ({})", kept),
+                    fmt::format("model=other/Small-7B ({})", changed)}));
+    EXPECT_EQ(e2e::run({"gate", "--db", copy.string(), "--fail-on-conflict", "--baseline",
+                        "default/raw", "--candidate", "deepgemm/raw"})
+                  .exit_code,
+              0);
+
+    auto report = e2e::run({"report", "--db", copy.string(), "--out", (*dir / "mixed").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    const auto md = e2e::slurp(*dir / "mixed" / "report.md");
+    EXPECT_NE(md.find(fmt::format("| answered as | Qwen/Qwen3.5-35B-A3B-FP8 | "
+                                  "Qwen/Qwen3.5-35B-A3B-FP8 | Qwen/Qwen3.5-35B-A3B-FP8 ({}), "
+                                  "other/Small-7B ({}) | yes |",
+                                  kept, changed)),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("**MIXED MODELS** on worse: its 144 successful responses name 2 models"),
+              std::string::npos)
+        << md;
+}
+
 TEST_F(Gate, JunitHasOneTestcasePerCheckAndAFailurePerFailedCheck) {
     auto xml_path = *dir / "gate.xml";
     auto o = gate({"--expect", "0.99", "--group", "default", "--require-complete", "--junit",

@@ -726,9 +726,10 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
         return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
     };
     const auto e = headline("e");
-    EXPECT_NE(e.find("Without a successful response (failed, or no response stored), each counted as a "
-                     "wrong answer: "),
-              std::string::npos)
+    EXPECT_NE(
+        e.find("Without a successful response (failed, or no response stored), each counted as a "
+               "wrong answer: "),
+        std::string::npos)
         << md.substr(0, 3000);
     EXPECT_NE(e.find("of e/raw/256's 40 requests here."), std::string::npos) << e;
     const auto p = headline("p");
@@ -862,4 +863,40 @@ TEST(Report, GroupsThatShareNoQuestionAreSaidToShareNone) {
     EXPECT_EQ(md2.find("b is not compared"), std::string::npos) << md2.substr(0, 2000);
     EXPECT_NE(md2.find("b/chat/256 shows no detectable difference"), std::string::npos)
         << md2.substr(0, 2000);
+}
+
+// A streamed body is its events as received: the model a stream answered
+// under is read from its first event. Every response of one server renamed
+// on the wire shows in "answered as" without a mixed line; half of them,
+// with both names and a MIXED MODELS line.
+TEST(Report, TheModelAStreamAnsweredUnderIsReadFromItsFirstEvent) {
+    auto dir = e2e::scratch("report_stream_models");
+    auto db = dir / "r.sqlite";
+    e2e::Sim a({"--profile", "default"});
+    auto o = e2e::run({"run", "--server", "s=" + a.url(), "--framing", "raw", "--max-tokens", "64",
+                       "--dataset", "sample", "--limit", "6", "--stream", "--db", db.string(),
+                       "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto facts = [&](const std::string& out) {
+        auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / out).string()});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        auto md = e2e::slurp(dir / out / "report.md");
+        return md.substr(md.find("## What actually ran"));
+    };
+    EXPECT_EQ(facts("same").find("answered as"), std::string::npos) << facts("same");
+    e2e::exec(db, "UPDATE responses SET response_json = replace(response_json, "
+                  "'\"model\":\"Qwen/Qwen3.5-35B-A3B-FP8\"', '\"model\":\"proxy/name\"')");
+    auto renamed = facts("renamed");
+    EXPECT_NE(renamed.find("| answered as | proxy/name |"), std::string::npos) << renamed;
+    EXPECT_EQ(renamed.find("MIXED MODELS"), std::string::npos) << renamed;
+    e2e::exec(db, "UPDATE responses SET response_json = replace(response_json, "
+                  "'\"model\":\"proxy/name\"', '\"model\":\"Qwen/Qwen3.5-35B-A3B-FP8\"') "
+                  "WHERE response_id % 2 = 0");
+    auto mixed = facts("mixed");
+    EXPECT_NE(mixed.find("| answered as | Qwen/Qwen3.5-35B-A3B-FP8 (3), proxy/name (3) |"),
+              std::string::npos)
+        << mixed;
+    EXPECT_NE(mixed.find("**MIXED MODELS** on s: its 6 successful responses name 2 models"),
+              std::string::npos)
+        << mixed;
 }
