@@ -522,6 +522,52 @@ struct ServerRecord {
     std::string facts_json;
 };
 
+// The files a launch command names (a script, a config it passes), each
+// with the sha256 of what it holds: the same command runs another server
+// once a script it runs changed, and neither the command nor, often, the
+// server's log says so. A token names a file where it is one (or the value
+// of a `--flag=value`), from the directory the server starts in; files past
+// 1 MiB (a model's weights, a program) are left out, and a shell command's
+// words are split at spaces. At most 16 files.
+nlohmann::json launch_files(const ServerSpec& spec) {
+    namespace fs = std::filesystem;
+    constexpr std::uintmax_t k_max_bytes = std::uintmax_t{1} << 20;
+    constexpr size_t k_max_files = 16;
+    std::vector<std::string> words;
+    for (const auto& token : spec.launch) {
+        if (!spec.launch_shell) {
+            words.push_back(token);
+            continue;
+        }
+        for (size_t at = 0; at < token.size();) {
+            const size_t end = std::min(token.find_first_of(" \t\n", at), token.size());
+            if (end > at) {
+                words.push_back(token.substr(at, end - at));
+            }
+            at = end + 1;
+        }
+    }
+    nlohmann::json out = nlohmann::json::object();
+    for (auto word : words) {
+        if (word.starts_with("-") && word.find('=') != std::string::npos) {
+            word = word.substr(word.find('=') + 1);
+        }
+        if (word.empty() || out.size() >= k_max_files || out.contains(word)) {
+            continue;
+        }
+        const fs::path p(word);
+        const fs::path at = p.is_relative() && !spec.cwd.empty() ? fs::path(spec.cwd) / p : p;
+        std::error_code ec;
+        if (!fs::is_regular_file(at, ec) || fs::file_size(at, ec) > k_max_bytes || ec) {
+            continue;
+        }
+        if (auto text = util::read_file(at.string()); text) {
+            out[word] = util::sha256_hex(*text);
+        }
+    }
+    return out;
+}
+
 ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& info,
                            const std::string& log_text) {
     const auto& spec = ctx.config.servers[si];
@@ -533,6 +579,9 @@ ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& i
     if (!spec.launch.empty()) {
         const auto hp = http::host_port(spec.url);
         info_json["launch"] = store::launch_identity(spec.env, spec.launch, hp ? hp->port : "");
+        if (auto files = launch_files(spec); !files.empty()) {
+            info_json["launch_files"] = std::move(files);
+        }
     }
     ServerRecord r{{spec.name, redactor.redacted(spec.url),
                     ctx.configured_model(si).value_or(info.served_model.value_or("")),
@@ -568,6 +617,8 @@ util::Result<void> check_same_server(const RunContext& ctx, const ServerRecord& 
     if (!d && !(*stored)->launch.empty() && !identity.launch.empty()) {
         if (auto l = store::launch_difference((*stored)->launch, identity.launch)) {
             d = store::ServerDifference{"launch command", l->first, l->second};
+        } else {
+            d = store::launch_file_difference(**stored, identity);
         }
     }
     if (!d) {

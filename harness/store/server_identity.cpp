@@ -31,6 +31,13 @@ ServerIdentity server_identity(std::string_view url, std::string model, std::str
                 id.launch.push_back(token.is_string() ? token.get<std::string>() : token.dump());
             }
         }
+        if (auto f = info.find("launch_files"); f != info.end() && f->is_object()) {
+            for (const auto& [path, sha] : f->items()) {
+                if (sha.is_string()) {
+                    id.launch_files[path] = sha.get<std::string>();
+                }
+            }
+        }
     }
     return id;
 }
@@ -106,6 +113,18 @@ launch_difference(const std::vector<std::string>& a, const std::vector<std::stri
         return tail > 0 ? out + " ..." : out;
     };
     return std::pair{middle(a), middle(b)};
+}
+
+std::optional<ServerDifference> launch_file_difference(const ServerIdentity& a,
+                                                       const ServerIdentity& b) {
+    for (const auto& [path, sha] : a.launch_files) {
+        if (auto other = b.launch_files.find(path);
+            other != b.launch_files.end() && other->second != sha) {
+            return ServerDifference{"launch file " + path, "sha256 " + sha.substr(0, 12),
+                                    "sha256 " + other->second.substr(0, 12)};
+        }
+    }
+    return std::nullopt;
 }
 
 std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b) {

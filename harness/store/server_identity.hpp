@@ -3,6 +3,7 @@
 // into another (merge.cpp) must not put two servers' answers under one name.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ struct ServerIdentity {
     // NAME=value, then its argv or shell command, the URL's port as
     // "{port}"); empty for a server it did not launch or an older row.
     std::vector<std::string> launch;
+    // The files its launch command names, as written there, with the
+    // sha256 of what each held (servers.info_json's "launch_files"): a
+    // script that changed launches another server under the same command.
+    std::map<std::string, std::string> launch_files;
 };
 
 // A launched server's "launch" list (ServerIdentity::launch): `env`, then
@@ -51,6 +56,11 @@ struct ServerDifference {
     std::string a;    // the first server's value
     std::string b;    // the second's
 };
+
+// The first file both launches name whose contents differ, as ("launch file
+// PATH", "sha256 PREFIX" of each); nullopt when none.
+std::optional<ServerDifference> launch_file_difference(const ServerIdentity& a,
+                                                       const ServerIdentity& b);
 
 // The first difference of `a` and `b`: the origin (answers imported from
 // lm-eval are not a live server's), the model, then the version, then the

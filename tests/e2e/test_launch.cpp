@@ -778,6 +778,52 @@ TEST(Launch, AnotherLaunchCommandUnderTheSameNameIsRefused) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
 }
 
+// The same command running a script that changed is another server: the
+// script's sha256 is part of what the launch was (a CI step that edits
+// serve.sh and reruns into the same database mixed two servers' answers,
+// exit 0). The script as it was resumes.
+TEST(Launch, AChangedLaunchScriptUnderTheSameCommandIsRefused) {
+    auto dir = e2e::scratch("launch-script");
+    const auto script = dir / "serve.sh";
+    const auto write_script = [&](const std::string& more) {
+        std::ofstream(script) << "#!/bin/sh\nexec " << e2e::binary() << " sim --port \"$2\"" << more
+                              << "\n";
+        std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+    };
+    const auto config = [&](int port, int limit) {
+        auto path = dir / fmt::format("e{}.toml", port);
+        std::ofstream(path) << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nlimit = "
+                            << limit
+                            << "\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
+                            << "\"\nready_timeout = 20\nlaunch = [" << quoted(script.string())
+                            << ", \"--port\", \"" << port << "\"]\n";
+        return path;
+    };
+    auto db = dir / "r.sqlite";
+    auto run = [&](int limit) {
+        return e2e::run({"run", "--config", config(e2e::free_port(), limit).string(), "--db",
+                         db.string(), "--quiet"});
+    };
+    write_script("");
+    auto o = run(2);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto first = query(db, "SELECT json_extract(info_json, '$.launch_files') FROM servers");
+    EXPECT_NE(first.find(script.string()), std::string::npos) << first;
+    write_script(" --profile deepgemm");
+    o = run(4);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    const std::regex refused("server 's' has launch file " + script.string() +
+                             " sha256 [0-9a-f]{12}, but the responses " + db.string() +
+                             " holds under that name came from one with launch file " +
+                             script.string() + " sha256 [0-9a-f]{12}; counting its answers");
+    EXPECT_TRUE(std::regex_search(o.err, refused)) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "2");
+    write_script("");
+    o = run(4);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
+}
+
 // A run resumed into a database whose responses under a server's name came
 // from another server (here a newer engine) would count the two servers'
 // answers in one group and record the newer one as having given them all:
