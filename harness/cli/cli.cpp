@@ -355,8 +355,12 @@ int run_main(int argc, char** argv) {
             for (const auto* s : sub->get_subcommands({})) {
                 names.push_back(s->get_name());
             }
-            what =
-                fmt::format("'{}' needs a subcommand: {}", sub->get_name(), fmt::join(names, ", "));
+            // The root's name is argv[0] as typed ("./build/diffeval"):
+            // the tool is diffeval wherever it was run from.
+            what = sub->get_parent() == nullptr
+                       ? fmt::format("a command is needed: {}", fmt::join(names, ", "))
+                       : fmt::format("'{}' needs a subcommand: {}", sub->get_name(),
+                                     fmt::join(names, ", "));
         }
         // CLI11's "NAME is required" for an argument given by its place: which
         // argument is missing, and what it holds.

@@ -70,6 +70,13 @@ TEST(Cli, ACommandOfCommandsGivenAloneNamesThem) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_EQ(o.err,
               "diffeval: 'import' needs a subcommand: lm-eval; see 'diffeval import --help'\n");
+    // diffeval alone: the binary's path as typed is no name for the tool
+    // ("diffeval: '/work/build/diffeval' needs a subcommand").
+    o = e2e::run({});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_TRUE(o.err.starts_with("diffeval: a command is needed: run, sim, data, summary,"))
+        << o.err;
+    EXPECT_NE(o.err.find("; see 'diffeval --help'\n"), std::string::npos) << o.err;
 }
 
 // An argument given by its place and left out is named with what it holds
