@@ -781,7 +781,9 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
     }
     // A server whose responses name two models contradicts itself too: a
     // proxy mixed backends, and its answers are not one model's.
-    for (const auto& [name, line] : mixed_models(*servers)) {
+    for (const auto& [mixed_name, line] : mixed_models(*servers)) {
+        // (A lambda may not capture a structured binding in C++20 clang.)
+        const std::string& name = mixed_name;
         mixed.push_back(fmt::format("{}: {}", name, line));
         const auto& s = *std::find_if(servers->begin(), servers->end(),
                                       [&](const ServerFacts& f) { return f.name == name; });
