@@ -229,10 +229,6 @@ util::Result<bool> check_context(const std::string& server_name, const std::stri
         return false;
     }
     bool fits_alone = true;
-    // Why the server could not count a prompt, once it could not: the next
-    // framings are not asked again (a server that holds /tokenize until the
-    // timeout made preflight wait once per framing).
-    std::optional<std::string> uncounted;
     for (const auto& f : framings) {
         // The longest prompt of this framing, by bytes (the last of equals);
         // only its body is built.
@@ -259,18 +255,15 @@ util::Result<bool> check_context(const std::string& server_name, const std::stri
             *limits.context) {
             continue;
         }
-        auto tokens = uncounted
-                          ? util::Result<int64_t>(util::make_error(util::ErrorKind::io, *uncounted))
-                          : count_tokens(base_url, headers, limits, longest, model, timeout);
+        auto tokens = count_tokens(base_url, headers, limits, longest, model, timeout);
         if (!tokens) {
             // Said, not skipped in silence: a server without /tokenize (the
             // simulator) then answered every over-long request HTTP 400.
             fits_alone = false;
-            uncounted = tokens.error().message;
             log << fmt::format("server '{}': note: the {} prompts' length is not checked "
                                "against its context of {} tokens ({}) before sending: {}\n",
                                server_name, f.name, *limits.context, limits.context_source,
-                               *uncounted);
+                               tokens.error().message);
             continue;
         }
         if (*tokens >= *limits.context) {
