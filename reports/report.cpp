@@ -364,11 +364,17 @@ nlohmann::json probes_json(const ReportData& data) {
     return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
-// [{"model": ..., "responses": n}, ...], most first.
-nlohmann::json answered_as_json(const store::ModelCounts& models) {
+// [{"model": ..., "responses": n}, ...], most first; past the listed ones,
+// one entry {"model": null, "models": k, "responses": n} for the rest.
+nlohmann::json answered_as_json(const store::AnsweredModels& models) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& [model, n] : models) {
+    for (const auto& [model, n] : models.listed) {
         out.push_back({{"model", model}, {"responses", n}});
+    }
+    if (models.more_models > 0) {
+        out.push_back({{"model", nullptr},
+                       {"models", models.more_models},
+                       {"responses", models.more_responses}});
     }
     return out;
 }

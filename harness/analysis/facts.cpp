@@ -90,7 +90,7 @@ void bound(ServerFacts& f) {
     if (f.simulator) {
         fingerprint::bound_words(*f.simulator);
     }
-    for (auto& [model, n] : f.answered_as) {
+    for (auto& [model, n] : f.answered_as.listed) {
         fingerprint::bound_words(model);
     }
 }
@@ -155,12 +155,12 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     // under more than one name, or under another than /v1/models served
     // (a proxy's provider name, a mixed backend).
     if (std::any_of(servers.begin(), servers.end(), [](const ServerFacts& s) {
-            return s.answered_as.size() > 1 ||
-                   (s.answered_as.size() == 1 && s.answered_as.front().first != s.model);
+            return s.answered_as.models() > 1 ||
+                   (s.answered_as.models() == 1 && s.answered_as.listed.front().first != s.model);
         })) {
         add("answered as", [](const ServerFacts& s) {
-            return s.answered_as.size() == 1 ? s.answered_as.front().first
-                                             : models_text(s.answered_as);
+            return s.answered_as.models() == 1 ? s.answered_as.listed.front().first
+                                               : models_text(s.answered_as);
         });
     }
     if (std::any_of(servers.begin(), servers.end(),
@@ -195,10 +195,13 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     return rows;
 }
 
-std::string models_text(const store::ModelCounts& models) {
+std::string models_text(const store::AnsweredModels& models) {
     std::vector<std::string> parts;
-    for (const auto& [model, n] : models) {
+    for (const auto& [model, n] : models.listed) {
         parts.push_back(fmt::format("{} ({})", model, n));
+    }
+    if (models.more_models > 0) {
+        parts.push_back(fmt::format("and {} more ({})", models.more_models, models.more_responses));
     }
     return fmt::format("{}", fmt::join(parts, ", "));
 }
@@ -207,17 +210,17 @@ std::vector<std::pair<std::string, std::string>>
 mixed_models(const std::vector<ServerFacts>& servers) {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& s : servers) {
-        if (s.answered_as.size() < 2) {
+        if (s.answered_as.models() < 2) {
             continue;
         }
-        int64_t total = 0;
-        for (const auto& [model, n] : s.answered_as) {
+        int64_t total = s.answered_as.more_responses;
+        for (const auto& [model, n] : s.answered_as.listed) {
             total += n;
         }
         out.emplace_back(s.name, fmt::format("its {} name {} models: {}; its answers are not one "
                                              "model's",
                                              util::counted(total, "successful response"),
-                                             s.answered_as.size(), models_text(s.answered_as)));
+                                             s.answered_as.models(), models_text(s.answered_as)));
     }
     return out;
 }
@@ -243,13 +246,15 @@ std::string simulated_sentence(const std::vector<ServerFacts>& servers) {
                                  "versions and models are what their profiles imitate.",
                                  fmt::join(names, ", "));
     }
+    const bool one_other = servers.size() - names.size() == 1;
     return fmt::format("{} {} diffeval's simulator, not {}: no model ran there, and {} answers, "
-                       "engine, version and model are what {} imitates; the other servers' are "
-                       "their own.",
+                       "engine, version and model are what {} imitates; the other {} {}.",
                        fmt::join(names, ", "), names.size() == 1 ? "is" : "are",
                        names.size() == 1 ? "an inference engine" : "inference engines",
                        names.size() == 1 ? "its" : "their",
-                       names.size() == 1 ? "its profile" : "their profiles");
+                       names.size() == 1 ? "its profile" : "their profiles",
+                       one_other ? "server's" : "servers'",
+                       one_other ? "are its own" : "are their own");
 }
 
 } // namespace diffeval::analysis

@@ -31,7 +31,7 @@ struct ServerFacts {
     // The model names its successful responses gave, with how many gave
     // each, most first (store::response_models): more than one, and its
     // answers are not one model's.
-    store::ModelCounts answered_as;
+    store::AnsweredModels answered_as;
 };
 
 // The records of `names`, in that order; a name missing from the table gets
@@ -60,8 +60,9 @@ struct FactRow {
 // reports or only stated, in name order.
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
 
-// "a (1200), b (319)": the models a server's responses named.
-std::string models_text(const store::ModelCounts& models);
+// "a (1200), b (319)": the models a server's responses named (past the
+// listed ones, "and 3 more (40)").
+std::string models_text(const store::AnsweredModels& models);
 
 // Per server whose successful responses name more than one model, a line
 // saying so ("its 1519 successful responses name 2 models: ..."), in

@@ -788,8 +788,12 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         const auto& s = *std::find_if(servers->begin(), servers->end(),
                                       [&](const ServerFacts& f) { return f.name == name; });
         nlohmann::json evidence = nlohmann::json::array();
-        for (const auto& [model, n] : s.answered_as) {
+        for (const auto& [model, n] : s.answered_as.listed) {
             evidence.push_back(fmt::format("model={} ({})", model, n));
+        }
+        if (s.answered_as.more_models > 0) {
+            evidence.push_back(fmt::format("{} more models ({})", s.answered_as.more_models,
+                                           s.answered_as.more_responses));
         }
         detail.push_back({{"server", name},
                           {"name", "mixed-models"},

@@ -85,34 +85,44 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
     return out;
 }
 
-util::Result<std::vector<ModelCounts>> response_models(Store& st,
-                                                       const std::vector<std::string>& names) {
-    // A body that is not JSON would stop json_extract with an error: only
-    // valid ones are read. A stream's body is its events as received: the
-    // first one's JSON runs from the first '{' to the end of its line.
-    Statement s(st.handle(),
-                "SELECT model, count(*) AS n FROM ("
-                "  SELECT CASE WHEN r.streamed = 0 THEN"
-                "           CASE WHEN json_valid(r.response_json)"
-                "                THEN json_extract(r.response_json, '$.model') END"
-                "         ELSE (SELECT CASE WHEN json_valid(e) THEN json_extract(e, '$.model') END"
-                "               FROM (SELECT substr(r.response_json, instr(r.response_json, '{'),"
-                "                              instr(r.response_json || char(10), char(10)) -"
-                "                              instr(r.response_json, '{')) AS e))"
-                "         END AS model"
-                "  FROM requests q JOIN responses r ON r.request_id = q.request_id"
-                "  WHERE q.server = ? AND r.ok = 1)"
-                "WHERE typeof(model) = 'text' GROUP BY model ORDER BY n DESC, model");
+util::Result<std::vector<AnsweredModels>> response_models(Store& st,
+                                                          const std::vector<std::string>& names) {
+    // The JSON read is the body (a leading byte-order mark left out, which
+    // json_valid refuses), or a stream's first `data:` event from its '{' to
+    // the end of its line (comment lines such as ": ping" may come first). A
+    // body that is not JSON would stop json_extract with an error: only valid
+    // ones are read, and only a `model` that is non-empty text counts.
+    Statement s(
+        st.handle(),
+        "SELECT model, count(*) AS n FROM ("
+        "  SELECT CASE WHEN json_valid(j) AND json_type(j, '$.model') = 'text'"
+        "              THEN json_extract(j, '$.model') END AS model FROM ("
+        "    SELECT CASE WHEN streamed = 0 THEN b"
+        "           ELSE substr(e, 1, instr(e || char(10), char(10)) - 1) END AS j FROM ("
+        "      SELECT streamed, b, substr(d, instr(d, '{')) AS e FROM ("
+        "        SELECT r.streamed,"
+        "               CASE WHEN substr(r.response_json, 1, 1) = char(65279)"
+        "                    THEN substr(r.response_json, 2) ELSE r.response_json END AS b,"
+        "               substr(r.response_json, CASE WHEN substr(r.response_json, 1, 5) = 'data:'"
+        "                    THEN 1 ELSE instr(r.response_json, char(10) || 'data:') END) AS d"
+        "        FROM requests q JOIN responses r ON r.request_id = q.request_id"
+        "        WHERE q.server = ? AND r.ok = 1))))"
+        "WHERE model <> '' GROUP BY model ORDER BY n DESC, model");
     if (!s.valid()) {
         return make_error(ErrorKind::data,
                           fmt::format("cannot read the models responses name: {}", s.error()));
     }
-    std::vector<ModelCounts> out;
+    std::vector<AnsweredModels> out;
     for (const auto& name : names) {
-        ModelCounts counts;
+        AnsweredModels counts;
         s.bind(name);
         while (s.step()) {
-            counts.emplace_back(s.column_text(0), s.column_int(1));
+            if (counts.listed.size() < AnsweredModels::k_listed_models) {
+                counts.listed.emplace_back(s.column_text(0), s.column_int(1));
+            } else {
+                ++counts.more_models;
+                counts.more_responses += s.column_int(1);
+            }
         }
         if (!s.error().empty()) {
             return make_error(ErrorKind::data,

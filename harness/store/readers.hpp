@@ -43,10 +43,19 @@ util::Result<std::vector<ServerRecord>> server_records(Store& store,
 // The model each of a server's successful responses names (its body's
 // `model`; a stream's first event), with how many name it, most first: one
 // backend answers under one name, so two mean a proxy mixed models. Bodies
-// that name none, or not as text, are left out. One list per name, in order.
+// that name none, or not as non-empty text, are left out. The first
+// k_listed_models are listed; the rest are counted.
 using ModelCounts = std::vector<std::pair<std::string, int64_t>>;
-util::Result<std::vector<ModelCounts>> response_models(Store& store,
-                                                       const std::vector<std::string>& names);
+struct AnsweredModels {
+    static constexpr size_t k_listed_models = 10;
+    ModelCounts listed;
+    int64_t more_models = 0;    // named but not listed
+    int64_t more_responses = 0; // the responses that named them
+    size_t models() const { return listed.size() + static_cast<size_t>(more_models); }
+};
+// One per name, in order.
+util::Result<std::vector<AnsweredModels>> response_models(Store& store,
+                                                          const std::vector<std::string>& names);
 
 // Every server the database file at `path` names (its servers and its
 // requests), read without migrating or writing it, so a file of any

@@ -156,7 +156,7 @@ TEST(LoadServerFacts, TheSimulatorIsSaidToBeOne) {
     EXPECT_EQ(analysis::simulated_sentence(*facts),
               "sim is diffeval's simulator, not an inference engine: no model ran there, and its "
               "answers, engine, version and model are what its profile imitates; the other "
-              "servers' are their own.");
+              "server's are its own.");
 
     auto real_only = analysis::load_server_facts(**st, {"real"});
     ASSERT_TRUE(real_only.ok());
