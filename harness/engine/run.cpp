@@ -25,8 +25,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <fcntl.h>
 #include <filesystem>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 namespace diffeval::engine {
 
@@ -522,17 +524,63 @@ struct ServerRecord {
     std::string facts_json;
 };
 
-// The files a launch command names (a script, a config it passes), each
-// with the sha256 of what it holds: the same command runs another server
-// once a script it runs changed, and neither the command nor, often, the
-// server's log says so. A token names a file where it is one (or the value
-// of a `--flag=value`), from the directory the server starts in; files past
-// 1 MiB (a model's weights, a program) are left out, and a shell command's
-// words are split at spaces. At most 16 files.
+// The scripts a launch command names, each with the sha256 of what it
+// holds: the same command runs another server once a script it runs
+// changed, and neither the command nor, often, the server's log says so. A
+// token names a script where it is a file (or the value of a
+// `--flag=value`), from the directory the server starts in, that is
+// executable or ends in .sh, .bash or .py, of 1 to 1 MiB bytes: not a
+// model's weights or a program, and not a log or an output file the server
+// writes, which would differ on every run (an audit's `2>> own.log` refused
+// every resume). A shell command's words are split at spaces. At most 16.
 nlohmann::json launch_files(const ServerSpec& spec) {
     namespace fs = std::filesystem;
     constexpr std::uintmax_t k_max_bytes = std::uintmax_t{1} << 20;
     constexpr size_t k_max_files = 16;
+    // A pseudo-file (/proc, /sys: size 0, and a read that may never end) is
+    // no script; O_NONBLOCK keeps a read of one that slips through from
+    // blocking (an audit's trace_pipe held the run past SIGTERM).
+    const auto script_text = [&](const fs::path& at) -> std::optional<std::string> {
+        std::error_code ec;
+        const auto status = fs::status(at, ec);
+        if (ec || !fs::is_regular_file(status)) {
+            return std::nullopt;
+        }
+        const auto ext = at.extension().string();
+        const bool executable =
+            (status.permissions() & (fs::perms::owner_exec | fs::perms::group_exec |
+                                     fs::perms::others_exec)) != fs::perms::none;
+        if (!executable && ext != ".sh" && ext != ".bash" && ext != ".py") {
+            return std::nullopt;
+        }
+        const auto size = fs::file_size(at, ec);
+        if (ec || size == 0 || size > k_max_bytes) {
+            return std::nullopt;
+        }
+        const int fd = ::open(at.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+            return std::nullopt;
+        }
+        std::string text(static_cast<size_t>(size) + 1, '\0');
+        size_t got = 0;
+        while (got < text.size()) {
+            const auto n = ::read(fd, text.data() + got, text.size() - got);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                break;
+            }
+            got += static_cast<size_t>(n);
+        }
+        ::close(fd);
+        // A file that grew while read, or read short, is no steady script.
+        if (got != size) {
+            return std::nullopt;
+        }
+        text.resize(got);
+        return text;
+    };
     std::vector<std::string> words;
     for (const auto& token : spec.launch) {
         if (!spec.launch_shell) {
@@ -557,11 +605,7 @@ nlohmann::json launch_files(const ServerSpec& spec) {
         }
         const fs::path p(word);
         const fs::path at = p.is_relative() && !spec.cwd.empty() ? fs::path(spec.cwd) / p : p;
-        std::error_code ec;
-        if (!fs::is_regular_file(at, ec) || fs::file_size(at, ec) > k_max_bytes || ec) {
-            continue;
-        }
-        if (auto text = util::read_file(at.string()); text) {
+        if (auto text = script_text(at)) {
             out[word] = util::sha256_hex(*text);
         }
     }

@@ -785,6 +785,10 @@ TEST(Launch, AnotherLaunchCommandUnderTheSameNameIsRefused) {
 TEST(Launch, AChangedLaunchScriptUnderTheSameCommandIsRefused) {
     auto dir = e2e::scratch("launch-script");
     const auto script = dir / "serve.sh";
+    // A file the server writes, named in the command as a script is: not
+    // compared (an audit's `2>> own.log` refused every resume).
+    const auto log = dir / "own.log";
+    std::ofstream(log) << "first launch\n";
     const auto write_script = [&](const std::string& more) {
         std::ofstream(script) << "#!/bin/sh\nexec " << e2e::binary() << " sim --port \"$2\"" << more
                               << "\n";
@@ -796,7 +800,8 @@ TEST(Launch, AChangedLaunchScriptUnderTheSameCommandIsRefused) {
                             << limit
                             << "\n[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
                             << "\"\nready_timeout = 20\nlaunch = [" << quoted(script.string())
-                            << ", \"--port\", \"" << port << "\"]\n";
+                            << ", \"--port\", \"" << port << "\", \"--log-file\", "
+                            << quoted(log.string()) << "]\n";
         return path;
     };
     auto db = dir / "r.sqlite";
@@ -819,9 +824,13 @@ TEST(Launch, AChangedLaunchScriptUnderTheSameCommandIsRefused) {
     EXPECT_TRUE(std::regex_search(o.err, refused)) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "2");
     write_script("");
+    std::ofstream(log, std::ios::app) << "and what the server wrote since\n";
     o = run(4);
     EXPECT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
+    EXPECT_EQ(query(db, "SELECT json_extract(info_json, '$.launch_files') FROM servers")
+                  .find(log.string()),
+              std::string::npos);
 }
 
 // A run resumed into a database whose responses under a server's name came
