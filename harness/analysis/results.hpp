@@ -35,9 +35,12 @@ private:
     std::uint64_t m_bits = 0;
 };
 
-// The error a planned request never sent shows in place of a response's.
+// The error a planned request with no response stored shows in place of a
+// response's: never sent, or sent and in flight when its run stopped (a
+// server may have read it), which no stored row tells apart.
 inline constexpr std::string_view k_never_sent =
-    "never sent: the run stopped before sending this request; run the same command again";
+    "no response stored: the run stopped before sending this request, or while it was in "
+    "flight; run the same command again";
 
 // One counted response, or (response_id 0) a planned request never sent,
 // which counts as a failed, wrong answer.
