@@ -899,4 +899,19 @@ TEST(Report, TheModelAStreamAnsweredUnderIsReadFromItsFirstEvent) {
     EXPECT_NE(mixed.find("**MIXED MODELS** on s: its 6 successful responses name 2 models"),
               std::string::npos)
         << mixed;
+    // A comment line before the first event (OpenRouter's ": OPENROUTER
+    // PROCESSING") hid both names, and the gate passed.
+    e2e::exec(db, "UPDATE responses SET response_json = ': ping' || char(10) || char(10) || "
+                  "response_json");
+    EXPECT_NE(facts("ping").find("| answered as | Qwen/Qwen3.5-35B-A3B-FP8 (3), proxy/name (3) |"),
+              std::string::npos)
+        << facts("ping");
+    // A name that is empty, or no text, is no model's name.
+    e2e::exec(db, "UPDATE responses SET response_json = replace(response_json, "
+                  "'\"model\":\"proxy/name\"', '\"model\":\"\"') WHERE response_id = 1");
+    e2e::exec(db, "UPDATE responses SET response_json = replace(response_json, "
+                  "'\"model\":\"proxy/name\"', '\"model\":{\"a\":1}') WHERE response_id = 3");
+    EXPECT_NE(facts("odd").find("| answered as | Qwen/Qwen3.5-35B-A3B-FP8 (3), proxy/name (1) |"),
+              std::string::npos)
+        << facts("odd");
 }
