@@ -329,6 +329,15 @@ int run_main(int argc, char** argv) {
     } catch (const CLI::ExtrasError& e) {
         auto* sub = deepest_parsed(app);
         auto hint = flag_suggestion(*sub, sub->remaining());
+        // A flag before the command (`diffeval --bogus run`) is diffeval's
+        // own, not the command's: CLI11 said "The following argument was not
+        // expected".
+        if (hint.empty() && sub != &app) {
+            if (auto own = flag_suggestion(app, app.remaining()); !own.empty()) {
+                hint = std::move(own);
+                sub = &app;
+            }
+        }
         // After a question ("did you mean '--format'?") the hint follows as
         // it does for a mistyped command.
         refused = fmt::format("{}{} {}", hint.empty() ? e.what() : hint,
@@ -349,8 +358,13 @@ int run_main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         const auto* sub = deepest_parsed(app);
         std::string what = e.what();
-        // CLI11's "A subcommand is required", said with the subcommands.
-        if (what == "A subcommand is required" && !sub->get_subcommands({}).empty()) {
+        // A flag of diffeval's own given with no command (`diffeval
+        // --bogus`): the flag is what is wrong.
+        if (auto own = sub == &app ? flag_suggestion(app, app.remaining()) : std::string();
+            what == "A subcommand is required" && !own.empty()) {
+            what = std::move(own);
+        } else if (what == "A subcommand is required" && !sub->get_subcommands({}).empty()) {
+            // CLI11's "A subcommand is required", said with the subcommands.
             std::vector<std::string> names;
             for (const auto* s : sub->get_subcommands({})) {
                 names.push_back(s->get_name());
@@ -370,7 +384,8 @@ int run_main(int argc, char** argv) {
                 break;
             }
         }
-        refused = fmt::format("{}; {}", what, help_hint(app, *sub));
+        refused =
+            fmt::format("{}{} {}", what, what.ends_with('?') ? "" : ";", help_hint(app, *sub));
     }
     if (refused) {
         print_error(*refused);

@@ -77,6 +77,19 @@ TEST(Cli, ACommandOfCommandsGivenAloneNamesThem) {
     EXPECT_TRUE(o.err.starts_with("diffeval: a command is needed: run, sim, data, summary,"))
         << o.err;
     EXPECT_NE(o.err.find("; see 'diffeval --help'\n"), std::string::npos) << o.err;
+    // A mistyped flag of diffeval's own, alone or before a command, is
+    // named: it was "a command is needed", or CLI11's "The following
+    // argument was not expected".
+    for (const auto& args : {std::vector<std::string>{"--bogus"}, {"--bogus", "summary"}}) {
+        o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2);
+        EXPECT_EQ(o.err, "diffeval: unknown flag '--bogus': no such flag; see 'diffeval --help'\n");
+    }
+    o = e2e::run({"--verison"});
+    EXPECT_EQ(o.exit_code, 2);
+    EXPECT_EQ(
+        o.err,
+        "diffeval: unknown flag '--verison': did you mean '--version'? see 'diffeval --help'\n");
 }
 
 // An argument given by its place and left out is named with what it holds
