@@ -98,10 +98,10 @@ std::string what_ran(const ReportData& data) {
             }
             out += "</div>\n";
         }
-    }
-    for (const auto& [name, line] : analysis::mixed_models(data.servers)) {
-        out += "<div class=\"conflict\"><strong>MIXED MODELS</strong> on " +
-               util::xml_escape(name) + ": " + util::xml_escape(line) + "</div>\n";
+        if (const auto m = analysis::mixed_models(s)) {
+            out += "<div class=\"conflict\"><strong>MIXED MODELS</strong> on " +
+                   util::xml_escape(s.name) + ": " + util::xml_escape(m->message) + "</div>\n";
+        }
     }
     if (!any_fingerprint) {
         out += "<p class=\"note\">No server log was fingerprinted; attach one with "

@@ -89,9 +89,10 @@ std::string servers_section(const ReportData& data) {
             }
             out += "\n";
         }
-    }
-    for (const auto& [name, line] : analysis::mixed_models(data.servers)) {
-        out += fmt::format("\n**MIXED MODELS** on {}: {}\n", md_text(name), md_text(line));
+        if (const auto m = analysis::mixed_models(s)) {
+            out +=
+                fmt::format("\n**MIXED MODELS** on {}: {}\n", md_text(s.name), md_text(m->message));
+        }
     }
     if (!any_fingerprint) {
         out += "\nNo server log was fingerprinted; attach one with `--server-log` to see the "

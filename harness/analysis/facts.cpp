@@ -206,23 +206,24 @@ std::string models_text(const store::AnsweredModels& models) {
     return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::vector<std::pair<std::string, std::string>>
-mixed_models(const std::vector<ServerFacts>& servers) {
-    std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& s : servers) {
-        if (s.answered_as.models() < 2) {
-            continue;
-        }
-        int64_t total = s.answered_as.more_responses;
-        for (const auto& [model, n] : s.answered_as.listed) {
-            total += n;
-        }
-        out.emplace_back(s.name, fmt::format("its {} name {} models: {}; its answers are not one "
-                                             "model's",
-                                             util::counted(total, "successful response"),
-                                             s.answered_as.models(), models_text(s.answered_as)));
+std::optional<fingerprint::Conflict> mixed_models(const ServerFacts& s) {
+    const auto& m = s.answered_as;
+    if (m.models() < 2) {
+        return std::nullopt;
     }
-    return out;
+    fingerprint::Conflict c{"mixed-models",
+                            fmt::format("its {} name {} models: {}; its answers are not one "
+                                        "model's",
+                                        util::counted(m.responses(), "successful response"),
+                                        m.models(), models_text(m)),
+                            {}};
+    for (const auto& [model, n] : m.listed) {
+        c.evidence.push_back(fmt::format("model={} ({})", model, n));
+    }
+    if (m.more_models > 0) {
+        c.evidence.push_back(fmt::format("{} more models ({})", m.more_models, m.more_responses));
+    }
+    return c;
 }
 
 std::string simulated_sentence(const std::vector<ServerFacts>& servers) {
@@ -235,26 +236,26 @@ std::string simulated_sentence(const std::vector<ServerFacts>& servers) {
     if (names.empty()) {
         return "";
     }
+    const bool one = names.size() == 1;
+    const auto list = fmt::format("{}", fmt::join(names, ", "));
     if (names.size() == servers.size()) {
-        return names.size() == 1
-                   ? fmt::format("Server {} is diffeval's simulator, not an inference engine: no "
+        return one ? fmt::format("Server {} is diffeval's simulator, not an inference engine: no "
                                  "model ran, and its answers, engine, version and model are what "
                                  "its profile imitates.",
-                                 names.front())
+                                 list)
                    : fmt::format("Every server here ({}) is diffeval's simulator, not an "
                                  "inference engine: no model ran, and their answers, engines, "
                                  "versions and models are what their profiles imitate.",
-                                 fmt::join(names, ", "));
+                                 list);
     }
     const bool one_other = servers.size() - names.size() == 1;
-    return fmt::format("{} {} diffeval's simulator, not {}: no model ran there, and {} answers, "
-                       "engine, version and model are what {} imitates; the other {} {}.",
-                       fmt::join(names, ", "), names.size() == 1 ? "is" : "are",
-                       names.size() == 1 ? "an inference engine" : "inference engines",
-                       names.size() == 1 ? "its" : "their",
-                       names.size() == 1 ? "its profile" : "their profiles",
-                       one_other ? "server's" : "servers'",
-                       one_other ? "are its own" : "are their own");
+    return fmt::format("{} {}, not {}: no model ran there, and {}; the other {}.", list,
+                       one ? "is diffeval's simulator" : "are diffeval's simulator",
+                       one ? "an inference engine" : "inference engines",
+                       one ? "its answers, engine, version and model are what its profile imitates"
+                           : "their answers, engines, versions and models are what their "
+                             "profiles imitate",
+                       one_other ? "server's are its own" : "servers' are their own");
 }
 
 } // namespace diffeval::analysis

@@ -64,11 +64,12 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
 // listed ones, "and 3 more (40)").
 std::string models_text(const store::AnsweredModels& models);
 
-// Per server whose successful responses name more than one model, a line
-// saying so ("its 1519 successful responses name 2 models: ..."), in
-// server order; empty when every server answered under one name.
-std::vector<std::pair<std::string, std::string>>
-mixed_models(const std::vector<ServerFacts>& servers);
+// When `s`'s successful responses name more than one model, the conflict
+// that is: "mixed-models", "its 1519 successful responses name 2 models:
+// ...; its answers are not one model's", and "model=NAME (N)" per model
+// listed ("K more models (N)" for the rest). The report and the gate's
+// conflict check say it beside the fingerprint's conflicts.
+std::optional<fingerprint::Conflict> mixed_models(const ServerFacts& s);
 
 // A sentence saying which servers are diffeval's simulator and that no
 // model ran on them; "" when none is.

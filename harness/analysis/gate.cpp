@@ -771,47 +771,33 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         if (s.fingerprinted) {
             fingerprinted.push_back(s.name);
         }
-        for (const auto& k : s.fingerprint.conflicts) {
-            found.push_back(fmt::format("{}: {} ({})", s.name, k.message, k.name));
+        const auto add = [&](const fingerprint::Conflict& k, std::string line,
+                             std::vector<std::string>& into) {
+            into.push_back(std::move(line));
             detail.push_back({{"server", s.name},
                               {"name", k.name},
                               {"message", k.message},
                               {"evidence", k.evidence}});
+        };
+        for (const auto& k : s.fingerprint.conflicts) {
+            add(k, fmt::format("{}: {} ({})", s.name, k.message, k.name), found);
         }
-    }
-    // A server whose responses name two models contradicts itself too: a
-    // proxy mixed backends, and its answers are not one model's.
-    for (const auto& [mixed_name, line] : mixed_models(*servers)) {
-        // (A lambda may not capture a structured binding in C++20 clang.)
-        const std::string& name = mixed_name;
-        mixed.push_back(fmt::format("{}: {}", name, line));
-        const auto& s = *std::find_if(servers->begin(), servers->end(),
-                                      [&](const ServerFacts& f) { return f.name == name; });
-        nlohmann::json evidence = nlohmann::json::array();
-        for (const auto& [model, n] : s.answered_as.listed) {
-            evidence.push_back(fmt::format("model={} ({})", model, n));
+        // A server whose responses name two models contradicts itself too: a
+        // proxy mixed backends, and its answers are not one model's.
+        if (const auto m = mixed_models(s)) {
+            add(*m, fmt::format("{}: {}", s.name, m->message), mixed);
         }
-        if (s.answered_as.more_models > 0) {
-            evidence.push_back(fmt::format("{} more models ({})", s.answered_as.more_models,
-                                           s.answered_as.more_responses));
-        }
-        detail.push_back({{"server", name},
-                          {"name", "mixed-models"},
-                          {"message", line},
-                          {"evidence", evidence}});
     }
     c.measured = static_cast<double>(found.size() + mixed.size());
     c.measured_text =
-        fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
-                    fingerprinted.size(), util::counted(servers->size(), "server"));
-    if (!mixed.empty()) {
-        c.measured_text = fmt::format(
-            "{}: {} in server logs ({} fingerprinted of {}), {} answering under more than one "
-            "model",
-            util::counted(found.size() + mixed.size(), "conflict"), found.size(),
-            fingerprinted.size(), util::counted(servers->size(), "server"),
-            util::counted(mixed.size(), "server"));
-    }
+        mixed.empty()
+            ? fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
+                          fingerprinted.size(), util::counted(servers->size(), "server"))
+            : fmt::format("{}: {} in server logs ({} fingerprinted of {}), {} answering under "
+                          "more than one model",
+                          util::counted(found.size() + mixed.size(), "conflict"), found.size(),
+                          fingerprinted.size(), util::counted(servers->size(), "server"),
+                          util::counted(mixed.size(), "server"));
     c.status = status_of(found.empty() && mixed.empty());
     if (!found.empty() || !mixed.empty()) {
         std::vector<std::string> parts;

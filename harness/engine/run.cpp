@@ -612,8 +612,10 @@ nlohmann::json launch_files(const ServerSpec& spec) {
     return out;
 }
 
+// `scripts`: what launch_files read before the server started (null for a
+// server diffeval attached to).
 ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& info,
-                           const std::string& log_text) {
+                           const std::string& log_text, const nlohmann::json& scripts = {}) {
     const auto& spec = ctx.config.servers[si];
     const auto& redactor = ctx.inputs.redactor;
     // A launched server's command is part of what it is: the same name
@@ -623,8 +625,8 @@ ServerRecord server_record(const RunContext& ctx, size_t si, const ServerInfo& i
     if (!spec.launch.empty()) {
         const auto hp = http::host_port(spec.url);
         info_json["launch"] = store::launch_identity(spec.env, spec.launch, hp ? hp->port : "");
-        if (auto files = launch_files(spec); !files.empty()) {
-            info_json["launch_files"] = std::move(files);
+        if (scripts.is_object() && !scripts.empty()) {
+            info_json["launch_files"] = scripts;
         }
     }
     ServerRecord r{{spec.name, redactor.redacted(spec.url),
@@ -740,6 +742,7 @@ util::Result<void> launch_servers(const RunContext& ctx, const std::vector<size_
         }
         auto path = spec.log_path.empty() ? log_dir / (spec.name + ".log")
                                           : std::filesystem::path(spec.log_path);
+        auto scripts = launch_files(spec);
         // A kept server must outlive the run; any other goes with it.
         auto ls =
             LaunchedServer::start(spec, path, ctx.config.keep_servers ? Outlive::yes : Outlive::no);
@@ -748,6 +751,7 @@ util::Result<void> launch_servers(const RunContext& ctx, const std::vector<size_
         }
         ctx.log << fmt::format("starting server '{}' (log: {})\n", spec.name, path.string());
         launched.servers[si] = std::move(*ls);
+        launched.scripts[si] = std::move(scripts);
     }
     return {};
 }
@@ -771,9 +775,11 @@ util::Result<Next> check_launched(const RunContext& ctx, const std::vector<size_
                 return r;
             }
         }
-        if (auto r = check_same_server(
-                ctx, server_record(ctx, si, st.infos[si], st.launched.servers[si]->log_text()),
-                st.db);
+        if (auto r = check_same_server(ctx,
+                                       server_record(ctx, si, st.infos[si],
+                                                     st.launched.servers[si]->log_text(),
+                                                     st.launched.scripts[si]),
+                                       st.db);
             !r) {
             // Not recorded on the way out: the database goes on saying
             // what the server its responses came from was. Ending the
@@ -895,8 +901,9 @@ void stop_launched(const RunContext& ctx, const std::vector<size_t>& phase, RunS
                                    ctx.config.servers[si].name);
         } else {
             const auto log_text = ls->log_text();
-            (void)record_server(ctx, server_record(ctx, si, st.infos[si], log_text), st.db,
-                                ls->log_path().string(), log_text);
+            (void)record_server(
+                ctx, server_record(ctx, si, st.infos[si], log_text, st.launched.scripts[si]), st.db,
+                ls->log_path().string(), log_text);
         }
         if (ctx.config.keep_servers) {
             // The object's end would stop it: a kept server was stopped
@@ -1225,7 +1232,8 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     Sender sender(ctx, *run_id);
     const auto start = Clock::now();
     Launched launched{std::vector<std::unique_ptr<LaunchedServer>>(servers.size()),
-                      std::vector<bool>(servers.size(), false)};
+                      std::vector<bool>(servers.size(), false),
+                      std::vector<nlohmann::json>(servers.size())};
     RunState st{servers, infos,  attached_logs, attached, launched,
                 db,      writer, sender,        *run_id,  summary};
     // A shard that holds no question is recorded and sends nothing: its

@@ -127,10 +127,13 @@ struct RunContext {
     }
 };
 
-// The servers launched in a phase and which of them died.
+// The servers launched in a phase, which of them died, and the scripts each
+// launch command named with their sha256, read before it started (what it
+// ran, whatever is edited while it runs).
 struct Launched {
     std::vector<std::unique_ptr<LaunchedServer>> servers;
     std::vector<bool> dead;
+    std::vector<nlohmann::json> scripts;
 };
 
 // run.cpp, pass 1: check `config` and load everything that can be wrong

@@ -52,6 +52,13 @@ struct AnsweredModels {
     int64_t more_models = 0;    // named but not listed
     int64_t more_responses = 0; // the responses that named them
     size_t models() const { return listed.size() + static_cast<size_t>(more_models); }
+    int64_t responses() const {
+        int64_t n = more_responses;
+        for (const auto& [model, count] : listed) {
+            n += count;
+        }
+        return n;
+    }
 };
 // One per name, in order.
 util::Result<std::vector<AnsweredModels>> response_models(Store& store,
