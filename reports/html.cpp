@@ -98,9 +98,10 @@ std::string what_ran(const ReportData& data) {
             }
             out += "</div>\n";
         }
-        if (const auto m = analysis::mixed_models(s)) {
-            out += "<div class=\"conflict\"><strong>MIXED MODELS</strong> on " +
-                   util::xml_escape(s.name) + ": " + util::xml_escape(m->message) + "</div>\n";
+        for (const auto& m : analysis::mixed_answers(s)) {
+            out += "<div class=\"conflict\"><strong>" + std::string(mixed_heading(m)) +
+                   "</strong> on " + util::xml_escape(s.name) + ": " + util::xml_escape(m.message) +
+                   "</div>\n";
         }
     }
     if (!any_fingerprint) {

@@ -89,9 +89,9 @@ std::string servers_section(const ReportData& data) {
             }
             out += "\n";
         }
-        if (const auto m = analysis::mixed_models(s)) {
-            out +=
-                fmt::format("\n**MIXED MODELS** on {}: {}\n", md_text(s.name), md_text(m->message));
+        for (const auto& m : analysis::mixed_answers(s)) {
+            out += fmt::format("\n**{}** on {}: {}\n", mixed_heading(m), md_text(s.name),
+                               md_text(m.message));
         }
     }
     if (!any_fingerprint) {

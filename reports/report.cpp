@@ -364,17 +364,17 @@ nlohmann::json probes_json(const ReportData& data) {
     return {{"comparisons", comparisons}, {"skipped", data.probe_notes}};
 }
 
-// [{"model": ..., "responses": n}, ...], most first; past the listed ones,
-// one entry {"model": null, "models": k, "responses": n} for the rest.
-nlohmann::json answered_as_json(const store::AnsweredModels& models) {
+// [{KEY: ..., "responses": n}, ...], most first; past the listed ones, one
+// entry {KEY: null, COUNT_KEY: k, "responses": n} for the rest.
+nlohmann::json name_counts_json(const store::NameCounts& names, const char* key,
+                                const char* count_key) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& [model, n] : models.listed) {
-        out.push_back({{"model", model}, {"responses", n}});
+    for (const auto& [name, n] : names.listed) {
+        out.push_back({{key, name}, {"responses", n}});
     }
-    if (models.more_models > 0) {
-        out.push_back({{"model", nullptr},
-                       {"models", models.more_models},
-                       {"responses", models.more_responses}});
+    if (names.more_names > 0) {
+        out.push_back(
+            {{key, nullptr}, {count_key, names.more_names}, {"responses", names.more_responses}});
     }
     return out;
 }
@@ -395,7 +395,10 @@ nlohmann::json report_json(const ReportData& data) {
              {"facts", std::move(fingerprint["facts"])},
              {"conflicts", std::move(fingerprint["conflicts"])},
              {"simulator", s.simulator ? nlohmann::json(*s.simulator) : nlohmann::json(nullptr)},
-             {"answered_as", answered_as_json(s.answered_as)}});
+             {"answered_as", name_counts_json(s.answered_as.models, "model", "models")},
+             {"system_fingerprints",
+              name_counts_json(s.answered_as.system_fingerprints, "system_fingerprint",
+                               "system_fingerprints")}});
     }
     // `diff` is the document `diff --format json` writes, with its probe keys
     // (a parser of that document failed on this one without them).

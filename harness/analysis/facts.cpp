@@ -90,8 +90,10 @@ void bound(ServerFacts& f) {
     if (f.simulator) {
         fingerprint::bound_words(*f.simulator);
     }
-    for (auto& [model, n] : f.answered_as.listed) {
-        fingerprint::bound_words(model);
+    for (auto* names : {&f.answered_as.models, &f.answered_as.system_fingerprints}) {
+        for (auto& [name, n] : names->listed) {
+            fingerprint::bound_words(name);
+        }
     }
 }
 
@@ -103,9 +105,9 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
     if (!records) {
         return records.error();
     }
-    auto models = store::response_models(st, names);
-    if (!models) {
-        return models.error();
+    auto answered = store::answered_as(st, names);
+    if (!answered) {
+        return answered.error();
     }
     std::vector<ServerFacts> out;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -121,7 +123,7 @@ util::Result<std::vector<ServerFacts>> load_server_facts(store::Store& st,
             }
             read_info(r.info_json, f);
         }
-        f.answered_as = std::move((*models)[i]);
+        f.answered_as = std::move((*answered)[i]);
         bound(f);
         out.push_back(std::move(f));
     }
@@ -154,14 +156,22 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     // What the responses named, where it is news: a server that answered
     // under more than one name, or under another than /v1/models served
     // (a proxy's provider name, a mixed backend).
+    const auto one_or_all = [](const store::NameCounts& n) {
+        return n.names() == 1 ? n.listed.front().first : names_text(n);
+    };
     if (std::any_of(servers.begin(), servers.end(), [](const ServerFacts& s) {
-            return s.answered_as.models() > 1 ||
-                   (s.answered_as.models() == 1 && s.answered_as.listed.front().first != s.model);
+            const auto& m = s.answered_as.models;
+            return m.names() > 1 || (m.names() == 1 && m.listed.front().first != s.model);
         })) {
-        add("answered as", [](const ServerFacts& s) {
-            return s.answered_as.models() == 1 ? s.answered_as.listed.front().first
-                                               : models_text(s.answered_as);
-        });
+        add("answered as", [&](const ServerFacts& s) { return one_or_all(s.answered_as.models); });
+    }
+    // The backend configuration each response named (OpenAI's field; a
+    // llama-server's build): two servers built alike give the same.
+    if (std::any_of(servers.begin(), servers.end(), [](const ServerFacts& s) {
+            return s.answered_as.system_fingerprints.names() > 0;
+        })) {
+        add("system fingerprint",
+            [&](const ServerFacts& s) { return one_or_all(s.answered_as.system_fingerprints); });
     }
     if (std::any_of(servers.begin(), servers.end(),
                     [](const ServerFacts& s) { return s.simulator.has_value(); })) {
@@ -195,35 +205,45 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers) {
     return rows;
 }
 
-std::string models_text(const store::AnsweredModels& models) {
+std::string names_text(const store::NameCounts& names) {
     std::vector<std::string> parts;
-    for (const auto& [model, n] : models.listed) {
-        parts.push_back(fmt::format("{} ({})", model, n));
+    for (const auto& [name, n] : names.listed) {
+        parts.push_back(fmt::format("{} ({})", name, n));
     }
-    if (models.more_models > 0) {
-        parts.push_back(fmt::format("and {} more ({})", models.more_models, models.more_responses));
+    if (names.more_names > 0) {
+        parts.push_back(fmt::format("and {} more ({})", names.more_names, names.more_responses));
     }
     return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::optional<fingerprint::Conflict> mixed_models(const ServerFacts& s) {
-    const auto& m = s.answered_as;
-    if (m.models() < 2) {
-        return std::nullopt;
-    }
-    fingerprint::Conflict c{"mixed-models",
-                            fmt::format("its {} name {} models: {}; its answers are not one "
-                                        "model's",
-                                        util::counted(m.responses(), "successful response"),
-                                        m.models(), models_text(m)),
-                            {}};
-    for (const auto& [model, n] : m.listed) {
-        c.evidence.push_back(fmt::format("model={} ({})", model, n));
-    }
-    if (m.more_models > 0) {
-        c.evidence.push_back(fmt::format("{} more models ({})", m.more_models, m.more_responses));
-    }
-    return c;
+std::vector<fingerprint::Conflict> mixed_answers(const ServerFacts& s) {
+    std::vector<fingerprint::Conflict> out;
+    const auto mixed = [&](const store::NameCounts& n, const char* name, const char* kind,
+                           const char* field, const char* meaning) {
+        if (n.names() < 2) {
+            return;
+        }
+        fingerprint::Conflict c{name,
+                                fmt::format("its {} name {} {}: {}; {}",
+                                            util::counted(n.responses(), "successful response"),
+                                            n.names(), kind, names_text(n), meaning),
+                                {}};
+        for (const auto& [value, count] : n.listed) {
+            c.evidence.push_back(fmt::format("{}={} ({})", field, value, count));
+        }
+        if (n.more_names > 0) {
+            c.evidence.push_back(
+                fmt::format("{} more {} ({})", n.more_names, kind, n.more_responses));
+        }
+        out.push_back(std::move(c));
+    };
+    mixed(s.answered_as.models, "mixed-models", "models", "model",
+          "its answers are not one model's");
+    mixed(s.answered_as.system_fingerprints, "mixed-system-fingerprints", "system fingerprints",
+          "system_fingerprint",
+          "its answers are not one backend's (it changed during the run, or a proxy mixed "
+          "backends)");
+    return out;
 }
 
 std::string simulated_sentence(const std::vector<ServerFacts>& servers) {

@@ -28,10 +28,10 @@ struct ServerFacts {
     // The profile's name when the server's /version said it is diffeval's
     // simulator: no model ran there, whatever engine and version it imitates.
     std::optional<std::string> simulator;
-    // The model names its successful responses gave, with how many gave
-    // each, most first (store::response_models): more than one, and its
-    // answers are not one model's.
-    store::AnsweredModels answered_as;
+    // The model names and system fingerprints its successful responses
+    // gave, with how many gave each, most first (store::answered_as): more
+    // than one of either, and its answers are not one backend's.
+    store::AnsweredAs answered_as;
 };
 
 // The records of `names`, in that order; a name missing from the table gets
@@ -54,22 +54,25 @@ struct FactRow {
     bool differs = false; // two servers report different values; stated words never count
 };
 
-// Rows for engine, version, model, max_model_len, "answered as" when any
-// server's responses name more than one model or another than it serves,
-// "simulated" when any server is diffeval's simulator, then every fingerprint fact any server
-// reports or only stated, in name order.
+// Rows for engine, version, model, max_model_len; "answered as" when any
+// server's responses name more than one model or another than it serves;
+// "system fingerprint" when any server's responses give one; "simulated"
+// when any server is diffeval's simulator; then every fingerprint fact any
+// server reports or only stated, in name order.
 std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
 
-// "a (1200), b (319)": the models a server's responses named (past the
+// "a (1200), b (319)": the names a server's responses gave (past the
 // listed ones, "and 3 more (40)").
-std::string models_text(const store::AnsweredModels& models);
+std::string names_text(const store::NameCounts& names);
 
-// When `s`'s successful responses name more than one model, the conflict
-// that is: "mixed-models", "its 1519 successful responses name 2 models:
-// ...; its answers are not one model's", and "model=NAME (N)" per model
-// listed ("K more models (N)" for the rest). The report and the gate's
-// conflict check say it beside the fingerprint's conflicts.
-std::optional<fingerprint::Conflict> mixed_models(const ServerFacts& s);
+// Where `s`'s successful responses name more than one model, or more than
+// one system fingerprint, a conflict for each: "mixed-models", "its 1519
+// successful responses name 2 models: ...; its answers are not one model's"
+// with "model=NAME (N)" per model listed ("K more models (N)" for the rest);
+// "mixed-system-fingerprints", likewise with "system_fingerprint=NAME (N)".
+// The report and the gate's conflict check say them beside the
+// fingerprint's conflicts.
+std::vector<fingerprint::Conflict> mixed_answers(const ServerFacts& s);
 
 // A sentence saying which servers are diffeval's simulator and that no
 // model ran on them; "" when none is.

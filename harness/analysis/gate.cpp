@@ -418,8 +418,8 @@ GateCheck increase_check(const std::string& kind, const std::string& what, const
     const std::string rate_b_text = fixed(rate_b * 100, rate_decimals);
     const double shown_pct = util::printed_value(rate_b_text) - util::printed_value(rate_a_text);
     c.measured_text =
-        pct ? fmt::format("{}{}% of questions ({} -> {} per run)", shown_pct < 0 ? "-" : "+",
-                          fixed(std::abs(shown_pct), rate_decimals), a_text, b_text)
+        pct ? fmt::format("{}{}% of questions ({}% -> {}%)", shown_pct < 0 ? "-" : "+",
+                          fixed(std::abs(shown_pct), rate_decimals), rate_a_text, rate_b_text)
             : fmt::format("{}{} per run ({} -> {})", shown < 0 ? "-" : "+", shown_text, a_text,
                           b_text);
     c.threshold_text = fmt::format("<= {}", limit.text());
@@ -765,7 +765,9 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
     c.unit = "conflicts";
     c.threshold = 0;
     c.threshold_text = "0";
-    std::vector<std::string> found, mixed, fingerprinted;
+    // What server logs contradict; the servers whose responses name more
+    // than one model, or more than one system fingerprint.
+    std::vector<std::string> found, models, backends, fingerprinted;
     nlohmann::json detail = nlohmann::json::array();
     for (const auto& s : *servers) {
         if (s.fingerprinted) {
@@ -782,32 +784,47 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         for (const auto& k : s.fingerprint.conflicts) {
             add(k, fmt::format("{}: {} ({})", s.name, k.message, k.name), found);
         }
-        // A server whose responses name two models contradicts itself too: a
-        // proxy mixed backends, and its answers are not one model's.
-        if (const auto m = mixed_models(s)) {
-            add(*m, fmt::format("{}: {}", s.name, m->message), mixed);
+        // A server whose responses name two models, or two backend
+        // configurations, contradicts itself too: a proxy mixed backends, or
+        // the backend changed mid-run, and its answers are not one backend's.
+        for (const auto& m : mixed_answers(s)) {
+            add(m, fmt::format("{}: {}", s.name, m.message),
+                m.name == "mixed-models" ? models : backends);
         }
     }
-    c.measured = static_cast<double>(found.size() + mixed.size());
+    const size_t conflicts = found.size() + models.size() + backends.size();
+    c.measured = static_cast<double>(conflicts);
+    std::string mixed_text;
+    if (!models.empty()) {
+        mixed_text += fmt::format(", {} answering under more than one model",
+                                  util::counted(models.size(), "server"));
+    }
+    if (!backends.empty()) {
+        mixed_text += fmt::format(", {} under more than one system fingerprint",
+                                  util::counted(backends.size(), "server"));
+    }
     c.measured_text =
-        mixed.empty()
+        mixed_text.empty()
             ? fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
                           fingerprinted.size(), util::counted(servers->size(), "server"))
-            : fmt::format("{}: {} in server logs ({} fingerprinted of {}), {} answering under "
-                          "more than one model",
-                          util::counted(found.size() + mixed.size(), "conflict"), found.size(),
-                          fingerprinted.size(), util::counted(servers->size(), "server"),
-                          util::counted(mixed.size(), "server"));
-    c.status = status_of(found.empty() && mixed.empty());
-    if (!found.empty() || !mixed.empty()) {
+            : fmt::format("{}: {} in server logs ({} fingerprinted of {}){}",
+                          util::counted(conflicts, "conflict"), found.size(), fingerprinted.size(),
+                          util::counted(servers->size(), "server"), mixed_text);
+    c.status = status_of(conflicts == 0);
+    if (conflicts > 0) {
         std::vector<std::string> parts;
         if (!found.empty()) {
             parts.push_back(
                 fmt::format("a server log contradicts itself: {}", fmt::join(found, "; ")));
         }
-        if (!mixed.empty()) {
+        if (!models.empty()) {
             parts.push_back(fmt::format("a server's responses name more than one model: {}",
-                                        fmt::join(mixed, "; ")));
+                                        fmt::join(models, "; ")));
+        }
+        if (!backends.empty()) {
+            parts.push_back(
+                fmt::format("a server's responses name more than one system fingerprint: {}",
+                            fmt::join(backends, "; ")));
         }
         c.why = fmt::format("{}", fmt::join(parts, "; "));
     } else if (fingerprinted.empty()) {

@@ -101,6 +101,11 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
     for (const auto& c : v.checks) {
         std::string why = c.why;
         if (!c.note.empty()) {
+            // One sentence: "... mid-p 1.09e-29; this run detects ...", not
+            // "1.09e-29.; this run" (an audit of the step summary).
+            if (!why.empty() && why.back() == '.') {
+                why.pop_back();
+            }
             why += "; " + c.note;
         }
         rows.push_back({c.name, status_word(c), c.measured_text, c.threshold_text, why});

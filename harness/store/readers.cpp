@@ -2,10 +2,14 @@
 #include <harness/store/readers.hpp>
 
 #include <harness/store/sqlite.hpp>
+#include <harness/util/json_text.hpp>
+#include <harness/util/text.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 namespace diffeval::store {
@@ -85,50 +89,84 @@ util::Result<std::vector<ServerRecord>> server_records(Store& st,
     return out;
 }
 
-util::Result<std::vector<AnsweredModels>> response_models(Store& st,
-                                                          const std::vector<std::string>& names) {
+namespace {
+
+// `counts` as NameCounts: most first, then by name; past k_listed, counted.
+NameCounts ranked(const std::map<std::string, int64_t>& counts) {
+    std::vector<std::pair<std::string, int64_t>> all(counts.begin(), counts.end());
+    std::stable_sort(all.begin(), all.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    NameCounts out;
+    for (auto& [name, n] : all) {
+        if (out.listed.size() < NameCounts::k_listed) {
+            out.listed.emplace_back(std::move(name), n);
+        } else {
+            ++out.more_names;
+            out.more_responses += n;
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+util::Result<std::vector<AnsweredAs>> answered_as(Store& st,
+                                                  const std::vector<std::string>& names) {
     // The JSON read is the body (a leading byte-order mark left out, which
     // json_valid refuses), or a stream's first `data:` event from its '{' to
     // the end of its line (comment lines such as ": ping" may come first). A
     // body that is not JSON would stop json_extract with an error: only valid
-    // ones are read, and only a `model` that is non-empty text counts.
+    // ones are read. Both fields come out of one parse, as a JSON array
+    // ["model", "fingerprint"] per distinct pair; only non-empty text counts.
     Statement s(
         st.handle(),
-        "SELECT model, count(*) AS n FROM ("
-        "  SELECT CASE WHEN json_valid(j) AND json_type(j, '$.model') = 'text'"
-        "              THEN json_extract(j, '$.model') END AS model FROM ("
-        "    SELECT CASE WHEN streamed = 0 THEN b"
-        "           ELSE substr(e, 1, instr(e || char(10), char(10)) - 1) END AS j FROM ("
-        "      SELECT streamed, b, substr(d, instr(d, '{')) AS e FROM ("
-        "        SELECT r.streamed,"
-        "               CASE WHEN substr(r.response_json, 1, 1) = char(65279)"
-        "                    THEN substr(r.response_json, 2) ELSE r.response_json END AS b,"
-        "               substr(r.response_json, CASE WHEN substr(r.response_json, 1, 5) = 'data:'"
-        "                    THEN 1 ELSE instr(r.response_json, char(10) || 'data:') END) AS d"
-        "        FROM requests q JOIN responses r ON r.request_id = q.request_id"
-        "        WHERE q.server = ? AND r.ok = 1))))"
-        "WHERE model <> '' GROUP BY model ORDER BY n DESC, model");
+        "SELECT json_extract(j, '$.model', '$.system_fingerprint') AS said, count(*) FROM ("
+        "  SELECT CASE WHEN streamed = 0 THEN b"
+        "         ELSE substr(e, 1, instr(e || char(10), char(10)) - 1) END AS j FROM ("
+        "    SELECT streamed, b, substr(d, instr(d, '{')) AS e FROM ("
+        "      SELECT r.streamed,"
+        "             CASE WHEN substr(r.response_json, 1, 1) = char(65279)"
+        "                  THEN substr(r.response_json, 2) ELSE r.response_json END AS b,"
+        "             substr(r.response_json, CASE WHEN substr(r.response_json, 1, 5) = 'data:'"
+        "                  THEN 1 ELSE instr(r.response_json, char(10) || 'data:') END) AS d"
+        "      FROM requests q JOIN responses r ON r.request_id = q.request_id"
+        "      WHERE q.server = ? AND r.ok = 1)))"
+        "WHERE json_valid(j) GROUP BY said");
     if (!s.valid()) {
         return make_error(ErrorKind::data,
-                          fmt::format("cannot read the models responses name: {}", s.error()));
+                          fmt::format("cannot read what responses said they were: {}", s.error()));
     }
-    std::vector<AnsweredModels> out;
+    std::vector<AnsweredAs> out;
     for (const auto& name : names) {
-        AnsweredModels counts;
+        std::map<std::string, int64_t> models;
+        std::map<std::string, int64_t> fingerprints;
         s.bind(name);
         while (s.step()) {
-            if (counts.listed.size() < AnsweredModels::k_listed_models) {
-                counts.listed.emplace_back(s.column_text(0), s.column_int(1));
-            } else {
-                ++counts.more_models;
-                counts.more_responses += s.column_int(1);
+            // SQLite wrote this array from valid JSON, one element per path
+            // (null for a missing field), with the server's bytes in its
+            // strings, which need not be UTF-8.
+            auto text = s.column_text(0);
+            if (!util::is_utf8(text)) {
+                text = util::valid_utf8(text);
             }
+            const auto said = nlohmann::json::parse(text, nullptr, false);
+            if (!said.is_array() || said.size() != 2) {
+                continue;
+            }
+            const auto add = [&](const nlohmann::json& v, std::map<std::string, int64_t>& into) {
+                if (v.is_string() && !v.get_ref<const std::string&>().empty()) {
+                    into[v.get<std::string>()] += s.column_int(1);
+                }
+            };
+            add(said[0], models);
+            add(said[1], fingerprints);
         }
         if (!s.error().empty()) {
-            return make_error(ErrorKind::data,
-                              fmt::format("cannot read the models responses name: {}", s.error()));
+            return make_error(
+                ErrorKind::data,
+                fmt::format("cannot read what responses said they were: {}", s.error()));
         }
-        out.push_back(std::move(counts));
+        out.push_back({ranked(models), ranked(fingerprints)});
     }
     return out;
 }

@@ -40,29 +40,38 @@ struct ServerRecord {
 util::Result<std::vector<ServerRecord>> server_records(Store& store,
                                                        const std::vector<std::string>& names);
 
-// The model each of a server's successful responses names (its body's
-// `model`; a stream's first event), with how many name it, most first: one
-// backend answers under one name, so two mean a proxy mixed models. Bodies
-// that name none, or not as non-empty text, are left out. The first
-// k_listed_models are listed; the rest are counted.
-using ModelCounts = std::vector<std::pair<std::string, int64_t>>;
-struct AnsweredModels {
-    static constexpr size_t k_listed_models = 10;
-    ModelCounts listed;
-    int64_t more_models = 0;    // named but not listed
-    int64_t more_responses = 0; // the responses that named them
-    size_t models() const { return listed.size() + static_cast<size_t>(more_models); }
+// The names a server's successful responses gave of one kind, with how
+// many gave each, most first. The first k_listed are listed; the rest are
+// counted.
+struct NameCounts {
+    static constexpr size_t k_listed = 10;
+    std::vector<std::pair<std::string, int64_t>> listed;
+    int64_t more_names = 0;     // given but not listed
+    int64_t more_responses = 0; // the responses that gave them
+    size_t names() const { return listed.size() + static_cast<size_t>(more_names); }
     int64_t responses() const {
         int64_t n = more_responses;
-        for (const auto& [model, count] : listed) {
+        for (const auto& [name, count] : listed) {
             n += count;
         }
         return n;
     }
 };
+
+// What each of a server's successful responses said it was (its body, or a
+// stream's first event): the `model` it answered as and the
+// `system_fingerprint` (OpenAI's name for the backend configuration that
+// served it; llama-server gives its build, "b11669-Debian"). One backend
+// answers under one of each, so two mean a proxy mixed backends or the
+// backend changed mid-run. A response that gives none of a kind, or not as
+// non-empty text, is left out of that kind's counts.
+struct AnsweredAs {
+    NameCounts models;
+    NameCounts system_fingerprints;
+};
 // One per name, in order.
-util::Result<std::vector<AnsweredModels>> response_models(Store& store,
-                                                          const std::vector<std::string>& names);
+util::Result<std::vector<AnsweredAs>> answered_as(Store& store,
+                                                  const std::vector<std::string>& names);
 
 // Every server the database file at `path` names (its servers and its
 // requests), read without migrating or writing it, so a file of any

@@ -915,3 +915,70 @@ TEST(Report, TheModelAStreamAnsweredUnderIsReadFromItsFirstEvent) {
               std::string::npos)
         << facts("odd");
 }
+
+// Each response's system_fingerprint (OpenAI's name for the backend
+// configuration; llama-server's build) is a fact of the server: one shows
+// in its row; two, a backend that changed mid-run or a proxy that mixed
+// two, also get a MIXED SYSTEM FINGERPRINTS line, and fail the gate's
+// conflict check, in both a body and a stream's first event.
+TEST(Report, ResponsesNamingTwoSystemFingerprintsAreNotOneBackends) {
+    auto dir = e2e::scratch("report_system_fingerprints");
+    e2e::Sim a({"--profile", "default"});
+    for (const bool stream : {false, true}) {
+        const auto db = dir / (stream ? "stream.sqlite" : "body.sqlite");
+        std::vector<std::string> args = {
+            "run",       "--server",  "s=" + a.url(), "--framing", "raw", "--max-tokens",
+            "64",        "--dataset", "sample",       "--limit",   "6",   "--db",
+            db.string(), "--quiet"};
+        if (stream) {
+            args.push_back("--stream");
+        }
+        auto o = e2e::run(args);
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        const auto out = dir / (stream ? "stream" : "body");
+        const auto facts = [&] {
+            auto r = e2e::run({"report", "--db", db.string(), "--out", out.string()});
+            EXPECT_EQ(r.exit_code, 0) << r.err;
+            auto md = e2e::slurp(out / "report.md");
+            return md.substr(md.find("## What actually ran"));
+        };
+        const auto gate = [&] {
+            return e2e::run({"gate", "--db", db.string(), "--fail-on-conflict"});
+        };
+        // The simulator, as vLLM, names none.
+        EXPECT_EQ(facts().find("system fingerprint"), std::string::npos) << facts();
+        // A body's null becomes a name; a stream's first event gains one.
+        e2e::exec(db, stream ? "UPDATE responses SET response_json = replace(response_json, "
+                               "'\"model\":\"Qwen/Qwen3.5-35B-A3B-FP8\"', '\"model\":\"Qwen/"
+                               "Qwen3.5-35B-A3B-FP8\",\"system_fingerprint\":\"b1-a\"')"
+                             : "UPDATE responses SET response_json = replace(response_json, "
+                               "'\"system_fingerprint\":null', '\"system_fingerprint\":\"b1-a\"')");
+        auto one = facts();
+        EXPECT_NE(one.find("| system fingerprint | b1-a |"), std::string::npos) << one;
+        EXPECT_EQ(one.find("MIXED"), std::string::npos) << one;
+        EXPECT_EQ(gate().exit_code, 0) << gate().out;
+        e2e::exec(db, "UPDATE responses SET response_json = replace(response_json, "
+                      "'\"system_fingerprint\":\"b1-a\"', '\"system_fingerprint\":\"b2-b\"') "
+                      "WHERE response_id % 3 = 0");
+        auto two = facts();
+        EXPECT_NE(two.find("| system fingerprint | b1-a (4), b2-b (2) |"), std::string::npos)
+            << two;
+        EXPECT_NE(two.find("**MIXED SYSTEM FINGERPRINTS** on s: its 6 successful responses name 2 "
+                           "system fingerprints: b1-a (4), b2-b (2); its answers are not one "
+                           "backend's"),
+                  std::string::npos)
+            << two;
+        EXPECT_EQ(two.find("MIXED MODELS"), std::string::npos) << two;
+        const auto summary = json::parse(e2e::slurp(out / "summary.json"));
+        EXPECT_EQ(summary["servers"][0]["system_fingerprints"],
+                  json::parse(R"([{"system_fingerprint": "b1-a", "responses": 4},
+                                  {"system_fingerprint": "b2-b", "responses": 2}])"))
+            << summary["servers"].dump();
+        auto failed = gate();
+        EXPECT_EQ(failed.exit_code, 1) << failed.out << failed.err;
+        EXPECT_NE(failed.out.find("a server's responses name more than one system fingerprint: s: "
+                                  "its 6 successful responses name 2 system fingerprints"),
+                  std::string::npos)
+            << failed.out;
+    }
+}

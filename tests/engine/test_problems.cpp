@@ -227,6 +227,13 @@ TEST(EngineFingerprint, VersionOfAnAttachedServerComesFromProps) {
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') FROM servers"),
               "b11669-Debian");
     EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.engine') FROM servers"), "llamacpp");
+    // Each response names the build too (its system_fingerprint): the report
+    // says what answered, not only what /props said at the start.
+    auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / "report").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto md = e2e::slurp(dir / "report" / "report.md");
+    EXPECT_NE(md.find("| system fingerprint | b11669-Debian |"), std::string::npos) << md;
+    EXPECT_EQ(md.find("MIXED"), std::string::npos) << md;
 }
 
 // An attached log the server's /props contradicts is another server's (an

@@ -197,9 +197,16 @@ TEST(AnalyseQuestions, NoiseIsTheWithinQuestionVariance) {
     EXPECT_TRUE(s->noise_b.deterministic);
     EXPECT_EQ(s->noise_b.rerun_sd, 0.0);
     ASSERT_TRUE(s->noise_share.has_value());
-    // var(d) over questions: d = {2/3, 0, 0, 0}, sample variance 1/9;
-    // within part: (1/3) / 3 / 4 questions = 1/36. Share 1/4.
-    EXPECT_NEAR(*s->noise_share, 0.25, 1e-12);
+    // var(d) over questions: d = {2/3, 0, 0, 0}, sample variance 1/9, so
+    // se^2 = 1/36; repeat noise's part of the difference's variance:
+    // (1/3) / 3 / 4^2 = 1/144, a quarter of se^2. But one question of four
+    // moved: the interval's ends are exact count bounds, far wider than
+    // se, and the share is of the interval the reader sees (an audit read
+    // "100% of the interval's variance" beside such an interval).
+    const double shown_se = (s->interval.hi - s->interval.lo) / (2 * 1.959963984540054);
+    ASSERT_GT(shown_se * shown_se, 1.0 / 36);
+    EXPECT_NEAR(*s->noise_share, (1.0 / 144) / (shown_se * shown_se), 1e-9);
+    EXPECT_LT(*s->noise_share, 0.25);
 
     CorrectnessMatrix one_a{{1}, {0}}, one_b{{1}, {1}};
     auto single = analyse_questions(one_a, one_b);
