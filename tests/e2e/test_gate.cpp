@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 using nlohmann::json;
@@ -350,6 +351,27 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     // A second gate appends again rather than replacing.
     gate({"--expect", "0.0", "--group", "deepgemm/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
     EXPECT_EQ(count(e2e::slurp(path), "## diffeval gate:"), 2u);
+}
+
+// The step summary's why and note are one sentence, and a rate check's
+// measured change is the change of the rates printed beside it: an audit
+// read "... mid-p 1.09e-29.; this run detects ..." in the table, and
+// "+9.90% of questions (218.00 -> 348.67 per run)" whose counts give 9.91.
+TEST_F(Gate, StepSummaryNotesAndRateChangesReadAsPrinted) {
+    auto path = *dir / "step-note.md";
+    auto o = gate({"--baseline", "default/raw/256", "--candidate", "worse", "--max-drop", "1",
+                   "--max-never-finished-increase", "50%"},
+                  {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_NE(o.exit_code, 2) << o.out << o.err;
+    const auto md = e2e::slurp(path);
+    EXPECT_NE(md.find("; this run"), std::string::npos) << md;
+    EXPECT_EQ(md.find(".;"), std::string::npos) << md;
+    std::smatch m;
+    const std::regex measured(
+        R"(measured: +([-+])([0-9.]+)% of questions \(([0-9.]+)% -> ([0-9.]+)%\))");
+    ASSERT_TRUE(std::regex_search(o.out, m, measured)) << o.out;
+    const double change = (m[1] == "-" ? -1 : 1) * std::stod(m[2]);
+    EXPECT_NEAR(change, std::stod(m[4]) - std::stod(m[3]), 1e-9) << m[0];
 }
 
 // A '|' in a server's name is escaped once in the step summary's checks
