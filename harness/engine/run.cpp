@@ -658,6 +658,9 @@ util::Result<void> check_same_server(const RunContext& ctx, const ServerRecord& 
     const auto identity =
         store::server_identity(now.row.url, now.row.model, now.row.info_json, now.facts_json);
     auto d = store::first_difference(**stored, identity);
+    if (!d) {
+        d = store::simulator_difference(**stored, identity);
+    }
     // Compared here, not by merge: shards run on other machines launch
     // their servers from other paths.
     if (!d && !(*stored)->launch.empty() && !identity.launch.empty()) {

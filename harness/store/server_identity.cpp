@@ -4,6 +4,7 @@
 #include <harness/fingerprint/fingerprint.hpp>
 #include <harness/util/untrusted_json.hpp>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -25,7 +26,13 @@ ServerIdentity server_identity(std::string_view url, std::string model, std::str
             id.version = v->is_string()                            ? v->get<std::string>()
                          : inner != v->end() && inner->is_string() ? inner->get<std::string>()
                                                                    : v->dump();
+            if (v->is_object()) {
+                if (auto sim = v->find("diffeval_simulator"); sim != v->end() && sim->is_string()) {
+                    id.simulator = sim->get<std::string>();
+                }
+            }
         }
+        id.probed = info.contains("models");
         if (auto l = info.find("launch"); l != info.end() && l->is_array()) {
             for (const auto& token : *l) {
                 id.launch.push_back(token.is_string() ? token.get<std::string>() : token.dump());
@@ -125,6 +132,19 @@ std::optional<ServerDifference> launch_file_difference(const ServerIdentity& a,
         }
     }
     return std::nullopt;
+}
+
+std::optional<ServerDifference> simulator_difference(const ServerIdentity& stored,
+                                                     const ServerIdentity& now) {
+    if (!stored.simulator || !now.probed || now.simulator) {
+        return std::nullopt;
+    }
+    return ServerDifference{
+        "origin",
+        stored.simulator->empty()
+            ? std::string("diffeval's simulator")
+            : fmt::format("diffeval's simulator (profile {})", *stored.simulator),
+        "a live server whose /version names no simulator"};
 }
 
 std::optional<ServerDifference> first_difference(const ServerIdentity& a, const ServerIdentity& b) {

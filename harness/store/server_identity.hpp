@@ -30,6 +30,11 @@ struct ServerIdentity {
     // sha256 of what each held (servers.info_json's "launch_files"): a
     // script that changed launches another server under the same command.
     std::map<std::string, std::string> launch_files;
+    // Whether the server was asked what it is (servers.info_json holds its
+    // /v1/models answer: no --no-preflight), and the simulator profile its
+    // /version named (diffeval's simulator names itself since 2026-12-06).
+    bool probed = false;
+    std::optional<std::string> simulator;
 };
 
 // A launched server's "launch" list (ServerIdentity::launch): `env`, then
@@ -61,6 +66,14 @@ struct ServerDifference {
 // PATH", "sha256 PREFIX" of each); nullopt when none.
 std::optional<ServerDifference> launch_file_difference(const ServerIdentity& a,
                                                        const ServerIdentity& b);
+
+// When `stored` was diffeval's simulator and the server asked now (`now`,
+// probed) is not: ("origin", "diffeval's simulator (profile P)", "a live
+// server whose /version names no simulator"). One way only: a simulator
+// before 2026-12-06 did not name itself, so a stored row that names none
+// may be one, and a real vLLM answers /version as the simulator does.
+std::optional<ServerDifference> simulator_difference(const ServerIdentity& stored,
+                                                     const ServerIdentity& now);
 
 // The first difference of `a` and `b`: the origin (answers imported from
 // lm-eval are not a live server's), the model, then the version, then the

@@ -303,6 +303,40 @@ TEST(EngineFingerprint, AnotherModelBehindTheSameAliasIsAnotherServer) {
               "/opt/diffeval/models/outcomes.gguf");
 }
 
+// diffeval's simulator serving the same model name as a real llama-server
+// (which has no /version, and whose log is not attached): the simulator's
+// answers under a name are not resumed by the real server, whose /version
+// does not name the simulator, nothing is sent, and the stored answers stay.
+TEST(EngineFingerprint, TheSimulatorsAnswersAreNotResumedByARealServer) {
+    ENGINE_OR_SKIP(root);
+    auto dir = e2e::scratch("engine-after-sim");
+    auto test = engine_test::write_outcome_dataset(dir);
+    auto db = dir / "r.sqlite";
+    {
+        e2e::Sim sim({"--model", "tiny", "--dataset", test.string(), "--fewshot-from",
+                      (dir / "train.jsonl").string()});
+        auto o =
+            e2e::run({"run", "--server", "llama=" + sim.url(), "--framing", "raw", "--max-tokens",
+                      "8", "--limit", "3", "--dataset", test.string(), "--fewshot-from",
+                      (dir / "train.jsonl").string(), "--db", db.string(), "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err << o.out;
+    }
+    engine_test::Server spec;
+    spec.extra_args = {"--alias", "tiny"};
+    engine_test::RunningServer server(root, spec, dir / "llama.log");
+    ASSERT_TRUE(server.healthy()) << e2e::slurp(dir / "llama.log");
+    auto o = run_as_llama(server, dir, test, db, "6");
+    EXPECT_EQ(o.exit_code, 2) << o.err << o.out;
+    EXPECT_NE(o.err.find("server 'llama' has origin a live server whose /version names no "
+                         "simulator, but the responses " +
+                         db.string() +
+                         " holds under that name came from one with origin diffeval's simulator "
+                         "(profile default)"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "3");
+}
+
 // A server-side sampling default that no request overrides changes greedy
 // answers: with --repeat-penalty 1.5 every text of the tiny model's first
 // questions differs. llama-server states it only in /props, never in its

@@ -121,3 +121,36 @@ TEST(LaunchIdentity, OnlyThePortWhereItIsNamedAsOneIsMasked) {
     EXPECT_EQ(d->first, "... 4096");
     EXPECT_EQ(d->second, "... 4096 -ctk q4_0");
 }
+
+// The simulator's answers resumed by a live server that is not it (a real
+// vLLM answers /version with the same version; the model may be configured
+// alike) are another server's: refused one way, stored simulator against a
+// probed server that names none. A row written before the simulator named
+// itself may be one, and a server not asked (--no-preflight) said nothing.
+TEST(ServerIdentity, TheSimulatorsAnswersAreNotALiveServersOfTheSameName) {
+    const auto sim = server_identity(
+        "http://127.0.0.1:8000", "qwen",
+        R"({"models": [], "version": {"version": "0.28.0", "diffeval_simulator": "deepgemm"}})",
+        "");
+    ASSERT_EQ(sim.simulator, "deepgemm");
+    EXPECT_EQ(sim.version, "0.28.0");
+    const auto vllm =
+        server_identity("http://gpu1:8000", "qwen", R"({"models": [], "version": "0.28.0"})", "");
+    const auto llama = server_identity("http://gpu1:8080", "qwen", R"({"models": []})", "");
+    const auto unasked = server_identity("http://gpu1:8000", "qwen", "{}", "");
+    EXPECT_EQ(differs(sim, vllm), "");
+    for (const auto* now : {&vllm, &llama}) {
+        auto d = simulator_difference(sim, *now);
+        ASSERT_TRUE(d.has_value());
+        EXPECT_EQ(d->what, "origin");
+        EXPECT_EQ(d->a, "diffeval's simulator (profile deepgemm)");
+        EXPECT_EQ(d->b, "a live server whose /version names no simulator");
+    }
+    EXPECT_FALSE(simulator_difference(sim, unasked).has_value());
+    EXPECT_FALSE(simulator_difference(vllm, sim).has_value());
+    // Another profile is the same simulator behaving otherwise: a profile
+    // resumed by another stands for a server that changed.
+    auto other = sim;
+    other.simulator = "default";
+    EXPECT_FALSE(simulator_difference(sim, other).has_value());
+}
