@@ -315,7 +315,9 @@ TEST(Launch, RequestsInFlightWhenTheServerDiesCountAsSent) {
 // Requests refused at connect after the server died never reached it: not
 // counted sent. The launched shell outlives its server by 0.4 s, so the run
 // goes on submitting and retrying into the closed port (an audit's llama-server
-// run said '343 sent' when the server had read 324).
+// run said '343 sent' when the server had read 324). The server dies 0.5 s
+// after it listens, not after it was started: on a loaded machine a fixed
+// 0.3 s from the start left no time to send anything.
 TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
     auto dir = e2e::scratch("launch_crash_refused");
     const int port = e2e::free_port();
@@ -323,11 +325,15 @@ TEST(Launch, RequestsRefusedAfterTheServerDiedAreNotCountedSent) {
     std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 20\n";
     const std::string sim =
         e2e::binary() + " sim --port " + std::to_string(port) + " --profile " + profile.string();
+    const std::string out = (dir / "sim.out").string();
     std::ofstream(dir / "experiment.toml")
         << "version = 1\nframings = [\"raw\"]\nmax_tokens = [32]\nrepeats = 5\nconcurrency = 4\n"
         << "[[servers]]\nname = \"s\"\nurl = \"http://127.0.0.1:" << port
         << "\"\nshell = true\nlaunch = "
-        << quoted(sim + " & pid=$!; sleep 0.3; kill -9 $pid; sleep 0.4") << "\n";
+        << quoted(sim + " > " + out + " 2>&1 & pid=$!; for i in $(seq 1000); do grep -q " +
+                  "listening " + out + " && break; sleep 0.01; done; sleep 0.5; kill -9 $pid; " +
+                  "sleep 0.4")
+        << "\n";
     auto db = dir / "r.sqlite";
     auto o = e2e::run({"run", "--config", (dir / "experiment.toml").string(), "--db", db.string(),
                        "--retries", "20", "--retry-backoff-ms", "100"});
