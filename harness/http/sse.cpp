@@ -48,13 +48,19 @@ void SseParser::end_line(std::vector<std::string>& events) {
         }
     }
     if (m_line.empty()) {
-        if (m_has_error) {
+        // An event named "error" (`event: error`, the SSE standard's own way
+        // to type one) is the failure its data describes, as an `error` field
+        // is: read as data, an audit's "engine died" between two chunks was
+        // stored as one answer and scored.
+        // One with no data still says the stream failed.
+        if (m_has_error || m_event == "error") {
             // The event is the failure, whatever data it also carried.
+            const std::string& what = m_has_error ? m_error : m_data;
             std::string event = "{\"error\":";
-            if (util::trim(m_error).starts_with('{')) {
-                event += m_error;
+            if (util::trim(what).starts_with('{')) {
+                event += what;
             } else {
-                util::append_dump_string(event, m_error);
+                util::append_dump_string(event, what.empty() ? "an event named error" : what);
             }
             events.push_back(event + "}");
         } else if (m_has_data) {
@@ -64,6 +70,7 @@ void SseParser::end_line(std::vector<std::string>& events) {
         m_has_data = false;
         m_error.clear();
         m_has_error = false;
+        m_event.clear();
     } else if (m_line[0] != ':') {
         auto colon = m_line.find(':');
         std::string_view field(m_line.data(), colon == std::string::npos ? m_line.size() : colon);
@@ -80,6 +87,8 @@ void SseParser::end_line(std::vector<std::string>& events) {
             }
             m_data += value;
             m_has_data = true;
+        } else if (field == "event") {
+            m_event = value;
         } else if (field == "error") {
             if (m_has_error) {
                 m_error += '\n';

@@ -6,7 +6,8 @@
 // as an `error:` line, not as data, and WHATWG would drop it; so an event
 // with an `error` field comes out as `{"error": VALUE}` (VALUE as sent when
 // it is a JSON object, else as a JSON string), the shape an OpenAI-style
-// server's error event has.
+// server's error event has. An event whose type is "error" (`event: error`)
+// comes out the same way, its data as the error.
 #pragma once
 
 #include <string>
@@ -35,7 +36,8 @@ private:
     bool m_has_data = false;
     std::string m_error; // the event's `error` field
     bool m_has_error = false;
-    size_t m_fed = 0; // bytes fed before the current chunk
+    std::string m_event; // the event's type (`event:`): "error" makes it one
+    size_t m_fed = 0;    // bytes fed before the current chunk
     size_t m_complete_bytes = 0;
 };
 

@@ -66,3 +66,18 @@ TEST(SseParser, AnErrorFieldIsAnErrorEvent) {
               (std::vector<std::string>{"{\"a\":1}", "{\"error\":{\"code\":500,\"message\":\"m\"}}",
                                         "{\"error\":\"out of \\\"memory\\\"\"}", "[DONE]"}));
 }
+
+// An event typed "error" (`event: error`, the SSE standard's field) is an
+// error event with its data as the error, even with no data; the type is
+// the event's only, and other types are data as before. Read as data, an
+// audit's "engine died" between two chunks was stored as one answer.
+TEST(SseParser, AnEventNamedErrorIsAnErrorEvent) {
+    SseParser p;
+    EXPECT_EQ(
+        p.feed("data: {\"a\":1}\n\nevent: error\ndata: {\"message\":\"engine died\"}\n\n"
+               "event: error\ndata: overloaded\n\nevent: error\n\n"
+               "event: message\ndata: {\"b\":2}\n\ndata: [DONE]\n\n"),
+        (std::vector<std::string>{"{\"a\":1}", "{\"error\":{\"message\":\"engine died\"}}",
+                                  "{\"error\":\"overloaded\"}",
+                                  "{\"error\":\"an event named error\"}", "{\"b\":2}", "[DONE]"}));
+}
