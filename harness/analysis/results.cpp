@@ -61,6 +61,7 @@ bool read_row(const store::CountedRows& rows, Results& out, ResultRow& r) {
     r.ttft_ms = rows.ttft_ms();
     // An unparseable start time leaves the row out of the throughput span.
     r.started_ms = rows.started_ms().value_or(0);
+    r.retried = rows.attempts() > 1;
     return known;
 }
 

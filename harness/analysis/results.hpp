@@ -60,7 +60,10 @@ struct ResultRow {
     std::optional<double> latency_ms; // unset when nothing timed it (an import)
     std::optional<double> ttft_ms;    // only for streamed responses
     double started_ms = 0;            // when the request was sent, ms since the Unix epoch
-    ScorerFlags correct;              // per scorer, in Results::scorers order
+    // More than one attempt: latency_ms is the last one's, and when that
+    // one was sent is not stored, so the request's span is unknown.
+    bool retried = false;
+    ScorerFlags correct; // per scorer, in Results::scorers order
     ScorerFlags valid;
 };
 

@@ -13,7 +13,8 @@ namespace {
 constexpr const char* k_row_columns =
     "SELECT q.response_id, q.server, q.framing, q.max_tokens, q.repeat, q.question_idx, "
     "c.outcome, c.reasoning_started, r.completion_tokens, r.latency_ms, r.ok, r.ttft_ms, "
-    "(julianday(r.started_at) - 2440587.5) * 86400000.0, q.dataset, q.question_sha256";
+    "(julianday(r.started_at) - 2440587.5) * 86400000.0, q.dataset, q.question_sha256, "
+    "r.attempts";
 constexpr const char* k_text_columns =
     ", r.text, r.reasoning, r.finish_reason, r.stop_reason, r.error, c.stop_cause, c.opened";
 constexpr const char* k_row_source =

@@ -89,17 +89,19 @@ public:
     // requests.question_sha256; nullopt for a question whose row was
     // missing when the database was migrated to schema v3.
     std::optional<std::string_view> question_sha256() const { return optional_view(14); }
+    // Attempts made (retries included).
+    int64_t attempts() const { return m_rows.column_int(15); }
 
     // Only with `texts`.
-    std::optional<std::string_view> text() const { return optional_view(15); }
-    std::optional<std::string_view> reasoning() const { return optional_view(16); }
-    std::optional<std::string_view> finish_reason() const { return optional_view(17); }
-    util::StopReason stop_reason() const { return m_rows.column_stop_reason(18); }
-    std::optional<std::string_view> response_error() const { return optional_view(19); }
+    std::optional<std::string_view> text() const { return optional_view(16); }
+    std::optional<std::string_view> reasoning() const { return optional_view(17); }
+    std::optional<std::string_view> finish_reason() const { return optional_view(18); }
+    util::StopReason stop_reason() const { return m_rows.column_stop_reason(19); }
+    std::optional<std::string_view> response_error() const { return optional_view(20); }
     // The classification's stop cause ("eos", "stop_string", "unknown", ...)
     // and whether the text (or its prompt) opened a think block.
-    std::optional<std::string_view> stop_cause() const { return optional_view(20); }
-    bool opened() const { return m_rows.column_int(21) != 0; }
+    std::optional<std::string_view> stop_cause() const { return optional_view(21); }
+    bool opened() const { return m_rows.column_int(22) != 0; }
 
 private:
     std::optional<int64_t> optional_int(int col) const;

@@ -144,6 +144,34 @@ TEST(SummarizeLatency, TheRateLeavesOutTheGapBetweenARunAndItsResume) {
     EXPECT_NEAR(*busy.requests_per_s, 4 / 60.75, 1e-9);
 }
 
+// A retried request's span is unknown (its latency is the last attempt's,
+// sent at a time not stored): it is left out of the rate, which a group
+// answered through retries and backoff showed at 5,400 requests/s (a
+// hostile-server audit). Its latency still counts.
+TEST(SummarizeLatency, TheRateLeavesOutRetriedRequests) {
+    std::vector<ResultRow> rows(4);
+    const double t0 = 1.7e12;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        rows[i].ok = true;
+        rows[i].latency_ms = 1;
+        rows[i].started_ms = t0 + static_cast<double>(i) * 1000;
+    }
+    rows[1].retried = true;
+    rows[3].retried = true;
+    std::vector<const ResultRow*> ptrs;
+    for (const auto& r : rows) {
+        ptrs.push_back(&r);
+    }
+    const auto l = summarize_latency(ptrs, {});
+    EXPECT_EQ(l.responses, 4);
+    ASSERT_TRUE(l.requests_per_s.has_value());
+    // Two first-attempt answers from t0 to t0 + 2,001 ms.
+    EXPECT_NEAR(*l.requests_per_s, 2 / 2.001, 1e-9);
+    rows[0].retried = true;
+    rows[2].retried = true;
+    EXPECT_FALSE(summarize_latency(ptrs, {}).requests_per_s.has_value());
+}
+
 } // namespace
 } // namespace diffeval::analysis
 
