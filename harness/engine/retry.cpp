@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace diffeval::engine {
 
@@ -68,15 +69,23 @@ std::chrono::milliseconds backoff_delay(std::chrono::milliseconds base, int atte
 
 // Delta-seconds only (digits; HTTP dates and anything else such as "nan" or
 // "1e308" fall back to the backoff), capped so a hostile server cannot park
-// the run.
+// the run. However many digits: "wait a very long time" waits the cap (13
+// or more digits fell back to the 50 ms backoff; a hostile-server audit).
 std::optional<std::chrono::milliseconds> parse_retry_after(const std::optional<std::string>& v,
                                                            std::chrono::milliseconds cap) {
-    if (!v || v->empty() || v->size() > 12 ||
+    if (!v || v->empty() ||
         !std::all_of(v->begin(), v->end(), [](char c) { return c >= '0' && c <= '9'; })) {
         return std::nullopt;
     }
     const auto limit = std::min(cap, k_max_retry_after);
-    return std::min(std::chrono::milliseconds(std::stoll(*v) * 1000), limit);
+    // Leading zeros say nothing; past 12 digits the value is past any cap.
+    const auto digits = std::string_view(*v).substr(std::min(v->find_first_not_of('0'), v->size()));
+    if (digits.size() > 12) {
+        return limit;
+    }
+    return std::min(
+        std::chrono::milliseconds(digits.empty() ? 0 : std::stoll(std::string(digits)) * 1000),
+        limit);
 }
 
 bool retryable_status(long status) {

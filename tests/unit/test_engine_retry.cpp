@@ -126,11 +126,19 @@ TEST(RetryPolicy, RetryAfterIsBoundedByTheTimeoutAndFiveMinutes) {
     EXPECT_EQ(a.decide().delay, milliseconds{300'000});
     a.retry_after = "999999999999"; // 12 digits: still a number, still capped
     EXPECT_EQ(a.decide().delay, milliseconds{300'000});
+    // Any number of digits is whole seconds: 13 or 26 of them waited the
+    // 500 ms backoff, hammering a server that asked for a long rest.
+    for (const char* v : {"9999999999999", "12345678901234567890123456"}) {
+        a.retry_after = v;
+        EXPECT_EQ(a.decide().delay, milliseconds{300'000}) << v;
+    }
+    a.retry_after = "0000000000000007"; // leading zeros say nothing
+    EXPECT_EQ(a.decide().delay, milliseconds{7'000});
 }
 
 TEST(RetryPolicy, RetryAfterThatIsNotDeltaSecondsFallsBackToTheBackoff) {
-    for (const char* v : {"nan", "inf", "-1", "1.5", "1e308", "9999999999999", " 5", "",
-                          "Wed, 21 Oct 2015 07:28:00 GMT"}) {
+    for (const char* v :
+         {"nan", "inf", "-1", "1.5", "1e308", " 5", "", "Wed, 21 Oct 2015 07:28:00 GMT"}) {
         Attempt a(http::Transport::ok, 503);
         a.retry_after = v;
         auto d = a.decide();
