@@ -153,10 +153,15 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
         }
     }
     if (ids.empty()) {
+        // A body cut short, or no JSON at all, is not "no models" (audit).
         return make_error(ErrorKind::usage,
-                          fmt::format("server '{}': GET /v1/models listed no models; is it an "
+                          fmt::format("server '{}': GET /v1/models {}; is it an "
                                       "OpenAI-compatible server?",
-                                      s.name));
+                                      s.name,
+                                      j.is_discarded()
+                                          ? "answered with no readable JSON (malformed, cut short "
+                                            "or nested too deep)"
+                                          : "listed no models"));
     }
     if (model && std::find(ids.begin(), ids.end(), *model) == ids.end()) {
         return make_error(

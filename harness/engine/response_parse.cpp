@@ -292,6 +292,10 @@ bool parse(const std::string& body, Endpoint endpoint, store::ResponseRow& row) 
     object usage;
     const auto u = last_member(top, "usage");
     const bool counted = u && !u->get_object().get(usage);
+    // A usage that is neither an object nor null gets its note there.
+    if (u && !counted && !u->is_null()) {
+        return false;
+    }
     if (counted && (!count_field(usage, "prompt_tokens", prompt_tokens) ||
                     !count_field(usage, "completion_tokens", completion_tokens))) {
         return false;
@@ -357,7 +361,8 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
     if (endpoint == Endpoint::completion) {
         row.text = string_field(choice, "text");
         if (!row.text) {
-            return fail("the completion choice has no text");
+            return fail(choice.contains("text") ? "the completion choice's text is not a string"
+                                                : "the completion choice has no text");
         }
     } else {
         auto msg = choice.find("message");
@@ -391,6 +396,10 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
     if (auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
         row.prompt_tokens = count_field(*usage, "prompt_tokens", row.notes);
         row.completion_tokens = count_field(*usage, "completion_tokens", row.notes);
+    } else if (usage != j.end() && !usage->is_null()) {
+        // `"usage": "lots"` was stored with no word of it.
+        row.notes += fmt::format("{}usage {} is not an object; token counts stored as NULL",
+                                 row.notes.empty() ? "" : "; ", util::one_line(usage->dump(), 40));
     }
     row.ok = true;
     row.error.clear();
@@ -555,7 +564,12 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
     } else if (!m_any_choice) {
         row.ok = false;
         row.error_kind = "parse";
-        row.error = "the stream carried no choices";
+        // No event at all: the body was no event stream (a server that
+        // ignores `stream: true` sends one JSON body, which an audit saw
+        // called "the stream carried no choices").
+        row.error = m_events == 0 ? "the response held no stream events (no `data:` line): the "
+                                    "server did not stream, though the request asked it to"
+                                  : "the stream carried no choices";
     } else if (m_endpoint == Endpoint::completion && !m_text_field) {
         // Chunks of another shape (a chat delta) ending with a bare
         // finish_reason: no completion at all, as the same body unstreamed

@@ -208,6 +208,31 @@ TEST(ParseBody, AStreamedCompletionWithNoTextFieldIsNoAnswer) {
     EXPECT_EQ(empty.text, "");
 }
 
+// What went wrong, in words that name it (a hostile-server audit): a text
+// of the wrong type is not a missing one, a usage that is no object gets a
+// note, and a body with no stream event at all did not stream.
+TEST(ParseBody, ErrorsAndNotesNameWhatTheServerSent) {
+    store::ResponseRow number;
+    parse_success_body(R"({"choices":[{"text":18,"finish_reason":"stop"}]})", Endpoint::completion,
+                       number);
+    EXPECT_FALSE(number.ok);
+    EXPECT_EQ(number.error, "the completion choice's text is not a string");
+    store::ResponseRow missing;
+    parse_success_body(R"({"choices":[{"finish_reason":"stop"}]})", Endpoint::completion, missing);
+    EXPECT_EQ(missing.error, "the completion choice has no text");
+    auto lots = parse(R"({"choices":[{"text":"#### 4","finish_reason":"stop"}],"usage":"lots"})");
+    EXPECT_EQ(lots.notes, "usage \"lots\" is not an object; token counts stored as NULL");
+    EXPECT_FALSE(lots.completion_tokens.has_value());
+    EXPECT_EQ(parse(R"({"choices":[{"text":"#### 4","finish_reason":"stop"}],"usage":null})").notes,
+              "");
+    StreamAccumulator unstreamed(Endpoint::completion);
+    store::ResponseRow row;
+    unstreamed.finish(row);
+    EXPECT_FALSE(row.ok);
+    EXPECT_EQ(row.error, "the response held no stream events (no `data:` line): the server did "
+                         "not stream, though the request asked it to");
+}
+
 // The simdjson path and the DOM parser it stands in for agree field by field
 // on answers at the edges of what each parser holds; duplicate keys resolve
 // to the last one in both.
