@@ -414,6 +414,7 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     }
     if (data == "[DONE]") {
         m_done = true;
+        m_done_ms = at_ms;
         return;
     }
     auto j = util::parse_untrusted_json(data);

@@ -55,6 +55,10 @@ public:
     void finish(store::ResponseRow& row) const;
     // Whether [DONE] arrived: the answer is whole, however the transfer ends.
     bool done() const { return m_done; }
+    // When [DONE] arrived (on_event's clock); nullopt before.
+    std::optional<double> done_ms() const {
+        return m_done ? std::optional(m_done_ms) : std::nullopt;
+    }
     // Record into `pieces` every non-empty string taken into the text or the
     // reasoning from now on (redact_body.cpp maps a secret back to them).
     void record_pieces(std::vector<StreamPiece>* pieces) { m_pieces = pieces; }
@@ -85,6 +89,7 @@ private:
     double m_last_token_ms = 0;
     std::vector<double> m_gaps_ms;
     bool m_done = false;
+    double m_done_ms = 0;
     bool m_any_choice = false;
     bool m_any_text = false;   // some chunk had content (or text) as a string
     bool m_text_field = false; // a completion chunk's choice had `text` (a string or null)

@@ -730,6 +730,8 @@ struct RunState {
     Sender& sender;
     int64_t run_id;
     RunSummary& summary;
+    // Per "host:port", the client's unasked-bytes count already warned of.
+    std::map<std::string, size_t> unasked_warned = {};
 };
 
 // Start `phase`'s servers that diffeval launches into `launched`, logging
@@ -866,6 +868,32 @@ void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase,
                                     unreached)
                       : std::string(),
         phase_names(ctx, phase, n_phases));
+}
+
+// A line per server of `phase` that sent bytes no request asked for on a
+// connection (a response too many, from the server or a proxy before it):
+// a request written there a moment before they came read them as its
+// answer, and nothing tells the two apart; the connection was shut once they
+// were seen (a hostile-server audit stored 5 of 10 answers from another
+// request's response so, with no word).
+void warn_unasked_bytes(const RunContext& ctx, const std::vector<size_t>& phase, RunState& st) {
+    const auto& unasked = st.sender.unasked_bytes();
+    for (size_t si : phase) {
+        const auto& spec = ctx.config.servers[si];
+        const auto hp = http::host_port(spec.url);
+        const auto it = hp ? unasked.find(hp->host + ":" + hp->port) : unasked.end();
+        if (it == unasked.end() || it->second <= st.unasked_warned[it->first]) {
+            continue;
+        }
+        const size_t seen = it->second - st.unasked_warned[it->first];
+        st.unasked_warned[it->first] = it->second;
+        ctx.log << fmt::format(
+            "diffeval run: WARNING: server '{}' sent bytes no request asked for on {} (a "
+            "response too many, from the server or a proxy); an answer read on such a connection "
+            "just before may be another request's: check its stored answers against their "
+            "questions, and the server\n",
+            spec.name, util::counted(seen, "connection"));
+    }
 }
 
 // Stop `phase`'s launched servers (unless kept) and record them with their logs.
@@ -1040,6 +1068,7 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         return refused(stored.error());
     }
     print_phase_counts(ctx, phase, n_phases, st, before, *planned);
+    warn_unasked_bytes(ctx, phase, st);
     for (size_t si : phase) {
         st.servers[si].planner.reset();
     }

@@ -430,6 +430,11 @@ struct Sender::Loop {
         if (whole) {
             row.notes += fmt::format("{}the stream sent [DONE] but its transfer did not end: {}",
                                      row.notes.empty() ? "" : "; ", resp.transport_error);
+            // The answer ended at its [DONE]: the wait for an end that never
+            // came (the whole --timeout) is not its latency (audit).
+            if (const auto done = w.stream->acc.done_ms()) {
+                row.latency_ms = *done;
+            }
         }
         // A 200 whose body was cut or carried an error event is the server
         // failing to deliver, like a 5xx: the policy may try again.

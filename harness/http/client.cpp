@@ -515,6 +515,10 @@ size_t MultiClient::in_flight() const {
     return m_impl->plain.in_flight() + (m_impl->curl ? m_impl->curl->in_flight() : 0);
 }
 
+const std::map<std::string, size_t>& MultiClient::unasked_bytes() const {
+    return m_impl->plain.unasked_bytes();
+}
+
 namespace {
 
 // fetch() over plain http://, on the run's own client: no libcurl to load

@@ -122,10 +122,14 @@ struct Connection {
 // server's bug), which the next request would read as its own; an end of
 // stream is a server that hung up while it was idle. One non-blocking peek,
 // as libcurl checks a connection before reusing it.
-bool still_quiet(Connection& c) {
+enum class Idle { quiet, closed, unasked_bytes };
+Idle idle_state(Connection& c) {
     char byte = 0;
     const ssize_t n = ::recv(c.socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (n > 0) {
+        return Idle::unasked_bytes;
+    }
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? Idle::quiet : Idle::closed;
 }
 
 struct Transfer {
@@ -185,7 +189,8 @@ struct PlainMulti::Impl {
     // on one before the close arrives is never read, so such a host's
     // connections are not kept after a chunked answer.
     std::unordered_set<std::string> closes_after_chunked;
-    size_t n_open = 0; // connections open, busy and idle
+    std::map<std::string, size_t> unasked_bytes; // PlainMulti::unasked_bytes
+    size_t n_open = 0;                           // connections open, busy and idle
     size_t max_open = 1024;
     std::optional<Clock::time_point> next_deadline;
     std::vector<Response> finished;
@@ -249,9 +254,15 @@ void PlainMulti::Impl::start(const TransferPtr& t) {
     while (!list.empty()) {
         auto conn = std::move(list.back());
         list.pop_back();
-        if (!still_quiet(*conn)) {
+        if (const auto state = idle_state(*conn); state != Idle::quiet) {
             if (conn->after_chunked) {
                 closes_after_chunked.insert(t->target->key);
+            }
+            // Bytes nobody asked for: a server or proxy that sent a response
+            // too many, which a request written a moment earlier would have
+            // read as its answer (the run says so at its end).
+            if (state == Idle::unasked_bytes) {
+                ++unasked_bytes[t->target->key];
             }
             shut(*conn);
             continue;
@@ -580,6 +591,11 @@ void PlainMulti::Impl::complete(Transfer& t) {
     // Reused only when the server keeps it open and sent nothing beyond the
     // answer (nothing is pipelined, so extra bytes are the server's error).
     const bool chunked = t.parser->chunked();
+    // Bytes read past the answer: a response too many, before it or after
+    // (see PlainMulti::unasked_bytes).
+    if (t.conn->buffer.size() > 0) {
+        ++unasked_bytes[t.target->key];
+    }
     if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open &&
         !(chunked && closes_after_chunked.contains(t.target->key))) {
         t.conn->reused = true;
@@ -791,6 +807,10 @@ void PlainMulti::set_max_connections(size_t n) {
 
 size_t PlainMulti::in_flight() const {
     return m_impl->active.size();
+}
+
+const std::map<std::string, size_t>& PlainMulti::unasked_bytes() const {
+    return m_impl->unasked_bytes;
 }
 
 } // namespace diffeval::http::detail

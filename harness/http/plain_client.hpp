@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ public:
     // Keep at most `n` connections open, busy and idle together.
     void set_max_connections(size_t n);
     size_t in_flight() const;
+    // Per "host:port", the connections found holding bytes no request asked
+    // for: read past an answer, or waiting on an idle kept-alive connection
+    // (each then shut, not reused).
+    const std::map<std::string, size_t>& unasked_bytes() const;
 
 private:
     struct Impl;

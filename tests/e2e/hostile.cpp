@@ -218,7 +218,8 @@ std::string name_of(Hostile m) {
                                   "probe_error",
                                   "gzip_members",
                                   "close_after_read",
-                                  "oversize_503"};
+                                  "oversize_503",
+                                  "stray_after"};
     return names[static_cast<int>(m)];
 }
 
@@ -266,6 +267,7 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
     };
     switch (mode) {
     case Hostile::good:
+    case Hostile::stray_after: // serve() adds the stray
         return stream ? sse_response(good_stream(usage))
                       : json_response(200, json_text(chat, good));
     case Hostile::cut_mid_event:
@@ -596,6 +598,14 @@ void HostileServer::Impl::serve(int fd) {
                 if (auto at = reply.find("Connection: close\r\n"); at != std::string::npos) {
                     reply.erase(at, 19);
                 }
+            }
+            // The stray in the same write as the answer: they arrive together.
+            if (mode == Hostile::stray_after) {
+                auto stray = json_response(200, json_text(chat, "\"STRAY #### 7\""));
+                if (auto at = stray.find("Connection: close\r\n"); at != std::string::npos) {
+                    stray.erase(at, 19);
+                }
+                reply += stray;
             }
             send_all(fd, reply, deadline);
             if (reply.empty()) {

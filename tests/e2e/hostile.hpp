@@ -61,6 +61,8 @@ enum class Hostile {
     gzip_members,     // Content-Encoding: gzip, two members: a good answer, then an error
     close_after_read, // reads the request (counted) and closes without answering
     oversize_503,     // 503 with Retry-After: 0 and a 200,000-byte body sent with its length
+    stray_after,      // a good answer, then at once a second 200 no request asked for
+                      // (text "STRAY #### 7") on the same connection
 };
 
 // The mode's name, as counted by HostileServer::arrivals().

@@ -251,6 +251,10 @@ TEST(Hostile, AStreamThatSentDoneIsKeptWhenItsTransferHangs) {
                            "'%the stream sent [DONE] but its transfer did not end%' AND "
                            "instr(v.response_json, '[DONE]') > 0"),
               2);
+    // Its latency is to its [DONE], not the 300 ms --timeout it then waited
+    // for an end (an audit's p99 was the whole timeout).
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE latency_ms < 250"), 2)
+        << e2e::query(db, "SELECT group_concat(latency_ms) FROM v_responses");
 }
 
 // 3. Chat content of the wrong type is no answer.
@@ -961,6 +965,35 @@ TEST(Hostile, ARequestReadThenDroppedIsNotSentAgainSilently) {
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE ok = 0 AND attempts = 1 AND "
                            "error_kind = 'transport' AND error LIKE '%closed the connection%'"),
               2);
+}
+
+// A server that sends a response no request asked for on a kept-alive
+// connection: seen past the answer, or on the idle connection when it is
+// next taken up, it is never read as an answer (the connection is shut),
+// and the run now says so. One that comes after the next request was
+// written there is read as that request's answer, and no HTTP/1.1 client
+// can tell (an audit stored 5 of 10 answers so, with no word).
+TEST(Hostile, AResponseNoRequestAskedForIsWarnedOf) {
+    auto dir = e2e::scratch("hostile-stray");
+    auto opts = cycle({Hostile::stray_after});
+    opts.keep_alive = true;
+    HostileServer server(opts);
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(
+        run_args(server.url(), db, {"--limit", "6", "--framing", "raw", "--concurrency", "1"}));
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE text LIKE 'STRAY%'"), 0);
+    EXPECT_NE(o.err.find("WARNING: server 'h' sent bytes no request asked for on "),
+              std::string::npos)
+        << o.err;
+    EXPECT_NE(o.err.find("an answer read on such a connection just before may be another "
+                         "request's"),
+              std::string::npos)
+        << o.err;
+    // A server that answers once per request gets no such line.
+    HostileServer good(cycle({Hostile::good}));
+    auto clean = e2e::run(run_args(good.url(), dir / "good.sqlite",
+                                   {"--limit", "6", "--framing", "raw", "--concurrency", "1"}));
+    EXPECT_EQ(clean.err.find("WARNING"), std::string::npos) << clean.err;
 }
 
 // llama-server closes the connection after every streamed answer, though
