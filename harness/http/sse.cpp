@@ -50,9 +50,8 @@ void SseParser::end_line(std::vector<std::string>& events) {
     if (m_line.empty()) {
         // An event named "error" (`event: error`, the SSE standard's own way
         // to type one) is the failure its data describes, as an `error` field
-        // is: read as data, an audit's "engine died" between two chunks was
-        // stored as one answer and scored.
-        // One with no data still says the stream failed.
+        // is, and says so with no data too: read as data, an audit's "engine
+        // died" between two chunks was stored as one answer and scored.
         if (m_has_error || m_event == "error") {
             // The event is the failure, whatever data it also carried.
             const std::string& what = m_has_error ? m_error : m_data;

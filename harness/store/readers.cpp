@@ -4,6 +4,7 @@
 #include <harness/store/sqlite.hpp>
 #include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
+#include <harness/util/untrusted_json.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -144,12 +145,13 @@ util::Result<std::vector<AnsweredAs>> answered_as(Store& st,
         while (s.step()) {
             // SQLite wrote this array from valid JSON, one element per path
             // (null for a missing field), with the server's bytes in its
-            // strings, which need not be UTF-8.
+            // strings, which need not be UTF-8, and its values as deep as
+            // they came (a model nested past the bound is no name).
             auto text = s.column_text(0);
             if (!util::is_utf8(text)) {
                 text = util::valid_utf8(text);
             }
-            const auto said = nlohmann::json::parse(text, nullptr, false);
+            const auto said = util::parse_untrusted_json(text);
             if (!said.is_array() || said.size() != 2) {
                 continue;
             }
