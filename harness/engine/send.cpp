@@ -428,8 +428,13 @@ struct Sender::Loop {
         }
         auto row = row_of(w, got);
         if (whole) {
-            row.notes += fmt::format("{}the stream sent [DONE] but its transfer did not end: {}",
-                                     row.notes.empty() ? "" : "; ", resp.transport_error);
+            // Which: a transfer that went on (a timeout), or one that failed
+            // after [DONE] (a dropped connection, a gzip body cut before its
+            // check value), which "did not end" misnamed (audit).
+            row.notes += fmt::format(
+                "{}the stream sent [DONE] but its transfer {}: {}", row.notes.empty() ? "" : "; ",
+                resp.transport == http::Transport::timed_out ? "did not end" : "then failed",
+                resp.transport_error);
             // The answer ended at its [DONE]: the wait for an end that never
             // came (the whole --timeout) is not its latency (audit).
             if (const auto done = w.stream->acc.done_ms()) {

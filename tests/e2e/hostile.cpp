@@ -219,7 +219,8 @@ std::string name_of(Hostile m) {
                                   "gzip_members",
                                   "close_after_read",
                                   "oversize_503",
-                                  "stray_after"};
+                                  "stray_after",
+                                  "done_then_drop"};
     return names[static_cast<int>(m)];
 }
 
@@ -505,6 +506,17 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                      size.str() + "\r\n" + events + "\r\n",
                  deadline);
         return answer(Hostile::hang, r, chat, stream, fd, deadline);
+    }
+    case Hostile::done_then_drop: {
+        const auto events = good_stream(usage);
+        std::ostringstream size;
+        size << std::hex << events.size();
+        send_all(fd,
+                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
+                 "chunked\r\n\r\n" +
+                     size.str() + "\r\n" + events + "\r\n",
+                 deadline);
+        return ""; // serve() closes the connection
     }
     case Hostile::hang:
         while (!stop.load() && Clock::now() < deadline) {

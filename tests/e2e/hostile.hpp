@@ -63,6 +63,8 @@ enum class Hostile {
     oversize_503,     // 503 with Retry-After: 0 and a 200,000-byte body sent with its length
     stray_after,      // a good answer, then at once a second 200 no request asked for
                       // (text "STRAY #### 7") on the same connection
+    done_then_drop,   // stream: a whole answer and [DONE] in a chunk, then the connection
+                      // closes without the last chunk
 };
 
 // The mode's name, as counted by HostileServer::arrivals().

@@ -255,6 +255,19 @@ TEST(Hostile, AStreamThatSentDoneIsKeptWhenItsTransferHangs) {
     // for an end (an audit's p99 was the whole timeout).
     EXPECT_EQ(count_of(db, "SELECT count(*) FROM v_responses WHERE latency_ms < 250"), 2)
         << e2e::query(db, "SELECT group_concat(latency_ms) FROM v_responses");
+    // One whose connection drops after its [DONE] is kept too, and its note
+    // says the transfer failed (it said "did not end" of a cut gzip body).
+    HostileServer dropping(cycle({Hostile::done_then_drop}));
+    auto dropped = dir / "dropped.sqlite";
+    auto d = e2e::run(run_args(dropping.url(), dropped,
+                               {"--limit", "2", "--framing", "raw", "--stream", "--retries", "2"}));
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_EQ(dropping.total_arrivals(), 2);
+    EXPECT_EQ(count_of(dropped, "SELECT count(*) FROM v_responses v JOIN responses r USING "
+                                "(response_id) WHERE v.ok = 1 AND v.attempts = 1 AND r.notes "
+                                "LIKE '%the stream sent [DONE] but its transfer then failed: %'"),
+              2)
+        << e2e::query(dropped, "SELECT group_concat(notes, ' | ') FROM responses");
 }
 
 // 3. Chat content of the wrong type is no answer.
