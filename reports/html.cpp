@@ -99,8 +99,8 @@ std::string what_ran(const ReportData& data) {
             out += "</div>\n";
         }
         for (const auto& m : analysis::mixed_answers(s)) {
-            out += "<div class=\"conflict\"><strong>" + std::string(mixed_heading(m)) +
-                   "</strong> on " + util::xml_escape(s.name) + ": " + util::xml_escape(m.message) +
+            out += "<div class=\"conflict\"><strong>" + std::string(m.heading) + "</strong> on " +
+                   util::xml_escape(s.name) + ": " + util::xml_escape(m.conflict.message) +
                    "</div>\n";
         }
     }

@@ -90,8 +90,8 @@ std::string servers_section(const ReportData& data) {
             out += "\n";
         }
         for (const auto& m : analysis::mixed_answers(s)) {
-            out += fmt::format("\n**{}** on {}: {}\n", mixed_heading(m), md_text(s.name),
-                               md_text(m.message));
+            out += fmt::format("\n**{}** on {}: {}\n", m.heading, md_text(s.name),
+                               md_text(m.conflict.message));
         }
     }
     if (!any_fingerprint) {

@@ -211,10 +211,6 @@ std::string fact_cell(const std::string& value, const std::string& stated) {
     return out;
 }
 
-const char* mixed_heading(const fingerprint::Conflict& mixed) {
-    return mixed.name == "mixed-models" ? "MIXED MODELS" : "MIXED SYSTEM FINGERPRINTS";
-}
-
 std::string render_table(const std::vector<std::vector<std::string>>& rows, Style style,
                          Columns columns) {
     if (rows.empty()) {

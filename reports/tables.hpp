@@ -5,7 +5,6 @@
 
 #include <harness/analysis/compare.hpp>
 #include <harness/analysis/summary.hpp>
-#include <harness/fingerprint/fingerprint.hpp>
 
 #include <optional>
 #include <string>
@@ -43,11 +42,6 @@ std::string markdown_code(const std::string& text);
 // util::k_server_words_bytes each). Plain text: escape it for the report's
 // format.
 std::string fact_cell(const std::string& value, const std::string& stated);
-
-// The heading of a line under "What actually ran" that says a server's
-// responses disagree on what answered (analysis::mixed_answers): "MIXED
-// MODELS", "MIXED SYSTEM FINGERPRINTS".
-const char* mixed_heading(const fingerprint::Conflict& mixed);
 
 // The harness verdicts: accuracy per group and scorer, mean (min-max) over
 // repeats, in percent.

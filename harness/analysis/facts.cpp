@@ -2,6 +2,7 @@
 #include <harness/analysis/facts.hpp>
 
 #include <harness/store/readers.hpp>
+#include <harness/store/server_identity.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -46,13 +47,7 @@ void read_info(const std::string& text, ServerFacts& f) {
         return;
     }
     f.version = version_of(info);
-    // diffeval's simulator names itself in /version beside the vLLM version
-    // it imitates (docs/simulator.md).
-    if (auto v = info.find("version"); v != info.end() && v->is_object()) {
-        if (auto sim = v->find("diffeval_simulator"); sim != v->end() && sim->is_string()) {
-            f.simulator = sim->get<std::string>();
-        }
-    }
+    f.simulator = store::simulator_profile(info);
     auto models = info.find("models");
     if (models == info.end() || !models->is_array() || models->empty() ||
         !(*models)[0].is_object()) {
@@ -216,9 +211,10 @@ std::string names_text(const store::NameCounts& names) {
     return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::vector<fingerprint::Conflict> mixed_answers(const ServerFacts& s) {
-    std::vector<fingerprint::Conflict> out;
-    const auto mixed = [&](const store::NameCounts& n, const char* name, const char* kind,
+std::vector<MixedAnswers> mixed_answers(const ServerFacts& s) {
+    std::vector<MixedAnswers> out;
+    const auto mixed = [&](const store::NameCounts& n, std::string_view kind,
+                           std::string_view heading, const char* name, const char* kinds,
                            const char* field, const char* meaning) {
         if (n.names() < 2) {
             return;
@@ -226,21 +222,21 @@ std::vector<fingerprint::Conflict> mixed_answers(const ServerFacts& s) {
         fingerprint::Conflict c{name,
                                 fmt::format("its {} name {} {}: {}; {}",
                                             util::counted(n.responses(), "successful response"),
-                                            n.names(), kind, names_text(n), meaning),
+                                            n.names(), kinds, names_text(n), meaning),
                                 {}};
         for (const auto& [value, count] : n.listed) {
             c.evidence.push_back(fmt::format("{}={} ({})", field, value, count));
         }
         if (n.more_names > 0) {
             c.evidence.push_back(
-                fmt::format("{} more {} ({})", n.more_names, kind, n.more_responses));
+                fmt::format("{} more {} ({})", n.more_names, kinds, n.more_responses));
         }
-        out.push_back(std::move(c));
+        out.push_back({std::move(c), kind, heading});
     };
-    mixed(s.answered_as.models, "mixed-models", "models", "model",
+    mixed(s.answered_as.models, "model", "MIXED MODELS", "mixed-models", "models", "model",
           "its answers are not one model's");
-    mixed(s.answered_as.system_fingerprints, "mixed-system-fingerprints", "system fingerprints",
-          "system_fingerprint",
+    mixed(s.answered_as.system_fingerprints, "system fingerprint", "MIXED SYSTEM FINGERPRINTS",
+          "mixed-system-fingerprints", "system fingerprints", "system_fingerprint",
           "its answers are not one backend's (it changed during the run, or a proxy mixed "
           "backends)");
     return out;

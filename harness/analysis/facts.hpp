@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -65,14 +66,21 @@ std::vector<FactRow> fact_rows(const std::vector<ServerFacts>& servers);
 // listed ones, "and 3 more (40)").
 std::string names_text(const store::NameCounts& names);
 
+// One kind of name a server's successful responses gave more than one of.
+struct MixedAnswers {
+    // "mixed-models", "its 1519 successful responses name 2 models: ...; its
+    // answers are not one model's" with "model=NAME (N)" per model listed
+    // ("K more models (N)" for the rest); "mixed-system-fingerprints",
+    // likewise with "system_fingerprint=NAME (N)".
+    fingerprint::Conflict conflict;
+    std::string_view kind;    // "model", "system fingerprint"
+    std::string_view heading; // "MIXED MODELS", "MIXED SYSTEM FINGERPRINTS"
+};
+
 // Where `s`'s successful responses name more than one model, or more than
-// one system fingerprint, a conflict for each: "mixed-models", "its 1519
-// successful responses name 2 models: ...; its answers are not one model's"
-// with "model=NAME (N)" per model listed ("K more models (N)" for the rest);
-// "mixed-system-fingerprints", likewise with "system_fingerprint=NAME (N)".
-// The report and the gate's conflict check say them beside the
-// fingerprint's conflicts.
-std::vector<fingerprint::Conflict> mixed_answers(const ServerFacts& s);
+// one system fingerprint, one for each, models first. The report and the
+// gate's conflict check say them beside the fingerprint's conflicts.
+std::vector<MixedAnswers> mixed_answers(const ServerFacts& s);
 
 // A sentence saying which servers are diffeval's simulator and that no
 // model ran on them; "" when none is.

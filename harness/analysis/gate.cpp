@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
+#include <string_view>
 
 namespace diffeval::analysis {
 
@@ -765,9 +767,11 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
     c.unit = "conflicts";
     c.threshold = 0;
     c.threshold_text = "0";
-    // What server logs contradict; the servers whose responses name more
-    // than one model, or more than one system fingerprint.
-    std::vector<std::string> found, models, backends, fingerprinted;
+    // What server logs contradict; per kind of name ("model", "system
+    // fingerprint", in that order), the servers whose responses name more
+    // than one.
+    std::vector<std::string> found, fingerprinted;
+    std::map<std::string_view, std::vector<std::string>> mixed;
     nlohmann::json detail = nlohmann::json::array();
     for (const auto& s : *servers) {
         if (s.fingerprinted) {
@@ -788,23 +792,19 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
         // configurations, contradicts itself too: a proxy mixed backends, or
         // the backend changed mid-run, and its answers are not one backend's.
         for (const auto& m : mixed_answers(s)) {
-            add(m, fmt::format("{}: {}", s.name, m.message),
-                m.name == "mixed-models" ? models : backends);
+            add(m.conflict, fmt::format("{}: {}", s.name, m.conflict.message), mixed[m.kind]);
         }
     }
-    const size_t conflicts = found.size() + models.size() + backends.size();
-    c.measured = static_cast<double>(conflicts);
+    size_t conflicts = found.size();
     std::string mixed_text;
-    if (!models.empty()) {
-        mixed_text += fmt::format(", {} answering under more than one model",
-                                  util::counted(models.size(), "server"));
+    for (const auto& [kind, lines] : mixed) {
+        conflicts += lines.size();
+        mixed_text += fmt::format(", {} answering under more than one {}",
+                                  util::counted(lines.size(), "server"), kind);
     }
-    if (!backends.empty()) {
-        mixed_text += fmt::format(", {} under more than one system fingerprint",
-                                  util::counted(backends.size(), "server"));
-    }
+    c.measured = static_cast<double>(conflicts);
     c.measured_text =
-        mixed_text.empty()
+        mixed.empty()
             ? fmt::format("{} on {} fingerprinted of {}", util::counted(found.size(), "conflict"),
                           fingerprinted.size(), util::counted(servers->size(), "server"))
             : fmt::format("{}: {} in server logs ({} fingerprinted of {}){}",
@@ -817,14 +817,9 @@ util::Result<GateCheck> conflict_check(const Results& results, store::Store& sto
             parts.push_back(
                 fmt::format("a server log contradicts itself: {}", fmt::join(found, "; ")));
         }
-        if (!models.empty()) {
-            parts.push_back(fmt::format("a server's responses name more than one model: {}",
-                                        fmt::join(models, "; ")));
-        }
-        if (!backends.empty()) {
-            parts.push_back(
-                fmt::format("a server's responses name more than one system fingerprint: {}",
-                            fmt::join(backends, "; ")));
+        for (const auto& [kind, lines] : mixed) {
+            parts.push_back(fmt::format("a server's responses name more than one {}: {}", kind,
+                                        fmt::join(lines, "; ")));
         }
         c.why = fmt::format("{}", fmt::join(parts, "; "));
     } else if (fingerprinted.empty()) {

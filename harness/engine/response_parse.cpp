@@ -408,12 +408,11 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
 
 void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     const size_t event = m_events++;
-    if ((!m_error.empty() || m_done) && !m_past_end) {
+    if ((!m_error.empty() || m_done_ms) && !m_past_end) {
         ++m_unread;
         return;
     }
     if (data == "[DONE]") {
-        m_done = true;
         m_done_ms = at_ms;
         return;
     }
@@ -585,7 +584,7 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
         row.ok = false;
         row.error_kind = "parse";
         row.error = "the stream carried neither text nor reasoning";
-    } else if (!m_finish_reason && !m_done) {
+    } else if (!m_finish_reason && !m_done_ms) {
         // Closed mid-answer: what arrived is kept in the raw body, but
         // it is not an answer.
         row.ok = false;

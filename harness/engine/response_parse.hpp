@@ -54,11 +54,9 @@ public:
     // Fill `row` from what arrived (call after the transfer ended with 2xx).
     void finish(store::ResponseRow& row) const;
     // Whether [DONE] arrived: the answer is whole, however the transfer ends.
-    bool done() const { return m_done; }
+    bool done() const { return m_done_ms.has_value(); }
     // When [DONE] arrived (on_event's clock); nullopt before.
-    std::optional<double> done_ms() const {
-        return m_done ? std::optional(m_done_ms) : std::nullopt;
-    }
+    std::optional<double> done_ms() const { return m_done_ms; }
     // Record into `pieces` every non-empty string taken into the text or the
     // reasoning from now on (redact_body.cpp maps a secret back to them).
     void record_pieces(std::vector<StreamPiece>* pieces) { m_pieces = pieces; }
@@ -88,8 +86,7 @@ private:
     std::optional<double> m_first_token_ms;
     double m_last_token_ms = 0;
     std::vector<double> m_gaps_ms;
-    bool m_done = false;
-    double m_done_ms = 0;
+    std::optional<double> m_done_ms; // set when [DONE] arrived
     bool m_any_choice = false;
     bool m_any_text = false;   // some chunk had content (or text) as a string
     bool m_text_field = false; // a completion chunk's choice had `text` (a string or null)

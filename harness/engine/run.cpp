@@ -25,10 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fcntl.h>
 #include <filesystem>
 #include <sys/statvfs.h>
-#include <unistd.h>
 
 namespace diffeval::engine {
 
@@ -537,9 +535,9 @@ nlohmann::json launch_files(const ServerSpec& spec) {
     namespace fs = std::filesystem;
     constexpr std::uintmax_t k_max_bytes = std::uintmax_t{1} << 20;
     constexpr size_t k_max_files = 16;
-    // A pseudo-file (/proc, /sys: size 0, and a read that may never end) is
-    // no script; O_NONBLOCK keeps a read of one that slips through from
-    // blocking (an audit's trace_pipe held the run past SIGTERM).
+    // A pseudo-file (/proc, /sys, tracefs: size 0, and a read that may never
+    // end, as an audit's trace_pipe held the run past SIGTERM) is no script,
+    // and neither is a file that grew or shrank while it was read.
     const auto script_text = [&](const fs::path& at) -> std::optional<std::string> {
         std::error_code ec;
         const auto status = fs::status(at, ec);
@@ -557,29 +555,11 @@ nlohmann::json launch_files(const ServerSpec& spec) {
         if (ec || size == 0 || size > k_max_bytes) {
             return std::nullopt;
         }
-        const int fd = ::open(at.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) {
+        auto text = util::read_input(at, static_cast<size_t>(size));
+        if (!text || text->size() != size) {
             return std::nullopt;
         }
-        std::string text(static_cast<size_t>(size) + 1, '\0');
-        size_t got = 0;
-        while (got < text.size()) {
-            const auto n = ::read(fd, text.data() + got, text.size() - got);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                break;
-            }
-            got += static_cast<size_t>(n);
-        }
-        ::close(fd);
-        // A file that grew while read, or read short, is no steady script.
-        if (got != size) {
-            return std::nullopt;
-        }
-        text.resize(got);
-        return text;
+        return std::move(*text);
     };
     std::vector<std::string> words;
     for (const auto& token : spec.launch) {
@@ -730,8 +710,6 @@ struct RunState {
     Sender& sender;
     int64_t run_id;
     RunSummary& summary;
-    // Per "host:port", the client's unasked-bytes count already warned of.
-    std::map<std::string, size_t> unasked_warned = {};
 };
 
 // Start `phase`'s servers that diffeval launches into `launched`, logging
@@ -876,23 +854,20 @@ void print_phase_counts(const RunContext& ctx, const std::vector<size_t>& phase,
 // answer, and nothing tells the two apart; the connection was shut once they
 // were seen (a hostile-server audit stored 5 of 10 answers from another
 // request's response so, with no word).
-void warn_unasked_bytes(const RunContext& ctx, const std::vector<size_t>& phase, RunState& st) {
-    const auto& unasked = st.sender.unasked_bytes();
+void warn_unasked_bytes(const RunContext& ctx, const std::vector<size_t>& phase,
+                        const RunSummary& summary) {
     for (size_t si : phase) {
         const auto& spec = ctx.config.servers[si];
-        const auto hp = http::host_port(spec.url);
-        const auto it = hp ? unasked.find(hp->host + ":" + hp->port) : unasked.end();
-        if (it == unasked.end() || it->second <= st.unasked_warned[it->first]) {
+        const auto it = summary.unasked_bytes.find(spec.name);
+        if (it == summary.unasked_bytes.end()) {
             continue;
         }
-        const size_t seen = it->second - st.unasked_warned[it->first];
-        st.unasked_warned[it->first] = it->second;
         ctx.log << fmt::format(
             "diffeval run: WARNING: server '{}' sent bytes no request asked for on {} (a "
             "response too many, from the server or a proxy); an answer read on such a connection "
             "just before may be another request's: check its stored answers against their "
             "questions, and the server\n",
-            spec.name, util::counted(seen, "connection"));
+            spec.name, util::counted(it->second, "connection"));
     }
 }
 
@@ -1068,7 +1043,7 @@ util::Result<Next> run_phase(const RunContext& ctx, const std::vector<size_t>& p
         return refused(stored.error());
     }
     print_phase_counts(ctx, phase, n_phases, st, before, *planned);
-    warn_unasked_bytes(ctx, phase, st);
+    warn_unasked_bytes(ctx, phase, st.summary);
     for (size_t si : phase) {
         st.servers[si].planner.reset();
     }

@@ -49,6 +49,9 @@ struct RunSummary {
     int64_t unreached = 0;
     bool interrupted = false;
     std::vector<std::string> crashed; // launched servers that died mid-run
+    // Per server, the connections found holding bytes no request asked for
+    // (http::MultiClient::unasked_bytes) while its phase sent.
+    std::map<std::string, int64_t> unasked_bytes;
     double seconds = 0;
     // This run's final failures by what they say ("kind: error", redacted,
     // one line of at most 160 bytes), for the closing summary.

@@ -276,9 +276,6 @@ public:
                                   int64_t planned);
     // Responses handed to the writer so far.
     int64_t pushed() const { return m_pushed; }
-    // The client's count of idle connections holding bytes no request asked
-    // for, per "host:port" (http::MultiClient::unasked_bytes).
-    const std::map<std::string, size_t>& unasked_bytes() const { return m_client.unasked_bytes(); }
 
 private:
     struct Retry {

@@ -532,6 +532,12 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
         progress.update(summary.succeeded + summary.failed - done_before,
                         summary.failed - failed_before, final);
     };
+    // What the client had seen of each server before this phase: two phases'
+    // launched servers may share a host and port.
+    std::vector<size_t> unasked_before;
+    for (size_t si : phase) {
+        unasked_before.push_back(m_client.unasked_bytes(servers[si].spec->url));
+    }
     bool store_failed = false;
     while (loop.work_left()) {
         if (m_ctx.stopped()) {
@@ -573,6 +579,12 @@ util::Result<bool> Sender::send_phase(const std::vector<size_t>& phase,
     }
     writer.flush();
     update(true);
+    for (size_t i = 0; i < phase.size(); ++i) {
+        const auto& spec = *servers[phase[i]].spec;
+        if (const size_t seen = m_client.unasked_bytes(spec.url) - unasked_before[i]; seen > 0) {
+            summary.unasked_bytes[spec.name] += static_cast<int64_t>(seen);
+        }
+    }
     if (loop.plan_error && !store_failed) {
         return *loop.plan_error;
     }

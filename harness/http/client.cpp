@@ -515,8 +515,8 @@ size_t MultiClient::in_flight() const {
     return m_impl->plain.in_flight() + (m_impl->curl ? m_impl->curl->in_flight() : 0);
 }
 
-const std::map<std::string, size_t>& MultiClient::unasked_bytes() const {
-    return m_impl->plain.unasked_bytes();
+size_t MultiClient::unasked_bytes(const std::string& url) const {
+    return m_impl->plain.unasked_bytes(url);
 }
 
 namespace {

@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,12 +81,11 @@ public:
     // idle connection never holds a thread-per-connection server's thread.
     void set_max_connections(size_t n);
     size_t in_flight() const;
-    // Per "host:port" (host without brackets), the connections found
-    // holding bytes no request asked for (past an answer, or on an idle
-    // kept-alive connection): a server or proxy that sent a response too
-    // many. Plain http:// only (libcurl
-    // checks its own connections and says nothing).
-    const std::map<std::string, size_t>& unasked_bytes() const;
+    // The connections to `url`'s host and port found holding bytes no
+    // request asked for (past an answer, or on an idle kept-alive
+    // connection): a server or proxy that sent a response too many. Plain
+    // http:// only (libcurl checks its own connections and says nothing).
+    size_t unasked_bytes(const std::string& url) const;
 
 private:
     struct Impl;

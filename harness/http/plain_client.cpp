@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <strings.h>
 #include <sys/socket.h>
@@ -809,8 +810,10 @@ size_t PlainMulti::in_flight() const {
     return m_impl->active.size();
 }
 
-const std::map<std::string, size_t>& PlainMulti::unasked_bytes() const {
-    return m_impl->unasked_bytes;
+size_t PlainMulti::unasked_bytes(const std::string& url) const {
+    const auto t = parse_target(url);
+    const auto it = t ? m_impl->unasked_bytes.find(t->key) : m_impl->unasked_bytes.end();
+    return it == m_impl->unasked_bytes.end() ? 0 : it->second;
 }
 
 } // namespace diffeval::http::detail

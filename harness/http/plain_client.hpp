@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,10 +45,10 @@ public:
     // Keep at most `n` connections open, busy and idle together.
     void set_max_connections(size_t n);
     size_t in_flight() const;
-    // Per "host:port", the connections found holding bytes no request asked
-    // for: read past an answer, or waiting on an idle kept-alive connection
-    // (each then shut, not reused).
-    const std::map<std::string, size_t>& unasked_bytes() const;
+    // The connections to `url`'s host and port found holding bytes no
+    // request asked for: read past an answer, or waiting on an idle
+    // kept-alive connection (each then shut, not reused).
+    size_t unasked_bytes(const std::string& url) const;
 
 private:
     struct Impl;

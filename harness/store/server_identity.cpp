@@ -12,6 +12,18 @@
 
 namespace diffeval::store {
 
+std::optional<std::string> simulator_profile(const nlohmann::json& info) {
+    const auto v = info.is_object() ? info.find("version") : info.end();
+    if (v == info.end() || !v->is_object()) {
+        return std::nullopt;
+    }
+    const auto sim = v->find("diffeval_simulator");
+    if (sim == v->end() || !sim->is_string()) {
+        return std::nullopt;
+    }
+    return sim->get<std::string>();
+}
+
 ServerIdentity server_identity(std::string_view url, std::string model, std::string_view info_json,
                                std::string facts_json) {
     ServerIdentity id{"", std::move(model), "", std::move(facts_json)};
@@ -26,12 +38,8 @@ ServerIdentity server_identity(std::string_view url, std::string model, std::str
             id.version = v->is_string()                            ? v->get<std::string>()
                          : inner != v->end() && inner->is_string() ? inner->get<std::string>()
                                                                    : v->dump();
-            if (v->is_object()) {
-                if (auto sim = v->find("diffeval_simulator"); sim != v->end() && sim->is_string()) {
-                    id.simulator = sim->get<std::string>();
-                }
-            }
         }
+        id.simulator = simulator_profile(info);
         id.probed = info.contains("models");
         if (auto l = info.find("launch"); l != info.end() && l->is_array()) {
             for (const auto& token : *l) {

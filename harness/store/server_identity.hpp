@@ -3,6 +3,8 @@
 // into another (merge.cpp) must not put two servers' answers under one name.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +17,12 @@ namespace diffeval::store {
 // The start of servers.url for a server whose responses were imported from
 // an lm-eval samples file ("lm-eval:" and the file's path).
 inline constexpr std::string_view k_imported_url_prefix = "lm-eval:";
+
+// The profile diffeval's simulator named itself by in `info` (a server row's
+// info_json, parsed): its /version carries "diffeval_simulator" beside the
+// vLLM version it imitates (docs/simulator.md; since 2026-12-06); nullopt
+// for any other server.
+std::optional<std::string> simulator_profile(const nlohmann::json& info);
 
 // A server as its row of table servers tells it; "" where it says nothing.
 struct ServerIdentity {

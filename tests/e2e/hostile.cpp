@@ -496,18 +496,9 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                size.str() + "\r\n" + body + "\r\n0\r\nX-Trailer: " + std::string(70'000, 'a') +
                "\r\n\r\n";
     }
-    case Hostile::done_then_hold: {
-        const auto events = good_stream(usage);
-        std::ostringstream size;
-        size << std::hex << events.size();
-        send_all(fd,
-                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: "
-                 "chunked\r\n\r\n" +
-                     size.str() + "\r\n" + events + "\r\n",
-                 deadline);
-        return answer(Hostile::hang, r, chat, stream, fd, deadline);
-    }
+    case Hostile::done_then_hold:
     case Hostile::done_then_drop: {
+        // A whole answer and [DONE] in one chunk, and no last chunk.
         const auto events = good_stream(usage);
         std::ostringstream size;
         size << std::hex << events.size();
@@ -516,7 +507,10 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                  "chunked\r\n\r\n" +
                      size.str() + "\r\n" + events + "\r\n",
                  deadline);
-        return ""; // serve() closes the connection
+        // Then nothing, or (an empty reply) serve() closes the connection.
+        return mode == Hostile::done_then_hold
+                   ? answer(Hostile::hang, r, chat, stream, fd, deadline)
+                   : std::string();
     }
     case Hostile::hang:
         while (!stop.load() && Clock::now() < deadline) {
