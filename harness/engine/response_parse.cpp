@@ -341,10 +341,13 @@ void parse_success_body_nlohmann(const std::string& body, Endpoint endpoint,
     };
     auto j = util::parse_untrusted_json(body);
     if (j.is_discarded()) {
-        return fail(util::json_depth_within(body)
+        return fail(!util::json_depth_within(body)
+                        ? fmt::format("the response body nests deeper than {} levels",
+                                      util::k_max_json_depth)
+                    : util::is_utf8(body)
                         ? "the response body is not valid JSON"
-                        : fmt::format("the response body nests deeper than {} levels",
-                                      util::k_max_json_depth));
+                        : "the response body is not valid JSON: it holds bytes that are not "
+                          "UTF-8");
     }
     if (!j.is_object()) {
         return fail("the response body is not a JSON object");
@@ -417,11 +420,17 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         return;
     }
     auto j = util::parse_untrusted_json(data);
-    if (j.is_discarded() || !j.is_object()) {
+    if (j.is_discarded()) {
         m_error =
-            util::json_depth_within(data)
+            !util::json_depth_within(data)
+                ? fmt::format("a stream event nests deeper than {} levels", util::k_max_json_depth)
+            : util::is_utf8(data)
                 ? "a stream event is not valid JSON"
-                : fmt::format("a stream event nests deeper than {} levels", util::k_max_json_depth);
+                : "a stream event is not valid JSON: it holds bytes that are not UTF-8";
+        return;
+    }
+    if (!j.is_object()) {
+        m_error = "a stream event is not a JSON object";
         return;
     }
     if (is_error_object(j)) {

@@ -233,6 +233,32 @@ TEST(ParseBody, ErrorsAndNotesNameWhatTheServerSent) {
                          "not stream, though the request asked it to");
 }
 
+// A body that is not JSON because it holds bytes that are not UTF-8 says so:
+// "not valid JSON" alone sends a reader looking for a missing brace.
+TEST(ParseBody, BytesThatAreNotUtf8AreNamed) {
+    const std::string latin1 =
+        "{\"choices\":[{\"text\":\"caf\xe9 #### 4\",\"finish_reason\":\"stop\"}]}";
+    store::ResponseRow whole;
+    parse_success_body(latin1, Endpoint::completion, whole);
+    EXPECT_FALSE(whole.ok);
+    EXPECT_EQ(whole.error,
+              "the response body is not valid JSON: it holds bytes that are not UTF-8");
+    store::ResponseRow cut;
+    parse_success_body(R"({"choices":[{"text":"#### 4")", Endpoint::completion, cut);
+    EXPECT_EQ(cut.error, "the response body is not valid JSON");
+    auto streamed = [](const std::string& event) {
+        StreamAccumulator acc(Endpoint::completion);
+        acc.on_event(event, 1);
+        acc.on_event("[DONE]", 2);
+        store::ResponseRow row;
+        acc.finish(row);
+        return row;
+    };
+    EXPECT_EQ(streamed("{\"choices\":[{\"index\":0,\"text\":\"\xff\"}]}").error,
+              "a stream event is not valid JSON: it holds bytes that are not UTF-8");
+    EXPECT_EQ(streamed("[1, 2]").error, "a stream event is not a JSON object");
+}
+
 // The simdjson path and the DOM parser it stands in for agree field by field
 // on answers at the edges of what each parser holds; duplicate keys resolve
 // to the last one in both.
