@@ -225,8 +225,8 @@ int demo_command(const DemoFlags& f) {
     if (auto r = score_stored(config.db); !r) {
         return report(r.error());
     }
-    std::cout << fmt::format("stored {} in {} ({:.1f}s)\n\n", engine::stored_words(*run), config.db,
-                             run->seconds);
+    std::cout << fmt::format("stored {} in {} ({:.1f}s)\n\n", engine::stored_words(*run),
+                             util::controls_as_spaces(config.db), run->seconds);
 
     // 4. The three reports, and from the same analysis the tables.
     auto st = store::Store::open(config.db, store::Store::Mode::read_only);
@@ -247,13 +247,13 @@ int demo_command(const DemoFlags& f) {
 
     // 5. Where to look next: the reports, then commands to dig further.
     for (const auto& p : written->written) {
-        std::cout << fmt::format("report: {}\n", p.string());
+        std::cout << fmt::format("report: {}\n", util::controls_as_spaces(p.string()));
     }
     std::cout << fmt::format(
         "Next:\n  diffeval summary --db {0}\n  diffeval diff --db {0} default/raw "
         "deepgemm/raw\n  diffeval diff --db {0} default/chat deepgemm/chat --scorer "
         "lm-eval-strict\n  sqlite3 {0} 'SELECT * FROM v_responses LIMIT 3'\n",
-        config.db);
+        util::controls_as_spaces(config.db));
     return k_exit_ok;
 }
 

@@ -2,6 +2,7 @@
 // the store holds, comparing every server against a baseline.
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
+#include <harness/util/text.hpp>
 
 #include <reports/layout.hpp>
 #include <reports/report.hpp>
@@ -67,7 +68,7 @@ int report_command(const ReportFlags& f) {
         return report(paths.error());
     }
     for (const auto& p : paths->written) {
-        std::cout << "wrote " << p.string() << "\n";
+        std::cout << "wrote " << util::controls_as_spaces(p.string()) << "\n";
     }
     return k_exit_ok;
 }

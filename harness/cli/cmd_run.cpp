@@ -332,7 +332,7 @@ int report_outcome(const engine::RunSummary& s, const std::string& db) {
     }
     std::cout << fmt::format(
         "stored {} in {} ({} ok, {} failed, {}, {} skipped as already stored) in {:.1f}s\n",
-        engine::stored_words(s), db, s.succeeded, s.failed,
+        engine::stored_words(s), util::controls_as_spaces(db), s.succeeded, s.failed,
         util::counted(s.retries, "retry", "retries"), s.skipped, s.seconds);
     if (!s.crashed.empty()) {
         std::cout << fmt::format(

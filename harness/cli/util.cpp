@@ -363,7 +363,9 @@ std::string all_responses(int64_t n) {
 
 } // namespace
 
-std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& db) {
+std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& path) {
+    // A path is shown as one line, as print_error shows it.
+    const auto db = util::controls_as_spaces(path);
     std::string out;
     for (const auto& name : pass.added) {
         out += fmt::format("scorer '{}' is stored in {} now: {} {} scored with it, and later "

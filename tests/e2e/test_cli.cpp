@@ -555,6 +555,25 @@ TEST(Cli, AnErrorNamingTextWithControlCharactersIsOneLine) {
     }
 }
 
+// The lines a command prints on success name its files as one line each
+// too: a database or an output directory with a terminal escape in its
+// path reached the terminal raw in "stored ... in PATH" and "wrote PATH".
+TEST(Cli, PathsWithControlCharactersArePrintedAsOneLine) {
+    auto dir = e2e::scratch("cli_path_line");
+    e2e::Sim sim;
+    const std::string db = (dir / "r\x1b[2J\n.sqlite").string();
+    auto run = e2e::run(
+        {"run", "--server", "s=" + sim.url(), "--dataset", "sample", "--limit", "1", "--db", db});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto report = e2e::run({"report", "--db", db, "--out", (dir / "o\x1b[2J").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    for (const auto* out : {&run.out, &report.out}) {
+        EXPECT_EQ(out->find('\x1b'), std::string::npos) << *out;
+    }
+    EXPECT_NE(run.out.find("r [2J .sqlite ("), std::string::npos) << run.out;
+    EXPECT_EQ(std::count(report.out.begin(), report.out.end(), '\n'), 3) << report.out;
+}
+
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
 // directory) is one line, exit 2, before anything is stored: reading
 // /dev/zero whole took all memory until the kernel killed the process.
