@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -292,6 +294,19 @@ int run_main(int argc, char** argv) {
     // which every command words as a full disk (docs/cli.md), instead of
     // SIGXFSZ ending the process without a word, a run marked `running`.
     std::signal(SIGXFSZ, SIG_IGN);
+    // A reader that went away (`diffeval run 2>&1 | head`, a CI log
+    // collector that stopped) makes the next write fail with EPIPE instead
+    // of SIGPIPE killing a run mid-send, its answers in flight lost and
+    // the run left `running` (a user-side audit). Sockets never raise it.
+    std::signal(SIGPIPE, SIG_IGN);
+    // A standard descriptor closed at exec (`2>&-`) would be the next file
+    // opened, and diagnostics would land in it (the run's lock file): each
+    // closed one is /dev/null instead (in order, so open takes its number).
+    for (int fd = 0; fd <= 2; ++fd) {
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+            (void)::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        }
+    }
     CLI::App app{"diffeval: differential accuracy evaluation of LLM inference servers"};
     app.set_version_flag("--version", DIFFEVAL_VERSION);
     app.require_subcommand(1);

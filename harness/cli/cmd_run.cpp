@@ -395,6 +395,9 @@ int run_command(const RunFlags& f) {
     g_kill.store(false);
     auto old_int = std::signal(SIGINT, on_stop_signal);
     auto old_term = std::signal(SIGTERM, on_stop_signal);
+    // A closed terminal or ssh session (SIGHUP) stops the run as Ctrl-C
+    // does: its answers are stored and what was in flight is named.
+    auto old_hup = std::signal(SIGHUP, on_stop_signal);
     engine::RunOptions options;
     options.progress = f.quiet           ? engine::ProgressStyle::none
                        : stderr_is_tty() ? engine::ProgressStyle::bar
@@ -405,6 +408,7 @@ int run_command(const RunFlags& f) {
     const auto restore = [&] {
         std::signal(SIGINT, old_int);
         std::signal(SIGTERM, old_term);
+        std::signal(SIGHUP, old_hup);
     };
     if (!result) {
         restore();
@@ -418,7 +422,7 @@ int run_command(const RunFlags& f) {
         restore();
         std::cout << fmt::format("interrupted after {:.1f}s, before anything was stored in {}; "
                                  "run the same command again\n",
-                                 result->seconds, config->db);
+                                 result->seconds, util::controls_as_spaces(config->db));
         return k_exit_interrupted;
     }
     // 3. Classify and score what was stored, so the database's views are

@@ -318,6 +318,10 @@ LaunchedServer::start(const ServerSpec& spec, const std::filesystem::path& log_p
         (void)parent;
         (void)outlive;
 #endif
+        // diffeval ignores SIGPIPE and SIGXFSZ (cli.cpp); an ignored signal
+        // stays ignored across exec, and the server is not diffeval.
+        std::signal(SIGPIPE, SIG_DFL);
+        std::signal(SIGXFSZ, SIG_DFL);
         int devnull = ::open("/dev/null", O_RDONLY);
         dup2(devnull, 0);
         dup2(log_fd, 1);

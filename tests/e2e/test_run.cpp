@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using e2e::query;
@@ -982,8 +983,14 @@ TEST(RunBadInput, ApiKeyIsSentButNeverStoredOrPrinted) {
     EXPECT_NE(missing.err.find("DE_UNSET_KEY is not set"), std::string::npos) << missing.err;
 }
 
-TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
-    auto dir = e2e::scratch("sigint");
+// Ctrl-C, and a closed terminal or ssh session (SIGHUP), which killed the
+// run without a word: answers not yet committed lost, the run left
+// `running`, and answered requests sent again by the resume (a user-side
+// audit: 91 sent twice at --concurrency 32).
+class RunStopSignal : public ::testing::TestWithParam<int> {};
+
+TEST_P(RunStopSignal, StopsCleanlyAndTheRerunCompletes) {
+    auto dir = e2e::scratch("stop-signal-" + std::to_string(GetParam()));
     e2e::Sim a({"--profile", profile_file(dir, "slow", "[latency]\nttft_ms = 10\n")});
     auto db = dir / "r.sqlite";
     std::vector<std::string> args = {
@@ -1000,7 +1007,7 @@ TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
         } catch (const std::runtime_error&) {
         }
     }
-    EXPECT_EQ(child.stop(SIGINT), 130) << child.err();
+    EXPECT_EQ(child.stop(GetParam()), 130) << child.err();
     EXPECT_NE(child.out().find("interrupted: run the same command again"), std::string::npos)
         << child.out();
     // What it says it sent is what the server received, those in flight
@@ -1021,6 +1028,78 @@ TEST(Run, CtrlCStopsCleanlyAndTheRerunCompletes) {
     auto o = e2e::run(args);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "192");
+}
+
+INSTANTIATE_TEST_SUITE_P(Run, RunStopSignal, ::testing::Values(SIGINT, SIGHUP),
+                         [](const auto& test_info) {
+                             return test_info.param == SIGINT ? "Int" : "Hup";
+                         });
+
+namespace {
+
+// Exit status of `diffeval ARGS` run with standard output on /dev/null and
+// standard error on `err_fd`, or closed when it is -1.
+int run_with_stderr(const std::vector<std::string>& args, int err_fd) {
+    std::vector<std::string> argv_strings = {e2e::binary()};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int devnull = ::open("/dev/null", O_WRONLY);
+        ::dup2(devnull, 1);
+        if (err_fd >= 0) {
+            ::dup2(err_fd, 2);
+        } else {
+            ::close(2);
+        }
+        std::vector<char*> argv;
+        for (auto& x : argv_strings) {
+            argv.push_back(x.data());
+        }
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+} // namespace
+
+// A reader of the run's output that went away (`diffeval run 2>&1 | head`)
+// made the next progress line raise SIGPIPE, which killed the run mid-send
+// (exit 141, no word, the run left `running`). Here every write to stderr
+// meets a pipe nobody reads: the run still ends and stores everything.
+TEST(Run, AReaderThatWentAwayDoesNotStopTheRun) {
+    auto dir = e2e::scratch("run-sigpipe");
+    e2e::Sim a;
+    const auto db = (dir / "r.sqlite").string();
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    ::close(fds[0]); // nobody will read
+    EXPECT_EQ(run_with_stderr({"run", "--server", "a=" + a.url(), "--framing", "raw,chat",
+                               "--limit", "3", "--db", db},
+                              fds[1]),
+              0);
+    ::close(fds[1]);
+    EXPECT_EQ(query(db, "SELECT status FROM runs"), "complete");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 1"), "6");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM classifications"), "6"); // the scoring stage ran
+}
+
+// With standard error closed (`2>&-`) the lock file took descriptor 2 and
+// the run's progress lines were written into it, over the record of who
+// holds the database; a second run then named that text as the holder.
+TEST(Run, AClosedStandardErrorIsNoFileTheRunOpens) {
+    auto dir = e2e::scratch("run-closed-stderr");
+    e2e::Sim a;
+    const auto db = (dir / "r.sqlite").string();
+    EXPECT_EQ(run_with_stderr({"run", "--server", "a=" + a.url(), "--limit", "2", "--db", db}, -1),
+              0);
+    std::ifstream in(db + ".lock");
+    const std::string lock((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(lock.find("planned"), std::string::npos) << lock; // no progress line
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 1"), "4");
 }
 
 // A password in a server's URL is sent (Basic authentication) and kept out
