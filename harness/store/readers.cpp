@@ -2,6 +2,7 @@
 #include <harness/store/readers.hpp>
 
 #include <harness/store/sqlite.hpp>
+#include <harness/store/view_sql.hpp>
 #include <harness/util/json_text.hpp>
 #include <harness/util/text.hpp>
 #include <harness/util/untrusted_json.hpp>
@@ -425,11 +426,13 @@ util::Result<std::vector<ProbeReading>> probe_readings(Store& st) {
     // Each reading's question by its content hash, so analysis pairs two
     // servers' questions as it pairs their answers.
     Statement s(st.handle(),
-                "SELECT v.probe, v.server, v.framing, v.repeat, v.question_idx, v.p_open, "
-                "v.bounded, v.dataset, coalesce(qs.question_sha256, '') FROM v_probes v "
-                "LEFT JOIN questions qs ON qs.dataset = v.dataset AND "
-                "qs.question_idx = v.question_idx WHERE v.p_open IS NOT NULL "
-                "ORDER BY v.server, v.framing, v.question_idx, v.repeat");
+                fmt::format("SELECT v.probe, v.server, v.framing, v.repeat, v.question_idx, "
+                            "v.p_open, v.bounded, v.dataset, coalesce(qs.question_sha256, '') "
+                            "FROM ({}) v "
+                            "LEFT JOIN questions qs ON qs.dataset = v.dataset AND "
+                            "qs.question_idx = v.question_idx WHERE v.p_open IS NOT NULL "
+                            "ORDER BY v.server, v.framing, v.question_idx, v.repeat",
+                            k_probes_select));
     if (!s.valid()) {
         return make_error(ErrorKind::data,
                           fmt::format("{} has no probe tables: {}", st.path(), s.error()));

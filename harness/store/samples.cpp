@@ -2,6 +2,7 @@
 #include <harness/store/samples.hpp>
 
 #include <harness/store/sqlite.hpp>
+#include <harness/store/view_sql.hpp>
 
 #include <fmt/format.h>
 
@@ -29,14 +30,16 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
                                              const AnsweredRequestVisitor& visit) {
     Statement rows(
         st.handle(),
-        "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
-        "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id, r.ok, "
-        "coalesce(r.error_kind, ''), coalesce(r.error, '') FROM requests q JOIN responses r ON "
-        "r.response_id = q.response_id "
-        "JOIN v_request_bodies b ON b.body_id = q.body_id "
-        "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
-        "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
-        "ORDER BY q.question_idx");
+        fmt::format(
+            "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
+            "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id, r.ok, "
+            "coalesce(r.error_kind, ''), coalesce(r.error, '') FROM requests q JOIN responses r ON "
+            "r.response_id = q.response_id "
+            "JOIN ({}) b ON b.body_id = q.body_id "
+            "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
+            "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
+            "ORDER BY q.question_idx",
+            k_request_bodies_select));
     Statement score(st.handle(), "SELECT extracted, correct FROM scores WHERE response_id = ? AND "
                                  "scorer = ? ORDER BY score_text = 'full' DESC LIMIT 1");
     AnsweredRequest r;

@@ -2,6 +2,7 @@
 #include <harness/store/scoring.hpp>
 
 #include <harness/store/derived_sql.hpp>
+#include <harness/store/view_sql.hpp>
 
 #include <fmt/format.h>
 
@@ -39,8 +40,8 @@ constexpr std::string_view k_only_unclassified = " WHERE c.response_id IS NULL";
 
 // The body's stop strings: json_each walks a list's items, or yields a single
 // string as its one row; items that are not strings are skipped.
-constexpr std::string_view k_select_stops =
-    "SELECT s.value FROM requests q JOIN v_request_bodies b ON b.body_id = q.body_id, "
+constexpr std::string_view k_select_stops_format =
+    "SELECT s.value FROM requests q JOIN ({}) b ON b.body_id = q.body_id, "
     "json_each(b.request_json, '$.stop') s WHERE q.request_id = ? AND json_valid(b.request_json) "
     "AND json_type(b.request_json, '$.stop') IN ('array', 'text') AND s.type = 'text' "
     "ORDER BY s.key";
@@ -125,7 +126,8 @@ util::Result<std::optional<ResponseToScore>> ResponsesToScore::next() {
 }
 
 util::Result<RequestStops> RequestStops::prepare(Store& st) {
-    Statement select(st.handle(), k_select_stops);
+    Statement select(st.handle(),
+                     fmt::format(fmt::runtime(k_select_stops_format), k_request_bodies_select));
     if (!select.valid()) {
         return make_error(ErrorKind::io, fmt::format("cannot read responses: {}", select.error()));
     }

@@ -9,6 +9,7 @@
 #include <harness/store/derived_sql.hpp>
 #include <harness/store/schema.hpp>
 #include <harness/store/splice.hpp>
+#include <harness/store/view_sql.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
@@ -1876,7 +1877,8 @@ util::Result<void> Store::check_slot(const RequestRow& r, const std::string& bod
     taken.reset();
     // What changed, named as merge names it: `"stream": true` is none of
     // "the framing, a sampling setting, the model or the question".
-    Statement stored(m_db.handle(), "SELECT request_json FROM v_request_bodies WHERE body_id = ?");
+    Statement stored(m_db.handle(), fmt::format("SELECT request_json FROM ({}) WHERE body_id = ?",
+                                                k_request_bodies_select));
     const std::string what = what_changed(
         stored.valid() && stored.bind(body_id).step() ? stored.column_view(0) : "", body);
     return make_error(

@@ -4,6 +4,8 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -261,4 +263,73 @@ TEST(Demo, AnOutWhoseDatabaseHoldsOtherResultsIsRefusedAndKept) {
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_NE(o.err.find("is not a database the demo wrote"), std::string::npos) << o.err;
     EXPECT_EQ(e2e::slurp(db), "not ours\n");
+}
+
+// A file's views are the file's: diffeval reads what v_probes and
+// v_request_bodies compute from SQL of its own. A colleague's file whose
+// v_probes was an endless recursive query held `diff`, `report` and the
+// gate's probe check at full CPU until killed (a hostile-file audit), and a
+// view redefined in the file changed what they printed.
+TEST(Demo, ViewsRedefinedInTheFileChangeNothingDiffevalPrints) {
+    auto dir = e2e::scratch("demo-views");
+    auto made = e2e::run({"demo", "--dataset", "sample", "--limit", "3", "--repeats", "1", "--out",
+                          (dir / "d").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    const auto intact = dir / "d" / "diffeval-demo.sqlite";
+    const auto edited = dir / "edited.sqlite";
+    std::filesystem::copy_file(intact, edited);
+    e2e::exec(edited,
+              // (Were it read, this v_probes would give every question the
+              // same P(open) on both sides; an endless one hung the reader.)
+              "DROP VIEW v_probes; CREATE VIEW v_probes AS SELECT q.probe, q.server, q.framing, "
+              "q.repeat, q.question_idx, q.dataset, 0.1 AS p_direct, 0.0 AS p_whitespace, NULL AS "
+              "p_after_whitespace, 0.5 AS p_open, 0 AS bounded, NULL AS chosen, NULL AS top_json, "
+              "NULL AS top_after_whitespace, NULL AS response_id, NULL AS "
+              "response_id_after_whitespace FROM probe_requests q WHERE q.step = 0; "
+              "DROP VIEW v_requests; DROP VIEW v_probe_requests; DROP VIEW v_responses; "
+              "DROP VIEW v_request_bodies; CREATE VIEW v_request_bodies AS SELECT body_id, "
+              "body_sha256, '{\"stop\": [\"6\"]}' AS request_json FROM request_bodies;");
+    const std::vector<std::vector<std::string>> commands = {
+        {"diff", "default/raw", "deepgemm/raw"},
+        {"gate", "--baseline", "default", "--candidate", "deepgemm", "--max-probe-shift", "1"},
+        {"summary"},
+    };
+    for (auto args : commands) {
+        auto on = [&](const std::filesystem::path& db) {
+            auto a = args;
+            a.insert(a.begin() + 1, {"--db", db.string()});
+            return e2e::run(a);
+        };
+        auto want = on(intact);
+        auto got = on(edited);
+        EXPECT_EQ(got.exit_code, want.exit_code) << args[0] << ": " << got.err;
+        for (auto* o : {&want.out, &got.out}) {
+            for (const auto& db : {intact.string(), edited.string()}) {
+                for (size_t at = o->find(db); at != std::string::npos; at = o->find(db)) {
+                    o->replace(at, db.size(), "DB");
+                }
+            }
+        }
+        EXPECT_EQ(got.out, want.out) << args[0];
+    }
+    // Export reads each request's body with its shared prefix.
+    for (const auto& [db, out] :
+         {std::pair{intact, dir / "x-intact"}, {edited, dir / "x-edited"}}) {
+        auto o = e2e::run(
+            {"export", "--db", db.string(), "--format", "lm-eval-samples", "--out", out.string()});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    // (Each file's name holds the time of its export.)
+    const auto contents = [](const std::filesystem::path& out) {
+        std::vector<std::pair<std::string, std::string>> files;
+        for (const auto& f : std::filesystem::directory_iterator(out)) {
+            const auto name = f.path().filename().string();
+            files.emplace_back(name.substr(0, name.rfind('_')), e2e::slurp(f.path()));
+        }
+        std::sort(files.begin(), files.end());
+        return files;
+    };
+    const auto want = contents(dir / "x-intact");
+    EXPECT_EQ(want.size(), 12u);
+    EXPECT_EQ(contents(dir / "x-edited"), want);
 }

@@ -4,6 +4,7 @@
 #include <harness/store/lock.hpp>
 #include <harness/store/schema.hpp>
 #include <harness/store/store.hpp>
+#include <harness/store/view_sql.hpp>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -71,6 +72,36 @@ TEST(Store, CreatesSchemaAtCurrentVersion) {
     EXPECT_EQ(count(**s, "SELECT count(*) FROM sqlite_master WHERE name IN ('v_responses', "
                          "'v_scores', 'v_requests', 'requests_counted', 'request_bodies')"),
               5);
+}
+
+// diffeval's queries read what v_request_bodies and v_probes compute from
+// SQL of their own (a view redefined in a file is the file's), and that SQL
+// is the views' as the schema makes them: the same text, spaces aside.
+TEST(Store, OwnSqlForTheViewsIsTheViewsBody) {
+    auto s = Store::open(fresh_db("view_sql").string(), Store::Mode::read_write);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    const auto words = [](std::string_view text) {
+        std::string out;
+        for (char c : text) {
+            const bool space = c == ' ' || c == '\n' || c == '\t';
+            if (!space) {
+                out += c;
+            } else if (!out.empty() && out.back() != ' ') {
+                out += ' ';
+            }
+        }
+        while (!out.empty() && (out.back() == ' ' || out.back() == ';')) {
+            out.pop_back();
+        }
+        return out;
+    };
+    for (const auto& [view, select] :
+         {std::pair{"v_request_bodies", k_request_bodies_select}, {"v_probes", k_probes_select}}) {
+        Statement st((*s)->handle(), "SELECT sql FROM sqlite_master WHERE name = ?");
+        ASSERT_TRUE(st.bind(std::string(view)).step()) << view;
+        EXPECT_EQ(words(st.column_text(0)),
+                  words(fmt::format("CREATE VIEW {} AS {}", view, select)));
+    }
 }
 
 TEST(Store, MigratesAVersionOneFileForwardKeepingItsRows) {
