@@ -5,6 +5,7 @@
 // (store/scoring.hpp).
 #include <harness/analysis/rescore.hpp>
 
+#include <harness/store/results.hpp>
 #include <harness/store/scoring.hpp>
 #include <harness/util/text.hpp>
 #include <scorers/classify.hpp>
@@ -222,6 +223,16 @@ util::Result<scorers::Registry> stored_registry(store::Store& st) {
         return stored.error();
     }
     for (const auto& s : *stored) {
+        // A name a scorer file could not have (a terminal escape reached
+        // every summary's header, and merge carried it on).
+        if (auto problem = store::stored_name_problem(s.name)) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: the stored scorer name '{}', which {}: no diffeval "
+                                          "stores such a name, so the file was edited or is not "
+                                          "diffeval's; delete its row from the scorers table and "
+                                          "rescore (docs/scorers.md)",
+                                          st.path(), util::one_line(s.name, 80), *problem));
+        }
         // No file to rename: the fix is the row's, said below.
         if (auto added = registry->add_source({s.name, s.definition, s.origin}, ""); !added) {
             return make_error(ErrorKind::data,

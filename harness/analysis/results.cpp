@@ -90,6 +90,16 @@ util::Result<void> read_scores(store::ScoreRows& scores, bool& have_score, Resul
                                       fmt::format("more than {} scorers in the scores table",
                                                   ScorerFlags::k_max_scorers));
                 }
+                // Each name heads a column of every table (store::result_names).
+                if (auto problem = store::stored_name_problem(scores.scorer())) {
+                    return make_error(
+                        ErrorKind::data,
+                        fmt::format(
+                            "the scores table holds the scorer name '{}', which {}: no diffeval "
+                            "stores such a name, so the file was edited or is not "
+                            "diffeval's; use a copy from before the edit",
+                            util::one_line(scores.scorer(), 80), *problem));
+                }
                 out.scorers.emplace_back(scores.scorer());
                 detail.extracted.resize(out.scorers.size());
                 detail.scored.resize(out.scorers.size());

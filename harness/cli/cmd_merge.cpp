@@ -4,6 +4,7 @@
 #include <harness/cli/util.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/store/merge.hpp>
+#include <harness/store/results.hpp>
 #include <harness/util/text.hpp>
 #include <scorers/score_text.hpp>
 
@@ -41,9 +42,13 @@ int merge_command(const MergeFlags& f) {
     // Every scorer the merged file will hold must load before OUT is
     // touched: the scoring stage refused it after OUT was replaced, and
     // every reading command and run refused OUT from then on.
+    // Nor may a name no diffeval writes reach it (store::result_names).
     auto r = store::merge(f.out, f.inputs, [](store::Store& input) -> util::Result<void> {
         if (auto registry = analysis::stored_registry(input); !registry) {
             return registry.error();
+        }
+        if (auto names = store::result_names(input); !names) {
+            return names.error();
         }
         return {};
     });

@@ -1,7 +1,11 @@
 // What the results load reads; see results.hpp.
 #include <harness/store/results.hpp>
 
+#include <harness/util/text.hpp>
+
 #include <fmt/format.h>
+
+#include <utility>
 
 namespace diffeval::store {
 
@@ -99,7 +103,33 @@ util::Result<ResultNames> result_names(Store& store) {
         !r) {
         return r.error();
     }
+    // Names reach terminals, tables and JSON as they are: one no diffeval
+    // writes (a file edited, or another program's) is refused, as a run
+    // refuses it. A terminal escape in a server's name cleared the screen
+    // of whoever ran `summary` on a colleague's file (a hostile-file audit).
+    for (const auto& [kind, names] : {std::pair{"server", &out.servers},
+                                      {"framing", &out.framings},
+                                      {"dataset", &out.datasets}}) {
+        for (const auto& name : *names) {
+            if (auto problem = stored_name_problem(name)) {
+                return make_error(
+                    ErrorKind::data,
+                    fmt::format("{}: a stored {} name, '{}', {}: no diffeval writes such a name, "
+                                "so the file was edited or is not diffeval's; use a copy from "
+                                "before the edit, or rename it in every table that holds it "
+                                "(docs/schema.md)",
+                                store.path(), kind, util::one_line(name, 80), *problem));
+            }
+        }
+    }
     return out;
+}
+
+std::optional<std::string> stored_name_problem(std::string_view name) {
+    if (util::has_control_character(name)) {
+        return std::string("holds a control character (a line end, a terminal escape)");
+    }
+    return std::nullopt;
 }
 
 util::Result<int64_t> counted_responses(Store& store) {

@@ -42,7 +42,14 @@ struct ResultNames {
     std::vector<std::string> framings;
     std::vector<std::string> datasets;
 };
+// An error (data) when a name holds what no diffeval writes (below).
 util::Result<ResultNames> result_names(Store& store);
+// What is wrong with a name read from a file (a server, framing, dataset or
+// scorer name) that no diffeval would have stored, or nullopt: a control
+// character (a line end, a terminal escape). Names earlier versions stored
+// under looser rules than util::name_problem's are read as they are: bytes
+// that are not UTF-8 among them (JSON outputs write them as U+FFFD).
+std::optional<std::string> stored_name_problem(std::string_view name);
 
 // How many responses count (requests pointing at a response).
 util::Result<int64_t> counted_responses(Store& store);

@@ -333,3 +333,52 @@ TEST(Demo, ViewsRedefinedInTheFileChangeNothingDiffevalPrints) {
     EXPECT_EQ(want.size(), 12u);
     EXPECT_EQ(contents(dir / "x-edited"), want);
 }
+
+// A name read from a file reaches terminals, tables and JSON as it is: one
+// no diffeval writes (a terminal escape, bytes that are not UTF-8) is
+// refused, one line, exit 2, as a run refuses it. A colleague's file whose
+// server and scorer names held escapes cleared the screen of whoever ran
+// `summary`, and `merge` carried them into its output (a hostile-file audit).
+TEST(Demo, NamesNoDiffevalWritesAreRefusedWhereTheyAreRead) {
+    auto dir = e2e::scratch("demo-names");
+    auto made = e2e::run({"demo", "--dataset", "sample", "--limit", "2", "--repeats", "1", "--out",
+                          (dir / "d").string()});
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    const auto intact = dir / "d" / "diffeval-demo.sqlite";
+    const auto server = dir / "server.sqlite";
+    const auto scorer = dir / "scorer.sqlite";
+    std::filesystem::copy_file(intact, server);
+    std::filesystem::copy_file(intact, scorer);
+    e2e::exec(server, "UPDATE requests SET server = 'x' || char(27) || '[2Jy' WHERE server = "
+                      "'deepgemm'; UPDATE probe_requests SET server = 'x' || char(27) || '[2Jy' "
+                      "WHERE server = 'deepgemm'");
+    // A scorer stored under such a name, and its scores (as an older
+    // diffeval's rescore of the file would have left them).
+    e2e::exec(scorer,
+              "INSERT INTO scorers VALUES ('s' || char(27) || ']0;t' || char(7), 1, 'version = "
+              "1\n[extract]\npattern = ''\\p{Nd}+''\nmatch = \"last\"\n[gold]\nfrom = "
+              "\"extract\"\n[compare]\nkind = \"python_int\"\n', '/tmp/s.toml', "
+              "'2026-01-01T00:00:00Z'); INSERT INTO scores SELECT response_id, 's' || char(27) || "
+              "']0;t' || char(7), scorer_version, score_text, extracted, valid, correct FROM "
+              "scores WHERE scorer = 'vllm'");
+    const std::vector<std::pair<std::filesystem::path, std::string>> files = {
+        {server, "a stored server name, 'x [2Jy', holds a control character"},
+        {scorer, "scorer name 's ]0;t ', which holds a control character"},
+    };
+    for (const auto& [db, says] : files) {
+        for (const std::vector<std::string>& args :
+             {std::vector<std::string>{"summary", "--db", db.string()},
+              {"gate", "--db", db.string(), "--require-complete"},
+              {"merge", (dir / ("m-" + db.filename().string())).string(), db.string()}}) {
+            auto o = e2e::run(args);
+            EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+            EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+            EXPECT_NE(o.err.find(says), std::string::npos) << args[0] << ": " << o.err;
+            EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << args[0];
+            EXPECT_EQ(o.err.find('\x1b'), std::string::npos) << args[0];
+        }
+        EXPECT_FALSE(std::filesystem::exists(dir / ("m-" + db.filename().string())));
+    }
+    // The intact file reads as before.
+    EXPECT_EQ(e2e::run({"summary", "--db", intact.string()}).exit_code, 0);
+}
