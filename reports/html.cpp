@@ -456,9 +456,7 @@ util::Result<void> append_file(int in_fd, int out_fd) {
                 const ssize_t w =
                     write(out_fd, chunk.data() + done, static_cast<size_t>(got - done));
                 if (w <= 0) {
-                    return util::make_error(
-                        util::ErrorKind::io,
-                        fmt::format("cannot write report.html: {}", std::strerror(errno)));
+                    return util::write_error("report.html", errno);
                 }
                 done += w;
             }
@@ -467,8 +465,7 @@ util::Result<void> append_file(int in_fd, int out_fd) {
         break;
     }
     if (at != size) {
-        return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot write report.html: {}", std::strerror(errno)));
+        return util::write_error("report.html", errno);
     }
     return {};
 }
@@ -486,13 +483,11 @@ util::Result<void> ExplorerRows::copy_to(int out_fd) {
             return f;
         }
         if (std::fflush(part.file.get()) != 0) {
-            return util::make_error(util::ErrorKind::io, fmt::format("cannot write report.html: {}",
-                                                                     std::strerror(errno)));
+            return util::write_error("report.html", errno);
         }
         // Parts after a non-empty one start with the comma between them.
         if (i > 0 && part.rows > 0 && m_parts[0].rows > 0 && write(out_fd, ",", 1) != 1) {
-            return util::make_error(util::ErrorKind::io, fmt::format("cannot write report.html: {}",
-                                                                     std::strerror(errno)));
+            return util::write_error("report.html", errno);
         }
         if (auto r = append_file(fileno(part.file.get()), out_fd); !r) {
             return r;
@@ -525,8 +520,8 @@ std::string script_safe_json(const nlohmann::json& j) {
     return out;
 }
 
-util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
-                              const std::filesystem::path& path) {
+util::Result<util::ReplacingFile> staged_html(const ReportData& data, ExplorerRows& rows,
+                                              const std::filesystem::path& path) {
     // 1. Head, headline and navigation; charts and tables from the summary;
     // the explorer's frame and the start of its data.
     std::string before = k_head;
@@ -566,24 +561,18 @@ util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
     if (!out) {
         return out.error();
     }
-    auto failed = [&] {
-        return util::make_error(
-            util::ErrorKind::io,
-            fmt::format("cannot write {}: {}", path.string(), std::strerror(errno)));
-    };
+    auto failed = [&] { return util::write_error(path.string(), errno); };
     if (!out->write(before) || std::fflush(out->stream()) != 0) {
         return failed();
     }
     if (auto r = rows.copy_to(fileno(out->stream())); !r) {
-        return r;
+        return r.error();
     }
-    if (!out->write(after)) {
-        return failed();
+    (void)out->write(after);
+    if (auto r = out->close(); !r) {
+        return r.error();
     }
-    if (auto r = out->commit(); !r) {
-        return r;
-    }
-    return {};
+    return std::move(*out);
 }
 
 } // namespace diffeval::reports

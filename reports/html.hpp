@@ -5,6 +5,7 @@
 // into the DOM with textContent only.
 #pragma once
 
+#include <harness/util/file.hpp>
 #include <reports/report.hpp>
 
 #include <array>
@@ -55,9 +56,10 @@ private:
     std::string m_questions; // "questions":{...}
 };
 
-// Write report.html for `data` to `path`, with the explorer's collected `rows`.
-util::Result<void> write_html(const ReportData& data, ExplorerRows& rows,
-                              const std::filesystem::path& path);
+// report.html for `data`, with the explorer's collected `rows`, written
+// beside `path` and closed: commit() puts it in place.
+util::Result<util::ReplacingFile> staged_html(const ReportData& data, ExplorerRows& rows,
+                                              const std::filesystem::path& path);
 
 // `j` serialised for a <script type="application/json"> block: < > & and
 // U+2028/2029 escaped as \uXXXX so no model text can end the block, and

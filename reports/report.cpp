@@ -27,19 +27,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-util::Result<void> write_file(const fs::path& path, const std::string& content) {
+// `content` written beside `path` and closed, not yet in its place
+// (ReplacingFile::commit).
+util::Result<util::ReplacingFile> staged_file(const fs::path& path, const std::string& content) {
     auto f = util::ReplacingFile::create(path.string());
-    if (!f || !f->write(content) || !f->commit()) {
+    if (!f) {
         // A path the user gave that cannot take files is theirs to change
-        // (exit 2); a write that fails where it could is the disk's (exit 1).
+        // (exit 2); one that could is the disk's (exit 1, with its reason).
         const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
         std::error_code ec;
-        const bool writable = ::access(dir.c_str(), W_OK) == 0 && !fs::is_directory(path, ec);
-        return util::make_error(writable ? util::ErrorKind::io : util::ErrorKind::usage,
-                                fmt::format("cannot write {}{}", path.string(),
-                                            writable ? "" : "; choose a writable --out"));
+        if (::access(dir.c_str(), W_OK) != 0 || fs::is_directory(path, ec)) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("cannot write {}; choose a writable --out", path.string()));
+        }
+        return f.error();
     }
-    return {};
+    (void)f->write(content);
+    if (auto r = f->close(); !r) {
+        return r.error();
+    }
+    return std::move(*f);
 }
 
 util::Result<void> make_directory(const fs::path& dir) {
@@ -700,20 +708,26 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
     if (auto r = make_directory(out_dir); !r) {
         return r.error();
     }
-    ReportPaths paths;
+    // Every file is written and closed before any replaces its old one: a
+    // disk that filled at report.html left report.md and summary.json of
+    // this database beside report.html of the last one, each looking whole
+    // (a user-side audit). Now such a report leaves the old files alone.
+    std::vector<std::pair<fs::path, util::ReplacingFile>> staged;
     if (formats.markdown) {
         auto p = out_dir / k_markdown_file;
-        if (auto r = write_file(p, render_markdown(data)); !r) {
-            return r.error();
+        auto f = staged_file(p, render_markdown(data));
+        if (!f) {
+            return f.error();
         }
-        paths.written.push_back(p);
+        staged.emplace_back(p, std::move(*f));
     }
     if (formats.json) {
         auto p = out_dir / k_json_file;
-        if (auto r = write_file(p, util::document_text(report_json(data))); !r) {
-            return r.error();
+        auto f = staged_file(p, util::document_text(report_json(data)));
+        if (!f) {
+            return f.error();
         }
-        paths.written.push_back(p);
+        staged.emplace_back(p, std::move(*f));
     }
     if (formats.html) {
         if (!rows) {
@@ -721,7 +735,15 @@ util::Result<ReportPaths> write_reports(const ReportData& data, const fs::path& 
                                     "report.html needs the rows collected while loading");
         }
         auto p = out_dir / k_html_file;
-        if (auto r = write_html(data, *rows, p); !r) {
+        auto f = staged_html(data, *rows, p);
+        if (!f) {
+            return f.error();
+        }
+        staged.emplace_back(p, std::move(*f));
+    }
+    ReportPaths paths;
+    for (auto& [p, f] : staged) {
+        if (auto r = f.commit(); !r) {
             return r.error();
         }
         paths.written.push_back(p);

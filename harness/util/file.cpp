@@ -317,11 +317,15 @@ std::string resolved_path(const std::string& path) {
     return ec || resolved.empty() ? path : resolved.string();
 }
 
-namespace {
-
 Error write_error(const std::string& path, int err) {
-    return make_error(ErrorKind::io, fmt::format("cannot write {}: {}", path, std::strerror(err)));
+    // A full disk (or quota, or file-size limit) says what to do.
+    const bool full = err == ENOSPC || err == EDQUOT || err == EFBIG;
+    return make_error(ErrorKind::io,
+                      fmt::format("cannot write {}: {}{}", path, std::strerror(err),
+                                  full ? "; free space, then run the same command again" : ""));
 }
+
+namespace {
 
 // The descriptor a path names by number: /dev/stdout, /dev/stderr,
 // /dev/fd/N and /proc/self/fd/N (a CI step's `--json /dev/stdout`).
@@ -405,7 +409,8 @@ Result<ReplacingFile> ReplacingFile::create(const std::string& path) {
 
 ReplacingFile::ReplacingFile(ReplacingFile&& other) noexcept
     : m_path(std::move(other.m_path)), m_target(std::move(other.m_target)),
-      m_tmp(std::move(other.m_tmp)), m_file(other.m_file), m_committed(other.m_committed) {
+      m_tmp(std::move(other.m_tmp)), m_file(other.m_file), m_closed(other.m_closed),
+      m_committed(other.m_committed) {
     other.m_file = nullptr;
     other.m_tmp.clear();
     other.m_committed = true;
@@ -424,19 +429,30 @@ bool ReplacingFile::write(std::string_view bytes) {
     return m_file && std::fwrite(bytes.data(), 1, bytes.size(), m_file) == bytes.size();
 }
 
-Result<void> ReplacingFile::commit() {
+Result<void> ReplacingFile::close() {
+    if (m_closed) {
+        return {};
+    }
     if (!m_file) {
         return write_error(m_path, EBADF);
     }
     const bool flushed = std::fflush(m_file) == 0 && !std::ferror(m_file);
-    int err = errno;
+    const int err = errno;
     const bool closed = std::fclose(m_file) == 0;
     m_file = nullptr;
     if (!flushed || !closed) {
         return write_error(m_path, flushed ? errno : err);
     }
+    m_closed = true;
+    return {};
+}
+
+Result<void> ReplacingFile::commit() {
+    if (auto r = close(); !r) {
+        return r;
+    }
     if (!m_tmp.empty() && ::rename(m_tmp.c_str(), m_target.c_str()) != 0) {
-        err = errno;
+        const int err = errno;
         ::unlink(m_tmp.c_str());
         m_tmp.clear();
         return write_error(m_path, err);

@@ -88,6 +88,10 @@ bool may_write(const std::string& path, std::string* error = nullptr);
 // replaced: a device or FIFO in place, and a stream named by its descriptor
 // (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) through that
 // descriptor, after what the process wrote to it.
+// "cannot write PATH: REASON" (ErrorKind::io), saying what to do when the
+// disk, a quota or the file-size limit is full.
+Error write_error(const std::string& path, int err);
+
 class ReplacingFile {
 public:
     // Errors are ErrorKind::io, "cannot write PATH: REASON".
@@ -101,7 +105,11 @@ public:
     std::FILE* stream() const { return m_file; }
     // Whether all of `bytes` went to the stream.
     bool write(std::string_view bytes);
-    // Flush, close and put the new file in the old one's place.
+    // Flush and close the new file, leaving the old one in place: what a
+    // full disk refuses is refused here, so several files can each be
+    // closed before any replaces its old one (commit).
+    Result<void> close();
+    // Close (if not yet) and put the new file in the old one's place.
     Result<void> commit();
 
 private:
@@ -110,6 +118,7 @@ private:
     std::string m_target; // the file replaced (links followed)
     std::string m_tmp;    // the new file; empty when writing in place
     std::FILE* m_file = nullptr;
+    bool m_closed = false;
     bool m_committed = false;
 };
 

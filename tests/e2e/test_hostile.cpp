@@ -837,6 +837,56 @@ TEST(Hostile, AFullDiskWhileCreatingTheDatabaseLeavesNothing) {
 // run's results: the file keeps what it held, the failed run is marked
 // failed (not left running for the next run to call killed), and the next
 // run resumes.
+// A report whose last file the disk refused left the files before it of
+// the new database beside report.html of the last one, each looking whole
+// (a user-side audit). Every file is written before any replaces its old
+// one: the report that failed leaves the earlier one as it was, and says
+// what to do.
+TEST(Hostile, AReportTheDiskRefusedLeavesTheEarlierReportWhole) {
+    auto dir = e2e::scratch("hostile-full-report");
+    e2e::Sim sim;
+    const auto one = (dir / "one.sqlite").string();
+    const auto two = (dir / "two.sqlite").string();
+    for (const auto& [db, name] : {std::pair{one, "a"}, {two, "b"}}) {
+        auto o = e2e::run({"run", "--server", std::string(name) + "=" + sim.url(), "--repeats", "4",
+                           "--framing", "raw", "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    const auto out = dir / "out";
+    auto first = e2e::run({"report", "--db", one, "--out", out.string()});
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    std::map<std::string, std::string> before;
+    size_t small = 0;
+    for (const char* f : {"report.md", "summary.json", "report.html"}) {
+        before[f] = e2e::slurp(out / f);
+    }
+    // The new report's sizes.
+    auto sizes = e2e::run({"report", "--db", two, "--out", (dir / "sizes").string()});
+    ASSERT_EQ(sizes.exit_code, 0) << sizes.err;
+    const auto size = [&](const char* f) { return e2e::slurp(dir / "sizes" / f).size(); };
+    // (A reader's first connection makes -shm again, 32 KiB, in writes.)
+    small = std::max({size("report.md"), size("summary.json"), size_t{32768}});
+    ASSERT_GT(size("report.html"), 2 * small);
+    // Room for report.md and summary.json, not for report.html.
+    auto m = run_measured({"report", "--db", two, "--out", out.string()}, {},
+                          static_cast<long>(small + (size("report.html") - small) / 2));
+    EXPECT_EQ(m.exit_code, 1) << m.err;
+    EXPECT_EQ(lines(m.err), 1) << m.err;
+    EXPECT_NE(m.err.find("report.html: File too large; free space, then run the same command "
+                         "again"),
+              std::string::npos)
+        << m.err;
+    for (const auto& [f, bytes] : before) {
+        EXPECT_EQ(e2e::slurp(out / f), bytes) << f << " was replaced";
+    }
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(out)) {
+        (void)e;
+        ++files;
+    }
+    EXPECT_EQ(files, 3u) << "no temporary file is left";
+}
+
 TEST(Hostile, AFullDiskWhilePlanningMarksTheRunFailedAndKeepsTheDatabase) {
     auto dir = e2e::scratch("hostile-full-plan");
     HostileServer server(cycle({Hostile::good}));

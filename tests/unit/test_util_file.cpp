@@ -416,7 +416,8 @@ TEST(ReplacingFile, ADeviceIsWrittenInPlaceAndStaysADevice) {
     ASSERT_TRUE(full->write("x"));
     auto done = full->commit();
     ASSERT_FALSE(done.ok());
-    EXPECT_EQ(done.error().message, "cannot write /dev/full: No space left on device");
+    EXPECT_EQ(done.error().message, "cannot write /dev/full: No space left on device; free "
+                                    "space, then run the same command again");
     auto null = util::ReplacingFile::create("/dev/null");
     ASSERT_TRUE(null.ok()) << null.error().message;
     ASSERT_TRUE(null->write("x"));
