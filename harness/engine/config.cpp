@@ -389,9 +389,12 @@ const KeyTable<ServerSpec>& server_keys() {
              }
              // Fields the framing and the run write: replaced, the request
              // asked another question, or for another limit, stored and
-             // scored as the group's own.
-             for (const char* owned :
-                  {"prompt", "messages", "max_tokens", "model", "stream", "stream_options"}) {
+             // scored as the group's own. max_completion_tokens is the
+             // limit's newer name, which vLLM and OpenAI take over
+             // max_tokens (answers cut at 5 tokens were stored as group
+             // a/chat/1024's, a user-side audit).
+             for (const char* owned : {"prompt", "messages", "max_tokens", "max_completion_tokens",
+                                       "model", "stream", "stream_options"}) {
                  if (body->contains(owned)) {
                      return make_error(
                          ErrorKind::usage,

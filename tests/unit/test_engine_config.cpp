@@ -160,7 +160,8 @@ TEST(ExperimentFile, AnEmptyLaunchCommandIsRefused) {
 // body's fields go after the framing's and replace them: a body with a
 // prompt asked another question, stored and scored as the group's own.
 TEST(ExperimentFile, ABodyFieldTheFramingWritesIsRefused) {
-    for (const char* key : {"prompt", "messages", "max_tokens", "model", "stream"}) {
+    for (const char* key :
+         {"prompt", "messages", "max_tokens", "max_completion_tokens", "model", "stream"}) {
         auto path = write_temp("body.toml", fmt::format("version = 1\n[[servers]]\nname = \"a\"\n"
                                                         "url = \"http://h:1\"\nbody = {{ {} = 5, "
                                                         "top_k = 1 }}\n",
