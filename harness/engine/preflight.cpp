@@ -138,6 +138,23 @@ util::Result<ServerInfo> preflight(const ServerSpec& s, const std::vector<std::s
                                       s.name, error_message(r.body)));
     }
     if (r.status != 200) {
+        // A URL given with the API's /v1 (as OpenAI clients take it) asked
+        // for /v1/v1/models: the server's 404 read as if /v1/models were
+        // missing (a user-side audit).
+        std::string_view path = s.url;
+        const auto scheme = path.find("://");
+        path = scheme == std::string_view::npos ? std::string_view{} : path.substr(scheme + 3);
+        path = path.substr(std::min(path.size(), path.find('/')));
+        while (path.ends_with('/')) {
+            path.remove_suffix(1);
+        }
+        if (path.ends_with("/v1")) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("server '{}': GET {}/v1/models answered HTTP {}: {}; diffeval adds "
+                            "/v1/... to the server's URL itself: give the URL without its /v1",
+                            s.name, path, r.status, error_message(r.body)));
+        }
         return make_error(ErrorKind::usage,
                           fmt::format("server '{}': GET /v1/models answered HTTP {}: {}; is it an "
                                       "OpenAI-compatible server?",

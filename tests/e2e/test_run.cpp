@@ -1102,6 +1102,23 @@ TEST(Run, AClosedStandardErrorIsNoFileTheRunOpens) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses WHERE ok = 1"), "4");
 }
 
+// A URL given with the API's /v1, as OpenAI clients take it: diffeval asked
+// for /v1/v1/models and said "GET /v1/models answered HTTP 404", a path the
+// server serves (a user-side audit).
+TEST(Run, AServerUrlEndingInV1SaysToDropIt) {
+    e2e::Sim sim;
+    auto dir = e2e::scratch("run-url-v1");
+    for (const std::string suffix : {"/v1", "/v1/"}) {
+        auto o = e2e::run({"run", "--server", "a=" + sim.url() + suffix, "--limit", "1", "--db",
+                           (dir / "r.sqlite").string()});
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_NE(o.err.find("server 'a': GET /v1/v1/models answered HTTP 404"), std::string::npos)
+            << o.err;
+        EXPECT_NE(o.err.find("give the URL without its /v1"), std::string::npos) << o.err;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
+}
+
 // A password in a server's URL is sent (Basic authentication) and kept out
 // of the database: the stored URL and the run's configuration hold
 // [REDACTED] where it was.
