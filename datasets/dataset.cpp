@@ -10,6 +10,9 @@
 
 #include <cstdlib>
 
+#include <pwd.h>
+#include <unistd.h>
+
 namespace diffeval::datasets {
 
 namespace fs = std::filesystem;
@@ -126,8 +129,15 @@ fs::path cache_dir() {
     if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
         return fs::path(x) / "diffeval";
     }
+    // HOME is unset under cron, some systemd units and containers: the
+    // account's home directory then, as getpwuid says it, where the cache
+    // stayed across working directories (./.cache was a new one in each).
     const char* home = std::getenv("HOME");
-    return fs::path(home && *home ? home : ".") / ".cache" / "diffeval";
+    if (!home || !*home) {
+        const passwd* pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : ".";
+    }
+    return fs::path(home) / ".cache" / "diffeval";
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -572,6 +573,25 @@ TEST(Cli, PathsWithControlCharactersArePrintedAsOneLine) {
     }
     EXPECT_NE(run.out.find("r [2J .sqlite ("), std::string::npos) << run.out;
     EXPECT_EQ(std::count(report.out.begin(), report.out.end(), '\n'), 3) << report.out;
+}
+
+// With HOME unset (cron, some systemd units and containers) the GSM8K
+// cache was ./.cache/diffeval/gsm8k, a new one in each working directory:
+// it is the account's home directory's, as getpwuid says.
+TEST(Cli, TheDatasetCacheWithoutHomeIsTheAccountsHome) {
+    const passwd* pw = getpwuid(getuid());
+    ASSERT_NE(pw, nullptr);
+    const auto cache = std::filesystem::path(pw->pw_dir) / ".cache" / "diffeval" / "gsm8k";
+    if (std::filesystem::exists(cache)) {
+        GTEST_SKIP() << cache << " holds GSM8K already: this test reads its absence";
+    }
+    auto dir = e2e::scratch("cli_home_unset");
+    auto o = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--dataset", "gsm8k", "--db",
+                       (dir / "r.sqlite").string()},
+                      {"HOME=", "XDG_CACHE_HOME=", "DIFFEVAL_DATA="});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_NE(o.err.find("GSM8K is not in the cache (" + cache.string()), std::string::npos)
+        << o.err;
 }
 
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
