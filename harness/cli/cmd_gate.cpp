@@ -430,6 +430,16 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
             return cannot_run(r.error());
         }
     }
+    // A damaged file passes or fails nothing (an existing one: a missing
+    // one is said below, as before).
+    for (const auto* db : {&flags.db, &flags.baseline_db}) {
+        std::error_code ec;
+        if (!db->empty() && std::filesystem::is_regular_file(*db, ec)) {
+            if (auto r = check_pages(*db); !r) {
+                return cannot_run(r.error());
+            }
+        }
+    }
     // A baseline from another database: gate one database combining both,
     // the baseline's servers renamed "baseline:NAME".
     GateFlags f = flags;

@@ -837,6 +837,45 @@ TEST(Hostile, AFullDiskWhileCreatingTheDatabaseLeavesNothing) {
 // run's results: the file keeps what it held, the failed run is marked
 // failed (not left running for the next run to call killed), and the next
 // run resumes.
+// A damaged page where reading the results does not look (here a page of
+// request bodies) let `gate` pass and `report` publish; one where it
+// does looked (a responses page) read as fewer rows, and a gate the intact
+// file failed passed on it (a hostile-file audit). Both ask SQLite's
+// quick_check first, and a damaged file passes nothing.
+TEST(Hostile, GateAndReportRefuseADamagedFile) {
+    auto dir = e2e::scratch("hostile-damaged-page");
+    e2e::Sim sim;
+    const auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--repeats", "4", "--framing", "raw",
+                       "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const std::vector<std::string> gate = {"gate", "--db",    db.string(), "--expect",
+                                           "0.1",  "--group", "a/raw/256"};
+    ASSERT_EQ(e2e::run(gate).exit_code, 0);
+    const auto page = std::stol(query(db, "SELECT pageno FROM dbstat WHERE name = "
+                                          "'request_bodies' AND pagetype = 'leaf' LIMIT 1"));
+    const auto page_size = std::stol(query(db, "PRAGMA page_size"));
+    {
+        // Cell offsets past the page's end.
+        std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp((page - 1) * page_size + 8);
+        const std::string garbage(16, '\xff');
+        f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    }
+    ASSERT_NE(query(db, "PRAGMA quick_check"), "ok");
+    for (const auto& args : {gate, std::vector<std::string>{"report", "--db", db.string(), "--out",
+                                                            (dir / "out").string()}}) {
+        auto refused = e2e::run(args);
+        EXPECT_EQ(refused.exit_code, 2) << args[0] << ": " << refused.out << refused.err;
+        EXPECT_EQ(lines(refused.err), 1) << refused.err;
+        EXPECT_NE(refused.err.find(db.string() + " is damaged (SQLite's quick_check: "),
+                  std::string::npos)
+            << refused.err;
+        EXPECT_EQ(refused.out.find("PASS"), std::string::npos) << refused.out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+}
+
 // A report whose last file the disk refused left the files before it of
 // the new database beside report.html of the last one, each looking whole
 // (a user-side audit). Every file is written before any replaces its old
