@@ -674,6 +674,10 @@ util::Result<GateCheck> completeness_check(store::Store& store,
     if (unrun > 0) {
         kinds["never run"] = unrun;
     }
+    auto unreadable = store::unreadable_run_configs(store);
+    if (!unreadable) {
+        return unreadable.error();
+    }
     GateCheck c;
     c.kind = "complete";
     c.name = "complete";
@@ -683,7 +687,17 @@ util::Result<GateCheck> completeness_check(store::Store& store,
     c.measured_text = fmt::format("{} of {} without a successful response", missing,
                                   util::counted(total, "request"));
     c.threshold_text = "0";
-    c.status = status_of(missing == 0);
+    c.status = status_of(missing == 0 && unreadable->empty());
+    if (!unreadable->empty()) {
+        // What those runs asked is not among the planned requests counted.
+        c.why = fmt::format("cannot tell: what {} {} asked is not known, {} stored configuration "
+                            "(runs.config_json) being none a run writes, so requests it planned "
+                            "and never stored would not be counted; the file was edited or is "
+                            "damaged: use a copy from before",
+                            unreadable->size() == 1 ? "run" : "runs", fmt::join(*unreadable, ", "),
+                            unreadable->size() == 1 ? "its" : "their");
+        return c;
+    }
     if (missing == 0) {
         c.why = total == 1 ? std::string("the one planned request has a successful response")
                            : fmt::format("every one of the {} planned requests has a successful "

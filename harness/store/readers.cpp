@@ -180,7 +180,9 @@ util::Result<std::vector<AnsweredAs>> answered_as(Store& st,
 // given as a file is known only by the name its rows carry, so one whose
 // run planned none of it is left out. Imports store no such configuration.
 // Repeats are held to a run's own limit (1,000,000), so a file another
-// program wrote cannot make the counts overflow.
+// program wrote cannot make the counts overflow; a configuration that is not
+// JSON asks nothing here (json_each refused the whole query), and
+// unreadable_run_configs names it.
 constexpr std::string_view k_asked_sql = R"(
   SELECT r.run_id, r.status,
          json_extract(s.value, '$.name') AS server,
@@ -193,7 +195,10 @@ constexpr std::string_view k_asked_sql = R"(
                      instr(json_extract(r.config_json, '$.shard'), '/') - 1) AS INTEGER) AS shard,
          CAST(substr(json_extract(r.config_json, '$.shard'),
                      instr(json_extract(r.config_json, '$.shard'), '/') + 1) AS INTEGER) AS shards
-  FROM runs r, json_each(r.config_json, '$.servers') s, json_each(r.config_json, '$.framings') f,
+  FROM (SELECT run_id, status, dataset,
+               CASE WHEN json_valid(config_json) THEN config_json ELSE '{}' END AS config_json
+        FROM runs) r,
+       json_each(r.config_json, '$.servers') s, json_each(r.config_json, '$.framings') f,
        json_each(r.config_json, '$.max_tokens') m
   WHERE json_valid(r.config_json) AND json_type(r.config_json, '$.repeats') = 'integer'
     AND (instr(f.value, '/') = 0 AND f.value NOT LIKE '%.toml'
@@ -395,6 +400,31 @@ util::Result<int64_t> runs_marked_running(Store& st) {
         return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
     }
     return s.column_int(0);
+}
+
+util::Result<std::vector<int64_t>> unreadable_run_configs(Store& st) {
+    Statement s(st.handle(),
+                "SELECT run_id FROM runs WHERE NOT CASE WHEN json_valid(config_json) THEN "
+                "coalesce(json_type(config_json) = 'object' AND (json_type(config_json, "
+                "'$.import') = "
+                "'text' OR (json_type(config_json, '$.servers') = 'array' AND "
+                "json_type(config_json, '$.framings') = 'array' AND "
+                "json_type(config_json, '$.max_tokens') = 'array' AND "
+                "json_type(config_json, '$.repeats') = 'integer' AND "
+                "json_extract(config_json, '$.repeats') >= 1 AND "
+                "coalesce(json_type(config_json, '$.limit'), 'null') IN ('null', 'integer') AND "
+                "coalesce(json_extract(config_json, '$.limit'), 1) >= 1 AND "
+                "coalesce(json_type(config_json, '$.shard'), 'null') IN ('null', 'text'))), 0) "
+                "ELSE 0 END "
+                "ORDER BY run_id");
+    std::vector<int64_t> out;
+    while (s.step()) {
+        out.push_back(s.column_int(0));
+    }
+    if (!s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the runs: {}", s.error()));
+    }
+    return out;
 }
 
 util::Result<bool> other_run_stopped_early(Store& st, int64_t run_id) {

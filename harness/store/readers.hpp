@@ -115,6 +115,14 @@ util::Result<std::vector<std::pair<std::string, int64_t>>> failure_kinds(Store& 
 // or its process died.
 util::Result<int64_t> runs_marked_running(Store& store);
 
+// The runs (ids, in order) whose stored configuration is not one a run or
+// an import writes (not JSON; no list of servers, framings or token limits;
+// repeats, limit or shard of another type): what such a run asked cannot be
+// counted, so completeness() leaves it out, and the gate's completeness
+// check cannot pass on it (a hostile-file audit: `{}` made a file missing
+// 80 of its 480 requests "complete").
+util::Result<std::vector<int64_t>> unreadable_run_configs(Store& store);
+
 // Whether a run other than `run_id` stopped before sending all it planned
 // (interrupted, killed, failed, or still marked running): only such a run
 // leaves planned requests no run sent. A query of the runs table alone.

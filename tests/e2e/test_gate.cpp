@@ -1159,3 +1159,32 @@ TEST(GateBehaviour, UnevenRepeatsCountEachQuestionOnceAsSummaryDoes) {
     EXPECT_NE(o.out.find("+1.00 per run (0.00 -> 1.00)"), std::string::npos) << o.out;
     EXPECT_NE(o.out.find("averaged over the questions"), std::string::npos) << o.out;
 }
+
+// What a run asked is read from its stored configuration: one that is no
+// configuration a run writes (`{}`, cut JSON, repeats of another type) left
+// that run out, and a file missing requests it planned and never stored
+// passed --require-complete (a hostile-file audit). The check cannot pass.
+TEST(GateCompleteness, CannotPassOnARunWhoseConfigurationIsUnreadable) {
+    auto dir = e2e::scratch("gate-config-unreadable");
+    e2e::Sim sim;
+    const auto db = (dir / "r.sqlite").string();
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--limit", "3", "--framing", "raw",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    ASSERT_EQ(e2e::run({"gate", "--db", db, "--require-complete"}).exit_code, 0);
+    // One question the run planned and never stored.
+    e2e::unsend(db, "question_idx = 2");
+    e2e::exec(db, "DELETE FROM requests WHERE question_idx = 2");
+    EXPECT_EQ(e2e::run({"gate", "--db", db, "--require-complete"}).exit_code, 1);
+    const auto config = e2e::query(db, "SELECT config_json FROM runs");
+    for (const std::string& edited :
+         {std::string("{}"), std::string("[]"), config.substr(0, config.size() / 2),
+          std::string(R"({"servers":[{"name":"a"}],"framings":["raw"],"max_tokens":[256],)"
+                      R"("repeats":1e300})")}) {
+        e2e::exec(db, "UPDATE runs SET config_json = '" + edited + "'");
+        auto g = e2e::run({"gate", "--db", db, "--require-complete"});
+        EXPECT_EQ(g.exit_code, 1) << edited << ": " << g.out;
+        EXPECT_NE(g.out.find("cannot tell: what run 1 asked is not known"), std::string::npos)
+            << g.out << g.err;
+    }
+}
