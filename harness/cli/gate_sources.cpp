@@ -7,12 +7,54 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
 namespace diffeval::cli {
+
+namespace {
+
+// The files a combined copy may leave in its directory, for a signal
+// handler to remove: it may call unlink and rmdir, not allocate. Set while
+// one CombinedDb lives (a gate makes at most one).
+constexpr std::array k_combined_suffixes = {
+    "",           "-wal",           "-shm",           "-journal",          ".lock",
+    ".merge-tmp", ".merge-tmp-wal", ".merge-tmp-shm", ".merge-tmp-journal"};
+struct CleanupPaths {
+    std::array<std::array<char, PATH_MAX>, k_combined_suffixes.size()> files{};
+    std::array<char, PATH_MAX> dir{};
+};
+CleanupPaths g_cleanup;
+std::array<struct sigaction, 3> g_previous{};
+constexpr std::array k_cleanup_signals = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void remove_combined_and_die(int sig) {
+    for (const auto& f : g_cleanup.files) {
+        if (f[0] != '\0') {
+            ::unlink(f.data());
+        }
+    }
+    if (g_cleanup.dir[0] != '\0') {
+        ::rmdir(g_cleanup.dir.data());
+    }
+    // Then end as the signal would have: 130 for Ctrl-C, 143 for SIGTERM.
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+// Whether `path` fits a cleanup buffer with its terminating NUL.
+bool fits(const std::string& path) {
+    return path.size() + 1 <= PATH_MAX;
+}
+
+} // namespace
 
 util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& db,
                                                              const std::string& baseline_db) {
@@ -37,6 +79,18 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
     }
     const auto pattern = (tmp / "diffeval-gate-XXXXXX").string();
     auto dir = pattern;
+    // The signals wait while the directory is made and its cleanup set up
+    // (below): one that came between the two left the directory behind.
+    sigset_t cleanup_signals, before;
+    sigemptyset(&cleanup_signals);
+    for (int sig : k_cleanup_signals) {
+        sigaddset(&cleanup_signals, sig);
+    }
+    ::pthread_sigmask(SIG_BLOCK, &cleanup_signals, &before);
+    struct Unblock {
+        sigset_t& mask;
+        ~Unblock() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+    } unblock{before};
     if (!::mkdtemp(dir.data())) {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("cannot create a directory like {} for --baseline-db: "
@@ -46,14 +100,43 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
     std::unique_ptr<CombinedDb> out(new CombinedDb());
     out->m_dir = dir;
     out->m_path = (std::filesystem::path(dir) / "combined.sqlite").string();
+    // A gate a CI job cancels (SIGTERM), or whose terminal closed, left a
+    // copy of both databases under the temporary directory (a user-side
+    // audit): the signal removes it, then ends the gate as before.
+    if (fits(out->m_path + k_combined_suffixes.back())) {
+        for (size_t i = 0; i < k_combined_suffixes.size(); ++i) {
+            const auto f = out->m_path + k_combined_suffixes[i];
+            std::memcpy(g_cleanup.files[i].data(), f.c_str(), f.size() + 1);
+        }
+        std::memcpy(g_cleanup.dir.data(), dir.c_str(), dir.size() + 1);
+        struct sigaction act {};
+        act.sa_handler = remove_combined_and_die;
+        sigemptyset(&act.sa_mask);
+        for (size_t i = 0; i < k_cleanup_signals.size(); ++i) {
+            ::sigaction(k_cleanup_signals[i], &act, &g_previous[i]);
+        }
+        out->m_handles_signals = true;
+    }
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
         !r) {
-        return r.error();
+        // Where it writes is not where the user pointed it.
+        return util::make_error(r.error().kind,
+                                fmt::format("--baseline-db combines both databases in a copy in "
+                                            "{} (TMPDIR): {}; free space there, or set TMPDIR "
+                                            "to a directory with room",
+                                            dir, r.error().message));
     }
     return out;
 }
 
 CombinedDb::~CombinedDb() {
+    if (m_handles_signals) {
+        for (size_t i = 0; i < k_cleanup_signals.size(); ++i) {
+            ::sigaction(k_cleanup_signals[i], &g_previous[i], nullptr);
+        }
+        g_cleanup = CleanupPaths{};
+    }
     std::error_code ec;
     if (!m_dir.empty()) {
         std::filesystem::remove_all(m_dir, ec);

@@ -29,6 +29,7 @@ private:
     CombinedDb() = default;
     std::string m_dir; // a directory of its own under the temporary directory
     std::string m_path;
+    bool m_handles_signals = false; // SIGINT, SIGTERM, SIGHUP remove m_dir first
 };
 
 // For every config named by `path` (a .yaml or a list file), the CI's rule

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
+#include <thread>
 
 namespace {
 
@@ -119,4 +121,50 @@ TEST(GateBaselineDb, TheProbeIsComparedAgainstTheBaselineDatabase) {
     EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
     EXPECT_NE(bad.out.find("FAIL  probe_shift baseline:vllm/raw -> vllm/raw"), std::string::npos)
         << bad.out;
+}
+
+// A gate a CI job cancels (SIGTERM) or whose terminal closed (SIGHUP) left
+// its copy of both databases under TMPDIR, as big as the two (a user-side
+// audit): the signal removes it, and the gate still ends by the signal.
+TEST(GateBaselineDb, ASignalLeavesNoCopyUnderTmpdir) {
+    auto dir = e2e::scratch("gate-baseline-db-signal");
+    auto main_db = run_db(dir, "main", {"--profile", "default"});
+    auto other_db = run_db(dir, "other", {"--profile", "default"});
+    const auto tmp = dir / "tmp";
+    std::filesystem::create_directories(tmp);
+    int caught = 0;
+    for (int sig : {SIGTERM, SIGHUP}) {
+        // The copy lives while the gate combines and analyses: signalled
+        // then, unless the gate ended first (tried again).
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            e2e::Child gate({"gate", "--db", other_db, "--baseline-db", main_db, "--baseline",
+                             "vllm/raw", "--candidate", "vllm/raw", "--max-drop", "7"},
+                            {"TMPDIR=" + tmp.string()});
+            bool seen = false;
+            for (int i = 0; i < 5000 && !seen; ++i) {
+                seen = !std::filesystem::is_empty(tmp);
+                if (!seen) {
+                    if (gate.wait_for(std::chrono::milliseconds(0))) {
+                        break;
+                    }
+                    std::this_thread::sleep_for(std::chrono::microseconds(200));
+                }
+            }
+            if (!seen) {
+                gate.wait();
+                continue;
+            }
+            const int status = gate.stop(sig);
+            if (status == 0 || status == 1) {
+                continue; // it ended before the signal came
+            }
+            EXPECT_EQ(status, 128 + sig);
+            EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "signal " << sig;
+            ++caught;
+            break;
+        }
+        std::filesystem::remove_all(tmp);
+        std::filesystem::create_directories(tmp);
+    }
+    EXPECT_EQ(caught, 2) << "the gate ended before each signal every time";
 }
