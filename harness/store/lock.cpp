@@ -131,6 +131,29 @@ util::Result<RunLock> RunLock::acquire(const std::string& db_path, std::string_v
     if (auto r = check_db_file(db_path, Store::Mode::read_write); !r) {
         return r.error();
     }
+    // Beside a database written go files named after it, the longest
+    // `-journal` (and merge's `.merge-tmp-journal`): a name within the file
+    // system's bound but too long for them made SQLite call a new database
+    // "not a diffeval database", leaving an empty file and its lock (a
+    // user-side audit).
+    {
+        const std::string longest = command == "merge"
+                                        ? std::string(k_merge_tmp_suffix) + "-journal"
+                                        : std::string("-journal");
+        const std::filesystem::path file(db_path);
+        const auto name = file.filename().string();
+        const auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+        const long most = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+        const size_t bound = most > 0 ? static_cast<size_t>(most) : 255;
+        if (name.size() + longest.size() > bound) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("the file name of {} is {} bytes: the files kept beside "
+                                          "it add up to {} more ({}), past the {} a name may hold "
+                                          "there; give a name of at most {} bytes",
+                                          db_path, name.size(), longest.size(), longest, bound,
+                                          bound - longest.size()));
+        }
+    }
     // `merge X` removes X.merge-tmp first, without asking who writes it: a
     // database of that name was lost to the next merge of X.
     if (db_path.size() > k_merge_tmp_suffix.size() && db_path.ends_with(k_merge_tmp_suffix)) {

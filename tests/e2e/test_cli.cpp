@@ -594,6 +594,28 @@ TEST(Cli, TheDatasetCacheWithoutHomeIsTheAccountsHome) {
         << o.err;
 }
 
+// A --db name within the file system's 255 bytes but too long for the
+// files kept beside it (SQLite's -journal, merge's .merge-tmp-journal) was
+// called "not a diffeval database", and an empty file and its lock stayed
+// (a user-side audit). It is refused first, naming the longest it can be.
+TEST(Cli, ADatabaseNameTooLongForItsSideFilesIsRefusedFirst) {
+    auto dir = e2e::scratch("cli_long_db_name");
+    const auto named = [&](size_t bytes) {
+        return (dir / (std::string(bytes - 7, 'g') + ".sqlite")).string();
+    };
+    auto run = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--db", named(250)});
+    EXPECT_EQ(run.exit_code, 2) << run.err;
+    EXPECT_NE(run.err.find("is 250 bytes: the files kept beside it add up to 8 more (-journal), "
+                           "past the 255 a name may hold there; give a name of at most 247 bytes"),
+              std::string::npos)
+        << run.err;
+    auto merge = e2e::run({"merge", named(240), named(20)});
+    EXPECT_EQ(merge.exit_code, 2) << merge.err;
+    EXPECT_NE(merge.err.find("add up to 18 more (.merge-tmp-journal)"), std::string::npos)
+        << merge.err;
+    EXPECT_TRUE(std::filesystem::is_empty(dir));
+}
+
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
 // directory) is one line, exit 2, before anything is stored: reading
 // /dev/zero whole took all memory until the kernel killed the process.
