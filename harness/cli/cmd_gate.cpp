@@ -435,7 +435,7 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
     for (const auto* db : {&flags.db, &flags.baseline_db}) {
         std::error_code ec;
         if (!db->empty() && std::filesystem::is_regular_file(*db, ec)) {
-            if (auto r = check_pages(*db); !r) {
+            if (auto r = store::check_pages(*db); !r) {
                 return cannot_run(r.error());
             }
         }

@@ -58,11 +58,11 @@ int report_command(const ReportFlags& f) {
     if (!layout) {
         return report(layout.error());
     }
-    // What a report publishes is read from whole pages (check_pages); a
+    // What a report publishes is read from whole pages (store::check_pages); a
     // missing file is said by open_existing_store.
     std::error_code ec;
     if (std::filesystem::is_regular_file(f.db, ec)) {
-        if (auto r = check_pages(f.db); !r) {
+        if (auto r = store::check_pages(f.db); !r) {
             return report(r.error());
         }
     }

@@ -380,28 +380,6 @@ std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std:
     return out;
 }
 
-util::Result<void> check_pages(const std::string& db) {
-    store::Database conn;
-    if (auto r = conn.open(db, store::Database::Create::read_only); !r) {
-        return r;
-    }
-    store::Statement check(conn.handle(), "PRAGMA quick_check(1)");
-    if (!check.valid() || !check.step()) {
-        // SQLITE_CORRUPT and its like are worded by report() as damage.
-        return util::make_error(util::ErrorKind::io,
-                                fmt::format("cannot check {}: {}", db, check.error()));
-    }
-    if (const auto said = check.column_text(0); said != "ok") {
-        return util::make_error(
-            util::ErrorKind::data,
-            fmt::format(
-                "{} is damaged (SQLite's quick_check: {}): its numbers cannot be "
-                "trusted; restore it from a copy (sqlite3's .recover may save what is left)",
-                db, util::one_line(said, 200)));
-    }
-    return {};
-}
-
 util::Result<OpenResults> open_results(const std::string& db) {
     auto st = open_existing_store(db);
     if (!st) {

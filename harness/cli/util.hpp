@@ -69,13 +69,6 @@ util::Result<void> refuse_if_written(const std::string& db);
 // response yet, that is the error.
 // Read commands get it read-only when it is current and fully scored (see
 // util.cpp); `for_writing` (rescore) always opens it for writing.
-// Whether every page of `db` reads as SQLite wrote it (PRAGMA quick_check;
-// a data error naming the damage when not): a damaged page of responses
-// read as fewer rows, and a gate the intact file failed passed on it (a
-// hostile-file audit). About 1 ms per MB, so the commands whose word a user
-// acts on (gate, report) ask it first.
-util::Result<void> check_pages(const std::string& db);
-
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
                                                                 bool for_writing = false);
 

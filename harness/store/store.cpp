@@ -7,9 +7,11 @@
 
 #include <harness/store/body_difference.hpp>
 #include <harness/store/derived_sql.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/store/schema.hpp>
 #include <harness/store/splice.hpp>
 #include <harness/store/view_sql.hpp>
+#include <harness/store/wal_fit.hpp>
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/text.hpp>
@@ -855,6 +857,13 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     if (auto cut = cut_short(path)) {
         return make_error(ErrorKind::data, fmt::format("{}: {}", path, *cut));
     }
+    // A log another process is writing is that process's; one nobody
+    // writes is read before SQLite folds it into the file (wal_fit.hpp).
+    if (!RunLock::holder(path)) {
+        if (auto why = log_that_does_not_fit(path)) {
+            return make_error(ErrorKind::data, *why);
+        }
+    }
     // Under another name a second run would take another lock and write
     // the same file at once (the lock goes by the name, a link resolved).
     if (struct stat links{}; mode == Store::Mode::read_write && ::stat(path.c_str(), &links) == 0 &&
@@ -885,6 +894,35 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
         }
     }
     return in_readonly_dir();
+}
+
+util::Result<void> check_pages(const std::string& db) {
+    // What is no database, or one cut short, or a log that is not its own,
+    // is said as it is said everywhere (check_db_file); a file SQLite
+    // cannot open or read as a database is said where it is opened.
+    if (auto r = check_db_file(db, Store::Mode::read_only); !r) {
+        return r;
+    }
+    Database conn;
+    if (!conn.open(db, Database::Create::read_only)) {
+        return {};
+    }
+    Statement check(conn.handle(), "PRAGMA quick_check(1)");
+    if (!check.valid() || !check.step()) {
+        if (is_damaged(check.error())) {
+            return make_error(ErrorKind::io, fmt::format("cannot check {}: {}", db, check.error()));
+        }
+        return {};
+    }
+    if (const auto said = check.column_text(0); said != "ok") {
+        return make_error(
+            ErrorKind::data,
+            fmt::format(
+                "{} is damaged (SQLite's quick_check: {}): its numbers cannot be "
+                "trusted; restore it from a copy (sqlite3's .recover may save what is left)",
+                db, util::one_line(said, 200)));
+    }
+    return {};
 }
 
 std::string now_iso8601() {

@@ -538,9 +538,20 @@ std::optional<std::string> database_of_side_file(const std::string& path);
 
 // Whether `path` can be opened as a database in `mode`: a usage error when it
 // names another database's side file (database_of_side_file); a data error
-// when it is a directory, not a regular file, unreadable, or (read_write)
-// read-only. A missing file passes (it will be created).
+// when it is a directory, not a regular file, unreadable, (read_write)
+// read-only, cut short, or beside a -wal that is not its log while no
+// diffeval process writes it (wal_fit.hpp). A missing file passes (it will
+// be created).
 util::Result<void> check_db_file(const std::string& path, Store::Mode mode);
+
+// Whether every page of `db` reads as SQLite wrote it (PRAGMA quick_check;
+// a data error naming the damage when not): a damaged page of responses
+// read as fewer rows, and a gate the intact file failed passed on it (a
+// hostile-file audit). About 1 ms per MB, so the commands whose word a user
+// acts on (gate, report) ask it first. What check_db_file
+// refuses is refused as it words it; a file SQLite cannot open as a
+// database passes, to be said where it is opened.
+util::Result<void> check_pages(const std::string& db);
 
 // Current UTC time as ISO 8601 with milliseconds.
 std::string now_iso8601();

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <chrono>
@@ -837,6 +838,58 @@ TEST(Hostile, AFullDiskWhileCreatingTheDatabaseLeavesNothing) {
 // run's results: the file keeps what it held, the failed run is marked
 // failed (not left running for the next run to call killed), and the next
 // run resumes.
+// A -wal beside a database that is another database's (or a crashed run's,
+// left for an earlier file of the name): SQLite folded it into the file,
+// which `summary` then cut from 113 pages to the other's 33, losing every
+// stored response (a hostile-file audit). It is refused before SQLite opens
+// the file, and the file stays as it was.
+TEST(Hostile, AnotherDatabasesLogBesideAFileIsRefusedAndTheFileKept) {
+    auto dir = e2e::scratch("hostile-foreign-wal");
+    e2e::Sim sim;
+    const auto big = dir / "big.sqlite";
+    const auto small = dir / "small.sqlite";
+    for (const auto& [db, limit] : {std::pair{big, "40"}, {small, "2"}}) {
+        auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--limit", limit, "--repeats", "2",
+                           "--db", db.string(), "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    {
+        // The small database's log, as a process killed after a commit
+        // leaves it, put beside the big one.
+        sqlite3* h = nullptr;
+        ASSERT_EQ(sqlite3_open(small.c_str(), &h), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(h, "PRAGMA wal_autocheckpoint = 0; UPDATE responses SET notes = 'x'",
+                               nullptr, nullptr, nullptr),
+                  SQLITE_OK);
+        std::filesystem::copy_file(small.string() + "-wal", big.string() + "-wal");
+        sqlite3_close(h);
+    }
+    const auto before = e2e::slurp(big);
+    const auto responses = query(small, "SELECT count(*) FROM responses");
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"summary", "--db", big.string()},
+          {"gate", "--db", big.string(), "--require-complete"},
+          {"report", "--db", big.string(), "--out", (dir / "out").string()},
+          {"rescore", "--db", big.string()},
+          {"merge", (dir / "m.sqlite").string(), big.string()}}) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << args[0] << ": " << o.err;
+        EXPECT_EQ(lines(o.err), 1) << o.err;
+        EXPECT_NE(o.err.find(big.string() + "-wal is not the log of " + big.string() +
+                             ": its last commit leaves the database "),
+                  std::string::npos)
+            << args[0] << ": " << o.err;
+        EXPECT_TRUE(e2e::slurp(big) == before) << args[0] << " changed the file";
+    }
+    // Moved away, as the message says, the file reads as it was.
+    std::filesystem::remove(big.string() + "-wal");
+    std::filesystem::remove(big.string() + "-shm");
+    auto summary = e2e::run({"summary", "--db", big.string()});
+    EXPECT_EQ(summary.exit_code, 0) << summary.err;
+    EXPECT_EQ(query(big, "SELECT count(*) FROM responses WHERE ok = 1"), "160");
+    EXPECT_NE(responses, "160");
+}
+
 // A damaged page where reading the results does not look (here a page of
 // request bodies) let `gate` pass and `report` publish; one where it
 // does looked (a responses page) read as fewer rows, and a gate the intact
