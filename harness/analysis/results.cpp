@@ -293,6 +293,19 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
     if (!names) {
         return names.error();
     }
+    // A request pointing at a response the file does not hold (a file
+    // edited or damaged) is in no count and no join: summary left it out
+    // without a word, and report called the file changed while read, "run
+    // the command again", each time alike (a hostile-file audit).
+    if (auto dangling = store::requests_without_their_response(st); !dangling) {
+        return dangling.error();
+    } else if (*dangling > 0) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{} holds {} whose response it does not hold "
+                                      "(requests.response_id names none): the file was edited or "
+                                      "is damaged; use a copy from before",
+                                      st.path(), util::counted(*dangling, "request")));
+    }
     out.score_text = std::move(names->score_text);
     out.servers = std::move(names->servers);
     out.framings = std::move(names->framings);

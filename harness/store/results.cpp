@@ -132,6 +132,12 @@ std::optional<std::string> stored_name_problem(std::string_view name) {
     return std::nullopt;
 }
 
+util::Result<int64_t> requests_without_their_response(Store& store) {
+    return count_of(store, "SELECT count(*) FROM requests q WHERE q.response_id IS NOT NULL AND "
+                           "NOT EXISTS (SELECT 1 FROM responses r WHERE r.response_id = "
+                           "q.response_id)");
+}
+
 util::Result<int64_t> counted_responses(Store& store) {
     return count_of(store, "SELECT count(*) FROM requests WHERE response_id IS NOT NULL");
 }

@@ -51,6 +51,9 @@ util::Result<ResultNames> result_names(Store& store);
 // that are not UTF-8 among them (JSON outputs write them as U+FFFD).
 std::optional<std::string> stored_name_problem(std::string_view name);
 
+// How many requests point at a response the file does not hold.
+util::Result<int64_t> requests_without_their_response(Store& store);
+
 // How many responses count (requests pointing at a response).
 util::Result<int64_t> counted_responses(Store& store);
 // The response_id of the counted response at position `offset` in

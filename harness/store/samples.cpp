@@ -33,9 +33,9 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
         fmt::format(
             "SELECT q.question_idx, b.request_json, coalesce(r.text, ''), "
             "coalesce(qu.question, ''), coalesce(qu.answer, ''), r.response_id, r.ok, "
-            "coalesce(r.error_kind, ''), coalesce(r.error, '') FROM requests q JOIN responses r ON "
-            "r.response_id = q.response_id "
-            "JOIN ({}) b ON b.body_id = q.body_id "
+            "coalesce(r.error_kind, ''), coalesce(r.error, ''), b.body_id IS NULL "
+            "FROM requests q JOIN responses r ON r.response_id = q.response_id "
+            "LEFT JOIN ({}) b ON b.body_id = q.body_id "
             "LEFT JOIN questions qu ON qu.dataset = q.dataset AND qu.question_idx = q.question_idx "
             "WHERE q.server = ? AND q.framing = ? AND q.max_tokens = ? AND q.repeat = ? "
             "ORDER BY q.question_idx",
@@ -45,6 +45,17 @@ util::Result<void> for_each_answered_request(Store& st, const AnsweredGroup& gro
     AnsweredRequest r;
     rows.bind(group.server, group.framing, group.max_tokens, group.repeat);
     while (rows.step()) {
+        // A request whose body the file does not hold was left out of the
+        // export without a word (a hostile-file audit).
+        if (rows.column_int(9) == 1) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: question {} (repeat {}) of {}/{}/{} has no stored "
+                                          "request body (requests.body_id names none in "
+                                          "request_bodies): the file was edited or is damaged; "
+                                          "use a copy from before",
+                                          st.path(), rows.column_int(0), group.repeat, group.server,
+                                          group.framing, group.max_tokens));
+        }
         r.question_idx = rows.column_int(0);
         r.request_json = rows.column_view(1);
         r.text = rows.column_view(2);

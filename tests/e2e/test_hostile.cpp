@@ -890,6 +890,50 @@ TEST(Hostile, AnotherDatabasesLogBesideAFileIsRefusedAndTheFileKept) {
     EXPECT_NE(responses, "160");
 }
 
+// A request pointing at a response the file does not hold (a file edited
+// or damaged) was left out of `summary` without a word, and `report` said
+// the file "changed while it was read ...; run the command again", exit 1,
+// each time alike (a hostile-file audit). Both say what is wrong, exit 2.
+TEST(Hostile, RequestsPointingAtNoResponseAreNamed) {
+    auto dir = e2e::scratch("hostile-dangling");
+    e2e::Sim sim;
+    const auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--repeats", "3", "--framing",
+                       "raw,chat", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE requests SET response_id = 999999 WHERE request_id % 10 = 0");
+    const auto dangling = query(db, "SELECT count(*) FROM requests WHERE response_id = 999999");
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"summary", "--db", db.string()},
+          {"report", "--db", db.string(), "--out", (dir / "out").string()}}) {
+        auto refused = e2e::run(args);
+        EXPECT_EQ(refused.exit_code, 2) << args[0] << ": " << refused.err;
+        EXPECT_NE(refused.err.find(db.string() + " holds " + dangling +
+                                   " requests whose response it does not hold"),
+                  std::string::npos)
+            << args[0] << ": " << refused.err;
+    }
+}
+
+// A request whose body the file does not hold was left out of `export`
+// without a word: 900 of 960 lines written, exit 0 (a hostile-file audit).
+TEST(Hostile, AnExportOfARequestWithNoStoredBodyIsRefused) {
+    auto dir = e2e::scratch("hostile-no-body");
+    e2e::Sim sim;
+    const auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--limit", "4", "--framing", "raw",
+                       "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "DELETE FROM request_bodies WHERE body_id = (SELECT body_id FROM requests "
+                  "WHERE question_idx = 2)");
+    auto refused = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                             (dir / "out").string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find("question 2 (repeat 0) of a/raw/256 has no stored request body"),
+              std::string::npos)
+        << refused.err;
+}
+
 // A damaged page where reading the results does not look (here a page of
 // request bodies) let `gate` pass and `report` publish; one where it
 // does looked (a responses page) read as fewer rows, and a gate the intact
