@@ -103,6 +103,27 @@ util::Result<ResultNames> result_names(Store& store) {
         !r) {
         return r.error();
     }
+    // A group's numbers are integers in the range a run takes: SQLite gave
+    // 2^63-1 tokens as -1, a repeat of 0.5 as repeat 0, and '256abc' as
+    // 256, each a group no run made (a hostile-file audit). One scan of the
+    // group index, which holds the three.
+    if (auto odd = count_of(store, "SELECT count(*) FROM requests WHERE NOT (typeof(max_tokens) = "
+                                   "'integer' AND typeof(repeat) = 'integer' AND "
+                                   "typeof(question_idx) = 'integer' AND max_tokens BETWEEN 1 AND "
+                                   "2147483647 AND repeat BETWEEN 0 AND 2147483647 AND "
+                                   "question_idx BETWEEN 0 AND 2147483647)");
+        !odd) {
+        return odd.error();
+    } else if (*odd > 0) {
+        return make_error(ErrorKind::data,
+                          fmt::format("{}: {} a token limit, repeat or question index that is no "
+                                      "integer a run stores (requests.max_tokens, repeat, "
+                                      "question_idx): the file was edited or is not diffeval's; "
+                                      "use a copy from before the edit",
+                                      store.path(),
+                                      *odd == 1 ? std::string("a request holds")
+                                                : fmt::format("{} requests hold", *odd)));
+    }
     // Names reach terminals, tables and JSON as they are: one no diffeval
     // writes (a file edited, or another program's) is refused, as a run
     // refuses it. A terminal escape in a server's name cleared the screen

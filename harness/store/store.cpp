@@ -1434,10 +1434,15 @@ util::Result<void> Store::allow_null_latency() {
         return r.error();
     }
     if (!edited) {
+        // SQLite's words for no error at all are "not an error".
+        const bool said = !why.empty() && why != "not an error";
         return make_error(ErrorKind::data,
                           fmt::format("cannot migrate {}: its responses table does not declare "
-                                      "'{}' as diffeval created it ({})",
-                                      m_path, k_latency_not_null, why));
+                                      "'{}' as diffeval created it{}: the file was edited, or its "
+                                      "schema version (PRAGMA user_version) lowered; use a copy "
+                                      "from before",
+                                      m_path, k_latency_not_null,
+                                      said ? fmt::format(" ({})", why) : std::string()));
     }
     return {};
 }

@@ -890,11 +890,12 @@ TEST(Hostile, AnotherDatabasesLogBesideAFileIsRefusedAndTheFileKept) {
     EXPECT_NE(responses, "160");
 }
 
-// A request pointing at a response the file does not hold (a file edited
-// or damaged) was left out of `summary` without a word, and `report` said
-// the file "changed while it was read ...; run the command again", exit 1,
-// each time alike (a hostile-file audit). Both say what is wrong, exit 2.
-TEST(Hostile, RequestsPointingAtNoResponseAreNamed) {
+// Request rows no run writes (a file edited or damaged), each named, exit 2
+// (a hostile-file audit): one pointing at a response the file does not hold
+// was left out of `summary` without a word, and `report` said the file
+// "changed while it was read ...; run the command again", exit 1, each time
+// alike; a token limit of 2^63-1 read as -1 and a repeat of 0.5 as 0.
+TEST(Hostile, RequestRowsNoRunWritesAreNamed) {
     auto dir = e2e::scratch("hostile-dangling");
     e2e::Sim sim;
     const auto db = dir / "r.sqlite";
@@ -903,6 +904,18 @@ TEST(Hostile, RequestsPointingAtNoResponseAreNamed) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     e2e::exec(db, "UPDATE requests SET response_id = 999999 WHERE request_id % 10 = 0");
     const auto dangling = query(db, "SELECT count(*) FROM requests WHERE response_id = 999999");
+    // And a group's numbers that no run stores, which SQLite read as others.
+    const auto odd = dir / "odd.sqlite";
+    std::filesystem::copy_file(db, odd);
+    e2e::exec(odd, "UPDATE requests SET response_id = request_id; UPDATE requests SET "
+                   "max_tokens = 9223372036854775807 WHERE question_idx = 1; UPDATE requests SET "
+                   "repeat = 0.5 WHERE question_idx = 2");
+    auto coerced = e2e::run({"summary", "--db", odd.string()});
+    EXPECT_EQ(coerced.exit_code, 2) << coerced.out;
+    EXPECT_NE(coerced.err.find(": 12 requests hold a token limit, repeat or question index that "
+                               "is no integer a run stores"),
+              std::string::npos)
+        << coerced.err;
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"summary", "--db", db.string()},
           {"report", "--db", db.string(), "--out", (dir / "out").string()}}) {
