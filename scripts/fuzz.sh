@@ -12,8 +12,8 @@ shift 2
 root=$(cd "$(dirname "$0")/.." && pwd)
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(sse response dataset pyjson scorers fingerprint splice redact framing_toml scorer_toml
-             profile_toml fingerprint_toml experiment_toml)
+    targets=(sse response dataset pyjson scorers fingerprint splice redact wal framing_toml
+             scorer_toml profile_toml fingerprint_toml experiment_toml)
 fi
 
 seeds_of() {
@@ -25,6 +25,7 @@ seeds_of() {
     fingerprint) echo "$root"/tests/data/*.log ;;
     splice) echo "$root"/tests/fuzz/corpus/splice/* ;;
     redact) echo "$root"/tests/fuzz/corpus/redact/* ;;
+    wal) echo "$root"/tests/fuzz/corpus/wal/* ;;
     framing_toml) echo "$root"/prompts/*.toml ;;
     scorer_toml) echo "$root"/scorers/*.toml ;;
     profile_toml) echo "$root"/harness/sim/profiles/*.toml ;;
