@@ -6,11 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -82,8 +84,22 @@ std::optional<std::string> log_that_does_not_fit(const std::string& db) {
     if (sum[0] != be32(header.data() + 24) || sum[1] != be32(header.data() + 28)) {
         return std::nullopt; // no valid header: SQLite ignores the log
     }
-    // The committed database size after the last valid commit frame.
+    // Each committed transaction in turn. One whose commit leaves the
+    // database smaller than before (than the file, for the first) shrank
+    // it: only a VACUUM does, and a VACUUM writes every page of the
+    // database it leaves. A shrinking commit that did not is no commit of
+    // this file's (another database's log: a few pages of a smaller one).
+    const uint64_t file_pages = db_bytes / db_page;
+    uint64_t before = file_pages;
     uint64_t committed = 0;
+    std::optional<uint64_t> foreign; // the size of the first shrink no VACUUM made
+    // The transaction's distinct pages: a whole rewrite of N pages takes N
+    // frames, so pages past the log's frame count need no mark (bounded
+    // memory for any log: a bit a frame).
+    const uint64_t frames = (wal_bytes - 32) / (24 + page);
+    std::vector<bool> marked(frames + 1, false);
+    std::vector<uint32_t> written; // the marked pages, to clear
+    uint32_t highest = 0;
     std::vector<unsigned char> frame(24 + page);
     while (in.read(reinterpret_cast<char*>(frame.data()),
                    static_cast<std::streamsize>(frame.size()))) {
@@ -95,9 +111,27 @@ std::optional<std::string> log_that_does_not_fit(const std::string& db) {
         if (sum[0] != be32(frame.data() + 16) || sum[1] != be32(frame.data() + 20)) {
             break;
         }
-        if (const uint32_t size = be32(frame.data() + 4); size != 0) {
-            committed = size;
+        const uint32_t number = be32(frame.data());
+        if (number <= frames && !marked[number]) {
+            marked[number] = true;
+            written.push_back(number);
         }
+        highest = std::max(highest, number);
+        const uint32_t size = be32(frame.data() + 4);
+        if (size == 0) {
+            continue;
+        }
+        const bool rewrote_all = !marked[0] && written.size() == size && highest == size;
+        if (size < before && !rewrote_all && !foreign) {
+            foreign = size;
+        }
+        before = size;
+        committed = size;
+        for (const uint32_t n : written) {
+            marked[n] = false;
+        }
+        written.clear();
+        highest = 0;
     }
     if (committed == 0) {
         return std::nullopt; // nothing committed: SQLite applies nothing
@@ -112,11 +146,11 @@ std::optional<std::string> log_that_does_not_fit(const std::string& db) {
     if (page != db_page) {
         return shown(fmt::format("its pages are {} bytes, the file's {}", page, db_page));
     }
-    const uint64_t db_pages = db_bytes / db_page;
-    if (committed < db_pages) {
-        return shown(fmt::format("its last commit leaves the database {} pages, where the file "
-                                 "holds {} (SQLite would cut the file to {} pages)",
-                                 committed, db_pages, committed));
+    if (foreign) {
+        return shown(fmt::format("a commit in it leaves the database {} pages, where the file "
+                                 "holds {}, and rewrites only some of them, as no VACUUM does "
+                                 "(SQLite would cut the file to {} pages)",
+                                 *foreign, file_pages, *foreign));
     }
     return std::nullopt;
 }

@@ -14,14 +14,15 @@ namespace diffeval::store {
 
 // Why `db`'s `-wal` cannot be its log, in words that say what to do, or
 // nullopt: no log, an empty one, one with no committed frame (SQLite reads
-// nothing from it), or one that fits. A log fits when its pages are the
-// file's size and its last commit leaves the database at least as many
-// pages as the file holds: a database grows through its log, and its file
-// shrinks only when a checkpoint copies a VACUUM's commit (which diffeval
-// runs only on migrating a file older than schema 9), so a commit that
-// would cut the file short is another database's. Frames count as SQLite
-// counts them: those whose salts are the log header's and whose checksums
-// chain from it.
+// nothing from it), or one that fits. A log does not fit when its pages are
+// not the file's size, or when a commit in it leaves the database smaller
+// than before (than the file, for its first) without rewriting every page
+// it leaves. A database grows through its log; only a VACUUM shrinks it,
+// and a VACUUM writes the whole database it leaves into the log (diffeval
+// runs one when it migrates a file older than schema 9, and a user's
+// sqlite3 may; until a checkpoint copies it, the file is the larger).
+// Frames count as SQLite counts them: those whose salts are the log
+// header's and whose checksums chain from it.
 std::optional<std::string> log_that_does_not_fit(const std::string& db);
 
 } // namespace diffeval::store

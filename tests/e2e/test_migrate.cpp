@@ -548,3 +548,19 @@ TEST(Migrate, VersionFifteenFileIsReadAsItIsAndMergedAsAnInput) {
     EXPECT_EQ(diff_merged.out, diff.out);
     EXPECT_EQ(query(v15, "PRAGMA user_version"), "15");
 }
+
+// A migration from before schema 9 ends with a VACUUM, which shrinks the
+// database through its log: until a checkpoint copies it, the log leaves
+// the database smaller than the file. `report` migrated, then opened the
+// file again while its first connection held that log, and refused its own
+// log as another database's, every time (a regression check of the -wal
+// test, store/wal_fit.cpp). The log is the file's own: it is read.
+TEST(Migrate, AVacuumedMigrationsOwnLogIsRead) {
+    auto dir = e2e::scratch("migrate_v8_vacuum_log");
+    auto db = dir / "v8.sqlite";
+    e2e::exec(db, e2e::slurp(k_fixture / "v8.sql"));
+    auto report = e2e::run({"report", "--db", db.string(), "--out", (dir / "out").string()});
+    ASSERT_EQ(report.exit_code, 0) << report.err;
+    EXPECT_TRUE(std::filesystem::exists(dir / "out" / "report.html"));
+    EXPECT_EQ(query(db, "PRAGMA user_version"), k_current_version);
+}

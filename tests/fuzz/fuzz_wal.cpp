@@ -1,7 +1,8 @@
 // libFuzzer target: the -wal read before a database is opened (wal_fit.cpp).
 // Whatever bytes lie beside a database as its log, reading them ends, and
-// says "does not fit" exactly when SQLite would count a commit that leaves
-// the database smaller than the file (or a log of other pages).
+// says "does not fit" exactly when SQLite would count a commit that shrinks
+// the database without rewriting it whole, as only a VACUUM shrinks it (or
+// a log of other pages).
 //
 // Input: a flags byte, then the log. With bit 0 set the log's header and
 // every whole frame get the checksums and salts SQLite would have written,
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -72,10 +74,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const uint8_t flags = data[0];
     std::vector<uint8_t> wal(data + 1, data + size);
-    // What SQLite would count: the last commit's size, when the frames are
-    // made valid here.
+    // What SQLite would count, when the frames are made valid here: whether
+    // anything is committed, and whether a commit shrinks the database (below
+    // the last commit, or the file for the first) without rewriting pages 1
+    // to its size, as a VACUUM does.
     uint32_t committed = 0;
     uint32_t page = 0;
+    bool shrunk_in_part = false;
+    std::set<uint32_t> pages;
+    uint64_t before = k_db_pages;
     if ((flags & 1) != 0 && wal.size() >= 32) {
         const bool big = (flags & 2) != 0;
         put32(wal.data(), big ? 0x377f0683 : 0x377f0682);
@@ -92,8 +99,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             checksum(wal.data() + at + 24, page, big, s);
             put32(wal.data() + at + 16, s[0]);
             put32(wal.data() + at + 20, s[1]);
+            pages.insert(be32(wal.data() + at));
             if (const uint32_t n = be32(wal.data() + at + 4); n != 0) {
+                const bool whole = pages.size() == n && *pages.begin() == 1 && *pages.rbegin() == n;
+                shrunk_in_part = shrunk_in_part || (n < before && !whole);
+                before = n;
                 committed = n;
+                pages.clear();
             }
         }
     }
@@ -102,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         .write(reinterpret_cast<const char*>(wal.data()), static_cast<long>(wal.size()));
     const auto why = log_that_does_not_fit(db);
     if ((flags & 1) != 0 && wal.size() >= 32) {
-        const bool should = committed != 0 && (page != k_db_page || committed < k_db_pages);
+        const bool should = committed != 0 && (page != k_db_page || shrunk_in_part);
         if (why.has_value() != should) {
             std::abort();
         }
