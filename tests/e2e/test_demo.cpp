@@ -265,6 +265,19 @@ TEST(Demo, AnOutWhoseDatabaseHoldsOtherResultsIsRefusedAndKept) {
     EXPECT_EQ(e2e::slurp(db), "not ours\n");
 }
 
+namespace {
+
+// The database of a demo of `limit` sample questions, one repeat, made in
+// `dir`/d; empty (the failure said) when the demo failed.
+std::filesystem::path small_demo(const std::filesystem::path& dir, const char* limit) {
+    auto made = e2e::run({"demo", "--dataset", "sample", "--limit", limit, "--repeats", "1",
+                          "--out", (dir / "d").string()});
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    return made.exit_code == 0 ? dir / "d" / "diffeval-demo.sqlite" : std::filesystem::path();
+}
+
+} // namespace
+
 // A file's views are the file's: diffeval reads what v_probes and
 // v_request_bodies compute from SQL of its own. A colleague's file whose
 // v_probes was an endless recursive query held `diff`, `report` and the
@@ -272,10 +285,8 @@ TEST(Demo, AnOutWhoseDatabaseHoldsOtherResultsIsRefusedAndKept) {
 // view redefined in the file changed what they printed.
 TEST(Demo, ViewsRedefinedInTheFileChangeNothingDiffevalPrints) {
     auto dir = e2e::scratch("demo-views");
-    auto made = e2e::run({"demo", "--dataset", "sample", "--limit", "3", "--repeats", "1", "--out",
-                          (dir / "d").string()});
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-    const auto intact = dir / "d" / "diffeval-demo.sqlite";
+    const auto intact = small_demo(dir, "3");
+    ASSERT_FALSE(intact.empty());
     const auto edited = dir / "edited.sqlite";
     std::filesystem::copy_file(intact, edited);
     e2e::exec(edited,
@@ -341,10 +352,8 @@ TEST(Demo, ViewsRedefinedInTheFileChangeNothingDiffevalPrints) {
 // `summary`, and `merge` carried them into its output (a hostile-file audit).
 TEST(Demo, NamesNoDiffevalWritesAreRefusedWhereTheyAreRead) {
     auto dir = e2e::scratch("demo-names");
-    auto made = e2e::run({"demo", "--dataset", "sample", "--limit", "2", "--repeats", "1", "--out",
-                          (dir / "d").string()});
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-    const auto intact = dir / "d" / "diffeval-demo.sqlite";
+    const auto intact = small_demo(dir, "2");
+    ASSERT_FALSE(intact.empty());
     const auto server = dir / "server.sqlite";
     const auto scorer = dir / "scorer.sqlite";
     std::filesystem::copy_file(intact, server);
