@@ -108,6 +108,56 @@ CLI::App* deepest_parsed(CLI::App& app) {
     return at;
 }
 
+// An argument that starts with a Unicode dash where a flag's '-' goes, as
+// a word processor or a chat app turns "--limit" into "—limit": CLI11 took
+// it for a stray value ("not expected: 4 —limit"). Said with the flag as
+// typed in ASCII, or empty when no argument starts so.
+std::string unicode_dash(const std::vector<std::string>& extras) {
+    // Hyphen, non-breaking hyphen, figure dash, en dash, em dash,
+    // horizontal bar (U+2010-2015) and the minus sign (U+2212).
+    const auto dash_at = [](std::string_view a, size_t i) -> std::string_view {
+        if (i + 3 <= a.size() && static_cast<unsigned char>(a[i]) == 0xE2 &&
+            ((static_cast<unsigned char>(a[i + 1]) == 0x80 &&
+              static_cast<unsigned char>(a[i + 2]) >= 0x90 &&
+              static_cast<unsigned char>(a[i + 2]) <= 0x95) ||
+             (static_cast<unsigned char>(a[i + 1]) == 0x88 &&
+              static_cast<unsigned char>(a[i + 2]) == 0x92))) {
+            return a.substr(i, 3);
+        }
+        return {};
+    };
+    for (const auto& arg : extras) {
+        size_t at = 0;
+        std::string_view first;
+        int dashes = 0;
+        while (at < arg.size()) {
+            if (arg[at] == '-') {
+                ++at;
+                ++dashes;
+                continue;
+            }
+            const auto d = dash_at(arg, at);
+            if (d.empty()) {
+                break;
+            }
+            first = first.empty() ? d : first;
+            at += d.size();
+            ++dashes;
+        }
+        if (first.empty() || at >= arg.size() ||
+            !std::isalpha(static_cast<unsigned char>(arg[at]))) {
+            continue;
+        }
+        // One en or em dash stands for two hyphens, as autocorrect made it.
+        const bool wide = first == "\u2013" || first == "\u2014";
+        const std::string flag = (dashes >= 2 || wide ? "--" : "-") + arg.substr(at);
+        return fmt::format("'{}' starts with a Unicode dash ('{}'), not '-' (a word processor or "
+                           "chat app may have changed it); type {}",
+                           arg, first, flag);
+    }
+    return {};
+}
+
 // "did you mean" for the first unexpected flag of `sub`, or nothing.
 std::string flag_suggestion(CLI::App& sub, const std::vector<std::string>& extras) {
     std::vector<std::string> words; // "max-tokens" for --max-tokens
@@ -343,7 +393,10 @@ int run_main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ExtrasError& e) {
         auto* sub = deepest_parsed(app);
-        auto hint = flag_suggestion(*sub, sub->remaining());
+        auto hint = unicode_dash(sub->remaining());
+        if (hint.empty()) {
+            hint = flag_suggestion(*sub, sub->remaining());
+        }
         // A flag before the command (`diffeval --bogus run`) is diffeval's
         // own, not the command's: CLI11 said "The following argument was not
         // expected".

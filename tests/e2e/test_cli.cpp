@@ -616,6 +616,26 @@ TEST(Cli, ADatabaseNameTooLongForItsSideFilesIsRefusedFirst) {
     EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
+// A flag pasted from a document or a chat, where "--limit" became
+// "—limit": CLI11 said "The following arguments were not expected: 4
+// —limit", the two reversed and no word of the dash (a user-side audit).
+TEST(Cli, AFlagWithAUnicodeDashSaysSo) {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"run", "\u2014limit", "4"},
+         "'\u2014limit' starts with a Unicode dash ('\u2014'), not '-' (a word processor or chat "
+         "app may have changed it); type --limit"},
+        {{"summary", "\u2010\u2010db", "x.sqlite"},
+         "'\u2010\u2010db' starts with a Unicode dash ('\u2010'), not '-' (a word processor or "
+         "chat app may have changed it); type --db"},
+    };
+    for (const auto& [args, says] : cases) {
+        auto o = e2e::run(args);
+        EXPECT_EQ(o.exit_code, 2) << o.err;
+        EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+        EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+    }
+}
+
 // A file a user names that is no file of its kind (a mistyped /dev/zero, a
 // directory) is one line, exit 2, before anything is stored: reading
 // /dev/zero whole took all memory until the kernel killed the process.
