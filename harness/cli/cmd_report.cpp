@@ -58,13 +58,10 @@ int report_command(const ReportFlags& f) {
     if (!layout) {
         return report(layout.error());
     }
-    // What a report publishes is read from whole pages (store::check_pages); a
-    // missing file is said by open_existing_store.
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(f.db, ec)) {
-        if (auto r = store::check_pages(f.db); !r) {
-            return report(r.error());
-        }
+    // What a report publishes is read from whole pages (store::check_pages,
+    // which passes a missing file for open_existing_store to name).
+    if (auto r = store::check_pages(f.db); !r) {
+        return report(r.error());
     }
     auto st = open_existing_store(f.db);
     if (!st) {

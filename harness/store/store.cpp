@@ -857,12 +857,11 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     if (auto cut = cut_short(path)) {
         return make_error(ErrorKind::data, fmt::format("{}: {}", path, *cut));
     }
-    // A log another process is writing is that process's; one nobody
-    // writes is read before SQLite folds it into the file (wal_fit.hpp).
-    if (!RunLock::holder(path)) {
-        if (auto why = log_that_does_not_fit(path)) {
-            return make_error(ErrorKind::data, *why);
-        }
+    // A log is read before SQLite folds it into the file (wal_fit.hpp),
+    // unless another diffeval is writing it: then it is that process's (its
+    // lock is asked only of a log that would be refused).
+    if (auto why = log_that_does_not_fit(path); why && !RunLock::holder(path)) {
+        return make_error(ErrorKind::data, *why);
     }
     // Under another name a second run would take another lock and write
     // the same file at once (the lock goes by the name, a link resolved).

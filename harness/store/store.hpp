@@ -548,9 +548,9 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode);
 // a data error naming the damage when not): a damaged page of responses
 // read as fewer rows, and a gate the intact file failed passed on it (a
 // hostile-file audit). About 1 ms per MB, so the commands whose word a user
-// acts on (gate, report) ask it first. What check_db_file
-// refuses is refused as it words it; a file SQLite cannot open as a
-// database passes, to be said where it is opened.
+// acts on (gate, report) ask it first. What check_db_file refuses is
+// refused as it words it; a missing file, or one SQLite cannot open as a
+// database, passes, to be said where it is opened.
 util::Result<void> check_pages(const std::string& db);
 
 // Current UTC time as ISO 8601 with milliseconds.
