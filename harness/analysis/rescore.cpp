@@ -154,13 +154,25 @@ store::DerivedRows ResponseScorer::derive(const store::ResponseToScore& r,
 }
 
 const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::ResponseToScore& r) {
+    // Past the limit the memory starts over, golds included: a memo key
+    // names its gold by address, so neither outlives the other.
+    if (m_memo_bytes > m_memo_limit) {
+        m_memo.clear();
+        m_golds.clear();
+        m_memo_bytes = 0;
+    }
+    // What an entry holds besides its text's bytes: map and vector nodes,
+    // a string per scorer.
+    constexpr size_t k_entry_bytes = 64;
     auto& gold = m_golds[{r.dataset, r.question_idx}];
     if (gold.empty()) {
         gold.reserve(m_scorers.size());
         for (size_t k = 0; k < m_scorers.size(); ++k) {
             gold.push_back(m_gold_of[k] == k ? m_scorers[k]->prepare_gold(r.answer)
                                              : gold[m_gold_of[k]]);
+            m_memo_bytes += k_entry_bytes + gold.back().value.size();
         }
+        m_memo_bytes += k_entry_bytes + r.dataset.size();
     }
     const auto text = scorers::select_scored_text(r.text, m_mode);
     // The question's gold is the map node's address: one per question.
@@ -170,14 +182,12 @@ const std::vector<scorers::ScoreResult>& ResponseScorer::scored(const store::Res
         return it->second;
     }
     std::vector<scorers::ScoreResult> results;
+    results.reserve(m_scorers.size());
+    m_memo_bytes += k_entry_bytes + key.size();
     for (size_t k = 0; k < m_scorers.size(); ++k) {
         results.push_back(m_scorers[k]->score(text, gold[k]));
+        m_memo_bytes += k_entry_bytes + results.back().extracted.size();
     }
-    if (m_memo_bytes + key.size() > m_memo_limit) {
-        m_memo.clear();
-        m_memo_bytes = 0;
-    }
-    m_memo_bytes += key.size();
     return m_memo.emplace(std::move(key), std::move(results)).first->second;
 }
 

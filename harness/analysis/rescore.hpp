@@ -42,13 +42,15 @@ enum class Scope { all, missing };
 // and a score depends on nothing else. One thread at a time.
 class ResponseScorer {
 public:
-    // Past `memo_bytes` of remembered texts the memory starts over, so a
+    // Past `memo_bytes` of remembered texts, scores and golds (with an
+    // estimate of their containers' overhead) the memory starts over, so a
     // pass keeps a few MB however many distinct answers it meets.
     static constexpr size_t k_pass_memo_bytes = size_t{4} << 20;
-    // A run scores each response as it is stored, and plans the repeats of
-    // a body together: the texts it meets again come soon after, and a
-    // smaller memory keeps its peak RSS flat in the plan's length (bench/).
-    static constexpr size_t k_run_memo_bytes = size_t{1} << 20;
+    // A run scores each response as it is stored, and plans a question's
+    // requests together (every token limit and repeat, engine::Planner): the
+    // texts it meets again come within a few responses, and a small memory
+    // keeps its peak RSS flat in the plan's length (bench/goals.sh).
+    static constexpr size_t k_run_memo_bytes = size_t{128} << 10;
 
     ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode,
                    size_t memo_bytes = k_pass_memo_bytes);

@@ -400,11 +400,14 @@ void Planner::read_question(std::vector<Read>& out) {
             out.push_back(Read{std::move(row), m_part});
         }
     }
-    // Move on: the next question, stage, framing.
-    if (++m_question == m_ctx.inputs.n_questions) {
-        m_question = 0;
-        if (++m_stage == m_stages) {
-            m_stage = 0;
+    // Move on: the next stage (token limit, then the probe), question,
+    // framing. A question's requests follow each other, so the texts a run
+    // scores again (repeats, and an answer that ended before the smaller
+    // limit) come within a few responses (analysis::ResponseScorer's memory).
+    if (++m_stage == m_stages) {
+        m_stage = 0;
+        if (++m_question == m_ctx.inputs.n_questions) {
+            m_question = 0;
             ++m_part;
         }
     }
@@ -454,7 +457,7 @@ util::Result<void> Planner::fill(ServerState& server, store::Store& db, RunSumma
                 continue;
             }
             const Part& part = m_parts[parts[i]];
-            Work w{std::move(rows[i].key), m_si, part.endpoint, part.url, nullptr};
+            Work w{m_si, part.endpoint, nullptr};
             w.part = parts[i];
             w.max_tokens = rows[i].max_tokens;
             w.probe_step = rows[i].probe_step;

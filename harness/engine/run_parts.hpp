@@ -46,12 +46,12 @@ struct StreamState {
     StreamState(Endpoint e, Clock::time_point t) : acc(e), start(t) {}
 };
 
-// One request to send, with what its attempts so far left behind.
+// One request to send, with what its attempts so far left behind: its
+// row is stored already (request_id), and the planner holds what it shares
+// with others (its URL, its part's settings). A queue holds thousands.
 struct Work {
-    std::string key;
     size_t server = 0;
     Endpoint endpoint = Endpoint::completion;
-    std::string url;
     // Rendered when first sent (Planner::body), from the framing's part, the
     // question and the token limit or probe step: the queue holds no bodies,
     // so the plan's read-ahead (thousands of requests of a few KiB each)
@@ -203,6 +203,8 @@ public:
     // The body `w` sends, the bytes its row stored: rendered again, or the
     // last one rendered when `w` is its repeat.
     std::shared_ptr<const std::string> body(const Work& w);
+    // The URL `w` is sent to.
+    const std::string& url(const Work& w) const { return m_parts[w.part].url; }
 
 private:
     // One framing's settings.
@@ -251,7 +253,7 @@ private:
     std::vector<Part> m_parts;
     size_t m_stages = 0; // per part: the token limits, then the probe
     int64_t m_total = 0;
-    // The cursor: part, stage, question.
+    // The cursor: part, question, stage.
     size_t m_part = 0, m_stage = 0, m_question = 0;
     bool m_abandoned = false;
     // The last body rendered for sending, and what it was rendered from

@@ -217,7 +217,7 @@ struct Sender::Loop {
         http::Request req;
         req.tag = s.m_next_tag++;
         req.method = "POST";
-        req.url = w.url;
+        req.url = st.planner->url(w);
         req.headers = st.headers;
         if (!w.body) {
             w.body = st.planner->body(w);
@@ -362,7 +362,6 @@ struct Sender::Loop {
     // The stored row of `w`'s final attempt, which returned `resp`.
     store::ResponseRow row_of(const Work& w, const http::Response& resp) const {
         store::ResponseRow row;
-        row.key = w.key;
         row.question_idx = w.question;
         row.request_id = w.request_id;
         row.probe = w.probe != nullptr;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -102,11 +103,20 @@ protected:
         ASSERT_TRUE((*db)->write_batch(rows));
     }
 
-    // The keys queued, in order.
-    std::vector<std::string> queued() const {
+    // The keys of the requests queued, in order.
+    std::vector<std::string> queued() const { return keys_of(state.queue); }
+
+    // The keys of the requests `work` holds, as their rows store them.
+    std::vector<std::string> keys_of(const std::deque<engine::Work>& work) const {
+        auto db = store::Store::open(m_path, store::Store::Mode::read_only);
+        EXPECT_TRUE(db);
         std::vector<std::string> keys;
-        for (const auto& w : state.queue) {
-            keys.push_back(w.key);
+        store::Statement s((*db)->handle(),
+                           "SELECT request_key FROM requests WHERE request_id = ?");
+        for (const auto& w : work) {
+            EXPECT_TRUE(s.bind(w.request_id).step()) << s.error();
+            keys.push_back(s.column_text(0));
+            s.reset();
         }
         return keys;
     }
@@ -175,7 +185,7 @@ TEST_F(Plan, EveryRequestIsStoredAndQueuedBeforeAnythingIsSent) {
         EXPECT_EQ(w.body, nullptr);
         const auto body = (*p)->body(w);
         ASSERT_TRUE(stored.bind(w.request_id).step()) << stored.error();
-        EXPECT_EQ(*body, stored.column_text(0)) << w.key;
+        EXPECT_EQ(*body, stored.column_text(0)) << w.request_id;
         stored.reset();
         shared += body == last ? 1 : 0;
         last = body;
@@ -205,20 +215,22 @@ TEST_F(Plan, BodiesRenderedWhenSentAreTheStoredBytesForEveryFraming) {
         auto& stored = it->probe ? probe : measured;
         probes += it->probe ? 1 : 0;
         ASSERT_TRUE(stored.bind(it->request_id).step()) << stored.error();
-        EXPECT_EQ(*(*p)->body(*it), stored.column_text(0)) << it->key;
+        EXPECT_EQ(*(*p)->body(*it), stored.column_text(0)) << it->request_id;
         stored.reset();
     }
     EXPECT_GT(probes, 0);
 }
 
 TEST_F(Plan, EachFramingGoesToItsEndpoint) {
-    ASSERT_TRUE(plan());
+    auto p = planner();
+    ASSERT_TRUE(p) << p.error().message;
+    ASSERT_TRUE(fill(**p, std::numeric_limits<size_t>::max()));
     std::set<std::string> urls;
     for (const auto& w : state.queue) {
-        urls.insert(w.url);
-        EXPECT_EQ(w.endpoint, w.url.ends_with("/v1/chat/completions")
-                                  ? engine::Endpoint::chat
-                                  : engine::Endpoint::completion);
+        const auto& url = (*p)->url(w);
+        urls.insert(url);
+        EXPECT_EQ(w.endpoint, url.ends_with("/v1/chat/completions") ? engine::Endpoint::chat
+                                                                    : engine::Endpoint::completion);
     }
     EXPECT_EQ(urls, (std::set<std::string>{"http://127.0.0.1:9/v1/completions",
                                            "http://127.0.0.1:9/v1/chat/completions"}));
@@ -254,14 +266,14 @@ TEST_F(Plan, ThePlanIsReadAPartAtATimeAndEachPartIsStoredBeforeItIsQueued) {
     EXPECT_EQ(count("SELECT count(*) FROM requests"), 10);
     std::vector<std::string> keys;
     while (!(*p)->finished()) {
-        for (const auto& w : state.queue) {
-            keys.push_back(w.key);
+        for (auto& k : queued()) {
+            keys.push_back(std::move(k));
         }
         state.queue.clear();
         ASSERT_TRUE(fill(**p, 10));
     }
-    for (const auto& w : state.queue) {
-        keys.push_back(w.key);
+    for (auto& k : queued()) {
+        keys.push_back(std::move(k));
     }
     // The same requests in the same order as reading the plan at once.
     EXPECT_EQ(keys, whole);
