@@ -108,10 +108,10 @@ int free_port() {
 
 namespace {
 
-// Removes the scratch directories of a test that passed (a whole suite's, of
-// a suite whose every test passed) and names those of one that failed, so a
-// run of the suite leaves only what a failure needs read (it left 688 MB).
-// DIFFEVAL_KEEP_SCRATCH=1 keeps them all.
+// Removes the scratch directories of a test that passed or was skipped (a
+// whole suite's, of a suite with no failed test) and names those of one that
+// failed, so a run of the suite leaves only what a failure needs read (it
+// left 688 MB). DIFFEVAL_KEEP_SCRATCH=1 keeps them all.
 class ScratchCleaner : public ::testing::EmptyTestEventListener {
 public:
     void add(const fs::path& dir) { (m_in_test ? m_test : m_suite).push_back(dir); }
@@ -120,10 +120,10 @@ private:
     void OnTestStart(const ::testing::TestInfo&) override { m_in_test = true; }
     void OnTestEnd(const ::testing::TestInfo& info) override {
         m_in_test = false;
-        settle(m_test, info.result()->Passed());
+        settle(m_test, !info.result()->Failed());
     }
     void OnTestSuiteEnd(const ::testing::TestSuite& suite) override {
-        settle(m_suite, suite.Passed());
+        settle(m_suite, !suite.Failed());
     }
     static void settle(std::vector<fs::path>& dirs, bool passed) {
         const char* keep = std::getenv("DIFFEVAL_KEEP_SCRATCH");
