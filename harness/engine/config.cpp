@@ -32,6 +32,17 @@ using util::make_error;
 
 namespace {
 
+// A server URL's trailing slashes go (the endpoints' paths are appended),
+// but not those of its scheme's "://": "http://" stays what the user typed,
+// for the message that says it names no host.
+void trim_trailing_slashes(std::string& url) {
+    const auto scheme_end = url.find("://");
+    const size_t keep = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+    while (url.size() > keep && url.back() == '/') {
+        url.pop_back();
+    }
+}
+
 std::string where(const std::string& path, const toml::node& node) {
     return util::toml_where(path, node);
 }
@@ -433,9 +444,7 @@ util::Result<void> read_servers(const std::string& path, const toml::node& node,
             return make_error(ErrorKind::usage,
                               fmt::format("{}: a server needs name and url", where(path, sn)));
         }
-        while (!s.url.empty() && s.url.back() == '/') {
-            s.url.pop_back();
-        }
+        trim_trailing_slashes(s.url);
         config.servers.push_back(std::move(s));
     }
     return {};
@@ -587,9 +596,7 @@ util::Result<ServerSpec> parse_server_flag(const std::string& value) {
     ServerSpec s;
     s.name = value.substr(0, eq);
     s.url = value.substr(eq + 1);
-    while (!s.url.empty() && s.url.back() == '/') {
-        s.url.pop_back();
-    }
+    trim_trailing_slashes(s.url);
     return s;
 }
 

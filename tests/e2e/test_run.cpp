@@ -904,6 +904,11 @@ TEST(RunBadInput, BadUrlIsRejected) {
     auto no_eq = e2e::run({"run", "--server", "http://gpu1:8000"});
     EXPECT_EQ(no_eq.exit_code, 2);
     EXPECT_NE(no_eq.err.find("expected NAME=URL"), std::string::npos) << no_eq.err;
+    // A scheme alone is named as typed, as a URL with no host (the trailing
+    // slashes trimmed from a URL once cut it to 'http:', "not an http:// URL").
+    auto no_host = e2e::run({"run", "--server", "a=http://"});
+    EXPECT_EQ(no_host.exit_code, 2);
+    EXPECT_NE(no_host.err.find("'http://' is not a valid URL"), std::string::npos) << no_host.err;
 }
 
 TEST(RunBadInput, UnreachableServerFailsFastAndKeepsStoredData) {
