@@ -400,15 +400,16 @@ void Planner::read_question(std::vector<Read>& out) {
             out.push_back(Read{std::move(row), m_part});
         }
     }
-    // Move on: the next stage (token limit, then the probe), question,
-    // framing. A question's requests follow each other, so the texts a run
-    // scores again (repeats, and an answer that ended before the smaller
-    // limit) come within a few responses (analysis::ResponseScorer's memory).
+    // Move on: the next stage (token limit, then the probe), framing,
+    // question. A question's requests follow each other, so the texts a run
+    // scores again (repeats, an answer that ended before the smaller limit,
+    // the same answer under another framing) come within a few responses
+    // (analysis::ResponseScorer's memory).
     if (++m_stage == m_stages) {
         m_stage = 0;
-        if (++m_question == m_ctx.inputs.n_questions) {
-            m_question = 0;
-            ++m_part;
+        if (++m_part == m_parts.size()) {
+            m_part = 0;
+            ++m_question;
         }
     }
 }

@@ -193,7 +193,7 @@ public:
     // Some of the plan was read.
     bool started() const { return m_part > 0 || m_stage > 0 || m_question > 0; }
     // Every request of the plan was read.
-    bool read_all() const { return m_part == m_parts.size(); }
+    bool read_all() const { return m_question >= m_ctx.inputs.n_questions; }
     // Read no more (the server died): what is unread is sent by the next run.
     void abandon() { m_abandoned = true; }
     // Read on until `server.queue` holds `want` requests or the plan ends,
@@ -253,7 +253,7 @@ private:
     std::vector<Part> m_parts;
     size_t m_stages = 0; // per part: the token limits, then the probe
     int64_t m_total = 0;
-    // The cursor: part, question, stage.
+    // The cursor: question, part, stage.
     size_t m_part = 0, m_stage = 0, m_question = 0;
     bool m_abandoned = false;
     // The last body rendered for sending, and what it was rendered from

@@ -1807,7 +1807,7 @@ util::Result<void> Store::check_references(bool on) {
 util::Result<std::vector<Store::Planned>> Store::put_requests(const std::vector<RequestRow>& rows) {
     std::lock_guard turn(m_turn);
     Transaction tx(m_db);
-    m_last_prefix_id.reset();
+    m_recent_prefixes.clear();
     std::vector<Planned> planned(rows.size());
     if (auto r = insert_requests(rows, planned, Places::kept); !r) {
         return r.error();
@@ -1933,8 +1933,10 @@ util::Result<void> Store::check_slot(const RequestRow& r, const std::string& bod
 }
 
 util::Result<int64_t> Store::put_prefix(std::string_view text) {
-    if (m_last_prefix_id && text == m_last_prefix) {
-        return *m_last_prefix_id;
+    for (const auto& [prefix, id] : m_recent_prefixes) {
+        if (prefix == text) {
+            return id;
+        }
     }
     const std::string sha256 = util::sha256_hex(text);
     if (!m_stmts[k_put_prefix].bind(sha256, text).run()) {
@@ -1948,8 +1950,14 @@ util::Result<int64_t> Store::put_prefix(std::string_view text) {
     if (!*id) {
         return make_error(ErrorKind::io, "cannot store requests: a stored body prefix is missing");
     }
-    m_last_prefix.assign(text);
-    m_last_prefix_id = **id;
+    // Sixteen: every built-in framing's measured bodies and the probe's up
+    // to two steps each fit; the oldest goes first. Prefixes differ within
+    // their first bytes, so a miss costs little.
+    constexpr size_t k_recent_prefixes = 16;
+    if (m_recent_prefixes.size() == k_recent_prefixes) {
+        m_recent_prefixes.erase(m_recent_prefixes.begin());
+    }
+    m_recent_prefixes.emplace_back(std::string(text), **id);
     return **id;
 }
 
@@ -2125,7 +2133,7 @@ util::Result<bool> Store::put_unanswered(const ReadRows& read, const TakeRows& t
         return make_error(ErrorKind::io,
                           fmt::format("cannot store requests: {}", m_db.last_error()));
     }
-    m_last_prefix_id.reset();
+    m_recent_prefixes.clear();
     std::vector<RequestRow> rows;
     std::vector<Planned> planned;
     for (;;) {

@@ -412,12 +412,12 @@ private:
     int m_version = 0;
     Statement m_stmts[k_count_statements];
     int m_fail_writes = 0;
-    // The last prefix put_prefix gave, with its id, within the transaction
-    // put_unanswered or put_requests has open: consecutive bodies share one.
+    // The last prefixes put_prefix gave (a few: one per framing and probe
+    // step, which a plan takes in turn for each question), with their ids,
+    // within the transaction put_unanswered or put_requests has open.
     // Cleared as each begins, so an id a rolled-back transaction made is
     // never reused.
-    std::string m_last_prefix;
-    std::optional<int64_t> m_last_prefix_id;
+    std::vector<std::pair<std::string, int64_t>> m_recent_prefixes;
     // The run's event loop plans (put_unanswered) while the Writer's thread
     // stores responses (write_batch), over this one connection: they and
     // put_requests take turns.

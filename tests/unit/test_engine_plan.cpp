@@ -221,6 +221,17 @@ TEST_F(Plan, BodiesRenderedWhenSentAreTheStoredBytesForEveryFraming) {
     EXPECT_GT(probes, 0);
 }
 
+TEST_F(Plan, AQuestionsRequestsFollowEachOther) {
+    // Every framing, token limit and repeat of a question before the next
+    // question: the scorer's small memory finds the texts a run meets again
+    // (ResponseScorer::k_run_memo_bytes), and the peak RSS stays flat.
+    ASSERT_TRUE(plan());
+    ASSERT_EQ(state.queue.size(), 40U);
+    for (size_t i = 0; i < state.queue.size(); ++i) {
+        EXPECT_EQ(state.queue[i].question, static_cast<int>(i / 8)) << i;
+    }
+}
+
 TEST_F(Plan, EachFramingGoesToItsEndpoint) {
     auto p = planner();
     ASSERT_TRUE(p) << p.error().message;
