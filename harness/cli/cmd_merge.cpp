@@ -70,11 +70,11 @@ int merge_command(const MergeFlags& f) {
     // compared sees only the newer, so it is said.
     if (r->answered_again > 0) {
         print_error(fmt::format(
-            "note: {} already had a successful answer from another input or {} (another run of "
-            "the same server, framing and token limit): each counts its newest answer, the "
-            "others are kept but counted nowhere; to compare two runs, run them under "
-            "different --server names",
-            util::counted(r->answered_again, "request"), f.out));
+            "note: {} already had a successful answer from {} (another run of the same server, "
+            "framing and token limit): each counts its newest answer, the others are kept but "
+            "counted nowhere; to compare two runs, run them under different --server names",
+            util::counted(r->answered_again, "request"),
+            f.inputs.size() > 1 ? fmt::format("another input or {}", f.out) : f.out));
     }
     std::cout << fmt::format(
         "merged {} into {}: {} and {} added, {} and {} already there{}\n",

@@ -792,6 +792,15 @@ TEST(Merge, TwoRunsOfOneConfigurationAreSaidToCountTheNewest) {
                          "another input"),
               std::string::npos)
         << m.err;
+    // One input into an OUT that holds the other night: OUT alone is named.
+    const auto one = dir / "one.sqlite";
+    ASSERT_EQ(e2e::run({"merge", one.string(), b.string()}).exit_code, 0);
+    auto single = e2e::run({"merge", one.string(), a.string()});
+    ASSERT_EQ(single.exit_code, 0) << single.err;
+    EXPECT_NE(single.err.find("note: " + requests + " requests already had a successful answer " +
+                              "from " + one.string() + " (another run"),
+              std::string::npos)
+        << single.err;
     // Shards: nothing to say.
     const auto s0 = run_shard(first, dir / "s0.sqlite", "0/2");
     const auto s1 = run_shard(first, dir / "s1.sqlite", "1/2");
