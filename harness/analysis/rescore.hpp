@@ -47,10 +47,10 @@ public:
     // pass keeps a few MB however many distinct answers it meets.
     static constexpr size_t k_pass_memo_bytes = size_t{4} << 20;
     // A run scores each response as it is stored, and plans a question's
-    // requests together (every framing, token limit and repeat,
-    // engine::Planner): the
-    // texts it meets again come within a few responses, and a small memory
-    // keeps its peak RSS flat in the plan's length (bench/goals.sh).
+    // requests together (every framing, token limit and repeat:
+    // engine::Planner), so the texts it meets again come within a few
+    // responses, and a small memory keeps its peak RSS flat in the plan's
+    // length (bench/goals.sh).
     static constexpr size_t k_run_memo_bytes = size_t{128} << 10;
 
     ResponseScorer(std::vector<const scorers::Scorer*> scorers, scorers::ScoreText mode,

@@ -1951,8 +1951,8 @@ util::Result<int64_t> Store::put_prefix(std::string_view text) {
         return make_error(ErrorKind::io, "cannot store requests: a stored body prefix is missing");
     }
     // Sixteen: every built-in framing's measured bodies and the probe's up
-    // to two steps each fit; the oldest goes first. Prefixes differ within
-    // their first bytes, so a miss costs little.
+    // to two steps each fit; the oldest goes first. Comparing a body's
+    // prefix with them costs little next to hashing and looking it up.
     constexpr size_t k_recent_prefixes = 16;
     if (m_recent_prefixes.size() == k_recent_prefixes) {
         m_recent_prefixes.erase(m_recent_prefixes.begin());
