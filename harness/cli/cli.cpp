@@ -113,19 +113,6 @@ CLI::App* deepest_parsed(CLI::App& app) {
 // it for a stray value ("not expected: 4 —limit"). Said with the flag as
 // typed in ASCII, or empty when no argument starts so.
 std::string unicode_dash(const std::vector<std::string>& extras) {
-    // Hyphen, non-breaking hyphen, figure dash, en dash, em dash,
-    // horizontal bar (U+2010-2015) and the minus sign (U+2212).
-    const auto dash_at = [](std::string_view a, size_t i) -> std::string_view {
-        if (i + 3 <= a.size() && static_cast<unsigned char>(a[i]) == 0xE2 &&
-            ((static_cast<unsigned char>(a[i + 1]) == 0x80 &&
-              static_cast<unsigned char>(a[i + 2]) >= 0x90 &&
-              static_cast<unsigned char>(a[i + 2]) <= 0x95) ||
-             (static_cast<unsigned char>(a[i + 1]) == 0x88 &&
-              static_cast<unsigned char>(a[i + 2]) == 0x92))) {
-            return a.substr(i, 3);
-        }
-        return {};
-    };
     for (const auto& arg : extras) {
         size_t at = 0;
         std::string_view first;
@@ -136,12 +123,12 @@ std::string unicode_dash(const std::vector<std::string>& extras) {
                 ++dashes;
                 continue;
             }
-            const auto d = dash_at(arg, at);
-            if (d.empty()) {
+            const size_t n = util::unicode_dash_length(arg, at);
+            if (n == 0) {
                 break;
             }
-            first = first.empty() ? d : first;
-            at += d.size();
+            first = first.empty() ? std::string_view(arg).substr(at, n) : first;
+            at += n;
             ++dashes;
         }
         if (first.empty() || at >= arg.size() ||

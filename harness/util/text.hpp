@@ -161,6 +161,21 @@ inline size_t format_char_length(std::string_view text, size_t i) {
     return format ? 3 : 0;
 }
 
+// The bytes of the Unicode dash that starts at `i` of `text`, 0 for none:
+// the hyphen, non-breaking hyphen, figure dash, en dash, em dash and
+// horizontal bar (U+2010-U+2015) and the minus sign (U+2212), which a word
+// processor or a chat app puts where a flag's '-' was typed.
+inline size_t unicode_dash_length(std::string_view text, size_t i) {
+    if (i + 2 >= text.size()) {
+        return 0;
+    }
+    const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned a = at(i), b = at(i + 1), c = at(i + 2);
+    const bool dash =
+        a == 0xE2 && ((b == 0x80 && c >= 0x90 && c <= 0x95) || (b == 0x88 && c == 0x92));
+    return dash ? 3 : 0;
+}
+
 // "<U+202E>" for the format character of `n` bytes (format_char_length) at
 // `i` of `text`.
 inline std::string format_char_shown(std::string_view text, size_t i, size_t n) {

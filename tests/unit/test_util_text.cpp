@@ -9,7 +9,21 @@
 
 #include <cmath>
 
+using diffeval::util::unicode_dash_length;
 using diffeval::util::with_commas;
+
+TEST(UnicodeDashLength, NamesTheDashesAFlagsHyphenBecomes) {
+    for (const char* dash :
+         {"\u2010", "\u2011", "\u2012", "\u2013", "\u2014", "\u2015", "\u2212"}) {
+        EXPECT_EQ(unicode_dash_length(std::string(dash) + "limit", 0), 3U) << dash;
+        EXPECT_EQ(unicode_dash_length(std::string("-") + dash + "db", 1), 3U) << dash;
+    }
+    // An ASCII hyphen, the double vertical line after the dashes, a
+    // quotation mark of the same lead bytes, and a dash cut short.
+    for (const char* other : {"-limit", "\u2016x", "\u201Cx", "\xE2\x80"}) {
+        EXPECT_EQ(unicode_dash_length(other, 0), 0U) << other;
+    }
+}
 
 TEST(WithCommas, GroupsTheIntegerPartInThrees) {
     EXPECT_EQ(with_commas("0"), "0");
