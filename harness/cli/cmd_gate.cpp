@@ -352,19 +352,20 @@ util::Result<void> publish_verdict(const analysis::GateVerdict& verdict, const G
 
 // A gate that cannot run (exit 2) still leaves its JUnit files and JSON
 // documents saying why: an earlier verdict left in either would read as
-// this gate's. Never over a database, not even to say why the gate cannot
-// run; a JSON document only where the gate would have written its verdict,
-// and a file named by both takes the JUnit error alone.
+// this gate's. Only where the gate would have written its verdict
+// (check_output_file: never over a database, not even to say why the gate
+// cannot run, nor over a file or into a directory the user may not write,
+// which a file written anew and renamed into place would replace), and a
+// file named by both takes the JUnit error alone.
 void write_error_outputs(const std::vector<std::string>& junits,
                          const std::vector<std::string>& jsons, const std::string& db,
                          const std::string& baseline_db, const util::Error& error,
                          const Clock& clock) {
-    const auto writable = [&](const std::string& path) {
-        return !path.empty() && !store::names_database(path, db) &&
-               !store::names_database(path, baseline_db);
+    const auto writable = [&](std::string_view flag, const std::string& path) {
+        return !path.empty() && check_output_file(std::string(flag), path, {db, baseline_db}).ok();
     };
     for (const auto& junit : junits) {
-        if (writable(junit)) {
+        if (writable("--junit", junit)) {
             (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
         }
     }
@@ -372,12 +373,45 @@ void write_error_outputs(const std::vector<std::string>& junits,
         const bool also_junit = std::any_of(junits.begin(), junits.end(), [&](const auto& j) {
             return !j.empty() && util::resolved_path(j) == util::resolved_path(json);
         });
-        if (writable(json) && !also_junit &&
-            check_output_file("--json", json, {db, baseline_db}).ok()) {
+        if (!also_junit && writable("--json", json)) {
             (void)write_file(json, util::document_text(analysis::error_json(error.message)),
                              std::ios::trunc, "the JSON verdict");
         }
     }
+}
+
+// With --baseline-db, --baseline names a server of that file and
+// --candidate one of --db's: an unknown one is said with its own file's
+// servers as the user knows them ("no server 'baseline:a' in the
+// database; servers: baseline:c, a, b" named the combined copy's).
+util::Result<void> check_combined_servers(const GateFlags& flags,
+                                          const analysis::Results& results) {
+    const std::string_view prefix = k_baseline_prefix;
+    std::vector<std::string> in_db;
+    std::vector<std::string> in_baseline;
+    for (const auto& s : results.servers) {
+        if (s.starts_with(prefix)) {
+            in_baseline.push_back(s.substr(prefix.size()));
+        } else {
+            in_db.push_back(s);
+        }
+    }
+    for (const auto& [text, names, flag, file] :
+         {std::tuple{&flags.baseline, &in_baseline, "--baseline-db", &flags.baseline_db},
+          std::tuple{&flags.candidate, &in_db, "--db", &flags.db}}) {
+        if (text->empty()) {
+            continue;
+        }
+        auto sel = analysis::parse_selector(*text);
+        if (sel && std::find(names->begin(), names->end(), sel->server) == names->end()) {
+            return util::make_error(
+                util::ErrorKind::usage,
+                fmt::format("no server '{}' in {} {}; its servers: {}", sel->server, flag, *file,
+                            names->empty() ? std::string("none")
+                                           : fmt::format("{}", fmt::join(*names, ", "))));
+        }
+    }
+    return {};
 }
 
 int gate_command(const GateFlags& flags, const CLI::App& app) {
@@ -431,9 +465,11 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
         }
     }
     // A damaged file passes or fails nothing (a missing one is said below,
-    // as before: check_pages passes it).
-    for (const auto* db : {&flags.db, &flags.baseline_db}) {
-        if (!db->empty()) {
+    // as before: check_pages passes it). Without a baseline database,
+    // open_results checks the one file's pages; with one, both are checked
+    // before they are combined, and the combined copy is not checked again.
+    if (!flags.baseline_db.empty()) {
+        for (const auto* db : {&flags.db, &flags.baseline_db}) {
             if (auto r = store::check_pages(*db); !r) {
                 return cannot_run(r.error());
             }
@@ -456,9 +492,14 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
     }
     // Open the database (a missing file is a usage error, not an empty gate)
     // and load the scored responses, scoring what is missing.
-    auto opened = open_results(f.db);
+    auto opened = open_results(f.db, combined ? Pages::checked : Pages::check);
     if (!opened) {
         return cannot_run(opened.error());
+    }
+    if (combined) {
+        if (auto r = check_combined_servers(flags, opened->results); !r) {
+            return cannot_run(r.error());
+        }
     }
     auto& st = opened->store;
     const analysis::Results* results = &opened->results;

@@ -58,11 +58,8 @@ int report_command(const ReportFlags& f) {
     if (!layout) {
         return report(layout.error());
     }
-    // What a report publishes is read from whole pages (store::check_pages,
-    // which passes a missing file for open_existing_store to name).
-    if (auto r = store::check_pages(f.db); !r) {
-        return report(r.error());
-    }
+    // What a report publishes is read from whole pages (open_existing_store
+    // checks them).
     auto st = open_existing_store(f.db);
     if (!st) {
         return report(st.error());

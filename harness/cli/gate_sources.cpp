@@ -120,12 +120,20 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
     ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
         !r) {
+        // What is wrong with an input (no diffeval database, one from a
+        // newer diffeval) is said as it is said everywhere: the advice to
+        // free space was wrong for it (an audit).
+        if (r.error().kind == util::ErrorKind::usage || r.error().kind == util::ErrorKind::data) {
+            return r.error();
+        }
         // Where it writes is not where the user pointed it.
-        return util::make_error(r.error().kind,
-                                fmt::format("--baseline-db combines both databases in a copy in "
-                                            "{} (TMPDIR): {}; free space there, or set TMPDIR "
-                                            "to a directory with room",
-                                            dir, r.error().message));
+        return util::make_error(
+            r.error().kind,
+            fmt::format("--baseline-db combines both databases in a copy in {} (TMPDIR): {}{}", dir,
+                        r.error().message,
+                        store::is_disk_full(r.error())
+                            ? "; free space there, or set TMPDIR to a directory with room"
+                            : ""));
     }
     return out;
 }

@@ -160,6 +160,16 @@ util::Result<void> check_output_file(const std::string& flag, const std::string&
     if (const auto db = database_at(path, databases)) {
         return refuse("it is " + replaces_database(*db, flag));
     }
+    // Any other database too, and its side files: `--junit r.sqlite` typed
+    // for `--db r.sqlite` replaced the results with the gate's XML.
+    if (const auto db = store::database_of_side_file(path)) {
+        return refuse("it is " + replaces_database(*db, flag));
+    }
+    if (store::is_sqlite_file(path)) {
+        return refuse(fmt::format("it is an SQLite database, which writing there would replace; "
+                                  "choose another {}",
+                                  flag));
+    }
     if (fs::is_directory(path, ec)) {
         return refuse(fmt::format("it is a directory; give the path of a file, or choose "
                                   "another {}",
@@ -268,7 +278,7 @@ util::Result<void> refuse_if_written(const std::string& db) {
 }
 
 util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
-                                                                bool for_writing) {
+                                                                bool for_writing, Pages pages) {
     if (auto r = check_existing_db(db); !r) {
         return r.error();
     }
@@ -299,6 +309,14 @@ util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::strin
                                 fmt::format("{} holds no responses (an empty file, left as it "
                                             "is); run 'diffeval run --db {}' first",
                                             db, db));
+    }
+    // A page SQLite cannot tell is damaged reads as fewer rows: a summary
+    // printed 80% for 100% with exit 0 (an audit, a leaf page's cell count
+    // lowered). Before anything is read, or scored into the file.
+    if (pages == Pages::check) {
+        if (auto r = store::check_pages_of_checked_file(db); !r) {
+            return r.error();
+        }
     }
     // Read commands only read: a database that is current and fully scored
     // is opened read-only, so they work on a read-only file and never write.
@@ -380,8 +398,8 @@ std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std:
     return out;
 }
 
-util::Result<OpenResults> open_results(const std::string& db) {
-    auto st = open_existing_store(db);
+util::Result<OpenResults> open_results(const std::string& db, Pages pages) {
+    auto st = open_existing_store(db, false, pages);
     if (!st) {
         return st.error();
     }

@@ -69,8 +69,11 @@ util::Result<void> refuse_if_written(const std::string& db);
 // response yet, that is the error.
 // Read commands get it read-only when it is current and fully scored (see
 // util.cpp); `for_writing` (rescore) always opens it for writing.
-util::Result<std::unique_ptr<store::Store>> open_existing_store(const std::string& db,
-                                                                bool for_writing = false);
+// A damaged file (store::check_pages) is refused before anything reads or
+// writes it, unless the caller has checked its pages (`Pages::checked`).
+enum class Pages { check, checked };
+util::Result<std::unique_ptr<store::Store>>
+open_existing_store(const std::string& db, bool for_writing = false, Pages pages = Pages::check);
 
 // Classify and score what `db` holds and has not been scored yet: the stage
 // after every command that stores responses (run, import, merge), so
@@ -91,7 +94,7 @@ struct OpenResults {
     std::unique_ptr<store::Store> store;
     analysis::Results results;
 };
-util::Result<OpenResults> open_results(const std::string& db);
+util::Result<OpenResults> open_results(const std::string& db, Pages pages = Pages::check);
 
 // True when stderr is a terminal (progress bars).
 bool stderr_is_tty();

@@ -778,6 +778,11 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
         }
     }
     if (auto r = merge(out, {db}); !r) {
+        // What is wrong with `db` itself (no diffeval database, a newer
+        // one) names it, and is not the baseline's.
+        if (r.error().message.starts_with(db)) {
+            return r.error();
+        }
         return make_error(r.error().kind,
                           fmt::format("--baseline-db {}: {}", baseline_db, r.error().message));
     }

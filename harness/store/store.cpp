@@ -764,20 +764,24 @@ std::optional<std::string> cut_short(const std::string& path) {
 
 } // namespace
 
+bool is_sqlite_file(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+        return false; // a pipe would block the read below
+    }
+    std::ifstream in(path, std::ios::binary);
+    char head[16] = {};
+    return in.read(head, sizeof head) &&
+           std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16);
+}
+
 std::optional<std::string> database_of_side_file(const std::string& path) {
     for (const auto side : k_side_suffixes) {
         if (path.size() <= side.size() || !std::string_view(path).ends_with(side)) {
             continue;
         }
-        const std::string db = path.substr(0, path.size() - side.size());
-        std::error_code ec;
-        if (!std::filesystem::is_regular_file(db, ec)) {
-            continue; // a pipe would block the read below
-        }
-        std::ifstream in(db, std::ios::binary);
-        char head[16] = {};
-        if (in.read(head, sizeof head) &&
-            std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16)) {
+        std::string db = path.substr(0, path.size() - side.size());
+        if (is_sqlite_file(db)) {
             return db;
         }
     }
@@ -902,6 +906,10 @@ util::Result<void> check_pages(const std::string& db) {
     if (auto r = check_db_file(db, Store::Mode::read_only); !r) {
         return r;
     }
+    return check_pages_of_checked_file(db);
+}
+
+util::Result<void> check_pages_of_checked_file(const std::string& db) {
     Database conn;
     if (!conn.open(db, Database::Create::read_only)) {
         return {};

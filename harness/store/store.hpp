@@ -532,6 +532,9 @@ private:
     std::thread m_thread;
 };
 
+// Whether `path` is a regular file that begins as every SQLite database does.
+bool is_sqlite_file(const std::string& path);
+
 // The database whose -wal, -shm, -journal or lock file `path` names (an
 // SQLite file beside it by that name without the suffix), or nullopt.
 std::optional<std::string> database_of_side_file(const std::string& path);
@@ -547,11 +550,15 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode);
 // Whether every page of `db` reads as SQLite wrote it (PRAGMA quick_check;
 // a data error naming the damage when not): a damaged page of responses
 // read as fewer rows, and a gate the intact file failed passed on it (a
-// hostile-file audit). About 1 ms per MB, so the commands whose word a user
-// acts on (gate, report) ask it first. What check_db_file refuses is
+// hostile-file audit). About 1 ms per MB: every command that reads results
+// asks it (cli::open_existing_store), a run does not. What check_db_file refuses is
 // refused as it words it; a missing file, or one SQLite cannot open as a
 // database, passes, to be said where it is opened.
 util::Result<void> check_pages(const std::string& db);
+
+// check_pages without its check_db_file, for a caller that has just run
+// that on `db` (cli::open_existing_store): the check reads a -wal whole.
+util::Result<void> check_pages_of_checked_file(const std::string& db);
 
 // Current UTC time as ISO 8601 with milliseconds.
 std::string now_iso8601();

@@ -1188,3 +1188,50 @@ TEST(GateCompleteness, CannotPassOnARunWhoseConfigurationIsUnreadable) {
             << g.out << g.err;
     }
 }
+
+// `--junit backup.sqlite` was refused as read-only, then written anyway by
+// the error path that tells a CI why the gate could not run: a new file
+// renamed over the database (as root, or by anyone who may write its
+// directory), and a file made in a directory nobody may write (an outside
+// audit). Neither file may replace an SQLite database of any name, nor be
+// written where the verdict could not be.
+TEST_F(Gate, JunitAndJsonReplaceNoDatabaseAndNoFileTheyMayNotWrite) {
+    const auto backup = *dir / "backup.sqlite";
+    const auto readonly = *dir / "readonly.sqlite";
+    std::filesystem::copy_file(*db, backup, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(*db, readonly, std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::permissions(readonly, std::filesystem::perms::owner_read |
+                                               std::filesystem::perms::group_read |
+                                               std::filesystem::perms::others_read);
+    const auto closed = *dir / "closed";
+    std::filesystem::create_directories(closed);
+    std::filesystem::permissions(closed, std::filesystem::perms::owner_exec |
+                                             std::filesystem::perms::group_exec |
+                                             std::filesystem::perms::others_exec);
+    const auto backup_bytes = e2e::slurp(backup);
+    const auto readonly_bytes = e2e::slurp(readonly);
+    for (const auto& flag : {"--junit", "--json"}) {
+        for (const auto& [path, says] : std::vector<std::pair<std::filesystem::path, std::string>>{
+                 {backup, "it is an SQLite database"},
+                 {readonly, "it is an SQLite database"},
+                 {backup.string() + "-wal", "it is the database " + backup.string()},
+                 {closed / "j.xml", "cannot write in " + closed.string()}}) {
+            // Refused as a path, and with a gate that cannot run for
+            // another reason (no such database) alike.
+            for (const auto& db_flag : {*db, (*dir / "none.sqlite").string()}) {
+                auto o =
+                    e2e::run({"gate", "--db", db_flag, "--expect", "0.5", flag, path.string()});
+                EXPECT_EQ(o.exit_code, 2) << flag << " " << path << ": " << o.out << o.err;
+                EXPECT_EQ(count(o.err, "\n"), 1u) << o.err;
+                EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
+            }
+        }
+    }
+    EXPECT_TRUE(e2e::slurp(backup) == backup_bytes) << "the backup database was replaced";
+    EXPECT_TRUE(e2e::slurp(readonly) == readonly_bytes) << "the read-only database was replaced";
+    EXPECT_FALSE(std::filesystem::exists(backup.string() + "-wal") &&
+                 std::filesystem::file_size(backup.string() + "-wal") > 0);
+    EXPECT_TRUE(std::filesystem::is_empty(closed));
+    EXPECT_EQ(e2e::run({"summary", "--db", backup.string()}).exit_code, 0);
+    std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
+}

@@ -64,6 +64,19 @@ TEST(GateBaselineDb, DifferentQuestionsUnderOneDatasetNameAreRefused) {
     auto dir = e2e::scratch("gate-baseline-db-questions");
     auto main_db = run_db(dir, "main", {"--profile", "default"});
     auto pr_db = run_db(dir, "pr", {"--profile", "default"});
+    // A server neither file holds is said with the servers of the file the
+    // flag reads, as the user named them (not the combined copy's
+    // "baseline:" names, both files' servers in one list).
+    for (const auto& [baseline, candidate, says] :
+         {std::tuple{"nope", "vllm",
+                     "no server 'nope' in --baseline-db " + main_db + "; its servers: vllm\n"},
+          std::tuple{"vllm", "nope",
+                     "no server 'nope' in --db " + pr_db + "; its servers: vllm\n"}}) {
+        auto r = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", baseline,
+                           "--candidate", candidate, "--max-drop", "1"});
+        EXPECT_EQ(r.exit_code, 2) << r.out;
+        EXPECT_EQ(r.err, "diffeval: " + says);
+    }
     e2e::exec(main_db,
               "UPDATE questions SET question = question || ' (v2)' WHERE question_idx = 3");
     auto o = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm",
@@ -76,6 +89,20 @@ TEST(GateBaselineDb, DifferentQuestionsUnderOneDatasetNameAreRefused) {
                              "--baseline", "vllm", "--candidate", "vllm", "--max-drop", "1"});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("no database"), std::string::npos) << missing.err;
+    // A file that is no diffeval database is said as everywhere, under the
+    // flag that named it: it was wrapped in advice to free space in TMPDIR,
+    // and --db's own was said of --baseline-db (an outside audit).
+    const auto text = (dir / "notes.sqlite").string();
+    std::ofstream(text) << "hello\n";
+    for (const auto& [db, baseline] : {std::pair{pr_db, text}, std::pair{text, main_db}}) {
+        auto r = e2e::run({"gate", "--db", db, "--baseline-db", baseline, "--baseline", "vllm",
+                           "--candidate", "vllm", "--max-drop", "1"});
+        EXPECT_EQ(r.exit_code, 2) << r.out;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(r.err.rfind("diffeval: " + text + " is not a diffeval database", 0), 0u) << r.err;
+        EXPECT_EQ(r.err.find("TMPDIR"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("free space"), std::string::npos) << r.err;
+    }
     // A TMPDIR that is no directory is the user's to mend (it was an
     // "internal error ... please report it").
     auto no_tmp = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm",

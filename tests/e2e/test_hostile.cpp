@@ -986,6 +986,58 @@ TEST(Hostile, GateAndReportRefuseADamagedFile) {
     EXPECT_FALSE(std::filesystem::exists(dir / "out"));
 }
 
+// A leaf page of scores whose cell count is lowered is damage SQLite's
+// reads do not notice: the page's last rows are not read. summary printed
+// 80% for 100% (diff, export, plan and rescore alike), exit 0, where only
+// gate and report checked the pages (an outside audit). Every command that
+// reads results checks them now, and nothing is printed or written.
+TEST(Hostile, EveryReadingCommandRefusesAFileWithRowsMissingFromAPage) {
+    auto dir = e2e::scratch("hostile-lowered-cells");
+    e2e::Sim sim;
+    const auto db = dir / "r.sqlite";
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(), "--limit",
+                       "20", "--framing", "raw", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto scores = query(db, "SELECT count(*) FROM scores");
+    const auto page = std::stol(
+        query(db, "SELECT pageno FROM dbstat WHERE name = 'scores' AND pagetype = 'leaf' LIMIT 1"));
+    const auto page_size = std::stol(query(db, "PRAGMA page_size"));
+    {
+        // The cell count, bytes 3-4 of a leaf page's header, lowered by 20.
+        std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg((page - 1) * page_size + 3);
+        unsigned char count[2] = {};
+        f.read(reinterpret_cast<char*>(count), 2);
+        const int cells = count[0] * 256 + count[1];
+        ASSERT_GT(cells, 20);
+        count[0] = static_cast<unsigned char>((cells - 20) / 256);
+        count[1] = static_cast<unsigned char>((cells - 20) % 256);
+        f.seekp((page - 1) * page_size + 3);
+        f.write(reinterpret_cast<const char*>(count), 2);
+    }
+    // SQLite reads it without an error, fewer rows.
+    ASSERT_NE(query(db, "SELECT count(*) FROM scores"), scores);
+    const auto before = e2e::slurp(db);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"summary"},
+          {"diff", "a/raw", "b/raw"},
+          {"plan", "a/raw", "b/raw"},
+          {"export", "--format", "lm-eval-samples", "--out", (dir / "export").string()},
+          {"rescore"}}) {
+        auto cmd = args;
+        cmd.insert(cmd.begin() + 1, {"--db", db.string()});
+        auto refused = e2e::run(cmd);
+        EXPECT_EQ(refused.exit_code, 2) << args[0] << ": " << refused.out << refused.err;
+        EXPECT_EQ(lines(refused.err), 1) << refused.err;
+        EXPECT_NE(refused.err.find(db.string() + " is damaged (SQLite's quick_check: "),
+                  std::string::npos)
+            << refused.err;
+        EXPECT_EQ(refused.out, "") << args[0];
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir / "export"));
+    EXPECT_TRUE(e2e::slurp(db) == before) << "a refused command changed the file";
+}
+
 // A report whose last file the disk refused left the files before it of
 // the new database beside report.html of the last one, each looking whole
 // (a user-side audit). Every file is written before any replaces its old
@@ -1339,7 +1391,9 @@ TEST(Hostile, ADamagedDatabaseIsBadInputSaidSo) {
     for (const std::string cmd : {"summary", "rescore"}) {
         auto o = e2e::run({cmd, "--db", db.string()});
         EXPECT_EQ(o.exit_code, 2) << cmd << ": " << o.err;
-        EXPECT_NE(o.err.find("the database file is damaged"), std::string::npos) << o.err;
+        // Said by the page check every reading command asks first.
+        EXPECT_NE(o.err.find(db.string() + " is damaged"), std::string::npos) << o.err;
+        EXPECT_NE(o.err.find("restore it from a copy"), std::string::npos) << o.err;
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     }
 }
