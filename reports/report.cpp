@@ -66,7 +66,8 @@ std::string noise_cell(const analysis::SideNoise& n) {
         return "n/a (failed requests)";
     }
     if (!n.measured) {
-        return "n/a (1 repeat)";
+        // Uneven repeats, fewer than half the questions with two or more.
+        return n.uneven() ? "n/a (few repeated)" : "n/a (1 repeat)";
     }
     if (n.deterministic) {
         return "0 (repeats agree)";

@@ -510,6 +510,7 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         };
         iv.lo = std::min(iv.lo, lower(options.alpha / 2.0));
         iv.lo_one_sided = std::min(iv.lo_one_sided, lower(options.alpha));
+        s.count_bound_lower = true;
     }
     if (towards_b.empty() || few) {
         const auto upper = [&](double level) {
@@ -517,6 +518,7 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
         };
         iv.hi = std::max(iv.hi, upper(options.alpha / 2.0));
         iv.hi_one_sided = std::max(iv.hi_one_sided, upper(options.alpha));
+        s.count_bound_upper = true;
     }
 
     SignFlipOptions flip;

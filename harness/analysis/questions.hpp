@@ -144,6 +144,12 @@ struct QuestionStats {
     // (every one differing, all the same way: 2^-questions), set when it is
     // not below `alpha`: then no difference, however large, is detectable.
     std::optional<double> smallest_p;
+    // The exact count bound stands in at the interval's lower (upper) end:
+    // no question moved that way, or too few moved at all for the
+    // bootstrap's bound to be one. Such an end is a valid bound however few
+    // the questions, and decides (verdict.cpp).
+    bool count_bound_lower = false;
+    bool count_bound_upper = false;
     // Successful responses on these questions per side (from the answered
     // counts; every repeat when none were given). A side with none has no
     // answer to compare: its every response failed or has no response stored, and

@@ -385,6 +385,11 @@ util::Result<Results> load_results(store::Store& st, const std::array<ResponseVi
 
 std::string answer_excerpt(store::Store& st, int64_t response_id, const std::string& scorer,
                            size_t max_chars) {
+    // A request planned and never sent has no response: said so, where a
+    // blank cell read as nothing extracted (an outside audit).
+    if (response_id <= 0) {
+        return "(no response)";
+    }
     auto answer = store::scored_answer(st, response_id, scorer);
     if (!answer || !answer->found) {
         return "";

@@ -150,6 +150,10 @@ std::vector<double> binomial_cdf(std::uint32_t n, double p) {
     return w;
 }
 
+// Two resample means closer than this are one value (a difference of
+// accuracies, whose exact values are fractions far coarser than this).
+constexpr double k_tie = 1e-9;
+
 // BCa bootstrap of the mean of `d`; `d` is non-empty and checked.
 BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptions& options) {
     const auto n = static_cast<std::uint32_t>(d.size());
@@ -185,6 +189,13 @@ BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptio
             sum += moving[rng.below(z)];
         }
         mean = sum / nd;
+        // A resample whose moves cancel is 0, not what rounding leaves of
+        // it (1 - 2/3 - 1/3 is 5.55e-17): a bound of 5.55e-19 printed as
+        // "[0.0, +5.7] excludes 0" for an A/A pair (an outside audit). Ties
+        // with the estimate below are told apart at the same 1e-9.
+        if (std::abs(mean) <= k_tie) {
+            mean = 0.0;
+        }
     }
     const double diff = total / nd;
     const double tail = (1.0 - options.confidence) / 2.0;
@@ -197,7 +208,7 @@ BootstrapInterval bootstrap_mean(std::span<const double> d, const BootstrapOptio
     // at its margin 8% of the time at alpha 0.05 (statistics audit).
     double below = 0.0;
     for (double m : means) {
-        below += m < diff - 1e-9 ? 1.0 : (m <= diff + 1e-9 ? 0.5 : 0.0);
+        below += m < diff - k_tie ? 1.0 : (m <= diff + k_tie ? 0.5 : 0.0);
     }
     const double resamples = static_cast<double>(means.size());
     const double share = std::clamp(below / resamples, 0.5 / resamples, 1.0 - 0.5 / resamples);
@@ -294,6 +305,15 @@ util::Result<void> check_alpha(double alpha) {
     if (!(alpha > 0.0 && alpha <= 0.5)) {
         return util::make_error(util::ErrorKind::usage,
                                 fmt::format("--alpha {}: must be in (0, 0.5] (e.g. 0.05)", alpha));
+    }
+    // Its confidence, 1 - alpha, would be 1 (plan said "bootstrap
+    // confidence must be in (0, 1), got 1", naming no flag).
+    if (1.0 - alpha == 1.0) {
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--alpha {:g}: too small to leave a confidence below 1 (1 - alpha rounds "
+                        "to 1); pass 1e-15 or more",
+                        alpha));
     }
     return {};
 }

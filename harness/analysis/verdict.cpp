@@ -64,13 +64,18 @@ std::string mdd_clause(const QuestionStats& s) {
 
 // Whether the bounds on each side of the interval can be trusted to decide:
 // with so few questions that no test reaches alpha (`smallest_p`), a
-// bootstrap bound on a side some question moved towards is no bound.
+// bootstrap bound on a side some question moved towards is no bound. The
+// exact count bound is one, and where it stands in (always, with so few)
+// that end decides: the farther of the two is printed, so a pass on it is
+// a pass on the count bound. (The gate called a count bound of -90.2 at
+// four questions "a bootstrap bound over so few" and would not pass on it:
+// an outside audit.)
 bool lower_bound_decides(const QuestionStats& s) {
-    return !s.smallest_p || s.a_better == 0;
+    return !s.smallest_p || s.a_better == 0 || s.count_bound_lower;
 }
 
 bool upper_bound_decides(const QuestionStats& s) {
-    return !s.smallest_p || s.b_better == 0;
+    return !s.smallest_p || s.b_better == 0 || s.count_bound_upper;
 }
 
 // "a has no successful response on these 100 questions", or both sides.
@@ -333,7 +338,13 @@ std::string noise_sentence(const QuestionStats& s, const std::string& a, const s
                                name);
         }
         if (!n.measured) {
-            return fmt::format("{} not measured (1 repeat)", name);
+            // Uneven repeats: some questions have several, fewer than half
+            // ("(1 repeat)" right after "1 to 3 repeats each" read as a
+            // contradiction: an outside audit).
+            return n.uneven() ? fmt::format("{} not measured: {} of {} have two repeats or more, "
+                                            "fewer than half",
+                                            name, n.several, util::counted(s.questions, "question"))
+                              : fmt::format("{} not measured (1 repeat)", name);
         }
         if (n.deterministic) {
             // Agreement in correctness, not in text: a model wrong on

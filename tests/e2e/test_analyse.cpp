@@ -94,6 +94,35 @@ TEST_F(Analyse, SummaryJsonHasOrderedLatencyPercentilesAndTokens) {
     }
 }
 
+// A flip whose side was never sent (a run stopped first) says so in its
+// excerpt: the cell was blank, where the docs promise "(no answer)" or the
+// answer (an outside audit).
+TEST_F(Analyse, AFlipNeverSentSaysNoResponse) {
+    auto copy = *dir / "unsent.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    e2e::unsend(copy, "server = 'deepgemm' AND question_idx < 20");
+    // Every flip's excerpts filled (the first ten are, by default).
+    auto o = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw", "--format",
+                       "json", "--flips", "1000"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto j = json::parse(o.out);
+    size_t unsent = 0;
+    for (const auto& c : j["comparisons"]) {
+        for (const auto* side : {"a_better", "b_better"}) {
+            for (const auto& f : c["flips"][side]) {
+                if (f["b_response_id"].is_null() && f.contains("b_excerpt")) {
+                    EXPECT_EQ(f["b_excerpt"], "(no response)") << f.dump();
+                    ++unsent;
+                }
+                if (f.contains("b_excerpt")) {
+                    EXPECT_NE(f["b_excerpt"], "") << f.dump();
+                }
+            }
+        }
+    }
+    EXPECT_GT(unsent, 0u) << o.out.substr(0, 2000);
+}
+
 TEST_F(Analyse, DiffSplitsTheTailDifferenceIntoOutputLengthAndSpeed) {
     // Latency exactly 40 ms + 2 ms per token on a copy: the fit recovers it
     // and all of the p99 difference follows from output lengths.
