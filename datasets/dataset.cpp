@@ -228,6 +228,9 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
     if (!ds) {
         return ds.error();
     }
+    if (fewshot_limit == 0) {
+        return ds; // no framing takes a shot
+    }
     if (!fewshot_from.empty()) {
         auto train = load_jsonl(fewshot_from, fewshot_limit);
         if (!train) {

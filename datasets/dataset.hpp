@@ -53,7 +53,8 @@ std::filesystem::path cache_dir();
 // the default: the dataset's own train file, or the sample set's examples).
 // With `fewshot_limit`, only the few-shot file's first examples are read
 // (a run whose framings all take the first N: the official train set is
-// 7,473 lines, 16 ms of a run's start to read and parse whole).
+// 7,473 lines, 16 ms of a run's start to read and parse whole); with 0,
+// none, and no few-shot file is needed.
 util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from = "",
                                    size_t fewshot_limit = k_all_samples);
 

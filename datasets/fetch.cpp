@@ -25,6 +25,17 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
                                       "writable directory",
                                       dir.string(), ec.message()));
     }
+    // A directory where a file goes is the user's to remove, said before
+    // anything is downloaded (it was a failed download's exit 1, after it).
+    for (const auto& f : k_gsm8k_files) {
+        if (fs::is_directory(dir / f.name, ec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{} is a directory, where data fetch writes the file "
+                                          "{}; remove it, or set DIFFEVAL_DATA to another "
+                                          "directory",
+                                          (dir / f.name).string(), f.name));
+        }
+    }
     std::string base = url_base;
     while (!base.empty() && base.back() == '/') {
         base.pop_back();

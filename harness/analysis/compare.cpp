@@ -66,6 +66,12 @@ util::Result<Selector> parse_selector(const std::string& text) {
             if (used != parts[2].size()) {
                 throw std::invalid_argument(parts[2]);
             }
+        } catch (const std::out_of_range&) {
+            // A number, too large for any token limit a run stores.
+            return make_error(ErrorKind::usage,
+                              fmt::format("'{}': max_tokens {} is larger than any token limit a "
+                                          "run stores",
+                                          text, parts[2]));
         } catch (const std::exception&) {
             return make_error(ErrorKind::usage,
                               fmt::format("'{}': max_tokens must be a number", text));

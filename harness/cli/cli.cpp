@@ -198,12 +198,14 @@ std::string number_problem(const std::string& type, const std::string& text) {
         if (type.rfind("UINT", 0) == 0 && text[0] == '-') {
             return "expected a whole number, not a negative one";
         }
-        // Past 64 bits: said as typed, not as the bound CLI11 clamped it to.
+        // Past its type's 64 bits: said as typed, not as the bound CLI11
+        // clamped it to (18446744073709551615 for a signed flag read as
+        // 9223372036854775807 and refused as 9223372036854775808).
         errno = 0;
-        (void)std::strtoll(text.c_str(), nullptr, 10);
-        if (errno == ERANGE && text[0] != '-') {
-            errno = 0;
+        if (type.rfind("UINT", 0) == 0) {
             (void)std::strtoull(text.c_str(), nullptr, 10);
+        } else {
+            (void)std::strtoll(text.c_str(), nullptr, 10);
         }
         if (errno == ERANGE) {
             return "too large a number for this flag";
@@ -220,8 +222,13 @@ std::string number_problem(const std::string& type, const std::string& text) {
     if (end != text.c_str() + text.size()) {
         return "expected a number";
     }
-    if (!std::isfinite(v) || (errno == ERANGE && v != 0.0)) {
+    if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) >= 1.0)) {
         return "too large a number for this flag";
+    }
+    // Nearer 0 than a double holds (1e-400 read as 0, 4.9e-324 called
+    // too large): no flag means anything there.
+    if (errno == ERANGE) {
+        return "too small a number for this flag";
     }
     return {};
 }

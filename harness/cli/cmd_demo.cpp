@@ -51,6 +51,19 @@ util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& 
         std::error_code ec; // a cache this process may not read is none
         spec = fs::exists(datasets::cache_dir() / "gsm8k" / "test.jsonl", ec) ? "gsm8k" : "sample";
     }
+    // The demo has no --fewshot-from, which open_dataset's words for a test
+    // file with no train.jsonl beside it suggest.
+    std::error_code ec;
+    if (spec != "sample" && spec != "gsm8k" && fs::is_regular_file(spec, ec) &&
+        !fs::exists(fs::path(spec).parent_path() / "train.jsonl", ec)) {
+        const auto dir = fs::path(spec).parent_path();
+        return util::make_error(
+            util::ErrorKind::usage,
+            fmt::format("--dataset {}: the demo's framings take their few-shot examples from "
+                        "train.jsonl beside it, and {} holds none; put one there (GSM8K's "
+                        "train.jsonl, or any in its format)",
+                        spec, dir.empty() ? std::string(".") : dir.string()));
+    }
     auto dataset = datasets::open_dataset(spec);
     if (!dataset) {
         return dataset.error();

@@ -35,7 +35,7 @@ struct ImportFlags {
 int import_command(const ImportFlags& f) {
     // In the words of every number flag (CLI11's Range also answered "abc"
     // with "Value abc not in range").
-    if (auto r = engine::check_range("--first-repeat", f.first_repeat, 0, 1'000'000); !r) {
+    if (auto r = engine::check_whole_range("--first-repeat", f.first_repeat, 0, 1'000'000); !r) {
         return report(r.error());
     }
     // An empty --framing is the default: the framing the samples show.

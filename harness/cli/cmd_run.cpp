@@ -106,26 +106,27 @@ util::Result<void> check_number_flags(const RunFlags& f) {
     using L = engine::Limits;
     struct Check {
         const char* flag;
-        std::optional<double> value;
-        double lo, hi;
-    };
-    auto wide = [](const std::optional<int64_t>& v) {
-        return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+        std::optional<int64_t> value;
+        int64_t lo, hi;
     };
     const Check checks[] = {
-        {"--repeats", wide(f.repeats), 1, L::max_repeats},
-        {"--limit", wide(f.limit), 1, L::max_limit},
-        {"--timeout", f.timeout, 0.001, L::max_timeout_s},
-        {"--retries", wide(f.retries), 0, L::max_retries},
-        {"--retry-backoff-ms", wide(f.retry_backoff_ms), 0, L::max_retry_backoff_ms},
-        {"--max-response-bytes", wide(f.max_response_bytes), L::min_response_bytes,
+        {"--repeats", f.repeats, 1, L::max_repeats},
+        {"--limit", f.limit, 1, L::max_limit},
+        {"--retries", f.retries, 0, L::max_retries},
+        {"--retry-backoff-ms", f.retry_backoff_ms, 0, L::max_retry_backoff_ms},
+        {"--max-response-bytes", f.max_response_bytes, L::min_response_bytes,
          L::max_response_bytes},
     };
     for (const auto& c : checks) {
         if (c.value) {
-            if (auto r = engine::check_range(c.flag, *c.value, c.lo, c.hi); !r) {
+            if (auto r = engine::check_whole_range(c.flag, *c.value, c.lo, c.hi); !r) {
                 return r;
             }
+        }
+    }
+    if (f.timeout) {
+        if (auto r = engine::check_range("--timeout", *f.timeout, 0.001, L::max_timeout_s); !r) {
+            return r;
         }
     }
     // Sent as they are: JSON has no nan or inf, and a body holding one is
@@ -180,8 +181,8 @@ util::Result<std::vector<int>> parse_max_tokens(const std::vector<std::string>& 
                 util::ErrorKind::usage,
                 fmt::format("--max-tokens '{}': expected integers such as 256,1024", m));
         }
-        if (auto r = engine::check_range("--max-tokens", static_cast<double>(v), 1,
-                                         engine::Limits::max_max_tokens);
+        if (auto r =
+                engine::check_whole_range("--max-tokens", v, 1, engine::Limits::max_max_tokens);
             !r) {
             return r.error();
         }

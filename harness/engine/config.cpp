@@ -100,9 +100,7 @@ util::Result<int64_t> get_int_in(const std::string& path, const toml::node& node
     if (!v) {
         return v.error();
     }
-    if (auto r =
-            check_range(fmt::format("{}: '{}'", where(path, node), what), static_cast<double>(*v),
-                        static_cast<double>(lo), static_cast<double>(hi));
+    if (auto r = check_whole_range(fmt::format("{}: '{}'", where(path, node), what), *v, lo, hi);
         !r) {
         return r.error();
     }
@@ -134,6 +132,19 @@ std::string shown(double v) {
 }
 
 } // namespace
+
+util::Result<void> check_whole_range(const std::string& what, int64_t value, int64_t lo,
+                                     int64_t hi) {
+    if (value >= lo && value <= hi) {
+        return {};
+    }
+    // As typed: through a double, 9223372036854775807 printed as ...808.
+    if (lo == hi) {
+        return make_error(ErrorKind::usage, fmt::format("{} {}: must be {}", what, value, lo));
+    }
+    return make_error(ErrorKind::usage,
+                      fmt::format("{} {}: must be between {} and {}", what, value, lo, hi));
+}
 
 util::Result<void> check_range(const std::string& what, double value, double lo, double hi) {
     if (std::isfinite(value) && value >= lo && value <= hi) {

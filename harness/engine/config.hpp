@@ -121,6 +121,9 @@ util::Result<void> validate_settings(const RunConfig& config);
 // "FILE:LINE: 'repeats'") unless it lies outside [lo, hi] or is not finite:
 // then a usage error naming both bounds.
 util::Result<void> check_range(const std::string& what, double value, double lo, double hi);
+// The same for a whole number, printed exactly.
+util::Result<void> check_whole_range(const std::string& what, int64_t value, int64_t lo,
+                                     int64_t hi);
 
 // The configuration as JSON for the runs table (never holds secrets: only the
 // names of the variables that do).

@@ -178,12 +178,16 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
     // Framings that all take the first N shots need only the few-shot
-    // file's first N examples (at least one, so a file with none, or a bad
-    // first line, is still refused); one that draws shots needs them all.
-    size_t shots_read = 1;
+    // file's first N examples; one that draws shots needs them all. Framings
+    // that take none (--num-shots 0) need no few-shot file at all: a test
+    // file with no train.jsonl beside it was refused, asking for one.
+    size_t shots_read = 0;
     for (const auto& f : in.framings) {
+        if (f.fewshot <= 0) {
+            continue;
+        }
         shots_read = f.sampler == framing::FewshotSampler::first_n
-                         ? std::max(shots_read, static_cast<size_t>(std::max(f.fewshot, 0)))
+                         ? std::max(shots_read, static_cast<size_t>(f.fewshot))
                          : datasets::k_all_samples;
         if (shots_read == datasets::k_all_samples) {
             break;

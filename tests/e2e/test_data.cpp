@@ -88,6 +88,19 @@ TEST(DataFetch, TamperedFileIsRefusedAndTheCacheStaysEmpty) {
                                  "DIFFEVAL_DATA to a writable directory"),
               std::string::npos)
         << not_a_dir.err;
+    // So is a directory where a file goes: said before any download (it was
+    // the download's exit 1, after it, with no next step).
+    std::filesystem::create_directories(dir / "gsm8k" / "train.jsonl");
+    auto in_the_way = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()},
+                               {"DIFFEVAL_DATA=" + dir.string()});
+    EXPECT_EQ(in_the_way.exit_code, 2) << in_the_way.err;
+    EXPECT_NE(in_the_way.err.find((dir / "gsm8k" / "train.jsonl").string() +
+                                  " is a directory, where data fetch writes the file train.jsonl; "
+                                  "remove it"),
+              std::string::npos)
+        << in_the_way.err;
+    EXPECT_EQ(std::count(in_the_way.err.begin(), in_the_way.err.end(), '\n'), 1);
+    std::filesystem::remove(dir / "gsm8k" / "train.jsonl");
     auto missing = e2e::run({"run", "--server", "a=http://127.0.0.1:9", "--dataset", "gsm8k"},
                             {"DIFFEVAL_DATA=" + dir.string()});
     EXPECT_EQ(missing.exit_code, 2);

@@ -849,6 +849,26 @@ TEST(RunBadInput, NumbersAreReadAsTyped) {
         {{"run", "--server", url, "--shard", "0/ 3"}, "--shard '0/ 3': expected I/N"},
         {{"run", "--server", url, "--shard", "+0/+3"}, "--shard '+0/+3': expected I/N"},
         {{"run", "--server", url, "--shard", "-0/3"}, "--shard '-0/3': expected I/N"},
+        // Said as typed, not through a double (...807 printed as ...808) or
+        // as the bound CLI11 clamped a signed flag's value to; nearer 0
+        // than a double holds is too small, not 0 and not too large (an
+        // outside audit).
+        {{"run", "--server", url, "--limit", "9223372036854775807"},
+         "--limit 9223372036854775807: must be between 1 and 2147483647"},
+        {{"run", "--server", url, "--repeats", "12345678901234567"},
+         "--repeats 12345678901234567: must be between 1 and 1000000"},
+        {{"run", "--server", url, "--limit", "18446744073709551615"},
+         "--limit '18446744073709551615': too large a number for this flag"},
+        {{"run", "--server", url, "--max-tokens", "99999999999"},
+         "--max-tokens 99999999999: must be between 1 and 10000000"},
+        {{"run", "--server", url, "--timeout", "1e-400"},
+         "--timeout '1e-400': too small a number for this flag"},
+        {{"plan", "a/raw", "b/raw", "--alpha", "4.9e-324"},
+         "--alpha '4.9e-324': too small a number for this flag"},
+        {{"plan", "a/raw", "b/raw", "--alpha", "5e-17"},
+         "--alpha 5e-17: too small to leave a confidence below 1"},
+        {{"diff", "a/raw/99999999999999999999", "b"},
+         "max_tokens 99999999999999999999 is larger than any token limit"},
     };
     for (const auto& [args, says] : cases) {
         auto o = e2e::run(args);
@@ -856,6 +876,37 @@ TEST(RunBadInput, NumbersAreReadAsTyped) {
         EXPECT_NE(o.err.find(says), std::string::npos) << o.err;
         EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     }
+}
+
+// Framings that take no shot need no few-shot file: a test file with no
+// train.jsonl beside it ran with --num-shots 0 only once one was given
+// (an outside audit). One shot or more still needs the file; the demo,
+// which has no --fewshot-from, says what it needs in its own words.
+TEST(RunBadInput, ZeroShotsNeedNoFewShotFile) {
+    auto dir = e2e::scratch("zero-shots");
+    e2e::Sim sim;
+    const auto test = dir / "mine.jsonl";
+    std::ofstream(test) << R"({"question": "Tom has 3 apples and buys 2 more. How many?", )"
+                        << R"("answer": "3+2=5\n#### 5"})"
+                        << "\n";
+    auto o = e2e::run({"run", "--server", "c=" + sim.url(), "--dataset", test.string(),
+                       "--num-shots", "0", "--db", (dir / "r.sqlite").string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(query(dir / "r.sqlite", "SELECT count(*) FROM responses WHERE ok = 1"), "2");
+    auto shots = e2e::run({"run", "--server", "c=" + sim.url(), "--dataset", test.string(), "--db",
+                           (dir / "s.sqlite").string(), "--quiet"});
+    EXPECT_EQ(shots.exit_code, 2) << shots.err;
+    EXPECT_NE(shots.err.find("no few-shot examples for " + test.string() + ": pass --fewshot-from"),
+              std::string::npos)
+        << shots.err;
+    auto demo = e2e::run({"demo", "--dataset", test.string(), "--out", (dir / "d").string()});
+    EXPECT_EQ(demo.exit_code, 2) << demo.err;
+    EXPECT_EQ(std::count(demo.err.begin(), demo.err.end(), '\n'), 1) << demo.err;
+    EXPECT_NE(demo.err.find("the demo's framings take their few-shot examples from train.jsonl "
+                            "beside it"),
+              std::string::npos)
+        << demo.err;
+    EXPECT_EQ(demo.err.find("--fewshot-from"), std::string::npos) << demo.err;
 }
 
 // A framing that always names the model has none without preflight or
