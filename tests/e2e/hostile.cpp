@@ -617,6 +617,10 @@ void HostileServer::Impl::serve(int fd) {
             if (reply.empty()) {
                 break;
             }
+            if (options.close_after_answer && !stream && mode == Hostile::good) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                break;
+            }
         }
         if (!options.keep_alive || r.method == "GET") {
             break;

@@ -103,6 +103,10 @@ public:
         // a Keep-Alive header and no "Connection: close", and then the
         // connection is closed unread, 20 ms later.
         bool close_after_stream = false;
+        // The same after every good unstreamed answer: sent with its length,
+        // no "Connection: close", and the connection closed unread 20 ms
+        // later (keep_alive's heads).
+        bool close_after_answer = false;
     };
     explicit HostileServer(Options options);
     ~HostileServer();
