@@ -220,7 +220,8 @@ std::string name_of(Hostile m) {
                                   "close_after_read",
                                   "oversize_503",
                                   "stray_after",
-                                  "done_then_drop"};
+                                  "done_then_drop",
+                                  "reset_after_read"};
     return names[static_cast<int>(m)];
 }
 
@@ -234,6 +235,7 @@ struct HostileServer::Impl {
     std::condition_variable idle;
     std::set<int> open_fds;
     int active = 0;
+    int accepted = 0;
     int posts = 0;
     std::map<std::string, int> arrivals;
     std::map<std::string, int> per_body;
@@ -459,6 +461,7 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
         return head(200, "OK", "Content-Type: application/json\r\nContent-Encoding: gzip\r\n",
                     gzip(json_text(chat, good)) + gzip(R"({"error":"second member"})"));
     case Hostile::close_after_read:
+    case Hostile::reset_after_read:
         return "";
     case Hostile::oversize_503:
         return json_response(503, R"({"error":{"message":")" + std::string(200'000, 'x') + "\"}}",
@@ -613,6 +616,12 @@ void HostileServer::Impl::serve(int fd) {
                 }
                 reply += stray;
             }
+            if (mode == Hostile::reset_after_read) {
+                // No FIN first (the end below): the caller's close resets.
+                const linger now{1, 0};
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+                return;
+            }
             send_all(fd, reply, deadline);
             if (reply.empty()) {
                 break;
@@ -672,6 +681,7 @@ HostileServer::HostileServer(Options options) : m_impl(std::make_unique<Impl>())
                 std::lock_guard lock(impl->mutex);
                 impl->open_fds.insert(fd);
                 ++impl->active;
+                ++impl->accepted;
             }
             std::thread([impl, fd] {
                 impl->serve(fd);
@@ -703,6 +713,11 @@ std::string HostileServer::url() const {
 std::map<std::string, int> HostileServer::arrivals() const {
     std::lock_guard lock(m_impl->mutex);
     return m_impl->arrivals;
+}
+
+int HostileServer::connections() const {
+    std::lock_guard lock(m_impl->mutex);
+    return m_impl->accepted;
 }
 
 int HostileServer::total_arrivals() const {

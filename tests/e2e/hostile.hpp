@@ -65,6 +65,7 @@ enum class Hostile {
                       // (text "STRAY #### 7") on the same connection
     done_then_drop,   // stream: a whole answer and [DONE] in a chunk, then the connection
                       // closes without the last chunk
+    reset_after_read, // reads the request (counted) and resets the connection (SO_LINGER 0)
 };
 
 // The mode's name, as counted by HostileServer::arrivals().
@@ -118,6 +119,8 @@ public:
     // POST arrivals per mode name, and in all.
     std::map<std::string, int> arrivals() const;
     int total_arrivals() const;
+    // Connections accepted.
+    int connections() const;
     int model_listings() const { return m_models.load(); }
     // The headers of the last POST, as received.
     std::string last_headers() const;
