@@ -234,6 +234,8 @@ TEST(NonInferiority, BoundsBesideTheMarginKeepTheirSide) {
         << fail.sentence;
     EXPECT_EQ(margin_text(0.01), "1.0");
     EXPECT_EQ(margin_text(0.0025), "0.25");
+    EXPECT_EQ(margin_text(7.166666666666667 / 100), "7.16666666667");
+    EXPECT_EQ(margin_text(0.123456 / 100), "0.123456");
 }
 
 TEST(NoiseSentence, NamesEachSidesCase) {
