@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <mutex>
 #include <sys/resource.h>
 
@@ -198,6 +199,9 @@ Database::~Database() {
                                         nullptr);
     }
     sqlite3_close_v2(m_db);
+    if (!m_tidy.empty()) {
+        tidy_side_files(m_tidy);
+    }
 }
 
 namespace {
@@ -225,13 +229,46 @@ util::Result<void> Database::open(const std::string& path, Create create) {
     // relative. Data written to ":memory:" was lost, and "file:r.sqlite"
     // wrote r.sqlite under another name's lock.
     const bool special = path.starts_with("file:") || path == ":memory:";
-    if (auto r = open_as(special ? "./" + path : path, flags, path); !r) {
+    const std::string target = special ? "./" + path : path;
+    std::error_code ec;
+    const bool had_sides = std::filesystem::exists(target + "-wal", ec) ||
+                           std::filesystem::exists(target + "-shm", ec);
+    if (auto r = open_as(target, flags, path); !r) {
         return r;
     }
     if (create == Create::read_only) {
-        return open_immutable_if_needed(path);
+        if (auto r = open_immutable_if_needed(path); !r) {
+            return r;
+        }
+        // The side files its reads made (none when read as immutable) go
+        // when it closes; ones that were there are left as they were.
+        if (!had_sides && std::filesystem::exists(target + "-shm", ec)) {
+            m_tidy = target;
+        }
     }
     return {};
+}
+
+void Database::tidy_side_files(const std::string& target) {
+    // A read-only connection leaves the -wal and -shm files its reads
+    // made: only a writer removes them, as the last connection closes. One
+    // that opens and closes again removes them when nothing else has the
+    // file open (SQLite takes the file's exclusive lock to), and writes
+    // nothing when the log is empty: a log that is not (a run began
+    // writing meanwhile) is left to its writer. A file this user may not
+    // write opens read-only, and keeps them.
+    std::error_code ec;
+    const auto wal = target + "-wal";
+    if (!std::filesystem::exists(wal, ec) || std::filesystem::file_size(wal, ec) != 0 || ec) {
+        return;
+    }
+    sqlite3* writer = nullptr;
+    if (sqlite3_open_v2(target.c_str(), &writer, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) == SQLITE_OK &&
+        sqlite3_db_readonly(writer, "main") == 0) {
+        (void)sqlite3_exec(writer, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    }
+    sqlite3_close_v2(writer);
 }
 
 util::Result<void> Database::open_as(const std::string& target, int flags,

@@ -174,8 +174,14 @@ private:
     // sqlite3_open_v2 of `target` (a path or URI) with `flags`; errors name `path`.
     util::Result<void> open_as(const std::string& target, int flags, const std::string& path);
     util::Result<void> open_immutable_if_needed(const std::string& path);
+    // Remove the empty -wal and the -shm a read-only connection to `target`
+    // made, when nothing else has the file open.
+    static void tidy_side_files(const std::string& target);
 
     sqlite3* m_db = nullptr;
+    // Opened read-only with no -wal or -shm beside it: the path whose side
+    // files its reads made, removed on close (tidy_side_files).
+    std::string m_tidy;
 };
 
 } // namespace diffeval::store

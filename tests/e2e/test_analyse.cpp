@@ -94,6 +94,38 @@ TEST_F(Analyse, SummaryJsonHasOrderedLatencyPercentilesAndTokens) {
     }
 }
 
+// A reading command leaves no -wal or -shm behind: SQLite's read-only
+// connection made them and only a writer removes them (every CI artifact of
+// a summary carried two more files). The database's bytes stay as they
+// were; side files that were there before stay too.
+TEST_F(Analyse, AReadingCommandLeavesNoSideFiles) {
+    auto copy = *dir / "tidy.sqlite";
+    std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
+    for (const char* side : {"-wal", "-shm"}) {
+        std::filesystem::remove(copy.string() + side);
+    }
+    const auto before = e2e::slurp(copy);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"summary"},
+          {"diff", "default/raw", "deepgemm/raw"},
+          {"report", "--out", (*dir / "tidy-report").string()}}) {
+        auto cmd = args;
+        cmd.insert(cmd.begin() + 1, {"--db", copy.string()});
+        auto o = e2e::run(cmd);
+        ASSERT_EQ(o.exit_code, 0) << args[0] << ": " << o.err;
+        for (const char* side : {"-wal", "-shm"}) {
+            EXPECT_FALSE(std::filesystem::exists(copy.string() + side)) << args[0] << side;
+        }
+    }
+    EXPECT_TRUE(e2e::slurp(copy) == before) << "a reading command changed the database";
+    // Left by someone else: kept.
+    std::ofstream(copy.string() + "-wal").close();
+    std::ofstream(copy.string() + "-shm").close();
+    ASSERT_EQ(e2e::run({"summary", "--db", copy.string()}).exit_code, 0);
+    EXPECT_TRUE(std::filesystem::exists(copy.string() + "-wal"));
+    EXPECT_TRUE(std::filesystem::exists(copy.string() + "-shm"));
+}
+
 // A flip whose side was never sent (a run stopped first) says so in its
 // excerpt: the cell was blank, where the docs promise "(no answer)" or the
 // answer (an outside audit).
