@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -57,6 +58,19 @@ int export_command(const ExportFlags& f) {
     std::cerr << fmt::format("wrote {} ({}) to {}\n",
                              util::counted(r->files.size(), "samples file"),
                              util::counted(r->lines, "line"), f.out);
+    // A request planned and never sent has no line, and lm-eval reads the
+    // files as whole: a killed run's 6 answered questions of 60 came back
+    // as 100% (an outside audit). Said, as summary says it.
+    const auto unsent =
+        std::count_if(opened->results.rows.begin(), opened->results.rows.end(),
+                      [](const analysis::ResultRow& row) { return row.response_id == 0; });
+    if (unsent > 0) {
+        std::cerr << fmt::format("note: {} planned in {} {} never sent (a run stopped first), "
+                                 "and {} no line: lm-eval reads these files as the whole run; "
+                                 "finish the run (the same command again), then export\n",
+                                 util::counted(static_cast<uint64_t>(unsent), "request"), f.db,
+                                 unsent == 1 ? "was" : "were", unsent == 1 ? "has" : "have");
+    }
     // Verdicts of the text after the think block beside the whole text in
     // `resps`: lm-eval's filters on resps may give others (interop audit #5).
     if (auto text = store::stored_score_text(*opened->store);

@@ -593,6 +593,15 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                             "the second with --first-repeat",
                             where, id, read.resps != d.resps ? "resps" : "doc", d.line));
         }
+        // A filter that is no name ended the import with an internal error
+        // (an outside audit).
+        std::string filter = "none";
+        if (const auto f = j.find("filter"); f != j.end()) {
+            if (!f->is_string()) {
+                return wrong_type("filter is not a string");
+            }
+            filter = f->get<std::string>();
+        }
         ordered_json verdict = ordered_json::object();
         verdict["filtered_resps"] = j.value("filtered_resps", ordered_json::array());
         for (const auto& m : j.value("metrics", ordered_json::array())) {
@@ -600,7 +609,18 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
                 verdict[m.get<std::string>()] = j[m.get<std::string>()];
             }
         }
-        d.filters[j.value("filter", std::string("none"))] = std::move(verdict);
+        // One verdict a filter: a second line with another, kept silently,
+        // stored the later one (a correct answer's exact_match flipped to 0).
+        if (const auto known = d.filters.find(filter);
+            known != d.filters.end() && *known != verdict) {
+            return make_error(ErrorKind::data,
+                              fmt::format("{}: document {} is logged again under filter '{}' with "
+                                          "another verdict than on line {}; a samples file holds "
+                                          "one verdict a document and filter: give the file "
+                                          "lm-eval's --log_samples wrote",
+                                          where, id, util::one_line(filter, 80), d.line));
+        }
+        d.filters[filter] = std::move(verdict);
     }
     if (docs.empty()) {
         return make_error(ErrorKind::data, fmt::format("{} holds no samples", path));

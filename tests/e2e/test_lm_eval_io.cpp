@@ -678,6 +678,31 @@ TEST(LmEvalSamples, ADocumentWithTwoSetsOfAnswersIsRefused) {
                           dataset, file.string()});
     EXPECT_EQ(same.exit_code, 0) << same.err;
     EXPECT_NE(same.out.find("1 document, 1 response stored"), std::string::npos) << same.out;
+    // One filter's verdict logged twice, the second flipped: the later was
+    // stored silently, a correct answer's exact_match 0 (an outside audit).
+    const std::string judged = replaced(line0, "\"resps\"",
+                                        "\"exact_match\": 1.0, \"metrics\": "
+                                        "[\"exact_match\"], \"resps\"");
+    auto twice = dir / "samples_gsm8k_2027.jsonl";
+    std::ofstream(twice) << judged << "\n"
+                         << replaced(judged, "\"exact_match\": 1.0", "\"exact_match\": 0.0")
+                         << "\n";
+    auto other = dir / "s.sqlite";
+    auto flipped = e2e::run({"import", "lm-eval", "--db", other.string(), "--name", "x",
+                             "--dataset", dataset, twice.string()});
+    EXPECT_EQ(flipped.exit_code, 2) << flipped.out << flipped.err;
+    EXPECT_NE(flipped.err.find(twice.string() + ":2: document 0 is logged again under filter "
+                                                "'strict-match' with another verdict than on "
+                                                "line 1"),
+              std::string::npos)
+        << flipped.err;
+    EXPECT_FALSE(std::filesystem::exists(other));
+    // The same line twice is one verdict.
+    std::ofstream(twice, std::ios::trunc) << judged << "\n" << judged << "\n";
+    EXPECT_EQ(e2e::run({"import", "lm-eval", "--db", other.string(), "--name", "x", "--dataset",
+                        dataset, twice.string()})
+                  .exit_code,
+              0);
 }
 
 // A max_gen_toks that is no token limit: -5 made the group lm/raw/-5, and
@@ -924,6 +949,37 @@ TEST(LmEvalSamples, ExportingADatabaseWithoutResponsesIsADataError) {
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
 }
 
+// A killed run exports the lines it has: lm-eval reads the files as the
+// whole run, so its 6 answered questions of 60 came back from an import at
+// 100% with no word (an outside audit). The export counts what is missing.
+TEST(LmEvalSamples, AnExportOfAnUnfinishedRunCountsWhatIsMissing) {
+    auto dir = e2e::scratch("lm-eval-partial-export");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "6",
+                        "--db", db.string(), "--quiet"})
+                  .exit_code,
+              0);
+    e2e::unsend(db, "question_idx >= 2");
+    auto o = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                       (dir / "out").string()});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("note: 4 requests planned in " + db.string() +
+                         " were never sent (a run stopped first), and have no line"),
+              std::string::npos)
+        << o.err;
+    // A finished run's export says nothing of the kind.
+    auto whole = dir / "whole.sqlite";
+    ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
+                        "--db", whole.string(), "--quiet"})
+                  .exit_code,
+              0);
+    auto w = e2e::run({"export", "--db", whole.string(), "--format", "lm-eval-samples", "--out",
+                       (dir / "whole-out").string()});
+    EXPECT_EQ(w.exit_code, 0) << w.err;
+    EXPECT_EQ(w.err.find("note:"), std::string::npos) << w.err;
+}
+
 // Interop audit: a samples line without `arguments` (or with lm-eval's
 // pre-0.4.3 list of arguments) was imported, and any later export of the
 // database crashed (SIGSEGV) or stopped as an internal error. Now each is
@@ -991,7 +1047,14 @@ TEST(LmEvalSamples, AFieldOfTheWrongTypeIsNamed) {
              {"{\"doc_id\": 0, " + doc + ", \"resps\": []}", "resps holds no answer"},
              {"{\"doc_id\": \"0\", " + doc + ", \"resps\": [[\"#### 1\"]]}",
               "doc_id is not an integer"},
-             {"{\"doc_id\": 0, " + doc + ", \"resps\": \"#### 1\"}", "resps is not a list"}}) {
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": \"#### 1\"}", "resps is not a list"},
+             // An internal error, exit 1, and an empty database left behind
+             // (an outside audit).
+             {"{\"doc_id\": 0, " + doc +
+                  ", \"filter\": [\"strict-match\"], \"resps\": [[\"#### 1\"]]}",
+              "filter is not a string"},
+             {"{\"doc_id\": 0, " + doc + ", \"filter\": null, \"resps\": [[\"#### 1\"]]}",
+              "filter is not a string"}}) {
         std::ofstream(file, std::ios::trunc) << line << "\n";
         auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
                            dataset, file.string()});
