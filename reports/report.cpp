@@ -560,10 +560,10 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
         }
         out.push_back(fmt::format(
             "The decision-point probe separates {} from {} on {} before any answer is written: "
-            "P(open) logit shift {}, 95% CI [{}, {}], sign-flip p {} over {}{}.",
+            "P(open) logit shift {}, 95% CI [{}, {}], sign-flip p {} over {}{}{}.",
             p.b, p.a, p.framing, analysis::logits_text(d.mean_shift), analysis::logits_text(d.lo),
             analysis::logits_text(d.hi), analysis::probe_p_text(d),
-            util::counted(d.questions, "question"), numerics));
+            util::counted(d.questions, "question"), analysis::at_bound_text(p), numerics));
     }
     return out;
 }

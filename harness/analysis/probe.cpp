@@ -221,6 +221,7 @@ void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_serie
                 ++c.bound_above;
                 continue;
             }
+            ++c.bound_entered;
         }
         shifts.push_back(sb->logit - sa->logit);
         c.points.push_back({question, sa->p, sb->p, 0});
@@ -280,12 +281,13 @@ void measure_direction(const ProbeSeries& sa_series, const ProbeSeries& sb_serie
 // A has fewer than two repeats.
 std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_series,
                                                       const ProbeSeries& sb_series,
-                                                      const ProbeOptions& options,
-                                                      bool& a_repeats) {
+                                                      const ProbeOptions& options, bool& a_repeats,
+                                                      bool& a_bounded_repeats) {
     ProbePerturbation pert;
     int64_t pos = 0, neg = 0;
     double sum_ab = 0, sum_aa = 0;
     a_repeats = false;
+    a_bounded_repeats = false;
     for (const auto& [question, a_values] : sa_series) {
         auto jb = sb_series.find(question);
         if (jb == sb_series.end()) {
@@ -295,6 +297,8 @@ std::optional<ProbePerturbation> measure_perturbation(const ProbeSeries& sa_seri
         const auto* a1 = repeat_of(a_values, 1);
         const auto* b0 = repeat_of(jb->second, 0);
         a_repeats = a_repeats || (a0 && a1);
+        a_bounded_repeats =
+            a_bounded_repeats || (a_values.size() > 1 && a_values[0] && a_values[1]);
         if (!a0 || !a1 || !b0) {
             continue;
         }
@@ -396,7 +400,8 @@ util::Result<ProbeComparison> compare_probes(const ProbeData& data, const std::s
     c.b = b;
     c.framing = framing;
     measure_direction(ia->second, ib->second, options, c);
-    c.perturbation = measure_perturbation(ia->second, ib->second, options, c.a_repeats);
+    c.perturbation =
+        measure_perturbation(ia->second, ib->second, options, c.a_repeats, c.a_bounded_repeats);
     return c;
 }
 
@@ -564,7 +569,26 @@ std::string left_out_text(const ProbeComparison& c) {
     return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+std::string at_bound_text(const ProbeComparison& c) {
+    if (c.bound_entered == 0) {
+        return {};
+    }
+    // A shift printed as measured beside a 95% CI, where one side was only
+    // bounded on every question (an outside audit): a lower limit, said so.
+    return fmt::format(" ({} of {} {} at one side's bound, not a reading, where the shift is at "
+                       "least as large: the shift may be farther from 0 than this)",
+                       c.bound_entered, util::counted(c.direction.questions, "question"),
+                       c.bound_entered == 1 ? "enters" : "enter");
+}
+
 std::string no_spread_reason(const ProbeComparison& c) {
+    // Two repeats, each a bound: "one probe reading per question" read as
+    // a count of repeats (an outside audit).
+    if (!c.a_repeats && c.a_bounded_repeats) {
+        return fmt::format("{}'s repeats are bounds, not readings (it lists no marker), so it "
+                           "has no two readings of a question to compare",
+                           c.a);
+    }
     return c.a_repeats ? fmt::format("{}'s readings of the questions {} read twice are bounds "
                                      "or missing",
                                      c.b, c.a)
@@ -606,10 +630,10 @@ std::string probe_line(const ProbeComparison& c) {
                           k_probe_min_questions)
             : std::string();
     return fmt::format("probe {} on {}: {} vs {}: P(open) logit shift {} [{}, {}] "
-                       "over {}{}{}, sign-flip p {}; questions needed at 80% power {}{}; {}",
+                       "over {}{}{}{}, sign-flip p {}; questions needed at 80% power {}{}; {}",
                        c.probe, c.framing, c.b, c.a, logits_text(d.mean_shift), logits_text(d.lo),
                        logits_text(d.hi), util::counted(d.questions, "question"), too_few, left_out,
-                       probe_p_text(d), needed, acc, numerics);
+                       at_bound_text(c), probe_p_text(d), needed, acc, numerics);
 }
 
 std::string numerics_text(const ProbePerturbation& p) {
@@ -654,6 +678,7 @@ nlohmann::json to_json(const ProbeComparison& c) {
                         {"framing", c.framing},
                         {"both_bounded", c.both_bounded},
                         {"bound_above", c.bound_above},
+                        {"bound_entered", c.bound_entered},
                         {"direction",
                          {{"questions", d.questions},
                           {"mean_logit_shift", d.mean_shift},

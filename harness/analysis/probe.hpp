@@ -139,11 +139,17 @@ struct ProbeComparison {
     // Questions left out: one side only bounded, its bound at or above the
     // other side's reading, which says nothing of the direction.
     int64_t bound_above = 0;
+    // Questions entered at one side's bound, below the other side's
+    // reading: the shift there is at least as large as entered, so the mean
+    // and its interval are nearer 0 than the shift may be.
+    int64_t bound_entered = 0;
     ProbeDirection direction;
     // Unset when no question has two measured repeats of A and a measured
     // first repeat of B; `a_repeats` says whether A had the two.
     std::optional<ProbePerturbation> perturbation;
     bool a_repeats = false;
+    // A had two repeats of a question, bounds or readings.
+    bool a_bounded_repeats = false;
     std::optional<ProbeAccuracy> accuracy;
     std::vector<ProbePoint> points;
 };
@@ -211,6 +217,9 @@ std::string probe_line(const ProbeComparison& c);
 // side; 1 question has only a bound on one side at or above the other's
 // reading, which tells no direction".
 std::string left_out_text(const ProbeComparison& c);
+
+// " (3 of 30 questions enter at one side's bound ...)", or "" when none did.
+std::string at_bound_text(const ProbeComparison& c);
 
 // Why `c` has no perturbation: "A has one probe reading per question", or
 // B's readings of the questions A read twice are bounds or missing.

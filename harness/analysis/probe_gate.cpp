@@ -108,9 +108,10 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             k.threshold = x;
             k.measured_text =
                 fmt::format("P(open) logit shift {} (95% CI [{}, {}], "
-                            "{}, sign-flip p {})",
+                            "{}, sign-flip p {}){}",
                             logits_text(d.mean_shift), bound_text(d.lo, x), bound_text(d.hi, x),
-                            util::counted(d.questions, "question"), util::p_text(d.p_value, 2));
+                            util::counted(d.questions, "question"), util::p_text(d.p_value, 2),
+                            at_bound_text(c));
             const std::string limit = limit_text(x);
             k.threshold_text = fmt::format("interval not wholly beyond +-{} logits", limit);
             const bool up = d.lo > x;
@@ -122,12 +123,23 @@ util::Result<std::vector<GateCheck>> probe_gate_checks(const ProbeData& data,
             // for that test to reach 0.05 decide nothing either way.
             const bool too_few = d.questions < k_probe_min_questions;
             const bool shown = d.p_value < k_shift_alpha;
-            k.status = too_few || up || down ? CheckStatus::fail : CheckStatus::pass;
+            // Entered at a bound, the shift is at least as large as its
+            // interval says: beyond the limit it fails as measured, and
+            // within it nothing passes (the shift may lie beyond).
+            const bool at_bound = c.bound_entered > 0 && !up && !down;
+            k.status = too_few || up || down || at_bound ? CheckStatus::fail : CheckStatus::pass;
             if (too_few) {
                 k.why = fmt::format("cannot tell: {} cannot show a shift (a two-sided sign-flip "
                                     "test needs {} to reach p < {:g}); run more questions",
                                     util::counted(d.questions, "question"), k_probe_min_questions,
                                     k_shift_alpha);
+            } else if (at_bound) {
+                k.why = fmt::format("cannot tell: {} of {} {} at one side's bound (it lists no "
+                                    "marker there), where the shift is at least as large as "
+                                    "entered, so the interval within the limit may lie nearer "
+                                    "0 than the shift",
+                                    c.bound_entered, util::counted(d.questions, "question"),
+                                    c.bound_entered == 1 ? "enters" : "enter");
             } else if ((up || down) && !shown) {
                 k.why = fmt::format("cannot tell: the interval lies {} {}{} logits, but the "
                                     "sign-flip test does not show a shift (p {}, not below "

@@ -154,6 +154,23 @@ TEST(ProbeDirection, ABoundAboveTheOtherSidesReadingTellsNoDirection) {
                                   "top20 read twice are bounds or missing)"),
               std::string::npos)
         << probe_line(*c);
+    // The shift entered there is a limit, and the line says so: it read as
+    // a measured shift beside a 95% CI (an outside audit).
+    EXPECT_EQ(c->bound_entered, 8);
+    EXPECT_NE(probe_line(*c).find("over 8 questions (8 of 8 questions enter at one side's bound, "
+                                  "not a reading, where the shift is at least as large: the "
+                                  "shift may be farther from 0 than this), sign-flip p"),
+              std::string::npos)
+        << probe_line(*c);
+    EXPECT_EQ(to_json(*c)["bound_entered"], 8);
+    // A baseline whose two repeats are both bounds has no A/A spread, and
+    // says why: "one probe reading per question" read as a count of repeats.
+    d.series[{"low2", "raw"}] = series(
+        8, 2, [](int, int) { return std::log(0.001 / 0.999); }, true);
+    c = compare_probes(d, "low2", "top20", "raw");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(no_spread_reason(*c), "low2's repeats are bounds, not readings (it lists no marker), "
+                                    "so it has no two readings of a question to compare");
 }
 
 TEST(ProbeDirection, MissingSeriesIsAnError) {
@@ -481,6 +498,30 @@ TEST(ProbeGate, TooFewQuestionsForTheShiftCannotTell) {
     d.series[{"a", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
     d.series[{"b", "raw"}] = series(6, 2, [](int i, int) { return base(i); });
     EXPECT_EQ(shift_checks(d, 0.2).at(0).status, CheckStatus::pass);
+}
+
+// A side only bounded on every question, its bound below the other side's
+// reading: the shift is at least what entered. Beyond the limit it fails
+// as before; within it nothing passes, since the shift may lie beyond.
+TEST(ProbeGate, AShiftEnteredAtABoundPassesNothing) {
+    ProbeData d;
+    d.series[{"a", "raw"}] = series(12, 2, [](int i, int) { return base(i); });
+    d.series[{"b", "raw"}] = series(
+        12, 1, [](int i, int) { return base(i) - 0.3 - 0.01 * i; }, true);
+    auto within = shift_checks(d, 5.0);
+    ASSERT_EQ(within.size(), 1U);
+    EXPECT_EQ(within[0].status, CheckStatus::fail) << within[0].why;
+    EXPECT_NE(within[0].why.find("cannot tell: 12 of 12 questions enter at one side's bound"),
+              std::string::npos)
+        << within[0].why;
+    EXPECT_NE(within[0].measured_text.find("12 of 12 questions enter at one side's bound"),
+              std::string::npos)
+        << within[0].measured_text;
+    auto beyond = shift_checks(d, 0.1);
+    ASSERT_EQ(beyond.size(), 1U);
+    EXPECT_EQ(beyond[0].status, CheckStatus::fail);
+    EXPECT_NE(beyond[0].why.find("opens the think block less often"), std::string::npos)
+        << beyond[0].why;
 }
 
 // Two servers that read different questions under the same indexes (one ran
