@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <netinet/in.h>
+#include <regex>
 #include <sstream>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -65,30 +66,11 @@ util::Result<T> field(const YAML::Node& root, const char* key, const std::string
 
 namespace {
 
-// The file as a YAML mapping.
-util::Result<YAML::Node> read_yaml_map(const std::string& path) {
-    auto text = util::read_input(path, util::k_max_config_bytes);
-    if (!text) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("--vllm-config: cannot read {}", text.error().message));
-    }
-    YAML::Node root;
-    try {
-        root = YAML::Load(*text);
-    } catch (const YAML::Exception& e) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
-    }
-    if (!root.IsMap()) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("{}: expected a mapping with model_name and "
-                                      "accuracy_threshold (a vLLM GSM8K config)",
-                                      path));
-    }
-    // yaml-cpp keeps a key's first value, the CI's PyYAML its last: a key
-    // given twice would be another rule or another model than the CI's.
+// yaml-cpp keeps a key's first value, the CI's PyYAML its last: a key given
+// twice in `map` would be another rule, model or environment than the CI's.
+util::Result<void> no_key_twice(const YAML::Node& map, const std::string& path) {
     std::vector<std::string> keys;
-    for (const auto& kv : root) {
+    for (const auto& kv : map) {
         if (!kv.first.IsScalar()) {
             continue;
         }
@@ -100,6 +82,52 @@ util::Result<YAML::Node> read_yaml_map(const std::string& path) {
                                           path, kv.first.Mark().line + 1, util::one_line(key, 80)));
         }
         keys.push_back(std::move(key));
+    }
+    return {};
+}
+
+// Whether PyYAML (YAML 1.1, the CI's reader) reads `n` as a number: a plain
+// scalar in its float form (a dot needed: 5e-1 is text to it) or a decimal
+// integer. A quoted "0.5" or 5e-1 is text there, and the CI's comparison
+// with it fails with a TypeError, where yaml-cpp read 0.5 and the gate
+// passed (an outside audit).
+bool pyyaml_number(const YAML::Node& n) {
+    static const std::regex k_number(
+        R"([-+]?(?:0|[1-9][0-9_]*)|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?)");
+    return n.IsScalar() && n.Tag() == "?" && std::regex_match(n.Scalar(), k_number);
+}
+
+// The file as a YAML mapping.
+util::Result<YAML::Node> read_yaml_map(const std::string& path) {
+    auto text = util::read_input(path, util::k_max_config_bytes);
+    if (!text) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("--vllm-config: cannot read {}", text.error().message));
+    }
+    YAML::Node root;
+    try {
+        // PyYAML's safe_load, the CI's, refuses a stream of several
+        // documents, where taking the first passed a gate the CI failed.
+        const auto documents = YAML::LoadAll(*text);
+        if (documents.size() > 1) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{}: holds {} YAML documents, and vLLM's CI reads one "
+                                          "(PyYAML's safe_load refuses more); keep one",
+                                          path, documents.size()));
+        }
+        root = documents.empty() ? YAML::Node() : documents.front();
+    } catch (const YAML::Exception& e) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
+    }
+    if (!root.IsMap()) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}: expected a mapping with model_name and "
+                                      "accuracy_threshold (a vLLM GSM8K config)",
+                                      path));
+    }
+    if (auto r = no_key_twice(root, path); !r) {
+        return r.error();
     }
     return root;
 }
@@ -120,6 +148,20 @@ util::Result<void> read_rule(const YAML::Node& root, const std::string& path, Vl
         return model.error();
     }
     c.model_name = *model;
+    for (const char* key : {"accuracy_threshold", "tolerance"}) {
+        // What neither reads as a number is "must be a number" below.
+        double ignored = 0;
+        if (root[key] && root[key].IsScalar() && !pyyaml_number(root[key]) &&
+            YAML::convert<double>::decode(root[key], ignored)) {
+            return make_error(
+                ErrorKind::usage,
+                fmt::format("{}:{}: {} {} is text to vLLM's CI (PyYAML reads a quoted value, or "
+                            "a number without a dot such as 5e-1, as a string), whose check then "
+                            "fails; write a plain number with a dot, such as 0.5",
+                            path, root[key].Mark().line + 1, key,
+                            util::one_line(root[key].Scalar(), 40)));
+        }
+    }
     auto threshold = field<double>(root, "accuracy_threshold", path, "a number");
     if (!threshold) {
         return threshold.error();
@@ -207,6 +249,9 @@ util::Result<void> read_launch(const YAML::Node& root, const std::string& path, 
                               fmt::format("{}:{}: env must be a mapping of variable names to "
                                           "values",
                                           path, root["env"].Mark().line + 1));
+        }
+        if (auto r = no_key_twice(root["env"], path); !r) {
+            return r.error();
         }
         for (const auto& kv : root["env"]) {
             try {

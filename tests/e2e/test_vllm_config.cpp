@@ -373,4 +373,32 @@ TEST(VllmConfig, GateComparesAsTheCiDoes) {
                          "take the last, diffeval the first); keep one"),
               std::string::npos)
         << g.err;
+    // What vLLM's CI would fail on passed here (an outside audit): PyYAML
+    // reads a quoted threshold and 5e-1 (no dot) as text, and its check
+    // raises a TypeError; it refuses a file of two documents; a variable
+    // given twice under env: is the last one's value there.
+    for (const auto& [body, says] : std::vector<std::pair<std::string, std::string>>{
+             {"model_name: \"org/Model-X\"\naccuracy_threshold: \"0.5\"\n",
+              "Model-X.yaml:2: accuracy_threshold 0.5 is text to vLLM's CI"},
+             {"model_name: \"org/Model-X\"\naccuracy_threshold: 5e-1\n",
+              "Model-X.yaml:2: accuracy_threshold 5e-1 is text to vLLM's CI"},
+             {"model_name: \"org/Model-X\"\naccuracy_threshold: 0.5\ntolerance: '0.1'\n",
+              "Model-X.yaml:3: tolerance 0.1 is text to vLLM's CI"},
+             {"model_name: \"org/Model-X\"\naccuracy_threshold: 0.5\n---\nmodel_name: b\n",
+              "Model-X.yaml: holds 2 YAML documents, and vLLM's CI reads one"},
+             {"model_name: \"org/Model-X\"\naccuracy_threshold: 0.5\nenv:\n  A: 1\n  A: 2\n",
+              "Model-X.yaml:5: A is given twice"}}) {
+        std::ofstream(config, std::ios::trunc) << body;
+        g = e2e::run({"gate", "--db", db.string(), "--vllm-config", config.string()});
+        EXPECT_EQ(g.exit_code, 2) << body << g.out << g.err;
+        EXPECT_NE(g.err.find(says), std::string::npos) << body << g.err;
+        EXPECT_EQ(std::count(g.err.begin(), g.err.end(), '\n'), 1) << g.err;
+    }
+    // A plain number with a dot, or a whole one, is a number to both.
+    for (const std::string threshold : {"0.5", ".5", "0", "1.0e-1"}) {
+        std::ofstream(config, std::ios::trunc)
+            << "model_name: \"org/Model-X\"\naccuracy_threshold: " << threshold << "\n";
+        g = e2e::run({"gate", "--db", db.string(), "--vllm-config", config.string()});
+        EXPECT_NE(g.exit_code, 2) << threshold << ": " << g.err;
+    }
 }
