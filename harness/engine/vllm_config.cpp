@@ -92,8 +92,10 @@ util::Result<void> no_key_twice(const YAML::Node& map, const std::string& path) 
 // with it fails with a TypeError, where yaml-cpp read 0.5 and the gate
 // passed (an outside audit).
 bool pyyaml_number(const YAML::Node& n) {
-    static const std::regex k_number(
-        R"([-+]?(?:0|[1-9][0-9_]*)|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?)");
+    // A decimal integer, or one of PyYAML's two plain float forms.
+    static const std::regex k_number(R"([-+]?(?:0|[1-9][0-9_]*))"
+                                     R"(|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?)"
+                                     R"(|\.[0-9_]+(?:[eE][-+][0-9]+)?)");
     return n.IsScalar() && n.Tag() == "?" && std::regex_match(n.Scalar(), k_number);
 }
 
