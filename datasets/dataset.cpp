@@ -213,6 +213,10 @@ util::Result<Dataset> open_test_set(const std::string& spec) {
     return Dataset{spec, spec, std::move(*test), {}};
 }
 
+fs::path fewshot_beside(const std::string& test_path) {
+    return fs::path(test_path).parent_path() / "train.jsonl";
+}
+
 util::Result<Dataset> open_dataset(const std::string& spec, const std::string& fewshot_from,
                                    size_t fewshot_limit) {
     // The official set needs both files: say so before reading either.
@@ -252,7 +256,7 @@ util::Result<Dataset> open_dataset(const std::string& spec, const std::string& f
         }
         ds->fewshot = std::move(*train);
     } else {
-        auto sibling = fs::path(spec).parent_path() / "train.jsonl";
+        const auto sibling = fewshot_beside(spec);
         std::error_code ec;
         if (!fs::exists(sibling, ec)) {
             return make_error(ErrorKind::usage,

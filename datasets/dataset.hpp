@@ -48,6 +48,10 @@ util::Result<std::vector<Sample>> load_jsonl(const std::filesystem::path& path,
 // ~/.cache/diffeval.
 std::filesystem::path cache_dir();
 
+// The few-shot file a test file at `test_path` takes by default: train.jsonl
+// in its directory.
+std::filesystem::path fewshot_beside(const std::string& test_path);
+
 // Resolve a `--dataset` value: "sample", "gsm8k" (from the cache), or a path
 // to a test JSONL file; `fewshot_from` overrides the few-shot file ("" keeps
 // the default: the dataset's own train file, or the sample set's examples).

@@ -51,14 +51,10 @@ std::string page_script();
 // alone stand between model output and script (an outside audit found no
 // way through it; this is the second wall).
 std::string page_head() {
-    const auto hex = util::sha256_hex(page_script());
-    std::string digest;
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-        digest.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-    }
     std::string head = k_head;
     const std::string_view mark = "SCRIPT_HASH";
-    head.replace(head.find(mark), mark.size(), "'sha256-" + util::base64(digest) + "'");
+    head.replace(head.find(mark), mark.size(),
+                 "'sha256-" + util::sha256_base64(page_script()) + "'");
     return head;
 }
 

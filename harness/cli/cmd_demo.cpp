@@ -55,7 +55,7 @@ util::Result<datasets::Dataset> choose_dataset(const DemoFlags& f, std::string& 
     // file with no train.jsonl beside it suggest.
     std::error_code ec;
     if (spec != "sample" && spec != "gsm8k" && fs::is_regular_file(spec, ec) &&
-        !fs::exists(fs::path(spec).parent_path() / "train.jsonl", ec)) {
+        !fs::exists(datasets::fewshot_beside(spec), ec)) {
         const auto dir = fs::path(spec).parent_path();
         return util::make_error(
             util::ErrorKind::usage,

@@ -617,7 +617,7 @@ void PlainMulti::Impl::complete(Transfer& t) {
     }
     if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open &&
         !(chunked && closes_after_chunked.contains(t.target->key)) &&
-        !closes_after_answers.contains(t.target->key)) {
+        (closes_after_answers.empty() || !closes_after_answers.contains(t.target->key))) {
         t.conn->reused = true;
         t.conn->after_chunked = chunked;
         idle[t.target->key].push_back(std::move(t.conn));

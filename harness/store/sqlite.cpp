@@ -231,8 +231,9 @@ util::Result<void> Database::open(const std::string& path, Create create) {
     const bool special = path.starts_with("file:") || path == ":memory:";
     const std::string target = special ? "./" + path : path;
     std::error_code ec;
-    const bool had_sides = std::filesystem::exists(target + "-wal", ec) ||
-                           std::filesystem::exists(target + "-shm", ec);
+    const bool had_sides =
+        create == Create::read_only && (std::filesystem::exists(target + "-wal", ec) ||
+                                        std::filesystem::exists(target + "-shm", ec));
     if (auto r = open_as(target, flags, path); !r) {
         return r;
     }

@@ -96,6 +96,15 @@ uint64_t Hash64Stream::value() const {
     return h;
 }
 
+std::string sha256_base64(std::string_view data) {
+    sha256_ctx ctx;
+    sha256_init(&ctx);
+    update(ctx, data);
+    std::array<uint8_t, SHA256_DIGEST_SIZE> md{};
+    sha256_digest(&ctx, md.size(), md.data());
+    return base64(std::string_view(reinterpret_cast<const char*>(md.data()), md.size()));
+}
+
 std::string base64(std::string_view data) {
     std::string out(BASE64_ENCODE_RAW_LENGTH(data.size()), '\0');
     nettle_base64_encode_raw(out.data(), data.size(),

@@ -36,6 +36,10 @@ private:
 // HTTP Basic credential.
 std::string base64(std::string_view data);
 
+// base64 of `data`'s sha256 digest: how a Content-Security-Policy names an
+// inline script ('sha256-...').
+std::string sha256_base64(std::string_view data);
+
 // 64-bit FNV-1a of `data`, mixed; stable across platforms and runs.
 uint64_t hash64(std::string_view data, uint64_t seed = 0);
 

@@ -16,6 +16,13 @@ TEST(Sha256, MatchesTheStandardTestVectors) {
     EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
+// The digest in base64, as a Content-Security-Policy names a script: the
+// standard vector's bytes, not its hex text's.
+TEST(Sha256, InBase64IsTheDigestsBytes) {
+    EXPECT_EQ(sha256_base64("abc"), "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+    EXPECT_EQ(sha256_base64(""), "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+}
+
 TEST(Sha256Prefix, GivesTheWholeTextsDigestWhateverThePrefixLength) {
     // Prefix lengths around SHA-256's 64-byte block, where a kept partial
     // block matters, and texts that do and do not start with the prefix.
