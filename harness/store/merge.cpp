@@ -288,15 +288,16 @@ std::string find_conflict(sqlite3* db) {
         }
     }
     auto question = first_row(db,
-                              "SELECT s.dataset, s.question_idx FROM src.questions s "
+                              "SELECT s.dataset, s.question_idx, m.question != s.question "
+                              "FROM src.questions s "
                               "JOIN main.questions m USING (dataset, question_idx) "
                               "WHERE m.question != s.question OR m.answer != s.answer LIMIT 1",
-                              2);
+                              3);
     if (!question.empty()) {
         const auto& f = question;
-        return fmt::format("dataset '{}' question {} has a different text; they were not run on "
-                           "the same questions",
-                           f[0], f[1]);
+        return fmt::format("dataset '{}' question {} has {} there than here; they were not run "
+                           "on the same questions",
+                           f[0], f[1], f[2] == "1" ? "another text" : "another gold answer");
     }
     auto scorer = first_row(db,
                             "SELECT s.name FROM src.scorers s JOIN main.scorers m USING (name) "

@@ -16,7 +16,10 @@ std::string p_text(double p, int digits) {
     if (p < 1e-300) {
         return "< 1e-300";
     }
-    return fmt::format("{:.{}g}", p, digits);
+    // A tie rounds up, as a p-value should (1/16 with two digits is 0.063,
+    // not the 0.062 of rounding to even): a relative nudge far below any
+    // printed digit.
+    return fmt::format("{:.{}g}", p * (1.0 + 1e-12), digits);
 }
 
 } // namespace diffeval::util

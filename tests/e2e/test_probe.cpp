@@ -360,7 +360,7 @@ TEST(Probe, TheNumericsCheckOnTooFewQuestionsCannotTell) {
 
 // Five questions cannot show a shift (a two-sided sign-flip test needs six
 // to reach 0.05): the shift check said a 0.48-logit shift lay beyond 0.2
-// beside sign-flip p 0.062, and passed an A/A pair on nothing. Both cannot
+// beside sign-flip p 0.063, and passed an A/A pair on nothing. Both cannot
 // tell now.
 TEST(Probe, TheShiftCheckOnTooFewQuestionsCannotTell) {
     auto dir = e2e::scratch("probe_shift_few");

@@ -90,9 +90,9 @@ TEST(ProbeDirection, SmallSetsAreTestedExactly) {
     EXPECT_TRUE(c->direction.exact);
     EXPECT_NEAR(c->direction.p_value, 2.0 / 32.0, 1e-12); // all + or all -
     EXPECT_FALSE(c->direction.p_at_floor);                // enumerated: a measured tail
-    EXPECT_NE(probe_line(*c).find("sign-flip p 0.062;"), std::string::npos) << probe_line(*c);
+    EXPECT_NE(probe_line(*c).find("sign-flip p 0.063;"), std::string::npos) << probe_line(*c);
     // Five questions bound nothing: the interval, tight and far from 0
-    // beside p 0.062, was printed without a word (statistics audit).
+    // beside p 0.063, was printed without a word (statistics audit).
     EXPECT_NE(probe_line(*c).find("over 5 questions (too few questions for the interval to bound "
                                   "the shift, or for the sign-flip test to reach p < 0.05: that "
                                   "takes 6)"),
@@ -477,7 +477,7 @@ TEST(ProbeGate, AnIntervalBeyondTheLimitTheTestDoesNotShowCannotTell) {
     EXPECT_NEAR(checks[0].detail["direction"]["p_value"].get<double>(), 0.0625, 1e-12);
     EXPECT_EQ(checks[0].status, CheckStatus::fail);
     EXPECT_NE(checks[0].why.find("cannot tell: the interval lies above +0.200 logits, but the "
-                                 "sign-flip test does not show a shift (p 0.062, not below 0.05)"),
+                                 "sign-flip test does not show a shift (p 0.063, not below 0.05)"),
               std::string::npos)
         << checks[0].why;
 }

@@ -80,6 +80,16 @@ TEST(PText, GivesSignificantDigitsAndABoundBelowADoublesRange) {
     EXPECT_EQ(diffeval::util::p_text(std::ldexp(1.0, -1050)), "< 1e-300");
 }
 
+// A p exactly halfway between two printed values rounds up, not to even:
+// the sign-flip p of four questions all one way, 1/16, is "0.063", as a
+// reader dividing by hand gets it (outside audit: it printed "0.062").
+TEST(PText, RoundsATieUp) {
+    EXPECT_EQ(diffeval::util::p_text(0.0625, 2), "0.063");
+    EXPECT_EQ(diffeval::util::p_text(0.125, 2), "0.13");
+    EXPECT_EQ(diffeval::util::p_text(0.0625), "0.0625");
+    EXPECT_EQ(diffeval::util::p_text(0.05, 2), "0.05");
+}
+
 // What JSON output may hold (RFC 3629): names and paths that fail it are
 // refused or replaced before nlohmann's dump() would throw on them.
 TEST(IsUtf8, AcceptsUtf8AndRefusesWhatJsonCannotHold) {
