@@ -109,6 +109,17 @@ struct GroupRows {
 
     // How many questions the rows are of (after finish()).
     int64_t questions() const;
+
+    // The rows of requests that were sent (answered or failed), without the
+    // planned ones never sent (response_id 0): a run that stopped says
+    // nothing of its server's answers there.
+    GroupRows sent() const {
+        GroupRows g;
+        g.rows.reserve(rows.size());
+        std::copy_if(rows.begin(), rows.end(), std::back_inserter(g.rows),
+                     [](const ResultRow* r) { return r->response_id != 0; });
+        return g;
+    }
 };
 
 // The rows of one question in a group: [begin, end) of GroupRows::rows.
@@ -560,14 +571,27 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     c.b = name_of(kb);
     c.dataset_a = dataset_of(ga);
     c.dataset_b = dataset_of(gb);
-    const Paired p = pair_groups(ga, gb, scorer, c);
+    // Requests never sent are left out of the pairing: counted as wrong
+    // answers, a baseline whose run was killed passed a candidate 13 points
+    // worse on the questions both answered as "better" (gate audit). Only a
+    // side that sent nothing is paired as it is, where its no-evidence
+    // verdict says it answered nothing.
+    GroupRows sent_a = ga.sent();
+    GroupRows sent_b = gb.sent();
+    if (sent_a.rows.empty() || sent_b.rows.empty()) {
+        sent_a = ga;
+        sent_b = gb;
+    }
+    c.unsent_a = static_cast<int64_t>(ga.rows.size() - sent_a.rows.size());
+    c.unsent_b = static_cast<int64_t>(gb.rows.size() - sent_b.rows.size());
+    const Paired p = pair_groups(sent_a, sent_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
     if (c.token_questions > 0) {
         c.tokens_a /= static_cast<double>(c.token_questions);
         c.tokens_b /= static_cast<double>(c.token_questions);
     }
-    c.questions_a = ga.questions();
-    c.questions_b = gb.questions();
+    c.questions_a = sent_a.questions();
+    c.questions_b = sent_b.questions();
     if (p.differing > 0) {
         return make_error(
             ErrorKind::other_questions,
@@ -587,6 +611,17 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
 }
 
 } // namespace
+
+std::string unsent_text(const Comparison& c) {
+    std::vector<std::string> sides;
+    for (const auto& [name, unsent] :
+         {std::pair{c.a.text(), c.unsent_a}, std::pair{c.b.text(), c.unsent_b}}) {
+        if (unsent > 0) {
+            sides.push_back(fmt::format("{} of {}'s requests", unsent, name));
+        }
+    }
+    return fmt::format("{}", fmt::join(sides, "; "));
+}
 
 std::string unanswered_text(const Comparison& c) {
     std::vector<std::string> sides;
@@ -692,11 +727,15 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
         // of a side with none).
         if (c.verdict.kind != VerdictKind::no_evidence) {
             if (const auto unanswered = unanswered_text(c); !unanswered.empty()) {
-                c.verdict.caveats += fmt::format(" Without a successful response (failed, or no "
-                                                 "response stored), each counted as a wrong "
-                                                 "answer: {}.",
+                c.verdict.caveats += fmt::format(" Failed (no successful response), each counted "
+                                                 "as a wrong answer: {}.",
                                                  unanswered);
             }
+        }
+        if (const auto unsent = unsent_text(c); !unsent.empty()) {
+            c.verdict.caveats += fmt::format(" Left out, never sent (a run stopped first; the "
+                                             "command that asked for them sends them): {}.",
+                                             unsent);
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
             c.verdict.caveats +=
@@ -826,6 +865,7 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"questions", c.questions},
         {"questions_a", c.questions_a},
         {"questions_b", c.questions_b},
+        {"never_sent", {{"a", c.unsent_a}, {"b", c.unsent_b}}},
         {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
         {"paired_responses", c.paired_responses},
         {"accuracy_a", c.accuracy_a},

@@ -117,10 +117,14 @@ struct Comparison {
     std::string dataset_a; // the dataset each side's questions came from
     std::string dataset_b;
     int64_t questions = 0; // paired: answered in both groups
-    // Questions each group answered; more than `questions` when the groups
-    // ran different subsets (a --limit, a shard, failed requests), and the
-    // verdict sentence then says so.
+    // Questions each group holds a sent request of (answered or failed); more
+    // than `questions` when the groups ran different subsets (a --limit, a
+    // shard, a stopped run), and the verdict sentence then says so.
     int64_t questions_a = 0, questions_b = 0;
+    // Planned requests of each group never sent (a run stopped first), left
+    // out of the pairing and of questions_a/_b; 0 when a side sent nothing,
+    // whose unsent requests then count as failed (no evidence).
+    int64_t unsent_a = 0, unsent_b = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only
     // identifiers, so none is paired with "its" counterpart).
@@ -199,11 +203,16 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
 
-// How many requests of each side of `c` have no successful response
-// (failed, or planned and never sent), each counted as a wrong answer:
+// How many paired requests of each side of `c` have no successful response
+// (failed; planned and never sent only where a side sent nothing), each
+// counted as a wrong answer:
 // "10 of flaky/raw/256's 30 requests", A's first, "; "-joined; empty when
 // every request answered. The verdict's sentence and `plan` end with it.
 std::string unanswered_text(const Comparison& c);
+
+// "N of A's requests; M of B's requests" for the planned requests each side
+// never sent (left out of the pairing); empty when none.
+std::string unsent_text(const Comparison& c);
 
 // Decide every comparison's verdict (verdict.hpp) with their p-values
 // Holm-adjusted together; `margin` (a proportion) asks for equivalence.

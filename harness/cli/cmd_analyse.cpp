@@ -298,8 +298,8 @@ int plan_command(const AnalyseFlags& f) {
         // a pilot whose B failed 34% of its requests without a word).
         if (const auto unanswered = analysis::unanswered_text(c); !unanswered.empty()) {
             std::cout << fmt::format(
-                "Without a successful response (failed, or no response stored), each counted as a "
-                "wrong answer in the variances below: {}; what they add is the server's, not the "
+                "Failed (no successful response), each counted as a wrong answer in the "
+                "variances below: {}; what they add is the server's, not the "
                 "model's, so a pilot they are gone from sizes the run better.\n",
                 unanswered);
         }

@@ -129,13 +129,30 @@ TEST_F(Analyse, AReadingCommandLeavesNoSideFiles) {
 // A flip whose side was never sent (a run stopped first) says so in its
 // excerpt: the cell was blank, where the docs promise "(no answer)" or the
 // answer (an outside audit).
+// Requests never sent are left out of the pairing, so no flip is one; only
+// a side that sent nothing is paired with them (as no evidence), and its
+// flips say "(no response)".
 TEST_F(Analyse, AFlipNeverSentSaysNoResponse) {
     auto copy = *dir / "unsent.sqlite";
     std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
     e2e::unsend(copy, "server = 'deepgemm' AND question_idx < 20");
+    const std::vector<std::string> diff = {"diff",        "--db",         copy.string(),
+                                           "default/raw", "deepgemm/raw", "--format",
+                                           "json",        "--flips",      "1000"};
+    auto some = e2e::run(diff);
+    ASSERT_EQ(some.exit_code, 0) << some.err;
+    for (const auto& c : json::parse(some.out)["comparisons"]) {
+        EXPECT_GT(c["never_sent"]["b"].get<int>(), 0) << c["never_sent"];
+        for (const auto* side : {"a_better", "b_better"}) {
+            for (const auto& f : c["flips"][side]) {
+                EXPECT_FALSE(f["b_response_id"].is_null()) << f.dump();
+                EXPECT_GE(f["question_idx"].get<int>(), 20) << f.dump();
+            }
+        }
+    }
+    e2e::unsend(copy, "server = 'deepgemm'");
     // Every flip's excerpts filled (the first ten are, by default).
-    auto o = e2e::run({"diff", "--db", copy.string(), "default/raw", "deepgemm/raw", "--format",
-                       "json", "--flips", "1000"});
+    auto o = e2e::run(diff);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     const auto j = json::parse(o.out);
     size_t unsent = 0;
@@ -1011,14 +1028,13 @@ TEST(Plan, APilotWithFailedRequestsSaysHowMany) {
     ASSERT_NE(failed, "0") << o.err;
     auto p = e2e::run({"plan", "--db", db.string(), "a/raw", "b/raw"});
     ASSERT_EQ(p.exit_code, 0) << p.err;
-    EXPECT_NE(
-        p.out.find("Without a successful response (failed, or no response stored), each counted as "
-                   "a wrong answer in the variances below: " +
-                   failed + " of b/raw/256's 48 requests here;"),
-        std::string::npos)
+    EXPECT_NE(p.out.find("Failed (no successful response), each counted as a wrong answer in the "
+                         "variances below: " +
+                         failed + " of b/raw/256's 48 requests here;"),
+              std::string::npos)
         << p.out;
     auto clean = e2e::run({"plan", "--db", db.string(), "a/raw", "a/raw"});
-    EXPECT_EQ(clean.out.find("Without a successful response"), std::string::npos) << clean.out;
+    EXPECT_EQ(clean.out.find("Failed (no successful response)"), std::string::npos) << clean.out;
 }
 
 // Reports audit #4: every question differing by the same amount (b wrong
