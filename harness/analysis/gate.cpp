@@ -247,7 +247,13 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         c.note = "no run size detects a drop while a side has no successful response: see its "
                  "errors (diffeval summary) and run it again";
     } else if (!st.mdd) {
-        c.note = no_spread_text(st);
+        // Said once: the verdict's sentence in `why` may end with it already
+        // (a docs audit saw it twice in a row in CI's summary).
+        const auto none = no_spread_text(st);
+        c.note = c.why.find(none) == std::string::npos
+                     ? none
+                     : "no smallest detectable drop to give (the sentence above says why); "
+                       "more questions narrow the bounds";
     } else if (too_small) {
         c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({})",

@@ -457,6 +457,12 @@ TEST_F(Gate, AnUnchangedAccuracyIsNotCalledADrop) {
         {"--baseline", "default/chat/128", "--candidate", "deepgemm/chat/128", "--max-drop", "2"});
     EXPECT_NE(o.out.find("measured:  change 0.0 points ("), std::string::npos) << o.out;
     EXPECT_EQ(o.out.find("drop 0.0"), std::string::npos) << o.out;
+    // Said once, in the verdict's sentence, not again as the note (docs
+    // audit: "...; the two sides agree on every question; the two sides
+    // agree on every question" in CI's step summary).
+    const std::string agree = "the two sides agree on every question";
+    ASSERT_NE(o.out.find(agree), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find(agree), o.out.rfind(agree)) << o.out;
 }
 
 TEST_F(Gate, AZeroMarginPrintsNoNegativeZero) {
@@ -792,6 +798,71 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
     EXPECT_EQ(one.exit_code, 1) << one.out << one.err;
     EXPECT_NE(one.out.find("worse than the 1.0-point margin"), std::string::npos) << one.out;
     EXPECT_EQ(one.out.find("too small"), std::string::npos) << one.out;
+}
+
+// Requests a baseline's run never sent (it was killed) are left out of the
+// pairing, not counted as its wrong answers: counted so, a killed baseline
+// passed a candidate 13 points worse on the questions both answered as
+// "better" (gate audit), and a killed candidate read as tens of points worse.
+TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
+    const char* gsm8k = std::getenv("GSM8K_DIR");
+    if (!gsm8k || !*gsm8k) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; the official-set gate test needs it";
+    }
+    const std::string test = std::string(gsm8k) + "/test.jsonl";
+    const std::string train = std::string(gsm8k) + "/train.jsonl";
+    auto dir = e2e::scratch("gate-killed-baseline");
+    auto db = (dir / "g.sqlite").string();
+    e2e::Sim a({"--profile", "default", "--dataset", test, "--fewshot-from", train});
+    e2e::Sim b({"--profile", "deepgemm", "--dataset", test, "--fewshot-from", train});
+    auto r = e2e::run({"run", "--server", "default=" + a.url(), "--server", "deepgemm=" + b.url(),
+                       "--framing", "raw", "--max-tokens", "256", "--dataset", test,
+                       "--fewshot-from", train, "--limit", "200", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<std::string> gate = {
+        "gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm", "--max-drop", "1"};
+    auto whole = e2e::run(gate);
+    ASSERT_EQ(whole.exit_code, 1) << whole.out; // the drop, with every request answered
+    // What a baseline run killed after 120 of its 200 requests leaves.
+    e2e::unsend(db, "server = 'default' AND question_idx >= 120");
+    auto o = e2e::run(gate);
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Left out, never sent (a run stopped first; the command that asked for "
+                         "them sends them): 80 of default/raw/256's requests."),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 holds "
+                         "120 and deepgemm/raw/256 holds 200"),
+              std::string::npos)
+        << o.out;
+    // The paired accuracies are those of the 120 questions both sent.
+    auto d = e2e::run({"diff", "default", "deepgemm", "--db", db, "--format", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const auto c = json::parse(d.out)["comparisons"][0];
+    EXPECT_EQ(c["questions"], 120) << c;
+    EXPECT_EQ(c["never_sent"], json({{"a", 80}, {"b", 0}})) << c;
+    const auto right = [&](const std::string& server) {
+        return std::stod(e2e::query(
+            db, "SELECT avg(correct) FROM v_scores WHERE scorer = 'vllm' AND server = '" + server +
+                    "' AND question_idx < 120"));
+    };
+    EXPECT_NEAR(c["accuracy_a"].get<double>(), right("default"), 1e-12) << c;
+    EXPECT_NEAR(c["accuracy_b"].get<double>(), right("deepgemm"), 1e-12) << c;
+    // The same from the candidate's side: a killed candidate is compared on
+    // what it sent, not called worse by every request it never sent.
+    e2e::exec(db, "DELETE FROM requests WHERE server = 'default' AND response_id IS NULL");
+    e2e::unsend(db, "server = 'deepgemm' AND question_idx >= 60");
+    d = e2e::run({"diff", "default", "deepgemm", "--db", db, "--format", "json"});
+    ASSERT_EQ(d.exit_code, 0) << d.err;
+    const auto k = json::parse(d.out)["comparisons"][0];
+    EXPECT_EQ(k["questions"], 60) << k;
+    EXPECT_EQ(k["never_sent"], json({{"a", 0}, {"b", 140}})) << k;
+    // --require-complete still fails on what was never sent.
+    auto complete = gate;
+    complete.emplace_back("--require-complete");
+    EXPECT_EQ(e2e::run(complete).exit_code, 1);
 }
 
 namespace {
