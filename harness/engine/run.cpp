@@ -683,8 +683,22 @@ util::Result<void> record_server(const RunContext& ctx, const ServerRecord& r, s
     if (log_text.empty() && !r.fp) {
         return util::Result<void>{};
     }
-    return db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
-                             r.facts_json);
+    auto put = db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
+                                 r.facts_json);
+    if (!put) {
+        return put.error();
+    }
+    // A resume attached without --server-log overwrote the log an earlier
+    // run stored, and its facts: the database then could not tell that its
+    // first answers came from another KV-cache type (engine audit).
+    if (!*put) {
+        ctx.log << fmt::format("warning: server '{}' has no --server-log in this "
+                               "run, so what it runs now is not checked against the log an "
+                               "earlier run stored for it, which is kept with its facts; pass "
+                               "--server-log {}=FILE to check\n",
+                               r.row.name, r.row.name);
+    }
+    return util::Result<void>{};
 }
 
 // The phases: all servers at once, or one at a time (--sequential-servers).

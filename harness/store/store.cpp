@@ -597,8 +597,11 @@ constexpr std::string_view k_statements[] = {
     "model = CASE WHEN excluded.model = '' THEN servers.model ELSE excluded.model END, "
     "info_json = CASE WHEN excluded.info_json = '{}' THEN servers.info_json "
     "ELSE excluded.info_json END",
-    // k_put_server_log
-    "UPDATE servers SET log_path = ?, log_text = ?, facts_json = ? WHERE name = ?",
+    // k_put_server_log: a run that read no log (attached without
+    // --server-log) keeps the log and facts an earlier run stored, the only
+    // record of what that server ran when it answered
+    "UPDATE servers SET log_path = ?1, log_text = ?2, facts_json = ?3 WHERE name = ?4 "
+    "AND NOT (?2 = '' AND coalesce(log_text, '') != '')",
     // k_put_question
     "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer, question_sha256) "
     "VALUES (?, ?, ?, ?, ?)",
@@ -1714,7 +1717,7 @@ util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::st
                                                          st.column_view(2), st.column_text(3))};
 }
 
-util::Result<void> Store::put_server_log(const std::string& name, const std::string& log_path,
+util::Result<bool> Store::put_server_log(const std::string& name, const std::string& log_path,
                                          const std::string& log_text,
                                          const std::string& facts_json) {
     auto facts =
@@ -1723,7 +1726,7 @@ util::Result<void> Store::put_server_log(const std::string& name, const std::str
         return make_error(ErrorKind::io,
                           fmt::format("cannot record server log: {}", m_db.last_error()));
     }
-    return {};
+    return sqlite3_changes(m_db.handle()) > 0;
 }
 
 util::Result<std::optional<Store::StoredQuestion>>

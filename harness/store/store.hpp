@@ -192,7 +192,9 @@ public:
     // to one of its requests or probe requests; nullopt otherwise.
     util::Result<std::optional<ServerIdentity>> answered_server(const std::string& name);
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
-    util::Result<void> put_server_log(const std::string& name, const std::string& log_path,
+    // Without a log (`log_text` empty), a log stored before is kept with its
+    // facts, and false is returned.
+    util::Result<bool> put_server_log(const std::string& name, const std::string& log_path,
                                       const std::string& log_text, const std::string& facts_json);
     // A question stored under a dataset's name, at its index.
     struct StoredQuestion {

@@ -267,6 +267,25 @@ TEST(EngineFingerprint, AnAttachedLogTheServerContradictsIsRefused) {
     EXPECT_EQ(
         query(dir / "own.sqlite", "SELECT json_extract(facts_json, '$.conflicts') FROM servers"),
         "[]");
+    // Resumed without --server-log, the run keeps the log and facts stored
+    // with the first answers and says it cannot check them: it overwrote
+    // them with /props' few facts, so nothing told that a server restarted
+    // with another KV-cache type had given the later answers (engine audit).
+    const auto stored = "SELECT log_path || ' ' || length(log_text) || ' ' || facts_json FROM "
+                        "servers";
+    const auto before = query(dir / "own.sqlite", stored);
+    o = e2e::run({"run", "--server", "llama=" + server.url(), "--framing", "raw", "--max-tokens",
+                  "8", "--limit", "4", "--dataset", test.string(), "--fewshot-from",
+                  (dir / "train.jsonl").string(), "--db", (dir / "own.sqlite").string(),
+                  "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err << o.out;
+    EXPECT_EQ(query(dir / "own.sqlite", "SELECT count(*) FROM responses"), "4");
+    EXPECT_EQ(query(dir / "own.sqlite", stored), before);
+    EXPECT_NE(before.find("llama.log"), std::string::npos) << before;
+    EXPECT_NE(o.err.find("warning: server 'llama' has no --server-log in this run, so what it "
+                         "runs now is not checked against the log an earlier run stored for it"),
+              std::string::npos)
+        << o.err;
 }
 
 // llama-server names its model by `--alias` in /v1/models, so another GGUF
