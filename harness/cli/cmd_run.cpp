@@ -511,7 +511,7 @@ void add_run_command(CLI::App& root, Dispatch& dispatch) {
                     "Few-shot examples per question (default: the framing's; at most as many "
                     "as the few-shot pool holds)");
     cmd->add_option("--gen-prefix", flags->gen_prefix,
-                    "Text after \"Answer:\" ({gen_prefix} in framing templates)");
+                    "Text after \"Answer:\" ({gen_prefix} in framing templates; default empty)");
     cmd->add_option("--temperature", flags->temperature, "Send this temperature");
     cmd->add_option("--top-p", flags->top_p, "Send this top_p");
     cmd->add_option("--top-k", flags->top_k, "Send this top_k");

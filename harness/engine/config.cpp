@@ -834,8 +834,10 @@ nlohmann::json to_json(const RunConfig& c) {
         nlohmann::json j = {{"name", s.name}, {"url", s.url}};
         if (s.model)
             j["model"] = *s.model;
-        if (!s.api_key_env.empty())
-            j["api_key_env"] = s.api_key_env;
+        // The variable the key was read from, the server's own or the run's
+        // (--api-key-env), as preflight reads it: never the key.
+        if (const auto& var = s.api_key_env.empty() ? c.api_key_env : s.api_key_env; !var.empty())
+            j["api_key_env"] = var;
         if (!s.extra_body.empty())
             j["body"] = s.extra_body;
         // Header values may hold credentials: keep only their names.

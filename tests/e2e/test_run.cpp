@@ -1034,6 +1034,10 @@ TEST(RunBadInput, ApiKeyIsSentButNeverStoredOrPrinted) {
     std::ifstream in(db, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(bytes.find("sk-secret"), std::string::npos);
+    // The run records which variable the key came from, from the flag as
+    // from a config file (docs audit: only a config's was recorded).
+    EXPECT_EQ(query(db, "SELECT json_extract(config_json, '$.servers[0].api_key_env') FROM runs"),
+              "DE_TEST_KEY");
     auto missing = e2e::run({"run", "--server", "a=" + a.url(), "--api-key-env", "DE_UNSET_KEY"});
     EXPECT_EQ(missing.exit_code, 2);
     EXPECT_NE(missing.err.find("DE_UNSET_KEY is not set"), std::string::npos) << missing.err;
