@@ -712,6 +712,37 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     return out;
 }
 
+std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& results,
+                                                            const Selector& a, const Selector& b) {
+    std::vector<std::pair<Selector, Selector>> out;
+    const int sa = index_in(results.servers, a.server);
+    const int sb = index_in(results.servers, b.server);
+    if (sa < 0 || sb < 0) {
+        return out;
+    }
+    std::set<GroupKey> present;
+    for (const auto& r : results.rows) {
+        present.insert({r.server, r.framing, r.max_tokens});
+    }
+    const auto name_of = [&](const GroupKey& k) -> Selector {
+        return {results.servers[static_cast<size_t>(std::get<0>(k))],
+                results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k)};
+    };
+    for (const auto& key : present) {
+        auto [srv, fr, mt] = key;
+        if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
+            (a.max_tokens && mt != *a.max_tokens)) {
+            continue;
+        }
+        const int fb = b.framing ? index_in(results.framings, *b.framing) : fr;
+        GroupKey kb{sb, fb, b.max_tokens ? *b.max_tokens : mt};
+        if (kb != key && fb >= 0 && !present.contains(kb)) {
+            out.emplace_back(name_of(key), name_of(kb));
+        }
+    }
+    return out;
+}
+
 void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double> margin) {
     std::vector<double> p;
     for (const auto& c : comparisons) {

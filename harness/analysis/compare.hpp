@@ -203,6 +203,12 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
                                               const Selector& b, size_t scorer,
                                               const CompareOptions& options = {});
 
+// Each group matching `a` whose counterpart under `b` holds no row (a
+// framing or token limit the other side never ran), as (A's group, the B
+// group it would pair with); compare() passes over them.
+std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& results,
+                                                            const Selector& a, const Selector& b);
+
 // How many paired requests of each side of `c` have no successful response
 // (failed; planned and never sent only where a side sent nothing), each
 // counted as a wrong answer:

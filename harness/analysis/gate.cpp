@@ -636,6 +636,32 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
             out.push_back(token_check(cmp, *spec.max_token_increase_pct));
         }
     }
+    // A baseline group the candidate has no counterpart of (a framing the
+    // pull request stopped running) is named, neither passing nor failing:
+    // the gate checked raw and said nothing of chat (gate audit).
+    for (const auto& [a, b] : unmatched_groups(results, *spec.baseline, *spec.candidate)) {
+        GateCheck k;
+        k.kind = spec.max_drop_points                ? "paired"
+                 : spec.max_never_finished_increase  ? "never_finished"
+                 : spec.max_reasoning_start_increase ? "reasoning_start"
+                                                     : "tokens";
+        k.name = fmt::format("{} {} -> {}", k.kind, a.text(), b.text());
+        k.unit = k.kind == "paired" ? "points" : k.kind == "tokens" ? "%" : "responses";
+        k.threshold = spec.max_drop_points                ? *spec.max_drop_points
+                      : spec.max_never_finished_increase  ? spec.max_never_finished_increase->value
+                      : spec.max_reasoning_start_increase ? spec.max_reasoning_start_increase->value
+                      : spec.max_token_increase_pct       ? *spec.max_token_increase_pct
+                                                          : 0.0;
+        k.measured_text = fmt::format("not measured: no group {}", b.text());
+        k.threshold_text = "not judged";
+        k.status = CheckStatus::skip;
+        k.why = fmt::format("not judged: {} has no group to pair with {} (it never ran {}/{}); "
+                            "run it, or give --baseline and --candidate as SERVER/FRAMING of a "
+                            "framing both ran",
+                            b.server, a.text(), *b.framing, *b.max_tokens);
+        k.detail = {{"baseline", a.text()}, {"candidate", b.text()}, {"outcome", "not run"}};
+        out.push_back(std::move(k));
+    }
     return {};
 }
 

@@ -213,8 +213,15 @@ int diff_command(const AnalyseFlags& f) {
     if (!probes) {
         return report(probes.error());
     }
+    // Groups of A with no counterpart in B are named, not passed over: a
+    // framing one side never ran read as if both had been compared.
+    const auto unmatched = analysis::unmatched_groups(*results, *a, *b);
     if (json) {
         auto out = analysis::to_json(*cmp);
+        out["not_compared"] = nlohmann::json::array();
+        for (const auto& [ua, ub] : unmatched) {
+            out["not_compared"].push_back({{"a", ua.text()}, {"b", ub.text()}});
+        }
         out["probes"] = nlohmann::json::array();
         for (const auto& p : probes->first) {
             out["probes"].push_back(analysis::to_json(p));
@@ -225,6 +232,12 @@ int diff_command(const AnalyseFlags& f) {
     }
     for (const auto& c : *cmp) {
         std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";
+    }
+    for (const auto& [ua, ub] : unmatched) {
+        std::cout << for_terminal(fmt::format("Not compared: {} has no group to pair with {} (it "
+                                              "never ran {}/{}).\n",
+                                              ub.server, ua.text(), *ub.framing, *ub.max_tokens),
+                                  stdout);
     }
     for (const auto& p : probes->first) {
         std::cout << analysis::probe_line(p) << "\n";

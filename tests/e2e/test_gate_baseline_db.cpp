@@ -5,6 +5,7 @@
 #include "e2e.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <csignal>
 #include <fstream>
@@ -203,4 +204,54 @@ TEST(GateBaselineDb, ASignalLeavesNoCopyUnderTmpdir) {
         std::filesystem::create_directories(tmp);
     }
     EXPECT_EQ(caught, 2) << "the gate ended before each signal every time";
+}
+
+// A framing the baseline ran and the candidate did not is named as not
+// judged (SKIP), in the gate and in diff: the gate checked raw and said
+// nothing of chat, so a pull request that stopped running a framing passed
+// without a word (gate audit).
+TEST(GateBaselineDb, AFramingTheCandidateNeverRanIsNamedNotJudged) {
+    auto dir = e2e::scratch("gate-baseline-db-framing");
+    e2e::Sim sim;
+    const auto main_db = (dir / "main.sqlite").string();
+    const auto pr_db = (dir / "pr.sqlite").string();
+    for (const auto& [db, framings] : {std::pair{main_db, "raw,chat"}, std::pair{pr_db, "raw"}}) {
+        auto o = e2e::run({"run", "--server", "vllm=" + sim.url(), "--framing", framings, "--limit",
+                           "20", "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    const auto json_path = (dir / "gate.json").string();
+    auto o = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm",
+                       "--candidate", "vllm", "--max-drop", "50", "--json", json_path});
+    EXPECT_EQ(o.exit_code, 0) << o.out << o.err;
+    EXPECT_NE(o.out.find("SKIP  paired baseline:vllm/chat/256 -> vllm/chat/256"), std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("not judged: vllm has no group to pair with baseline:vllm/chat/256 (it "
+                         "never ran chat/256)"),
+              std::string::npos)
+        << o.out;
+    EXPECT_NE(o.out.find("PASS: the one check passed, 1 not judged (SKIP)"), std::string::npos)
+        << o.out;
+    const auto j = nlohmann::json::parse(e2e::slurp(json_path));
+    ASSERT_EQ(j["checks"].size(), 2u) << j;
+    EXPECT_EQ(j["checks"][1]["status"], "skipped") << j;
+    EXPECT_TRUE(j["checks"][1]["measured"].is_null()) << j;
+    // diff names it too, in text and JSON.
+    const auto both = (dir / "both.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--framing", "raw,chat", "--limit",
+                       "20", "--db", both, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = e2e::run({"run", "--server", "b=" + sim.url(), "--framing", "raw", "--limit", "20", "--db",
+                  both, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto d = e2e::run({"diff", "a", "b", "--db", both});
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    EXPECT_NE(d.out.find("Not compared: b has no group to pair with a/chat/256 (it never ran "
+                         "chat/256)."),
+              std::string::npos)
+        << d.out;
+    d = e2e::run({"diff", "a", "b", "--db", both, "--format", "json"});
+    EXPECT_EQ(nlohmann::json::parse(d.out)["not_compared"],
+              nlohmann::json::parse(R"([{"a": "a/chat/256", "b": "b/chat/256"}])"))
+        << d.out;
 }
