@@ -1230,6 +1230,20 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
                                 util::one_line(c->message, 400),
                                 ctx.inputs.redactor.redacted(config.servers[si].url)));
             }
+            // A log whose last launch stopped is not of the server answering
+            // at the URL: an audit's attached log of an f16 server that had
+            // exited gave a q4_0 server's answers the f16 facts.
+            if (attached[si]->fp && !attached[si]->fp->stopped.empty()) {
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("--server-log {}={}: the server that wrote it has stopped (its "
+                                "last launch ends \"{}\"), and a server answers at {}: attach "
+                                "the log of the server now running there, or leave "
+                                "--server-log out",
+                                config.servers[si].name, config.servers[si].attached_log,
+                                util::one_line(attached[si]->fp->stopped, 120),
+                                ctx.inputs.redactor.redacted(config.servers[si].url)));
+            }
             if (auto r = check_same_server(ctx, *attached[si], db); !r) {
                 return r.error();
             }

@@ -114,6 +114,9 @@ struct Rules::Impl {
     // (`ready`): once ready, a server serves requests, and a verbose one
     // logs their prompts, whose text is no statement of what it runs.
     std::vector<std::unique_ptr<RE2>> launch, ready;
+    // Lines a server writes as it stops (`stopped`): a log whose last
+    // launch wrote one is no longer of a running server.
+    std::vector<std::unique_ptr<RE2>> stopped;
 
     static bool any_match(const std::vector<std::unique_ptr<RE2>>& res, re2::StringPiece line) {
         return std::any_of(res.begin(), res.end(),
@@ -155,8 +158,8 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     auto where = [&](const toml::node& n) {
         return fmt::format("{}:{}", origin, n.source().begin.line);
     };
-    static const std::set<std::string> k_top = {"version",  "engine", "fact",
-                                                "conflict", "launch", "ready"};
+    static const std::set<std::string> k_top = {"version", "engine", "fact",   "conflict",
+                                                "launch",  "ready",  "stopped"};
     for (const auto& [k, v] : tbl) {
         if (!k_top.count(std::string(k.str()))) {
             return make_error(
@@ -169,7 +172,9 @@ util::Result<Rules> Rules::parse(std::string_view text, const std::string& origi
     }
     auto impl = std::make_unique<Impl>();
     impl->engine = tbl["engine"].value_or(std::filesystem::path(origin).stem().string());
-    for (const auto& [key, into] : {std::pair{"launch", &impl->launch}, {"ready", &impl->ready}}) {
+    for (const auto& [key, into] : {std::pair{"launch", &impl->launch},
+                                    {"ready", &impl->ready},
+                                    {"stopped", &impl->stopped}}) {
         const auto* list = tbl[key].as_array();
         if (tbl[key] && (!list || !list->is_homogeneous(toml::node_type::string))) {
             return make_error(
@@ -377,6 +382,11 @@ Fingerprint Rules::apply(std::string_view log) const {
             fp.facts.clear();
             fp.stated.clear();
             serving = false;
+            fp.stopped.clear();
+        } else if (Impl::any_match(m_impl->stopped, line)) {
+            fp.stopped = util::one_line(std::string_view(line.data(), line.size()),
+                                        util::k_server_words_bytes);
+            continue;
         } else if (serving) {
             continue;
         } else if (Impl::any_match(m_impl->ready, line)) {

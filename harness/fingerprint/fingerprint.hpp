@@ -33,6 +33,10 @@ struct Fingerprint {
     // "auto"). Recorded, never compared.
     std::map<std::string, std::string> stated;
     std::vector<Conflict> conflicts;
+    // The line saying the server stopped (a rules file's `stopped` pattern)
+    // when its log's last launch wrote one, else empty: such a log is not
+    // of a server answering now. Read from the log, never stored.
+    std::string stopped;
 };
 
 // A compiled rules file.

@@ -613,6 +613,37 @@ TEST(Launch, AttachedLogIsFingerprinted) {
     EXPECT_NE(bad.err.find("no server named 'other'"), std::string::npos) << bad.err;
 }
 
+// A log whose server has stopped is not the log of the server answering at
+// the URL: refused before anything is sent (an engine
+// audit's attached log of an exited f16 server stored f16 facts for a
+// running q4_0 server). A restart appended to the log runs again.
+TEST(Launch, AnAttachedLogOfAStoppedServerIsRefused) {
+    auto dir = e2e::scratch("attach-stopped");
+    e2e::Sim a;
+    const auto log = dir / "vllm.log";
+    const std::string start = vllm_version_line("0.28.0") + "\nINFO:     Application startup "
+                                                            "complete.\n";
+    std::ofstream(log) << start
+                       << "INFO:     Shutting down\nINFO:     Finished server process "
+                          "[4242]\n";
+    auto db = dir / "r.sqlite";
+    const std::vector<std::string> args = {
+        "run", "--server",  "s=" + a.url(), "--server-log", "s=" + log.string(), "--limit",
+        "2",   "--framing", "raw",          "--db",         db.string(),         "--quiet"};
+    auto o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: --server-log s=" + log.string() +
+                         ": the server that wrote it has stopped (its last launch ends \"INFO: "
+                         "Finished server process [4242]\"), and a server answers at " +
+                         a.url() +
+                         ": attach the log of the server now running there, or leave "
+                         "--server-log out\n");
+    EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "0");
+    std::ofstream(log, std::ios::app) << start;
+    o = e2e::run(args);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
 // A server diffeval attaches to is checked before the run is recorded: its
 // log naming another engine than the one the database's responses under its
 // name came from stops the run with nothing stored changed. What only one

@@ -306,3 +306,39 @@ TEST(Fingerprint, ALaunchThatNeverBecameReadyNeitherLeaksNorStandsForTheServer) 
     EXPECT_EQ(later_failed->facts["slots"], "2");
     EXPECT_EQ(later_failed->facts["context_per_slot"], "2048");
 }
+
+// A log whose last launch wrote the line a stopping server writes is a
+// stopped server's (`stopped`); a launch appended after it runs again. An
+// engine audit's attached log of an exited f16 server was taken as the
+// running q4_0 server's.
+TEST(Fingerprint, ALogWhoseLastLaunchStoppedSaysSo) {
+    // The verbose server's log as it was while it ran: it ends with the line.
+    const auto whole = read_log("llamacpp-b11669-lv4.log");
+    const auto at = whole.find("cleaning up before exit");
+    ASSERT_NE(at, std::string::npos);
+    const auto verbose = whole.substr(0, whole.rfind('\n', at) + 1);
+    const std::string exit_line =
+        "1.18.194.931 I srv    operator(): operator(): cleaning up before exit...\n";
+    auto running = fingerprint_log(verbose);
+    ASSERT_TRUE(running.ok());
+    EXPECT_EQ(running->stopped, "");
+    auto stopped = fingerprint_log(verbose + exit_line);
+    ASSERT_TRUE(stopped.ok());
+    EXPECT_EQ(stopped->stopped,
+              "1.18.194.931 I srv operator(): operator(): cleaning up before exit...");
+    EXPECT_EQ(stopped->facts, running->facts); // what it ran is still read
+    auto restarted = fingerprint_log(verbose + exit_line + read_log("llamacpp-b11669-default.log"));
+    ASSERT_TRUE(restarted.ok());
+    EXPECT_EQ(restarted->stopped, "");
+    // A prompt a verbose server logs that quotes the words is no stop.
+    auto quoted = fingerprint_log(verbose + "srv  log: \"prompt\": \"cleaning up before exit\"\n");
+    ASSERT_TRUE(quoted.ok());
+    EXPECT_EQ(quoted->stopped, "");
+    // vLLM's: uvicorn's last line.
+    auto vllm = fingerprint_log("INFO 03-19 09:01:02 [api_server.py:1880] vLLM API server "
+                                "version 0.28.0\nINFO:     Application startup complete.\n"
+                                "INFO:     Finished server process [4242]\n");
+    ASSERT_TRUE(vllm.ok());
+    EXPECT_EQ(vllm->engine, "vllm");
+    EXPECT_EQ(vllm->stopped, "INFO: Finished server process [4242]");
+}
