@@ -102,9 +102,23 @@ int summary_command(const AnalyseFlags& f) {
     if (!unknown->empty()) {
         std::cout << "\n";
     }
+    // A group without one successful response: its accuracy of 0 is of its
+    // failures, which only the err column said (an engine audit's server
+    // that refused every prompt as too long showed "0.0" like a model that
+    // answered everything wrong).
+    bool unplanned = false;
+    for (const auto& g : summary.groups) {
+        if (g.questions > 0 && g.errors > 0 &&
+            std::abs(g.errors - static_cast<double>(g.questions)) < 1e-9) {
+            std::cout << fmt::format("{}{}: no request has a successful response, so its "
+                                     "accuracy of 0 is of failed requests, not of answers: see "
+                                     "the errors the run printed (or responses.error)\n",
+                                     md ? "- " : "", g.label());
+            unplanned = true;
+        }
+    }
     // Places a run asked but stopped before planning: in no group's counts;
     // planned requests never sent: in its err column.
-    bool unplanned = false;
     for (const auto& g : *groups) {
         if (g.unsent > 0) {
             std::cout << fmt::format(
@@ -139,8 +153,10 @@ int summary_command(const AnalyseFlags& f) {
         std::cout << "\n";
     }
     std::cout
-        << (md ? "## Latency and tokens (successful responses with a latency, all repeats)\n\n"
-               : "Latency and tokens (successful responses with a latency, all repeats)\n\n");
+        << (md ? "## Latency and tokens (successful responses with a latency, all repeats; "
+                 "req/s: every timed response, errors too)\n\n"
+               : "Latency and tokens (successful responses with a latency, all repeats; req/s: "
+                 "every timed response, errors too)\n\n");
     std::cout << reports::latency_table(summary, *style);
     return k_exit_ok;
 }

@@ -958,6 +958,15 @@ TEST(GateUnmeasured, ASideThatNeverAnsweredPassesNoMarginWhateverInconclusiveSay
               std::string::npos)
         << plan.out;
     EXPECT_EQ(plan.out.find("To detect"), std::string::npos) << plan.out;
+    // summary says the 0.0 is of failures, which only its err column said
+    // (engine audit), and of the dead server only.
+    auto sum = e2e::run({"summary", "--db", db});
+    EXPECT_EQ(sum.exit_code, 0) << sum.err;
+    EXPECT_NE(sum.out.find("dead/raw/256: no request has a successful response, so its accuracy "
+                           "of 0 is of failed requests, not of answers"),
+              std::string::npos)
+        << sum.out;
+    EXPECT_EQ(sum.out.find("good/raw/256: no request"), std::string::npos) << sum.out;
 }
 
 // Requests a run planned and never sent (it was killed first) count as
