@@ -61,6 +61,10 @@ struct Work {
     int max_tokens = 0;
     int probe_step = -1;
     int attempts = 0;
+    // Why the attempts before this one failed ("attempt 1: http: HTTP 503:
+    // ..."; the first three), stored in the final row's notes: a retried
+    // row said nothing of why (engine audit).
+    std::string earlier_failures;
     // An attempt connected to its server, which may have read it: a request
     // whose every attempt was refused at connect was never sent.
     bool reached = false;

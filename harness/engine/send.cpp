@@ -320,7 +320,8 @@ struct Sender::Loop {
     // Asks the retry policy about `w`'s attempt that returned `resp` (and,
     // once parsed, `parsed_error`); schedules the retry it asks for. The
     // jitter stream advances only when a retry is scheduled.
-    bool retried(Work& w, const http::Response& resp, std::string_view parsed_error) {
+    bool retried(Work& w, const http::Response& resp, std::string_view parsed_error,
+                 std::string_view why) {
         const uint64_t next_jitter = util::hash64("jitter", s.m_jitter_state);
         const auto& config = s.m_ctx.config;
         RetryInput in;
@@ -355,6 +356,12 @@ struct Sender::Loop {
                 server.spec->name, server.limit);
         }
         s.m_jitter_state = next_jitter;
+        constexpr int k_failures_kept = 3;
+        if (w.attempts <= k_failures_kept) {
+            w.earlier_failures +=
+                fmt::format("{}attempt {}: {}", w.earlier_failures.empty() ? "" : "; ", w.attempts,
+                            util::one_line(why, 160));
+        }
         retries.push(Retry{Clock::now() + d.delay, std::move(w)});
         return true;
     }
@@ -422,8 +429,12 @@ struct Sender::Loop {
             whole->transport = http::Transport::ok;
         }
         const http::Response& got = whole ? *whole : resp;
-        if (retried(w, got, {})) {
-            return;
+        {
+            store::ResponseRow failure;
+            if (classify_failure(got, failure) &&
+                retried(w, got, {}, fmt::format("{}: {}", failure.error_kind, failure.error))) {
+                return;
+            }
         }
         auto row = row_of(w, got);
         if (whole) {
@@ -442,8 +453,14 @@ struct Sender::Loop {
         }
         // A 200 whose body was cut or carried an error event is the server
         // failing to deliver, like a 5xx: the policy may try again.
-        if (!row.ok && retried(w, got, row.error_kind)) {
+        if (!row.ok &&
+            retried(w, got, row.error_kind, fmt::format("{}: {}", row.error_kind, row.error))) {
             return;
+        }
+        if (!w.earlier_failures.empty()) {
+            row.notes += fmt::format(
+                "{}retried after {}{}", row.notes.empty() ? "" : "; ", w.earlier_failures,
+                w.attempts - 1 > 3 ? fmt::format(" (and {} more)", w.attempts - 1 - 3) : "");
         }
         BodyKind kind;
         if (w.stream) {

@@ -131,6 +131,15 @@ TEST_P(FaultKind, RetriesRecoverEveryRequestAndAccountForEachFault) {
                            "error IS NULL AND length(text) > 0"),
               k_questions);
     EXPECT_GT(count_of(db, "SELECT count(*) FROM v_responses WHERE attempts > 1"), 0);
+    // Each retried row says why its earlier attempts failed (an engine
+    // audit's row had attempts 2 and nothing to say why).
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE attempts > 1 AND notes LIKE "
+                           "'%retried after attempt 1: " +
+                               c.error_kind + ": " + c.error_prefix + "%'"),
+              count_of(db, "SELECT count(*) FROM v_responses WHERE attempts > 1"));
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE attempts = 1 AND notes LIKE "
+                           "'%retried after%'"),
+              0);
     // Each injected fault cost exactly one more arrival, and the client
     // counted it as an attempt.
     EXPECT_EQ(stats["requests"]["completions"].get<int>(), k_questions + injected);
