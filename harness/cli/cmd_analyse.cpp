@@ -153,10 +153,10 @@ int summary_command(const AnalyseFlags& f) {
         std::cout << "\n";
     }
     std::cout
-        << (md ? "## Latency and tokens (successful responses with a latency, all repeats; "
-                 "req/s: every timed response, errors too)\n\n"
-               : "Latency and tokens (successful responses with a latency, all repeats; req/s: "
-                 "every timed response, errors too)\n\n");
+        << (md ? "## Latency and tokens (successful responses with a latency, all repeats; req/s "
+                 "counts errors too)\n\n"
+               : "Latency and tokens (successful responses with a latency, all repeats; req/s "
+                 "counts errors too)\n\n");
     std::cout << reports::latency_table(summary, *style);
     return k_exit_ok;
 }
