@@ -87,7 +87,10 @@ std::string comparison_table(const ReportData& data, Style style) {
         // Groups that ran different questions are compared on those both
         // answered: the cell says so, with the accuracies there, which
         // "Harness verdicts" (each group over its own questions) does not show.
-        const bool partial = c.questions_a != c.questions || c.questions_b != c.questions;
+        // So does a comparison a side's unsent requests moved: the
+        // baseline's are left out, which the tables count as wrong.
+        const bool partial = c.questions_a != c.questions || c.questions_b != c.questions ||
+                             c.unsent_a > 0 || c.behaviour_a.unsent > 0;
         rows.push_back(
             {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
              partial ? fmt::format("{} ({} -> {} on the {})", analysis::signed_points(shown),
@@ -610,7 +613,9 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     if (data.writing) {
         out.push_back(fmt::format(
             "This report was made while {} was still writing the database: it shows what was "
-            "stored by then, and requests with no response yet count as failed.",
+            "stored by then, and requests with no response yet count as wrong answers (in a "
+            "comparison only the "
+            "candidate's: the baseline's are left out).",
             *data.writing));
     }
     // What the runs asked and the database lacks: a verdict below rests on
@@ -632,7 +637,8 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     if (!gaps.empty()) {
         std::vector<std::string> count;
         if (unsent) {
-            count.emplace_back("requests without a response count as failed (wrong)");
+            count.emplace_back("requests without a response count as wrong answers (in a "
+                               "comparison only the candidate's: the baseline's are left out)");
         }
         if (unplanned || shards) {
             count.emplace_back(unsent ? "the others count nowhere" : "they count nowhere");

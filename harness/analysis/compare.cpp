@@ -435,6 +435,7 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
         int64_t counted = 0, never_finished = 0, started_reasoning = 0;
         for (const auto* row : reps) {
             ++b.responses;
+            b.unsent += row->response_id == 0 ? 1 : 0;
             if (row->ok) {
                 ++t.answered;
                 never_finished += scorers::never_finished(row->outcome) ? 1 : 0;
@@ -571,19 +572,21 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     c.b = name_of(kb);
     c.dataset_a = dataset_of(ga);
     c.dataset_b = dataset_of(gb);
-    // Requests never sent are left out of the pairing: counted as wrong
-    // answers, a baseline whose run was killed passed a candidate 13 points
-    // worse on the questions both answered as "better" (gate audit). Only a
-    // side that sent nothing is paired as it is, where its no-evidence
-    // verdict says it answered nothing.
+    // Requests the baseline (A) never sent are left out of the pairing:
+    // counted as its wrong answers, a baseline whose run was killed passed
+    // a candidate 13 points worse on the questions both answered as
+    // "better" (gate audit). The candidate's (B's) still count as wrong:
+    // left out, a candidate that ran 3 of 100 questions passed a gate as
+    // inconclusive (the next audit), and the requests a killed run had in
+    // flight are its slowest, often its wrong ones. An incomplete run so
+    // makes the candidate look worse, never better. A baseline that sent
+    // nothing is paired as it is, where its no-evidence verdict says so.
     GroupRows sent_a = ga.sent();
-    GroupRows sent_b = gb.sent();
-    if (sent_a.rows.empty() || sent_b.rows.empty()) {
+    if (sent_a.rows.empty()) {
         sent_a = ga;
-        sent_b = gb;
     }
     c.unsent_a = static_cast<int64_t>(ga.rows.size() - sent_a.rows.size());
-    c.unsent_b = static_cast<int64_t>(gb.rows.size() - sent_b.rows.size());
+    const GroupRows& sent_b = gb;
     const Paired p = pair_groups(sent_a, sent_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
     if (c.token_questions > 0) {
@@ -613,23 +616,32 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
 } // namespace
 
 std::string unsent_text(const Comparison& c) {
-    std::vector<std::string> sides;
-    for (const auto& [name, unsent] :
-         {std::pair{c.a.text(), c.unsent_a}, std::pair{c.b.text(), c.unsent_b}}) {
-        if (unsent > 0) {
-            sides.push_back(fmt::format("{} of {}'s requests", unsent, name));
+    std::string out;
+    if (c.unsent_a > 0) {
+        out += fmt::format(" Left out, never sent by the baseline (a run stopped first; the "
+                           "command that asked for them sends them): {} of {}'s requests.",
+                           c.unsent_a, c.a.text());
+    }
+    // A's unsent are counted only when A sent nothing (no evidence).
+    for (const auto& [name, side] :
+         {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
+        if (side->unsent > 0) {
+            out += fmt::format(" Never sent, each counted as a wrong answer (a run stopped "
+                               "first; the command that asked for them sends them): {} of {}'s "
+                               "{} here.",
+                               side->unsent, name, util::counted(side->responses, "request"));
         }
     }
-    return fmt::format("{}", fmt::join(sides, "; "));
+    return out;
 }
 
 std::string unanswered_text(const Comparison& c) {
     std::vector<std::string> sides;
     for (const auto& [name, side] :
          {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
-        if (side->answered < side->responses) {
-            sides.push_back(fmt::format("{} of {}'s {} here", side->responses - side->answered,
-                                        name, util::counted(side->responses, "request")));
+        if (const auto failed = side->responses - side->answered - side->unsent; failed > 0) {
+            sides.push_back(fmt::format("{} of {}'s {} here", failed, name,
+                                        util::counted(side->responses, "request")));
         }
     }
     return fmt::format("{}", fmt::join(sides, "; "));
@@ -763,17 +775,16 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
                                                  unanswered);
             }
         }
-        if (const auto unsent = unsent_text(c); !unsent.empty()) {
-            c.verdict.caveats += fmt::format(" Left out, never sent (a run stopped first; the "
-                                             "command that asked for them sends them): {}.",
-                                             unsent);
+        if (c.verdict.kind != VerdictKind::no_evidence) {
+            c.verdict.caveats += unsent_text(c);
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
-            c.verdict.caveats +=
-                fmt::format(" Paired on the {} both groups hold: {} holds {} and {} holds {}; each "
-                            "group's own accuracy elsewhere is over its own questions.",
-                            util::counted(c.questions, "question"), c.a.text(), c.questions_a,
-                            c.b.text(), c.questions_b);
+            c.verdict.caveats += fmt::format(
+                " Paired on the {} both groups hold: {} holds {} and {} holds {}; each "
+                "group's own accuracy elsewhere is over its own questions{}.",
+                util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
+                c.questions_b,
+                c.unsent_a > 0 ? ", with the requests it never sent counted as wrong" : "");
         }
         c.verdict.sentence += c.verdict.caveats;
     }
@@ -896,7 +907,7 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"questions", c.questions},
         {"questions_a", c.questions_a},
         {"questions_b", c.questions_b},
-        {"never_sent", {{"a", c.unsent_a}, {"b", c.unsent_b}}},
+        {"never_sent", {{"a", c.unsent_a}, {"b", c.behaviour_b.unsent}}},
         {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
         {"paired_responses", c.paired_responses},
         {"accuracy_a", c.accuracy_a},

@@ -121,10 +121,12 @@ struct Comparison {
     // than `questions` when the groups ran different subsets (a --limit, a
     // shard, a stopped run), and the verdict sentence then says so.
     int64_t questions_a = 0, questions_b = 0;
-    // Planned requests of each group never sent (a run stopped first), left
-    // out of the pairing and of questions_a/_b; 0 when a side sent nothing,
-    // whose unsent requests then count as failed (no evidence).
-    int64_t unsent_a = 0, unsent_b = 0;
+    // A's (the baseline's) planned requests never sent (a run stopped
+    // first), left out of the pairing and of questions_a; 0 when A sent
+    // nothing, whose unsent requests then count as failed (no evidence).
+    // B's (the candidate's) count as wrong answers (behaviour_b.unsent): an
+    // incomplete candidate can look worse, never better.
+    int64_t unsent_a = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only
     // identifiers, so none is paired with "its" counterpart).
@@ -176,6 +178,10 @@ struct Comparison {
     };
     struct Behaviour {
         int64_t responses = 0, answered = 0, finish_recorded = 0, token_counted = 0;
+        // Of `responses`, planned requests never sent (no response row),
+        // which count as wrong answers: B's always, A's only when A sent
+        // nothing (compare() leaves A's out otherwise).
+        int64_t unsent = 0;
         Rate started_reasoning; // among the answered responses
         Rate never_finished;    // among those whose finish was recorded
     };
@@ -209,15 +215,15 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
 std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& results,
                                                             const Selector& a, const Selector& b);
 
-// How many paired requests of each side of `c` have no successful response
-// (failed; planned and never sent only where a side sent nothing), each
+// How many paired requests of each side of `c` failed (no successful
+// response, a response stored; unsent ones are unsent_text's), each
 // counted as a wrong answer:
 // "10 of flaky/raw/256's 30 requests", A's first, "; "-joined; empty when
 // every request answered. The verdict's sentence and `plan` end with it.
 std::string unanswered_text(const Comparison& c);
 
-// "N of A's requests; M of B's requests" for the planned requests each side
-// never sent (left out of the pairing); empty when none.
+// The sentences on planned requests never sent: A's left out of the
+// pairing, B's counted as wrong answers; empty when none.
 std::string unsent_text(const Comparison& c);
 
 // Decide every comparison's verdict (verdict.hpp) with their p-values

@@ -108,7 +108,12 @@ int summary_command(const AnalyseFlags& f) {
     // answered everything wrong).
     bool unplanned = false;
     for (const auto& g : summary.groups) {
-        if (g.questions > 0 && g.errors > 0 &&
+        // A group that sent nothing is the unsent line's (below).
+        const auto gc = std::find_if(groups->begin(), groups->end(), [&](const auto& c) {
+            return analysis::group_label(c.server, c.framing, c.max_tokens) == g.label();
+        });
+        const bool none_sent = gc != groups->end() && gc->unsent >= gc->requests;
+        if (g.questions > 0 && g.errors > 0 && !none_sent &&
             std::abs(g.errors - static_cast<double>(g.questions)) < 1e-9) {
             std::cout << fmt::format("{}{}: no request has a successful response, so its "
                                      "accuracy of 0 is of failed requests, not of answers: see "
@@ -331,6 +336,10 @@ int plan_command(const AnalyseFlags& f) {
                 "variances below: {}; what they add is the server's, not the "
                 "model's, so a pilot they are gone from sizes the run better.\n",
                 unanswered);
+        }
+        // Never sent: the baseline's left out, the candidate's wrong.
+        if (const auto unsent = analysis::unsent_text(c); !unsent.empty()) {
+            std::cout << unsent.substr(1) << "\n";
         }
         // Every question differing by the same amount has a variance of 0
         // too, which the rows' raise to about 10 differing questions hid

@@ -129,28 +129,29 @@ TEST_F(Analyse, AReadingCommandLeavesNoSideFiles) {
 // A flip whose side was never sent (a run stopped first) says so in its
 // excerpt: the cell was blank, where the docs promise "(no answer)" or the
 // answer (an outside audit).
-// Requests never sent are left out of the pairing, so no flip is one; only
-// a side that sent nothing is paired with them (as no evidence), and its
-// flips say "(no response)".
+// Requests the baseline (A) never sent are left out of the pairing, so no
+// flip is one of them; the candidate's (B's) count as wrong answers, and
+// their flips say "(no response)".
 TEST_F(Analyse, AFlipNeverSentSaysNoResponse) {
     auto copy = *dir / "unsent.sqlite";
     std::filesystem::copy_file(*db, copy, std::filesystem::copy_options::overwrite_existing);
-    e2e::unsend(copy, "server = 'deepgemm' AND question_idx < 20");
+    e2e::unsend(copy, "server = 'default' AND question_idx < 20");
     const std::vector<std::string> diff = {"diff",        "--db",         copy.string(),
                                            "default/raw", "deepgemm/raw", "--format",
                                            "json",        "--flips",      "1000"};
     auto some = e2e::run(diff);
     ASSERT_EQ(some.exit_code, 0) << some.err;
-    for (const auto& c : json::parse(some.out)["comparisons"]) {
-        EXPECT_GT(c["never_sent"]["b"].get<int>(), 0) << c["never_sent"];
+    const auto some_json = json::parse(some.out);
+    for (const auto& c : some_json["comparisons"]) {
+        EXPECT_GT(c["never_sent"]["a"].get<int>(), 0) << c["never_sent"];
         for (const auto* side : {"a_better", "b_better"}) {
             for (const auto& f : c["flips"][side]) {
-                EXPECT_FALSE(f["b_response_id"].is_null()) << f.dump();
+                EXPECT_FALSE(f["a_response_id"].is_null()) << f.dump();
                 EXPECT_GE(f["question_idx"].get<int>(), 20) << f.dump();
             }
         }
     }
-    e2e::unsend(copy, "server = 'deepgemm'");
+    e2e::unsend(copy, "server = 'deepgemm' AND question_idx BETWEEN 20 AND 39");
     // Every flip's excerpts filled (the first ten are, by default).
     auto o = e2e::run(diff);
     ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -993,8 +994,9 @@ TEST(ReadWhileWritten, TheReportSaysWhatIsMissingOnlyOnceNoRunWrites) {
     const std::string lacks =
         "The database lacks part of what its runs asked: a/raw/256 has 1 planned request without "
         "a response (never sent, or in flight when a run stopped), 1 request never planned (the "
-        "run stopped first); requests without a response count as failed (wrong), the others "
-        "count nowhere: run the command that asked for them again.";
+        "run stopped first); requests without a response count as wrong answers (in a "
+        "comparison only the candidate's: the baseline's are left out), the others count "
+        "nowhere: run the command that asked for them again.";
     {
         const int held = ::open((db + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
         ASSERT_GE(held, 0);

@@ -351,6 +351,18 @@ TEST_F(Gate, StepSummaryIsAppendedKeepingWhatWasThere) {
     // A second gate appends again rather than replacing.
     gate({"--expect", "0.0", "--group", "deepgemm/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
     EXPECT_EQ(count(e2e::slurp(path), "## diffeval gate:"), 2u);
+    // After a last line without its end, the heading starts a line of its
+    // own (CI audit: "| 1 | 2 |## diffeval gate").
+    std::ofstream(path) << "| 1 | 2 |";
+    gate({"--expect", "0.0", "--group", "deepgemm/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_EQ(e2e::slurp(path).rfind("| 1 | 2 |\n## diffeval gate: PASS", 0), 0u)
+        << e2e::slurp(path);
+    // A gate that cannot run says so there too, not only on stderr.
+    o = gate({"--expect", "0.0", "--group", "nope/chat"}, {"GITHUB_STEP_SUMMARY=" + path.string()});
+    EXPECT_EQ(o.exit_code, 2) << o.out;
+    EXPECT_NE(e2e::slurp(path).find("## diffeval gate: could not run (exit 2)\n\n`"),
+              std::string::npos)
+        << e2e::slurp(path);
 }
 
 // The step summary's why and note are one sentence, and a rate check's
@@ -803,7 +815,9 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
 // Requests a baseline's run never sent (it was killed) are left out of the
 // pairing, not counted as its wrong answers: counted so, a killed baseline
 // passed a candidate 13 points worse on the questions both answered as
-// "better" (gate audit), and a killed candidate read as tens of points worse.
+// "better" (gate audit). A candidate's count as wrong answers: left out, a
+// candidate that ran 3 of 100 questions passed as inconclusive (the next
+// audit).
 TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     const char* gsm8k = std::getenv("GSM8K_DIR");
     if (!gsm8k || !*gsm8k) {
@@ -829,8 +843,8 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("Left out, never sent (a run stopped first; the command that asked for "
-                         "them sends them): 80 of default/raw/256's requests."),
+    EXPECT_NE(o.out.find("Left out, never sent by the baseline (a run stopped first; the command "
+                         "that asked for them sends them): 80 of default/raw/256's requests."),
               std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 holds "
@@ -850,15 +864,24 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     };
     EXPECT_NEAR(c["accuracy_a"].get<double>(), right("default"), 1e-12) << c;
     EXPECT_NEAR(c["accuracy_b"].get<double>(), right("deepgemm"), 1e-12) << c;
-    // The same from the candidate's side: a killed candidate is compared on
-    // what it sent, not called worse by every request it never sent.
+    // A killed candidate: what it never sent counts against it, and says so,
+    // however --inconclusive is set.
     e2e::exec(db, "DELETE FROM requests WHERE server = 'default' AND response_id IS NULL");
-    e2e::unsend(db, "server = 'deepgemm' AND question_idx >= 60");
+    e2e::unsend(db, "server = 'deepgemm' AND question_idx >= 3");
     d = e2e::run({"diff", "default", "deepgemm", "--db", db, "--format", "json"});
     ASSERT_EQ(d.exit_code, 0) << d.err;
     const auto k = json::parse(d.out)["comparisons"][0];
-    EXPECT_EQ(k["questions"], 60) << k;
-    EXPECT_EQ(k["never_sent"], json({{"a", 0}, {"b", 140}})) << k;
+    EXPECT_EQ(k["questions"], 120) << k;
+    EXPECT_EQ(k["never_sent"], json({{"a", 0}, {"b", 117}})) << k;
+    auto killed = gate;
+    killed.insert(killed.end(), {"--inconclusive", "pass"});
+    o = e2e::run(killed);
+    EXPECT_EQ(o.exit_code, 1) << o.out;
+    EXPECT_NE(o.out.find("Never sent, each counted as a wrong answer (a run stopped first; the "
+                         "command that asked for them sends them): 117 of deepgemm/raw/256's 120 "
+                         "requests here."),
+              std::string::npos)
+        << o.out;
     // --require-complete still fails on what was never sent.
     auto complete = gate;
     complete.emplace_back("--require-complete");

@@ -742,7 +742,8 @@ TEST(Run, PlacesAKilledRunNeverPlannedAreCountedMissing) {
         " planned requests without a response (never sent, or in flight when a run stopped), " +
         std::to_string(unplanned) +
         " requests never planned (the run stopped first); requests without a response count as "
-        "failed (wrong), the others count nowhere: run the command that asked for them again.";
+        "wrong answers (in a comparison only the candidate's: the baseline's are left out), the "
+        "others count nowhere: run the command that asked for them again.";
     EXPECT_NE(e2e::slurp(dir / "report" / "report.md").find(lacks), std::string::npos);
     const auto report_json = nlohmann::json::parse(e2e::slurp(dir / "report" / "summary.json"));
     EXPECT_EQ(report_json["headline_sentences"][0], lacks);
