@@ -680,17 +680,24 @@ util::Result<void> record_server(const RunContext& ctx, const ServerRecord& r, s
                                    util::one_line(c.message, 400));
         }
     }
+    // A resume attached without --server-log overwrote the log an earlier
+    // run stored, and its facts: the database then could not tell that its
+    // first answers came from another KV-cache type (engine audit). They are
+    // kept, and the run says it cannot check them, also for a server with
+    // no /props to read facts from (vLLM).
+    util::Result<bool> put = false;
     if (log_text.empty() && !r.fp) {
-        return util::Result<void>{};
+        put = db.has_server_log(r.row.name);
+        if (put) {
+            put = !*put;
+        }
+    } else {
+        put = db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
+                                r.facts_json);
     }
-    auto put = db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
-                                 r.facts_json);
     if (!put) {
         return put.error();
     }
-    // A resume attached without --server-log overwrote the log an earlier
-    // run stored, and its facts: the database then could not tell that its
-    // first answers came from another KV-cache type (engine audit).
     if (!*put) {
         ctx.log << fmt::format("warning: server '{}' has no --server-log in this "
                                "run, so what it runs now is not checked against the log an "

@@ -370,6 +370,12 @@ Fingerprint Rules::apply(std::string_view log) const {
     bool serving = false;
     std::optional<std::pair<std::map<std::string, std::string>, std::map<std::string, std::string>>>
         last_ready;
+    // The stop line of the launch last_ready is of: the facts come from it
+    // when the last launch never became ready, and so does whether it
+    // stopped (an audit's log ended in a restart still loading after its
+    // ready launch had stopped).
+    bool last_ready_is_current = false;
+    std::string last_ready_stopped;
     size_t pos = 0;
     while (pos < log.size()) {
         auto end = log.find('\n', pos);
@@ -383,15 +389,21 @@ Fingerprint Rules::apply(std::string_view log) const {
             fp.stated.clear();
             serving = false;
             fp.stopped.clear();
+            last_ready_is_current = false;
         } else if (Impl::any_match(m_impl->stopped, line)) {
             fp.stopped = util::one_line(std::string_view(line.data(), line.size()),
                                         util::k_server_words_bytes);
+            if (last_ready_is_current) {
+                last_ready_stopped = fp.stopped;
+            }
             continue;
         } else if (serving) {
             continue;
         } else if (Impl::any_match(m_impl->ready, line)) {
             serving = true;
             last_ready.emplace(fp.facts, fp.stated);
+            last_ready_is_current = true;
+            last_ready_stopped.clear();
             continue;
         }
         for (const auto& f : m_impl->facts) {
@@ -413,6 +425,9 @@ Fingerprint Rules::apply(std::string_view log) const {
     if (!serving && last_ready) {
         fp.facts = std::move(last_ready->first);
         fp.stated = std::move(last_ready->second);
+        // Whether the launch that stands for the server stopped, not
+        // whether the later one did (it may have failed to bind the port).
+        fp.stopped = std::move(last_ready_stopped);
     }
     drop_stated_facts(fp);
     for (const auto& rule : m_impl->conflicts) {

@@ -1717,6 +1717,20 @@ util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::st
                                                          st.column_view(2), st.column_text(3))};
 }
 
+util::Result<bool> Store::has_server_log(const std::string& name) {
+    std::lock_guard turn(m_turn);
+    Statement st(m_db.handle(),
+                 "SELECT 1 FROM servers WHERE name = ? AND coalesce(log_text, '') != ''");
+    if (!st.valid()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read servers: {}", m_db.last_error()));
+    }
+    const bool found = st.bind(name).step();
+    if (!st.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read servers: {}", m_db.last_error()));
+    }
+    return found;
+}
+
 util::Result<bool> Store::put_server_log(const std::string& name, const std::string& log_path,
                                          const std::string& log_text,
                                          const std::string& facts_json) {

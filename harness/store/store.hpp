@@ -191,6 +191,8 @@ public:
     // What this database recorded of server `name`, when it holds a response
     // to one of its requests or probe requests; nullopt otherwise.
     util::Result<std::optional<ServerIdentity>> answered_server(const std::string& name);
+    // Whether server `name`'s row holds a log (an earlier run's).
+    util::Result<bool> has_server_log(const std::string& name);
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
     // Without a log (`log_text` empty), a log stored before is kept with its
     // facts, and false is returned.

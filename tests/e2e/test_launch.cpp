@@ -688,6 +688,13 @@ TEST(Launch, AnAttachedServerUnlikeTheOneItsNameAnsweredWithIsRefused) {
     o = run({}, 4);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "4");
+    // The stored log and facts are kept, and the run says it cannot check
+    // them (it said nothing for a server without /props: an audit).
+    EXPECT_NE(o.err.find("warning: server 's' has no --server-log in this run"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.facts.engine_version') || ' ' || "
+                        "log_path FROM servers"),
+              "0.28.0 " + old_log);
     o = run({"--server-log", "s=" + old_log}, 6);
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(query(db, "SELECT count(*) FROM responses"), "6");

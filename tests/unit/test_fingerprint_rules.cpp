@@ -330,6 +330,22 @@ TEST(Fingerprint, ALogWhoseLastLaunchStoppedSaysSo) {
     auto restarted = fingerprint_log(verbose + exit_line + read_log("llamacpp-b11669-default.log"));
     ASSERT_TRUE(restarted.ok());
     EXPECT_EQ(restarted->stopped, "");
+    // A restart still loading after the ready launch stopped: the facts are
+    // the stopped launch's, and so is the stop (an outside audit's log was
+    // taken as a running server's).
+    const auto default_log = read_log("llamacpp-b11669-default.log");
+    const auto loaded = default_log.find("model loaded");
+    ASSERT_NE(loaded, std::string::npos);
+    const auto loading = default_log.substr(0, default_log.rfind('\n', loaded) + 1);
+    auto mid_restart = fingerprint_log(verbose + exit_line + loading);
+    ASSERT_TRUE(mid_restart.ok());
+    EXPECT_EQ(mid_restart->facts, running->facts);
+    EXPECT_NE(mid_restart->stopped, "");
+    // A later launch that failed and stopped does not stop the ready one.
+    auto failed_later = fingerprint_log(verbose + loading + exit_line);
+    ASSERT_TRUE(failed_later.ok());
+    EXPECT_EQ(failed_later->facts, running->facts);
+    EXPECT_EQ(failed_later->stopped, "");
     // A prompt a verbose server logs that quotes the words is no stop.
     auto quoted = fingerprint_log(verbose + "srv  log: \"prompt\": \"cleaning up before exit\"\n");
     ASSERT_TRUE(quoted.ok());
