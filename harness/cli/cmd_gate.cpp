@@ -183,8 +183,19 @@ util::Result<void> write_file(const std::string& path, const std::string& text,
     // steps); every other file is replaced whole.
     bool written = false;
     if (mode & std::ios::app) {
+        // On a line of its own: a file whose last line has no end glued the
+        // heading to it ("| 1 | 2 |## diffeval gate", a CI audit).
+        std::string lead;
+        if (std::ifstream before(path, std::ios::binary | std::ios::ate); before) {
+            if (before.tellg() > 0) {
+                before.seekg(-1, std::ios::end);
+                char last = '\n';
+                before.get(last);
+                lead = last == '\n' ? "" : "\n";
+            }
+        }
         std::ofstream f(path, std::ios::binary | mode);
-        f << text;
+        f << lead << text;
         f.close();
         written = static_cast<bool>(f);
     } else {
@@ -364,6 +375,15 @@ void write_error_outputs(const std::vector<std::string>& junits,
     const auto writable = [&](std::string_view flag, const std::string& path) {
         return !path.empty() && check_output_file(std::string(flag), path, {db, baseline_db}).ok();
     };
+    // The job summary says it too: it said nothing of a gate that could
+    // not run (a CI audit).
+    if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY");
+        summary && *summary && writable("$GITHUB_STEP_SUMMARY", summary)) {
+        (void)write_file(summary,
+                         fmt::format("## diffeval gate: could not run (exit 2)\n\n{}\n\n",
+                                     reports::markdown_code(error.message)),
+                         std::ios::app, "the step summary");
+    }
     for (const auto& junit : junits) {
         if (writable("--junit", junit)) {
             (void)write_file(junit, error_junit(error, clock), std::ios::trunc, "JUnit XML");
