@@ -358,9 +358,9 @@ struct Sender::Loop {
         s.m_jitter_state = next_jitter;
         constexpr int k_failures_kept = 3;
         if (w.attempts <= k_failures_kept) {
-            w.earlier_failures +=
-                fmt::format("{}attempt {}: {}", w.earlier_failures.empty() ? "" : "; ", w.attempts,
-                            util::one_line(why, 160));
+            w.earlier_failures += fmt::format(
+                "{}attempt {}: {}", w.earlier_failures.empty() ? "" : "; ", w.attempts,
+                util::one_line(s.m_ctx.inputs.redactor.redacted(std::string(why)), 160));
         }
         retries.push(Retry{Clock::now() + d.delay, std::move(w)});
         return true;

@@ -337,6 +337,14 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
         }
         return json_response(200, json_text(chat, echoed));
     }
+    case Hostile::echo_headers_503: {
+        std::string bearer;
+        if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
+            bearer = r.headers.substr(at, r.headers.find("\r\n", at) - at);
+        }
+        return json_response(503, R"({"error":{"message":")" +
+                                      escape_json(std::string(130, '.') + bearer) + "\"}}");
+    }
     case Hostile::echo_key_split: {
         std::string key;
         if (auto at = r.headers.find("Bearer "); at != std::string::npos) {

@@ -29,6 +29,8 @@ enum class Hostile {
     redirect_ftp,     // 307 to ftp://
     redirect_loop,    // 307 to itself
     echo_headers,     // a good answer whose text quotes every request header
+    echo_headers_503, // 503 whose error message quotes the Authorization value after 130
+                      // characters, so an excerpt of 160 would cut the key
     retry_after_huge, // 429 with Retry-After: 1e308
     retry_after_nan,  // 429 with Retry-After: nan
     bad_tokens,       // a good answer with completion_tokens -5, prompt_tokens 2^64-1

@@ -1622,6 +1622,25 @@ TEST(Hostile, TheApiKeyIsRedactedEverywhere) {
     }
 }
 
+// 10b. Why a retried request's earlier attempts failed is kept in its notes,
+//      and a server quoting the key there leaves no piece of it: an excerpt
+//      cut before redaction would keep the key's start.
+TEST(Hostile, TheKeyAFailedAttemptQuotedIsNotInTheRetriedRowsNotes) {
+    auto dir = e2e::scratch("hostile-retry-notes");
+    const std::string key = "sk-hostile-retry-0123456789";
+    HostileServer server(cycle({Hostile::echo_headers_503, Hostile::good}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db,
+                               {"--limit", "2", "--framing", "raw", "--retries", "2",
+                                "--retry-backoff-ms", "1", "--api-key-env", "HOSTILE_KEY"}),
+                      {"HOSTILE_KEY=" + key});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_GT(count_of(db, "SELECT count(*) FROM responses WHERE ok = 1 AND attempts > 1 AND "
+                           "notes LIKE 'retried after attempt 1: http: HTTP 503: ...%'"),
+              0);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE instr(notes, 'sk-h') > 0"), 0);
+}
+
 // 10a. A password in the server's URL goes out as libcurl's Basic
 //      credential, base64("user:password") of the decoded user information:
 //      an audit's server echoing its Authorization header had that stored
