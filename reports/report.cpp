@@ -90,7 +90,7 @@ std::string comparison_table(const ReportData& data, Style style) {
         // So does a comparison a side's unsent requests moved: the
         // baseline's are left out, which the tables count as wrong.
         const bool partial = c.questions_a != c.questions || c.questions_b != c.questions ||
-                             c.unsent_a > 0 || c.behaviour_a.unsent > 0;
+                             c.unsent_a + c.failed_a > 0 || c.behaviour_a.unsent > 0;
         rows.push_back(
             {fmt::format("{} vs {}", c.b.text(), c.a.text()), c.scorer,
              partial ? fmt::format("{} ({} -> {} on the {})", analysis::signed_points(shown),

@@ -110,14 +110,14 @@ struct GroupRows {
     // How many questions the rows are of (after finish()).
     int64_t questions() const;
 
-    // The rows of requests that were sent (answered or failed), without the
-    // planned ones never sent (response_id 0): a run that stopped says
-    // nothing of its server's answers there.
-    GroupRows sent() const {
+    // The rows of requests that have a successful response: without the
+    // failed ones and the planned ones never sent (response_id 0), which
+    // say nothing of what the server's model answers.
+    GroupRows answered() const {
         GroupRows g;
         g.rows.reserve(rows.size());
         std::copy_if(rows.begin(), rows.end(), std::back_inserter(g.rows),
-                     [](const ResultRow* r) { return r->response_id != 0; });
+                     [](const ResultRow* r) { return r->ok; });
         return g;
     }
 };
@@ -572,20 +572,26 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     c.b = name_of(kb);
     c.dataset_a = dataset_of(ga);
     c.dataset_b = dataset_of(gb);
-    // Requests the baseline (A) never sent are left out of the pairing:
-    // counted as its wrong answers, a baseline whose run was killed passed
-    // a candidate 13 points worse on the questions both answered as
-    // "better" (gate audit). The candidate's (B's) still count as wrong:
+    // The baseline's (A's) requests without a successful response (failed,
+    // or never sent) are left out of the pairing: counted as its wrong
+    // answers, a baseline whose run was killed passed a candidate 13 points
+    // worse on the questions both answered as "better" (gate audit), and
+    // one whose server died mid-run a candidate 11 points worse as 52
+    // points better (the next). The candidate's (B's) still count as wrong:
     // left out, a candidate that ran 3 of 100 questions passed a gate as
-    // inconclusive (the next audit), and the requests a killed run had in
-    // flight are its slowest, often its wrong ones. An incomplete run so
-    // makes the candidate look worse, never better. A baseline that sent
-    // nothing is paired as it is, where its no-evidence verdict says so.
-    GroupRows sent_a = ga.sent();
+    // inconclusive, and the requests a killed run had in flight are its
+    // slowest, often its wrong ones. A run that did not answer so makes the
+    // candidate look worse, never better. A baseline that answered nothing
+    // is paired as it is, where its no-evidence verdict says so.
+    GroupRows sent_a = ga.answered();
     if (sent_a.rows.empty()) {
         sent_a = ga;
     }
-    c.unsent_a = static_cast<int64_t>(ga.rows.size() - sent_a.rows.size());
+    for (const auto* r : ga.rows) {
+        if (!r->ok && sent_a.rows.size() != ga.rows.size()) {
+            ++(r->response_id == 0 ? c.unsent_a : c.failed_a);
+        }
+    }
     const GroupRows& sent_b = gb;
     const Paired p = pair_groups(sent_a, sent_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
@@ -617,10 +623,19 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
 
 std::string unsent_text(const Comparison& c) {
     std::string out;
-    if (c.unsent_a > 0) {
-        out += fmt::format(" Left out, never sent by the baseline (a run stopped first; the "
-                           "command that asked for them sends them): {} of {}'s requests.",
-                           c.unsent_a, c.a.text());
+    if (c.unsent_a + c.failed_a > 0) {
+        std::vector<std::string> parts;
+        if (c.failed_a > 0) {
+            parts.push_back(fmt::format("{} failed", c.failed_a));
+        }
+        if (c.unsent_a > 0) {
+            parts.push_back(fmt::format("{} never sent (a run stopped first; the command that "
+                                        "asked for them sends them)",
+                                        c.unsent_a));
+        }
+        out += fmt::format(" Left out of the pairing, the baseline {}'s requests without a "
+                           "successful response: {}.",
+                           c.a.text(), fmt::join(parts, ", "));
     }
     // A's unsent are counted only when A sent nothing (no evidence).
     for (const auto& [name, side] :
@@ -784,7 +799,9 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
                 "group's own accuracy elsewhere is over its own questions{}.",
                 util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
                 c.questions_b,
-                c.unsent_a > 0 ? ", with the requests it never sent counted as wrong" : "");
+                c.unsent_a + c.failed_a > 0
+                    ? ", with its requests without a successful response counted as wrong"
+                    : "");
         }
         c.verdict.sentence += c.verdict.caveats;
     }
@@ -908,6 +925,7 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"questions_a", c.questions_a},
         {"questions_b", c.questions_b},
         {"never_sent", {{"a", c.unsent_a}, {"b", c.behaviour_b.unsent}}},
+        {"baseline_failed_left_out", c.failed_a},
         {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
         {"paired_responses", c.paired_responses},
         {"accuracy_a", c.accuracy_a},

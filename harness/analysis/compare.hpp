@@ -127,6 +127,9 @@ struct Comparison {
     // B's (the candidate's) count as wrong answers (behaviour_b.unsent): an
     // incomplete candidate can look worse, never better.
     int64_t unsent_a = 0;
+    // A's requests that failed (no successful response), left out the same
+    // way; 0 when A answered nothing.
+    int64_t failed_a = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only
     // identifiers, so none is paired with "its" counterpart).
@@ -222,8 +225,9 @@ std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& resul
 // every request answered. The verdict's sentence and `plan` end with it.
 std::string unanswered_text(const Comparison& c);
 
-// The sentences on planned requests never sent: A's left out of the
-// pairing, B's counted as wrong answers; empty when none.
+// The sentences on A's requests without a successful response (left out of
+// the pairing) and B's never sent (counted as wrong answers); empty when
+// none.
 std::string unsent_text(const Comparison& c);
 
 // Decide every comparison's verdict (verdict.hpp) with their p-values

@@ -199,6 +199,7 @@ std::string name_of(Hostile m) {
                                   "redirect_ftp",
                                   "redirect_loop",
                                   "echo_headers",
+                                  "echo_headers_503",
                                   "retry_after_huge",
                                   "retry_after_nan",
                                   "bad_tokens",

@@ -837,14 +837,34 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
         "gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm", "--max-drop", "1"};
     auto whole = e2e::run(gate);
     ASSERT_EQ(whole.exit_code, 1) << whole.out; // the drop, with every request answered
+    // A baseline whose server failed its last 80 requests (it died: they
+    // are stored as failures) is compared on what it answered: counted as
+    // its wrong answers, they passed the drop as 50 points "better" (audit).
+    {
+        const auto failed = (dir / "failed.sqlite").string();
+        std::filesystem::copy_file(db, failed);
+        e2e::exec(failed, "UPDATE responses SET ok = 0, status = 500, error = 'HTTP 500: down', "
+                          "error_kind = 'http' WHERE response_id IN (SELECT response_id FROM "
+                          "requests WHERE server = 'default' AND question_idx >= 120)");
+        ASSERT_EQ(e2e::run({"rescore", "--db", failed}).exit_code, 0);
+        auto with_failed = gate;
+        with_failed[2] = failed;
+        auto f = e2e::run(with_failed);
+        EXPECT_EQ(f.exit_code, 1) << f.out;
+        EXPECT_NE(f.out.find("Left out of the pairing, the baseline default/raw/256's requests "
+                             "without a successful response: 80 failed."),
+                  std::string::npos)
+            << f.out;
+    }
     // What a baseline run killed after 120 of its 200 requests leaves.
     e2e::unsend(db, "server = 'default' AND question_idx >= 120");
     auto o = e2e::run(gate);
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
     EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("Left out, never sent by the baseline (a run stopped first; the command "
-                         "that asked for them sends them): 80 of default/raw/256's requests."),
+    EXPECT_NE(o.out.find("Left out of the pairing, the baseline default/raw/256's requests "
+                         "without a successful response: 80 never sent (a run stopped first; the "
+                         "command that asked for them sends them)."),
               std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 holds "
