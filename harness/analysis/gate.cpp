@@ -561,6 +561,23 @@ GateCheck unanswered_check(const std::string& kind, const Comparison& cmp, const
                     empty.text(), util::counted(cmp.questions, "question")));
 }
 
+// A behaviour check where the candidate has requests never sent on the
+// paired questions: the requests a killed run had in flight are its
+// slowest, so its rates among what it answered read low (an audit's killed
+// candidate passed --max-token-increase 5 at +2.8%, +8.5% once resumed).
+GateCheck unsent_check(const std::string& kind, const Comparison& cmp, const CheckLimit& limit) {
+    auto c = unmeasured_check(
+        kind, cmp, limit,
+        fmt::format("{} of {}'s requests never sent", cmp.behaviour_b.unsent, cmp.b.text()),
+        fmt::format("{} has {} never sent on the paired questions (a run stopped first): a "
+                    "stopped run's unanswered requests are its slowest, so its rates among "
+                    "what it answered are not measured; run the command that asked for them "
+                    "again",
+                    cmp.b.text(), util::counted(cmp.behaviour_b.unsent, "request")));
+    c.detail["never_sent"] = cmp.behaviour_b.unsent;
+    return c;
+}
+
 // The never-finished check where a side answered but recorded no finish
 // state (imported from lm-eval samples, which keep no finish_reason).
 GateCheck unrecorded_check(const Comparison& cmp, const Selector& side,
@@ -601,6 +618,21 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         const Selector* empty = cmp.behaviour_b.answered == 0   ? &cmp.b
                                 : cmp.behaviour_a.answered == 0 ? &cmp.a
                                                                 : nullptr;
+        if (!empty && cmp.behaviour_b.unsent > 0) {
+            if (spec.max_never_finished_increase) {
+                out.push_back(unsent_check("never_finished", cmp,
+                                           limit_of(*spec.max_never_finished_increase)));
+            }
+            if (spec.max_reasoning_start_increase) {
+                out.push_back(unsent_check("reasoning_start", cmp,
+                                           limit_of(*spec.max_reasoning_start_increase)));
+            }
+            if (spec.max_token_increase_pct) {
+                out.push_back(
+                    unsent_check("tokens", cmp, token_limit(*spec.max_token_increase_pct)));
+            }
+            continue;
+        }
         if (empty) {
             if (spec.max_never_finished_increase) {
                 out.push_back(unanswered_check("never_finished", cmp, *empty,

@@ -259,7 +259,8 @@ namespace {
 void note_written(const std::string& db, const std::string& writer) {
     print_error(fmt::format("{} is still being written by {}: what follows is what it has "
                             "stored so far, and its requests with no response yet count as "
-                            "failed",
+                            "wrong answers (in a comparison only the candidate's: the "
+                            "baseline's are left out)",
                             db, writer));
 }
 
