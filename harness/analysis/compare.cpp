@@ -583,24 +583,25 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     // slowest, often its wrong ones. A run that did not answer so makes the
     // candidate look worse, never better. A baseline that answered nothing
     // is paired as it is, where its no-evidence verdict says so.
-    GroupRows sent_a = ga.answered();
-    if (sent_a.rows.empty()) {
-        sent_a = ga;
-    }
-    for (const auto* r : ga.rows) {
-        if (!r->ok && sent_a.rows.size() != ga.rows.size()) {
-            ++(r->response_id == 0 ? c.unsent_a : c.failed_a);
+    GroupRows held_a = ga.answered();
+    if (held_a.rows.empty()) {
+        held_a = ga;
+    } else {
+        for (const auto* r : ga.rows) {
+            if (!r->ok) {
+                ++(r->response_id == 0 ? c.unsent_a : c.failed_a);
+            }
         }
     }
-    const GroupRows& sent_b = gb;
-    const Paired p = pair_groups(sent_a, sent_b, scorer, c);
+    const GroupRows& held_b = gb;
+    const Paired p = pair_groups(held_a, held_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
     if (c.token_questions > 0) {
         c.tokens_a /= static_cast<double>(c.token_questions);
         c.tokens_b /= static_cast<double>(c.token_questions);
     }
-    c.questions_a = sent_a.questions();
-    c.questions_b = sent_b.questions();
+    c.questions_a = held_a.questions();
+    c.questions_b = held_b.questions();
     if (p.differing > 0) {
         return make_error(
             ErrorKind::other_questions,
@@ -637,7 +638,7 @@ std::string unsent_text(const Comparison& c) {
                            "successful response: {}.",
                            c.a.text(), fmt::join(parts, ", "));
     }
-    // A's unsent are counted only when A sent nothing (no evidence).
+    // A's unsent are here only when A answered nothing (no evidence).
     for (const auto& [name, side] :
          {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
         if (side->unsent > 0) {

@@ -43,7 +43,8 @@ inline constexpr std::string_view k_never_sent =
     "flight; run the same command again";
 
 // One counted response, or (response_id 0) a planned request never sent,
-// which counts as a failed, wrong answer.
+// which counts as a failed, wrong answer (a comparison leaves a baseline's
+// out: compare.hpp).
 struct ResultRow {
     int64_t response_id = 0;
     int server = 0; // index into Results::servers
