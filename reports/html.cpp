@@ -43,28 +43,20 @@ const char k_head[] =
 <style>
 )";
 
-// The page's one script, as it stands between its tags.
-std::string page_script();
-
-// `k_head` with the policy's script source: the page's own script by its
-// sha256, so no other inline script runs. 'unsafe-inline' let escaping
-// alone stand between model output and script (an outside audit found no
-// way through it; this is the second wall).
-std::string page_head() {
-    std::string head = k_head;
-    const std::string_view mark = "SCRIPT_HASH";
-    head.replace(head.find(mark), mark.size(),
-                 "'sha256-" + util::sha256_base64(page_script()) + "'");
-    return head;
-}
-
 std::string_view asset(std::string_view path) {
     auto a = util::embedded_file(path);
     return a ? *a : std::string_view{};
 }
 
-std::string page_script() {
-    return "\n" + std::string(asset("reports/assets/report.js"));
+// `k_head` with the policy's script source: the page's own `script` (as it
+// stands between its tags) by its sha256, so no other inline script runs.
+// 'unsafe-inline' let escaping alone stand between model output and script
+// (an outside audit found no way through it; this is the second wall).
+std::string page_head(std::string_view script) {
+    std::string head = k_head;
+    const std::string_view mark = "SCRIPT_HASH";
+    head.replace(head.find(mark), mark.size(), "'sha256-" + util::sha256_base64(script) + "'");
+    return head;
 }
 
 // ---- tables ----
@@ -544,7 +536,8 @@ util::Result<util::ReplacingFile> staged_html(const ReportData& data, ExplorerRo
                                               const std::filesystem::path& path) {
     // 1. Head, headline and navigation; charts and tables from the summary;
     // the explorer's frame and the start of its data.
-    std::string before = page_head();
+    const std::string script = "\n" + std::string(asset("reports/assets/report.js"));
+    std::string before = page_head(script);
     before += asset("reports/assets/report.css");
     before += "</style>\n</head>\n";
     const auto sentences = headline_sentences(data);
@@ -572,8 +565,7 @@ util::Result<util::ReplacingFile> staged_html(const ReportData& data, ExplorerRo
     before += k_explorer;
     before += rows.data_head(data);
     // 2. The collected questions and responses, then the script.
-    const std::string after =
-        "]}</script>\n<script>" + page_script() + "</script>\n</body>\n</html>\n";
+    const std::string after = "]}</script>\n<script>" + script + "</script>\n</body>\n</html>\n";
     // Written beside and renamed into place: a report killed half-way, or
     // written by two jobs at once, is never left as half a page.
     auto out = util::ReplacingFile::create(path.string());

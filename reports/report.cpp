@@ -613,10 +613,8 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     if (data.writing) {
         out.push_back(fmt::format(
             "This report was made while {} was still writing the database: it shows what was "
-            "stored by then, and requests with no response yet count as wrong answers (in a "
-            "comparison only the "
-            "candidate's: the baseline's are left out).",
-            *data.writing));
+            "stored by then, and requests with no response yet count as wrong answers ({}).",
+            *data.writing, analysis::k_unanswered_counting));
     }
     // What the runs asked and the database lacks: a verdict below rests on
     // fewer questions than asked, or counts unsent requests as wrong. A run
@@ -637,8 +635,9 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     if (!gaps.empty()) {
         std::vector<std::string> count;
         if (unsent) {
-            count.emplace_back("requests without a response count as wrong answers (in a "
-                               "comparison only the candidate's: the baseline's are left out)");
+            count.emplace_back(
+                fmt::format("requests without a response count as wrong answers ({})",
+                            analysis::k_unanswered_counting));
         }
         if (unplanned || shards) {
             count.emplace_back(unsent ? "the others count nowhere" : "they count nowhere");

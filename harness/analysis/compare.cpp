@@ -394,6 +394,28 @@ util::Result<void> check_selectors(const Results& results, const Selector& a, co
     return {};
 }
 
+// Group `key` as a fully resolved selector.
+Selector selector_of(const Results& results, const GroupKey& key) {
+    return {results.servers[static_cast<size_t>(std::get<0>(key))],
+            results.framings[static_cast<size_t>(std::get<1>(key))], std::get<2>(key)};
+}
+
+// The group of server `sb` that group `key` pairs with when `key` is one of
+// A's (selector `a`, server `sa`): B's framing and token limit, or A's on
+// the dimensions `b` leaves open; nullopt for a group not of A, or one that
+// would pair with itself.
+std::optional<GroupKey> counterpart(const Results& results, const GroupKey& key, const Selector& a,
+                                    const Selector& b, int sa, int sb) {
+    const auto [srv, fr, mt] = key;
+    if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
+        (a.max_tokens && mt != *a.max_tokens)) {
+        return std::nullopt;
+    }
+    GroupKey kb{sb, b.framing ? index_in(results.framings, *b.framing) : fr,
+                b.max_tokens ? *b.max_tokens : mt};
+    return kb == key ? std::nullopt : std::optional<GroupKey>{kb};
+}
+
 // The two sides' questions in common, as correctness matrices, with their
 // responses and how many questions' texts differ between the sides.
 struct Paired {
@@ -558,18 +580,14 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
                                                        const GroupRows& ga, const GroupKey& kb,
                                                        const GroupRows& gb, size_t scorer,
                                                        const CompareOptions& options) {
-    auto name_of = [&](const GroupKey& k) -> Selector {
-        return {results.servers[static_cast<size_t>(std::get<0>(k))],
-                results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k)};
-    };
     auto dataset_of = [&](const GroupRows& g) {
         return g.rows.empty() ? std::string()
                               : results.datasets.at(static_cast<size_t>(g.rows.front()->dataset));
     };
     Comparison c;
     c.scorer = results.scorers[scorer];
-    c.a = name_of(ka);
-    c.b = name_of(kb);
+    c.a = selector_of(results, ka);
+    c.b = selector_of(results, kb);
     c.dataset_a = dataset_of(ga);
     c.dataset_b = dataset_of(gb);
     // The baseline's (A's) requests without a successful response (failed,
@@ -638,15 +656,13 @@ std::string unsent_text(const Comparison& c) {
                            "successful response: {}.",
                            c.a.text(), fmt::join(parts, ", "));
     }
-    // A's unsent are here only when A answered nothing (no evidence).
-    for (const auto& [name, side] :
-         {std::pair{c.a.text(), &c.behaviour_a}, std::pair{c.b.text(), &c.behaviour_b}}) {
-        if (side->unsent > 0) {
-            out += fmt::format(" Never sent, each counted as a wrong answer (a run stopped "
-                               "first; the command that asked for them sends them): {} of {}'s "
-                               "{} here.",
-                               side->unsent, name, util::counted(side->responses, "request"));
-        }
+    // A's own unsent are paired only when A answered nothing, which is no
+    // evidence and says so itself.
+    if (c.behaviour_b.unsent > 0) {
+        out += fmt::format(" Never sent, each counted as a wrong answer (a run stopped first; the "
+                           "command that asked for them sends them): {} of {}'s {} here.",
+                           c.behaviour_b.unsent, c.b.text(),
+                           util::counted(c.behaviour_b.responses, "request"));
     }
     return out;
 }
@@ -685,22 +701,14 @@ util::Result<std::vector<Comparison>> compare(const Results& results, const Sele
     // Pairs of groups that match but share no question (other shards,
     // --limit on other files): said so, not "no pair matches".
     std::vector<std::string> disjoint;
-    const auto label = [&](const GroupKey& k) {
-        return group_label(results.servers[static_cast<size_t>(std::get<0>(k))],
-                           results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k));
-    };
+    const auto label = [&](const GroupKey& k) { return selector_of(results, k).text(); };
     for (const auto& [key, ga] : groups) {
-        auto [srv, fr, mt] = key;
-        if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
-            (a.max_tokens && mt != *a.max_tokens)) {
+        const auto found = counterpart(results, key, a, b, sa, sb);
+        const auto itb = found ? groups.find(*found) : groups.end();
+        if (itb == groups.end()) {
             continue;
         }
-        GroupKey kb{sb, b.framing ? index_in(results.framings, *b.framing) : fr,
-                    b.max_tokens ? *b.max_tokens : mt};
-        auto itb = groups.find(kb);
-        if (itb == groups.end() || kb == key) {
-            continue;
-        }
+        const GroupKey& kb = itb->first;
         auto c = compare_groups(results, key, ga, kb, itb->second, scorer, options);
         if (!c) {
             return c.error();
@@ -752,20 +760,11 @@ std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& resul
     for (const auto& r : results.rows) {
         present.insert({r.server, r.framing, r.max_tokens});
     }
-    const auto name_of = [&](const GroupKey& k) -> Selector {
-        return {results.servers[static_cast<size_t>(std::get<0>(k))],
-                results.framings[static_cast<size_t>(std::get<1>(k))], std::get<2>(k)};
-    };
     for (const auto& key : present) {
-        auto [srv, fr, mt] = key;
-        if (srv != sa || (a.framing && fr != index_in(results.framings, *a.framing)) ||
-            (a.max_tokens && mt != *a.max_tokens)) {
-            continue;
-        }
-        const int fb = b.framing ? index_in(results.framings, *b.framing) : fr;
-        GroupKey kb{sb, fb, b.max_tokens ? *b.max_tokens : mt};
-        if (kb != key && fb >= 0 && !present.contains(kb)) {
-            out.emplace_back(name_of(key), name_of(kb));
+        // A framing B names that no row holds is check_selectors' error.
+        if (const auto kb = counterpart(results, key, a, b, sa, sb);
+            kb && std::get<1>(*kb) >= 0 && !present.contains(*kb)) {
+            out.emplace_back(selector_of(results, key), selector_of(results, *kb));
         }
     }
     return out;
@@ -790,8 +789,6 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
                                                  "as a wrong answer: {}.",
                                                  unanswered);
             }
-        }
-        if (c.verdict.kind != VerdictKind::no_evidence) {
             c.verdict.caveats += unsent_text(c);
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {

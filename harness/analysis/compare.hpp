@@ -117,13 +117,14 @@ struct Comparison {
     std::string dataset_a; // the dataset each side's questions came from
     std::string dataset_b;
     int64_t questions = 0; // paired: answered in both groups
-    // Questions each group holds a sent request of (answered or failed); more
-    // than `questions` when the groups ran different subsets (a --limit, a
-    // shard, a stopped run), and the verdict sentence then says so.
+    // Questions each group holds: A's with a successful response (all of
+    // A's when it answered none), B's with any request; more than
+    // `questions` when the groups ran different subsets (a --limit, a shard,
+    // a stopped run), and the verdict sentence then says so.
     int64_t questions_a = 0, questions_b = 0;
     // A's (the baseline's) planned requests never sent (a run stopped
-    // first), left out of the pairing and of questions_a; 0 when A sent
-    // nothing, whose unsent requests then count as failed (no evidence).
+    // first), left out of the pairing and of questions_a; 0 when A answered
+    // nothing, whose requests then count as failed (no evidence).
     // B's (the candidate's) count as wrong answers (behaviour_b.unsent): an
     // incomplete candidate can look worse, never better.
     int64_t unsent_a = 0;
@@ -182,7 +183,7 @@ struct Comparison {
     struct Behaviour {
         int64_t responses = 0, answered = 0, finish_recorded = 0, token_counted = 0;
         // Of `responses`, planned requests never sent (no response row),
-        // which count as wrong answers: B's always, A's only when A sent
+        // which count as wrong answers: B's always, A's only when A answered
         // nothing (compare() leaves A's out otherwise).
         int64_t unsent = 0;
         Rate started_reasoning; // among the answered responses
@@ -226,8 +227,8 @@ std::vector<std::pair<Selector, Selector>> unmatched_groups(const Results& resul
 std::string unanswered_text(const Comparison& c);
 
 // The sentences on A's requests without a successful response (left out of
-// the pairing) and B's never sent (counted as wrong answers); empty when
-// none.
+// the pairing) and B's never sent (counted as wrong answers), each starting
+// with a space; empty when none.
 std::string unsent_text(const Comparison& c);
 
 // Decide every comparison's verdict (verdict.hpp) with their p-values

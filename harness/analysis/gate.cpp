@@ -618,33 +618,23 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         const Selector* empty = cmp.behaviour_b.answered == 0   ? &cmp.b
                                 : cmp.behaviour_a.answered == 0 ? &cmp.a
                                                                 : nullptr;
-        if (!empty && cmp.behaviour_b.unsent > 0) {
+        // A side that answered nothing, or a candidate with requests never
+        // sent: each behaviour check asked fails as not measured.
+        if (empty || cmp.behaviour_b.unsent > 0) {
+            const auto unmeasured = [&](const char* kind, const CheckLimit& limit) {
+                return empty ? unanswered_check(kind, cmp, *empty, limit)
+                             : unsent_check(kind, cmp, limit);
+            };
             if (spec.max_never_finished_increase) {
-                out.push_back(unsent_check("never_finished", cmp,
-                                           limit_of(*spec.max_never_finished_increase)));
-            }
-            if (spec.max_reasoning_start_increase) {
-                out.push_back(unsent_check("reasoning_start", cmp,
-                                           limit_of(*spec.max_reasoning_start_increase)));
-            }
-            if (spec.max_token_increase_pct) {
                 out.push_back(
-                    unsent_check("tokens", cmp, token_limit(*spec.max_token_increase_pct)));
-            }
-            continue;
-        }
-        if (empty) {
-            if (spec.max_never_finished_increase) {
-                out.push_back(unanswered_check("never_finished", cmp, *empty,
-                                               limit_of(*spec.max_never_finished_increase)));
+                    unmeasured("never_finished", limit_of(*spec.max_never_finished_increase)));
             }
             if (spec.max_reasoning_start_increase) {
-                out.push_back(unanswered_check("reasoning_start", cmp, *empty,
-                                               limit_of(*spec.max_reasoning_start_increase)));
+                out.push_back(
+                    unmeasured("reasoning_start", limit_of(*spec.max_reasoning_start_increase)));
             }
             if (spec.max_token_increase_pct) {
-                out.push_back(unanswered_check("tokens", cmp, *empty,
-                                               token_limit(*spec.max_token_increase_pct)));
+                out.push_back(unmeasured("tokens", token_limit(*spec.max_token_increase_pct)));
             }
             continue;
         }
@@ -671,19 +661,23 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
     // A baseline group the candidate has no counterpart of (a framing the
     // pull request stopped running) is named, neither passing nor failing:
     // the gate checked raw and said nothing of chat (gate audit).
+    // Named by the first check the gate asks of a pair, with its limit.
+    const auto [kind, limit] =
+        spec.max_drop_points
+            ? std::pair{std::string("paired"), CheckLimit{"points", *spec.max_drop_points, ""}}
+        : spec.max_never_finished_increase
+            ? std::pair{std::string("never_finished"), limit_of(*spec.max_never_finished_increase)}
+        : spec.max_reasoning_start_increase
+            ? std::pair{std::string("reasoning_start"),
+                        limit_of(*spec.max_reasoning_start_increase)}
+            : std::pair{std::string("tokens"),
+                        token_limit(spec.max_token_increase_pct.value_or(0))};
     for (const auto& [a, b] : unmatched_groups(results, *spec.baseline, *spec.candidate)) {
         GateCheck k;
-        k.kind = spec.max_drop_points                ? "paired"
-                 : spec.max_never_finished_increase  ? "never_finished"
-                 : spec.max_reasoning_start_increase ? "reasoning_start"
-                                                     : "tokens";
+        k.kind = kind;
         k.name = fmt::format("{} {} -> {}", k.kind, a.text(), b.text());
-        k.unit = k.kind == "paired" ? "points" : k.kind == "tokens" ? "%" : "responses";
-        k.threshold = spec.max_drop_points                ? *spec.max_drop_points
-                      : spec.max_never_finished_increase  ? spec.max_never_finished_increase->value
-                      : spec.max_reasoning_start_increase ? spec.max_reasoning_start_increase->value
-                      : spec.max_token_increase_pct       ? *spec.max_token_increase_pct
-                                                          : 0.0;
+        k.unit = limit.unit;
+        k.threshold = limit.value;
         k.measured_text = fmt::format("not measured: no group {}", b.text());
         k.threshold_text = "not judged";
         k.status = CheckStatus::skip;

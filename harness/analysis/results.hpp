@@ -42,6 +42,11 @@ inline constexpr std::string_view k_never_sent =
     "no response stored: the run stopped before sending this request, or while it was in "
     "flight; run the same command again";
 
+// How requests without a response count, where a sentence says they count
+// as wrong answers: "... count as wrong answers (in a comparison ...)".
+inline constexpr std::string_view k_unanswered_counting =
+    "in a comparison only the candidate's: the baseline's are left out";
+
 // One counted response, or (response_id 0) a planned request never sent,
 // which counts as a failed, wrong answer (a comparison leaves a baseline's
 // out: compare.hpp).

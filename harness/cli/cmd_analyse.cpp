@@ -106,7 +106,7 @@ int summary_command(const AnalyseFlags& f) {
     // failures, which only the err column said (an engine audit's server
     // that refused every prompt as too long showed "0.0" like a model that
     // answered everything wrong).
-    bool unplanned = false;
+    bool noted = false; // a note printed, which a blank line then ends
     for (const auto& g : summary.groups) {
         // A group that sent nothing is the unsent line's (below).
         const auto gc = std::find_if(groups->begin(), groups->end(), [&](const auto& c) {
@@ -119,7 +119,7 @@ int summary_command(const AnalyseFlags& f) {
                                      "accuracy of 0 is of failed requests, not of answers: see "
                                      "the errors the run printed (or responses.error)\n",
                                      md ? "- " : "", g.label());
-            unplanned = true;
+            noted = true;
         }
     }
     // Places a run asked but stopped before planning: in no group's counts;
@@ -132,7 +132,7 @@ int summary_command(const AnalyseFlags& f) {
                 "run the command that asked for them again\n",
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
                 util::counted(g.unsent, "planned request"), g.unsent == 1 ? "counts" : "count");
-            unplanned = true;
+            noted = true;
         }
         if (g.unplanned > 0) {
             std::cout << fmt::format(
@@ -142,7 +142,7 @@ int summary_command(const AnalyseFlags& f) {
                 util::counted(g.unplanned, "request"), g.unplanned == 1 ? "was" : "were",
                 g.unplanned == 1 ? "counts" : "count",
                 analysis::unplanned_advice(g.unplanned_by_failed_runs));
-            unplanned = true;
+            noted = true;
         }
         if (!g.missing_shards.empty()) {
             std::cout << fmt::format(
@@ -151,10 +151,10 @@ int summary_command(const AnalyseFlags& f) {
                 md ? "- " : "", analysis::group_label(g.server, g.framing, g.max_tokens),
                 analysis::shards_text(g.missing_shards), util::counted(g.unrun, "request"),
                 g.unrun == 1 ? "counts" : "count");
-            unplanned = true;
+            noted = true;
         }
     }
-    if (unplanned) {
+    if (noted) {
         std::cout << "\n";
     }
     std::cout

@@ -2,6 +2,7 @@
 #include <harness/cli/util.hpp>
 
 #include <harness/analysis/rescore.hpp>
+#include <harness/analysis/results.hpp>
 #include <harness/analysis/stats.hpp>
 #include <harness/store/lock.hpp>
 #include <harness/util/file.hpp>
@@ -255,13 +256,12 @@ namespace {
 
 // One line saying that `writer` (store::RunLock::holder's words for a run,
 // a merge or an import) still writes `db`, and that what follows is what it
-// has stored so far, its unanswered requests counted as failed.
+// has stored so far, its unanswered requests counted as wrong answers.
 void note_written(const std::string& db, const std::string& writer) {
     print_error(fmt::format("{} is still being written by {}: what follows is what it has "
                             "stored so far, and its requests with no response yet count as "
-                            "wrong answers (in a comparison only the candidate's: the "
-                            "baseline's are left out)",
-                            db, writer));
+                            "wrong answers ({})",
+                            db, writer, analysis::k_unanswered_counting));
 }
 
 } // namespace

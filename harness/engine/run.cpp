@@ -685,16 +685,8 @@ util::Result<void> record_server(const RunContext& ctx, const ServerRecord& r, s
     // first answers came from another KV-cache type (engine audit). They are
     // kept, and the run says it cannot check them, also for a server with
     // no /props to read facts from (vLLM).
-    util::Result<bool> put = false;
-    if (log_text.empty() && !r.fp) {
-        put = db.has_server_log(r.row.name);
-        if (put) {
-            put = !*put;
-        }
-    } else {
-        put = db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
-                                r.facts_json);
-    }
+    const auto put = db.put_server_log(r.row.name, log_path, ctx.inputs.redactor.redacted(log_text),
+                                       r.facts_json);
     if (!put) {
         return put.error();
     }

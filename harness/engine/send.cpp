@@ -317,11 +317,16 @@ struct Sender::Loop {
         }
     }
 
+    // How many earlier attempts' failures a retried row's notes give.
+    static constexpr int k_failures_kept = 3;
+
     // Asks the retry policy about `w`'s attempt that returned `resp` (and,
-    // once parsed, `parsed_error`); schedules the retry it asks for. The
-    // jitter stream advances only when a retry is scheduled.
-    bool retried(Work& w, const http::Response& resp, std::string_view parsed_error,
-                 std::string_view why) {
+    // once parsed, its row `parsed`); schedules the retry it asks for,
+    // noting why the attempt failed. The jitter stream advances only when a
+    // retry is scheduled.
+    bool retried(Work& w, const http::Response& resp, const store::ResponseRow* parsed = nullptr) {
+        const std::string_view parsed_error =
+            parsed ? std::string_view(parsed->error_kind) : std::string_view();
         const uint64_t next_jitter = util::hash64("jitter", s.m_jitter_state);
         const auto& config = s.m_ctx.config;
         RetryInput in;
@@ -356,11 +361,21 @@ struct Sender::Loop {
                 server.spec->name, server.limit);
         }
         s.m_jitter_state = next_jitter;
-        constexpr int k_failures_kept = 3;
         if (w.attempts <= k_failures_kept) {
-            w.earlier_failures += fmt::format(
-                "{}attempt {}: {}", w.earlier_failures.empty() ? "" : "; ", w.attempts,
-                util::one_line(s.m_ctx.inputs.redactor.redacted(std::string(why)), 160));
+            // Described only now that it is retried: a response's own
+            // failure is classified again by row_of when it is stored.
+            store::ResponseRow failure;
+            if (!parsed) {
+                classify_failure(resp, failure);
+            }
+            const auto& described = parsed ? *parsed : failure;
+            // Redacted whole, then cut: a key cut first would leave its
+            // start.
+            w.earlier_failures +=
+                fmt::format("{}attempt {}: {}", w.earlier_failures.empty() ? "" : "; ", w.attempts,
+                            util::one_line(s.m_ctx.inputs.redactor.redacted(fmt::format(
+                                               "{}: {}", described.error_kind, described.error)),
+                                           160));
         }
         retries.push(Retry{Clock::now() + d.delay, std::move(w)});
         return true;
@@ -429,12 +444,8 @@ struct Sender::Loop {
             whole->transport = http::Transport::ok;
         }
         const http::Response& got = whole ? *whole : resp;
-        {
-            store::ResponseRow failure;
-            if (classify_failure(got, failure) &&
-                retried(w, got, {}, fmt::format("{}: {}", failure.error_kind, failure.error))) {
-                return;
-            }
+        if (retried(w, got)) {
+            return;
         }
         auto row = row_of(w, got);
         if (whole) {
@@ -453,14 +464,14 @@ struct Sender::Loop {
         }
         // A 200 whose body was cut or carried an error event is the server
         // failing to deliver, like a 5xx: the policy may try again.
-        if (!row.ok &&
-            retried(w, got, row.error_kind, fmt::format("{}: {}", row.error_kind, row.error))) {
+        if (!row.ok && retried(w, got, &row)) {
             return;
         }
         if (!w.earlier_failures.empty()) {
-            row.notes += fmt::format(
-                "{}retried after {}{}", row.notes.empty() ? "" : "; ", w.earlier_failures,
-                w.attempts - 1 > 3 ? fmt::format(" (and {} more)", w.attempts - 1 - 3) : "");
+            const int more = w.attempts - 1 - k_failures_kept;
+            row.notes += fmt::format("{}retried after {}{}", row.notes.empty() ? "" : "; ",
+                                     w.earlier_failures,
+                                     more > 0 ? fmt::format(" (and {} more)", more) : "");
         }
         BodyKind kind;
         if (w.stream) {

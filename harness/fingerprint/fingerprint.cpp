@@ -373,8 +373,8 @@ Fingerprint Rules::apply(std::string_view log) const {
     // The stop line of the launch last_ready is of: the facts come from it
     // when the last launch never became ready, and so does whether it
     // stopped (an audit's log ended in a restart still loading after its
-    // ready launch had stopped).
-    bool last_ready_is_current = false;
+    // ready launch had stopped). That launch is the current one while
+    // `serving`.
     std::string last_ready_stopped;
     size_t pos = 0;
     while (pos < log.size()) {
@@ -389,11 +389,10 @@ Fingerprint Rules::apply(std::string_view log) const {
             fp.stated.clear();
             serving = false;
             fp.stopped.clear();
-            last_ready_is_current = false;
         } else if (Impl::any_match(m_impl->stopped, line)) {
             fp.stopped = util::one_line(std::string_view(line.data(), line.size()),
                                         util::k_server_words_bytes);
-            if (last_ready_is_current) {
+            if (serving) {
                 last_ready_stopped = fp.stopped;
             }
             continue;
@@ -402,7 +401,6 @@ Fingerprint Rules::apply(std::string_view log) const {
         } else if (Impl::any_match(m_impl->ready, line)) {
             serving = true;
             last_ready.emplace(fp.facts, fp.stated);
-            last_ready_is_current = true;
             last_ready_stopped.clear();
             continue;
         }

@@ -599,9 +599,12 @@ constexpr std::string_view k_statements[] = {
     "ELSE excluded.info_json END",
     // k_put_server_log: a run that read no log (attached without
     // --server-log) keeps the log and facts an earlier run stored, the only
-    // record of what that server ran when it answered
-    "UPDATE servers SET log_path = ?1, log_text = ?2, facts_json = ?3 WHERE name = ?4 "
-    "AND NOT (?2 = '' AND coalesce(log_text, '') != '')",
+    // record of what that server ran when it answered; without facts either
+    // (no /props) it changes nothing
+    "UPDATE servers SET "
+    "log_path = CASE WHEN ?2 = '' AND ?3 IS NULL THEN log_path ELSE ?1 END, log_text = ?2, "
+    "facts_json = CASE WHEN ?2 = '' AND ?3 IS NULL THEN facts_json ELSE ?3 END "
+    "WHERE name = ?4 AND NOT (?2 = '' AND coalesce(log_text, '') != '')",
     // k_put_question
     "INSERT OR IGNORE INTO questions (dataset, question_idx, question, answer, question_sha256) "
     "VALUES (?, ?, ?, ?, ?)",
@@ -1715,20 +1718,6 @@ util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::st
     }
     return std::optional<ServerIdentity>{server_identity(st.column_view(0), st.column_text(1),
                                                          st.column_view(2), st.column_text(3))};
-}
-
-util::Result<bool> Store::has_server_log(const std::string& name) {
-    std::lock_guard turn(m_turn);
-    Statement st(m_db.handle(),
-                 "SELECT 1 FROM servers WHERE name = ? AND coalesce(log_text, '') != ''");
-    if (!st.valid()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read servers: {}", m_db.last_error()));
-    }
-    const bool found = st.bind(name).step();
-    if (!st.error().empty()) {
-        return make_error(ErrorKind::io, fmt::format("cannot read servers: {}", m_db.last_error()));
-    }
-    return found;
 }
 
 util::Result<bool> Store::put_server_log(const std::string& name, const std::string& log_path,

@@ -191,11 +191,10 @@ public:
     // What this database recorded of server `name`, when it holds a response
     // to one of its requests or probe requests; nullopt otherwise.
     util::Result<std::optional<ServerIdentity>> answered_server(const std::string& name);
-    // Whether server `name`'s row holds a log (an earlier run's).
-    util::Result<bool> has_server_log(const std::string& name);
     // Attach a server's log and its fingerprint (`facts_json`, "" for none).
     // Without a log (`log_text` empty), a log stored before is kept with its
-    // facts, and false is returned.
+    // facts, and false is returned; without facts either, the row is left
+    // as it is.
     util::Result<bool> put_server_log(const std::string& name, const std::string& log_path,
                                       const std::string& log_text, const std::string& facts_json);
     // A question stored under a dataset's name, at its index.

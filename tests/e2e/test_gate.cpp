@@ -763,15 +763,21 @@ TEST_F(Gate, BehaviourChecksFailOnRawAndPassOnChat) {
     EXPECT_EQ(alone.exit_code, 2);
 }
 
-TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
+namespace {
+
+// A database in scratch directory `name` where server `default` and server
+// `deepgemm` (the simulator's profiles of those names) answered the first
+// `limit` official questions `repeats` times, raw at 256 tokens; empty when
+// GSM8K_DIR is unset.
+std::string official_pair_db(const std::string& name, const std::string& limit,
+                             const std::string& repeats) {
     const char* gsm8k = std::getenv("GSM8K_DIR");
     if (!gsm8k || !*gsm8k) {
-        GTEST_SKIP() << "GSM8K_DIR is not set; the official-set gate test needs it";
+        return {};
     }
     const std::string test = std::string(gsm8k) + "/test.jsonl";
     const std::string train = std::string(gsm8k) + "/train.jsonl";
-    auto dir = e2e::scratch("gate-official");
-    auto db = (dir / "g.sqlite").string();
+    auto db = (e2e::scratch(name) / "g.sqlite").string();
     e2e::Sim a({"--profile", "default", "--dataset", test, "--fewshot-from", train});
     e2e::Sim b({"--profile", "deepgemm", "--dataset", test, "--fewshot-from", train});
     auto r = e2e::run({"run",
@@ -784,17 +790,28 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
                        "--max-tokens",
                        "256",
                        "--repeats",
-                       "3",
+                       repeats,
                        "--dataset",
                        test,
                        "--fewshot-from",
                        train,
                        "--limit",
-                       "400",
+                       limit,
                        "--db",
                        db,
                        "--quiet"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return db;
+}
+
+} // namespace
+
+TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
+    const auto db = official_pair_db("gate-official", "400", "3");
+    if (db.empty()) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; the official-set gate test needs it";
+    }
+    ASSERT_FALSE(HasFailure()) << "the run that fills the database failed";
     auto o = e2e::run({"gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm",
                        "--max-drop", "5", "--resamples", "2000"});
     EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
@@ -819,20 +836,12 @@ TEST(GateOfficial, DeepgemmDropOn400QuestionsIsSignificant) {
 // candidate that ran 3 of 100 questions passed as inconclusive (the next
 // audit).
 TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
-    const char* gsm8k = std::getenv("GSM8K_DIR");
-    if (!gsm8k || !*gsm8k) {
+    const auto db = official_pair_db("gate-killed-baseline", "200", "1");
+    if (db.empty()) {
         GTEST_SKIP() << "GSM8K_DIR is not set; the official-set gate test needs it";
     }
-    const std::string test = std::string(gsm8k) + "/test.jsonl";
-    const std::string train = std::string(gsm8k) + "/train.jsonl";
-    auto dir = e2e::scratch("gate-killed-baseline");
-    auto db = (dir / "g.sqlite").string();
-    e2e::Sim a({"--profile", "default", "--dataset", test, "--fewshot-from", train});
-    e2e::Sim b({"--profile", "deepgemm", "--dataset", test, "--fewshot-from", train});
-    auto r = e2e::run({"run", "--server", "default=" + a.url(), "--server", "deepgemm=" + b.url(),
-                       "--framing", "raw", "--max-tokens", "256", "--dataset", test,
-                       "--fewshot-from", train, "--limit", "200", "--db", db, "--quiet"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_FALSE(HasFailure()) << "the run that fills the database failed";
+    const auto dir = std::filesystem::path(db).parent_path();
     const std::vector<std::string> gate = {
         "gate", "--db", db, "--baseline", "default", "--candidate", "deepgemm", "--max-drop", "1"};
     auto whole = e2e::run(gate);
