@@ -268,6 +268,21 @@ util::Result<void> compare_all(store::Store& st, std::vector<CompareJob>& jobs, 
         }
         analysis::fill_excerpts(*job.out, st, k_flips_shown);
         data.comparisons.insert(data.comparisons.end(), job.out->begin(), job.out->end());
+        // The rest of the baseline's groups under this job: a server compared
+        // on raw alone read as compared (reports audit: chat went unsaid).
+        for (auto& pair : analysis::unmatched_groups(data.results, job.a, job.b)) {
+            const auto same = [&](const auto& seen) {
+                return seen.first.text() == pair.first.text() &&
+                       seen.second.text() == pair.second.text();
+            };
+            if (std::none_of(data.not_compared.begin(), data.not_compared.end(), same)) {
+                data.comparison_notes.push_back(
+                    fmt::format("{} never ran {}/{}, so the baseline's {} is not compared with it",
+                                pair.second.server, *pair.second.framing, *pair.second.max_tokens,
+                                pair.first.text()));
+                data.not_compared.push_back(std::move(pair));
+            }
+        }
     }
     analysis::assign_verdicts(data.comparisons);
     return {};
@@ -418,6 +433,10 @@ nlohmann::json report_json(const ReportData& data) {
     auto probes = probes_json(data);
     diff["probes"] = probes["comparisons"];
     diff["probes_skipped"] = probes["skipped"];
+    diff["not_compared"] = nlohmann::json::array();
+    for (const auto& [a, b] : data.not_compared) {
+        diff["not_compared"].push_back({{"a", a.text()}, {"b", b.text()}});
+    }
     return {{"schema", "diffeval.report/3"},
             {"baseline", data.baseline},
             {"headline", headline(data)},

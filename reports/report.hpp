@@ -33,6 +33,10 @@ struct ReportData {
     // One line per server with no group paired with the baseline's (other
     // framings or token limits): it is not compared, and the headline says so.
     std::vector<std::string> comparison_notes;
+    // Baseline groups a compared server never ran (the baseline ran chat and
+    // raw, the server raw only), as (the baseline's group, the one it would
+    // pair with): no comparison covers them, and the headline says so.
+    std::vector<std::pair<analysis::Selector, analysis::Selector>> not_compared;
     // Why a layout comparison was skipped ("no group has framing 'x'", "no
     // scorer 'y' is stored"): the headline says so when none was made.
     std::vector<std::string> layout_skipped;

@@ -778,7 +778,9 @@ TEST(Report, TopFlippedShowsAWorseComparisonBeforeOneThatAnsweredNothing) {
 
 // A candidate compared on the framing both ran is not said to be "not
 // compared" because the layout's chat comparison found no chat group of
-// its own (an audit: the baseline ran raw and chat, the candidate raw).
+// its own (an audit: the baseline ran raw and chat, the candidate raw);
+// the baseline's chat group it never ran is named, in the headline and in
+// summary.json, as diff names it (before, the report said nothing of chat).
 TEST(Report, ACandidateComparedOnOneFramingIsNotSaidToBeUncompared) {
     auto dir = e2e::scratch("report-one-framing");
     e2e::Sim sim;
@@ -792,11 +794,18 @@ TEST(Report, ACandidateComparedOnOneFramingIsNotSaidToBeUncompared) {
                   .exit_code,
               0);
     auto o = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string(),
-                       "--format", "md"});
+                       "--format", "md,json"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     const auto md = e2e::slurp(dir / "out/report.md");
     EXPECT_EQ(md.find("so it is not compared"), std::string::npos) << md.substr(0, 2000);
     EXPECT_NE(md.find("b/raw/256"), std::string::npos) << md.substr(0, 2000);
+    EXPECT_NE(md.find("- b never ran chat/256, so the baseline's a/chat/256 is not compared with "
+                      "it."),
+              std::string::npos)
+        << md.substr(0, 2000);
+    const auto summary = nlohmann::json::parse(e2e::slurp(dir / "out/summary.json"));
+    EXPECT_EQ(summary["diff"]["not_compared"],
+              nlohmann::json::parse(R"([{"a": "a/chat/256", "b": "b/chat/256"}])"));
 }
 
 // Two groups of one framing and token limit that ran other questions (the
