@@ -254,17 +254,23 @@ int diff_command(const AnalyseFlags& f) {
     for (const auto& c : *cmp) {
         std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";
     }
+    // Markdown reads the probe's brackets and a name's underscores as its
+    // own; a terminal gets the lines as they are.
+    const auto line = [&](const std::string& text) {
+        return *style == reports::Style::markdown ? reports::markdown_escape(text)
+                                                  : for_terminal(text, stdout);
+    };
     for (const auto& [ua, ub] : unmatched) {
-        std::cout << for_terminal(fmt::format("Not compared: {} has no group to pair with {} (it "
-                                              "never ran {}/{}).\n",
-                                              ub.server, ua.text(), *ub.framing, *ub.max_tokens),
-                                  stdout);
+        std::cout << line(fmt::format("Not compared: {} has no group to pair with {} (it never "
+                                      "ran {}/{}).",
+                                      ub.server, ua.text(), *ub.framing, *ub.max_tokens))
+                  << "\n";
     }
     for (const auto& p : probes->first) {
-        std::cout << analysis::probe_line(p) << "\n";
+        std::cout << line(analysis::probe_line(p)) << "\n";
     }
     for (const auto& n : probes->second) {
-        std::cout << n << "\n";
+        std::cout << line(n) << "\n";
     }
     return k_exit_ok;
 }

@@ -122,6 +122,15 @@ TEST(Probe, DiffAndReportShowTheShiftTheAccuracyCannotYetSee) {
     ASSERT_EQ(diff["probes"].size(), 1u);
     EXPECT_LT(diff["probes"][0]["direction"]["p_value"].get<double>(), 0.01);
     EXPECT_EQ(diff["probes"][0]["points"].size(), 24u);
+    // As Markdown the interval's brackets are text, as the comparisons' are.
+    auto m = e2e::run({"diff", "--db", db.string(), "a/raw", "b/raw", "--format", "md"});
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    EXPECT_NE(m.out.find("probe think-open on raw: b vs a: P(open) logit shift +0.4"),
+              std::string::npos)
+        << m.out;
+    const auto shift = m.out.find("logit shift");
+    ASSERT_NE(shift, std::string::npos) << m.out;
+    EXPECT_EQ(m.out.substr(shift + 19, 2), "\\[") << m.out.substr(shift, 60);
 
     auto r = e2e::run({"report", "--db", db.string(), "--out", (dir / "rep").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
