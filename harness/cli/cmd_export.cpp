@@ -3,6 +3,7 @@
 #include <harness/cli/commands.hpp>
 #include <harness/cli/util.hpp>
 #include <harness/interop/lm_eval_samples.hpp>
+#include <harness/store/lock.hpp>
 #include <harness/store/scoring.hpp>
 #include <harness/util/text.hpp>
 
@@ -65,11 +66,18 @@ int export_command(const ExportFlags& f) {
         std::count_if(opened->results.rows.begin(), opened->results.rows.end(),
                       [](const analysis::ResultRow& row) { return row.response_id == 0; });
     if (unsent > 0) {
-        std::cerr << fmt::format("note: {} planned in {} {} never sent (a run stopped first), "
-                                 "and {} no line: lm-eval reads these files as the whole run; "
-                                 "finish the run (the same command again), then export\n",
-                                 util::counted(static_cast<uint64_t>(unsent), "request"), f.db,
-                                 unsent == 1 ? "was" : "were", unsent == 1 ? "has" : "have");
+        // A run still writing the file has not sent them yet: running it
+        // again would be refused, and is not what to do (hostile-input audit).
+        const auto writer = store::RunLock::holder(f.db);
+        std::cerr << fmt::format(
+            "note: {} planned in {} {} {}, and {} no line: lm-eval reads these files as the "
+            "whole run; {}, then export\n",
+            util::counted(static_cast<uint64_t>(unsent), "request"), f.db,
+            unsent == 1 ? "was" : "were",
+            writer ? fmt::format("not answered yet ({} still writes it)", *writer)
+                   : std::string("never sent (a run stopped first)"),
+            unsent == 1 ? "has" : "have",
+            writer ? "wait for it to finish" : "finish the run (the same command again)");
     }
     // Verdicts of the text after the think block beside the whole text in
     // `resps`: lm-eval's filters on resps may give others (interop audit #5).

@@ -414,8 +414,8 @@ util::Result<int64_t> record_run(const RunContext& ctx, store::Store& db) {
         return make_error(
             ErrorKind::usage,
             fmt::format("{} holds question {} of dataset {} {}: the file changed since this "
-                        "database stored its questions, and {}; restore the file, or run it into "
-                        "another --db",
+                        "database stored its questions (or the database itself was changed), and "
+                        "{}; restore the file, or run it into another --db",
                         ctx.config.db, was->question_idx, dataset.name,
                         was->question != now.question
                             ? std::string("with another text than the dataset now has")
@@ -1316,6 +1316,16 @@ util::Error full_while_planning(const RunContext& ctx, std::unique_ptr<store::St
         became = marked ? "the run is marked failed and what was stored before is kept"
                         : "what was stored before is kept; the run is still marked running "
                           "(the next run marks it killed)";
+        // A plan stored in parts is sent part by part: the run may have
+        // stored answers, and its planned requests not sent yet read as
+        // wrong answers meanwhile (a hostile-input audit: a group read 29.7%
+        // where it had read 97.5%, and the line said nothing of it).
+        if (const int64_t stored = store->run_responses(run_id); stored > 0) {
+            became += fmt::format(", with the {} it stored before it stopped; the requests it "
+                                  "planned and did not send count as wrong answers until they "
+                                  "are sent",
+                                  util::counted(stored, "response"));
+        }
     } else {
         became = "nothing stored in it changed";
     }

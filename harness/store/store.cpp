@@ -1653,6 +1653,12 @@ bool Store::mark_run_failed(int64_t run_id) {
     return end_run(run_id, "failed").ok();
 }
 
+int64_t Store::run_responses(int64_t run_id) {
+    Statement count(m_db.handle(), "SELECT (SELECT count(*) FROM responses WHERE run_id = ?1) + "
+                                   "(SELECT count(*) FROM probe_responses WHERE run_id = ?1)");
+    return count.valid() && count.bind(run_id).step() ? count.column_int(0) : 0;
+}
+
 bool Store::holds_no_responses() {
     Statement none(m_db.handle(), "SELECT NOT EXISTS (SELECT 1 FROM responses) AND NOT EXISTS "
                                   "(SELECT 1 FROM probe_responses)");

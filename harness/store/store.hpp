@@ -177,6 +177,9 @@ public:
     // into the file and emptied, which gives the row room, and it is
     // written again. False when it still could not be.
     bool mark_run_failed(int64_t run_id);
+    // How many responses (probe responses included) run `run_id` stored; 0
+    // when they cannot be counted.
+    int64_t run_responses(int64_t run_id);
     // Remove run `run_id`'s row when no response (nor probe response) of it
     // is stored: a run refused at planning asked for nothing this database
     // can hold, and its row would count its places as never planned. Its

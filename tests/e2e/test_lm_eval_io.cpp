@@ -968,6 +968,27 @@ TEST(LmEvalSamples, AnExportOfAnUnfinishedRunCountsWhatIsMissing) {
                          " were never sent (a run stopped first), and have no line"),
               std::string::npos)
         << o.err;
+    // While a run still writes the file, they are not answered yet, and
+    // running it again is not the advice (a hostile-input audit).
+    {
+        const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+        ASSERT_GE(held, 0);
+        const std::string who = "pid 4242, started 2026-12-07T00:00:00.000Z, diffeval run\n";
+        ASSERT_EQ(::write(held, who.data(), who.size()), static_cast<ssize_t>(who.size()));
+        ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+        auto live = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples", "--out",
+                              (dir / "live-out").string()});
+        ::close(held);
+        EXPECT_EQ(live.exit_code, 0) << live.err;
+        EXPECT_NE(live.err.find("note: 4 requests planned in " + db.string() +
+                                " were not answered yet (diffeval run (pid 4242, started "
+                                "2026-12-07T00:00:00.000Z) still writes it), and have no line"),
+                  std::string::npos)
+            << live.err;
+        EXPECT_NE(live.err.find("wait for it to finish, then export"), std::string::npos)
+            << live.err;
+        EXPECT_EQ(live.err.find("a run stopped first"), std::string::npos) << live.err;
+    }
     // A finished run's export says nothing of the kind.
     auto whole = dir / "whole.sqlite";
     ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
