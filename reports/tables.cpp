@@ -174,8 +174,9 @@ std::string markdown_escape(const std::string& raw) {
             out += "&amp;";
             continue;
         }
+        // '$' opens GitHub's inline math: model text "$x^{2}$" rendered styled.
         if (c == '|' || c == '\\' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' ||
-            c == '[' || c == ']' || c == '~') {
+            c == '[' || c == ']' || c == '~' || c == '$') {
             out += '\\';
         }
         out += c;
@@ -539,7 +540,7 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
                                ? fmt::format("{}, the first {} shown",
                                              util::counted(v.size(), "question"), max_flips)
                                : util::counted(v.size(), "question");
-        out += md ? fmt::format("\n**{}** ({})\n\n", label, count)
+        out += md ? fmt::format("\n**{}** ({})\n\n", markdown_escape(label), count)
                   : fmt::format("\n{} ({}):\n", label, count);
         std::vector<std::vector<std::string>> fr = {
             {"q", "A %", "B %", "A answered", "B answered"}};

@@ -25,7 +25,7 @@ std::string render_table(const std::vector<std::vector<std::string>>& rows, Styl
                          Columns columns = Columns::inferred);
 
 // `text` (untrusted: a name, a server's words, model output) as Markdown that
-// renders as that text on one line: markup characters (| \ ` * _ < > [ ])
+// renders as that text on one line: markup characters (| \ ` * _ < > [ ] ~ $)
 // backslash-escaped, & as &amp; (so no entity turns into another character
 // or markup) and control characters (line ends, terminal escapes) as spaces.
 std::string markdown_escape(const std::string& text);

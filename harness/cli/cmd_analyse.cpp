@@ -80,9 +80,8 @@ int summary_command(const AnalyseFlags& f) {
     std::cout << (md ? "## Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n"
                      : "Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n");
     std::cout << reports::verdict_table(summary, *style) << "\n";
-    std::cout << (md ? fmt::format(
-                           "## Where the responses went (mean per run; accuracy by `{}`)\n\n",
-                           f.scorer)
+    std::cout << (md ? fmt::format("## Where the responses went (mean per run; accuracy by {})\n\n",
+                                   reports::markdown_code(f.scorer))
                      : fmt::format("Where the responses went (mean per run; accuracy by {})\n\n",
                                    f.scorer));
     std::cout << reports::breakdown_table(summary, f.scorer, *style) << "\n";

@@ -41,8 +41,11 @@ bool classify_failure(const http::Response& resp, store::ResponseRow& row) {
         row.error = resp.transport_error;
     } else if (resp.status >= 300 && resp.status < 400) {
         row.error_kind = "http";
-        row.error = fmt::format("HTTP {}: redirect to {} not followed", resp.status,
-                                resp.location.value_or("(no Location header)"));
+        // The header is the server's words: one line, as its body's are.
+        row.error =
+            fmt::format("HTTP {}: redirect to {} not followed", resp.status,
+                        resp.location ? util::one_line(*resp.location, util::k_server_words_bytes)
+                                      : std::string("(no Location header)"));
     } else if (resp.status != 200) {
         // 2xx other than 200 (206 Partial Content, 204 No Content) is no
         // complete answer either.

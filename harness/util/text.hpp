@@ -239,6 +239,11 @@ inline std::string controls_as_spaces(std::string_view text) {
 // simdjson's validator (text.cpp).
 bool is_utf8(std::string_view text);
 
+// `text` as UTF-8: each byte that starts no valid sequence (a stray
+// continuation byte, an overlong form, a surrogate, a raw C1 byte such as
+// 0x9B, the 8-bit CSI) as U+FFFD, every valid sequence as it was.
+std::string utf8_repaired(std::string_view text);
+
 // Whether `text` holds a Unicode space other than ' ' (no-break, ideographic,
 // U+2000-U+200A, ...), a line or paragraph separator, or an invisible
 // formatting character (zero-width, direction marks and overrides, the
@@ -307,9 +312,16 @@ inline constexpr size_t k_server_words_bytes = 1000;
 // Untrusted text (model output, a server's message) as one line of at most
 // `max_bytes` bytes plus "..." when cut: control characters (line ends,
 // terminal escapes) become spaces, runs of spaces one space, format
-// characters (direction overrides, zero-width) <U+XXXX>, and a cut never
-// splits a UTF-8 sequence.
-inline std::string one_line(std::string_view text, size_t max_bytes) {
+// characters (direction overrides, zero-width) <U+XXXX>, bytes that are no
+// UTF-8 U+FFFD, and a cut never splits a UTF-8 sequence.
+inline std::string one_line(std::string_view raw, size_t max_bytes) {
+    // A byte that is no UTF-8 would reach a terminal as it is: 0x9B is CSI
+    // to one that reads 8-bit controls (an audit's HTTP 400 body).
+    std::string repaired;
+    if (!is_utf8(raw)) {
+        repaired = utf8_repaired(raw);
+    }
+    const std::string_view text = repaired.empty() ? raw : std::string_view(repaired);
     std::string out;
     out.reserve(std::min(text.size(), max_bytes + 3));
     for (size_t i = 0; i < text.size(); ++i) {

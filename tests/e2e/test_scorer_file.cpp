@@ -359,3 +359,19 @@ TEST(ScorerFileFlag, AStoredScorerThatCannotLoadIsRefusedBeforeAnythingChanges) 
         << c.err;
     EXPECT_EQ(c.err.find("rename"), std::string::npos) << c.err;
 }
+
+// A scorer's name is the user's file stem, backticks allowed: summary's
+// Markdown fenced it in single backticks, so one in the name ended the code
+// span and the rest was raw HTML (an audit: "a`<details>..." folded the
+// table under a toggle). It is fenced as report.md and the gate fence it.
+TEST(ScorerFile, ANameWithABacktickStaysCodeInSummaryMarkdown) {
+    auto dir = e2e::scratch("scorer-file-backtick");
+    e2e::Sim sim;
+    auto db = dir / "r.sqlite";
+    const std::string name = "a`<details>b";
+    const auto file = first_number_scorer(dir, name, 1);
+    ASSERT_EQ(run_sim(sim, db, "s", 2, {"--scorer-file", file.string()}).exit_code, 0);
+    auto md = e2e::run({"summary", "--db", db.string(), "--scorer", name, "--format", "md"});
+    ASSERT_EQ(md.exit_code, 0) << md.err;
+    EXPECT_NE(md.out.find("accuracy by ``a`<details>b``)"), std::string::npos) << md.out;
+}

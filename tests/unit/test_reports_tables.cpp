@@ -394,6 +394,21 @@ TEST(ReportTables, ACountOfOneIsSingular) {
     EXPECT_EQ(text.find("1 questions"), std::string::npos) << text;
 }
 
+// A name in the flipped questions' label is escaped as it is in the title
+// (an audit: "ok<details><summary>ALL_GREEN" folded the rest of a diff's
+// Markdown under a toggle), and model text's '$' opens no math.
+TEST(ReportTables, TheFlipsLabelEscapesItsNamesInMarkdown) {
+    const std::string name = "ok<details><summary>ALL_GREEN";
+    const auto md = reports::comparison_text(one_flip(name, "b"), reports::Style::markdown, 10);
+    EXPECT_NE(md.find("**Right more often in ok\\<details\\>\\<summary\\>ALL\\_GREEN/raw/256** (1 "
+                      "question)"),
+              std::string::npos)
+        << md;
+    EXPECT_EQ(md.find("<details>"), std::string::npos) << md;
+    EXPECT_EQ(reports::markdown_escape("costs $x^{2}$ or $$y$$"),
+              "costs \\$x^{2}\\$ or \\$\\$y\\$\\$");
+}
+
 // The rule under a comparison's title is as wide as the title on screen: a
 // name in Chinese made it longer by a column a character (bytes counted).
 TEST(ReportTables, TitleRuleIsAsWideAsTheTitleOnScreen) {

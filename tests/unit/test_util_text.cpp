@@ -103,3 +103,26 @@ TEST(IsUtf8, AcceptsUtf8AndRefusesWhatJsonCannotHold) {
     EXPECT_FALSE(is_utf8("\xe2\x82"));                  // cut short
     EXPECT_FALSE(is_utf8(std::string_view("\x80", 1))); // a stray continuation byte
 }
+
+// A server's words printed as one line: a byte that is no UTF-8 reached the
+// terminal raw (an audit: an HTTP 400 body of "\x9b2J", the 8-bit CSI, which
+// a terminal reading 8-bit controls acts on) and was stored as no UTF-8.
+TEST(Text, OneLineReplacesBytesThatAreNoUtf8) {
+    EXPECT_EQ(diffeval::util::one_line("\x9b"
+                                       "2J\x9b"
+                                       "31mALL OK\xff",
+                                       100),
+              "\xEF\xBF\xBD"
+              "2J\xEF\xBF\xBD"
+              "31mALL OK\xEF\xBF\xBD");
+    EXPECT_TRUE(diffeval::util::is_utf8(
+        diffeval::util::one_line("a\xc0\xaf z \xed\xa0\x80 \xf4\x90\x80\x80", 100)));
+    // Valid text is untouched: a 4-byte sequence, a no-break space.
+    EXPECT_EQ(diffeval::util::utf8_repaired("ok \xf0\x9f\x99\x82 \xc2\xa0."),
+              "ok \xf0\x9f\x99\x82 \xc2\xa0.");
+    // An overlong '/', a surrogate, a cut sequence: one U+FFFD a byte.
+    EXPECT_EQ(diffeval::util::utf8_repaired("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(diffeval::util::utf8_repaired("\xed\xa0\x80"),
+              "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(diffeval::util::utf8_repaired("x\xe2\x82"), "x\xEF\xBF\xBD\xEF\xBF\xBD");
+}
