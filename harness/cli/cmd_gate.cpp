@@ -15,6 +15,8 @@
 #include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
 
+#include <scorers/score_text.hpp>
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -506,6 +508,15 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
         }
         combined = std::move(*c);
         f.db = combined->path();
+        // On the text both were scored on: a fresh copy holds no score to
+        // say which, and open_results would score it on the full text.
+        if (const auto& text = combined->score_text()) {
+            if (auto mode = scorers::parse_score_text(*text)) {
+                if (auto scored = score_stored(f.db, {}, *mode); !scored) {
+                    return cannot_run(scored.error());
+                }
+            }
+        }
         if (!f.baseline.empty()) {
             f.baseline = k_baseline_prefix + f.baseline;
         }

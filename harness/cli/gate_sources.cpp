@@ -118,8 +118,10 @@ util::Result<std::unique_ptr<CombinedDb>> CombinedDb::create(const std::string& 
         out->m_handles_signals = true;
     }
     ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    if (auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
-        !r) {
+    auto r = store::combine_with_baseline(out->m_path, db, baseline_db, k_baseline_prefix);
+    if (r) {
+        out->m_score_text = *r;
+    } else {
         // What is wrong with an input (no diffeval database, one from a
         // newer diffeval) is said as it is said everywhere: the advice to
         // free space was wrong for it (an audit).

@@ -24,11 +24,15 @@ public:
     CombinedDb(const CombinedDb&) = delete;
     CombinedDb& operator=(const CombinedDb&) = delete;
     const std::string& path() const { return m_path; }
+    // The text both databases are scored on ("full", "after-think"), when
+    // either says: the copy is scored on it.
+    const std::optional<std::string>& score_text() const { return m_score_text; }
 
 private:
     CombinedDb() = default;
     std::string m_dir; // a directory of its own under the temporary directory
     std::string m_path;
+    std::optional<std::string> m_score_text;
     bool m_handles_signals = false; // SIGINT, SIGTERM, SIGHUP remove m_dir first
 };
 

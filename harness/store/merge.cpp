@@ -747,9 +747,36 @@ util::Result<MergeSummary> merge(const std::string& out_arg, const std::vector<s
     return summary;
 }
 
-util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
-                                         const std::string& baseline_db,
-                                         const std::string& prefix) {
+util::Result<std::optional<std::string>> combine_with_baseline(const std::string& out,
+                                                               const std::string& db,
+                                                               const std::string& baseline_db,
+                                                               const std::string& prefix) {
+    // Both scored on one text, as merge asks of its inputs: the combined
+    // copy was scored on the full text whatever both had been rescored on
+    // (an interop audit: the gate's numbers were in neither database).
+    std::optional<std::string> text;
+    std::string scored_by;
+    for (const auto& in : {baseline_db, db}) {
+        auto s = Store::open(in, Store::Mode::read_only);
+        if (!s) {
+            return s.error();
+        }
+        auto stored = stored_score_text(**s);
+        if (!stored) {
+            return stored.error();
+        }
+        if (*stored && text && **stored != *text) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("--baseline-db {} is scored on the {} text and {} on the "
+                                          "{} text (rescore --score-text): accuracies of two texts "
+                                          "compare nothing; rescore one like the other, then gate",
+                                          scored_by, *text, in, **stored));
+        }
+        if (*stored && !text) {
+            text = **stored;
+            scored_by = in;
+        }
+    }
     remove_with_sidecars(out);
     if (auto r = merge(out, {baseline_db}); !r) {
         return r.error();
@@ -759,7 +786,7 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
         // identical requests of the two runs stay two groups.
         Database h;
         if (auto r = h.open(out, Database::Create::no); !r) {
-            return r;
+            return r.error();
         }
         const auto p = sql_quote(prefix);
         if (auto r = h.exec(fmt::format(
@@ -775,7 +802,7 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
                 "COMMIT",
                 p));
             !r) {
-            return r;
+            return r.error();
         }
     }
     if (auto r = merge(out, {db}); !r) {
@@ -787,7 +814,7 @@ util::Result<void> combine_with_baseline(const std::string& out, const std::stri
         return make_error(r.error().kind,
                           fmt::format("--baseline-db {}: {}", baseline_db, r.error().message));
     }
-    return {};
+    return text;
 }
 
 } // namespace diffeval::store

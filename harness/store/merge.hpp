@@ -56,8 +56,12 @@ util::Result<MergeSummary> merge(const std::string& out, const std::vector<std::
 // Build `out` (replaced) holding `baseline_db` with every server renamed
 // `prefix` + NAME, merged with `db`: one database where a gate compares a
 // group of `db` with a group of another run's database. Questions must agree
-// as in merge().
-util::Result<void> combine_with_baseline(const std::string& out, const std::string& db,
-                                         const std::string& baseline_db, const std::string& prefix);
+// as in merge(), and so must the text both are scored on (rescore
+// --score-text): the text, when either says, is returned, for `out` to be
+// scored on.
+util::Result<std::optional<std::string>> combine_with_baseline(const std::string& out,
+                                                               const std::string& db,
+                                                               const std::string& baseline_db,
+                                                               const std::string& prefix);
 
 } // namespace diffeval::store

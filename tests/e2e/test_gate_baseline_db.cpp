@@ -4,6 +4,7 @@
 // that did not ask the same questions are refused.
 #include "e2e.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -254,4 +255,42 @@ TEST(GateBaselineDb, AFramingTheCandidateNeverRanIsNamedNotJudged) {
     EXPECT_EQ(nlohmann::json::parse(d.out)["not_compared"],
               nlohmann::json::parse(R"([{"a": "a/chat/256", "b": "b/chat/256"}])"))
         << d.out;
+}
+
+// Two databases rescored on the text after the think block are gated on
+// that text: the combined copy was scored on the full text, and the gate
+// printed accuracies neither database's summary gives (an interop audit).
+// A baseline scored on another text than the candidate is refused, as
+// merge refuses such inputs.
+TEST(GateBaselineDb, TheCopyIsScoredOnTheTextBothWereScoredOn) {
+    auto dir = e2e::scratch("gate-baseline-db-score-text");
+    auto main_db = run_db(dir, "main", {"--profile", "deepgemm"});
+    auto full_db = (dir / "full.sqlite").string();
+    std::filesystem::copy_file(main_db, full_db);
+    auto pr_db = (dir / "pr.sqlite").string();
+    std::filesystem::copy_file(main_db, pr_db);
+    for (const auto& db : {main_db, pr_db}) {
+        auto r = e2e::run({"rescore", "--db", db, "--score-text", "after-think"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    const auto accuracy = [](const std::string& db) {
+        auto s = e2e::run({"summary", "--db", db, "--format", "json"});
+        EXPECT_EQ(s.exit_code, 0) << s.err;
+        const double a = nlohmann::json::parse(s.out)["groups"][0]["accuracy"]["vllm"]["mean"];
+        return fmt::format("{:.1f}%", 100 * a);
+    };
+    const auto after = accuracy(main_db);
+    ASSERT_NE(after, accuracy(full_db)) << "the test needs texts that score otherwise";
+    auto g = e2e::run({"gate", "--db", pr_db, "--baseline-db", main_db, "--baseline", "vllm/raw",
+                       "--candidate", "vllm/raw", "--max-drop", "50"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("(" + after + " -> " + after), std::string::npos) << g.out;
+
+    auto mixed = e2e::run({"gate", "--db", pr_db, "--baseline-db", full_db, "--baseline",
+                           "vllm/raw", "--candidate", "vllm/raw", "--max-drop", "50"});
+    EXPECT_EQ(mixed.exit_code, 2) << mixed.out;
+    EXPECT_EQ(mixed.err, "diffeval: --baseline-db " + full_db + " is scored on the full text and " +
+                             pr_db +
+                             " on the after-think text (rescore --score-text): accuracies of two "
+                             "texts compare nothing; rescore one like the other, then gate\n");
 }
