@@ -6,6 +6,7 @@
 #include <reports/html.hpp>
 #include <reports/probe_html.hpp>
 
+#include <harness/analysis/results.hpp>
 #include <harness/store/readers.hpp>
 #include <harness/util/embedded.hpp>
 #include <harness/util/escape.hpp>
@@ -252,7 +253,8 @@ std::string forest_plot(const ReportData& data) {
 
 std::string tables(const ReportData& data) {
     std::string out = "<h2 id=\"verdicts\">Harness verdicts</h2>\n<p class=\"note\">Accuracy "
-                      "%, mean (min-max) over repeats.</p>\n" +
+                      "%, mean (min-max) over repeats" +
+                      analysis::scored_text_words(data.results.score_text) + ".</p>\n" +
                       verdict_table(data.summary, Style::html);
     if (auto cmp = comparison_table(data, Style::html); !cmp.empty()) {
         out += "<h2 id=\"compare\">Against the baseline</h2>\n" + forest_plot(data) +

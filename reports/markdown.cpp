@@ -3,6 +3,7 @@
 
 #include <reports/tables.hpp>
 
+#include <harness/analysis/results.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -142,7 +143,8 @@ std::string render_markdown(const ReportData& data) {
     }
 
     // 2. The harness verdicts and where the responses went.
-    out += "## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats.\n\n";
+    out += fmt::format("## Harness verdicts\n\nAccuracy %, mean (min-max) over repeats{}.\n\n",
+                       analysis::scored_text_words(data.results.score_text));
     out += verdict_table(data.summary, Style::markdown) + "\n";
     out += fmt::format("## Where the responses went\n\nMean responses per run; accuracy by {}.\n\n",
                        markdown_code(data.layout.lead_scorer));

@@ -42,6 +42,14 @@ inline constexpr std::string_view k_never_sent =
     "no response stored: the run stopped before sending this request, or while it was in "
     "flight; run the same command again";
 
+// What accuracies are of, where a database was rescored on the text after
+// the think block (rescore --score-text after-think): ", on the text after
+// the think block"; empty for the full text, the default. Printed beside
+// every accuracy heading, so two outputs that differ say why (an audit).
+inline std::string scored_text_words(std::string_view score_text) {
+    return score_text == "after-think" ? ", on the text after the think block" : "";
+}
+
 // How requests without a response count, where a sentence says they count
 // as wrong answers: "... count as wrong answers (in a comparison ...)".
 inline constexpr std::string_view k_unanswered_counting =

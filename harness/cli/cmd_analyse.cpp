@@ -77,8 +77,9 @@ int summary_command(const AnalyseFlags& f) {
         return k_exit_ok;
     }
     const bool md = *style == reports::Style::markdown;
-    std::cout << (md ? "## Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n"
-                     : "Harness verdicts (accuracy %, mean (min-max) over repeats)\n\n");
+    const auto text = analysis::scored_text_words(opened->results.score_text);
+    std::cout << fmt::format("{}Harness verdicts (accuracy %, mean (min-max) over repeats{})\n\n",
+                             md ? "## " : "", text);
     std::cout << reports::verdict_table(summary, *style) << "\n";
     std::cout << (md ? fmt::format("## Where the responses went (mean per run; accuracy by {})\n\n",
                                    reports::markdown_code(f.scorer))
@@ -247,8 +248,14 @@ int diff_command(const AnalyseFlags& f) {
             out["probes"].push_back(analysis::to_json(p));
         }
         out["probes_skipped"] = probes->second;
+        out["score_text"] = results->score_text;
         std::cout << util::document_text(out);
         return k_exit_ok;
+    }
+    // Accuracies of the text after the think block differ from the full
+    // text's: said first, as summary's heading says it.
+    if (results->score_text == "after-think") {
+        std::cout << "Scored on the text after the think block (rescore --score-text).\n\n";
     }
     for (const auto& c : *cmp) {
         std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";

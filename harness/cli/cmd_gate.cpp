@@ -80,8 +80,9 @@ std::string overall_line(const analysis::GateVerdict& v) {
 }
 
 std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) {
-    std::string out = fmt::format("diffeval gate: {} on {} (scorer {})\n\n",
-                                  util::counted(v.checks.size(), "check"), db, v.scorer);
+    std::string out = fmt::format("diffeval gate: {} on {} (scorer {}{})\n\n",
+                                  util::counted(v.checks.size(), "check"), db, v.scorer,
+                                  analysis::scored_text_words(v.summary.score_text));
     for (const auto& c : v.checks) {
         out += fmt::format("{}  {}\n", status_word(c), c.name);
         out += fmt::format("      measured:  {}\n", c.measured_text);
@@ -99,6 +100,9 @@ std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) 
 // printed "b\\\|x" for a server "b|x").
 std::string verdict_markdown(const analysis::GateVerdict& v) {
     std::string out = fmt::format("## diffeval gate: {}\n\n", overall_line(v));
+    if (v.summary.score_text == "after-think") {
+        out += "Accuracies are scored on the text after the think block.\n\n";
+    }
     std::vector<std::vector<std::string>> rows{{"check", "result", "measured", "threshold", "why"}};
     for (const auto& c : v.checks) {
         std::string why = c.why;

@@ -1060,3 +1060,49 @@ TEST(Plan, EveryQuestionDifferingAlikeHasNoVarianceToSizeFrom) {
         << p.out;
     EXPECT_EQ(p.out.find("questions needed"), std::string::npos) << p.out;
 }
+
+// A database rescored on the text after the think block gives other
+// accuracies than the full text's: every output that prints accuracies
+// says which text it scored, so two outputs that differ say why (an
+// interop audit: only summary's JSON did). The full text, the default,
+// is not said.
+TEST(ScoreText, EveryAccuracyOutputSaysWhenTheTextAfterTheThinkBlockIsScored) {
+    auto dir = e2e::scratch("score-text-said");
+    e2e::Sim sim;
+    const auto db = (dir / "r.sqlite").string();
+    for (const char* name : {"a", "b"}) {
+        auto o = e2e::run({"run", "--server", std::string(name) + "=" + sim.url(), "--framing",
+                           "raw", "--limit", "4", "--db", db, "--quiet"});
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+    }
+    const std::string words = "on the text after the think block";
+    const auto outputs = [&](const std::string& tag) {
+        std::vector<std::string> out;
+        for (const auto& args : std::vector<std::vector<std::string>>{
+                 {"summary", "--db", db},
+                 {"summary", "--db", db, "--format", "md"},
+                 {"diff", "a", "b", "--db", db},
+                 {"gate", "--db", db, "--expect", "0.1", "--group", "a/raw"}}) {
+            auto o = e2e::run(args, {"GITHUB_STEP_SUMMARY=" + (dir / (tag + "-step.md")).string()});
+            EXPECT_EQ(o.exit_code, 0) << o.err;
+            out.push_back(o.out);
+        }
+        out.push_back(e2e::slurp(dir / (tag + "-step.md")));
+        auto r = e2e::run({"report", "--db", db, "--out", (dir / tag).string(), "--format", "md"});
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        out.push_back(e2e::slurp(dir / tag / "report.md"));
+        return out;
+    };
+    for (const auto& out : outputs("full")) {
+        EXPECT_EQ(out.find(words), std::string::npos) << out;
+    }
+    auto json_full = e2e::run({"diff", "a", "b", "--db", db, "--format", "json"});
+    EXPECT_EQ(json::parse(json_full.out)["score_text"], "full");
+
+    ASSERT_EQ(e2e::run({"rescore", "--db", db, "--score-text", "after-think"}).exit_code, 0);
+    for (const auto& out : outputs("after")) {
+        EXPECT_NE(out.find(words), std::string::npos) << out;
+    }
+    auto json_after = e2e::run({"diff", "a", "b", "--db", db, "--format", "json"});
+    EXPECT_EQ(json::parse(json_after.out)["score_text"], "after-think");
+}
