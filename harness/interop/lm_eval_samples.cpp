@@ -636,6 +636,27 @@ namespace {
 // answer: the documents are stored as that question (and hashed as `run`
 // hashes it), so a wrong --dataset or an edited file would be compared in
 // `diff` with other questions under the same index.
+// Where `a` and `b` first differ, counted in characters from 1, and each
+// from up to 20 bytes before there, as one line of at most 60 bytes.
+std::tuple<size_t, std::string, std::string> where_differs(std::string_view a, std::string_view b) {
+    size_t i = 0;
+    while (i < a.size() && i < b.size() && a[i] == b[i]) {
+        ++i;
+    }
+    // Back to the start of the character the difference is in.
+    while (i > 0 && i < a.size() && (static_cast<unsigned char>(a[i]) & 0xC0) == 0x80) {
+        --i;
+    }
+    size_t from = i > 20 ? i - 20 : 0;
+    while (from > 0 && (static_cast<unsigned char>(a[from]) & 0xC0) == 0x80) {
+        --from;
+    }
+    const auto part = [&](std::string_view s) {
+        return (from > 0 ? "..." : "") + util::one_line(s.substr(std::min(from, s.size())), 60);
+    };
+    return {util::utf8_length(a.substr(0, i)) + 1, part(a), part(b)};
+}
+
 util::Result<void> check_against_dataset(const ImportOptions& o,
                                          const std::vector<Document>& docs) {
     const auto& ds = o.dataset;
@@ -655,12 +676,17 @@ util::Result<void> check_against_dataset(const ImportOptions& o,
              {std::tuple{"question", &d.question, &want.question},
               std::tuple{"answer", &d.answer, &want.answer}}) {
             if (*got != *expected) {
+                // Both from a little before where they first differ: two
+                // texts cut at their first 40 bytes read the same when
+                // they differ later (an interop audit).
+                const auto [at, got_part, expected_part] = where_differs(*got, *expected);
                 return make_error(
                     ErrorKind::data,
-                    fmt::format("{}: its {} \"{}\" is not that of question {} of dataset '{}' "
-                                "({}): \"{}\"; {}",
-                                where, field, util::one_line(*got, 40), d.doc_id, ds.name,
-                                ds.source, util::one_line(*expected, 40), hint));
+                    fmt::format("{}: its {} is not that of question {} of dataset '{}' ({}): "
+                                "from character {} it reads \"{}\" where the dataset has "
+                                "\"{}\"; {}",
+                                where, field, d.doc_id, ds.name, ds.source, at, got_part,
+                                expected_part, hint));
             }
         }
     }

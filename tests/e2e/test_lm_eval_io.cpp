@@ -400,8 +400,23 @@ TEST(LmEvalSamples, DocumentsThatAreNotTheDatasetsQuestionsAreRefused) {
         }
     });
     refused(try_import(edited, "sample"),
-            "document 0: its question \"Something else?\" is not that of question 0 of dataset "
-            "'sample'");
+            "document 0: its question is not that of question 0 of dataset 'sample'");
+    refused(try_import(edited, "sample"), "from character 1 it reads \"Something else?\"");
+    // Texts that differ past their first 40 bytes are shown from a little
+    // before where they differ (an interop audit: both were cut at 40
+    // bytes and read the same).
+    auto late = edited_lines(text, [](json& j) {
+        if (j["doc_id"] == 1) {
+            j["doc"]["question"] = j["doc"]["question"].get<std::string>() + " (edited)";
+        }
+    });
+    {
+        auto o = try_import(late, "sample");
+        refused(o, "document 1: its question is not that of question 1 of dataset 'sample'");
+        EXPECT_NE(o.err.find(" (edited)\" where the dataset has \"..."), std::string::npos)
+            << o.err;
+        EXPECT_NE(o.err.find("it reads \"..."), std::string::npos) << o.err;
+    }
     refused(try_import(edited, "sample"), "pass --dataset with the dataset lm-eval ran on");
     // A doc_id the dataset does not have (the sample set has 48 questions).
     auto beyond = edited_lines(text, [](json& j) {
@@ -421,7 +436,10 @@ TEST(LmEvalSamples, DocumentsThatAreNotTheDatasetsQuestionsAreRefused) {
            "{\"question\": \"Other 1\", \"answer\": \"#### 1\"}\n"
            "{\"question\": \"Other 2\", \"answer\": \"#### 2\"}\n";
     refused(try_import(text, "gsm8k", {"DIFFEVAL_DATA=" + cache.string()}),
-            "of question 0 of dataset 'gsm8k' (" + (cache / "gsm8k").string() + "): \"Other 0\"");
+            "of question 0 of dataset 'gsm8k' (" + (cache / "gsm8k").string() +
+                "): from character 1 it reads \"Noah has");
+    refused(try_import(text, "gsm8k", {"DIFFEVAL_DATA=" + cache.string()}),
+            "where the dataset has \"Other 0\"");
     // Without the dataset there is nothing to check against.
     refused(try_import(text, "gsm8k", {"DIFFEVAL_DATA=" + (dir / "empty").string()}),
             "GSM8K is not in the cache");
