@@ -602,11 +602,23 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
             }
             filter = f->get<std::string>();
         }
+        // lm-eval's own verdict is stored as it is: of the types lm-eval
+        // writes, or an audit's `exact_match: "yes"` was kept as one.
         ordered_json verdict = ordered_json::object();
         verdict["filtered_resps"] = j.value("filtered_resps", ordered_json::array());
+        if (!verdict["filtered_resps"].is_array() ||
+            !std::all_of(verdict["filtered_resps"].begin(), verdict["filtered_resps"].end(),
+                         [](const ordered_json& v) { return v.is_string(); })) {
+            return wrong_type("filtered_resps is not a list of answer strings");
+        }
         for (const auto& m : j.value("metrics", ordered_json::array())) {
             if (m.is_string() && j.contains(m.get<std::string>())) {
-                verdict[m.get<std::string>()] = j[m.get<std::string>()];
+                const auto& value = j[m.get<std::string>()];
+                if (!value.is_number()) {
+                    return wrong_type(fmt::format("metric {} is not a number",
+                                                  util::one_line(m.get<std::string>(), 80)));
+                }
+                verdict[m.get<std::string>()] = value;
             }
         }
         // One verdict a filter: a second line with another, kept silently,
@@ -632,10 +644,6 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
 
 namespace {
 
-// Each document must be the dataset's question at its doc_id, with its
-// answer: the documents are stored as that question (and hashed as `run`
-// hashes it), so a wrong --dataset or an edited file would be compared in
-// `diff` with other questions under the same index.
 // Where `a` and `b` first differ, counted in characters from 1, and each
 // from up to 20 bytes before there, as one line of at most 60 bytes.
 std::tuple<size_t, std::string, std::string> where_differs(std::string_view a, std::string_view b) {
@@ -657,6 +665,10 @@ std::tuple<size_t, std::string, std::string> where_differs(std::string_view a, s
     return {util::utf8_length(a.substr(0, i)) + 1, part(a), part(b)};
 }
 
+// Each document must be the dataset's question at its doc_id, with its
+// answer: the documents are stored as that question (and hashed as `run`
+// hashes it), so a wrong --dataset or an edited file would be compared in
+// `diff` with other questions under the same index.
 util::Result<void> check_against_dataset(const ImportOptions& o,
                                          const std::vector<Document>& docs) {
     const auto& ds = o.dataset;

@@ -1093,7 +1093,17 @@ TEST(LmEvalSamples, AFieldOfTheWrongTypeIsNamed) {
                   ", \"filter\": [\"strict-match\"], \"resps\": [[\"#### 1\"]]}",
               "filter is not a string"},
              {"{\"doc_id\": 0, " + doc + ", \"filter\": null, \"resps\": [[\"#### 1\"]]}",
-              "filter is not a string"}}) {
+              "filter is not a string"},
+             // lm-eval's own verdict, stored as it was (an interop audit:
+             // "yes" was kept as an exact_match).
+             {"{\"doc_id\": 0, " + doc +
+                  ", \"resps\": [[\"#### 1\"]], \"metrics\": [\"exact_match\"], "
+                  "\"exact_match\": \"yes\"}",
+              "metric exact_match is not a number"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[\"#### 1\"]], \"filtered_resps\": [7]}",
+              "filtered_resps is not a list of answer strings"},
+             {"{\"doc_id\": 0, " + doc + ", \"resps\": [[\"#### 1\"]], \"filtered_resps\": \"1\"}",
+              "filtered_resps is not a list of answer strings"}}) {
         std::ofstream(file, std::ios::trunc) << line << "\n";
         auto o = e2e::run({"import", "lm-eval", "--db", db.string(), "--name", "x", "--dataset",
                            dataset, file.string()});
