@@ -63,7 +63,7 @@ util::Result<void> make_directory(const fs::path& dir) {
 
 std::string noise_cell(const analysis::SideNoise& n) {
     if (n.gap == analysis::NoiseGap::too_few_answers) {
-        return "n/a (failed requests)";
+        return "n/a (too few answered)"; // failed, or never sent
     }
     if (!n.measured) {
         // Uneven repeats, fewer than half the questions with two or more.
