@@ -12,31 +12,38 @@ bool is_utf8(std::string_view text) {
     return simdjson::validate_utf8(text.data(), text.size());
 }
 
-std::string utf8_repaired(std::string_view text) {
-    const auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-    const auto continuation = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
-        return i < text.size() && at(i) >= lo && at(i) <= hi;
+size_t utf8_valid_length(std::string_view text, size_t i) {
+    const auto at = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+    const auto continuation = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) {
+        return k < text.size() && at(k) >= lo && at(k) <= hi;
     };
+    const unsigned b = at(i);
+    if (b < 0x80) {
+        return 1;
+    }
+    if (b >= 0xC2 && b <= 0xDF) {
+        return continuation(i + 1) ? 2 : 0;
+    }
+    if (b >= 0xE0 && b <= 0xEF) {
+        // E0 takes no overlong form, ED no surrogate.
+        const unsigned lo = b == 0xE0 ? 0xA0 : 0x80;
+        const unsigned hi = b == 0xED ? 0x9F : 0xBF;
+        return continuation(i + 1, lo, hi) && continuation(i + 2) ? 3 : 0;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        // F0 takes no overlong form, F4 nothing past U+10FFFF.
+        const unsigned lo = b == 0xF0 ? 0x90 : 0x80;
+        const unsigned hi = b == 0xF4 ? 0x8F : 0xBF;
+        return continuation(i + 1, lo, hi) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
+    }
+    return 0;
+}
+
+std::string utf8_repaired(std::string_view text) {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
-        const unsigned b = at(i);
-        size_t n = 0;
-        if (b < 0x80) {
-            n = 1;
-        } else if (b >= 0xC2 && b <= 0xDF) {
-            n = continuation(i + 1) ? 2 : 0;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            // E0 takes no overlong form, ED no surrogate (RFC 3629).
-            const unsigned lo = b == 0xE0 ? 0xA0 : 0x80;
-            const unsigned hi = b == 0xED ? 0x9F : 0xBF;
-            n = continuation(i + 1, lo, hi) && continuation(i + 2) ? 3 : 0;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            // F0 takes no overlong form, F4 nothing past U+10FFFF.
-            const unsigned lo = b == 0xF0 ? 0x90 : 0x80;
-            const unsigned hi = b == 0xF4 ? 0x8F : 0xBF;
-            n = continuation(i + 1, lo, hi) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
-        }
+        const size_t n = utf8_valid_length(text, i);
         if (n == 0) {
             out += "\xEF\xBF\xBD"; // U+FFFD
             ++i;

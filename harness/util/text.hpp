@@ -239,9 +239,14 @@ inline std::string controls_as_spaces(std::string_view text) {
 // simdjson's validator (text.cpp).
 bool is_utf8(std::string_view text);
 
-// `text` as UTF-8: each byte that starts no valid sequence (a stray
-// continuation byte, an overlong form, a surrogate, a raw C1 byte such as
-// 0x9B, the 8-bit CSI) as U+FFFD, every valid sequence as it was.
+// The bytes of the valid UTF-8 sequence (RFC 3629) that starts at `i` of
+// `text`, 0 when none starts there: a stray continuation byte, an overlong
+// form, a surrogate, a sequence cut short, a raw C1 byte such as 0x9B (the
+// 8-bit CSI).
+size_t utf8_valid_length(std::string_view text, size_t i);
+
+// `text` as UTF-8: each byte that starts no valid sequence as U+FFFD, every
+// valid sequence as it was.
 std::string utf8_repaired(std::string_view text);
 
 // Whether `text` holds a Unicode space other than ' ' (no-break, ideographic,
@@ -314,20 +319,24 @@ inline constexpr size_t k_server_words_bytes = 1000;
 // terminal escapes) become spaces, runs of spaces one space, format
 // characters (direction overrides, zero-width) <U+XXXX>, bytes that are no
 // UTF-8 U+FFFD, and a cut never splits a UTF-8 sequence.
-inline std::string one_line(std::string_view raw, size_t max_bytes) {
-    // A byte that is no UTF-8 would reach a terminal as it is: 0x9B is CSI
-    // to one that reads 8-bit controls (an audit's HTTP 400 body).
-    std::string repaired;
-    if (!is_utf8(raw)) {
-        repaired = utf8_repaired(raw);
-    }
-    const std::string_view text = repaired.empty() ? raw : std::string_view(repaired);
+inline std::string one_line(std::string_view text, size_t max_bytes) {
     std::string out;
     out.reserve(std::min(text.size(), max_bytes + 3));
     for (size_t i = 0; i < text.size(); ++i) {
         if (const size_t format = format_char_length(text, i); format > 0) {
             out += format_char_shown(text, i, format);
             i += format - 1;
+            if (out.size() > max_bytes) {
+                break;
+            }
+            continue;
+        }
+        // A byte that is no UTF-8 would reach a terminal as it is: 0x9B is
+        // CSI to one that reads 8-bit controls (an audit's HTTP 400 body).
+        if (static_cast<unsigned char>(text[i]) >= 0x80 && control_length(text, i) == 0) {
+            const size_t n = utf8_valid_length(text, i);
+            out += n > 0 ? text.substr(i, n) : std::string_view("\xEF\xBF\xBD");
+            i += n > 0 ? n - 1 : 0;
             if (out.size() > max_bytes) {
                 break;
             }

@@ -99,10 +99,21 @@
 
   const correctBy = (r, k) => { const s = r[12] && r[12][k]; return s ? s[1] === 1 : false; };
   const correct = (r) => correctBy(r, +selS.value);
+  // A request without a successful response (failed, or never sent) has an
+  // error. As in the comparisons (statistics.md), the A side's are left out
+  // of the pairing, unless its group answered nothing at all; the B side's
+  // count as wrong answers. Counted, a killed baseline's unsent questions
+  // read as the candidate's gains (an audit: "35 questions flip" where the
+  // verdict counted 17, all lost).
+  const answered = (r) => r[11] === null;
+  const answeringGroups = new Set(D.responses.filter(answered)
+    .map((r) => r[0] + ',' + r[1] + ',' + r[2]));
+  const held = (r) => answered(r) || !answeringGroups.has(r[0] + ',' + r[1] + ',' + r[2]);
   const pick = (q, s, f, m) => (byQ.get(q) || [])
     .filter((r) => r[0] === s && (f < 0 || r[1] === f) && (m < 0 || r[2] === m));
-  function acc(q, s, f, m) {
-    const rs = pick(q, s, f, m);
+  // `baseline`: the A side, whose requests without a response are left out.
+  function acc(q, s, f, m, baseline) {
+    const rs = pick(q, s, f, m).filter((r) => !baseline || held(r));
     if (!rs.length) return null;
     return rs.filter(correct).length / rs.length;
   }
@@ -111,7 +122,7 @@
     const flipsOnly = selShow.value === 'flips';
     const out = [];
     for (const q of qids) {
-      const a = acc(q, A, F, M), b = acc(q, B, F, M);
+      const a = acc(q, A, F, M, true), b = acc(q, B, F, M, false);
       const flip = a !== null && b !== null && a !== b;
       if (flipsOnly && !flip) continue;
       out.push({ q, a, b, d: (b === null || a === null) ? 0 : b - a });
@@ -258,7 +269,7 @@
     const cells = Array.from({ length: n * n }, () => ({ count: 0, points: 0 }));
     let questions = 0;
     for (const q of qids) {
-      const ra = pick(q, ga.s, ga.f, ga.mt), rb = pick(q, gb.s, gb.f, gb.mt);
+      const ra = pick(q, ga.s, ga.f, ga.mt).filter(held), rb = pick(q, gb.s, gb.f, gb.mt);
       if (!ra.length || !rb.length) continue;
       questions++;
       const w = 1 / (ra.length * rb.length);

@@ -226,6 +226,41 @@ TEST(ReportBrowser, OfficialDemoReportKeepsLabelsApartAndReadable) {
 
 } // namespace
 
+// A baseline's requests without a successful response are left out of the
+// explorer's flips and the transition chart, as the comparisons leave them
+// out: a killed baseline's unsent questions read as "35 questions flip",
+// each a gain of the candidate, beside a verdict of 17, all lost (an audit).
+TEST(ReportBrowser, ABaselinesUnansweredQuestionsAreNoFlips) {
+    if (!have_chromium()) {
+        GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
+                        "'scripts/install-deps.sh --browser'";
+    }
+    auto dir = e2e::scratch("report_browser_unsent");
+    auto db = dir / "r.sqlite";
+    e2e::Sim sim;
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--limit", "4", "--db", db.string(), "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    // b's answer to question 0 flips; a never sent questions 2 and 3.
+    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE response_id = (SELECT "
+                  "response_id FROM requests WHERE server = 'b' AND question_idx = 0)");
+    e2e::unsend(db, "server = 'a' AND question_idx >= 2");
+    o = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "html"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    auto url = "file://" + (dir / "out" / "report.html").string() +
+               "#a=a&b=b&show=flips&ta=a%2Fraw%2F256&tb=b%2Fraw%2F256";
+    auto dom = chromium(dir, url, "--window-size=1400,1000 --dump-dom");
+    EXPECT_EQ(attribute(dom, "data-ready"), "1");
+    EXPECT_NE(dom.find("<span id=\"count\">1 question flips between a and b</span>"),
+              std::string::npos)
+        << dom.substr(dom.find("id=\"count\""), 200);
+    EXPECT_TRUE(dom.find("2 questions in both; 50.0 points lost, 0.0 gained<") !=
+                    std::string::npos ||
+                dom.find("2 questions in both; 0.0 points lost, 50.0 gained<") != std::string::npos)
+        << dom.substr(dom.find("questions in both"), 120);
+}
+
 // The explorer's count takes the singular for one: "1 questions flip between
 // a and b" read as several.
 TEST(ReportBrowser, OneFlipIsSingular) {
