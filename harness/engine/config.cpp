@@ -590,7 +590,23 @@ util::Result<void> attach_server_log(const std::string& value, RunConfig& config
                                           "for it (its log is written where 'log' says)",
                                           name));
         }
-        s.attached_log = value.substr(eq + 1);
+        const auto path = value.substr(eq + 1);
+        // One file read for two servers gave both the facts of one: a
+        // report showed f16 beside f16 for an f16 and a q4_0 server (an
+        // engine audit).
+        for (const auto& other : config.servers) {
+            std::error_code ec;
+            if (&other != &s && !other.attached_log.empty() &&
+                (other.attached_log == path ||
+                 std::filesystem::equivalent(other.attached_log, path, ec))) {
+                return make_error(ErrorKind::usage,
+                                  fmt::format("--server-log: servers '{}' and '{}' both name {}, "
+                                              "but each server writes a log of its own; give "
+                                              "each the file its own server writes",
+                                              other.name, name, path));
+            }
+        }
+        s.attached_log = path;
         return {};
     }
     return make_error(ErrorKind::usage, fmt::format("--server-log: no server named '{}'", name));

@@ -611,6 +611,16 @@ TEST(Launch, AttachedLogIsFingerprinted) {
     auto bad = e2e::run({"run", "--server", "gb10=" + a.url(), "--server-log", "other=" + log});
     EXPECT_EQ(bad.exit_code, 2);
     EXPECT_NE(bad.err.find("no server named 'other'"), std::string::npos) << bad.err;
+    // One log for two servers gave both its facts: an f16 and a q4_0
+    // server read f16 and f16 (an engine audit).
+    auto twice =
+        e2e::run({"run", "--server", "a=" + a.url(), "--server", "b=" + a.url(), "--server-log",
+                  "a=" + log, "--server-log", "b=" + log, "--db", (dir / "twice.sqlite").string()});
+    EXPECT_EQ(twice.exit_code, 2);
+    EXPECT_EQ(twice.err, "diffeval: --server-log: servers 'a' and 'b' both name " + log +
+                             ", but each server writes a log of its own; give each the file its "
+                             "own server writes\n");
+    EXPECT_FALSE(std::filesystem::exists(dir / "twice.sqlite"));
 }
 
 // A log whose server has stopped is not the log of the server answering at
