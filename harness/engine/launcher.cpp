@@ -455,26 +455,30 @@ void LaunchedServer::stop(std::chrono::milliseconds grace, const std::function<b
     m_exit = "killed after the grace period";
 }
 
-namespace {
-
-// Where the last launch in a log file a server was restarted into (`>>`)
-// starts: the first line that starts within k_lead bytes before its last
-// line where a launch first states its engine's version
-// (fingerprint::starts_launch; a llama-server writes its backends first);
-// 0 when no line does. Read once in 1 MiB blocks, so memory stays bounded
-// whatever the file holds; a line past 64 KiB (a verbose server's request
-// dumps) is no start-up line and is skipped unread.
-uint64_t last_launch_offset(const std::filesystem::path& path) {
+// Where each launch in a log file a server was restarted into (`>>`) starts,
+// from byte `from` on: the first line that starts within k_lead bytes (and
+// not before `from`) before a line where a launch first states its engine's
+// version (fingerprint::starts_launch; a llama-server writes its backends
+// first). Read in 1 MiB blocks, so memory stays bounded whatever the file
+// holds; a line past 64 KiB (a verbose server's request dumps) is no
+// start-up line and is skipped unread.
+std::vector<uint64_t> launch_offsets(const std::filesystem::path& path, uint64_t from) {
     constexpr uint64_t k_lead = 4096;
     constexpr size_t k_longest_line = size_t{64} << 10;
+    std::vector<uint64_t> out;
     std::ifstream in(path, std::ios::binary);
+    if (from > 0) {
+        in.seekg(static_cast<std::streamoff>(from));
+    }
     std::vector<char> block(size_t{1} << 20);
-    std::string line;            // the line read so far (when not too long)
-    bool too_long = false;       // the line read so far passed k_longest_line
-    uint64_t at = 0, start = 0;  // bytes read; where the line read so far starts
-    std::deque<uint64_t> recent; // the line starts within k_lead bytes before `start`
-    uint64_t last = 0;
-    while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0) {
+    std::string line;                 // the line read so far (when not too long)
+    bool too_long = false;            // the line read so far passed k_longest_line
+    uint64_t at = from, start = from; // bytes read; where the line read so far starts
+    std::deque<uint64_t> recent;      // the line starts within k_lead bytes before `start`
+    bool launched = false;            // a launch's line was read
+    uint64_t last_launch_line = 0;    // where the last one starts
+    while (in &&
+           (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0)) {
         const std::string_view got(block.data(), static_cast<size_t>(in.gcount()));
         for (size_t pos = 0; pos < got.size();) {
             const size_t nl = got.find('\n', pos);
@@ -491,7 +495,14 @@ uint64_t last_launch_offset(const std::filesystem::path& path) {
             }
             recent.push_back(start);
             if (!too_long && fingerprint::starts_launch(line)) {
-                last = recent.front();
+                // Its lead lines are those after the launch before's line.
+                auto lead = recent.begin();
+                while (launched && *lead <= last_launch_line) {
+                    ++lead;
+                }
+                out.push_back(*lead);
+                launched = true;
+                last_launch_line = start;
             }
             line.clear();
             too_long = false;
@@ -500,7 +511,14 @@ uint64_t last_launch_offset(const std::filesystem::path& path) {
         }
         at += got.size();
     }
-    return last;
+    return out;
+}
+
+namespace {
+
+uint64_t last_launch_offset(const std::filesystem::path& path) {
+    const auto all = launch_offsets(path, 0);
+    return all.empty() ? 0 : all.back();
 }
 
 } // namespace

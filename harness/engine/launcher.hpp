@@ -60,6 +60,11 @@ constexpr size_t k_log_head = size_t{2} << 20;
 constexpr size_t k_log_tail = size_t{512} << 10;
 util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from = 0);
 
+// Where each launch a server was restarted into its log file (`>>`) starts,
+// at byte `from` or after (its lead lines, such as a llama-server's
+// backends, with it); empty when none does.
+std::vector<uint64_t> launch_offsets(const std::filesystem::path& path, uint64_t from);
+
 class LaunchedServer {
 public:
     // Start `spec.launch`, appending its stdout and stderr to `log_path`.

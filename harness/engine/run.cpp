@@ -1196,6 +1196,74 @@ struct Recorded {
     bool finished = false;
 };
 
+// A server diffeval attached to that restarted while the run sent (a launch
+// in its --server-log past where the file ended when the run read it): its
+// answers came from two launches. Said, and stored as conflict
+// `restarted-mid-run` (which reports show and `gate --fail-on-conflict`
+// fails) when a fact its log states changed: an engine audit's server
+// restarted with `-ctk q4_0` mid-run was stored as the f16 server it had
+// been, exit 0 and not a word.
+void check_attached_restarts(const RunContext& ctx, store::Store& db,
+                             const std::vector<std::optional<ServerRecord>>& attached,
+                             const std::vector<std::optional<uint64_t>>& log_sizes,
+                             const std::vector<std::string>& attached_logs) {
+    for (size_t si = 0; si < attached.size(); ++si) {
+        const auto& spec = ctx.config.servers[si];
+        if (!attached[si] || spec.attached_log.empty() || !log_sizes[si]) {
+            continue;
+        }
+        const auto launches = launch_offsets(spec.attached_log, *log_sizes[si]);
+        if (launches.empty()) {
+            continue;
+        }
+        // The first fact a later launch states otherwise: (fact, before, after).
+        std::optional<std::tuple<std::string, std::string, std::string>> changed;
+        const auto& before = attached[si]->fp;
+        for (size_t k = 0; k < launches.size() && before && !changed; ++k) {
+            auto text = read_server_log(spec.attached_log, launches[k]);
+            if (!text) {
+                continue;
+            }
+            if (k + 1 < launches.size()) {
+                text->resize(std::min<uint64_t>(text->size(), launches[k + 1] - launches[k]));
+            }
+            const auto now = fingerprint::fingerprint_log(*text);
+            for (const auto& [fact, value] : before->facts) {
+                if (!now) {
+                    break;
+                }
+                if (const auto it = now->facts.find(fact);
+                    it != now->facts.end() && it->second != value) {
+                    changed.emplace(fact, value, it->second);
+                    break;
+                }
+            }
+        }
+        const auto where =
+            fmt::format("{} in {} after the run read it",
+                        util::counted(launches.size(), "new launch"), spec.attached_log);
+        if (!changed) {
+            ctx.log << fmt::format("note: server '{}' restarted during the run ({}); the facts "
+                                   "its log states read the same\n",
+                                   spec.name, where);
+            continue;
+        }
+        const auto& [fact, was, now] = *changed;
+        auto fp = *before;
+        fp.conflicts.push_back(
+            {"restarted-mid-run",
+             fmt::format("the server restarted during the run ({}) with {} {} where it had {}: "
+                         "its answers came from both launches",
+                         where, fact, now, was),
+             {fmt::format("{}={}", fact, was), fmt::format("{}={}", fact, now)}});
+        const auto& redactor = ctx.inputs.redactor;
+        (void)db.put_server_log(spec.name, spec.attached_log, redactor.redacted(attached_logs[si]),
+                                redactor.redacted(fingerprint::to_json(fp).dump()));
+        ctx.log << fmt::format("server '{}': CONFLICT restarted-mid-run: {}\n", spec.name,
+                               util::one_line(fp.conflicts.back().message, 400));
+    }
+}
+
 // Passes 4 to 6 on the open store `db`: record the run (into `recorded`),
 // then per phase launch, plan, send and store, then finish.
 util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db,
@@ -1215,8 +1283,17 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     // not the server whose responses its name holds is refused before the
     // run is recorded. A launched one is checked once it is up.
     std::vector<std::optional<ServerRecord>> attached(servers.size());
+    // Where each attached log ends now: a launch past it is a restart.
+    std::vector<std::optional<uint64_t>> log_sizes(servers.size());
     for (size_t si = 0; si < servers.size(); ++si) {
         if (config.servers[si].launch.empty()) {
+            if (!config.servers[si].attached_log.empty()) {
+                std::error_code ec;
+                const auto size = std::filesystem::file_size(config.servers[si].attached_log, ec);
+                if (!ec) {
+                    log_sizes[si] = size;
+                }
+            }
             attached[si] = server_record(ctx, si, infos[si], attached_logs[si]);
             // An attached log the server contradicts is the wrong file:
             // stored, the report would say this server ran another's setup.
@@ -1293,7 +1370,11 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     }
     // Finish: close the writer and the run, report a store failure.
     recorded.finished = true;
-    return finish(ctx, db, writer, sender.pushed(), start, summary);
+    auto done = finish(ctx, db, writer, sender.pushed(), start, summary);
+    if (done) {
+        check_attached_restarts(ctx, db, attached, log_sizes, attached_logs);
+    }
+    return done;
 }
 
 // The one line for a run stopped by a full disk before it could store what

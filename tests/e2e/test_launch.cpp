@@ -654,6 +654,57 @@ TEST(Launch, AnAttachedLogOfAStoppedServerIsRefused) {
     EXPECT_EQ(o.exit_code, 0) << o.err;
 }
 
+// A server diffeval attached to that restarted while the run sent, into the
+// log the run read, with another fact: its answers came from both launches.
+// Said and stored as a conflict, which the gate fails on (an engine audit:
+// restarted with -ctk q4_0 mid-run, stored as the f16 server, exit 0).
+TEST(Launch, AnAttachedServerRestartedMidRunWithOtherFactsIsAConflict) {
+    auto dir = e2e::scratch("attach-restarted");
+    const auto profile = dir / "slow.toml";
+    std::ofstream(profile) << "version = 1\nname = \"slow\"\n[latency]\nttft_ms = 25\n";
+    e2e::Sim a({"--profile", profile.string()});
+    const auto log = dir / "vllm.log";
+    const std::string start = vllm_version_line("0.28.0") + "\nINFO:     Application startup "
+                                                            "complete.\n";
+    std::ofstream(log) << start;
+    auto db = dir / "r.sqlite";
+    // The restart is appended once the first answers are stored.
+    std::thread restart([&] {
+        for (int i = 0; i < 2000; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            try {
+                if (std::filesystem::exists(db) &&
+                    query(db, "SELECT count(*) FROM responses") != "0") {
+                    break;
+                }
+            } catch (const std::exception&) {
+                // The schema is not written yet.
+            }
+        }
+        std::ofstream(log, std::ios::app) << vllm_version_line("0.29.0") << "\n";
+    });
+    auto o =
+        e2e::run({"run", "--server", "s=" + a.url(), "--server-log", "s=" + log.string(), "--limit",
+                  "16", "--framing", "raw", "--concurrency", "1", "--db", db.string(), "--quiet"});
+    restart.join();
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("server 's': CONFLICT restarted-mid-run: the server restarted during the "
+                         "run (1 new launch in " +
+                         log.string() +
+                         " after the run read it) with engine_version 0.29.0 where it had 0.28.0"),
+              std::string::npos)
+        << o.err;
+    EXPECT_EQ(query(db, "SELECT json_extract(facts_json, '$.conflicts[0].name') FROM servers"),
+              "restarted-mid-run");
+    auto gate = e2e::run({"gate", "--db", db.string(), "--fail-on-conflict"});
+    EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
+    // A run the server did not restart during says nothing of it.
+    auto again = e2e::run({"run", "--server", "t=" + a.url(), "--server-log", "t=" + log.string(),
+                           "--limit", "2", "--framing", "raw", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(again.exit_code, 0) << again.err;
+    EXPECT_EQ(again.err.find("restarted"), std::string::npos) << again.err;
+}
+
 // A server diffeval attaches to is checked before the run is recorded: its
 // log naming another engine than the one the database's responses under its
 // name came from stops the run with nothing stored changed. What only one
