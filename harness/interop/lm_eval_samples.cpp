@@ -644,25 +644,51 @@ util::Result<std::vector<Document>> parse_samples(const std::string& path) {
 
 namespace {
 
-// Where `a` and `b` first differ, counted in characters from 1, and each
-// from up to 20 bytes before there, as one line of at most 60 bytes.
-std::tuple<size_t, std::string, std::string> where_differs(std::string_view a, std::string_view b) {
+// The character of `text` at byte `i`, as a message shows it beyond doubt:
+// printable ASCII quoted, anything else (a space, a line end, a no-break
+// space, any non-ASCII character) as U+XXXX, and the end of the text as such.
+std::string character_at(std::string_view text, size_t i) {
+    if (i >= text.size()) {
+        return "nothing (the text ends)";
+    }
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c > 0x20 && c < 0x7F && c != '"') {
+        return fmt::format("\"{}\"", static_cast<char>(c));
+    }
+    const size_t n = util::utf8_valid_length(text, i);
+    uint32_t code = c;
+    if (n > 1) {
+        code = c & (0xFF >> (n + 1));
+        for (size_t k = 1; k < n; ++k) {
+            code = (code << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        }
+    }
+    return n == 0 ? fmt::format("byte 0x{:02X}", c) : fmt::format("U+{:04X}", code);
+}
+
+// Where `got` first differs from `expected`: "at character N (after
+// "...the text before it") it has X where the dataset has Y", each
+// character as character_at shows it: two texts shown whole read the same
+// when they differ in a space (an audit).
+std::string where_differs(std::string_view got, std::string_view expected) {
     size_t i = 0;
-    while (i < a.size() && i < b.size() && a[i] == b[i]) {
+    while (i < got.size() && i < expected.size() && got[i] == expected[i]) {
         ++i;
     }
     // Back to the start of the character the difference is in.
-    while (i > 0 && i < a.size() && (static_cast<unsigned char>(a[i]) & 0xC0) == 0x80) {
-        --i;
+    i = util::utf8_byte_prefix(got, i).size();
+    std::string after;
+    if (i > 0) {
+        size_t from = i > 40 ? i - 40 : 0;
+        while (from > 0 && (static_cast<unsigned char>(got[from]) & 0xC0) == 0x80) {
+            --from;
+        }
+        after = fmt::format(" (after \"{}{}\")", from > 0 ? "..." : "",
+                            util::one_line(got.substr(from, i - from), 60));
     }
-    size_t from = i > 20 ? i - 20 : 0;
-    while (from > 0 && (static_cast<unsigned char>(a[from]) & 0xC0) == 0x80) {
-        --from;
-    }
-    const auto part = [&](std::string_view s) {
-        return (from > 0 ? "..." : "") + util::one_line(s.substr(std::min(from, s.size())), 60);
-    };
-    return {util::utf8_length(a.substr(0, i)) + 1, part(a), part(b)};
+    return fmt::format("at character {}{} it has {} where the dataset has {}",
+                       util::utf8_length(got.substr(0, i)) + 1, after, character_at(got, i),
+                       character_at(expected, i));
 }
 
 // Each document must be the dataset's question at its doc_id, with its
@@ -688,17 +714,14 @@ util::Result<void> check_against_dataset(const ImportOptions& o,
              {std::tuple{"question", &d.question, &want.question},
               std::tuple{"answer", &d.answer, &want.answer}}) {
             if (*got != *expected) {
-                // Both from a little before where they first differ: two
-                // texts cut at their first 40 bytes read the same when
-                // they differ later (an interop audit).
-                const auto [at, got_part, expected_part] = where_differs(*got, *expected);
+                // Where they first differ: two texts cut at their first 40
+                // bytes read the same when they differ later (an audit).
                 return make_error(
                     ErrorKind::data,
-                    fmt::format("{}: its {} is not that of question {} of dataset '{}' ({}): "
-                                "from character {} it reads \"{}\" where the dataset has "
-                                "\"{}\"; {}",
-                                where, field, d.doc_id, ds.name, ds.source, at, got_part,
-                                expected_part, hint));
+                    fmt::format("{}: its {} is not that of question {} of dataset '{}' ({}): {}; "
+                                "{}",
+                                where, field, d.doc_id, ds.name, ds.source,
+                                where_differs(*got, *expected), hint));
             }
         }
     }
