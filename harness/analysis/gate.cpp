@@ -1078,6 +1078,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
     return {{"schema", "diffeval.gate/2"},
             {"passed", verdict.passed()},
             {"scorer", verdict.scorer},
+            {"score_text", verdict.summary.score_text},
             {"checks_total", verdict.checks.size()},
             {"checks_failed", verdict.failures()},
             {"checks_inconclusive", verdict.inconclusive()},

@@ -43,11 +43,16 @@ inline constexpr std::string_view k_never_sent =
     "flight; run the same command again";
 
 // What accuracies are of, where a database was rescored on the text after
-// the think block (rescore --score-text after-think): ", on the text after
-// the think block"; empty for the full text, the default. Printed beside
-// every accuracy heading, so two outputs that differ say why (an audit).
+// the think block (rescore --score-text after-think): "on the text after
+// the think block" (scored_text_words: with ", " before it, for a heading);
+// empty for the full text, the default. Printed beside every accuracy
+// heading, so two outputs that differ say why (an audit).
+inline std::string scored_text(std::string_view score_text) {
+    return score_text == "after-think" ? "on the text after the think block" : "";
+}
 inline std::string scored_text_words(std::string_view score_text) {
-    return score_text == "after-think" ? ", on the text after the think block" : "";
+    const auto text = scored_text(score_text);
+    return text.empty() ? text : ", " + text;
 }
 
 // How requests without a response count, where a sentence says they count

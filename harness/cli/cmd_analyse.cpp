@@ -254,8 +254,8 @@ int diff_command(const AnalyseFlags& f) {
     }
     // Accuracies of the text after the think block differ from the full
     // text's: said first, as summary's heading says it.
-    if (results->score_text == "after-think") {
-        std::cout << "Scored on the text after the think block (rescore --score-text).\n\n";
+    if (const auto text = analysis::scored_text(results->score_text); !text.empty()) {
+        std::cout << fmt::format("Scored {} (rescore --score-text).\n\n", text);
     }
     for (const auto& c : *cmp) {
         std::cout << for_terminal(reports::comparison_text(c, *style, f.flips), stdout) << "\n";

@@ -68,7 +68,11 @@ int export_command(const ExportFlags& f) {
     if (unsent > 0) {
         // A run still writing the file has not sent them yet: running it
         // again would be refused, and is not what to do (hostile-input audit).
-        const auto writer = store::RunLock::holder(f.db);
+        // (A merge or an import writing it sends nothing: they stay unsent.)
+        auto writer = store::RunLock::holder(f.db);
+        if (writer && !writer->starts_with("diffeval run")) {
+            writer.reset();
+        }
         std::cerr << fmt::format(
             "note: {} planned in {} {} {}, and {} no line: lm-eval reads these files as the "
             "whole run; {}, then export\n",

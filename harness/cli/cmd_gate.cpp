@@ -15,7 +15,6 @@
 #include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
 
-#include <scorers/score_text.hpp>
 
 #include <fmt/format.h>
 
@@ -100,8 +99,8 @@ std::string verdict_text(const analysis::GateVerdict& v, const std::string& db) 
 // printed "b\\\|x" for a server "b|x").
 std::string verdict_markdown(const analysis::GateVerdict& v) {
     std::string out = fmt::format("## diffeval gate: {}\n\n", overall_line(v));
-    if (v.summary.score_text == "after-think") {
-        out += "Accuracies are scored on the text after the think block.\n\n";
+    if (const auto text = analysis::scored_text(v.summary.score_text); !text.empty()) {
+        out += fmt::format("Accuracies are scored {}.\n\n", text);
     }
     std::vector<std::vector<std::string>> rows{{"check", "result", "measured", "threshold", "why"}};
     for (const auto& c : v.checks) {
@@ -514,12 +513,9 @@ int gate_command(const GateFlags& flags, const CLI::App& app) {
         f.db = combined->path();
         // On the text both were scored on: a fresh copy holds no score to
         // say which, and open_results would score it on the full text.
-        if (const auto& text = combined->score_text()) {
-            if (auto mode = scorers::parse_score_text(*text)) {
-                if (auto scored = score_stored(f.db, {}, *mode); !scored) {
-                    return cannot_run(scored.error());
-                }
-            }
+        if (auto scored = score_stored(f.db, {}, score_text_named(combined->score_text()));
+            !scored) {
+            return cannot_run(scored.error());
         }
         if (!f.baseline.empty()) {
             f.baseline = k_baseline_prefix + f.baseline;

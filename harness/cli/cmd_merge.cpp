@@ -6,7 +6,6 @@
 #include <harness/store/merge.hpp>
 #include <harness/store/results.hpp>
 #include <harness/util/text.hpp>
-#include <scorers/score_text.hpp>
 
 #include <fmt/format.h>
 
@@ -57,13 +56,7 @@ int merge_command(const MergeFlags& f) {
     }
     // On the text its inputs were scored on: a fresh OUT holds no score
     // to say which.
-    std::optional<scorers::ScoreText> mode;
-    if (r->score_text) {
-        if (auto parsed = scorers::parse_score_text(*r->score_text)) {
-            mode = *parsed;
-        }
-    }
-    if (auto scored = score_stored(f.out, {}, mode); !scored) {
+    if (auto scored = score_stored(f.out, {}, score_text_named(r->score_text)); !scored) {
         return report(scored.error());
     }
     // Two runs of one configuration merged as one: a user who wanted them

@@ -382,6 +382,14 @@ std::string all_responses(int64_t n) {
 
 } // namespace
 
+std::optional<scorers::ScoreText> score_text_named(const std::optional<std::string>& name) {
+    if (!name) {
+        return std::nullopt;
+    }
+    auto parsed = scorers::parse_score_text(*name);
+    return parsed ? std::optional<scorers::ScoreText>(*parsed) : std::nullopt;
+}
+
 std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& path) {
     // A path is shown as one line, as print_error shows it.
     const auto db = util::controls_as_spaces(path);

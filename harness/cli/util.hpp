@@ -84,6 +84,10 @@ util::Result<analysis::RescoreSummary>
 score_stored(const std::string& db, const std::vector<scorers::ScorerSource>& added = {},
              std::optional<scorers::ScoreText> mode = {});
 
+// The text `name` says ("full", "after-think", as a database stores it),
+// for score_stored: nullopt when `name` is, or names none.
+std::optional<scorers::ScoreText> score_text_named(const std::optional<std::string>& name);
+
 // One line per user scorer a scoring pass of `db` stored (new, or with a
 // changed definition), saying what was scored; "" when none was.
 std::string stored_scorer_lines(const analysis::RescoreSummary& pass, const std::string& db);

@@ -1394,19 +1394,22 @@ util::Error full_while_planning(const RunContext& ctx, std::unique_ptr<store::St
     } else if (run_id > 0) {
         // The phase tried already, while the disk was as full as now.
         const bool marked = store->mark_run_failed(run_id);
-        became = marked ? "the run is marked failed and what was stored before is kept"
-                        : "what was stored before is kept; the run is still marked running "
-                          "(the next run marks it killed)";
         // A plan stored in parts is sent part by part: the run may have
         // stored answers, and its planned requests not sent yet read as
         // wrong answers meanwhile (a hostile-input audit: a group read 29.7%
         // where it had read 97.5%, and the line said nothing of it).
-        if (const int64_t stored = store->run_responses(run_id); stored > 0) {
-            became += fmt::format(", with the {} it stored before it stopped; the requests it "
-                                  "planned and did not send count as wrong answers until they "
-                                  "are sent",
-                                  util::counted(stored, "response"));
-        }
+        const int64_t stored = store->run_responses(run_id);
+        const auto kept =
+            stored > 0
+                ? fmt::format("what was stored before is kept, with the {} it stored "
+                              "before it stopped; the requests it planned and did not "
+                              "send count as wrong answers until they are sent ({})",
+                              util::counted(stored, "response"), analysis::k_unanswered_counting)
+                : std::string("what was stored before is kept");
+        became = marked ? fmt::format("the run is marked failed and {}", kept)
+                        : fmt::format("{}; the run is still marked running (the next run marks "
+                                      "it killed)",
+                                      kept);
     } else {
         became = "nothing stored in it changed";
     }

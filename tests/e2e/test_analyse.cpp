@@ -1105,4 +1105,9 @@ TEST(ScoreText, EveryAccuracyOutputSaysWhenTheTextAfterTheThinkBlockIsScored) {
     }
     auto json_after = e2e::run({"diff", "a", "b", "--db", db, "--format", "json"});
     EXPECT_EQ(json::parse(json_after.out)["score_text"], "after-think");
+    const auto gate_json = (dir / "gate.json").string();
+    auto g =
+        e2e::run({"gate", "--db", db, "--expect", "0.1", "--group", "a/raw", "--json", gate_json});
+    EXPECT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_EQ(json::parse(e2e::slurp(gate_json))["score_text"], "after-think");
 }
