@@ -210,6 +210,13 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
                     (c.inconclusive && spec.inconclusive == InconclusiveAs::pass);
     c.status = status_of(ok);
     c.why = margin.sentence;
+    // Green only by the policy, beside a drop the test finds: said first,
+    // where the sentence after it reads "is worse" (a reports audit: a
+    // 12-point significant drop passed as "PASS (inconclusive)").
+    if (c.inconclusive && ok && cmp.verdict.kind == VerdictKind::worse) {
+        c.why += "; it passes only because --inconclusive pass asks so, though the comparison "
+                 "finds B worse";
+    }
     // The margin is a one-sided check at alpha, the verdict two-sided: a
     // drop past a 0-point margin can fail the one and not the other, which
     // read as "worse than the margin" beside "No detectable difference".

@@ -1377,3 +1377,27 @@ TEST_F(Gate, JunitAndJsonReplaceNoDatabaseAndNoFileTheyMayNotWrite) {
     EXPECT_EQ(e2e::run({"summary", "--db", backup.string()}).exit_code, 0);
     std::filesystem::permissions(closed, std::filesystem::perms::owner_all);
 }
+
+// A check green only because --inconclusive pass asks so, beside a drop the
+// comparison finds significant, says so where its sentence says "is worse"
+// (a reports audit: a 12-point drop read "PASS (inconclusive)" and nothing
+// more). Here b loses 9 of the 48 questions and gains none.
+TEST(GateVerdictWords, AnInconclusivePassOfASignificantDropSaysSo) {
+    auto dir = e2e::scratch("gate-inconclusive-worse");
+    e2e::Sim sim;
+    const auto db = (dir / "r.sqlite").string();
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "chat", "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE scores SET correct = 0 WHERE scorer = 'vllm' AND response_id IN "
+                  "(SELECT response_id FROM requests WHERE server = 'b' AND question_idx < 9)");
+    auto g = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-drop", "2",
+                       "--inconclusive", "pass"});
+    EXPECT_EQ(g.exit_code, 0) << g.out << g.err;
+    EXPECT_NE(g.out.find("PASS (inconclusive)  paired a/chat/256 -> b/chat/256"), std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("; it passes only because --inconclusive pass asks so, though the "
+                         "comparison finds B worse. b/chat/256 is worse than a/chat/256"),
+              std::string::npos)
+        << g.out;
+}
