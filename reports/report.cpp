@@ -101,7 +101,9 @@ std::string comparison_table(const ReportData& data, Style style) {
              analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
              util::p_text(s.test.p_mid), util::p_text(c.verdict.p_adjusted),
              std::to_string(s.a_better), std::to_string(s.b_better), noise_cell(s.noise_a),
-             noise_cell(s.noise_b), s.mdd ? fmt::format("{:.1f}", 100.0 * *s.mdd) : "n/a",
+             noise_cell(s.noise_b),
+             s.mdd ? (*s.mdd > 1.0 ? std::string("> 100") : fmt::format("{:.1f}", 100.0 * *s.mdd))
+                   : "n/a",
              c.verdict.words, carrying_transitions(c, 2)});
     }
     return rows.size() > 1 ? render_table(rows, style) : "";
@@ -553,7 +555,11 @@ std::string comparison_sentence(const analysis::Comparison& c) {
                               "a borderline case",
                               ps)
                 : std::string(),
-            s.mdd ? fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd)
+            // Past 100 points the run detects none (an audit's report said
+            // "detects 102.7 points or more"), as the verdict says.
+            s.mdd ? (*s.mdd > 1.0
+                         ? "; " + analysis::detects_text(s, "the run")
+                         : fmt::format("; the run detects {:.1f} points or more", 100.0 * *s.mdd))
                   : "; " + analysis::no_spread_text(s));
         break;
     }

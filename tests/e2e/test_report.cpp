@@ -989,3 +989,27 @@ TEST(Report, ResponsesNamingTwoSystemFingerprintsAreNotOneBackends) {
             << failed.out;
     }
 }
+
+// A run too small to detect any difference says so, as the verdict does:
+// the headline said "the run detects 113.2 points or more", past the 100
+// there are (a reports audit), and the MDD column printed the number.
+TEST(Report, ARunThatDetectsNoDifferenceSaysSo) {
+    auto dir = e2e::scratch("report-mdd-past-100");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                        "--framing", "chat", "--limit", "5", "--db", db, "--quiet"})
+                  .exit_code,
+              0);
+    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE scorer = 'vllm' AND response_id "
+                  "IN (SELECT response_id FROM requests WHERE server = 'b' AND question_idx < 3)");
+    auto o = e2e::run({"report", "--db", db, "--out", (dir / "out").string(), "--format", "md"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out/report.md");
+    EXPECT_NE(md.find("; the run detects no difference at 80% power: it would take "),
+              std::string::npos)
+        << md.substr(0, 1500);
+    EXPECT_EQ(md.find("points or more"), std::string::npos) << md.substr(0, 1500);
+    EXPECT_NE(md.find("| \\> 100 | no detectable difference |"), std::string::npos)
+        << md.substr(0, 3000);
+}
