@@ -701,8 +701,22 @@ std::vector<std::string> headline_sentences(const ReportData& data) {
     for (const auto& n : data.comparison_notes) {
         out.push_back(n + ".");
     }
+    // What would block a merge first: the worse, then the better, then the
+    // rest, each in the layout's order (an audit: a 29-point regression was
+    // the sixth line, after four with no detectable difference).
+    std::vector<const analysis::Comparison*> ordered;
     for (const auto& c : data.comparisons) {
-        out.push_back(comparison_sentence(c));
+        ordered.push_back(&c);
+    }
+    const auto rank = [](const analysis::Comparison* c) {
+        return c->verdict.kind == analysis::VerdictKind::worse    ? 0
+               : c->verdict.kind == analysis::VerdictKind::better ? 1
+                                                                  : 2;
+    };
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [&](const auto* x, const auto* y) { return rank(x) < rank(y); });
+    for (const auto* c : ordered) {
+        out.push_back(comparison_sentence(*c));
     }
     const auto probes = probe_sentences(data);
     out.insert(out.end(), probes.begin(), probes.end());

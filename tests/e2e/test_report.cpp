@@ -1013,3 +1013,27 @@ TEST(Report, ARunThatDetectsNoDifferenceSaysSo) {
     EXPECT_NE(md.find("| \\> 100 | no detectable difference |"), std::string::npos)
         << md.substr(0, 3000);
 }
+
+// The headline leads with what would block a merge: a worse comparison
+// before those with no detectable difference, whatever the layout's order
+// (a reports audit: a 29-point regression was the sixth line).
+TEST(Report, TheHeadlineListsWorseComparisonsFirst) {
+    auto dir = e2e::scratch("report-worse-first");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                        "--server", "c=" + sim.url(), "--framing", "chat", "--db", db, "--quiet"})
+                  .exit_code,
+              0);
+    e2e::exec(db, "UPDATE scores SET correct = 0 WHERE response_id IN (SELECT response_id FROM "
+                  "requests WHERE server = 'c' AND question_idx < 20)");
+    auto o = e2e::run({"report", "--db", db, "--baseline", "a", "--out", (dir / "out").string(),
+                       "--format", "md"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const auto md = e2e::slurp(dir / "out/report.md");
+    const auto worse = md.find("- c/chat/256 regressed against a/chat/256");
+    const auto same = md.find("- b/chat/256 shows no detectable difference");
+    ASSERT_NE(worse, std::string::npos) << md.substr(0, 2000);
+    ASSERT_NE(same, std::string::npos) << md.substr(0, 2000);
+    EXPECT_LT(worse, same) << md.substr(0, 2000);
+}
