@@ -402,6 +402,22 @@ int plan_command(const AnalyseFlags& f) {
             }
         }
         std::cout << reports::render_table(rows, reports::Style::text);
+        // A count past what the dataset holds cannot be run as asked: a run
+        // with --limit 8373 ran the 1,319 there are (a reports audit).
+        const auto& dataset = c.dataset_b;
+        const auto available = store::dataset_questions(*opened->store, dataset);
+        if (available && *available > 0 &&
+            std::any_of(plan.rows.begin(), plan.rows.end(), [&](const analysis::PlanRow& r) {
+                return (measured || r.repeats == 1) &&
+                       static_cast<int64_t>(r.questions) > *available;
+            })) {
+            std::cout << fmt::format(
+                "Dataset {} holds {} questions, fewer than a row above needs: {}.\n", dataset,
+                util::with_commas(std::to_string(*available)),
+                measured ? "take a row within them, with more repeats, or accept a larger --drop"
+                         : "accept a larger --drop, or run a pilot of 2 or more repeats a side, "
+                           "which sizes runs with more repeats");
+        }
         if (raised) {
             std::cout << fmt::format(
                 "* raised so that about {:.0f} questions differ: {} of the pilot's {} did, and the "

@@ -1513,6 +1513,16 @@ util::Result<RunSummary> run(const RunConfig& config, const RunOptions& options,
     }
     Recorded recorded;
     auto result = record_and_send(ctx, **store, *servers, infos, attached_logs, recorded);
+    // Refused before anything was answered (an attached log of a stopped
+    // server, another server under a stored name): a database this run
+    // created goes, as one refused earlier never was (an engine audit
+    // found it left, empty, with its lock file).
+    if (!result && !recorded.finished && created && !store::is_disk_full(result.error()) &&
+        (*store)->holds_no_responses()) {
+        store->reset();
+        store::remove_with_sidecars(config.db);
+        return result;
+    }
     if (result || recorded.finished || !store::is_disk_full(result.error())) {
         return result;
     }

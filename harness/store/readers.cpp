@@ -447,6 +447,15 @@ util::Result<bool> other_run_stopped_early(Store& st, int64_t run_id) {
     return found;
 }
 
+util::Result<int64_t> dataset_questions(Store& st, const std::string& dataset) {
+    Statement s(st.handle(), "SELECT count(*) FROM questions WHERE dataset = ?");
+    const bool found = s.bind(dataset).step();
+    if (!found || !s.error().empty()) {
+        return make_error(ErrorKind::io, fmt::format("cannot read the questions: {}", s.error()));
+    }
+    return s.column_int(0);
+}
+
 util::Result<std::vector<std::string>> empty_shard_runs(Store& st) {
     Statement s(st.handle(),
                 "SELECT DISTINCT json_extract(config_json, '$.shard') FROM runs WHERE status = "

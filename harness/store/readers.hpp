@@ -128,6 +128,10 @@ util::Result<std::vector<int64_t>> unreadable_run_configs(Store& store);
 // leaves planned requests no run sent. A query of the runs table alone.
 util::Result<bool> other_run_stopped_early(Store& store, int64_t run_id);
 
+// How many questions the database stores of dataset `dataset` (a run stores
+// every question of its dataset file): what a plan can ask for at most.
+util::Result<int64_t> dataset_questions(Store& store, const std::string& dataset);
+
 // The shards ("60/100") of the database's complete runs, for the words of a
 // database holding no responses (its runs were of shards that held none of
 // their questions); empty when there are none.

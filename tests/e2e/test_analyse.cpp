@@ -1111,3 +1111,28 @@ TEST(ScoreText, EveryAccuracyOutputSaysWhenTheTextAfterTheThinkBlockIsScored) {
     EXPECT_EQ(g.exit_code, 0) << g.err;
     EXPECT_EQ(json::parse(e2e::slurp(gate_json))["score_text"], "after-think");
 }
+
+// A plan that needs more questions than the dataset holds says so: an
+// audit's plan asked for 8,373 of GSM8K's 1,319, and a run with that
+// --limit ran the 1,319 there are without a word.
+TEST(AnalysePlan, ARowPastTheDatasetsQuestionsIsSaid) {
+    auto dir = e2e::scratch("plan-past-dataset");
+    e2e::Sim sim;
+    const auto db = (dir / "r.sqlite").string();
+    ASSERT_EQ(e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                        "--framing", "chat", "--limit", "5", "--db", db, "--quiet"})
+                  .exit_code,
+              0);
+    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE scorer = 'vllm' AND response_id "
+                  "IN (SELECT response_id FROM requests WHERE server = 'b' AND question_idx < 3)");
+    auto o = e2e::run({"plan", "--db", db, "a", "b", "--drop", "5"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("Dataset sample holds 48 questions, fewer than a row above needs: accept "
+                         "a larger --drop, or run a pilot of 2 or more repeats a side"),
+              std::string::npos)
+        << o.out;
+    // Within them, nothing is said.
+    auto wide = e2e::run({"plan", "--db", db, "a", "b", "--drop", "90"});
+    ASSERT_EQ(wide.exit_code, 0) << wide.err;
+    EXPECT_EQ(wide.out.find("fewer than a row above needs"), std::string::npos) << wide.out;
+}
