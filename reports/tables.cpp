@@ -476,15 +476,17 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     out += md ? markdown_escape(sides) + "\n" : sides + "\n";
     const auto& s = c.stats;
     const double shown = analysis::shown_diff(s);
-    out += fmt::format("{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}\n"
-                       "(paired BCa bootstrap over questions, {} resamples, seed {}; clustered SE "
-                       "{:.1f} points).\n",
-                       util::counted(c.questions, "question"),
-                       analysis::repeats_text(s.noise_a, s.noise_b),
-                       analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
-                       analysis::signed_points(shown), 100 * (1 - s.alpha),
-                       analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}),
-                       s.interval.resamples, s.interval.seed, 100.0 * s.se);
+    // Markdown reads the interval's brackets as markup, as the verdict's
+    // line escapes them (an audit); its two lines are one paragraph there.
+    const auto accuracy = fmt::format(
+        "{} ({}). Accuracy {}% -> {}%: {} points, {:g}% CI {}{}(paired BCa bootstrap over "
+        "questions, {} resamples, seed {}; clustered SE {:.1f} points).",
+        util::counted(c.questions, "question"), analysis::repeats_text(s.noise_a, s.noise_b),
+        analysis::accuracy_text(s.accuracy_a), analysis::accuracy_text(s.accuracy_b),
+        analysis::signed_points(shown), 100 * (1 - s.alpha),
+        analysis::interval_text(s.interval.lo, s.interval.hi, shown, {0.0}), md ? " " : "\n",
+        s.interval.resamples, s.interval.seed, 100.0 * s.se);
+    out += (md ? markdown_escape(accuracy) : accuracy) + "\n";
     // "mid-p = 0.0215", "mid-p < 1e-300": a p past a double's range is a bound.
     const auto is = [](double p) {
         const auto text = util::p_text(p);
@@ -532,7 +534,9 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     }
     out += render_table(rows, style);
     auto flips = [&](const std::vector<analysis::Flip>& v, const std::string& label) {
-        if (v.empty()) {
+        // --flips 0 asks for none: "the first 0 shown" over an empty table
+        // said nothing the counts above do not (an audit).
+        if (v.empty() || max_flips == 0) {
             return;
         }
         // Say when the table shows fewer questions than the count above it.

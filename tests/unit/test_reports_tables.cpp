@@ -405,6 +405,13 @@ TEST(ReportTables, TheFlipsLabelEscapesItsNamesInMarkdown) {
               std::string::npos)
         << md;
     EXPECT_EQ(md.find("<details>"), std::string::npos) << md;
+    // The accuracy line's interval is text too, as the verdict's is.
+    EXPECT_NE(md.find("95% CI \\["), std::string::npos) << md;
+    EXPECT_EQ(md.find("CI ["), std::string::npos) << md;
+    // --flips 0 shows no flipped questions, not "the first 0 shown".
+    const auto none = reports::comparison_text(one_flip("a", "b"), reports::Style::text, 0);
+    EXPECT_EQ(none.find("Right more often in"), std::string::npos) << none;
+    EXPECT_NE(none.find("1 question right more often in A"), std::string::npos) << none;
     EXPECT_EQ(reports::markdown_escape("costs $x^{2}$ or $$y$$"),
               "costs \\$x^{2}\\$ or \\$\\$y\\$\\$");
 }
