@@ -648,8 +648,11 @@ std::string unsent_text(const Comparison& c) {
             parts.push_back(fmt::format("{} failed", c.failed_a));
         }
         if (c.unsent_a > 0) {
-            parts.push_back(fmt::format("{} never sent (a run stopped first; the command that "
-                                        "asked for them sends them)",
+            // In flight when a run was killed, or never sent: no stored row
+            // tells them apart (an audit: "38 never sent" where 3 were sent).
+            parts.push_back(fmt::format("{} with no response stored (a run stopped before "
+                                        "sending them, or while they were in flight; the command "
+                                        "that asked for them sends them)",
                                         c.unsent_a));
         }
         out += fmt::format(" Left out of the pairing, the baseline {}'s requests without a "
@@ -659,7 +662,8 @@ std::string unsent_text(const Comparison& c) {
     // A's own unsent are paired only when A answered nothing, which is no
     // evidence and says so itself.
     if (c.behaviour_b.unsent > 0) {
-        out += fmt::format(" Never sent, each counted as a wrong answer (a run stopped first; the "
+        out += fmt::format(" With no response stored, each counted as a wrong answer (a run "
+                           "stopped before sending them, or while they were in flight; the "
                            "command that asked for them sends them): {} of {}'s {} here.",
                            c.behaviour_b.unsent, c.b.text(),
                            util::counted(c.behaviour_b.responses, "request"));

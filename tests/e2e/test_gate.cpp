@@ -872,8 +872,9 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     EXPECT_NE(o.out.find("deepgemm/raw/256 is worse than default/raw/256"), std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("Left out of the pairing, the baseline default/raw/256's requests "
-                         "without a successful response: 80 never sent (a run stopped first; the "
-                         "command that asked for them sends them)."),
+                         "without a successful response: 80 with no response stored (a run "
+                         "stopped before sending them, or while they were in flight; the command "
+                         "that asked for them sends them)."),
               std::string::npos)
         << o.out;
     EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 holds "
@@ -906,9 +907,10 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     killed.insert(killed.end(), {"--inconclusive", "pass"});
     o = e2e::run(killed);
     EXPECT_EQ(o.exit_code, 1) << o.out;
-    EXPECT_NE(o.out.find("Never sent, each counted as a wrong answer (a run stopped first; the "
-                         "command that asked for them sends them): 117 of deepgemm/raw/256's 120 "
-                         "requests here."),
+    EXPECT_NE(o.out.find("With no response stored, each counted as a wrong answer (a run stopped "
+                         "before sending them, or while they were in flight; the command that "
+                         "asked for them sends them): 117 of deepgemm/raw/256's 120 requests "
+                         "here."),
               std::string::npos)
         << o.out;
     // Its behaviour among what it answered is not measured: a killed run's
