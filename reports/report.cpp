@@ -578,6 +578,20 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
     const double probe_alpha = analysis::ProbeOptions{}.alpha;
     for (const auto& p : data.probes) {
         const auto& d = p.direction;
+        // Numerics that differ with no shift the probe can see: what a
+        // KV-cache or kernel change does first, and what an engine audit
+        // found said only in the probe's section.
+        if ((d.questions == 0 || d.p_value >= probe_alpha) && p.perturbation &&
+            p.perturbation->differ) {
+            const auto& n = *p.perturbation;
+            out.push_back(fmt::format(
+                "The decision-point probe finds {}'s numerics differ from {}'s on {}: mean "
+                "|delta| {:.3f} in P(open)'s logit against {:.3f} between {}'s own repeats, "
+                "sign test p {} over {}, though no shift in P(open) is detectable.",
+                p.b, p.a, p.framing, n.mean_abs_ab, n.mean_abs_aa, p.a, util::p_text(n.p_value),
+                util::counted(n.questions, "question")));
+            continue;
+        }
         if (d.questions == 0 || d.p_value >= probe_alpha) {
             continue;
         }

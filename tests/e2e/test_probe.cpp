@@ -862,3 +862,27 @@ TEST(Probe, AChangedProbeChainIsRefusedBeforeSending) {
     EXPECT_EQ(query(db, "SELECT count(*) FROM v_probes"), "8");
     EXPECT_EQ(query(db, "SELECT group_concat(status) FROM runs"), "complete");
 }
+
+// Numerics that differ with no shift in P(open) (what a KV-cache or kernel
+// change does first) are said in the report's headline: an engine audit
+// found them only in the probe's section, under a headline of "no
+// detectable difference". Here b is the default profile under another
+// name, so its per-request noise is its own.
+TEST(Probe, NumericsThatDifferWithoutAShiftAreInTheHeadline) {
+    auto dir = e2e::scratch("probe_numerics_headline");
+    auto db = dir / "p.sqlite";
+    const auto other = dir / "other.toml";
+    std::ofstream(other) << "version = 1\nname = \"other\"\n";
+    probe_run(db, "default", other.string(), "24");
+    auto r = e2e::run(
+        {"report", "--db", db.string(), "--out", (dir / "rep").string(), "--format", "md"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto md = e2e::slurp(dir / "rep" / "report.md");
+    const auto headline = md.substr(0, md.find("Baseline:"));
+    EXPECT_NE(headline.find("The decision-point probe finds b's numerics differ from a's on raw: "
+                            "mean \\|delta\\|"),
+              std::string::npos)
+        << headline;
+    EXPECT_NE(headline.find("though no shift in P(open) is detectable."), std::string::npos)
+        << headline;
+}
