@@ -157,8 +157,12 @@ util::Error not_an_object() {
 }
 
 util::Error no_logprobs() {
-    return util::Error{ErrorKind::data, "the response carries no log-probabilities: the engine "
-                                        "ignored the probe's logprobs options"};
+    // Not only an engine that ignores the options: llama-server leaves them
+    // out for a token that is part of a UTF-8 character (an engine audit).
+    return util::Error{ErrorKind::data,
+                       "the response carries no log-probabilities for its first token: the "
+                       "engine ignored the probe's logprobs options, or withheld them for that "
+                       "token (llama-server does for part of a UTF-8 character)"};
 }
 
 // Listed probabilities may sum above 1 by rounding alone (engines compute in
