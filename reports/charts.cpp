@@ -19,6 +19,29 @@
 
 namespace diffeval::reports {
 
+// Tick values for [lo, hi]: about six at 1, 2 or 5 times a power of ten.
+std::vector<double> ticks(double lo, double hi) {
+    const double span = std::max(hi - lo, 1e-9);
+    const double raw = span / 6;
+    const double mag = std::pow(10, std::floor(std::log10(raw)));
+    double step = mag;
+    for (double m : {1.0, 2.0, 5.0, 10.0}) {
+        if (m * mag >= raw) {
+            step = m * mag;
+            break;
+        }
+    }
+    std::vector<double> out;
+    for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-6; v += step) {
+        out.push_back(std::abs(v) < step * 1e-6 ? 0.0 : v);
+    }
+    return out;
+}
+
+std::string tick_text(double v) {
+    return std::abs(v - std::round(v)) < 1e-9 ? fmt::format("{:.0f}", v) : fmt::format("{:g}", v);
+}
+
 namespace {
 
 constexpr int k_series_colours = 8;
@@ -106,29 +129,6 @@ std::string row_labels(const std::vector<Row>& rows, const Layout& l) {
                            util::xml_escape(abbreviate(g.server, k_max_label)));
     }
     return out;
-}
-
-// Tick values for [lo, hi]: about six at 1, 2 or 5 times a power of ten.
-std::vector<double> ticks(double lo, double hi) {
-    const double span = std::max(hi - lo, 1e-9);
-    const double raw = span / 6;
-    const double mag = std::pow(10, std::floor(std::log10(raw)));
-    double step = mag;
-    for (double m : {1.0, 2.0, 5.0, 10.0}) {
-        if (m * mag >= raw) {
-            step = m * mag;
-            break;
-        }
-    }
-    std::vector<double> out;
-    for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-6; v += step) {
-        out.push_back(std::abs(v) < step * 1e-6 ? 0.0 : v);
-    }
-    return out;
-}
-
-std::string tick_text(double v) {
-    return std::abs(v - std::round(v)) < 1e-9 ? fmt::format("{:.0f}", v) : fmt::format("{:g}", v);
 }
 
 // Grid lines over the rows, tick labels above and below, the axis title

@@ -202,10 +202,10 @@ std::string forest_plot(const ReportData& data) {
         vline(-*margin, "4 3");
         vline(*margin, "4 3");
     }
-    for (int tick = static_cast<int>(std::ceil(lo)); tick <= static_cast<int>(std::floor(hi));
-         tick += std::max(1, static_cast<int>((hi - lo) / 8))) {
+    // Round values, 0 among them (an audit: -44 -37 ... 5 12, no 0).
+    for (const double tick : ticks(lo, hi)) {
         out += fmt::format(R"(<text x="{:.1f}" y="{}" text-anchor="middle" fill="#555">{}</text>)",
-                           x(tick), height - 8, tick);
+                           x(tick), height - 8, tick_text(tick));
     }
     out += fmt::format(R"(<text x="{}" y="14" fill="#555">points, candidate minus baseline)"
                        R"( ({:g}% interval){}</text>)",
