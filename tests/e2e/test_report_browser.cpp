@@ -224,6 +224,20 @@ TEST(ReportBrowser, OfficialDemoReportKeepsLabelsApartAndReadable) {
                  "default/raw/256", "deepgemm/raw/256");
 }
 
+// A database of a and b, 4 questions on the raw framing, in scratch
+// directory `name`, where b's answer to question 0 flips for every scorer.
+std::filesystem::path one_flip_db(const std::string& name) {
+    auto dir = e2e::scratch(name);
+    auto db = dir / "r.sqlite";
+    e2e::Sim sim;
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--limit", "4", "--db", db.string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE response_id = (SELECT "
+                  "response_id FROM requests WHERE server = 'b' AND question_idx = 0)");
+    return db;
+}
+
 } // namespace
 
 // A baseline's requests without a successful response are left out of the
@@ -235,17 +249,12 @@ TEST(ReportBrowser, ABaselinesUnansweredQuestionsAreNoFlips) {
         GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
                         "'scripts/install-deps.sh --browser'";
     }
-    auto dir = e2e::scratch("report_browser_unsent");
-    auto db = dir / "r.sqlite";
-    e2e::Sim sim;
-    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
-                       "--framing", "raw", "--limit", "4", "--db", db.string(), "--quiet"});
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    // b's answer to question 0 flips; a never sent questions 2 and 3.
-    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE response_id = (SELECT "
-                  "response_id FROM requests WHERE server = 'b' AND question_idx = 0)");
+    const auto db = one_flip_db("report_browser_unsent");
+    ASSERT_FALSE(HasFailure());
+    const auto dir = db.parent_path();
+    // a never sent questions 2 and 3.
     e2e::unsend(db, "server = 'a' AND question_idx >= 2");
-    o = e2e::run(
+    auto o = e2e::run(
         {"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "html"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     auto url = "file://" + (dir / "out" / "report.html").string() +
@@ -268,16 +277,10 @@ TEST(ReportBrowser, OneFlipIsSingular) {
         GTEST_SKIP() << "/usr/bin/chromium is missing; install it with "
                         "'scripts/install-deps.sh --browser'";
     }
-    auto dir = e2e::scratch("report_browser_one");
-    auto db = dir / "r.sqlite";
-    e2e::Sim sim;
-    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
-                       "--framing", "raw", "--limit", "4", "--db", db.string(), "--quiet"});
-    ASSERT_EQ(o.exit_code, 0) << o.err;
-    // b's answer to question 0 flips for every scorer.
-    e2e::exec(db, "UPDATE scores SET correct = 1 - correct WHERE response_id = (SELECT "
-                  "response_id FROM requests WHERE server = 'b' AND question_idx = 0)");
-    o = e2e::run(
+    const auto db = one_flip_db("report_browser_one");
+    ASSERT_FALSE(HasFailure());
+    const auto dir = db.parent_path();
+    auto o = e2e::run(
         {"report", "--db", db.string(), "--out", (dir / "out").string(), "--format", "html"});
     ASSERT_EQ(o.exit_code, 0) << o.err;
     auto url = "file://" + (dir / "out" / "report.html").string() +
