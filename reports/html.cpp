@@ -13,6 +13,7 @@
 #include <harness/util/file.hpp>
 #include <harness/util/hash.hpp>
 #include <harness/util/pyjson.hpp>
+#include <harness/util/text.hpp>
 
 #include <reports/charts.hpp>
 #include <reports/tables.hpp>
@@ -225,10 +226,17 @@ std::string forest_plot(const ReportData& data) {
     for (const auto& c : data.comparisons) {
         const auto* col = verdict_colour(c.verdict.kind);
         const double cy = y + row_h / 2.0;
-        const auto label = fmt::format("{} vs {} ({})", c.b.text(), c.a.text(), c.scorer);
-        out += fmt::format(
-            R"(<text x="{}" y="{:.1f}" text-anchor="end"><title>{}</title>{}</text>)", label_w - 8,
-            cy + 4, util::xml_escape(label), util::xml_escape(abbreviate(label, k_label_chars)));
+        const auto pair = fmt::format("{} vs {}", c.b.text(), c.a.text());
+        const auto label = fmt::format("{} ({})", pair, c.scorer);
+        // Cut, the pair gives way before the scorer: two rows of one pair
+        // differ by their scorer alone (an audit: "(vll…" beside "(lm-…").
+        const auto scorer = fmt::format(" ({})", abbreviate(c.scorer, 16));
+        const size_t room = k_label_chars - util::utf8_length(scorer);
+        const auto shown =
+            util::utf8_length(label) <= k_label_chars ? label : abbreviate(pair, room) + scorer;
+        out +=
+            fmt::format(R"(<text x="{}" y="{:.1f}" text-anchor="end"><title>{}</title>{}</text>)",
+                        label_w - 8, cy + 4, util::xml_escape(label), util::xml_escape(shown));
         out += fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="{}" )"
                            R"(stroke-width="3"/>)",
                            x(100.0 * c.stats.interval.lo), x(100.0 * c.stats.interval.hi), cy, cy,
