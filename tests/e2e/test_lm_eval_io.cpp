@@ -1015,6 +1015,21 @@ TEST(LmEvalSamples, AnExportOfAnUnfinishedRunCountsWhatIsMissing) {
             << live.err;
         EXPECT_EQ(live.err.find("a run stopped first"), std::string::npos) << live.err;
     }
+    // A merge writing it sends nothing: the stopped run's advice stands.
+    {
+        const int held = ::open((db.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+        ASSERT_GE(held, 0);
+        const std::string who = "pid 4243, started 2026-12-07T00:00:00.000Z, diffeval merge\n";
+        ASSERT_EQ(::write(held, who.data(), who.size()), static_cast<ssize_t>(who.size()));
+        ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+        auto merging = e2e::run({"export", "--db", db.string(), "--format", "lm-eval-samples",
+                                 "--out", (dir / "merge-out").string()});
+        ::close(held);
+        EXPECT_EQ(merging.exit_code, 0) << merging.err;
+        EXPECT_NE(merging.err.find("were never sent (a run stopped first)"), std::string::npos)
+            << merging.err;
+        EXPECT_EQ(merging.err.find("not answered yet"), std::string::npos) << merging.err;
+    }
     // A finished run's export says nothing of the kind.
     auto whole = dir / "whole.sqlite";
     ASSERT_EQ(e2e::run({"run", "--server", "s=" + sim.url(), "--framing", "raw", "--limit", "2",
