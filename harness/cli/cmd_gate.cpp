@@ -15,7 +15,6 @@
 #include <harness/store/readers.hpp>
 #include <reports/tables.hpp>
 
-
 #include <fmt/format.h>
 
 #include <chrono>
