@@ -435,10 +435,7 @@ nlohmann::json report_json(const ReportData& data) {
     auto probes = probes_json(data);
     diff["probes"] = probes["comparisons"];
     diff["probes_skipped"] = probes["skipped"];
-    diff["not_compared"] = nlohmann::json::array();
-    for (const auto& [a, b] : data.not_compared) {
-        diff["not_compared"].push_back({{"a", a.text()}, {"b", b.text()}});
-    }
+    diff["not_compared"] = analysis::not_compared_json(data.not_compared);
     return {{"schema", "diffeval.report/3"},
             {"baseline", data.baseline},
             {"headline", headline(data)},

@@ -979,6 +979,14 @@ nlohmann::json comparison_json(const Comparison& c) {
 
 } // namespace
 
+nlohmann::json not_compared_json(const std::vector<std::pair<Selector, Selector>>& unmatched) {
+    auto out = nlohmann::json::array();
+    for (const auto& [a, b] : unmatched) {
+        out.push_back({{"a", a.text()}, {"b", b.text()}});
+    }
+    return out;
+}
+
 nlohmann::json to_json(const std::vector<Comparison>& comparisons) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& c : comparisons) {

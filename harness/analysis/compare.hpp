@@ -248,4 +248,8 @@ nlohmann::json ci95_json(const QuestionStats& s, double scale);
 // The documented JSON shape ("diffeval.diff/1").
 nlohmann::json to_json(const std::vector<Comparison>& comparisons);
 
+// unmatched_groups' pairs as the JSON outputs list them under
+// "not_compared": [{"a": "a/chat/256", "b": "b/chat/256"}].
+nlohmann::json not_compared_json(const std::vector<std::pair<Selector, Selector>>& unmatched);
+
 } // namespace diffeval::analysis

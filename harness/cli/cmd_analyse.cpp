@@ -239,10 +239,7 @@ int diff_command(const AnalyseFlags& f) {
     const auto unmatched = analysis::unmatched_groups(*results, *a, *b);
     if (json) {
         auto out = analysis::to_json(*cmp);
-        out["not_compared"] = nlohmann::json::array();
-        for (const auto& [ua, ub] : unmatched) {
-            out["not_compared"].push_back({{"a", ua.text()}, {"b", ub.text()}});
-        }
+        out["not_compared"] = analysis::not_compared_json(unmatched);
         out["probes"] = nlohmann::json::array();
         for (const auto& p : probes->first) {
             out["probes"].push_back(analysis::to_json(p));

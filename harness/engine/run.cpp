@@ -1205,8 +1205,7 @@ struct Recorded {
 // been, exit 0 and not a word.
 void check_attached_restarts(const RunContext& ctx, store::Store& db,
                              const std::vector<std::optional<ServerRecord>>& attached,
-                             const std::vector<std::optional<uint64_t>>& log_sizes,
-                             const std::vector<std::string>& attached_logs) {
+                             const std::vector<std::optional<uint64_t>>& log_sizes) {
     for (size_t si = 0; si < attached.size(); ++si) {
         const auto& spec = ctx.config.servers[si];
         if (!attached[si] || spec.attached_log.empty() || !log_sizes[si]) {
@@ -1256,9 +1255,9 @@ void check_attached_restarts(const RunContext& ctx, store::Store& db,
                          "its answers came from both launches",
                          where, fact, now, was),
              {fmt::format("{}={}", fact, was), fmt::format("{}={}", fact, now)}});
-        const auto& redactor = ctx.inputs.redactor;
-        (void)db.put_server_log(spec.name, spec.attached_log, redactor.redacted(attached_logs[si]),
-                                redactor.redacted(fingerprint::to_json(fp).dump()));
+        // The log stored at the start stays: only its facts gain the conflict.
+        (void)db.put_server_facts(spec.name,
+                                  ctx.inputs.redactor.redacted(fingerprint::to_json(fp).dump()));
         ctx.log << fmt::format("server '{}': CONFLICT restarted-mid-run: {}\n", spec.name,
                                util::one_line(fp.conflicts.back().message, 400));
     }
@@ -1372,7 +1371,7 @@ util::Result<RunSummary> record_and_send(const RunContext& ctx, store::Store& db
     recorded.finished = true;
     auto done = finish(ctx, db, writer, sender.pushed(), start, summary);
     if (done) {
-        check_attached_restarts(ctx, db, attached, log_sizes, attached_logs);
+        check_attached_restarts(ctx, db, attached, log_sizes);
     }
     return done;
 }

@@ -656,14 +656,8 @@ std::string character_at(std::string_view text, size_t i) {
         return fmt::format("\"{}\"", static_cast<char>(c));
     }
     const size_t n = util::utf8_valid_length(text, i);
-    uint32_t code = c;
-    if (n > 1) {
-        code = c & (0xFF >> (n + 1));
-        for (size_t k = 1; k < n; ++k) {
-            code = (code << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-        }
-    }
-    return n == 0 ? fmt::format("byte 0x{:02X}", c) : fmt::format("U+{:04X}", code);
+    return n == 0 ? fmt::format("byte 0x{:02X}", c)
+                  : util::code_point_name(util::utf8_code_point(text, i, n));
 }
 
 // Where `got` first differs from `expected`: "at character N (after
@@ -679,10 +673,7 @@ std::string where_differs(std::string_view got, std::string_view expected) {
     i = util::utf8_byte_prefix(got, i).size();
     std::string after;
     if (i > 0) {
-        size_t from = i > 40 ? i - 40 : 0;
-        while (from > 0 && (static_cast<unsigned char>(got[from]) & 0xC0) == 0x80) {
-            --from;
-        }
+        const size_t from = util::utf8_byte_prefix(got, i > 40 ? i - 40 : 0).size();
         after = fmt::format(" (after \"{}{}\")", from > 0 ? "..." : "",
                             util::one_line(got.substr(from, i - from), 60));
     }

@@ -1726,6 +1726,15 @@ util::Result<std::optional<ServerIdentity>> Store::answered_server(const std::st
                                                          st.column_view(2), st.column_text(3))};
 }
 
+util::Result<void> Store::put_server_facts(const std::string& name, const std::string& facts_json) {
+    Statement st(m_db.handle(), "UPDATE servers SET facts_json = ? WHERE name = ?");
+    if (!st.bind(facts_json, name).run()) {
+        return make_error(ErrorKind::io,
+                          fmt::format("cannot record server facts: {}", m_db.last_error()));
+    }
+    return {};
+}
+
 util::Result<bool> Store::put_server_log(const std::string& name, const std::string& log_path,
                                          const std::string& log_text,
                                          const std::string& facts_json) {

@@ -200,6 +200,9 @@ public:
     // as it is.
     util::Result<bool> put_server_log(const std::string& name, const std::string& log_path,
                                       const std::string& log_text, const std::string& facts_json);
+    // Replace server `name`'s fingerprint (`facts_json`) alone, its log as
+    // stored: a conflict found after the run.
+    util::Result<void> put_server_facts(const std::string& name, const std::string& facts_json);
     // A question stored under a dataset's name, at its index.
     struct StoredQuestion {
         int64_t question_idx = 0;

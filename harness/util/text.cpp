@@ -39,22 +39,6 @@ size_t utf8_valid_length(std::string_view text, size_t i) {
     return 0;
 }
 
-std::string utf8_repaired(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-        const size_t n = utf8_valid_length(text, i);
-        if (n == 0) {
-            out += "\xEF\xBF\xBD"; // U+FFFD
-            ++i;
-        } else {
-            out.append(text.substr(i, n));
-            i += n;
-        }
-    }
-    return out;
-}
-
 std::string p_text(double p, int digits) {
     if (p < 1e-300) {
         return "< 1e-300";

@@ -176,22 +176,35 @@ inline size_t unicode_dash_length(std::string_view text, size_t i) {
     return dash ? 3 : 0;
 }
 
+// The code point of the valid UTF-8 sequence of `n` bytes (1 to 4) at `i`
+// of `text`.
+inline uint32_t utf8_code_point(std::string_view text, size_t i, size_t n) {
+    const auto at = [&](size_t k) {
+        return static_cast<uint32_t>(static_cast<unsigned char>(text[k]));
+    };
+    uint32_t code = n == 1 ? at(i) : at(i) & (0xFFu >> (n + 1));
+    for (size_t k = 1; k < n; ++k) {
+        code = (code << 6) | (at(i + k) & 0x3F);
+    }
+    return code;
+}
+
+// "U+202E" for code point `code`: at least four upper-case hex digits.
+inline std::string code_point_name(uint32_t code) {
+    static constexpr char k_hex[] = "0123456789ABCDEF";
+    std::string digits;
+    for (int shift = 20; shift >= 0; shift -= 4) {
+        if (shift < 16 || (code >> shift) != 0) {
+            digits += k_hex[(code >> shift) & 0xF];
+        }
+    }
+    return "U+" + digits;
+}
+
 // "<U+202E>" for the format character of `n` bytes (format_char_length) at
 // `i` of `text`.
 inline std::string format_char_shown(std::string_view text, size_t i, size_t n) {
-    const auto at = [&](size_t k) {
-        return static_cast<unsigned>(static_cast<unsigned char>(text[k]));
-    };
-    const unsigned code =
-        n == 2 ? ((at(i) & 0x1F) << 6) | (at(i + 1) & 0x3F)
-               : ((at(i) & 0x0F) << 12) | ((at(i + 1) & 0x3F) << 6) | (at(i + 2) & 0x3F);
-    static constexpr char k_hex[] = "0123456789ABCDEF";
-    std::string out = "<U+";
-    for (int shift = 12; shift >= 0; shift -= 4) {
-        out += k_hex[(code >> shift) & 0xF];
-    }
-    out += '>';
-    return out;
+    return "<" + code_point_name(utf8_code_point(text, i, n)) + ">";
 }
 
 // `text` with each format character as <U+XXXX> (format_char_length).
@@ -244,10 +257,6 @@ bool is_utf8(std::string_view text);
 // form, a surrogate, a sequence cut short, a raw C1 byte such as 0x9B (the
 // 8-bit CSI).
 size_t utf8_valid_length(std::string_view text, size_t i);
-
-// `text` as UTF-8: each byte that starts no valid sequence as U+FFFD, every
-// valid sequence as it was.
-std::string utf8_repaired(std::string_view text);
 
 // Whether `text` holds a Unicode space other than ' ' (no-break, ideographic,
 // U+2000-U+200A, ...), a line or paragraph separator, or an invisible

@@ -118,11 +118,11 @@ TEST(Text, OneLineReplacesBytesThatAreNoUtf8) {
     EXPECT_TRUE(diffeval::util::is_utf8(
         diffeval::util::one_line("a\xc0\xaf z \xed\xa0\x80 \xf4\x90\x80\x80", 100)));
     // Valid text is untouched: a 4-byte sequence, a no-break space.
-    EXPECT_EQ(diffeval::util::utf8_repaired("ok \xf0\x9f\x99\x82 \xc2\xa0."),
+    EXPECT_EQ(diffeval::util::one_line("ok \xf0\x9f\x99\x82 \xc2\xa0.", 100),
               "ok \xf0\x9f\x99\x82 \xc2\xa0.");
     // An overlong '/', a surrogate, a cut sequence: one U+FFFD a byte.
-    EXPECT_EQ(diffeval::util::utf8_repaired("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");
-    EXPECT_EQ(diffeval::util::utf8_repaired("\xed\xa0\x80"),
+    EXPECT_EQ(diffeval::util::one_line("\xc0\xaf", 100), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(diffeval::util::one_line("\xed\xa0\x80", 100),
               "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
-    EXPECT_EQ(diffeval::util::utf8_repaired("x\xe2\x82"), "x\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(diffeval::util::one_line("x\xe2\x82", 100), "x\xEF\xBF\xBD\xEF\xBF\xBD");
 }
