@@ -15,9 +15,19 @@ namespace fs = std::filesystem;
 using util::ErrorKind;
 using util::make_error;
 
+namespace {
+
+util::Result<void> download(const fs::path& dir, const std::string& url_base,
+                            std::vector<std::string>& log);
+
+} // namespace
+
 util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std::string>& log) {
-    auto dir = cache_dir() / "gsm8k";
+    const auto root = cache_dir();
+    auto dir = root / "gsm8k";
     std::error_code ec;
+    const bool had_root = fs::exists(root, ec);
+    const bool had_dir = fs::exists(dir, ec);
     fs::create_directories(dir, ec);
     if (ec) {
         return make_error(ErrorKind::usage,
@@ -36,6 +46,24 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
                                           (dir / f.name).string(), f.name));
         }
     }
+    if (auto done = download(dir, url_base, log); !done) {
+        // A failed fetch leaves the cache as it found it: no empty
+        // directory of its own making (fs::remove removes only an empty one).
+        if (!had_dir) {
+            fs::remove(dir, ec);
+        }
+        if (!had_root) {
+            fs::remove(root, ec);
+        }
+        return done.error();
+    }
+    return dir;
+}
+
+namespace {
+
+util::Result<void> download(const fs::path& dir, const std::string& url_base,
+                            std::vector<std::string>& log) {
     std::string base = url_base;
     while (!base.empty() && base.back() == '/') {
         base.pop_back();
@@ -98,7 +126,9 @@ util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std:
         }
         log.push_back(fmt::format("{}: downloaded and verified ({} bytes)", f.name, r.body.size()));
     }
-    return dir;
+    return {};
 }
+
+} // namespace
 
 } // namespace diffeval::datasets

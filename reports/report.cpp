@@ -436,6 +436,7 @@ nlohmann::json report_json(const ReportData& data) {
     diff["probes"] = probes["comparisons"];
     diff["probes_skipped"] = probes["skipped"];
     diff["not_compared"] = analysis::not_compared_json(data.not_compared);
+    diff["score_text"] = data.results.score_text;
     return {{"schema", "diffeval.report/3"},
             {"baseline", data.baseline},
             {"headline", headline(data)},

@@ -1098,6 +1098,7 @@ nlohmann::json error_json(const std::string& message) {
     return {{"schema", "diffeval.gate/2"},
             {"passed", false},
             {"scorer", nullptr},
+            {"score_text", nullptr},
             {"checks_total", 0},
             {"checks_failed", 0},
             {"checks_inconclusive", 0},

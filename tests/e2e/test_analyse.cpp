@@ -1105,6 +1105,12 @@ TEST(ScoreText, EveryAccuracyOutputSaysWhenTheTextAfterTheThinkBlockIsScored) {
     }
     auto json_after = e2e::run({"diff", "a", "b", "--db", db, "--format", "json"});
     EXPECT_EQ(json::parse(json_after.out)["score_text"], "after-think");
+    // The report's `diff` is the document diff writes (docs audit).
+    ASSERT_EQ(e2e::run({"report", "--db", db, "--out", (dir / "json").string(), "--format", "json"})
+                  .exit_code,
+              0);
+    EXPECT_EQ(json::parse(e2e::slurp(dir / "json" / "summary.json"))["diff"]["score_text"],
+              "after-think");
     const auto gate_json = (dir / "gate.json").string();
     auto g =
         e2e::run({"gate", "--db", db, "--expect", "0.1", "--group", "a/raw", "--json", gate_json});

@@ -80,6 +80,8 @@ TEST(DataFetch, TamperedFileIsRefusedAndTheCacheStaysEmpty) {
     EXPECT_NE(o.err.find("expected 3730d312"), std::string::npos) << o.err;
     EXPECT_NE(o.err.find("not the official GSM8K file"), std::string::npos) << o.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "gsm8k" / "test.jsonl"));
+    // Nor an empty directory of the fetch's making (docs audit).
+    EXPECT_FALSE(std::filesystem::exists(dir / "gsm8k"));
     // A DIFFEVAL_DATA that cannot hold the cache is the user's to change.
     auto not_a_dir = e2e::run({"data", "fetch", "gsm8k", "--data-url-base", server.base()},
                               {"DIFFEVAL_DATA=/dev/null"});

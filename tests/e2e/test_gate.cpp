@@ -649,6 +649,8 @@ TEST_F(Gate, ThresholdsThatMeanNothingAreUsageErrorsAndStillWriteJunit) {
         EXPECT_FALSE(doc["passed"].get<bool>()) << doc.dump();
         EXPECT_EQ(doc["schema"], "diffeval.gate/2");
         EXPECT_EQ(doc["checks"].size(), 0u);
+        // Every key of a verdict's document, null where there is none.
+        EXPECT_TRUE(doc.contains("score_text") && doc["score_text"].is_null()) << doc.dump();
         // The line printed, without its "diffeval: " and newline.
         EXPECT_EQ("diffeval: " + doc["error"].get<std::string>() + "\n", r.err) << doc.dump();
     }
