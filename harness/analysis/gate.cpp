@@ -176,7 +176,8 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
 
 // The non-inferiority check of one comparison; its why is the margin
 // sentence followed by the comparison's verdict sentence.
-GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
+GateCheck paired_check(const Comparison& cmp, const GateSpec& spec,
+                       const std::vector<store::GroupCompleteness>& groups) {
     const double max_drop = *spec.max_drop_points;
     const auto& st = cmp.stats;
     const double drop = st.diff == 0.0 ? 0.0 : -st.diff * 100; // never -0 in JSON
@@ -220,14 +221,39 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
     // The margin is a one-sided check at alpha, the verdict two-sided: a
     // drop past a 0-point margin can fail the one and not the other, which
     // read as "worse than the margin" beside "No detectable difference".
+    // With several pairs the verdict's p is Holm-adjusted and the margin's
+    // is not: said, as the FAIL read against "Holm-adjusted 0.115" beside it
+    // (a statistics audit).
     if (margin.outcome == MarginOutcome::fail && cmp.verdict.kind != VerdictKind::worse) {
-        c.why += fmt::format(" (a one-sided check at {:g}%, stricter on this side than the "
-                             "two-sided verdict that follows)",
-                             100.0 * st.alpha);
+        c.why += cmp.verdict.comparisons > 1
+                     ? fmt::format(" (a one-sided check at {:g}% of this pair alone, stricter on "
+                                   "this side than the two-sided verdict that follows, whose "
+                                   "p-value is Holm-adjusted over the gate's {} pairs)",
+                                   100.0 * st.alpha, cmp.verdict.comparisons)
+                     : fmt::format(" (a one-sided check at {:g}%, stricter on this side than the "
+                                   "two-sided verdict that follows)",
+                                   100.0 * st.alpha);
     }
     // The verdict would say again why there is no evidence.
     if (margin.outcome != MarginOutcome::no_evidence) {
         c.why += ". " + cmp.verdict.sentence;
+    }
+    // Places the candidate's run asked for and never planned (it stopped
+    // while planning, so they have no request row) are in no pairing, where
+    // its planned but unsent ones count as wrong: the check then judges
+    // fewer questions than were asked, which its words said nowhere (a
+    // statistics audit passed a candidate on 45 of 1,319 questions).
+    int64_t unplanned_b = 0;
+    for (const auto& gc : groups) {
+        if (gc.unplanned > 0 && group_label(gc.server, gc.framing, gc.max_tokens) == cmp.b.text()) {
+            c.why +=
+                fmt::format(" {} {}'s run asked for {} never planned (the run stopped first) "
+                            "and {} in no pairing: {}, or gate with --require-complete.",
+                            util::counted(gc.unplanned, "request"), cmp.b.text(),
+                            gc.unplanned == 1 ? "was" : "were", gc.unplanned == 1 ? "is" : "are",
+                            unplanned_advice(gc.unplanned_by_failed_runs));
+            unplanned_b = gc.unplanned;
+        }
     }
     // Too small only where the check could not decide: a FAIL past the
     // margin detected the drop (an 8.7-point drop's FAIL was noted "too
@@ -292,7 +318,8 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec) {
         {"verdict_sentence", cmp.verdict.sentence},
         {"minimum_detectable_difference_points",
          st.mdd ? nlohmann::json(*st.mdd * 100) : nlohmann::json(nullptr)},
-        {"too_small", too_small && margin.outcome != MarginOutcome::no_evidence}};
+        {"too_small", too_small && margin.outcome != MarginOutcome::no_evidence},
+        {"candidate_never_planned", unplanned_b}};
     return c;
 }
 
@@ -601,6 +628,7 @@ GateCheck unrecorded_check(const Comparison& cmp, const Selector& side,
 }
 
 util::Result<void> add_pair_checks(const Results& results, const Summary& summary,
+                                   const std::vector<store::GroupCompleteness>& groups,
                                    const GateSpec& spec, std::vector<GateCheck>& out) {
     CompareOptions options;
     options.paired.bootstrap = spec.bootstrap;
@@ -618,7 +646,7 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
                               fmt::format("no summary for {} or {}", cmp.a.text(), cmp.b.text()));
         }
         if (spec.max_drop_points) {
-            out.push_back(paired_check(cmp, spec));
+            out.push_back(paired_check(cmp, spec, groups));
         }
         // Every response of a side on the paired questions failed: no
         // behaviour to compare.
@@ -1025,9 +1053,10 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
     verdict.scorer = results.scorers.at(spec.scorer);
     verdict.summary = summarize(results);
     // What each group planned and answered, read once for the checks that
-    // need it (completeness, and the accuracy check's never-planned note).
+    // need it (completeness, and the accuracy and paired checks'
+    // never-planned notes).
     std::vector<store::GroupCompleteness> groups;
-    if (spec.require_complete == RequireComplete::yes || spec.expect) {
+    if (spec.require_complete == RequireComplete::yes || spec.expect || spec.max_drop_points) {
         auto read = store::completeness(store);
         if (!read) {
             return read.error();
@@ -1056,7 +1085,7 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
         }
     }
     if (spec.baseline && spec.candidate) {
-        if (auto r = add_pair_checks(results, verdict.summary, spec, verdict.checks); !r) {
+        if (auto r = add_pair_checks(results, verdict.summary, groups, spec, verdict.checks); !r) {
             return r.error();
         }
     }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 namespace diffeval::cli {
@@ -65,9 +66,18 @@ int fingerprint_command(const FingerprintFlags& f) {
     if (fp->facts.empty() && fp->stated.empty()) {
         fp->engine.clear();
     }
+    // A log a server was restarted into holds several launches, and only
+    // the last one's facts are read (as `run --server-log` reads them): said,
+    // since an earlier launch with another KV-cache type read as if it had
+    // never run (engine audit). Counted in a regular file only: a pipe was
+    // read once already.
+    std::error_code ec;
+    const size_t launches =
+        std::filesystem::is_regular_file(f.log, ec) ? engine::launch_offsets(f.log, 0).size() : 0;
     if (f.format == "json") {
         auto out = fingerprint::to_json(*fp);
         out["schema"] = "diffeval.fingerprint/1";
+        out["launches"] = launches;
         if (fp->engine.empty()) {
             out["engine"] = nullptr;
         }
@@ -85,6 +95,11 @@ int fingerprint_command(const FingerprintFlags& f) {
         } else {
             std::cout << fmt::format("{}: {} ({} rules)\n", f.log, engine_display_name(fp->engine),
                                      fp->engine);
+        }
+        if (launches > 1) {
+            std::cout << fmt::format("  {} launches in this log (a server restarted into it): the "
+                                     "facts below are the last one's\n",
+                                     launches);
         }
         if (!fp->engine.empty() && fp->facts.empty()) {
             std::cout << "  no known facts found in this log\n";

@@ -141,6 +141,16 @@ TEST(FingerprintCli, ALongLogARestartedServerAppendedToStatesItsLastLaunch) {
     const auto j = nlohmann::json::parse(o.out);
     EXPECT_EQ(j["facts"]["context"], "8192") << o.out;
     EXPECT_EQ(j["facts"]["slots"], "1") << o.out;
+    EXPECT_EQ(j["launches"], 2) << o.out;
+    // The text says the log holds two and whose facts it shows (engine
+    // audit: an earlier launch with another KV-cache type went unsaid).
+    auto text = e2e::run({"fingerprint", log.string()});
+    EXPECT_NE(text.out.find("2 launches in this log (a server restarted into it): the facts "
+                            "below are the last one's"),
+              std::string::npos)
+        << text.out;
+    auto one = e2e::run({"fingerprint", log_path("llamacpp-b11669-lv4.log")});
+    EXPECT_EQ(one.out.find("launches"), std::string::npos) << one.out;
 }
 
 // vLLM states its version twice per launch, start-up facts between the two:

@@ -1060,6 +1060,74 @@ TEST(GateUnmeasured, PlannedRequestsNeverSentCountAsWrongAnswersAndAsErrors) {
     EXPECT_EQ(o.exit_code, 1) << o.out;
 }
 
+// With two pairs, a FAIL of the per-pair margin beside a verdict the Holm
+// adjustment left without a difference says which check is which (a
+// statistics audit: "worse than the 0.0-point margin" on the raw mid-p
+// 0.0574 beside "Holm-adjusted 0.115 over 2 comparisons").
+TEST(GateMargin, AFailBesideAHolmAdjustedVerdictSaysItIsThePairsAlone) {
+    auto dir = e2e::scratch("gate-margin-holm");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    auto r = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(), "--limit",
+                       "30", "--db", db, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // On raw, b loses ten questions a answers and gains three; on chat
+    // both answer every question.
+    const auto questions = [](const std::string& server, const std::string& framing,
+                              const std::string& range) {
+        return "response_id IN (SELECT response_id FROM requests WHERE server = '" + server +
+               "' AND framing = '" + framing + "' AND question_idx " + range + ")";
+    };
+    e2e::exec(db, "UPDATE scores SET correct = 1 WHERE scorer = 'vllm'; UPDATE scores SET correct "
+                  "= 0 WHERE scorer = 'vllm' AND (" +
+                      questions("b", "raw", "< 10") + " OR " +
+                      questions("a", "raw", "BETWEEN 10 AND 12") + ")");
+    auto o =
+        e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-drop", "0"});
+    EXPECT_EQ(o.exit_code, 1) << o.out << o.err;
+    EXPECT_NE(o.out.find("worse than the 0.0-point margin"), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("(a one-sided check at 5% of this pair alone, stricter on this side than "
+                         "the two-sided verdict that follows, whose p-value is Holm-adjusted over "
+                         "the gate's 2 pairs). No detectable difference"),
+              std::string::npos)
+        << o.out;
+}
+
+// A candidate whose run stopped while planning: the places it asked for and
+// never planned have no request row, so they are in no pairing (its planned
+// but unsent requests count as wrong). The paired check says how many, as
+// the accuracy check does: a statistics audit's gate passed such a
+// candidate on 45 of 1,319 questions without a word of the rest.
+TEST(GateUnmeasured, APairedCheckSaysWhatTheCandidatesRunNeverPlanned) {
+    auto dir = e2e::scratch("gate-unplanned-pair");
+    e2e::Sim sim;
+    auto db = (dir / "r.sqlite").string();
+    for (const std::string limit : {"10", "6"}) {
+        const std::string name = limit == "10" ? "a" : "b";
+        auto r = e2e::run({"run", "--server", name + "=" + sim.url(), "--framing", "raw", "--limit",
+                           limit, "--db", db, "--quiet"});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+    // What b's run leaves when it asked for 10 questions and stopped while
+    // planning, after its first 6.
+    e2e::exec(db, "UPDATE runs SET config_json = json_set(config_json, '$.limit', 10) WHERE "
+                  "config_json LIKE '%\"b\"%'");
+    const auto json_path = (dir / "gate.json").string();
+    auto o = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-drop",
+                       "50", "--inconclusive", "pass", "--json", json_path});
+    EXPECT_NE(o.out.find("4 requests b/raw/256's run asked for were never planned (the run "
+                         "stopped first) and are in no pairing: run the command that asked for "
+                         "them again, or gate with --require-complete."),
+              std::string::npos)
+        << o.out;
+    const auto doc = json::parse(e2e::slurp(json_path));
+    EXPECT_EQ(doc["checks"][0]["detail"]["candidate_never_planned"], 4) << doc.dump();
+    // A baseline's places never planned are left out as its unsent ones are.
+    auto swapped = e2e::run({"gate", "--db", db, "--baseline", "b", "--candidate", "a",
+                             "--max-drop", "50", "--inconclusive", "pass"});
+    EXPECT_EQ(swapped.out.find("never planned"), std::string::npos) << swapped.out;
+}
+
 // A candidate whose server reports no usage.completion_tokens answered, but
 // has no token count to compare: the token check fails saying so, never
 // "fell by 100%" from counts taken as 0.
