@@ -176,6 +176,8 @@ struct GroupCounts {
     std::map<int, RepeatBreakdown> repeats;
     std::map<std::pair<int, int>, RepeatBreakdown> questions;
     std::map<int, std::pair<double, int64_t>> tokens; // sum, count
+    // The same per question, for a group whose repeats ran different ones.
+    std::map<std::pair<int, int>, std::pair<double, int64_t>> question_tokens;
     std::vector<const ResultRow*> members;
 };
 
@@ -224,9 +226,11 @@ void count_response(const ResultRow& r, size_t n_scorers, GroupCounts& group) {
     tally(r, n_scorers, group.repeats[r.repeat]);
     tally(r, n_scorers, group.questions[{r.dataset, r.question_idx}]);
     if (r.completion_tokens) {
-        auto& t = group.tokens[r.repeat];
-        t.first += static_cast<double>(*r.completion_tokens);
-        ++t.second;
+        for (auto* t :
+             {&group.tokens[r.repeat], &group.question_tokens[{r.dataset, r.question_idx}]}) {
+            t->first += static_cast<double>(*r.completion_tokens);
+            ++t->second;
+        }
     }
 }
 
@@ -264,20 +268,36 @@ void average_repeats(GroupSummary& g) {
 // A group whose repeats ran different questions: its accuracy means and its
 // breakdown's means per question (each question's share of its responses),
 // over the questions, so a question with three repeats weighs what one with
-// two does.
+// two does. So are the accuracy on finished answers (the per-question share
+// of finished answers that are right over that of finished ones, so that
+// finished x fin. acc is the part of the score they make) and the mean
+// tokens: taken over repeats, they sat beside per-question shares they did
+// not multiply to (a statistics audit: 96.6% of 82.4% finished beside 83.8).
 void average_questions(const GroupCounts& counts, size_t n_scorers, GroupSummary& g) {
     g.started_reasoning = g.never_finished = g.stop_truncated = g.length_truncated = g.other =
         g.finished = g.errors = g.unrecorded = 0;
-    std::vector<double> accuracy(n_scorers, 0.0);
+    std::vector<double> accuracy(n_scorers, 0.0), finished_right(n_scorers, 0.0);
     for (const auto& [question, b] : counts.questions) {
         const auto n = static_cast<double>(b.responses);
         add_shares(g, b, n);
         for (size_t k = 0; k < n_scorers; ++k) {
             accuracy[k] += static_cast<double>(b.correct[k]) / n;
+            finished_right[k] += static_cast<double>(b.finished_correct[k]) / n;
         }
     }
+    const auto questions = static_cast<double>(counts.questions.size());
     for (size_t k = 0; k < n_scorers; ++k) {
-        g.scorers[k].spread.mean = accuracy[k] / static_cast<double>(counts.questions.size());
+        g.scorers[k].spread.mean = accuracy[k] / questions;
+        if (g.scorers[k].finished_accuracy && g.finished > 0) {
+            g.scorers[k].finished_accuracy->mean = finished_right[k] / g.finished;
+        }
+    }
+    if (!counts.question_tokens.empty()) {
+        double tokens = 0;
+        for (const auto& [question, t] : counts.question_tokens) {
+            tokens += t.first / static_cast<double>(t.second);
+        }
+        g.mean_completion_tokens = tokens / static_cast<double>(counts.question_tokens.size());
     }
 }
 
