@@ -17,51 +17,7 @@ using util::make_error;
 
 namespace {
 
-util::Result<void> download(const fs::path& dir, const std::string& url_base,
-                            std::vector<std::string>& log);
-
-} // namespace
-
-util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std::string>& log) {
-    const auto root = cache_dir();
-    auto dir = root / "gsm8k";
-    std::error_code ec;
-    const bool had_root = fs::exists(root, ec);
-    const bool had_dir = fs::exists(dir, ec);
-    fs::create_directories(dir, ec);
-    if (ec) {
-        return make_error(ErrorKind::usage,
-                          fmt::format("cannot create {}: {}; set DIFFEVAL_DATA to a "
-                                      "writable directory",
-                                      dir.string(), ec.message()));
-    }
-    // A directory where a file goes is the user's to remove, said before
-    // anything is downloaded (it was a failed download's exit 1, after it).
-    for (const auto& f : k_gsm8k_files) {
-        if (fs::is_directory(dir / f.name, ec)) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("{} is a directory, where data fetch writes the file "
-                                          "{}; remove it, or set DIFFEVAL_DATA to another "
-                                          "directory",
-                                          (dir / f.name).string(), f.name));
-        }
-    }
-    if (auto done = download(dir, url_base, log); !done) {
-        // A failed fetch leaves the cache as it found it: no empty
-        // directory of its own making (fs::remove removes only an empty one).
-        if (!had_dir) {
-            fs::remove(dir, ec);
-        }
-        if (!had_root) {
-            fs::remove(root, ec);
-        }
-        return done.error();
-    }
-    return dir;
-}
-
-namespace {
-
+// Each official file not already present and verified into `dir`.
 util::Result<void> download(const fs::path& dir, const std::string& url_base,
                             std::vector<std::string>& log) {
     std::string base = url_base;
@@ -130,5 +86,43 @@ util::Result<void> download(const fs::path& dir, const std::string& url_base,
 }
 
 } // namespace
+
+util::Result<fs::path> fetch_gsm8k(const std::string& url_base, std::vector<std::string>& log) {
+    const auto root = cache_dir();
+    auto dir = root / "gsm8k";
+    std::error_code ec;
+    const bool had_root = fs::exists(root, ec);
+    const bool had_dir = fs::exists(dir, ec);
+    fs::create_directories(dir, ec);
+    if (ec) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("cannot create {}: {}; set DIFFEVAL_DATA to a "
+                                      "writable directory",
+                                      dir.string(), ec.message()));
+    }
+    // A directory where a file goes is the user's to remove, said before
+    // anything is downloaded (it was a failed download's exit 1, after it).
+    for (const auto& f : k_gsm8k_files) {
+        if (fs::is_directory(dir / f.name, ec)) {
+            return make_error(ErrorKind::usage,
+                              fmt::format("{} is a directory, where data fetch writes the file "
+                                          "{}; remove it, or set DIFFEVAL_DATA to another "
+                                          "directory",
+                                          (dir / f.name).string(), f.name));
+        }
+    }
+    if (auto done = download(dir, url_base, log); !done) {
+        // A failed fetch leaves the cache as it found it: no empty
+        // directory of its own making (fs::remove removes only an empty one).
+        if (!had_dir) {
+            fs::remove(dir, ec);
+        }
+        if (!had_root) {
+            fs::remove(root, ec);
+        }
+        return done.error();
+    }
+    return dir;
+}
 
 } // namespace diffeval::datasets

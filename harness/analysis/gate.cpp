@@ -51,6 +51,30 @@ CheckStatus status_of(bool ok) {
     return ok ? CheckStatus::pass : CheckStatus::fail;
 }
 
+// What the runs of group `label` asked and the database holds; null when
+// the group is none a run asked for.
+const store::GroupCompleteness* completeness_of(const std::vector<store::GroupCompleteness>& groups,
+                                                const std::string& label) {
+    for (const auto& gc : groups) {
+        if (group_label(gc.server, gc.framing, gc.max_tokens) == label) {
+            return &gc;
+        }
+    }
+    return nullptr;
+}
+
+// "4 requests {whose} run asked for were never planned (the run stopped
+// first) and are {where}: run the command ..., or gate with
+// --require-complete": the places of `gc` no request row holds.
+std::string unplanned_text(const store::GroupCompleteness& gc, std::string_view whose,
+                           std::string_view where) {
+    return fmt::format("{} {} run asked for {} never planned (the run stopped first) and {} {}: "
+                       "{}, or gate with --require-complete",
+                       util::counted(gc.unplanned, "request"), whose,
+                       gc.unplanned == 1 ? "was" : "were", gc.unplanned == 1 ? "is" : "are", where,
+                       unplanned_advice(gc.unplanned_by_failed_runs));
+}
+
 // An accuracy counts every planned request, failed or unsent ones as wrong;
 // places a killed run never planned are in no group, so its why says so.
 util::Result<void> add_accuracy_checks(const Summary& summary,
@@ -123,37 +147,28 @@ util::Result<void> add_accuracy_checks(const Summary& summary,
                                   mean, acc.mean, *spec.expect, spec.tolerance, floor)
                     : fmt::format("{} is {:.{}f} points below the floor", mean,
                                   c.threshold - measured, d);
-        for (const auto& gc : groups) {
-            if (group_label(gc.server, gc.framing, gc.max_tokens) != g.label()) {
-                continue;
-            }
+        if (const auto* gc = completeness_of(groups, g.label())) {
             // An accuracy made by failed requests reads as the model's
             // without this ("0.00%, 50.00 points below the floor" for a
             // server that answered HTTP 500 to everything).
-            if (gc.missing > 0) {
-                c.why += gc.missing == gc.requests
+            if (gc->missing > 0) {
+                c.why += gc->missing == gc->requests
                              ? fmt::format("; none of its {} has a successful response (failed, "
                                            "or no response stored), each counted as a wrong answer",
-                                           util::counted(gc.requests, "request"))
+                                           util::counted(gc->requests, "request"))
                              : fmt::format("; {} of its {} {} no successful response (failed, "
                                            "or no response stored), each counted as a wrong answer",
-                                           gc.missing, util::counted(gc.requests, "request"),
-                                           gc.missing == 1 ? "has" : "have");
+                                           gc->missing, util::counted(gc->requests, "request"),
+                                           gc->missing == 1 ? "has" : "have");
             }
-            if (gc.unplanned > 0) {
-                c.why += fmt::format("; {} its run asked for {} never planned (the run stopped "
-                                     "first) and {} not in it: {}, or gate with "
-                                     "--require-complete",
-                                     util::counted(gc.unplanned, "request"),
-                                     gc.unplanned == 1 ? "was" : "were",
-                                     gc.unplanned == 1 ? "is" : "are",
-                                     unplanned_advice(gc.unplanned_by_failed_runs));
+            if (gc->unplanned > 0) {
+                c.why += "; " + unplanned_text(*gc, "its", "not in it");
             }
-            if (!gc.missing_shards.empty()) {
+            if (!gc->missing_shards.empty()) {
                 c.why += fmt::format("; the database holds no run of its {}, whose questions "
                                      "are not in it: merge their databases, or gate with "
                                      "--require-complete",
-                                     shards_text(gc.missing_shards));
+                                     shards_text(gc->missing_shards));
             }
         }
         c.detail = {{"group", g.label()},
@@ -243,17 +258,10 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec,
     // its planned but unsent ones count as wrong: the check then judges
     // fewer questions than were asked, which its words said nowhere (a
     // statistics audit passed a candidate on 45 of 1,319 questions).
-    int64_t unplanned_b = 0;
-    for (const auto& gc : groups) {
-        if (gc.unplanned > 0 && group_label(gc.server, gc.framing, gc.max_tokens) == cmp.b.text()) {
-            c.why +=
-                fmt::format(" {} {}'s run asked for {} never planned (the run stopped first) "
-                            "and {} in no pairing: {}, or gate with --require-complete.",
-                            util::counted(gc.unplanned, "request"), cmp.b.text(),
-                            gc.unplanned == 1 ? "was" : "were", gc.unplanned == 1 ? "is" : "are",
-                            unplanned_advice(gc.unplanned_by_failed_runs));
-            unplanned_b = gc.unplanned;
-        }
+    const auto* gc_b = completeness_of(groups, cmp.b.text());
+    const int64_t unplanned_b = gc_b ? gc_b->unplanned : 0;
+    if (unplanned_b > 0) {
+        c.why += " " + unplanned_text(*gc_b, cmp.b.text() + "'s", "in no pairing") + ".";
     }
     // Too small only where the check could not decide: a FAIL past the
     // margin detected the drop (an 8.7-point drop's FAIL was noted "too

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <iostream>
+#include <vector>
 
 namespace diffeval::cli {
 
@@ -41,7 +41,12 @@ struct FingerprintFlags {
 int fingerprint_command(const FingerprintFlags& f) {
     // What `run --server-log` keeps of a log, so both read the same facts:
     // its first 2 MiB and last 512 KiB, in memory whatever the log's size.
-    auto text = engine::read_server_log(f.log);
+    // With where each launch starts: a log a server was restarted into
+    // holds several, and only the last one's facts are read (as `run
+    // --server-log` reads them), so that is said: an earlier launch with
+    // another KV-cache type read as if it had never run (engine audit).
+    std::vector<uint64_t> launches;
+    auto text = engine::read_server_log(f.log, 0, &launches);
     if (!text) {
         return report(util::make_error(
             util::ErrorKind::usage, fmt::format("cannot read log file {}", text.error().message)));
@@ -66,18 +71,10 @@ int fingerprint_command(const FingerprintFlags& f) {
     if (fp->facts.empty() && fp->stated.empty()) {
         fp->engine.clear();
     }
-    // A log a server was restarted into holds several launches, and only
-    // the last one's facts are read (as `run --server-log` reads them): said,
-    // since an earlier launch with another KV-cache type read as if it had
-    // never run (engine audit). Counted in a regular file only: a pipe was
-    // read once already.
-    std::error_code ec;
-    const size_t launches =
-        std::filesystem::is_regular_file(f.log, ec) ? engine::launch_offsets(f.log, 0).size() : 0;
     if (f.format == "json") {
         auto out = fingerprint::to_json(*fp);
         out["schema"] = "diffeval.fingerprint/1";
-        out["launches"] = launches;
+        out["launches"] = launches.size();
         if (fp->engine.empty()) {
             out["engine"] = nullptr;
         }
@@ -96,10 +93,10 @@ int fingerprint_command(const FingerprintFlags& f) {
             std::cout << fmt::format("{}: {} ({} rules)\n", f.log, engine_display_name(fp->engine),
                                      fp->engine);
         }
-        if (launches > 1) {
+        if (launches.size() > 1) {
             std::cout << fmt::format("  {} launches in this log (a server restarted into it): the "
                                      "facts below are the last one's\n",
-                                     launches);
+                                     launches.size());
         }
         if (!fp->engine.empty() && fp->facts.empty()) {
             std::cout << "  no known facts found in this log\n";

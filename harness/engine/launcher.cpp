@@ -475,8 +475,7 @@ std::vector<uint64_t> launch_offsets(const std::filesystem::path& path, uint64_t
     bool too_long = false;            // the line read so far passed k_longest_line
     uint64_t at = from, start = from; // bytes read; where the line read so far starts
     std::deque<uint64_t> recent;      // the line starts within k_lead bytes before `start`
-    bool launched = false;            // a launch's line was read
-    uint64_t last_launch_line = 0;    // where the last one starts
+    uint64_t last_launch_line = 0;    // where the last launch's line starts (when `out` has one)
     while (in &&
            (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0)) {
         const std::string_view got(block.data(), static_cast<size_t>(in.gcount()));
@@ -497,11 +496,10 @@ std::vector<uint64_t> launch_offsets(const std::filesystem::path& path, uint64_t
             if (!too_long && fingerprint::starts_launch(line)) {
                 // Its lead lines are those after the launch before's line.
                 auto lead = recent.begin();
-                while (launched && *lead <= last_launch_line) {
+                while (!out.empty() && *lead <= last_launch_line) {
                     ++lead;
                 }
                 out.push_back(*lead);
-                launched = true;
                 last_launch_line = start;
             }
             line.clear();
@@ -514,26 +512,28 @@ std::vector<uint64_t> launch_offsets(const std::filesystem::path& path, uint64_t
     return out;
 }
 
-namespace {
-
-uint64_t last_launch_offset(const std::filesystem::path& path) {
-    const auto all = launch_offsets(path, 0);
-    return all.empty() ? 0 : all.back();
-}
-
-} // namespace
-
-util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from) {
+util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from,
+                                          std::vector<uint64_t>* launches) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
         return make_error(ErrorKind::usage, fmt::format("{}: it is a directory", path.string()));
     }
     // A log too long to keep whole, that a server was restarted into, keeps
     // the running launch's start-up lines (what it ran) only from its last
-    // launch: its head would be the first launch's.
-    if (from == 0 && std::filesystem::is_regular_file(path, ec) &&
-        std::filesystem::file_size(path, ec) > k_log_head + k_log_tail && !ec) {
-        from = last_launch_offset(path);
+    // launch: its head would be the first launch's. The file is scanned for
+    // launches once, for both.
+    const bool regular = std::filesystem::is_regular_file(path, ec);
+    const bool too_long = from == 0 && regular &&
+                          std::filesystem::file_size(path, ec) > k_log_head + k_log_tail && !ec;
+    std::vector<uint64_t> found;
+    if (regular && (too_long || launches)) {
+        found = launch_offsets(path, from);
+    }
+    if (too_long && !found.empty()) {
+        from = found.back();
+    }
+    if (launches) {
+        *launches = std::move(found);
     }
     auto ends = util::read_file_ends(path, k_log_head, k_log_tail, from);
     if (!ends) {

@@ -58,7 +58,10 @@ enum class Outlive { no, yes };
 // file).
 constexpr size_t k_log_head = size_t{2} << 20;
 constexpr size_t k_log_tail = size_t{512} << 10;
-util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from = 0);
+// `launches`, when given, gets where each launch starts from `from` on
+// (launch_offsets; empty for a file that is no regular file).
+util::Result<std::string> read_server_log(const std::filesystem::path& path, uint64_t from = 0,
+                                          std::vector<uint64_t>* launches = nullptr);
 
 // Where each launch a server was restarted into its log file (`>>`) starts,
 // at byte `from` or after (its lead lines, such as a llama-server's

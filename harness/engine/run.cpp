@@ -1215,8 +1215,8 @@ void check_attached_restarts(const RunContext& ctx, store::Store& db,
         if (launches.empty()) {
             continue;
         }
-        // The first fact a later launch states otherwise: (fact, before, after).
-        std::optional<std::tuple<std::string, std::string, std::string>> changed;
+        // The first fact a later launch states otherwise.
+        std::optional<fingerprint::FactDifference> changed;
         const auto& before = attached[si]->fp;
         for (size_t k = 0; k < launches.size() && before && !changed; ++k) {
             auto text = read_server_log(spec.attached_log, launches[k]);
@@ -1226,25 +1226,18 @@ void check_attached_restarts(const RunContext& ctx, store::Store& db,
             if (k + 1 < launches.size()) {
                 text->resize(std::min<uint64_t>(text->size(), launches[k + 1] - launches[k]));
             }
-            const auto now = fingerprint::fingerprint_log(*text);
-            for (const auto& [fact, value] : before->facts) {
-                if (!now) {
-                    break;
-                }
-                if (const auto it = now->facts.find(fact);
-                    it != now->facts.end() && it->second != value) {
-                    changed.emplace(fact, value, it->second);
-                    break;
-                }
+            if (const auto now = fingerprint::fingerprint_log(*text)) {
+                changed = fingerprint::first_fact_difference(*before, *now);
             }
         }
         const auto where =
             fmt::format("{} in {} after the run read it",
                         util::counted(launches.size(), "new launch"), spec.attached_log);
         if (!changed) {
-            ctx.log << fmt::format("note: server '{}' restarted during the run ({}); the facts "
-                                   "its log states read the same\n",
-                                   spec.name, where);
+            ctx.log << fmt::format("note: server '{}' restarted during the run ({}); {}\n",
+                                   spec.name, where,
+                                   before ? "the facts its log states read the same"
+                                          : "its log stated no fact to compare");
             continue;
         }
         const auto& [fact, was, now] = *changed;

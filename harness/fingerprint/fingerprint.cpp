@@ -467,6 +467,16 @@ const util::Result<std::vector<Rules>>& builtin_rules() {
 
 } // namespace
 
+std::optional<FactDifference> first_fact_difference(const Fingerprint& a, const Fingerprint& b) {
+    for (const auto& [fact, value] : a.facts) {
+        if (const auto other = b.facts.find(fact);
+            other != b.facts.end() && other->second != value) {
+            return FactDifference{fact, value, other->second};
+        }
+    }
+    return std::nullopt;
+}
+
 void normalize(Fingerprint& fp) {
     const auto& all = builtin_rules();
     if (!all) {

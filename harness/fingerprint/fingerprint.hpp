@@ -87,6 +87,15 @@ std::optional<Fingerprint> fingerprint_from_json(std::string_view text);
 // "11669 (Debian)", reads "b11669-Debian" with the words as stated.
 void normalize(Fingerprint& fp);
 
+// A fact both `a` and `b` state, with a different value in each: the first by
+// name, with a's value and b's; nullopt when they agree on every fact both
+// state. What a server restarted with another flag, or another server under
+// the same name, first shows.
+struct FactDifference {
+    std::string fact, a, b;
+};
+std::optional<FactDifference> first_fact_difference(const Fingerprint& a, const Fingerprint& b);
+
 // The server's words, as whatever prints or reports them shows them: `text`
 // as one line of at most util::k_server_words_bytes (left as it is when it
 // already is one).

@@ -557,6 +557,40 @@ bool sync_file(const fs::path& path) {
     return ok;
 }
 
+// A text a database is scored on, and the first file that said it.
+struct ScoredText {
+    std::string file, text;
+};
+
+// Adds the text `file` (open as `s`) is scored on (rescore --score-text) to
+// `scored`, which keeps the first file that says one: one output of two
+// files scored on different texts would compare accuracies of neither, so
+// that is a usage error naming both, starting with `who` ("merge: ") and
+// ending with the command to run after rescoring (`then`).
+util::Result<void> add_score_text(Store& s, const std::string& file,
+                                  std::optional<ScoredText>& scored, std::string_view who,
+                                  std::string_view then) {
+    auto text = stored_score_text(s);
+    if (!text) {
+        return text.error();
+    }
+    if (!*text) {
+        return {};
+    }
+    if (!scored) {
+        scored = ScoredText{file, **text};
+        return {};
+    }
+    if (**text != scored->text) {
+        return make_error(ErrorKind::usage,
+                          fmt::format("{}{} is scored on the {} text and {} on the {} text "
+                                      "(rescore --score-text): accuracies of two texts compare "
+                                      "nothing; rescore one like the other, then {}",
+                                      who, scored->file, scored->text, file, **text, then));
+    }
+    return {};
+}
+
 } // namespace
 
 // Every input must exist and be a diffeval database this build can read.
@@ -568,7 +602,7 @@ util::Result<std::optional<std::string>> check_inputs(const std::string& out,
     if (inputs.empty()) {
         return make_error(ErrorKind::usage, "merge: give the databases to merge after OUT");
     }
-    std::optional<std::pair<std::string, std::string>> scored; // file, text
+    std::optional<ScoredText> scored;
     std::error_code out_ec;
     auto files = inputs;
     if (fs::exists(out, out_ec)) {
@@ -594,22 +628,11 @@ util::Result<std::optional<std::string>> check_inputs(const std::string& out,
         }
         // A merged file is scored on one text: a fresh OUT was scored on
         // the full text whatever its inputs had been rescored on.
-        auto text = stored_score_text(**s);
-        if (!text) {
-            return text.error();
-        }
-        if (*text && scored && **text != scored->second) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("merge: {} is scored on the {} text and {} on the {} "
-                                          "text (rescore --score-text); rescore one like the "
-                                          "other, then merge",
-                                          scored->first, scored->second, in, **text));
-        }
-        if (*text && !scored) {
-            scored = std::pair{in, **text};
+        if (auto r = add_score_text(**s, in, scored, "merge: ", "merge"); !r) {
+            return r.error();
         }
     }
-    return scored ? std::optional<std::string>(scored->second) : std::nullopt;
+    return scored ? std::optional<std::string>(scored->text) : std::nullopt;
 }
 
 // `tmp` as a copy of `out` (when it exists), made with VACUUM INTO.
@@ -754,27 +777,14 @@ util::Result<std::optional<std::string>> combine_with_baseline(const std::string
     // Both scored on one text, as merge asks of its inputs: the combined
     // copy was scored on the full text whatever both had been rescored on
     // (an interop audit: the gate's numbers were in neither database).
-    std::optional<std::string> text;
-    std::string scored_by;
+    std::optional<ScoredText> scored;
     for (const auto& in : {baseline_db, db}) {
         auto s = Store::open(in, Store::Mode::read_only);
         if (!s) {
             return s.error();
         }
-        auto stored = stored_score_text(**s);
-        if (!stored) {
-            return stored.error();
-        }
-        if (*stored && text && **stored != *text) {
-            return make_error(ErrorKind::usage,
-                              fmt::format("--baseline-db {} is scored on the {} text and {} on the "
-                                          "{} text (rescore --score-text): accuracies of two texts "
-                                          "compare nothing; rescore one like the other, then gate",
-                                          scored_by, *text, in, **stored));
-        }
-        if (*stored && !text) {
-            text = **stored;
-            scored_by = in;
+        if (auto r = add_score_text(**s, in, scored, "--baseline-db ", "gate"); !r) {
+            return r.error();
         }
     }
     remove_with_sidecars(out);
@@ -814,7 +824,7 @@ util::Result<std::optional<std::string>> combine_with_baseline(const std::string
         return make_error(r.error().kind,
                           fmt::format("--baseline-db {}: {}", baseline_db, r.error().message));
     }
-    return text;
+    return scored ? std::optional<std::string>(scored->text) : std::nullopt;
 }
 
 } // namespace diffeval::store

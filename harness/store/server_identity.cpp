@@ -178,10 +178,8 @@ std::optional<ServerDifference> first_difference(const ServerIdentity& a, const 
     if (!fa->engine.empty() && !fb->engine.empty() && fa->engine != fb->engine) {
         return ServerDifference{"engine", fa->engine, fb->engine};
     }
-    for (const auto& [fact, value] : fa->facts) {
-        if (auto other = fb->facts.find(fact); other != fb->facts.end() && other->second != value) {
-            return ServerDifference{"fingerprint fact " + fact, value, other->second};
-        }
+    if (auto d = fingerprint::first_fact_difference(*fa, *fb)) {
+        return ServerDifference{"fingerprint fact " + d->fact, d->a, d->b};
     }
     return std::nullopt;
 }

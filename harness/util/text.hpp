@@ -340,9 +340,10 @@ inline std::string one_line(std::string_view text, size_t max_bytes) {
             }
             continue;
         }
+        const size_t control = control_length(text, i);
         // A byte that is no UTF-8 would reach a terminal as it is: 0x9B is
         // CSI to one that reads 8-bit controls (an audit's HTTP 400 body).
-        if (static_cast<unsigned char>(text[i]) >= 0x80 && control_length(text, i) == 0) {
+        if (control == 0 && static_cast<unsigned char>(text[i]) >= 0x80) {
             const size_t n = utf8_valid_length(text, i);
             out += n > 0 ? text.substr(i, n) : std::string_view("\xEF\xBF\xBD");
             i += n > 0 ? n - 1 : 0;
@@ -351,7 +352,6 @@ inline std::string one_line(std::string_view text, size_t max_bytes) {
             }
             continue;
         }
-        const size_t control = control_length(text, i);
         i += control > 0 ? control - 1 : 0;
         const char kept = control > 0 ? ' ' : text[i];
         if (kept == ' ' && !out.empty() && out.back() == ' ') {
