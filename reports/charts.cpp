@@ -398,9 +398,11 @@ std::string charts_section(const ReportData& data) {
     out += "<figure><figcaption>Accuracy per group <span class=\"note\">dot = mean over "
            "repeats, whisker = min-max over repeats</span></figcaption>" +
            accuracy_chart(data, rows) + "</figure>\n";
+    const auto unsent = unsent_in_errors_note(data);
     out += "<figure><figcaption>Where the responses went <span class=\"note\">share of each "
-           "group's responses by outcome</span></figcaption>" +
-           outcome_chart(rows) + "</figure>\n";
+           "group's responses by outcome" +
+           (unsent.empty() ? std::string() : ". " + util::xml_escape(unsent)) +
+           "</span></figcaption>" + outcome_chart(rows) + "</figure>\n";
     out += "<figure id=\"transitions\"><figcaption>From one group to another <span "
            "class=\"note\">how each question's outcome moved between the two groups you pick "
            "(repeats averaged per question)</span></figcaption><div class=\"controls\">"

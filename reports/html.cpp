@@ -6,6 +6,7 @@
 #include <reports/html.hpp>
 #include <reports/probe_html.hpp>
 
+#include <harness/analysis/compare.hpp>
 #include <harness/analysis/results.hpp>
 #include <harness/store/readers.hpp>
 #include <harness/util/embedded.hpp>
@@ -420,7 +421,10 @@ util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
     } else {
         buf += "null,";
     }
-    json_text(buf, scorers::outcome_name(row.outcome));
+    // A planned request with no response is unsent, as the comparisons'
+    // transitions say, not a server's error.
+    json_text(buf, row.response_id == 0 ? analysis::transition_state_name(analysis::k_unsent_state)
+                                        : scorers::outcome_name(row.outcome));
     buf += ',';
     json_opt_text(buf, d.error);
     buf += ",[";

@@ -149,6 +149,9 @@ std::string render_markdown(const ReportData& data) {
     out += fmt::format("## Where the responses went\n\nMean responses per run; accuracy by {}.\n\n",
                        markdown_code(data.layout.lead_scorer));
     out += breakdown_table(data.summary, data.layout.lead_scorer, Style::markdown) + "\n";
+    if (const auto note = unsent_in_errors_note(data); !note.empty()) {
+        out += md_text(note) + "\n\n";
+    }
 
     // 3. Every server against the baseline.
     if (!data.comparisons.empty()) {

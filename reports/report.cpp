@@ -617,8 +617,8 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
 std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells, int toward) {
     constexpr int unrecorded = static_cast<int>(scorers::Outcome::unrecorded);
     std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+    for (int i = 0; i < analysis::k_transition_states; ++i) {
+        for (int j = 0; j < analysis::k_transition_states; ++j) {
             if (i == unrecorded || j == unrecorded) {
                 continue;
             }
@@ -639,10 +639,29 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
         // each of B's), as diff's transition table says: "(-158/+0)" beside
         // "A better 23" read as 158 questions (statistics audit).
         out += fmt::format("{}{} -> {} (-{}/+{} response pairs)", k ? "; " : "",
-                           scorers::outcome_name(i), scorers::outcome_name(j), c.lost[i][j],
+                           analysis::transition_state_name(i), analysis::transition_state_name(j),
+                           c.lost[i][j],
                            c.gained[i][j]);
     }
     return out.empty() ? "none" : out;
+}
+
+std::string unsent_in_errors_note(const ReportData& data) {
+    std::vector<std::string> parts;
+    for (const auto& g : data.completeness) {
+        if (g.unsent > 0) {
+            parts.push_back(fmt::format(
+                "{} {}", analysis::group_label(g.server, g.framing, g.max_tokens), g.unsent));
+        }
+    }
+    if (parts.empty()) {
+        return {};
+    }
+    // The summary command says it under its table; report.md did not (an
+    // audit read "err 160" for a server that never failed).
+    return fmt::format("Errors include planned requests without a response (never sent, or in "
+                       "flight when a run stopped), over all repeats: {}.",
+                       fmt::join(parts, ", "));
 }
 
 std::vector<std::string> headline_sentences(const ReportData& data) {

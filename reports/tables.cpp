@@ -515,8 +515,8 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
     std::vector<std::vector<std::string>> rows = {
         {"A outcome -> B outcome", "response pairs", "pairs lost", "pairs gained"}};
     std::vector<std::tuple<int64_t, int, int>> cells;
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+    for (int i = 0; i < analysis::k_transition_states; ++i) {
+        for (int j = 0; j < analysis::k_transition_states; ++j) {
             if (c.transitions[i][j]) {
                 cells.emplace_back(c.lost[i][j] + c.gained[i][j], i, j);
             }
@@ -528,7 +528,8 @@ std::string comparison_text(const analysis::Comparison& c, Style style, size_t m
         return wx != wy ? wx > wy : c.transitions[ix][jx] > c.transitions[iy][jy];
     });
     for (const auto& [w, i, j] : cells) {
-        rows.push_back({fmt::format("{} -> {}", scorers::outcome_name(i), scorers::outcome_name(j)),
+        rows.push_back({fmt::format("{} -> {}", analysis::transition_state_name(i),
+                                    analysis::transition_state_name(j)),
                         std::to_string(c.transitions[i][j]), std::to_string(c.lost[i][j]),
                         std::to_string(c.gained[i][j])});
     }

@@ -422,6 +422,7 @@ struct Paired {
     CorrectnessMatrix ma, mb;
     AnsweredCounts answered_a, answered_b; // each question's successful repeats
     std::vector<const ResultRow*> rows_a, rows_b;
+    std::vector<uint8_t> b_unsent; // each question: 1 when a B request of it is unsent
     int64_t differing = 0;
     int first_differing = -1;
 };
@@ -502,10 +503,15 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
         c.tokens_a += *qa.tokens;
         c.tokens_b += *qb.tokens;
     }
+    // A request with no response row is unsent, not a server's error.
+    const auto state = [](const ResultRow* r) {
+        return static_cast<size_t>(r->response_id == 0 ? k_unsent_state
+                                                       : static_cast<int>(r->outcome));
+    };
     for (const auto* ra : reps_a) {
         for (const auto* rb : reps_b) {
-            auto oa = static_cast<size_t>(ra->outcome);
-            auto ob = static_cast<size_t>(rb->outcome);
+            const auto oa = state(ra);
+            const auto ob = state(rb);
             ++c.transitions[oa][ob];
             ++c.paired_responses;
             if (ra->correct[scorer] && !rb->correct[scorer]) {
@@ -531,6 +537,31 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     };
     p.answered_a.push_back(answered(reps_a));
     p.answered_b.push_back(answered(reps_b));
+    p.b_unsent.push_back(std::any_of(reps_b.begin(), reps_b.end(), [](const ResultRow* r) {
+        return r->response_id == 0;
+    }));
+}
+
+// The difference over the paired questions without an unsent B request.
+Comparison::WithoutUnsent without_unsent(const Paired& p) {
+    Comparison::WithoutUnsent w;
+    const auto mean = [](const std::vector<uint8_t>& row) {
+        return static_cast<double>(std::count(row.begin(), row.end(), 1)) /
+               static_cast<double>(row.size());
+    };
+    double sum = 0;
+    for (size_t i = 0; i < p.ma.size(); ++i) {
+        if (p.b_unsent[i]) {
+            continue;
+        }
+        const double d = mean(p.mb[i]) - mean(p.ma[i]);
+        sum += d;
+        ++w.questions;
+        w.a_better += d < 0 ? 1 : 0;
+        w.b_better += d > 0 ? 1 : 0;
+    }
+    w.diff = w.questions > 0 ? sum / static_cast<double>(w.questions) : 0.0;
+    return w;
 }
 
 // Walk both groups (each sorted by question) together, pairing the
@@ -635,38 +666,57 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
     if (auto r = finish_comparison(c, p, options); !r) {
         return r.error();
     }
+    if (c.behaviour_b.unsent > 0) {
+        c.without_unsent = without_unsent(p);
+    }
     return std::optional<Comparison>{std::move(c)};
 }
 
 } // namespace
 
+std::string_view transition_state_name(int state) {
+    return state == k_unsent_state ? "unsent" : scorers::outcome_name(state);
+}
+
 std::string unsent_text(const Comparison& c) {
+    // In flight when a run was killed, or never sent: no stored row tells
+    // them apart (an audit: "38 never sent" where 3 were sent).
+    constexpr std::string_view why = "a run stopped before sending them, or while they were in "
+                                     "flight; the command that asked for them sends them";
     std::string out;
+    // A's own unsent are paired only when A answered nothing, which is no
+    // evidence and says so itself. B's come first: they move the verdict,
+    // and an audit's killed A/A pair read "worse, -41.7 points" with the
+    // 0.0 points of the questions both answered nowhere.
+    if (c.behaviour_b.unsent > 0) {
+        out += fmt::format(" {} of {}'s {} here have no response stored ({}), each counted as a "
+                           "wrong answer",
+                           c.behaviour_b.unsent, c.b.text(),
+                           util::counted(c.behaviour_b.responses, "request"), why);
+        if (c.without_unsent && c.without_unsent->questions > 0) {
+            const auto& w = *c.without_unsent;
+            out += fmt::format("; on the {} where it has every response the difference is {} "
+                               "points ({} right more often in {}, {} in {})",
+                               util::counted(w.questions, "question"), signed_points(w.diff),
+                               w.a_better, c.a.text(), w.b_better, c.b.text());
+        } else {
+            out += "; it has every response on none of the paired questions";
+        }
+        out += '.';
+    }
     if (c.unsent_a + c.failed_a > 0) {
         std::vector<std::string> parts;
         if (c.failed_a > 0) {
             parts.push_back(fmt::format("{} failed", c.failed_a));
         }
         if (c.unsent_a > 0) {
-            // In flight when a run was killed, or never sent: no stored row
-            // tells them apart (an audit: "38 never sent" where 3 were sent).
-            parts.push_back(fmt::format("{} with no response stored (a run stopped before "
-                                        "sending them, or while they were in flight; the command "
-                                        "that asked for them sends them)",
-                                        c.unsent_a));
+            parts.push_back(fmt::format("{} with no response stored{}", c.unsent_a,
+                                        c.behaviour_b.unsent > 0 ? std::string(" (as above)")
+                                                                 : fmt::format(" ({})", why)));
         }
         out += fmt::format(" Left out of the pairing, the baseline {}'s requests without a "
                            "successful response: {}.",
                            c.a.text(), fmt::join(parts, ", "));
-    }
-    // A's own unsent are paired only when A answered nothing, which is no
-    // evidence and says so itself.
-    if (c.behaviour_b.unsent > 0) {
-        out += fmt::format(" With no response stored, each counted as a wrong answer (a run "
-                           "stopped before sending them, or while they were in flight; the "
-                           "command that asked for them sends them): {} of {}'s {} here.",
-                           c.behaviour_b.unsent, c.b.text(),
-                           util::counted(c.behaviour_b.responses, "request"));
     }
     return out;
 }
@@ -796,11 +846,15 @@ void assign_verdicts(std::vector<Comparison>& comparisons, std::optional<double>
             c.verdict.caveats += unsent_text(c);
         }
         if (c.questions_a != c.questions || c.questions_b != c.questions) {
+            // questions_a counts A's answered questions when some are left
+            // out, and questions_b every question B asked: "holds" for both
+            // read as if the baseline alone had stopped early (an audit).
             c.verdict.caveats += fmt::format(
-                " Paired on the {} both groups hold: {} holds {} and {} holds {}; each "
+                " Paired on the {} both groups hold: {} {} {} and {} asked {}; each "
                 "group's own accuracy elsewhere is over its own questions{}.",
-                util::counted(c.questions, "question"), c.a.text(), c.questions_a, c.b.text(),
-                c.questions_b,
+                util::counted(c.questions, "question"), c.a.text(),
+                c.unsent_a + c.failed_a > 0 ? "has a successful response on" : "asked",
+                c.questions_a, c.b.text(), c.questions_b,
                 c.unsent_a + c.failed_a > 0
                     ? ", with its requests without a successful response counted as wrong"
                     : "");
@@ -867,11 +921,11 @@ nlohmann::json flips_json(const std::vector<Flip>& v) {
 
 nlohmann::json transitions_json(const Comparison& c) {
     nlohmann::json trans = nlohmann::json::array();
-    for (int i = 0; i < scorers::k_outcome_count; ++i) {
-        for (int j = 0; j < scorers::k_outcome_count; ++j) {
+    for (int i = 0; i < k_transition_states; ++i) {
+        for (int j = 0; j < k_transition_states; ++j) {
             if (c.transitions[i][j]) {
-                trans.push_back({{"a", scorers::outcome_name(i)},
-                                 {"b", scorers::outcome_name(j)},
+                trans.push_back({{"a", transition_state_name(i)},
+                                 {"b", transition_state_name(j)},
                                  {"count", c.transitions[i][j]},
                                  {"lost", c.lost[i][j]},
                                  {"gained", c.gained[i][j]}});
@@ -927,6 +981,12 @@ nlohmann::json comparison_json(const Comparison& c) {
         {"questions_a", c.questions_a},
         {"questions_b", c.questions_b},
         {"never_sent", {{"a", c.unsent_a}, {"b", c.behaviour_b.unsent}}},
+        {"without_b_unsent",
+         c.without_unsent ? nlohmann::json{{"questions", c.without_unsent->questions},
+                                           {"difference", c.without_unsent->diff},
+                                           {"a_better_questions", c.without_unsent->a_better},
+                                           {"b_better_questions", c.without_unsent->b_better}}
+                          : nlohmann::json(nullptr)},
         {"baseline_failed_left_out", c.failed_a},
         {"datasets", {{"a", c.dataset_a}, {"b", c.dataset_b}}},
         {"paired_responses", c.paired_responses},

@@ -110,6 +110,16 @@ inline constexpr size_t k_tail_min_responses = 1000;
 std::optional<TailDifference> tail_difference(const std::vector<const ResultRow*>& a,
                                               const std::vector<const ResultRow*>& b);
 
+// The states a comparison's transition tables count: each scorers::Outcome
+// (its value), then k_unsent_state: a planned request with no response
+// stored (a run stopped before it had one), which counts as a wrong answer
+// where it is paired and is no server's error.
+inline constexpr int k_unsent_state = scorers::k_outcome_count;
+inline constexpr int k_transition_states = scorers::k_outcome_count + 1;
+
+// The outcome's name (scorers::outcome_name), or "unsent".
+std::string_view transition_state_name(int state);
+
 struct Comparison {
     std::string scorer;
     Selector a; // fully resolved
@@ -141,12 +151,12 @@ struct Comparison {
     Verdict verdict;            // set by assign_verdicts
     std::vector<Flip> a_better; // sorted by a - b, largest first
     std::vector<Flip> b_better;
-    // transitions[i][j]: response pairs with A's outcome i and B's outcome j
-    // (scorers::Outcome order); lost/gained: of those, A right and B wrong, and
-    // the reverse.
-    int64_t transitions[scorers::k_outcome_count][scorers::k_outcome_count] = {};
-    int64_t lost[scorers::k_outcome_count][scorers::k_outcome_count] = {};
-    int64_t gained[scorers::k_outcome_count][scorers::k_outcome_count] = {};
+    // transitions[i][j]: response pairs with A's state i and B's state j
+    // (transition_state_name: the outcomes, then unsent); lost/gained: of
+    // those, A right and B wrong, and the reverse.
+    int64_t transitions[k_transition_states][k_transition_states] = {};
+    int64_t lost[k_transition_states][k_transition_states] = {};
+    int64_t gained[k_transition_states][k_transition_states] = {};
     std::optional<TailDifference> latency; // unset when a side has no successful response
     // Each side's responses on the paired questions: the gate's behaviour
     // checks compare rates among those answered, over the questions where
@@ -190,6 +200,16 @@ struct Comparison {
         Rate never_finished;    // among those whose finish was recorded
     };
     Behaviour behaviour_a, behaviour_b;
+    // Where B has requests with no response stored (behaviour_b.unsent), the
+    // difference over the paired questions none of whose B requests is
+    // unsent: what the answers say apart from the run's stop. Unset when B
+    // has none unsent.
+    struct WithoutUnsent {
+        int64_t questions = 0;
+        double diff = 0; // mean of B - A over those questions (0 when none)
+        int64_t a_better = 0, b_better = 0;
+    };
+    std::optional<WithoutUnsent> without_unsent;
     // Mean completion tokens of each side over the paired questions where
     // both have an answer that reports usage.completion_tokens (per question
     // the mean of its counted answers, then the mean over those questions):

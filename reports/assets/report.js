@@ -27,6 +27,9 @@
   // Answers imported from lm-eval samples record no finish state: their
   // outcome gets a row and a column when some response has it.
   if (D.responses.some((r) => r[10] === 'unrecorded')) OUTCOMES.push('unrecorded');
+  // Planned requests with no response stored (a run stopped first): their
+  // own row and column, as in the comparisons' transition tables.
+  if (D.responses.some((r) => r[10] === 'unsent')) OUTCOMES.push('unsent');
   const $ = (id) => document.getElementById(id);
   // Model text with each direction override, isolate, mark and zero-width
   // character shown as <U+XXXX>: raw, "\u202E21" reads "12", and the text

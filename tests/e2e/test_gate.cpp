@@ -879,8 +879,9 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
                          "that asked for them sends them)."),
               std::string::npos)
         << o.out;
-    EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 holds "
-                         "120 and deepgemm/raw/256 holds 200"),
+    // "holds" for both read as if the baseline alone had stopped (an audit).
+    EXPECT_NE(o.out.find("Paired on the 120 questions both groups hold: default/raw/256 has a "
+                         "successful response on 120 and deepgemm/raw/256 asked 200"),
               std::string::npos)
         << o.out;
     // The paired accuracies are those of the 120 questions both sent.
@@ -905,14 +906,29 @@ TEST(GateOfficial, RequestsAKilledRunNeverSentAreLeftOutOfThePairing) {
     const auto k = json::parse(d.out)["comparisons"][0];
     EXPECT_EQ(k["questions"], 120) << k;
     EXPECT_EQ(k["never_sent"], json({{"a", 0}, {"b", 117}})) << k;
+    EXPECT_EQ(k["without_b_unsent"]["questions"], 3) << k;
+    EXPECT_EQ(k["without_b_unsent"]["a_better_questions"], 2) << k;
+    EXPECT_NEAR(k["without_b_unsent"]["difference"].get<double>(), -2.0 / 3.0, 1e-12) << k;
+    EXPECT_TRUE(c["without_b_unsent"].is_null()) << c;
+    // Its transitions say unsent, not a server's error.
+    bool unsent = false;
+    for (const auto& t : k["transitions"]) {
+        EXPECT_NE(t["b"], "error") << t;
+        unsent = unsent || t["b"] == "unsent";
+    }
+    EXPECT_TRUE(unsent) << k["transitions"];
     auto killed = gate;
     killed.insert(killed.end(), {"--inconclusive", "pass"});
     o = e2e::run(killed);
     EXPECT_EQ(o.exit_code, 1) << o.out;
-    EXPECT_NE(o.out.find("With no response stored, each counted as a wrong answer (a run stopped "
-                         "before sending them, or while they were in flight; the command that "
-                         "asked for them sends them): 117 of deepgemm/raw/256's 120 requests "
-                         "here."),
+    // With what the answers it has say beside it: a killed A/A pair read
+    // "worse, -41.7 points" and nothing else (an audit).
+    EXPECT_NE(o.out.find("117 of deepgemm/raw/256's 120 requests here have no response stored (a "
+                         "run stopped before sending them, or while they were in flight; the "
+                         "command that asked for them sends them), each counted as a wrong "
+                         "answer; on the 3 questions where it has every response the difference "
+                         "is -66.7 points (2 right more often in default/raw/256, 0 in "
+                         "deepgemm/raw/256)."),
               std::string::npos)
         << o.out;
     // Its behaviour among what it answered is not measured: a killed run's

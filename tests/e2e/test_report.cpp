@@ -731,8 +731,8 @@ TEST(Report, EachComparisonSaysWhatItsNumbersRestOn) {
         << md.substr(0, 3000);
     EXPECT_NE(e.find("of e/raw/256's 40 requests here."), std::string::npos) << e;
     const auto p = headline("p");
-    EXPECT_NE(p.find("Paired on the 20 questions both groups hold: base/raw/256 holds 40 and "
-                     "p/raw/256 holds 20"),
+    EXPECT_NE(p.find("Paired on the 20 questions both groups hold: base/raw/256 asked 40 and "
+                     "p/raw/256 asked 20"),
               std::string::npos)
         << md.substr(0, 3000);
     EXPECT_NE(md.find("| p/raw/256 vs base/raw/256 | vllm | 0.0 (95.0 -\\> 95.0 on the 20 shared "
