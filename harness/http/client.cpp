@@ -102,9 +102,14 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
     std::string_view line(data, size * n);
     if (line.size() >= 5 && strncasecmp(line.data(), "HTTP/", 5) == 0) {
         // A head begins (after an interim answer or a proxy's to CONNECT):
-        // the encoding is the new head's.
+        // the encoding, and what a retry or the record reads, are the new
+        // head's (a 103's Retry-After held each retry for the whole
+        // --timeout: an audit).
         t->inflater.reset();
         t->wire_bytes = 0;
+        t->response.retry_after.reset();
+        t->response.location.reset();
+        t->response.server_header.clear();
         return size * n;
     }
     auto colon = line.find(':');
@@ -515,7 +520,7 @@ size_t MultiClient::in_flight() const {
     return m_impl->plain.in_flight() + (m_impl->curl ? m_impl->curl->in_flight() : 0);
 }
 
-size_t MultiClient::unasked_bytes(const std::string& url) const {
+size_t MultiClient::unasked_bytes(const std::string& url) {
     return m_impl->plain.unasked_bytes(url);
 }
 

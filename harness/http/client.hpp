@@ -85,7 +85,7 @@ public:
     // request asked for (past an answer, or on an idle kept-alive
     // connection): a server or proxy that sent a response too many. Plain
     // http:// only (libcurl checks its own connections and says nothing).
-    size_t unasked_bytes(const std::string& url) const;
+    size_t unasked_bytes(const std::string& url);
 
 private:
     struct Impl;

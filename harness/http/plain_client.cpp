@@ -60,6 +60,12 @@ constexpr auto k_connect_timeout_cap = std::chrono::seconds{30};
 // A connection's read buffer from the start: an answer of the official set
 // is about 1 KiB, a probe's with log-probabilities under 2 KiB.
 constexpr size_t k_read_room = size_t{4} << 10;
+// The most a connection's buffer holds unparsed: a head (k_header_limit)
+// and a read beyond it. Body bytes leave it as they are parsed; what stays
+// is a head, a chunk's size line or a trailer section, which Beast parses
+// only whole and, but for the head, bounds nowhere: a server that sent one
+// endless chunk-extension line grew a run past 3 GB in 15 s (an audit).
+constexpr size_t k_unparsed_limit = size_t{2} * k_header_limit;
 
 // Where an http:// URL points.
 struct Target {
@@ -107,7 +113,10 @@ bool names(std::string_view header, std::string_view name) {
 struct Connection {
     // Beast reads into the room a buffer has, 512 bytes when it has none:
     // with room for a whole answer it is one recv a response, not three.
-    explicit Connection(net::io_context& io) : socket(io) { buffer.reserve(k_read_room); }
+    explicit Connection(net::io_context& io) : socket(io) {
+        buffer.reserve(k_read_room);
+        buffer.max_size(k_unparsed_limit);
+    }
     tcp::socket socket;
     beast::flat_buffer buffer;
     // It carried a transfer before, so the server may have closed it while
@@ -508,6 +517,10 @@ void PlainMulti::Impl::on_read(const TransferPtr& t, boost::system::error_code e
                        : std::string("transfer closed with outstanding read data remaining");
         } else if (ec == bhttp::error::header_limit) {
             why = fmt::format("the response head passed {} bytes", k_header_limit);
+        } else if (ec == bhttp::error::buffer_overflow) {
+            why = fmt::format("the response's framing (a chunk's size line or its trailer) "
+                              "passed {} bytes",
+                              k_unparsed_limit);
         } else if (&ec.category() ==
                    &bhttp::make_error_code(bhttp::error::end_of_stream).category()) {
             why = fmt::format("malformed HTTP response: {}", ec.message());
@@ -615,7 +628,11 @@ void PlainMulti::Impl::complete(Transfer& t) {
     if (t.conn->buffer.size() > 0) {
         ++unasked_bytes[t.target->key];
     }
-    if (t.parser->keep_alive() && t.conn->buffer.size() == 0 && n_open <= max_open &&
+    // After a 101 (Switching Protocols) the connection speaks another
+    // protocol, though Beast calls it kept alive: reused, its next request's
+    // answer was the one before's (an audit).
+    const bool switched = t.parser->get().result_int() == 101;
+    if (t.parser->keep_alive() && !switched && t.conn->buffer.size() == 0 && n_open <= max_open &&
         !(chunked && closes_after_chunked.contains(t.target->key)) &&
         (closes_after_answers.empty() || !closes_after_answers.contains(t.target->key))) {
         t.conn->reused = true;
@@ -829,10 +846,33 @@ size_t PlainMulti::in_flight() const {
     return m_impl->active.size();
 }
 
-size_t PlainMulti::unasked_bytes(const std::string& url) const {
+size_t PlainMulti::unasked_bytes(const std::string& url) {
     const auto t = parse_target(url);
-    const auto it = t ? m_impl->unasked_bytes.find(t->key) : m_impl->unasked_bytes.end();
-    return it == m_impl->unasked_bytes.end() ? 0 : it->second;
+    if (!t) {
+        return 0;
+    }
+    auto& impl = *m_impl;
+    // The idle connections are looked at now, not only when taken up: a
+    // server that answered one request twice, late, had each later answer
+    // on that connection read by the request after, and the last, left
+    // unread when the run ended, was seen by nobody (an audit).
+    if (auto idle = impl.idle.find(t->key); idle != impl.idle.end()) {
+        auto& list = idle->second;
+        for (auto it = list.begin(); it != list.end();) {
+            const auto state = idle_state(**it);
+            if (state == Idle::quiet) {
+                ++it;
+                continue;
+            }
+            if (state == Idle::unasked_bytes) {
+                ++impl.unasked_bytes[t->key];
+            }
+            impl.shut(**it);
+            it = list.erase(it);
+        }
+    }
+    const auto it = impl.unasked_bytes.find(t->key);
+    return it == impl.unasked_bytes.end() ? 0 : it->second;
 }
 
 } // namespace diffeval::http::detail

@@ -47,8 +47,9 @@ public:
     size_t in_flight() const;
     // The connections to `url`'s host and port found holding bytes no
     // request asked for: read past an answer, or waiting on an idle
-    // kept-alive connection (each then shut, not reused).
-    size_t unasked_bytes(const std::string& url) const;
+    // kept-alive connection, when it is taken up or when this is asked
+    // (each then shut, not reused).
+    size_t unasked_bytes(const std::string& url);
 
 private:
     struct Impl;

@@ -312,6 +312,23 @@ TEST(MultiClient, BytesAnIdleConnectionReceivedUnaskedAreNotTheNextAnswer) {
     EXPECT_EQ(server.connections(), 2);
 }
 
+// An unasked answer on a connection no request takes up again (the last
+// of a run) is found when the count is asked, at the end of a phase: a
+// server that answered each request twice, late, had every later answer
+// read by the next request and the last one seen by nobody (an audit).
+TEST(MultiClient, BytesOnAnIdleConnectionAreCountedWhenAsked) {
+    ScriptedServer server([](int n, const std::string&) {
+        return Reply{ok(std::to_string(n)), false, false, ok("late")};
+    });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    ASSERT_EQ(wait_for(client, 1).size(), 1u);
+    EXPECT_EQ(client.unasked_bytes(server.url()), 0u); // not there yet
+    std::this_thread::sleep_for(50ms);                 // the unasked answer arrives
+    EXPECT_EQ(client.unasked_bytes(server.url()), 1u);
+    EXPECT_EQ(client.unasked_bytes(server.url()), 1u); // counted once: the connection is shut
+}
+
 // The same when the unasked answer came in the same write as the asked one
 // and the next request goes at once, with answers of sizes around the
 // client's read room (4 KiB): a read that filled all the room it had left
@@ -569,6 +586,59 @@ TEST(MultiClient, InterimAnswersAreSkippedAndHeadersAreRead) {
     EXPECT_EQ(got[0].server_header, "sim");
 }
 
+// A chunk's size line or a trailer section that never ends fails its own
+// transfer once the unparsed bytes pass a bound: Beast bounds neither, and
+// an audit's endless chunk extension grew a run past 3 GB in 15 s. (The
+// server sends 300 KB and waits: without the bound the transfer waits for
+// the rest until its timeout.)
+TEST(MultiClient, AnEndlessChunkLineOrTrailerFailsItsTransfer) {
+    const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    std::string fields;
+    for (int i = 0; fields.size() < 300'000; ++i) {
+        fields += "X-T" + std::to_string(i) + ": " + std::string(100, 'v') + "\r\n";
+    }
+    for (const auto& bytes :
+         {head + "5;ext=" + std::string(300'000, 'a'), head + "2\r\n{}\r\n0\r\n" + fields}) {
+        ScriptedServer server([&](int, const std::string&) { return Reply{bytes}; });
+        MultiClient client;
+        auto r = post(server.url());
+        r.timeout = 5s;
+        const auto start = std::chrono::steady_clock::now();
+        client.submit(r);
+        auto got = wait_for(client, 1);
+        ASSERT_EQ(got.size(), 1u);
+        EXPECT_EQ(got[0].transport, Transport::failed);
+        EXPECT_EQ(got[0].transport_error,
+                  "the response's framing (a chunk's size line or its trailer) passed 130000 "
+                  "bytes");
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+    }
+}
+
+// After a 101 (Switching Protocols) the connection is no HTTP any more:
+// reused, the next request read what the server sent on it next, another
+// request's answer, as its own (an audit).
+TEST(MultiClient, AConnectionThatSwitchedProtocolsIsNotReused) {
+    ScriptedServer server([](int n, const std::string&) {
+        if (n == 0) {
+            return Reply{"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n", false,
+                         false, ok("late")};
+        }
+        return Reply{ok(std::to_string(n))};
+    });
+    MultiClient client;
+    client.submit(post(server.url(), 1));
+    auto first = wait_for(client, 1);
+    ASSERT_EQ(first.size(), 1u);
+    EXPECT_EQ(first[0].status, 101);
+    client.submit(post(server.url(), 2));
+    auto got = wait_for(client, 1);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].transport, Transport::ok) << got[0].transport_error;
+    EXPECT_EQ(got[0].body, "1");
+    EXPECT_EQ(server.connections(), 2);
+}
+
 TEST(MultiClient, TheRequestCarriesItsHeadersAndBodyAsGiven) {
     ScriptedServer server([](int, const std::string&) { return Reply{ok("{}")}; });
     MultiClient client;
@@ -660,6 +730,29 @@ TEST(MultiClient, AProxiedTransferGoesThroughLibcurl) {
     EXPECT_EQ(proxy.last_request().rfind("GET http://backend.invalid:9/v1/models HTTP/1.1", 0), 0u)
         << proxy.last_request();
     EXPECT_TRUE(detail::curl_loaded());
+}
+
+// Through libcurl too, an interim answer's headers are not the final
+// one's: a 103's Retry-After held each retry of the 503 after it for the
+// whole --timeout (an audit).
+TEST(MultiClient, AnInterimAnswersHeadersAreNotTheFinalOnesThroughLibcurl) {
+    ScriptedServer proxy([](int, const std::string&) {
+        return Reply{"HTTP/1.1 103 Early Hints\r\nRetry-After: 100\r\nLocation: /early\r\n"
+                     "Server: early\r\n\r\n"
+                     "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\n{}"};
+    });
+    std::vector<Response> got;
+    {
+        ProxyEnv env(proxy.url(""));
+        MultiClient client;
+        client.submit(post("http://backend.invalid:9/v1/completions", 7));
+        got = wait_for(client, 1);
+    }
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, 503) << got[0].transport_error;
+    EXPECT_FALSE(got[0].retry_after.has_value());
+    EXPECT_FALSE(got[0].location.has_value());
+    EXPECT_EQ(got[0].server_header, "");
 }
 
 // A transfer libcurl carries (https://, a proxy) is decoded by diffeval
