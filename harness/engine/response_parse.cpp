@@ -490,11 +490,15 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
     if (m_endpoint == Endpoint::completion) {
         auto text = string_field(choice, "text");
         m_any_text |= text.has_value();
-        m_text_field |= choice.contains("text");
+        // `"text": null` too: a stream of nulls ending with a finish_reason is
+        // an empty answer, as chat's null content is (llama.cpp streams one
+        // cut by a stop string before any text so).
+        m_shaped |= choice.contains("text");
         piece = text.value_or("");
         m_text += piece;
         record("text", false, m_text, piece);
     } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
+        m_shaped = true;
         auto maybe_content = string_field(*delta, "content");
         m_any_text |= maybe_content.has_value();
         auto content = maybe_content.value_or("");
@@ -579,13 +583,17 @@ void StreamAccumulator::finish(store::ResponseRow& row) const {
         row.error = m_events == 0 ? "the response held no stream events (no `data:` line): the "
                                     "server did not stream, though the request asked it to"
                                   : "the stream carried no choices";
-    } else if (m_endpoint == Endpoint::completion && !m_text_field) {
-        // Chunks of another shape (a chat delta) ending with a bare
-        // finish_reason: no completion at all, as the same body unstreamed
-        // is no answer. `"text": ""` would be an empty one.
+    } else if (!m_shaped) {
+        // Chunks of another shape (a chat delta on a completion, a
+        // completion's text or a whole message on chat) ending with a bare
+        // finish_reason: no answer at all, as the same body unstreamed is
+        // none. `"text": ""` or a `delta` without content would be an empty
+        // one.
         row.ok = false;
         row.error_kind = "parse";
-        row.error = "no stream chunk's choice had a text field";
+        row.error = m_endpoint == Endpoint::completion
+                        ? "no stream chunk's choice had a text field"
+                        : "no stream chunk's choice had a delta object";
     } else if (!m_any_text && !m_has_reasoning && !m_finish_reason) {
         // Like a message with neither content nor reasoning: no answer. (A
         // stream that ends with a finish_reason and nothing before it is an

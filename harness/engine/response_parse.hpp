@@ -88,8 +88,12 @@ private:
     std::vector<double> m_gaps_ms;
     std::optional<double> m_done_ms; // set when [DONE] arrived
     bool m_any_choice = false;
-    bool m_any_text = false;   // some chunk had content (or text) as a string
-    bool m_text_field = false; // a completion chunk's choice had `text` (a string or null)
+    bool m_any_text = false; // some chunk had content (or text) as a string
+    // A choice of the endpoint's shape: a completion's `text` (a string or
+    // null), a chat's `delta` as an object. Without one the chunks were of
+    // another shape, and an answer ok with empty text lost what they held
+    // (an audit: completion chunks on chat).
+    bool m_shaped = false;
     std::string m_error;
     std::string m_notes; // about the usage counts
     size_t m_events = 0; // given to on_event so far

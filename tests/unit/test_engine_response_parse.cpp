@@ -208,6 +208,39 @@ TEST(ParseBody, AStreamedCompletionWithNoTextFieldIsNoAnswer) {
     EXPECT_EQ(empty.text, "");
 }
 
+// The same on chat: completion-shaped chunks, or a whole `message` in place
+// of a delta, were stored ok with empty text (an audit), the answer lost.
+TEST(ParseBody, AStreamedChatWithNoDeltaIsNoAnswer) {
+    auto finish = [](const std::vector<std::string>& events) {
+        StreamAccumulator acc(Endpoint::chat);
+        for (const auto& e : events) {
+            acc.on_event(e, 1);
+        }
+        store::ResponseRow row;
+        acc.finish(row);
+        return row;
+    };
+    for (const auto& events : std::vector<std::vector<std::string>>{
+             {R"({"choices":[{"index":0,"text":"The answer is 42.","finish_reason":null}]})",
+              R"({"choices":[{"index":0,"text":"","finish_reason":"stop"}]})", "[DONE]"},
+             {R"({"choices":[{"index":0,"message":{"content":"The answer is 42."},)"
+              R"("finish_reason":"stop"}]})",
+              "[DONE]"}}) {
+        const auto row = finish(events);
+        EXPECT_FALSE(row.ok) << events.front();
+        EXPECT_EQ(row.error_kind, "parse");
+        EXPECT_EQ(row.error, "no stream chunk's choice had a delta object");
+    }
+    // A delta with no content and a finish (llama.cpp when a stop string
+    // comes first) is an empty answer still.
+    const auto empty =
+        finish({R"({"choices":[{"index":0,"delta":{"role":"assistant"},)"
+                R"("finish_reason":null}]})",
+                R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})", "[DONE]"});
+    EXPECT_TRUE(empty.ok) << empty.error;
+    EXPECT_EQ(empty.text, "");
+}
+
 // What went wrong, in words that name it (a hostile-server audit): a text
 // of the wrong type is not a missing one, a usage that is no object gets a
 // note, and a body with no stream event at all did not stream.
