@@ -781,17 +781,44 @@ bool is_sqlite_file(const std::string& path) {
            std::string_view(head, sizeof head) == std::string_view("SQLite format 3\0", 16);
 }
 
-std::optional<std::string> database_of_side_file(const std::string& path) {
+namespace {
+
+// The database whose side file `path` names, with the side's suffix.
+std::optional<std::pair<std::string, std::string_view>> side_file_of(const std::string& path) {
     for (const auto side : k_side_suffixes) {
         if (path.size() <= side.size() || !std::string_view(path).ends_with(side)) {
             continue;
         }
         std::string db = path.substr(0, path.size() - side.size());
         if (is_sqlite_file(db)) {
-            return db;
+            return std::pair{std::move(db), side};
         }
     }
     return std::nullopt;
+}
+
+// side_file_of `path`, or of the file a symbolic link there resolves to:
+// SQLite writes a database through its path's links, so one named
+// lnwal.sqlite and linked to o.sqlite-wal was written as o.sqlite's log and
+// deleted when o.sqlite was next opened (an audit).
+std::optional<std::pair<std::string, std::string_view>>
+side_file_through_links(const std::string& path) {
+    if (auto side = side_file_of(path)) {
+        return side;
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_symlink(path, ec)) {
+        return std::nullopt;
+    }
+    const auto target = std::filesystem::weakly_canonical(path, ec);
+    return ec ? std::nullopt : side_file_of(target.string());
+}
+
+} // namespace
+
+std::optional<std::string> database_of_side_file(const std::string& path) {
+    auto side = side_file_through_links(path);
+    return side ? std::optional<std::string>(std::move(side->first)) : std::nullopt;
 }
 
 namespace {
@@ -824,11 +851,14 @@ util::Result<void> check_db_file(const std::string& path, Store::Mode mode) {
     // SQLite would take the file for the database's own: a new database
     // written as r.sqlite-wal is thrown away the next time r.sqlite is
     // opened, and an old one there is read as no database.
-    if (auto db = database_of_side_file(path)) {
+    if (auto side = side_file_through_links(path)) {
         return make_error(ErrorKind::usage,
-                          fmt::format("{} is the {} file of the database {}, not a database; give "
-                                      "the database's own path, or another name",
-                                      path, path.substr(db->size()), *db));
+                          fmt::format("{} is the {} file of the database {}{}, not a database; "
+                                      "give the database's own path, or another name",
+                                      path, side->second, side->first,
+                                      std::string_view(path).ends_with(side->second)
+                                          ? ""
+                                          : " (through a symbolic link)"));
     }
     std::error_code ec;
     const auto st = std::filesystem::status(path, ec);

@@ -545,7 +545,8 @@ private:
 bool is_sqlite_file(const std::string& path);
 
 // The database whose -wal, -shm, -journal or lock file `path` names (an
-// SQLite file beside it by that name without the suffix), or nullopt.
+// SQLite file beside it by that name without the suffix), itself or through
+// a symbolic link, or nullopt.
 std::optional<std::string> database_of_side_file(const std::string& path);
 
 // Whether `path` can be opened as a database in `mode`: a usage error when it

@@ -682,6 +682,27 @@ TEST(Merge, ADatabasesSideFileIsNoDatabaseName) {
     EXPECT_EQ(o.exit_code, 2);
     EXPECT_NE(o.err.find("is the -shm file of the database"), std::string::npos) << o.err;
     EXPECT_EQ(query(db, k_rows), before);
+    // Through a symbolic link too: SQLite writes through a path's links, so a
+    // run, merge or import into lnwal.sqlite -> r.sqlite-wal wrote r.sqlite's
+    // log, which the next write of r.sqlite deleted (an audit).
+    const auto link = dir / "lnwal.sqlite";
+    std::filesystem::create_symlink(db.string() + "-wal", link);
+    const auto wal_size = [&] {
+        std::error_code ec;
+        return std::filesystem::file_size(db.string() + "-wal", ec);
+    };
+    const auto wal_before = wal_size();
+    for (auto& cmd :
+         {run_args(sim, link), std::vector<std::string>{"merge", link.string(), db.string()}}) {
+        o = e2e::run(cmd);
+        EXPECT_EQ(o.exit_code, 2) << cmd[0] << ": " << o.err;
+        EXPECT_NE(o.err.find(link.string() + " is the -wal file of the database "),
+                  std::string::npos)
+            << o.err;
+        EXPECT_NE(o.err.find("(through a symbolic link)"), std::string::npos) << o.err;
+        EXPECT_EQ(wal_size(), wal_before) << cmd[0]; // nothing written there
+    }
+    EXPECT_EQ(query(db, k_rows), before);
     // A name with such a suffix beside a file that is no database is a name.
     std::ofstream(dir / "notes") << "not a database\n";
     o = e2e::run({"merge", (dir / "notes-journal").string(), db.string()});
