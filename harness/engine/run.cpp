@@ -177,6 +177,24 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
         }
         in.framings.push_back(framing::apply_overrides(std::move(*f), config.framing_overrides));
     }
+    // An experiment's body may not replace what a framing writes either
+    // (config.cpp refuses the fields every framing and the run write): a
+    // group still called a/raw/256 asked with other stop strings, or
+    // another temperature, than the raw framing's (an audit's `stop`).
+    for (const auto& server : config.servers) {
+        for (const auto& f : in.framings) {
+            for (const auto& [key, value] : server.extra_body.items()) {
+                if (f.fields.contains(key)) {
+                    return make_error(
+                        ErrorKind::usage,
+                        fmt::format("server '{}': its body sets '{}', which framing '{}' writes; "
+                                    "leave it out of body, or give the run a framing file that "
+                                    "sets it (docs/framings.md)",
+                                    server.name, key, f.name));
+                }
+            }
+        }
+    }
     // Framings that all take the first N shots need only the few-shot
     // file's first N examples; one that draws shots needs them all. Framings
     // that take none (--num-shots 0) need no few-shot file at all: a test

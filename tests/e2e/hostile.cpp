@@ -222,7 +222,8 @@ std::string name_of(Hostile m) {
                                   "oversize_503",
                                   "stray_after",
                                   "done_then_drop",
-                                  "reset_after_read"};
+                                  "reset_after_read",
+                                  "echo_key_other_shape"};
     return names[static_cast<int>(m)];
 }
 
@@ -382,6 +383,18 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                                   "\"" + escaped + escape_json(key.substr(12)) + ".\\n#### 42\"",
                                   "\"stop\"") +
                             "data: [DONE]\n\n");
+    }
+    case Hostile::echo_key_other_shape: {
+        std::string key;
+        if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
+            key = r.headers.substr(at + 7, r.headers.find("\r\n", at) - at - 7);
+        }
+        if (key.size() < 16) {
+            return json_response(400, R"({"error":{"message":"send a key of 16 or more"}})");
+        }
+        return json_response(200,
+                             json_text(!chat, "\"The key is \\u0073\\u006B" +
+                                                  escape_json(key.substr(2)) + ".\\n#### 42\""));
     }
     case Hostile::key_after_done:
     case Hostile::key_cut: {

@@ -57,17 +57,20 @@ enum class Hostile {
                     // not streamed: the whole body of a 200
     chat_shaped,    // /v1/completions answered in chat's shape: streamed, delta chunks and a
                     // bare finish_reason, no `text` anywhere; not streamed, a message
-    stop_reason_true, // a good answer whose stop_reason is `true`
-    probe_error,      // a probe's request (max_tokens 1) gets a 200 whose body is no answer:
-                      // in turn an error object, `[]` and `42`; others a good answer
-    gzip_members,     // Content-Encoding: gzip, two members: a good answer, then an error
-    close_after_read, // reads the request (counted) and closes without answering
-    oversize_503,     // 503 with Retry-After: 0 and a 200,000-byte body sent with its length
-    stray_after,      // a good answer, then at once a second 200 no request asked for
-                      // (text "STRAY #### 7") on the same connection
-    done_then_drop,   // stream: a whole answer and [DONE] in a chunk, then the connection
-                      // closes without the last chunk
-    reset_after_read, // reads the request (counted) and resets the connection (SO_LINGER 0)
+    stop_reason_true,     // a good answer whose stop_reason is `true`
+    probe_error,          // a probe's request (max_tokens 1) gets a 200 whose body is no answer:
+                          // in turn an error object, `[]` and `42`; others a good answer
+    gzip_members,         // Content-Encoding: gzip, two members: a good answer, then an error
+    close_after_read,     // reads the request (counted) and closes without answering
+    oversize_503,         // 503 with Retry-After: 0 and a 200,000-byte body sent with its length
+    stray_after,          // a good answer, then at once a second 200 no request asked for
+                          // (text "STRAY #### 7") on the same connection
+    done_then_drop,       // stream: a whole answer and [DONE] in a chunk, then the connection
+                          // closes without the last chunk
+    reset_after_read,     // reads the request (counted) and resets the connection (SO_LINGER 0)
+    echo_key_other_shape, // a 200 in the other endpoint's shape (chat gets a completion, a
+                          // completion a chat message), streamed or not, quoting the request's
+                          // API key with its first two characters as \u0073\u006B
 };
 
 // The mode's name, as counted by HostileServer::arrivals().

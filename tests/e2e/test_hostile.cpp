@@ -576,6 +576,32 @@ TEST(Hostile, BodyValuesJsonCannotHoldAreRefusedWithTheirLine) {
     EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
 }
 
+// A body field a framing writes (the raw framing's stop strings) would
+// replace it: a group still called h/raw/256 asked with other stop strings
+// (an audit's `stop = ["zzz"]`). Refused before anything is sent, naming
+// the server, the field and the framing.
+TEST(Hostile, ABodyFieldAFramingWritesIsRefused) {
+    auto dir = e2e::scratch("hostile-body-stop");
+    HostileServer server(cycle({Hostile::good}));
+    auto exp = dir / "exp.toml";
+    std::ofstream(exp) << "version = 1\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
+                       << "\"\nbody = { stop = [\"zzz\"], top_k = 1 }\n";
+    auto o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2",
+                       "--db", (dir / "r.sqlite").string()});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: server 'h': its body sets 'stop', which framing 'raw' writes; "
+                     "leave it out of body, or give the run a framing file that sets it "
+                     "(docs/framings.md)\n");
+    EXPECT_EQ(server.total_arrivals(), 0);
+    EXPECT_FALSE(std::filesystem::exists(dir / "r.sqlite"));
+    // A field no framing writes goes out after the framing's.
+    std::ofstream(exp) << "version = 1\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
+                       << "\"\nbody = { top_k = 1 }\n";
+    o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2", "--db",
+                  (dir / "r.sqlite").string(), "--quiet"});
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+}
+
 TEST(Hostile, OutOfRangeExperimentKeysAreRefused) {
     auto dir = e2e::scratch("hostile-toml");
     HostileServer server(cycle({Hostile::good}));
@@ -1757,6 +1783,32 @@ TEST(Hostile, AnApiKeySplitAcrossEventsLeavesNoPiece) {
             }
         }
     }
+}
+
+// 10b'. A body of the other endpoint's shape is no answer (a parse error),
+//       and nothing reads its text: a key it quotes with two characters
+//       escaped was stored whole (an audit). Every string of a body with
+//       such escapes is read, answer or not.
+TEST(Hostile, AnEscapedApiKeyInABodyOfTheWrongShapeIsRedacted) {
+    auto dir = e2e::scratch("hostile-secret-shape");
+    const std::string key = "sk-live-AbCdEf0123456789";
+    HostileServer server(cycle({Hostile::echo_key_other_shape}));
+    auto db = dir / "r.sqlite";
+    auto o = e2e::run(run_args(server.url(), db,
+                               {"--limit", "2", "--framing", "raw,chat", "--retries", "0",
+                                "--api-key-env", "SHAPE_KEY"}),
+                      {"SHAPE_KEY=" + key});
+    EXPECT_EQ(o.exit_code, 1) << o.err; // no answer of the right shape
+    EXPECT_EQ(server.arrivals()["echo_key_other_shape"], 4);
+    EXPECT_EQ(count_of(db, "SELECT count(*) FROM responses WHERE ok = 0 AND redacted = 1 AND "
+                           "instr(response_json, '[REDACTED]') > 0"),
+              4);
+    std::string all;
+    for (const auto& row : e2e::query_rows(db, "SELECT * FROM v_responses")) {
+        all += row + "\n";
+    }
+    EXPECT_EQ(all.find(key.substr(2)), std::string::npos) << all;
+    EXPECT_EQ(o.err.find(key.substr(2)), std::string::npos) << o.err;
 }
 
 // 10c. A key too short to redact is sent, and the run says so once, without it.
