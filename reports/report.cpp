@@ -615,6 +615,12 @@ std::vector<std::string> probe_sentences(const ReportData& data) {
 // A transition to or from an unrecorded outcome (an import's) is left out:
 // it says nothing about how the answer ended.
 std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells, int toward) {
+    // Sides that agree on every question carry no difference, though their
+    // repeats, paired across, move both ways (an audit's A/A pair named
+    // "finished -> length_truncated" beside "agree on every question").
+    if (c.stats.test.differing == 0) {
+        return "none";
+    }
     constexpr int unrecorded = static_cast<int>(scorers::Outcome::unrecorded);
     std::vector<std::tuple<int64_t, int, int>> cells;
     for (int i = 0; i < analysis::k_transition_states; ++i) {
@@ -640,8 +646,7 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
         // "A better 23" read as 158 questions (statistics audit).
         out += fmt::format("{}{} -> {} (-{}/+{} response pairs)", k ? "; " : "",
                            analysis::transition_state_name(i), analysis::transition_state_name(j),
-                           c.lost[i][j],
-                           c.gained[i][j]);
+                           c.lost[i][j], c.gained[i][j]);
     }
     return out.empty() ? "none" : out;
 }

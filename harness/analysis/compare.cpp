@@ -110,6 +110,15 @@ struct GroupRows {
     // How many questions the rows are of (after finish()).
     int64_t questions() const;
 
+    // The rows of requests that have a response stored, failed or not.
+    GroupRows sent() const {
+        GroupRows g;
+        g.rows.reserve(rows.size());
+        std::copy_if(rows.begin(), rows.end(), std::back_inserter(g.rows),
+                     [](const ResultRow* r) { return r->response_id != 0; });
+        return g;
+    }
+
     // The rows of requests that have a successful response: without the
     // failed ones and the planned ones never sent (response_id 0), which
     // say nothing of what the server's model answers.
@@ -537,9 +546,8 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     };
     p.answered_a.push_back(answered(reps_a));
     p.answered_b.push_back(answered(reps_b));
-    p.b_unsent.push_back(std::any_of(reps_b.begin(), reps_b.end(), [](const ResultRow* r) {
-        return r->response_id == 0;
-    }));
+    p.b_unsent.push_back(std::any_of(reps_b.begin(), reps_b.end(),
+                                     [](const ResultRow* r) { return r->response_id == 0; }));
 }
 
 // The difference over the paired questions without an unsent B request.
@@ -642,7 +650,13 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
             }
         }
     }
-    const GroupRows& held_b = gb;
+    // (A B that sent nothing is paired as it is, whose no-evidence says so.)
+    GroupRows sent_b;
+    if (options.leave_out_unsent_b) {
+        sent_b = gb.sent();
+    }
+    const GroupRows& held_b = sent_b.rows.empty() ? gb : sent_b;
+    c.unsent_b_left_out = static_cast<int64_t>(gb.rows.size() - held_b.rows.size());
     const Paired p = pair_groups(held_a, held_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
     if (c.token_questions > 0) {

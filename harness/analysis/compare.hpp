@@ -141,6 +141,9 @@ struct Comparison {
     // A's requests that failed (no successful response), left out the same
     // way; 0 when A answered nothing.
     int64_t failed_a = 0;
+    // B's requests with no response stored left out of the pairing
+    // (CompareOptions::leave_out_unsent_b; 0 otherwise).
+    int64_t unsent_b_left_out = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only
     // identifiers, so none is paired with "its" counterpart).
@@ -222,6 +225,12 @@ struct Comparison {
 
 struct CompareOptions {
     PairedOptions paired; // bootstrap, alpha, power
+    // Leave B's requests with no response stored out of the pairing too, as
+    // A's are (behaviour_b.unsent then 0): `plan` sizes a run from the
+    // model's variance, which a stopped pilot's unsent requests, counted as
+    // wrong, are not (an audit: 4,827 questions asked for from a killed A/A
+    // pilot whose answered questions all agreed).
+    bool leave_out_unsent_b = false;
 };
 
 // Compare every group matching `a` with its counterpart under `b` (dimensions

@@ -296,9 +296,20 @@ GateCheck paired_check(const Comparison& cmp, const GateSpec& spec,
                      : "no smallest detectable drop to give (the sentence above says why); "
                        "more questions narrow the bounds";
     } else if (too_small) {
-        c.note = fmt::format("this run is too small to detect a {}-point drop: it detects "
+        // Beside a drop the sign-flip test finds, "too small to detect"
+        // alone read as a contradiction (an audit passed a 9.5-point drop at
+        // mid-p 0.000244 with --inconclusive pass): the test and the bounds
+        // answer different questions, and the bounds assume less.
+        const std::string test_finds =
+            margin.outcome == MarginOutcome::inconclusive && st.test.p_mid < st.alpha && st.diff < 0
+                ? fmt::format("the sign-flip test finds the candidate worse (mid-p {:.3g}), but "
+                              "the bounds, which assume less (docs/statistics.md), cannot tell "
+                              "a drop beyond {} points from one within it; ",
+                              st.test.p_mid, margin_given)
+                : "";
+        c.note = fmt::format("{}this run is too small to detect a {}-point drop: it detects "
                              "{:.2f} points or more at {:.0f}% power ({})",
-                             margin_given, *st.mdd * 100, st.power * 100, basis);
+                             test_finds, margin_given, *st.mdd * 100, st.power * 100, basis);
     } else {
         c.note = fmt::format("{} ({})", detects_text(st, "this run", 2), basis);
     }
@@ -1064,7 +1075,8 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
     // need it (completeness, and the accuracy and paired checks'
     // never-planned notes).
     std::vector<store::GroupCompleteness> groups;
-    if (spec.require_complete == RequireComplete::yes || spec.expect || spec.max_drop_points) {
+    if (spec.require_complete == RequireComplete::yes || spec.expect ||
+        (spec.baseline && spec.candidate)) {
         auto read = store::completeness(store);
         if (!read) {
             return read.error();
@@ -1097,6 +1109,21 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
             return r.error();
         }
     }
+    if (spec.require_complete == RequireComplete::no) {
+        const auto read_by_checks = [&](const store::GroupCompleteness& g) {
+            const auto matches = [&](const std::optional<Selector>& s) {
+                return s && s->server == g.server && (!s->framing || *s->framing == g.framing) &&
+                       (!s->max_tokens || *s->max_tokens == g.max_tokens);
+            };
+            return (spec.expect && (!spec.group || matches(spec.group))) ||
+                   matches(spec.baseline) || matches(spec.candidate);
+        };
+        for (const auto& g : groups) {
+            if (read_by_checks(g)) {
+                verdict.lacking += g.unsent + g.unplanned + g.unrun;
+            }
+        }
+    }
     return verdict;
 }
 
@@ -1121,6 +1148,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
     }
     return {{"schema", "diffeval.gate/2"},
             {"passed", verdict.passed()},
+            {"lacking_requests", verdict.lacking},
             {"scorer", verdict.scorer},
             {"score_text", verdict.summary.score_text},
             {"checks_total", verdict.checks.size()},
@@ -1134,6 +1162,7 @@ nlohmann::json to_json(const GateVerdict& verdict) {
 nlohmann::json error_json(const std::string& message) {
     return {{"schema", "diffeval.gate/2"},
             {"passed", false},
+            {"lacking_requests", 0},
             {"scorer", nullptr},
             {"score_text", nullptr},
             {"checks_total", 0},

@@ -100,6 +100,12 @@ struct GateVerdict {
     std::string scorer;
     std::vector<GateCheck> checks;
     Summary summary;
+    // Without --require-complete: the requests the runs of the groups the
+    // checks read asked for and the database lacks (no response stored,
+    // never planned, a shard never run), which the last line says beside a
+    // PASS (an audit's killed run passed with 58% unsent and only the
+    // check's long `why` said so).
+    int64_t lacking = 0;
     size_t failures() const;
     size_t inconclusive() const;
     size_t skipped() const;

@@ -107,6 +107,13 @@ std::string no_spread_text(const QuestionStats& s) {
     if (has_no_evidence(s)) {
         return "no successful response on a side to size a difference from";
     }
+    // With so few questions that no test reaches alpha, agreement is no
+    // evidence either: said so, not "agree" alone (an audit's --limit 1).
+    if (s.test.differing == 0 && s.smallest_p) {
+        return fmt::format("the two sides agree on every question, but with {} no difference "
+                           "could reach p < {:g} (the sign-flip test's mid-p is at least {:.3g})",
+                           util::counted(s.questions, "question"), s.alpha, *s.smallest_p);
+    }
     if (s.test.differing == 0) {
         return "the two sides agree on every question";
     }

@@ -313,6 +313,7 @@ int plan_command(const AnalyseFlags& f) {
     analysis::CompareOptions options;
     options.paired.bootstrap.resamples = 200; // the plan needs variances, not an interval
     options.paired.alpha = f.alpha;
+    options.leave_out_unsent_b = true;
     auto cmp = analysis::compare(opened->results, *a, *b, *k, options);
     if (!cmp) {
         return report(cmp.error());
@@ -346,9 +347,16 @@ int plan_command(const AnalyseFlags& f) {
                 "model's, so a pilot they are gone from sizes the run better.\n",
                 unanswered);
         }
-        // Never sent: the baseline's left out, the candidate's wrong.
+        // Never sent: the baseline's left out, and here the candidate's too.
         if (const auto unsent = analysis::unsent_text(c); !unsent.empty()) {
             std::cout << unsent.substr(1) << "\n";
+        }
+        if (c.unsent_b_left_out > 0) {
+            std::cout << fmt::format(
+                "Left out of the pilot, {}'s {} with no response stored (a run stopped before "
+                "sending them, or while they were in flight): counted as wrong answers, they "
+                "are a stop's, not the model's variance.\n",
+                c.b.text(), util::counted(c.unsent_b_left_out, "request"));
         }
         // Every question differing by the same amount has a variance of 0
         // too, which the rows' raise to about 10 differing questions hid

@@ -70,8 +70,16 @@ std::string overall_line(const analysis::GateVerdict& v) {
     }
     const size_t judged = v.checks.size() - v.skipped();
     if (v.passed()) {
-        return judged == 1 ? "PASS: the one check passed" + undecided
-                           : fmt::format("PASS: all {} checks passed{}", judged, undecided);
+        const std::string lacking =
+            v.lacking > 0
+                ? fmt::format(", on a database that lacks {} its runs asked for (run the "
+                              "command that asked for them again; --require-complete fails "
+                              "on them)",
+                              util::counted(v.lacking, "request"))
+                : "";
+        return (judged == 1 ? "PASS: the one check passed" + undecided
+                            : fmt::format("PASS: all {} checks passed{}", judged, undecided)) +
+               lacking;
     }
     return fmt::format("FAIL: {} of {} failed{}", v.failures(), util::counted(judged, "check"),
                        undecided);

@@ -1489,3 +1489,102 @@ TEST(GateVerdictWords, AnInconclusivePassOfASignificantDropSaysSo) {
               std::string::npos)
         << g.out;
 }
+
+// A gate that passes on a database its runs left short says so in its last
+// line, not only inside the check's long `why` (an audit's killed run passed
+// with 58% of its requests unsent); the report calls the candidate's unsent
+// requests so; and `plan` sizes no run from the variance a stopped
+// candidate's unsent requests make.
+TEST(GateKilled, APassOnAShortDatabaseSaysSoAndPlanLeavesTheStopOut) {
+    auto dir = e2e::scratch("gate-killed-pass");
+    const auto db = (dir / "k.sqlite").string();
+    e2e::Sim sim;
+    auto o = e2e::run({"run", "--server", "a=" + sim.url(), "--server", "b=" + sim.url(),
+                       "--framing", "raw", "--max-tokens", "256", "--limit", "30", "--repeats", "2",
+                       "--db", db, "--quiet"});
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    // Both stopped part-way, the candidate earlier.
+    e2e::unsend(db, "server = 'a' AND question_idx >= 20");
+    e2e::unsend(db, "server = 'b' AND question_idx >= 15");
+    const std::vector<std::string> gate = {"gate",        "--db", db,           "--baseline", "a",
+                                           "--candidate", "b",    "--max-drop", "60"};
+    auto g = e2e::run(gate);
+    // b's 10 unanswered paired questions count as wrong: -33 points.
+    ASSERT_EQ(g.exit_code, 0) << g.out;
+    EXPECT_NE(g.out.find("PASS: the one check passed, on a database that lacks 50 requests its "
+                         "runs asked for (run the command that asked for them again; "
+                         "--require-complete fails on them)\n"),
+              std::string::npos)
+        << g.out;
+    const auto json_path = (dir / "g.json").string();
+    auto with_json = gate;
+    with_json.insert(with_json.end(), {"--json", json_path});
+    ASSERT_EQ(e2e::run(with_json).exit_code, 0);
+    EXPECT_EQ(json::parse(e2e::slurp(json_path))["lacking_requests"], 50);
+    auto complete = gate;
+    complete.push_back("--require-complete");
+    auto c = e2e::run(complete);
+    EXPECT_EQ(c.exit_code, 1) << c.out;
+    EXPECT_EQ(c.out.find("on a database that lacks"), std::string::npos) << c.out;
+    // The transitions and carried-by column say unsent, and the pair whose
+    // answers agree is carried by nothing.
+    auto r = e2e::run({"report", "--db", db, "--out", (dir / "out").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto md = e2e::slurp(dir / "out" / "report.md");
+    EXPECT_NE(md.find("finished -\\> unsent"), std::string::npos) << md;
+    EXPECT_EQ(md.find("-\\> error"), std::string::npos) << md;
+    EXPECT_NE(md.find("10 of b/raw/256's 40 requests here have no response stored"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("on the 15 questions where it has every response the difference is "),
+              std::string::npos)
+        << md;
+    // plan: the pilot is the 15 questions b answered, not the 20 with b's
+    // stop counted wrong.
+    auto p = e2e::run({"plan", "--db", db, "a", "b", "--drop", "2"});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    EXPECT_NE(p.out.find("pilot of 15 questions"), std::string::npos) << p.out;
+    EXPECT_NE(p.out.find("Left out of the pilot, b/raw/256's 30 requests with no response "
+                         "stored"),
+              std::string::npos)
+        << p.out;
+}
+
+// A drop the sign-flip test finds beside bounds that cannot place it
+// against the margin (uneven repeats loosen the exact count bound): the
+// note says both, not "too small to detect" alone beside a measured drop
+// of several points (an audit passed a 9.5-point drop at mid-p 0.000244
+// with --inconclusive pass and that sentence).
+TEST(GateOfficial, AnInconclusiveDropTheTestFindsIsSaidSo) {
+    const char* gsm8k = std::getenv("GSM8K_DIR");
+    if (!gsm8k || !*gsm8k) {
+        GTEST_SKIP() << "GSM8K_DIR is not set; this gate test needs the official set";
+    }
+    const std::string test = std::string(gsm8k) + "/test.jsonl";
+    const std::string train = std::string(gsm8k) + "/train.jsonl";
+    auto dir = e2e::scratch("gate-test-finds");
+    const auto db = (dir / "u.sqlite").string();
+    e2e::Sim base({"--profile", "default", "--dataset", test, "--fewshot-from", train});
+    e2e::Sim dg({"--profile", "deepgemm", "--dataset", test, "--fewshot-from", train});
+    const auto run = [&](const std::string& server, const std::string& repeats,
+                         const std::string& limit) {
+        return e2e::run({"run", "--server", server, "--framing", "raw", "--max-tokens", "256",
+                         "--repeats", repeats, "--limit", limit, "--dataset", test,
+                         "--fewshot-from", train, "--db", db, "--quiet"})
+            .exit_code;
+    };
+    ASSERT_EQ(run("a=" + base.url(), "3", "120"), 0);
+    ASSERT_EQ(run("dg=" + dg.url(), "1", "120"), 0);
+    ASSERT_EQ(run("dg=" + dg.url(), "4", "30"), 0);
+    auto g = e2e::run({"gate", "--db", db, "--baseline", "a", "--candidate", "dg", "--max-drop",
+                       "2", "--inconclusive", "pass"});
+    ASSERT_EQ(g.exit_code, 0) << g.out;
+    ASSERT_NE(g.out.find("PASS (inconclusive)"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("note:      the sign-flip test finds the candidate worse (mid-p "),
+              std::string::npos)
+        << g.out;
+    EXPECT_NE(g.out.find("but the bounds, which assume less (docs/statistics.md), cannot tell a "
+                         "drop beyond 2.0 points from one within it; this run is too small"),
+              std::string::npos)
+        << g.out;
+}

@@ -563,6 +563,13 @@ TEST(AnalyseQuestions, TooFewQuestionsForTheTestToReachAlphaHaveNoDetectableDiff
             EXPECT_LT(s->test.p_mid, 0.05) << "all five the same way reaches alpha";
         }
     }
+    // Agreement on so few is no evidence either: said so, not "agree" alone
+    // (an audit's --limit 1 read as the sides agreeing).
+    auto one = analyse_questions({{1}}, {{1}});
+    ASSERT_TRUE(one.ok()) << one.error().message;
+    EXPECT_EQ(no_spread_text(*one),
+              "the two sides agree on every question, but with 1 question no difference could "
+              "reach p < 0.05 (the sign-flip test's mid-p is at least 0.5)");
 }
 
 } // namespace

@@ -327,6 +327,7 @@ TEST(CarryingTransitions, ARegressionIsCarriedByItsLargestNetLoss) {
     c.lost[length][length] = 137;
     c.gained[length][length] = 169;
     c.lost[finished][length] = 40;
+    c.stats.test.differing = 50;
     EXPECT_EQ(reports::carrying_transitions(c, 1, -1),
               "finished -> length_truncated (-40/+0 response pairs)");
     EXPECT_EQ(reports::carrying_transitions(c, 1, +1),
@@ -334,6 +335,10 @@ TEST(CarryingTransitions, ARegressionIsCarriedByItsLargestNetLoss) {
     EXPECT_EQ(reports::carrying_transitions(c, 1),
               "length_truncated -> length_truncated (-137/+169 response pairs)");
     EXPECT_EQ(reports::carrying_transitions(analysis::Comparison{}, 2), "none");
+    // Sides that agree on every question carry nothing, though their
+    // repeats, paired across, moved both ways (an audit's A/A pair).
+    c.stats.test.differing = 0;
+    EXPECT_EQ(reports::carrying_transitions(c, 2), "none");
 }
 
 // A group whose every request failed in one repeat and whose server reports
