@@ -440,6 +440,20 @@ std::vector<std::string> redact_pieces(std::string_view whole,
     return out;
 }
 
+bool escaped_secret(std::string_view body, const util::Redactor& redactor) {
+    if (redactor.empty() || (body.find("\\u") == std::string_view::npos &&
+                             body.find("\\/") == std::string_view::npos)) {
+        return false;
+    }
+    for (const auto& lit : string_literals(body)) {
+        if (body.substr(lit.begin, lit.end - lit.begin).find('\\') != std::string_view::npos &&
+            !redactor.find(lit.decoded).empty()) {
+            return true;
+        }
+    }
+    return false;
+}
+
 namespace {
 
 // Passes over one body at most (see redact_body).

@@ -497,7 +497,11 @@ void StreamAccumulator::on_event(const std::string& data, double at_ms) {
         piece = text.value_or("");
         m_text += piece;
         record("text", false, m_text, piece);
-    } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_object()) {
+    } else if (auto delta = choice.find("delta"); delta != choice.end() && delta->is_null()) {
+        // A chat chunk with nothing in it (`"delta": null`, as `"text":
+        // null` on a completion): of the endpoint's shape, no text.
+        m_shaped = true;
+    } else if (delta != choice.end() && delta->is_object()) {
         m_shaped = true;
         auto maybe_content = string_field(*delta, "content");
         m_any_text |= maybe_content.has_value();

@@ -90,7 +90,7 @@ private:
     bool m_any_choice = false;
     bool m_any_text = false; // some chunk had content (or text) as a string
     // A choice of the endpoint's shape: a completion's `text` (a string or
-    // null), a chat's `delta` as an object. Without one the chunks were of
+    // null), a chat's `delta` (an object or null). Without one the chunks were of
     // another shape, and an answer ok with empty text lost what they held
     // (an audit: completion chunks on chat).
     bool m_shaped = false;

@@ -184,14 +184,25 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
     for (const auto& server : config.servers) {
         for (const auto& f : in.framings) {
             for (const auto& [key, value] : server.extra_body.items()) {
-                if (f.fields.contains(key)) {
-                    return make_error(
-                        ErrorKind::usage,
-                        fmt::format("server '{}': its body sets '{}', which framing '{}' writes; "
-                                    "leave it out of body, or give the run a framing file that "
-                                    "sets it (docs/framings.md)",
-                                    server.name, key, f.name));
+                if (!f.fields.contains(key)) {
+                    continue;
                 }
+                // A flag's field (--top-k) is written into every framing:
+                // named as the flag's, not the framing's (an audit).
+                if (config.framing_overrides.fields.contains(key)) {
+                    std::string flag = "--" + key;
+                    std::replace(flag.begin(), flag.end(), '_', '-');
+                    return make_error(ErrorKind::usage,
+                                      fmt::format("server '{}': its body sets '{}', which {} "
+                                                  "writes too; give one of the two",
+                                                  server.name, key, flag));
+                }
+                return make_error(
+                    ErrorKind::usage,
+                    fmt::format("server '{}': its body sets '{}', which framing '{}' writes; "
+                                "leave it out of body, or give the run a framing file that "
+                                "sets it (docs/framings.md)",
+                                server.name, key, f.name));
             }
         }
     }

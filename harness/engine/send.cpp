@@ -90,12 +90,9 @@ void redact_row(const util::Redactor& redactor, Endpoint endpoint, const BodyKin
     bool hit = decoded;
     // A key escaped in a spelling of the server's own (`sk-AU\u0044IT`) in a
     // string no field is read from (a body of the wrong shape, an `id`) is
-    // found only decoded: a body with such escapes is read string by string
-    // (an audit found one stored whole). Bodies without `\u` or `\/` spell
-    // every key the Redactor's way, and skip the parse.
-    const bool escaped = row.response_json.find("\\u") != std::string::npos ||
-                         row.response_json.find("\\/") != std::string::npos;
-    if (decoded || escaped || kind.end == util::TextEnd::cut || kind.unread_events > 0) {
+    // found only decoded (an audit found one stored whole).
+    if (decoded || kind.end == util::TextEnd::cut || kind.unread_events > 0 ||
+        escaped_secret(row.response_json, redactor)) {
         auto body = redact_body(row.response_json, kind.shape, endpoint, redactor, kind.end);
         if (body != row.response_json) {
             hit = true;

@@ -797,21 +797,30 @@ std::optional<std::pair<std::string, std::string_view>> side_file_of(const std::
     return std::nullopt;
 }
 
-// side_file_of `path`, or of the file a symbolic link there resolves to:
-// SQLite writes a database through its path's links, so one named
-// lnwal.sqlite and linked to o.sqlite-wal was written as o.sqlite's log and
-// deleted when o.sqlite was next opened (an audit).
+// side_file_of `path`, or of a file a symbolic link there names: SQLite
+// writes a database through its path's links, so one named lnwal.sqlite and
+// linked to o.sqlite-wal was written as o.sqlite's log and deleted when
+// o.sqlite was next opened (an audit). Each link is read as written, not
+// resolved: a -wal is there only while its database is open, and a link to
+// one that is not there yet names it all the same (the next audit).
 std::optional<std::pair<std::string, std::string_view>>
 side_file_through_links(const std::string& path) {
-    if (auto side = side_file_of(path)) {
-        return side;
+    std::filesystem::path at(path);
+    for (int hops = 0; hops < 40; ++hops) { // Linux's own limit on a chain of links
+        if (auto side = side_file_of(at.string())) {
+            return side;
+        }
+        std::error_code ec;
+        if (!std::filesystem::is_symlink(at, ec)) {
+            return std::nullopt;
+        }
+        const auto target = std::filesystem::read_symlink(at, ec);
+        if (ec) {
+            return std::nullopt;
+        }
+        at = target.is_absolute() ? target : (at.parent_path() / target).lexically_normal();
     }
-    std::error_code ec;
-    if (!std::filesystem::is_symlink(path, ec)) {
-        return std::nullopt;
-    }
-    const auto target = std::filesystem::weakly_canonical(path, ec);
-    return ec ? std::nullopt : side_file_of(target.string());
+    return std::nullopt;
 }
 
 } // namespace

@@ -586,8 +586,8 @@ TEST(Hostile, ABodyFieldAFramingWritesIsRefused) {
     auto exp = dir / "exp.toml";
     std::ofstream(exp) << "version = 1\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
                        << "\"\nbody = { stop = [\"zzz\"], top_k = 1 }\n";
-    auto o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2",
-                       "--db", (dir / "r.sqlite").string()});
+    auto o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2", "--db",
+                       (dir / "r.sqlite").string()});
     EXPECT_EQ(o.exit_code, 2) << o.err;
     EXPECT_EQ(o.err, "diffeval: server 'h': its body sets 'stop', which framing 'raw' writes; "
                      "leave it out of body, or give the run a framing file that sets it "
@@ -597,6 +597,13 @@ TEST(Hostile, ABodyFieldAFramingWritesIsRefused) {
     // A field no framing writes goes out after the framing's.
     std::ofstream(exp) << "version = 1\n[[servers]]\nname = \"h\"\nurl = \"" << server.url()
                        << "\"\nbody = { top_k = 1 }\n";
+    // ... unless a flag writes it too: named as the flag's (an audit read
+    // "which framing 'raw' writes" of --top-k's field).
+    o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2", "--db",
+                  (dir / "r.sqlite").string(), "--top-k", "5"});
+    EXPECT_EQ(o.exit_code, 2) << o.err;
+    EXPECT_EQ(o.err, "diffeval: server 'h': its body sets 'top_k', which --top-k writes too; give "
+                     "one of the two\n");
     o = e2e::run({"run", "--config", exp.string(), "--framing", "raw", "--limit", "2", "--db",
                   (dir / "r.sqlite").string(), "--quiet"});
     EXPECT_EQ(o.exit_code, 0) << o.err;

@@ -311,3 +311,20 @@ TEST(RedactBody, AKeyWithQuotesCutFromTheBytesLeavesNoStartInTheStringsItReveals
         engine::redact_body(body, BodyShape::stream, Endpoint::chat, r, util::TextEnd::cut);
     EXPECT_EQ(out, R"([REDACTED]"text":"[REDACTED]"")");
 }
+
+// The test before a body's rewrite: a key escaped in a spelling of the
+// server's own, in any string, is found; escapes that hold no key are not a
+// reason to parse the body again (a server escaping all non-ASCII text made
+// every body's rewrite cost 2.3 times the run's CPU: an audit).
+TEST(EscapedSecret, FindsAnEscapedKeyAndNothingElse) {
+    const auto r = redactor();
+    EXPECT_FALSE(engine::escaped_secret(R"({"text":"caf\u00e9 \ud83d\ude00 http:\/\/x"})", r));
+    EXPECT_FALSE(engine::escaped_secret(R"({"text":"no escapes here"})", r));
+    // Written whole, the Redactor's own spelling finds it: not this test's.
+    EXPECT_FALSE(engine::escaped_secret(std::string(R"({"id":")") + k_key + "\"}", r));
+    std::string escaped = k_key;
+    escaped.replace(0, 1, "\\u0073");
+    EXPECT_TRUE(engine::escaped_secret(R"({"id":")" + escaped + R"(","choices":[]})", r));
+    EXPECT_TRUE(engine::escaped_secret("data: {\"model\":\"" + escaped + "\"}\n\n", r));
+    EXPECT_FALSE(engine::escaped_secret(R"({"id":")" + escaped + "\"}", util::Redactor{}));
+}

@@ -239,6 +239,11 @@ TEST(ParseBody, AStreamedChatWithNoDeltaIsNoAnswer) {
                 R"({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]})", "[DONE]"});
     EXPECT_TRUE(empty.ok) << empty.error;
     EXPECT_EQ(empty.text, "");
+    // So is a chunk whose delta is null: of chat's shape, with nothing in it.
+    const auto null_delta =
+        finish({R"({"choices":[{"index":0,"delta":null,"finish_reason":"stop"}]})", "[DONE]"});
+    EXPECT_TRUE(null_delta.ok) << null_delta.error;
+    EXPECT_EQ(null_delta.text, "");
 }
 
 // What went wrong, in words that name it (a hostile-server audit): a text
