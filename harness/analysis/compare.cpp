@@ -656,7 +656,17 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
         sent_b = gb.sent();
     }
     const GroupRows& held_b = sent_b.rows.empty() ? gb : sent_b;
-    c.unsent_b_left_out = static_cast<int64_t>(gb.rows.size() - held_b.rows.size());
+    if (&held_b == &sent_b) {
+        // Those on questions the pairing holds (A's): the others were in it
+        // no more than before.
+        std::set<int> paired;
+        for (const auto* r : held_a.rows) {
+            paired.insert(r->question_idx);
+        }
+        c.unsent_b_left_out = std::count_if(gb.rows.begin(), gb.rows.end(), [&](const auto* r) {
+            return r->response_id == 0 && paired.contains(r->question_idx);
+        });
+    }
     const Paired p = pair_groups(held_a, held_b, scorer, c);
     c.questions = static_cast<int64_t>(p.ma.size());
     if (c.token_questions > 0) {

@@ -141,8 +141,8 @@ struct Comparison {
     // A's requests that failed (no successful response), left out the same
     // way; 0 when A answered nothing.
     int64_t failed_a = 0;
-    // B's requests with no response stored left out of the pairing
-    // (CompareOptions::leave_out_unsent_b; 0 otherwise).
+    // B's requests with no response stored on the paired questions, left
+    // out of the pairing (CompareOptions::leave_out_unsent_b; 0 otherwise).
     int64_t unsent_b_left_out = 0;
     // Response pairs counted in the transitions: every repeat of A with
     // every repeat of B on the same question (repeat numbers are only

@@ -426,6 +426,20 @@ const KeyTable<ServerSpec>& server_keys() {
                                      where(path, n), owned));
                  }
              }
+             // Fields that change what a response's text is: `echo` puts
+             // the prompt before the answer (its worked examples scored as
+             // the answer), `n` and `best_of` ask for answers of which one
+             // is read (an audit's `echo = true` ran as a/raw/256).
+             for (const char* changes : {"echo", "n", "best_of"}) {
+                 if (body->contains(changes)) {
+                     return make_error(
+                         ErrorKind::usage,
+                         fmt::format("{}: body sets '{}', which changes what a response's text "
+                                     "is (echo: the prompt before the answer; n, best_of: more "
+                                     "than one answer); leave it out of body",
+                                     where(path, n), changes));
+                 }
+             }
              s.extra_body = std::move(*body);
              return {};
          }},

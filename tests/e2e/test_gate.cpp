@@ -1544,7 +1544,7 @@ TEST(GateKilled, APassOnAShortDatabaseSaysSoAndPlanLeavesTheStopOut) {
     auto p = e2e::run({"plan", "--db", db, "a", "b", "--drop", "2"});
     ASSERT_EQ(p.exit_code, 0) << p.err;
     EXPECT_NE(p.out.find("pilot of 15 questions"), std::string::npos) << p.out;
-    EXPECT_NE(p.out.find("Left out of the pilot, b/raw/256's 30 requests with no response "
+    EXPECT_NE(p.out.find("Left out of the pilot, b/raw/256's 10 requests with no response "
                          "stored"),
               std::string::npos)
         << p.out;

@@ -175,6 +175,22 @@ TEST(ExperimentFile, ABodyFieldTheFramingWritesIsRefused) {
                               path, key));
         std::filesystem::remove(path);
     }
+    // And those that change what a response's text is (an audit's `echo`).
+    for (const char* key : {"echo", "n", "best_of"}) {
+        auto path =
+            write_temp("body.toml", fmt::format("version = 1\n[[servers]]\nname = \"a\"\n"
+                                                "url = \"http://h:1\"\nbody = {{ {} = 2 }}\n",
+                                                key));
+        engine::RunConfig c;
+        auto r = engine::load_experiment(path, c);
+        ASSERT_FALSE(r) << key;
+        EXPECT_EQ(r.error().message,
+                  fmt::format("{}:5: body sets '{}', which changes what a response's text is "
+                              "(echo: the prompt before the answer; n, best_of: more than one "
+                              "answer); leave it out of body",
+                              path, key));
+        std::filesystem::remove(path);
+    }
 }
 
 // Headers are sent as written: a line break in a value injected headers
