@@ -293,7 +293,7 @@ const char k_explorer[] = R"(<h2 id="explorer">Question explorer</h2>
 </div>
 <p class="pager"><span id="count"></span> &middot; <button id="prev" type="button">&larr; previous</button> <span id="pageinfo"></span> <button id="next" type="button">next &rarr;</button></p>
 <table id="qlist"><thead><tr><th>q</th><th>question</th><th id="th-a">A right</th><th id="th-b">B right</th><th>B&minus;A</th></tr></thead><tbody id="qbody"></tbody></table>
-<div id="detail"><p class="note">Click a question to see both servers' responses side by side.</p></div>
+<div id="detail"><p class="note">Click a question to see both servers' responses side by side (the explorer needs JavaScript).</p></div>
 )";
 
 // ---- data ----

@@ -40,7 +40,10 @@ std::string probe_scatter_svg(const analysis::ProbeComparison& c) {
     auto x = [&](double l) { return k_margin + (l - lo) / (hi - lo) * inner; };
     auto y = [&](double l) { return k_margin / 2.0 + inner - (l - lo) / (hi - lo) * inner; };
     std::string out = fmt::format(
-        R"s(<svg class="probe-scatter" viewBox="0 0 {0} {0}" role="img" aria-label="{1}">)s",
+        // Drawn at the size shown, as the other charts are: with a viewBox
+        // alone it stretched to the page's width, its 12 px text to 35 px.
+        R"s(<svg class="probe-scatter" width="{0}" height="{0}" viewBox="0 0 {0} {0}" role="img" )s"
+        R"s(aria-label="{1}">)s",
         k_size + k_margin / 2,
         util::xml_escape(
             fmt::format("P(open) per question: {} against {} on {}", c.b, c.a, c.framing)));

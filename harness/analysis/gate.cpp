@@ -623,9 +623,9 @@ GateCheck unsent_check(const std::string& kind, const Comparison& cmp, const Che
         kind, cmp, limit,
         fmt::format("{} of {}'s requests never sent", cmp.behaviour_b.unsent, cmp.b.text()),
         fmt::format("{} has {} never sent on the paired questions (a run stopped first): a "
-                    "stopped run's unanswered requests are its slowest, so its rates among "
-                    "what it answered are not measured; run the command that asked for them "
-                    "again",
+                    "stopped run's unanswered requests are its slowest, so its behaviour "
+                    "among what it answered is not measured; run the command that asked for "
+                    "them again",
                     cmp.b.text(), util::counted(cmp.behaviour_b.unsent, "request")));
     c.detail["never_sent"] = cmp.behaviour_b.unsent;
     return c;
@@ -675,9 +675,14 @@ util::Result<void> add_pair_checks(const Results& results, const Summary& summar
         // A side that answered nothing, or a candidate with requests never
         // sent: each behaviour check asked fails as not measured.
         if (empty || cmp.behaviour_b.unsent > 0) {
+            // A candidate that sent none of them is a stopped run, not one
+            // with errors to see (an audit read "see its errors" of 40
+            // requests never sent).
+            const bool none_sent =
+                empty == &cmp.b && cmp.behaviour_b.unsent == cmp.behaviour_b.responses;
             const auto unmeasured = [&](const char* kind, const CheckLimit& limit) {
-                return empty ? unanswered_check(kind, cmp, *empty, limit)
-                             : unsent_check(kind, cmp, limit);
+                return empty && !none_sent ? unanswered_check(kind, cmp, *empty, limit)
+                                           : unsent_check(kind, cmp, limit);
             };
             if (spec.max_never_finished_increase) {
                 out.push_back(

@@ -631,11 +631,11 @@ void add_gate_command(CLI::App& root, Dispatch& dispatch) {
                      "pass");
     gate->add_option("--alpha", flags->alpha, "One-sided level of the --max-drop check (0.05)");
     gate->add_option("--max-never-finished-increase", flags->max_never_finished,
-                     "Per run (3) or percent of questions (5%)");
+                     "Largest increase per run (e.g. 3) or in percent of questions (e.g. 5%)");
     gate->add_option("--max-reasoning-start-increase", flags->max_reasoning_start,
-                     "Per run (3) or percent of questions (5%)");
+                     "Largest increase per run (e.g. 3) or in percent of questions (e.g. 5%)");
     gate->add_option("--max-token-increase", flags->max_token_increase,
-                     "Largest increase of mean completion tokens, in percent (10 or 10%)")
+                     "Largest increase of mean completion tokens, in percent (e.g. 10 or 10%)")
         // In percent either way: "10%" as the other --max-*-increase flags
         // write a percentage.
         ->transform(

@@ -201,10 +201,13 @@
     const stop = r[8] !== null ? JSON.stringify(r[8])
       : r[13] === 'unknown' ? 'unknown (the server names no stop)'
         : r[13] === 'eos' ? 'EOS' : (r[13] || 'none');
+    // A request never sent, or one that failed, did not stop: say what it is.
+    const how = r[10] === 'unsent' ? 'not sent: no response stored (a run stopped first)'
+      : r[10] === 'error' ? 'failed: no answer to classify'
+        : fin === 'length' ? 'cut by max_tokens (finish_reason length)'
+          : 'stopped: finish_reason ' + (fin || 'none') + ', stop_reason ' + stop;
     const s = el('span', 'stop' + (r[10] === 'finished' ? ' ok' : ''),
-      '\u25A0 ' + (fin === 'length' ? 'cut by max_tokens (finish_reason length)'
-        : 'stopped: finish_reason ' + (fin || 'none') + ', stop_reason ' + stop) +
-      ' \u2014 ' + (r[10] || 'unclassified'));
+      '\u25A0 ' + how + ' \u2014 ' + (r[10] || 'unclassified'));
     box.appendChild(el('br'));
     box.appendChild(s);
     return box;
@@ -288,7 +291,9 @@
     }
     return { cells, questions };
   }
-  const fmtCount = (v) => v >= 10 || Math.abs(v - Math.round(v)) < 0.05 ? v.toFixed(0) : v.toFixed(1);
+  // Whole counts as such, others with their one decimal at any size: "15"
+  // for 14.5 questions read as a count the cells beside did not add up to.
+  const fmtCount = (v) => Math.abs(v - Math.round(v)) < 0.05 ? v.toFixed(0) : v.toFixed(1);
   function renderTransitions() {
     const ga = groups[+trA.value], gb = groups[+trB.value];
     const host = $('tr-chart');

@@ -1548,6 +1548,17 @@ TEST(GateKilled, APassOnAShortDatabaseSaysSoAndPlanLeavesTheStopOut) {
                          "stored"),
               std::string::npos)
         << p.out;
+    // A candidate that sent nothing is a stopped run, not one with errors
+    // to see (an audit: "see its errors" of 40 requests never sent).
+    e2e::unsend(db, "server = 'b'");
+    auto t = e2e::run(
+        {"gate", "--db", db, "--baseline", "a", "--candidate", "b", "--max-token-increase", "5"});
+    EXPECT_EQ(t.exit_code, 1) << t.out;
+    EXPECT_NE(t.out.find("b/raw/256 has 40 requests never sent on the paired questions (a run "
+                         "stopped first)"),
+              std::string::npos)
+        << t.out;
+    EXPECT_EQ(t.out.find("see its errors"), std::string::npos) << t.out;
 }
 
 // A drop the sign-flip test finds beside bounds that cannot place it
