@@ -546,8 +546,15 @@ std::string comparison_sentence(const analysis::Comparison& c) {
             "{} shows no detectable difference from {} ({} scorer): {}{}{}", c.b.text(), c.a.text(),
             c.scorer, ci,
             s.interval.lo > 0 || s.interval.hi < 0
-                ? fmt::format(" excludes 0, but the sign-flip test does not reject{} ({})",
-                              raw_rejects ? " once adjusted for the report's comparisons" : "", ps)
+                ? fmt::format(" excludes 0, but the sign-flip test does not reject{} ({}{})",
+                              raw_rejects ? " once adjusted for the report's comparisons" : "", ps,
+                              // `diff` or `gate` of fewer pairs adjusts over fewer: the same
+                              // pair was "worse" there and not here (an audit).
+                              raw_rejects
+                                  ? "; diff or gate of fewer comparisons adjusts over those "
+                                    "alone and can call it " +
+                                        std::string(s.diff < 0 ? "worse" : "better")
+                                  : "")
             : c.verdict.borderline
                 ? fmt::format(" includes 0, though the sign-flip test alone would reject ({}): "
                               "a borderline case",
