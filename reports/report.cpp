@@ -659,21 +659,9 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
 }
 
 std::string unsent_in_errors_note(const ReportData& data) {
-    std::vector<std::string> parts;
-    for (const auto& g : data.completeness) {
-        if (g.unsent > 0) {
-            parts.push_back(fmt::format(
-                "{} {}", analysis::group_label(g.server, g.framing, g.max_tokens), g.unsent));
-        }
-    }
-    if (parts.empty()) {
-        return {};
-    }
     // The summary command says it under its table; report.md did not (an
     // audit read "err 160" for a server that never failed).
-    return fmt::format("Errors include planned requests without a response (never sent, or in "
-                       "flight when a run stopped), over all repeats: {}.",
-                       fmt::join(parts, ", "));
+    return analysis::unsent_errors_text(data.completeness);
 }
 
 std::vector<std::string> headline_sentences(const ReportData& data) {

@@ -1114,6 +1114,7 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
             return r.error();
         }
     }
+    verdict.unsent_note = unsent_errors_text(groups);
     if (spec.require_complete == RequireComplete::no) {
         const auto read_by_checks = [&](const store::GroupCompleteness& g) {
             const auto matches = [&](const std::optional<Selector>& s) {

@@ -106,6 +106,9 @@ struct GateVerdict {
     // PASS (an audit's killed run passed with 58% unsent and only the
     // check's long `why` said so).
     int64_t lacking = 0;
+    // What the step summary says under its breakdown, whose err column
+    // counts planned requests without a response (unsent_errors_text).
+    std::string unsent_note;
     size_t failures() const;
     size_t inconclusive() const;
     size_t skipped() const;

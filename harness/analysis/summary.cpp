@@ -471,6 +471,22 @@ std::string unplanned_advice(bool by_failed_runs) {
                           : "run the command that asked for them again";
 }
 
+std::string unsent_errors_text(const std::vector<store::GroupCompleteness>& groups) {
+    std::vector<std::string> parts;
+    for (const auto& g : groups) {
+        if (g.unsent > 0) {
+            parts.push_back(
+                fmt::format("{} {}", group_label(g.server, g.framing, g.max_tokens), g.unsent));
+        }
+    }
+    if (parts.empty()) {
+        return {};
+    }
+    return fmt::format("Errors include planned requests without a response (never sent, or in "
+                       "flight when a run stopped), over all repeats: {}.",
+                       fmt::join(parts, ", "));
+}
+
 std::string gaps_text(const store::GroupCompleteness& g) {
     std::vector<std::string> parts;
     if (g.unsent > 0) {

@@ -129,6 +129,12 @@ std::string shards_text(const std::vector<std::string>& shards);
 // requests)"). Empty when it lacks nothing.
 std::string gaps_text(const store::GroupCompleteness& g);
 
+// The sentence said under a table whose err column counts planned requests
+// without a response (report.md, the gate's step summary; `summary` says it
+// per group): "Errors include planned requests without a response (...),
+// over all repeats: b/raw/256 69, ..."; empty when no group has one.
+std::string unsent_errors_text(const std::vector<store::GroupCompleteness>& groups);
+
 // What to do about places a run asked for and never planned: run again, or,
 // when every run that left them failed
 // (store::GroupCompleteness::unplanned_by_failed_runs), first mend what

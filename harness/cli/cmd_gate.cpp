@@ -128,6 +128,11 @@ std::string verdict_markdown(const analysis::GateVerdict& v) {
     out += fmt::format("\n### Where the responses went (mean per run; accuracy by {})\n\n",
                        reports::markdown_code(v.scorer));
     out += reports::breakdown_table(v.summary, v.scorer, reports::Style::markdown);
+    // As report.md says under the same table (a reader audit found the step
+    // summary's err counts without it).
+    if (!v.unsent_note.empty()) {
+        out += "\n" + reports::markdown_escape(v.unsent_note) + "\n";
+    }
     return out + "\n";
 }
 

@@ -1521,6 +1521,15 @@ TEST(GateKilled, APassOnAShortDatabaseSaysSoAndPlanLeavesTheStopOut) {
     with_json.insert(with_json.end(), {"--json", json_path});
     ASSERT_EQ(e2e::run(with_json).exit_code, 0);
     EXPECT_EQ(json::parse(e2e::slurp(json_path))["lacking_requests"], 50);
+    // The step summary says which of its breakdown's errors are unsent, as
+    // report.md does (a reader audit).
+    const auto step = (dir / "step.md").string();
+    ASSERT_EQ(e2e::run(gate, {"GITHUB_STEP_SUMMARY=" + step}).exit_code, 0);
+    EXPECT_NE(e2e::slurp(step).find("Errors include planned requests without a response (never "
+                                    "sent, or in flight when a run stopped), over all repeats: "
+                                    "a/raw/256 20, b/raw/256 30."),
+              std::string::npos)
+        << e2e::slurp(step);
     auto complete = gate;
     complete.push_back("--require-complete");
     auto c = e2e::run(complete);
