@@ -414,30 +414,31 @@ const KeyTable<ServerSpec>& server_keys() {
              // scored as the group's own. max_completion_tokens is the
              // limit's newer name, which vLLM and OpenAI take over
              // max_tokens (answers cut at 5 tokens were stored as group
-             // a/chat/1024's, a user-side audit).
-             for (const char* owned : {"prompt", "messages", "max_tokens", "max_completion_tokens",
-                                       "model", "stream", "stream_options"}) {
-                 if (body->contains(owned)) {
-                     return make_error(
-                         ErrorKind::usage,
-                         fmt::format("{}: body sets '{}', which the framing and the run write "
-                                     "(the question, --max-tokens, the model, --stream); leave "
-                                     "it out of body",
-                                     where(path, n), owned));
-                 }
-             }
-             // Fields that change what a response's text is: `echo` puts
-             // the prompt before the answer (its worked examples scored as
-             // the answer), `n` and `best_of` ask for answers of which one
-             // is read (an audit's `echo = true` ran as a/raw/256).
-             for (const char* changes : {"echo", "n", "best_of"}) {
-                 if (body->contains(changes)) {
-                     return make_error(
-                         ErrorKind::usage,
-                         fmt::format("{}: body sets '{}', which changes what a response's text "
-                                     "is (echo: the prompt before the answer; n, best_of: more "
-                                     "than one answer); leave it out of body",
-                                     where(path, n), changes));
+             // a/chat/1024's, a user-side audit). And fields that change
+             // what a response's text is: `echo` puts the prompt before the
+             // answer (its worked examples scored as the answer), `n` and
+             // `best_of` ask for answers of which one is read (an audit's
+             // `echo = true` ran as a/raw/256).
+             constexpr std::string_view written =
+                 "which the framing and the run write (the question, --max-tokens, the model, "
+                 "--stream)";
+             constexpr std::string_view changes =
+                 "which changes what a response's text is (echo: the prompt before the answer; "
+                 "n, best_of: more than one answer)";
+             for (const auto& [key, why] : {std::pair{"prompt", written},
+                                            {"messages", written},
+                                            {"max_tokens", written},
+                                            {"max_completion_tokens", written},
+                                            {"model", written},
+                                            {"stream", written},
+                                            {"stream_options", written},
+                                            {"echo", changes},
+                                            {"n", changes},
+                                            {"best_of", changes}}) {
+                 if (body->contains(key)) {
+                     return make_error(ErrorKind::usage,
+                                       fmt::format("{}: body sets '{}', {}; leave it out of body",
+                                                   where(path, n), key, why));
                  }
              }
              s.extra_body = std::move(*body);

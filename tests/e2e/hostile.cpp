@@ -347,13 +347,19 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
         return json_response(503, R"({"error":{"message":")" +
                                       escape_json(std::string(130, '.') + bearer) + "\"}}");
     }
-    case Hostile::echo_key_split: {
+    case Hostile::echo_key_split:
+    case Hostile::echo_key_other_shape: {
         std::string key;
         if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
             key = r.headers.substr(at + 7, r.headers.find("\r\n", at) - at - 7);
         }
         if (key.size() < 16) {
             return json_response(400, R"({"error":{"message":"send a key of 16 or more"}})");
+        }
+        if (mode == Hostile::echo_key_other_shape) {
+            return json_response(200, json_text(!chat, "\"The key is \\u0073\\u006B" +
+                                                           escape_json(key.substr(2)) +
+                                                           ".\\n#### 42\""));
         }
         auto q = [](const std::string& s) { return "\"" + escape_json(s) + "\""; };
         if (!stream) {
@@ -383,18 +389,6 @@ std::string HostileServer::Impl::answer(Hostile mode, const Parsed& r, bool chat
                                   "\"" + escaped + escape_json(key.substr(12)) + ".\\n#### 42\"",
                                   "\"stop\"") +
                             "data: [DONE]\n\n");
-    }
-    case Hostile::echo_key_other_shape: {
-        std::string key;
-        if (auto at = r.headers.find("Bearer "); at != std::string::npos) {
-            key = r.headers.substr(at + 7, r.headers.find("\r\n", at) - at - 7);
-        }
-        if (key.size() < 16) {
-            return json_response(400, R"({"error":{"message":"send a key of 16 or more"}})");
-        }
-        return json_response(200,
-                             json_text(!chat, "\"The key is \\u0073\\u006B" +
-                                                  escape_json(key.substr(2)) + ".\\n#### 42\""));
     }
     case Hostile::key_after_done:
     case Hostile::key_cut: {
