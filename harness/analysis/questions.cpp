@@ -405,7 +405,8 @@ struct PerQuestion {
     double within_of_diff = 0.0; // sum over questions of var(mean A) + var(mean B)
 };
 
-PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b, QuestionStats& s) {
+PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
+                         const CorrectnessMatrix* noise_b, QuestionStats& s) {
     PerQuestion p;
     p.fa.resize(a.size());
     p.fb.resize(b.size());
@@ -426,8 +427,13 @@ PerQuestion per_question(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
         if (ka >= 2) {
             p.within_of_diff += repeat_variance(ca, ka) / ka;
         }
-        if (kb >= 2) {
-            p.within_of_diff += repeat_variance(cb, kb) / kb;
+        // B's within-question part from the repeats that have a response
+        // (noise_b), when some have none: an unsent repeat is no re-run's.
+        const auto& nb = noise_b ? (*noise_b)[q] : b[q];
+        if (nb.size() >= 2) {
+            const auto kn = static_cast<double>(nb.size());
+            p.within_of_diff +=
+                repeat_variance(std::accumulate(nb.begin(), nb.end(), 0.0), kn) / kn;
         }
     }
     const auto n = static_cast<double>(a.size());
@@ -460,11 +466,10 @@ std::uint64_t few_moves(double alpha) {
     return k;
 }
 
-util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
-                                              const CorrectnessMatrix& b,
-                                              const PairedOptions& options,
-                                              const AnsweredCounts& answered_a,
-                                              const AnsweredCounts& answered_b) {
+util::Result<QuestionStats>
+analyse_questions(const CorrectnessMatrix& a, const CorrectnessMatrix& b,
+                  const PairedOptions& options, const AnsweredCounts& answered_a,
+                  const AnsweredCounts& answered_b, const CorrectnessMatrix* noise_b) {
     if (auto ok = check_inputs(a, b, options); !ok) {
         return ok.error();
     }
@@ -475,12 +480,17 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                                           answered->size(), a.size()));
         }
     }
+    if (noise_b && noise_b->size() != a.size()) {
+        return make_error(
+            ErrorKind::internal,
+            fmt::format("B's noise rows for {} questions, not {}", noise_b->size(), a.size()));
+    }
     QuestionStats s;
     s.questions = a.size();
     s.alpha = options.alpha;
     s.power = options.power;
     const auto n = static_cast<double>(a.size());
-    const PerQuestion p = per_question(a, b, s);
+    const PerQuestion p = per_question(a, b, noise_b, s);
 
     BootstrapOptions boot = options.bootstrap;
     boot.confidence = 1.0 - options.alpha;
@@ -532,7 +542,24 @@ util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
     s.test = *test;
 
     s.noise_a = side_noise(a, answered_a);
-    s.noise_b = side_noise(b, answered_b);
+    if (noise_b) {
+        // The questions with a repeat that has a response, and those
+        // repeats alone: a question unsent in one repeat and right in the
+        // other read as run-to-run noise (audits).
+        CorrectnessMatrix rows;
+        AnsweredCounts answered;
+        for (size_t q = 0; q < noise_b->size(); ++q) {
+            if (!(*noise_b)[q].empty()) {
+                rows.push_back((*noise_b)[q]);
+                answered.push_back(answered_b.empty()
+                                       ? static_cast<std::uint32_t>((*noise_b)[q].size())
+                                       : answered_b[q]);
+            }
+        }
+        s.noise_b = rows.empty() ? side_noise(b, answered_b) : side_noise(rows, answered);
+    } else {
+        s.noise_b = side_noise(b, answered_b);
+    }
     const auto answered_of = [](const CorrectnessMatrix& m, const AnsweredCounts& answered) {
         std::uint64_t total = 0;
         for (size_t q = 0; q < m.size(); ++q) {

@@ -168,13 +168,18 @@ using AnsweredCounts = std::vector<std::uint32_t>;
 
 // Analyse `a` and `b` (the same questions in the same order); `answered_a`
 // and `answered_b` count each question's answered repeats for the noise
-// (empty: every repeat answered). Fails when they differ in length, are
-// empty, a question has no repeat, or a value is not 0/1.
+// (empty: every repeat answered). `noise_b`, when given, is each question's
+// B repeats that have a response stored (a stopped run's unsent ones, which
+// `b` counts as wrong, left out; a row may be empty): B's run-to-run noise,
+// and its part of the noise share, are measured on those alone. Fails when
+// they differ in length, are empty, a question has no repeat, or a value is
+// not 0/1.
 util::Result<QuestionStats> analyse_questions(const CorrectnessMatrix& a,
                                               const CorrectnessMatrix& b,
                                               const PairedOptions& options = {},
                                               const AnsweredCounts& answered_a = {},
-                                              const AnsweredCounts& answered_b = {});
+                                              const AnsweredCounts& answered_b = {},
+                                              const CorrectnessMatrix* noise_b = nullptr);
 
 // Power of the two-sided test at `alpha` to detect a true difference `delta`
 // when the estimate has standard error `se` (normal approximation).

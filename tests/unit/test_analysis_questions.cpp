@@ -572,5 +572,33 @@ TEST(AnalyseQuestions, TooFewQuestionsForTheTestToReachAlphaHaveNoDetectableDiff
               "reach p < 0.05 (the sign-flip test's mid-p is at least 0.5)");
 }
 
+// A repeat a stopped run never sent counts as a wrong answer in the
+// difference, but is no re-run: B's noise comes from the repeats that have
+// a response (`noise_b`). Counted, a question unsent in one repeat and right
+// in the other read as "±0.8 points" of noise on one group and "not
+// measured" on its sibling (two audits).
+TEST(AnalyseQuestions, AnUnsentRepeatIsNoRunToRunNoise) {
+    const CorrectnessMatrix a{{1, 1}, {1, 1}, {0, 0}, {1, 1}};
+    const CorrectnessMatrix b{{0, 1}, {1, 1}, {0, 0}, {1, 1}}; // b[0][0] unsent
+    const CorrectnessMatrix sent{{1}, {1, 1}, {0, 0}, {1, 1}};
+    auto counted = analyse_questions(a, b, {}, {}, {1, 2, 2, 2});
+    ASSERT_TRUE(counted.ok());
+    EXPECT_TRUE(counted->noise_b.measured);
+    EXPECT_FALSE(counted->noise_b.deterministic);
+    auto s = analyse_questions(a, b, {}, {}, {1, 2, 2, 2}, &sent);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_b.measured);
+    EXPECT_TRUE(s->noise_b.deterministic);
+    // The difference still counts the unsent repeat as wrong.
+    EXPECT_DOUBLE_EQ(s->diff, counted->diff);
+    EXPECT_DOUBLE_EQ(s->diff, -0.125);
+    // A question with no repeat sent at all is left out of the noise.
+    const CorrectnessMatrix none{{}, {1, 1}, {0, 0}, {1, 1}};
+    s = analyse_questions(a, CorrectnessMatrix{{0, 0}, {1, 1}, {0, 0}, {1, 1}}, {}, {},
+                          {0, 2, 2, 2}, &none);
+    ASSERT_TRUE(s.ok());
+    EXPECT_TRUE(s->noise_b.deterministic);
+}
+
 } // namespace
 } // namespace diffeval::analysis
