@@ -7,6 +7,7 @@
 
 #include <reports/tables.hpp>
 
+#include <harness/analysis/summary.hpp>
 #include <harness/util/escape.hpp>
 #include <harness/util/text.hpp>
 
@@ -398,7 +399,7 @@ std::string charts_section(const ReportData& data) {
     out += "<figure><figcaption>Accuracy per group <span class=\"note\">dot = mean over "
            "repeats, whisker = min-max over repeats</span></figcaption>" +
            accuracy_chart(data, rows) + "</figure>\n";
-    const auto unsent = unsent_in_errors_note(data);
+    const auto unsent = analysis::unsent_errors_text(data.completeness);
     out += "<figure><figcaption>Where the responses went <span class=\"note\">share of each "
            "group's responses by outcome" +
            (unsent.empty() ? std::string() : ". " + util::xml_escape(unsent)) +

@@ -423,8 +423,7 @@ util::Result<void> ExplorerRows::add(Part& part, const analysis::ResultRow& row,
     }
     // A planned request with no response is unsent, as the comparisons'
     // transitions say, not a server's error.
-    json_text(buf, row.response_id == 0 ? analysis::transition_state_name(analysis::k_unsent_state)
-                                        : scorers::outcome_name(row.outcome));
+    json_text(buf, analysis::transition_state_name(analysis::transition_state(row)));
     buf += ',';
     json_opt_text(buf, d.error);
     buf += ",[";

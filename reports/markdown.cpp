@@ -4,6 +4,7 @@
 #include <reports/tables.hpp>
 
 #include <harness/analysis/results.hpp>
+#include <harness/analysis/summary.hpp>
 #include <harness/util/text.hpp>
 
 #include <fmt/format.h>
@@ -149,7 +150,9 @@ std::string render_markdown(const ReportData& data) {
     out += fmt::format("## Where the responses went\n\nMean responses per run; accuracy by {}.\n\n",
                        markdown_code(data.layout.lead_scorer));
     out += breakdown_table(data.summary, data.layout.lead_scorer, Style::markdown) + "\n";
-    if (const auto note = unsent_in_errors_note(data); !note.empty()) {
+    // Which of its errors are unsent requests, as `summary` says under its
+    // table (an audit read "err 160" for a server that never failed).
+    if (const auto note = analysis::unsent_errors_text(data.completeness); !note.empty()) {
         out += md_text(note) + "\n\n";
     }
 

@@ -658,12 +658,6 @@ std::string carrying_transitions(const analysis::Comparison& c, size_t max_cells
     return out.empty() ? "none" : out;
 }
 
-std::string unsent_in_errors_note(const ReportData& data) {
-    // The summary command says it under its table; report.md did not (an
-    // audit read "err 160" for a server that never failed).
-    return analysis::unsent_errors_text(data.completeness);
-}
-
 std::vector<std::string> headline_sentences(const ReportData& data) {
     std::vector<std::string> out;
     if (data.writing) {

@@ -96,11 +96,6 @@ inline constexpr size_t k_flips_shown = 10;
 // no detectable difference).
 std::vector<std::string> headline_sentences(const ReportData& data);
 
-// Said beside the responses' breakdown (report.md's err column, the HTML
-// outcome chart's error): the planned requests without a response it
-// counts, per group; empty when every planned request has one.
-std::string unsent_in_errors_note(const ReportData& data);
-
 // The outcome transitions that carried comparison `c`, at most `max_cells`,
 // as "finished -> length_truncated (-40/+2)": ranked by points lost net of
 // those gained when `toward` < 0 (a regression), gained net when > 0, by

@@ -431,8 +431,9 @@ struct Paired {
     CorrectnessMatrix ma, mb;
     AnsweredCounts answered_a, answered_b; // each question's successful repeats
     std::vector<const ResultRow*> rows_a, rows_b;
-    std::vector<uint8_t> b_unsent; // each question: 1 when a B request of it is unsent
-    CorrectnessMatrix mb_sent;     // B's repeats that have a response stored, for its noise
+    // B's repeats that have a response stored, for its noise: shorter than
+    // mb's row where some are unsent.
+    CorrectnessMatrix mb_sent;
     int64_t differing = 0;
     int first_differing = -1;
 };
@@ -516,15 +517,10 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
         c.tokens_a += *qa.tokens;
         c.tokens_b += *qb.tokens;
     }
-    // A request with no response row is unsent, not a server's error.
-    const auto state = [](const ResultRow* r) {
-        return static_cast<size_t>(r->response_id == 0 ? k_unsent_state
-                                                       : static_cast<int>(r->outcome));
-    };
     for (const auto* ra : reps_a) {
         for (const auto* rb : reps_b) {
-            const auto oa = state(ra);
-            const auto ob = state(rb);
+            const auto oa = static_cast<size_t>(transition_state(*ra));
+            const auto ob = static_cast<size_t>(transition_state(*rb));
             ++c.transitions[oa][ob];
             ++c.paired_responses;
             if (ra->correct[scorer] && !rb->correct[scorer]) {
@@ -550,7 +546,6 @@ void pair_question(const Run& reps_a, const Run& reps_b, size_t scorer, Comparis
     };
     p.answered_a.push_back(answered(reps_a));
     p.answered_b.push_back(answered(reps_b));
-    p.b_unsent.push_back(row_b_sent.size() < reps_b.size());
     p.mb_sent.push_back(std::move(row_b_sent));
 }
 
@@ -563,8 +558,8 @@ Comparison::WithoutUnsent without_unsent(const Paired& p) {
     };
     double sum = 0;
     for (size_t i = 0; i < p.ma.size(); ++i) {
-        if (p.b_unsent[i]) {
-            continue;
+        if (p.mb_sent[i].size() < p.mb[i].size()) {
+            continue; // a B request of it is unsent
         }
         const double d = mean(p.mb[i]) - mean(p.ma[i]);
         sum += d;
@@ -601,9 +596,8 @@ util::Result<void> finish_comparison(Comparison& c, const Paired& p,
     // B's noise from its repeats that have a response: a repeat a stopped
     // run never sent is no re-run's (audits read "±0.8 points" of noise
     // from one question unsent in a repeat and right in the other).
-    const bool unsent = std::find(p.b_unsent.begin(), p.b_unsent.end(), 1) != p.b_unsent.end();
     auto stats = analyse_questions(p.ma, p.mb, options.paired, p.answered_a, p.answered_b,
-                                   unsent ? &p.mb_sent : nullptr);
+                                   c.behaviour_b.unsent > 0 ? &p.mb_sent : nullptr);
     if (!stats) {
         return stats.error();
     }
@@ -709,6 +703,11 @@ util::Result<std::optional<Comparison>> compare_groups(const Results& results, c
 
 std::string_view transition_state_name(int state) {
     return state == k_unsent_state ? "unsent" : scorers::outcome_name(state);
+}
+
+int transition_state(const ResultRow& row) {
+    // A request with no response row is unsent, not a server's error.
+    return row.response_id == 0 ? k_unsent_state : static_cast<int>(row.outcome);
 }
 
 std::string unsent_text(const Comparison& c) {

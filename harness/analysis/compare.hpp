@@ -120,6 +120,10 @@ inline constexpr int k_transition_states = scorers::k_outcome_count + 1;
 // The outcome's name (scorers::outcome_name), or "unsent".
 std::string_view transition_state_name(int state);
 
+// A result row's state: k_unsent_state for a planned request with no
+// response row, else its outcome's value.
+int transition_state(const ResultRow& row);
+
 struct Comparison {
     std::string scorer;
     Selector a; // fully resolved

@@ -25,7 +25,9 @@ namespace {
 // Guards threshold comparisons against rounding in means over repeats.
 constexpr double k_epsilon = 1e-9;
 
-bool matches(const GroupSummary& g, const Selector& s) {
+// Whether group `g` (a GroupSummary or a store::GroupCompleteness: its
+// server, framing and max_tokens) is one `s` names.
+template <class Group> bool matches(const Group& g, const Selector& s) {
     return g.server == s.server && (!s.framing || *s.framing == g.framing) &&
            (!s.max_tokens || *s.max_tokens == g.max_tokens);
 }
@@ -1117,12 +1119,11 @@ util::Result<GateVerdict> evaluate_gate(const Results& results, store::Store& st
     verdict.unsent_note = unsent_errors_text(groups);
     if (spec.require_complete == RequireComplete::no) {
         const auto read_by_checks = [&](const store::GroupCompleteness& g) {
-            const auto matches = [&](const std::optional<Selector>& s) {
-                return s && s->server == g.server && (!s->framing || *s->framing == g.framing) &&
-                       (!s->max_tokens || *s->max_tokens == g.max_tokens);
+            const auto named = [&](const std::optional<Selector>& s) {
+                return s && matches(g, *s);
             };
-            return (spec.expect && (!spec.group || matches(spec.group))) ||
-                   matches(spec.baseline) || matches(spec.candidate);
+            return (spec.expect && (!spec.group || named(spec.group))) || named(spec.baseline) ||
+                   named(spec.candidate);
         };
         for (const auto& g : groups) {
             if (read_by_checks(g)) {

@@ -146,6 +146,12 @@ util::Result<void> check_whole_range(const std::string& what, int64_t value, int
                       fmt::format("{} {}: must be between {} and {}", what, value, lo, hi));
 }
 
+std::string override_flag(std::string_view field) {
+    std::string flag = "--" + std::string(field);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return flag;
+}
+
 util::Result<void> check_range(const std::string& what, double value, double lo, double hi) {
     if (std::isfinite(value) && value >= lo && value <= hi) {
         return {};
@@ -680,9 +686,7 @@ std::optional<std::pair<std::string, std::string>> not_utf8(const RunConfig& c) 
     }
     for (const auto& [key, value] : c.framing_overrides.fields.items()) {
         if (value.is_string()) {
-            std::string flag = "--" + key;
-            std::replace(flag.begin(), flag.end(), '_', '-');
-            texts.emplace_back(std::move(flag), value.get<std::string>());
+            texts.emplace_back(override_flag(key), value.get<std::string>());
         }
     }
     for (const auto& s : c.servers) {

@@ -117,6 +117,10 @@ util::Result<void> validate(const RunConfig& config);
 // limits, numbers, the probe (what `demo` checks before it starts its own).
 util::Result<void> validate_settings(const RunConfig& config);
 
+// The flag that sets body field `field` of every framing
+// (RunConfig::framing_overrides): "top_k" -> "--top-k".
+std::string override_flag(std::string_view field);
+
 // `value` of the setting called `what` (a flag such as "--repeats", or
 // "FILE:LINE: 'repeats'") unless it lies outside [lo, hi] or is not finite:
 // then a usage error naming both bounds.

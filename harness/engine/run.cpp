@@ -190,12 +190,10 @@ util::Result<Inputs> load_inputs(const RunConfig& config) {
                 // A flag's field (--top-k) is written into every framing:
                 // named as the flag's, not the framing's (an audit).
                 if (config.framing_overrides.fields.contains(key)) {
-                    std::string flag = "--" + key;
-                    std::replace(flag.begin(), flag.end(), '_', '-');
                     return make_error(ErrorKind::usage,
                                       fmt::format("server '{}': its body sets '{}', which {} "
                                                   "writes too; give one of the two",
-                                                  server.name, key, flag));
+                                                  server.name, key, override_flag(key)));
                 }
                 return make_error(
                     ErrorKind::usage,

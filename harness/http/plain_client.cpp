@@ -244,6 +244,10 @@ struct PlainMulti::Impl {
     }
     void fail_stuck_reads();
     void drop_idle_elsewhere(const std::string& key);
+    // Whether idle connection `c` to `key` may carry a request still
+    // (idle_state); one that may not is shut, after what it showed is
+    // counted (unasked bytes; a close after a chunked answer).
+    bool still_usable(Connection& c, const std::string& key);
 };
 
 void PlainMulti::Impl::shut(Connection& c) {
@@ -266,22 +270,30 @@ void PlainMulti::Impl::drop_idle_elsewhere(const std::string& key) {
     }
 }
 
+bool PlainMulti::Impl::still_usable(Connection& c, const std::string& key) {
+    const auto state = idle_state(c);
+    if (state == Idle::quiet) {
+        return true;
+    }
+    if (c.after_chunked) {
+        closes_after_chunked.insert(key);
+    }
+    // Bytes nobody asked for: a server or proxy that sent a response too
+    // many, which a request written a moment earlier would have read as its
+    // answer (the run says so at its end).
+    if (state == Idle::unasked_bytes) {
+        ++unasked_bytes[key];
+    }
+    shut(c);
+    return false;
+}
+
 void PlainMulti::Impl::start(const TransferPtr& t) {
     auto& list = idle[t->target->key];
     while (!list.empty()) {
         auto conn = std::move(list.back());
         list.pop_back();
-        if (const auto state = idle_state(*conn); state != Idle::quiet) {
-            if (conn->after_chunked) {
-                closes_after_chunked.insert(t->target->key);
-            }
-            // Bytes nobody asked for: a server or proxy that sent a response
-            // too many, which a request written a moment earlier would have
-            // read as its answer (the run says so at its end).
-            if (state == Idle::unasked_bytes) {
-                ++unasked_bytes[t->target->key];
-            }
-            shut(*conn);
+        if (!still_usable(*conn, t->target->key)) {
             continue;
         }
         t->conn = std::move(conn);
@@ -857,19 +869,8 @@ size_t PlainMulti::unasked_bytes(const std::string& url) {
     // on that connection read by the request after, and the last, left
     // unread when the run ended, was seen by nobody (an audit).
     if (auto idle = impl.idle.find(t->key); idle != impl.idle.end()) {
-        auto& list = idle->second;
-        for (auto it = list.begin(); it != list.end();) {
-            const auto state = idle_state(**it);
-            if (state == Idle::quiet) {
-                ++it;
-                continue;
-            }
-            if (state == Idle::unasked_bytes) {
-                ++impl.unasked_bytes[t->key];
-            }
-            impl.shut(**it);
-            it = list.erase(it);
-        }
+        std::erase_if(idle->second,
+                      [&](const auto& conn) { return !impl.still_usable(*conn, t->key); });
     }
     const auto it = impl.unasked_bytes.find(t->key);
     return it == impl.unasked_bytes.end() ? 0 : it->second;
